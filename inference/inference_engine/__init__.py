@@ -1,0 +1,1 @@
+"""Vendor compilers and runtimes: inference_engine/<vendor>/<compiler>.py defines InferModel."""

@@ -1,0 +1,189 @@
+"""Host-side entry (spec §2.2.2): run every case of configs/host.yaml on every host, then merge.
+
+    sudo python3 run.py [--config configs/host.yaml] [--cases resnet50,digits:pytorch]
+
+Exit status: 0 when every case succeeded on every host, 1 when any failed
+(each failure is named with its case, host and step), 2 for a bad config,
+130 when interrupted. Results: <FLAGPERF_LOG_PATH>/run<id>/summary.{json,md}.
+"""
+from __future__ import annotations
+
+import argparse
+import secrets
+import signal
+import sys
+import threading
+import time
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from datetime import datetime, timezone
+from pathlib import Path
+
+from loguru import logger
+
+from tools.errors import ConfigError, InferPerfError, one_line
+from utils.host_config import CaseSpec, HostConfig, load_host_config
+from utils.session import CaseOutcome, HostSession
+
+INFERENCE_DIR = Path(__file__).resolve().parent
+INTERRUPT_GRACE_S = 60.0
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--config", default=str(INFERENCE_DIR / "configs" / "host.yaml"), help="host.yaml to use")
+    parser.add_argument("--cases", default=None, help="comma-separated case or case:framework names to run (default all)")
+    return parser.parse_args(argv)
+
+
+def select_cases(config: HostConfig, selection: str | None) -> list[CaseSpec]:
+    if not selection:
+        return config.cases
+    wanted = [s.strip() for s in selection.split(",") if s.strip()]
+    chosen = [c for c in config.cases if c.case in wanted or c.key in wanted]
+    unknown = [w for w in wanted if not any(w in (c.case, c.key) for c in config.cases)]
+    if unknown:
+        raise ConfigError(f"--cases: {unknown[0]!r} is not in CASES of {config.path}")
+    return chosen
+
+
+def check_cases(config: HostConfig) -> None:
+    """Everything about the cases that can be checked before any host is touched."""
+    from inference_engine.registry import load_engine_module
+    from tools.config import load_case_config
+
+    perf_dir = config.flagperf_path
+    logger.disable("tools.config")  # the container logs the merge; here only errors matter
+    try:
+        for spec in config.cases:
+            framework = spec.framework.split("_", 1)[0]
+            if not (perf_dir / "benchmarks" / spec.case / framework).is_dir():
+                raise ConfigError(f"{config.path}: key CASES entry '{spec.key}': no benchmarks/{spec.case}/{framework}/")
+            if config.mode == "docker" and not (perf_dir / "docker_images" / config.vendor / spec.framework / "Dockerfile").is_file():
+                raise ConfigError(
+                    f"{config.path}: key CASES entry '{spec.key}': no docker_images/{config.vendor}/{spec.framework}/Dockerfile"
+                )
+            case_config = load_case_config(str(perf_dir), spec.case, spec.framework, config.vendor, spec.data_dir, "-")
+            if case_config.compiler is None:
+                continue
+            if config.mode == "local":
+                module = load_engine_module(config.vendor, case_config.compiler)
+                preflight = getattr(module, "preflight", None)
+                if callable(preflight):
+                    preflight(case_config)
+            elif not (perf_dir / "inference_engine" / config.vendor / f"{case_config.compiler}.py").is_file():
+                raise ConfigError(f"unknown compiler '{case_config.compiler}' for vendor '{config.vendor}'")
+    finally:
+        logger.enable("tools.config")
+
+
+def make_session(config: HostConfig, index: int, run_id: str, abort: threading.Event, run_dir: Path) -> HostSession:
+    if config.mode == "local":
+        from utils.local_session import LocalSession
+
+        return LocalSession(config, index, run_id, abort)
+    from utils.docker_session import DockerSession
+
+    return DockerSession(config, index, run_id, abort, build_log_dir=run_dir)
+
+
+def host_worker(session: HostSession, cases: list[CaseSpec], run_dir: Path) -> list[CaseOutcome]:
+    from utils.container_manager import slug
+
+    def case_dir(spec: CaseSpec) -> Path:
+        return run_dir / spec.key / f"{slug(session.label)}_noderank{session.noderank}"
+
+    try:
+        session.prepare()
+    except Exception as exc:  # one host's failure is reported and must not stop the others
+        message = one_line(exc) if isinstance(exc, InferPerfError) else f"host {session.label}: {one_line(exc)}"
+        logger.error(message)
+        return [CaseOutcome(spec, session.label, session.noderank, case_dir(spec)).fail(session.preflight_step or "preflight", message) for spec in cases]
+    outcomes = []
+    for spec in cases:
+        if session.abort.is_set():
+            outcomes.append(CaseOutcome(spec, session.label, session.noderank, case_dir(spec)).fail("interrupted", "run interrupted before this case started", "interrupted"))
+            continue
+        logger.info(f"host {session.label}: running {spec.key}")
+        try:
+            outcome = session.run_case(spec, case_dir(spec))
+        except Exception as exc:
+            outcome = CaseOutcome(spec, session.label, session.noderank, case_dir(spec)).fail("container", one_line(exc))
+        level = "INFO" if outcome.status == "success" else "ERROR"
+        logger.log(level, f"host {session.label}: {spec.key} {outcome.status}" + (f" at step {outcome.step}: {outcome.error}" if outcome.error else ""))
+        outcomes.append(outcome)
+    return outcomes
+
+
+def _raise_keyboard_interrupt(signum, _frame) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logger.remove()
+    logger.add(sys.stderr, level="INFO", format="{time:HH:mm:ss} | {level: <7} | {message}")
+    try:
+        config = load_host_config(args.config, INFERENCE_DIR)
+        config.cases = select_cases(config, args.cases)
+        check_cases(config)
+    except InferPerfError as exc:
+        logger.error(one_line(exc))
+        return exc.exit_code if isinstance(exc, ConfigError) else 2
+
+    started_at = datetime.now(timezone.utc)
+    run_id = time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
+    run_dir = config.log_path / f"run{run_id}"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    logger.remove()
+    logger.add(sys.stderr, level=config.log_level, format="{time:HH:mm:ss} | {level: <7} | {message}")
+    logger.add(run_dir / "run.log", level="DEBUG", format="{time:YYYY-MM-DD HH:mm:ss.SSS} | {level: <7} | {message}")
+    logger.info(f"run {run_id}: {len(config.cases)} case(s) x {len(config.hosts)} host(s), mode {config.mode}, vendor {config.vendor}")
+
+    abort = threading.Event()
+    sessions = [make_session(config, i, run_id, abort, run_dir) for i in range(len(config.hosts))]
+    previous = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+    pool = ThreadPoolExecutor(max_workers=len(sessions), thread_name_prefix="host")
+    futures = [pool.submit(host_worker, session, config.cases, run_dir) for session in sessions]
+    interrupted = False
+    try:
+        pending = set(futures)
+        while pending:
+            # A bounded wait keeps the main thread responsive to Ctrl-C.
+            _, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+    except KeyboardInterrupt:
+        interrupted = True
+        abort.set()
+        logger.error("interrupted: stopping containers and monitors on every host")
+        for session in sessions:
+            session.interrupt()
+        wait(futures, timeout=INTERRUPT_GRACE_S)
+    finally:
+        for session in sessions:
+            try:
+                session.cleanup()
+            except Exception as exc:
+                logger.warning(f"host {session.label}: cleanup failed: {one_line(exc)}")
+        pool.shutdown(wait=False, cancel_futures=True)
+        signal.signal(signal.SIGTERM, previous)
+
+    outcomes: list[CaseOutcome] = []
+    for future in futures:
+        if future.done() and future.exception() is None:
+            outcomes.extend(future.result())
+    from utils.summary import merge_outcome, write_summary
+
+    records = [merge_outcome(o, config.flagperf_path, config.vendor) for o in outcomes]
+    records.sort(key=lambda r: (r["case"], r["framework"], r["noderank"]))
+    json_path, md_path = write_summary(run_dir, run_id, config, records, started_at)
+    print(md_path.read_text(encoding="utf-8"))
+    logger.info(f"summary: {json_path} and {md_path}")
+    failed = [r for r in records if r["status"] != "success"]
+    for r in failed:
+        logger.error(f"FAILED {r['case']}:{r['framework']} on host {r['host']} at step {r['failed_step']}: {r['error']}")
+    if interrupted:
+        return 130
+    return 1 if failed or not records else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Container-side tools: everything run_inference.py needs inside the vendor container."""

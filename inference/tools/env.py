@@ -1,0 +1,45 @@
+"""An environment fingerprint for every result: what produced these numbers."""
+from __future__ import annotations
+
+import os
+import platform
+import socket
+from importlib import metadata
+from pathlib import Path
+
+_PACKAGES = ("torch", "onnx", "onnxruntime", "numpy", "tensorrt", "nvidia-ml-py")
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def package_versions() -> dict[str, str]:
+    versions = {}
+    for name in _PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return versions
+
+
+def environment(threads: dict | None = None) -> dict:
+    affinity = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+    return {
+        "hostname": socket.gethostname(),
+        "in_container": Path("/.dockerenv").exists(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpu_model": cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "cpus_usable": len(affinity) if affinity is not None else os.cpu_count(),
+        "packages": package_versions(),
+        "threads": threads or {},
+    }

@@ -1,0 +1,145 @@
+"""The one timing loop shared by framework validation and engine inference.
+
+Definitions (the same for every case and every engine):
+  core  = wall time of the model/engine call alone, device-synchronised,
+          minus the engine's declared ``foo_time`` (time unrelated to inference);
+  whole = wall time of the measured loop: data loading, host<->device copies,
+          the call and evaluation, minus ``foo_time`` as well.
+Warm-up calls run on the first batch before the measured loop and are excluded
+from both. Every batch of every repeat is measured; per-batch core latencies
+are kept raw for percentiles.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Sequence
+
+from loguru import logger
+
+from tools.errors import EngineError
+from tools.stats import LatencyStats
+from tools.torch_sync import device_sync_fn
+
+Step = Callable[[list], "tuple[list, float]"]
+
+
+@dataclass
+class PhaseResult:
+    phase: str
+    samples: int
+    batches: int
+    whole_time_s: float
+    core_time_s: float
+    foo_time_s: float
+    warmup_batches: int
+    accuracy: float | None
+    latency: LatencyStats | None
+    core_latencies_ns: list[int] = field(default_factory=list, repr=False)
+
+    @property
+    def whole_qps(self) -> float | None:
+        return self.samples / self.whole_time_s if self.whole_time_s > 0 else None
+
+    @property
+    def core_qps(self) -> float | None:
+        return self.samples / self.core_time_s if self.core_time_s > 0 else None
+
+
+def as_input_list(x: Any) -> list:
+    return list(x) if isinstance(x, (list, tuple)) else [x]
+
+
+def _batch_len(y: Any, inputs: Sequence) -> int:
+    for candidate in (y, inputs[0] if inputs else None):
+        try:
+            return len(candidate)
+        except TypeError:
+            continue
+    return 1
+
+
+def _check_step_result(result: Any, phase: str) -> tuple[list, float]:
+    if not (isinstance(result, tuple) and len(result) == 2):
+        raise EngineError(
+            f"{phase}: the engine call must return (list_of_outputs, foo_time), got {type(result).__name__}"
+        )
+    outputs, foo_time = result
+    if not isinstance(outputs, (list, tuple)):
+        raise EngineError(f"{phase}: the engine's outputs must be a list of tensors, got {type(outputs).__name__}")
+    if not isinstance(foo_time, (int, float)) or foo_time < 0:
+        raise EngineError(f"{phase}: the engine's foo_time must be a non-negative number of seconds, got {foo_time!r}")
+    return list(outputs), float(foo_time)
+
+
+def timed_forward(
+    step: Step,
+    dataloader: Iterable,
+    evaluator: Callable[[list, Any], float] | None,
+    config: Any,
+    phase: str,
+) -> PhaseResult:
+    """Run ``step`` over ``repeat`` passes of ``dataloader`` and measure it.
+
+    ``step(inputs) -> (outputs, foo_time)`` takes a list of CPU tensors and
+    returns a list of CPU tensors; ``evaluator(outputs, y)`` returns the
+    batch accuracy in [0, 1], weighted here by the batch size.
+    """
+    sync = device_sync_fn(getattr(config, "device", "cpu"))
+    warmup = int(getattr(config, "warmup", 0))
+    repeat = int(getattr(config, "repeat", 1))
+    log_freq = int(getattr(config, "log_freq", 0)) or 0
+    clock = time.perf_counter_ns
+
+    if warmup > 0:
+        first_x, _ = next(iter(dataloader))
+        warm_inputs = as_input_list(first_x)
+        for _ in range(warmup):
+            _check_step_result(step(warm_inputs), phase)
+        sync()
+
+    core_ns: list[int] = []
+    foo_ns = 0
+    samples = 0
+    correct = 0.0
+    evaluated = 0
+    batch_index = 0
+    start = clock()
+    for _ in range(repeat):
+        for x, y in dataloader:
+            inputs = as_input_list(x)
+            t0 = clock()
+            result = step(inputs)
+            sync()
+            t1 = clock()
+            outputs, foo_time = _check_step_result(result, phase)
+            foo = int(foo_time * 1e9)
+            foo_ns += foo
+            core_ns.append(max(t1 - t0 - foo, 0))
+            n = _batch_len(y, inputs)
+            samples += n
+            if evaluator is not None:
+                correct += float(evaluator(outputs, y)) * n
+                evaluated += n
+            batch_index += 1
+            if log_freq and batch_index % log_freq == 0:
+                logger.info(
+                    f"{phase}: batch {batch_index}, core {core_ns[-1] / 1e6:.2f} ms, "
+                    f"running acc {correct / evaluated if evaluated else float('nan'):.4f}"
+                )
+    whole_ns = clock() - start - foo_ns
+
+    if foo_ns:
+        logger.warning(f"{phase}: engine declared {foo_ns / 1e9:.3f} s of foo_time (excluded from whole and core)")
+    return PhaseResult(
+        phase=phase,
+        samples=samples,
+        batches=len(core_ns),
+        whole_time_s=whole_ns / 1e9,
+        core_time_s=sum(core_ns) / 1e9,
+        foo_time_s=foo_ns / 1e9,
+        warmup_batches=warmup,
+        accuracy=(correct / evaluated) if evaluated else None,
+        latency=LatencyStats.from_ns(core_ns),
+        core_latencies_ns=core_ns,
+    )

@@ -1,0 +1,367 @@
+"""FlagPerf's seven in-container steps (spec §2.2.3) with its four switches.
+
+  init -> dataset_and_model -> framework_validation -> onnx_export
+       -> vendor_compile -> engine_inference -> summary
+
+  compiler: null           stop after validation, go to summary
+  no_validation: true      model is None; skip validation and export (needs exist_onnx_path)
+  exist_onnx_path: PATH    skip export
+  exist_compiler_path: P   skip compile; the engine loads P
+"""
+from __future__ import annotations
+
+import importlib
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from loguru import logger
+
+from inference_engine.registry import ENGINE_ROOT, engine_file, load_engine_module
+from tools import compile_report, result
+from tools.cache import atomic_path, fingerprint, hash_file, hash_state_dict, hash_tree
+from tools.config import CaseConfig, load_case_config
+from tools.env import cpu_model, environment, package_versions
+from tools.errors import ConfigError, DataError, EngineError
+from tools.forward import PhaseResult, as_input_list
+
+STEPS = (
+    "init",
+    "dataset_and_model",
+    "framework_validation",
+    "onnx_export",
+    "vendor_compile",
+    "engine_inference",
+    "summary",
+)
+CASE_FUNCTIONS = ("build_dataloader", "create_model", "evaluator", "model_forward", "export_model", "engine_forward")
+
+
+@dataclass
+class PipelineArgs:
+    perf_dir: str
+    data_dir: str
+    log_dir: str
+    vendor: str
+    case: str
+    framework: str
+
+
+@dataclass
+class StepRecord:
+    status: str = "pending"
+    duration_s: float | None = None
+    note: str | None = None
+
+
+@dataclass
+class PipelineState:
+    """What the steps hand to each other."""
+
+    config: CaseConfig | None = None
+    case_module: ModuleType | None = None
+    engine_module: ModuleType | None = None
+    dataloader: Any = None
+    model: Any = None
+    engine: Any = None
+    onnx_path: str | None = None
+    validation: PhaseResult | None = None
+    inference: PhaseResult | None = None
+    cache: dict[str, dict] = field(default_factory=dict)
+    engine_info: dict[str, Any] = field(default_factory=dict)
+
+
+class Pipeline:
+    def __init__(self, args: PipelineArgs) -> None:
+        self.args = args
+        self.perf_dir = Path(args.perf_dir).resolve()
+        self.steps = {name: StepRecord() for name in STEPS}
+        self.current_step: str | None = None
+        self.state = PipelineState()
+        self.started = time.perf_counter()
+        self.started_at = datetime.now(timezone.utc)
+
+    # ---- driver -------------------------------------------------------------
+    def run(self) -> dict:
+        self._step("init", self.init)
+        self._step("dataset_and_model", self.dataset_and_model)
+        config = self.state.config
+        self._step("framework_validation", self.framework_validation, skip_if=config.no_validation, why="no_validation: true")
+        no_compiler = config.compiler is None
+        self._step(
+            "onnx_export",
+            self.onnx_export,
+            skip_if=no_compiler or config.exist_onnx_path is not None,
+            why="compiler: null" if no_compiler else "exist_onnx_path is set",
+        )
+        self._step(
+            "vendor_compile",
+            self.vendor_compile,
+            skip_if=no_compiler,
+            why="compiler: null",
+        )
+        self._step("engine_inference", self.engine_inference, skip_if=no_compiler, why="compiler: null")
+        return self._step("summary", self.summary)
+
+    def _step(self, name: str, action, skip_if: bool = False, why: str | None = None):
+        record = self.steps[name]
+        if skip_if:
+            record.status, record.note = "skipped", why
+            logger.info(f"[{STEPS.index(name) + 1}/7 {name}] skipped ({why})")
+            return None
+        self.current_step = name
+        logger.info(f"[{STEPS.index(name) + 1}/7 {name}] start")
+        start = time.perf_counter()
+        output = action()
+        record.status, record.duration_s = "done", time.perf_counter() - start
+        logger.info(f"[{STEPS.index(name) + 1}/7 {name}] done in {record.duration_s:.2f} s")
+        return output
+
+    # ---- steps --------------------------------------------------------------
+    def init(self) -> None:
+        args = self.args
+        if not (self.perf_dir / "configs").is_dir():
+            raise ConfigError(f"--perf_dir {args.perf_dir}: not an InferPerf inference/ directory (no configs/)")
+        _check_data_dir(args.data_dir)
+        if not (ENGINE_ROOT / args.vendor).is_dir():
+            raise ConfigError(f"unknown vendor '{args.vendor}': no inference_engine/{args.vendor}/")
+        config = load_case_config(
+            str(self.perf_dir), args.case, args.framework, args.vendor, str(Path(args.data_dir).resolve()), args.log_dir
+        )
+        config.cache_dir = str(self.perf_dir / "onnxs")
+        Path(config.cache_dir).mkdir(parents=True, exist_ok=True)
+        self.state.config = config
+        self.state.case_module = _load_case(self.perf_dir, args.case, args.framework)
+
+        if config.exist_compiler_path is not None:
+            config.exist_compiler_path = self._existing(config.exist_compiler_path, "exist_compiler_path", "engine")
+        elif config.exist_onnx_path is not None:
+            config.exist_onnx_path = self._existing(config.exist_onnx_path, "exist_onnx_path", "ONNX")
+        if config.compiler is not None:
+            self.state.engine_module = load_engine_module(args.vendor, config.compiler)
+            preflight = getattr(self.state.engine_module, "preflight", None)
+            if callable(preflight):
+                preflight(config)
+        threads = config.get("intra_op_num_threads", 0)
+        if threads:
+            import torch
+
+            torch.set_num_threads(int(threads))
+        logger.info(
+            f"case={args.case} framework={args.framework} vendor={args.vendor} compiler={config.compiler} "
+            f"batch_size={config.batch_size} fp16={config.fp16} repeat={config.repeat} warmup={config.warmup}"
+        )
+
+    def _existing(self, value: str, key: str, what: str) -> str:
+        path = Path(value)
+        if not path.is_absolute():
+            path = self.perf_dir / path
+        if not path.is_file():
+            origin = self.state.config.origin.get(key, "config")
+            raise DataError(f"{origin}: key '{key}': {what} file not found: {path}")
+        return str(path)
+
+    def dataset_and_model(self) -> None:
+        config, case = self.state.config, self.state.case_module
+        dataloader = case.build_dataloader(config)
+        size = _dataset_size(dataloader)
+        if size == 0:
+            raise DataError(f"data_dir {config.data_dir}: the data set is empty")
+        if size is not None and config.batch_size > size:
+            raise DataError(
+                f"{config.origin.get('batch_size', 'config')}: key 'batch_size' is {config.batch_size}, "
+                f"larger than the data set ({size} samples in {config.data_dir})"
+            )
+        self.state.dataloader = dataloader
+        if config.no_validation:
+            logger.info("no_validation: true, so no framework model is created")
+        else:
+            self.state.model = case.create_model(config)
+
+    def framework_validation(self) -> None:
+        state = self.state
+        state.validation = _phase_result(
+            state.case_module.model_forward(state.model, state.dataloader, state.case_module.evaluator, state.config),
+            "model_forward",
+        )
+        _log_phase(state.validation)
+
+    def onnx_export(self) -> None:
+        config, state = self.state.config, self.state
+        framework_dir = self.perf_dir / "benchmarks" / config.case / _benchmark_framework(config.framework)
+        parameters = {k: v for k, v in config.extra.items() if config.origin.get(k, "").endswith("parameters.yaml")}
+        import torch
+
+        key = fingerprint(
+            {
+                "code": hash_tree([framework_dir, self.perf_dir / "benchmarks" / "common.py"]),
+                "weights": hash_state_dict(state.model),
+                "opset": config.onnx_opset,
+                "parameters": parameters,
+                "torch": torch.__version__,
+            }
+        )
+        target = Path(config.cache_dir) / f"{config.case}_{_benchmark_framework(config.framework)}_{key}.onnx"
+        if target.is_file():
+            logger.info(f"reusing cached ONNX export {target} (key {key})")
+            status = "hit"
+        else:
+            with atomic_path(target) as tmp:
+                config.export_onnx_path = str(tmp)
+                returned = state.case_module.export_model(state.model, config)
+                if returned is not None and Path(returned).resolve() != tmp.resolve():
+                    raise EngineError(f"benchmarks/{config.case}: export_model wrote {returned}, not config.export_onnx_path")
+                if tmp.stat().st_size == 0:
+                    raise EngineError(f"benchmarks/{config.case}: export_model wrote nothing to config.export_onnx_path")
+            config.export_onnx_path = str(target)
+            logger.info(f"exported ONNX to {target} (key {key})")
+            status = "miss"
+        state.onnx_path = str(target)
+        state.cache["onnx"] = {"status": status, "path": str(target), "key": key}
+
+    def vendor_compile(self) -> None:
+        config, state = self.state.config, self.state
+        if state.onnx_path is None and config.exist_onnx_path is not None:
+            state.onnx_path = config.exist_onnx_path
+            state.cache["onnx"] = {"status": "user", "path": config.exist_onnx_path}
+        engine_class = state.engine_module.InferModel
+        source = engine_file(config.vendor, config.compiler)
+        if config.exist_compiler_path is not None:
+            config.engine_path = config.exist_compiler_path
+            status = "user"
+        else:
+            suffix = getattr(engine_class, "engine_suffix", None)
+            if suffix:
+                key = self._engine_key(source)
+                config.engine_path = str(Path(config.cache_dir) / f"{config.case}_{config.vendor}_{config.compiler}_{key}{suffix}")
+                status = "hit" if Path(config.engine_path).is_file() else "miss"
+                if status == "hit":
+                    logger.info(f"reusing cached engine {config.engine_path} (key {key})")
+            else:
+                status = "none"
+        start = time.perf_counter()
+        state.engine = engine_class(config, state.onnx_path, state.model)
+        duration = time.perf_counter() - start
+        if status == "miss" and not Path(config.engine_path).is_file():
+            logger.warning(f"engine declared engine_suffix but wrote no {config.engine_path}; nothing cached")
+            status = "none"
+        state.cache["engine"] = {"status": status, "path": config.engine_path}
+        state.engine_info = compile_report.describe_engine(state.engine, state.onnx_path, duration)
+        logger.info(f"compiled with {config.vendor}/{config.compiler} in {duration:.2f} s (engine cache: {status})")
+
+    def _engine_key(self, source: Path) -> str:
+        config = self.state.config
+        vendor_keys = {k: v for k, v in config.as_dict().items() if config.origin.get(k, "").endswith(f"{config.vendor}_configurations.yaml")}
+        onnx = self.state.onnx_path
+        return fingerprint(
+            {
+                "onnx": hash_file(onnx).hexdigest() if onnx and Path(onnx).is_file() else onnx,
+                "engine_code": hash_file(source).hexdigest(),
+                "fp16": config.fp16,
+                "batch_size": config.batch_size,
+                "vendor_config": vendor_keys,
+                "cpu": cpu_model(),
+                "packages": package_versions(),
+            }
+        )
+
+    def engine_inference(self) -> None:
+        state = self.state
+        state.inference = _phase_result(
+            state.case_module.engine_forward(state.engine, state.dataloader, state.case_module.evaluator, state.config),
+            "engine_forward",
+        )
+        _log_phase(state.inference)
+        profile = getattr(state.engine, "get_performance_data", None)
+        if callable(profile):
+            first_x, _ = next(iter(state.dataloader))
+            try:
+                state.engine_info["performance_data"] = profile(as_input_list(first_x))
+            except Exception as exc:  # optional API: a broken profiler must not lose the run
+                logger.warning(f"engine get_performance_data failed, omitted: {exc}")
+
+    def summary(self) -> dict:
+        config, state = self.state.config, self.state
+        threads = {"torch": _torch_threads()}
+        for key in ("intra_op_num_threads", "inter_op_num_threads"):
+            if key in config.extra:
+                threads[key] = config.extra[key]
+        record = result.build_result(
+            config=config,
+            validation=state.validation,
+            inference=state.inference,
+            engine=state.engine,
+            engine_info=state.engine_info,
+            e2e_time_s=time.perf_counter() - self.started,
+            steps={name: vars(step) for name, step in self.steps.items()},
+            cache=state.cache,
+            env=environment(threads),
+            started_at=self.started_at,
+        )
+        self.steps["summary"].status = "done"
+        record["steps"]["summary"]["status"] = "done"
+        result.write_result(Path(config.log_dir), record)
+        return record
+
+
+# ---- helpers ----------------------------------------------------------------
+def _benchmark_framework(framework: str) -> str:
+    """'pytorch_2.1' selects the docker image; the case code lives in benchmarks/<case>/pytorch."""
+    return framework.split("_", 1)[0]
+
+
+def _load_case(perf_dir: Path, case: str, framework: str) -> ModuleType:
+    fw = _benchmark_framework(framework)
+    if not (perf_dir / "benchmarks" / case / fw).is_dir():
+        raise ConfigError(f"unknown case '{case}' for framework '{framework}': no benchmarks/{case}/{fw}/")
+    module = importlib.import_module(f"benchmarks.{case}.{fw}")
+    missing = [name for name in CASE_FUNCTIONS if not callable(getattr(module, name, None))]
+    if missing:
+        raise ConfigError(f"benchmarks/{case}/{fw}/__init__.py: missing case function '{missing[0]}'")
+    return module
+
+
+def _check_data_dir(data_dir: str) -> None:
+    path = Path(data_dir)
+    if not path.exists():
+        raise DataError(f"data_dir {data_dir}: does not exist")
+    if not path.is_dir():
+        raise DataError(f"data_dir {data_dir}: is not a directory")
+    if next(path.iterdir(), None) is None:
+        raise DataError(f"data_dir {data_dir}: is empty")
+
+
+def _dataset_size(dataloader: Any) -> int | None:
+    try:
+        return len(dataloader.dataset)
+    except (AttributeError, TypeError):
+        return None
+
+
+def _phase_result(value: Any, function: str) -> PhaseResult:
+    if not isinstance(value, PhaseResult):
+        raise EngineError(f"case function {function} must return tools.forward.timed_forward(...)'s result, got {type(value).__name__}")
+    return value
+
+
+def _log_phase(phase: PhaseResult) -> None:
+    acc = f"{phase.accuracy:.4f}" if phase.accuracy is not None else "n/a"
+    lat = phase.latency
+    logger.info(
+        f"{phase.phase}: {phase.samples} samples in {phase.batches} batches, whole {phase.whole_qps:.2f} qps, "
+        f"core {phase.core_qps:.2f} qps, p50 {lat.p50:.2f} ms, p99 {lat.p99:.2f} ms, acc {acc}"
+    )
+    for warning in lat.warnings:
+        logger.warning(f"{phase.phase} latency: {warning}")
+
+
+def _torch_threads() -> int | None:
+    try:
+        import torch
+
+        return torch.get_num_threads()
+    except ImportError:
+        return None

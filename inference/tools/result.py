@@ -1,0 +1,135 @@
+"""result.json: FlagPerf's keys plus the measurements FlagPerf lacks. Schema: docs/result_schema.md."""
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from loguru import logger
+
+from tools.cache import write_json_atomic
+from tools.config import CaseConfig
+from tools.forward import PhaseResult
+
+SCHEMA_VERSION = 1
+RESULT_FILE = "result.json"
+FAILURE_FILE = "failure.json"
+# The performance-data table is for people; the top of it says where time goes.
+MAX_PERF_ROWS = 30
+
+
+def _round(value: float | None, digits: int = 4) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def _phase_block(phase: PhaseResult | None) -> dict | None:
+    if phase is None:
+        return None
+    return {
+        "samples": phase.samples,
+        "batches": phase.batches,
+        "warmup_batches": phase.warmup_batches,
+        "whole_time_s": phase.whole_time_s,
+        "core_time_s": phase.core_time_s,
+        "foo_time_s": phase.foo_time_s,
+        "whole_qps": phase.whole_qps,
+        "core_qps": phase.core_qps,
+        "accuracy": phase.accuracy,
+        "latency_ms": phase.latency.to_dict() if phase.latency else None,
+    }
+
+
+def build_result(
+    *,
+    config: CaseConfig,
+    validation: PhaseResult | None,
+    inference: PhaseResult | None,
+    engine: Any,
+    engine_info: dict,
+    e2e_time_s: float,
+    steps: dict,
+    cache: dict,
+    env: dict,
+    started_at: datetime,
+) -> dict:
+    if engine is not None:
+        precision = str(getattr(engine, "precision", "fp16" if config.fp16 else "fp32"))
+    else:
+        precision = "fp16" if config.fp16 and config.device != "cpu" else "fp32"
+    engine_info = dict(engine_info)
+    if "performance_data" in engine_info:
+        engine_info["performance_data"] = engine_info["performance_data"][:MAX_PERF_ROWS]
+    core_qps = inference.core_qps if inference else None
+    achieved = config.flops * core_qps / 1e12 if config.flops and core_qps else None
+    return {
+        # FlagPerf's keys, same names and meaning.
+        "vendor": config.vendor,
+        "compiler": config.compiler,
+        "precision": precision,
+        "batchsize": config.batch_size,
+        "flops": config.flops,
+        "e2e_time(second)": _round(e2e_time_s),
+        "p_validation_whole(qps)": _round(validation.whole_qps if validation else None),
+        "p_validation_core(qps)": _round(validation.core_qps if validation else None),
+        "p_inference_whole(qps)": _round(inference.whole_qps if inference else None),
+        "*p_inference_core(qps)": _round(core_qps),
+        "val_average_acc": _round(validation.accuracy if validation else None, 6),
+        "infer_average_acc": _round(inference.accuracy if inference else None, 6),
+        # InferPerf's additions.
+        "schema_version": SCHEMA_VERSION,
+        "status": "success",
+        "case": config.case,
+        "framework": config.framework,
+        "achieved_tflops": achieved,
+        "validation": _phase_block(validation),
+        "inference": _phase_block(inference),
+        "engine": engine_info or None,
+        "cache": cache,
+        "steps": steps,
+        "config": config.as_dict(),
+        "env": env,
+        "started_at": started_at.isoformat(timespec="seconds"),
+        "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def flagperf_view(record: dict) -> dict:
+    """The dict FlagPerf prints on its Finish Info line."""
+    keys = (
+        "vendor", "compiler", "precision", "batchsize", "flops", "e2e_time(second)",
+        "p_validation_whole(qps)", "p_validation_core(qps)", "p_inference_whole(qps)",
+        "*p_inference_core(qps)", "val_average_acc", "infer_average_acc",
+    )
+    return {key: record.get(key) for key in keys}
+
+
+def write_result(log_dir: Path, record: dict) -> Path:
+    path = log_dir / RESULT_FILE
+    write_json_atomic(path, record)
+    logger.info(f"Finish Info: {json.dumps(flagperf_view(record))}")
+    logger.info(f"result written to {path}")
+    return path
+
+
+def write_failure(log_dir: Path, *, step: str | None, error: str, exit_code: int, case: str, vendor: str) -> Path:
+    path = log_dir / FAILURE_FILE
+    write_json_atomic(
+        path,
+        {
+            "schema_version": SCHEMA_VERSION,
+            "status": "failed",
+            "case": case,
+            "vendor": vendor,
+            "step": step,
+            "error": error,
+            "exit_code": exit_code,
+        },
+    )
+    return path
+
+
+def clear_previous(log_dir: Path) -> None:
+    """A stale result from an earlier run must never pass for this run's."""
+    for name in (RESULT_FILE, FAILURE_FILE):
+        (log_dir / name).unlink(missing_ok=True)

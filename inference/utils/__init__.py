@@ -1,0 +1,1 @@
+"""Host-side tools: everything run.py needs outside the container."""

@@ -1,0 +1,104 @@
+"""A host's Docker engine, reached through the already-verified SSH connection.
+
+docker-py's own ``ssh://`` transport opens fresh paramiko connections that
+only read ``~/.ssh/known_hosts`` and ``~/.ssh/config``; it cannot use the
+key file and known_hosts named in host.yaml. Instead each Docker API
+connection here is a channel on the existing SSH transport running
+``docker system dial-stdio`` (what the docker CLI's ssh transport does), served
+to the SDK through a private local unix socket.
+"""
+from __future__ import annotations
+
+import os
+import select
+import shutil
+import socket
+import tempfile
+import threading
+from pathlib import Path
+
+import paramiko
+from loguru import logger
+
+_BUFFER = 65536
+
+
+class DockerOverSsh:
+    def __init__(self, transport: paramiko.Transport, label: str) -> None:
+        self.transport = transport
+        self.label = label
+        self._dir = Path(tempfile.mkdtemp(prefix="inferperf-docker-"))
+        os.chmod(self._dir, 0o700)
+        self.socket_path = self._dir / "docker.sock"
+        self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._server.bind(str(self.socket_path))
+        self._server.listen(16)
+        self._closed = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._accept_thread = threading.Thread(target=self._accept, name=f"docker-fwd-{label}", daemon=True)
+        self._accept_thread.start()
+
+    @property
+    def base_url(self) -> str:
+        return f"unix://{self.socket_path}"
+
+    def _accept(self) -> None:
+        while not self._closed.is_set():
+            try:
+                conn, _ = self._server.accept()
+            except OSError:
+                return
+            thread = threading.Thread(target=self._pump, args=(conn,), daemon=True)
+            thread.start()
+            self._threads = [t for t in self._threads if t.is_alive()] + [thread]
+
+    def _pump(self, conn: socket.socket) -> None:
+        try:
+            channel = self.transport.open_session(timeout=15)
+            channel.exec_command("docker system dial-stdio")
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            logger.debug(f"host {self.label}: docker dial-stdio channel failed: {exc}")
+            conn.close()
+            return
+        try:
+            while not self._closed.is_set():
+                readable, _, _ = select.select([conn, channel], [], [], 0.5)
+                if conn in readable:
+                    data = conn.recv(_BUFFER)
+                    if not data:
+                        channel.shutdown_write()
+                        # Keep reading the response until the engine closes.
+                        conn_open = False
+                    else:
+                        channel.sendall(data)
+                        conn_open = True
+                    if not conn_open:
+                        while True:
+                            chunk = channel.recv(_BUFFER)
+                            if not chunk:
+                                break
+                            conn.sendall(chunk)
+                        break
+                if channel in readable:
+                    data = channel.recv(_BUFFER)
+                    if not data:
+                        break
+                    conn.sendall(data)
+        except (OSError, EOFError, paramiko.SSHException):
+            pass
+        finally:
+            channel.close()
+            try:
+                conn.close()
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        self._closed.set()
+        try:
+            self._server.close()
+        except OSError:
+            pass
+        for thread in self._threads:
+            thread.join(timeout=2)
+        shutil.rmtree(self._dir, ignore_errors=True)

@@ -1,0 +1,64 @@
+"""The loop every monitor shares: sample, append one JSON line, sleep, stop cleanly on a signal."""
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Callable
+
+
+def monitor_args(description: str, argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--output", required=True, type=Path, help="JSON-lines file to append samples to")
+    parser.add_argument("--interval", type=float, default=1.0, help="seconds between samples")
+    parser.add_argument("--devices", default=None, help="comma-separated device indices to sample (default all)")
+    args = parser.parse_args(argv)
+    if args.interval <= 0:
+        parser.error("--interval must be positive")
+    return args
+
+
+def run_sampler(sample: Callable[[], dict], output: Path, interval: float) -> int:
+    stop = threading.Event()
+
+    def request_stop(_signum, _frame) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    with open(output, "a", encoding="utf-8", buffering=1) as handle:
+        while not stop.is_set():
+            started = time.monotonic()
+            try:
+                record = {"timestamp": time.time(), **sample()}
+            except Exception as exc:  # one bad reading must not end the monitor
+                record = {"timestamp": time.time(), "error": f"{type(exc).__name__}: {exc}"}
+            handle.write(json.dumps(record) + "\n")
+            stop.wait(max(0.0, interval - (time.monotonic() - started)))
+    return 0
+
+
+def read_samples(path: str | Path) -> list[dict]:
+    samples = []
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return samples
+    for line in lines:
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # a line cut short when the monitor was killed
+        if isinstance(record, dict) and "error" not in record:
+            samples.append(record)
+    return samples
+
+
+def fail(message: str) -> "NoReturn":  # noqa: F821
+    print(message, file=sys.stderr)
+    sys.exit(1)

@@ -1,0 +1,76 @@
+"""System monitor: CPU %, memory and (where readable) package power, once per interval.
+
+Run from inference/:  python3 -m utils.sys_monitor --output FILE --interval 1
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from utils.sampler import monitor_args, read_samples, run_sampler
+
+_RAPL = Path("/sys/class/powercap/intel-rapl:0/energy_uj")
+_GIB = 1024**3
+
+
+class _PowerMeter:
+    """Average package power between two samples, from the RAPL energy counter."""
+
+    def __init__(self) -> None:
+        self.last: tuple[float, int] | None = None
+
+    def watts(self) -> float | None:
+        try:
+            energy = int(_RAPL.read_text())
+        except (OSError, ValueError):
+            return None
+        now = time.monotonic()
+        previous, self.last = self.last, (now, energy)
+        if previous is None or energy < previous[1]:
+            return None
+        return (energy - previous[1]) / 1e6 / (now - previous[0])
+
+
+def make_sampler():
+    import psutil
+
+    psutil.cpu_percent(interval=None)  # prime: the first reading is meaningless otherwise
+    power = _PowerMeter()
+    power.watts()
+
+    def sample() -> dict:
+        memory = psutil.virtual_memory()
+        return {
+            "cpu_percent": psutil.cpu_percent(interval=None),
+            "mem_used_gib": (memory.total - memory.available) / _GIB,
+            "mem_total_gib": memory.total / _GIB,
+            "load_1m": psutil.getloadavg()[0],
+            "power_w": power.watts(),
+        }
+
+    return sample
+
+
+def analyse(path: str | Path) -> dict | None:
+    samples = read_samples(path)
+    if not samples:
+        return None
+    cpu = [s["cpu_percent"] for s in samples if s.get("cpu_percent") is not None]
+    power = [s["power_w"] for s in samples if s.get("power_w") is not None]
+    return {
+        "samples": len(samples),
+        "cpu_percent_avg": sum(cpu) / len(cpu) if cpu else None,
+        "cpu_percent_max": max(cpu) if cpu else None,
+        "mem_used_max_gib": max(s["mem_used_gib"] for s in samples),
+        "mem_total_gib": samples[-1]["mem_total_gib"],
+        "power_avg_w": sum(power) / len(power) if power else None,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = monitor_args(__doc__.splitlines()[0], argv)
+    return run_sampler(make_sampler(), args.output, args.interval)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
