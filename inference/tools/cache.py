@@ -63,6 +63,8 @@ def atomic_path(target: str | Path) -> Iterator[Path]:
     tmp_path = Path(tmp)
     try:
         yield tmp_path
+        # mkstemp makes 0600 files; results and caches are meant to be shared.
+        os.chmod(tmp_path, 0o644)
         os.replace(tmp_path, target)
     finally:
         if tmp_path.exists():

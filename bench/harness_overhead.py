@@ -1,0 +1,117 @@
+"""How much does the harness cost? run_inference.py's engine core QPS against a bare
+onnxruntime.InferenceSession.run loop on the same engine file, batches and threads.
+
+    python3 bench/harness_overhead.py [--case resnet50] [--batch 8] [--repeat 5] [--rounds 2]
+
+Harness and bare loop alternate (--rounds times each) because the machine is
+shared and noisy; the ratio printed is harness core QPS / bare QPS per round,
+and the median of the rounds. Target: >= 0.97.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+INFERENCE = REPO / "inference"
+
+
+def prepare_tree(tmp: Path, case: str, batch: int, repeat: int) -> Path:
+    perf = tmp / "inference"
+    shutil.copytree(INFERENCE, perf, ignore=shutil.ignore_patterns("result", "__pycache__"))
+    path = perf / "configs" / case / "configurations.yaml"
+    config = yaml.safe_load(path.read_text())
+    config.update(batch_size=batch, repeat=repeat, warmup=2, log_freq=0)
+    path.write_text(yaml.safe_dump(config))
+    return perf
+
+
+def prepare_data(tmp: Path, case: str, images: int) -> Path:
+    data = tmp / "data"
+    sys.path.insert(0, str(INFERENCE))  # a bench script, not a module of the product
+    if case == "resnet50":
+        from benchmarks.resnet50.pytorch.synthetic import make_synthetic_imagenet
+
+        make_synthetic_imagenet(data, classes=4, per_class=max(1, images // 4), seed=0)
+    else:
+        from benchmarks.digits.pytorch.prepare import prepare_digits
+
+        prepare_digits(data)
+    return data
+
+
+def run_harness(perf: Path, data: Path, log: Path, case: str) -> dict:
+    proc = subprocess.run(
+        [sys.executable, "run_inference.py", "--perf_dir", str(perf), "--data_dir", str(data), "--log_dir", str(log),
+         "--vendor", "cpu", "--case", case, "--framework", "pytorch", "--log_level", "WARNING"],
+        cwd=perf, capture_output=True, text=True,
+    )
+    if proc.returncode != 0:
+        sys.exit(f"run_inference.py failed:\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}")
+    return json.loads((log / "result.json").read_text())
+
+
+def bare_loop(result: dict, perf: Path, data: Path, case: str) -> float:
+    import onnxruntime as ort
+
+    from benchmarks import common  # noqa: F401  (imports resolve against the copied tree)
+    from tools.config import load_case_config
+
+    config = load_case_config(str(perf), case, "pytorch", "cpu", str(data), "-")
+    config.cache_dir = str(perf / "onnxs")
+    case_module = __import__(f"benchmarks.{case}.pytorch", fromlist=["build_dataloader"])
+    batches = [x.numpy() for x, _ in case_module.build_dataloader(config)]
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = int(config.get("intra_op_num_threads", 0))
+    options.inter_op_num_threads = int(config.get("inter_op_num_threads", 0))
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # the engine file is pre-optimised
+    session = ort.InferenceSession(result["cache"]["engine"]["path"], options, providers=["CPUExecutionProvider"])
+    name = session.get_inputs()[0].name
+    for _ in range(2):
+        session.run(None, {name: batches[0]})
+    samples = 0
+    start = time.perf_counter()
+    for _ in range(config.repeat):
+        for batch in batches:
+            session.run(None, {name: batch})
+            samples += batch.shape[0]
+    return samples / (time.perf_counter() - start)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--case", default="resnet50", choices=["resnet50", "digits"])
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--images", type=int, default=32)
+    parser.add_argument("--rounds", type=int, default=2)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="inferperf-bench-") as tmp_name:
+        tmp = Path(tmp_name)
+        perf = prepare_tree(tmp, args.case, args.batch, args.repeat)
+        data = prepare_data(tmp, args.case, args.images)
+        sys.path.insert(0, str(perf))
+        run_harness(perf, data, tmp / "log-warm", args.case)  # builds ONNX and engine caches
+        ratios = []
+        print(f"case={args.case} batch={args.batch} repeat={args.repeat}")
+        print(f"{'round':>5} {'harness core qps':>17} {'bare loop qps':>14} {'ratio':>7}")
+        for round_index in range(args.rounds):
+            result = run_harness(perf, data, tmp / f"log{round_index}", args.case)
+            harness = result["*p_inference_core(qps)"]
+            bare = bare_loop(result, perf, data, args.case)
+            ratios.append(harness / bare)
+            print(f"{round_index:>5} {harness:>17.3f} {bare:>14.3f} {harness / bare:>7.3f}")
+        print(f"median ratio harness/bare: {statistics.median(ratios):.3f} (target >= 0.97)")
+
+
+if __name__ == "__main__":
+    main()

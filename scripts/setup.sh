@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Create .venv and install InferPerf's Python dependencies into it (idempotent).
+# torch is pinned to 2.13.0: pip takes the CPU wheel from a local wheel folder
+# when pip is configured with one (find-links), otherwise from the index.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+python="${PYTHON:-python3}"
+if ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+  echo "setup: Python >= 3.11 is required (found $("$python" --version 2>&1))" >&2
+  exit 1
+fi
+if [ ! -x "$root/.venv/bin/python" ]; then
+  if ! "$python" -m venv "$root/.venv" 2>/dev/null; then
+    # Debian/Ubuntu ship venv separately.
+    if command -v apt-get >/dev/null; then
+      apt-get update -qq && apt-get install -y -qq python3-venv >/dev/null
+    fi
+    "$python" -m venv "$root/.venv"
+  fi
+fi
+"$root/.venv/bin/python" -m pip install -q --upgrade pip >/dev/null
+"$root/.venv/bin/python" -m pip install -q "$root[test]"
+echo "setup: Python environment ready in $root/.venv"

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Set up everything the test suite needs and run it: Debian packages (docker.io,
+# openssh-server, debootstrap), the Python environment, dockerd, and the local
+# base image. Extra arguments go to pytest.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+bash "$root/scripts/install_system_deps.sh"
+bash "$root/scripts/setup.sh"
+bash "$root/scripts/start_dockerd.sh"
+bash "$root/scripts/build_base_image.sh"
+cd "$root"
+exec "$root/.venv/bin/python" -m pytest "$@"
