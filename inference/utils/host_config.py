@@ -154,6 +154,15 @@ def _cases(path: Path, data: dict, mode: str, base: Path) -> list[CaseSpec]:
     return cases
 
 
+def _container_opt(path: Path, data: dict) -> str:
+    value = data.get("ACCE_CONTAINER_OPT", "")
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise _err(path, "ACCE_CONTAINER_OPT", f"must be a string of docker run options, got {value!r}")
+    return value.strip()
+
+
 def load_host_config(path: str | Path, inference_dir: Path) -> HostConfig:
     """Parse and validate host.yaml; relative paths are relative to inference/."""
     path = Path(path)
@@ -230,7 +239,7 @@ def load_host_config(path: str | Path, inference_dir: Path) -> HostConfig:
         hosts=_hosts(path, data, ssh_port, mode),
         cases=_cases(path, data, mode, flagperf_path),
         shm_size=shm,
-        container_opt=_string(path, data, "ACCE_CONTAINER_OPT", "") or "",
+        container_opt=_container_opt(path, data),
         pip_source=_string(path, data, "PIP_SOURCE"),
         clear_caches=_bool(path, data, "CLEAR_CACHES", False),
         visible_device_env=env_name,

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Install the Debian packages InferPerf's real infrastructure needs:
+#   docker.io (engine + CLI), openssh-server/-client (test hosts, remote
+#   targets), debootstrap (builds the base image without a registry),
+#   procps, iproute2.
+# Idempotent: when every package is already installed it does nothing, so
+# re-running it is instant.  Needs root (or passwordless sudo).
+# It never relies on (and tries to prevent) distro services being started by
+# package postinst scripts: dockerd is started by scripts/start_dockerd.sh and
+# test sshd instances by tests/infra/sshd.py.
+set -euo pipefail
+
+PACKAGES=(docker.io openssh-server openssh-client debootstrap procps iproute2
+          debian-archive-keyring ca-certificates)
+
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+    if ! dpkg -s "$pkg" >/dev/null 2>&1; then
+        missing+=("$pkg")
+    fi
+done
+
+if [ "${#missing[@]}" -eq 0 ]; then
+    echo "install_system_deps: all packages already installed (${PACKAGES[*]})"
+    exit 0
+fi
+
+SUDO=()
+if [ "$(id -u)" -ne 0 ]; then
+    if command -v sudo >/dev/null 2>&1; then
+        SUDO=(sudo -n)
+    else
+        echo "install_system_deps: ERROR: must run as root (missing: ${missing[*]})" >&2
+        exit 1
+    fi
+fi
+
+# Keep postinst scripts from starting services (sshd on :22, dockerd with
+# its default iptables setup).  Only installed when no policy exists yet and
+# always removed again afterwards.
+POLICY=/usr/sbin/policy-rc.d
+created_policy=0
+cleanup() {
+    if [ "$created_policy" -eq 1 ]; then
+        "${SUDO[@]}" rm -f "$POLICY"
+    fi
+}
+trap cleanup EXIT
+if [ ! -e "$POLICY" ]; then
+    printf '#!/bin/sh\nexit 101\n' | "${SUDO[@]}" tee "$POLICY" >/dev/null
+    "${SUDO[@]}" chmod 755 "$POLICY"
+    created_policy=1
+fi
+
+echo "install_system_deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+"${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q
+"${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+    --no-install-recommends "${PACKAGES[@]}"
+
+# sshd refuses to start without its privilege-separation directory.
+"${SUDO[@]}" mkdir -p /run/sshd
+"${SUDO[@]}" chmod 0755 /run/sshd
+
+echo "install_system_deps: done"

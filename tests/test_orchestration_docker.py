@@ -1,0 +1,294 @@
+"""run.py in MODE docker against real OpenSSH servers on loopback addresses and the real
+Docker engine: the end-to-end run on two hosts, and each fault ending with a clear
+message, the other host's result intact and nothing left running."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.infra.docker_env import InfraUnavailable, ensure_base_image, ensure_docker, require
+from tests.infra.sshd import SshdError, make_unrelated_client_key, start_sshd, start_sshd_hosts, stop_all
+
+pytestmark = [pytest.mark.docker, pytest.mark.ssh, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parents[1]
+INFERENCE = REPO / "inference"
+TORCH_WHEEL = "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
+
+
+@pytest.fixture(scope="session")
+def docker_client():
+    try:
+        client = ensure_docker()
+        ensure_base_image(client=client)
+    except InfraUnavailable as exc:
+        require(False, f"Docker engine or base image unavailable: {exc}")
+    return client
+
+
+@pytest.fixture(scope="session")
+def wheels_dir(tmp_path_factory) -> Path:
+    """A folder holding only the CPU torch wheel, for the image's build context."""
+    local = Path("/opt/wheels") / TORCH_WHEEL
+    target = tmp_path_factory.mktemp("wheels")
+    if local.is_file():
+        try:
+            os.link(local, target / TORCH_WHEEL)
+        except OSError:
+            shutil.copy2(local, target / TORCH_WHEEL)
+        return target
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-d", str(target), "torch==2.13.0+cpu"],
+        capture_output=True, text=True,
+    )
+    require(proc.returncode == 0, f"no CPU torch wheel available for the image build: {proc.stderr[-500:]}")
+    return target
+
+
+@pytest.fixture(scope="session")
+def digits_data(tmp_path_factory) -> Path:
+    from benchmarks.digits.pytorch.prepare import prepare_digits
+
+    out = tmp_path_factory.mktemp("docker_digits")
+    prepare_digits(out)
+    os.chmod(out, 0o755)
+    return out
+
+
+@pytest.fixture(scope="session")
+def remote_workdir(tmp_path_factory) -> Path:
+    """Shared by every test so the code upload and ONNX caches are reused."""
+    path = tmp_path_factory.mktemp("remote")
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def hosts(tmp_path, docker_client):
+    try:
+        started = start_sshd_hosts(tmp_path / "ssh", 2, first_octet=2)
+    except SshdError as exc:
+        require(False, f"OpenSSH server unavailable: {exc}")
+    yield started
+    stop_all(started)
+
+
+def write_host_yaml(tmp_path: Path, hosts, data: Path, workdir: Path, wheels: Path, **overrides) -> Path:
+    first = hosts[0]
+    config = {
+        "MODE": "docker",
+        "VENDOR": "cpu",
+        "FLAGPERF_LOG_PATH": str(tmp_path / "result"),
+        "HOSTS": [f"{h.address}:{h.port}" for h in hosts],
+        "SSH_USER": first.user,
+        "SSH_KEY_FILE": first.client_key_path,
+        "KNOWN_HOSTS": first.known_hosts_path,
+        "SHM_SIZE": "256m",
+        "CASE_TIMEOUT": 600,
+        "CASES": {"digits:pytorch": str(data)},
+        "BASE_IMAGE": "inferperf/debian-python:bookworm",
+        "PIP_WHEELS_DIR": str(wheels),
+        "CA_BUNDLE": "/etc/ssl/certs/ca-certificates.crt",
+        "REMOTE_WORKDIR": str(workdir),
+    }
+    config.update(overrides)
+    path = tmp_path / "host.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def start_run(config: Path, perf: Path = INFERENCE) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "run.py", "--config", str(config)], cwd=perf,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+
+
+def finish(proc: subprocess.Popen, timeout: float = 1200) -> tuple[int, str]:
+    out, _ = proc.communicate(timeout=timeout)
+    return proc.returncode, out
+
+
+def summary_of(tmp_path: Path) -> dict:
+    runs = sorted((tmp_path / "result").glob("run*/summary.json"))
+    assert runs, "no summary.json written"
+    return json.loads(runs[-1].read_text())
+
+
+def by_host(summary: dict) -> dict[str, dict]:
+    return {r["host"]: r for r in summary["results"]}
+
+
+def assert_nothing_left(docker_client, workdir: Path) -> None:
+    leftovers = docker_client.containers.list(all=True, filters={"label": "inferperf.run"})
+    assert not leftovers, [c.name for c in leftovers]
+    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert "utils.sys_monitor" not in ps and "cpu_monitor" not in ps, ps
+    runs = workdir / "runs"
+    assert not runs.exists() or not any(runs.iterdir()), list(runs.rglob("*"))[:10]
+
+
+def copy_tree(target: Path) -> Path:
+    shutil.copytree(INFERENCE, target, ignore=shutil.ignore_patterns("onnxs", "result", "__pycache__"))
+    return target
+
+
+def wait_for_container(docker_client, name_part: str, timeout: float = 600) -> object:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for container in docker_client.containers.list(filters={"label": "inferperf.role=case"}):
+            if name_part in container.name:
+                return container
+        time.sleep(0.5)
+    raise AssertionError(f"no case container matching {name_part} appeared")
+
+
+def test_two_hosts_end_to_end(tmp_path, hosts, digits_data, remote_workdir, wheels_dir, docker_client):
+    config = write_host_yaml(tmp_path, hosts, digits_data, remote_workdir, wheels_dir)
+    code, out = finish(start_run(config))
+    assert code == 0, out[-4000:]
+    summary = summary_of(tmp_path)
+    assert summary["succeeded"] == 2 and summary["failed"] == 0
+    for host in hosts:
+        record = by_host(summary)[f"{host.address}:{host.port}"]
+        assert record["status"] == "success"
+        assert record["infer_average_acc"] >= 0.95 and record["val_average_acc"] >= 0.95
+        assert record["vendor_usage(GiB)"] > 0 and record["vendor_max_mem(GiB)"] >= record["vendor_usage(GiB)"]
+        assert record["MFU"] is not None and 0 < record["MFU"] < 1
+        assert record["sys_monitor"]["samples"] >= 1
+        log_dir = Path(record["log_dir"])
+        for name in ("result.json", "container.out.log", "stdout.log", "sys_monitor.jsonl", "cpu_monitor.jsonl"):
+            assert (log_dir / name).is_file(), name
+        result = json.loads((log_dir / "result.json").read_text())
+        assert result["env"]["in_container"] is True
+    table = (Path(summary["results"][0]["log_dir"]).parents[1] / "summary.md").read_text()
+    assert table.count("| digits:pytorch |") == 2
+    assert_nothing_left(docker_client, remote_workdir)
+
+    # The same code and Dockerfile: no upload, no build the second time.
+    code, out = finish(start_run(config))
+    assert code == 0, out[-4000:]
+    assert "already present" in out and "reusing image" in out
+    assert "building image" not in out
+
+
+def test_unreachable_host_does_not_stop_the_other(tmp_path, hosts, digits_data, remote_workdir, wheels_dir, docker_client):
+    good = hosts[0]
+    config = write_host_yaml(
+        tmp_path, hosts, digits_data, remote_workdir, wheels_dir,
+        HOSTS=[f"{good.address}:{good.port}", "127.0.0.9:9"],
+    )
+    code, out = finish(start_run(config))
+    assert code == 1
+    results = by_host(summary_of(tmp_path))
+    assert results[f"{good.address}:{good.port}"]["status"] == "success"
+    bad = results["127.0.0.9:9"]
+    assert bad["failed_step"] == "ssh" and "host 127.0.0.9:9: unreachable" in bad["error"]
+    assert "FAILED digits:pytorch on host 127.0.0.9:9 at step ssh" in out
+    assert_nothing_left(docker_client, remote_workdir)
+
+
+def test_wrong_key_and_unknown_host_key_are_refused(tmp_path, hosts, digits_data, remote_workdir, wheels_dir, docker_client):
+    # A third host that only accepts a different key; a fourth missing from known_hosts.
+    other_key = make_unrelated_client_key(tmp_path)
+    wrong_key_host = start_sshd(tmp_path / "h3", address="127.0.0.4", client_key_path=other_key, known_hosts_path=hosts[0].known_hosts_path)
+    unknown_host = start_sshd(tmp_path / "h4", address="127.0.0.5", client_key_path=hosts[0].client_key_path, known_hosts_path=tmp_path / "elsewhere")
+    try:
+        good = hosts[0]
+        config = write_host_yaml(
+            tmp_path, hosts, digits_data, remote_workdir, wheels_dir,
+            HOSTS=[f"{h.address}:{h.port}" for h in (good, wrong_key_host, unknown_host)],
+        )
+        code, out = finish(start_run(config))
+    finally:
+        stop_all([wrong_key_host, unknown_host])
+    assert code == 1
+    results = by_host(summary_of(tmp_path))
+    assert results[f"{good.address}:{good.port}"]["status"] == "success"
+    assert "SSH authentication failed" in results[f"127.0.0.4:{wrong_key_host.port}"]["error"]
+    assert "unknown host key" in results[f"127.0.0.5:{unknown_host.port}"]["error"]
+    assert_nothing_left(docker_client, remote_workdir)
+
+
+def test_docker_engine_down_on_one_host(tmp_path, hosts, digits_data, remote_workdir, wheels_dir, docker_client):
+    good = hosts[0]
+    # This host's sshd points the docker CLI at a socket with no daemon behind it.
+    dead = start_sshd(tmp_path / "h6", address="127.0.0.6", client_key_path=good.client_key_path,
+                      known_hosts_path=good.known_hosts_path, extra_config=[f"SetEnv DOCKER_HOST=unix://{tmp_path}/no-docker.sock"])
+    try:
+        config = write_host_yaml(tmp_path, [good, dead], digits_data, remote_workdir, wheels_dir)
+        code, out = finish(start_run(config))
+    finally:
+        dead.stop()
+    assert code == 1
+    results = by_host(summary_of(tmp_path))
+    assert results[f"{good.address}:{good.port}"]["status"] == "success"
+    bad = results[f"127.0.0.6:{dead.port}"]
+    assert bad["failed_step"] == "docker" and "Docker engine not reachable" in bad["error"]
+    assert_nothing_left(docker_client, remote_workdir)
+
+
+def test_dockerfile_that_fails_to_build(tmp_path, hosts, digits_data, remote_workdir, wheels_dir, docker_client):
+    perf = copy_tree(tmp_path / "inference")
+    dockerfile = perf / "docker_images" / "cpu" / "pytorch" / "Dockerfile"
+    dockerfile.write_text("ARG BASE_IMAGE=inferperf/debian-python:bookworm\nFROM ${BASE_IMAGE}\nRUN echo broken-on-purpose && false\n")
+    config = write_host_yaml(tmp_path, hosts[:1], digits_data, remote_workdir, wheels_dir, FLAGPERF_PATH=str(perf))
+    code, out = finish(start_run(config, perf))
+    assert code == 1
+    record = summary_of(tmp_path)["results"][0]
+    assert record["failed_step"] == "image"
+    assert f"building {dockerfile} failed" in record["error"]
+    build_logs = list((tmp_path / "result").glob("run*/build_*.log"))
+    assert build_logs and "broken-on-purpose" in build_logs[0].read_text()
+    assert_nothing_left(docker_client, remote_workdir)
+
+
+def long_running_tree(tmp_path: Path) -> Path:
+    perf = copy_tree(tmp_path / "inference")
+    path = perf / "configs" / "digits" / "configurations.yaml"
+    config = yaml.safe_load(path.read_text())
+    config["repeat"] = 1_000_000
+    path.write_text(yaml.safe_dump(config))
+    return perf
+
+
+def test_container_killed_mid_run(tmp_path, hosts, digits_data, remote_workdir, wheels_dir, docker_client):
+    perf = long_running_tree(tmp_path)
+    victim = hosts[0]
+    config = write_host_yaml(tmp_path, hosts, digits_data, remote_workdir, wheels_dir, FLAGPERF_PATH=str(perf), CASE_TIMEOUT=60)
+    proc = start_run(config, perf)
+    container = wait_for_container(docker_client, f"-127.0.0.2-{victim.port}-")
+    time.sleep(3)
+    container.kill()
+    code, out = finish(proc)
+    assert code == 1
+    results = by_host(summary_of(tmp_path))
+    killed = results[f"{victim.address}:{victim.port}"]
+    assert killed["status"] == "failed" and "status 137" in killed["error"]
+    other = results[f"{hosts[1].address}:{hosts[1].port}"]
+    assert other["status"] == "timeout" and "CASE_TIMEOUT of 60 s" in other["error"]
+    assert_nothing_left(docker_client, remote_workdir)
+
+
+def test_sigint_to_run_py_mid_run(tmp_path, hosts, digits_data, remote_workdir, wheels_dir, docker_client):
+    perf = long_running_tree(tmp_path)
+    config = write_host_yaml(tmp_path, hosts, digits_data, remote_workdir, wheels_dir, FLAGPERF_PATH=str(perf))
+    proc = start_run(config, perf)
+    wait_for_container(docker_client, f"-127.0.0.3-{hosts[1].port}-")
+    time.sleep(2)
+    proc.send_signal(signal.SIGINT)
+    code, out = finish(proc, timeout=120)
+    assert code == 130, out[-3000:]
+    assert "interrupted: stopping containers and monitors" in out
+    summary = summary_of(tmp_path)
+    assert {r["status"] for r in summary["results"]} == {"interrupted"}
+    assert_nothing_left(docker_client, remote_workdir)
