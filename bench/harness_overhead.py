@@ -1,7 +1,7 @@
 """How much does the harness cost? run_inference.py's engine core QPS against a bare
 onnxruntime.InferenceSession.run loop on the same engine file, batches and threads.
 
-    python3 bench/harness_overhead.py [--case resnet50] [--batch 8] [--repeat 5] [--rounds 2]
+    python3 -m bench.harness_overhead [--case resnet50] [--batch 8] [--repeat 5] [--rounds 2]
 
 Harness and bare loop alternate (--rounds times each) because the machine is
 shared and noisy; the ratio printed is harness core QPS / bare QPS per round,
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -35,17 +36,13 @@ def prepare_tree(tmp: Path, case: str, batch: int, repeat: int) -> Path:
     return perf
 
 
-def prepare_data(tmp: Path, case: str, images: int) -> Path:
+def prepare_data(tmp: Path, perf: Path, case: str, images: int) -> Path:
     data = tmp / "data"
-    sys.path.insert(0, str(INFERENCE))  # a bench script, not a module of the product
     if case == "resnet50":
-        from benchmarks.resnet50.pytorch.synthetic import make_synthetic_imagenet
-
-        make_synthetic_imagenet(data, classes=4, per_class=max(1, images // 4), seed=0)
+        command = ["benchmarks.resnet50.pytorch.synthetic", str(data), "--classes", "4", "--per-class", str(max(1, images // 4))]
     else:
-        from benchmarks.digits.pytorch.prepare import prepare_digits
-
-        prepare_digits(data)
+        command = ["benchmarks.digits.pytorch.prepare", str(data)]
+    subprocess.run([sys.executable, "-m", *command], cwd=perf, check=True, capture_output=True)
     return data
 
 
@@ -61,20 +58,30 @@ def run_harness(perf: Path, data: Path, log: Path, case: str) -> dict:
 
 
 def bare_loop(result: dict, perf: Path, data: Path, case: str) -> float:
+    """Run in a child whose import root is the copied inference/ tree."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench.harness_overhead", "--bare-loop", json.dumps([result["cache"]["engine"]["path"], str(perf), str(data), case])],
+        cwd=REPO, env={**os.environ, "PYTHONPATH": str(perf)}, capture_output=True, text=True, check=True,
+    )
+    return float(proc.stdout.strip().splitlines()[-1])
+
+
+def _bare_loop_child(engine_path: str, perf: str, data: str, case: str) -> float:
+    import importlib
+
     import onnxruntime as ort
 
-    from benchmarks import common  # noqa: F401  (imports resolve against the copied tree)
     from tools.config import load_case_config
 
-    config = load_case_config(str(perf), case, "pytorch", "cpu", str(data), "-")
-    config.cache_dir = str(perf / "onnxs")
-    case_module = __import__(f"benchmarks.{case}.pytorch", fromlist=["build_dataloader"])
+    config = load_case_config(perf, case, "pytorch", "cpu", data, "-")
+    config.cache_dir = str(Path(perf) / "onnxs")
+    case_module = importlib.import_module(f"benchmarks.{case}.pytorch")
     batches = [x.numpy() for x, _ in case_module.build_dataloader(config)]
     options = ort.SessionOptions()
     options.intra_op_num_threads = int(config.get("intra_op_num_threads", 0))
     options.inter_op_num_threads = int(config.get("inter_op_num_threads", 0))
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # the engine file is pre-optimised
-    session = ort.InferenceSession(result["cache"]["engine"]["path"], options, providers=["CPUExecutionProvider"])
+    session = ort.InferenceSession(engine_path, options, providers=["CPUExecutionProvider"])
     name = session.get_inputs()[0].name
     for _ in range(2):
         session.run(None, {name: batches[0]})
@@ -94,12 +101,15 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--images", type=int, default=32)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--bare-loop", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.bare_loop:
+        print(_bare_loop_child(*json.loads(args.bare_loop)))
+        return
     with tempfile.TemporaryDirectory(prefix="inferperf-bench-") as tmp_name:
         tmp = Path(tmp_name)
         perf = prepare_tree(tmp, args.case, args.batch, args.repeat)
-        data = prepare_data(tmp, args.case, args.images)
-        sys.path.insert(0, str(perf))
+        data = prepare_data(tmp, perf, args.case, args.images)
         run_harness(perf, data, tmp / "log-warm", args.case)  # builds ONNX and engine caches
         ratios = []
         print(f"case={args.case} batch={args.batch} repeat={args.repeat}")

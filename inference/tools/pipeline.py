@@ -245,6 +245,10 @@ class Pipeline:
         start = time.perf_counter()
         state.engine = engine_class(config, state.onnx_path, state.model)
         duration = time.perf_counter() - start
+        compiled = getattr(state.engine, "compiled", None)
+        if status == "hit" and compiled is True:
+            # The engine judged the cached file stale (another GPU, another TensorRT) and rebuilt it.
+            status = "rebuilt"
         if status == "miss" and not Path(config.engine_path).is_file():
             logger.warning(f"engine declared engine_suffix but wrote no {config.engine_path}; nothing cached")
             status = "none"
@@ -264,6 +268,7 @@ class Pipeline:
                 "batch_size": config.batch_size,
                 "vendor_config": vendor_keys,
                 "cpu": cpu_model(),
+                "gpu": _gpu_name(config.device),
                 "packages": package_versions(),
             }
         )
@@ -356,6 +361,15 @@ def _log_phase(phase: PhaseResult) -> None:
     )
     for warning in lat.warnings:
         logger.warning(f"{phase.phase} latency: {warning}")
+
+
+def _gpu_name(device: str) -> str | None:
+    """Engines such as TensorRT plans are only valid on the GPU they were built for."""
+    if not device.startswith("cuda"):
+        return None
+    import torch
+
+    return torch.cuda.get_device_name(torch.device(device)) if torch.cuda.is_available() else None
 
 
 def _torch_threads() -> int | None:

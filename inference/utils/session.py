@@ -113,16 +113,19 @@ def read_outcome(outcome: CaseOutcome, exit_code: int | None, started: float) ->
             return outcome
         except (OSError, json.JSONDecodeError) as exc:
             return outcome.fail("summary", f"result.json unreadable: {exc}")
+    failure: dict[str, Any] = {}
     if failure_path.is_file():
         try:
-            failure: dict[str, Any] = json.loads(failure_path.read_text(encoding="utf-8"))
-            status = "interrupted" if failure.get("exit_code") == 130 else "failed"
-            if outcome.status in ("timeout", "interrupted"):
-                status = outcome.status
-            return outcome.fail(failure.get("step") or "unknown", failure.get("error") or "unknown error", status)
+            failure = json.loads(failure_path.read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError):
-            pass
+            failure = {}
     if outcome.status in ("timeout", "interrupted") and outcome.error:
+        # run.py stopped it: that is the cause; the pipeline only reports where it was.
+        if failure.get("step"):
+            outcome.error += f" (during step {failure['step']})"
         return outcome
+    if failure:
+        status = "interrupted" if failure.get("exit_code") == 130 else "failed"
+        return outcome.fail(failure.get("step") or "unknown", failure.get("error") or "unknown error", status)
     meaning = _EXIT_MEANING.get(exit_code, "no result.json or failure.json was written")
     return outcome.fail("pipeline", f"pipeline exited with status {exit_code}: {meaning}")
