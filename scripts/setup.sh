@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Create .venv and install InferPerf's Python dependencies into it (idempotent).
 # torch is pinned to 2.13.0: pip takes the CPU wheel from a local wheel folder
-# when pip is configured with one (find-links), otherwise from the index.
+# when pip is configured with one (find-links), otherwise from the index
+# (see TORCH_INDEX_URL below).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 python="${PYTHON:-python3}"
@@ -19,5 +20,9 @@ if [ ! -x "$root/.venv/bin/python" ]; then
   fi
 fi
 "$root/.venv/bin/python" -m pip install -q --upgrade pip >/dev/null
-"$root/.venv/bin/python" -m pip install -q "$root[test]"
+extra=()
+# e.g. TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu: a CPU-only torch
+# instead of PyPI's CUDA build (gigabytes) on machines without a local wheel.
+if [ -n "${TORCH_INDEX_URL:-}" ]; then extra=(--extra-index-url "$TORCH_INDEX_URL"); fi
+"$root/.venv/bin/python" -m pip install -q "${extra[@]}" "$root[test]"
 echo "setup: Python environment ready in $root/.venv"

@@ -382,9 +382,10 @@ def test_inductor_cpu_through_the_pipeline(tmp_path, digits_data):
     assert report["backend"] == "inductor" and report["graph_breaks"] == 0
     assert result["cache"]["engine"]["status"] == "none"  # nothing serialized
     assert result["inference"]["samples"] == 360 * result["config"]["repeat"]
-    # A partial last batch is a new shape, compiled on first sight and declared as foo_time.
-    has_partial_batch = 360 % result["config"]["batch_size"] != 0
-    assert (result["inference"]["foo_time_s"] > 0) == has_partial_batch
+    # The partial last batch is a new shape, but the framework's warm-up already showed it
+    # to the compiler, so nothing is compiled inside the measured loop.
+    assert 360 % result["config"]["batch_size"] != 0
+    assert result["inference"]["foo_time_s"] == 0
     assert result["infer_average_acc"] > 0.9
     assert abs(result["infer_average_acc"] - result["val_average_acc"]) <= 2 / 360
 
