@@ -237,7 +237,7 @@ class DockerSession(HostSession):
             for _, container in monitors:
                 self._stop(container)
             self._fetch(remote_log, local_dir)
-            self._remove_all(roles=None)
+            self._remove_all()
         if self.abort.is_set() and outcome.status not in ("timeout",):
             outcome.fail("interrupted", "run interrupted (SIGINT/SIGTERM)", "interrupted")
         for monitor, _ in monitors:
@@ -287,7 +287,7 @@ class DockerSession(HostSession):
         except (NotFound, APIError, requests.RequestException):
             pass
 
-    def _remove_all(self, roles: set[str] | None) -> None:
+    def _remove_all(self) -> None:
         with self._lock:
             containers, self._containers = self._containers, []
         for container in containers:
@@ -308,7 +308,7 @@ class DockerSession(HostSession):
                 return
             self._closed = True
         if self.client is not None:
-            self._remove_all(roles=None)
+            self._remove_all()
             try:
                 # Sweep by label too: nothing of this run survives on this engine.
                 for container in self.client.containers.list(all=True, filters={"label": f"{LABEL_RUN}={self.run_id}", "name": f"-{slug(self.label)}-"}):

@@ -74,7 +74,8 @@ class LocalSession(HostSession):
                 self._stop(pipeline)
                 tee.join(timeout=5)
                 self._stop_all([p for _, p, _ in monitors])
-                return read_outcome(outcome, None, started).fail("monitors", dead)
+                outcome.wall_time_s = time.monotonic() - started
+                return outcome.fail("monitors", dead)
             try:
                 code = pipeline.wait(timeout=self.config.case_timeout)
             except subprocess.TimeoutExpired:
