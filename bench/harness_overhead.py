@@ -26,12 +26,14 @@ REPO = Path(__file__).resolve().parents[1]
 INFERENCE = REPO / "inference"
 
 
-def prepare_tree(tmp: Path, case: str, batch: int, repeat: int) -> Path:
+def prepare_tree(tmp: Path, case: str, batch: int, repeat: int, num_workers: int | None) -> Path:
     perf = tmp / "inference"
     shutil.copytree(INFERENCE, perf, ignore=shutil.ignore_patterns("result", "__pycache__"))
     path = perf / "configs" / case / "configurations.yaml"
     config = yaml.safe_load(path.read_text())
     config.update(batch_size=batch, repeat=repeat, warmup=2, log_freq=0)
+    if num_workers is not None:
+        config["num_workers"] = num_workers
     path.write_text(yaml.safe_dump(config))
     return perf
 
@@ -101,6 +103,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--images", type=int, default=32)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--num-workers", type=int, default=None, help="override the case's DataLoader workers")
     parser.add_argument("--bare-loop", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.bare_loop:
@@ -108,11 +111,11 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory(prefix="inferperf-bench-") as tmp_name:
         tmp = Path(tmp_name)
-        perf = prepare_tree(tmp, args.case, args.batch, args.repeat)
+        perf = prepare_tree(tmp, args.case, args.batch, args.repeat, args.num_workers)
         data = prepare_data(tmp, perf, args.case, args.images)
         run_harness(perf, data, tmp / "log-warm", args.case)  # builds ONNX and engine caches
         ratios = []
-        print(f"case={args.case} batch={args.batch} repeat={args.repeat}")
+        print(f"case={args.case} batch={args.batch} repeat={args.repeat} num_workers={args.num_workers if args.num_workers is not None else 'case default'}")
         print(f"{'round':>5} {'harness core qps':>17} {'bare loop qps':>14} {'ratio':>7}")
         for round_index in range(args.rounds):
             result = run_harness(perf, data, tmp / f"log{round_index}", args.case)

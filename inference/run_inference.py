@@ -10,6 +10,7 @@ the step and the error, and no result.json exists.
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import traceback
@@ -45,6 +46,12 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         print(f"--log_dir {args.log_dir}: cannot create: {exc.strerror}", file=sys.stderr)
         return 2
+
+    # PyTorch's OpenMP threads otherwise busy-wait after every torch op (data
+    # transforms, evaluation, validation) and steal cores from the engine being
+    # measured: ~7% of ONNX Runtime's QPS on 2 cores (bench/harness_overhead.py).
+    # Must be set before torch is imported; an explicit setting wins.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
     # Heavy imports (torch via the pipeline) only after the arguments are known good.
     from loguru import logger

@@ -207,6 +207,9 @@ def test_unreadable_image_through_dataloader_workers(tree, tmp_path):
     bad = data / "n00000001" / "broken.jpg"
     bad.write_bytes(b"this is not a jpeg")
     set_config(tree, "resnet50", batch_size=2, num_workers=2, warmup=0)
+    # The cpu vendor loads in the main process; this test wants DataLoader workers.
+    vendor = tree / "configs" / "resnet50" / "vendor_config" / "cpu_configurations.yaml"
+    vendor.write_text("\n".join(l for l in vendor.read_text().splitlines() if not l.startswith("num_workers")))
     proc = run_pipeline(tree, data, tmp_path / "log", case="resnet50")
     assert proc.returncode == 3, proc.stdout[-2000:]
     error = last_error(proc)
