@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+
+from tests.infra.monitors import sample_then_stop
 import torch
 
 from tools.config import CaseConfig
@@ -237,14 +237,7 @@ def test_monitor_with_fake_nvml_samples_selected_devices_and_stops_on_sigterm(tm
     env["PYTHONPATH"] = str(fake)  # after cwd (inference/) on sys.path, before site-packages
     output = tmp_path / "nvidia_monitor.jsonl"
     process = _monitor(output, *(["--devices", devices] if devices is not None else []), env=env)
-    try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and (not output.exists() or len(output.read_text().splitlines()) < 2):
-            assert process.poll() is None, process.stderr.read()
-            time.sleep(0.05)
-    finally:
-        process.send_signal(signal.SIGTERM)
-        rc = process.wait(timeout=30)
+    rc = sample_then_stop(process, output)
     assert rc == 0
     records = [json.loads(line) for line in output.read_text().splitlines()]
     assert len(records) >= 2

@@ -10,13 +10,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+
+from tests.infra.monitors import sample_then_stop
 
 INFERENCE = Path(__file__).resolve().parents[1] / "inference"
 
@@ -164,14 +164,7 @@ def test_acme_monitor_and_analysis_follow_the_layout(acme_tree, tmp_path):
         [sys.executable, "-m", "docker_images.acme.acme_monitor", "--output", str(log), "--interval", "0.05"],
         cwd=acme_tree, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
-    try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and (not log.exists() or len(log.read_text().splitlines()) < 2):
-            assert monitor.poll() is None, monitor.stderr.read()
-            time.sleep(0.05)
-    finally:
-        monitor.send_signal(signal.SIGTERM)
-        rc = monitor.wait(timeout=30)
+    rc = sample_then_stop(monitor, log)
     assert rc == 0
     analysis = subprocess.run(
         [sys.executable, "-c", f"from docker_images.acme.acme_analysis import analysis_log; print(list(analysis_log({str(log)!r})))"],
