@@ -4,6 +4,7 @@
 
 Exit status: 0 when every case succeeded on every host, 1 when any failed
 (each failure is named with its case, host and step), 2 for a bad config,
+3 with --strict when every case ran but a result's verdict is invalid,
 130 when interrupted. Results: <FLAGPERF_LOG_PATH>/run<id>/summary.{json,md}.
 """
 from __future__ import annotations
@@ -32,6 +33,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", default=str(INFERENCE_DIR / "configs" / "host.yaml"), help="host.yaml to use")
     parser.add_argument("--cases", default=None, help="comma-separated case or case:framework names to run (default all)")
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
+        help="override a case config key for every case of this run (YAML value), "
+        "e.g. --set batch_sizes=[1,8,32] --set scenario=server --set target_qps=50 --set latency_bound_ms=100",
+    )
+    parser.add_argument("--strict", action="store_true", help="exit 3 when any result's verdict is invalid")
     return parser.parse_args(argv)
 
 
@@ -49,7 +56,8 @@ def select_cases(config: HostConfig, selection: str | None) -> list[CaseSpec]:
 def check_cases(config: HostConfig) -> None:
     """Everything about the cases that can be checked before any host is touched."""
     from inference_engine.registry import load_engine_module
-    from tools.config import load_case_config
+    from tools.config import load_case_config, parse_overrides
+    from utils.requirements import check_case_requirements
 
     perf_dir = config.flagperf_path
     logger.disable("tools.config")  # the container logs the merge; here only errors matter
@@ -62,7 +70,11 @@ def check_cases(config: HostConfig) -> None:
                 raise ConfigError(
                     f"{config.path}: key CASES entry '{spec.key}': no docker_images/{config.vendor}/{spec.framework}/Dockerfile"
                 )
-            case_config = load_case_config(str(perf_dir), spec.case, spec.framework, config.vendor, spec.data_dir, "-")
+            if config.mode == "local":  # MODE docker installs them into the image (utils/image_manager.py)
+                check_case_requirements(perf_dir, spec.case, spec.framework)
+            case_config = load_case_config(
+                str(perf_dir), spec.case, spec.framework, config.vendor, spec.data_dir, "-", parse_overrides(config.overrides)
+            )
             if case_config.compiler is None:
                 continue
             if config.mode == "local":
@@ -125,6 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = load_host_config(args.config, INFERENCE_DIR)
         config.cases = select_cases(config, args.cases)
+        config.overrides = list(args.overrides)
         check_cases(config)
     except InferPerfError as exc:
         logger.error(one_line(exc))
@@ -180,9 +193,14 @@ def main(argv: list[str] | None = None) -> int:
     failed = [r for r in records if r["status"] != "success"]
     for r in failed:
         logger.error(f"FAILED {r['case']}:{r['framework']} on host {r['host']} at step {r['failed_step']}: {r['error']}")
+    invalid = [r for r in records if r.get("verdict") and not r["verdict"]["valid"]]
+    if invalid:
+        logger.warning(f"{len(invalid)} result(s) INVALID: see the reasons under the table" + ("" if args.strict else " (--strict makes this exit 3)"))
     if interrupted:
         return 130
-    return 1 if failed or not records else 0
+    if failed or not records:
+        return 1
+    return 3 if args.strict and invalid else 0
 
 
 if __name__ == "__main__":

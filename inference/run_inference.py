@@ -31,6 +31,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--framework", required=True, help="e.g. pytorch or pytorch_2.1")
     parser.add_argument("--log_level", default="INFO", choices=["TRACE", "DEBUG", "INFO", "WARNING", "ERROR"])
     parser.add_argument("--log_call_information", action="store_true", help="show caller in log lines")
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
+        help="override a case config key for this run (YAML value), e.g. --set batch_sizes=[1,8,32]",
+    )
     return parser.parse_args(argv)
 
 
@@ -65,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     init_logger(log_dir, args.log_level, args.log_call_information)
     signal.signal(signal.SIGTERM, _raise_interrupted)
     pipeline = Pipeline(
-        PipelineArgs(args.perf_dir, args.data_dir, args.log_dir, args.vendor, args.case, args.framework)
+        PipelineArgs(args.perf_dir, args.data_dir, args.log_dir, args.vendor, args.case, args.framework, args.overrides)
     )
     try:
         pipeline.run()

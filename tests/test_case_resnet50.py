@@ -229,10 +229,10 @@ def test_crop_larger_than_resize_is_a_config_error(tmp_path):
 
 def test_model_forward_runs_through_timed_forward(tmp_path, model):
     make_synthetic_imagenet(str(tmp_path / "data"), classes=2, per_class=2)
-    config = make_config(tmp_path, warmup=1)
+    config = make_config(tmp_path, warmup=1, min_query_count=1, min_duration_s=0.0)
     result = case.model_forward(model, case.build_dataloader(config), case.evaluator, config)
     assert result.phase == "validation"
-    assert (result.samples, result.batches, result.warmup_batches) == (4, 2, 1)
+    assert (result.samples, result.batches, result.warmup_batches, result.passes) == (4, 2, 1, 1)
     assert 0.0 <= result.accuracy <= 1.0
 
 

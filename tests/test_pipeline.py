@@ -191,7 +191,7 @@ def test_bad_data_dir(tree, tmp_path, kind):
     assert not (tmp_path / "log" / "result.json").exists()
 
 
-@pytest.mark.parametrize("option, value, message", [("vendor", "acme", "unknown vendor 'acme'"), ("case", "bert", "unknown case 'bert'")])
+@pytest.mark.parametrize("option, value, message", [("vendor", "acme", "unknown vendor 'acme'"), ("case", "nosuchcase", "unknown case 'nosuchcase'")])
 def test_unknown_vendor_or_case(tree, digits_data, tmp_path, option, value, message):
     kwargs = {option: value}
     proc = run_pipeline(tree, digits_data, tmp_path / "log", **kwargs)

@@ -87,7 +87,8 @@ def test_local_run_merges_results_and_monitors(tmp_path, tree, digits_data):
     for name in ("result.json", "container.out.log", "stdout.log", "sys_monitor.jsonl", "cpu_monitor.jsonl"):
         assert (log_dir / name).is_file(), name
     table = (log_dir.parents[1] / "summary.md").read_text()
-    assert "| digits:pytorch | 127.0.0.1 | success | fp32 | 16 |" in table
+    verdict = "valid" if record["verdict"]["valid"] else f"INVALID ({len(record['verdict']['reasons'])})"
+    assert f"| digits:pytorch | 127.0.0.1 | success | {verdict} | fp32 | 16 |" in table
     assert "| digits:pytorch | 127.0.0.1 | success" in proc.stdout
     no_leftover_processes(str(tmp_path))
 
@@ -101,7 +102,7 @@ def test_local_run_merges_results_and_monitors(tmp_path, tree, digits_data):
         ({"HOSTS": ["127.0.0.1", "127.0.0.2"]}, "key 'HOSTS' must list exactly one host in MODE local"),
         ({"SSH_PORT": "ssh"}, "key 'SSH_PORT' must be a TCP port number"),
         ({"CASES": {"digits": "/data"}}, "key CASES entry 'digits' must look like"),
-        ({"CASES": {"bert:pytorch": "/data"}}, "key CASES entry 'bert:pytorch': no benchmarks/bert/pytorch/"),
+        ({"CASES": {"nosuchcase:pytorch": "/data"}}, "key CASES entry 'nosuchcase:pytorch': no benchmarks/nosuchcase/pytorch/"),
         ({"CASE_TIMEOUT": -1}, "key 'CASE_TIMEOUT' must be a positive number"),
         ({"SSH_PASSWORD": "hunter2"}, "unknown key 'SSH_PASSWORD'"),
         ({"MODE": "docker", "KNOWN_HOSTS": "/nonexistent/known_hosts"}, "key 'KNOWN_HOSTS' /nonexistent/known_hosts does not exist"),

@@ -20,6 +20,7 @@ from loguru import logger
 
 from tools.errors import ConfigError
 from tools.expr import parse_number
+from tools.scenarios import SCENARIOS
 from tools.yamlio import load_yaml_mapping
 
 CLI_KEYS = ("perf_dir", "data_dir", "log_dir", "vendor", "case", "framework")
@@ -85,11 +86,66 @@ def _optional_flops(value: Any) -> float | None:
     return number
 
 
+def _bounded(kind: str, low: float, high: float, *, low_inclusive: bool = False, integer: bool = False):
+    def check(value: Any):
+        number = value
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or (integer and not isinstance(value, int)):
+            raise ValueError(f"must be {kind}, got {value!r}")
+        if not (low <= number if low_inclusive else low < number) or number > high:
+            bound = f"{'>=' if low_inclusive else '>'} {low:g} and <= {high:g}"
+            raise ValueError(f"must be {kind} {bound}, got {value!r}")
+        return int(number) if integer else float(number)
+
+    return check
+
+
+def _one_or_list(check: Callable[[Any], Any], *, unique: bool = True):
+    """A single value or a non-empty list of them; always returns a list."""
+
+    def check_list(value: Any) -> list:
+        values = value if isinstance(value, list) else [value]
+        if not values:
+            raise ValueError("must not be an empty list")
+        checked = []
+        for item in values:
+            try:
+                checked.append(check(item))
+            except ValueError as exc:
+                raise ValueError(f"entry {item!r} {exc}" if isinstance(value, list) else str(exc)) from None
+        if unique and len(set(checked)) != len(checked):
+            raise ValueError(f"has repeated entries: {value!r}")
+        return checked
+
+    return check_list
+
+
+def _scenario(value: Any) -> str:
+    if value not in SCENARIOS:
+        raise ValueError(f"must be one of {', '.join(SCENARIOS)}, got {value!r}")
+    return value
+
+
+def _optional(check: Callable[[Any], Any]):
+    return lambda value: None if value is None else check(value)
+
+
 def _device(value: Any) -> str:
     if not isinstance(value, str) or not (value == "cpu" or value.startswith("cuda")):
         raise ValueError(f"must be 'cpu' or 'cuda[:N]', got {value!r}")
     return value
 
+
+# The measurement keys' framework defaults: configs that lack them keep
+# working, and FlagPerf-style configs without these attributes get the same.
+MEASUREMENT_DEFAULTS: dict[str, Any] = {
+    "min_query_count": 64,     # enough queries for a measured p90 (LoadGen's floor)
+    "min_duration_s": 2.0,     # of measured wall time, per phase and per performance row
+    "max_duration_s": 600.0,   # wall-clock cap per phase or row: hitting it first makes the result invalid
+    "contention_limit": 0.10,  # share of the benchmark's CPUs other processes may use
+}
+# Bounds on everything that sizes a resource.
+MAX_BATCH_SIZE = 1 << 16
+MAX_CLIENTS_PER_CORE = 4
 
 # Typed keys and their checks; everything else is passed through untyped.
 _CHECKS: dict[str, Callable[[Any], Any]] = {
@@ -108,6 +164,22 @@ _CHECKS: dict[str, Callable[[Any], Any]] = {
     "seed": _non_negative_int,
     "onnx_opset": _positive_int,
     "device": _device,
+    "min_query_count": _bounded("a positive integer", 0, 1e8, integer=True),
+    "min_duration_s": _bounded("a number of seconds", 0, 86400, low_inclusive=True),
+    "max_duration_s": _bounded("a number of seconds", 0, 86400),
+    "contention_limit": _bounded("a fraction", 0, 1),
+    "batch_sizes": _optional(_one_or_list(_bounded("a positive integer", 0, MAX_BATCH_SIZE, integer=True))),
+    "scenario": _one_or_list(_scenario),
+    "clients": _one_or_list(_bounded("a positive integer", 0, 4096, integer=True)),
+    "target_qps": _optional(_bounded("a positive number of samples per second", 0, 1e9)),
+    "latency_bound_ms": _optional(_bounded("a positive number of milliseconds", 0, 3.6e6)),
+    "server_search": _bool,
+    "compile_only": _bool,
+    "numeric_check": _bool,
+    "numeric_batches": _bounded("a positive integer", 0, 64, integer=True),
+    "audits": _bool,
+    "allow_many_clients": _bool,
+    "pool_max_mb": _bounded("a positive number of MiB", 0, 65536),
 }
 
 
@@ -140,12 +212,33 @@ class CaseConfig:
     seed: int = 0
     onnx_opset: int = 17
     device: str = "cpu"
+    # Measurement and workload keys (ByteMLPerf's names where it has them).
+    min_query_count: int = MEASUREMENT_DEFAULTS["min_query_count"]
+    min_duration_s: float = MEASUREMENT_DEFAULTS["min_duration_s"]
+    max_duration_s: float = MEASUREMENT_DEFAULTS["max_duration_s"]
+    contention_limit: float = MEASUREMENT_DEFAULTS["contention_limit"]
+    batch_sizes: list[int] | None = None        # null: [batch_size]
+    scenario: Any = "offline"                   # one of SCENARIOS or a list; a list after validation
+    clients: Any = 1                            # issuing threads, or a list to sweep; a list after validation
+    target_qps: float | None = None             # server: Poisson arrival rate, samples per second
+    latency_bound_ms: float | None = None       # server: the p99 bound
+    server_search: bool = False                 # server: find the highest target_qps meeting the bound
+    compile_only: bool = False                  # stop after the vendor compile
+    numeric_check: bool = True                  # compare engine outputs with the framework model's
+    numeric_batches: int = 2
+    numeric_tolerance: Any = None               # overrides of tools.numeric.DEFAULT_TOLERANCES
+    audits: bool = True                         # anti-caching and accuracy-in-performance-mode audits
+    allow_many_clients: bool = False            # permit clients > 4 x cores
+    pool_max_mb: float = 256.0                  # memory for the preloaded query pool of one batch size
     extra: dict[str, Any] = field(default_factory=dict)
     origin: dict[str, str] = field(default_factory=dict, repr=False)
     # Set by the pipeline as it goes.
     cache_dir: str = ""
     export_onnx_path: str | None = None
     engine_path: str | None = None
+    # Set by a case when its accuracy means nothing (e.g. "random weights"):
+    # accuracy is then reported as null with this reason, never as a number.
+    accuracy_note: str | None = None
 
     def __post_init__(self) -> None:
         for name, check in _CHECKS.items():
@@ -153,11 +246,43 @@ class CaseConfig:
                 setattr(self, name, check(getattr(self, name)))
             except ValueError as exc:
                 raise ConfigError(f"{self.origin.get(name, 'config')}: key '{name}' {exc}") from None
+        self._check_workload()
         if self.no_validation and self.exist_onnx_path is None:
             raise ConfigError(
                 f"{self.origin.get('no_validation', 'config')}: key 'no_validation' is true, so key "
                 "'exist_onnx_path' must name an ONNX file (validation and export are both skipped)"
             )
+
+    def _fail(self, key: str, message: str) -> None:
+        raise ConfigError(f"{self.origin.get(key, 'config')}: key '{key}' {message}")
+
+    def _check_workload(self) -> None:
+        if self.max_duration_s < self.min_duration_s:
+            self._fail("max_duration_s", f"is {self.max_duration_s:g}, less than min_duration_s {self.min_duration_s:g}")
+        if self.batch_sizes is None:
+            self.batch_sizes = [self.batch_size]
+        if "server" in self.scenario:
+            # Named where scenario was set: that is what asks for the bound.
+            if self.latency_bound_ms is None:
+                self._fail("scenario", "includes server, so key 'latency_bound_ms' is required (the p99 bound in ms)")
+            if self.target_qps is None and not self.server_search:
+                self._fail("scenario", "includes server, so key 'target_qps' is required (or server_search: true)")
+        import os
+
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        if not self.allow_many_clients and max(self.clients) > MAX_CLIENTS_PER_CORE * cores:
+            self._fail(
+                "clients",
+                f"is {max(self.clients)}, more than {MAX_CLIENTS_PER_CORE} x the {cores} cores here; "
+                "set allow_many_clients: true if that is intended",
+            )
+        if self.numeric_tolerance is not None:
+            from tools.numeric import tolerances_for
+
+            try:
+                tolerances_for("fp32", self.numeric_tolerance)
+            except ValueError as exc:
+                self._fail("numeric_tolerance", str(exc))
 
     def __getattr__(self, name: str) -> Any:
         # Only reached for names that are not fields: parameters and vendor keys.
@@ -229,8 +354,36 @@ def merge_case_config(
     return merged, origin
 
 
+OVERRIDE_ORIGIN = "command line (--set)"
+
+
+def parse_overrides(items: list[str] | None) -> dict[str, Any]:
+    """``["batch_sizes=[1,8]", "scenario=server"]`` -> a mapping; values are YAML."""
+    import yaml
+
+    overrides: dict[str, Any] = {}
+    for item in items or []:
+        key, sep, text = item.partition("=")
+        key = key.strip()
+        if not sep or not key.isidentifier():
+            raise ConfigError(f"{OVERRIDE_ORIGIN}: {item!r} is not KEY=VALUE")
+        if key in overrides:
+            raise ConfigError(f"{OVERRIDE_ORIGIN}: key '{key}' is given twice")
+        try:
+            overrides[key] = yaml.safe_load(text) if text.strip() else None
+        except yaml.YAMLError:
+            raise ConfigError(f"{OVERRIDE_ORIGIN}: key '{key}': value {text!r} is not valid YAML") from None
+    return overrides
+
+
 def load_case_config(
-    perf_dir: str, case: str, framework: str, vendor: str, data_dir: str, log_dir: str
+    perf_dir: str,
+    case: str,
+    framework: str,
+    vendor: str,
+    data_dir: str,
+    log_dir: str,
+    overrides: dict[str, Any] | None = None,
 ) -> CaseConfig:
     base_path, params_path, vendor_path = case_config_paths(perf_dir, case, vendor)
     if not base_path.parent.is_dir():
@@ -239,9 +392,17 @@ def load_case_config(
     params = load_yaml_mapping(params_path, required=False)
     vendor_data = load_yaml_mapping(vendor_path, required=False)
     merged, origin = merge_case_config(base, base_path, params, params_path, vendor_data, vendor_path)
+    if overrides:
+        # A quick experiment from the command line; the case files stay as they are.
+        _reject_reserved(Path(OVERRIDE_ORIGIN), overrides)
+        for key, value in overrides.items():
+            if key in params:
+                raise ConfigError(f"{OVERRIDE_ORIGIN}: key '{key}' is a case parameter ({params_path}) and may not be overridden")
+            merged[key] = value
+            origin[key] = OVERRIDE_ORIGIN
 
     typed_names = {f.name for f in fields(CaseConfig)} - {"extra", "origin"}
-    runtime_only = {"cache_dir", "export_onnx_path", "engine_path"}
+    runtime_only = {"cache_dir", "export_onnx_path", "engine_path", "accuracy_note"}
     for key in merged:
         if key in runtime_only:
             raise ConfigError(f"{origin[key]}: key '{key}' is set by the framework and may not be configured")

@@ -6,8 +6,16 @@ Definitions (the same for every case and every engine):
   whole = wall time of the measured loop: data loading, host<->device copies,
           the call and evaluation, minus ``foo_time`` as well.
 Warm-up calls run on the first batch (and once on a batch cut to the size of
-the last, partial batch) before the measured loop and are excluded from both. Every batch of every repeat is measured; per-batch core latencies
-are kept raw for percentiles.
+the last, partial batch) before the measured loop and are excluded from both.
+
+A query is one call on one batch. The loop makes ``repeat`` passes over the
+data (FlagPerf's minimum) and then keeps making passes until at least
+``min_query_count`` queries and ``min_duration_s`` of wall time are measured,
+or until ``max_duration_s`` of wall time has passed; minimums are checked at
+pass boundaries so every pass covers the whole data set. Every query's core
+latency is kept raw for percentiles, and its completion on the cumulative core
+clock for the throughput windows that judge stability (``tools.verdict``).
+Contention from other processes is read over exactly the measured loop.
 """
 from __future__ import annotations
 
@@ -17,9 +25,14 @@ from typing import Any, Callable, Iterable, Sequence
 
 from loguru import logger
 
+from tools.config import MEASUREMENT_DEFAULTS
+from tools.contention import ContentionReading, CpuContention
 from tools.errors import EngineError
 from tools.stats import LatencyStats
 from tools.torch_sync import device_sync_fn
+from tools.verdict import (
+    Verdict, contention_reason, minimum_reasons, minimums_met, stability_reason, window_throughputs,
+)
 
 Step = Callable[[list], "tuple[list, float]"]
 
@@ -36,6 +49,10 @@ class PhaseResult:
     accuracy: float | None
     latency: LatencyStats | None
     core_latencies_ns: list[int] = field(default_factory=list, repr=False)
+    passes: int = 1
+    window_qps: list[float] = field(default_factory=list)
+    contention: ContentionReading | None = None
+    verdict: Verdict = field(default_factory=Verdict)
 
     @property
     def whole_qps(self) -> float | None:
@@ -90,7 +107,7 @@ def timed_forward(
     config: Any,
     phase: str,
 ) -> PhaseResult:
-    """Run ``step`` over ``repeat`` passes of ``dataloader`` and measure it.
+    """Run ``step`` over passes of ``dataloader`` until the minimums are met, and measure it.
 
     ``step(inputs) -> (outputs, foo_time)`` takes a list of CPU tensors and
     returns a list of CPU tensors; ``evaluator(outputs, y)`` returns the
@@ -114,14 +131,23 @@ def timed_forward(
             _check_step_result(step([t[:tail] for t in warm_inputs]), phase)
         sync()
 
+    min_queries = int(getattr(config, "min_query_count", MEASUREMENT_DEFAULTS["min_query_count"]))
+    min_duration_s = float(getattr(config, "min_duration_s", MEASUREMENT_DEFAULTS["min_duration_s"]))
+    max_duration_ns = int(float(getattr(config, "max_duration_s", MEASUREMENT_DEFAULTS["max_duration_s"])) * 1e9)
+    contention_limit = float(getattr(config, "contention_limit", MEASUREMENT_DEFAULTS["contention_limit"]))
+
     core_ns: list[int] = []
+    core_elapsed_ns: list[int] = []   # completion of each query on the cumulative core clock
+    batch_sizes: list[int] = []
+    core_total = 0
     foo_ns = 0
     samples = 0
     correct = 0.0
     evaluated = 0
-    batch_index = 0
+    passes = 0
+    contention = CpuContention().start()
     start = clock()
-    for _ in range(repeat):
+    while True:
         for x, y in dataloader:
             inputs = as_input_list(x)
             t0 = clock()
@@ -131,20 +157,38 @@ def timed_forward(
             outputs, foo_time = _check_step_result(result, phase)
             foo = int(foo_time * 1e9)
             foo_ns += foo
-            core_ns.append(max(t1 - t0 - foo, 0))
+            core = max(t1 - t0 - foo, 0)
+            core_ns.append(core)
+            core_total += core
+            core_elapsed_ns.append(core_total)
             n = _batch_len(y, inputs)
+            batch_sizes.append(n)
             samples += n
             if evaluator is not None:
                 correct += float(evaluator(outputs, y)) * n
                 evaluated += n
-            batch_index += 1
-            if log_freq and batch_index % log_freq == 0:
+            if log_freq and len(core_ns) % log_freq == 0:
                 logger.info(
-                    f"{phase}: batch {batch_index}, core {core_ns[-1] / 1e6:.2f} ms, "
+                    f"{phase}: batch {len(core_ns)}, core {core / 1e6:.2f} ms, "
                     f"running acc {correct / evaluated if evaluated else float('nan'):.4f}"
                 )
+        passes += 1
+        if not core_ns:
+            raise EngineError(f"{phase}: the data loader yielded no batch")
+        elapsed = clock() - start
+        if passes >= repeat and minimums_met(len(core_ns), elapsed / 1e9, min_queries, min_duration_s):
+            break
+        if elapsed >= max_duration_ns:
+            break
     whole_ns = clock() - start - foo_ns
+    reading = contention.stop()
+    if passes > repeat:
+        logger.info(f"{phase}: {passes} passes over the data ({len(core_ns)} queries) to reach the measurement minimums")
 
+    window_qps = window_throughputs(core_elapsed_ns, batch_sizes)
+    verdict = Verdict().extend(minimum_reasons(len(core_ns), (whole_ns + foo_ns) / 1e9, min_queries, min_duration_s))
+    verdict.add(stability_reason(window_qps))
+    verdict.add(contention_reason(reading.share, reading.cpus, contention_limit))
     if foo_ns:
         logger.warning(f"{phase}: engine declared {foo_ns / 1e9:.3f} s of foo_time (excluded from whole and core)")
     return PhaseResult(
@@ -158,4 +202,8 @@ def timed_forward(
         accuracy=(correct / evaluated) if evaluated else None,
         latency=LatencyStats.from_ns(core_ns),
         core_latencies_ns=core_ns,
+        passes=passes,
+        window_qps=window_qps,
+        contention=reading,
+        verdict=verdict,
     )

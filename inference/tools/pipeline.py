@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import importlib
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from types import ModuleType
@@ -23,7 +23,7 @@ from loguru import logger
 from inference_engine.registry import ENGINE_ROOT, engine_file, load_engine_module
 from tools import compile_report, result
 from tools.cache import atomic_path, fingerprint, hash_file, hash_state_dict, hash_tree
-from tools.config import CaseConfig, load_case_config
+from tools.config import CaseConfig, load_case_config, parse_overrides
 from tools.env import cpu_model, environment, package_versions
 from tools.errors import ConfigError, DataError, EngineError
 from tools.forward import PhaseResult, as_input_list
@@ -48,6 +48,7 @@ class PipelineArgs:
     vendor: str
     case: str
     framework: str
+    overrides: list[str] = field(default_factory=list)   # --set KEY=VALUE
 
 
 @dataclass
@@ -70,6 +71,7 @@ class PipelineState:
     onnx_path: str | None = None
     validation: PhaseResult | None = None
     inference: PhaseResult | None = None
+    performance: Any = None          # tools.performance.PerformanceReport
     cache: dict[str, dict] = field(default_factory=dict)
     engine_info: dict[str, Any] = field(default_factory=dict)
 
@@ -89,7 +91,12 @@ class Pipeline:
         self._step("init", self.init)
         self._step("dataset_and_model", self.dataset_and_model)
         config = self.state.config
-        self._step("framework_validation", self.framework_validation, skip_if=config.no_validation, why="no_validation: true")
+        self._step(
+            "framework_validation",
+            self.framework_validation,
+            skip_if=config.no_validation or config.compile_only,
+            why="no_validation: true" if config.no_validation else "compile_only: true",
+        )
         no_compiler = config.compiler is None
         self._step(
             "onnx_export",
@@ -103,7 +110,12 @@ class Pipeline:
             skip_if=no_compiler,
             why="compiler: null",
         )
-        self._step("engine_inference", self.engine_inference, skip_if=no_compiler, why="compiler: null")
+        self._step(
+            "engine_inference",
+            self.engine_inference,
+            skip_if=no_compiler or config.compile_only,
+            why="compiler: null" if no_compiler else "compile_only: true",
+        )
         return self._step("summary", self.summary)
 
     def _step(self, name: str, action, skip_if: bool = False, why: str | None = None):
@@ -129,7 +141,8 @@ class Pipeline:
         if not (ENGINE_ROOT / args.vendor).is_dir():
             raise ConfigError(f"unknown vendor '{args.vendor}': no inference_engine/{args.vendor}/")
         config = load_case_config(
-            str(self.perf_dir), args.case, args.framework, args.vendor, str(Path(args.data_dir).resolve()), args.log_dir
+            str(self.perf_dir), args.case, args.framework, args.vendor, str(Path(args.data_dir).resolve()), args.log_dir,
+            parse_overrides(args.overrides),
         )
         config.cache_dir = str(self.perf_dir / "onnxs")
         Path(config.cache_dir).mkdir(parents=True, exist_ok=True)
@@ -227,6 +240,14 @@ class Pipeline:
         if state.onnx_path is None and config.exist_onnx_path is not None:
             state.onnx_path = config.exist_onnx_path
             state.cache["onnx"] = {"status": "user", "path": config.exist_onnx_path}
+        state.engine, status, duration = self._build_engine(config)
+        state.cache["engine"] = {"status": status, "path": config.engine_path}
+        state.engine_info = compile_report.describe_engine(state.engine, state.onnx_path, duration)
+        logger.info(f"compiled with {config.vendor}/{config.compiler} in {duration:.2f} s (engine cache: {status})")
+
+    def _build_engine(self, config: CaseConfig) -> tuple[Any, str, float]:
+        """Compile (or load from the cache) the engine for ``config``; return it, the cache status and the time."""
+        state = self.state
         engine_class = state.engine_module.InferModel
         source = engine_file(config.vendor, config.compiler)
         if config.exist_compiler_path is not None:
@@ -235,7 +256,7 @@ class Pipeline:
         else:
             suffix = getattr(engine_class, "engine_suffix", None)
             if suffix:
-                key = self._engine_key(source)
+                key = self._engine_key(source, config)
                 config.engine_path = str(Path(config.cache_dir) / f"{config.case}_{config.vendor}_{config.compiler}_{key}{suffix}")
                 status = "hit" if Path(config.engine_path).is_file() else "miss"
                 if status == "hit":
@@ -243,21 +264,18 @@ class Pipeline:
             else:
                 status = "none"
         start = time.perf_counter()
-        state.engine = engine_class(config, state.onnx_path, state.model)
+        engine = engine_class(config, state.onnx_path, state.model)
         duration = time.perf_counter() - start
-        compiled = getattr(state.engine, "compiled", None)
+        compiled = getattr(engine, "compiled", None)
         if status == "hit" and compiled is True:
             # The engine judged the cached file stale (another GPU, another TensorRT) and rebuilt it.
             status = "rebuilt"
         if status == "miss" and not Path(config.engine_path).is_file():
             logger.warning(f"engine declared engine_suffix but wrote no {config.engine_path}; nothing cached")
             status = "none"
-        state.cache["engine"] = {"status": status, "path": config.engine_path}
-        state.engine_info = compile_report.describe_engine(state.engine, state.onnx_path, duration)
-        logger.info(f"compiled with {config.vendor}/{config.compiler} in {duration:.2f} s (engine cache: {status})")
+        return engine, status, duration
 
-    def _engine_key(self, source: Path) -> str:
-        config = self.state.config
+    def _engine_key(self, source: Path, config: CaseConfig) -> str:
         vendor_keys = {k: v for k, v in config.as_dict().items() if config.origin.get(k, "").endswith(f"{config.vendor}_configurations.yaml")}
         onnx = self.state.onnx_path
         return fingerprint(
@@ -280,6 +298,7 @@ class Pipeline:
             "engine_forward",
         )
         _log_phase(state.inference)
+        self._performance()
         profile = getattr(state.engine, "get_performance_data", None)
         if callable(profile):
             first_x, _ = next(iter(state.dataloader))
@@ -287,6 +306,32 @@ class Pipeline:
                 state.engine_info["performance_data"] = profile(as_input_list(first_x))
             except Exception as exc:  # optional API: a broken profiler must not lose the run
                 logger.warning(f"engine get_performance_data failed, omitted: {exc}")
+
+    def _performance(self) -> None:
+        """Numeric check, audits and the batch-size x scenario x clients rows (tools/performance.py)."""
+        from tools.performance import PerformanceStage
+        from tools.torch_sync import device_sync_fn
+
+        config, state = self.state.config, self.state
+        stage = PerformanceStage(config, state.dataloader, device_sync_fn(config.device), result.engine_precision(state.engine, config))
+        state.performance = stage.report
+        if not stage.usable:
+            stage.report.notes.append("performance rows skipped: the data loader does not yield tensors")
+            logger.warning(stage.report.notes[-1])
+            return
+        base_pool = stage.pool(config.batch_size)
+        if config.numeric_check:
+            stage.numeric_check(state.engine, _framework_step(state.model, config), base_pool)
+        if config.audits:
+            stage.anti_caching(state.engine, base_pool)
+        state.inference.verdict.extend(stage.report.engine_reasons)
+        rebuild = bool(getattr(state.engine, "rebuild_per_batch_size", False))
+        for batch_size in config.batch_sizes:
+            engine = state.engine
+            if rebuild and batch_size != config.batch_size:
+                engine, status, duration = self._build_engine(replace(config, batch_size=batch_size))
+                logger.info(f"engine for batch size {batch_size}: cache {status}, {duration:.2f} s")
+            stage.rows_for(engine, batch_size, base_pool if batch_size == config.batch_size else None)
 
     def summary(self) -> dict:
         config, state = self.state.config, self.state
@@ -298,6 +343,7 @@ class Pipeline:
             config=config,
             validation=state.validation,
             inference=state.inference,
+            performance=state.performance,
             engine=state.engine,
             engine_info=state.engine_info,
             e2e_time_s=time.perf_counter() - self.started,
@@ -355,12 +401,22 @@ def _phase_result(value: Any, function: str) -> PhaseResult:
 def _log_phase(phase: PhaseResult) -> None:
     acc = f"{phase.accuracy:.4f}" if phase.accuracy is not None else "n/a"
     lat = phase.latency
+    p99 = f"{lat.p99:.2f} ms" if lat.p99 is not None else "n/a"
     logger.info(
         f"{phase.phase}: {phase.samples} samples in {phase.batches} batches, whole {phase.whole_qps:.2f} qps, "
-        f"core {phase.core_qps:.2f} qps, p50 {lat.p50:.2f} ms, p99 {lat.p99:.2f} ms, acc {acc}"
+        f"core {phase.core_qps:.2f} qps, p50 {lat.p50 or float('nan'):.2f} ms, p99 {p99}, acc {acc}"
     )
-    for warning in lat.warnings:
-        logger.warning(f"{phase.phase} latency: {warning}")
+    state = "valid" if phase.verdict.valid else "INVALID: " + "; ".join(phase.verdict.reasons)
+    logger.info(f"{phase.phase} verdict: {state}")
+
+
+def _framework_step(model: Any, config: CaseConfig):
+    """The framework model as an engine-shaped step, for the numeric check; None without a model."""
+    if model is None:
+        return None
+    from benchmarks.common import make_step
+
+    return make_step(model, config)
 
 
 def _gpu_name(device: str) -> str | None:

@@ -11,8 +11,9 @@ from loguru import logger
 from tools.cache import write_json_atomic
 from tools.config import CaseConfig
 from tools.forward import PhaseResult
+from tools.verdict import Verdict
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 RESULT_FILE = "result.json"
 FAILURE_FILE = "failure.json"
 # The performance-data table is for people; the top of it says where time goes.
@@ -23,21 +24,55 @@ def _round(value: float | None, digits: int = 4) -> float | None:
     return None if value is None else round(value, digits)
 
 
-def _phase_block(phase: PhaseResult | None) -> dict | None:
+def engine_precision(engine: Any, config: CaseConfig) -> str:
+    """The precision the engine actually ran (its own word first)."""
+    if engine is not None:
+        return str(getattr(engine, "precision", "fp16" if config.fp16 else "fp32"))
+    return "fp16" if config.fp16 and config.device != "cpu" else "fp32"
+
+
+def _accuracy(phase: PhaseResult | None, note: str | None) -> float | None:
+    """Accuracy, or None when the phase has none or the case says it means nothing (``accuracy_note``)."""
+    if phase is None or note:
+        return None
+    return phase.accuracy
+
+
+def _phase_block(phase: PhaseResult | None, note: str | None) -> dict | None:
     if phase is None:
         return None
     return {
         "samples": phase.samples,
         "batches": phase.batches,
+        "passes": phase.passes,
         "warmup_batches": phase.warmup_batches,
         "whole_time_s": phase.whole_time_s,
         "core_time_s": phase.core_time_s,
         "foo_time_s": phase.foo_time_s,
         "whole_qps": phase.whole_qps,
         "core_qps": phase.core_qps,
-        "accuracy": phase.accuracy,
+        "accuracy": _accuracy(phase, note),
+        "accuracy_note": note if phase.accuracy is not None else None,
         "latency_ms": phase.latency.to_dict() if phase.latency else None,
+        "window_qps": phase.window_qps,
+        "contention": phase.contention.to_dict() if phase.contention else None,
+        "verdict": phase.verdict.to_dict(),
     }
+
+
+def overall_verdict(validation: PhaseResult | None, inference: PhaseResult | None, performance: Any) -> Verdict:
+    """Every measured phase's reasons, each said once and labelled with where it applies."""
+    engine_wide = list(performance.engine_reasons) if performance is not None else []
+    verdict = Verdict()
+    if validation is not None:
+        verdict.extend(f"validation: {r}" for r in validation.verdict.reasons)
+    verdict.extend(f"engine: {r}" for r in engine_wide)
+    if inference is not None:
+        verdict.extend(f"inference: {r}" for r in inference.verdict.reasons if r not in engine_wide)
+    for row in performance.rows if performance is not None else []:
+        label = f"bs {row['batch_size']} {row['scenario']} x{row['clients']}"
+        verdict.extend(f"{label}: {r}" for r in row["verdict"]["reasons"] if r not in engine_wide)
+    return verdict
 
 
 def build_result(
@@ -52,16 +87,16 @@ def build_result(
     cache: dict,
     env: dict,
     started_at: datetime,
+    performance: Any = None,
 ) -> dict:
-    if engine is not None:
-        precision = str(getattr(engine, "precision", "fp16" if config.fp16 else "fp32"))
-    else:
-        precision = "fp16" if config.fp16 and config.device != "cpu" else "fp32"
+    precision = engine_precision(engine, config)
     engine_info = dict(engine_info)
     if "performance_data" in engine_info:
         engine_info["performance_data"] = engine_info["performance_data"][:MAX_PERF_ROWS]
     core_qps = inference.core_qps if inference else None
     achieved = config.flops * core_qps / 1e12 if config.flops and core_qps else None
+    note = config.accuracy_note
+    report = performance.to_dict() if performance is not None else {}
     return {
         # FlagPerf's keys, same names and meaning.
         "vendor": config.vendor,
@@ -74,16 +109,23 @@ def build_result(
         "p_validation_core(qps)": _round(validation.core_qps if validation else None),
         "p_inference_whole(qps)": _round(inference.whole_qps if inference else None),
         "*p_inference_core(qps)": _round(core_qps),
-        "val_average_acc": _round(validation.accuracy if validation else None, 6),
-        "infer_average_acc": _round(inference.accuracy if inference else None, 6),
+        "val_average_acc": _round(_accuracy(validation, note), 6),
+        "infer_average_acc": _round(_accuracy(inference, note), 6),
         # InferPerf's additions.
         "schema_version": SCHEMA_VERSION,
         "status": "success",
+        "verdict": overall_verdict(validation, inference, performance).to_dict(),
         "case": config.case,
         "framework": config.framework,
+        "accuracy_note": note,
         "achieved_tflops": achieved,
-        "validation": _phase_block(validation),
-        "inference": _phase_block(inference),
+        "validation": _phase_block(validation, note),
+        "inference": _phase_block(inference, note),
+        "performance": report.get("rows", []),
+        "best": report.get("best"),
+        "numeric": report.get("numeric"),
+        "audits": report.get("audits", []),
+        "performance_notes": report.get("notes", []),
         "engine": engine_info or None,
         "cache": cache,
         "steps": steps,

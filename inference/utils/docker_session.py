@@ -207,16 +207,7 @@ class DockerSession(HostSession):
                 monitors.append(
                     (monitor, self._run(f"mon-{monitor.name}", spec, monitor.argv("python3", log_dir, self.config.monitor_interval), remote_log))
                 )
-            command = [
-                "python3", "run_inference.py",
-                "--perf_dir", f"{CONTAINER_ROOT}/inference",
-                "--data_dir", f"{CONTAINER_ROOT}/data",
-                "--log_dir", log_dir,
-                "--vendor", self.config.vendor,
-                "--case", spec.case,
-                "--framework", spec.framework,
-                "--log_level", self.config.log_level,
-            ]
+            command = self.pipeline_argv("python3", f"{CONTAINER_ROOT}/inference", f"{CONTAINER_ROOT}/data", log_dir, spec)
             onnxs = posixpath.join(self.config.remote_workdir, "onnxs")
             case_container = self._run(
                 "case", spec, command, remote_log,

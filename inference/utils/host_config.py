@@ -69,6 +69,8 @@ class HostConfig:
     remote_workdir: str
     log_call_information: bool = False
     extras: dict[str, Any] = field(default_factory=dict)
+    # run.py --set KEY=VALUE: case config overrides passed to every case's pipeline.
+    overrides: list[str] = field(default_factory=list)
 
 
 def _err(path: Path, key: str, message: str) -> ConfigError:

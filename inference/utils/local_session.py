@@ -55,16 +55,7 @@ class LocalSession(HostSession):
         started = time.monotonic()
         local_dir.mkdir(parents=True, exist_ok=True)
         monitors = self._start_monitors(local_dir)
-        argv = [
-            sys.executable, "run_inference.py",
-            "--perf_dir", str(self.config.flagperf_path),
-            "--data_dir", str(Path(spec.data_dir).resolve()),
-            "--log_dir", str(local_dir),
-            "--vendor", self.config.vendor,
-            "--case", spec.case,
-            "--framework", spec.framework,
-            "--log_level", self.config.log_level,
-        ]
+        argv = self.pipeline_argv(sys.executable, str(self.config.flagperf_path), str(Path(spec.data_dir).resolve()), str(local_dir), spec)
         with open(local_dir / "stdout.log", "wb") as stdout:
             pipeline = self._spawn(argv, subprocess.PIPE, subprocess.STDOUT)
             tee = threading.Thread(target=_tee, args=(pipeline.stdout, stdout, f"[{self.label} {spec.key}] "), daemon=True)

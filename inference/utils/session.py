@@ -84,6 +84,22 @@ class HostSession:
             logger.warning(f"vendor {vendor} has no docker_images/{vendor}/{vendor}_monitor.py; device memory will be unknown")
         return specs
 
+    def pipeline_argv(self, python: str, perf_dir: str, data_dir: str, log_dir: str, spec: CaseSpec) -> list[str]:
+        """The run_inference.py command line, the same for every executor."""
+        argv = [
+            python, "run_inference.py",
+            "--perf_dir", perf_dir,
+            "--data_dir", data_dir,
+            "--log_dir", log_dir,
+            "--vendor", self.config.vendor,
+            "--case", spec.case,
+            "--framework", spec.framework,
+            "--log_level", self.config.log_level,
+        ]
+        for item in self.config.overrides:
+            argv += ["--set", item]
+        return argv
+
     def prepare(self) -> None:
         """Check and set up the host; raise HostError naming the host on failure."""
         raise NotImplementedError

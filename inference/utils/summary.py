@@ -10,6 +10,7 @@ from loguru import logger
 
 from tools.cache import atomic_path, write_json_atomic
 from utils import sys_monitor
+from tools.stats import MIN_SAMPLES_FOR_PERCENTILE
 from utils.session import CaseOutcome
 
 SUMMARY_SCHEMA_VERSION = 1
@@ -36,6 +37,15 @@ def vendor_analysis(perf_dir: Path, vendor: str, log_path: str) -> tuple[float |
     return value
 
 
+def memory_kind(perf_dir: Path, vendor: str) -> str:
+    """What the vendor's memory figures measure (its analysis module's MEMORY_KIND), for the table header."""
+    try:
+        module = importlib.import_module(f"docker_images.{vendor}.{vendor}_analysis")
+    except ImportError:
+        return "device memory"
+    return str(getattr(module, "MEMORY_KIND", "device memory"))
+
+
 def _peak_for(peak: Any, precision: str | None) -> float | None:
     if isinstance(peak, (int, float)) and not isinstance(peak, bool):
         return float(peak)
@@ -43,6 +53,13 @@ def _peak_for(peak: Any, precision: str | None) -> float | None:
         value = peak.get(precision.lower())
         return float(value) if isinstance(value, (int, float)) else None
     return None
+
+
+def _mfu(flops: Any, qps: Any, peak_flops: float | None) -> float | None:
+    """Model FLOPs utilisation: FLOPs per sample x samples per second / peak FLOPS."""
+    if not (flops and qps and peak_flops):
+        return None
+    return flops * qps / peak_flops
 
 
 def merge_outcome(outcome: CaseOutcome, perf_dir: Path, vendor: str) -> dict:
@@ -61,15 +78,13 @@ def merge_outcome(outcome: CaseOutcome, perf_dir: Path, vendor: str) -> dict:
         "wall_time_s": outcome.wall_time_s,
         "log_dir": str(outcome.local_dir),
     }
-    for key in (
-        "vendor", "compiler", "precision", "batchsize", "flops", "e2e_time(second)",
-        "p_validation_whole(qps)", "p_validation_core(qps)", "p_inference_whole(qps)", "*p_inference_core(qps)",
-        "val_average_acc", "infer_average_acc",
-    ):
+    for key in FLAGPERF_KEYS:
         record[key] = result.get(key)
-    record["latency_ms"] = {q: latency.get(q) for q in ("p50", "p90", "p99", "mean")} if latency else None
+    record["verdict"] = result.get("verdict") if outcome.status == "success" else None
+    record["accuracy_note"] = result.get("accuracy_note")
+    record["latency_ms"] = {q: latency.get(q) for q in ("p50", "p90", "p99", "p99_9", "mean")} if latency else None
     record["latency_batches"] = latency.get("count") if latency else None
-    record["latency_warnings"] = latency.get("warnings", []) if latency else []
+    record["latency_notes"] = latency.get("notes", []) if latency else []
 
     sys_path = outcome.monitors.get("sys")
     record["sys_monitor"] = sys_monitor.analyse(sys_path) if sys_path else None
@@ -81,15 +96,24 @@ def merge_outcome(outcome: CaseOutcome, perf_dir: Path, vendor: str) -> dict:
     record["vendor_max_mem(GiB)"] = total
     peak_flops = _peak_for(peak, result.get("precision"))
     record["peak_flops"] = peak_flops
-    core_qps = result.get("*p_inference_core(qps)")
+    record["mfu_is_estimate"] = bool(isinstance(peak, dict) and peak.get("estimate")) if peak_flops else None
+    record["peak_flops_source"] = peak.get("source") if isinstance(peak, dict) else None
     flops = result.get("flops")
-    if flops and core_qps and peak_flops:
-        record["MFU"] = flops * core_qps / peak_flops
-    else:
-        record["MFU"] = None
-        if outcome.status == "success" and flops and core_qps and vendor_path:
-            logger.warning(f"{outcome.case.key} on {outcome.host}: peak FLOPS unknown for precision {result.get('precision')}; MFU is null")
+    record["MFU"] = _mfu(flops, result.get("*p_inference_core(qps)"), peak_flops)
+    if record["MFU"] is None and outcome.status == "success" and flops and vendor_path and not peak_flops:
+        logger.warning(f"{outcome.case.key} on {outcome.host}: peak FLOPS unknown for precision {result.get('precision')}; MFU is null")
+    record["performance"] = [{**row, "MFU": _mfu(flops, row.get("qps"), peak_flops)} for row in result.get("performance") or []]
+    record["best"] = result.get("best")
+    record["numeric"] = result.get("numeric")
+    record["audits"] = result.get("audits") or []
     return record
+
+
+FLAGPERF_KEYS = (
+    "vendor", "compiler", "precision", "batchsize", "flops", "e2e_time(second)",
+    "p_validation_whole(qps)", "p_validation_core(qps)", "p_inference_whole(qps)", "*p_inference_core(qps)",
+    "val_average_acc", "infer_average_acc",
+)
 
 
 def _fmt(value: Any, digits: int = 2) -> str:
@@ -100,23 +124,86 @@ def _fmt(value: Any, digits: int = 2) -> str:
     return str(value)
 
 
-def markdown_table(records: list[dict]) -> str:
+def _na(value: Any, reason: str, digits: int = 2) -> str:
+    """A number, or ``n/a (reason)``: never a made-up zero."""
+    return f"n/a ({reason})" if value is None else _fmt(value, digits)
+
+
+def _percentile_cell(latency: dict, name: str, count: int | None) -> str:
+    value = latency.get(name)
+    if value is not None:
+        return _fmt(value)
+    return f"n/a (<{MIN_SAMPLES_FOR_PERCENTILE[name][1]} queries)" if count is not None else "-"
+
+
+def _mfu_cell(mfu: float | None, estimate: bool | None) -> str:
+    if mfu is None:
+        return "n/a (peak unknown)"
+    return f"{mfu * 100:.2f}%" + (" est." if estimate else "")
+
+
+def _verdict_cell(verdict: dict | None) -> str:
+    if verdict is None:
+        return "-"
+    return "valid" if verdict["valid"] else f"INVALID ({len(verdict['reasons'])})"
+
+
+def _accuracy_cell(value: Any, note: str | None) -> str:
+    return f"n/a ({note})" if note else _fmt(value, 4)
+
+
+def markdown_table(records: list[dict], memory_kind: str = "device memory") -> str:
     header = (
-        "| case | host | status | precision | bs | infer core qps | infer whole qps | val core qps | "
-        "p50 ms | p90 ms | p99 ms | val acc | infer acc | mem used/total GiB | MFU |"
+        "| case | host | status | verdict | precision | bs | infer core qps (samples/s) | infer whole qps (samples/s) | "
+        "val core qps (samples/s) | p50 ms/batch | p90 ms/batch | p99 ms/batch | val acc | infer acc | "
+        f"{memory_kind} used/total GiB | MFU |"
     )
     lines = [header, "|" + "---|" * (header.count("|") - 1)]
     for r in records:
         latency = r.get("latency_ms") or {}
+        count = r.get("latency_batches")
         status = r["status"] if r["status"] == "success" else f"{r['status']} at {r['failed_step']}"
         memory = f"{_fmt(r['vendor_usage(GiB)'])}/{_fmt(r['vendor_max_mem(GiB)'])}" if r["vendor_usage(GiB)"] is not None else "-"
-        mfu = f"{r['MFU'] * 100:.2f}%" if r.get("MFU") is not None else "-"
+        ok = r["status"] == "success"
         lines.append(
-            f"| {r['case']}:{r['framework']} | {r['host']} | {status} | {_fmt(r['precision'])} | {_fmt(r['batchsize'])} | "
-            f"{_fmt(r['*p_inference_core(qps)'])} | {_fmt(r['p_inference_whole(qps)'])} | {_fmt(r['p_validation_core(qps)'])} | "
-            f"{_fmt(latency.get('p50'))} | {_fmt(latency.get('p90'))} | {_fmt(latency.get('p99'))} | "
-            f"{_fmt(r['val_average_acc'], 4)} | {_fmt(r['infer_average_acc'], 4)} | {memory} | {mfu} |"
+            f"| {r['case']}:{r['framework']} | {r['host']} | {status} | {_verdict_cell(r.get('verdict'))} | {_fmt(r['precision'])} | "
+            f"{_fmt(r['batchsize'])} | {_fmt(r['*p_inference_core(qps)'])} | {_fmt(r['p_inference_whole(qps)'])} | "
+            f"{_fmt(r['p_validation_core(qps)'])} | {_percentile_cell(latency, 'p50', count)} | "
+            f"{_percentile_cell(latency, 'p90', count)} | {_percentile_cell(latency, 'p99', count)} | "
+            f"{_accuracy_cell(r['val_average_acc'], r.get('accuracy_note'))} | {_accuracy_cell(r['infer_average_acc'], r.get('accuracy_note'))} | "
+            f"{memory} | {_mfu_cell(r.get('MFU'), r.get('mfu_is_estimate')) if ok else '-'} |"
         )
+    rows = [(r, row) for r in records for row in r.get("performance") or []]
+    if rows:
+        lines += [
+            "",
+            "Performance rows (LoadGen-style, queries from a preloaded pool; latency per query = one batch):",
+            "",
+            "| case | host | bs | scenario | clients | qps (samples/s) | p50 ms/query | p90 ms/query | p99 ms/query | "
+            "queries | MFU | verdict |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for r, row in rows:
+            latency = row.get("latency_ms") or {}
+            scenario = row["scenario"]
+            if row.get("target_qps") is not None:
+                scenario += f" @{row['target_qps']:.4g}"
+                if row.get("latency_bound_met") is not None:
+                    scenario += f", bound {'met' if row['latency_bound_met'] else 'MISSED'}"
+            lines.append(
+                f"| {r['case']}:{r['framework']} | {r['host']} | {row['batch_size']} | {scenario} | {row['clients']} | "
+                f"{_na(row.get('qps'), 'no queries')} | {_percentile_cell(latency, 'p50', row['queries'])} | "
+                f"{_percentile_cell(latency, 'p90', row['queries'])} | {_percentile_cell(latency, 'p99', row['queries'])} | "
+                f"{row['queries']} | {_mfu_cell(row.get('MFU'), r.get('mfu_is_estimate'))} | {_verdict_cell(row['verdict'])} |"
+            )
+    estimates = {r.get("peak_flops_source") for r in records if r.get("mfu_is_estimate")}
+    if estimates:
+        lines += ["", "MFU est.: the peak FLOPS is an estimate, not a datasheet figure: " + "; ".join(sorted(e for e in estimates if e))]
+    invalid = [r for r in records if r.get("verdict") and not r["verdict"]["valid"]]
+    if invalid:
+        lines.append("")
+        for r in invalid:
+            lines.append(f"- **{r['case']}:{r['framework']} on {r['host']} is INVALID:** " + "; ".join(r["verdict"]["reasons"]))
     failures = [r for r in records if r["status"] != "success"]
     if failures:
         lines.append("")
@@ -136,11 +223,16 @@ def write_summary(run_dir: Path, run_id: str, host_config: Any, records: list[di
         "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "succeeded": sum(r["status"] == "success" for r in records),
         "failed": sum(r["status"] != "success" for r in records),
+        "invalid": sum(bool(r.get("verdict")) and not r["verdict"]["valid"] for r in records),
         "results": records,
     }
     json_path = run_dir / "summary.json"
     md_path = run_dir / "summary.md"
     write_json_atomic(json_path, summary)
     with atomic_path(md_path) as tmp:
-        tmp.write_text(f"# InferPerf run {run_id} ({host_config.vendor}, {host_config.mode})\n\n" + markdown_table(records), encoding="utf-8")
+        tmp.write_text(
+            f"# InferPerf run {run_id} ({host_config.vendor}, {host_config.mode})\n\n"
+            + markdown_table(records, memory_kind(host_config.flagperf_path, host_config.vendor)),
+            encoding="utf-8",
+        )
     return json_path, md_path

@@ -1,0 +1,308 @@
+"""The performance stage: after the FlagPerf inference pass, drive the engine
+LoadGen-style and check that what it computes is right.
+
+Order, for the compiled engine:
+  1. query pool  samples from the case's data loader, held in memory (LoadGen's
+                 performance sample set), re-cut into batches of each swept batch
+                 size (tiled when the data set is smaller than a batch); data
+                 loading is never inside a measured window;
+  2. numeric     engine vs framework model on the same pool batches (``tools.numeric``);
+  3. audits      anti-caching (``tools.audit``) on the base batch size;
+  4. rows        one row per batch size x scenario x clients (``tools.scenarios``),
+                 each with its contention reading, throughput windows, per-query
+                 latency percentiles and verdict; accuracy-in-performance-mode
+                 (MLPerf TEST01) compares outputs sampled under load with untimed
+                 accuracy-mode outputs of the same pool batches.
+Numeric and anti-caching failures are engine-wide: they invalidate every engine
+figure, the FlagPerf inference pass included.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from loguru import logger
+
+from tools.contention import CpuContention
+from tools.forward import as_input_list
+from tools.scenarios import ScenarioRun, run_scenario, server_search
+from tools.stats import LatencyStats, MIN_SAMPLES_FOR_PERCENTILE, too_few_note
+from tools.verdict import Verdict, contention_reason, minimum_reasons, stability_reason, window_throughputs
+
+POOL_BATCHES = 8            # distinct batches per batch size, memory permitting
+REFERENCE_BATCHES = 2       # pool batches whose outputs are checked under load (TEST01)
+AUDIT_BUDGET_S = 2.0
+# Each scenario's headline percentile (LoadGen's metric) must be measured, so its
+# runs issue at least that percentile's floor of queries.
+HEADLINE = {"single_stream": "p90", "server": "p99"}
+
+EngineStep = Callable[[list], "tuple[list, float]"]
+
+
+@dataclass
+class PerformanceReport:
+    rows: list[dict] = field(default_factory=list)
+    numeric: dict | None = None
+    audits: list[dict] = field(default_factory=list)
+    engine_reasons: list[str] = field(default_factory=list)   # invalidate every engine figure
+    notes: list[str] = field(default_factory=list)
+
+    def best(self) -> dict | None:
+        """The best-throughput and best-latency rows (valid ones when there are any)."""
+        if not self.rows:
+            return None
+        candidates = [r for r in self.rows if r["verdict"]["valid"]] or self.rows
+        by_qps = max(candidates, key=lambda r: r["qps"] or 0.0)
+
+        def latency(row: dict) -> float:
+            lat = row["latency_ms"]
+            value = lat.get("p90") if lat.get("p90") is not None else lat.get("mean")
+            return float("inf") if value is None else value
+
+        by_latency = min(candidates, key=latency)
+        pick = ("batch_size", "scenario", "clients")
+        return {
+            "from_valid_rows": bool(candidates) and candidates[0]["verdict"]["valid"],
+            "throughput": {**{k: by_qps[k] for k in pick}, "qps": by_qps["qps"]},
+            "latency": {
+                **{k: by_latency[k] for k in pick},
+                "p90_ms": by_latency["latency_ms"].get("p90"),
+                "mean_ms": by_latency["latency_ms"].get("mean"),
+            },
+        }
+
+    def to_dict(self) -> dict:
+        return {"rows": self.rows, "numeric": self.numeric, "audits": self.audits, "best": self.best(), "notes": self.notes}
+
+
+# ---- the query pool -----------------------------------------------------------
+def collect_samples(dataloader: Any, wanted: int, max_bytes: float) -> list | None:
+    """Up to ``wanted`` samples (and about ``max_bytes``) from the loader, as one
+    tensor per model input with the samples along dimension 0; None when the
+    loader does not yield tensors."""
+    import torch
+
+    parts: list[list] = []
+    count = size = 0
+    for x, _ in dataloader:
+        inputs = as_input_list(x)
+        if not inputs or not all(isinstance(t, torch.Tensor) and t.dim() > 0 for t in inputs):
+            return None
+        parts.append(inputs)
+        count += inputs[0].shape[0]
+        size += sum(t.element_size() * t.nelement() for t in inputs)
+        if count >= wanted or size >= max_bytes:
+            break
+    if not parts:
+        return None
+    return [torch.cat([p[i] for p in parts])[:wanted] for i in range(len(parts[0]))]
+
+
+def make_pool(samples: list, batch_size: int, max_bytes: float, batches: int = POOL_BATCHES) -> list[list]:
+    """Cut the samples into at most ``batches`` full batches of ``batch_size``,
+    repeating samples when there are fewer than one batch's worth."""
+    import torch
+
+    available = samples[0].shape[0]
+    per_sample = sum(t.element_size() * t.nelement() for t in samples) / max(available, 1)
+    by_memory = int(max_bytes // max(per_sample * batch_size, 1))
+    count = max(1, min(batches, available // batch_size, by_memory))
+    needed = count * batch_size
+    if available < needed:
+        repeats = -(-needed // available)
+        samples = [t.repeat(repeats, *([1] * (t.dim() - 1))) for t in samples]
+    return [[t[i * batch_size:(i + 1) * batch_size].contiguous() for t in samples] for i in range(count)]
+
+
+# ---- rows ------------------------------------------------------------------------
+def _latency_block(stats: LatencyStats | None) -> dict:
+    if stats is None:
+        return {"p50": None, "p90": None, "p99": None, "p99_9": None, "mean": None}
+    return {"p50": stats.p50, "p90": stats.p90, "p99": stats.p99, "p99_9": stats.p99_9, "mean": stats.mean}
+
+
+def judge_row(run: ScenarioRun, stats: LatencyStats | None, config: Any, contention, latency_bound_ms: float | None) -> Verdict:
+    verdict = Verdict().extend(minimum_reasons(run.queries, run.duration_s, config.min_query_count, config.min_duration_s))
+    verdict.add(stability_reason(window_throughputs(run.completions_ns, [run.batch_size] * run.queries)))
+    verdict.add(contention_reason(contention.share, contention.cpus, config.contention_limit))
+    headline = HEADLINE.get(run.scenario)
+    if headline and (stats is None or getattr(stats, headline) is None):
+        verdict.add(f"{run.scenario} reports {headline} latency: {too_few_note(headline, run.queries)}")
+    if run.scenario == "server" and latency_bound_ms is not None and stats is not None and stats.p99 is not None:
+        if stats.p99 > latency_bound_ms:
+            verdict.add(f"p99 latency {stats.p99:.3g} ms exceeds latency_bound_ms {latency_bound_ms:g}")
+    return verdict
+
+
+def row_record(run: ScenarioRun, config: Any, contention, test01: dict | None, search: dict | None = None) -> dict:
+    stats = LatencyStats.from_ns(run.latencies_ns)
+    bound = config.latency_bound_ms if run.scenario == "server" else None
+    verdict = judge_row(run, stats, config, contention, bound)
+    if test01 and test01.get("passed") is False:
+        verdict.add(test01["detail"])
+    return {
+        "batch_size": run.batch_size,
+        "scenario": run.scenario,
+        "clients": run.clients,
+        "qps": run.qps,
+        "queries": run.queries,
+        "samples": run.samples,
+        "duration_s": run.duration_s,
+        "latency_ms": _latency_block(stats),
+        "latency_notes": stats.notes if stats else [],
+        "stop_reason": run.stop_reason,
+        "window_qps": window_throughputs(run.completions_ns, [run.batch_size] * run.queries),
+        "contention": contention.to_dict(),
+        "target_qps": run.target_qps,
+        "issued_qps": run.issued_qps,
+        "latency_bound_ms": bound,
+        "latency_bound_met": None if bound is None or stats is None or stats.p99 is None else stats.p99 <= bound,
+        "server_search": search,
+        "accuracy_in_performance_mode": test01,
+        "verdict": verdict.to_dict(),
+    }
+
+
+def _clone(outputs: list) -> list:
+    return [t.clone() if hasattr(t, "clone") else t for t in outputs]
+
+
+class PerformanceStage:
+    """Runs steps 1-4 of the module docstring for one compiled engine."""
+
+    def __init__(self, config: Any, dataloader: Any, sync: Callable[[], None], precision: str) -> None:
+        self.config = config
+        self.sync = sync
+        self.precision = precision
+        self.max_bytes = float(config.pool_max_mb) * 2**20
+        wanted = max(*config.batch_sizes, config.batch_size) * POOL_BATCHES
+        self.samples = collect_samples(dataloader, wanted, self.max_bytes)
+        self.report = PerformanceReport()
+
+    @property
+    def usable(self) -> bool:
+        return self.samples is not None
+
+    def pool(self, batch_size: int) -> list[list]:
+        return make_pool(self.samples, batch_size, self.max_bytes)
+
+    # -- 2. numeric ---------------------------------------------------------------
+    def numeric_check(self, engine: EngineStep, framework: EngineStep | None, pool: list[list]) -> None:
+        from tools.numeric import compare_outputs, tolerances_for
+
+        if framework is None:
+            self.report.notes.append("numeric check skipped: no framework model (no_validation: true)")
+            return
+        batches = pool[: self.config.numeric_batches]
+        try:
+            reference = [framework(list(b))[0] for b in batches]
+        except Exception as exc:  # a case whose model cannot be called like this is a harness limit, not a verdict
+            self.report.notes.append(f"numeric check skipped: the framework model could not be called on the pool: {exc}")
+            return
+        actual = [engine(list(b))[0] for b in batches]
+        self.sync()
+        tolerances = tolerances_for(self.precision, self.config.numeric_tolerance)
+        report = compare_outputs(reference, actual, self.precision, tolerances)
+        self.report.numeric = report.to_dict()
+        self.report.engine_reasons.extend(report.reasons)
+        logger.info(
+            "numeric check: "
+            + ("passed" if report.passed else "FAILED")
+            + ", ".join(f" {d.name} max_rel {d.max_rel:.2e}" for d in report.outputs)
+        )
+
+    # -- 3. audits ------------------------------------------------------------------
+    def anti_caching(self, engine: EngineStep, pool: list[list]) -> None:
+        from tools.audit import anti_caching_audit
+
+        result = anti_caching_audit(engine, pool, sync=self.sync, budget_s=AUDIT_BUDGET_S)
+        self.report.audits.append(result.to_dict())
+        if result.passed is False:
+            self.report.engine_reasons.append(result.detail)
+        logger.info(result.detail)
+
+    # -- 4. rows ----------------------------------------------------------------------
+    def rows_for(self, engine: EngineStep, batch_size: int, pool: list[list] | None = None) -> None:
+        config = self.config
+        pool = pool or self.pool(batch_size)
+        for _ in range(max(1, config.warmup)):
+            engine(list(pool[0]))
+        self.sync()
+        references = {}
+        if config.audits:
+            for index in range(min(REFERENCE_BATCHES, len(pool))):
+                references[index] = _clone(engine(list(pool[index]))[0])
+            self.sync()
+        for scenario in config.scenario:
+            for clients in ([1] if scenario == "single_stream" else config.clients):
+                if scenario == "server" and config.server_search:
+                    row = self._search_row(engine, pool, batch_size, clients, references)
+                else:
+                    row = self._row(engine, pool, batch_size, scenario, clients, references, config.target_qps)
+                self.report.rows.append(row)
+                qps = f"{row['qps']:.2f}" if row["qps"] is not None else "n/a"
+                state = "valid" if row["verdict"]["valid"] else "INVALID: " + "; ".join(row["verdict"]["reasons"])
+                logger.info(f"performance bs={batch_size} {scenario} clients={clients}: {qps} qps, {state}")
+
+    def _run(self, engine, pool, batch_size, scenario, clients, references, target_qps) -> tuple[ScenarioRun, Any]:
+        config = self.config
+        headline = HEADLINE.get(scenario)
+        min_queries = max(config.min_query_count, MIN_SAMPLES_FOR_PERCENTILE[headline][1]) if headline else config.min_query_count
+        contention = CpuContention().start()
+        run = run_scenario(
+            engine, pool, scenario=scenario, batch_size=batch_size, clients=clients,
+            min_query_count=min_queries, min_duration_s=config.min_duration_s, max_duration_s=config.max_duration_s,
+            target_qps=target_qps, seed=config.seed, sync=self.sync,
+            sample_pool_indices=frozenset(references),
+        )
+        return run, contention.stop()
+
+    def _test01(self, run: ScenarioRun, references: dict) -> dict | None:
+        if not references:
+            return None
+        from tools.audit import accuracy_in_performance_mode
+        from tools.numeric import tolerances_for
+
+        tolerances = tolerances_for(self.precision, self.config.numeric_tolerance)
+        return accuracy_in_performance_mode(run.sampled_outputs, references, self.precision, tolerances).to_dict()
+
+    def _row(self, engine, pool, batch_size, scenario, clients, references, target_qps) -> dict:
+        run, contention = self._run(engine, pool, batch_size, scenario, clients, references, target_qps)
+        return self._engine_wide(row_record(run, self.config, contention, self._test01(run, references)))
+
+    def _engine_wide(self, row: dict, reason: str | None = None) -> dict:
+        """Add a row's own late reason and the engine-wide ones to its verdict."""
+        row["verdict"] = Verdict(row["verdict"]["reasons"]).add(reason).extend(self.report.engine_reasons).to_dict()
+        return row
+
+    def _search_row(self, engine, pool, batch_size, clients, references) -> dict:
+        """server_search: the highest target_qps whose p99 meets latency_bound_ms,
+        bisecting below the offline throughput at the same batch size and clients."""
+        config = self.config
+        ceiling, _ = self._run(engine, pool, batch_size, "offline", clients, {}, None)
+        contention_of: dict[int, Any] = {}
+        runs: list[ScenarioRun] = []
+
+        def run_at(qps: float) -> ScenarioRun:
+            run, reading = self._run(engine, pool, batch_size, "server", clients, references, qps)
+            contention_of[id(run)] = reading
+            runs.append(run)
+            return run
+
+        def p99(run: ScenarioRun) -> float | None:
+            stats = LatencyStats.from_ns(run.latencies_ns)
+            return stats.p99 if stats else None
+
+        found = server_search(run_at, upper_qps=ceiling.qps or 1.0, latency_bound_ms=config.latency_bound_ms, p99_ms=p99)
+        search = {
+            "upper_qps": ceiling.qps,
+            "trials": [{"target_qps": t, "p99_ms": p, "met": m} for t, p, m in found.trials],
+        }
+        if found.best is None:
+            last = runs[-1]
+            row = row_record(last, config, contention_of[id(last)], self._test01(last, references), search)
+            return self._engine_wide(
+                row, f"server_search: no target_qps down to {found.trials[-1][0]:.3g} met latency_bound_ms {config.latency_bound_ms:g}"
+            )
+        best = found.best
+        return self._engine_wide(row_record(best, config, contention_of[id(best)], self._test01(best, references), search))

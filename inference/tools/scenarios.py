@@ -1,0 +1,491 @@
+"""LoadGen-style scenarios: drive an engine over a pool of batches held in memory.
+
+Terms (defined here once):
+  query    = one engine call ``step(inputs) -> (outputs, foo_time)`` on one pool
+             batch of ``batch_size`` samples; query ``i`` uses ``pool[i % len(pool)]``.
+  QPS      = samples per second, as everywhere in InferPerf (never queries/s).
+  window   = the measured interval: from the first issue (server: the first
+             scheduled arrival, which is the same instant) to the last completion.
+  elapsed  = wall time since the window start, as the stop rule sees it.
+  foo_time = seconds the engine declares as unrelated to inference inside one
+             call; subtracted from that query's latency, and (summed, divided by
+             ``clients``) from the window duration.
+  latency  = completion - issue (server: completion - scheduled arrival, so a
+             backlog shows up as latency), minus the query's foo_time. The
+             completion time is taken after ``sync()`` (device synchronise).
+
+Scenarios (``SCENARIOS``):
+  offline       ``clients`` issuers pull query indices from a shared counter and
+                issue back to back; QPS = samples / window (wall clock).
+  single_stream one query at a time, the next issued as the previous completes.
+  server        arrivals form a Poisson process at ``target_qps / batch_size``
+                queries/s, an absolute schedule from the window start; each of
+                ``clients`` workers takes the next arrival and sleeps until it
+                (``time.sleep``: never spins, the engine may share the CPU).
+
+Stop rule (every scenario): keep issuing until ``queries >= min_query_count``
+and ``elapsed >= min_duration_s`` ("minimums met"), or until ``elapsed >=
+max_duration_s`` ("max_duration_s reached"). The rule is applied before each
+issue at the moment the query would be issued (server: the later of now and its
+scheduled arrival, so no worker sleeps towards an arrival the rule rejects);
+nothing is issued after the decision, and queries already running complete and
+count. With ``clients == 1`` no thread and no lock is used.
+"""
+from __future__ import annotations
+
+import copy
+import random
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+SCENARIOS = ("offline", "single_stream", "server")
+MINIMUMS_MET = "minimums met"
+MAX_DURATION_REACHED = "max_duration_s reached"
+
+Step = Callable[[list], "tuple[list, float]"]
+
+
+@dataclass
+class ScenarioRun:
+    """One scenario run. Times in ``latencies_ns``/``completions_ns`` are integer ns."""
+
+    scenario: str
+    batch_size: int
+    clients: int
+    queries: int
+    samples: int
+    duration_s: float
+    latencies_ns: list[int]
+    completions_ns: list[int]
+    foo_time_s: float
+    stop_reason: str
+    target_qps: float | None = None
+    issued_qps: float | None = None
+    sampled_outputs: dict[int, tuple[int, list]] = field(default_factory=dict, repr=False)
+
+    @property
+    def qps(self) -> float | None:
+        """Samples per second over the wall-clock window (never from mean latency)."""
+        return self.samples / self.duration_s if self.duration_s > 0 else None
+
+
+@dataclass
+class SearchResult:
+    """``best``: the highest-target_qps run that met the bound, or None.
+    ``trials``: every run tried, in order, as (target_qps, p99_ms or None, met)."""
+
+    best: ScenarioRun | None
+    trials: list[tuple[float, float | None, bool]]
+
+
+def poisson_arrivals(rate_per_s: float, rng: random.Random) -> Iterator[float]:
+    """Arrival offsets in seconds from 0 of a Poisson process: the first is 0.0,
+    then exponential inter-arrival times of mean ``1 / rate_per_s``. Endless."""
+    if not rate_per_s > 0:
+        raise ValueError(f"poisson_arrivals: rate_per_s must be > 0, got {rate_per_s!r}")
+
+    def arrivals() -> Iterator[float]:
+        expovariate = rng.expovariate
+        t = 0.0
+        while True:
+            yield t
+            t += expovariate(rate_per_s)
+
+    return arrivals()
+
+
+def _copy_outputs(outputs: Any) -> list:
+    return [x.clone() if hasattr(x, "clone") else copy.deepcopy(x) for x in outputs]
+
+
+class _Sampler:
+    """Keeps copies of at most ``limit`` eligible queries' outputs, evenly spread.
+
+    Eligible queries are numbered 0, 1, 2, ... in the order they are offered;
+    those whose number is a multiple of ``stride`` are kept. When the store is
+    full, the stride doubles and the kept ones that are no longer multiples are
+    dropped, so at the end the samples are ``stride`` apart over the whole run
+    (at least ``ceil(limit / 2)`` of them once ``limit`` eligible queries ran).
+    """
+
+    __slots__ = ("limit", "stride", "seen", "kept")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.stride = 1
+        self.seen = 0
+        self.kept: dict[int, tuple[int, int, list]] = {}  # eligible number -> (query, pool index, copy)
+
+    def offer(self, query: int, pool_index: int, outputs: Any) -> None:
+        number = self.seen
+        self.seen += 1
+        if number % self.stride:
+            return
+        while len(self.kept) >= self.limit:
+            self.stride *= 2
+            self.kept = {k: v for k, v in self.kept.items() if k % self.stride == 0}
+            if number % self.stride:
+                return
+        self.kept[number] = (query, pool_index, _copy_outputs(outputs))
+
+    def result(self) -> dict[int, tuple[int, list]]:
+        return {query: (pool_index, outputs) for query, pool_index, outputs in sorted(self.kept.values(), key=lambda v: v[0])}
+
+
+def _validate(pool, scenario, batch_size, clients, min_query_count, min_duration_s, max_duration_s,
+              target_qps, sample_pool_indices, max_sampled) -> None:
+    if scenario not in SCENARIOS:
+        raise ValueError(f"unknown scenario {scenario!r}: expected one of {', '.join(SCENARIOS)}")
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"{scenario}: batch_size must be an integer >= 1, got {batch_size!r}")
+    if not isinstance(clients, int) or clients < 1:
+        raise ValueError(f"{scenario}: clients must be an integer >= 1, got {clients!r}")
+    if scenario == "single_stream" and clients != 1:
+        raise ValueError(f"single_stream: issues one query at a time, so clients must be 1, got {clients}")
+    if not isinstance(min_query_count, int) or min_query_count < 1:
+        raise ValueError(f"{scenario}: min_query_count must be an integer >= 1, got {min_query_count!r}")
+    if not min_duration_s >= 0:
+        raise ValueError(f"{scenario}: min_duration_s must be >= 0, got {min_duration_s!r}")
+    if not max_duration_s > 0:
+        raise ValueError(f"{scenario}: max_duration_s must be > 0, got {max_duration_s!r}")
+    if scenario == "server" and (target_qps is None or not target_qps > 0):
+        raise ValueError(f"server: target_qps (samples/s) must be > 0, got {target_qps!r}")
+    if not pool:
+        raise ValueError(f"{scenario}: the pool of batches is empty")
+    for index, batch in enumerate(pool):
+        if not isinstance(batch, list):
+            raise ValueError(f"{scenario}: pool batch {index} must be a list of inputs, got {type(batch).__name__}")
+    if not isinstance(max_sampled, int) or max_sampled < 0:
+        raise ValueError(f"{scenario}: max_sampled must be an integer >= 0, got {max_sampled!r}")
+    bad = [i for i in sample_pool_indices if not (isinstance(i, int) and 0 <= i < len(pool))]
+    if bad:
+        raise ValueError(f"{scenario}: sample_pool_indices {sorted(map(repr, bad))} are not indices of the pool (0..{len(pool) - 1})")
+
+
+def run_scenario(
+    step: Step,
+    pool: list[list],
+    *,
+    scenario: str,
+    batch_size: int,
+    clients: int = 1,
+    min_query_count: int,
+    min_duration_s: float,
+    max_duration_s: float,
+    target_qps: float | None = None,
+    seed: int = 0,
+    sync: Callable[[], Any] = lambda: None,
+    sample_pool_indices: set[int] | frozenset = frozenset(),
+    max_sampled: int = 8,
+    clock: Callable[[], int] = time.perf_counter_ns,
+    sleep: Callable[[float], Any] = time.sleep,
+) -> ScenarioRun:
+    """Run one scenario (see the module docstring) and measure it.
+
+    Every pool batch must hold exactly ``batch_size`` samples. ``sync()`` runs
+    after each call, before the completion time is taken. Outputs of queries
+    whose pool index is in ``sample_pool_indices`` are copied (``.clone()``
+    where the object has one, else ``copy.deepcopy``) after the completion time
+    is taken, at most ``max_sampled`` of them spread over the run, into
+    ``sampled_outputs``. ``target_qps`` (samples/s) and ``seed`` (of the
+    arrival schedule) are used by the server scenario only, ignored otherwise;
+    ``clock`` (ns) and ``sleep`` (s) are injectable for tests.
+
+    ``duration_s`` is the window minus total foo_time / clients: with several
+    clients foo_time overlaps other clients' work, so dividing by the number of
+    clients is an approximation (exact for one client, or when every client
+    declares the same foo_time at the same moments).
+    Server latencies include the sleep's wake-up lateness (typically tens of
+    µs on Linux) since they count from the scheduled arrival.
+    """
+    _validate(pool, scenario, batch_size, clients, min_query_count, min_duration_s, max_duration_s,
+              target_qps, sample_pool_indices, max_sampled)
+    limits = (min_query_count, round(min_duration_s * 1e9), round(max_duration_s * 1e9))
+    sampler = _Sampler(max_sampled) if sample_pool_indices and max_sampled else None
+    eligible = frozenset(sample_pool_indices)
+    if scenario == "server":
+        schedule = poisson_arrivals(target_qps / batch_size, random.Random(seed))
+        if clients == 1:
+            raw = _server_one(step, pool, limits, schedule, sync, sampler, eligible, clock, sleep)
+        else:
+            raw = _server_threads(step, pool, limits, schedule, clients, sync, sampler, eligible, clock, sleep)
+    elif clients == 1:
+        raw = _back_to_back_one(step, pool, limits, sync, sampler, eligible, clock)
+    else:
+        raw = _back_to_back_threads(step, pool, limits, clients, sync, sampler, eligible, clock)
+    latencies, completions, foo_ns, window_ns, reason, arrivals = raw
+    if clients > 1:  # appended as threads finished; put them in completion order
+        order = sorted(range(len(completions)), key=completions.__getitem__)
+        latencies = [latencies[i] for i in order]
+        completions = [completions[i] for i in order]
+    queries = len(latencies)
+    issued_qps = None
+    if scenario == "server" and arrivals[0] >= 2 and arrivals[1] > 0:
+        issued_qps = (arrivals[0] - 1) * batch_size / arrivals[1]
+    return ScenarioRun(
+        scenario=scenario,
+        batch_size=batch_size,
+        clients=clients,
+        queries=queries,
+        samples=queries * batch_size,
+        duration_s=max(window_ns - foo_ns / clients, 0) / 1e9,
+        latencies_ns=latencies,
+        completions_ns=completions,
+        foo_time_s=foo_ns / 1e9,
+        stop_reason=reason,
+        target_qps=float(target_qps) if scenario == "server" else None,
+        issued_qps=issued_qps,
+        sampled_outputs=sampler.result() if sampler else {},
+    )
+
+
+# Each runner returns (latencies_ns, completions_ns, foo_ns, window_ns, stop_reason,
+# (arrivals issued, last issued arrival offset in s)).
+
+
+def _back_to_back_one(step, pool, limits, sync, sampler, eligible, clock):
+    """offline with one client, and single_stream: the cheapest loop, no threads, no locks."""
+    min_queries, min_ns, max_ns = limits
+    latencies: list[int] = []
+    completions: list[int] = []
+    add_latency = latencies.append
+    add_completion = completions.append
+    n = len(pool)
+    foo_ns = 0
+    i = 0
+    start = now = clock()
+    while True:
+        elapsed = now - start
+        if i >= min_queries and elapsed >= min_ns:
+            reason = MINIMUMS_MET
+            break
+        if elapsed >= max_ns:
+            reason = MAX_DURATION_REACHED
+            break
+        pool_index = i % n
+        t0 = clock()
+        outputs, foo = step(pool[pool_index])
+        sync()
+        now = clock()
+        if foo:
+            f = int(foo * 1e9)
+            foo_ns += f
+            add_latency(max(now - t0 - f, 0))
+        else:
+            add_latency(now - t0)
+        add_completion(now - start)
+        if sampler is not None and pool_index in eligible:
+            sampler.offer(i, pool_index, outputs)
+        i += 1
+    window = completions[-1] if completions else 0
+    return latencies, completions, foo_ns, window, reason, (0, 0.0)
+
+
+def _run_threads(worker, clients: int) -> None:
+    """Run ``worker`` in ``clients`` threads; re-raise the first exception one raised."""
+    errors: list[BaseException] = []
+
+    def guarded() -> None:
+        try:
+            worker()
+        except BaseException as exc:  # noqa: BLE001 - handed back to the caller below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=guarded, name=f"scenario-client-{k}", daemon=True) for k in range(clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+
+
+def _back_to_back_threads(step, pool, limits, clients, sync, sampler, eligible, clock):
+    """offline with several clients pulling query indices from one shared counter."""
+    min_queries, min_ns, max_ns = limits
+    latencies: list[int] = []
+    completions: list[int] = []
+    n = len(pool)
+    lock = threading.Lock()
+    state = {"next": 0, "foo_ns": 0, "reason": None}
+    start = clock()
+
+    def worker() -> None:
+        while True:
+            with lock:
+                if state["reason"] is not None:
+                    return
+                i = state["next"]
+                elapsed = clock() - start
+                if i >= min_queries and elapsed >= min_ns:
+                    state["reason"] = MINIMUMS_MET
+                    return
+                if elapsed >= max_ns:
+                    state["reason"] = MAX_DURATION_REACHED
+                    return
+                state["next"] = i + 1
+            pool_index = i % n
+            t0 = clock()
+            try:
+                outputs, foo = step(pool[pool_index])
+                sync()
+            except BaseException:
+                with lock:
+                    state["reason"] = "error"
+                raise
+            t1 = clock()
+            f = int(foo * 1e9) if foo else 0
+            with lock:
+                state["foo_ns"] += f
+                latencies.append(max(t1 - t0 - f, 0))
+                completions.append(t1 - start)
+                if sampler is not None and pool_index in eligible:
+                    sampler.offer(i, pool_index, outputs)
+
+    _run_threads(worker, clients)
+    window = max(completions) if completions else 0
+    return latencies, completions, state["foo_ns"], window, state["reason"], (0, 0.0)
+
+
+def _server_one(step, pool, limits, schedule, sync, sampler, eligible, clock, sleep):
+    """server with one worker: the calling thread sleeps until each arrival."""
+    min_queries, min_ns, max_ns = limits
+    latencies: list[int] = []
+    completions: list[int] = []
+    add_latency = latencies.append
+    add_completion = completions.append
+    n = len(pool)
+    foo_ns = 0
+    i = 0
+    offset = 0.0
+    start = clock()
+    for next_offset in schedule:
+        arrival = start + int(next_offset * 1e9)
+        now = clock()
+        elapsed = (arrival if arrival > now else now) - start
+        if i >= min_queries and elapsed >= min_ns:
+            reason = MINIMUMS_MET
+            break
+        if elapsed >= max_ns:
+            reason = MAX_DURATION_REACHED
+            break
+        offset = next_offset
+        while arrival > now:  # absolute deadline: lateness never accumulates
+            sleep((arrival - now) / 1e9)
+            now = clock()
+        pool_index = i % n
+        outputs, foo = step(pool[pool_index])
+        sync()
+        t1 = clock()
+        if foo:
+            f = int(foo * 1e9)
+            foo_ns += f
+            add_latency(max(t1 - arrival - f, 0))
+        else:
+            add_latency(t1 - arrival)
+        add_completion(t1 - start)
+        if sampler is not None and pool_index in eligible:
+            sampler.offer(i, pool_index, outputs)
+        i += 1
+    window = completions[-1] if completions else 0
+    return latencies, completions, foo_ns, window, reason, (i, offset)
+
+
+def _server_threads(step, pool, limits, schedule, clients, sync, sampler, eligible, clock, sleep):
+    """server with several workers, each taking the next arrival of one shared schedule."""
+    min_queries, min_ns, max_ns = limits
+    latencies: list[int] = []
+    completions: list[int] = []
+    n = len(pool)
+    lock = threading.Lock()
+    state = {"next": 0, "foo_ns": 0, "reason": None, "offset": 0.0}
+    start = clock()
+
+    def worker() -> None:
+        while True:
+            with lock:
+                if state["reason"] is not None:
+                    return
+                next_offset = next(schedule)
+                arrival = start + int(next_offset * 1e9)
+                i = state["next"]
+                now = clock()
+                elapsed = (arrival if arrival > now else now) - start
+                if i >= min_queries and elapsed >= min_ns:
+                    state["reason"] = MINIMUMS_MET
+                    return
+                if elapsed >= max_ns:
+                    state["reason"] = MAX_DURATION_REACHED
+                    return
+                state["next"] = i + 1
+                state["offset"] = next_offset
+            while arrival > now:
+                sleep((arrival - now) / 1e9)
+                now = clock()
+            pool_index = i % n
+            try:
+                outputs, foo = step(pool[pool_index])
+                sync()
+            except BaseException:
+                with lock:
+                    state["reason"] = "error"
+                raise
+            t1 = clock()
+            f = int(foo * 1e9) if foo else 0
+            with lock:
+                state["foo_ns"] += f
+                latencies.append(max(t1 - arrival - f, 0))
+                completions.append(t1 - start)
+                if sampler is not None and pool_index in eligible:
+                    sampler.offer(i, pool_index, outputs)
+
+    _run_threads(worker, clients)
+    window = max(completions) if completions else 0
+    return latencies, completions, state["foo_ns"], window, state["reason"], (state["next"], state["offset"])
+
+
+def server_search(
+    run_at: Callable[[float], ScenarioRun],
+    *,
+    upper_qps: float,
+    latency_bound_ms: float,
+    p99_ms: Callable[[ScenarioRun], float | None],
+    iterations: int = 6,
+) -> SearchResult:
+    """Highest target_qps in (0, upper_qps] whose run has ``p99_ms(run) <= latency_bound_ms``.
+
+    Tries ``upper_qps`` first and stops there if it meets the bound; otherwise
+    bisects (lo=0, hi=upper_qps) for ``iterations`` steps, so the answer is
+    within ``upper_qps / 2**iterations`` below the threshold. A None p99 counts
+    as not met. Every run is recorded in ``trials``.
+    """
+    if not upper_qps > 0:
+        raise ValueError(f"server_search: upper_qps must be > 0, got {upper_qps!r}")
+    if not latency_bound_ms > 0:
+        raise ValueError(f"server_search: latency_bound_ms must be > 0, got {latency_bound_ms!r}")
+    if not isinstance(iterations, int) or iterations < 0:
+        raise ValueError(f"server_search: iterations must be an integer >= 0, got {iterations!r}")
+    trials: list[tuple[float, float | None, bool]] = []
+
+    def attempt(qps: float) -> tuple[ScenarioRun, bool]:
+        run = run_at(qps)
+        p99 = p99_ms(run)
+        met = p99 is not None and p99 <= latency_bound_ms
+        trials.append((qps, p99, met))
+        return run, met
+
+    run, met = attempt(float(upper_qps))
+    if met:
+        return SearchResult(best=run, trials=trials)
+    best = None
+    lo, hi = 0.0, float(upper_qps)
+    for _ in range(iterations):
+        mid = (lo + hi) / 2
+        run, met = attempt(mid)
+        if met:
+            lo, best = mid, run
+        else:
+            hi = mid
+    return SearchResult(best=best, trials=trials)

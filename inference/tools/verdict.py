@@ -1,0 +1,119 @@
+"""Validity verdicts, LoadGen-style: every measured figure says whether it can be trusted, and why not.
+
+A verdict is ``{"valid": bool, "reasons": [sentence, ...]}``. The rules that
+make a measurement invalid, each with its own reason:
+
+- too few queries or too little measured time (``min_query_count``,
+  ``min_duration_s``): the measured loop keeps issuing until both are met, so
+  this happens only when ``max_duration_s`` stopped it first;
+- throughput not stable: the measured run is cut into windows of equal query
+  count and every window's throughput must lie within ``STABILITY_TOLERANCE``
+  of the median window (perf_analyzer's "3 windows within 10 %", applied to
+  every window because the reported figure covers all of them);
+- contention: other processes used more than ``contention_limit`` of the CPUs
+  the benchmark may run on during the measured phase (``tools.contention``);
+- a scenario's headline percentile (single_stream p90, server p99) that has
+  too few samples to be measured (``tools.stats``), or a server run whose p99
+  exceeds ``latency_bound_ms``;
+- the numeric check or an audit failed (engine-wide: every engine figure).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+STABILITY_TOLERANCE = 0.10
+MIN_WINDOWS = 3
+MAX_WINDOWS = 10
+MIN_QUERIES_PER_WINDOW = 8
+
+
+@dataclass
+class Verdict:
+    reasons: list[str] = field(default_factory=list)
+
+    @property
+    def valid(self) -> bool:
+        return not self.reasons
+
+    def add(self, reason: str | None) -> "Verdict":
+        if reason and reason not in self.reasons:
+            self.reasons.append(reason)
+        return self
+
+    def extend(self, reasons: Iterable[str | None]) -> "Verdict":
+        for reason in reasons:
+            self.add(reason)
+        return self
+
+    def to_dict(self) -> dict:
+        return {"valid": self.valid, "reasons": list(self.reasons)}
+
+
+def window_throughputs(elapsed_ns: Sequence[int], samples: Sequence[int]) -> list[float]:
+    """Throughput (samples/s) of consecutive windows of equal query count.
+
+    ``elapsed_ns[i]`` is when query i completed, measured from the start of the
+    measured window (for a sequential phase, the cumulative core time);
+    ``samples[i]`` is its batch size. A window ends at its last query's
+    completion and starts at the previous window's end, so the windows tile
+    the measured time exactly and no query is counted twice.
+    """
+    n = len(elapsed_ns)
+    count = min(MAX_WINDOWS, n // MIN_QUERIES_PER_WINDOW)
+    if count < MIN_WINDOWS:
+        return []
+    bounds = [round(n * k / count) for k in range(count + 1)]
+    rates = []
+    previous_end = 0
+    for lo, hi in zip(bounds, bounds[1:]):
+        end = elapsed_ns[hi - 1]
+        span = end - previous_end
+        rates.append(sum(samples[lo:hi]) * 1e9 / span if span > 0 else float("inf"))
+        previous_end = end
+    return rates
+
+
+def stability_reason(rates: Sequence[float], tolerance: float = STABILITY_TOLERANCE) -> str | None:
+    """None when every window is within ``tolerance`` of the median window."""
+    if not rates:
+        return (
+            f"throughput stability cannot be judged: needs at least {MIN_WINDOWS * MIN_QUERIES_PER_WINDOW} "
+            f"queries ({MIN_WINDOWS} windows of {MIN_QUERIES_PER_WINDOW})"
+        )
+    ordered = sorted(rates)
+    mid = len(ordered) // 2
+    median = ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+    if median <= 0 or median == float("inf"):
+        return "throughput stability cannot be judged: windows took no measurable time"
+    worst = max(abs(r - median) / median for r in rates)
+    if worst > tolerance:
+        return (
+            f"throughput not stable: {len(rates)} windows ranged {ordered[0]:.4g}-{ordered[-1]:.4g} qps, "
+            f"up to {worst:.0%} from the median (limit {tolerance:.0%})"
+        )
+    return None
+
+
+def minimum_reasons(
+    queries: int, duration_s: float, min_query_count: int, min_duration_s: float
+) -> list[str]:
+    reasons = []
+    if queries < min_query_count:
+        reasons.append(f"too few queries: {queries} measured, min_query_count is {min_query_count}")
+    if duration_s < min_duration_s:
+        reasons.append(f"too short: {duration_s:.3g} s measured, min_duration_s is {min_duration_s:g}")
+    return reasons
+
+
+def contention_reason(share: float | None, cpus: int, limit: float) -> str | None:
+    if share is None or share <= limit:
+        return None
+    return (
+        f"contention: other processes used {share:.0%} of the {cpus} CPU(s) available to the benchmark "
+        f"during the measured phase (limit {limit:.0%})"
+    )
+
+
+def minimums_met(queries: int, elapsed_s: float, min_query_count: int, min_duration_s: float) -> bool:
+    return queries >= min_query_count and elapsed_s >= min_duration_s
