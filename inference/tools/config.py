@@ -403,7 +403,10 @@ def load_case_config(
 
     typed_names = {f.name for f in fields(CaseConfig)} - {"extra", "origin"}
     runtime_only = {"cache_dir", "export_onnx_path", "engine_path", "accuracy_note"}
+    shadowed = {"extra", "origin", "get", "as_dict"}   # names of CaseConfig's own machinery
     for key in merged:
+        if key in shadowed:
+            raise ConfigError(f"{origin[key]}: key '{key}' is a reserved name and cannot be read as config.{key}; rename it")
         if key in runtime_only:
             raise ConfigError(f"{origin[key]}: key '{key}' is set by the framework and may not be configured")
     typed = {key: value for key, value in merged.items() if key in typed_names}

@@ -7,6 +7,7 @@ and parentheses are accepted; nothing is ever passed to ``eval``.
 from __future__ import annotations
 
 import ast
+import math
 import operator
 
 _BINARY = {
@@ -35,7 +36,13 @@ def parse_number(value: object) -> float:
         tree = ast.parse(text, mode="eval")
     except SyntaxError:
         raise ValueError(f"{text!r} is not a number or arithmetic expression") from None
-    return float(_evaluate(tree.body, text))
+    try:
+        result = float(_evaluate(tree.body, text))
+    except (OverflowError, TypeError):  # 1e300**2; a complex power such as (-8)**0.5
+        raise ValueError(f"{text!r} is out of range") from None
+    if not math.isfinite(result):
+        raise ValueError(f"{text!r} is not finite")
+    return result
 
 
 def _evaluate(node: ast.AST, text: str) -> float:

@@ -210,11 +210,11 @@ def run_scenario(
         if clients == 1:
             raw = _server_one(step, pool, limits, schedule, sync, sampler, eligible, clock, sleep)
         else:
-            raw = _server_threads(step, pool, limits, schedule, clients, sync, sampler, eligible, clock, sleep)
+            raw = _threads(step, pool, limits, clients, schedule, sync, sampler, eligible, clock, sleep)
     elif clients == 1:
         raw = _back_to_back_one(step, pool, limits, sync, sampler, eligible, clock)
     else:
-        raw = _back_to_back_threads(step, pool, limits, clients, sync, sampler, eligible, clock)
+        raw = _threads(step, pool, limits, clients, None, sync, sampler, eligible, clock, sleep)
     latencies, completions, foo_ns, window_ns, reason, arrivals = raw
     if clients > 1:  # appended as threads finished; put them in completion order
         order = sorted(range(len(completions)), key=completions.__getitem__)
@@ -302,53 +302,6 @@ def _run_threads(worker, clients: int) -> None:
         raise errors[0]
 
 
-def _back_to_back_threads(step, pool, limits, clients, sync, sampler, eligible, clock):
-    """offline with several clients pulling query indices from one shared counter."""
-    min_queries, min_ns, max_ns = limits
-    latencies: list[int] = []
-    completions: list[int] = []
-    n = len(pool)
-    lock = threading.Lock()
-    state = {"next": 0, "foo_ns": 0, "reason": None}
-    start = clock()
-
-    def worker() -> None:
-        while True:
-            with lock:
-                if state["reason"] is not None:
-                    return
-                i = state["next"]
-                elapsed = clock() - start
-                if i >= min_queries and elapsed >= min_ns:
-                    state["reason"] = MINIMUMS_MET
-                    return
-                if elapsed >= max_ns:
-                    state["reason"] = MAX_DURATION_REACHED
-                    return
-                state["next"] = i + 1
-            pool_index = i % n
-            t0 = clock()
-            try:
-                outputs, foo = step(pool[pool_index])
-                sync()
-            except BaseException:
-                with lock:
-                    state["reason"] = "error"
-                raise
-            t1 = clock()
-            f = int(foo * 1e9) if foo else 0
-            with lock:
-                state["foo_ns"] += f
-                latencies.append(max(t1 - t0 - f, 0))
-                completions.append(t1 - start)
-                if sampler is not None and pool_index in eligible:
-                    sampler.offer(i, pool_index, outputs)
-
-    _run_threads(worker, clients)
-    window = max(completions) if completions else 0
-    return latencies, completions, state["foo_ns"], window, state["reason"], (0, 0.0)
-
-
 def _server_one(step, pool, limits, schedule, sync, sampler, eligible, clock, sleep):
     """server with one worker: the calling thread sleeps until each arrival."""
     min_queries, min_ns, max_ns = limits
@@ -393,8 +346,9 @@ def _server_one(step, pool, limits, schedule, sync, sampler, eligible, clock, sl
     return latencies, completions, foo_ns, window, reason, (i, offset)
 
 
-def _server_threads(step, pool, limits, schedule, clients, sync, sampler, eligible, clock, sleep):
-    """server with several workers, each taking the next arrival of one shared schedule."""
+def _threads(step, pool, limits, clients, schedule, sync, sampler, eligible, clock, sleep):
+    """Several clients taking query indices (and, for server, the next arrival of
+    one shared schedule; ``schedule`` None = offline, issue at once) under one lock."""
     min_queries, min_ns, max_ns = limits
     latencies: list[int] = []
     completions: list[int] = []
@@ -408,11 +362,13 @@ def _server_threads(step, pool, limits, schedule, clients, sync, sampler, eligib
             with lock:
                 if state["reason"] is not None:
                     return
-                next_offset = next(schedule)
-                arrival = start + int(next_offset * 1e9)
-                i = state["next"]
                 now = clock()
-                elapsed = (arrival if arrival > now else now) - start
+                arrival = None
+                if schedule is not None:
+                    next_offset = next(schedule)
+                    arrival = start + int(next_offset * 1e9)
+                i = state["next"]
+                elapsed = (arrival if arrival is not None and arrival > now else now) - start
                 if i >= min_queries and elapsed >= min_ns:
                     state["reason"] = MINIMUMS_MET
                     return
@@ -420,11 +376,13 @@ def _server_threads(step, pool, limits, schedule, clients, sync, sampler, eligib
                     state["reason"] = MAX_DURATION_REACHED
                     return
                 state["next"] = i + 1
-                state["offset"] = next_offset
-            while arrival > now:
+                if arrival is not None:
+                    state["offset"] = next_offset
+            while arrival is not None and arrival > now:
                 sleep((arrival - now) / 1e9)
                 now = clock()
             pool_index = i % n
+            t0 = clock() if arrival is None else arrival
             try:
                 outputs, foo = step(pool[pool_index])
                 sync()
@@ -436,14 +394,15 @@ def _server_threads(step, pool, limits, schedule, clients, sync, sampler, eligib
             f = int(foo * 1e9) if foo else 0
             with lock:
                 state["foo_ns"] += f
-                latencies.append(max(t1 - arrival - f, 0))
+                latencies.append(max(t1 - t0 - f, 0))
                 completions.append(t1 - start)
                 if sampler is not None and pool_index in eligible:
                     sampler.offer(i, pool_index, outputs)
 
     _run_threads(worker, clients)
     window = max(completions) if completions else 0
-    return latencies, completions, state["foo_ns"], window, state["reason"], (state["next"], state["offset"])
+    arrivals = (state["next"], state["offset"]) if schedule is not None else (0, 0.0)
+    return latencies, completions, state["foo_ns"], window, state["reason"], arrivals
 
 
 def server_search(

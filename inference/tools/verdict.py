@@ -9,7 +9,8 @@ make a measurement invalid, each with its own reason:
 - throughput not stable: the measured run is cut into windows of equal query
   count and every window's throughput must lie within ``STABILITY_TOLERANCE``
   of the median window (perf_analyzer's "3 windows within 10 %", applied to
-  every window because the reported figure covers all of them);
+  every window because the reported figure covers all of them); not for the
+  server scenario, whose throughput is set by its Poisson arrivals;
 - contention: other processes used more than ``contention_limit`` of the CPUs
   the benchmark may run on during the measured phase (``tools.contention``);
 - a scenario's headline percentile (single_stream p90, server p99) that has
