@@ -19,6 +19,8 @@ Optional, detected with getattr and written to result.json when present:
   best_batch_sizes() -> list[int]    ByteMLPerf get_best_batch_size
   precision                          the precision actually run ("fp32", "fp16", ...)
   engine_suffix                      file suffix of the serialized engine, or None if it has none
+  rebuild_per_batch_size             True when the engine is built for one batch size: a batch_sizes
+                                     sweep then compiles (or loads from the cache) one engine per size
 
 A module may also define ``preflight(config)`` which raises
 ``tools.errors.ConfigError`` when the machine cannot run this engine (no GPU,
@@ -31,6 +33,7 @@ from typing import Any
 
 class EngineBase:
     engine_suffix: str | None = None
+    rebuild_per_batch_size: bool = False
     precision: str = "fp32"
 
     def __init__(self, config: Any, onnx_path: str | None, model: Any) -> None:

@@ -123,6 +123,9 @@ def _write_atomic(path: Path, data: bytes | memoryview) -> None:
 
 class InferModel(EngineBase):
     engine_suffix = ".plan"
+    # The optimisation profile is built for batch_size (up to trt_max_batch_size):
+    # a batch-size sweep gets one plan per batch size, through the engine cache.
+    rebuild_per_batch_size = True
 
     def __init__(self, config: Any, onnx_path: str | None, model: Any) -> None:
         super().__init__(config, onnx_path, model)
