@@ -173,7 +173,8 @@ def test_two_hosts_end_to_end(tmp_path, hosts, digits_data, remote_workdir, whee
         result = json.loads((log_dir / "result.json").read_text())
         assert result["env"]["in_container"] is True
     table = (Path(summary["results"][0]["log_dir"]).parents[1] / "summary.md").read_text()
-    assert table.count("| digits:pytorch |") == 2
+    # One summary row and one performance row (bs 16, offline, 1 client) per host.
+    assert table.count("| digits:pytorch |") == 4 and table.count("| 16 | offline | 1 |") == 2
     assert_nothing_left(docker_client, remote_workdir)
 
     # The same code and Dockerfile: no upload, no build the second time.
