@@ -235,3 +235,66 @@ def test_contention_does_not_count_the_benchmark_itself():
             pass
     child.wait()
     assert measured.reading.share is not None and measured.reading.share < 0.3, measured.reading
+
+
+# ---- accelerator contention (NVML stood in: no GPU on these machines) ---------------
+class _FakeNvml:
+    def __init__(self, pids):
+        self.pids = pids
+        self.asked = []
+
+    def nvmlInit(self):
+        pass
+
+    def nvmlShutdown(self):
+        pass
+
+    def nvmlDeviceGetHandleByUUID(self, uuid):
+        self.asked.append(uuid)
+        return uuid
+
+    def nvmlDeviceGetComputeRunningProcesses(self, handle):
+        return [SimpleNamespace(pid=p) for p in self.pids]
+
+
+def _fake_gpu(monkeypatch, pids):
+    import os
+
+    import torch
+
+    from tools import contention
+
+    fake = _FakeNvml([os.getpid() if p == "self" else p for p in pids])
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: SimpleNamespace(uuid=f"uuid-{index}"))
+    return contention, fake
+
+
+def test_gpu_contention_counts_other_processes_on_the_benchmarks_gpu(monkeypatch):
+    contention, fake = _fake_gpu(monkeypatch, ["self", 999_001, 999_002])
+    assert contention.gpu_other_processes("cuda:1") == 2
+    assert fake.asked == ["GPU-uuid-1"]       # the GPU this process sees as cuda:1, not NVML's index 1
+    assert contention.gpu_other_processes("cpu") is None
+
+
+def test_gpu_contention_in_another_pid_namespace_counts_the_benchmark_as_one(monkeypatch):
+    contention, _ = _fake_gpu(monkeypatch, [999_001])        # a container: only host PIDs, one is us
+    assert contention.gpu_other_processes("cuda") == 0
+    contention, _ = _fake_gpu(monkeypatch, [999_001, 999_002, 999_003])
+    assert contention.gpu_other_processes("cuda") == 2
+
+
+def test_gpu_contention_unknown_without_nvml(monkeypatch):
+    from tools import contention
+
+    monkeypatch.setitem(sys.modules, "pynvml", None)     # import fails
+    assert contention.gpu_other_processes("cuda") is None
+
+
+def test_accelerator_reason():
+    from tools.verdict import accelerator_reason
+
+    assert accelerator_reason(None) is None and accelerator_reason(0) is None
+    assert accelerator_reason(2) == (
+        "contention: 2 other process(es) held a compute context on the benchmark's GPU during the measured phase"
+    )

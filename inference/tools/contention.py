@@ -8,6 +8,12 @@ workers) is taken out. What remains, divided by wall time x CPUs, is the share
 other processes took: 0.0 on a quiet machine, about 1.0 when a hog saturates
 every core. Hypervisor steal counts as other use. Where ``/proc/stat`` cannot
 be read (not Linux) the share is ``None``: unknown, never reported as 0.
+
+On a CUDA device the accelerator is checked too: the processes holding a
+compute context on the benchmark's GPU (NVML, at both ends of the phase) other
+than the benchmark itself. NVML reports host PIDs, which a container cannot
+match against its own, so there the benchmark is counted as one of them.
+Unknown (no NVML, no GPU) is ``None``.
 """
 from __future__ import annotations
 
@@ -23,9 +29,53 @@ class ContentionReading:
     share: float | None      # fraction of the CPUs' time used by other processes, in [0, 1]
     cpus: int
     seconds: float
+    gpu_other_processes: int | None = None   # other processes on the benchmark's GPU; None: not a GPU run, or unknown
 
     def to_dict(self) -> dict:
-        return {"other_processes_cpu_share": self.share, "cpus": self.cpus, "seconds": self.seconds}
+        return {
+            "other_processes_cpu_share": self.share,
+            "cpus": self.cpus,
+            "seconds": self.seconds,
+            "gpu_other_processes": self.gpu_other_processes,
+        }
+
+
+def _own_pids() -> set[int]:
+    pids = {os.getpid()}
+    try:
+        import psutil
+
+        pids |= {child.pid for child in psutil.Process().children(recursive=True)}
+    except (ImportError, Exception):  # psutil.Error
+        pass
+    return pids
+
+
+def gpu_other_processes(device: str) -> int | None:
+    """How many processes other than this benchmark hold a compute context on ``device``'s GPU."""
+    if not device.startswith("cuda"):
+        return None
+    try:
+        import pynvml
+        import torch
+
+        index = torch.device(device).index or 0
+        pynvml.nvmlInit()
+        try:
+            uuid = getattr(torch.cuda.get_device_properties(index), "uuid", None)
+            if uuid is not None:
+                handle = pynvml.nvmlDeviceGetHandleByUUID(f"GPU-{uuid}")
+            else:
+                handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            pids = {p.pid for p in pynvml.nvmlDeviceGetComputeRunningProcesses(handle)}
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # no NVML, no driver, no GPU: unknown
+        return None
+    own = _own_pids()
+    if pids & own:
+        return len(pids - own)
+    return max(len(pids) - 1, 0)   # another PID namespace (a container): one of them is this benchmark
 
 
 def _cpus() -> list[int]:
@@ -72,13 +122,15 @@ def _own_seconds() -> float:
 
 
 class CpuContention:
-    """``with CpuContention() as c: ...`` then ``c.reading``; or start() / stop()."""
+    """``with CpuContention(device) as c: ...`` then ``c.reading``; or start() / stop()."""
 
-    def __init__(self) -> None:
+    def __init__(self, device: str = "cpu") -> None:
         self.cpus = _cpus()
+        self.device = device
         self.reading: ContentionReading | None = None
 
     def start(self) -> "CpuContention":
+        self._gpu = gpu_other_processes(self.device)
         self._wall = time.monotonic()
         self._busy = _busy_seconds(self.cpus)
         self._own = _own_seconds()
@@ -92,7 +144,10 @@ class CpuContention:
         if busy is not None and self._busy is not None and seconds > 0:
             others = (busy - self._busy) - own
             share = min(1.0, max(0.0, others / (seconds * len(self.cpus))))
-        self.reading = ContentionReading(share, len(self.cpus), seconds)
+        gpu = gpu_other_processes(self.device)
+        if gpu is not None and self._gpu is not None:
+            gpu = max(gpu, self._gpu)
+        self.reading = ContentionReading(share, len(self.cpus), seconds, gpu)
         return self.reading
 
     def __enter__(self) -> "CpuContention":

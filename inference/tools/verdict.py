@@ -12,7 +12,8 @@ make a measurement invalid, each with its own reason:
   every window because the reported figure covers all of them); not for the
   server scenario, whose throughput is set by its Poisson arrivals;
 - contention: other processes used more than ``contention_limit`` of the CPUs
-  the benchmark may run on during the measured phase (``tools.contention``);
+  the benchmark may run on during the measured phase, or held a compute
+  context on its GPU (``tools.contention``);
 - a scenario's headline percentile (single_stream p90, server p99) that has
   too few samples to be measured (``tools.stats``), or a server run whose p99
   exceeds ``latency_bound_ms``;
@@ -114,6 +115,12 @@ def contention_reason(share: float | None, cpus: int, limit: float) -> str | Non
         f"contention: other processes used {share:.0%} of the {cpus} CPU(s) available to the benchmark "
         f"during the measured phase (limit {limit:.0%})"
     )
+
+
+def accelerator_reason(other_processes: int | None) -> str | None:
+    if not other_processes:
+        return None
+    return f"contention: {other_processes} other process(es) held a compute context on the benchmark's GPU during the measured phase"
 
 
 def minimums_met(queries: int, elapsed_s: float, min_query_count: int, min_duration_s: float) -> bool:
