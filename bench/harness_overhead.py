@@ -1,7 +1,7 @@
 """How much does the harness cost? run_inference.py's engine core QPS against a bare
 onnxruntime.InferenceSession.run loop on the same engine file, batches and threads.
 
-    python3 -m bench.harness_overhead [--case resnet50] [--batch 8] [--repeat 5] [--rounds 2]
+    python3 -m bench.harness_overhead [--case resnet50|digits|bert|vit|all] [--batch 8] [--repeat 5] [--rounds 2]
 
 Harness and bare loop alternate (--rounds times each) because the machine is
 shared and noisy; the ratio printed is harness core QPS / bare QPS per round,
@@ -24,6 +24,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 INFERENCE = REPO / "inference"
+CASES = ("resnet50", "digits", "bert", "vit")
 
 
 def prepare_tree(tmp: Path, case: str, batch: int, repeat: int, num_workers: int | None) -> Path:
@@ -40,10 +41,10 @@ def prepare_tree(tmp: Path, case: str, batch: int, repeat: int, num_workers: int
 
 def prepare_data(tmp: Path, perf: Path, case: str, images: int) -> Path:
     data = tmp / "data"
-    if case == "resnet50":
+    if case in ("resnet50", "vit"):
         command = ["benchmarks.resnet50.pytorch.synthetic", str(data), "--classes", "4", "--per-class", str(max(1, images // 4))]
-    else:
-        command = ["benchmarks.digits.pytorch.prepare", str(data)]
+    else:  # digits, bert: the case's own preparation
+        command = [f"benchmarks.{case}.pytorch.prepare", str(data)]
     subprocess.run([sys.executable, "-m", *command], cwd=perf, check=True, capture_output=True)
     return data
 
@@ -74,31 +75,33 @@ def _bare_loop_child(engine_path: str, perf: str, data: str, case: str) -> float
     import onnxruntime as ort
 
     from tools.config import load_case_config
+    from tools.forward import as_input_list
 
     config = load_case_config(perf, case, "pytorch", "cpu", data, "-")
     config.cache_dir = str(Path(perf) / "onnxs")
     case_module = importlib.import_module(f"benchmarks.{case}.pytorch")
-    batches = [x.numpy() for x, _ in case_module.build_dataloader(config)]
+    # Every engine input of every batch, as the engine gets them (bert has two).
+    batches = [[t.numpy() for t in as_input_list(x)] for x, _ in case_module.build_dataloader(config)]
     options = ort.SessionOptions()
     options.intra_op_num_threads = int(config.get("intra_op_num_threads", 0))
     options.inter_op_num_threads = int(config.get("inter_op_num_threads", 0))
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # the engine file is pre-optimised
     session = ort.InferenceSession(engine_path, options, providers=["CPUExecutionProvider"])
-    name = session.get_inputs()[0].name
+    names = [i.name for i in session.get_inputs()]
     for _ in range(2):
-        session.run(None, {name: batches[0]})
+        session.run(None, dict(zip(names, batches[0])))
     samples = 0
     start = time.perf_counter()
     for _ in range(config.repeat):
         for batch in batches:
-            session.run(None, {name: batch})
-            samples += batch.shape[0]
+            session.run(None, dict(zip(names, batch)))
+            samples += batch[0].shape[0]
     return samples / (time.perf_counter() - start)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--case", default="resnet50", choices=["resnet50", "digits"])
+    parser.add_argument("--case", default="resnet50", choices=[*CASES, "all"])
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--images", type=int, default=32)
@@ -109,22 +112,30 @@ def main() -> None:
     if args.bare_loop:
         print(_bare_loop_child(*json.loads(args.bare_loop)))
         return
+    medians = {case: measure(case, args) for case in (CASES if args.case == "all" else (args.case,))}
+    if len(medians) > 1:
+        print("\n".join(f"{case}: median ratio {ratio:.3f}" for case, ratio in medians.items()))
+
+
+def measure(case: str, args: argparse.Namespace) -> float:
+    """Alternate harness and bare-loop rounds for one case; print them and return the median ratio."""
     with tempfile.TemporaryDirectory(prefix="inferperf-bench-") as tmp_name:
         tmp = Path(tmp_name)
-        perf = prepare_tree(tmp, args.case, args.batch, args.repeat, args.num_workers)
-        data = prepare_data(tmp, perf, args.case, args.images)
-        run_harness(perf, data, tmp / "log-warm", args.case)  # builds ONNX and engine caches
+        perf = prepare_tree(tmp, case, args.batch, args.repeat, args.num_workers)
+        data = prepare_data(tmp, perf, case, args.images)
+        run_harness(perf, data, tmp / "log-warm", case)  # builds ONNX and engine caches
         ratios = []
-        print(f"case={args.case} batch={args.batch} repeat={args.repeat} num_workers={args.num_workers if args.num_workers is not None else 'case default'}")
+        print(f"case={case} batch={args.batch} repeat={args.repeat} num_workers={args.num_workers if args.num_workers is not None else 'case default'}")
         print(f"{'round':>5} {'harness core qps':>17} {'bare loop qps':>14} {'ratio':>7}")
         for round_index in range(args.rounds):
-            result = run_harness(perf, data, tmp / f"log{round_index}", args.case)
+            result = run_harness(perf, data, tmp / f"log{round_index}", case)
             harness = result["*p_inference_core(qps)"]
-            bare = bare_loop(result, perf, data, args.case)
+            bare = bare_loop(result, perf, data, case)
             ratios.append(harness / bare)
             print(f"{round_index:>5} {harness:>17.3f} {bare:>14.3f} {harness / bare:>7.3f}")
-        print(f"median ratio harness/bare: {statistics.median(ratios):.3f} (target >= 0.97)")
-
+        median = statistics.median(ratios)
+        print(f"median ratio harness/bare: {median:.3f} (target >= 0.97)")
+        return median
 
 if __name__ == "__main__":
     main()

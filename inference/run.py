@@ -5,7 +5,8 @@
 Exit status: 0 when every case succeeded on every host, 1 when any failed
 (each failure is named with its case, host and step), 2 for a bad config,
 3 with --strict when every case ran but a result's verdict is invalid,
-130 when interrupted. Results: <FLAGPERF_LOG_PATH>/run<id>/summary.{json,md}.
+130 when interrupted. Results: <FLAGPERF_LOG_PATH>/run<id>/summary.{json,md} and report.html
+(utils/report.py). ``run.py compare RUN_A RUN_B [--threshold 5]`` compares two runs (utils/compare.py).
 """
 from __future__ import annotations
 
@@ -131,6 +132,11 @@ def _raise_keyboard_interrupt(signum, _frame) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["compare"]:  # run.py compare RUN_A RUN_B [--threshold 5]: see utils/compare.py
+        from utils.compare import main as compare_main
+
+        return compare_main(argv[1:], INFERENCE_DIR / "result")
     args = parse_args(argv)
     logger.remove()
     logger.add(sys.stderr, level="INFO", format="{time:HH:mm:ss} | {level: <7} | {message}")
@@ -190,17 +196,27 @@ def main(argv: list[str] | None = None) -> int:
     json_path, md_path = write_summary(run_dir, run_id, config, records, started_at)
     print(md_path.read_text(encoding="utf-8"))
     logger.info(f"summary: {json_path} and {md_path}")
+    report_path = _write_report(run_dir, config.flagperf_path)
     failed = [r for r in records if r["status"] != "success"]
     for r in failed:
         logger.error(f"FAILED {r['case']}:{r['framework']} on host {r['host']} at step {r['failed_step']}: {r['error']}")
     invalid = [r for r in records if r.get("verdict") and not r["verdict"]["valid"]]
     if invalid:
         logger.warning(f"{len(invalid)} result(s) INVALID: see the reasons under the table" + ("" if args.strict else " (--strict makes this exit 3)"))
-    if interrupted:
-        return 130
-    if failed or not records:
-        return 1
-    return 3 if args.strict and invalid else 0
+    code = 130 if interrupted else 1 if failed or not records else 3 if args.strict and invalid else 0
+    print(f"report: {report_path}" if report_path else "report: not written (see the error above)", flush=True)
+    return code
+
+
+def _write_report(run_dir: Path, perf_dir: Path) -> Path | None:
+    """report.html beside summary.json; a failure to draw it never fails the run."""
+    try:
+        from utils.report import write_report
+
+        return write_report(run_dir, perf_dir)
+    except Exception as exc:
+        logger.error(f"report.html not written: {one_line(exc)}")
+        return None
 
 
 if __name__ == "__main__":

@@ -25,4 +25,7 @@ extra=()
 # instead of PyPI's CUDA build (gigabytes) on machines without a local wheel.
 if [ -n "${TORCH_INDEX_URL:-}" ]; then extra=(--extra-index-url "$TORCH_INDEX_URL"); fi
 "$root/.venv/bin/python" -m pip install -q "${extra[@]}" "$root[test]"
+# Each case's own packages (benchmarks/<case>/<framework>/requirements.txt,
+# spec §3.2.0), with the torch just installed pinned so none can replace it.
+(cd "$root/inference" && PIP_QUIET=1 "$root/.venv/bin/python" -m utils.requirements install)
 echo "setup: Python environment ready in $root/.venv"

@@ -77,7 +77,8 @@ def top1_accuracy(outputs: Sequence[torch.Tensor], y: Any) -> float:
 
 def export_onnx(model: torch.nn.Module, config: Any, sample_shape: Sequence[int]) -> str:
     """Export a CPU fp32 copy of ``model`` to ``config.export_onnx_path``
-    with a dynamic batch axis.
+    with a dynamic batch axis, or with the batch fixed at ``batch_size`` when
+    the vendor config says FlagPerf's ``has_dynamic_axis: false``.
 
     The legacy TorchScript exporter (``dynamo=False``) is used. With torch
     2.13 the dynamo exporter takes ~5x longer on ResNet-50 (4.7 s vs 0.9 s),
@@ -91,8 +92,11 @@ def export_onnx(model: torch.nn.Module, config: Any, sample_shape: Sequence[int]
         raise ConfigError("export_onnx_path: not set by the framework before export_model")
     opset = int(getattr(config, "onnx_opset", 17))
     cpu_model = _cpu_fp32(model)
+    from tools.flagperf import has_dynamic_axis
+
+    dynamic = has_dynamic_axis(config)
     # Batch 2, not 1: a tracer must never see the batch size as a constant it could fold.
-    example = torch.zeros((2, *sample_shape), dtype=torch.float32)
+    example = torch.zeros((2 if dynamic else int(config.batch_size), *sample_shape), dtype=torch.float32)
     start = time.perf_counter()
     # No atomic rename here: the framework hands us a temporary path and renames it itself.
     with torch.inference_mode(False), torch.no_grad(), _quiet():
@@ -102,7 +106,7 @@ def export_onnx(model: torch.nn.Module, config: Any, sample_shape: Sequence[int]
             path,
             input_names=[INPUT_NAME],
             output_names=[OUTPUT_NAME],
-            dynamic_axes={INPUT_NAME: {0: "batch"}, OUTPUT_NAME: {0: "batch"}},
+            dynamic_axes={INPUT_NAME: {0: "batch"}, OUTPUT_NAME: {0: "batch"}} if dynamic else None,
             opset_version=opset,
             do_constant_folding=True,
             dynamo=False,

@@ -11,13 +11,18 @@ from typing import Any, Callable
 from loguru import logger
 
 
+# ONNX ops that carry data rather than compute: every runtime materialises them
+# as initializers while loading, so no kernel registry lists them.
+DATA_OPS = frozenset({"Constant"})
+
+
 def _support_predicate(engine: Any) -> Callable[[str], bool] | None:
     is_supported = getattr(engine, "is_supported", None)
     if callable(is_supported):
-        return lambda op: bool(is_supported(op))
+        return lambda op: op in DATA_OPS or bool(is_supported(op))
     supported_ops = getattr(engine, "supported_ops", None)
     if callable(supported_ops):
-        ops = set(supported_ops())
+        ops = set(supported_ops()) | DATA_OPS
         return lambda op: op in ops
     return None
 

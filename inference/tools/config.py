@@ -33,8 +33,10 @@ HOST_KEYS = (
     "PIP_WHEELS_DIR", "CA_BUNDLE", "REMOTE_WORKDIR",
 )
 # Keys that configurations.yaml must define, as in FlagPerf's standard case.
+# input_size (elements per input sample) is optional: FlagPerf's spec lists it,
+# but its published configs lack it and neither framework reads it.
 REQUIRED_KEYS = (
-    "batch_size", "input_size", "fp16", "compiler", "num_workers", "log_freq", "repeat",
+    "batch_size", "fp16", "compiler", "num_workers", "log_freq", "repeat",
     "no_validation", "exist_onnx_path", "exist_compiler_path",
 )
 
@@ -193,12 +195,11 @@ class CaseConfig:
 
     vendor: str
     case: str
-    framework: str
+    framework: str            # the case-code name, FlagPerf's: "pytorch" for --framework pytorch_2.1
     perf_dir: str
     data_dir: str
     log_dir: str
     batch_size: int
-    input_size: int | None
     fp16: bool
     compiler: str | None
     num_workers: int
@@ -207,6 +208,7 @@ class CaseConfig:
     no_validation: bool
     exist_onnx_path: str | None
     exist_compiler_path: str | None
+    input_size: int | None = None
     warmup: int = 2
     flops: float | None = None
     seed: int = 0
@@ -239,6 +241,8 @@ class CaseConfig:
     # Set by a case when its accuracy means nothing (e.g. "random weights"):
     # accuracy is then reported as null with this reason, never as a number.
     accuracy_note: str | None = None
+    # --framework as given (e.g. "pytorch_2.1", which names the docker image); set by load_case_config.
+    framework_full: str = ""
 
     def __post_init__(self) -> None:
         for name, check in _CHECKS.items():
@@ -301,6 +305,14 @@ class CaseConfig:
         data = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("extra", "origin")}
         data.update(self.extra)
         return data
+
+    # FlagPerf passes its config as a namedtuple; engines written for it read these.
+    @property
+    def _fields(self) -> tuple[str, ...]:
+        return tuple(self.as_dict())
+
+    def _asdict(self) -> dict[str, Any]:
+        return self.as_dict()
 
 
 def case_config_paths(perf_dir: str | Path, case: str, vendor: str) -> tuple[Path, Path, Path]:
@@ -402,8 +414,8 @@ def load_case_config(
             origin[key] = OVERRIDE_ORIGIN
 
     typed_names = {f.name for f in fields(CaseConfig)} - {"extra", "origin"}
-    runtime_only = {"cache_dir", "export_onnx_path", "engine_path", "accuracy_note"}
-    shadowed = {"extra", "origin", "get", "as_dict"}   # names of CaseConfig's own machinery
+    runtime_only = {"cache_dir", "export_onnx_path", "engine_path", "accuracy_note", "framework_full"}
+    shadowed = {"extra", "origin", "get", "as_dict", "_fields", "_asdict"}   # names of CaseConfig's own machinery
     for key in merged:
         if key in shadowed:
             raise ConfigError(f"{origin[key]}: key '{key}' is a reserved name and cannot be read as config.{key}; rename it")
@@ -414,7 +426,8 @@ def load_case_config(
     return CaseConfig(
         vendor=vendor,
         case=case,
-        framework=framework,
+        framework=framework.split("_", 1)[0],
+        framework_full=framework,
         perf_dir=str(perf_dir),
         data_dir=str(data_dir),
         log_dir=str(log_dir),

@@ -29,9 +29,9 @@ from tools.config import MEASUREMENT_DEFAULTS
 from tools.contention import ContentionReading, CpuContention
 from tools.errors import EngineError
 from tools.stats import LatencyStats
-from tools.torch_sync import device_sync_fn
+from tools.torch_sync import sync_for_config
 from tools.verdict import (
-    Verdict, contention_reason, minimum_reasons, minimums_met, stability_reason, window_throughputs,
+    Verdict, accelerator_reason, contention_reason, minimum_reasons, minimums_met, stability_reason, window_throughputs,
 )
 
 Step = Callable[[list], "tuple[list, float]"]
@@ -53,6 +53,7 @@ class PhaseResult:
     window_qps: list[float] = field(default_factory=list)
     contention: ContentionReading | None = None
     verdict: Verdict = field(default_factory=Verdict)
+    span_unix: tuple[float, float] | None = None   # wall-clock (time.time) start and end of the measured loop
 
     @property
     def whole_qps(self) -> float | None:
@@ -113,7 +114,7 @@ def timed_forward(
     returns a list of CPU tensors; ``evaluator(outputs, y)`` returns the
     batch accuracy in [0, 1], weighted here by the batch size.
     """
-    sync = device_sync_fn(getattr(config, "device", "cpu"))
+    sync = sync_for_config(config)
     warmup = int(getattr(config, "warmup", 0))
     repeat = int(getattr(config, "repeat", 1))
     log_freq = int(getattr(config, "log_freq", 0)) or 0
@@ -145,7 +146,8 @@ def timed_forward(
     correct = 0.0
     evaluated = 0
     passes = 0
-    contention = CpuContention().start()
+    contention = CpuContention(str(getattr(config, "device", "cpu"))).start()
+    started_unix = time.time()
     start = clock()
     while True:
         for x, y in dataloader:
@@ -181,6 +183,7 @@ def timed_forward(
         if elapsed >= max_duration_ns:
             break
     whole_ns = clock() - start - foo_ns
+    span_unix = (started_unix, time.time())
     reading = contention.stop()
     if passes > repeat:
         logger.info(f"{phase}: {passes} passes over the data ({len(core_ns)} queries) to reach the measurement minimums")
@@ -189,6 +192,7 @@ def timed_forward(
     verdict = Verdict().extend(minimum_reasons(len(core_ns), (whole_ns + foo_ns) / 1e9, min_queries, min_duration_s))
     verdict.add(stability_reason(window_qps))
     verdict.add(contention_reason(reading.share, reading.cpus, contention_limit))
+    verdict.add(accelerator_reason(reading.gpu_other_processes))
     if foo_ns:
         logger.warning(f"{phase}: engine declared {foo_ns / 1e9:.3f} s of foo_time (excluded from whole and core)")
     return PhaseResult(
@@ -206,4 +210,5 @@ def timed_forward(
         window_qps=window_qps,
         contention=reading,
         verdict=verdict,
+        span_unix=span_unix,
     )

@@ -18,6 +18,7 @@ figure, the FlagPerf inference pass included.
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -27,7 +28,7 @@ from tools.contention import CpuContention
 from tools.forward import as_input_list
 from tools.scenarios import ScenarioRun, run_scenario, server_search
 from tools.stats import LatencyStats, MIN_SAMPLES_FOR_PERCENTILE, too_few_note
-from tools.verdict import Verdict, contention_reason, minimum_reasons, stability_reason, window_throughputs
+from tools.verdict import Verdict, accelerator_reason, contention_reason, minimum_reasons, stability_reason, window_throughputs
 
 POOL_BATCHES = 8            # distinct batches per batch size, memory permitting
 REFERENCE_BATCHES = 2       # pool batches whose outputs are checked under load (TEST01)
@@ -46,6 +47,8 @@ class PerformanceReport:
     audits: list[dict] = field(default_factory=list)
     engine_reasons: list[str] = field(default_factory=list)   # invalidate every engine figure
     notes: list[str] = field(default_factory=list)
+    # Each row's raw per-query latencies, in row order: written to latencies.npz, not result.json.
+    raw_latencies_ns: list[list[int]] = field(default_factory=list, repr=False)
 
     def best(self) -> dict | None:
         """The best-throughput and best-latency rows (valid ones when there are any)."""
@@ -128,6 +131,7 @@ def judge_row(run: ScenarioRun, stats: LatencyStats | None, config: Any, content
         # vary by 1/sqrt(queries per window) by design; its test is the latency bound.
         verdict.add(stability_reason(window_throughputs(run.completions_ns, [run.batch_size] * run.queries)))
     verdict.add(contention_reason(contention.share, contention.cpus, config.contention_limit))
+    verdict.add(accelerator_reason(contention.gpu_other_processes))
     headline = HEADLINE.get(run.scenario)
     if headline and (stats is None or getattr(stats, headline) is None):
         verdict.add(f"{run.scenario} reports {headline} latency: {too_few_note(headline, run.queries)}")
@@ -181,6 +185,7 @@ class PerformanceStage:
         wanted = max(*config.batch_sizes, config.batch_size) * POOL_BATCHES
         self.samples = collect_samples(dataloader, wanted, self.max_bytes)
         self.report = PerformanceReport()
+        self._spans: dict[int, tuple[float, float]] = {}   # id(ScenarioRun) -> wall-clock (time.time) window
 
     @property
     def usable(self) -> bool:
@@ -251,13 +256,15 @@ class PerformanceStage:
         config = self.config
         headline = HEADLINE.get(scenario)
         min_queries = max(config.min_query_count, MIN_SAMPLES_FOR_PERCENTILE[headline][1]) if headline else config.min_query_count
-        contention = CpuContention().start()
+        contention = CpuContention(str(config.device)).start()
+        started_unix = time.time()
         run = run_scenario(
             engine, pool, scenario=scenario, batch_size=batch_size, clients=clients,
             min_query_count=min_queries, min_duration_s=config.min_duration_s, max_duration_s=config.max_duration_s,
             target_qps=target_qps, seed=config.seed, sync=self.sync,
             sample_pool_indices=frozenset(references),
         )
+        self._spans[id(run)] = (started_unix, time.time())
         return run, contention.stop()
 
     def _test01(self, run: ScenarioRun, references: dict) -> dict | None:
@@ -269,9 +276,17 @@ class PerformanceStage:
         tolerances = tolerances_for(self.precision, self.config.numeric_tolerance)
         return accuracy_in_performance_mode(run.sampled_outputs, references, self.precision, tolerances).to_dict()
 
+    def _record(self, run: ScenarioRun, contention, test01: dict | None, search: dict | None = None) -> dict:
+        """row_record plus the run's wall-clock window; keeps its raw latencies (once per row, in row order)."""
+        row = row_record(run, self.config, contention, test01, search)
+        span = self._spans.get(id(run))
+        row["started_at_unix"], row["finished_at_unix"] = span if span else (None, None)
+        self.report.raw_latencies_ns.append(list(run.latencies_ns))
+        return row
+
     def _row(self, engine, pool, batch_size, scenario, clients, references, target_qps) -> dict:
         run, contention = self._run(engine, pool, batch_size, scenario, clients, references, target_qps)
-        return self._engine_wide(row_record(run, self.config, contention, self._test01(run, references)))
+        return self._engine_wide(self._record(run, contention, self._test01(run, references)))
 
     def _engine_wide(self, row: dict, reason: str | None = None) -> dict:
         """Add a row's own late reason and the engine-wide ones to its verdict."""
@@ -303,9 +318,9 @@ class PerformanceStage:
         }
         if found.best is None:
             last = runs[-1]
-            row = row_record(last, config, contention_of[id(last)], self._test01(last, references), search)
+            row = self._record(last, contention_of[id(last)], self._test01(last, references), search)
             return self._engine_wide(
                 row, f"server_search: no target_qps down to {found.trials[-1][0]:.3g} met latency_bound_ms {config.latency_bound_ms:g}"
             )
         best = found.best
-        return self._engine_wide(row_record(best, config, contention_of[id(best)], self._test01(best, references), search))
+        return self._engine_wide(self._record(best, contention_of[id(best)], self._test01(best, references), search))

@@ -21,7 +21,8 @@ from typing import Any
 from loguru import logger
 
 from inference_engine.registry import ENGINE_ROOT, engine_file, load_engine_module
-from tools import compile_report, result
+from tools import compile_report, flagperf, result
+from tools.adapters import OutputAdapter, adapt_engine
 from tools.cache import atomic_path, fingerprint, hash_file, hash_state_dict, hash_tree
 from tools.config import CaseConfig, load_case_config, parse_overrides
 from tools.env import cpu_model, environment, package_versions
@@ -188,11 +189,22 @@ class Pipeline:
                 f"{config.origin.get('batch_size', 'config')}: key 'batch_size' is {config.batch_size}, "
                 f"larger than the data set ({size} samples in {config.data_dir})"
             )
+        if self._static_batch(config):
+            # FlagPerf's static-batch engines (has_dynamic_axis: false) take only full batches.
+            dataloader = flagperf.DropPartialBatches(dataloader, config.batch_size)
+            logger.info(f"static batch of {config.batch_size}: the partial last batch is dropped (FlagPerf's drop_last)")
         self.state.dataloader = dataloader
         if config.no_validation:
             logger.info("no_validation: true, so no framework model is created")
         else:
             self.state.model = case.create_model(config)
+
+    @staticmethod
+    def _static_batch(config: CaseConfig) -> bool:
+        """has_dynamic_axis: false, or a given ONNX file whose batch axis is fixed at batch_size."""
+        if not flagperf.has_dynamic_axis(config):
+            return True
+        return config.exist_onnx_path is not None and flagperf.onnx_static_batch(config.exist_onnx_path) == config.batch_size
 
     def framework_validation(self) -> None:
         state = self.state
@@ -208,15 +220,16 @@ class Pipeline:
         parameters = {k: v for k, v in config.extra.items() if config.origin.get(k, "").endswith("parameters.yaml")}
         import torch
 
-        key = fingerprint(
-            {
-                "code": hash_tree([framework_dir, self.perf_dir / "benchmarks" / "common.py"]),
-                "weights": hash_state_dict(state.model),
-                "opset": config.onnx_opset,
-                "parameters": parameters,
-                "torch": torch.__version__,
-            }
-        )
+        parts = {
+            "code": hash_tree([framework_dir, self.perf_dir / "benchmarks" / "common.py"]),
+            "weights": hash_state_dict(state.model),
+            "opset": config.onnx_opset,
+            "parameters": parameters,
+            "torch": torch.__version__,
+        }
+        if not flagperf.has_dynamic_axis(config):
+            parts["static_batch"] = config.batch_size   # only then, so dynamic exports keep their keys
+        key = fingerprint(parts)
         target = Path(config.cache_dir) / f"{config.case}_{_benchmark_framework(config.framework)}_{key}.onnx"
         if target.is_file():
             logger.info(f"reusing cached ONNX export {target} (key {key})")
@@ -226,7 +239,9 @@ class Pipeline:
                 config.export_onnx_path = str(tmp)
                 returned = state.case_module.export_model(state.model, config)
                 if returned is not None and Path(returned).resolve() != tmp.resolve():
-                    raise EngineError(f"benchmarks/{config.case}: export_model wrote {returned}, not config.export_onnx_path")
+                    # FlagPerf's way: the case chose its own path and returned it.
+                    flagperf.adopt_export(returned, tmp, config.case)
+                    logger.info(f"export_model wrote {returned}; copied into the ONNX cache")
                 if tmp.stat().st_size == 0:
                     raise EngineError(f"benchmarks/{config.case}: export_model wrote nothing to config.export_onnx_path")
             config.export_onnx_path = str(target)
@@ -242,7 +257,10 @@ class Pipeline:
             state.cache["onnx"] = {"status": "user", "path": config.exist_onnx_path}
         state.engine, status, duration = self._build_engine(config)
         state.cache["engine"] = {"status": status, "path": config.engine_path}
-        state.engine_info = compile_report.describe_engine(state.engine, state.onnx_path, duration)
+        adapted = isinstance(state.engine, OutputAdapter)
+        state.engine_info = compile_report.describe_engine(state.engine.engine if adapted else state.engine, state.onnx_path, duration)
+        if adapted:
+            state.engine_info["output_adapter"] = "flagperf"
         logger.info(f"compiled with {config.vendor}/{config.compiler} in {duration:.2f} s (engine cache: {status})")
 
     def _build_engine(self, config: CaseConfig) -> tuple[Any, str, float]:
@@ -264,7 +282,7 @@ class Pipeline:
             else:
                 status = "none"
         start = time.perf_counter()
-        engine = engine_class(config, state.onnx_path, state.model)
+        engine = adapt_engine(engine_class(config, state.onnx_path, state.model), config, state.onnx_path)
         duration = time.perf_counter() - start
         compiled = getattr(engine, "compiled", None)
         if status == "hit" and compiled is True:
@@ -310,10 +328,10 @@ class Pipeline:
     def _performance(self) -> None:
         """Numeric check, audits and the batch-size x scenario x clients rows (tools/performance.py)."""
         from tools.performance import PerformanceStage
-        from tools.torch_sync import device_sync_fn
+        from tools.torch_sync import sync_for_config
 
         config, state = self.state.config, self.state
-        stage = PerformanceStage(config, state.dataloader, device_sync_fn(config.device), result.engine_precision(state.engine, config))
+        stage = PerformanceStage(config, state.dataloader, sync_for_config(config), result.engine_precision(state.engine, config))
         state.performance = stage.report
         if not stage.usable:
             stage.report.notes.append("performance rows skipped: the data loader does not yield tensors")
@@ -393,19 +411,27 @@ def _dataset_size(dataloader: Any) -> int | None:
 
 
 def _phase_result(value: Any, function: str) -> PhaseResult:
-    if not isinstance(value, PhaseResult):
-        raise EngineError(f"case function {function} must return tools.forward.timed_forward(...)'s result, got {type(value).__name__}")
-    return value
+    if isinstance(value, PhaseResult):
+        return value
+    if flagperf.is_flagperf_triple(value):
+        return flagperf.case_timed_phase(value, "validation" if function == "model_forward" else "inference")
+    raise EngineError(
+        f"case function {function} must return tools.forward.timed_forward(...)'s result "
+        f"or FlagPerf's (whole_qps, core_qps, acc), got {type(value).__name__}"
+    )
 
 
 def _log_phase(phase: PhaseResult) -> None:
     acc = f"{phase.accuracy:.4f}" if phase.accuracy is not None else "n/a"
     lat = phase.latency
-    p99 = f"{lat.p99:.2f} ms" if lat.p99 is not None else "n/a"
-    logger.info(
-        f"{phase.phase}: {phase.samples} samples in {phase.batches} batches, whole {phase.whole_qps:.2f} qps, "
-        f"core {phase.core_qps:.2f} qps, p50 {lat.p50 or float('nan'):.2f} ms, p99 {p99}, acc {acc}"
-    )
+    if lat is None:   # timed by the case (FlagPerf style)
+        logger.info(f"{phase.phase}: whole {phase.whole_qps:.2f} qps, core {phase.core_qps:.2f} qps (as the case timed them), acc {acc}")
+    else:
+        p99 = f"{lat.p99:.2f} ms" if lat.p99 is not None else "n/a"
+        logger.info(
+            f"{phase.phase}: {phase.samples} samples in {phase.batches} batches, whole {phase.whole_qps:.2f} qps, "
+            f"core {phase.core_qps:.2f} qps, p50 {lat.p50 or float('nan'):.2f} ms, p99 {p99}, acc {acc}"
+        )
     state = "valid" if phase.verdict.valid else "INVALID: " + "; ".join(phase.verdict.reasons)
     logger.info(f"{phase.phase} verdict: {state}")
 

@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 import json
+import random
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from loguru import logger
 
-from tools.cache import write_json_atomic
+from tools.cache import atomic_path, write_json_atomic
 from tools.config import CaseConfig
 from tools.forward import PhaseResult
 from tools.verdict import Verdict
@@ -16,6 +17,14 @@ from tools.verdict import Verdict
 SCHEMA_VERSION = 2
 RESULT_FILE = "result.json"
 FAILURE_FILE = "failure.json"
+# Raw per-query latencies (for pooled percentiles and compare's bootstrap) live
+# beside result.json, not in it: int64 nanoseconds, one array per series
+# (``validation``, ``inference``, ``performance_<row index>``). A series longer
+# than MAX_RAW_LATENCIES is stored as a uniform random sample of that many
+# (seeded, in query order); result.json's ``raw_latencies`` says count and stored.
+LATENCY_FILE = "latencies.npz"
+MAX_RAW_LATENCIES = 100_000
+_RAW_KEY = "_raw_latencies_ns"   # carried from build_result to write_result, never written
 # The performance-data table is for people; the top of it says where time goes.
 MAX_PERF_ROWS = 30
 
@@ -57,7 +66,27 @@ def _phase_block(phase: PhaseResult | None, note: str | None) -> dict | None:
         "window_qps": phase.window_qps,
         "contention": phase.contention.to_dict() if phase.contention else None,
         "verdict": phase.verdict.to_dict(),
+        "started_at_unix": phase.span_unix[0] if phase.span_unix else None,
+        "finished_at_unix": phase.span_unix[1] if phase.span_unix else None,
     }
+
+
+def capped(values: list[int], cap: int = MAX_RAW_LATENCIES, seed: int = 0) -> list[int]:
+    """``values``, or a seeded uniform sample of ``cap`` of them in their original order."""
+    if len(values) <= cap:
+        return list(values)
+    keep = sorted(random.Random(seed).sample(range(len(values)), cap))
+    return [values[i] for i in keep]
+
+
+def raw_latency_series(validation: PhaseResult | None, inference: PhaseResult | None, performance: Any) -> dict[str, list[int]]:
+    series: dict[str, list[int]] = {}
+    for name, phase in (("validation", validation), ("inference", inference)):
+        if phase is not None and phase.core_latencies_ns:
+            series[name] = phase.core_latencies_ns
+    for index, values in enumerate(getattr(performance, "raw_latencies_ns", None) or []):
+        series[f"performance_{index}"] = values
+    return series
 
 
 def overall_verdict(validation: PhaseResult | None, inference: PhaseResult | None, performance: Any) -> Verdict:
@@ -97,6 +126,7 @@ def build_result(
     achieved = config.flops * core_qps / 1e12 if config.flops and core_qps else None
     note = config.accuracy_note
     report = performance.to_dict() if performance is not None else {}
+    raw = raw_latency_series(validation, inference, performance)
     return {
         # FlagPerf's keys, same names and meaning.
         "vendor": config.vendor,
@@ -116,7 +146,7 @@ def build_result(
         "status": "success",
         "verdict": overall_verdict(validation, inference, performance).to_dict(),
         "case": config.case,
-        "framework": config.framework,
+        "framework": config.framework_full or config.framework,
         "accuracy_note": note,
         "achieved_tflops": achieved,
         "validation": _phase_block(validation, note),
@@ -133,6 +163,11 @@ def build_result(
         "env": env,
         "started_at": started_at.isoformat(timespec="seconds"),
         "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "raw_latencies": {
+            "file": LATENCY_FILE, "unit": "ns", "cap": MAX_RAW_LATENCIES,
+            "series": {name: {"count": len(v), "stored": min(len(v), MAX_RAW_LATENCIES)} for name, v in raw.items()},
+        } if raw else None,
+        _RAW_KEY: {name: capped(v) for name, v in raw.items()},
     }
 
 
@@ -146,8 +181,29 @@ def flagperf_view(record: dict) -> dict:
     return {key: record.get(key) for key in keys}
 
 
+def write_latencies(path: Path, series: dict[str, list[int]]) -> None:
+    import numpy as np
+
+    with atomic_path(path) as tmp, open(tmp, "wb") as handle:  # a handle: np.savez would append .npz to a name
+        np.savez_compressed(handle, **{name: np.asarray(v, dtype=np.int64) for name, v in series.items()})
+
+
+def read_latencies(log_dir: str | Path) -> dict:
+    """``{series: int64 ns array}`` from ``log_dir``/latencies.npz; {} when there is none."""
+    import numpy as np
+
+    path = Path(log_dir) / LATENCY_FILE
+    if not path.is_file():
+        return {}
+    with np.load(path) as data:
+        return {name: data[name] for name in data.files}
+
+
 def write_result(log_dir: Path, record: dict) -> Path:
     path = log_dir / RESULT_FILE
+    raw = record.pop(_RAW_KEY, None)
+    if raw:  # before result.json, so result.json never names a missing file
+        write_latencies(log_dir / LATENCY_FILE, raw)
     write_json_atomic(path, record)
     logger.info(f"Finish Info: {json.dumps(flagperf_view(record))}")
     logger.info(f"result written to {path}")
@@ -173,5 +229,5 @@ def write_failure(log_dir: Path, *, step: str | None, error: str, exit_code: int
 
 def clear_previous(log_dir: Path) -> None:
     """A stale result from an earlier run must never pass for this run's."""
-    for name in (RESULT_FILE, FAILURE_FILE):
+    for name in (RESULT_FILE, FAILURE_FILE, LATENCY_FILE):
         (log_dir / name).unlink(missing_ok=True)

@@ -33,6 +33,7 @@ from utils.container_manager import (
 )
 from utils.docker_forward import DockerOverSsh
 from utils.image_manager import ImageSpec, ensure_image
+from utils.requirements import all_requirement_files
 from utils.session import CaseOutcome, HostSession, read_outcome
 
 CONTAINER_ROOT = "/workspace"
@@ -151,6 +152,8 @@ class DockerSession(HostSession):
             buildargs=buildargs,
             wheels_dir=Path(config.pip_wheels_dir) if config.pip_wheels_dir else None,
             ca_bundle=Path(config.ca_bundle) if config.ca_bundle else None,
+            # Only the requirements of this run's cases go into the image's case layer.
+            requirements=tuple(all_requirement_files(config.flagperf_path, framework, cases=[s.case for s in config.cases])),
         )
         tag, _ = ensure_image(self.client, spec, self.label, self.build_log_dir / f"build_{slug(self.label)}.log")
         return tag

@@ -165,6 +165,16 @@ def _container_opt(path: Path, data: dict) -> str:
     return value.strip()
 
 
+# Keys only FlagPerf's host.yaml carries (all about containers on remote hosts).
+FLAGPERF_DOCKER_KEYS = ("ACCE_CONTAINER_OPT", "HOSTS_PORTS", "MASTER_PORT", "PIP_SOURCE", "ACCE_VISIBLE_DEVICE_ENV_NAME")
+
+
+def _default_mode(data: dict) -> str:
+    """MODE when host.yaml omits it. FlagPerf has no MODE and always runs containers over SSH:
+    a file with any of FlagPerf's container keys means "docker"; otherwise "local"."""
+    return "docker" if any(key in data for key in FLAGPERF_DOCKER_KEYS) else "local"
+
+
 def load_host_config(path: str | Path, inference_dir: Path) -> HostConfig:
     """Parse and validate host.yaml; relative paths are relative to inference/."""
     path = Path(path)
@@ -181,7 +191,7 @@ def load_host_config(path: str | Path, inference_dir: Path) -> HostConfig:
         if "PASSWORD" in key.upper() or "SECRET" in key.upper():
             raise ConfigError(f"{path}: key '{key}': secrets do not belong in host.yaml; use SSH keys or an agent")
 
-    mode = _string(path, data, "MODE", "local")
+    mode = _string(path, data, "MODE", _default_mode(data))
     if mode not in MODES:
         raise _err(path, "MODE", f"must be one of {', '.join(MODES)}, got {mode!r}")
     flagperf_path = Path(_string(path, data, "FLAGPERF_PATH", str(inference_dir)))

@@ -17,7 +17,13 @@ SUMMARY_SCHEMA_VERSION = 1
 
 
 def vendor_analysis(perf_dir: Path, vendor: str, log_path: str) -> tuple[float | None, float | None, Any]:
-    """Call docker_images/<vendor>/<vendor>_analysis.analysis_log and check its contract."""
+    """Call docker_images/<vendor>/<vendor>_analysis.analysis_log and check its contract.
+
+    Accepted returns: InferPerf's ``(max_mem_used, total_mem, peak_flops)``;
+    FlagPerf's spec ``(max_mem_used, total_mem)`` (no peak: MFU n/a); and
+    FlagPerf's code ``(max_mem_used, total_mem, fp32_peak, fp16_peak)``, read
+    as a peak per precision ``{"fp32": ..., "fp16": ...}``.
+    """
     source = f"docker_images/{vendor}/{vendor}_analysis.py"
     if not (perf_dir / source).is_file():
         return None, None, None
@@ -31,8 +37,15 @@ def vendor_analysis(perf_dir: Path, vendor: str, log_path: str) -> tuple[float |
     except Exception as exc:
         logger.error(f"{source}: analysis_log({log_path}) failed: {type(exc).__name__}: {exc}")
         return None, None, None
+    if isinstance(value, (tuple, list)) and len(value) == 2:
+        return value[0], value[1], None
+    if isinstance(value, (tuple, list)) and len(value) == 4:
+        return value[0], value[1], {"fp32": value[2], "fp16": value[3]}
     if not (isinstance(value, tuple) and len(value) == 3):
-        logger.error(f"{source}: analysis_log must return (max_mem_used_GiB, total_mem_GiB, peak_flops), got {value!r:.80}")
+        logger.error(
+            f"{source}: analysis_log must return (max_mem_used_GiB, total_mem_GiB, peak_flops), or FlagPerf's "
+            f"(max_mem_used, total_mem) or (max_mem_used, total_mem, fp32_peak, fp16_peak), got {value!r:.80}"
+        )
         return None, None, None
     return value
 
@@ -213,6 +226,9 @@ def markdown_table(records: list[dict], memory_kind: str = "device memory") -> s
 
 
 def write_summary(run_dir: Path, run_id: str, host_config: Any, records: list[dict], started_at: datetime) -> tuple[Path, Path]:
+    from utils.aggregate import aggregate_records, with_aggregates
+
+    aggregates = aggregate_records(records)   # multi-host cases: summed throughput, pooled percentiles
     summary = {
         "schema_version": SUMMARY_SCHEMA_VERSION,
         "run_id": run_id,
@@ -225,6 +241,7 @@ def write_summary(run_dir: Path, run_id: str, host_config: Any, records: list[di
         "failed": sum(r["status"] != "success" for r in records),
         "invalid": sum(bool(r.get("verdict")) and not r["verdict"]["valid"] for r in records),
         "results": records,
+        "aggregates": aggregates,
     }
     json_path = run_dir / "summary.json"
     md_path = run_dir / "summary.md"
@@ -232,7 +249,7 @@ def write_summary(run_dir: Path, run_id: str, host_config: Any, records: list[di
     with atomic_path(md_path) as tmp:
         tmp.write_text(
             f"# InferPerf run {run_id} ({host_config.vendor}, {host_config.mode})\n\n"
-            + markdown_table(records, memory_kind(host_config.flagperf_path, host_config.vendor)),
+            + markdown_table(with_aggregates(records, aggregates), memory_kind(host_config.flagperf_path, host_config.vendor)),
             encoding="utf-8",
         )
     return json_path, md_path

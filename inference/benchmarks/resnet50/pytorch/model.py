@@ -127,6 +127,7 @@ def create_model(config) -> nn.Module:
             "resnet50: parameters.yaml weights is null, so the weights are RANDOM: "
             "throughput is meaningful, accuracy is not"
         )
+        config.accuracy_note = "random weights"
     else:
         load_weights(model, path)
         logger.info(f"resnet50: loaded weights from {path}")

@@ -1,0 +1,8 @@
+"""A 6-layer MiniLM BERT sentence encoder ranking paraphrases on real weights (spec §3.2.2 case API)."""
+from .dataloader import build_dataloader
+from .evaluator import evaluator
+from .export import export_model
+from .forward import engine_forward, model_forward
+from .model import create_model
+
+__all__ = ["build_dataloader", "create_model", "evaluator", "model_forward", "engine_forward", "export_model"]

@@ -1,0 +1,8 @@
+"""Vision Transformer (ViT-B/16 by default) image classification on ImageNet-1k validation (spec §3.2.2 case API)."""
+from .dataloader import build_dataloader
+from .evaluator import evaluator
+from .export import export_model
+from .forward import engine_forward, model_forward
+from .model import create_model
+
+__all__ = ["build_dataloader", "create_model", "evaluator", "model_forward", "engine_forward", "export_model"]

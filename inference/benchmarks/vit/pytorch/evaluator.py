@@ -1,0 +1,3 @@
+from benchmarks.common import top1_accuracy as evaluator
+
+__all__ = ["evaluator"]

@@ -1,0 +1,28 @@
+import contextlib
+from typing import Iterator
+
+import torch
+
+from benchmarks.common import export_onnx
+
+from .model import image_size
+
+
+@contextlib.contextmanager
+def mha_fastpath_disabled() -> Iterator[None]:
+    """Without autograd, nn.MultiheadAttention takes a fused fast path
+    (``aten::_native_multi_head_attention``) that has no ONNX symbolic; the
+    exporter must trace the plain composite ops instead. Framework validation
+    keeps the fast path: only the export turns it off, and restores it."""
+    previous = torch.backends.mha.get_fastpath_enabled()
+    torch.backends.mha.set_fastpath_enabled(False)
+    try:
+        yield
+    finally:
+        torch.backends.mha.set_fastpath_enabled(previous)
+
+
+def export_model(model, config) -> str:
+    crop = image_size(config)
+    with mha_fastpath_disabled():
+        return export_onnx(model, config, sample_shape=(3, crop, crop))

@@ -1,0 +1,172 @@
+"""Per-case Python requirements (spec §3.2.0).
+
+A case that needs packages beyond the framework's own lists them in
+``benchmarks/<case>/<framework>/requirements.txt``, one pip requirement per
+line (``#`` comments allowed; pip options are not). Terms used here:
+
+  requirement file   that file; a case without one needs nothing extra
+  installed where the case runs
+                     MODE local: this environment, by ``scripts/setup.sh``
+                     (``python -m utils.requirements install``);
+                     MODE docker: a layer on top of the vendor image, built by
+                     ``utils/image_manager.py``, whose tag covers the files
+  torch constraint   every install pins the torch already installed
+                     (``torch==<version>``), so no case can replace it
+
+``run.py`` checks the files of the cases it is about to run in MODE local
+(``check_case_requirements``): a package that is missing or of another
+version is one line naming the case, the package and the install command.
+
+    cd inference && python3 -m utils.requirements check|install [case ...]
+"""
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+from tools.errors import ConfigError
+
+REQUIREMENTS_FILE = "requirements.txt"
+INFERENCE_DIR = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class Unmet:
+    """One requirement line this environment does not satisfy; ``found`` is the installed version or None."""
+
+    requirement: str
+    name: str
+    found: str | None
+
+    def describe(self) -> str:
+        if self.found is None:
+            return f"package '{self.name}' is not installed (needs {self.requirement})"
+        return f"package '{self.name}' {self.found} is installed, but the case needs {self.requirement}"
+
+
+def framework_dir(framework: str) -> str:
+    """``pytorch_2.1`` -> ``pytorch``: the benchmarks/ folder of a CASES framework name."""
+    return framework.split("_", 1)[0]
+
+
+def requirements_path(perf_dir: str | Path, case: str, framework: str) -> Path | None:
+    path = Path(perf_dir) / "benchmarks" / case / framework_dir(framework) / REQUIREMENTS_FILE
+    return path if path.is_file() else None
+
+
+def all_requirement_files(perf_dir: str | Path, framework: str | None = None, cases: list[str] | None = None) -> list[Path]:
+    """Every case's requirement file (optionally of one framework or some cases), sorted by path."""
+    pattern = f"*/{framework_dir(framework) if framework else '*'}/{REQUIREMENTS_FILE}"
+    files = sorted((Path(perf_dir) / "benchmarks").glob(pattern))
+    if cases is not None:
+        files = [f for f in files if f.parent.parent.name in cases]
+    return files
+
+
+def read_requirements(path: str | Path) -> list[tuple[str, object]]:
+    """``(line, packaging Requirement)`` for each requirement whose marker applies here."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    entries = []
+    for number, raw in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+        line = raw.split(" #", 1)[0].strip() if not raw.lstrip().startswith("#") else ""
+        if not line:
+            continue
+        if line.startswith("-"):
+            raise ConfigError(f"{path}:{number}: pip options ({line.split()[0]}) are not supported; list one package per line")
+        try:
+            requirement = Requirement(line)
+        except InvalidRequirement as exc:
+            raise ConfigError(f"{path}:{number}: not a pip requirement: {line!r} ({exc})") from None
+        if requirement.marker is None or requirement.marker.evaluate():
+            entries.append((line, requirement))
+    return entries
+
+
+def unmet_requirements(path: str | Path) -> list[Unmet]:
+    unmet = []
+    for line, requirement in read_requirements(path):
+        try:
+            found = metadata.version(requirement.name)
+        except metadata.PackageNotFoundError:
+            unmet.append(Unmet(line, requirement.name, None))
+            continue
+        if requirement.specifier and not requirement.specifier.contains(found, prereleases=True):
+            unmet.append(Unmet(line, requirement.name, found))
+    return unmet
+
+
+def install_hint(path: Path) -> str:
+    return f"cd {INFERENCE_DIR} && python3 -m utils.requirements install  (or: pip install -r {path})"
+
+
+def check_case_requirements(perf_dir: str | Path, case: str, framework: str) -> None:
+    """Raise one ConfigError line for the first unmet requirement of this case; nothing when all are met."""
+    path = requirements_path(perf_dir, case, framework)
+    if path is None:
+        return
+    unmet = unmet_requirements(path)
+    if unmet:
+        more = f" (and {len(unmet) - 1} more)" if len(unmet) > 1 else ""
+        relative = path.relative_to(Path(perf_dir)) if path.is_relative_to(Path(perf_dir)) else path
+        raise ConfigError(
+            f"case '{case}:{framework}': {unmet[0].describe()}{more}, listed in {relative}; install with: {install_hint(path)}"
+        )
+
+
+def torch_constraint() -> str | None:
+    """``torch==<installed version>``, or None when torch is not installed."""
+    try:
+        return f"torch=={metadata.version('torch')}"
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def install_command(files: list[Path], constraints_file: Path, python: str = sys.executable) -> list[str]:
+    command = [python, "-m", "pip", "install", "-c", str(constraints_file)]
+    for path in files:
+        command += ["-r", str(path)]
+    return command
+
+
+def install(files: list[Path], python: str = sys.executable) -> int:
+    """pip-install the files into ``python``'s environment with the installed torch pinned; pip's exit status."""
+    if not files:
+        return 0
+    with tempfile.TemporaryDirectory(prefix="inferperf-req-") as tmp:
+        constraints = Path(tmp) / "constraints.txt"
+        constraints.write_text((torch_constraint() or "") + "\n", encoding="utf-8")
+        return subprocess.run(install_command(files, constraints, python), check=False).returncode
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Check or install the cases' requirements.txt files.")
+    parser.add_argument("action", choices=["check", "install"])
+    parser.add_argument("cases", nargs="*", help="case names (default: every case)")
+    parser.add_argument("--perf_dir", default=str(INFERENCE_DIR))
+    parser.add_argument("--framework", default="pytorch")
+    args = parser.parse_args(argv)
+    files = all_requirement_files(args.perf_dir, args.framework, args.cases or None)
+    if args.action == "install":
+        for path in files:
+            print(f"installing {path}")
+        return install(files)
+    status = 0
+    for path in files:
+        case = path.parent.parent.name
+        try:
+            check_case_requirements(args.perf_dir, case, args.framework)
+            print(f"{case}:{args.framework}: requirements met")
+        except ConfigError as exc:
+            print(exc, file=sys.stderr)
+            status = 2
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
