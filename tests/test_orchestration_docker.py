@@ -173,8 +173,13 @@ def test_two_hosts_end_to_end(tmp_path, hosts, digits_data, remote_workdir, whee
         result = json.loads((log_dir / "result.json").read_text())
         assert result["env"]["in_container"] is True
     table = (Path(summary["results"][0]["log_dir"]).parents[1] / "summary.md").read_text()
-    # One summary row and one performance row (bs 16, offline, 1 client) per host.
-    assert table.count("| digits:pytorch |") == 4 and table.count("| 16 | offline | 1 |") == 2
+    # One summary row and one performance row (bs 16, offline, 1 client) per host,
+    # and one of each for the aggregate of the two concurrent hosts.
+    assert table.count("| digits:pytorch |") == 6 and table.count("| 16 | offline | 1 |") == 3
+    assert table.count("| digits:pytorch | all 2 hosts |") == 2
+    aggregate = summary["aggregates"][0]
+    per_host = [r["*p_inference_core(qps)"] for r in summary["results"]]
+    assert aggregate["*p_inference_core(qps)"] == pytest.approx(sum(per_host))
     assert_nothing_left(docker_client, remote_workdir)
 
     # The same code and Dockerfile: no upload, no build the second time.
