@@ -61,6 +61,12 @@ mkdir -p "$STAGE/src" "$STAGE/tests"
 tar -C "$REPO/inference" --exclude=./onnxs --exclude=./result --exclude=__pycache__ -cf - . | tar -C "$STAGE/src" -xf -
 tar -C "$REPO/tests" --exclude=__pycache__ --exclude=.hypothesis -cf - . | tar -C "$STAGE/tests" -xf -
 cp "$REPO/pyproject.toml" "$STAGE/"
+# mutmut runs the tests in mutants/, a copy of the stage with src/ mutated. Tests that
+# find files next to the code (tests/../inference, as utils.summary finds a vendor's
+# analysis module) look there: point that name at the mutated tree. pytest's pythonpath
+# ("inference") then names the same directory as mutmut's own src/, never the originals.
+mkdir -p "$STAGE/mutants"
+ln -s src "$STAGE/mutants/inference"
 
 # Every module asked for must be in the configured scope (mutmut only mutates those).
 "$PY" - "$STAGE/pyproject.toml" "${MODULES[@]}" <<'EOF'
