@@ -132,6 +132,11 @@ def test_check_step_result_messages(result, message):
     assert str(info.value) == message
 
 
+def test_check_step_result_refuses_a_bool_foo_time():
+    with pytest.raises(EngineError):
+        forward._check_step_result(([], True), "inference")
+
+
 def test_check_step_result_accepts_tuples_and_ints():
     t = torch.zeros(1)
     outputs, foo = forward._check_step_result(((t,), 2), "p")

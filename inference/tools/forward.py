@@ -96,7 +96,7 @@ def _check_step_result(result: Any, phase: str) -> tuple[list, float]:
     outputs, foo_time = result
     if not isinstance(outputs, (list, tuple)):
         raise EngineError(f"{phase}: the engine's outputs must be a list of tensors, got {type(outputs).__name__}")
-    if not isinstance(foo_time, (int, float)) or foo_time < 0:
+    if isinstance(foo_time, bool) or not isinstance(foo_time, (int, float)) or foo_time < 0:
         raise EngineError(f"{phase}: the engine's foo_time must be a non-negative number of seconds, got {foo_time!r}")
     return list(outputs), float(foo_time)
 
