@@ -216,7 +216,7 @@ class PerformanceStage:
         logger.info(
             "numeric check: "
             + ("passed" if report.passed else "FAILED")
-            + "".join(f", {d.name} max_rel {d.max_rel:.2e}" for d in report.outputs)
+            + " " + ", ".join(f"{d.name} max_rel {d.max_rel:.2e}" for d in report.outputs)
         )
 
     # -- 3. audits ------------------------------------------------------------------
