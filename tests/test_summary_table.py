@@ -15,7 +15,7 @@ INFERENCE = Path(__file__).resolve().parents[1] / "inference"
 
 def _result(**changes) -> dict:
     result = {
-        "vendor": "cpu", "compiler": "onnxruntime", "precision": "fp32", "batchsize": 8, "flops": 8e9,
+        "vendor": "cpu", "compiler": "onnxruntime", "precision": "fp32", "batchsize": 8, "flops": 4e9,
         "e2e_time(second)": 30.0, "p_validation_whole(qps)": 10.0, "p_validation_core(qps)": 12.0,
         "p_inference_whole(qps)": 20.0, "*p_inference_core(qps)": 25.0, "val_average_acc": None, "infer_average_acc": None,
         "accuracy_note": "random weights",
@@ -57,8 +57,23 @@ def test_mfu_per_row_uses_the_vendor_peak_and_is_marked_estimate(tmp_path):
     peak = 2 * 2500e6 * 32          # Zen 4: 32 fp32 FLOP/cycle/core
     assert record["peak_flops"] == pytest.approx(peak)
     assert record["mfu_is_estimate"] is True and "zen4" in record["peak_flops_source"]
-    assert record["MFU"] == pytest.approx(8e9 * 25.0 / peak)
-    assert [row["MFU"] for row in record["performance"]] == pytest.approx([8e9 * 26.0 / peak, 8e9 * 9.5 / peak])
+    assert record["MFU"] == pytest.approx(4e9 * 25.0 / peak) and record["MFU_note"] is None
+    assert [row["MFU"] for row in record["performance"]] == pytest.approx([4e9 * 26.0 / peak, 4e9 * 9.5 / peak])
+
+
+def test_an_mfu_above_100_percent_is_never_shown_as_a_number(tmp_path):
+    """flops x qps above the (estimated) peak means the peak is wrong, not a 125 % utilisation."""
+    record = merge_outcome(_outcome(tmp_path, _result(flops=8e9), peak={}), INFERENCE, "cpu")
+    peak = 2 * 2500e6 * 32
+    assert 8e9 * 25.0 / peak == pytest.approx(1.25)
+    assert record["MFU"] is None
+    assert record["MFU_note"] == "125% of the estimated peak: the estimate is too low (a nominal clock below the real one)"
+    rows = record["performance"]
+    assert rows[0]["MFU"] is None and rows[0]["MFU_note"].startswith("130% of the estimated peak")
+    assert rows[1]["MFU"] == pytest.approx(8e9 * 9.5 / peak) and rows[1]["MFU_note"] is None
+    table = markdown_table([record])
+    assert table.splitlines()[2].endswith("| n/a (over 100%: peak too low) |")
+    assert "125.00%" not in table
     assert record["latency_ms"]["p90"] is None and record["latency_notes"] == ["p90 needs at least 64 queries, got 40"]
 
 

@@ -84,8 +84,9 @@ def test_merge_outcome_whole_record(fake_vendor, monkeypatch):
         "sys_monitor": {"samples": 9},
         "vendor_usage(GiB)": 1.5, "vendor_max_mem(GiB)": 16.0,
         "peak_flops": 4e12, "mfu_is_estimate": True, "peak_flops_source": "the source",
-        "MFU": 2e9 * 100.0 / 4e12,
-        "performance": [{"batch_size": 4, "qps": 50.0, "MFU": 2e9 * 50.0 / 4e12}, {"batch_size": 8, "qps": None, "MFU": None}],
+        "MFU": 2e9 * 100.0 / 4e12, "MFU_note": None,
+        "performance": [{"batch_size": 4, "qps": 50.0, "MFU": 2e9 * 50.0 / 4e12, "MFU_note": None},
+                        {"batch_size": 8, "qps": None, "MFU": None, "MFU_note": None}],
         "best": {"b": 1}, "numeric": {"n": 2}, "audits": [{"a": 3}],
     }
 

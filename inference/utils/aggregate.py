@@ -20,6 +20,7 @@ from typing import Any
 
 from tools.result import RESULT_FILE, read_latencies
 from tools.stats import LatencyStats
+from utils.summary import plausible_mfu
 
 QPS_KEYS = ("p_validation_whole(qps)", "p_validation_core(qps)", "p_inference_whole(qps)", "*p_inference_core(qps)")
 
@@ -94,8 +95,9 @@ def aggregate_case(records: list[dict], load=None) -> dict:
     if not pooled:
         agg["latency_notes"] = ["no raw latencies from every host (latencies.npz)"]
     peaks = [r.get("peak_flops") for r in records]
-    agg["MFU"] = _mfu(first.get("flops"), agg["*p_inference_core(qps)"], peaks)
-    agg["mfu_is_estimate"] = any(r.get("mfu_is_estimate") for r in records) if agg["MFU"] is not None else None
+    estimate = any(r.get("mfu_is_estimate") for r in records)
+    agg["MFU"], agg["MFU_note"] = plausible_mfu(_mfu(first.get("flops"), agg["*p_inference_core(qps)"], peaks), estimate)
+    agg["mfu_is_estimate"] = estimate if agg["MFU"] is not None else None
     agg["peak_flops_source"] = first.get("peak_flops_source")
     agg["vendor_usage(GiB)"] = agg["vendor_max_mem(GiB)"] = None
 
@@ -122,7 +124,7 @@ def aggregate_case(records: list[dict], load=None) -> dict:
             "latency_ms": block or {}, "latency_notes": notes, "pooled_queries": count,
             "target_qps": _sum([row.get("target_qps") for row in rows]) if rows[0].get("target_qps") is not None else None,
             "latency_bound_met": None,
-            "MFU": _mfu(first.get("flops"), qps, peaks),
+            **dict(zip(("MFU", "MFU_note"), plausible_mfu(_mfu(first.get("flops"), qps, peaks), estimate))),
             "verdict": {"valid": not bad, "reasons": [f"invalid on host(s) {', '.join(bad)}"] if bad else []},
         })
     return agg

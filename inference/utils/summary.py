@@ -75,6 +75,15 @@ def _mfu(flops: Any, qps: Any, peak_flops: float | None) -> float | None:
     return flops * qps / peak_flops
 
 
+def plausible_mfu(mfu: float | None, estimate: bool | None) -> tuple[float | None, str | None]:
+    """An MFU above 100 % is impossible: the peak (or ``flops``) is wrong, so no number is shown."""
+    if mfu is None or mfu <= 1.0:
+        return mfu, None
+    if estimate:
+        return None, f"{mfu:.0%} of the estimated peak: the estimate is too low (a nominal clock below the real one)"
+    return None, f"{mfu:.0%} of the peak: flops or the peak FLOPS is wrong"
+
+
 def merge_outcome(outcome: CaseOutcome, perf_dir: Path, vendor: str) -> dict:
     result = outcome.result or {}
     inference = result.get("inference") or {}
@@ -112,10 +121,13 @@ def merge_outcome(outcome: CaseOutcome, perf_dir: Path, vendor: str) -> dict:
     record["mfu_is_estimate"] = bool(isinstance(peak, dict) and peak.get("estimate")) if peak_flops else None
     record["peak_flops_source"] = peak.get("source") if isinstance(peak, dict) else None
     flops = result.get("flops")
-    record["MFU"] = _mfu(flops, result.get("*p_inference_core(qps)"), peak_flops)
+    record["MFU"], record["MFU_note"] = plausible_mfu(_mfu(flops, result.get("*p_inference_core(qps)"), peak_flops), record["mfu_is_estimate"])
     if record["MFU"] is None and outcome.status == "success" and flops and vendor_path and not peak_flops:
         logger.warning(f"{outcome.case.key} on {outcome.host}: peak FLOPS unknown for precision {result.get('precision')}; MFU is null")
-    record["performance"] = [{**row, "MFU": _mfu(flops, row.get("qps"), peak_flops)} for row in result.get("performance") or []]
+    record["performance"] = [
+        {**row, **dict(zip(("MFU", "MFU_note"), plausible_mfu(_mfu(flops, row.get("qps"), peak_flops), record["mfu_is_estimate"])))}
+        for row in result.get("performance") or []
+    ]
     record["best"] = result.get("best")
     record["numeric"] = result.get("numeric")
     record["audits"] = result.get("audits") or []
@@ -149,9 +161,9 @@ def _percentile_cell(latency: dict, name: str, count: int | None) -> str:
     return f"n/a (<{MIN_SAMPLES_FOR_PERCENTILE[name][1]} queries)" if count is not None else "-"
 
 
-def _mfu_cell(mfu: float | None, estimate: bool | None) -> str:
+def _mfu_cell(mfu: float | None, estimate: bool | None, note: str | None = None) -> str:
     if mfu is None:
-        return "n/a (peak unknown)"
+        return "n/a (over 100%: peak too low)" if note else "n/a (peak unknown)"
     return f"{mfu * 100:.2f}%" + (" est." if estimate else "")
 
 
@@ -184,7 +196,7 @@ def markdown_table(records: list[dict], memory_kind: str = "device memory") -> s
             f"{_fmt(r['p_validation_core(qps)'])} | {_percentile_cell(latency, 'p50', count)} | "
             f"{_percentile_cell(latency, 'p90', count)} | {_percentile_cell(latency, 'p99', count)} | "
             f"{_accuracy_cell(r['val_average_acc'], r.get('accuracy_note'))} | {_accuracy_cell(r['infer_average_acc'], r.get('accuracy_note'))} | "
-            f"{memory} | {_mfu_cell(r.get('MFU'), r.get('mfu_is_estimate')) if ok else '-'} |"
+            f"{memory} | {_mfu_cell(r.get('MFU'), r.get('mfu_is_estimate'), r.get('MFU_note')) if ok else '-'} |"
         )
     rows = [(r, row) for r in records for row in r.get("performance") or []]
     if rows:
@@ -207,7 +219,7 @@ def markdown_table(records: list[dict], memory_kind: str = "device memory") -> s
                 f"| {r['case']}:{r['framework']} | {r['host']} | {row['batch_size']} | {scenario} | {row['clients']} | "
                 f"{_na(row.get('qps'), 'no queries')} | {_percentile_cell(latency, 'p50', row['queries'])} | "
                 f"{_percentile_cell(latency, 'p90', row['queries'])} | {_percentile_cell(latency, 'p99', row['queries'])} | "
-                f"{row['queries']} | {_mfu_cell(row.get('MFU'), r.get('mfu_is_estimate'))} | {_verdict_cell(row['verdict'])} |"
+                f"{row['queries']} | {_mfu_cell(row.get('MFU'), r.get('mfu_is_estimate'), row.get('MFU_note'))} | {_verdict_cell(row['verdict'])} |"
             )
     estimates = {r.get("peak_flops_source") for r in records if r.get("mfu_is_estimate")}
     if estimates:
