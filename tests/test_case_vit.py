@@ -168,7 +168,7 @@ def test_wrong_checkpoints_are_config_errors(tmp_path, tiny):
     state = vit.VisionTransformer(TINY, image_size=32, num_classes=10).state_dict()
     del state["heads.head.bias"]
     torch.save(state, tmp_path / "partial.pth")
-    with pytest.raises(ConfigError, match=r"partial\.pth: not a torchvision vit_t_8 state_dict at crop 32 .*heads\.head\.bias"):
+    with pytest.raises(ConfigError, match=r"partial\.pth: not a torchvision vit_t_8 \(crop 32\) state_dict .*heads\.head\.bias"):
         case.create_model(make_config(tmp_path, model=tiny, crop=32, num_classes=10, weights=str(tmp_path / "partial.pth")))
     # a checkpoint for another image size: the position embedding does not fit
     torch.save(vit.VisionTransformer(TINY, image_size=48, num_classes=10).state_dict(), tmp_path / "at48.pth")

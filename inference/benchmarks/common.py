@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import io
+import os
 import time
 import warnings
 from typing import Any, Callable, Iterator, Sequence
@@ -28,6 +29,39 @@ def param(config: Any, key: str) -> Any:
     if not hasattr(config, key):
         raise ConfigError(f"parameters.yaml: missing key '{key}'")
     return getattr(config, key)
+
+
+def resolve_weights_path(config: Any) -> str | None:
+    """parameters.yaml ``weights``: an absolute path is used as is; a relative one is
+    looked up under ``data_dir``, the only host folder mounted into the container."""
+    weights = param(config, "weights")
+    if weights in (None, ""):
+        return None
+    path = str(weights)
+    return path if os.path.isabs(path) else os.path.join(config.data_dir, path)
+
+
+def load_state_dict_strictly(model: torch.nn.Module, path: str, what: str) -> None:
+    """Load a (torchvision-style) checkpoint with every name and shape matching, or
+    raise one ConfigError saying which names or shapes do not (``what``: "torchvision resnet50")."""
+    if not os.path.isfile(path):
+        raise ConfigError(f"parameters.yaml weights: {path}: no such file")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - any unpickling failure is a bad file
+        raise ConfigError(f"parameters.yaml weights: {path}: cannot load: {' '.join(str(exc).split())[:200]}") from exc
+    if isinstance(state, dict) and isinstance(state.get("state_dict"), dict):
+        state = state["state_dict"]
+    if not isinstance(state, dict):
+        raise ConfigError(f"parameters.yaml weights: {path}: expected a state_dict, got {type(state).__name__}")
+    expected = model.state_dict()
+    missing = sorted(set(expected) - set(state))
+    unexpected = sorted(set(state) - set(expected))
+    wrong = sorted(k for k in set(expected) & set(state) if tuple(expected[k].shape) != tuple(state[k].shape))
+    if missing or unexpected or wrong:
+        detail = f"missing {missing[:3]}, unexpected {unexpected[:3]}" if missing or unexpected else f"shape mismatch in {wrong[:3]}"
+        raise ConfigError(f"parameters.yaml weights: {path}: not a {what} state_dict ({detail})")
+    model.load_state_dict(state, strict=True)
 
 
 def half_precision(config: Any) -> bool:

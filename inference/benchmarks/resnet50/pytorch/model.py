@@ -6,14 +6,12 @@ state_dict (``resnet50-0676ba61.pth`` / ``-11ad3fa6.pth``) loads with
 """
 from __future__ import annotations
 
-import os
 
 import torch
 from loguru import logger
 from torch import nn
 
-from benchmarks.common import param, place_model
-from tools.errors import ConfigError
+from benchmarks.common import load_state_dict_strictly, param, place_model, resolve_weights_path
 
 LAYERS = (3, 4, 6, 3)
 WIDTHS = (64, 128, 256, 512)
@@ -84,40 +82,6 @@ class ResNet50(nn.Module):
         return self.fc(torch.flatten(self.avgpool(x), 1))
 
 
-def resolve_weights_path(config) -> str | None:
-    """An absolute path is used as is; a relative one is looked up under
-    ``data_dir``, the only host folder mounted into the benchmark container."""
-    weights = param(config, "weights")
-    if weights in (None, ""):
-        return None
-    path = str(weights)
-    if not os.path.isabs(path):
-        path = os.path.join(config.data_dir, path)
-    return path
-
-
-def load_weights(model: nn.Module, path: str) -> None:
-    if not os.path.isfile(path):
-        raise ConfigError(f"parameters.yaml weights: {path}: no such file")
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # noqa: BLE001 - any unpickling failure is a bad file
-        raise ConfigError(f"parameters.yaml weights: {path}: cannot load: {' '.join(str(exc).split())[:200]}") from exc
-    if isinstance(state, dict) and isinstance(state.get("state_dict"), dict):
-        state = state["state_dict"]
-    if not isinstance(state, dict):
-        raise ConfigError(f"parameters.yaml weights: {path}: expected a state_dict, got {type(state).__name__}")
-    try:
-        model.load_state_dict(state, strict=True)
-    except RuntimeError as exc:
-        missing = sorted(set(model.state_dict()) - set(state))
-        unexpected = sorted(set(state) - set(model.state_dict()))
-        detail = f"missing {missing[:3]}, unexpected {unexpected[:3]}" if missing or unexpected else "shape mismatch"
-        raise ConfigError(
-            f"parameters.yaml weights: {path}: not a torchvision resnet50 state_dict ({detail})"
-        ) from exc
-
-
 def create_model(config) -> nn.Module:
     torch.manual_seed(int(getattr(config, "seed", 0)))
     model = ResNet50(num_classes=int(param(config, "num_classes")))
@@ -129,6 +93,6 @@ def create_model(config) -> nn.Module:
         )
         config.accuracy_note = "random weights"
     else:
-        load_weights(model, path)
+        load_state_dict_strictly(model, path, "torchvision resnet50")
         logger.info(f"resnet50: loaded weights from {path}")
     return place_model(model, config)

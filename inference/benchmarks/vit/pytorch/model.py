@@ -10,7 +10,6 @@ Module and parameter names mirror torchvision's ``VisionTransformer``
 from __future__ import annotations
 
 import math
-import os
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -18,7 +17,7 @@ import torch
 from loguru import logger
 from torch import nn
 
-from benchmarks.common import param, place_model
+from benchmarks.common import load_state_dict_strictly, param, place_model, resolve_weights_path
 from tools.errors import ConfigError
 
 
@@ -134,38 +133,6 @@ def image_size(config) -> int:
     return crop
 
 
-def resolve_weights_path(config) -> str | None:
-    """An absolute path is used as is; a relative one is looked up under ``data_dir``."""
-    weights = param(config, "weights")
-    if weights in (None, ""):
-        return None
-    path = str(weights)
-    return path if os.path.isabs(path) else os.path.join(config.data_dir, path)
-
-
-def load_weights(model: nn.Module, path: str, name: str) -> None:
-    if not os.path.isfile(path):
-        raise ConfigError(f"parameters.yaml weights: {path}: no such file")
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # noqa: BLE001 - any unpickling failure is a bad file
-        raise ConfigError(f"parameters.yaml weights: {path}: cannot load: {' '.join(str(exc).split())[:200]}") from exc
-    if isinstance(state, dict) and isinstance(state.get("state_dict"), dict):
-        state = state["state_dict"]
-    if not isinstance(state, dict):
-        raise ConfigError(f"parameters.yaml weights: {path}: expected a state_dict, got {type(state).__name__}")
-    expected = model.state_dict()
-    missing = sorted(set(expected) - set(state))
-    unexpected = sorted(set(state) - set(expected))
-    wrong = sorted(k for k in set(expected) & set(state) if tuple(expected[k].shape) != tuple(state[k].shape))
-    if missing or unexpected or wrong:
-        detail = f"missing {missing[:3]}, unexpected {unexpected[:3]}" if missing or unexpected else f"shape mismatch in {wrong[:3]}"
-        raise ConfigError(
-            f"parameters.yaml weights: {path}: not a torchvision vit_{name} state_dict at crop {model.image_size} ({detail})"
-        )
-    model.load_state_dict(state, strict=True)
-
-
 def create_model(config) -> nn.Module:
     torch.manual_seed(int(getattr(config, "seed", 0)))
     name, size = vit_size(config)
@@ -181,6 +148,6 @@ def create_model(config) -> nn.Module:
         # make every logit 0 and the engine's numeric check vacuous.
         nn.init.normal_(model.heads.head.weight, std=0.02)
     else:
-        load_weights(model, path, name)
+        load_state_dict_strictly(model, path, f"torchvision vit_{name} (crop {model.image_size})")
         logger.info(f"vit: loaded vit_{name} weights from {path}")
     return place_model(model, config)
