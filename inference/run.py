@@ -22,7 +22,7 @@ from pathlib import Path
 
 from loguru import logger
 
-from tools.errors import ConfigError, InferPerfError, one_line
+from common.errors import ConfigError, InferPerfError, one_line
 from utils.host_config import CaseSpec, HostConfig, load_host_config
 from utils.session import CaseOutcome, HostSession
 

@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     from loguru import logger
 
     from tools import result
-    from tools.errors import InferPerfError, one_line
+    from common.errors import InferPerfError, one_line
     from tools.logger import init_logger
     from tools.pipeline import Pipeline, PipelineArgs
 

@@ -13,7 +13,7 @@ import torch
 
 from tools import audit
 from tools.audit import DistinctInputs, accuracy_in_performance_mode, anti_caching_audit, input_key
-from tools.errors import EngineError
+from common.errors import EngineError
 from tools.numeric import DEFAULT_TOLERANCES
 
 FP32 = DEFAULT_TOLERANCES["fp32"]

@@ -17,7 +17,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tools.cache import atomic_path, fingerprint, hash_file, hash_state_dict, hash_tree, write_json_atomic
+from common.files import atomic_path, hash_file, hash_tree, write_json_atomic
+from tools.cache import fingerprint, hash_state_dict
 
 FAST = settings(max_examples=50, deadline=None, derandomize=True)
 

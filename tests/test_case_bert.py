@@ -12,7 +12,7 @@ import pytest
 import torch
 import yaml
 
-from tools.errors import ConfigError, DataError
+from common.errors import ConfigError, DataError
 from tools.expr import parse_number
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -18,7 +18,7 @@ from benchmarks.digits.pytorch.dataloader import load_split
 from benchmarks.digits.pytorch.model import DigitsCNN, cache_key, train
 from benchmarks.digits.pytorch.prepare import prepare_digits, write_npz
 from benchmarks.digits.pytorch.synthetic import make_synthetic_digits
-from tools.errors import DataError
+from common.errors import DataError
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "inference" / "configs" / "digits"
 

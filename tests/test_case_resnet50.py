@@ -15,7 +15,7 @@ import benchmarks.resnet50.pytorch as case
 from benchmarks.resnet50.pytorch.dataloader import MEAN, STD, ImageFolderDataset, preprocess
 from benchmarks.resnet50.pytorch.model import ResNet50
 from benchmarks.resnet50.pytorch.synthetic import make_synthetic_imagenet
-from tools.errors import ConfigError, DataError
+from common.errors import ConfigError, DataError
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "inference" / "configs" / "resnet50"
 TORCHVISION_PARAMS = 25_557_032

@@ -13,7 +13,7 @@ import yaml
 import benchmarks.vit.pytorch as case
 from benchmarks.vit.pytorch import model as vit
 from benchmarks.vit.pytorch.export import mha_fastpath_disabled
-from tools.errors import ConfigError
+from common.errors import ConfigError
 from tools.expr import parse_number
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -8,12 +8,12 @@ import pytest
 
 from run import main as run_main
 from tests.test_report import make_run
-from tools.stats import percentile
+from common.stats import percentile
 from utils.compare import Line, bootstrap_ci, compare_runs, main as compare_main
 
 
 def _reference_ci(a, b, q, resamples, seed):
-    """The documented algorithm, written out with Python lists and tools.stats.percentile."""
+    """The documented algorithm, written out with Python lists and common.stats.percentile."""
     rng = np.random.default_rng(seed)
     ratios = []
     for _ in range(resamples):

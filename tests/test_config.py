@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tools.config import load_case_config
-from tools.errors import ConfigError
+from common.errors import ConfigError
 from tools.expr import parse_number
 
 BASE = """

@@ -9,7 +9,7 @@ import pytest
 
 from tests.test_config_keys import BASE
 from tools.config import load_case_config
-from tools.errors import ConfigError
+from common.errors import ConfigError
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from loguru import logger
 
 from tools.config import CLI_KEYS, HOST_KEYS, REQUIRED_KEYS, CaseConfig, load_case_config, merge_case_config
-from tools.errors import ConfigError
+from common.errors import ConfigError
 
 FAST = settings(max_examples=40, deadline=None, derandomize=True)
 

@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 import torch
 
-from tools.errors import ConfigError, EngineError
+from common.errors import ConfigError, EngineError
 
 INFERENCE = Path(__file__).resolve().parents[1] / "inference"
 BATCH = 16

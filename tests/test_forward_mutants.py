@@ -15,7 +15,7 @@ import torch
 
 from tools import forward
 from tools.contention import ContentionReading
-from tools.errors import EngineError
+from common.errors import EngineError
 
 START = 10**12
 SYNC_NS = 1_000

@@ -15,7 +15,7 @@ from tests.infra.monitors import sample_then_stop
 import torch
 
 from tools.config import CaseConfig
-from tools.errors import ConfigError, EngineError
+from common.errors import ConfigError, EngineError
 
 INFERENCE = Path(__file__).resolve().parents[1] / "inference"
 T = 1e12

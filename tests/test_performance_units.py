@@ -24,7 +24,7 @@ from tools.performance import (
     judge_row, make_pool, row_record,
 )
 from tools.scenarios import ScenarioRun, run_scenario
-from tools.stats import LatencyStats
+from common.stats import LatencyStats
 
 MS = 1_000_000
 

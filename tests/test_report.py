@@ -18,8 +18,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from tools.result import read_latencies, write_latencies
-from tools.stats import LatencyStats
+from common.record import read_latencies, write_latencies
+from common.stats import LatencyStats
 from utils.aggregate import aggregate_records, with_aggregates
 from utils.report import pareto_front, phase_spans, write_report
 from utils.summary import write_summary
@@ -197,7 +197,7 @@ def test_no_aggregate_for_a_single_host_or_failed_hosts(tmp_path):
 
 
 def test_latency_file_round_trips_and_caps(tmp_path):
-    from tools.result import MAX_RAW_LATENCIES, capped
+    from common.record import MAX_RAW_LATENCIES, capped
 
     write_latencies(tmp_path / "latencies.npz", {"inference": [1, 2, 3_000_000_000_000]})
     assert read_latencies(tmp_path)["inference"].tolist() == [1, 2, 3_000_000_000_000]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.errors import ConfigError
+from common.errors import ConfigError
 from utils import requirements as req
 
 ROOT = Path(__file__).resolve().parents[1]

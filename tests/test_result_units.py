@@ -16,11 +16,12 @@ import pytest
 
 from tools.contention import ContentionReading
 from tools.forward import PhaseResult
+from common.record import read_latencies
 from tools.result import (
     MAX_RAW_LATENCIES, build_result, capped, clear_previous, engine_precision, flagperf_view, overall_verdict,
-    raw_latency_series, read_latencies, write_failure, write_result,
+    raw_latency_series, write_failure, write_result,
 )
-from tools.stats import LatencyStats
+from common.stats import LatencyStats
 from tools.verdict import Verdict
 
 

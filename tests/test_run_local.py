@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tools.errors import ConfigError
+from common.errors import ConfigError
 from utils.container_manager import parse_container_options
 from utils.host_config import load_host_config
 

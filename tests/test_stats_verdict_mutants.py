@@ -1,4 +1,4 @@
-"""tools.stats and tools.verdict, pinned value by value (mutation testing, docs/testing.md).
+"""common.stats and tools.verdict, pinned value by value (mutation testing, docs/testing.md).
 
 Percentiles are checked against numpy's linear method (an independent
 implementation); windows against a hand-made tiling; every reason sentence in
@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tools.stats import MIN_SAMPLES_FOR_PERCENTILE, LatencyStats, enough_for, percentile, too_few_note
+from common.stats import MIN_SAMPLES_FOR_PERCENTILE, LatencyStats, enough_for, percentile, too_few_note
 from tools.verdict import (
     MAX_WINDOWS, MIN_QUERIES_PER_WINDOW, MIN_WINDOWS, STABILITY_TOLERANCE, Verdict, contention_reason,
     minimum_reasons, minimums_met, stability_reason, window_throughputs,
@@ -23,7 +23,7 @@ from tools.verdict import (
 PROPERTY = settings(max_examples=150, deadline=None, derandomize=True)
 
 
-# ---- tools.stats -------------------------------------------------------------------
+# ---- common.stats -------------------------------------------------------------------
 def test_constants_are_loadgens_floors():
     assert MIN_SAMPLES_FOR_PERCENTILE == {"p50": (50.0, 2), "p90": (90.0, 64), "p99": (99.0, 662), "p99_9": (99.9, 6620)}
     assert (STABILITY_TOLERANCE, MIN_WINDOWS, MAX_WINDOWS, MIN_QUERIES_PER_WINDOW) == (0.10, 3, 10, 8)

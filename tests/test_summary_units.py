@@ -16,6 +16,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from common import record as result_record
 from utils import summary
 from utils.host_config import CaseSpec
 from utils.session import CaseOutcome
@@ -77,7 +78,7 @@ def test_merge_outcome_whole_record(fake_vendor, monkeypatch):
     assert record == {
         "case": "resnet50", "framework": "pytorch", "host": "10.0.0.7", "noderank": 3, "status": "success",
         "failed_step": None, "error": None, "exit_code": 0, "wall_time_s": 12.5, "log_dir": str(perf_dir / "logs"),
-        **{key: RESULT[key] for key in summary.FLAGPERF_KEYS},
+        **{key: RESULT[key] for key in result_record.FLAGPERF_KEYS},
         "verdict": {"valid": True, "reasons": []}, "accuracy_note": None,
         "latency_ms": {"p50": 1.0, "p90": 2.0, "p99": None, "p99_9": None, "mean": 1.5},
         "latency_batches": 70, "latency_notes": ["n"],
@@ -177,7 +178,7 @@ def test_memory_kind(fake_vendor):
 
 # ---- the table ------------------------------------------------------------------------------
 def records() -> list[dict]:
-    empty = {key: None for key in summary.FLAGPERF_KEYS}
+    empty = {key: None for key in result_record.FLAGPERF_KEYS}
     a = {
         **empty, "case": "resnet50", "framework": "pytorch", "host": "h1", "status": "success", "failed_step": None,
         "error": None, "verdict": {"valid": False, "reasons": ["r1", "r2"]}, "precision": "fp16", "batchsize": 8,

@@ -55,7 +55,7 @@ ACME_BARE_TENSOR = ACME_ENGINE.replace(
 
 ACME_MONITOR = '''\
 """acme's device monitor: a fake device with constant readings."""
-from utils.sampler import monitor_args, run_sampler
+from common.sampler import monitor_args, run_sampler
 
 
 def main(argv=None):
@@ -69,7 +69,7 @@ if __name__ == "__main__":
 
 ACME_ANALYSIS = '''\
 """acme's monitor analysis."""
-from utils.sampler import read_samples
+from common.sampler import read_samples
 
 
 def analysis_log(path):

@@ -15,7 +15,7 @@ import pytest
 
 from tools import forward
 from tools.contention import CpuContention
-from tools.stats import LatencyStats, percentile
+from common.stats import LatencyStats, percentile
 from tools.verdict import (
     Verdict, contention_reason, minimum_reasons, minimums_met, stability_reason, window_throughputs,
 )

@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterator, Sequence
 import torch
 from loguru import logger
 
-from tools.errors import ConfigError
+from common.errors import ConfigError
 from tools.forward import PhaseResult, timed_forward
 
 INPUT_NAME = "input"

@@ -23,7 +23,7 @@ Optional, detected with getattr and written to result.json when present:
                                      sweep then compiles (or loads from the cache) one engine per size
 
 A module may also define ``preflight(config)`` which raises
-``tools.errors.ConfigError`` when the machine cannot run this engine (no GPU,
+``common.errors.ConfigError`` when the machine cannot run this engine (no GPU,
 library missing); it runs at the config check, before any work starts.
 """
 from __future__ import annotations

@@ -9,7 +9,7 @@ import importlib
 from pathlib import Path
 from types import ModuleType
 
-from tools.errors import ConfigError, EngineError
+from common.errors import ConfigError, EngineError
 
 ENGINE_ROOT = Path(__file__).resolve().parent
 

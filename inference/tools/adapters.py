@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 from typing import Any, Sequence
 
-from tools.errors import ConfigError, EngineError
+from common.errors import ConfigError, EngineError
 
 ADAPTER_MODES = ("auto", "flagperf", "none")
 

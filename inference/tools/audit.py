@@ -28,7 +28,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
-from tools.errors import EngineError
+from common.errors import EngineError
 from tools.numeric import compare_outputs
 
 # At most this many calls of each kind, however fast the engine: medians of

@@ -18,10 +18,10 @@ from typing import Any, Callable
 
 from loguru import logger
 
-from tools.errors import ConfigError
+from common.errors import ConfigError
 from tools.expr import parse_number
 from tools.scenarios import SCENARIOS
-from tools.yamlio import load_yaml_mapping
+from common.yamlio import load_yaml_mapping
 
 CLI_KEYS = ("perf_dir", "data_dir", "log_dir", "vendor", "case", "framework")
 # host.yaml's keys (FlagPerf's, plus InferPerf's); a case file may not reuse them.

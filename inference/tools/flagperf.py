@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from tools.errors import ConfigError, EngineError
+from common.errors import ConfigError, EngineError
 from tools.forward import PhaseResult
 from tools.verdict import Verdict
 

@@ -27,8 +27,8 @@ from loguru import logger
 
 from tools.config import MEASUREMENT_DEFAULTS
 from tools.contention import ContentionReading, CpuContention
-from tools.errors import EngineError
-from tools.stats import LatencyStats
+from common.errors import EngineError
+from common.stats import LatencyStats
 from tools.torch_sync import sync_for_config
 from tools.verdict import (
     Verdict, accelerator_reason, contention_reason, minimum_reasons, minimums_met, stability_reason, window_throughputs,

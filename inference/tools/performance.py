@@ -27,7 +27,7 @@ from loguru import logger
 from tools.contention import CpuContention
 from tools.forward import as_input_list
 from tools.scenarios import ScenarioRun, run_scenario, server_search
-from tools.stats import LatencyStats, MIN_SAMPLES_FOR_PERCENTILE, too_few_note
+from common.stats import LatencyStats, MIN_SAMPLES_FOR_PERCENTILE, too_few_note
 from tools.verdict import Verdict, accelerator_reason, contention_reason, minimum_reasons, stability_reason, window_throughputs
 
 POOL_BATCHES = 8            # distinct batches per batch size, memory permitting

@@ -23,10 +23,11 @@ from loguru import logger
 from inference_engine.registry import ENGINE_ROOT, engine_file, load_engine_module
 from tools import compile_report, flagperf, result
 from tools.adapters import OutputAdapter, adapt_engine
-from tools.cache import atomic_path, fingerprint, hash_file, hash_state_dict, hash_tree
+from common.files import atomic_path, hash_file, hash_tree
+from tools.cache import fingerprint, hash_state_dict
 from tools.config import CaseConfig, load_case_config, parse_overrides
 from tools.env import cpu_model, environment, package_versions
-from tools.errors import ConfigError, DataError, EngineError
+from common.errors import ConfigError, DataError, EngineError
 from tools.forward import PhaseResult, as_input_list
 
 STEPS = (

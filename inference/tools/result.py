@@ -2,28 +2,28 @@
 from __future__ import annotations
 
 import json
-import random
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from loguru import logger
 
-from tools.cache import atomic_path, write_json_atomic
+from common.files import write_json_atomic
+from common.record import (
+    FAILURE_FILE,
+    LATENCY_FILE,
+    MAX_RAW_LATENCIES,
+    RESULT_FILE,
+    SCHEMA_VERSION,
+    Key,
+    capped,
+    flagperf_view,
+    write_latencies,
+)
 from tools.config import CaseConfig
 from tools.forward import PhaseResult
 from tools.verdict import Verdict
 
-SCHEMA_VERSION = 2
-RESULT_FILE = "result.json"
-FAILURE_FILE = "failure.json"
-# Raw per-query latencies (for pooled percentiles and compare's bootstrap) live
-# beside result.json, not in it: int64 nanoseconds, one array per series
-# (``validation``, ``inference``, ``performance_<row index>``). A series longer
-# than MAX_RAW_LATENCIES is stored as a uniform random sample of that many
-# (seeded, in query order); result.json's ``raw_latencies`` says count and stored.
-LATENCY_FILE = "latencies.npz"
-MAX_RAW_LATENCIES = 100_000
 _RAW_KEY = "_raw_latencies_ns"   # carried from build_result to write_result, never written
 # The performance-data table is for people; the top of it says where time goes.
 MAX_PERF_ROWS = 30
@@ -69,14 +69,6 @@ def _phase_block(phase: PhaseResult | None, note: str | None) -> dict | None:
         "started_at_unix": phase.span_unix[0] if phase.span_unix else None,
         "finished_at_unix": phase.span_unix[1] if phase.span_unix else None,
     }
-
-
-def capped(values: list[int], cap: int = MAX_RAW_LATENCIES, seed: int = 0) -> list[int]:
-    """``values``, or a seeded uniform sample of ``cap`` of them in their original order."""
-    if len(values) <= cap:
-        return list(values)
-    keep = sorted(random.Random(seed).sample(range(len(values)), cap))
-    return [values[i] for i in keep]
 
 
 def raw_latency_series(validation: PhaseResult | None, inference: PhaseResult | None, performance: Any) -> dict[str, list[int]]:
@@ -129,18 +121,18 @@ def build_result(
     raw = raw_latency_series(validation, inference, performance)
     return {
         # FlagPerf's keys, same names and meaning.
-        "vendor": config.vendor,
-        "compiler": config.compiler,
-        "precision": precision,
-        "batchsize": config.batch_size,
-        "flops": config.flops,
-        "e2e_time(second)": _round(e2e_time_s),
-        "p_validation_whole(qps)": _round(validation.whole_qps if validation else None),
-        "p_validation_core(qps)": _round(validation.core_qps if validation else None),
-        "p_inference_whole(qps)": _round(inference.whole_qps if inference else None),
-        "*p_inference_core(qps)": _round(core_qps),
-        "val_average_acc": _round(_accuracy(validation, note), 6),
-        "infer_average_acc": _round(_accuracy(inference, note), 6),
+        Key.VENDOR: config.vendor,
+        Key.COMPILER: config.compiler,
+        Key.PRECISION: precision,
+        Key.BATCHSIZE: config.batch_size,
+        Key.FLOPS: config.flops,
+        Key.E2E_TIME: _round(e2e_time_s),
+        Key.VAL_WHOLE_QPS: _round(validation.whole_qps if validation else None),
+        Key.VAL_CORE_QPS: _round(validation.core_qps if validation else None),
+        Key.INFER_WHOLE_QPS: _round(inference.whole_qps if inference else None),
+        Key.INFER_CORE_QPS: _round(core_qps),
+        Key.VAL_ACC: _round(_accuracy(validation, note), 6),
+        Key.INFER_ACC: _round(_accuracy(inference, note), 6),
         # InferPerf's additions.
         "schema_version": SCHEMA_VERSION,
         "status": "success",
@@ -169,34 +161,6 @@ def build_result(
         } if raw else None,
         _RAW_KEY: {name: capped(v) for name, v in raw.items()},
     }
-
-
-def flagperf_view(record: dict) -> dict:
-    """The dict FlagPerf prints on its Finish Info line."""
-    keys = (
-        "vendor", "compiler", "precision", "batchsize", "flops", "e2e_time(second)",
-        "p_validation_whole(qps)", "p_validation_core(qps)", "p_inference_whole(qps)",
-        "*p_inference_core(qps)", "val_average_acc", "infer_average_acc",
-    )
-    return {key: record.get(key) for key in keys}
-
-
-def write_latencies(path: Path, series: dict[str, list[int]]) -> None:
-    import numpy as np
-
-    with atomic_path(path) as tmp, open(tmp, "wb") as handle:  # a handle: np.savez would append .npz to a name
-        np.savez_compressed(handle, **{name: np.asarray(v, dtype=np.int64) for name, v in series.items()})
-
-
-def read_latencies(log_dir: str | Path) -> dict:
-    """``{series: int64 ns array}`` from ``log_dir``/latencies.npz; {} when there is none."""
-    import numpy as np
-
-    path = Path(log_dir) / LATENCY_FILE
-    if not path.is_file():
-        return {}
-    with np.load(path) as data:
-        return {name: data[name] for name in data.files}
 
 
 def write_result(log_dir: Path, record: dict) -> Path:

@@ -15,7 +15,7 @@ make a measurement invalid, each with its own reason:
   the benchmark may run on during the measured phase, or held a compute
   context on its GPU (``tools.contention``);
 - a scenario's headline percentile (single_stream p90, server p99) that has
-  too few samples to be measured (``tools.stats``), or a server run whose p99
+  too few samples to be measured (``common.stats``), or a server run whose p99
   exceeds ``latency_bound_ms``;
 - the numeric check or an audit failed (engine-wide: every engine figure).
 """

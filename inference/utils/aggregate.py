@@ -18,11 +18,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tools.result import RESULT_FILE, read_latencies
-from tools.stats import LatencyStats
+from common.record import Key, QPS_KEYS, RESULT_FILE, read_latencies
+from common.stats import LatencyStats
 from utils.summary import plausible_mfu
 
-QPS_KEYS = ("p_validation_whole(qps)", "p_validation_core(qps)", "p_inference_whole(qps)", "*p_inference_core(qps)")
 
 
 def _sum(values: list[Any]) -> float | None:
@@ -88,15 +87,15 @@ def aggregate_case(records: list[dict], load=None) -> dict:
         agg[key] = values.pop() if len(values) == 1 else "mixed"
     for key in QPS_KEYS:
         agg[key] = _sum([r.get(key) for r in records])
-    agg["val_average_acc"] = _weighted_accuracy(records, list(results), "val_average_acc", "validation")
-    agg["infer_average_acc"] = _weighted_accuracy(records, list(results), "infer_average_acc", "inference")
+    agg[Key.VAL_ACC] = _weighted_accuracy(records, list(results), Key.VAL_ACC, "validation")
+    agg[Key.INFER_ACC] = _weighted_accuracy(records, list(results), Key.INFER_ACC, "inference")
     pooled = _pooled(list(raws), "inference")
     agg["latency_ms"], agg["latency_batches"], agg["latency_notes"] = _latency_block(pooled) if pooled else (None, None, [])
     if not pooled:
         agg["latency_notes"] = ["no raw latencies from every host (latencies.npz)"]
     peaks = [r.get("peak_flops") for r in records]
     estimate = any(r.get("mfu_is_estimate") for r in records)
-    agg["MFU"], agg["MFU_note"] = plausible_mfu(_mfu(first.get("flops"), agg["*p_inference_core(qps)"], peaks), estimate)
+    agg["MFU"], agg["MFU_note"] = plausible_mfu(_mfu(first.get("flops"), agg[Key.INFER_CORE_QPS], peaks), estimate)
     agg["mfu_is_estimate"] = estimate if agg["MFU"] is not None else None
     agg["peak_flops_source"] = first.get("peak_flops_source")
     agg["vendor_usage(GiB)"] = agg["vendor_max_mem(GiB)"] = None

@@ -18,17 +18,11 @@ from pathlib import Path
 import paramiko
 from loguru import logger
 
-from tools.errors import InferPerfError
+from common.errors import HostError
 from utils.host_config import Host
 
 CONNECT_TIMEOUT = 15.0
 KILL_GRACE = 5.0
-
-
-class HostError(InferPerfError):
-    """A failure on one host; the message starts with the host's name."""
-
-    exit_code = 5
 
 
 @dataclass

@@ -33,8 +33,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
-from tools.cache import atomic_path, write_json_atomic
-from tools.result import capped, read_latencies
+from common.files import atomic_path, write_json_atomic
+from common.record import Key, capped, read_latencies
 
 MAX_BOOTSTRAP = 20_000
 RESAMPLES = 1000
@@ -163,7 +163,7 @@ def compare_pair(rec_a: dict, rec_b: dict, raw_a: dict, raw_b: dict, threshold: 
         lines.append(line.judge(threshold))
 
     inf_a, inf_b = _series(raw_a, "inference"), _series(raw_b, "inference")
-    add("inference", "core qps", rec_a.get("*p_inference_core(qps)"), rec_b.get("*p_inference_core(qps)"), True, inf_a, inf_b, _inverse_mean)
+    add("inference", "core qps", rec_a.get(Key.INFER_CORE_QPS), rec_b.get(Key.INFER_CORE_QPS), True, inf_a, inf_b, _inverse_mean)
     for name, q in PERCENTILES.items():
         add("inference", f"{name} ms", (rec_a.get("latency_ms") or {}).get(name), (rec_b.get("latency_ms") or {}).get(name),
             False, inf_a, inf_b, _percentile(q))

@@ -12,8 +12,8 @@ from typing import Any
 
 from docker.types import DeviceRequest, Ulimit
 
-from tools.errors import ConfigError
-from tools.yamlio import load_yaml_mapping
+from common.errors import ConfigError
+from common.yamlio import load_yaml_mapping
 
 LABEL_RUN = "inferperf.run"
 LABEL_ROLE = "inferperf.role"

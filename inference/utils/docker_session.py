@@ -7,7 +7,6 @@ Layout on each host (REMOTE_WORKDIR, default /var/tmp/inferperf):
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import posixpath
 import secrets
@@ -20,8 +19,9 @@ import requests
 from docker.errors import APIError, DockerException, NotFound
 from loguru import logger
 
-from tools.cache import hash_file
-from utils.cluster_manager import HostError, SshHost
+from common.files import hash_tree
+from common.errors import HostError
+from utils.cluster_manager import SshHost
 from utils.container_manager import (
     LABEL_ROLE,
     LABEL_RUN,
@@ -44,16 +44,7 @@ STOP_TIMEOUT_S = 10
 
 def code_version(perf_dir: Path) -> str:
     """Hash exactly what _sync_code uploads."""
-    digest = hashlib.sha256()
-    for root, dirs, files in os.walk(perf_dir):
-        dirs[:] = sorted(d for d in dirs if d not in CODE_SKIP)
-        for name in sorted(files):
-            if name.endswith((".pyc", ".pyo")):
-                continue
-            path = Path(root) / name
-            digest.update(str(path.relative_to(perf_dir)).encode())
-            hash_file(path, digest)
-    return digest.hexdigest()[:16]
+    return hash_tree([perf_dir], suffixes=None, skip_dirs=CODE_SKIP, relative_to_parent=False)[:16]
 
 
 class DockerSession(HostSession):

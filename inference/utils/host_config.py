@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tools.errors import ConfigError
-from tools.yamlio import load_yaml_mapping
+from common.errors import ConfigError
+from common.yamlio import load_yaml_mapping
 
 MODES = ("local", "docker")
 LOG_LEVELS = ("TRACE", "DEBUG", "INFO", "WARNING", "ERROR")

@@ -29,7 +29,7 @@ import docker
 from docker.errors import APIError, BuildError, ImageNotFound
 from loguru import logger
 
-from tools.cache import hash_file
+from common.files import hash_file, hash_tree, tree_files
 
 
 @dataclass(frozen=True)
@@ -76,9 +76,7 @@ class ImageSpec:
     def vendor_hash(self) -> str:
         """Hash of what the vendor Dockerfile's build sees: its folder, build args, wheels and CA bundle."""
         digest = hashlib.sha256()
-        for path in sorted(p for p in self.folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
-            digest.update(str(path.relative_to(self.folder)).encode())
-            hash_file(path, digest)
+        hash_tree([self.folder], suffixes=None, relative_to_parent=False, digest=digest)
         for key, value in sorted(self.buildargs.items()):
             digest.update(f"arg:{key}={value}".encode())
         for wheel in self._wheels():
@@ -113,9 +111,8 @@ class ImageSpec:
 
     def write_context(self, target: Path) -> None:
         with tarfile.open(target, "w") as tar:
-            for path in sorted(self.folder.rglob("*")):
-                if path.is_file() and "__pycache__" not in path.parts:
-                    tar.add(path, arcname=str(path.relative_to(self.folder)))
+            for path in tree_files(self.folder):
+                tar.add(path, arcname=str(path.relative_to(self.folder)))
             for wheel in self._wheels():
                 tar.add(wheel, arcname=f"wheels/{wheel.name}")
             if self.ca_bundle is not None:
@@ -163,7 +160,7 @@ def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes) -> None:
 
 def ensure_image(client: docker.DockerClient, spec: ImageSpec, host_label: str, build_log: Path) -> tuple[str, bool]:
     """Return (tag, built): reuse the image if this exact tag exists, else build it."""
-    from utils.cluster_manager import HostError
+    from common.errors import HostError
 
     if not spec.dockerfile.is_file():
         raise HostError(f"host {host_label}: no Dockerfile at {spec.dockerfile}")
@@ -207,7 +204,7 @@ def _exists(client: docker.DockerClient, tag: str) -> bool:
 
 
 def _build(client, write_context, tag: str, buildargs: dict, spec: ImageSpec, what, host_label: str, build_log: Path) -> None:
-    from utils.cluster_manager import HostError
+    from common.errors import HostError
 
     with tempfile.TemporaryDirectory(prefix="inferperf-ctx-") as tmp:
         context = Path(tmp) / "context.tar"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from loguru import logger
 
-from utils.cluster_manager import HostError
+from common.errors import HostError
 from utils.session import CaseOutcome, HostSession, MonitorSpec, read_outcome
 
 MONITOR_STARTUP_S = 1.0

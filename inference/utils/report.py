@@ -22,10 +22,10 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from tools.cache import atomic_path
-from tools.result import RESULT_FILE, read_latencies
+from common.files import atomic_path
+from common.record import Key, RESULT_FILE, read_latencies
 from utils.aggregate import with_aggregates
-from utils.sampler import read_samples
+from common.sampler import read_samples
 from utils.summary import _accuracy_cell, _fmt, _mfu_cell, _percentile_cell, memory_kind
 
 REPORT_FILE = "report.html"
@@ -325,14 +325,14 @@ def summary_rows(records: list[dict]) -> list[dict]:
             "reasons": (verdict or {}).get("reasons") or ([r.get("error")] if not ok and r.get("error") else []),
             "precision": _fmt(r.get("precision")),
             "bs": _fmt(r.get("batchsize")),
-            "core_qps": _fmt(r.get("*p_inference_core(qps)")),
-            "whole_qps": _fmt(r.get("p_inference_whole(qps)")),
-            "val_qps": _fmt(r.get("p_validation_core(qps)")),
+            "core_qps": _fmt(r.get(Key.INFER_CORE_QPS)),
+            "whole_qps": _fmt(r.get(Key.INFER_WHOLE_QPS)),
+            "val_qps": _fmt(r.get(Key.VAL_CORE_QPS)),
             "p50": _percentile_cell(latency, "p50", count),
             "p90": _percentile_cell(latency, "p90", count),
             "p99": _percentile_cell(latency, "p99", count),
-            "val_acc": _accuracy_cell(r.get("val_average_acc"), r.get("accuracy_note")),
-            "infer_acc": _accuracy_cell(r.get("infer_average_acc"), r.get("accuracy_note")),
+            "val_acc": _accuracy_cell(r.get(Key.VAL_ACC), r.get("accuracy_note")),
+            "infer_acc": _accuracy_cell(r.get(Key.INFER_ACC), r.get("accuracy_note")),
             "memory": f"{_fmt(r.get('vendor_usage(GiB)'))}/{_fmt(r.get('vendor_max_mem(GiB)'))}" if r.get("vendor_usage(GiB)") is not None else "-",
             "mfu": _mfu_cell(r.get("MFU"), r.get("mfu_is_estimate")) if ok else "-",
         })

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-from tools.errors import ConfigError
+from common.errors import ConfigError
 
 REQUIREMENTS_FILE = "requirements.txt"
 INFERENCE_DIR = Path(__file__).resolve().parents[1]

@@ -10,7 +10,7 @@ from typing import Any
 
 from loguru import logger
 
-from tools.result import FAILURE_FILE, RESULT_FILE
+from common.record import FAILURE_FILE, RESULT_FILE
 from utils.host_config import CaseSpec, HostConfig
 
 # The pipeline's own exit statuses, for runs that die before writing failure.json.
@@ -69,7 +69,7 @@ class HostSession:
 
     def monitor_specs(self) -> list[MonitorSpec]:
         vendor = self.config.vendor
-        specs = [MonitorSpec("sys", "utils.sys_monitor", "utils/sys_monitor.py", "sys_monitor.jsonl")]
+        specs = [MonitorSpec("sys", "common.sys_monitor", "common/sys_monitor.py", "sys_monitor.jsonl")]
         vendor_file = self.config.flagperf_path / "docker_images" / vendor / f"{vendor}_monitor.py"
         if vendor_file.is_file():
             devices = None

@@ -8,9 +8,10 @@ from typing import Any
 
 from loguru import logger
 
-from tools.cache import atomic_path, write_json_atomic
-from utils import sys_monitor
-from tools.stats import MIN_SAMPLES_FOR_PERCENTILE
+from common.record import FLAGPERF_KEYS, Key
+from common.files import atomic_path, write_json_atomic
+from common import sys_monitor
+from common.stats import MIN_SAMPLES_FOR_PERCENTILE
 from utils.session import CaseOutcome
 
 SUMMARY_SCHEMA_VERSION = 1
@@ -121,7 +122,7 @@ def merge_outcome(outcome: CaseOutcome, perf_dir: Path, vendor: str) -> dict:
     record["mfu_is_estimate"] = bool(isinstance(peak, dict) and peak.get("estimate")) if peak_flops else None
     record["peak_flops_source"] = peak.get("source") if isinstance(peak, dict) else None
     flops = result.get("flops")
-    record["MFU"], record["MFU_note"] = plausible_mfu(_mfu(flops, result.get("*p_inference_core(qps)"), peak_flops), record["mfu_is_estimate"])
+    record["MFU"], record["MFU_note"] = plausible_mfu(_mfu(flops, result.get(Key.INFER_CORE_QPS), peak_flops), record["mfu_is_estimate"])
     if record["MFU"] is None and outcome.status == "success" and flops and vendor_path and not peak_flops:
         logger.warning(f"{outcome.case.key} on {outcome.host}: peak FLOPS unknown for precision {result.get('precision')}; MFU is null")
     record["performance"] = [
@@ -134,11 +135,6 @@ def merge_outcome(outcome: CaseOutcome, perf_dir: Path, vendor: str) -> dict:
     return record
 
 
-FLAGPERF_KEYS = (
-    "vendor", "compiler", "precision", "batchsize", "flops", "e2e_time(second)",
-    "p_validation_whole(qps)", "p_validation_core(qps)", "p_inference_whole(qps)", "*p_inference_core(qps)",
-    "val_average_acc", "infer_average_acc",
-)
 
 
 def _fmt(value: Any, digits: int = 2) -> str:
@@ -192,10 +188,10 @@ def markdown_table(records: list[dict], memory_kind: str = "device memory") -> s
         ok = r["status"] == "success"
         lines.append(
             f"| {r['case']}:{r['framework']} | {r['host']} | {status} | {_verdict_cell(r.get('verdict'))} | {_fmt(r['precision'])} | "
-            f"{_fmt(r['batchsize'])} | {_fmt(r['*p_inference_core(qps)'])} | {_fmt(r['p_inference_whole(qps)'])} | "
-            f"{_fmt(r['p_validation_core(qps)'])} | {_percentile_cell(latency, 'p50', count)} | "
+            f"{_fmt(r['batchsize'])} | {_fmt(r[Key.INFER_CORE_QPS])} | {_fmt(r[Key.INFER_WHOLE_QPS])} | "
+            f"{_fmt(r[Key.VAL_CORE_QPS])} | {_percentile_cell(latency, 'p50', count)} | "
             f"{_percentile_cell(latency, 'p90', count)} | {_percentile_cell(latency, 'p99', count)} | "
-            f"{_accuracy_cell(r['val_average_acc'], r.get('accuracy_note'))} | {_accuracy_cell(r['infer_average_acc'], r.get('accuracy_note'))} | "
+            f"{_accuracy_cell(r[Key.VAL_ACC], r.get('accuracy_note'))} | {_accuracy_cell(r[Key.INFER_ACC], r.get('accuracy_note'))} | "
             f"{memory} | {_mfu_cell(r.get('MFU'), r.get('mfu_is_estimate'), r.get('MFU_note')) if ok else '-'} |"
         )
     rows = [(r, row) for r in records for row in r.get("performance") or []]

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from loguru import logger
 
-from utils.sampler import read_samples
+from common.sampler import read_samples
 
 
 @dataclass(frozen=True)

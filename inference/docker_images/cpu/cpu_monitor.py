@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from utils.sampler import monitor_args, run_sampler
+from common.sampler import monitor_args, run_sampler
 
 _GIB = 1024**3
 

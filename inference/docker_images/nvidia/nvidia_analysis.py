@@ -15,7 +15,7 @@ from pathlib import Path
 
 from loguru import logger
 
-from utils.sampler import read_samples
+from common.sampler import read_samples
 
 GIB = float(1 << 30)
 T = 1e12

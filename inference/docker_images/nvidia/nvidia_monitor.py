@@ -10,13 +10,13 @@ board does not support (power on some boards, utilisation under MIG) is null.
 --devices takes the ACCE_VISIBLE_DEVICE_ENV_NAME value (CUDA_VISIBLE_DEVICES):
 NVML indices or GPU-/MIG- UUIDs; absent or empty = every GPU.
 Without pynvml (package nvidia-ml-py) or an NVIDIA driver it exits 1 with one
-line on stderr; the loop and its SIGTERM/SIGINT handling are utils/sampler.py's.
+line on stderr; the loop and its SIGTERM/SIGINT handling are common/sampler.py's.
 """
 from __future__ import annotations
 
 from typing import Any, Callable
 
-from utils.sampler import fail, monitor_args, run_sampler
+from common.sampler import fail, monitor_args, run_sampler
 
 SOURCE = "docker_images/nvidia/nvidia_monitor.py"
 

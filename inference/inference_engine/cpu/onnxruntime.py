@@ -13,6 +13,7 @@ Config keys (vendor_config/cpu_configurations.yaml):
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -24,7 +25,8 @@ from typing import Any
 from loguru import logger
 
 from inference_engine.base import EngineBase
-from tools.errors import ConfigError, EngineError
+from common.files import atomic_path
+from common.errors import ConfigError, EngineError
 
 _LEVELS = {"all": "ORT_ENABLE_ALL", "extended": "ORT_ENABLE_EXTENDED", "basic": "ORT_ENABLE_BASIC", "disable": "ORT_DISABLE_ALL"}
 _MODES = {"sequential": "ORT_SEQUENTIAL", "parallel": "ORT_PARALLEL"}
@@ -91,21 +93,14 @@ class InferModel(EngineBase):
 
     def _compile(self, onnx_path: Path, engine_path: Path | None) -> Any:
         options = self._options(self.optimization_level)
-        tmp = None
-        if engine_path is not None:
-            engine_path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=f".{engine_path.name}.", suffix=".tmp", dir=engine_path.parent)
-            os.close(fd)
-            options.optimized_model_filepath = tmp
-        try:
-            session = self._ort.InferenceSession(str(onnx_path), options, providers=[_PROVIDER])
-            if tmp is not None:
-                os.replace(tmp, engine_path)
-        except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph types
-            raise EngineError(f"{onnx_path}: onnxruntime could not compile the model: {str(exc).splitlines()[0]}") from None
-        finally:
-            if tmp is not None and os.path.exists(tmp):
-                os.unlink(tmp)
+        with contextlib.ExitStack() as stack:
+            if engine_path is not None:
+                tmp = stack.enter_context(atomic_path(engine_path))
+                options.optimized_model_filepath = str(tmp)
+            try:
+                session = self._ort.InferenceSession(str(onnx_path), options, providers=[_PROVIDER])
+            except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph types
+                raise EngineError(f"{onnx_path}: onnxruntime could not compile the model: {str(exc).splitlines()[0]}") from None
         return session
 
     def _load(self, engine_path: Path) -> Any:

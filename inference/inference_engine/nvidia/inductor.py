@@ -30,7 +30,7 @@ from typing import Any
 from loguru import logger
 
 from inference_engine.base import EngineBase
-from tools.errors import ConfigError, EngineError
+from common.errors import ConfigError, EngineError
 
 _MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 _SOURCE = "inference_engine/nvidia/inductor.py"

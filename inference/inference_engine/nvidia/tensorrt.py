@@ -42,8 +42,9 @@ from typing import Any
 from loguru import logger
 
 from inference_engine.base import EngineBase
-from tools.cache import atomic_path, fingerprint
-from tools.errors import ConfigError, EngineError
+from common.files import atomic_path
+from tools.cache import fingerprint
+from common.errors import ConfigError, EngineError
 
 _SOURCE = "inference_engine/nvidia/tensorrt.py"
 _MIN_MAJOR = 10

@@ -22,7 +22,7 @@ from loguru import logger
 from torch.utils.data import DataLoader, Dataset
 
 from benchmarks.common import param
-from tools.errors import ConfigError, DataError
+from common.errors import ConfigError, DataError
 
 from .weights import INSTALL_HINT, model_dir
 

@@ -12,7 +12,7 @@ import torch
 from loguru import logger
 
 from benchmarks.common import _cpu_fp32, _quiet
-from tools.errors import ConfigError
+from common.errors import ConfigError
 
 from .dataloader import max_seq_length
 

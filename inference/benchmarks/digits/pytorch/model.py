@@ -19,7 +19,7 @@ from loguru import logger
 from torch import nn
 
 from benchmarks.common import param, place_model
-from tools.cache import atomic_path
+from common.files import atomic_path
 
 from .dataloader import load_split, npz_path
 

@@ -15,7 +15,7 @@ import zipfile
 
 import numpy as np
 
-from tools.cache import atomic_path
+from common.files import atomic_path
 
 from .dataloader import FILENAME
 

@@ -14,7 +14,7 @@ from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 
 from benchmarks.common import param
-from tools.errors import ConfigError, DataError
+from common.errors import ConfigError, DataError
 
 EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".webp")
 MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32).reshape(3, 1, 1)

@@ -18,7 +18,7 @@ from loguru import logger
 from torch import nn
 
 from benchmarks.common import load_state_dict_strictly, param, place_model, resolve_weights_path
-from tools.errors import ConfigError
+from common.errors import ConfigError
 
 
 @dataclass(frozen=True)

@@ -1,13 +1,13 @@
 """System monitor: CPU %, memory and (where readable) package power, once per interval.
 
-Run from inference/:  python3 -m utils.sys_monitor --output FILE --interval 1
+Run from inference/:  python3 -m common.sys_monitor --output FILE --interval 1
 """
 from __future__ import annotations
 
 import time
 from pathlib import Path
 
-from utils.sampler import monitor_args, read_samples, run_sampler
+from common.sampler import monitor_args, read_samples, run_sampler
 
 _RAPL = Path("/sys/class/powercap/intel-rapl:0/energy_uj")
 _GIB = 1024**3

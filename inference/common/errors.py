@@ -19,6 +19,12 @@ class DataError(InferPerfError):
     exit_code = 3
 
 
+class HostError(InferPerfError):
+    """A failure on one host (SSH, Docker, the executor); the message starts with the host's name."""
+
+    exit_code = 5
+
+
 class EngineError(InferPerfError):
     """A vendor engine broke its contract or could not compile/run."""
 
@@ -35,7 +41,7 @@ def one_line(exc: BaseException) -> str:
     text = str(exc).strip()
     if text.startswith("Caught ") and "\n" in text:
         last = text.splitlines()[-1].strip()
-        # "tools.errors.DataError: <message>" -> "<message>"
+        # "common.errors.DataError: <message>" -> "<message>"
         head, sep, tail = last.partition(": ")
         text = tail if sep and "." in head and " " not in head else last
     text = " ".join(text.split())

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import yaml
 
-from tools.errors import ConfigError
+from common.errors import ConfigError
 
 
 class _StrictLoader(yaml.SafeLoader):
