@@ -22,17 +22,30 @@ from pathlib import Path
 
 from loguru import logger
 
+from common import __version__
 from common.errors import ConfigError, InferPerfError, one_line
 from utils.host_config import CaseSpec, HostConfig, load_host_config
-from utils.session import CaseOutcome, HostSession
+from utils.session import CaseOutcome, HostSession, case_result_dir
 
 INFERENCE_DIR = Path(__file__).resolve().parent
 INTERRUPT_GRACE_S = 60.0
 
 
+EPILOG = f"""\
+default config: {INFERENCE_DIR / "configs" / "host.yaml"}
+results: FLAGPERF_LOG_PATH/run<id>/ (default {INFERENCE_DIR / "result"}): summary.json,
+  summary.md, report.html, run.log, and per case and host <case:framework>/<host>_noderank<i>/
+exit status: 0 every case succeeded; 1 a case failed (named with its host and step);
+  2 bad config or command line; 3 with --strict, a result is invalid; 130 interrupted
+compare two runs: run.py compare RUN_A RUN_B [--threshold 5]
+"""
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--config", default=str(INFERENCE_DIR / "configs" / "host.yaml"), help="host.yaml to use")
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--config", default=str(INFERENCE_DIR / "configs" / "host.yaml"), help="host.yaml to use (default: %(default)s)")
     parser.add_argument("--cases", default=None, help="comma-separated case or case:framework names to run (default all)")
     parser.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
@@ -40,7 +53,26 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "e.g. --set batch_sizes=[1,8,32] --set scenario=server --set target_qps=50 --set latency_bound_ms=100",
     )
     parser.add_argument("--strict", action="store_true", help="exit 3 when any result's verdict is invalid")
+    parser.add_argument("--verbose", "-v", action="store_true", help="also show every pipeline's log lines on the console")
+    parser.add_argument("--list", action="store_true", help="list the cases, vendors and compilers available, then exit")
+    parser.add_argument("--version", action="version", version=f"InferPerf {__version__}")
     return parser.parse_args(argv)
+
+
+def list_available(perf_dir: Path) -> str:
+    """Cases (with their frameworks), vendors (with their compilers and images), as found on disk."""
+    lines = ["cases:"]
+    for case in sorted(p for p in (perf_dir / "benchmarks").iterdir() if p.is_dir() and not p.name.startswith(("_", "."))):
+        frameworks = sorted(f.name for f in case.iterdir() if f.is_dir() and not f.name.startswith(("_", ".")))
+        configured = (perf_dir / "configs" / case.name / "configurations.yaml").is_file()
+        lines.append(f"  {case.name}: {', '.join(frameworks) or '-'}" + ("" if configured else "  (no configs/ entry)"))
+    lines.append("vendors (compilers; images):")
+    for vendor in sorted(p for p in (perf_dir / "inference_engine").iterdir() if p.is_dir() and not p.name.startswith(("_", "."))):
+        compilers = sorted(f.stem for f in vendor.glob("*.py") if not f.name.startswith("_"))
+        images_dir = perf_dir / "docker_images" / vendor.name
+        images = sorted(d.name for d in images_dir.iterdir() if (d / "Dockerfile").is_file()) if images_dir.is_dir() else []
+        lines.append(f"  {vendor.name}: {', '.join(compilers) or '-'}; images: {', '.join(images) or 'none'}")
+    return "\n".join(lines)
 
 
 def select_cases(config: HostConfig, selection: str | None) -> list[CaseSpec]:
@@ -100,10 +132,8 @@ def make_session(config: HostConfig, index: int, run_id: str, abort: threading.E
 
 
 def host_worker(session: HostSession, cases: list[CaseSpec], run_dir: Path) -> list[CaseOutcome]:
-    from utils.container_manager import slug
-
     def case_dir(spec: CaseSpec) -> Path:
-        return run_dir / spec.key / f"{slug(session.label)}_noderank{session.noderank}"
+        return case_result_dir(run_dir, spec, session.label, session.noderank)
 
     try:
         session.prepare()
@@ -127,8 +157,28 @@ def host_worker(session: HostSession, cases: list[CaseSpec], run_dir: Path) -> l
     return outcomes
 
 
+def _console_echo(config: HostConfig):
+    """--verbose: every pipeline's log lines on the console, behind one lock so lines never interleave."""
+    lock = threading.Lock()
+
+    def echo(line: str) -> None:
+        with lock:
+            sys.stdout.write(line + "\n")
+            sys.stdout.flush()
+
+    return echo
+
+
 def _raise_keyboard_interrupt(signum, _frame) -> None:
     raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def _ignore_while_stopping(signum, _frame) -> None:
+    # A second Ctrl-C must not cut the cleanup short: containers, monitors and the summary come first.
+    logger.warning(f"{signal.Signals(signum).name} again: already stopping, cleanup and summary follow")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -138,6 +188,9 @@ def main(argv: list[str] | None = None) -> int:
 
         return compare_main(argv[1:], INFERENCE_DIR / "result")
     args = parse_args(argv)
+    if args.list:
+        print(list_available(INFERENCE_DIR))
+        return 0
     logger.remove()
     logger.add(sys.stderr, level="INFO", format="{time:HH:mm:ss} | {level: <7} | {message}")
     try:
@@ -160,7 +213,10 @@ def main(argv: list[str] | None = None) -> int:
 
     abort = threading.Event()
     sessions = [make_session(config, i, run_id, abort, run_dir) for i in range(len(config.hosts))]
-    previous = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+    previous = {sig: signal.signal(sig, _raise_keyboard_interrupt) for sig in STOP_SIGNALS}
+    echo = _console_echo(config) if args.verbose else None
+    for session in sessions:
+        session.echo = echo
     pool = ThreadPoolExecutor(max_workers=len(sessions), thread_name_prefix="host")
     futures = [pool.submit(host_worker, session, config.cases, run_dir) for session in sessions]
     interrupted = False
@@ -170,6 +226,8 @@ def main(argv: list[str] | None = None) -> int:
             # A bounded wait keeps the main thread responsive to Ctrl-C.
             _, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
     except KeyboardInterrupt:
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, _ignore_while_stopping)
         interrupted = True
         abort.set()
         logger.error("interrupted: stopping containers and monitors on every host")
@@ -183,12 +241,18 @@ def main(argv: list[str] | None = None) -> int:
             except Exception as exc:
                 logger.warning(f"host {session.label}: cleanup failed: {one_line(exc)}")
         pool.shutdown(wait=False, cancel_futures=True)
-        signal.signal(signal.SIGTERM, previous)
 
     outcomes: list[CaseOutcome] = []
-    for future in futures:
+    for session, future in zip(sessions, futures):
         if future.done() and future.exception() is None:
             outcomes.extend(future.result())
+            continue
+        # A host whose work did not end in time (or broke) still gets a line per case in the summary.
+        broken = future.exception() if future.done() else None
+        why = f"host worker failed: {one_line(broken)}" if broken else "run interrupted; the host did not stop in time"
+        for spec in config.cases:
+            local = case_result_dir(run_dir, spec, session.label, session.noderank)
+            outcomes.append(CaseOutcome(spec, session.label, session.noderank, local).fail("host" if broken else "interrupted", why, "failed" if broken else "interrupted"))
     from utils.summary import merge_outcome, write_summary
 
     records = [merge_outcome(o, config.flagperf_path, config.vendor) for o in outcomes]
@@ -203,6 +267,8 @@ def main(argv: list[str] | None = None) -> int:
     invalid = [r for r in records if r.get("verdict") and not r["verdict"]["valid"]]
     if invalid:
         logger.warning(f"{len(invalid)} result(s) INVALID: see the reasons under the table" + ("" if args.strict else " (--strict makes this exit 3)"))
+    for sig, handler in previous.items():
+        signal.signal(sig, handler)
     code = 130 if interrupted else 1 if failed or not records else 3 if args.strict and invalid else 0
     print(f"report: {report_path}" if report_path else "report: not written (see the error above)", flush=True)
     return code

@@ -60,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     # Heavy imports (torch via the pipeline) only after the arguments are known good.
     from loguru import logger
 
+    from common import lifetime
     from tools import result
     from common.errors import InferPerfError, one_line
     from tools.logger import init_logger
@@ -68,6 +69,9 @@ def main(argv: list[str] | None = None) -> int:
     result.clear_previous(log_dir)
     init_logger(log_dir, args.log_level, args.log_call_information)
     signal.signal(signal.SIGTERM, _raise_interrupted)
+    signal.signal(signal.SIGHUP, _raise_interrupted)
+    # Nothing outlives run.py or the case's time for long (common/lifetime.py).
+    lifetime.watch(lambda reason: logger.error(f"stopping: {reason}"))
     pipeline = Pipeline(
         PipelineArgs(args.perf_dir, args.data_dir, args.log_dir, args.vendor, args.case, args.framework, args.overrides)
     )

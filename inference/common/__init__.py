@@ -9,3 +9,8 @@ neither of them.
 - ``record``: the result files' names and the raw-latency file
 - ``sampler``, ``sys_monitor``: the monitor loop and the system monitor
 """
+
+from pathlib import Path as _Path
+
+# The one place the version is written: common/VERSION (pyproject.toml reads it too).
+__version__ = (_Path(__file__).with_name("VERSION").read_text(encoding="utf-8").strip())

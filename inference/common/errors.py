@@ -1,6 +1,8 @@
 """User-facing errors: each one is reported as a single line and a distinct exit status."""
 from __future__ import annotations
 
+import reprlib
+
 
 class InferPerfError(Exception):
     """An expected failure caused by input or environment, not by a bug.
@@ -17,6 +19,13 @@ class ConfigError(InferPerfError):
 
 class DataError(InferPerfError):
     exit_code = 3
+
+
+class StorageError(InferPerfError):
+    """The file system refused a write: full, read-only, not a directory, no permission.
+    The message names the path ("no space left on device writing PATH")."""
+
+    exit_code = 6
 
 
 class HostError(InferPerfError):
@@ -48,3 +57,64 @@ def one_line(exc: BaseException) -> str:
     if not isinstance(exc, InferPerfError):
         text = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
     return text
+
+
+def shown(value: object, limit: int = 80) -> str:
+    """``repr(value)`` for an error message, never much longer than ``limit`` characters.
+
+    A config value may be a 1 MiB string, a 4000-digit integer or a list of a
+    million entries: the message must stay one short line, and the full repr
+    is never built (for a huge int Python refuses to build it at all).
+    ``'xxxx…' (1048576 chars)``, ``[1, 2, 3, …] (100000 items)``.
+    """
+    if isinstance(value, (str, bytes)) and len(value) > limit:
+        head = repr(value[:limit])
+        return f"{head[:-1]}…{head[-1]} ({len(value)} {'chars' if isinstance(value, str) else 'bytes'})"
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 3 * limit:
+        return f"an integer of about {int(value.bit_length() * 0.30103) + 1} digits"
+    if isinstance(value, (list, tuple, dict, set, frozenset)) and not _small(value, limit):
+        text = _BoundedRepr(limit).repr(value)
+        text = text if len(text) <= limit else text[:limit] + "…"
+        return f"{text} ({len(value)} {'item' if len(value) == 1 else 'items'})"
+    try:
+        text = repr(value)
+    except Exception:  # noqa: BLE001 - a value whose repr fails is still named
+        return f"a {type(value).__name__}"
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} chars)"
+
+
+def _small(value: object, limit: int) -> bool:
+    """Whether the repr of a container surely stays short, found without building it."""
+    budget = limit
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+            budget -= 2 * len(item)
+        elif isinstance(item, (list, tuple, set, frozenset)):
+            stack.extend(item)
+            budget -= 2 * len(item) + 2
+        elif isinstance(item, (str, bytes)):
+            budget -= len(item) + 2
+        elif isinstance(item, int) and not isinstance(item, bool):
+            budget -= item.bit_length() // 3 + 1
+        else:
+            budget -= 8
+        if budget < 0 or len(stack) > limit:
+            return False
+    return True
+
+
+class _BoundedRepr(reprlib.Repr):
+    """reprlib's bounded repr, without an unbounded int repr."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__()
+        self.maxlevel = 3
+        self.maxlist = self.maxtuple = self.maxset = self.maxfrozenset = self.maxdict = 8
+        self.maxstring = self.maxother = self.limit = limit
+
+    def repr_int(self, x: int, level: int) -> str:
+        return shown(x, self.limit)

@@ -2,26 +2,48 @@
 
 ``atomic_path`` is how every result, cache entry and report reaches its final
 name: a temporary file beside the target, renamed into place only when the
-writer finished. A writer killed half-way leaves a ``.NAME.*.tmp`` file that
-``sweep_stale_temps`` removes on a later run; never a half-written target.
+writer finished. A writer killed half-way leaves a ``.NAME.*.tmp`` file (or,
+from ``atomic_dir``, a ``.NAME.*.tmp`` directory) and never a half-written
+target. The writer holds an exclusive ``flock`` on its temporary for its whole
+life, so ``sweep_stale_temps`` can tell a dead writer's leftover (it can take
+the lock) from a live one's (it cannot), whatever their age and even across
+containers that share the host's kernel.
+
+A write that fails because the file system is full, read-only or not a
+directory raises ``StorageError`` naming the path (``storage_error``).
 """
 from __future__ import annotations
 
+import errno
+import fcntl
 import hashlib
 import json
 import math
 import os
+import shutil
+import stat
 import tempfile
-import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from common.errors import StorageError
+
 _CHUNK = 1 << 20
 TEMP_SUFFIX = ".tmp"
-# A temp file older than this belongs to a writer that died (no export or
-# compile here takes a day); younger ones may belong to a concurrent run.
-STALE_TEMP_AGE_S = 6 * 3600.0
+# After a writer failed, a file system with less than this left is taken to be
+# full: C++ writers (the ONNX exporter, ONNX Runtime) report ENOSPC in words of
+# their own, or not at all.
+_FULL_BYTES = 64 * 1024
+_STORAGE_ERRNOS = {
+    errno.ENOSPC: "no space left on device",
+    errno.EDQUOT: "disk quota exceeded",
+    errno.EROFS: "read-only file system",
+    errno.ENOTDIR: "not a directory",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "operation not permitted",
+    errno.EFBIG: "file too large",
+}
 
 
 def hash_file(path: str | Path, digest: "hashlib._Hash | None" = None) -> "hashlib._Hash":
@@ -78,42 +100,184 @@ def hash_tree(
     return digest.hexdigest()
 
 
-@contextmanager
-def atomic_path(target: str | Path, mode: int = 0o644) -> Iterator[Path]:
-    """Yield a temporary path next to ``target``; move it into place only on success."""
-    target = Path(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=TEMP_SUFFIX, dir=target.parent)
-    os.close(fd)
-    tmp_path = Path(tmp)
-    try:
-        yield tmp_path
-        # mkstemp makes 0600 files; results and caches are meant to be shared.
-        os.chmod(tmp_path, mode)
-        os.replace(tmp_path, target)
-    finally:
-        if tmp_path.exists():
-            tmp_path.unlink()
+def storage_error(exc: BaseException, path: str | Path, doing: str = "writing") -> StorageError | None:
+    """``exc`` (raised while ``doing`` ``path``) as a one-line StorageError when the
+    cause is the file system (full, read-only, not a directory, no permission), else None."""
+    code = getattr(exc, "errno", None)
+    if code not in _STORAGE_ERRNOS and isinstance(exc, OSError) and isinstance(exc, FileExistsError):
+        code = errno.ENOTDIR      # mkdir over a plain file
+    if code not in _STORAGE_ERRNOS:
+        if not _nearly_full(Path(path)):
+            return None
+        code = errno.ENOSPC
+    named = getattr(exc, "filename", None)
+    if code != errno.ENOSPC and named and not str(named).endswith(TEMP_SUFFIX):
+        path = named       # the directory or file the system refused, when it says
+    return StorageError(f"{_STORAGE_ERRNOS[code]} {doing} {path}")
 
 
-def sweep_stale_temps(directory: str | Path, max_age_s: float = STALE_TEMP_AGE_S) -> list[Path]:
-    """Remove ``atomic_path`` temp files (``.NAME.*.tmp``) left in ``directory`` by
-    writers that were killed; returns what was removed."""
-    removed: list[Path] = []
-    now = time.time()
-    try:
-        entries = list(Path(directory).iterdir())
-    except OSError:
-        return removed
-    for path in entries:
-        if not (path.name.startswith(".") and path.name.endswith(TEMP_SUFFIX)):
-            continue
+def _nearly_full(path: Path) -> bool:
+    for candidate in (path, *path.parents):
         try:
-            if path.is_file() and now - path.stat().st_mtime >= max_age_s:
-                path.unlink()
-                removed.append(path)
+            vfs = os.statvfs(candidate)
         except OSError:
             continue
+        free = vfs.f_bfree if os.geteuid() == 0 else vfs.f_bavail
+        return vfs.f_blocks > 0 and free * vfs.f_frsize < _FULL_BYTES
+    return False
+
+
+def _make_dir(directory: Path) -> None:
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise (storage_error(exc, directory, "creating directory") or exc) from None
+
+
+def _locked(path: Path, is_dir: bool) -> int | None:
+    """An fd of ``path`` holding its exclusive lock; None when the path was swept
+    away between its creation and the lock (the caller makes another)."""
+    fd = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if is_dir else 0))
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        if os.stat(path, follow_symlinks=False).st_ino == os.fstat(fd).st_ino:
+            return fd
+    except FileNotFoundError:
+        pass
+    except BaseException:
+        os.close(fd)
+        raise
+    os.close(fd)
+    return None
+
+
+def _locked_temp(directory: Path, name: str, is_dir: bool) -> tuple[Path, int]:
+    _make_dir(directory)
+    while True:
+        try:
+            if is_dir:
+                tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", suffix=TEMP_SUFFIX, dir=directory))
+            else:
+                fd, raw = tempfile.mkstemp(prefix=f".{name}.", suffix=TEMP_SUFFIX, dir=directory)
+                os.close(fd)
+                tmp = Path(raw)
+        except OSError as exc:
+            raise (storage_error(exc, directory / name, "creating a temporary file for") or exc) from None
+        fd = _locked(tmp, is_dir)
+        if fd is not None:
+            return tmp, fd
+
+
+@contextmanager
+def atomic_path(target: str | Path, mode: int = 0o644) -> Iterator[Path]:
+    """Yield a temporary path next to ``target``; move it into place only on success.
+
+    The temporary is locked (``flock``) until it is renamed or removed; a body
+    that fails for lack of space (or on a read-only file system) raises
+    ``StorageError`` naming ``target``."""
+    target = Path(target)
+    tmp_path, fd = _locked_temp(target.parent, target.name, is_dir=False)
+    try:
+        try:
+            yield tmp_path
+            # mkstemp makes 0600 files; results and caches are meant to be shared.
+            os.chmod(tmp_path, mode)
+            os.replace(tmp_path, target)
+        except Exception as exc:
+            if isinstance(exc, StorageError):
+                raise
+            problem = storage_error(exc, target)
+            if problem is None:
+                raise
+            raise problem from exc
+    finally:
+        try:
+            tmp_path.unlink()
+        except FileNotFoundError:
+            pass
+        finally:
+            os.close(fd)
+
+
+@contextmanager
+def atomic_dir(parent: str | Path, name: str) -> Iterator[Path]:
+    """A private, locked ``.NAME.*.tmp`` directory in ``parent`` for a writer that
+    makes several files or chooses their names itself (an ONNX exporter writing
+    external data); removed with everything in it when the block ends. The
+    caller moves what it keeps out of it (with ``atomic_path`` or ``os.replace``)."""
+    parent = Path(parent)
+    tmp_dir, fd = _locked_temp(parent, name, is_dir=True)
+    try:
+        try:
+            yield tmp_dir
+        except Exception as exc:
+            if isinstance(exc, StorageError):
+                raise
+            problem = storage_error(exc, parent / name)
+            if problem is None:
+                raise
+            raise problem from exc
+    finally:
+        shutil.rmtree(tmp_dir, ignore_errors=True)
+        os.close(fd)
+
+
+def writable_dir(path: str | Path, role: str) -> Path:
+    """Create ``path`` if needed and prove a file can be made in it; else one
+    StorageError naming ``role`` and the path (a plain file, a read-only mount)."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise StorageError(f"{role} {path}: exists and is not a directory")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".write-probe.", suffix=TEMP_SUFFIX, dir=path)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        reason = _STORAGE_ERRNOS.get(exc.errno or 0) or exc.strerror or type(exc).__name__
+        if isinstance(exc, FileExistsError):
+            reason = "a parent exists and is not a directory"
+        raise StorageError(f"{role} {path}: not writable: {reason}") from None
+    return path
+
+
+def sweep_stale_temps(directory: str | Path) -> list[Path]:
+    """Remove the ``.NAME.*.tmp`` files and directories in ``directory`` whose
+    writer is dead (their lock can be taken); returns what was removed. A live
+    writer's temporary, in this process or any other, is left alone."""
+    removed: list[Path] = []
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return removed
+    for entry in entries:
+        if not (entry.name.startswith(".") and entry.name.endswith(TEMP_SUFFIX)):
+            continue
+        path = Path(entry.path)
+        try:
+            info = os.stat(path, follow_symlinks=False)
+            is_dir = stat.S_ISDIR(info.st_mode)
+            if not (is_dir or stat.S_ISREG(info.st_mode)):
+                continue
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | (os.O_DIRECTORY if is_dir else 0))
+        except OSError:
+            continue
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:   # held: its writer is alive
+                continue
+            if os.fstat(fd).st_ino != info.st_ino:
+                continue
+            if is_dir:
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+            removed.append(path)
+        except OSError:
+            continue
+        finally:
+            os.close(fd)
     return removed
 
 

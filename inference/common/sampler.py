@@ -10,6 +10,12 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from common import lifetime
+
+# A sampling interval outside this range busy-loops or samples nothing.
+MIN_INTERVAL_S = 0.05
+MAX_INTERVAL_S = 60.0
+
 
 def monitor_args(description: str, argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=description)
@@ -17,8 +23,8 @@ def monitor_args(description: str, argv: list[str] | None = None) -> argparse.Na
     parser.add_argument("--interval", type=float, default=1.0, help="seconds between samples")
     parser.add_argument("--devices", default=None, help="comma-separated device indices to sample (default all)")
     args = parser.parse_args(argv)
-    if args.interval <= 0:
-        parser.error("--interval must be positive")
+    if not MIN_INTERVAL_S <= args.interval <= MAX_INTERVAL_S:
+        parser.error(f"--interval must be between {MIN_INTERVAL_S} and {MAX_INTERVAL_S} seconds, got {args.interval}")
     return args
 
 
@@ -30,6 +36,8 @@ def run_sampler(sample: Callable[[], dict], output: Path, interval: float) -> in
 
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
+    signal.signal(signal.SIGHUP, request_stop)
+    lifetime.watch()  # stop when run.py is gone or the case's time is long over
     output.parent.mkdir(parents=True, exist_ok=True)
     with open(output, "a", encoding="utf-8", buffering=1) as handle:
         while not stop.is_set():

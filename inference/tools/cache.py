@@ -1,9 +1,31 @@
-"""Content-addressed caching of exported and compiled artefacts (keys; atomic writes are common.files)."""
+"""Content-addressed caching of exported and compiled artefacts: keys, and the
+checksum seal every cache entry carries (atomic writes are common.files).
+
+A cache entry is a file (an exported ONNX model, a compiled engine, trained
+weights) plus the files it needs beside it (an ONNX model's external data).
+``seal`` writes ``<entry>.sha256.json`` (sha256 of each of those files) after
+the entry is in place, so a writer killed between the two leaves an entry
+without a seal. ``reuse`` accepts an entry only when its seal is there and
+every file matches it; otherwise the entry and its seal are evicted with one
+WARNING line, and the caller rebuilds. No corrupt entry is ever used, nor
+left to fail every later run.
+"""
 from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from pathlib import Path
+from typing import Any, Iterable
+
+from loguru import logger
+
+from common.files import hash_file, write_json_atomic
+
+SEAL_SUFFIX = ".sha256.json"
+SEAL_SCHEMA = 1
+# The string every ONNX external-data entry carries as a key; a model file
+# without it has no external data, and need not be parsed to find out.
+_EXTERNAL_MARKER = b"location"
 
 
 def hash_state_dict(model: Any) -> str:
@@ -23,3 +45,119 @@ def fingerprint(parts: dict[str, Any], length: int = 16) -> str:
     """A short stable key for a JSON-serialisable description of an artefact."""
     blob = json.dumps(parts, sort_keys=True, default=str).encode()
     return hashlib.sha256(blob).hexdigest()[:length]
+
+
+# ---- ONNX external data -------------------------------------------------------
+def _has_marker(path: Path) -> bool:
+    tail = b""
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            if _EXTERNAL_MARKER in tail + chunk:
+                return True
+            tail = chunk[-len(_EXTERNAL_MARKER):]
+    return False
+
+
+def onnx_external_locations(onnx_path: str | Path) -> list[str]:
+    """The external-data file names an ONNX model references (relative to its
+    folder, sorted, each once), read with onnx's API without loading the data.
+    [] for a self-contained model, or one onnx cannot parse (the engine says so)."""
+    path = Path(onnx_path)
+    if not _has_marker(path):
+        return []
+    try:
+        import onnx
+        from onnx import external_data_helper as ext
+
+        model = onnx.load(str(path), load_external_data=False)
+        # initializers and attribute tensors, subgraphs included (onnx has no public name for it)
+        all_tensors = getattr(ext, "_get_all_tensors", None)
+        tensors = all_tensors(model) if all_tensors else model.graph.initializer
+        return sorted({ext.ExternalDataInfo(t).location for t in tensors if ext.uses_external_data(t)})
+    except Exception:  # noqa: BLE001 - an unparsable model is the engine's error to report
+        return []
+
+
+def onnx_external_files(onnx_path: str | Path) -> list[Path]:
+    base = Path(onnx_path).parent
+    return [base / location for location in onnx_external_locations(onnx_path)]
+
+
+def onnx_digests(onnx_path: str | Path) -> dict[str, str | None]:
+    """sha256 of the ONNX model and of every external-data file it references
+    (``{"": model, location: data, ...}``; None for a referenced file that is missing):
+    what an engine compiled from it depends on."""
+    path = Path(onnx_path)
+    digests: dict[str, str | None] = {"": hash_file(path).hexdigest()}
+    for location in onnx_external_locations(path):
+        data = path.parent / location
+        digests[location] = hash_file(data).hexdigest() if data.is_file() else None
+    return digests
+
+
+# ---- the seal -------------------------------------------------------------------
+def seal_path(entry: str | Path) -> Path:
+    entry = Path(entry)
+    return entry.with_name(entry.name + SEAL_SUFFIX)
+
+
+def seal(entry: str | Path, companions: Iterable[str | Path] = ()) -> Path:
+    """Write ``entry``'s seal: the sha256 of it and of each companion file (same folder)."""
+    entry = Path(entry)
+    files = {entry.name: hash_file(entry).hexdigest()}
+    for companion in companions:
+        companion = Path(companion)
+        files[companion.name] = hash_file(companion).hexdigest()
+    path = seal_path(entry)
+    write_json_atomic(path, {"schema": SEAL_SCHEMA, "entry": entry.name, "sha256": files})
+    return path
+
+
+def _seal_problem(entry: Path) -> tuple[str | None, list[Path]]:
+    """(what is wrong with ``entry`` or None, the companion files its seal names)."""
+    path = seal_path(entry)
+    if not path.is_file():
+        return "has no checksum file", []
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        files = data["sha256"]
+        if data.get("schema") != SEAL_SCHEMA or not isinstance(files, dict) or entry.name not in files:
+            raise ValueError("unexpected content")
+        names = [str(n) for n in files]
+        if any(Path(n).name != n for n in names):    # a seal names files in its own folder only
+            raise ValueError("a file outside the entry's folder")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        return f"has an unreadable checksum file ({type(exc).__name__})", []
+    companions = [entry.parent / n for n in names if n != entry.name]
+    for name in names:
+        file = entry.parent / name
+        if not file.is_file():
+            return f"lost its file {file.name}", companions
+        if hash_file(file).hexdigest() != files[name]:
+            what = "failed its checksum" if name == entry.name else f"failed its checksum ({name})"
+            return what, companions
+    return None, companions
+
+
+def evict(entry: str | Path) -> None:
+    """Remove a cache entry, its companions and its seal."""
+    entry = Path(entry)
+    _, companions = _seal_problem(entry) if seal_path(entry).is_file() else (None, [])
+    for path in (entry, *companions, seal_path(entry)):
+        path.unlink(missing_ok=True)
+
+
+def reuse(entry: str | Path, what: str) -> bool:
+    """True when ``entry`` exists and matches its seal. A corrupt or unsealed entry
+    is evicted, with one WARNING line, and False is returned: the caller rebuilds."""
+    entry = Path(entry)
+    if not entry.is_file():
+        seal_path(entry).unlink(missing_ok=True)       # a seal without its entry
+        return False
+    problem, companions = _seal_problem(entry)
+    if problem is None:
+        return True
+    for path in (entry, *companions, seal_path(entry)):
+        path.unlink(missing_ok=True)
+    logger.warning(f"cached {what} {entry} {problem}: evicted and rebuilt")
+    return False

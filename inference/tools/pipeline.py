@@ -23,11 +23,11 @@ from loguru import logger
 from inference_engine.registry import ENGINE_ROOT, engine_file, load_engine_module
 from tools import compile_report, flagperf, result
 from tools.adapters import OutputAdapter, adapt_engine
-from common.files import atomic_path, hash_file, hash_tree
-from tools.cache import fingerprint, hash_state_dict
+from common.files import atomic_dir, hash_file, hash_tree, sweep_stale_temps, writable_dir
+from tools.cache import evict, fingerprint, hash_state_dict, onnx_digests, onnx_external_locations, reuse, seal
 from tools.config import CaseConfig, load_case_config, parse_overrides
 from tools.env import cpu_model, environment, package_versions
-from common.errors import ConfigError, DataError, EngineError
+from common.errors import ConfigError, DataError, EngineError, one_line
 from tools.forward import PhaseResult, as_input_list
 
 STEPS = (
@@ -146,8 +146,8 @@ class Pipeline:
             str(self.perf_dir), args.case, args.framework, args.vendor, str(Path(args.data_dir).resolve()), args.log_dir,
             parse_overrides(args.overrides),
         )
-        config.cache_dir = str(self.perf_dir / "onnxs")
-        Path(config.cache_dir).mkdir(parents=True, exist_ok=True)
+        config.cache_dir = str(writable_dir(self.perf_dir / "onnxs", "cache directory"))
+        _sweep(Path(config.cache_dir), Path(config.cache_dir) / "weights", Path(args.log_dir))
         self.state.config = config
         self.state.case_module = _load_case(self.perf_dir, args.case, args.framework)
 
@@ -232,24 +232,40 @@ class Pipeline:
             parts["static_batch"] = config.batch_size   # only then, so dynamic exports keep their keys
         key = fingerprint(parts)
         target = Path(config.cache_dir) / f"{config.case}_{_benchmark_framework(config.framework)}_{key}.onnx"
-        if target.is_file():
+        if reuse(target, "ONNX export"):
             logger.info(f"reusing cached ONNX export {target} (key {key})")
             status = "hit"
         else:
-            with atomic_path(target) as tmp:
-                config.export_onnx_path = str(tmp)
-                returned = state.case_module.export_model(state.model, config)
-                if returned is not None and Path(returned).resolve() != tmp.resolve():
-                    # FlagPerf's way: the case chose its own path and returned it.
-                    flagperf.adopt_export(returned, tmp, config.case)
-                    logger.info(f"export_model wrote {returned}; copied into the ONNX cache")
-                if tmp.stat().st_size == 0:
-                    raise EngineError(f"benchmarks/{config.case}: export_model wrote nothing to config.export_onnx_path")
+            self._export_into_cache(target)
             config.export_onnx_path = str(target)
             logger.info(f"exported ONNX to {target} (key {key})")
             status = "miss"
         state.onnx_path = str(target)
         state.cache["onnx"] = {"status": status, "path": str(target), "key": key}
+
+    def _export_into_cache(self, target: Path) -> None:
+        """Export into a private locked folder (whatever the exporter writes there,
+        external data included, goes when the step ends: also after a SIGKILL, at
+        the next run's sweep), then move the model, and its one external-data file
+        if it needs one, into the cache and seal them."""
+        config, state = self.state.config, self.state
+        with atomic_dir(target.parent, target.name) as work:
+            out = work / target.name
+            config.export_onnx_path = str(out)
+            returned = state.case_module.export_model(state.model, config)
+            source_dir = work
+            if returned is not None and Path(returned).resolve() != out.resolve():
+                # FlagPerf's way: the case chose its own path and returned it.
+                flagperf.adopt_export(returned, out, config.case)
+                source_dir = Path(str(returned)).resolve().parent
+                logger.info(f"export_model wrote {returned}; copied into the ONNX cache")
+            if not out.is_file() or out.stat().st_size == 0:
+                raise EngineError(f"benchmarks/{config.case}: export_model wrote nothing to config.export_onnx_path")
+            companions = _self_contained(out, source_dir, target.name)
+            for name in (*companions, out.name):     # the model last: it is what makes the entry exist
+                (work / name).chmod(0o644)
+                (work / name).replace(target.parent / name)
+        seal(target, [target.parent / name for name in companions])
 
     def vendor_compile(self) -> None:
         config, state = self.state.config, self.state
@@ -277,13 +293,23 @@ class Pipeline:
             if suffix:
                 key = self._engine_key(source, config)
                 config.engine_path = str(Path(config.cache_dir) / f"{config.case}_{config.vendor}_{config.compiler}_{key}{suffix}")
-                status = "hit" if Path(config.engine_path).is_file() else "miss"
+                status = "hit" if reuse(config.engine_path, "engine") else "miss"
                 if status == "hit":
                     logger.info(f"reusing cached engine {config.engine_path} (key {key})")
             else:
                 status = "none"
         start = time.perf_counter()
-        engine = adapt_engine(engine_class(config, state.onnx_path, state.model), config, state.onnx_path)
+        try:
+            engine = adapt_engine(engine_class(config, state.onnx_path, state.model), config, state.onnx_path)
+        except EngineError as exc:
+            if status != "hit":
+                raise
+            # Sealed, yet the engine cannot load it (written by a writer that lied about
+            # success, say): the entry goes, so it cannot fail every later run too.
+            logger.warning(f"cached engine {config.engine_path} could not be loaded ({one_line(exc)}): evicted and rebuilt")
+            evict(config.engine_path)
+            status, start = "miss", time.perf_counter()
+            engine = adapt_engine(engine_class(config, state.onnx_path, state.model), config, state.onnx_path)
         duration = time.perf_counter() - start
         compiled = getattr(engine, "compiled", None)
         if status == "hit" and compiled is True:
@@ -292,14 +318,16 @@ class Pipeline:
         if status == "miss" and not Path(config.engine_path).is_file():
             logger.warning(f"engine declared engine_suffix but wrote no {config.engine_path}; nothing cached")
             status = "none"
+        if status in ("miss", "rebuilt"):
+            seal(config.engine_path)
         return engine, status, duration
 
     def _engine_key(self, source: Path, config: CaseConfig) -> str:
         vendor_keys = {k: v for k, v in config.as_dict().items() if config.origin.get(k, "").endswith(f"{config.vendor}_configurations.yaml")}
         onnx = self.state.onnx_path
-        return fingerprint(
-            {
-                "onnx": hash_file(onnx).hexdigest() if onnx and Path(onnx).is_file() else onnx,
+        digests = onnx_digests(onnx) if onnx and Path(onnx).is_file() else {"": onnx}
+        parts = {
+                "onnx": digests.pop(""),
                 "engine_code": hash_file(source).hexdigest(),
                 "fp16": config.fp16,
                 "batch_size": config.batch_size,
@@ -307,8 +335,12 @@ class Pipeline:
                 "cpu": cpu_model(),
                 "gpu": _gpu_name(config.device),
                 "packages": package_versions(),
-            }
-        )
+        }
+        if digests:
+            # The weights torch's exporter (or the user) put beside the model: an engine
+            # built from other weights must miss, even though the model file is the same.
+            parts["onnx_external_data"] = digests
+        return fingerprint(parts)
 
     def engine_inference(self) -> None:
         state = self.state
@@ -392,6 +424,47 @@ def _load_case(perf_dir: Path, case: str, framework: str) -> ModuleType:
     if missing:
         raise ConfigError(f"benchmarks/{case}/{fw}/__init__.py: missing case function '{missing[0]}'")
     return module
+
+
+def _sweep(*directories: Path) -> None:
+    """Remove what writers killed in earlier runs left (their locks are free)."""
+    for directory in directories:
+        removed = sweep_stale_temps(directory)
+        if removed:
+            names = ", ".join(p.name for p in removed[:3]) + (f" and {len(removed) - 3} more" if len(removed) > 3 else "")
+            logger.info(f"removed {len(removed)} temporary file(s) left by killed runs in {directory}: {names}")
+
+
+# Beyond this an ONNX model cannot be one protobuf file; its weights go to one external file.
+_PROTOBUF_LIMIT = 2 * 1024**3 - 64 * 1024**2
+
+
+def _self_contained(out: Path, source_dir: Path, final_name: str) -> list[str]:
+    """Rewrite the exported model ``out`` so that it needs no file but itself, or, when
+    its weights pass protobuf's 2 GB, exactly one: ``<final_name>.data`` beside it
+    (returned, to move and seal with the model). An export that onnx cannot parse
+    (a truncated write) is an EngineError here, never a cache entry."""
+    import onnx
+
+    try:
+        locations = onnx_external_locations(out)
+        model = onnx.load(str(out), load_external_data=False)
+        if not locations:
+            return []
+        onnx.load_external_data_for_model(model, str(source_dir))
+    except Exception as exc:  # noqa: BLE001 - onnx raises DecodeError, ValidationError, OSError...
+        if isinstance(exc, OSError) and exc.errno is not None:
+            raise
+        raise EngineError(f"{out.name}: the exported ONNX model cannot be read back: {one_line(exc)}") from None
+    data_name = f"{final_name}.data"
+    for location in (*locations, data_name):   # in memory now; onnx.save would append to an old file
+        if Path(location).name == location:
+            (out.parent / location).unlink(missing_ok=True)
+    if model.ByteSize() < _PROTOBUF_LIMIT:
+        onnx.save_model(model, str(out))
+        return []
+    onnx.save_model(model, str(out), save_as_external_data=True, all_tensors_to_one_file=True, location=data_name)
+    return [data_name]
 
 
 def _check_data_dir(data_dir: str) -> None:

@@ -14,9 +14,11 @@ from docker.types import DeviceRequest, Ulimit
 
 from common.errors import ConfigError
 from common.yamlio import load_yaml_mapping
+from utils.session import slug
 
 LABEL_RUN = "inferperf.run"
 LABEL_ROLE = "inferperf.role"
+LABEL_CONTROLLER = "inferperf.controller"   # "<hostname>:<pid>" of the run.py that started it
 VENDOR_CONTAINER_KEYS = {"privileged", "cap_add", "devices", "environment", "ipc_mode"}
 
 
@@ -112,10 +114,6 @@ def merge_options(host_opts: dict[str, Any], vendor_opts: dict[str, Any]) -> dic
             merged[key] = value
     merged.setdefault("privileged", False)
     return merged
-
-
-def slug(text: str) -> str:
-    return re.sub(r"[^a-zA-Z0-9_.-]+", "-", text).strip("-").lower()
 
 
 def container_name(run_id: str, host_label: str, case_key: str, role: str) -> str:

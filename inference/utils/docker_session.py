@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import posixpath
 import secrets
+import socket
 import threading
 import time
 from pathlib import Path
@@ -23,22 +24,22 @@ from common.files import hash_tree
 from common.errors import HostError
 from utils.cluster_manager import SshHost
 from utils.container_manager import (
+    LABEL_CONTROLLER,
     LABEL_ROLE,
     LABEL_RUN,
     container_name,
     merge_options,
     parse_container_options,
-    slug,
     vendor_container_options,
 )
 from utils.docker_forward import DockerOverSsh
 from utils.image_manager import ImageSpec, ensure_image
 from utils.requirements import all_requirement_files
-from utils.session import CaseOutcome, HostSession, read_outcome
+from utils.session import HostSession, slug
 
 CONTAINER_ROOT = "/workspace"
 CODE_SKIP = ("onnxs", "result", "__pycache__", ".pytest_cache")
-MONITOR_STARTUP_S = 1.0
+WAIT_SLICE_S = 60
 STOP_TIMEOUT_S = 10
 
 
@@ -61,6 +62,7 @@ class DockerSession(HostSession):
         self._lock = threading.Lock()
         self._containers: list = []
         self._closed = False
+        self._remote_log = ""
         workdir = config.remote_workdir
         self.run_dir = posixpath.join(workdir, "runs", slug(self.run_id), slug(self.label))
         opts = parse_container_options(config.container_opt, str(config.path))
@@ -77,6 +79,7 @@ class DockerSession(HostSession):
             self.client.ping()
         except (DockerException, requests.RequestException) as exc:
             raise HostError(f"host {self.label}: Docker engine not reachable ({_reason(exc)}); is dockerd running and the docker CLI installed?") from None
+        self.sweep_orphans()
         self.preflight_step = "data"
         for spec in self.config.cases:
             if not self.ssh.is_dir(spec.data_dir):
@@ -149,129 +152,94 @@ class DockerSession(HostSession):
         tag, _ = ensure_image(self.client, spec, self.label, self.build_log_dir / f"build_{slug(self.label)}.log")
         return tag
 
-    # ---- one case -------------------------------------------------------------
-    def _run(self, role: str, spec, command: list[str], log_dir: str, extra_volumes: dict | None = None):
+    # ---- the lifecycle's primitives (utils/session.py) ------------------------------
+    def perf_dir(self) -> str:
+        return f"{CONTAINER_ROOT}/inference"
+
+    def data_dir(self, spec) -> str:
+        return f"{CONTAINER_ROOT}/data"
+
+    def case_log_dir(self, spec, local_dir: Path) -> str:
+        self._remote_log = posixpath.join(self.run_dir, slug(spec.key))
+        self.ssh.makedirs(self._remote_log)
+        return f"{CONTAINER_ROOT}/log"
+
+    def start(self, role: str, argv: list[str], spec, env: dict[str, str], stdout: Path | None):
         volumes = {
             self.code_dir: {"bind": f"{CONTAINER_ROOT}/inference", "mode": "ro"},
-            log_dir: {"bind": f"{CONTAINER_ROOT}/log", "mode": "rw"},
-            **(extra_volumes or {}),
+            self._remote_log: {"bind": f"{CONTAINER_ROOT}/log", "mode": "rw"},
         }
+        if role == "case":
+            onnxs = posixpath.join(self.config.remote_workdir, "onnxs")
+            volumes[spec.data_dir] = {"bind": f"{CONTAINER_ROOT}/data", "mode": "ro"}
+            volumes[onnxs] = {"bind": f"{CONTAINER_ROOT}/inference/onnxs", "mode": "rw"}
         options = dict(self.container_options)
-        environment = {
-            "PYTHONDONTWRITEBYTECODE": "1",
-            "PYTHONUNBUFFERED": "1",
-            "HOME": "/tmp",
-            **options.pop("environment", {}),
-        }
+        environment = {"HOME": "/tmp", **env, **options.pop("environment", {})}
         env_name = self.config.visible_device_env
-        if env_name:
-            import os
-
-            if os.environ.get(env_name) is not None:
-                environment[env_name] = os.environ[env_name]
-        container = self.client.containers.run(
-            self.image,
-            command=command,
-            name=container_name(self.run_id, self.label, spec.key, role),
-            detach=True,
-            network_mode="host",
-            shm_size=self.config.shm_size,
-            working_dir=f"{CONTAINER_ROOT}/inference",
-            volumes=volumes,
-            environment=environment,
-            user=self.user,
-            labels={LABEL_RUN: self.run_id, LABEL_ROLE: role},
-            **options,
-        )
+        if env_name and os.environ.get(env_name) is not None:
+            environment[env_name] = os.environ[env_name]
+        try:
+            container = self.client.containers.run(
+                self.image,
+                command=argv,
+                name=container_name(self.run_id, self.label, spec.key, role),
+                detach=True,
+                network_mode="host",
+                shm_size=self.config.shm_size,
+                working_dir=f"{CONTAINER_ROOT}/inference",
+                volumes=volumes,
+                environment=environment,
+                user=self.user,
+                labels={LABEL_RUN: self.run_id, LABEL_ROLE: role, LABEL_CONTROLLER: controller_id()},
+                **options,
+            )
+        except (APIError, requests.RequestException) as exc:
+            raise HostError(f"host {self.label}: Docker could not start the {role} container: {_reason(exc)}") from None
+        handle = _Container(container, self.label)
         with self._lock:
             self._containers.append(container)
-        return container
+        if stdout is not None:
+            handle.streamer = threading.Thread(target=_stream_logs, args=(container, stdout, self.echo_for(spec)), daemon=True)
+            handle.streamer.start()
+        return handle
 
-    def run_case(self, spec, local_dir: Path) -> CaseOutcome:
-        outcome = CaseOutcome(spec, self.label, self.noderank, local_dir)
-        started = time.monotonic()
-        local_dir.mkdir(parents=True, exist_ok=True)
-        remote_log = posixpath.join(self.run_dir, slug(spec.key))
-        self.ssh.makedirs(remote_log)
-        log_dir = f"{CONTAINER_ROOT}/log"
-        monitors = []
-        code = None
-        try:
-            for monitor in self.monitor_specs():
-                monitors.append(
-                    (monitor, self._run(f"mon-{monitor.name}", spec, monitor.argv("python3", log_dir, self.config.monitor_interval), remote_log))
-                )
-            command = self.pipeline_argv("python3", f"{CONTAINER_ROOT}/inference", f"{CONTAINER_ROOT}/data", log_dir, spec)
-            onnxs = posixpath.join(self.config.remote_workdir, "onnxs")
-            case_container = self._run(
-                "case", spec, command, remote_log,
-                {spec.data_dir: {"bind": f"{CONTAINER_ROOT}/data", "mode": "ro"}, onnxs: {"bind": f"{CONTAINER_ROOT}/inference/onnxs", "mode": "rw"}},
-            )
-            streamer = threading.Thread(target=_stream_logs, args=(case_container, local_dir / "stdout.log", f"[{self.label} {spec.key}] "), daemon=True)
-            streamer.start()
-            dead = self._dead_monitor(monitors, started)
-            if dead:
-                self._stop(case_container)
-                outcome.fail("monitors", dead)
-            else:
-                code = self._wait(case_container, outcome)
-            streamer.join(timeout=10)
-        except (APIError, requests.RequestException) as exc:
-            outcome.fail("container", f"host {self.label}: Docker error: {_reason(exc)}")
-        finally:
-            for _, container in monitors:
-                self._stop(container)
-            self._fetch(remote_log, local_dir)
-            self._remove_all()
-        if self.abort.is_set() and outcome.status not in ("timeout",):
-            outcome.fail("interrupted", "run interrupted (SIGINT/SIGTERM)", "interrupted")
-        for monitor, _ in monitors:
-            outcome.monitors[monitor.name] = str(local_dir / monitor.output)
-        if outcome.step in ("monitors", "container"):
-            outcome.exit_code = code
-            outcome.wall_time_s = time.monotonic() - started
-            return outcome
-        return read_outcome(outcome, code, started)
-
-    def _wait(self, container, outcome: CaseOutcome) -> int | None:
-        try:
-            status = container.wait(timeout=self.config.case_timeout)
-            code = int(status.get("StatusCode", -1))
-        except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
-            outcome.fail("timeout", f"case exceeded CASE_TIMEOUT of {self.config.case_timeout:.0f} s and was stopped", "timeout")
-            self._stop(container)
-            return None
-        if code == 137 and not self.abort.is_set():
-            outcome.fail("container", f"host {self.label}: container was killed (status 137: SIGKILL or out of memory)")
+    def wait(self, handle: "_Container", timeout: float) -> int | None:
+        code = handle.result(timeout)
+        if code is not None and handle.streamer is not None:
+            handle.streamer.join(timeout=10)
         return code
 
-    def _dead_monitor(self, monitors, started: float) -> str | None:
-        time.sleep(max(0.0, MONITOR_STARTUP_S - (time.monotonic() - started)))
-        for spec, container in monitors:
-            try:
-                container.reload()
-            except NotFound:
-                return f"{spec.source} container disappeared at start"
-            if container.status != "running":
-                logs = container.logs(stdout=False, stderr=True).decode(errors="replace").strip().splitlines()
-                code = container.attrs.get("State", {}).get("ExitCode")
-                return f"{spec.source} exited at once with status {code}: {logs[-1] if logs else 'no output'}"
-        return None
-
-    def _fetch(self, remote_log: str, local_dir: Path) -> None:
+    def stop(self, handle: "_Container") -> None:
         try:
-            self.ssh.get_files(remote_log, local_dir)
-            self.ssh.remove_tree(remote_log)
-        except (HostError, OSError) as exc:
-            logger.warning(f"host {self.label}: fetching {remote_log} failed: {exc}")
-
-    # ---- teardown ---------------------------------------------------------------
-    def _stop(self, container) -> None:
-        try:
-            container.stop(timeout=STOP_TIMEOUT_S)
+            handle.container.stop(timeout=STOP_TIMEOUT_S)
         except (NotFound, APIError, requests.RequestException):
             pass
 
+    def output_tail(self, handle: "_Container") -> str:
+        try:
+            lines = handle.container.logs(stdout=False, stderr=True).decode(errors="replace").strip().splitlines()
+        except (NotFound, APIError, requests.RequestException):
+            return ""
+        return lines[-1].strip() if lines else ""
+
+    def exit_detail(self, handle: "_Container") -> str | None:
+        try:
+            handle.container.reload()
+        except (NotFound, APIError, requests.RequestException):
+            return None
+        return "oom" if handle.container.attrs.get("State", {}).get("OOMKilled") else None
+
+    def fetch(self, spec, log_dir: str, local_dir: Path) -> None:
+        try:
+            self.ssh.get_files(self._remote_log, local_dir)
+            self.ssh.remove_tree(self._remote_log)
+        except (OSError, EOFError) as exc:
+            raise HostError(f"host {self.label}: fetching {self._remote_log} failed: {exc}") from None
+
+    def end_case(self, spec) -> None:
+        self._remove_all()
+
+    # ---- teardown ---------------------------------------------------------------
     def _remove_all(self) -> None:
         with self._lock:
             containers, self._containers = self._containers, []
@@ -285,7 +253,29 @@ class DockerSession(HostSession):
         with self._lock:
             containers = list(self._containers)
         for container in containers:
-            self._stop(container)
+            try:
+                container.stop(timeout=STOP_TIMEOUT_S)
+            except (NotFound, APIError, requests.RequestException):
+                pass
+
+    def sweep_orphans(self) -> None:
+        """Remove containers left by an earlier run.py on this machine that died without
+        cleaning up (SIGKILL, power loss): their controller label names a pid that is gone."""
+        host = socket.gethostname()
+        try:
+            containers = self.client.containers.list(all=True, filters={"label": LABEL_CONTROLLER})
+        except (DockerException, requests.RequestException):
+            return
+        for container in containers:
+            owner = container.labels.get(LABEL_CONTROLLER, "")
+            name, _, pid = owner.rpartition(":")
+            if name != host or not pid.isdigit() or _pid_alive(int(pid)):
+                continue
+            try:
+                container.remove(force=True)
+                logger.warning(f"host {self.label}: removed {container.name}, left running by a run.py (pid {pid}) that died")
+            except (DockerException, requests.RequestException):
+                pass
 
     def cleanup(self) -> None:
         with self._lock:
@@ -313,9 +303,17 @@ class DockerSession(HostSession):
         self.ssh.close()
 
 
-def _stream_logs(container, path: Path, prefix: str) -> None:
-    import sys
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
+
+def _stream_logs(container, path: Path, echo) -> None:
     try:
         with open(path, "ab") as sink:
             buffer = b""
@@ -324,11 +322,56 @@ def _stream_logs(container, path: Path, prefix: str) -> None:
                 sink.flush()
                 buffer += chunk
                 *lines, buffer = buffer.split(b"\n")
-                for line in lines:
-                    sys.stdout.write(prefix + line.decode(errors="replace") + "\n")
-            sys.stdout.flush()
+                if echo is not None:
+                    for line in lines:
+                        echo(line.decode(errors="replace"))
     except (APIError, requests.RequestException, OSError):
         pass
+
+
+class _Container:
+    """A started container and a thread that waits for its exit.
+
+    The engine's wait call is repeated in bounded slices (the SDK's HTTP timeout
+    would otherwise end it); a dropped connection ends it with an error, which
+    ``result`` reports as the host being lost, never as a timeout."""
+
+    def __init__(self, container, label: str) -> None:
+        self.container = container
+        self.label = label
+        self.streamer: threading.Thread | None = None
+        self._done = threading.Event()
+        self._code: int | None = None
+        self._error: str | None = None
+        threading.Thread(target=self._wait, name=f"wait-{container.name}", daemon=True).start()
+
+    def _wait(self) -> None:
+        try:
+            while True:
+                try:
+                    status = self.container.wait(timeout=WAIT_SLICE_S)
+                    self._code = int(status.get("StatusCode", -1))
+                    return
+                except requests.exceptions.ReadTimeout:
+                    continue
+        except NotFound:
+            self._error = "the container disappeared"
+        except (APIError, requests.RequestException, OSError) as exc:
+            self._error = f"connection to the Docker engine lost ({_reason(exc)})"
+        finally:
+            self._done.set()
+
+    def result(self, timeout: float) -> int | None:
+        if not self._done.wait(timeout):
+            return None
+        if self._error:
+            raise HostError(f"host {self.label}: {self._error} while {self.container.name} ran")
+        return self._code
+
+
+def controller_id() -> str:
+    """Who started a container: this machine and run.py's pid (see DockerSession.sweep_orphans)."""
+    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 def _reason(exc: Exception) -> str:

@@ -1,4 +1,10 @@
-"""MODE local: the pipeline and monitors run as child processes of run.py on this machine."""
+"""MODE local: the pipeline and monitors run as child processes of run.py on this machine.
+
+The primitives of utils/session.py's lifecycle: each child leads its own process
+group (a stop reaches DataLoader workers and compiler children), and watches
+run.py's pid (common/lifetime.py), so even a SIGKILL to run.py leaves nothing
+running.
+"""
 from __future__ import annotations
 
 import os
@@ -6,127 +12,133 @@ import signal
 import subprocess
 import sys
 import threading
-import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from loguru import logger
 
 from common.errors import HostError
-from utils.session import CaseOutcome, HostSession, MonitorSpec, read_outcome
+from utils.host_config import CaseSpec
+from utils.session import HostSession
 
-MONITOR_STARTUP_S = 1.0
 STOP_GRACE_S = 10.0
 
 
+@dataclass
+class _Child:
+    process: subprocess.Popen
+    err_path: Path | None
+    tee: threading.Thread | None = None
+
+
 class LocalSession(HostSession):
+    python = sys.executable
+
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self._lock = threading.Lock()
-        self._processes: list[subprocess.Popen] = []
+        self._children: list[_Child] = []
+        self._log_dir = Path(".")
 
     def prepare(self) -> None:
         for spec in self.config.cases:
-            data = Path(spec.data_dir)
-            if not data.is_dir():
+            if not Path(spec.data_dir).is_dir():
                 raise HostError(f"host {self.label}: data dir {spec.data_dir} for {spec.key} does not exist")
         if self.config.clear_caches:
             _drop_page_cache()
 
-    def _spawn(self, argv: list[str], stdout, stderr) -> subprocess.Popen:
-        # Own process group, so a stop reaches DataLoader workers and compiler children too.
-        process = subprocess.Popen(
-            argv, cwd=self.config.flagperf_path, stdout=stdout, stderr=stderr, start_new_session=True
-        )
+    def perf_dir(self) -> str:
+        return str(self.config.flagperf_path)
+
+    def data_dir(self, spec: CaseSpec) -> str:
+        return str(Path(spec.data_dir).resolve())
+
+    def case_log_dir(self, spec: CaseSpec, local_dir: Path) -> str:
+        self._log_dir = local_dir
+        return str(local_dir)
+
+    def parent_pid(self) -> int | None:
+        return os.getpid()
+
+    def start(self, role: str, argv: list[str], spec: CaseSpec, env: dict[str, str], stdout: Path | None):
+        child_env = {**os.environ, **env}
+        try:
+            if stdout is None:
+                err_path = self._log_dir / f"{role}.stderr"
+                with open(err_path, "wb") as err:
+                    process = subprocess.Popen(argv, cwd=self.config.flagperf_path, stdout=subprocess.DEVNULL, stderr=err,
+                                               env=child_env, start_new_session=True)
+                child = _Child(process, err_path)
+            else:
+                process = subprocess.Popen(argv, cwd=self.config.flagperf_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                           env=child_env, start_new_session=True)
+                tee = threading.Thread(target=_tee, args=(process.stdout, stdout, self.echo_for(spec)), daemon=True)
+                tee.start()
+                child = _Child(process, None, tee)
+        except OSError as exc:
+            raise HostError(f"host {self.label}: cannot start {argv[2] if len(argv) > 2 else argv[0]}: {exc.strerror or exc}") from None
         with self._lock:
-            self._processes.append(process)
-        return process
+            self._children.append(child)
+        return child
 
-    def _start_monitors(self, log_dir: Path) -> list[tuple[MonitorSpec, subprocess.Popen, Path]]:
-        started = []
-        for spec in self.monitor_specs():
-            err_path = log_dir / f"{spec.output}.stderr"
-            with open(err_path, "wb") as err:
-                process = self._spawn(spec.argv(sys.executable, str(log_dir), self.config.monitor_interval), subprocess.DEVNULL, err)
-            started.append((spec, process, err_path))
-        return started
+    def wait(self, handle: _Child, timeout: float) -> int | None:
+        try:
+            code = handle.process.wait(timeout=timeout) if timeout > 0 else handle.process.poll()
+        except subprocess.TimeoutExpired:
+            return None
+        if code is not None and handle.tee is not None:
+            handle.tee.join(timeout=5)
+        return code
 
-    def run_case(self, spec, local_dir: Path) -> CaseOutcome:
-        outcome = CaseOutcome(spec, self.label, self.noderank, local_dir)
-        started = time.monotonic()
-        local_dir.mkdir(parents=True, exist_ok=True)
-        monitors = self._start_monitors(local_dir)
-        argv = self.pipeline_argv(sys.executable, str(self.config.flagperf_path), str(Path(spec.data_dir).resolve()), str(local_dir), spec)
-        with open(local_dir / "stdout.log", "wb") as stdout:
-            pipeline = self._spawn(argv, subprocess.PIPE, subprocess.STDOUT)
-            tee = threading.Thread(target=_tee, args=(pipeline.stdout, stdout, f"[{self.label} {spec.key}] "), daemon=True)
-            tee.start()
-            dead = _dead_monitors(monitors, started)
-            if dead:
-                self._stop(pipeline)
-                tee.join(timeout=5)
-                self._stop_all([p for _, p, _ in monitors])
-                outcome.wall_time_s = time.monotonic() - started
-                return outcome.fail("monitors", dead)
-            try:
-                code = pipeline.wait(timeout=self.config.case_timeout)
-            except subprocess.TimeoutExpired:
-                outcome.fail("timeout", f"case exceeded CASE_TIMEOUT of {self.config.case_timeout:.0f} s and was stopped", "timeout")
-                self._stop(pipeline)
-                code = pipeline.returncode
-            tee.join(timeout=5)
-        self._stop_all([p for _, p, _ in monitors])
-        for monitor_spec, _, err_path in monitors:
-            outcome.monitors[monitor_spec.name] = str(local_dir / monitor_spec.output)
-            if err_path.stat().st_size == 0:
-                err_path.unlink()
-        if self.abort.is_set() and outcome.status != "timeout":
-            outcome.fail("interrupted", "run interrupted (SIGINT/SIGTERM)", "interrupted")
-        return read_outcome(outcome, code, started)
-
-    def _stop(self, process: subprocess.Popen) -> None:
-        if process.poll() is not None:
-            return
+    def stop(self, handle: _Child) -> None:
+        process = handle.process
         for sig, grace in ((signal.SIGTERM, STOP_GRACE_S), (signal.SIGKILL, 5.0)):
+            if process.poll() is not None:
+                break
             try:
                 os.killpg(process.pid, sig)
-            except ProcessLookupError:
-                return
+            except (ProcessLookupError, PermissionError):
+                break
             try:
                 process.wait(timeout=grace)
-                return
             except subprocess.TimeoutExpired:
                 continue
-
-    def _stop_all(self, processes: list[subprocess.Popen]) -> None:
-        for process in processes:
-            self._stop(process)
+        # The group may outlive its leader (a DataLoader worker): make sure it is gone.
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        if handle.tee is not None:
+            handle.tee.join(timeout=5)
         with self._lock:
-            self._processes = [p for p in self._processes if p.poll() is None]
+            self._children = [c for c in self._children if c is not handle]
+
+    def output_tail(self, handle: _Child) -> str:
+        if handle.err_path is None or not handle.err_path.is_file():
+            return ""
+        lines = handle.err_path.read_text(errors="replace").strip().splitlines()
+        return lines[-1].strip() if lines else ""
+
+    def fetch(self, spec: CaseSpec, log_dir: str, local_dir: Path) -> None:
+        for err in local_dir.glob("*.stderr"):
+            if err.stat().st_size == 0:
+                err.unlink()
 
     def cleanup(self) -> None:
         with self._lock:
-            processes = list(self._processes)
-        self._stop_all(processes)
+            children = list(self._children)
+        for child in children:
+            self.stop(child)
 
 
-def _tee(source, sink, prefix: str) -> None:
-    for line in iter(source.readline, b""):
-        sink.write(line)
-        sink.flush()
-        sys.stdout.write(prefix + line.decode(errors="replace"))
-        sys.stdout.flush()
+def _tee(source, sink_path: Path, echo) -> None:
+    with open(sink_path, "ab") as sink:
+        for line in iter(source.readline, b""):
+            sink.write(line)
+            sink.flush()
+            if echo is not None:
+                echo(line.decode(errors="replace").rstrip("\n"))
     source.close()
-
-
-def _dead_monitors(monitors, started: float) -> str | None:
-    """A monitor that exits at once breaks the contract; say which file."""
-    time.sleep(max(0.0, MONITOR_STARTUP_S - (time.monotonic() - started)))
-    for spec, process, err_path in monitors:
-        if process.poll() is not None:
-            lines = err_path.read_text(errors="replace").strip().splitlines()
-            detail = lines[-1] if lines else "no output"
-            return f"{spec.source} exited at once with status {process.returncode}: {detail}"
-    return None
 
 
 def _drop_page_cache() -> None:

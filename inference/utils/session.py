@@ -1,7 +1,23 @@
-"""One host's part of a run: the base class shared by local and Docker-over-SSH sessions."""
+"""One host's part of a run: the case lifecycle, written once for every executor.
+
+``HostSession.run_case`` is the template every way of running a case follows:
+
+    start monitors -> check they live -> start the pipeline -> wait (CASE_TIMEOUT,
+    interrupt, host lost) -> stop -> collect files -> outcome
+
+An executor (``utils/local_session.py``: child processes on this machine;
+``utils/docker_session.py``: containers on a host reached over SSH) supplies only
+primitives: ``prepare`` the host, ``case_log_dir``, ``start`` a process,
+``wait`` for it, ``stop`` it, its ``output_tail``, ``fetch`` the files and
+``end_case``. The ``run_inference.py`` command line, the monitors' command lines,
+the environment children get, and the reading of exit statuses are defined here
+once, so the executors cannot drift.
+"""
 from __future__ import annotations
 
 import json
+import re
+import signal
 import threading
 import time
 from dataclasses import dataclass, field
@@ -10,26 +26,98 @@ from typing import Any
 
 from loguru import logger
 
+from common import lifetime
+from common.errors import HostError, one_line
 from common.record import FAILURE_FILE, RESULT_FILE
 from utils.host_config import CaseSpec, HostConfig
 
-# The pipeline's own exit statuses, for runs that die before writing failure.json.
-_EXIT_MEANING = {2: "config error", 3: "data error", 4: "engine error", 130: "interrupted", 137: "killed (SIGKILL or out of memory)", 143: "terminated"}
+MONITOR_STARTUP_S = 1.0     # a monitor still running this long after its start counts as alive
+POLL_S = 0.25               # how often the wait loop looks at abort, deadline and the process
+LIFETIME_GRACE_S = 300.0    # children may outlive CASE_TIMEOUT by this much, no more
+
+# The pipeline's own exit statuses (README, "Exit status").
+_PIPELINE_EXIT = {1: "unexpected error (see traceback.txt)", 2: "config error", 3: "data error", 4: "engine error", 130: "interrupted"}
+_SIGNAL_WORDS = {
+    signal.SIGKILL: "killed by SIGKILL (out of memory, or killed from outside)",
+    signal.SIGSEGV: "segmentation fault (SIGSEGV)",
+    signal.SIGABRT: "aborted (SIGABRT)",
+    signal.SIGBUS: "bus error (SIGBUS)",
+    signal.SIGFPE: "floating-point exception (SIGFPE)",
+    signal.SIGILL: "illegal instruction (SIGILL)",
+    signal.SIGTERM: "terminated (SIGTERM)",
+    signal.SIGHUP: "hung up (SIGHUP)",
+    signal.SIGPIPE: "broken pipe (SIGPIPE)",
+}
+
+
+def exit_signal(code: int | None) -> signal.Signals | None:
+    """The signal that ended a process: -N from a local wait, 128+N from a shell or Docker."""
+    if code is None:
+        return None
+    number = -code if code < 0 else code - 128 if 128 < code < 128 + 65 and code != 130 else None
+    if number is None:
+        return None
+    try:
+        return signal.Signals(number)
+    except ValueError:
+        return None
+
+
+def describe_exit(code: int | None, detail: str | None = None) -> str:
+    """One phrase for an exit status, the same whichever executor reported it."""
+    if code is None:
+        return "no exit status (the process could not be waited for)"
+    sig = exit_signal(code)
+    if sig is not None:
+        words = _SIGNAL_WORDS.get(sig, f"killed by {sig.name}")
+        if sig == signal.SIGKILL and detail == "oom":
+            words = "killed by SIGKILL: out of memory"
+        return f"status {code}: {words}"
+    return f"status {code}: {_PIPELINE_EXIT.get(code, 'no result.json or failure.json was written')}"
+
+
+def slug(text: str) -> str:
+    """A name safe in paths and container names."""
+    return re.sub(r"[^a-zA-Z0-9_.-]+", "-", text).strip("-").lower()
+
+
+def case_result_dir(run_dir: Path, spec: CaseSpec, host_label: str, noderank: int) -> Path:
+    """Where one case's files from one host land: result/run<id>/<case:fw>/<host>_noderank<i>/."""
+    return run_dir / spec.key / f"{slug(host_label)}_noderank{noderank}"
 
 
 @dataclass
 class MonitorSpec:
+    """How to start one monitor. ``style`` is InferPerf's ``sampler`` (``--output FILE
+    --interval S`` until SIGTERM) or FlagPerf's ``daemon`` (``-o start|stop -l DIR``,
+    run through ``common/daemon_monitor.py``)."""
+
     name: str          # "sys" or the vendor name
     module: str        # run as `python3 -m MODULE` from inference/
-    source: str        # the file, for error messages
+    source: str        # the file, relative to inference/, for messages
     output: str        # file name inside the case log dir
     devices: str | None = None
+    style: str = "sampler"
 
     def argv(self, python: str, log_dir: str, interval: float) -> list[str]:
+        if self.style == "daemon":
+            return [python, "-m", "common.daemon_monitor", "--script", self.source, "--log-dir", log_dir]
         args = [python, "-m", self.module, "--output", f"{log_dir}/{self.output}", "--interval", str(interval)]
         if self.devices:
             args += ["--devices", self.devices]
         return args
+
+
+def monitor_style(path: Path) -> str:
+    """A vendor monitor written for InferPerf uses common.sampler (``--output``); one
+    written for FlagPerf is a daemon driven by ``-o start|stop -l DIR``."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return "sampler"
+    if "monitor_args" in text or "--output" in text:
+        return "sampler"
+    return "daemon" if "start" in text and "stop" in text else "sampler"
 
 
 @dataclass
@@ -44,15 +132,26 @@ class CaseOutcome:
     exit_code: int | None = None
     wall_time_s: float | None = None
     result: dict | None = None
-    monitors: dict[str, str] = field(default_factory=dict)   # name -> local jsonl path
+    monitors: dict[str, str] = field(default_factory=dict)   # name -> local file
 
     def fail(self, step: str, error: str, status: str = "failed") -> "CaseOutcome":
         self.status, self.step, self.error = status, step, error
         return self
 
 
+@dataclass
+class Started:
+    """Something an executor started: a monitor or the pipeline."""
+
+    role: str                      # "case" or "mon-<name>"
+    handle: Any                    # the executor's own (Popen, container, job)
+    monitor: MonitorSpec | None = None
+
+
 class HostSession:
     """Prepare a host once, run cases on it one after another, always clean up."""
+
+    python = "python3"             # the interpreter on the target
 
     def __init__(self, config: HostConfig, host_index: int, run_id: str, abort: threading.Event) -> None:
         self.config = config
@@ -60,36 +159,90 @@ class HostSession:
         self.noderank = host_index
         self.run_id = run_id
         self.abort = abort
-        self.preflight_error: str | None = None
         self.preflight_step: str | None = None
+        self.echo = None   # callable(line): the pipeline's output on the console (run.py --verbose), or None
 
     @property
     def label(self) -> str:
         return self.host.label
 
+    # ---- primitives: each executor supplies these ---------------------------------
+    def prepare(self) -> None:
+        """Check and set up the host; raise HostError naming the host on failure."""
+        raise NotImplementedError
+
+    def perf_dir(self) -> str:
+        """inference/ as the started processes see it."""
+        raise NotImplementedError
+
+    def data_dir(self, spec: CaseSpec) -> str:
+        """The case's data directory as the pipeline sees it."""
+        raise NotImplementedError
+
+    def case_log_dir(self, spec: CaseSpec, local_dir: Path) -> str:
+        """Create the case's log directory on the target; return it as the processes see it."""
+        raise NotImplementedError
+
+    def start(self, role: str, argv: list[str], spec: CaseSpec, env: dict[str, str], stdout: Path | None) -> Any:
+        """Start ``argv`` in inference/ on the target; ``stdout`` (pipeline only) receives its output."""
+        raise NotImplementedError
+
+    def wait(self, handle: Any, timeout: float) -> int | None:
+        """The exit status, or None while it still runs after ``timeout`` seconds.
+        Raises HostError when the host can no longer be asked (connection lost)."""
+        raise NotImplementedError
+
+    def stop(self, handle: Any) -> None:
+        """Stop it (SIGTERM, then SIGKILL after a grace period); never raises."""
+        raise NotImplementedError
+
+    def output_tail(self, handle: Any) -> str:
+        """The last line it wrote to stderr, for messages."""
+        return ""
+
+    def exit_detail(self, handle: Any) -> str | None:
+        """Anything the executor knows beyond the status ("oom")."""
+        return None
+
+    def fetch(self, spec: CaseSpec, log_dir: str, local_dir: Path) -> None:
+        """Bring the case's files into ``local_dir`` (nothing to do where they already are)."""
+
+    def end_case(self, spec: CaseSpec) -> None:
+        """Release what the case used (containers); never raises."""
+
+    def cleanup(self) -> None:
+        """Stop and remove everything this session started; safe to call twice, from any thread."""
+        raise NotImplementedError
+
+    def interrupt(self) -> None:
+        """Stop the running case promptly (Ctrl-C); cleanup() follows."""
+        self.cleanup()
+
+    # ---- defined once for every executor ----------------------------------------
     def monitor_specs(self) -> list[MonitorSpec]:
         vendor = self.config.vendor
         specs = [MonitorSpec("sys", "common.sys_monitor", "common/sys_monitor.py", "sys_monitor.jsonl")]
-        vendor_file = self.config.flagperf_path / "docker_images" / vendor / f"{vendor}_monitor.py"
-        if vendor_file.is_file():
-            devices = None
-            if self.config.visible_device_env:
-                import os
+        source = f"docker_images/{vendor}/{vendor}_monitor.py"
+        vendor_file = self.config.flagperf_path / source
+        if not vendor_file.is_file():
+            logger.warning(f"vendor {vendor} has no {source}; device memory will be unknown")
+            return specs
+        devices = None
+        if self.config.visible_device_env:
+            import os
 
-                devices = os.environ.get(self.config.visible_device_env)
-            specs.append(
-                MonitorSpec(vendor, f"docker_images.{vendor}.{vendor}_monitor", f"docker_images/{vendor}/{vendor}_monitor.py", f"{vendor}_monitor.jsonl", devices)
-            )
-        else:
-            logger.warning(f"vendor {vendor} has no docker_images/{vendor}/{vendor}_monitor.py; device memory will be unknown")
+            devices = os.environ.get(self.config.visible_device_env)
+        style = monitor_style(vendor_file)
+        output = f"{vendor}_monitor.log" if style == "daemon" else f"{vendor}_monitor.jsonl"
+        specs.append(MonitorSpec(vendor, f"docker_images.{vendor}.{vendor}_monitor", source, output, devices, style))
         return specs
 
-    def pipeline_argv(self, python: str, perf_dir: str, data_dir: str, log_dir: str, spec: CaseSpec) -> list[str]:
+    def pipeline_argv(self, log_dir: str, spec: CaseSpec) -> list[str]:
         """The run_inference.py command line, the same for every executor."""
         argv = [
-            python, "run_inference.py",
-            "--perf_dir", perf_dir,
-            "--data_dir", data_dir,
+            self.python, "run_inference.py",
+            "--perf_dir", self.perf_dir(),
+            "--data_dir", self.data_dir(spec),
             "--log_dir", log_dir,
             "--vendor", self.config.vendor,
             "--case", spec.case,
@@ -100,28 +253,123 @@ class HostSession:
             argv += ["--set", item]
         return argv
 
-    def prepare(self) -> None:
-        """Check and set up the host; raise HostError naming the host on failure."""
-        raise NotImplementedError
+    def child_env(self, parent_pid: int | None) -> dict[str, str]:
+        """What every started process gets: no bytecode files in the read-only code,
+        unbuffered output, and a bounded life (common/lifetime.py)."""
+        env = {
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "PYTHONUNBUFFERED": "1",
+            lifetime.MAX_SECONDS_ENV: f"{self.config.case_timeout + LIFETIME_GRACE_S:.0f}",
+        }
+        if parent_pid is not None:
+            env[lifetime.PARENT_ENV] = str(parent_pid)
+        return env
+
+    def echo_for(self, spec: CaseSpec):
+        """The console echo of one case's pipeline lines (prefixed with host and case), or None."""
+        if self.echo is None:
+            return None
+        prefix, echo = f"[{self.label} {spec.key}] ", self.echo
+        return lambda line: echo(prefix + line)
+
+    def parent_pid(self) -> int | None:
+        """run.py's pid where the started processes are its children (MODE local)."""
+        return None
 
     def run_case(self, spec: CaseSpec, local_dir: Path) -> CaseOutcome:
-        raise NotImplementedError
+        outcome = CaseOutcome(spec, self.label, self.noderank, local_dir)
+        started_at = time.monotonic()
+        local_dir.mkdir(parents=True, exist_ok=True)
+        env = self.child_env(self.parent_pid())
+        monitors: list[Started] = []
+        pipeline: Started | None = None
+        code: int | None = None
+        log_dir: str | None = None
+        try:
+            log_dir = self.case_log_dir(spec, local_dir)
+            for monitor in self.monitor_specs():
+                outcome.monitors[monitor.name] = str(local_dir / monitor.output)
+                argv = monitor.argv(self.python, log_dir, self.config.monitor_interval)
+                monitors.append(Started(f"mon-{monitor.name}", self.start(f"mon-{monitor.name}", argv, spec, env, None), monitor))
+            dead = self._dead_monitor(monitors, started_at)
+            if self.abort.is_set():
+                outcome.fail("interrupted", "run interrupted (SIGINT/SIGTERM) before the pipeline started", "interrupted")
+            elif dead:
+                outcome.fail("monitors", dead)
+            else:
+                pipeline = Started("case", self.start("case", self.pipeline_argv(log_dir, spec), spec, env, local_dir / "stdout.log"))
+                code = self._wait_pipeline(pipeline, outcome)
+        except HostError as exc:
+            outcome.fail("host", one_line(exc))
+        finally:
+            if pipeline is not None and code is None:
+                self.stop(pipeline.handle)
+            for item in monitors:
+                self.stop(item.handle)
+            if log_dir is not None:
+                try:
+                    self.fetch(spec, log_dir, local_dir)
+                except HostError as exc:
+                    logger.warning(one_line(exc))
+            self.end_case(spec)
+        outcome.exit_code = code
+        outcome.wall_time_s = time.monotonic() - started_at
+        if pipeline is None or outcome.status in ("timeout", "interrupted") or outcome.step == "host":
+            return _with_pipeline_step(outcome)
+        return read_outcome(outcome, code, describe_exit(code, self.exit_detail(pipeline.handle)))
 
-    def cleanup(self) -> None:
-        """Stop and remove everything this session started; safe to call twice, from any thread."""
-        raise NotImplementedError
+    def _dead_monitor(self, monitors: list[Started], started_at: float) -> str | None:
+        """A monitor that exits at once breaks the contract; say which file. An interrupt
+        during the check is not a monitor's fault: the caller looks at abort first."""
+        deadline = started_at + MONITOR_STARTUP_S
+        while time.monotonic() < deadline and not self.abort.is_set():
+            time.sleep(min(POLL_S, max(0.0, deadline - time.monotonic())))
+        if self.abort.is_set():
+            return None
+        for item in monitors:
+            code = self.wait(item.handle, 0)
+            if code is not None:
+                detail = self.output_tail(item.handle) or "no output"
+                return f"{item.monitor.source} exited at once with status {code}: {detail}"
+        return None
 
-    def interrupt(self) -> None:
-        """Stop the running case promptly (Ctrl-C); cleanup() follows."""
-        self.cleanup()
+    def _wait_pipeline(self, pipeline: Started, outcome: CaseOutcome) -> int | None:
+        """Wait for the pipeline within CASE_TIMEOUT, watching for an interrupt."""
+        deadline = time.monotonic() + self.config.case_timeout
+        while True:
+            code = self.wait(pipeline.handle, POLL_S)
+            if code is not None:
+                if self.abort.is_set():
+                    outcome.fail("interrupted", "run interrupted (SIGINT/SIGTERM)", "interrupted")
+                return code
+            if self.abort.is_set():
+                outcome.fail("interrupted", "run interrupted (SIGINT/SIGTERM)", "interrupted")
+                return None
+            if time.monotonic() >= deadline:
+                outcome.fail("timeout", f"case exceeded CASE_TIMEOUT of {self.config.case_timeout:.0f} s and was stopped", "timeout")
+                return None
 
 
-def read_outcome(outcome: CaseOutcome, exit_code: int | None, started: float) -> CaseOutcome:
+def _with_pipeline_step(outcome: CaseOutcome) -> CaseOutcome:
+    """For a stopped case, name the step the pipeline was in (from its failure.json)."""
+    failure = _read_json(outcome.local_dir / FAILURE_FILE)
+    if outcome.status in ("timeout", "interrupted") and failure.get("step") and outcome.error:
+        outcome.error += f" (during step {failure['step']})"
+    return outcome
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def read_outcome(outcome: CaseOutcome, exit_code: int | None, exit_words: str | None = None) -> CaseOutcome:
     """Fill an outcome from the files the pipeline left in its (local) log dir."""
     outcome.exit_code = exit_code
-    outcome.wall_time_s = time.monotonic() - started
     result_path = outcome.local_dir / RESULT_FILE
-    failure_path = outcome.local_dir / FAILURE_FILE
     if exit_code == 0 and result_path.is_file():
         try:
             outcome.result = json.loads(result_path.read_text(encoding="utf-8"))
@@ -129,19 +377,8 @@ def read_outcome(outcome: CaseOutcome, exit_code: int | None, started: float) ->
             return outcome
         except (OSError, json.JSONDecodeError) as exc:
             return outcome.fail("summary", f"result.json unreadable: {exc}")
-    failure: dict[str, Any] = {}
-    if failure_path.is_file():
-        try:
-            failure = json.loads(failure_path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError):
-            failure = {}
-    if outcome.status in ("timeout", "interrupted") and outcome.error:
-        # run.py stopped it: that is the cause; the pipeline only reports where it was.
-        if failure.get("step"):
-            outcome.error += f" (during step {failure['step']})"
-        return outcome
+    failure = _read_json(outcome.local_dir / FAILURE_FILE)
     if failure:
         status = "interrupted" if failure.get("exit_code") == 130 else "failed"
         return outcome.fail(failure.get("step") or "unknown", failure.get("error") or "unknown error", status)
-    meaning = _EXIT_MEANING.get(exit_code, "no result.json or failure.json was written")
-    return outcome.fail("pipeline", f"pipeline exited with status {exit_code}: {meaning}")
+    return outcome.fail("pipeline", f"pipeline exited with {exit_words or describe_exit(exit_code)}")
