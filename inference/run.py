@@ -103,14 +103,15 @@ def check_cases(config: HostConfig) -> None:
                 raise ConfigError(
                     f"{config.path}: key CASES entry '{spec.key}': no docker_images/{config.vendor}/{spec.framework}/Dockerfile"
                 )
-            if config.mode == "local":  # MODE docker installs them into the image (utils/image_manager.py)
+            native = config.mode in ("local", "slurm")   # slurm runs natively on the nodes (SLURM_CONTAINER: none)
+            if native:  # MODE docker installs them into the image (utils/image_manager.py)
                 check_case_requirements(perf_dir, spec.case, spec.framework)
             case_config = load_case_config(
                 str(perf_dir), spec.case, spec.framework, config.vendor, spec.data_dir, "-", parse_overrides(config.overrides)
             )
             if case_config.compiler is None:
                 continue
-            if config.mode == "local":
+            if native:
                 module = load_engine_module(config.vendor, case_config.compiler)
                 preflight = getattr(module, "preflight", None)
                 if callable(preflight):
@@ -126,6 +127,10 @@ def make_session(config: HostConfig, index: int, run_id: str, abort: threading.E
         from utils.local_session import LocalSession
 
         return LocalSession(config, index, run_id, abort)
+    if config.mode == "slurm":
+        from utils.slurm_session import SlurmSession
+
+        return SlurmSession(config, index, run_id, abort)
     from utils.docker_session import DockerSession
 
     return DockerSession(config, index, run_id, abort, build_log_dir=run_dir)
@@ -198,6 +203,10 @@ def main(argv: list[str] | None = None) -> int:
         config.cases = select_cases(config, args.cases)
         config.overrides = list(args.overrides)
         check_cases(config)
+        if config.mode == "slurm":
+            from utils.slurm_session import check_slurm
+
+            check_slurm(config)
     except InferPerfError as exc:
         logger.error(one_line(exc))
         return exc.exit_code if isinstance(exc, ConfigError) else 2

@@ -4,21 +4,60 @@
         --vendor cpu --case resnet50 --framework pytorch
 
 Exit status: 0 success, 2 config error, 3 data error, 4 engine error,
-1 unexpected error, 130 interrupted. On failure <log_dir>/failure.json names
-the step and the error, and no result.json exists.
+6 storage error (disk full, read-only or not a directory), 1 unexpected error,
+130 interrupted (SIGINT), 143 terminated (SIGTERM). On failure
+<log_dir>/failure.json names the step and the error, and no result.json exists;
+the error is also one line on the console, never a traceback.
 """
 from __future__ import annotations
 
-import argparse
-import os
-import signal
-import sys
-import traceback
-from pathlib import Path
+import _signal  # the C module (``signal`` imports enum): stop signals are ours from the first line
+
+# The exit status of a run stopped by a signal, as a shell reports it (128 + number).
+SIGNAL_EXIT = {_signal.SIGINT: 130, _signal.SIGTERM: 143}
+SIGNAL_WORD = {_signal.SIGINT: "interrupted", _signal.SIGTERM: "terminated"}
+SIGNAL_NAME = {_signal.SIGINT: "SIGINT", _signal.SIGTERM: "SIGTERM"}
+_received: list[int] = []
 
 
-class Interrupted(Exception):
-    pass
+class Interrupted(KeyboardInterrupt):
+    """A stop signal (SIGTERM too). A KeyboardInterrupt, so that no ``except
+    Exception`` in a case, an engine or a library swallows it, and code that
+    cleans up after Ctrl-C (DataLoader workers) does so for SIGTERM too."""
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+        super().__init__(f"{SIGNAL_WORD[signum]} by {SIGNAL_NAME[signum]}")
+
+
+def _on_signal(signum: int, _frame) -> None:
+    _received.append(signum)
+    raise Interrupted(signum)
+
+
+def _install_signal_handlers() -> None:
+    for signum in SIGNAL_EXIT:
+        _signal.signal(signum, _on_signal)
+
+
+def _ignore_signals() -> None:
+    """While the outcome is being reported (and after), a further signal changes nothing."""
+    for signum in SIGNAL_EXIT:
+        _signal.signal(signum, _signal.SIG_IGN)
+
+
+import sys  # noqa: E402 - built in: no import window
+
+if __name__ == "__main__":
+    _install_signal_handlers()
+try:
+    import argparse
+    import os
+    import traceback
+    from pathlib import Path
+except KeyboardInterrupt as _stopped:   # before the arguments are known: the console is all there is
+    print(_stopped, file=sys.stderr)
+    sys.exit(SIGNAL_EXIT[_received[0]] if _received else 130)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -38,17 +77,32 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def _raise_interrupted(signum: int, _frame) -> None:
-    raise Interrupted(f"stopped by signal {signal.Signals(signum).name}")
-
-
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    log_dir = Path(args.log_dir)
+    _install_signal_handlers()
+    state: dict = {"args": None, "pipeline": None, "logger": None}
     try:
-        log_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        print(f"--log_dir {args.log_dir}: cannot create: {exc.strerror}", file=sys.stderr)
+        state["args"] = parse_args(argv)
+        code = _run(state["args"], state)
+    except BaseException as exc:  # noqa: BLE001 - every outcome becomes one line and an exit status
+        code = _report(state, exc)
+    finally:
+        _ignore_signals()
+    return code
+
+
+def _run(args: argparse.Namespace, state: dict) -> int:
+    # What reporting a failure needs is imported first, and is light: an import cut
+    # short by a signal leaves its module half-made, and a report must not need it.
+    from common.errors import StorageError
+    from common.files import writable_dir
+    from tools import result
+
+    try:
+        writable_dir(args.log_dir, "--log_dir")
+    except StorageError as exc:
+        # Nothing can be written there, failure.json included: the console is all there is.
+        state["args"] = None
+        print(str(exc), file=sys.stderr)
         return 2
 
     # PyTorch's OpenMP threads otherwise busy-wait after every torch op (data
@@ -57,38 +111,77 @@ def main(argv: list[str] | None = None) -> int:
     # Must be set before torch is imported; an explicit setting wins.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
+    log_dir = Path(args.log_dir)
+    result.clear_previous(log_dir)
     # Heavy imports (torch via the pipeline) only after the arguments are known good.
     from loguru import logger
 
-    from common import lifetime
-    from tools import result
-    from common.errors import InferPerfError, one_line
     from tools.logger import init_logger
+
+    init_logger(log_dir, args.log_level, args.log_call_information)
+    state["logger"] = logger
     from tools.pipeline import Pipeline, PipelineArgs
 
-    result.clear_previous(log_dir)
-    init_logger(log_dir, args.log_level, args.log_call_information)
-    signal.signal(signal.SIGTERM, _raise_interrupted)
-    signal.signal(signal.SIGHUP, _raise_interrupted)
-    # Nothing outlives run.py or the case's time for long (common/lifetime.py).
-    lifetime.watch(lambda reason: logger.error(f"stopping: {reason}"))
-    pipeline = Pipeline(
+    state["pipeline"] = Pipeline(
         PipelineArgs(args.perf_dir, args.data_dir, args.log_dir, args.vendor, args.case, args.framework, args.overrides)
     )
+    state["pipeline"].run()
+    return 0
+
+
+def _classify(exc: BaseException, log_dir: Path | None) -> tuple[int, str]:
+    """(exit status, one line) for what ended the run."""
+    if _received:
+        # A failure after a stop signal is the signal's doing (an import it cut short
+        # reads as "module missing"; a write it cut short as a broken file): say so.
+        signum = _received[0]
+        return SIGNAL_EXIT[signum], f"{SIGNAL_WORD[signum]} by {SIGNAL_NAME[signum]}"
+    if isinstance(exc, KeyboardInterrupt):
+        return SIGNAL_EXIT[_signal.SIGINT], "interrupted"
+    from common.errors import InferPerfError, one_line
+    from common.files import storage_error
+
+    if isinstance(exc, InferPerfError):
+        return exc.exit_code, one_line(exc)
+    if isinstance(exc, OSError) and exc.errno is not None:
+        problem = storage_error(exc, exc.filename or log_dir or ".")
+        if problem is not None:
+            return problem.exit_code, str(problem)
+    if log_dir is None:
+        return 1, one_line(exc)
+    trace_path = log_dir / "traceback.txt"
     try:
-        pipeline.run()
-        return 0
-    except InferPerfError as exc:
-        code, message = exc.exit_code, one_line(exc)
-    except (KeyboardInterrupt, Interrupted) as exc:
-        code, message = 130, str(exc) or "interrupted"
-    except Exception as exc:  # a bug: keep the traceback for the developer, one line for the user
-        trace_path = log_dir / "traceback.txt"
         trace_path.write_text(traceback.format_exc(), encoding="utf-8")
-        code, message = 1, f"{one_line(exc)} (traceback in {trace_path})"
-    step = pipeline.current_step
-    logger.error(f"step '{step}' failed: {message}")
-    result.write_failure(log_dir, step=step, error=message, exit_code=code, case=args.case, vendor=args.vendor)
+        where = f"traceback in {trace_path}"
+    except OSError as write_error:
+        where = f"no traceback kept: {write_error.strerror or type(write_error).__name__} writing {trace_path}"
+    return 1, f"{one_line(exc)} ({where})"
+
+
+def _report(state: dict, exc: BaseException) -> int:
+    _ignore_signals()
+    if isinstance(exc, SystemExit) and not _received:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)   # argparse: --help, bad usage
+    args = state["args"]
+    log_dir = Path(args.log_dir) if args is not None else None
+    code, message = _classify(exc, log_dir)
+    pipeline = state["pipeline"]
+    step = pipeline.current_step if pipeline is not None else None
+    line = f"step '{step}' failed: {message}" if step else message
+    if state["logger"] is not None:
+        state["logger"].error(line)
+    else:
+        print(line, file=sys.stderr)
+    if log_dir is None:
+        return code
+    try:
+        from tools import result
+
+        result.clear_previous(log_dir)   # a failed run leaves no result.json, nor its latencies
+        result.write_failure(log_dir, step=step, error=message, exit_code=code, case=args.case, vendor=args.vendor)
+    except BaseException as failure_error:  # noqa: BLE001 - the one line above is already out
+        reason = str(failure_error) if getattr(failure_error, "exit_code", None) else f"{type(failure_error).__name__}: {failure_error}"
+        print(f"failure.json not written in {log_dir}: {reason}", file=sys.stderr)
     return code
 
 

@@ -2,7 +2,9 @@
 # Install the Debian packages InferPerf's real infrastructure needs:
 #   docker.io (engine + CLI), openssh-server/-client (test hosts, remote
 #   targets), debootstrap (builds the base image without a registry),
-#   procps, iproute2, chromium (tests/test_report.py renders report.html headless).
+#   procps, iproute2, chromium (tests/test_report.py renders report.html headless),
+#   slurm-wlm + munge (MODE slurm; tests/infra/slurm.py starts its own munged,
+#   slurmctld and slurmd, never the distro services).
 # Idempotent: when every package is already installed it does nothing, so
 # re-running it is instant.  Needs root (or passwordless sudo).
 # It never relies on (and tries to prevent) distro services being started by
@@ -11,7 +13,8 @@
 set -euo pipefail
 
 PACKAGES=(docker.io openssh-server openssh-client debootstrap procps iproute2
-          debian-archive-keyring ca-certificates chromium)
+          debian-archive-keyring ca-certificates chromium
+          slurm-wlm munge)
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do

@@ -11,3 +11,54 @@ def caplog_loguru():
     handler = logger.add(lambda message: records.append({"level": message.record["level"].name, "message": message.record["message"]}), level="DEBUG")
     yield records
     logger.remove(handler)
+
+
+# ---- shared fixtures for whole-run tests --------------------------------------------------
+import shutil  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+INFERENCE = REPO / "inference"
+TREE_IGNORE = shutil.ignore_patterns("onnxs", "result", "__pycache__")
+
+
+@pytest.fixture(scope="session")
+def digits_data_dir(tmp_path_factory) -> Path:
+    """The digits data set, prepared once per test session."""
+    from benchmarks.digits.pytorch.prepare import prepare_digits
+
+    out = tmp_path_factory.mktemp("digits_data")
+    prepare_digits(out)
+    return out
+
+
+def copy_inference_tree(target: Path, source: Path = INFERENCE) -> Path:
+    """A copy of inference/ (without caches and results) that a test may change."""
+    shutil.copytree(source, target, ignore=TREE_IGNORE)
+    return target
+
+
+def ps_lines(marker: str) -> list[str]:
+    """Processes of ours (pipeline or monitor) whose command line contains ``marker``."""
+    ps = subprocess.run(["ps", "-ww", "-eo", "pid,args"], capture_output=True, text=True).stdout
+    return [line for line in ps.splitlines() if marker in line and ("run_inference.py" in line or "monitor" in line)]
+
+
+def wait_no_processes(marker: str, timeout: float = 20.0) -> list[str]:
+    """Wait until no pipeline or monitor process mentions ``marker``; return what is left."""
+    deadline = time.monotonic() + timeout
+    left = ps_lines(marker)
+    while left and time.monotonic() < deadline:
+        time.sleep(0.2)
+        left = ps_lines(marker)
+    return left
+
+
+def run_py(perf: Path, config: Path, *extra: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "run.py", "--config", str(config), *extra], cwd=perf, capture_output=True, text=True, timeout=timeout)
+
+# One real Slurm cluster for the whole session (tests/infra/slurm.py), shared by every module.
+from tests.infra.slurm import slurm_cluster  # noqa: E402,F401

@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterator, Sequence
 import torch
 from loguru import logger
 
-from common.errors import ConfigError
+from common.errors import ConfigError, DataError
 from tools.forward import PhaseResult, timed_forward
 
 INPUT_NAME = "input"
@@ -62,6 +62,60 @@ def load_state_dict_strictly(model: torch.nn.Module, path: str, what: str) -> No
         detail = f"missing {missing[:3]}, unexpected {unexpected[:3]}" if missing or unexpected else f"shape mismatch in {wrong[:3]}"
         raise ConfigError(f"parameters.yaml weights: {path}: not a {what} state_dict ({detail})")
     model.load_state_dict(state, strict=True)
+
+
+def scan_files(top: str, suffixes: tuple[str, ...], seen_dirs: dict | None = None, seen_files: dict | None = None) -> list[str]:
+    """The files under ``top`` whose lower-cased names end with ``suffixes``, in
+    os.walk's sorted order (by folder path, then name), following links as a data
+    set laid out with links needs, and counting nothing twice: a folder reached a
+    second time (a link loop, or two links to one folder) or a file reached a second
+    time (two links to one image) is a DataError naming the link, as is a broken link
+    or a folder that cannot be listed. Pass the same ``seen_*`` dicts to scan several
+    tops as one data set; ``seen_dirs`` may hold folders (``(st_dev, st_ino)`` -> path)
+    that no link may lead back to."""
+    seen_dirs = {} if seen_dirs is None else seen_dirs
+    seen_files = {} if seen_files is None else seen_files
+    listing: list[tuple[str, list[str]]] = []
+    pending = [top]
+    while pending:
+        folder = pending.pop()
+        try:
+            info = os.stat(folder)
+            entries = list(os.scandir(folder))
+        except OSError as exc:
+            raise DataError(f"{folder}: cannot list the folder: {exc.strerror or type(exc).__name__}") from None
+        key = (info.st_dev, info.st_ino)
+        if key in seen_dirs:
+            raise DataError(
+                f"{folder}: a link to {seen_dirs[key]}, which is already scanned (a link loop, or one folder "
+                "reached twice): its images would be counted again; remove the link"
+            )
+        seen_dirs[key] = folder
+        files = []
+        for entry in entries:
+            try:
+                is_dir = entry.is_dir()
+            except OSError:
+                is_dir = False
+            if is_dir:
+                pending.append(entry.path)
+            elif entry.name.lower().endswith(suffixes):
+                files.append(entry.name)
+        listing.append((folder, sorted(files)))
+    found: list[str] = []
+    for folder, files in sorted(listing):
+        for name in files:
+            path = os.path.join(folder, name)
+            try:
+                info = os.stat(path)
+            except OSError as exc:
+                raise DataError(f"{path}: cannot read: {exc.strerror or type(exc).__name__} (a broken link?)") from None
+            key = (info.st_dev, info.st_ino)
+            if key in seen_files:
+                raise DataError(f"{path}: the same file as {seen_files[key]} (a link): each sample must be counted once; remove one")
+            seen_files[key] = path
+            found.append(path)
+    return found
 
 
 def half_precision(config: Any) -> bool:

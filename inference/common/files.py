@@ -23,7 +23,7 @@ import os
 import shutil
 import stat
 import tempfile
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
@@ -232,10 +232,11 @@ def writable_dir(path: str | Path, role: str) -> Path:
         path.mkdir(parents=True, exist_ok=True)
         fd, probe = tempfile.mkstemp(prefix=".write-probe.", suffix=TEMP_SUFFIX, dir=path)
         os.close(fd)
-        os.unlink(probe)
+        with suppress(FileNotFoundError):   # another run's sweep may have taken it already
+            os.unlink(probe)
     except OSError as exc:
         reason = _STORAGE_ERRNOS.get(exc.errno or 0) or exc.strerror or type(exc).__name__
-        if isinstance(exc, FileExistsError):
+        if isinstance(exc, FileExistsError) or exc.errno == errno.ENOTDIR:
             reason = "a parent exists and is not a directory"
         raise StorageError(f"{role} {path}: not writable: {reason}") from None
     return path
@@ -292,9 +293,11 @@ def _finite(value: Any) -> Any:
     return value
 
 
-def json_text(data: Any) -> str:
-    """The one JSON encoding of results: strict (no NaN/Infinity), indented."""
-    return json.dumps(_finite(data), indent=2, sort_keys=False, default=str, allow_nan=False) + "\n"
+def json_text(data: Any, indent: int | None = 2) -> str:
+    """The one JSON encoding of results: strict (no NaN/Infinity, which strict
+    parsers reject: such a float is null), indented, or one line with ``indent=None``."""
+    text = json.dumps(_finite(data), indent=indent, sort_keys=False, default=str, allow_nan=False)
+    return text + "\n" if indent is not None else text
 
 
 def write_json_atomic(target: str | Path, data: Any) -> None:

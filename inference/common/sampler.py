@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Callable
 
 from common import lifetime
+from common.files import json_text
 
 # A sampling interval outside this range busy-loops or samples nothing.
 MIN_INTERVAL_S = 0.05
@@ -46,7 +47,7 @@ def run_sampler(sample: Callable[[], dict], output: Path, interval: float) -> in
                 record = {"timestamp": time.time(), **sample()}
             except Exception as exc:  # one bad reading must not end the monitor
                 record = {"timestamp": time.time(), "error": f"{type(exc).__name__}: {exc}"}
-            handle.write(json.dumps(record) + "\n")
+            handle.write(json_text(record, indent=None) + "\n")
             stop.wait(max(0.0, interval - (time.monotonic() - started)))
     return 0
 

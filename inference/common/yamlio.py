@@ -23,17 +23,43 @@ MAX_VALUES = 100_000
 MAX_DEPTH = 32
 
 
+class YamlTooLarge(ConfigError):
+    """A document refused for its size or shape (not for its syntax)."""
+
+
 class _StrictLoader(yaml.SafeLoader):
+    _depth = 0
+
+    def compose_node(self, parent, index):
+        # PyYAML composes recursively: refuse deep nesting before Python's recursion limit does.
+        if self._depth >= MAX_DEPTH and self.check_event(yaml.SequenceStartEvent, yaml.MappingStartEvent):
+            raise _TooBig(f"collections nested more than {MAX_DEPTH} deep", self.peek_event())
+        self._depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
     def get_single_node(self):
         node = super().get_single_node()
         if node is not None:
             _check_expansion(node)
         return node
 
+    def construct_object(self, node, deep=False):
+        try:
+            return super().construct_object(node, deep=deep)
+        except (ValueError, TypeError, OverflowError) as exc:
+            # A value PyYAML's constructors cannot build: an integer of more than
+            # 4300 digits, a date such as 2024-13-45.
+            raise yaml.constructor.ConstructorError(None, None, f"cannot read the value: {_clip(str(exc))}", node.start_mark) from None
+
 
 def _mapping_without_duplicates(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
     seen = set()
     for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":  # "<<: *base", flattened by construct_mapping
+            continue
         key = loader.construct_object(key_node, deep=deep)
         try:
             duplicate = key in seen
@@ -53,7 +79,7 @@ _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _m
 
 
 class _TooBig(Exception):
-    def __init__(self, problem: str, node: yaml.Node) -> None:
+    def __init__(self, problem: str, node: yaml.Node | yaml.Event) -> None:
         super().__init__(problem)
         self.problem, self.node = problem, node
 
@@ -107,18 +133,22 @@ def _load(text: str, where: str):
         return yaml.load(text, Loader=_StrictLoader)
     except _TooBig as exc:
         mark = exc.node.start_mark
-        raise ConfigError(f"{where} (line {mark.line + 1}): refused: {exc.problem}") from None
+        raise YamlTooLarge(f"{where} (line {mark.line + 1}): refused: {exc.problem}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f" (line {mark.line + 1})" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ConfigError(f"{where}{line}: invalid YAML: {shown(problem, 200)}") from None
+        raise ConfigError(f"{where}{line}: invalid YAML: {_clip(problem)}") from None
     except RecursionError:
-        raise ConfigError(f"{where}: invalid YAML: collections nested more than {MAX_DEPTH} deep") from None
-    except (ValueError, TypeError, OverflowError) as exc:
-        # A value PyYAML's constructors cannot build: an integer of more than
-        # 4300 digits, a date such as 2024-13-45.
-        raise ConfigError(f"{where}: invalid YAML value: {shown(' '.join(str(exc).split()), 200)}") from None
+        raise YamlTooLarge(f"{where}: refused: collections nested more than {MAX_DEPTH} deep") from None
+    except (ValueError, TypeError, OverflowError) as exc:  # the same, should one escape construct_object
+        raise ConfigError(f"{where}: invalid YAML value: {_clip(str(exc))}") from None
+
+
+def _clip(text: str, limit: int = 200) -> str:
+    """A message from PyYAML or the OS as one line of bounded length."""
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[:limit] + "…"
 
 
 def load_yaml_mapping(path: str | Path, *, required: bool = True) -> dict:
@@ -135,10 +165,10 @@ def load_yaml_mapping(path: str | Path, *, required: bool = True) -> dict:
         with path.open("rb") as stream:
             raw = stream.read(MAX_FILE_BYTES + 1)
         if len(raw) > MAX_FILE_BYTES:
-            raise ConfigError(f"{path}: refused: larger than {MAX_FILE_BYTES >> 20} MiB, too large for a config file")
+            raise YamlTooLarge(f"{path}: refused: larger than {MAX_FILE_BYTES >> 20} MiB, too large for a config file")
         text = raw.decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read: {shown(' '.join(str(exc).split()), 200)}") from None
+        raise ConfigError(f"{path}: cannot read: {_clip(str(exc))}") from None
     data = _load(text, str(path))
     if data is None:
         return {}
@@ -153,5 +183,5 @@ def load_yaml_mapping(path: str | Path, *, required: bool = True) -> dict:
 def load_yaml_value(text: str, where: str):
     """One YAML value given as text (``--set KEY=VALUE``), with the same bounds as a file."""
     if len(text) > MAX_FILE_BYTES:
-        raise ConfigError(f"{where}: refused: a value longer than {MAX_FILE_BYTES >> 20} MiB")
+        raise YamlTooLarge(f"{where}: refused: a value longer than {MAX_FILE_BYTES >> 20} MiB")
     return _load(text, where)

@@ -24,6 +24,19 @@ def get_registered_devices(root: Path = ENGINE_ROOT) -> dict[str, list[str]]:
     return devices
 
 
+def reraise_interrupt(exc: BaseException) -> None:
+    """An import cut short by Ctrl-C can surface as ImportError (pybind11 modules such as
+    onnxruntime's report "initialization failed", the KeyboardInterrupt only in the
+    context): re-raise the interruption instead of blaming a missing package."""
+    seen = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, KeyboardInterrupt):
+            raise cause
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+
+
 def engine_file(vendor: str, compiler: str, root: Path = ENGINE_ROOT) -> Path:
     return root / vendor / f"{compiler}.py"
 
@@ -42,6 +55,7 @@ def load_engine_module(vendor: str, compiler: str, root: Path = ENGINE_ROOT) -> 
     try:
         module = importlib.import_module(f"inference_engine.{vendor}.{compiler}")
     except ImportError as exc:
+        reraise_interrupt(exc)
         raise EngineError(f"inference_engine/{vendor}/{compiler}.py: cannot import: {exc}") from None
     engine_class = getattr(module, "InferModel", None)
     if not isinstance(engine_class, type) or not callable(getattr(engine_class, "__call__", None)):

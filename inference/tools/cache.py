@@ -48,14 +48,16 @@ def fingerprint(parts: dict[str, Any], length: int = 16) -> str:
 
 
 # ---- ONNX external data -------------------------------------------------------
-def _has_marker(path: Path) -> bool:
-    tail = b""
+def _scan(path: Path, digest: "hashlib._Hash | None" = None) -> bool:
+    """Whether the file holds the external-data marker, feeding ``digest`` on the way (one read)."""
+    found, tail = False, b""
     with open(path, "rb") as handle:
         for chunk in iter(lambda: handle.read(1 << 20), b""):
-            if _EXTERNAL_MARKER in tail + chunk:
-                return True
+            if digest is not None:
+                digest.update(chunk)
+            found = found or _EXTERNAL_MARKER in tail + chunk
             tail = chunk[-len(_EXTERNAL_MARKER):]
-    return False
+    return found
 
 
 def onnx_external_locations(onnx_path: str | Path) -> list[str]:
@@ -63,8 +65,10 @@ def onnx_external_locations(onnx_path: str | Path) -> list[str]:
     folder, sorted, each once), read with onnx's API without loading the data.
     [] for a self-contained model, or one onnx cannot parse (the engine says so)."""
     path = Path(onnx_path)
-    if not _has_marker(path):
-        return []
+    return _locations(path) if _scan(path) else []
+
+
+def _locations(path: Path) -> list[str]:
     try:
         import onnx
         from onnx import external_data_helper as ext
@@ -88,8 +92,10 @@ def onnx_digests(onnx_path: str | Path) -> dict[str, str | None]:
     (``{"": model, location: data, ...}``; None for a referenced file that is missing):
     what an engine compiled from it depends on."""
     path = Path(onnx_path)
-    digests: dict[str, str | None] = {"": hash_file(path).hexdigest()}
-    for location in onnx_external_locations(path):
+    model = hashlib.sha256()
+    has_external = _scan(path, model)
+    digests: dict[str, str | None] = {"": model.hexdigest()}
+    for location in _locations(path) if has_external else []:
         data = path.parent / location
         digests[location] = hash_file(data).hexdigest() if data.is_file() else None
     return digests
@@ -147,17 +153,23 @@ def evict(entry: str | Path) -> None:
         path.unlink(missing_ok=True)
 
 
-def reuse(entry: str | Path, what: str) -> bool:
-    """True when ``entry`` exists and matches its seal. A corrupt or unsealed entry
-    is evicted, with one WARNING line, and False is returned: the caller rebuilds."""
+def probe(entry: str | Path, what: str) -> tuple[bool, str | None]:
+    """(True, None) when ``entry`` exists and matches its seal. A corrupt or unsealed
+    entry is evicted, with one WARNING line: (False, what was wrong); the caller
+    rebuilds. (False, None) when there is no entry."""
     entry = Path(entry)
     if not entry.is_file():
         seal_path(entry).unlink(missing_ok=True)       # a seal without its entry
-        return False
+        return False, None
     problem, companions = _seal_problem(entry)
     if problem is None:
-        return True
+        return True, None
     for path in (entry, *companions, seal_path(entry)):
         path.unlink(missing_ok=True)
     logger.warning(f"cached {what} {entry} {problem}: evicted and rebuilt")
-    return False
+    return False, problem
+
+
+def reuse(entry: str | Path, what: str) -> bool:
+    """``probe`` without the reason: True when the entry can be used as it is."""
+    return probe(entry, what)[0]

@@ -12,26 +12,23 @@ plus the command-line keys of run_inference.py. Rules:
 """
 from __future__ import annotations
 
+import functools
+import math
+import os
+import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable
 
 from loguru import logger
 
-from common.errors import ConfigError
+from common.errors import ConfigError, shown
 from tools.expr import parse_number
 from tools.scenarios import SCENARIOS
-from common.yamlio import load_yaml_mapping
+from common.yamlio import YamlTooLarge, load_yaml_mapping, load_yaml_value
+from utils.host_config import HOST_KEYS  # host.yaml's keys, defined once there; a case file may not reuse them
 
 CLI_KEYS = ("perf_dir", "data_dir", "log_dir", "vendor", "case", "framework")
-# host.yaml's keys (FlagPerf's, plus InferPerf's); a case file may not reuse them.
-HOST_KEYS = (
-    "FLAGPERF_PATH", "FLAGPERF_LOG_PATH", "VENDOR", "FLAGPERF_LOG_LEVEL", "LOG_CALL_INFORMATION",
-    "HOSTS", "SSH_PORT", "HOSTS_PORTS", "MASTER_PORT", "SHM_SIZE", "ACCE_CONTAINER_OPT", "PIP_SOURCE",
-    "CLEAR_CACHES", "ACCE_VISIBLE_DEVICE_ENV_NAME", "CASES", "MODE", "SSH_USER", "SSH_KEY_FILE",
-    "KNOWN_HOSTS", "TRUST_ON_FIRST_USE", "CASE_TIMEOUT", "MONITOR_INTERVAL", "BASE_IMAGE",
-    "PIP_WHEELS_DIR", "CA_BUNDLE", "REMOTE_WORKDIR",
-)
 # Keys that configurations.yaml must define, as in FlagPerf's standard case.
 # input_size (elements per input sample) is optional: FlagPerf's spec lists it,
 # but its published configs lack it and neither framework reads it.
@@ -41,50 +38,152 @@ REQUIRED_KEYS = (
 )
 
 
+# Bounds on everything that sizes a resource.
+MAX_BATCH_SIZE = 1 << 16
+MAX_CLIENTS_PER_CORE = 4
+MAX_REPEAT = 1_000_000
+MAX_WARMUP = 10_000
+MAX_SEED = 2**32 - 1           # numpy's legacy seeding takes no more
+MAX_INPUT_SIZE = 1 << 31       # elements of one input sample
+MAX_FLOPS = 1e21               # FLOPs per sample: x QPS it must stay a finite number
+MAX_SWEEP = 64                 # entries of a list key (batch_sizes, clients, ...)
+MAX_PATH = 4096                # PATH_MAX; and NAME_MAX per component:
+MAX_PATH_PART = 255
+MAX_STRING = 4096              # any other string of a case config
+MAX_EXTRA_INT = 2**63 - 1      # what C and torch APIs take
+MAX_EXTRA_ITEMS = 4096         # entries of a list or mapping of a case config
+MIN_ONNX_OPSET = 7
+MAX_KEY = 64                   # length of a key name
+
+
+def cpu_count() -> int:
+    """The CPUs this process may run on (its affinity mask), the bound of every thread count."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 def _positive_int(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"must be a positive integer, got {value!r}")
+        raise ValueError(f"must be a positive integer, got {shown(value)}")
     return value
 
 
 def _non_negative_int(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"must be a non-negative integer, got {value!r}")
+        raise ValueError(f"must be a non-negative integer, got {shown(value)}")
     return value
 
 
+def _at_most(check: Callable[[Any], int], high: int, why: str):
+    """``check`` (a positive or non-negative integer) and at most ``high``; the message says why."""
+    kind = "a positive integer" if check is _positive_int else "a non-negative integer"
+
+    def bounded(value: Any) -> int:
+        number = check(value)
+        if number > high:
+            raise ValueError(f"must be {kind} <= {high} ({why}), got {shown(value)}")
+        return number
+
+    return bounded
+
+
 def _optional_positive_int(value: Any) -> int | None:
-    return None if value is None else _positive_int(value)
+    return None if value is None else _at_most(_positive_int, MAX_INPUT_SIZE, "elements of one sample")(value)
+
+
+def _threads(value: Any) -> int:
+    """A thread or worker-process count: 0 (the library's default) up to the CPUs this process may use."""
+    number = _non_negative_int(value)
+    cores = cpu_count()
+    if number > cores:
+        raise ValueError(
+            f"must be 0 (the default) or at most the {cores} CPUs this process may use, got {shown(value)}: "
+            "more threads than CPUs only oversubscribe them, and thousands exhaust the process table"
+        )
+    return number
+
+
+def _onnx_opset(value: Any) -> int:
+    number = _positive_int(value)
+    low, high, source = supported_onnx_opsets()
+    if not low <= number <= high:
+        raise ValueError(f"must be an ONNX opset from {low} to {high} (what {source} supports), got {shown(value)}")
+    return number
+
+
+@functools.lru_cache(maxsize=1)
+def supported_onnx_opsets() -> tuple[int, int, str]:
+    """The opsets the installed exporter writes: torch's TorchScript exporter, which
+    benchmarks/ use (read from torch/onnx/_constants.py without importing torch, which
+    takes seconds); else the installed onnx; else the opsets torch 2.x exports."""
+    import ast
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("torch")
+        if spec is not None and spec.submodule_search_locations:
+            constants = Path(list(spec.submodule_search_locations)[0]) / "onnx" / "_constants.py"
+            values = {
+                target.id: node.value.value
+                for node in ast.parse(constants.read_text(encoding="utf-8")).body
+                if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
+                for target in node.targets
+                if isinstance(target, ast.Name)
+            }
+            high = values.get("ONNX_TORCHSCRIPT_EXPORTER_MAX_OPSET", values.get("ONNX_MAX_OPSET"))
+            if isinstance(high, int):
+                return int(values.get("ONNX_MIN_OPSET", MIN_ONNX_OPSET)), high, "the installed torch.onnx exporter"
+    except (OSError, SyntaxError, ValueError, ImportError):
+        pass
+    try:
+        import onnx.defs
+
+        return MIN_ONNX_OPSET, int(onnx.defs.onnx_opset_version()), "the installed onnx"
+    except ImportError:
+        return MIN_ONNX_OPSET, 20, "torch 2.x's exporter"
 
 
 def _bool(value: Any) -> bool:
     if not isinstance(value, bool):
-        raise ValueError(f"must be true or false, got {value!r}")
+        raise ValueError(f"must be true or false, got {shown(value)}")
     return value
 
 
 def _optional_name(value: Any) -> str | None:
     if value is None:
         return None
-    if not isinstance(value, str) or not value.strip() or not value.replace("_", "").replace("-", "").isalnum():
-        raise ValueError(f"must be a name of letters, digits, '_' or '-', or null, got {value!r}")
+    if (
+        not isinstance(value, str) or not value.strip() or len(value) > 64
+        or not value.replace("_", "").replace("-", "").isalnum() or not value.isascii()
+    ):
+        raise ValueError(f"must be a name of letters, digits, '_' or '-', or null, got {shown(value)}")
+    return value
+
+
+def _path(value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"must be a path or null, got {shown(value)}")
+    if len(value) > MAX_PATH or "\0" in value or any(len(part) > MAX_PATH_PART for part in value.split("/")):
+        raise ValueError(
+            f"must be a path of at most {MAX_PATH} characters and {MAX_PATH_PART} per name, without NUL, got {shown(value)}"
+        )
     return value
 
 
 def _optional_path(value: Any) -> str | None:
-    if value is None:
-        return None
-    if not isinstance(value, str) or not value.strip():
-        raise ValueError(f"must be a path or null, got {value!r}")
-    return value
+    return None if value is None else _path(value)
 
 
 def _optional_flops(value: Any) -> float | None:
     if value is None:
         return None
+    reason = f"must be a positive number of FLOPs per sample, got {shown(value)}"
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(reason)
     number = parse_number(value)
     if not number > 0:
-        raise ValueError(f"must be a positive number of FLOPs per sample, got {value!r}")
+        raise ValueError(reason)
+    if number > MAX_FLOPS:
+        raise ValueError(f"must be a positive number of FLOPs per sample <= {MAX_FLOPS:g}, got {shown(value)}")
     return number
 
 
@@ -92,38 +191,40 @@ def _bounded(kind: str, low: float, high: float, *, low_inclusive: bool = False,
     def check(value: Any):
         number = value
         if isinstance(value, bool) or not isinstance(value, (int, float)) or (integer and not isinstance(value, int)):
-            raise ValueError(f"must be {kind}, got {value!r}")
+            raise ValueError(f"must be {kind}, got {shown(value)}")
         if not (low <= number if low_inclusive else low < number) or number > high:
             bound = f"{'>=' if low_inclusive else '>'} {low:g} and <= {high:g}"
-            raise ValueError(f"must be {kind} {bound}, got {value!r}")
+            raise ValueError(f"must be {kind} {bound}, got {shown(value)}")
         return int(number) if integer else float(number)
 
     return check
 
 
-def _one_or_list(check: Callable[[Any], Any], *, unique: bool = True):
-    """A single value or a non-empty list of them; always returns a list."""
+def _one_or_list(check: Callable[[Any], Any], *, unique: bool = True, max_items: int = MAX_SWEEP):
+    """A single value or a non-empty list of at most ``max_items`` of them; always returns a list."""
 
     def check_list(value: Any) -> list:
         values = value if isinstance(value, list) else [value]
         if not values:
             raise ValueError("must not be an empty list")
+        if len(values) > max_items:
+            raise ValueError(f"must list at most {max_items} entries, got {len(values)}")
         checked = []
         for item in values:
             try:
                 checked.append(check(item))
             except ValueError as exc:
-                raise ValueError(f"entry {item!r} {exc}" if isinstance(value, list) else str(exc)) from None
+                raise ValueError(f"entry {shown(item)} {exc}" if isinstance(value, list) else str(exc)) from None
         if unique and len(set(checked)) != len(checked):
-            raise ValueError(f"has repeated entries: {value!r}")
+            raise ValueError(f"has repeated entries: {shown(value)}")
         return checked
 
     return check_list
 
 
 def _scenario(value: Any) -> str:
-    if value not in SCENARIOS:
-        raise ValueError(f"must be one of {', '.join(SCENARIOS)}, got {value!r}")
+    if not isinstance(value, str) or value not in SCENARIOS:
+        raise ValueError(f"must be one of {', '.join(SCENARIOS)}, got {shown(value)}")
     return value
 
 
@@ -132,9 +233,27 @@ def _optional(check: Callable[[Any], Any]):
 
 
 def _device(value: Any) -> str:
-    if not isinstance(value, str) or not (value == "cpu" or value.startswith("cuda")):
-        raise ValueError(f"must be 'cpu' or 'cuda[:N]', got {value!r}")
+    if not isinstance(value, str) or not (value == "cpu" or re.fullmatch(r"cuda(:\d{1,4})?", value)):
+        raise ValueError(f"must be 'cpu' or 'cuda[:N]', got {shown(value)}")
     return value
+
+
+def check_device_available(device: str) -> str | None:
+    """Why ``device`` cannot be used on this machine, or None. Imports torch only for a CUDA device."""
+    if not device.startswith("cuda"):
+        return None
+    try:
+        import torch
+    except ImportError:
+        return "is a CUDA device, but torch is not installed here"
+    if not torch.cuda.is_available():
+        build = "a CPU-only torch build" if torch.version.cuda is None else f"torch built for CUDA {torch.version.cuda}"
+        return f"is {device!r}, but this machine has no usable CUDA device ({build}, torch.cuda.is_available() is False)"
+    index = int(device.partition(":")[2] or 0)
+    count = torch.cuda.device_count()
+    if index >= count:
+        return f"is {device!r}, but this machine has {count} CUDA device(s) (cuda:0..cuda:{count - 1})"
+    return None
 
 
 # The measurement keys' framework defaults: configs that lack them keep
@@ -145,33 +264,29 @@ MEASUREMENT_DEFAULTS: dict[str, Any] = {
     "max_duration_s": 600.0,   # wall-clock cap per phase or row: hitting it first makes the result invalid
     "contention_limit": 0.10,  # share of the benchmark's CPUs other processes may use
 }
-# Bounds on everything that sizes a resource.
-MAX_BATCH_SIZE = 1 << 16
-MAX_CLIENTS_PER_CORE = 4
-
 # Typed keys and their checks; everything else is passed through untyped.
 _CHECKS: dict[str, Callable[[Any], Any]] = {
-    "batch_size": _positive_int,
+    "batch_size": _at_most(_positive_int, MAX_BATCH_SIZE, "the largest batch InferPerf runs"),
     "input_size": _optional_positive_int,
     "fp16": _bool,
     "compiler": _optional_name,
-    "num_workers": _non_negative_int,
-    "log_freq": _non_negative_int,
-    "repeat": _positive_int,
+    "num_workers": _threads,
+    "log_freq": _at_most(_non_negative_int, 10**9, "batches between log lines"),
+    "repeat": _at_most(_positive_int, MAX_REPEAT, "minimum passes over the data"),
     "no_validation": _bool,
     "exist_onnx_path": _optional_path,
     "exist_compiler_path": _optional_path,
-    "warmup": _non_negative_int,
+    "warmup": _at_most(_non_negative_int, MAX_WARMUP, "untimed calls"),
     "flops": _optional_flops,
-    "seed": _non_negative_int,
-    "onnx_opset": _positive_int,
+    "seed": _at_most(_non_negative_int, MAX_SEED, "numpy's seeds are 32-bit"),
+    "onnx_opset": _onnx_opset,
     "device": _device,
     "min_query_count": _bounded("a positive integer", 0, 1e8, integer=True),
     "min_duration_s": _bounded("a number of seconds", 0, 86400, low_inclusive=True),
     "max_duration_s": _bounded("a number of seconds", 0, 86400),
     "contention_limit": _bounded("a fraction", 0, 1),
     "batch_sizes": _optional(_one_or_list(_bounded("a positive integer", 0, MAX_BATCH_SIZE, integer=True))),
-    "scenario": _one_or_list(_scenario),
+    "scenario": _one_or_list(_scenario, max_items=len(SCENARIOS)),
     "clients": _one_or_list(_bounded("a positive integer", 0, 4096, integer=True)),
     "target_qps": _optional(_bounded("a positive number of samples per second", 0, 1e9)),
     "latency_bound_ms": _optional(_bounded("a positive number of milliseconds", 0, 3.6e6)),
@@ -183,6 +298,60 @@ _CHECKS: dict[str, Callable[[Any], Any]] = {
     "allow_many_clients": _bool,
     "pool_max_mb": _bounded("a positive number of MiB", 0, 65536),
 }
+
+# Well-known keys of parameters.yaml and vendor configs that size a resource,
+# checked wherever they appear (FlagPerf's training keys included: a case that
+# trains its model, as digits does, reads them).
+EXTRA_CHECKS: dict[str, Callable[[Any], Any]] = {
+    "train_epochs": _at_most(_non_negative_int, 10_000, "training epochs"),
+    "train_batch_size": _at_most(_positive_int, MAX_BATCH_SIZE, "the largest batch InferPerf runs"),
+    "learning_rate": _bounded("a positive learning rate", 0, 10),
+    "weight_decay": _bounded("a weight decay", 0, 1, low_inclusive=True),
+    "max_samples": _optional(_at_most(_positive_int, 10**9, "samples")),
+    "num_classes": _at_most(_positive_int, 100_000, "outputs of a classifier"),
+    "resize": _at_most(_positive_int, 8192, "pixels"),
+    "crop": _at_most(_positive_int, 8192, "pixels"),
+    "max_seq_length": _at_most(_positive_int, 65536, "tokens"),
+    "trt_max_batch_size": _optional(_at_most(_positive_int, MAX_BATCH_SIZE, "the largest batch InferPerf runs")),
+    "trt_workspace_gib": _optional(_bounded("a positive number of GiB", 0, 4096)),
+}
+# Any other key named like a thread or worker count (intra_op_num_threads,
+# inter_op_num_threads, torch_threads, a FlagPerf vendor's flagv_threads, ...).
+_THREAD_KEY = re.compile(r".+_(threads|workers)$")
+
+
+def _plain_value(value: Any, depth: int = 0) -> Any:
+    """Any other value: finite numbers a C API can take, bounded strings and collections."""
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int):
+        if abs(value) > MAX_EXTRA_INT:
+            raise ValueError(f"must be an integer within +-2**63, got {shown(value)}")
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"must be a finite number, got {shown(value)}")
+    elif isinstance(value, str):
+        if len(value) > MAX_STRING or "\0" in value:
+            raise ValueError(f"must be a string of at most {MAX_STRING} characters without NUL, got {shown(value)}")
+    elif isinstance(value, (list, dict)):
+        if len(value) > MAX_EXTRA_ITEMS:
+            raise ValueError(f"must have at most {MAX_EXTRA_ITEMS} entries, got {len(value)}")
+        for item in value.items() if isinstance(value, dict) else value:
+            for part in item if isinstance(value, dict) else (item,):
+                try:
+                    _plain_value(part, depth + 1)
+                except ValueError as exc:
+                    raise ValueError(f"entry {shown(part)} {exc}" if depth == 0 else str(exc)) from None
+    return value
+
+
+def check_extra(key: str, value: Any) -> Any:
+    """The check of a key outside the typed fields; returns the value, normalised."""
+    if key in EXTRA_CHECKS:
+        return EXTRA_CHECKS[key](value)
+    if _THREAD_KEY.search(key):
+        return _threads(value)
+    return _plain_value(value)
 
 
 @dataclass
@@ -250,6 +419,11 @@ class CaseConfig:
                 setattr(self, name, check(getattr(self, name)))
             except ValueError as exc:
                 raise ConfigError(f"{self.origin.get(name, 'config')}: key '{name}' {exc}") from None
+        for name, value in self.extra.items():
+            try:
+                self.extra[name] = check_extra(name, value)
+            except ValueError as exc:
+                raise ConfigError(f"{self.origin.get(name, 'config')}: key {shown(name)} {exc}") from None
         self._check_workload()
         if self.no_validation and self.exist_onnx_path is None:
             raise ConfigError(
@@ -271,9 +445,7 @@ class CaseConfig:
                 self._fail("scenario", "includes server, so key 'latency_bound_ms' is required (the p99 bound in ms)")
             if self.target_qps is None and not self.server_search:
                 self._fail("scenario", "includes server, so key 'target_qps' is required (or server_search: true)")
-        import os
-
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        cores = cpu_count()
         if not self.allow_many_clients and max(self.clients) > MAX_CLIENTS_PER_CORE * cores:
             self._fail(
                 "clients",
@@ -326,6 +498,11 @@ def case_config_paths(perf_dir: str | Path, case: str, vendor: str) -> tuple[Pat
 
 def _reject_reserved(path: Path, data: dict) -> None:
     for key in data:
+        if not (isinstance(key, str) and key.isidentifier() and len(key) <= MAX_KEY):
+            raise ConfigError(
+                f"{path}: key {shown(key)} must be a name of letters, digits and '_' of at most {MAX_KEY} characters "
+                "(a case reads it as config.<key>)"
+            )
         if key in CLI_KEYS:
             raise ConfigError(f"{path}: key '{key}' collides with the command-line option --{key}")
         if key in HOST_KEYS:
@@ -354,13 +531,13 @@ def merge_case_config(
                 f"{vendor_path}: key '{key}' overrides {params_path}, which vendors may not change"
             )
         if key not in base:
-            logger.warning(f"{vendor_path}: adds key '{key}' = {value!r}, which {base_path.name} does not define")
+            logger.warning(f"{vendor_path}: adds key '{key}' = {shown(value)}, which {base_path.name} does not define")
         elif base[key] == value and type(base[key]) is type(value):
             raise ConfigError(
-                f"{vendor_path}: key '{key}' repeats the value {value!r} of {base_path.name}; remove the no-op override"
+                f"{vendor_path}: key '{key}' repeats the value {shown(value)} of {base_path.name}; remove the no-op override"
             )
         else:
-            logger.info(f"{vendor_path}: overrides '{key}': {base[key]!r} -> {value!r}")
+            logger.info(f"{vendor_path}: overrides '{key}': {shown(base[key])} -> {shown(value)}")
         merged[key] = value
         origin[key] = str(vendor_path)
     return merged, origin
@@ -371,20 +548,20 @@ OVERRIDE_ORIGIN = "command line (--set)"
 
 def parse_overrides(items: list[str] | None) -> dict[str, Any]:
     """``["batch_sizes=[1,8]", "scenario=server"]`` -> a mapping; values are YAML."""
-    import yaml
-
     overrides: dict[str, Any] = {}
     for item in items or []:
         key, sep, text = item.partition("=")
         key = key.strip()
         if not sep or not key.isidentifier():
-            raise ConfigError(f"{OVERRIDE_ORIGIN}: {item!r} is not KEY=VALUE")
+            raise ConfigError(f"{OVERRIDE_ORIGIN}: {shown(item)} is not KEY=VALUE")
         if key in overrides:
             raise ConfigError(f"{OVERRIDE_ORIGIN}: key '{key}' is given twice")
         try:
-            overrides[key] = yaml.safe_load(text) if text.strip() else None
-        except yaml.YAMLError:
-            raise ConfigError(f"{OVERRIDE_ORIGIN}: key '{key}': value {text!r} is not valid YAML") from None
+            overrides[key] = load_yaml_value(text, f"{OVERRIDE_ORIGIN}: key '{key}'") if text.strip() else None
+        except YamlTooLarge:
+            raise
+        except ConfigError:
+            raise ConfigError(f"{OVERRIDE_ORIGIN}: key '{key}': value {shown(text)} is not valid YAML") from None
     return overrides
 
 
@@ -396,7 +573,15 @@ def load_case_config(
     data_dir: str,
     log_dir: str,
     overrides: dict[str, Any] | None = None,
+    *,
+    check_device: bool = True,
 ) -> CaseConfig:
+    """The merged, checked case config. ``check_device``: the config's ``device``
+    must be usable on this machine (False where the case runs elsewhere, as on
+    the host that drives MODE docker)."""
+    for what, name in (("case", case), ("vendor", vendor), ("framework", framework)):
+        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", name):
+            raise ConfigError(f"{what} {shown(name)} is not a name of at most 64 letters, digits, '_', '.' or '-'")
     base_path, params_path, vendor_path = case_config_paths(perf_dir, case, vendor)
     if not base_path.parent.is_dir():
         raise ConfigError(f"unknown case '{case}': {base_path.parent} does not exist")
@@ -423,7 +608,7 @@ def load_case_config(
             raise ConfigError(f"{origin[key]}: key '{key}' is set by the framework and may not be configured")
     typed = {key: value for key, value in merged.items() if key in typed_names}
     extra = {key: value for key, value in merged.items() if key not in typed_names}
-    return CaseConfig(
+    config = CaseConfig(
         vendor=vendor,
         case=case,
         framework=framework.split("_", 1)[0],
@@ -435,3 +620,7 @@ def load_case_config(
         origin=origin,
         **typed,
     )
+    problem = check_device_available(config.device) if check_device else None
+    if problem:
+        config._fail("device", problem)
+    return config

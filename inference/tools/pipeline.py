@@ -24,7 +24,7 @@ from inference_engine.registry import ENGINE_ROOT, engine_file, load_engine_modu
 from tools import compile_report, flagperf, result
 from tools.adapters import OutputAdapter, adapt_engine
 from common.files import atomic_dir, hash_file, hash_tree, sweep_stale_temps, writable_dir
-from tools.cache import evict, fingerprint, hash_state_dict, onnx_digests, onnx_external_locations, reuse, seal
+from tools.cache import evict, fingerprint, hash_state_dict, onnx_digests, onnx_external_files, onnx_external_locations, probe, seal
 from tools.config import CaseConfig, load_case_config, parse_overrides
 from tools.env import cpu_model, environment, package_versions
 from common.errors import ConfigError, DataError, EngineError, one_line
@@ -87,6 +87,7 @@ class Pipeline:
         self.state = PipelineState()
         self.started = time.perf_counter()
         self.started_at = datetime.now(timezone.utc)
+        self._evicted_engine: str | None = None   # why a cached engine was thrown away, if one was
 
     # ---- driver -------------------------------------------------------------
     def run(self) -> dict:
@@ -232,7 +233,8 @@ class Pipeline:
             parts["static_batch"] = config.batch_size   # only then, so dynamic exports keep their keys
         key = fingerprint(parts)
         target = Path(config.cache_dir) / f"{config.case}_{_benchmark_framework(config.framework)}_{key}.onnx"
-        if reuse(target, "ONNX export"):
+        usable, evicted = probe(target, "ONNX export")
+        if usable:
             logger.info(f"reusing cached ONNX export {target} (key {key})")
             status = "hit"
         else:
@@ -242,6 +244,8 @@ class Pipeline:
             status = "miss"
         state.onnx_path = str(target)
         state.cache["onnx"] = {"status": status, "path": str(target), "key": key}
+        if evicted:
+            state.cache["onnx"]["evicted"] = evicted
 
     def _export_into_cache(self, target: Path) -> None:
         """Export into a private locked folder (whatever the exporter writes there,
@@ -274,6 +278,8 @@ class Pipeline:
             state.cache["onnx"] = {"status": "user", "path": config.exist_onnx_path}
         state.engine, status, duration = self._build_engine(config)
         state.cache["engine"] = {"status": status, "path": config.engine_path}
+        if self._evicted_engine:
+            state.cache["engine"]["evicted"] = self._evicted_engine
         adapted = isinstance(state.engine, OutputAdapter)
         state.engine_info = compile_report.describe_engine(state.engine.engine if adapted else state.engine, state.onnx_path, duration)
         if adapted:
@@ -293,7 +299,9 @@ class Pipeline:
             if suffix:
                 key = self._engine_key(source, config)
                 config.engine_path = str(Path(config.cache_dir) / f"{config.case}_{config.vendor}_{config.compiler}_{key}{suffix}")
-                status = "hit" if reuse(config.engine_path, "engine") else "miss"
+                usable, evicted = probe(config.engine_path, "engine")
+                status = "hit" if usable else "miss"
+                self._evicted_engine = self._evicted_engine or evicted
                 if status == "hit":
                     logger.info(f"reusing cached engine {config.engine_path} (key {key})")
             else:
@@ -308,6 +316,7 @@ class Pipeline:
             # success, say): the entry goes, so it cannot fail every later run too.
             logger.warning(f"cached engine {config.engine_path} could not be loaded ({one_line(exc)}): evicted and rebuilt")
             evict(config.engine_path)
+            self._evicted_engine = f"could not be loaded ({one_line(exc)})"
             status, start = "miss", time.perf_counter()
             engine = adapt_engine(engine_class(config, state.onnx_path, state.model), config, state.onnx_path)
         duration = time.perf_counter() - start
@@ -319,7 +328,8 @@ class Pipeline:
             logger.warning(f"engine declared engine_suffix but wrote no {config.engine_path}; nothing cached")
             status = "none"
         if status in ("miss", "rebuilt"):
-            seal(config.engine_path)
+            # An ONNX-format engine (ONNX Runtime's) may keep its weights in a file beside it.
+            seal(config.engine_path, onnx_external_files(config.engine_path) if config.engine_path.endswith(".onnx") else [])
         return engine, status, duration
 
     def _engine_key(self, source: Path, config: CaseConfig) -> str:

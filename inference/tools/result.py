@@ -1,14 +1,11 @@
 """result.json: FlagPerf's keys plus the measurements FlagPerf lacks. Schema: docs/result_schema.md."""
 from __future__ import annotations
 
-import json
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from loguru import logger
-
-from common.files import write_json_atomic
+from common.files import json_text, write_json_atomic
 from common.record import (
     FAILURE_FILE,
     LATENCY_FILE,
@@ -20,9 +17,10 @@ from common.record import (
     flagperf_view,
     write_latencies,
 )
-from tools.config import CaseConfig
-from tools.forward import PhaseResult
-from tools.verdict import Verdict
+if TYPE_CHECKING:   # kept light: run_inference.py imports this module to report any failure
+    from tools.config import CaseConfig
+    from tools.forward import PhaseResult
+    from tools.verdict import Verdict
 
 _RAW_KEY = "_raw_latencies_ns"   # carried from build_result to write_result, never written
 # The performance-data table is for people; the top of it says where time goes.
@@ -83,6 +81,8 @@ def raw_latency_series(validation: PhaseResult | None, inference: PhaseResult | 
 
 def overall_verdict(validation: PhaseResult | None, inference: PhaseResult | None, performance: Any) -> Verdict:
     """Every measured phase's reasons, each said once and labelled with where it applies."""
+    from tools.verdict import Verdict
+
     engine_wide = list(performance.engine_reasons) if performance is not None else []
     verdict = Verdict()
     if validation is not None:
@@ -169,7 +169,9 @@ def write_result(log_dir: Path, record: dict) -> Path:
     if raw:  # before result.json, so result.json never names a missing file
         write_latencies(log_dir / LATENCY_FILE, raw)
     write_json_atomic(path, record)
-    logger.info(f"Finish Info: {json.dumps(flagperf_view(record))}")
+    from loguru import logger   # imported here: reporting a failure needs this module, and nothing slow
+
+    logger.info(f"Finish Info: {json_text(flagperf_view(record), indent=None)}")
     logger.info(f"result written to {path}")
     return path
 

@@ -1,24 +1,82 @@
-"""configs/host.yaml: FlagPerf's keys plus InferPerf's, validated before anything starts."""
+"""configs/host.yaml: FlagPerf's keys plus InferPerf's, validated before anything starts.
+
+``HostConfig`` validates itself, as tools/config.py's ``CaseConfig`` does: every
+field has one check in ``_CHECKS`` (run by ``__post_init__``, in order, so a
+check may rely on the fields checked before it), and ``HostConfig.from_yaml``
+(``load_host_config``) only maps host.yaml's keys onto the fields. Every value
+that reaches a resource is bounded: lengths of names and paths before the file
+system sees them, counts of hosts and cases, the timeout, the monitor interval,
+the shared-memory size. A failure is one ConfigError naming the file and key.
+"""
 from __future__ import annotations
 
 import getpass
 import ipaddress
+import math
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
-from common.errors import ConfigError
+from common.errors import ConfigError, shown
 from common.yamlio import load_yaml_mapping
 
+# Run modes; a new mode is one more entry here (and its session in run.py).
 MODES = ("local", "docker")
 LOG_LEVELS = ("TRACE", "DEBUG", "INFO", "WARNING", "ERROR")
 # FlagPerf keys that InferPerf accepts but has no use for.
 IGNORED_KEYS = ("LOG_CALL_INFORMATION", "HOSTS_PORTS", "MASTER_PORT")
+# Keys only FlagPerf's host.yaml carries (all about containers on remote hosts).
+FLAGPERF_DOCKER_KEYS = ("ACCE_CONTAINER_OPT", "HOSTS_PORTS", "MASTER_PORT", "PIP_SOURCE", "ACCE_VISIBLE_DEVICE_ENV_NAME")
+
+# host.yaml's keys -> HostConfig fields (None: accepted and ignored). The one list
+# of host.yaml keys: tools/config.py refuses these in case configs.
+KEY_FIELDS: dict[str, str | None] = {
+    "MODE": "mode",
+    "FLAGPERF_PATH": "flagperf_path",
+    "FLAGPERF_LOG_PATH": "log_path",
+    "VENDOR": "vendor",
+    "FLAGPERF_LOG_LEVEL": "log_level",
+    "SSH_PORT": "ssh_port",
+    "HOSTS": "hosts",
+    "CASES": "cases",
+    "SHM_SIZE": "shm_size",
+    "ACCE_CONTAINER_OPT": "container_opt",
+    "PIP_SOURCE": "pip_source",
+    "CLEAR_CACHES": "clear_caches",
+    "ACCE_VISIBLE_DEVICE_ENV_NAME": "visible_device_env",
+    "SSH_USER": "ssh_user",
+    "SSH_KEY_FILE": "ssh_key_file",
+    "TRUST_ON_FIRST_USE": "trust_on_first_use",
+    "KNOWN_HOSTS": "known_hosts",
+    "CASE_TIMEOUT": "case_timeout",
+    "MONITOR_INTERVAL": "monitor_interval",
+    "BASE_IMAGE": "base_image",
+    "PIP_WHEELS_DIR": "pip_wheels_dir",
+    "CA_BUNDLE": "ca_bundle",
+    "REMOTE_WORKDIR": "remote_workdir",
+    "LOG_CALL_INFORMATION": "log_call_information",
+    "HOSTS_PORTS": None,
+    "MASTER_PORT": None,
+}
+HOST_KEYS = tuple(KEY_FIELDS)
+
+# Bounds on what reaches a resource.
+MAX_NAME = 64                  # a vendor, case or framework name (also a directory name)
+MAX_PATH = 4096                # PATH_MAX
+MAX_PATH_PART = 255            # NAME_MAX
+MAX_TEXT = 4096                # any other string
+MAX_HOSTS = 256
+MAX_CASES = 256
+CASE_TIMEOUT_S = (1.0, 7 * 86400.0)
+MONITOR_INTERVAL_S = (0.05, 60.0)   # shorter: the monitors busy-loop; longer: too few samples
+SHM_BYTES = (1 << 20, 1 << 40)      # 1m .. 1024g
+
 _HOSTNAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,252})$")
-_CASE_KEY = re.compile(r"^([A-Za-z0-9_-]+):([A-Za-z0-9_.-]+)$")
-_SHM = re.compile(r"^\d+(\.\d+)?[bkmgBKMG]?$")
+_CASE_KEY = re.compile(rf"^([A-Za-z0-9_-]{{1,{MAX_NAME}}}):([A-Za-z0-9_.-]{{1,{MAX_NAME}}})$")
+_SHM = re.compile(r"^(\d{1,15})(\.\d{1,9})?([bkmgBKMG]?)$")
+_SHM_UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 
 
 @dataclass(frozen=True)
@@ -44,6 +102,13 @@ class CaseSpec:
 
 @dataclass
 class HostConfig:
+    """host.yaml, checked: construct it (or call ``from_yaml``) and every field is valid.
+
+    Fields may be given as host.yaml writes them (``hosts`` as strings,
+    ``cases`` as a mapping, paths relative to ``inference_dir``); the checks
+    normalise them (``Host``, ``CaseSpec``, absolute ``Path``).
+    """
+
     path: Path
     flagperf_path: Path
     log_path: Path
@@ -71,102 +136,38 @@ class HostConfig:
     extras: dict[str, Any] = field(default_factory=dict)
     # run.py --set KEY=VALUE: case config overrides passed to every case's pipeline.
     overrides: list[str] = field(default_factory=list)
+    ssh_port: int = 22
+    # Relative paths in host.yaml are relative to this directory (inference/).
+    inference_dir: InitVar[Path | None] = None
+
+    def __post_init__(self, inference_dir: Path | None) -> None:
+        self.path = Path(self.path)
+        self._base = Path(inference_dir) if inference_dir is not None else Path(__file__).resolve().parents[1]
+        for name, (key, check) in _CHECKS.items():
+            try:
+                setattr(self, name, check(self, getattr(self, name)))
+            except ValueError as exc:
+                raise ConfigError(f"{self.path}: key '{key}' {exc}") from None
+        del self._base
+
+    @classmethod
+    def from_yaml(cls, path: str | Path, inference_dir: Path) -> "HostConfig":
+        """Parse and validate host.yaml; relative paths are relative to ``inference_dir``."""
+        path = Path(path)
+        data = load_yaml_mapping(path)
+        for key in data:
+            if key not in KEY_FIELDS:
+                raise ConfigError(f"{path}: unknown key {shown(key)}")
+            if "PASSWORD" in key.upper() or "SECRET" in key.upper():
+                raise ConfigError(f"{path}: key '{key}': secrets do not belong in host.yaml; use SSH keys or an agent")
+        values = {name: data[key] for key, name in KEY_FIELDS.items() if name is not None and key in data}
+        values.setdefault("mode", _default_mode(data))
+        return cls(path=path, inference_dir=inference_dir, **{**_DEFAULTS, **values})
 
 
-def _err(path: Path, key: str, message: str) -> ConfigError:
-    return ConfigError(f"{path}: key '{key}' {message}")
-
-
-def _string(path: Path, data: dict, key: str, default: str | None = None, required: bool = False) -> str | None:
-    value = data.get(key, default)
-    if value is None:
-        if required:
-            raise _err(path, key, "is required")
-        return None
-    if not isinstance(value, (str, int)) or isinstance(value, bool) or str(value).strip() == "":
-        raise _err(path, key, f"must be a non-empty string, got {value!r}")
-    return str(value).strip()
-
-
-def _bool(path: Path, data: dict, key: str, default: bool) -> bool:
-    value = data.get(key, default)
-    if not isinstance(value, bool):
-        raise _err(path, key, f"must be true or false, got {value!r}")
-    return value
-
-
-def _positive_number(path: Path, data: dict, key: str, default: float) -> float:
-    value = data.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-        raise _err(path, key, f"must be a positive number of seconds, got {value!r}")
-    return float(value)
-
-
-def _port(path: Path, key: str, value: Any) -> int:
-    try:
-        port = int(str(value))
-    except ValueError:
-        raise _err(path, key, f"must be a TCP port number, got {value!r}") from None
-    if not 0 < port < 65536:
-        raise _err(path, key, f"must be a TCP port number between 1 and 65535, got {value!r}")
-    return port
-
-
-def _hosts(path: Path, data: dict, default_port: int, mode: str) -> list[Host]:
-    value = data.get("HOSTS", ["127.0.0.1"] if mode == "local" else None)
-    if not isinstance(value, list) or not value:
-        raise _err(path, "HOSTS", "must be a non-empty list of host names or IP addresses")
-    hosts = []
-    for entry in value:
-        if not isinstance(entry, str):
-            raise _err(path, "HOSTS", f"entry {entry!r} must be a string")
-        address, _, port_text = entry.strip().rpartition(":") if entry.count(":") == 1 else (entry.strip(), "", "")
-        port = _port(path, "HOSTS", port_text) if port_text else default_port
-        try:
-            ipaddress.ip_address(address)
-        except ValueError:
-            if not _HOSTNAME.match(address):
-                raise _err(path, "HOSTS", f"entry {entry!r} is not a host name or IP address") from None
-        host = Host(address, port)
-        if host in hosts:
-            raise _err(path, "HOSTS", f"lists {entry!r} twice")
-        hosts.append(host)
-    if mode == "local" and len(hosts) != 1:
-        raise _err(path, "HOSTS", "must list exactly one host in MODE local (the pipeline runs on this machine)")
-    return hosts
-
-
-def _cases(path: Path, data: dict, mode: str, base: Path) -> list[CaseSpec]:
-    value = data.get("CASES")
-    if not isinstance(value, dict) or not value:
-        raise _err(path, "CASES", 'must map "<case>:<framework>" to a data directory')
-    cases = []
-    for key, data_dir in value.items():
-        match = _CASE_KEY.match(str(key))
-        if not match:
-            raise ConfigError(f'{path}: key CASES entry {key!r} must look like "<case>:<framework>", e.g. "resnet50:pytorch"')
-        if not isinstance(data_dir, str) or not data_dir.strip():
-            raise ConfigError(f"{path}: key CASES entry {key!r} must map to a data directory path, got {data_dir!r}")
-        data_dir = data_dir.strip()
-        if not data_dir.startswith("/"):
-            if mode != "local":
-                raise ConfigError(f"{path}: key CASES entry {key!r}: data dir {data_dir!r} must be an absolute path on the hosts")
-            data_dir = str((base / data_dir).resolve())
-        cases.append(CaseSpec(match.group(1), match.group(2), data_dir))
-    return cases
-
-
-def _container_opt(path: Path, data: dict) -> str:
-    value = data.get("ACCE_CONTAINER_OPT", "")
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        raise _err(path, "ACCE_CONTAINER_OPT", f"must be a string of docker run options, got {value!r}")
-    return value.strip()
-
-
-# Keys only FlagPerf's host.yaml carries (all about containers on remote hosts).
-FLAGPERF_DOCKER_KEYS = ("ACCE_CONTAINER_OPT", "HOSTS_PORTS", "MASTER_PORT", "PIP_SOURCE", "ACCE_VISIBLE_DEVICE_ENV_NAME")
+def load_host_config(path: str | Path, inference_dir: Path) -> HostConfig:
+    """Parse and validate host.yaml; relative paths are relative to inference/."""
+    return HostConfig.from_yaml(path, inference_dir)
 
 
 def _default_mode(data: dict) -> str:
@@ -175,95 +176,331 @@ def _default_mode(data: dict) -> str:
     return "docker" if any(key in data for key in FLAGPERF_DOCKER_KEYS) else "local"
 
 
-def load_host_config(path: str | Path, inference_dir: Path) -> HostConfig:
-    """Parse and validate host.yaml; relative paths are relative to inference/."""
-    path = Path(path)
-    data = load_yaml_mapping(path)
-    known = {
-        "FLAGPERF_PATH", "FLAGPERF_LOG_PATH", "VENDOR", "FLAGPERF_LOG_LEVEL", "HOSTS", "SSH_PORT", "SHM_SIZE",
-        "ACCE_CONTAINER_OPT", "PIP_SOURCE", "CLEAR_CACHES", "ACCE_VISIBLE_DEVICE_ENV_NAME", "CASES", "MODE",
-        "SSH_USER", "SSH_KEY_FILE", "KNOWN_HOSTS", "TRUST_ON_FIRST_USE", "CASE_TIMEOUT", "MONITOR_INTERVAL",
-        "BASE_IMAGE", "PIP_WHEELS_DIR", "CA_BUNDLE", "REMOTE_WORKDIR", *IGNORED_KEYS,
-    }
-    for key in data:
-        if key not in known:
-            raise ConfigError(f"{path}: unknown key '{key}'")
-        if "PASSWORD" in key.upper() or "SECRET" in key.upper():
-            raise ConfigError(f"{path}: key '{key}': secrets do not belong in host.yaml; use SSH keys or an agent")
+# ---- value checks: each returns the normalised value or raises ValueError(reason) ----
 
-    mode = _string(path, data, "MODE", _default_mode(data))
+
+def _text(value: Any, limit: int = MAX_TEXT) -> str:
+    """A non-empty one-line string (an int is taken as its digits, as FlagPerf writes ports)."""
+    if isinstance(value, bool) or not isinstance(value, (str, int)) or (isinstance(value, int) and value.bit_length() > 64):
+        raise ValueError(f"must be a non-empty string, got {shown(value)}")
+    if str(value).strip() == "":
+        raise ValueError(f"must be a non-empty string, got {shown(value)}")
+    text = str(value).strip()
+    if len(text) > limit:
+        raise ValueError(f"must be at most {limit} characters, got {shown(value)}")
+    if any(ord(c) < 32 or ord(c) == 127 for c in text):
+        raise ValueError(f"must be one line without control characters, got {shown(value)}")
+    return text
+
+
+def _optional_text(limit: int = MAX_TEXT) -> Callable[[Any], str | None]:
+    return lambda value: None if value is None else _text(value, limit)
+
+
+def _path_text(value: Any, *, expand: bool = False) -> str:
+    """A path of bounded length, checked before the file system sees it; ``expand``: ``~`` is this user's home."""
+    text = _text(value, MAX_PATH)
+    text = os.path.expanduser(text) if expand else text
+    if len(text) > MAX_PATH or any(len(part) > MAX_PATH_PART for part in text.split("/")):
+        raise ValueError(f"must be a path of at most {MAX_PATH} characters and {MAX_PATH_PART} per name, got {shown(value)}")
+    return text
+
+
+def _on_disk(check: Callable[[], bool], path: object) -> bool:
+    """``check()`` (is_file, is_dir, ...), with an OS error as a one-line reason."""
+    try:
+        return check()
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot be checked: {exc.strerror or exc}") from None
+
+
+def _name(value: Any, what: str) -> str:
+    text = _text(value, len(value) if isinstance(value, str) else MAX_TEXT)
+    if len(text) > MAX_NAME or not re.fullmatch(r"[A-Za-z0-9_-]+", text):
+        raise ValueError(f"must be {what} of at most {MAX_NAME} letters, digits, '_' or '-', got {shown(value)}")
+    return text
+
+
+def _bool(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"must be true or false, got {shown(value)}")
+    return value
+
+
+def _seconds(low: float, high: float, why: str = "") -> Callable[[Any], float]:
+    def check(value: Any) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+            raise ValueError(f"must be a positive number of seconds >= {low:g} and <= {high:g}{why}, got {shown(value)}")
+        if not low <= value <= high:
+            raise ValueError(f"must be a positive number of seconds >= {low:g} and <= {high:g}{why}, got {shown(value)}")
+        return float(value)
+
+    return check
+
+
+def _port(value: Any) -> int:
+    try:
+        port = int(_text(value, 8))
+    except ValueError:
+        raise ValueError(f"must be a TCP port number, got {shown(value)}") from None
+    if not 0 < port < 65536:
+        raise ValueError(f"must be a TCP port number between 1 and 65535, got {shown(value)}")
+    return port
+
+
+def _writable_dir(path: Path) -> None:
+    """``path`` is a writable directory, or can be created as one (its nearest existing parent is)."""
+    existing = path
+    while not _on_disk(existing.exists, existing) and existing != existing.parent:
+        existing = existing.parent
+    if not _on_disk(existing.is_dir, existing):
+        if existing == path:
+            raise ValueError(f"{path} exists and is not a directory")
+        raise ValueError(f"{path} cannot be created: {existing} is not a directory")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ValueError(f"{path} is not writable" if existing == path else f"{path} cannot be created: {existing} is not writable")
+
+
+# Checks of the fields, in this order; each is (host.yaml key, check(config, value)).
+def _check_mode(cfg: HostConfig, value: Any) -> str:
+    mode = _text(value, MAX_NAME) if value is not None else None
     if mode not in MODES:
-        raise _err(path, "MODE", f"must be one of {', '.join(MODES)}, got {mode!r}")
-    flagperf_path = Path(_string(path, data, "FLAGPERF_PATH", str(inference_dir)))
-    if not flagperf_path.is_absolute():
-        flagperf_path = (inference_dir / flagperf_path).resolve()
-    if not (flagperf_path / "run_inference.py").is_file():
-        raise _err(path, "FLAGPERF_PATH", f"{flagperf_path} is not an inference/ directory (no run_inference.py)")
-    log_path = Path(_string(path, data, "FLAGPERF_LOG_PATH", "result"))
-    if not log_path.is_absolute():
-        log_path = flagperf_path / log_path
-    vendor = _string(path, data, "VENDOR", required=True)
-    if not re.fullmatch(r"[A-Za-z0-9_-]+", vendor):
-        raise _err(path, "VENDOR", f"must be a vendor name, got {vendor!r}")
-    if not (flagperf_path / "inference_engine" / vendor).is_dir():
-        raise _err(path, "VENDOR", f"unknown vendor {vendor!r}: no inference_engine/{vendor}/")
-    if mode == "docker" and not (flagperf_path / "docker_images" / vendor).is_dir():
-        raise _err(path, "VENDOR", f"unknown vendor {vendor!r}: no docker_images/{vendor}/")
-    level = _string(path, data, "FLAGPERF_LOG_LEVEL", "INFO").upper()
+        raise ValueError(f"must be one of {', '.join(MODES)}, got {shown(value)}")
+    return mode
+
+
+def _check_flagperf_path(cfg: HostConfig, value: Any) -> Path:
+    path = Path(_path_text(str(cfg._base) if value is None else value))
+    if not path.is_absolute():
+        path = (cfg._base / path).resolve()
+    if not _on_disk((path / "run_inference.py").is_file, path):
+        raise ValueError(f"{path} is not an inference/ directory (no run_inference.py)")
+    return path
+
+
+def _check_log_path(cfg: HostConfig, value: Any) -> Path:
+    path = Path(_path_text("result" if value is None else value))
+    if not path.is_absolute():
+        path = cfg.flagperf_path / path
+    _writable_dir(path)
+    return path
+
+
+def _check_vendor(cfg: HostConfig, value: Any) -> str:
+    if value is None:
+        raise ValueError("is required")
+    vendor = _name(value, "a vendor name")
+    if not _on_disk((cfg.flagperf_path / "inference_engine" / vendor).is_dir, vendor):
+        raise ValueError(f"unknown vendor {vendor!r}: no inference_engine/{vendor}/")
+    if cfg.mode == "docker" and not _on_disk((cfg.flagperf_path / "docker_images" / vendor).is_dir, vendor):
+        raise ValueError(f"unknown vendor {vendor!r}: no docker_images/{vendor}/")
+    return vendor
+
+
+def _check_log_level(cfg: HostConfig, value: Any) -> str:
+    level = _text(value, MAX_NAME).upper()
     if level not in LOG_LEVELS:
-        raise _err(path, "FLAGPERF_LOG_LEVEL", f"must be one of {', '.join(LOG_LEVELS)}, got {level!r}")
-    ssh_port = _port(path, "SSH_PORT", data.get("SSH_PORT", 22))
-    shm = _string(path, data, "SHM_SIZE", "1G")
-    if not _SHM.match(shm):
-        raise _err(path, "SHM_SIZE", f"must be a size like 32G or 512m, got {shm!r}")
-    key_file = _string(path, data, "SSH_KEY_FILE")
-    if key_file is not None:
-        key_file = os.path.expanduser(key_file)
-        if mode == "docker" and not Path(key_file).is_file():
-            raise _err(path, "SSH_KEY_FILE", f"{key_file} does not exist")
-    known_hosts = os.path.expanduser(_string(path, data, "KNOWN_HOSTS", "~/.ssh/known_hosts"))
-    trust = _bool(path, data, "TRUST_ON_FIRST_USE", False)
-    if mode == "docker" and not trust and not Path(known_hosts).is_file():
-        raise _err(
-            path, "KNOWN_HOSTS",
-            f"{known_hosts} does not exist: add the hosts' keys (ssh-keyscan, checked) or set TRUST_ON_FIRST_USE: true",
+        raise ValueError(f"must be one of {', '.join(LOG_LEVELS)}, got {shown(value)}")
+    return level
+
+
+def _check_hosts(cfg: HostConfig, value: Any) -> list[Host]:
+    if value is None and cfg.mode == "local":
+        value = ["127.0.0.1"]
+    if not isinstance(value, list) or not value:
+        raise ValueError("must be a non-empty list of host names or IP addresses")
+    if len(value) > MAX_HOSTS:
+        raise ValueError(f"lists {len(value)} hosts, more than {MAX_HOSTS}")
+    hosts: list[Host] = []
+    for entry in value:
+        if isinstance(entry, Host):
+            host = entry
+        else:
+            if not isinstance(entry, str):
+                raise ValueError(f"entry {shown(entry)} must be a string")
+            text = entry.strip()
+            if len(text) > 260:
+                raise ValueError(f"entry {shown(entry)} is not a host name or IP address")
+            address, _, port_text = text.rpartition(":") if text.count(":") == 1 else (text, "", "")
+            try:
+                port = _port(port_text) if port_text else cfg.ssh_port
+            except ValueError as exc:
+                raise ValueError(f"entry {shown(entry)}: port {exc}") from None
+            try:
+                ipaddress.ip_address(address)
+            except ValueError:
+                if not _HOSTNAME.match(address):
+                    raise ValueError(f"entry {shown(entry)} is not a host name or IP address") from None
+            host = Host(address, port)
+        if host in hosts:
+            raise ValueError(f"lists {shown(entry)} twice")
+        hosts.append(host)
+    if cfg.mode == "local" and len(hosts) != 1:
+        raise ValueError("must list exactly one host in MODE local (the pipeline runs on this machine)")
+    return hosts
+
+
+def _check_cases(cfg: HostConfig, value: Any) -> list[CaseSpec]:
+    if isinstance(value, list) and value and all(isinstance(spec, CaseSpec) for spec in value):
+        return value
+    if not isinstance(value, dict) or not value:
+        raise ValueError('must map "<case>:<framework>" to a data directory')
+    if len(value) > MAX_CASES:
+        raise ValueError(f"lists {len(value)} cases, more than {MAX_CASES}")
+    cases = []
+    for key, data_dir in value.items():
+        match = _CASE_KEY.match(str(key)) if isinstance(key, str) else None
+        if not match:
+            raise ConfigError(
+                f'{cfg.path}: key CASES entry {shown(key)} must look like "<case>:<framework>" '
+                f'(names of at most {MAX_NAME} characters), e.g. "resnet50:pytorch"'
+            )
+        try:
+            data_dir = _path_text(data_dir)
+        except ValueError as exc:
+            raise ConfigError(f"{cfg.path}: key CASES entry {key!r} must map to a data directory path: {exc}") from None
+        if not data_dir.startswith("/"):
+            if cfg.mode != "local":
+                raise ConfigError(f"{cfg.path}: key CASES entry {key!r}: data dir {data_dir!r} must be an absolute path on the hosts")
+            data_dir = str((cfg.flagperf_path / data_dir).resolve())
+        cases.append(CaseSpec(match.group(1), match.group(2), data_dir))
+    return cases
+
+
+def _check_shm_size(cfg: HostConfig, value: Any) -> str:
+    try:
+        text = _text(value, 32)
+    except ValueError:
+        text = ""
+    match = _SHM.match(text)
+    size = float(match.group(1) + (match.group(2) or "")) * _SHM_UNITS[match.group(3).lower()] if match else 0
+    if not SHM_BYTES[0] <= size <= SHM_BYTES[1]:
+        raise ValueError(f"must be a size like 32G or 512m, from 1m to 1024g, got {shown(value)}")
+    return text
+
+
+def _check_container_opt(cfg: HostConfig, value: Any) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise ValueError(f"must be a string of docker run options, got {shown(value)}")
+    if len(value) > MAX_TEXT:
+        raise ValueError(f"must be at most {MAX_TEXT} characters, got {shown(value)}")
+    return value.strip()
+
+
+def _check_env_name(cfg: HostConfig, value: Any) -> str | None:
+    if value is None:
+        return None
+    name = _text(value, MAX_TEXT)
+    if len(name) > MAX_NAME or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        raise ValueError(f"must be an environment variable name, got {shown(value)}")
+    return name
+
+
+def _check_ssh_user(cfg: HostConfig, value: Any) -> str:
+    if value is None:
+        try:
+            return getpass.getuser()
+        except (KeyError, OSError):  # no login name and no passwd entry for this uid
+            if cfg.mode == "local":
+                return ""
+            raise ValueError("is required: the current user has no name") from None
+    user = _text(value, 256)
+    if any(c.isspace() for c in user):
+        raise ValueError(f"must be a user name without spaces, got {shown(value)}")
+    return user
+
+
+def _check_ssh_key_file(cfg: HostConfig, value: Any) -> str | None:
+    if value is None:
+        return None
+    key_file = _path_text(value, expand=True)
+    if cfg.mode == "docker" and not _on_disk(Path(key_file).is_file, key_file):
+        raise ValueError(f"{key_file} does not exist")
+    return key_file
+
+
+def _check_known_hosts(cfg: HostConfig, value: Any) -> str:
+    known_hosts = _path_text("~/.ssh/known_hosts" if value is None else value, expand=True)
+    if cfg.mode == "docker" and not cfg.trust_on_first_use and not _on_disk(Path(known_hosts).is_file, known_hosts):
+        raise ValueError(
+            f"{known_hosts} does not exist: add the hosts' keys (ssh-keyscan, checked) or set TRUST_ON_FIRST_USE: true"
         )
-    wheels = _string(path, data, "PIP_WHEELS_DIR")
-    if wheels is not None and not Path(wheels).is_dir():
-        raise _err(path, "PIP_WHEELS_DIR", f"{wheels} is not a directory")
-    ca_bundle = _string(path, data, "CA_BUNDLE")
-    if ca_bundle is not None and not Path(ca_bundle).is_file():
-        raise _err(path, "CA_BUNDLE", f"{ca_bundle} is not a file")
-    env_name = _string(path, data, "ACCE_VISIBLE_DEVICE_ENV_NAME")
-    if env_name is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", env_name):
-        raise _err(path, "ACCE_VISIBLE_DEVICE_ENV_NAME", f"must be an environment variable name, got {env_name!r}")
-    remote_workdir = _string(path, data, "REMOTE_WORKDIR", "/var/tmp/inferperf")
-    if not remote_workdir.startswith("/"):
-        raise _err(path, "REMOTE_WORKDIR", f"must be an absolute path, got {remote_workdir!r}")
-    log_call = data.get("LOG_CALL_INFORMATION", False)
-    return HostConfig(
-        path=path,
-        flagperf_path=flagperf_path,
-        log_path=log_path,
-        vendor=vendor,
-        log_level=level,
-        mode=mode,
-        hosts=_hosts(path, data, ssh_port, mode),
-        cases=_cases(path, data, mode, flagperf_path),
-        shm_size=shm,
-        container_opt=_container_opt(path, data),
-        pip_source=_string(path, data, "PIP_SOURCE"),
-        clear_caches=_bool(path, data, "CLEAR_CACHES", False),
-        visible_device_env=env_name,
-        ssh_user=_string(path, data, "SSH_USER", getpass.getuser()),
-        ssh_key_file=key_file,
-        known_hosts=known_hosts,
-        trust_on_first_use=trust,
-        case_timeout=_positive_number(path, data, "CASE_TIMEOUT", 3600),
-        monitor_interval=_positive_number(path, data, "MONITOR_INTERVAL", 1.0),
-        base_image=_string(path, data, "BASE_IMAGE"),
-        pip_wheels_dir=wheels,
-        ca_bundle=ca_bundle,
-        remote_workdir=remote_workdir.rstrip("/"),
-        log_call_information=bool(log_call),
-    )
+    return known_hosts
+
+
+def _check_wheels(cfg: HostConfig, value: Any) -> str | None:
+    if value is None:
+        return None
+    wheels = _path_text(value)
+    if not _on_disk(Path(wheels).is_dir, wheels):
+        raise ValueError(f"{wheels} is not a directory")
+    return wheels
+
+
+def _check_ca_bundle(cfg: HostConfig, value: Any) -> str | None:
+    if value is None:
+        return None
+    bundle = _path_text(value)
+    if not _on_disk(Path(bundle).is_file, bundle):
+        raise ValueError(f"{bundle} is not a file")
+    return bundle
+
+
+def _check_remote_workdir(cfg: HostConfig, value: Any) -> str:
+    workdir = _path_text(value)
+    if not workdir.startswith("/"):
+        raise ValueError(f"must be an absolute path, got {shown(value)}")
+    return workdir.rstrip("/") or "/"
+
+
+def _check_base_image(cfg: HostConfig, value: Any) -> str | None:
+    if value is None:
+        return None
+    image = _text(value, 255)
+    if any(c.isspace() for c in image):
+        raise ValueError(f"must be an image reference such as debian:bookworm, got {shown(value)}")
+    return image
+
+
+def _plain(check: Callable[[Any], Any]) -> Callable[[HostConfig, Any], Any]:
+    return lambda cfg, value: check(value)
+
+
+_CHECKS: dict[str, tuple[str, Callable[[HostConfig, Any], Any]]] = {
+    "mode": ("MODE", _check_mode),
+    "flagperf_path": ("FLAGPERF_PATH", _check_flagperf_path),
+    "vendor": ("VENDOR", _check_vendor),
+    "log_path": ("FLAGPERF_LOG_PATH", _check_log_path),
+    "log_level": ("FLAGPERF_LOG_LEVEL", _check_log_level),
+    "ssh_port": ("SSH_PORT", _plain(_port)),
+    "hosts": ("HOSTS", _check_hosts),
+    "cases": ("CASES", _check_cases),
+    "shm_size": ("SHM_SIZE", _check_shm_size),
+    "container_opt": ("ACCE_CONTAINER_OPT", _check_container_opt),
+    "pip_source": ("PIP_SOURCE", _plain(_optional_text(2048))),
+    "clear_caches": ("CLEAR_CACHES", _plain(_bool)),
+    "visible_device_env": ("ACCE_VISIBLE_DEVICE_ENV_NAME", _check_env_name),
+    "ssh_user": ("SSH_USER", _check_ssh_user),
+    "ssh_key_file": ("SSH_KEY_FILE", _check_ssh_key_file),
+    "trust_on_first_use": ("TRUST_ON_FIRST_USE", _plain(_bool)),
+    "known_hosts": ("KNOWN_HOSTS", _check_known_hosts),
+    "case_timeout": ("CASE_TIMEOUT", _plain(_seconds(*CASE_TIMEOUT_S, " (7 days)"))),
+    "monitor_interval": ("MONITOR_INTERVAL", _plain(_seconds(*MONITOR_INTERVAL_S, "; shorter intervals make the monitors busy-loop"))),
+    "base_image": ("BASE_IMAGE", _check_base_image),
+    "pip_wheels_dir": ("PIP_WHEELS_DIR", _check_wheels),
+    "ca_bundle": ("CA_BUNDLE", _check_ca_bundle),
+    "remote_workdir": ("REMOTE_WORKDIR", _check_remote_workdir),
+    "log_call_information": ("LOG_CALL_INFORMATION", _plain(_bool)),
+}
+assert {name for name in KEY_FIELDS.values() if name} == set(_CHECKS), "every host.yaml field has one check"
+
+# What a host.yaml that omits a key means (VENDOR and, in MODE docker, HOSTS have none).
+_DEFAULTS: dict[str, Any] = {
+    "flagperf_path": None, "log_path": None, "vendor": None, "log_level": "INFO", "ssh_port": 22, "hosts": None,
+    "cases": None, "shm_size": "1G", "container_opt": "", "pip_source": None, "clear_caches": False,
+    "visible_device_env": None, "ssh_user": None, "ssh_key_file": None, "trust_on_first_use": False,
+    "known_hosts": None, "case_timeout": 3600, "monitor_interval": 1.0, "base_image": None,
+    "pip_wheels_dir": None, "ca_bundle": None, "remote_workdir": "/var/tmp/inferperf", "log_call_information": False,
+}

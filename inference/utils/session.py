@@ -36,7 +36,7 @@ POLL_S = 0.25               # how often the wait loop looks at abort, deadline a
 LIFETIME_GRACE_S = 300.0    # children may outlive CASE_TIMEOUT by this much, no more
 
 # The pipeline's own exit statuses (README, "Exit status").
-_PIPELINE_EXIT = {1: "unexpected error (see traceback.txt)", 2: "config error", 3: "data error", 4: "engine error", 130: "interrupted"}
+_PIPELINE_EXIT = {1: "unexpected error (see traceback.txt)", 2: "config error", 3: "data error", 4: "engine error", 6: "storage error", 130: "interrupted"}
 _SIGNAL_WORDS = {
     signal.SIGKILL: "killed by SIGKILL (out of memory, or killed from outside)",
     signal.SIGSEGV: "segmentation fault (SIGSEGV)",
@@ -379,6 +379,6 @@ def read_outcome(outcome: CaseOutcome, exit_code: int | None, exit_words: str | 
             return outcome.fail("summary", f"result.json unreadable: {exc}")
     failure = _read_json(outcome.local_dir / FAILURE_FILE)
     if failure:
-        status = "interrupted" if failure.get("exit_code") == 130 else "failed"
+        status = "interrupted" if failure.get("exit_code") in (130, 143) else "failed"
         return outcome.fail(failure.get("step") or "unknown", failure.get("error") or "unknown error", status)
     return outcome.fail("pipeline", f"pipeline exited with {exit_words or describe_exit(exit_code)}")

@@ -418,6 +418,32 @@ class SlurmClient:
             else:
                 time.sleep(self.poll_s)
 
+    def wait_running(self, job_id: str | int, pending_timeout_s: float | None = None,
+                     abort_event: threading.Event | None = None) -> JobState:
+        """Poll until the job RUNS (its allocation is ready) and return that state.
+
+        Cancels it and raises :class:`SlurmJobError` when it stays PENDING for
+        ``pending_timeout_s`` (``why="pending_timeout"``), on ``abort_event``
+        (``"interrupted"``), or when it ends before running (``"failed"``)."""
+        job_id = str(job_id)
+        started = time.monotonic()
+        while True:
+            current = self.state(job_id)
+            if current.state == "RUNNING":
+                return current
+            if current.final:
+                raise SlurmJobError(f"{current.describe()} before it ran", "failed", current)
+            if abort_event is not None and abort_event.is_set():
+                self._cancel_and_raise(current, "interrupted", f"cancelled on interrupt (was {current.state})")
+            waited = time.monotonic() - started
+            if pending_timeout_s is not None and waited >= pending_timeout_s:
+                reason = current.reason if current.reason and current.reason != "None" else "none given"
+                self._cancel_and_raise(current, "pending_timeout", f"{current.state} for {waited:.0f} s (reason: {reason}): cancelled")
+            if abort_event is not None:
+                abort_event.wait(min(self.poll_s, 0.5))
+            else:
+                time.sleep(min(self.poll_s, 0.5))
+
     def _cancel_and_raise(self, current: JobState, why: str, what: str) -> None:
         self.cancel(current.job_id)
         final = self._wait_gone(current.job_id)

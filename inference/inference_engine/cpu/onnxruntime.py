@@ -25,18 +25,22 @@ from typing import Any
 from loguru import logger
 
 from inference_engine.base import EngineBase
+from inference_engine.registry import reraise_interrupt
 from common.files import atomic_path
+from tools.cache import onnx_external_locations
 from common.errors import ConfigError, EngineError
 
 _LEVELS = {"all": "ORT_ENABLE_ALL", "extended": "ORT_ENABLE_EXTENDED", "basic": "ORT_ENABLE_BASIC", "disable": "ORT_DISABLE_ALL"}
 _MODES = {"sequential": "ORT_SEQUENTIAL", "parallel": "ORT_PARALLEL"}
 _PROVIDER = "CPUExecutionProvider"
+_PROTOBUF_LIMIT = 2 * 1024**3 - 64 * 1024**2
 
 
 def preflight(config: Any) -> None:
     try:
         import onnxruntime  # noqa: F401
-    except ImportError:
+    except ImportError as exc:
+        reraise_interrupt(exc)
         raise ConfigError("vendor 'cpu' compiler 'onnxruntime' needs the onnxruntime package (pip install onnxruntime)") from None
     level = config.get("graph_optimization_level", "all")
     if level not in _LEVELS:
@@ -93,15 +97,37 @@ class InferModel(EngineBase):
 
     def _compile(self, onnx_path: Path, engine_path: Path | None) -> Any:
         options = self._options(self.optimization_level)
+        source: str | bytes = str(onnx_path)
+        if onnx_external_locations(onnx_path):
+            # ONNX Runtime writes an optimised model that still points at the source's
+            # external-data file, by a path relative to the source, so the cached engine
+            # would load nothing (or the wrong weights). Under protobuf's 2 GB limit the
+            # weights go in the model and the engine is one file; beyond it they go to
+            # <engine>.data beside the engine (sealed with it by the framework).
+            source = self._inline_external_data(onnx_path, options, engine_path)
         with contextlib.ExitStack() as stack:
             if engine_path is not None:
                 tmp = stack.enter_context(atomic_path(engine_path))
                 options.optimized_model_filepath = str(tmp)
             try:
-                session = self._ort.InferenceSession(str(onnx_path), options, providers=[_PROVIDER])
+                session = self._ort.InferenceSession(source, options, providers=[_PROVIDER])
             except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph types
                 raise EngineError(f"{onnx_path}: onnxruntime could not compile the model: {str(exc).splitlines()[0]}") from None
         return session
+
+    @staticmethod
+    def _inline_external_data(onnx_path: Path, options: Any, engine_path: Path | None) -> str | bytes:
+        import onnx
+
+        try:
+            model = onnx.load(str(onnx_path), load_external_data=True)
+        except Exception as exc:  # noqa: BLE001 - a missing or short data file
+            raise EngineError(f"{onnx_path}: cannot read the model's external data: {' '.join(str(exc).split())[:200]}") from None
+        if model.ByteSize() < _PROTOBUF_LIMIT:
+            return model.SerializeToString()
+        if engine_path is not None:
+            options.add_session_config_entry("session.optimized_model_external_initializers_file_name", engine_path.name + ".data")
+        return str(onnx_path)
 
     def _load(self, engine_path: Path) -> Any:
         try:

@@ -42,7 +42,8 @@ from typing import Any
 from loguru import logger
 
 from inference_engine.base import EngineBase
-from common.files import atomic_path
+from inference_engine.registry import reraise_interrupt
+from common.files import atomic_path, json_text
 from tools.cache import fingerprint
 from common.errors import ConfigError, EngineError
 
@@ -80,6 +81,7 @@ def preflight(config: Any) -> None:
     try:
         import tensorrt as trt
     except ImportError as exc:
+        reraise_interrupt(exc)
         raise ConfigError(
             f"vendor 'nvidia' compiler 'tensorrt' needs the TensorRT Python package, but 'import tensorrt' failed ({exc}); "
             "use the NGC image of docker_images/nvidia/pytorch, or compiler: inductor"
@@ -266,7 +268,7 @@ class InferModel(EngineBase):
         if engine_path is not None:
             # Plan first, sidecar second: a plan without a sidecar still loads.
             _write_atomic(engine_path, blob)
-            _write_atomic(self._meta_path(engine_path), json.dumps(meta, indent=2).encode())
+            _write_atomic(self._meta_path(engine_path), json_text(meta).encode())
         return blob, meta
 
     def _add_profile(self, builder: Any, network: Any, build_config: Any) -> dict:

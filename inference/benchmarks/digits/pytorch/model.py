@@ -20,6 +20,7 @@ from torch import nn
 
 from benchmarks.common import param, place_model
 from common.files import atomic_path
+from tools.cache import evict, reuse, seal
 
 from .dataloader import load_split, npz_path
 
@@ -109,13 +110,14 @@ def load_or_train(config) -> DigitsCNN:
     hp = hyper_parameters(config)
     path = os.path.join(config.cache_dir, "weights", f"digits_{cache_key(npz_path(config.data_dir), hp)}.pt")
     model = DigitsCNN()
-    if os.path.isfile(path):
+    if reuse(path, "weights"):
         try:
             model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
             logger.info(f"digits: loaded cached weights from {path}")
             return model.eval()
         except Exception as exc:  # noqa: BLE001 - a broken cache entry is retrained, not fatal
-            logger.warning(f"digits: cached weights {path} unreadable ({type(exc).__name__}), retraining")
+            evict(path)
+            logger.warning(f"cached weights {path} unreadable ({type(exc).__name__}): evicted and retrained")
     x, y = load_split(config.data_dir, "train")
     start = time.perf_counter()
     model = train(x, y, hp)
@@ -127,6 +129,7 @@ def load_or_train(config) -> DigitsCNN:
     )
     with atomic_path(path) as tmp:
         torch.save(model.state_dict(), tmp)
+    seal(path)
     return model
 
 

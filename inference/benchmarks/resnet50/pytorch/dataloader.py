@@ -13,7 +13,7 @@ import torch
 from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 
-from benchmarks.common import param
+from benchmarks.common import param, scan_files
 from common.errors import ConfigError, DataError
 
 EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".webp")
@@ -24,18 +24,19 @@ STD = np.array([0.229, 0.224, 0.225], dtype=np.float32).reshape(3, 1, 1)
 def find_samples(data_dir: str) -> tuple[list[str], list[tuple[str, int]]]:
     """Classes are the sorted subfolder names and files are walked in sorted
     order, exactly as torchvision's ImageFolder does, so label indices match
-    checkpoints trained with it."""
+    checkpoints trained with it. Links are followed, but no folder or image is
+    counted twice: a link loop is a DataError naming the link (benchmarks.common.scan_files)."""
     if not os.path.isdir(data_dir):
         raise DataError(f"data_dir {data_dir}: no such directory")
     classes = sorted(entry.name for entry in os.scandir(data_dir) if entry.is_dir())
     if not classes:
         raise DataError(f"data_dir {data_dir}: no class subfolders (expected <data_dir>/<class>/<image>)")
+    top = os.stat(data_dir)
+    seen_dirs: dict = {(top.st_dev, top.st_ino): data_dir}   # no class may lead back to data_dir
+    seen_files: dict = {}
     samples = []
     for label, name in enumerate(classes):
-        for root, _, files in sorted(os.walk(os.path.join(data_dir, name), followlinks=True)):
-            samples += [
-                (os.path.join(root, f), label) for f in sorted(files) if f.lower().endswith(EXTENSIONS)
-            ]
+        samples += [(path, label) for path in scan_files(os.path.join(data_dir, name), EXTENSIONS, seen_dirs, seen_files)]
     if not samples:
         raise DataError(f"data_dir {data_dir}: no images found (extensions {', '.join(EXTENSIONS)})")
     return classes, samples

@@ -1,0 +1,204 @@
+"""MODE slurm: each case x node runs as a Slurm job, under the same lifecycle as every executor.
+
+The primitives of utils/session.py on a Slurm cluster (utils/slurm.py talks to it):
+
+- ``case_log_dir``: submit the case's job (``sbatch``, one node from HOSTS by
+  name, partition, account, GPUs per node; the time limit is CASE_TIMEOUT plus
+  a margin, rounded up to Slurm's minutes) and wait until it RUNS, at most
+  SLURM_PENDING_TIMEOUT. The job only holds the allocation.
+- ``start``: a job step in that allocation, ``srun --jobid J --overlap`` with the
+  monitor's or the pipeline's command line; srun runs here and streams the
+  step's output back, so waiting and stopping are those of a local process.
+- ``fetch``: the case's files come back through SLURM_SHARED_DIR, which this
+  machine and the nodes both mount; ``end_case`` cancels the job (``scancel``),
+  which also ends any step left on the node.
+
+The code is copied once per version into SLURM_SHARED_DIR/code/<hash>/inference
+(the nodes run it natively with SLURM_PYTHON, ``SLURM_CONTAINER: none``).
+"""
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import threading
+from pathlib import Path
+
+from loguru import logger
+
+from common.errors import ConfigError, HostError
+from common.files import hash_tree
+from utils.host_config import CaseSpec, HostConfig
+from utils.local_session import LocalSession, _Child
+from utils.session import slug
+from utils.slurm import SlurmClient
+
+CODE_SKIP = ("onnxs", "result", "__pycache__", ".pytest_cache")
+JOB_MARGIN_S = 120.0          # the job outlives CASE_TIMEOUT by this much: monitors stop, files flush
+PROBE_TIMEOUT_S = 120.0
+
+
+def slurm_client(config: HostConfig) -> SlurmClient:
+    return SlurmClient(env=os.environ)
+
+
+def check_slurm(config: HostConfig) -> None:
+    """Before anything is submitted: sbatch present, controller reachable, partition known,
+    and SLURM_SHARED_DIR visible from every node in HOSTS (a probe job per node writes a
+    file there). Raises ConfigError (exit 2) naming the key or node."""
+    shared = Path(config.slurm_shared_dir)
+    client = slurm_client(config)
+    client.check(config.slurm_partition)
+    for host in config.hosts:
+        token = f".probe-{slug(host.address)}-{secrets.token_hex(4)}"
+        target = shared / token
+        argv = [config.slurm_python, "-c", "import pathlib, sys; pathlib.Path(sys.argv[1]).write_text('ok')", str(target)]
+        try:
+            job = client.submit(argv, job_name="inferperf-probe", output_path=os.devnull, workdir=str(shared),
+                                partition=config.slurm_partition, account=config.slurm_account, time_limit_s=60,
+                                nodelist=host.address)
+            state = client.wait(job, timeout_s=PROBE_TIMEOUT_S, pending_timeout_s=config.slurm_pending_timeout)
+        except HostError as exc:
+            raise ConfigError(f"{config.path}: key 'HOSTS' entry {host.address!r}: the probe job failed: {exc}") from None
+        try:
+            seen = target.read_text() == "ok"
+            target.unlink()
+        except OSError:
+            seen = False
+        if not seen:
+            raise ConfigError(
+                f"{config.path}: key 'SLURM_SHARED_DIR': {shared} is not shared with node {host.address} "
+                f"(a probe job there {state.describe()}, and its file did not appear here)"
+            )
+
+
+class SlurmSession(LocalSession):
+    """Inherits the local process primitives (srun runs on this machine) and adds the job."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        config = self.config
+        self.python = config.slurm_python
+        self.client = slurm_client(config)
+        self.shared = Path(config.slurm_shared_dir)
+        self.run_root = self.shared / "runs" / slug(self.run_id) / slug(self.label)
+        self.code_dir: Path | None = None
+        self.job_id: str | None = None
+        self._jobs: set[str] = set()
+        self._job_lock = threading.Lock()
+
+    @property
+    def node(self) -> str:
+        return self.host.address
+
+    # ---- host ---------------------------------------------------------------------
+    def prepare(self) -> None:
+        self.preflight_step = "data"
+        for spec in self.config.cases:
+            if not Path(spec.data_dir).is_dir():
+                raise HostError(f"node {self.label}: data dir {spec.data_dir} for {spec.key} is not visible here (it must be shared with the nodes)")
+        self.preflight_step = "code"
+        self.code_dir = self._sync_code()
+        self.run_root.mkdir(parents=True, exist_ok=True)
+        self.preflight_step = None
+
+    def _sync_code(self) -> Path:
+        """inference/ copied once per version into the shared directory (atomic rename)."""
+        source = self.config.flagperf_path
+        version = hash_tree([source], suffixes=None, skip_dirs=CODE_SKIP, relative_to_parent=False)[:16]
+        final = self.shared / "code" / version
+        if not (final / ".complete").is_file():
+            staging = final.with_name(f".staging-{version}-{secrets.token_hex(4)}")
+            try:
+                shutil.copytree(source, staging / "inference", ignore=shutil.ignore_patterns(*CODE_SKIP, "*.pyc"))
+                (staging / "inference" / "onnxs").mkdir(exist_ok=True)
+                (staging / ".complete").write_text(version)
+                try:
+                    staging.rename(final)
+                except OSError:
+                    if not (final / ".complete").is_file():
+                        raise
+            finally:
+                shutil.rmtree(staging, ignore_errors=True)
+            logger.info(f"node {self.label}: code version {version} copied to {final}")
+        return final / "inference"
+
+    def perf_dir(self) -> str:
+        return str(self.code_dir)
+
+    def data_dir(self, spec: CaseSpec) -> str:
+        return spec.data_dir
+
+    def parent_pid(self) -> int | None:
+        return None     # the steps' parent on the node is slurmstepd, not run.py
+
+    # ---- one case -----------------------------------------------------------------
+    def case_log_dir(self, spec: CaseSpec, local_dir: Path) -> str:
+        log = self.run_root / slug(spec.key)
+        log.mkdir(parents=True, exist_ok=True)
+        self._log_dir = log
+        config = self.config
+        job = self.client.submit(
+            ["sleep", str(int(config.case_timeout + JOB_MARGIN_S))],
+            job_name=f"inferperf-{slug(spec.key)}", output_path=str(log / "slurm-job.out"), workdir=str(log),
+            partition=config.slurm_partition, account=config.slurm_account,
+            time_limit_s=config.case_timeout + JOB_MARGIN_S, gpus_per_node=config.slurm_gpus_per_node,
+            nodelist=self.node,
+        )
+        with self._job_lock:
+            self.job_id = job
+            self._jobs.add(job)
+        state = self.client.wait_running(job, config.slurm_pending_timeout, self.abort)
+        logger.info(f"node {self.label}: {spec.key} runs in slurm job {job} on node {state.node}")
+        return str(log)
+
+    def start(self, role: str, argv: list[str], spec: CaseSpec, env: dict[str, str], stdout: Path | None):
+        step = ["srun", f"--jobid={self.job_id}", "--overlap", "--ntasks=1", "--nodes=1", f"--nodelist={self.node}",
+                f"--chdir={self.perf_dir()}", "--export=ALL", "--quiet", f"--job-name={role}", "--"]
+        return super().start(role, step + argv, spec, env, stdout)
+
+    def exit_detail(self, handle: _Child) -> str | None:
+        if self.job_id is None:
+            return None
+        try:
+            state = self.client.state(self.job_id)
+        except HostError:
+            return None
+        return None if state.state == "RUNNING" else state.describe()
+
+    def fetch(self, spec: CaseSpec, log_dir: str, local_dir: Path) -> None:
+        source = Path(log_dir)
+        try:
+            for path in source.iterdir():
+                if path.is_file():
+                    shutil.copy2(path, local_dir / path.name)
+            shutil.rmtree(source, ignore_errors=True)
+        except OSError as exc:
+            raise HostError(f"node {self.label}: fetching {source} failed: {exc.strerror or exc}") from None
+        super().fetch(spec, log_dir, local_dir)
+
+    def end_case(self, spec: CaseSpec) -> None:
+        with self._job_lock:
+            job, self.job_id = self.job_id, None
+        if job is not None:
+            self._cancel(job)
+
+    def _cancel(self, job: str) -> None:
+        try:
+            self.client.cancel(job)
+        except HostError as exc:
+            logger.warning(f"node {self.label}: {exc}")
+        with self._job_lock:
+            self._jobs.discard(job)
+
+    def cleanup(self) -> None:
+        super().cleanup()
+        with self._job_lock:
+            jobs = list(self._jobs)
+        for job in jobs:
+            self._cancel(job)
+        shutil.rmtree(self.run_root, ignore_errors=True)
+        try:
+            self.run_root.parent.rmdir()
+        except OSError:
+            pass

@@ -1,0 +1,191 @@
+"""Faults of the host-side case lifecycle, reproduced for real in MODE local: run.py
+killed by SIGKILL or hung up, a second Ctrl-C, Ctrl-C in a case's first second, the
+pipeline killed from outside, and a FlagPerf-style daemon monitor. Each asserts the
+one-line outcome, the exit code and that no process is left."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import copy_inference_tree, run_py, wait_no_processes
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory) -> Path:
+    """inference/ with digits set to run for a very long time (caches persist in this module)."""
+    perf = copy_inference_tree(tmp_path_factory.mktemp("lifecycle") / "inference")
+    path = perf / "configs" / "digits" / "configurations.yaml"
+    config = yaml.safe_load(path.read_text())
+    config["repeat"] = 1_000_000
+    path.write_text(yaml.safe_dump(config))
+    return perf
+
+
+def host_yaml(tmp_path: Path, perf: Path, data: Path, **overrides) -> Path:
+    config = {
+        "MODE": "local", "VENDOR": "cpu", "FLAGPERF_PATH": str(perf), "FLAGPERF_LOG_PATH": str(tmp_path / "result"),
+        "HOSTS": ["127.0.0.1"], "CASES": {"digits:pytorch": str(data)}, "MONITOR_INTERVAL": 0.2, **overrides,
+    }
+    path = tmp_path / "host.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def start(perf: Path, config: Path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "run.py", "--config", str(config)], cwd=perf,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_for(pattern: str, root: Path, timeout: float = 180) -> Path:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = sorted(root.glob(pattern))
+        if found:
+            return found[0]
+        time.sleep(0.05)
+    raise AssertionError(f"{pattern} never appeared under {root}")
+
+
+def wait_for_measuring(tmp_path: Path) -> Path:
+    """The case's log once the pipeline has reached its measured phases."""
+    log = wait_for("result/run*/digits:pytorch/*/container.out.log", tmp_path)
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and not re.search(r"\[[4-7]/7 ", log.read_text(errors="replace")):
+        time.sleep(0.2)
+    return log
+
+
+def the_record(tmp_path: Path) -> dict:
+    files = sorted((tmp_path / "result").glob("run*/summary.json"))
+    assert files, "no summary.json"
+    return json.loads(files[-1].read_text())["results"][0]
+
+
+def test_sigkill_to_run_py_leaves_no_pipeline_or_monitor(tmp_path, tree, digits_data_dir):
+    proc = start(tree, host_yaml(tmp_path, tree, digits_data_dir))
+    wait_for_measuring(tmp_path)
+    assert wait_no_processes(str(tmp_path), timeout=0.1), "the pipeline and monitors should be running now"
+    proc.kill()
+    proc.communicate(timeout=30)
+    # Children watch run.py's pid (common/lifetime.py): all gone within seconds, not at the case's end.
+    assert wait_no_processes(str(tmp_path), timeout=20) == []
+    failure = json.loads(next((tmp_path / "result").glob("run*/digits:pytorch/*/failure.json")).read_text())
+    assert failure["exit_code"] == 130 and "stopped by signal SIGTERM" in failure["error"]
+
+
+def test_sighup_to_run_py_stops_everything_and_writes_the_summary(tmp_path, tree, digits_data_dir):
+    proc = start(tree, host_yaml(tmp_path, tree, digits_data_dir))
+    wait_for_measuring(tmp_path)
+    proc.send_signal(signal.SIGHUP)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-2000:]
+    record = the_record(tmp_path)
+    assert record["status"] == "interrupted" and "Traceback" not in err
+    assert wait_no_processes(str(tmp_path)) == []
+
+
+def test_second_ctrl_c_does_not_cut_the_cleanup_short(tmp_path, tree, digits_data_dir):
+    proc = start(tree, host_yaml(tmp_path, tree, digits_data_dir))
+    wait_for_measuring(tmp_path)
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-2000:]
+    assert "SIGINT again: already stopping" in err and "Traceback" not in err
+    assert the_record(tmp_path)["status"] == "interrupted"
+    assert (next((tmp_path / "result").glob("run*")) / "summary.md").is_file()
+    assert wait_no_processes(str(tmp_path)) == []
+
+
+def test_ctrl_c_in_the_first_second_is_an_interrupt_not_a_monitor_failure(tmp_path, tree, digits_data_dir):
+    proc = start(tree, host_yaml(tmp_path, tree, digits_data_dir))
+    wait_for("result/run*/digits:pytorch/*/mon-sys.stderr", tmp_path)   # monitors just started
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-2000:]
+    record = the_record(tmp_path)
+    assert record["status"] == "interrupted", record
+    assert "exited at once" not in (record["error"] or "")
+    assert wait_no_processes(str(tmp_path)) == []
+
+
+def test_pipeline_killed_from_outside_reads_killed_by_sigkill(tmp_path, tree, digits_data_dir):
+    proc = start(tree, host_yaml(tmp_path, tree, digits_data_dir))
+    wait_for_measuring(tmp_path)
+    ps = subprocess.run(["pgrep", "-f", f"run_inference.py --perf_dir {tree}"], capture_output=True, text=True).stdout.split()
+    assert ps, "pipeline process not found"
+    for pid in ps:
+        os.kill(int(pid), signal.SIGKILL)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1
+    record = the_record(tmp_path)
+    assert record["failed_step"] == "pipeline"
+    assert record["error"] == "pipeline exited with status -9: killed by SIGKILL (out of memory, or killed from outside)"
+    assert wait_no_processes(str(tmp_path)) == []
+
+
+# ---- a FlagPerf-style vendor monitor: a daemon driven by -o start|stop -l DIR ---------------
+FLAGPERF_MONITOR = '''
+import argparse, os, signal, sys, time
+
+parser = argparse.ArgumentParser()
+parser.add_argument("-o", "--operation", required=True, choices=["start", "stop"])
+parser.add_argument("-l", "--log", required=True)
+args = parser.parse_args()
+pid_file = os.path.join(args.log, "cpu_monitor.pid")
+if args.operation == "stop":
+    with open(pid_file) as handle:
+        os.kill(int(handle.read()), signal.SIGTERM)
+    os.remove(pid_file)
+    sys.exit(0)
+if os.fork():
+    sys.exit(0)
+os.setsid()
+if os.fork():
+    os._exit(0)
+with open(pid_file, "w") as handle:
+    handle.write(str(os.getpid()))
+used = 1000
+with open(os.path.join(args.log, "cpu_monitor.log"), "a", buffering=1) as log:
+    while True:
+        used += 500
+        log.write(f"{time.time()} {used} 16000\\n")
+        time.sleep(0.1)
+'''
+
+FLAGPERF_ANALYSIS = '''
+def analysis_log(logpath):
+    used = total = 0
+    for line in open(logpath):
+        _, u, t = line.split()
+        used, total = max(used, float(u) / 1000), float(t) / 1000
+    return used, total, 1.0e12, 2.0e12
+'''
+
+
+def test_flagperf_daemon_monitor_runs_unmodified(tmp_path, digits_data_dir):
+    perf = copy_inference_tree(tmp_path / "inference")
+    (perf / "docker_images" / "cpu" / "cpu_monitor.py").write_text(FLAGPERF_MONITOR)
+    (perf / "docker_images" / "cpu" / "cpu_analysis.py").write_text(FLAGPERF_ANALYSIS)
+    proc = run_py(perf, host_yaml(tmp_path, perf, digits_data_dir), timeout=600)
+    assert proc.returncode in (0, 3), proc.stderr[-3000:]
+    record = the_record(tmp_path)
+    assert record["status"] == "success", record
+    log = next((tmp_path / "result").glob("run*/digits:pytorch/*/cpu_monitor.log"))
+    used = [float(line.split()[1]) / 1000 for line in log.read_text().splitlines()]
+    assert len(used) >= 3
+    assert record["vendor_usage(GiB)"] == pytest.approx(max(used)) and record["vendor_max_mem(GiB)"] == 16.0
+    assert not list(log.parent.glob("cpu_monitor.pid")), "-o stop was not run"
+    assert wait_no_processes(str(tmp_path)) == []
+    ps = subprocess.run(["pgrep", "-f", f"-l {tmp_path}"], capture_output=True, text=True).stdout
+    assert not ps.strip(), "the daemon outlived the case"

@@ -1,0 +1,181 @@
+"""run.py in MODE slurm against a real Slurm cluster (tests/infra/slurm.py): a case runs as a
+job on the node, a job killed by its time limit, scancel on Ctrl-C, a drained node, a bad
+partition and a missing sbatch. Each asserts the one-line outcome, the exit code, and that
+no job and no process is left."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import copy_inference_tree, wait_no_processes
+
+
+@pytest.fixture
+def cluster(slurm_cluster):
+    yield slurm_cluster
+    slurm_cluster.cancel_all_jobs()
+    if "drain" in slurm_cluster.node_state():
+        slurm_cluster.undrain()
+        slurm_cluster.wait_idle()
+
+
+@pytest.fixture(scope="module")
+def shared_data(slurm_cluster, tmp_path_factory) -> Path:
+    """digits data inside the cluster's shared directory."""
+    from benchmarks.digits.pytorch.prepare import prepare_digits
+
+    out = Path(slurm_cluster.shared_dir) / "data" / "digits"
+    out.mkdir(parents=True, exist_ok=True)
+    prepare_digits(out)
+    return out
+
+
+def host_yaml(tmp_path: Path, cluster, perf: Path, data: Path, **overrides) -> Path:
+    config = {
+        "MODE": "slurm", "VENDOR": "cpu", "FLAGPERF_PATH": str(perf), "FLAGPERF_LOG_PATH": str(tmp_path / "result"),
+        "HOSTS": [cluster.node], "CASES": {"digits:pytorch": str(data)}, "MONITOR_INTERVAL": 0.2,
+        "SLURM_SHARED_DIR": str(cluster.shared_dir), "SLURM_PARTITION": cluster.partitions[0],
+        "SLURM_PENDING_TIMEOUT": 20, **overrides,
+    }
+    path = tmp_path / "host.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def env_for(cluster, path: str | None = None) -> dict:
+    env = {**os.environ, **cluster.env}
+    if path is not None:
+        env["PATH"] = path
+    return env
+
+
+def start(perf: Path, config: Path, env: dict) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "run.py", "--config", str(config)], cwd=perf, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def the_record(tmp_path: Path) -> dict:
+    files = sorted((tmp_path / "result").glob("run*/summary.json"))
+    assert files, "no summary.json"
+    return json.loads(files[-1].read_text())["results"][0]
+
+
+def long_tree(tmp_path: Path) -> Path:
+    perf = copy_inference_tree(tmp_path / "inference")
+    path = perf / "configs" / "digits" / "configurations.yaml"
+    config = yaml.safe_load(path.read_text())
+    config["repeat"] = 1_000_000
+    path.write_text(yaml.safe_dump(config))
+    return perf
+
+
+def wait_measuring(cluster, timeout: float = 240) -> str:
+    """The job id once the pipeline step is past its start-up."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        logs = list(Path(cluster.shared_dir, "runs").glob("*/*/*/container.out.log"))
+        if logs and re.search(r"\[[4-7]/7 ", logs[0].read_text(errors="replace")):
+            jobs = cluster.job_ids()
+            assert jobs, "no job while the case runs"
+            return jobs[0]
+        time.sleep(0.3)
+    raise AssertionError("the pipeline never reached its measured phases")
+
+
+def test_case_runs_as_a_slurm_job(tmp_path, cluster, shared_data):
+    perf = copy_inference_tree(tmp_path / "inference")
+    proc = subprocess.run([sys.executable, "run.py", "--config", str(host_yaml(tmp_path, cluster, perf, shared_data))],
+                          cwd=perf, env=env_for(cluster), capture_output=True, text=True, timeout=900)
+    assert proc.returncode in (0, 3), proc.stderr[-3000:]
+    record = the_record(tmp_path)
+    assert record["status"] == "success" and record["host"] == cluster.node, record
+    assert record["infer_average_acc"] >= 0.95
+    assert record["sys_monitor"]["samples"] >= 1 and record["vendor_max_mem(GiB)"] > 0
+    assert re.search(r"runs in slurm job \d+ on node " + re.escape(cluster.node), proc.stderr)
+    local = next((tmp_path / "result").glob("run*/digits:pytorch/*_noderank0"))
+    for name in ("result.json", "container.out.log", "stdout.log", "sys_monitor.jsonl", "cpu_monitor.jsonl"):
+        assert (local / name).is_file(), name
+    assert cluster.job_ids() == []
+    assert not list(Path(cluster.shared_dir, "runs").glob("*/*/*")), "the run's files were left in the shared dir"
+    assert wait_no_processes(str(cluster.shared_dir)) == []
+
+
+def test_job_killed_by_its_time_limit_names_job_node_and_state(tmp_path, cluster, shared_data):
+    perf = long_tree(tmp_path)
+    proc = start(perf, host_yaml(tmp_path, cluster, perf, shared_data), env_for(cluster))
+    job = wait_measuring(cluster)
+    cluster.run("scontrol", "update", f"jobid={job}", "EndTime=now")   # its time limit, reached now
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 1, err[-3000:]
+    record = the_record(tmp_path)
+    assert record["status"] == "failed"
+    assert f"slurm job {job} on node {cluster.node} ended TIMEOUT" in record["error"], record["error"]
+    assert cluster.job_ids() == []
+    assert wait_no_processes(str(cluster.shared_dir)) == []
+
+
+def test_ctrl_c_cancels_the_job(tmp_path, cluster, shared_data):
+    perf = long_tree(tmp_path)
+    proc = start(perf, host_yaml(tmp_path, cluster, perf, shared_data), env_for(cluster))
+    wait_measuring(cluster)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=180)
+    assert proc.returncode == 130, err[-3000:]
+    assert the_record(tmp_path)["status"] == "interrupted"
+    deadline = time.monotonic() + 30
+    while cluster.job_ids() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert cluster.job_ids() == []
+    assert wait_no_processes(str(cluster.shared_dir)) == []
+
+
+def test_drained_node_is_named_and_nothing_stays_submitted(tmp_path, cluster, shared_data):
+    cluster.drain("maintenance")
+    perf = copy_inference_tree(tmp_path / "inference")
+    config = host_yaml(tmp_path, cluster, perf, shared_data, SLURM_PENDING_TIMEOUT=3)
+    proc = subprocess.run([sys.executable, "run.py", "--config", str(config)], cwd=perf, env=env_for(cluster),
+                          capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    errors = [line for line in proc.stderr.splitlines() if "ERROR" in line]
+    assert len(errors) == 1 and cluster.node in errors[0] and "PENDING" in errors[0], proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert cluster.job_ids() == []
+    assert not (tmp_path / "result").exists()
+
+
+def test_bad_partition_is_refused_before_anything_is_submitted(tmp_path, cluster, shared_data):
+    perf = copy_inference_tree(tmp_path / "inference")
+    config = host_yaml(tmp_path, cluster, perf, shared_data, SLURM_PARTITION="nosuchpart")
+    proc = subprocess.run([sys.executable, "run.py", "--config", str(config)], cwd=perf, env=env_for(cluster),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    errors = [line for line in proc.stderr.splitlines() if "ERROR" in line]
+    assert len(errors) == 1 and "SLURM_PARTITION" in errors[0] and "nosuchpart" in errors[0], proc.stderr
+    assert cluster.job_ids() == [] and not (tmp_path / "result").exists()
+
+
+def test_missing_sbatch_is_one_line(tmp_path, cluster, shared_data):
+    perf = copy_inference_tree(tmp_path / "inference")
+    config = host_yaml(tmp_path, cluster, perf, shared_data)
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    for tool in ("ps", "sh"):
+        found = shutil.which(tool)
+        if found:
+            (bare / tool).symlink_to(found)
+    proc = subprocess.run([sys.executable, "run.py", "--config", str(config)], cwd=perf, env=env_for(cluster, str(bare)),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    errors = [line for line in proc.stderr.splitlines() if "ERROR" in line]
+    assert len(errors) == 1 and "sbatch not found" in errors[0], proc.stderr
+    assert "Traceback" not in proc.stderr and not (tmp_path / "result").exists()
