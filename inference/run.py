@@ -107,7 +107,8 @@ def check_cases(config: HostConfig) -> None:
             if native:  # MODE docker installs them into the image (utils/image_manager.py)
                 check_case_requirements(perf_dir, spec.case, spec.framework)
             case_config = load_case_config(
-                str(perf_dir), spec.case, spec.framework, config.vendor, spec.data_dir, "-", parse_overrides(config.overrides)
+                str(perf_dir), spec.case, spec.framework, config.vendor, spec.data_dir, "-", parse_overrides(config.overrides),
+                check_device=config.mode == "local",   # elsewhere the device is on the hosts, not here
             )
             if case_config.compiler is None:
                 continue
@@ -151,7 +152,7 @@ def host_worker(session: HostSession, cases: list[CaseSpec], run_dir: Path) -> l
         if session.abort.is_set():
             outcomes.append(CaseOutcome(spec, session.label, session.noderank, case_dir(spec)).fail("interrupted", "run interrupted before this case started", "interrupted"))
             continue
-        logger.info(f"host {session.label}: running {spec.key}")
+        logger.debug(f"host {session.label}: running {spec.key}")   # run.log; the console shows progress
         try:
             outcome = session.run_case(spec, case_dir(spec))
         except Exception as exc:
@@ -160,6 +161,16 @@ def host_worker(session: HostSession, cases: list[CaseSpec], run_dir: Path) -> l
         logger.log(level, f"host {session.label}: {spec.key} {outcome.status}" + (f" at step {outcome.step}: {outcome.error}" if outcome.error else ""))
         outcomes.append(outcome)
     return outcomes
+
+
+def _console_sink(message) -> None:
+    """The console's log lines, on the sys.stderr of the moment: a live progress display
+    (utils/progress.py) redirects it and prints them above itself."""
+    sys.stderr.write(message)
+    sys.stderr.flush()
+
+
+CONSOLE_FORMAT = "{time:HH:mm:ss} | {level: <7} | {message}"
 
 
 def _console_echo(config: HostConfig):
@@ -197,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
         print(list_available(INFERENCE_DIR))
         return 0
     logger.remove()
-    logger.add(sys.stderr, level="INFO", format="{time:HH:mm:ss} | {level: <7} | {message}")
+    logger.add(_console_sink, level="INFO", format=CONSOLE_FORMAT)
     try:
         config = load_host_config(args.config, INFERENCE_DIR)
         config.cases = select_cases(config, args.cases)
@@ -216,14 +227,26 @@ def main(argv: list[str] | None = None) -> int:
     run_dir = config.log_path / f"run{run_id}"
     run_dir.mkdir(parents=True, exist_ok=True)
     logger.remove()
-    logger.add(sys.stderr, level=config.log_level, format="{time:HH:mm:ss} | {level: <7} | {message}")
+    logger.add(_console_sink, level=config.log_level, format=CONSOLE_FORMAT)
     logger.add(run_dir / "run.log", level="DEBUG", format="{time:YYYY-MM-DD HH:mm:ss.SSS} | {level: <7} | {message}")
     logger.info(f"run {run_id}: {len(config.cases)} case(s) x {len(config.hosts)} host(s), mode {config.mode}, vendor {config.vendor}")
 
     abort = threading.Event()
     sessions = [make_session(config, i, run_id, abort, run_dir) for i in range(len(config.hosts))]
     previous = {sig: signal.signal(sig, _raise_keyboard_interrupt) for sig in STOP_SIGNALS}
-    echo = _console_echo(config) if args.verbose else None
+    # The console: --verbose every pipeline line; on a terminal a live progress display of
+    # every case x host; otherwise (CI, pipes) nothing per line, one line per case and host.
+    display = None
+    if not args.verbose and sys.stdout.isatty():
+        try:
+            from utils.progress import ProgressConsole
+
+            display = ProgressConsole(len(config.cases) * len(sessions)).start()
+        except ImportError as exc:   # rich missing (a venv older than pyproject.toml): the plain console
+            logger.debug(f"no progress display: {one_line(exc)}")
+    if config.mode == "docker":
+        logger.info("preparing the hosts: code sync and image check (an image build takes minutes the first time)")
+    echo = _console_echo(config) if args.verbose else display.echo if display else None
     for session in sessions:
         session.echo = echo
     pool = ThreadPoolExecutor(max_workers=len(sessions), thread_name_prefix="host")
@@ -244,6 +267,8 @@ def main(argv: list[str] | None = None) -> int:
             session.interrupt()
         wait(futures, timeout=INTERRUPT_GRACE_S)
     finally:
+        if display is not None:
+            display.stop()
         for session in sessions:
             try:
                 session.cleanup()
@@ -268,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
     records.sort(key=lambda r: (r["case"], r["framework"], r["noderank"]))
     json_path, md_path = write_summary(run_dir, run_id, config, records, started_at)
     print(md_path.read_text(encoding="utf-8"))
-    logger.info(f"summary: {json_path} and {md_path}")
+    logger.debug(f"summary: {json_path} and {md_path}")   # beside report.html, whose path ends the output
     report_path = _write_report(run_dir, config.flagperf_path)
     failed = [r for r in records if r["status"] != "success"]
     for r in failed:

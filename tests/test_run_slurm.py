@@ -84,7 +84,7 @@ def wait_measuring(cluster, timeout: float = 240) -> str:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         logs = list(Path(cluster.shared_dir, "runs").glob("*/*/*/container.out.log"))
-        if logs and re.search(r"\[[4-7]/7 ", logs[0].read_text(errors="replace")):
+        if logs and re.search(r"\[[3-7]/7 ", logs[0].read_text(errors="replace")):
             jobs = cluster.job_ids()
             assert jobs, "no job while the case runs"
             return jobs[0]

@@ -67,10 +67,12 @@ def shown(value: object, limit: int = 80) -> str:
     is never built (for a huge int Python refuses to build it at all).
     ``'xxxx…' (1048576 chars)``, ``[1, 2, 3, …] (100000 items)``.
     """
-    if isinstance(value, (str, bytes)) and len(value) > limit:
+    if isinstance(value, (str, bytes)):
+        if len(value) <= limit:
+            return repr(value)
         head = repr(value[:limit])
         return f"{head[:-1]}…{head[-1]} ({len(value)} {'chars' if isinstance(value, str) else 'bytes'})"
-    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 3 * limit:
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > limit * 10 // 3:
         return f"an integer of about {int(value.bit_length() * 0.30103) + 1} digits"
     if isinstance(value, (list, tuple, dict, set, frozenset)) and not _small(value, limit):
         text = _BoundedRepr(limit).repr(value)

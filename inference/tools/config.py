@@ -26,7 +26,7 @@ from common.errors import ConfigError, shown
 from tools.expr import parse_number
 from tools.scenarios import SCENARIOS
 from common.yamlio import YamlTooLarge, load_yaml_mapping, load_yaml_value
-from utils.host_config import HOST_KEYS  # host.yaml's keys, defined once there; a case file may not reuse them
+from common.host_keys import HOST_KEYS  # host.yaml's keys, defined once; a case file may not reuse them
 
 CLI_KEYS = ("perf_dir", "data_dir", "log_dir", "vendor", "case", "framework")
 # Keys that configurations.yaml must define, as in FlagPerf's standard case.

@@ -30,6 +30,7 @@ from tools.contention import ContentionReading, CpuContention
 from common.errors import EngineError
 from common.stats import LatencyStats
 from tools.torch_sync import sync_for_config
+from tools.progress import PhaseProgress
 from tools.verdict import (
     Verdict, accelerator_reason, contention_reason, minimum_reasons, minimums_met, stability_reason, window_throughputs,
 )
@@ -146,9 +147,11 @@ def timed_forward(
     correct = 0.0
     evaluated = 0
     passes = 0
+    progress = PhaseProgress.for_passes(phase, config, dataloader)   # PROGRESS lines, at most every 0.5 s
     contention = CpuContention(str(getattr(config, "device", "cpu"))).start()
     started_unix = time.time()
     start = clock()
+    due = progress.begin(start)
     while True:
         for x, y in dataloader:
             inputs = as_input_list(x)
@@ -174,6 +177,8 @@ def timed_forward(
                     f"{phase}: batch {len(core_ns)}, core {core / 1e6:.2f} ms, "
                     f"running acc {correct / evaluated if evaluated else float('nan'):.4f}"
                 )
+            if t1 >= due:
+                due = progress.update(len(core_ns), t1)
         passes += 1
         if not core_ns:
             raise EngineError(f"{phase}: the data loader yielded no batch")
@@ -185,6 +190,7 @@ def timed_forward(
     whole_ns = clock() - start - foo_ns
     span_unix = (started_unix, time.time())
     reading = contention.stop()
+    progress.finish(len(core_ns), (whole_ns + foo_ns) / 1e9)
     if passes > repeat:
         logger.info(f"{phase}: {passes} passes over the data ({len(core_ns)} queries) to reach the measurement minimums")
 

@@ -40,6 +40,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
+from tools.progress import PhaseProgress
+
 SCENARIOS = ("offline", "single_stream", "server")
 MINIMUMS_MET = "minimums met"
 MAX_DURATION_REACHED = "max_duration_s reached"
@@ -205,17 +207,21 @@ def run_scenario(
     limits = (min_query_count, round(min_duration_s * 1e9), round(max_duration_s * 1e9))
     sampler = _Sampler(max_sampled) if sample_pool_indices and max_sampled else None
     eligible = frozenset(sample_pool_indices)
+    # PROGRESS lines (tools/progress.py), at most every 0.5 s, from the clock readings the runners take anyway
+    progress = PhaseProgress(f"performance bs={batch_size} {scenario} clients={clients}", min_queries=min_query_count,
+                             min_duration_s=min_duration_s, max_duration_s=max_duration_s)
     if scenario == "server":
         schedule = poisson_arrivals(target_qps / batch_size, random.Random(seed))
         if clients == 1:
-            raw = _server_one(step, pool, limits, schedule, sync, sampler, eligible, clock, sleep)
+            raw = _server_one(step, pool, limits, schedule, sync, sampler, eligible, clock, sleep, progress)
         else:
-            raw = _threads(step, pool, limits, clients, schedule, sync, sampler, eligible, clock, sleep)
+            raw = _threads(step, pool, limits, clients, schedule, sync, sampler, eligible, clock, sleep, progress)
     elif clients == 1:
-        raw = _back_to_back_one(step, pool, limits, sync, sampler, eligible, clock)
+        raw = _back_to_back_one(step, pool, limits, sync, sampler, eligible, clock, progress)
     else:
-        raw = _threads(step, pool, limits, clients, None, sync, sampler, eligible, clock, sleep)
+        raw = _threads(step, pool, limits, clients, None, sync, sampler, eligible, clock, sleep, progress)
     latencies, completions, foo_ns, window_ns, reason, arrivals = raw
+    progress.finish(len(latencies), window_ns / 1e9)
     if clients > 1:  # appended as threads finished; put them in completion order
         order = sorted(range(len(completions)), key=completions.__getitem__)
         latencies = [latencies[i] for i in order]
@@ -245,7 +251,7 @@ def run_scenario(
 # (arrivals issued, last issued arrival offset in s)).
 
 
-def _back_to_back_one(step, pool, limits, sync, sampler, eligible, clock):
+def _back_to_back_one(step, pool, limits, sync, sampler, eligible, clock, progress):
     """offline with one client, and single_stream: the cheapest loop, no threads, no locks."""
     min_queries, min_ns, max_ns = limits
     latencies: list[int] = []
@@ -256,6 +262,7 @@ def _back_to_back_one(step, pool, limits, sync, sampler, eligible, clock):
     foo_ns = 0
     i = 0
     start = now = clock()
+    due = progress.begin(start)
     while True:
         elapsed = now - start
         if i >= min_queries and elapsed >= min_ns:
@@ -279,6 +286,8 @@ def _back_to_back_one(step, pool, limits, sync, sampler, eligible, clock):
         if sampler is not None and pool_index in eligible:
             sampler.offer(i, pool_index, outputs)
         i += 1
+        if now >= due:
+            due = progress.update(i, now)
     window = completions[-1] if completions else 0
     return latencies, completions, foo_ns, window, reason, (0, 0.0)
 
@@ -302,7 +311,7 @@ def _run_threads(worker, clients: int) -> None:
         raise errors[0]
 
 
-def _server_one(step, pool, limits, schedule, sync, sampler, eligible, clock, sleep):
+def _server_one(step, pool, limits, schedule, sync, sampler, eligible, clock, sleep, progress):
     """server with one worker: the calling thread sleeps until each arrival."""
     min_queries, min_ns, max_ns = limits
     latencies: list[int] = []
@@ -314,6 +323,7 @@ def _server_one(step, pool, limits, schedule, sync, sampler, eligible, clock, sl
     i = 0
     offset = 0.0
     start = clock()
+    due = progress.begin(start)
     for next_offset in schedule:
         arrival = start + int(next_offset * 1e9)
         now = clock()
@@ -342,11 +352,13 @@ def _server_one(step, pool, limits, schedule, sync, sampler, eligible, clock, sl
         if sampler is not None and pool_index in eligible:
             sampler.offer(i, pool_index, outputs)
         i += 1
+        if t1 >= due:
+            due = progress.update(i, t1)
     window = completions[-1] if completions else 0
     return latencies, completions, foo_ns, window, reason, (i, offset)
 
 
-def _threads(step, pool, limits, clients, schedule, sync, sampler, eligible, clock, sleep):
+def _threads(step, pool, limits, clients, schedule, sync, sampler, eligible, clock, sleep, progress):
     """Several clients taking query indices (and, for server, the next arrival of
     one shared schedule; ``schedule`` None = offline, issue at once) under one lock."""
     min_queries, min_ns, max_ns = limits
@@ -356,6 +368,7 @@ def _threads(step, pool, limits, clients, schedule, sync, sampler, eligible, clo
     lock = threading.Lock()
     state = {"next": 0, "foo_ns": 0, "reason": None, "offset": 0.0}
     start = clock()
+    state["due"] = progress.begin(start)
 
     def worker() -> None:
         while True:
@@ -378,6 +391,8 @@ def _threads(step, pool, limits, clients, schedule, sync, sampler, eligible, clo
                 state["next"] = i + 1
                 if arrival is not None:
                     state["offset"] = next_offset
+                if now >= state["due"]:
+                    state["due"] = progress.update(i, now)
             while arrival is not None and arrival > now:
                 sleep((arrival - now) / 1e9)
                 now = clock()

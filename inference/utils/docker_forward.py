@@ -6,6 +6,10 @@ key file and known_hosts named in host.yaml. Instead each Docker API
 connection here is a channel on the existing SSH transport running
 ``docker system dial-stdio`` (what the docker CLI's ssh transport does), served
 to the SDK through a private local unix socket.
+
+Each channel starts a ``docker`` CLI process on the host, so the SDK client must
+keep its connections (``utils/docker_session.py``: one connection pool per client,
+not docker-py's pool per URL): a handful of channels serve a whole run.
 """
 from __future__ import annotations
 
@@ -35,6 +39,9 @@ class DockerOverSsh:
         self._server.listen(16)
         self._closed = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+        self._open: set = set()          # live (conn, channel) pairs, closed at once by close()
+        self.channels_opened = 0
         self._accept_thread = threading.Thread(target=self._accept, name=f"docker-fwd-{label}", daemon=True)
         self._accept_thread.start()
 
@@ -49,8 +56,9 @@ class DockerOverSsh:
             except OSError:
                 return
             thread = threading.Thread(target=self._pump, args=(conn,), daemon=True)
+            with self._lock:
+                self._threads = [t for t in self._threads if t.is_alive()] + [thread]
             thread.start()
-            self._threads = [t for t in self._threads if t.is_alive()] + [thread]
 
     def _pump(self, conn: socket.socket) -> None:
         try:
@@ -60,6 +68,10 @@ class DockerOverSsh:
             logger.debug(f"host {self.label}: docker dial-stdio channel failed: {exc}")
             conn.close()
             return
+        pair = (conn, channel)
+        with self._lock:
+            self.channels_opened += 1
+            self._open.add(pair)
         try:
             while not self._closed.is_set():
                 readable, _, _ = select.select([conn, channel], [], [], 0.5)
@@ -87,6 +99,8 @@ class DockerOverSsh:
         except (OSError, EOFError, paramiko.SSHException):
             pass
         finally:
+            with self._lock:
+                self._open.discard(pair)
             channel.close()
             try:
                 conn.close()
@@ -94,11 +108,25 @@ class DockerOverSsh:
                 pass
 
     def close(self) -> None:
+        """Stop at once: close the listener and every open channel (a pump would
+        otherwise notice only at its next select timeout), then reap the threads."""
         self._closed.set()
+        try:
+            self._server.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
         try:
             self._server.close()
         except OSError:
             pass
-        for thread in self._threads:
+        with self._lock:
+            pairs, threads = list(self._open), list(self._threads)
+        for conn, channel in pairs:
+            channel.close()
+            try:
+                conn.close()
+            except OSError:
+                pass
+        for thread in threads:
             thread.join(timeout=2)
         shutil.rmtree(self._dir, ignore_errors=True)

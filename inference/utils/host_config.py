@@ -15,52 +15,23 @@ import ipaddress
 import math
 import os
 import re
+import sys
 from dataclasses import InitVar, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 from common.errors import ConfigError, shown
+from common.host_keys import HOST_KEYS, KEY_FIELDS
 from common.yamlio import load_yaml_mapping
 
 # Run modes; a new mode is one more entry here (and its session in run.py).
-MODES = ("local", "docker")
+MODES = ("local", "docker", "slurm")
 LOG_LEVELS = ("TRACE", "DEBUG", "INFO", "WARNING", "ERROR")
 # FlagPerf keys that InferPerf accepts but has no use for.
 IGNORED_KEYS = ("LOG_CALL_INFORMATION", "HOSTS_PORTS", "MASTER_PORT")
 # Keys only FlagPerf's host.yaml carries (all about containers on remote hosts).
 FLAGPERF_DOCKER_KEYS = ("ACCE_CONTAINER_OPT", "HOSTS_PORTS", "MASTER_PORT", "PIP_SOURCE", "ACCE_VISIBLE_DEVICE_ENV_NAME")
 
-# host.yaml's keys -> HostConfig fields (None: accepted and ignored). The one list
-# of host.yaml keys: tools/config.py refuses these in case configs.
-KEY_FIELDS: dict[str, str | None] = {
-    "MODE": "mode",
-    "FLAGPERF_PATH": "flagperf_path",
-    "FLAGPERF_LOG_PATH": "log_path",
-    "VENDOR": "vendor",
-    "FLAGPERF_LOG_LEVEL": "log_level",
-    "SSH_PORT": "ssh_port",
-    "HOSTS": "hosts",
-    "CASES": "cases",
-    "SHM_SIZE": "shm_size",
-    "ACCE_CONTAINER_OPT": "container_opt",
-    "PIP_SOURCE": "pip_source",
-    "CLEAR_CACHES": "clear_caches",
-    "ACCE_VISIBLE_DEVICE_ENV_NAME": "visible_device_env",
-    "SSH_USER": "ssh_user",
-    "SSH_KEY_FILE": "ssh_key_file",
-    "TRUST_ON_FIRST_USE": "trust_on_first_use",
-    "KNOWN_HOSTS": "known_hosts",
-    "CASE_TIMEOUT": "case_timeout",
-    "MONITOR_INTERVAL": "monitor_interval",
-    "BASE_IMAGE": "base_image",
-    "PIP_WHEELS_DIR": "pip_wheels_dir",
-    "CA_BUNDLE": "ca_bundle",
-    "REMOTE_WORKDIR": "remote_workdir",
-    "LOG_CALL_INFORMATION": "log_call_information",
-    "HOSTS_PORTS": None,
-    "MASTER_PORT": None,
-}
-HOST_KEYS = tuple(KEY_FIELDS)
 
 # Bounds on what reaches a resource.
 MAX_NAME = 64                  # a vendor, case or framework name (also a directory name)
@@ -137,13 +108,24 @@ class HostConfig:
     # run.py --set KEY=VALUE: case config overrides passed to every case's pipeline.
     overrides: list[str] = field(default_factory=list)
     ssh_port: int = 22
+    # MODE docker: drive this machine's Docker engine directly, without SSH (HOSTS: ["localhost"]).
+    docker_local: bool = False
+    # MODE slurm (docs/scaling.md).
+    slurm_shared_dir: str | None = None
+    slurm_partition: str | None = None
+    slurm_account: str | None = None
+    slurm_gpus_per_node: int = 0
+    slurm_pending_timeout: float = 600.0
+    slurm_python: str = ""
+    slurm_container: str = "none"
     # Relative paths in host.yaml are relative to this directory (inference/).
     inference_dir: InitVar[Path | None] = None
 
     def __post_init__(self, inference_dir: Path | None) -> None:
         self.path = Path(self.path)
         self._base = Path(inference_dir) if inference_dir is not None else Path(__file__).resolve().parents[1]
-        for name, (key, check) in _CHECKS.items():
+        for name, check in _CHECKS.items():
+            key = _FIELD_KEYS[name]
             try:
                 setattr(self, name, check(self, getattr(self, name)))
             except ValueError as exc:
@@ -199,7 +181,7 @@ def _optional_text(limit: int = MAX_TEXT) -> Callable[[Any], str | None]:
 
 def _path_text(value: Any, *, expand: bool = False) -> str:
     """A path of bounded length, checked before the file system sees it; ``expand``: ``~`` is this user's home."""
-    text = _text(value, MAX_PATH)
+    text = _text(os.fspath(value) if isinstance(value, os.PathLike) else value, MAX_PATH)
     text = os.path.expanduser(text) if expand else text
     if len(text) > MAX_PATH or any(len(part) > MAX_PATH_PART for part in text.split("/")):
         raise ValueError(f"must be a path of at most {MAX_PATH} characters and {MAX_PATH_PART} per name, got {shown(value)}")
@@ -361,7 +343,7 @@ def _check_cases(cfg: HostConfig, value: Any) -> list[CaseSpec]:
             raise ConfigError(f"{cfg.path}: key CASES entry {key!r} must map to a data directory path: {exc}") from None
         if not data_dir.startswith("/"):
             if cfg.mode != "local":
-                raise ConfigError(f"{cfg.path}: key CASES entry {key!r}: data dir {data_dir!r} must be an absolute path on the hosts")
+                raise ConfigError(f"{cfg.path}: key CASES entry {key!r}: data dir {shown(data_dir)} must be an absolute path on the hosts")
             data_dir = str((cfg.flagperf_path / data_dir).resolve())
         cases.append(CaseSpec(match.group(1), match.group(2), data_dir))
     return cases
@@ -464,37 +446,112 @@ def _check_base_image(cfg: HostConfig, value: Any) -> str | None:
     return image
 
 
+def _check_docker_local(cfg: HostConfig, value: Any) -> bool:
+    local = _bool(value)
+    if local and cfg.mode != "docker":
+        raise ValueError("applies to MODE docker only")
+    return local
+
+
+def _slurm_only(cfg: HostConfig, value: Any, default: Any) -> bool:
+    """True when the value must be checked (MODE slurm); a slurm key in another mode is an error."""
+    if cfg.mode != "slurm":
+        if value is not None and value != default:
+            raise ValueError("applies to MODE slurm only")
+        return False
+    return True
+
+
+def _check_slurm_shared_dir(cfg: HostConfig, value: Any) -> str | None:
+    if not _slurm_only(cfg, value, None):
+        return None
+    if value is None:
+        raise ValueError("is required in MODE slurm: a directory this machine and every node mount")
+    path = _path_text(value, expand=True)
+    if not path.startswith("/"):
+        raise ValueError(f"must be an absolute path, got {shown(value)}")
+    if not _on_disk(Path(path).is_dir, path):
+        raise ValueError(f"{path} is not a directory here")
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise ValueError(f"{path} is not writable")
+    return path
+
+
+def _check_slurm_name(cfg: HostConfig, value: Any) -> str | None:
+    if not _slurm_only(cfg, value, None) or value is None:
+        return None
+    return _name(value, "a Slurm name")
+
+
+def _check_slurm_gpus(cfg: HostConfig, value: Any) -> int:
+    if not _slurm_only(cfg, value, 0):
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 64:
+        raise ValueError(f"must be a whole number of GPUs from 0 to 64, got {shown(value)}")
+    return value
+
+
+def _check_slurm_pending(cfg: HostConfig, value: Any) -> float:
+    if not _slurm_only(cfg, value, 600.0):
+        return 600.0
+    return _seconds(1.0, 7 * 86400.0, " (7 days)")(value)
+
+
+def _check_slurm_python(cfg: HostConfig, value: Any) -> str:
+    if not _slurm_only(cfg, value or None, None) or not value:
+        return sys.executable
+    return _path_text(value, expand=True)
+
+
+def _check_slurm_container(cfg: HostConfig, value: Any) -> str:
+    if not _slurm_only(cfg, value, "none"):
+        return "none"
+    if value != "none":
+        raise ValueError(f"must be none (the vendor container on Slurm nodes is not supported yet: docs/scaling.md), got {shown(value)}")
+    return "none"
+
+
 def _plain(check: Callable[[Any], Any]) -> Callable[[HostConfig, Any], Any]:
     return lambda cfg, value: check(value)
 
 
-_CHECKS: dict[str, tuple[str, Callable[[HostConfig, Any], Any]]] = {
-    "mode": ("MODE", _check_mode),
-    "flagperf_path": ("FLAGPERF_PATH", _check_flagperf_path),
-    "vendor": ("VENDOR", _check_vendor),
-    "log_path": ("FLAGPERF_LOG_PATH", _check_log_path),
-    "log_level": ("FLAGPERF_LOG_LEVEL", _check_log_level),
-    "ssh_port": ("SSH_PORT", _plain(_port)),
-    "hosts": ("HOSTS", _check_hosts),
-    "cases": ("CASES", _check_cases),
-    "shm_size": ("SHM_SIZE", _check_shm_size),
-    "container_opt": ("ACCE_CONTAINER_OPT", _check_container_opt),
-    "pip_source": ("PIP_SOURCE", _plain(_optional_text(2048))),
-    "clear_caches": ("CLEAR_CACHES", _plain(_bool)),
-    "visible_device_env": ("ACCE_VISIBLE_DEVICE_ENV_NAME", _check_env_name),
-    "ssh_user": ("SSH_USER", _check_ssh_user),
-    "ssh_key_file": ("SSH_KEY_FILE", _check_ssh_key_file),
-    "trust_on_first_use": ("TRUST_ON_FIRST_USE", _plain(_bool)),
-    "known_hosts": ("KNOWN_HOSTS", _check_known_hosts),
-    "case_timeout": ("CASE_TIMEOUT", _plain(_seconds(*CASE_TIMEOUT_S, " (7 days)"))),
-    "monitor_interval": ("MONITOR_INTERVAL", _plain(_seconds(*MONITOR_INTERVAL_S, "; shorter intervals make the monitors busy-loop"))),
-    "base_image": ("BASE_IMAGE", _check_base_image),
-    "pip_wheels_dir": ("PIP_WHEELS_DIR", _check_wheels),
-    "ca_bundle": ("CA_BUNDLE", _check_ca_bundle),
-    "remote_workdir": ("REMOTE_WORKDIR", _check_remote_workdir),
-    "log_call_information": ("LOG_CALL_INFORMATION", _plain(_bool)),
+# field -> check(config, value); the host.yaml key is KEY_FIELDS's (common/host_keys.py).
+_CHECKS: dict[str, Callable[[HostConfig, Any], Any]] = {
+    "mode": _check_mode,
+    "flagperf_path": _check_flagperf_path,
+    "vendor": _check_vendor,
+    "log_path": _check_log_path,
+    "log_level": _check_log_level,
+    "ssh_port": _plain(_port),
+    "hosts": _check_hosts,
+    "cases": _check_cases,
+    "shm_size": _check_shm_size,
+    "container_opt": _check_container_opt,
+    "pip_source": _plain(_optional_text(2048)),
+    "clear_caches": _plain(_bool),
+    "visible_device_env": _check_env_name,
+    "ssh_user": _check_ssh_user,
+    "ssh_key_file": _check_ssh_key_file,
+    "trust_on_first_use": _plain(_bool),
+    "known_hosts": _check_known_hosts,
+    "case_timeout": _plain(_seconds(*CASE_TIMEOUT_S, " (7 days)")),
+    "monitor_interval": _plain(_seconds(*MONITOR_INTERVAL_S, "; shorter intervals make the monitors busy-loop")),
+    "base_image": _check_base_image,
+    "pip_wheels_dir": _check_wheels,
+    "ca_bundle": _check_ca_bundle,
+    "remote_workdir": _check_remote_workdir,
+    "log_call_information": _plain(_bool),
+    "docker_local": _check_docker_local,
+    "slurm_shared_dir": _check_slurm_shared_dir,
+    "slurm_partition": _check_slurm_name,
+    "slurm_account": _check_slurm_name,
+    "slurm_gpus_per_node": _check_slurm_gpus,
+    "slurm_pending_timeout": _check_slurm_pending,
+    "slurm_python": _check_slurm_python,
+    "slurm_container": _check_slurm_container,
 }
 assert {name for name in KEY_FIELDS.values() if name} == set(_CHECKS), "every host.yaml field has one check"
+_FIELD_KEYS = {name: key for key, name in KEY_FIELDS.items() if name is not None}
 
 # What a host.yaml that omits a key means (VENDOR and, in MODE docker, HOSTS have none).
 _DEFAULTS: dict[str, Any] = {
@@ -503,4 +560,6 @@ _DEFAULTS: dict[str, Any] = {
     "visible_device_env": None, "ssh_user": None, "ssh_key_file": None, "trust_on_first_use": False,
     "known_hosts": None, "case_timeout": 3600, "monitor_interval": 1.0, "base_image": None,
     "pip_wheels_dir": None, "ca_bundle": None, "remote_workdir": "/var/tmp/inferperf", "log_call_information": False,
+    "docker_local": False, "slurm_shared_dir": None, "slurm_partition": None, "slurm_account": None,
+    "slurm_gpus_per_node": 0, "slurm_pending_timeout": 600.0, "slurm_python": "", "slurm_container": "none",
 }

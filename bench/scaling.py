@@ -1,0 +1,168 @@
+"""Does run.py scale flat with hosts? MODE docker over real sshd on loopback addresses
+(tests/infra/sshd.py) and the real Docker engine, with a case whose in-container work
+sleeps instead of computing, so that N hosts on one small machine measure the
+controller, not N pipelines competing for its cores.
+
+    python3 -m bench.scaling [--hosts 1,4,8] [--sleep 10] [--cases 1] [--rounds 2]   (repository root, as root)
+
+The "sleepy" case exists only in a temporary copy of inference/ made here: its
+benchmark and config folders are copies of digits' (so run.py's checks pass), and
+the copy's run_inference.py is replaced by a stub that sleeps --sleep seconds and
+writes a result.json. The real pipeline would import torch (about 1.3 CPU-seconds
+per container), which with 8 hosts on 2 cores measures the cores. Monitors,
+containers, SSH, SFTP and the Docker API are all real.
+
+Printed per host count (median of --rounds): run.py's wall time, its ratio to the
+1-host wall time, the overhead (wall - sleep), and run.py's own CPU time
+(resource.getrusage(RUSAGE_CHILDREN) around the subprocess; run.py starts no local
+processes in MODE docker) in total, per host per case, and marginal (the CPU an
+extra host adds, per case). Targets: 8 hosts <= 1.15x the wall of 1; controller CPU
+<= 0.3 s per host per case.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+from tests.infra.docker_env import ensure_base_image, ensure_docker
+from tests.infra.sshd import start_sshd_hosts, stop_all
+
+REPO = Path(__file__).resolve().parents[1]
+INFERENCE = REPO / "inference"
+
+STUB = '''"""Benchmark-only stand-in for run_inference.py (bench/scaling.py): sleep, then write result.json."""
+import argparse
+import json
+import os
+import sys
+import time
+
+SLEEP_S = {sleep!r}
+
+parser = argparse.ArgumentParser()
+for name in ("--perf_dir", "--data_dir", "--log_dir", "--vendor", "--case", "--framework", "--log_level"):
+    parser.add_argument(name)
+parser.add_argument("--set", action="append", default=[])
+args, _ = parser.parse_known_args()
+started = time.perf_counter()
+print(f"sleepy: {{args.case}} sleeping {{SLEEP_S}} s", flush=True)
+time.sleep(SLEEP_S)
+e2e = time.perf_counter() - started
+result = {{
+    "case": args.case, "framework": args.framework, "vendor": args.vendor,
+    "e2e_time(second)": round(e2e, 3), "env": {{"in_container": os.path.exists("/.dockerenv")}},
+}}
+tmp = os.path.join(args.log_dir, "result.json.tmp")
+with open(tmp, "w") as handle:
+    json.dump(result, handle)
+os.replace(tmp, os.path.join(args.log_dir, "result.json"))
+print(f"sleepy: done in {{e2e:.2f}} s", flush=True)
+sys.exit(0)
+'''
+
+
+def make_tree(tmp: Path, sleep: float, cases: int) -> tuple[Path, list[str]]:
+    perf = tmp / "inference"
+    shutil.copytree(INFERENCE, perf, ignore=shutil.ignore_patterns("onnxs", "result", "__pycache__"))
+    names = [f"sleepy{i}" if cases > 1 else "sleepy" for i in range(1, cases + 1)]
+    for name in names:
+        shutil.copytree(perf / "benchmarks" / "digits", perf / "benchmarks" / name)
+        shutil.copytree(perf / "configs" / "digits", perf / "configs" / name)
+    (perf / "run_inference.py").write_text(STUB.format(sleep=sleep))
+    return perf, names
+
+
+def write_config(tmp: Path, perf: Path, hosts, data: Path, names: list[str], wheels: Path | None) -> Path:
+    config = {
+        "MODE": "docker",
+        "VENDOR": "cpu",
+        "FLAGPERF_PATH": str(perf),
+        "FLAGPERF_LOG_PATH": str(tmp / "result"),
+        "FLAGPERF_LOG_LEVEL": "WARNING",
+        "HOSTS": [f"{h.address}:{h.port}" for h in hosts],
+        "SSH_USER": hosts[0].user,
+        "SSH_KEY_FILE": hosts[0].client_key_path,
+        "KNOWN_HOSTS": hosts[0].known_hosts_path,
+        "SHM_SIZE": "64m",
+        "CASES": {f"{name}:pytorch": str(data) for name in names},
+        "BASE_IMAGE": "inferperf/debian-python:bookworm",
+        "CA_BUNDLE": "/etc/ssl/certs/ca-certificates.crt",
+        "REMOTE_WORKDIR": str(tmp / "remote"),
+    }
+    if wheels is not None:
+        config["PIP_WHEELS_DIR"] = str(wheels)
+    path = tmp / f"hosts{len(hosts)}.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def timed_run(config: Path, perf: Path, expected: int) -> tuple[float, float]:
+    """run.py's wall time and its own CPU time (user + system)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "run.py", "--config", str(config)], cwd=perf, capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode != 0:
+        sys.exit(f"run.py failed ({proc.returncode}):\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}")
+    summaries = sorted(Path(config.parent / "result").glob("run*/summary.json"), key=lambda p: p.stat().st_mtime)
+    summary = json.loads(summaries[-1].read_text())
+    if summary["succeeded"] != expected:
+        sys.exit(f"expected {expected} successes: {summary}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--hosts", default="1,4,8", help="comma-separated host counts (default %(default)s)")
+    parser.add_argument("--sleep", type=float, default=10.0, help="seconds each case sleeps in its container")
+    parser.add_argument("--cases", type=int, default=1, help="cases per run (each host runs them one after another)")
+    parser.add_argument("--rounds", type=int, default=2)
+    args = parser.parse_args()
+    counts = sorted({int(n) for n in args.hosts.split(",")})
+    ensure_base_image(client=ensure_docker())
+    with tempfile.TemporaryDirectory(prefix="inferperf-scale-") as tmp_name:
+        tmp = Path(tmp_name)
+        perf, names = make_tree(tmp, args.sleep, args.cases)
+        data = tmp / "data"
+        data.mkdir()
+        wheels = Path("/opt/wheels") if any(Path("/opt/wheels").glob("torch-2.13.0*.whl")) else None
+        hosts = start_sshd_hosts(tmp / "ssh", max(counts))
+        try:
+            configs = {n: write_config(tmp, perf, hosts[:n], data, names, wheels) for n in counts}
+            print(f"warming caches (image, code upload) with {max(counts)} hosts ...", flush=True)
+            timed_run(configs[max(counts)], perf, max(counts) * len(names))
+            rows: dict[int, list[tuple[float, float]]] = {n: [] for n in counts}
+            for _ in range(args.rounds):
+                for n in counts:
+                    rows[n].append(timed_run(configs[n], perf, n * len(names)))
+        finally:
+            stop_all(hosts)
+    per_case = args.sleep * len(names)
+    print(f"\nsleep {args.sleep:g} s x {len(names)} case(s) per host; median of {args.rounds} round(s)")
+    print(f"{'hosts':>5} {'wall s':>7} {'x 1 host':>8} {'overhead s':>10} {'cpu s':>6} {'cpu/host/case':>13} {'marginal cpu/host/case':>22}")
+    walls = {n: statistics.median(w for w, _ in samples) for n, samples in rows.items()}
+    cpus = {n: statistics.median(c for _, c in samples) for n, samples in rows.items()}
+    base = min(counts)
+    for n in counts:
+        marginal = (cpus[n] - cpus[base]) / ((n - base) * len(names)) if n != base else None
+        print(f"{n:>5} {walls[n]:>7.2f} {walls[n] / walls[base]:>8.2f} {walls[n] - per_case:>10.2f} {cpus[n]:>6.2f} "
+              f"{cpus[n] / (n * len(names)):>13.3f} {('-' if marginal is None else f'{marginal:.3f}'):>22}")
+    top = max(counts)
+    print(f"{top} hosts / {base} host wall: {walls[top] / walls[base]:.2f} (target <= 1.15); "
+          f"controller CPU per host per case at {top} hosts: {cpus[top] / (top * len(names)):.3f} s (target <= 0.3)")
+
+
+if __name__ == "__main__":
+    main()
