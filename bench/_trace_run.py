@@ -114,12 +114,23 @@ def main() -> int:
         return original_end(self, spec)
 
     ds.DockerSession.end_case = end_case
+    profile = os.environ.get("INFERPERF_PROFILE")   # a file: CPU profile of run.main (needs yappi)
+    if profile:
+        import yappi
+
+        yappi.set_clock_type("cpu")
+        yappi.start(builtins=False, profile_threads=True)
     start = time.time()
     code = 1
     try:
         code = run_module.main(argv)
     finally:
         record("run.main", start, time.time())
+        if profile:
+            yappi.stop()
+            with open(profile, "w") as handle:
+                yappi.get_func_stats().sort("tsub").print_all(out=handle, columns={0: ("name", 60), 1: ("ncall", 8), 2: ("tsub", 8), 3: ("ttot", 8)})
+                yappi.get_thread_stats().print_all(out=handle)
         with open(out, "w") as handle:
             json.dump({"t0": T0, "exit": code, "events": EVENTS}, handle)
     return code

@@ -5,7 +5,7 @@
 
 Exit status: 0 success, 2 config error, 3 data error, 4 engine error,
 6 storage error (disk full, read-only or not a directory), 1 unexpected error,
-130 interrupted (SIGINT), 143 terminated (SIGTERM). On failure
+130 interrupted (SIGINT), 143 terminated (SIGTERM), 129 hung up (SIGHUP). On failure
 <log_dir>/failure.json names the step and the error, and no result.json exists;
 the error is also one line on the console, never a traceback.
 """
@@ -14,9 +14,9 @@ from __future__ import annotations
 import _signal  # the C module (``signal`` imports enum): stop signals are ours from the first line
 
 # The exit status of a run stopped by a signal, as a shell reports it (128 + number).
-SIGNAL_EXIT = {_signal.SIGINT: 130, _signal.SIGTERM: 143}
-SIGNAL_WORD = {_signal.SIGINT: "interrupted", _signal.SIGTERM: "terminated"}
-SIGNAL_NAME = {_signal.SIGINT: "SIGINT", _signal.SIGTERM: "SIGTERM"}
+SIGNAL_EXIT = {_signal.SIGINT: 130, _signal.SIGTERM: 143, _signal.SIGHUP: 129}
+SIGNAL_WORD = {_signal.SIGINT: "interrupted", _signal.SIGTERM: "terminated", _signal.SIGHUP: "hung up"}
+SIGNAL_NAME = {_signal.SIGINT: "SIGINT", _signal.SIGTERM: "SIGTERM", _signal.SIGHUP: "SIGHUP"}
 _received: list[int] = []
 
 
@@ -120,6 +120,11 @@ def _run(args: argparse.Namespace, state: dict) -> int:
 
     init_logger(log_dir, args.log_level, args.log_call_information)
     state["logger"] = logger
+    # Nothing outlives run.py or the case's time for long: on either, SIGTERM to this
+    # process group (DataLoader workers too), reported like any SIGTERM (common/lifetime.py).
+    from common import lifetime
+
+    lifetime.watch(lambda reason: logger.error(f"stopping: {reason}"))
     from tools.pipeline import Pipeline, PipelineArgs
 
     state["pipeline"] = Pipeline(

@@ -62,3 +62,28 @@ def run_py(perf: Path, config: Path, *extra: str, timeout: float = 600) -> subpr
 
 # One real Slurm cluster for the whole session (tests/infra/slurm.py), shared by every module.
 from tests.infra.slurm import slurm_cluster  # noqa: E402,F401
+
+
+def long_running_tree(target: Path) -> Path:
+    """A copy of inference/ whose digits case runs for a very long time (repeat 1e6)."""
+    import yaml
+
+    perf = copy_inference_tree(target)
+    path = perf / "configs" / "digits" / "configurations.yaml"
+    config = yaml.safe_load(path.read_text())
+    config["repeat"] = 1_000_000
+    path.write_text(yaml.safe_dump(config))
+    return perf
+
+
+def local_host_yaml(tmp_path: Path, perf: Path, data: Path | str, **overrides) -> Path:
+    """A MODE local host.yaml running digits from ``perf`` into tmp_path/result."""
+    import yaml
+
+    config = {
+        "MODE": "local", "VENDOR": "cpu", "FLAGPERF_PATH": str(perf), "FLAGPERF_LOG_PATH": str(tmp_path / "result"),
+        "HOSTS": ["127.0.0.1"], "CASES": {"digits:pytorch": str(data)}, **overrides,
+    }
+    path = tmp_path / "host.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path

@@ -11,9 +11,9 @@ import hashlib
 import pytest
 import torch
 
+from common.errors import EngineError
 from tools import audit
 from tools.audit import DistinctInputs, accuracy_in_performance_mode, anti_caching_audit, input_key
-from common.errors import EngineError
 from tools.numeric import DEFAULT_TOLERANCES
 
 FP32 = DEFAULT_TOLERANCES["fp32"]

@@ -276,7 +276,7 @@ def test_config_files_have_the_expected_keys_and_no_overlap():
     configurations, parameters = load_yaml("configurations.yaml"), load_yaml("parameters.yaml")
     assert set(configurations) == {
         "batch_size", "input_size", "fp16", "compiler", "num_workers", "log_freq", "repeat", "warmup",
-        "no_validation", "exist_onnx_path", "exist_compiler_path", "flops", "min_query_count",
+        "no_validation", "exist_onnx_path", "exist_compiler_path", "flops", "min_query_count", "graph_optimization_level",
     }
     assert set(parameters) == {"weights", "resize", "crop", "num_classes", "max_samples"}
     assert configurations["input_size"] == 3 * parameters["crop"] ** 2

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from tools.config import load_case_config
 from common.errors import ConfigError
+from tools.config import load_case_config
 from tools.expr import parse_number
 
 BASE = """

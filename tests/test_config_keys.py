@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tools.config import CaseConfig, _bounded, _one_or_list, _optional, load_case_config, parse_overrides
 from common.errors import ConfigError
+from tools.config import CaseConfig, _bounded, _one_or_list, _optional, load_case_config, parse_overrides
 from tools.numeric import tolerances_for
 
 TYPED = dict(

@@ -17,8 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from loguru import logger
 
-from tools.config import CLI_KEYS, HOST_KEYS, REQUIRED_KEYS, CaseConfig, load_case_config, merge_case_config
 from common.errors import ConfigError
+from tools.config import CLI_KEYS, HOST_KEYS, REQUIRED_KEYS, CaseConfig, load_case_config, merge_case_config
 
 FAST = settings(max_examples=40, deadline=None, derandomize=True)
 

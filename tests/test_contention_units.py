@@ -12,8 +12,6 @@ import os
 import sys
 from types import SimpleNamespace
 
-import pytest
-
 from tools import contention
 from tools.contention import ContentionReading, CpuContention
 

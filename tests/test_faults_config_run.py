@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 import resource
-import shutil
 import subprocess
 import sys
 import time
@@ -17,6 +16,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+from tests.conftest import copy_inference_tree
 
 REPO = Path(__file__).resolve().parents[1]
 INFERENCE = REPO / "inference"
@@ -28,7 +29,7 @@ MEMORY = 2 << 30      # RLIMIT_AS for the alias bombs
 def tree(tmp_path_factory) -> Path:
     """A copy of inference/ that host.yaml tests share (they never change it)."""
     perf = tmp_path_factory.mktemp("faults_config") / "inference"
-    shutil.copytree(INFERENCE, perf, ignore=shutil.ignore_patterns("onnxs", "result", "__pycache__"))
+    copy_inference_tree(perf)
     return perf
 
 
@@ -36,7 +37,7 @@ def tree(tmp_path_factory) -> Path:
 def own_tree(tmp_path) -> Path:
     """A copy of inference/ whose case configs a test may break."""
     perf = tmp_path / "inference"
-    shutil.copytree(INFERENCE, perf, ignore=shutil.ignore_patterns("onnxs", "result", "__pycache__"))
+    copy_inference_tree(perf)
     return perf
 
 

@@ -13,9 +13,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from common.errors import EngineError
 from tools import forward
 from tools.contention import ContentionReading
-from common.errors import EngineError
 
 START = 10**12
 SYNC_NS = 1_000

@@ -14,30 +14,18 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 
-from tests.conftest import copy_inference_tree, run_py, wait_no_processes
+from tests.conftest import copy_inference_tree, local_host_yaml, long_running_tree, run_py, wait_no_processes
 
 
 @pytest.fixture(scope="module")
 def tree(tmp_path_factory) -> Path:
     """inference/ with digits set to run for a very long time (caches persist in this module)."""
-    perf = copy_inference_tree(tmp_path_factory.mktemp("lifecycle") / "inference")
-    path = perf / "configs" / "digits" / "configurations.yaml"
-    config = yaml.safe_load(path.read_text())
-    config["repeat"] = 1_000_000
-    path.write_text(yaml.safe_dump(config))
-    return perf
+    return long_running_tree(tmp_path_factory.mktemp("lifecycle") / "inference")
 
 
 def host_yaml(tmp_path: Path, perf: Path, data: Path, **overrides) -> Path:
-    config = {
-        "MODE": "local", "VENDOR": "cpu", "FLAGPERF_PATH": str(perf), "FLAGPERF_LOG_PATH": str(tmp_path / "result"),
-        "HOSTS": ["127.0.0.1"], "CASES": {"digits:pytorch": str(data)}, "MONITOR_INTERVAL": 0.2, **overrides,
-    }
-    path = tmp_path / "host.yaml"
-    path.write_text(yaml.safe_dump(config))
-    return path
+    return local_host_yaml(tmp_path, perf, data, MONITOR_INTERVAL=0.2, **overrides)
 
 
 def start(perf: Path, config: Path) -> subprocess.Popen:
@@ -79,7 +67,7 @@ def test_sigkill_to_run_py_leaves_no_pipeline_or_monitor(tmp_path, tree, digits_
     # Children watch run.py's pid (common/lifetime.py): all gone within seconds, not at the case's end.
     assert wait_no_processes(str(tmp_path), timeout=20) == []
     failure = json.loads(next((tmp_path / "result").glob("run*/digits:pytorch/*/failure.json")).read_text())
-    assert failure["exit_code"] == 130 and "stopped by signal SIGTERM" in failure["error"]
+    assert failure["exit_code"] == 143 and "terminated by SIGTERM" in failure["error"]
 
 
 def test_sighup_to_run_py_stops_everything_and_writes_the_summary(tmp_path, tree, digits_data_dir):

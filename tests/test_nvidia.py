@@ -10,12 +10,11 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from tests.infra.monitors import sample_then_stop
 import torch
 
-from tools.config import CaseConfig
 from common.errors import ConfigError, EngineError
+from tests.infra.monitors import sample_then_stop
+from tools.config import CaseConfig
 
 INFERENCE = Path(__file__).resolve().parents[1] / "inference"
 T = 1e12

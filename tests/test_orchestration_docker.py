@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.conftest import copy_inference_tree, long_running_tree
 from tests.infra.docker_env import InfraUnavailable, ensure_base_image, ensure_docker, require
 from tests.infra.sshd import SshdError, make_unrelated_client_key, start_sshd, start_sshd_hosts, stop_all
 
@@ -55,13 +56,9 @@ def wheels_dir(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def digits_data(tmp_path_factory) -> Path:
-    from benchmarks.digits.pytorch.prepare import prepare_digits
-
-    out = tmp_path_factory.mktemp("docker_digits")
-    prepare_digits(out)
-    os.chmod(out, 0o755)
-    return out
+def digits_data(digits_data_dir) -> Path:
+    os.chmod(digits_data_dir, 0o755)   # the containers run as the SSH user
+    return digits_data_dir
 
 
 @pytest.fixture(scope="session")
@@ -140,7 +137,7 @@ def assert_nothing_left(docker_client, workdir: Path) -> None:
 
 
 def copy_tree(target: Path) -> Path:
-    shutil.copytree(INFERENCE, target, ignore=shutil.ignore_patterns("onnxs", "result", "__pycache__"))
+    copy_inference_tree(target)
     return target
 
 
@@ -260,17 +257,8 @@ def test_dockerfile_that_fails_to_build(tmp_path, hosts, digits_data, remote_wor
     assert_nothing_left(docker_client, remote_workdir)
 
 
-def long_running_tree(tmp_path: Path) -> Path:
-    perf = copy_tree(tmp_path / "inference")
-    path = perf / "configs" / "digits" / "configurations.yaml"
-    config = yaml.safe_load(path.read_text())
-    config["repeat"] = 1_000_000
-    path.write_text(yaml.safe_dump(config))
-    return perf
-
-
 def test_container_killed_mid_run(tmp_path, hosts, digits_data, remote_workdir, wheels_dir, docker_client):
-    perf = long_running_tree(tmp_path)
+    perf = long_running_tree(tmp_path / "inference")
     victim = hosts[0]
     config = write_host_yaml(tmp_path, hosts, digits_data, remote_workdir, wheels_dir, FLAGPERF_PATH=str(perf), CASE_TIMEOUT=60)
     proc = start_run(config, perf)
@@ -288,7 +276,7 @@ def test_container_killed_mid_run(tmp_path, hosts, digits_data, remote_workdir, 
 
 
 def test_sigint_to_run_py_mid_run(tmp_path, hosts, digits_data, remote_workdir, wheels_dir, docker_client):
-    perf = long_running_tree(tmp_path)
+    perf = long_running_tree(tmp_path / "inference")
     config = write_host_yaml(tmp_path, hosts, digits_data, remote_workdir, wheels_dir, FLAGPERF_PATH=str(perf))
     proc = start_run(config, perf)
     wait_for_container(docker_client, f"-127.0.0.3-{hosts[1].port}-")

@@ -16,15 +16,23 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from common.stats import LatencyStats
 from tools import audit, performance, scenarios
 from tools.audit import AuditResult
 from tools.contention import ContentionReading
 from tools.performance import (
-    AUDIT_BUDGET_S, HEADLINE, POOL_BATCHES, REFERENCE_BATCHES, PerformanceReport, PerformanceStage, collect_samples,
-    judge_row, make_pool, row_record,
+    AUDIT_BUDGET_S,
+    HEADLINE,
+    POOL_BATCHES,
+    REFERENCE_BATCHES,
+    PerformanceReport,
+    PerformanceStage,
+    collect_samples,
+    judge_row,
+    make_pool,
+    row_record,
 )
 from tools.scenarios import ScenarioRun, run_scenario
-from common.stats import LatencyStats
 
 MS = 1_000_000
 

@@ -11,12 +11,14 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.conftest import copy_inference_tree
+
 REPO = Path(__file__).resolve().parents[1]
 INFERENCE = REPO / "inference"
 
 
 def copy_tree(target: Path, with_cache: Path | None = None) -> Path:
-    shutil.copytree(INFERENCE, target, ignore=shutil.ignore_patterns("onnxs", "result", "__pycache__"))
+    copy_inference_tree(target)
     if with_cache is not None and with_cache.is_dir():
         shutil.copytree(with_cache, target / "onnxs")
     return target
@@ -45,12 +47,8 @@ def last_error(proc) -> str:
 
 
 @pytest.fixture(scope="session")
-def digits_data(tmp_path_factory) -> Path:
-    from benchmarks.digits.pytorch.prepare import prepare_digits
-
-    out = tmp_path_factory.mktemp("digits_data")
-    prepare_digits(out)
-    return out
+def digits_data(digits_data_dir) -> Path:
+    return digits_data_dir
 
 
 @pytest.fixture(scope="session")

@@ -96,9 +96,6 @@ def test_non_tty_run_prints_no_pipeline_line_and_one_line_per_case(console_run, 
     assert shipped == []
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "configs/*/vendor_config/cpu_configurations.yaml sets graph_optimization_level, which configurations.yaml lacks; "
-    "declaring it there needs tests/test_case_resnet50.py's key list, and dropping it tests/test_pipeline.py's cache test"))
 def test_the_pipeline_warns_about_no_shipped_file(console_run, perf):
     _, tmp = console_run
     stdout = next((tmp / "result").glob("run*/digits:pytorch/*/stdout.log")).read_text()

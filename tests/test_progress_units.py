@@ -9,8 +9,8 @@ import pytest
 
 from tools import forward
 from tools.contention import ContentionReading
-from tools.scenarios import run_scenario
 from tools.progress import INTERVAL_NS, PhaseProgress, estimate
+from tools.scenarios import run_scenario
 from utils import progress as prog
 from utils.progress import ProgressConsole, RunProgress, parse_line
 

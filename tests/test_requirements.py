@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import stat
-import sys
 import tarfile
 import types
 from importlib import metadata

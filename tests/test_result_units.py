@@ -14,14 +14,22 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from common.record import read_latencies
+from common.stats import LatencyStats
 from tools.contention import ContentionReading
 from tools.forward import PhaseResult
-from common.record import read_latencies
 from tools.result import (
-    MAX_RAW_LATENCIES, build_result, capped, clear_previous, engine_precision, flagperf_view, overall_verdict,
-    raw_latency_series, write_failure, write_result,
+    MAX_RAW_LATENCIES,
+    build_result,
+    capped,
+    clear_previous,
+    engine_precision,
+    flagperf_view,
+    overall_verdict,
+    raw_latency_series,
+    write_failure,
+    write_result,
 )
-from common.stats import LatencyStats
 from tools.verdict import Verdict
 
 

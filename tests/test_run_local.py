@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from common.errors import ConfigError
+from tests.conftest import copy_inference_tree, local_host_yaml
 from utils.container_manager import parse_container_options
 from utils.host_config import load_host_config
 
@@ -21,36 +22,21 @@ REPO = Path(__file__).resolve().parents[1]
 INFERENCE = REPO / "inference"
 
 
-@pytest.fixture(scope="module")
-def digits_data(tmp_path_factory) -> Path:
-    from benchmarks.digits.pytorch.prepare import prepare_digits
-
-    out = tmp_path_factory.mktemp("run_local_digits")
-    prepare_digits(out)
-    return out
+@pytest.fixture(scope="session")
+def digits_data(digits_data_dir) -> Path:
+    return digits_data_dir
 
 
 @pytest.fixture(scope="module")
 def tree(tmp_path_factory) -> Path:
     """A copy of inference/ whose caches persist across this module's tests."""
     perf = tmp_path_factory.mktemp("run_local") / "inference"
-    shutil.copytree(INFERENCE, perf, ignore=shutil.ignore_patterns("onnxs", "result", "__pycache__"))
+    copy_inference_tree(perf)
     return perf
 
 
 def host_yaml(tmp_path: Path, perf: Path, data: Path, **overrides) -> Path:
-    config = {
-        "MODE": "local",
-        "VENDOR": "cpu",
-        "FLAGPERF_PATH": str(perf),
-        "FLAGPERF_LOG_PATH": str(tmp_path / "result"),
-        "HOSTS": ["127.0.0.1"],
-        "CASES": {"digits:pytorch": str(data)},
-    }
-    config.update(overrides)
-    path = tmp_path / "host.yaml"
-    path.write_text(yaml.safe_dump(config))
-    return path
+    return local_host_yaml(tmp_path, perf, data, **overrides)
 
 
 def run(config: Path, perf: Path, *extra: str, timeout: float = 600) -> subprocess.CompletedProcess:

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import copy_inference_tree, wait_no_processes
+from tests.conftest import copy_inference_tree, long_running_tree, wait_no_processes
 
 
 @pytest.fixture
@@ -70,15 +70,6 @@ def the_record(tmp_path: Path) -> dict:
     return json.loads(files[-1].read_text())["results"][0]
 
 
-def long_tree(tmp_path: Path) -> Path:
-    perf = copy_inference_tree(tmp_path / "inference")
-    path = perf / "configs" / "digits" / "configurations.yaml"
-    config = yaml.safe_load(path.read_text())
-    config["repeat"] = 1_000_000
-    path.write_text(yaml.safe_dump(config))
-    return perf
-
-
 def wait_measuring(cluster, timeout: float = 240) -> str:
     """The job id once the pipeline step is past its start-up."""
     deadline = time.monotonic() + timeout
@@ -111,7 +102,7 @@ def test_case_runs_as_a_slurm_job(tmp_path, cluster, shared_data):
 
 
 def test_job_killed_by_its_time_limit_names_job_node_and_state(tmp_path, cluster, shared_data):
-    perf = long_tree(tmp_path)
+    perf = long_running_tree(tmp_path / "inference")
     proc = start(perf, host_yaml(tmp_path, cluster, perf, shared_data), env_for(cluster))
     job = wait_measuring(cluster)
     cluster.run("scontrol", "update", f"jobid={job}", "EndTime=now")   # its time limit, reached now
@@ -125,7 +116,7 @@ def test_job_killed_by_its_time_limit_names_job_node_and_state(tmp_path, cluster
 
 
 def test_ctrl_c_cancels_the_job(tmp_path, cluster, shared_data):
-    perf = long_tree(tmp_path)
+    perf = long_running_tree(tmp_path / "inference")
     proc = start(perf, host_yaml(tmp_path, cluster, perf, shared_data), env_for(cluster))
     wait_measuring(cluster)
     proc.send_signal(signal.SIGINT)

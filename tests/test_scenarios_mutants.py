@@ -16,7 +16,7 @@ import threading
 import pytest
 
 from tools import scenarios
-from tools.scenarios import poisson_arrivals, run_scenario, server_search, ScenarioRun
+from tools.scenarios import ScenarioRun, poisson_arrivals, run_scenario, server_search
 
 MS = 1_000_000
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from common.errors import HostError
 from tests.infra.docker_env import require
 from tests.infra.sshd import SshdError, make_unrelated_client_key, start_sshd, write_wrong_known_hosts
-from common.errors import HostError
 from utils.cluster_manager import SshHost
 from utils.host_config import Host
 

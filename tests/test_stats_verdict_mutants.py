@@ -16,8 +16,16 @@ from hypothesis import strategies as st
 
 from common.stats import MIN_SAMPLES_FOR_PERCENTILE, LatencyStats, enough_for, percentile, too_few_note
 from tools.verdict import (
-    MAX_WINDOWS, MIN_QUERIES_PER_WINDOW, MIN_WINDOWS, STABILITY_TOLERANCE, Verdict, contention_reason,
-    minimum_reasons, minimums_met, stability_reason, window_throughputs,
+    MAX_WINDOWS,
+    MIN_QUERIES_PER_WINDOW,
+    MIN_WINDOWS,
+    STABILITY_TOLERANCE,
+    Verdict,
+    contention_reason,
+    minimum_reasons,
+    minimums_met,
+    stability_reason,
+    window_throughputs,
 )
 
 PROPERTY = settings(max_examples=150, deadline=None, derandomize=True)

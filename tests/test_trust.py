@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import yaml
+
+from tests.conftest import copy_inference_tree
 
 INFERENCE = Path(__file__).resolve().parents[1] / "inference"
 FAST = ["--set", "min_duration_s=0.3", "--set", "min_query_count=32"]
@@ -70,19 +70,15 @@ def _env() -> dict:
     return env
 
 
-@pytest.fixture(scope="module")
-def digits_data(tmp_path_factory) -> Path:
-    from benchmarks.digits.pytorch.prepare import prepare_digits
-
-    out = tmp_path_factory.mktemp("trust_digits")
-    prepare_digits(out)
-    return out
+@pytest.fixture(scope="session")
+def digits_data(digits_data_dir) -> Path:
+    return digits_data_dir
 
 
 @pytest.fixture(scope="module")
 def tree(tmp_path_factory) -> Path:
     perf = tmp_path_factory.mktemp("trust") / "inference"
-    shutil.copytree(INFERENCE, perf, ignore=shutil.ignore_patterns("onnxs", "result", "__pycache__"))
+    copy_inference_tree(perf)
     for vendor, source in (("memo", MEMO_ENGINE), ("noisy", NOISY_ENGINE)):
         (perf / "inference_engine" / vendor).mkdir()
         (perf / "inference_engine" / vendor / "fake.py").write_text(source)

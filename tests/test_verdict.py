@@ -13,11 +13,16 @@ from types import SimpleNamespace
 
 import pytest
 
+from common.stats import LatencyStats, percentile
 from tools import forward
 from tools.contention import CpuContention
-from common.stats import LatencyStats, percentile
 from tools.verdict import (
-    Verdict, contention_reason, minimum_reasons, minimums_met, stability_reason, window_throughputs,
+    Verdict,
+    contention_reason,
+    minimum_reasons,
+    minimums_met,
+    stability_reason,
+    window_throughputs,
 )
 
 

@@ -25,6 +25,7 @@ import paramiko
 from loguru import logger
 
 _BUFFER = 65536
+EXEC_TIMEOUT_S = 30
 
 
 class DockerOverSsh:
@@ -61,11 +62,22 @@ class DockerOverSsh:
             thread.start()
 
     def _pump(self, conn: socket.socket) -> None:
+        channel = None
         try:
             channel = self.transport.open_session(timeout=15)
-            channel.exec_command("docker system dial-stdio")
+            # paramiko waits for the exec reply without a timeout: bound it.
+            watchdog = threading.Timer(EXEC_TIMEOUT_S, channel.close)
+            watchdog.start()
+            try:
+                channel.exec_command("docker system dial-stdio")
+            finally:
+                watchdog.cancel()
+            if channel.closed:
+                raise paramiko.SSHException(f"no reply to the exec request within {EXEC_TIMEOUT_S} s")
         except (paramiko.SSHException, OSError, EOFError) as exc:
-            logger.debug(f"host {self.label}: docker dial-stdio channel failed: {exc}")
+            logger.warning(f"host {self.label}: docker dial-stdio channel failed: {exc}")
+            if channel is not None:
+                channel.close()
             conn.close()
             return
         pair = (conn, channel)

@@ -20,6 +20,7 @@ import shlex
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import threading
 import time
@@ -107,6 +108,15 @@ class SshTransport(SshHost):
             forward.close()
             raise
 
+    def user_ids(self, created_dir: str) -> str:
+        """"uid:gid" the containers run as: the SSH user's, read from a directory it just
+        created over SFTP (one stat, where ``id`` would cost a command channel). Under a
+        set-group-ID parent the group is the parent's, so then ask ``id``."""
+        attrs = self.sftp.stat(created_dir)
+        if attrs.st_uid is not None and attrs.st_gid is not None and not (attrs.st_mode or 0) & stat.S_ISGID:
+            return f"{attrs.st_uid}:{attrs.st_gid}"
+        return self.run(["sh", "-c", 'echo "$(id -u):$(id -g)"'], timeout=20).stdout.strip()
+
     def write_text(self, path: str, text: str) -> None:
         with self.sftp.open(path, "w") as handle:
             handle.write(text)
@@ -190,6 +200,9 @@ class LocalTransport:
             os.makedirs(path, exist_ok=True)
         except OSError as exc:
             raise self.error(f"cannot create directory {path}: {exc.strerror or exc}") from None
+
+    def user_ids(self, created_dir: str) -> str:
+        return f"{os.getuid()}:{os.getgid()}"
 
     def put_tree(self, local: Path, remote: str, skip: tuple[str, ...] = ()) -> int:
         count = 0
@@ -317,12 +330,12 @@ class DockerSession(HostSession):
         for spec in self.config.cases:
             if not self.remote.is_dir(spec.data_dir):
                 raise HostError(f"host {self.label}: data dir {spec.data_dir} for {spec.key} does not exist")
-        self.user = self.remote.run(["sh", "-c", 'echo "$(id -u):$(id -g)"'], timeout=20).stdout.strip()
+        self.remote.makedirs(self.run_dir)
+        self.user = self.remote.user_ids(self.run_dir)
         if self.config.clear_caches:
             self._drop_page_cache()
         progress.step = "code"
         self._sync_code()
-        self.remote.makedirs(self.run_dir)
 
     def _drop_page_cache(self) -> None:
         result = self.remote.run(["sh", "-c", "sync && echo 3 > /proc/sys/vm/drop_caches"], timeout=120, check=False)

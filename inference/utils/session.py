@@ -201,7 +201,8 @@ class HostSession:
         return ""
 
     def exit_detail(self, handle: Any) -> str | None:
-        """Anything the executor knows beyond the status ("oom")."""
+        """What the executor knows of why it ended: "oom" (a detail of SIGKILL), or one line
+        naming an outside cause (a Slurm job's end), which then leads the outcome's error."""
         return None
 
     def fetch(self, spec: CaseSpec, log_dir: str, local_dir: Path) -> None:
@@ -316,7 +317,12 @@ class HostSession:
         outcome.wall_time_s = time.monotonic() - started_at
         if pipeline is None or outcome.status in ("timeout", "interrupted") or outcome.step == "host":
             return _with_pipeline_step(outcome)
-        return read_outcome(outcome, code, describe_exit(code, self.exit_detail(pipeline.handle)))
+        detail = self.exit_detail(pipeline.handle) if code != 0 else None
+        outcome = read_outcome(outcome, code, describe_exit(code, detail))
+        if detail and detail != "oom" and outcome.status != "success":
+            # The executor knows the cause (a Slurm job's end): it comes first, the pipeline's word after.
+            outcome.fail(outcome.step or "pipeline", f"{detail}; the pipeline reported: {outcome.error}")
+        return outcome
 
     def _dead_monitor(self, monitors: list[Started], started_at: float) -> str | None:
         """A monitor that exits at once breaks the contract; say which file. An interrupt
@@ -379,6 +385,6 @@ def read_outcome(outcome: CaseOutcome, exit_code: int | None, exit_words: str | 
             return outcome.fail("summary", f"result.json unreadable: {exc}")
     failure = _read_json(outcome.local_dir / FAILURE_FILE)
     if failure:
-        status = "interrupted" if failure.get("exit_code") in (130, 143) else "failed"
+        status = "interrupted" if failure.get("exit_code") in (129, 130, 143) else "failed"
         return outcome.fail(failure.get("step") or "unknown", failure.get("error") or "unknown error", status)
     return outcome.fail("pipeline", f"pipeline exited with {exit_words or describe_exit(exit_code)}")

@@ -22,6 +22,7 @@ import os
 import secrets
 import shutil
 import threading
+import time
 from pathlib import Path
 
 from loguru import logger
@@ -36,6 +37,7 @@ from utils.slurm import SlurmClient
 CODE_SKIP = ("onnxs", "result", "__pycache__", ".pytest_cache")
 JOB_MARGIN_S = 120.0          # the job outlives CASE_TIMEOUT by this much: monitors stop, files flush
 PROBE_TIMEOUT_S = 120.0
+JOB_STATE_WAIT_S = 10.0       # how long a step's end may precede its job's final state
 
 
 def slurm_client(config: HostConfig) -> SlurmClient:
@@ -158,13 +160,22 @@ class SlurmSession(LocalSession):
         return super().start(role, step + argv, spec, env, stdout)
 
     def exit_detail(self, handle: _Child) -> str | None:
+        """The job's end when it ended (time limit, node failure, cancelled): the steps end
+        with it, a moment before slurmctld records the state, so look for a few seconds."""
         if self.job_id is None:
             return None
-        try:
-            state = self.client.state(self.job_id)
-        except HostError:
-            return None
-        return None if state.state == "RUNNING" else state.describe()
+        started = time.monotonic()
+        while True:
+            try:
+                state = self.client.state(self.job_id)
+            except HostError:
+                return None
+            if state.final:
+                return state.describe()
+            waited = time.monotonic() - started
+            if waited >= JOB_STATE_WAIT_S or (state.state == "RUNNING" and waited >= 2.0):
+                return None     # the job lives on: the pipeline ended by itself
+            time.sleep(0.5)
 
     def fetch(self, spec: CaseSpec, log_dir: str, local_dir: Path) -> None:
         source = Path(log_dir)
