@@ -114,6 +114,11 @@ def main() -> int:
         return original_end(self, spec)
 
     ds.DockerSession.end_case = end_case
+    stacks = os.environ.get("INFERPERF_STACKS")   # seconds: dump every thread's stack then (a hang)
+    if stacks:
+        import faulthandler
+
+        faulthandler.dump_traceback_later(float(stacks), exit=False, file=open(f"/tmp/inferperf-stacks-{os.getpid()}.txt", "w"))
     profile = os.environ.get("INFERPERF_PROFILE")   # a file: CPU profile of run.main (needs yappi)
     if profile:
         import yappi

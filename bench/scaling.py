@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import shutil
 import statistics
@@ -43,6 +44,7 @@ INFERENCE = REPO / "inference"
 STUB = '''"""Benchmark-only stand-in for run_inference.py (bench/scaling.py): sleep, then write result.json."""
 import argparse
 import json
+import os
 import os
 import sys
 import time
@@ -110,7 +112,10 @@ def timed_run(config: Path, perf: Path, expected: int) -> tuple[float, float]:
     """run.py's wall time and its own CPU time (user + system)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "run.py", "--config", str(config)], cwd=perf, capture_output=True, text=True)
+    command = [sys.executable, "run.py", "--config", str(config)]
+    if os.environ.get("INFERPERF_STACKS"):   # debugging a hang: bench/_trace_run.py dumps the stacks
+        command = [sys.executable, str(Path(__file__).resolve().parent / "_trace_run.py"), f"/tmp/inferperf-trace-{config.stem}-{time.time():.0f}.json", "--", *command[2:]]
+    proc = subprocess.run(command, cwd=perf, capture_output=True, text=True)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:

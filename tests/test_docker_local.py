@@ -14,11 +14,11 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
+from tests.conftest import long_running_tree
 from tests.test_orchestration_docker import (  # noqa: F401 - session fixtures shared with the SSH tests
     assert_nothing_left,
     digits_data,
     docker_client,
-    long_running_tree,
     wheels_dir,
 )
 from utils.docker_session import LocalTransport, is_local_engine
@@ -133,12 +133,13 @@ def test_local_engine_end_to_end(tmp_path, digits_data, local_workdir, wheels_di
 @pytest.mark.docker
 @pytest.mark.slow
 def test_local_engine_timeout_cleans_up(tmp_path, digits_data, local_workdir, wheels_dir, docker_client):
-    perf = long_running_tree(tmp_path)
+    perf = long_running_tree(tmp_path / "inference")
     config = write_local_yaml(tmp_path, digits_data, local_workdir, wheels_dir, FLAGPERF_PATH=str(perf), CASE_TIMEOUT=25)
     code, out = run_py(config, perf)
     assert code == 1, out[-4000:]
     record = summary_of(tmp_path)["results"][0]
     assert record["status"] == "timeout" and "CASE_TIMEOUT of 25 s" in record["error"]
-    assert (Path(record["log_dir"]) / "sys_monitor.jsonl").is_file()
+    for name in ("sys_monitor.jsonl", "stdout.log"):      # stdout.log: the output up to the stop
+        assert (Path(record["log_dir"]) / name).is_file(), name
     assert_nothing_left(docker_client, local_workdir)
     assert not os.listdir(local_workdir / "runs")

@@ -19,6 +19,7 @@ import shutil
 import socket
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 import paramiko
@@ -26,6 +27,7 @@ from loguru import logger
 
 _BUFFER = 65536
 EXEC_TIMEOUT_S = 30
+DRAIN_TIMEOUT_S = 10
 
 
 class DockerOverSsh:
@@ -74,8 +76,8 @@ class DockerOverSsh:
                 watchdog.cancel()
             if channel.closed:
                 raise paramiko.SSHException(f"no reply to the exec request within {EXEC_TIMEOUT_S} s")
-        except (paramiko.SSHException, OSError, EOFError) as exc:
-            logger.warning(f"host {self.label}: docker dial-stdio channel failed: {exc}")
+        except Exception as exc:  # whatever it was, the client must see the connection end, not hang
+            logger.warning(f"host {self.label}: docker dial-stdio channel failed: {type(exc).__name__}: {exc}")
             if channel is not None:
                 channel.close()
             conn.close()
@@ -92,24 +94,20 @@ class DockerOverSsh:
                     if not data:
                         channel.shutdown_write()
                         # Keep reading the response until the engine closes.
-                        conn_open = False
-                    else:
-                        channel.sendall(data)
-                        conn_open = True
-                    if not conn_open:
+                        channel.settimeout(DRAIN_TIMEOUT_S)   # a dial-stdio that never closes ends here
                         while True:
                             chunk = channel.recv(_BUFFER)
                             if not chunk:
                                 break
                             conn.sendall(chunk)
                         break
-                if channel in readable:
-                    data = channel.recv(_BUFFER)
-                    if not data:
-                        break
-                    conn.sendall(data)
+                    channel.sendall(data)
+                if channel in readable and not self._from_channel(conn, channel):
+                    break
         except (OSError, EOFError, paramiko.SSHException):
             pass
+        except Exception as exc:
+            logger.warning(f"host {self.label}: docker dial-stdio relay failed: {type(exc).__name__}: {exc}")
         finally:
             with self._lock:
                 self._open.discard(pair)
@@ -118,6 +116,28 @@ class DockerOverSsh:
                 conn.close()
             except OSError:
                 pass
+
+    def _from_channel(self, conn: socket.socket, channel: paramiko.Channel) -> bool:
+        """Forward what the channel holds; False once it has ended.
+
+        The channel's select() handle is readable for stdout data, stderr data and EOF
+        alike. Only ever read what is there: a blocking recv() after a line on stderr
+        (a warning from the docker CLI) would wait for a response to a request that is
+        still sitting unread in ``conn`` - a deadlock until the client's timeout."""
+        if channel.recv_stderr_ready():
+            text = channel.recv_stderr(_BUFFER).decode(errors="replace").strip()
+            if text:
+                logger.debug(f"host {self.label}: docker dial-stdio: {text[:300]}")
+        if channel.recv_ready():
+            data = channel.recv(_BUFFER)
+            if not data:
+                return False
+            conn.sendall(data)
+            return True
+        if channel.eof_received or channel.closed:
+            return False
+        time.sleep(0.005)    # readable with nothing to read yet: do not spin
+        return True
 
     def close(self) -> None:
         """Stop at once: close the listener and every open channel (a pump would

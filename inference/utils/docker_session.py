@@ -78,10 +78,13 @@ def one_connection_pool(client: docker.DockerClient) -> docker.DockerClient:
     a new connection: through ``DockerOverSsh`` that is a new SSH channel and a new
     ``docker system dial-stdio`` process on the host for nearly every API call. One
     pool (the one the client's version request already opened) serves them all."""
-    adapter = client.api.get_adapter("http+docker://localhost")
+    adapter = client.api.get_adapter(client.api.base_url)
     pools = getattr(adapter, "pools", None)
     if pools is None or not hasattr(adapter, "get_connection"):
         return client          # tcp:// (requests' own pool manager keys by host already)
+    # Proxies mean nothing on a unix socket; without this every request scans the
+    # environment for them (requests' trust_env), a few milliseconds of CPU each.
+    client.api.trust_env = False
     original = adapter.get_connection
     with pools.lock:
         keys = list(pools.keys())
@@ -282,11 +285,6 @@ class DockerSession(HostSession):
         self.run_dir = posixpath.join(workdir, "runs", slug(self.run_id), slug(self.label))
         opts = parse_container_options(config.container_opt, str(config.path))
         self.container_options = merge_options(opts, vendor_container_options(config.flagperf_path, config.vendor))
-
-    @property
-    def ssh(self):
-        """The transport (kept under its old name for callers that reach in)."""
-        return self.remote
 
     # ---- preparation --------------------------------------------------------
     def prepare(self) -> None:
@@ -683,13 +681,15 @@ def _stream_logs(handle: "_Container", echo) -> None:
 
 def _save_logs(handle: "_Container") -> None:
     """The pipeline's output into stdout.log with one request once it has exited (or was
-    stopped): no connection held open for the whole run."""
+    stopped): no connection held open for the whole run. Not streamed: docker-py's
+    stream reader takes the connection's socket over, which then cannot go back to the
+    pool cleanly."""
     if handle.logs_saved or handle.container is None:
         return
     try:
+        data = handle.container.logs(stdout=True, stderr=True, stream=False)
         with open(handle.stdout, "ab") as sink:
-            for chunk in handle.container.logs(stream=True, follow=False):
-                sink.write(chunk)
+            sink.write(data)
         handle.logs_saved = True
     except (NotFound, APIError, requests.RequestException, OSError) as exc:
         logger.warning(f"host {handle.label}: could not save the pipeline's output: {_reason(exc)}")

@@ -285,6 +285,7 @@ class HostSession:
         monitors: list[Started] = []
         pipeline: Started | None = None
         code: int | None = None
+        detail: str | None = None
         log_dir: str | None = None
         try:
             log_dir = self.case_log_dir(spec, local_dir)
@@ -300,6 +301,8 @@ class HostSession:
             else:
                 pipeline = Started("case", self.start("case", self.pipeline_argv(log_dir, spec), spec, env, local_dir / "stdout.log"))
                 code = self._wait_pipeline(pipeline, outcome)
+                if code not in (None, 0):
+                    detail = self.exit_detail(pipeline.handle)   # before end_case releases what it asks about
         except HostError as exc:
             outcome.fail("host", one_line(exc))
         finally:
@@ -317,7 +320,6 @@ class HostSession:
         outcome.wall_time_s = time.monotonic() - started_at
         if pipeline is None or outcome.status in ("timeout", "interrupted") or outcome.step == "host":
             return _with_pipeline_step(outcome)
-        detail = self.exit_detail(pipeline.handle) if code != 0 else None
         outcome = read_outcome(outcome, code, describe_exit(code, detail))
         if detail and detail != "oom" and outcome.status != "success":
             # The executor knows the cause (a Slurm job's end): it comes first, the pipeline's word after.
