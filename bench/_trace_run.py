@@ -6,6 +6,7 @@ API request, then writes the events as JSON. Used by bench/orchestration_profile
 The parent passes INFERPERF_TRACE_T0 (time.time() just before it started this process)
 so that the interpreter's own start-up shows as the first span.
 """
+
 from __future__ import annotations
 
 import functools
@@ -18,7 +19,7 @@ import time
 T0 = float(os.environ.get("INFERPERF_TRACE_T0", time.time()))
 EVENTS: list[dict] = []
 _LOCK = threading.Lock()
-_QUIET = threading.local()   # set while the tracer makes its own API calls
+_QUIET = threading.local()  # set while the tracer makes its own API calls
 
 
 def record(name: str, start: float, end: float, **extra) -> None:
@@ -45,25 +46,35 @@ def wrap(owner, attr: str, name: str | None = None, detail=None) -> None:
 
 
 def install() -> None:
+    import docker.api.client as api
     import paramiko
     import requests
-    import docker.api.client as api
 
     import run
+    from utils import cluster_manager as cm
     from utils import docker_session as ds
     from utils import session as hs
-    from utils import cluster_manager as cm
 
-    for attr in ("prepare", "case_log_dir", "start", "stop", "fetch", "end_case", "cleanup", "output_tail",
-                 "exit_detail", "_sync_code", "_ensure_image", "sweep_orphans"):
+    for attr in (
+        "prepare",
+        "case_log_dir",
+        "start",
+        "stop",
+        "fetch",
+        "end_case",
+        "cleanup",
+        "output_tail",
+        "exit_detail",
+        "_sync_code",
+        "_ensure_image",
+        "sweep_orphans",
+    ):
         if hasattr(ds.DockerSession, attr):
-            wrap(ds.DockerSession, attr, f"session.{attr}",
-                 detail=(lambda self, role, *a, **k: role) if attr == "start" else None)
+            wrap(ds.DockerSession, attr, f"session.{attr}", detail=(lambda self, role, *a, **k: role) if attr == "start" else None)
     for attr in ("run_case", "_dead_monitor", "_wait_pipeline"):
         wrap(hs.HostSession, attr, f"template.{attr}")
     for attr in ("connect", "run", "exists", "is_dir", "makedirs", "get_files", "remove_tree", "put_tree"):
-        wrap(cm.SshHost, attr, f"ssh.{attr}",
-             detail=(lambda self, argv, *a, **k: " ".join(argv)[:60]) if attr == "run" else None)
+        wrap(cm.SshHost, attr, f"ssh.{attr}", detail=(lambda self, argv, *a, **k: " ".join(argv)[:60]) if attr == "run" else None)
     transport = getattr(ds, "LocalHost", None)
     if transport is not None:
         for attr in ("makedirs", "exists", "is_dir", "get_files", "remove_tree", "run"):
@@ -72,7 +83,7 @@ def install() -> None:
 
     def http_detail(self, method, url, *a, **k):
         path = url.split("://", 1)[-1]
-        path = path[path.find("/"):] if "/" in path else path
+        path = path[path.find("/") :] if "/" in path else path
         return f"{method} {path.split('?')[0][-70:]}"
 
     wrap(api.APIClient, "request", "docker.http", detail=http_detail)
@@ -86,7 +97,7 @@ def install() -> None:
 
 def main() -> int:
     out = sys.argv[1]
-    argv = sys.argv[sys.argv.index("--") + 1:]
+    argv = sys.argv[sys.argv.index("--") + 1 :]
     sys.path.insert(0, os.getcwd())
     started = time.time()
     import run  # noqa: F401 - the import time of run.py and what it pulls in
@@ -97,6 +108,7 @@ def main() -> int:
 
     # Docker container timings (created, started, finished) before the removal, trace only.
     from utils import docker_session as ds
+
     original_end = ds.DockerSession.end_case
 
     def end_case(self, spec):
@@ -107,19 +119,25 @@ def main() -> int:
                     attrs = container.client.api.inspect_container(container.id)
                 finally:
                     _QUIET.on = False
-                record("trace.inspect", time.time(), time.time(), detail=container.name,
-                       state={k: attrs["State"].get(k) for k in ("StartedAt", "FinishedAt")}, created=attrs.get("Created"))
+                record(
+                    "trace.inspect",
+                    time.time(),
+                    time.time(),
+                    detail=container.name,
+                    state={k: attrs["State"].get(k) for k in ("StartedAt", "FinishedAt")},
+                    created=attrs.get("Created"),
+                )
             except Exception:
                 pass
         return original_end(self, spec)
 
     ds.DockerSession.end_case = end_case
-    stacks = os.environ.get("INFERPERF_STACKS")   # seconds: dump every thread's stack then (a hang)
+    stacks = os.environ.get("INFERPERF_STACKS")  # seconds: dump every thread's stack then (a hang)
     if stacks:
         import faulthandler
 
         faulthandler.dump_traceback_later(float(stacks), exit=False, file=open(f"/tmp/inferperf-stacks-{os.getpid()}.txt", "w"))
-    profile = os.environ.get("INFERPERF_PROFILE")   # a file: CPU profile of run.main (needs yappi)
+    profile = os.environ.get("INFERPERF_PROFILE")  # a file: CPU profile of run.main (needs yappi)
     if profile:
         import yappi
 

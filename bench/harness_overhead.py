@@ -7,6 +7,7 @@ Harness and bare loop alternate (--rounds times each) because the machine is
 shared and noisy; the ratio printed is harness core QPS / bare QPS per round,
 and the median of the rounds. Target: >= 0.97.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,9 +52,27 @@ def prepare_data(tmp: Path, perf: Path, case: str, images: int) -> Path:
 
 def run_harness(perf: Path, data: Path, log: Path, case: str) -> dict:
     proc = subprocess.run(
-        [sys.executable, "run_inference.py", "--perf_dir", str(perf), "--data_dir", str(data), "--log_dir", str(log),
-         "--vendor", "cpu", "--case", case, "--framework", "pytorch", "--log_level", "WARNING"],
-        cwd=perf, capture_output=True, text=True,
+        [
+            sys.executable,
+            "run_inference.py",
+            "--perf_dir",
+            str(perf),
+            "--data_dir",
+            str(data),
+            "--log_dir",
+            str(log),
+            "--vendor",
+            "cpu",
+            "--case",
+            case,
+            "--framework",
+            "pytorch",
+            "--log_level",
+            "WARNING",
+        ],
+        cwd=perf,
+        capture_output=True,
+        text=True,
     )
     if proc.returncode != 0:
         sys.exit(f"run_inference.py failed:\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}")
@@ -64,7 +83,11 @@ def bare_loop(result: dict, perf: Path, data: Path, case: str) -> float:
     """Run in a child whose import root is the copied inference/ tree."""
     proc = subprocess.run(
         [sys.executable, "-m", "bench.harness_overhead", "--bare-loop", json.dumps([result["cache"]["engine"]["path"], str(perf), str(data), case])],
-        cwd=REPO, env={**os.environ, "PYTHONPATH": str(perf)}, capture_output=True, text=True, check=True,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(perf)},
+        capture_output=True,
+        text=True,
+        check=True,
     )
     return float(proc.stdout.strip().splitlines()[-1])
 
@@ -136,6 +159,7 @@ def measure(case: str, args: argparse.Namespace) -> float:
         median = statistics.median(ratios)
         print(f"median ratio harness/bare: {median:.3f} (target >= 0.97)")
         return median
+
 
 if __name__ == "__main__":
     main()

@@ -11,6 +11,7 @@ Targets: overhead <= 5 s for one host; 4 hosts <= 1.3x one host. The digits case
 runs with repeat 1 so that the pipeline itself is small; on a 2-core machine the
 4 pipelines still compete for CPU, which the pipeline-time column shows.
 """
+
 from __future__ import annotations
 
 import argparse

@@ -9,6 +9,7 @@ Prints, for the last run, the phases in order with their durations, the count an
 time of Docker API requests, SSH channels and SFTP calls, and the case container's
 own timeline (created -> started -> pipeline start -> pipeline end -> exit).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,8 +35,7 @@ TRACER = Path(__file__).resolve().parent / "_trace_run.py"
 def traced_run(config: Path, perf: Path, out: Path) -> tuple[float, dict]:
     env = dict(os.environ, INFERPERF_TRACE_T0=repr(time.time()))
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, str(TRACER), str(out), "--", "--config", str(config)], cwd=perf,
-                          capture_output=True, text=True, env=env)
+    proc = subprocess.run([sys.executable, str(TRACER), str(out), "--", "--config", str(config)], cwd=perf, capture_output=True, text=True, env=env)
     wall = time.perf_counter() - start
     if proc.returncode != 0:
         sys.exit(f"run.py failed ({proc.returncode}):\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}")
@@ -56,8 +56,7 @@ def report(wall: float, trace: dict, result: dict) -> None:
     t0, events = trace["t0"], trace["events"]
     first = lambda name: next((e for e in events if e["name"] == name), None)  # noqa: E731
     spans = [e for e in events if e["name"].startswith(("run.", "session.", "template.", "import"))]
-    print(f"\nrun.py wall {wall:.2f} s, pipeline e2e {result['e2e_time(second)']:.2f} s, "
-          f"overhead {wall - result['e2e_time(second)']:.2f} s")
+    print(f"\nrun.py wall {wall:.2f} s, pipeline e2e {result['e2e_time(second)']:.2f} s, overhead {wall - result['e2e_time(second)']:.2f} s")
     print(f"{'start':>7} {'dur':>6}  span")
     for e in sorted(spans, key=lambda e: e["start"]):
         if e["name"] in ("session.output_tail",):
@@ -76,10 +75,12 @@ def report(wall: float, trace: dict, result: dict) -> None:
     for e in events:
         if e["name"] == "trace.inspect" and e["detail"].endswith("-case"):
             created, started, finished = _iso(e["created"]) - t0, _iso(e["state"]["StartedAt"]) - t0, _iso(e["state"]["FinishedAt"]) - t0
-            pipe_start = finished - result["e2e_time(second)"]   # result.json's started_at has whole seconds only
-            print(f"\ncase container: created {created:.3f}, started {started:.3f}, "
-                  + f"pipeline start ~{pipe_start:.3f} (python+imports ~{pipe_start - started:.2f} s), "
-                  + f"pipeline e2e {result['e2e_time(second)']:.2f} s, exited {finished:.3f}")
+            pipe_start = finished - result["e2e_time(second)"]  # result.json's started_at has whole seconds only
+            print(
+                f"\ncase container: created {created:.3f}, started {started:.3f}, "
+                + f"pipeline start ~{pipe_start:.3f} (python+imports ~{pipe_start - started:.2f} s), "
+                + f"pipeline e2e {result['e2e_time(second)']:.2f} s, exited {finished:.3f}"
+            )
     by_run = [e for e in events if e["name"] == "docker.http"]
     print(f"\ndocker API requests: {len(by_run)}")
     for e in sorted(by_run, key=lambda e: e["start"]):
@@ -91,8 +92,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=2, help="traced runs after the warm-up; the last one is shown")
     parser.add_argument("--local", action="store_true", help='HOSTS: ["localhost"]: the local engine, no SSH')
     parser.add_argument("--hosts", type=int, default=1, help="sshd hosts (without --local): with more than one, a per-host table")
-    parser.add_argument("--sleepy", type=float, default=None, metavar="S",
-                        help="profile bench/scaling.py's sleep-bound case (S seconds) instead of digits")
+    parser.add_argument("--sleepy", type=float, default=None, metavar="S", help="profile bench/scaling.py's sleep-bound case (S seconds) instead of digits")
     args = parser.parse_args()
     ensure_base_image(client=ensure_docker())
     with tempfile.TemporaryDirectory(prefix="inferperf-prof-") as tmp_name:

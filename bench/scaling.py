@@ -19,6 +19,7 @@ processes in MODE docker) in total, per host per case, and marginal (the CPU an
 extra host adds, per case). Targets: 8 hosts <= 1.15x the wall of 1; controller CPU
 <= 0.3 s per host per case.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -113,8 +114,14 @@ def timed_run(config: Path, perf: Path, expected: int) -> tuple[float, float]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     command = [sys.executable, "run.py", "--config", str(config)]
-    if os.environ.get("INFERPERF_STACKS"):   # debugging a hang: bench/_trace_run.py dumps the stacks
-        command = [sys.executable, str(Path(__file__).resolve().parent / "_trace_run.py"), f"/tmp/inferperf-trace-{config.stem}-{time.time():.0f}.json", "--", *command[2:]]
+    if os.environ.get("INFERPERF_STACKS"):  # debugging a hang: bench/_trace_run.py dumps the stacks
+        command = [
+            sys.executable,
+            str(Path(__file__).resolve().parent / "_trace_run.py"),
+            f"/tmp/inferperf-trace-{config.stem}-{time.time():.0f}.json",
+            "--",
+            *command[2:],
+        ]
     proc = subprocess.run(command, cwd=perf, capture_output=True, text=True)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -162,11 +169,15 @@ def main() -> None:
     base = min(counts)
     for n in counts:
         marginal = (cpus[n] - cpus[base]) / ((n - base) * len(names)) if n != base else None
-        print(f"{n:>5} {walls[n]:>7.2f} {walls[n] / walls[base]:>8.2f} {walls[n] - per_case:>10.2f} {cpus[n]:>6.2f} "
-              f"{cpus[n] / (n * len(names)):>13.3f} {('-' if marginal is None else f'{marginal:.3f}'):>22}")
+        print(
+            f"{n:>5} {walls[n]:>7.2f} {walls[n] / walls[base]:>8.2f} {walls[n] - per_case:>10.2f} {cpus[n]:>6.2f} "
+            f"{cpus[n] / (n * len(names)):>13.3f} {('-' if marginal is None else f'{marginal:.3f}'):>22}"
+        )
     top = max(counts)
-    print(f"{top} hosts / {base} host wall: {walls[top] / walls[base]:.2f} (target <= 1.15); "
-          f"controller CPU per host per case at {top} hosts: {cpus[top] / (top * len(names)):.3f} s (target <= 0.3)")
+    print(
+        f"{top} hosts / {base} host wall: {walls[top] / walls[base]:.2f} (target <= 1.15); "
+        f"controller CPU per host per case at {top} hosts: {cpus[top] / (top * len(names)):.3f} s (target <= 0.3)"
+    )
 
 
 if __name__ == "__main__":

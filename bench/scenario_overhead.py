@@ -21,6 +21,7 @@ noisy; the variants alternate within each round). Exit status 1 if offline,
 single_stream or saturated server cost more than 20 us/query, or the rated
 server's issued or actual rate is off target_qps by more than 2 %.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -52,8 +53,9 @@ def bare_loop(queries: int) -> float:
 
 
 def scenario_cost(scenario: str, queries: int, batch: int, target_qps: float | None = None) -> float:
-    run = run_scenario(noop, POOL, scenario=scenario, batch_size=batch, min_query_count=queries,
-                       min_duration_s=0.0, max_duration_s=600.0, target_qps=target_qps)
+    run = run_scenario(
+        noop, POOL, scenario=scenario, batch_size=batch, min_query_count=queries, min_duration_s=0.0, max_duration_s=600.0, target_qps=target_qps
+    )
     assert run.queries == queries, (scenario, run.queries)
     return run.duration_s / run.queries * 1e6
 
@@ -75,8 +77,18 @@ def rated_server(queries: int, rate: float, batch: int, seed: int) -> dict:
         return inputs, 0.0
 
     target = rate * batch
-    run = run_scenario(step, POOL, scenario="server", batch_size=batch, target_qps=target, seed=seed,
-                       min_query_count=queries, min_duration_s=0.0, max_duration_s=600.0, clock=clock)
+    run = run_scenario(
+        step,
+        POOL,
+        scenario="server",
+        batch_size=batch,
+        target_qps=target,
+        seed=seed,
+        min_query_count=queries,
+        min_duration_s=0.0,
+        max_duration_s=600.0,
+        clock=clock,
+    )
     arrivals = [c - lat for c, lat in zip(run.completions_ns, run.latencies_ns)]  # scheduled, relative
     gaps = [b - a for a, b in zip(arrivals, arrivals[1:])]
     lateness_us = sorted((call - starts[0] - arrival) / 1e3 for call, arrival in zip(calls, arrivals))
@@ -122,12 +134,13 @@ def main() -> int:
             failures.append(f"{name}: {cost:.2f} us/query > {BUDGET_US} us")
 
     med = {key: statistics.median(r[key] for r in rated) for key in rated[0]}
-    noise = 1 / args.rated_queries ** 0.5
-    print(f"\nserver rated: {args.rate:g} queries/s x batch {args.batch} = target_qps {args.rate * args.batch:g} samples/s, "
-          f"{rated[0]['queries']} queries, seed {args.seed} (Poisson noise of the rate ~{noise:.1%})")
+    noise = 1 / args.rated_queries**0.5
+    print(
+        f"\nserver rated: {args.rate:g} queries/s x batch {args.batch} = target_qps {args.rate * args.batch:g} samples/s, "
+        f"{rated[0]['queries']} queries, seed {args.seed} (Poisson noise of the rate ~{noise:.1%})"
+    )
     print(f"{'issued/target':>14} {'actual/target':>14} {'gap cv':>7} {'lateness p50 us':>16} {'p99 us':>8}")
-    print(f"{med['issued_ratio']:>14.4f} {med['actual_ratio']:>14.4f} {med['cv']:>7.3f} "
-          f"{med['lateness_p50_us']:>16.1f} {med['lateness_p99_us']:>8.1f}")
+    print(f"{med['issued_ratio']:>14.4f} {med['actual_ratio']:>14.4f} {med['cv']:>7.3f} {med['lateness_p50_us']:>16.1f} {med['lateness_p99_us']:>8.1f}")
     for key in ("issued_ratio", "actual_ratio"):
         if abs(med[key] - 1) > RATE_TOLERANCE:
             failures.append(f"server rated: {key} {med[key]:.4f} off by more than {RATE_TOLERANCE:.0%}")

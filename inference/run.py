@@ -8,6 +8,7 @@ Exit status: 0 when every case succeeded on every host, 1 when any failed
 130 when interrupted. Results: <FLAGPERF_LOG_PATH>/run<id>/summary.{json,md} and report.html
 (utils/report.py). ``run.py compare RUN_A RUN_B [--threshold 5]`` compares two runs (utils/compare.py).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,13 +43,15 @@ compare two runs: run.py compare RUN_A RUN_B [--threshold 5]
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", default=str(INFERENCE_DIR / "configs" / "host.yaml"), help="host.yaml to use (default: %(default)s)")
     parser.add_argument("--cases", default=None, help="comma-separated case or case:framework names to run (default all)")
     parser.add_argument(
-        "--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        dest="overrides",
         help="override a case config key for every case of this run (YAML value), "
         "e.g. --set batch_sizes=[1,8,32] --set scenario=server --set target_qps=50 --set latency_bound_ms=100",
     )
@@ -100,15 +103,19 @@ def check_cases(config: HostConfig) -> None:
             if not (perf_dir / "benchmarks" / spec.case / framework).is_dir():
                 raise ConfigError(f"{config.path}: key CASES entry '{spec.key}': no benchmarks/{spec.case}/{framework}/")
             if config.mode == "docker" and not (perf_dir / "docker_images" / config.vendor / spec.framework / "Dockerfile").is_file():
-                raise ConfigError(
-                    f"{config.path}: key CASES entry '{spec.key}': no docker_images/{config.vendor}/{spec.framework}/Dockerfile"
-                )
-            native = config.mode in ("local", "slurm")   # slurm runs natively on the nodes (SLURM_CONTAINER: none)
+                raise ConfigError(f"{config.path}: key CASES entry '{spec.key}': no docker_images/{config.vendor}/{spec.framework}/Dockerfile")
+            native = config.mode in ("local", "slurm")  # slurm runs natively on the nodes (SLURM_CONTAINER: none)
             if native:  # MODE docker installs them into the image (utils/image_manager.py)
                 check_case_requirements(perf_dir, spec.case, spec.framework)
             case_config = load_case_config(
-                str(perf_dir), spec.case, spec.framework, config.vendor, spec.data_dir, "-", parse_overrides(config.overrides),
-                check_device=config.mode == "local",   # elsewhere the device is on the hosts, not here
+                str(perf_dir),
+                spec.case,
+                spec.framework,
+                config.vendor,
+                spec.data_dir,
+                "-",
+                parse_overrides(config.overrides),
+                check_device=config.mode == "local",  # elsewhere the device is on the hosts, not here
             )
             if case_config.compiler is None:
                 continue
@@ -150,9 +157,13 @@ def host_worker(session: HostSession, cases: list[CaseSpec], run_dir: Path) -> l
     outcomes = []
     for spec in cases:
         if session.abort.is_set():
-            outcomes.append(CaseOutcome(spec, session.label, session.noderank, case_dir(spec)).fail("interrupted", "run interrupted before this case started", "interrupted"))
+            outcomes.append(
+                CaseOutcome(spec, session.label, session.noderank, case_dir(spec)).fail(
+                    "interrupted", "run interrupted before this case started", "interrupted"
+                )
+            )
             continue
-        logger.debug(f"host {session.label}: running {spec.key}")   # run.log; the console shows progress
+        logger.debug(f"host {session.label}: running {spec.key}")  # run.log; the console shows progress
         try:
             outcome = session.run_case(spec, case_dir(spec))
         except Exception as exc:
@@ -242,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
             from utils.progress import ProgressConsole
 
             display = ProgressConsole(len(config.cases) * len(sessions)).start()
-        except ImportError as exc:   # rich missing (a venv older than pyproject.toml): the plain console
+        except ImportError as exc:  # rich missing (a venv older than pyproject.toml): the plain console
             logger.debug(f"no progress display: {one_line(exc)}")
     if config.mode == "docker":
         logger.info("preparing the hosts: code sync and image check (an image build takes minutes the first time)")
@@ -286,14 +297,16 @@ def main(argv: list[str] | None = None) -> int:
         why = f"host worker failed: {one_line(broken)}" if broken else "run interrupted; the host did not stop in time"
         for spec in config.cases:
             local = case_result_dir(run_dir, spec, session.label, session.noderank)
-            outcomes.append(CaseOutcome(spec, session.label, session.noderank, local).fail("host" if broken else "interrupted", why, "failed" if broken else "interrupted"))
+            outcomes.append(
+                CaseOutcome(spec, session.label, session.noderank, local).fail("host" if broken else "interrupted", why, "failed" if broken else "interrupted")
+            )
     from utils.summary import merge_outcome, write_summary
 
     records = [merge_outcome(o, config.flagperf_path, config.vendor) for o in outcomes]
     records.sort(key=lambda r: (r["case"], r["framework"], r["noderank"]))
     json_path, md_path = write_summary(run_dir, run_id, config, records, started_at)
     print(md_path.read_text(encoding="utf-8"))
-    logger.debug(f"summary: {json_path} and {md_path}")   # beside report.html, whose path ends the output
+    logger.debug(f"summary: {json_path} and {md_path}")  # beside report.html, whose path ends the output
     report_path = _write_report(run_dir, config.flagperf_path)
     failed = [r for r in records if r["status"] != "success"]
     for r in failed:

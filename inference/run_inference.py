@@ -9,6 +9,7 @@ Exit status: 0 success, 2 config error, 3 data error, 4 engine error,
 <log_dir>/failure.json names the step and the error, and no result.json exists;
 the error is also one line on the console, never a traceback.
 """
+
 from __future__ import annotations
 
 import _signal  # the C module (``signal`` imports enum): stop signals are ours from the first line
@@ -55,7 +56,7 @@ try:
     import os
     import traceback
     from pathlib import Path
-except KeyboardInterrupt as _stopped:   # before the arguments are known: the console is all there is
+except KeyboardInterrupt as _stopped:  # before the arguments are known: the console is all there is
     print(_stopped, file=sys.stderr)
     sys.exit(SIGNAL_EXIT[_received[0]] if _received else 130)
 
@@ -71,7 +72,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--log_level", default="INFO", choices=["TRACE", "DEBUG", "INFO", "WARNING", "ERROR"])
     parser.add_argument("--log_call_information", action="store_true", help="show caller in log lines")
     parser.add_argument(
-        "--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        dest="overrides",
         help="override a case config key for this run (YAML value), e.g. --set batch_sizes=[1,8,32]",
     )
     return parser.parse_args(argv)
@@ -127,9 +132,7 @@ def _run(args: argparse.Namespace, state: dict) -> int:
     lifetime.watch(lambda reason: logger.error(f"stopping: {reason}"))
     from tools.pipeline import Pipeline, PipelineArgs
 
-    state["pipeline"] = Pipeline(
-        PipelineArgs(args.perf_dir, args.data_dir, args.log_dir, args.vendor, args.case, args.framework, args.overrides)
-    )
+    state["pipeline"] = Pipeline(PipelineArgs(args.perf_dir, args.data_dir, args.log_dir, args.vendor, args.case, args.framework, args.overrides))
     state["pipeline"].run()
     return 0
 
@@ -166,7 +169,7 @@ def _classify(exc: BaseException, log_dir: Path | None) -> tuple[int, str]:
 def _report(state: dict, exc: BaseException) -> int:
     _ignore_signals()
     if isinstance(exc, SystemExit) and not _received:
-        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)   # argparse: --help, bad usage
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)  # argparse: --help, bad usage
     args = state["args"]
     log_dir = Path(args.log_dir) if args is not None else None
     code, message = _classify(exc, log_dir)
@@ -182,7 +185,7 @@ def _report(state: dict, exc: BaseException) -> int:
     try:
         from tools import result
 
-        result.clear_previous(log_dir)   # a failed run leaves no result.json, nor its latencies
+        result.clear_previous(log_dir)  # a failed run leaves no result.json, nor its latencies
         result.write_failure(log_dir, step=step, error=message, exit_code=code, case=args.case, vendor=args.vendor)
     except BaseException as failure_error:  # noqa: BLE001 - the one line above is already out
         reason = str(failure_error) if getattr(failure_error, "exit_code", None) else f"{type(failure_error).__name__}: {failure_error}"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Set up everything the test suite needs and run it: Debian packages (docker.io,
 # openssh-server, debootstrap), the Python environment, dockerd, and the local
-# base image. Extra arguments go to pytest.
+# base image; ruff (lint, format); then the tests. Extra arguments go to pytest.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bash "$root/scripts/install_system_deps.sh"
@@ -9,4 +9,7 @@ bash "$root/scripts/setup.sh"
 bash "$root/scripts/start_dockerd.sh"
 bash "$root/scripts/build_base_image.sh"
 cd "$root"
+# Lint and format first (configured in pyproject.toml): a finding fails the run.
+"$root/.venv/bin/ruff" check inference tests bench
+"$root/.venv/bin/ruff" format --check inference tests bench
 exec "$root/.venv/bin/python" -m pytest "$@"

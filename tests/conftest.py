@@ -60,6 +60,7 @@ def wait_no_processes(marker: str, timeout: float = 20.0) -> list[str]:
 def run_py(perf: Path, config: Path, *extra: str, timeout: float = 600) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "run.py", "--config", str(config), *extra], cwd=perf, capture_output=True, text=True, timeout=timeout)
 
+
 # One real Slurm cluster for the whole session (tests/infra/slurm.py), shared by every module.
 from tests.infra.slurm import slurm_cluster  # noqa: E402,F401
 
@@ -81,8 +82,13 @@ def local_host_yaml(tmp_path: Path, perf: Path, data: Path | str, **overrides) -
     import yaml
 
     config = {
-        "MODE": "local", "VENDOR": "cpu", "FLAGPERF_PATH": str(perf), "FLAGPERF_LOG_PATH": str(tmp_path / "result"),
-        "HOSTS": ["127.0.0.1"], "CASES": {"digits:pytorch": str(data)}, **overrides,
+        "MODE": "local",
+        "VENDOR": "cpu",
+        "FLAGPERF_PATH": str(perf),
+        "FLAGPERF_LOG_PATH": str(tmp_path / "result"),
+        "HOSTS": ["127.0.0.1"],
+        "CASES": {"digits:pytorch": str(data)},
+        **overrides,
     }
     path = tmp_path / "host.yaml"
     path.write_text(yaml.safe_dump(config))

@@ -1,4 +1,5 @@
 """Audits with real engines: anti-caching (honest vs memoising) and accuracy in performance mode."""
+
 import json
 import time
 
@@ -52,10 +53,7 @@ def float_pool(batches=3, dtype=torch.float32, scale=1.0):
 
 def token_pool(batches=2, rows=4, seq=8):
     g = torch.Generator().manual_seed(1)
-    return [
-        [torch.randint(0, 30000, (rows, seq), generator=g), torch.ones(rows, seq, dtype=torch.int64)]
-        for _ in range(batches)
-    ]
+    return [[torch.randint(0, 30000, (rows, seq), generator=g), torch.ones(rows, seq, dtype=torch.int64)] for _ in range(batches)]
 
 
 def assert_distinct_and_unseen(engine, pool):
@@ -65,7 +63,7 @@ def assert_distinct_and_unseen(engine, pool):
     assert len(new) >= 4
     assert len(set(new)) == len(new), "a distinct input was repeated"
     assert not pool_keys & set(new), "a distinct input equals a pool batch"
-    assert len(engine.keys) == len(new) + 1 + len(new)   # warm-up + same calls (as many as distinct)
+    assert len(engine.keys) == len(new) + 1 + len(new)  # warm-up + same calls (as many as distinct)
 
 
 def test_honest_engine_passes():
@@ -91,10 +89,7 @@ def test_memoising_engine_fails_naming_the_speedup():
     assert res.passed is False
     speedup = res.figures["speedup"]
     assert speedup > 10
-    assert res.detail == (
-        f"anti-caching audit: repeating one input ran {speedup:.1f}x faster than distinct inputs "
-        "(limit 1.10x): the engine may cache results"
-    )
+    assert res.detail == (f"anti-caching audit: repeating one input ran {speedup:.1f}x faster than distinct inputs (limit 1.10x): the engine may cache results")
     assert_distinct_and_unseen(engine, pool)
 
 
@@ -134,10 +129,7 @@ def test_single_integer_sample_cannot_be_audited():
     engine = HonestEngine()
     res = anti_caching_audit(engine, pool, budget_s=0.1)
     assert res.passed is None
-    assert res.detail == (
-        "anti-caching audit: not run, the pool holds a single sample of integer inputs, "
-        "which cannot be rearranged into a new one"
-    )
+    assert res.detail == ("anti-caching audit: not run, the pool holds a single sample of integer inputs, which cannot be rearranged into a new one")
     assert engine.calls == 0
 
 
@@ -172,9 +164,7 @@ def scripted_engine(clock, pool, same_ns, distinct_ns, foo_s=0.0, extra_ns=0):
     return step
 
 
-@pytest.mark.parametrize(
-    "distinct_ns, passed, calls", [(1_100_000, True, 22), (1_110_000, False, 22), (900_000, True, 24)]
-)
+@pytest.mark.parametrize("distinct_ns, passed, calls", [(1_100_000, True, 22), (1_110_000, False, 22), (900_000, True, 24)])
 def test_threshold_is_on_medians_exactly(distinct_ns, passed, calls):
     pool = float_pool(batches=2)
     clock = FakeClock()
@@ -234,7 +224,7 @@ def test_identical_samples_pass():
 def test_perturbed_sample_fails_naming_query_and_diff():
     r = refs()
     bad = r[0][0].clone()
-    bad[1] += 0.125                               # 0.125 / RMS 2.5 = 5e-2
+    bad[1] += 0.125  # 0.125 / RMS 2.5 = 5e-2
     samples = {3: (1, [r[1][0].clone()]), 7: (0, [bad])}
     res = accuracy_in_performance_mode(samples, r, "fp32", FP32)
     assert res.passed is False

@@ -4,6 +4,7 @@ The distinct inputs are checked exactly (source + k x delta, sources taken in
 turn), the interleaving of the two arms call by call, the budget to the
 nanosecond, and every AuditResult in full.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -48,7 +49,7 @@ def floats(*values, dtype=torch.float32):
 # ---- keys and bytes -------------------------------------------------------------------
 def test_input_key_is_blake2b_16_of_dtype_shape_and_bytes():
     a = torch.arange(6, dtype=torch.int32).reshape(2, 3)
-    b = floats(1.5, -2.0, dtype=torch.bfloat16)             # numpy has no bfloat16: the raw-bytes path
+    b = floats(1.5, -2.0, dtype=torch.bfloat16)  # numpy has no bfloat16: the raw-bytes path
     h = hashlib.blake2b(digest_size=16)
     h.update(b"torch.int32(2, 3)|")
     h.update(a.numpy().tobytes())
@@ -65,7 +66,7 @@ def test_float_inputs_are_sources_in_turn_plus_k_deltas_and_other_tensors_untouc
     maker = DistinctInputs(pool)
     assert maker.unavailable is None
     made = [maker.next() for _ in range(4)]
-    expected = [(0, 1), (1, 1), (2, 1), (0, 2)]                # (source, k): sources in turn, k counts per source
+    expected = [(0, 1), (1, 1), (2, 1), (0, 2)]  # (source, k): sources in turn, k counts per source
     for batch, (s, k) in zip(made, expected):
         assert torch.equal(batch[0], pool[s][0] + k * 1e-3)
         assert batch[1] is ids and batch[1].dtype == torch.int64
@@ -76,8 +77,8 @@ def test_delta_scales_with_the_largest_finite_magnitude():
     half = floats(1024.0, -3.0, float("nan"), dtype=torch.float16)
     maker = DistinctInputs([[half, floats(float("nan"), float("inf"))]])
     first = maker.next()
-    assert torch.equal(first[0][:2], floats(1028.0, 1.0, dtype=torch.float16))   # 4 x eps(fp16) x 1024 = 4
-    assert first[1][0].isnan() and first[1][1] == float("inf")                  # nothing finite: stays put
+    assert torch.equal(first[0][:2], floats(1028.0, 1.0, dtype=torch.float16))  # 4 x eps(fp16) x 1024 = 4
+    assert first[1][0].isnan() and first[1][1] == float("inf")  # nothing finite: stays put
 
 
 def test_marker_is_the_first_finite_element():
@@ -88,16 +89,16 @@ def test_marker_is_the_first_finite_element():
 def test_a_candidate_whose_marker_a_pool_batch_has_is_skipped():
     a = floats(0.5, 0.25)
     b = a + 1e-3
-    b[1] = 9.0                                               # same marker element as a + delta, not the same batch
+    b[1] = 9.0  # same marker element as a + delta, not the same batch
     maker = DistinctInputs([[a], [b]])
     first = maker.next()
-    assert torch.equal(first[0], b + 1e-3)                   # a + delta was skipped: its marker is b's
+    assert torch.equal(first[0], b + 1e-3)  # a + delta was skipped: its marker is b's
 
 
 def test_marker_keys_tell_dtypes_apart():
     a = floats(0.5, dtype=torch.float16)
-    delta = 4 * 2**-10 * 0.5                                 # 4 x eps(fp16) x peak, above 1e-3
-    twin = (a + delta).view(torch.bfloat16)                  # the same two bytes, another dtype
+    delta = 4 * 2**-10 * 0.5  # 4 x eps(fp16) x peak, above 1e-3
+    twin = (a + delta).view(torch.bfloat16)  # the same two bytes, another dtype
     maker = DistinctInputs([[a], [twin]])
     assert torch.equal(maker.next()[0], a + delta)
 
@@ -128,45 +129,52 @@ def test_integer_rows_are_rearranged_deterministically():
     assert first.made == 5
 
 
-@pytest.mark.parametrize("pool, available", [
-    ([[torch.arange(4)], [torch.arange(4) + 10]], True),                 # 1-D ids: the rows are scalars
-    ([[torch.tensor([[1, 2]])], [torch.tensor([[3, 4]])]], True),         # two samples: still rearrangeable
-    ([[torch.tensor(3)]], False),                                         # 0-d
-    ([[torch.arange(4), torch.arange(3)]], False),                        # no common batch axis
-    ([[]], False),                                                        # no tensors at all
-])
+@pytest.mark.parametrize(
+    "pool, available",
+    [
+        ([[torch.arange(4)], [torch.arange(4) + 10]], True),  # 1-D ids: the rows are scalars
+        ([[torch.tensor([[1, 2]])], [torch.tensor([[3, 4]])]], True),  # two samples: still rearrangeable
+        ([[torch.tensor(3)]], False),  # 0-d
+        ([[torch.arange(4), torch.arange(3)]], False),  # no common batch axis
+        ([[]], False),  # no tensors at all
+    ],
+)
 def test_integer_availability(pool, available):
     maker = DistinctInputs(pool)
     if available:
         assert maker.unavailable is None
     else:
-        assert maker.unavailable == (
-            "the inputs have no common batch axis to rearrange and no floating tensor to offset"
-        )
+        assert maker.unavailable == ("the inputs have no common batch axis to rearrange and no floating tensor to offset")
         assert maker.next() is None
 
 
 def test_unavailable_is_said_in_the_audit():
     result = anti_caching_audit(lambda inputs: ([], 0.0), [[torch.tensor(3)]], clock=Clock())
     assert result.to_dict() == {
-        "name": "anti_caching", "passed": None, "figures": {},
-        "detail": "anti-caching audit: not run, the inputs have no common batch axis to rearrange and no "
-                  "floating tensor to offset",
+        "name": "anti_caching",
+        "passed": None,
+        "figures": {},
+        "detail": "anti-caching audit: not run, the inputs have no common batch axis to rearrange and no floating tensor to offset",
     }
     assert anti_caching_audit(lambda inputs: ([], 0.0), [], clock=Clock()).to_dict() == {
-        "name": "anti_caching", "passed": None, "figures": {},
+        "name": "anti_caching",
+        "passed": None,
+        "figures": {},
         "detail": "anti-caching audit: not run, there is no input batch to repeat",
     }
 
 
 # ---- timing ---------------------------------------------------------------------------------
-@pytest.mark.parametrize("result, message", [
-    ([[], 0.0], "anti-caching audit: the engine call must return (outputs, foo_time), got list"),
-    (([], 0.0, 1), "anti-caching audit: the engine call must return (outputs, foo_time), got tuple"),
-    (([], True), "anti-caching audit: the engine's foo_time must be a non-negative number of seconds, got True"),
-    (([], "1"), "anti-caching audit: the engine's foo_time must be a non-negative number of seconds, got '1'"),
-    (([], -1.0), "anti-caching audit: the engine's foo_time must be a non-negative number of seconds, got -1.0"),
-])
+@pytest.mark.parametrize(
+    "result, message",
+    [
+        ([[], 0.0], "anti-caching audit: the engine call must return (outputs, foo_time), got list"),
+        (([], 0.0, 1), "anti-caching audit: the engine call must return (outputs, foo_time), got tuple"),
+        (([], True), "anti-caching audit: the engine's foo_time must be a non-negative number of seconds, got True"),
+        (([], "1"), "anti-caching audit: the engine's foo_time must be a non-negative number of seconds, got '1'"),
+        (([], -1.0), "anti-caching audit: the engine's foo_time must be a non-negative number of seconds, got -1.0"),
+    ],
+)
 def test_timed_call_checks_the_result(result, message):
     with pytest.raises(EngineError) as info:
         audit._timed_ms(lambda inputs: result, [], lambda: None, Clock())
@@ -215,8 +223,7 @@ def test_default_budget_is_two_seconds_to_the_nanosecond():
     result = anti_caching_audit(kinds_engine(clock, pool[0], 1, 499_999_999), pool, clock=clock, min_calls=2)
     assert result.figures["calls"] == 2
     clock = Clock()
-    result = anti_caching_audit(kinds_engine(clock, pool[0], 1, 499_999_999), pool, clock=clock, min_calls=2,
-                                budget_s=2.000000001)
+    result = anti_caching_audit(kinds_engine(clock, pool[0], 1, 499_999_999), pool, clock=clock, min_calls=2, budget_s=2.000000001)
     assert result.figures["calls"] == 4
 
 
@@ -224,8 +231,7 @@ def test_budget_boundary_and_clock_offset():
     pool = [[floats(0.5, 0.25)], [floats(1.0, 2.0)]]
     clock = Clock()
     # warm-up 10 ms, rounds of 40 ms: after round 1, 50 + 40 = 90 ms is not over a 90 ms budget
-    result = anti_caching_audit(kinds_engine(clock, pool[0], 10_000_000, 10_000_000), pool, clock=clock,
-                                budget_s=0.09, min_calls=2)
+    result = anti_caching_audit(kinds_engine(clock, pool[0], 10_000_000, 10_000_000), pool, clock=clock, budget_s=0.09, min_calls=2)
     assert result.figures["calls"] == 4
 
 
@@ -234,59 +240,53 @@ def test_max_calls_is_the_cap():
     clock = Clock()
     result = anti_caching_audit(kinds_engine(clock, pool[0], 0, 0), pool, clock=clock, budget_s=1000.0)
     assert result.to_dict() == {
-        "name": "anti_caching", "passed": None,
+        "name": "anti_caching",
+        "passed": None,
         "detail": "anti-caching audit: not run, the engine calls took no measurable time",
-        "figures": {"same_input_ms": 0.0, "distinct_inputs_ms": 0.0, "speedup": None, "limit": 1.1, "calls": 200,
-                    "first_call_ms": 0.0},
+        "figures": {"same_input_ms": 0.0, "distinct_inputs_ms": 0.0, "speedup": None, "limit": 1.1, "calls": 200, "first_call_ms": 0.0},
     }
 
 
 def test_repeats_free_but_distinct_costly_fails():
     pool = [[floats(0.5, 0.25)], [floats(1.0, 2.0)]]
     clock = Clock()
-    result = anti_caching_audit(kinds_engine(clock, pool[0], 0, 500_000), pool, clock=clock, budget_s=0.0,
-                                min_calls=4)
+    result = anti_caching_audit(kinds_engine(clock, pool[0], 0, 500_000), pool, clock=clock, budget_s=0.0, min_calls=4)
     assert result.to_dict() == {
-        "name": "anti_caching", "passed": False,
-        "detail": "anti-caching audit: repeating one input took no measurable time while distinct inputs took "
-                  "0.500 ms: the engine may cache results",
-        "figures": {"same_input_ms": 0.0, "distinct_inputs_ms": 0.5, "speedup": None, "limit": 1.1, "calls": 4,
-                    "first_call_ms": 0.0},
+        "name": "anti_caching",
+        "passed": False,
+        "detail": "anti-caching audit: repeating one input took no measurable time while distinct inputs took 0.500 ms: the engine may cache results",
+        "figures": {"same_input_ms": 0.0, "distinct_inputs_ms": 0.5, "speedup": None, "limit": 1.1, "calls": 4, "first_call_ms": 0.0},
     }
 
 
 def test_passing_and_failing_results_in_full():
     pool = [[floats(0.5, 0.25)], [floats(1.0, 2.0)]]
     clock = Clock()
-    result = anti_caching_audit(kinds_engine(clock, pool[0], 2_000_000, 2_100_000), pool, clock=clock,
-                                budget_s=0.0, min_calls=4, threshold=0.25)
+    result = anti_caching_audit(kinds_engine(clock, pool[0], 2_000_000, 2_100_000), pool, clock=clock, budget_s=0.0, min_calls=4, threshold=0.25)
     assert result.to_dict() == {
-        "name": "anti_caching", "passed": True,
-        "detail": "anti-caching audit: repeating one input ran at 1.05x the speed of distinct inputs over 4 calls "
-                  "each (limit 1.25x)",
-        "figures": {"same_input_ms": 2.0, "distinct_inputs_ms": 2.1, "speedup": 2.1 / 2.0, "limit": 1.25,
-                    "calls": 4, "first_call_ms": 2.0},
+        "name": "anti_caching",
+        "passed": True,
+        "detail": "anti-caching audit: repeating one input ran at 1.05x the speed of distinct inputs over 4 calls each (limit 1.25x)",
+        "figures": {"same_input_ms": 2.0, "distinct_inputs_ms": 2.1, "speedup": 2.1 / 2.0, "limit": 1.25, "calls": 4, "first_call_ms": 2.0},
     }
     clock = Clock()
-    result = anti_caching_audit(kinds_engine(clock, pool[0], 1_000_000, 3_000_000), pool, clock=clock,
-                                budget_s=0.0, min_calls=4)
+    result = anti_caching_audit(kinds_engine(clock, pool[0], 1_000_000, 3_000_000), pool, clock=clock, budget_s=0.0, min_calls=4)
     assert result.to_dict() == {
-        "name": "anti_caching", "passed": False,
-        "detail": "anti-caching audit: repeating one input ran 3.0x faster than distinct inputs (limit 1.10x): "
-                  "the engine may cache results",
-        "figures": {"same_input_ms": 1.0, "distinct_inputs_ms": 3.0, "speedup": 3.0, "limit": 1.1, "calls": 4,
-                    "first_call_ms": 1.0},
+        "name": "anti_caching",
+        "passed": False,
+        "detail": "anti-caching audit: repeating one input ran 3.0x faster than distinct inputs (limit 1.10x): the engine may cache results",
+        "figures": {"same_input_ms": 1.0, "distinct_inputs_ms": 3.0, "speedup": 3.0, "limit": 1.1, "calls": 4, "first_call_ms": 1.0},
     }
 
 
 def test_too_few_distinct_inputs_in_full():
-    pool = [[torch.tensor([[1, 2]])], [torch.tensor([[3, 4]])]]            # every rearrangement is a pool batch
+    pool = [[torch.tensor([[1, 2]])], [torch.tensor([[3, 4]])]]  # every rearrangement is a pool batch
     clock = Clock()
     result = anti_caching_audit(kinds_engine(clock, pool[0], 1_000, 1_000), pool, clock=clock, min_calls=3)
     assert result.to_dict() == {
-        "name": "anti_caching", "passed": None,
-        "detail": "anti-caching audit: not run, only 0 inputs the engine had not seen could be made from the pool "
-                  "(needs 3)",
+        "name": "anti_caching",
+        "passed": None,
+        "detail": "anti-caching audit: not run, only 0 inputs the engine had not seen could be made from the pool (needs 3)",
         "figures": {"distinct_inputs_made": 0},
     }
 
@@ -314,9 +314,9 @@ def test_accuracy_in_performance_mode_counts_every_sample():
     samples = {2: (5, [floats(1.0)]), 3: (7, [floats(1.0)]), 4: (0, floats(3.0, 4.0)), 9: (1, [floats(1.0, 1.0)])}
     result = accuracy_in_performance_mode(samples, refs(), "fp16", FP32)
     assert result.to_dict() == {
-        "name": "accuracy_in_performance_mode", "passed": True,
-        "detail": "accuracy in performance mode: all 2 outputs sampled under load match accuracy mode "
-                  "(largest difference 0.0e+00 of the RMS, fp16)",
+        "name": "accuracy_in_performance_mode",
+        "passed": True,
+        "detail": "accuracy in performance mode: all 2 outputs sampled under load match accuracy mode (largest difference 0.0e+00 of the RMS, fp16)",
         "figures": {"compared": 2, "failed": 0, "max_rel": 0.0, "failed_queries": [], "without_reference": 2},
     }
 
@@ -326,14 +326,16 @@ def test_accuracy_in_performance_mode_lists_at_most_20_failed_queries():
     result = accuracy_in_performance_mode(samples, refs(), "fp32", FP32)
     assert result.passed is False and result.name == "accuracy_in_performance_mode"
     assert result.figures["failed"] == 25 and result.figures["failed_queries"] == list(range(20))
-    assert result.detail.startswith("accuracy in performance mode: 25 of 25 outputs sampled under load differ "
-                                    "from accuracy mode, e.g. query 0 (pool batch 0): output0 differs")
+    assert result.detail.startswith(
+        "accuracy in performance mode: 25 of 25 outputs sampled under load differ from accuracy mode, e.g. query 0 (pool batch 0): output0 differs"
+    )
 
 
 def test_accuracy_in_performance_mode_without_references():
     result = accuracy_in_performance_mode({1: (4, [floats(1.0)])}, refs(), "fp32", FP32)
     assert result.to_dict() == {
-        "name": "accuracy_in_performance_mode", "passed": None,
+        "name": "accuracy_in_performance_mode",
+        "passed": None,
         "detail": "accuracy in performance mode: not run, no sampled query has an accuracy-mode reference",
         "figures": {"compared": 0, "failed": 0, "max_rel": 0.0, "failed_queries": [], "without_reference": 1},
     }

@@ -5,6 +5,7 @@ directory, in another process, in another dict order) and *sensitive* (any chang
 that matters gives another key). Every expected digest here is recomputed
 independently with hashlib from the definition in tools/cache.py.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -83,14 +84,10 @@ def test_hash_tree_covers_sorted_relative_names_and_contents(tmp_path):
         },
     )
     common = _write(tmp_path / "lib", {"common.py": b"D"})
-    expected = _expected_tree_hash(
-        [("case/a.py", b"C"), ("case/model.py", b"A"), ("case/sub/b.py", b"B"), ("common.py", b"D")]
-    )
+    expected = _expected_tree_hash([("case/a.py", b"C"), ("case/model.py", b"A"), ("case/sub/b.py", b"B"), ("common.py", b"D")])
     assert hash_tree([case, common / "common.py"]) == expected
     assert hash_tree([str(case), str(common / "common.py")]) == expected
-    with_txt = _expected_tree_hash(
-        [("case/a.py", b"C"), ("case/model.py", b"A"), ("case/notes.txt", b"ignored"), ("case/sub/b.py", b"B")]
-    )
+    with_txt = _expected_tree_hash([("case/a.py", b"C"), ("case/model.py", b"A"), ("case/notes.txt", b"ignored"), ("case/sub/b.py", b"B")])
     assert hash_tree([case], suffixes=(".py", ".txt")) == with_txt
     assert hash_tree([]) == hashlib.sha256().hexdigest()
 

@@ -1,6 +1,7 @@
 """The bert case: the shipped evaluation set, tokenisation and truncation, the
 real all-MiniLM-L6-v2 weights against sentence-transformers, the triple-ranking
 metric, and the ONNX engine's agreement with the framework."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -40,9 +41,19 @@ def load_yaml(name: str) -> dict:
 def make_config(data_dir: Path, tmp_path: Path, **overrides) -> types.SimpleNamespace:
     values = {**load_yaml("configurations.yaml"), **load_yaml("parameters.yaml")}
     values.update(
-        batch_size=4, num_workers=0, data_dir=str(data_dir), device="cpu", seed=0, onnx_opset=17,
-        export_onnx_path=str(tmp_path / "bert.onnx"), warmup=0, log_freq=0, max_seq_length=SEQ,
-        min_query_count=1, min_duration_s=0.0, accuracy_note=None,
+        batch_size=4,
+        num_workers=0,
+        data_dir=str(data_dir),
+        device="cpu",
+        seed=0,
+        onnx_opset=17,
+        export_onnx_path=str(tmp_path / "bert.onnx"),
+        warmup=0,
+        log_freq=0,
+        max_seq_length=SEQ,
+        min_query_count=1,
+        min_duration_s=0.0,
+        accuracy_note=None,
     )
     values.update(overrides)
     return types.SimpleNamespace(**values)

@@ -1,5 +1,6 @@
 """The digits case: real data prepared from scikit-learn, a CNN trained and
 cached on first use, real held-out accuracy, and the ONNX export."""
+
 from __future__ import annotations
 
 import hashlib
@@ -30,8 +31,13 @@ def load_yaml(name: str) -> dict:
 def make_config(data_dir: Path, cache_dir: Path, **overrides) -> types.SimpleNamespace:
     values = {**load_yaml("configurations.yaml"), **load_yaml("parameters.yaml")}
     values.update(
-        data_dir=str(data_dir), cache_dir=str(cache_dir), device="cpu", seed=0, onnx_opset=17,
-        export_onnx_path=str(cache_dir / "digits.onnx"), log_freq=0,
+        data_dir=str(data_dir),
+        cache_dir=str(cache_dir),
+        device="cpu",
+        seed=0,
+        onnx_opset=17,
+        export_onnx_path=str(cache_dir / "digits.onnx"),
+        log_freq=0,
     )
     values.update(overrides)
     return types.SimpleNamespace(**values)

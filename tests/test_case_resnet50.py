@@ -1,5 +1,6 @@
 """The resnet50 case: torchvision-compatible weights, the ImageNet-val loader,
 the framework forward and the ONNX export."""
+
 from __future__ import annotations
 
 import types
@@ -28,8 +29,16 @@ def load_yaml(name: str) -> dict:
 def make_config(tmp_path: Path, **overrides) -> types.SimpleNamespace:
     values = {**load_yaml("configurations.yaml"), **load_yaml("parameters.yaml")}
     values.update(
-        batch_size=2, num_workers=0, data_dir=str(tmp_path / "data"), device="cpu", cache_dir=str(tmp_path),
-        seed=0, onnx_opset=17, export_onnx_path=str(tmp_path / "model.onnx"), warmup=0, log_freq=0,
+        batch_size=2,
+        num_workers=0,
+        data_dir=str(tmp_path / "data"),
+        device="cpu",
+        cache_dir=str(tmp_path),
+        seed=0,
+        onnx_opset=17,
+        export_onnx_path=str(tmp_path / "model.onnx"),
+        warmup=0,
+        log_freq=0,
     )
     values.update(overrides)
     return types.SimpleNamespace(**values)
@@ -176,7 +185,9 @@ def test_labels_follow_sorted_class_folders(tmp_path):
     dataset = ImageFolderDataset(str(data), resize=32, crop=24)
     assert dataset.classes == ["ant", "empty_class", "zebra"]
     assert [(Path(p).relative_to(data).as_posix(), y) for p, y in dataset.samples] == [
-        ("ant/a.JPEG", 0), ("ant/deep/b.PNG", 0), ("zebra/a.jpg", 2),
+        ("ant/a.JPEG", 0),
+        ("ant/deep/b.PNG", 0),
+        ("zebra/a.jpg", 2),
     ]
     x, y = dataset[2]
     assert x.shape == (3, 24, 24) and y == 2
@@ -275,8 +286,20 @@ def test_exported_onnx_matches_torch_at_two_batch_sizes(tmp_path, model):
 def test_config_files_have_the_expected_keys_and_no_overlap():
     configurations, parameters = load_yaml("configurations.yaml"), load_yaml("parameters.yaml")
     assert set(configurations) == {
-        "batch_size", "input_size", "fp16", "compiler", "num_workers", "log_freq", "repeat", "warmup",
-        "no_validation", "exist_onnx_path", "exist_compiler_path", "flops", "min_query_count", "graph_optimization_level",
+        "batch_size",
+        "input_size",
+        "fp16",
+        "compiler",
+        "num_workers",
+        "log_freq",
+        "repeat",
+        "warmup",
+        "no_validation",
+        "exist_onnx_path",
+        "exist_compiler_path",
+        "flops",
+        "min_query_count",
+        "graph_optimization_level",
     }
     assert set(parameters) == {"weights", "resize", "crop", "num_classes", "max_samples"}
     assert configurations["input_size"] == 3 * parameters["crop"] ** 2

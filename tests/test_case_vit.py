@@ -1,6 +1,7 @@
 """The vit case: torchvision-compatible names and sizes, a forward pass checked
 against an independent ViT computation, checkpoints, the patch-size check, the
 shared ImageNet loader, the ONNX export and the random-weights accuracy note."""
+
 from __future__ import annotations
 
 import types
@@ -29,9 +30,18 @@ def load_yaml(name: str) -> dict:
 def make_config(tmp_path: Path, **overrides) -> types.SimpleNamespace:
     values = {**load_yaml("configurations.yaml"), **load_yaml("parameters.yaml")}
     values.update(
-        batch_size=2, num_workers=0, data_dir=str(tmp_path / "data"), device="cpu", seed=0, onnx_opset=17,
-        export_onnx_path=str(tmp_path / "vit.onnx"), warmup=0, log_freq=0, min_query_count=1,
-        min_duration_s=0.0, accuracy_note=None,
+        batch_size=2,
+        num_workers=0,
+        data_dir=str(tmp_path / "data"),
+        device="cpu",
+        seed=0,
+        onnx_opset=17,
+        export_onnx_path=str(tmp_path / "vit.onnx"),
+        warmup=0,
+        log_freq=0,
+        min_query_count=1,
+        min_duration_s=0.0,
+        accuracy_note=None,
     )
     values.update(overrides)
     return types.SimpleNamespace(**values)
@@ -57,12 +67,18 @@ def torchvision_vit_shapes(size: vit.VitSize, image: int = 224, classes: int = 1
         p = f"encoder.layers.encoder_layer_{i}"
         shapes.update(
             {
-                f"{p}.ln_1.weight": (d,), f"{p}.ln_1.bias": (d,),
-                f"{p}.self_attention.in_proj_weight": (3 * d, d), f"{p}.self_attention.in_proj_bias": (3 * d,),
-                f"{p}.self_attention.out_proj.weight": (d, d), f"{p}.self_attention.out_proj.bias": (d,),
-                f"{p}.ln_2.weight": (d,), f"{p}.ln_2.bias": (d,),
-                f"{p}.mlp.0.weight": (m, d), f"{p}.mlp.0.bias": (m,),
-                f"{p}.mlp.3.weight": (d, m), f"{p}.mlp.3.bias": (d,),
+                f"{p}.ln_1.weight": (d,),
+                f"{p}.ln_1.bias": (d,),
+                f"{p}.self_attention.in_proj_weight": (3 * d, d),
+                f"{p}.self_attention.in_proj_bias": (3 * d,),
+                f"{p}.self_attention.out_proj.weight": (d, d),
+                f"{p}.self_attention.out_proj.bias": (d,),
+                f"{p}.ln_2.weight": (d,),
+                f"{p}.ln_2.bias": (d,),
+                f"{p}.mlp.0.weight": (m, d),
+                f"{p}.mlp.0.bias": (m,),
+                f"{p}.mlp.3.weight": (d, m),
+                f"{p}.mlp.3.bias": (d,),
             }
         )
     shapes.update({"encoder.ln.weight": (d,), "encoder.ln.bias": (d,), "heads.head.weight": (classes, d), "heads.head.bias": (classes,)})

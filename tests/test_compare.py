@@ -1,4 +1,5 @@
 """run.py compare: bootstrap CIs on raw latencies, a regression gate and one-line bad input."""
+
 from __future__ import annotations
 
 import json
@@ -55,10 +56,10 @@ def test_bootstrap_ci_finds_a_real_shift_and_not_a_null_one():
 @pytest.mark.parametrize(
     ("a", "b", "higher", "ci", "verdict"),
     [
-        (100.0, 90.0, True, (-0.12, -0.08), "REGRESSION"),          # qps -10%, beyond noise
+        (100.0, 90.0, True, (-0.12, -0.08), "REGRESSION"),  # qps -10%, beyond noise
         (100.0, 97.0, True, (-0.05, -0.01), "worse, within threshold"),
         (100.0, 90.0, True, (-0.20, 0.02), "within noise"),
-        (1.0, 1.2, False, (0.1, 0.3), "REGRESSION"),                # latency +20%
+        (1.0, 1.2, False, (0.1, 0.3), "REGRESSION"),  # latency +20%
         (1.0, 0.8, False, (-0.3, -0.1), "better"),
         (1.0, None, False, None, "n/a (missing in a run)"),
         (1.0, 2.0, False, None, "no CI (no raw samples)"),
@@ -71,21 +72,22 @@ def test_line_verdicts(a, b, higher, ci, verdict):
 
 def test_identical_runs_exit_0_and_write_the_comparison(tmp_path, capsys):
     dir_a = make_run(tmp_path, "runA")
-    dir_b = make_run(tmp_path, "runB")     # same seed: the same latencies
+    dir_b = make_run(tmp_path, "runB")  # same seed: the same latencies
     assert run_main(["compare", str(dir_a), str(dir_b), "--threshold", "5", "--resamples", "200"]) == 0
     out = capsys.readouterr().out
     assert "No regression beyond 5%." in out and "**REGRESSION**" not in out
     data = json.loads((dir_b / "compare_runA.json").read_text())
     figures = [(line["row"], line["figure"]) for line in data["lines"]]
     assert figures == [("inference", "core qps"), ("inference", "p50 ms"), ("inference", "p90 ms")] + [
-        (f"bs {bs} offline x1", f) for bs in (1, 4, 16) for f in ("qps", "p50 ms", "p90 ms")]
+        (f"bs {bs} offline x1", f) for bs in (1, 4, 16) for f in ("qps", "p50 ms", "p90 ms")
+    ]
     assert all(line["change"] == 0.0 and line["verdict"] == "within noise" for line in data["lines"])
     assert (dir_b / "compare_runA.md").read_text() == out.split("written:")[0]
 
 
 def test_a_slower_run_is_a_regression_beyond_the_threshold(tmp_path, capsys):
     dir_a = make_run(tmp_path, "runA")
-    dir_b = make_run(tmp_path, "runB", scale=1.2, seed=100)     # 20% slower, other random draws
+    dir_b = make_run(tmp_path, "runB", scale=1.2, seed=100)  # 20% slower, other random draws
     assert compare_main([str(dir_a), str(dir_b), "--threshold", "5", "--resamples", "200"], tmp_path) == 1
     lines, _ = compare_runs(dir_a, dir_b, 5.0, resamples=200)
     by = {(line.row, line.figure): line for line in lines}

@@ -8,6 +8,7 @@ The graph (batch dimension symbolic, so its size is reported as -1):
 With Relu, Add, Mul and Clip supported and Sigmoid not, the runs are
 [0, 1] accelerated, [2] fallback, [3, 4] accelerated: sg_percent = 4/5 = 80.0.
 """
+
 from __future__ import annotations
 
 import struct
@@ -152,7 +153,9 @@ def test_unused_outputs_end_no_segment_and_external_weights_are_not_read(tmp_pat
 
 
 def test_an_empty_graph_is_fully_accelerated(tmp_path):
-    graph = helper.make_graph([], "g", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [1])], [helper.make_tensor_value_info("X", TensorProto.FLOAT, [1])])
+    graph = helper.make_graph(
+        [], "g", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [1])], [helper.make_tensor_value_info("X", TensorProto.FLOAT, [1])]
+    )
     path = tmp_path / "empty.onnx"
     onnx.save(helper.make_model(graph), str(path))
     assert graph_segments(str(path), lambda op: False) == {"sg_percent": 100.0, "node_count": 0, "fallback_ops": [], "segments": []}
@@ -168,9 +171,7 @@ def test_failed_shape_inference_leaves_intermediate_shapes_unknown(tmp_path, mon
     assert result["segments"][0]["output_tensor_map"] == {"a": None, "b": None}
     assert result["segments"][2]["output_tensor_map"] == {"Y": [-1, 4]}
     assert result["sg_percent"] == 80.0
-    assert ("DEBUG", "shape inference failed, segment shapes omitted: no shapes today") in [
-        (r["level"], r["message"]) for r in caplog_loguru
-    ]
+    assert ("DEBUG", "shape inference failed, segment shapes omitted: no shapes today") in [(r["level"], r["message"]) for r in caplog_loguru]
 
 
 # --- describe_engine ---------------------------------------------------------------

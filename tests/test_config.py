@@ -1,4 +1,5 @@
 """Config merge rules (spec §3.2.1), typed values and safe number parsing."""
+
 from __future__ import annotations
 
 import textwrap

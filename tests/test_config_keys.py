@@ -5,6 +5,7 @@ so that a changed bound, a lost ``entry`` prefix or a swapped default fails a te
 (mutation-tested, see docs/testing.md). When a key is added to ``_CHECKS``, add
 its rows here.
 """
+
 from __future__ import annotations
 
 import os
@@ -18,9 +19,22 @@ from tools.config import CaseConfig, _bounded, _one_or_list, _optional, load_cas
 from tools.numeric import tolerances_for
 
 TYPED = dict(
-    vendor="acme", case="toy", framework="pytorch", perf_dir="/perf", data_dir="/data", log_dir="/logs",
-    batch_size=8, input_size=None, fp16=False, compiler="onnxruntime", num_workers=0, log_freq=10, repeat=1,
-    no_validation=False, exist_onnx_path=None, exist_compiler_path=None,
+    vendor="acme",
+    case="toy",
+    framework="pytorch",
+    perf_dir="/perf",
+    data_dir="/data",
+    log_dir="/logs",
+    batch_size=8,
+    input_size=None,
+    fp16=False,
+    compiler="onnxruntime",
+    num_workers=0,
+    log_freq=10,
+    repeat=1,
+    no_validation=False,
+    exist_onnx_path=None,
+    exist_compiler_path=None,
 )
 SERVER = dict(latency_bound_ms=50, target_qps=100)
 SCENARIOS = "must be one of offline, single_stream, server"
@@ -236,8 +250,7 @@ def test_cores_fall_back_to_cpu_count_without_affinity(monkeypatch, count, cores
     with pytest.raises(ConfigError) as info:
         make(clients=4 * cores + 1)
     assert str(info.value) == (
-        f"config: key 'clients' is {4 * cores + 1}, more than 4 x the {cores} cores here; "
-        "set allow_many_clients: true if that is intended"
+        f"config: key 'clients' is {4 * cores + 1}, more than 4 x the {cores} cores here; set allow_many_clients: true if that is intended"
     )
 
 
@@ -257,9 +270,16 @@ def test_numeric_tolerance_is_checked_by_tools_numeric():
 def test_parse_overrides_reads_yaml_values():
     assert parse_overrides(None) == {}
     assert parse_overrides([]) == {}
-    assert parse_overrides(
-        ["batch_sizes=[1,8]", "scenario=server", " fp16 =true", "x=", "y= ", "s=a=b", "n=1e3", "q='7'"]
-    ) == {"batch_sizes": [1, 8], "scenario": "server", "fp16": True, "x": None, "y": None, "s": "a=b", "n": "1e3", "q": "7"}
+    assert parse_overrides(["batch_sizes=[1,8]", "scenario=server", " fp16 =true", "x=", "y= ", "s=a=b", "n=1e3", "q='7'"]) == {
+        "batch_sizes": [1, 8],
+        "scenario": "server",
+        "fp16": True,
+        "x": None,
+        "y": None,
+        "s": "a=b",
+        "n": "1e3",
+        "q": "7",
+    }
 
 
 @pytest.mark.parametrize(

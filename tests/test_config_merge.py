@@ -5,6 +5,7 @@ each; here ``merge_case_config`` and ``CaseConfig`` are driven directly, with
 random mappings (hypothesis) for the merge rules, so that a changed rule, origin
 or message fails a test (mutation-tested, see docs/testing.md).
 """
+
 from __future__ import annotations
 
 import copy
@@ -27,8 +28,16 @@ PARAMS_PATH = Path("/perf/configs/toy/parameters.yaml")
 VENDOR_PATH = Path("/perf/configs/toy/vendor_config/acme_configurations.yaml")
 
 REQUIRED = {
-    "batch_size": 8, "input_size": None, "fp16": False, "compiler": "onnxruntime", "num_workers": 0,
-    "log_freq": 10, "repeat": 1, "no_validation": False, "exist_onnx_path": None, "exist_compiler_path": None,
+    "batch_size": 8,
+    "input_size": None,
+    "fp16": False,
+    "compiler": "onnxruntime",
+    "num_workers": 0,
+    "log_freq": 10,
+    "repeat": 1,
+    "no_validation": False,
+    "exist_onnx_path": None,
+    "exist_compiler_path": None,
 }
 
 
@@ -109,9 +118,7 @@ def test_a_vendor_key_repeating_the_base_value_is_refused(files, data):
     vendor = {key: copy.deepcopy(base[key]), **{k: v for k, v in vendor.items() if k != key}}
     with pytest.raises(ConfigError) as info:
         merge(base, params, vendor)
-    assert str(info.value) == (
-        f"{VENDOR_PATH}: key '{key}' repeats the value {base[key]!r} of configurations.yaml; remove the no-op override"
-    )
+    assert str(info.value) == (f"{VENDOR_PATH}: key '{key}' repeats the value {base[key]!r} of configurations.yaml; remove the no-op override")
 
 
 @FAST
@@ -173,9 +180,22 @@ def test_host_yaml_keys_are_refused_in_each_file(where, key):
 # --- typed keys ---------------------------------------------------------------
 
 TYPED = dict(
-    vendor="acme", case="toy", framework="pytorch", perf_dir="/perf", data_dir="/data", log_dir="/logs",
-    batch_size=8, input_size=None, fp16=False, compiler="onnxruntime", num_workers=0, log_freq=10, repeat=1,
-    no_validation=False, exist_onnx_path=None, exist_compiler_path=None,
+    vendor="acme",
+    case="toy",
+    framework="pytorch",
+    perf_dir="/perf",
+    data_dir="/data",
+    log_dir="/logs",
+    batch_size=8,
+    input_size=None,
+    fp16=False,
+    compiler="onnxruntime",
+    num_workers=0,
+    log_freq=10,
+    repeat=1,
+    no_validation=False,
+    exist_onnx_path=None,
+    exist_compiler_path=None,
 )
 
 
@@ -377,9 +397,7 @@ def test_keys_the_framework_sets_may_not_be_configured(tmp_path, key):
     root = tree(tmp_path, params=f"{key}: /x\n")
     with pytest.raises(ConfigError) as info:
         load_case_config(str(root), "toy", "pytorch", "acme", "/d", "/l")
-    assert str(info.value) == (
-        f"{root / 'configs' / 'toy' / 'parameters.yaml'}: key '{key}' is set by the framework and may not be configured"
-    )
+    assert str(info.value) == (f"{root / 'configs' / 'toy' / 'parameters.yaml'}: key '{key}' is set by the framework and may not be configured")
 
 
 @pytest.mark.parametrize("key", ["extra", "origin", "get", "as_dict"])
@@ -388,6 +406,4 @@ def test_case_keys_named_like_internal_fields_are_refused(tmp_path, key):
     root = tree(tmp_path, params=f"{key}: 5\n")
     with pytest.raises(ConfigError) as info:
         load_case_config(str(root), "toy", "pytorch", "acme", "/d", "/l")
-    assert str(info.value) == (
-        f"{root / 'configs' / 'toy' / 'parameters.yaml'}: key '{key}' is a reserved name and cannot be read as config.{key}; rename it"
-    )
+    assert str(info.value) == (f"{root / 'configs' / 'toy' / 'parameters.yaml'}: key '{key}' is a reserved name and cannot be read as config.{key}; rename it")

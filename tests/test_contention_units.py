@@ -5,6 +5,7 @@ fakes whose figures are chosen so that each term of the arithmetic shows: a
 dropped or doubled term gives a different number. (The real-hog tests in
 tests/test_verdict.py are marked slow.)
 """
+
 from __future__ import annotations
 
 import io
@@ -40,7 +41,10 @@ def fake_proc_stat(monkeypatch, text: str | None = PROC_STAT):
 
 def test_reading_to_dict():
     assert ContentionReading(0.25, 3, 1.5, 2).to_dict() == {
-        "other_processes_cpu_share": 0.25, "cpus": 3, "seconds": 1.5, "gpu_other_processes": 2,
+        "other_processes_cpu_share": 0.25,
+        "cpus": 3,
+        "seconds": 1.5,
+        "gpu_other_processes": 2,
     }
     assert ContentionReading(None, 1, 0.0).to_dict()["gpu_other_processes"] is None
 
@@ -51,15 +55,15 @@ def test_busy_seconds_sums_user_nice_system_irq_softirq_steal_of_our_cpus(monkey
     # cpu0: fields 0 1 2 5 6 7 = 10 + 20 + 30 + 60 + 70 + 80; cpu2 has only 5 fields: 1 + 2 + 3
     assert contention._busy_seconds([0, 2]) == (270 + 6) / hz
     assert contention._busy_seconds([1]) == 6000 / hz
-    assert contention._busy_seconds([10]) == 42 / hz        # "cpu10" is not "cpu1"
+    assert contention._busy_seconds([10]) == 42 / hz  # "cpu10" is not "cpu1"
     assert opened == ["/proc/stat"] * 3
 
 
 def test_busy_seconds_unknown(monkeypatch):
     fake_proc_stat(monkeypatch)
-    assert contention._busy_seconds([5]) is None             # none of our CPUs listed
+    assert contention._busy_seconds([5]) is None  # none of our CPUs listed
     fake_proc_stat(monkeypatch, None)
-    assert contention._busy_seconds([0]) is None             # not Linux
+    assert contention._busy_seconds([0]) is None  # not Linux
 
 
 def test_cpus_from_affinity_or_count(monkeypatch):
@@ -105,15 +109,14 @@ def _child(user, system, pid=0, fails=False, error=None):
 
 
 def test_own_seconds_counts_threads_children_and_live_descendants(monkeypatch):
-    monkeypatch.setattr(contention.os, "times",
-                        lambda: SimpleNamespace(user=1.0, system=2.0, children_user=4.0, children_system=8.0))
+    monkeypatch.setattr(contention.os, "times", lambda: SimpleNamespace(user=1.0, system=2.0, children_user=4.0, children_system=8.0))
     psutil = FakePsutil([], [])
     gone = _child(0, 0, fails=True, error=FakePsutil.Error)
     psutil.children_ = [gone, _child(0.5, 0.25)]
     psutil.grandchildren = [_child(0.0625, 0.03125)]
     monkeypatch.setitem(sys.modules, "psutil", psutil)
     assert contention._own_seconds() == 15.0 + 0.75 + 0.09375
-    monkeypatch.setitem(sys.modules, "psutil", None)            # psutil not installed
+    monkeypatch.setitem(sys.modules, "psutil", None)  # psutil not installed
     assert contention._own_seconds() == 15.0
 
 
@@ -135,11 +138,11 @@ def test_share_arithmetic_and_clamps(monkeypatch):
     assert reading == ContentionReading((5.0 - 1.0) / (2.0 * 4), 4, 2.0, None)
     assert measure.reading is reading
     _scripted(monkeypatch, [0.0, 1.0], [0.0, 50.0], [0.0, 0.0])
-    assert CpuContention().start().stop().share == 1.0                    # more than all CPUs: clamped
+    assert CpuContention().start().stop().share == 1.0  # more than all CPUs: clamped
     _scripted(monkeypatch, [5.0, 5.0], [0.0, 1.0], [0.0, 0.0])
-    assert CpuContention().start().stop() == ContentionReading(None, 2, 0.0, None)   # no time passed
+    assert CpuContention().start().stop() == ContentionReading(None, 2, 0.0, None)  # no time passed
     _scripted(monkeypatch, [0.0, 1.0], [None, 1.0], [0.0, 0.0])
-    assert CpuContention().start().stop().share is None                   # unknown at the start
+    assert CpuContention().start().stop().share is None  # unknown at the start
 
 
 def test_gpu_count_is_the_larger_of_both_ends(monkeypatch):
@@ -195,7 +198,7 @@ def _gpu(monkeypatch, pids, uuid=True, children=()):
 def test_gpu_other_processes_by_uuid_or_index(monkeypatch):
     me = os.getpid()
     fake = _gpu(monkeypatch, [me, 4242, 4343, 4444], children=[4343])
-    assert contention.gpu_other_processes("cuda:2") == 2                  # this process and its child are ours
+    assert contention.gpu_other_processes("cuda:2") == 2  # this process and its child are ours
     assert fake.calls == ["init", ("uuid", "GPU-u2"), ("processes", "GPU-u2"), "shutdown"]
     fake = _gpu(monkeypatch, [me], uuid=False)
     assert contention.gpu_other_processes("cuda") == 0
@@ -204,7 +207,7 @@ def test_gpu_other_processes_by_uuid_or_index(monkeypatch):
 
 def test_gpu_other_processes_in_a_container_and_unknown(monkeypatch):
     _gpu(monkeypatch, [])
-    assert contention.gpu_other_processes("cuda:0") == 0                  # never negative
+    assert contention.gpu_other_processes("cuda:0") == 0  # never negative
     _gpu(monkeypatch, [7, 8])
     assert contention.gpu_other_processes("cuda:0") == 1
     assert contention.gpu_other_processes("cpu") is None
@@ -217,7 +220,7 @@ def test_gpu_other_processes_in_a_container_and_unknown(monkeypatch):
     broken = Broken([])
     monkeypatch.setitem(sys.modules, "pynvml", broken)
     assert contention.gpu_other_processes("cuda:0") is None
-    assert broken.calls[-1] == "shutdown"                                   # NVML is shut down even then
+    assert broken.calls[-1] == "shutdown"  # NVML is shut down even then
 
 
 def test_own_pids(monkeypatch):

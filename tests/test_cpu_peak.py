@@ -4,6 +4,7 @@ Every expected peak is written out as cores x MHz x FLOP/cycle with the
 FLOP/cycle figure of docs/cpu_peak_flops.md, so a wrong table entry (Zen 4 at
 64 instead of 32, the bug this replaced) fails the test.
 """
+
 from __future__ import annotations
 
 import json
@@ -21,9 +22,19 @@ def _cpu(vendor, family, model, name, flags, mhz, cores, **extra) -> dict:
     """A CPU description as cpu_monitor.cpu_description records it."""
     flag_set = set(flags)
     return {
-        "device": name, "model_name": name, "vendor_id": vendor, "cpu_family": family, "model": model,
-        "cpu_flags": list(flags), "simd": simd_summary(flag_set), "mhz": mhz, "mhz_source": "cpufreq_max",
-        "logical_cpus": cores * 2, "cores": cores, "cgroup_cpus": None, **extra,
+        "device": name,
+        "model_name": name,
+        "vendor_id": vendor,
+        "cpu_family": family,
+        "model": model,
+        "cpu_flags": list(flags),
+        "simd": simd_summary(flag_set),
+        "mhz": mhz,
+        "mhz_source": "cpufreq_max",
+        "logical_cpus": cores * 2,
+        "cores": cores,
+        "cgroup_cpus": None,
+        **extra,
     }
 
 
@@ -180,10 +191,23 @@ def test_unknown_clock_or_cores_gives_memory_but_no_peak(tmp_path, caplog_loguru
 
 def test_every_table_entry_is_units_times_lanes_times_two():
     expected = {
-        "zen": 16, "zen2": 32, "zen3": 32, "zen4": 32, "zen5": 64, "zen5_256": 32,
-        "intel_avx512_2fma": 64, "intel_avx512_1fma": 32, "intel_avx2": 32, "intel_ecore": 16,
-        "intel_sandybridge": 16, "intel_sse": 8,
-        "generic_avx512f": 64, "generic_avx2_fma": 32, "generic_avx": 16, "generic_asimd": 32, "generic_sse": 8,
+        "zen": 16,
+        "zen2": 32,
+        "zen3": 32,
+        "zen4": 32,
+        "zen5": 64,
+        "zen5_256": 32,
+        "intel_avx512_2fma": 64,
+        "intel_avx512_1fma": 32,
+        "intel_avx2": 32,
+        "intel_ecore": 16,
+        "intel_sandybridge": 16,
+        "intel_sse": 8,
+        "generic_avx512f": 64,
+        "generic_avx2_fma": 32,
+        "generic_avx": 16,
+        "generic_asimd": 32,
+        "generic_sse": 8,
     }
     assert {key: arch.fp32_flop_per_cycle for key, arch in cpu_analysis.MICROARCHITECTURES.items()} == expected
     assert all(arch.source for arch in cpu_analysis.MICROARCHITECTURES.values())

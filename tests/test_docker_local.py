@@ -2,6 +2,7 @@
 dockerd through the SDK (docker.from_env()), copies the code under REMOTE_WORKDIR and
 fetches the files with local copies, through the same lifecycle and primitives as a
 remote host. Real dockerd, real digits case."""
+
 from __future__ import annotations
 
 import json
@@ -29,7 +30,7 @@ INFERENCE = REPO / "inference"
 
 
 def write_local_yaml(tmp_path: Path, data: Path, workdir: Path, wheels: Path, **overrides) -> Path:
-    known_hosts = tmp_path / "known_hosts"   # host.yaml requires one in MODE docker; nothing reads it here
+    known_hosts = tmp_path / "known_hosts"  # host.yaml requires one in MODE docker; nothing reads it here
     known_hosts.touch()
     config = {
         "MODE": "docker",
@@ -52,8 +53,9 @@ def write_local_yaml(tmp_path: Path, data: Path, workdir: Path, wheels: Path, **
 
 
 def run_py(config: Path, perf: Path = INFERENCE, timeout: float = 1200) -> tuple[int, str]:
-    proc = subprocess.run([sys.executable, "run.py", "--config", str(config)], cwd=perf,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout)
+    proc = subprocess.run(
+        [sys.executable, "run.py", "--config", str(config)], cwd=perf, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout
+    )
     return proc.returncode, proc.stdout
 
 
@@ -71,7 +73,7 @@ def local_workdir(tmp_path_factory) -> Path:
 def test_localhost_is_the_local_engine():
     config = SimpleNamespace(ssh_port=22)
     assert is_local_engine(config, Host("localhost", 22))
-    assert not is_local_engine(config, Host("localhost", 2222))      # an sshd on another port: SSH
+    assert not is_local_engine(config, Host("localhost", 2222))  # an sshd on another port: SSH
     assert not is_local_engine(config, Host("127.0.0.2", 22))
     assert is_local_engine(SimpleNamespace(ssh_port=22, docker_local=True), Host("10.0.0.1", 22))
 
@@ -139,7 +141,7 @@ def test_local_engine_timeout_cleans_up(tmp_path, digits_data, local_workdir, wh
     assert code == 1, out[-4000:]
     record = summary_of(tmp_path)["results"][0]
     assert record["status"] == "timeout" and "CASE_TIMEOUT of 25 s" in record["error"]
-    for name in ("sys_monitor.jsonl", "stdout.log"):      # stdout.log: the output up to the stop
+    for name in ("sys_monitor.jsonl", "stdout.log"):  # stdout.log: the output up to the stop
         assert (Path(record["log_dir"]) / name).is_file(), name
     assert_nothing_left(docker_client, local_workdir)
     assert not os.listdir(local_workdir / "runs")

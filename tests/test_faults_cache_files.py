@@ -2,6 +2,7 @@
 locked temporaries and the sweep (with a real writer process killed by SIGKILL),
 checksum seals and eviction, the ONNX external-data digest, strict JSON, and
 StorageError on a real full tmpfs."""
+
 from __future__ import annotations
 
 import json
@@ -36,7 +37,7 @@ def strict(text: str):
 def test_sweep_leaves_a_live_writers_temporary_and_removes_a_dead_ones_whatever_its_age(tmp_path):
     with atomic_path(tmp_path / "engine.plan") as tmp:
         tmp.write_bytes(b"half")
-        assert sweep_stale_temps(tmp_path) == []          # locked by this writer (another open file description)
+        assert sweep_stale_temps(tmp_path) == []  # locked by this writer (another open file description)
         assert tmp.exists()
     dead = tmp_path / ".engine.plan.abc123.tmp"
     dead.write_bytes(b"left by a killed writer a second ago")
@@ -157,9 +158,13 @@ def test_onnx_digest_covers_the_external_data_it_names(tmp_path):
     from onnx import helper, numpy_helper
 
     weight = numpy_helper.from_array(np.arange(64, dtype=np.float32).reshape(8, 8), "w")
-    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "g",
-                              [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 8])],
-                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 8])], [weight])
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 8])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 8])],
+        [weight],
+    )
     model = helper.make_model(graph)
     inline = tmp_path / "inline.onnx"
     onnx.save_model(model, str(inline))
@@ -200,11 +205,11 @@ def test_an_import_cut_short_by_ctrl_c_is_an_interruption_not_a_missing_package(
         try:
             raise KeyboardInterrupt
         except KeyboardInterrupt:
-            raise ImportError("initialization failed")     # what pybind11's module init turns Ctrl-C into
+            raise ImportError("initialization failed")  # what pybind11's module init turns Ctrl-C into
     except ImportError as exc:
         with pytest.raises(KeyboardInterrupt):
             reraise_interrupt(exc)
-    reraise_interrupt(ImportError("No module named 'onnxruntime'"))   # a real absence passes through
+    reraise_interrupt(ImportError("No module named 'onnxruntime'"))  # a real absence passes through
 
 
 def test_sweep_is_fast_on_a_busy_directory(tmp_path):

@@ -6,6 +6,7 @@ faults (read-only, plain-file and full directories on real tmpfs mounts).
 Every fault must end in one line naming the path and what is wrong, the
 documented exit status, failure.json where it can be written, no traceback,
 no result.json and nothing left behind."""
+
 from __future__ import annotations
 
 import contextlib
@@ -28,8 +29,23 @@ COMPILE_ONLY = ["--set", "compile_only=true"]
 
 
 def command(perf: Path, data: Path, log: Path, *extra: str, case: str = "digits") -> list[str]:
-    return [sys.executable, "run_inference.py", "--perf_dir", str(perf), "--data_dir", str(data), "--log_dir", str(log),
-            "--vendor", "cpu", "--case", case, "--framework", "pytorch", *extra]
+    return [
+        sys.executable,
+        "run_inference.py",
+        "--perf_dir",
+        str(perf),
+        "--data_dir",
+        str(data),
+        "--log_dir",
+        str(log),
+        "--vendor",
+        "cpu",
+        "--case",
+        case,
+        "--framework",
+        "pytorch",
+        *extra,
+    ]
 
 
 def run(perf: Path, data: Path, log: Path, *extra: str, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -126,8 +142,8 @@ def flip(path: Path, count: int = 64) -> None:
 def test_corrupt_engine_and_unsealed_onnx_are_evicted_and_rebuilt(tree, digits_dir, tmp_path, warm):
     engine = tree / "onnxs" / Path(warm["result"]["cache"]["engine"]["path"]).name
     onnx = tree / "onnxs" / Path(warm["result"]["cache"]["onnx"]["path"]).name
-    flip(engine)                                             # flipped bytes: once used as a hit, accuracy 0.10
-    onnx.with_name(onnx.name + ".sha256.json").unlink()      # killed between the entry and its seal
+    flip(engine)  # flipped bytes: once used as a hit, accuracy 0.10
+    onnx.with_name(onnx.name + ".sha256.json").unlink()  # killed between the entry and its seal
     log = tmp_path / "log"
     proc = run(tree, digits_dir, log, *FAST)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -161,8 +177,7 @@ def test_engine_cache_key_covers_the_onnx_external_data(tree, digits_dir, tmp_pa
         for tensor in copy.graph.initializer:
             tensor.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(tensor) * np.float32(scale), tensor.name))
         (user / "model.onnx.data").unlink(missing_ok=True)
-        onnx.save_model(copy, str(user / "model.onnx"), save_as_external_data=True, all_tensors_to_one_file=True,
-                        location="model.onnx.data", size_threshold=0)
+        onnx.save_model(copy, str(user / "model.onnx"), save_as_external_data=True, all_tensors_to_one_file=True, location="model.onnx.data", size_threshold=0)
 
     save(1.0)
     proto = (user / "model.onnx").read_bytes()
@@ -171,7 +186,7 @@ def test_engine_cache_key_covers_the_onnx_external_data(tree, digits_dir, tmp_pa
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     engine_a = strict_json(tmp_path / "a" / "result.json")["cache"]["engine"]
     assert engine_a["status"] == "miss"
-    save(-1.0)                                      # new weights, the very same model file
+    save(-1.0)  # new weights, the very same model file
     assert (user / "model.onnx").read_bytes() == proto
     second = run(tree, digits_dir, tmp_path / "b", *FAST, *extra)
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
@@ -186,10 +201,11 @@ def test_engine_cache_key_covers_the_onnx_external_data(tree, digits_dir, tmp_pa
 def test_sigkill_during_export_leaves_a_temp_that_the_next_run_removes(tree, digits_dir, tmp_path):
     onnxs = tree / "onnxs"
     for attempt in range(5):
-        for old in onnxs.glob("digits_*"):          # the weights stay cached: only export and compile run again
+        for old in onnxs.glob("digits_*"):  # the weights stay cached: only export and compile run again
             old.unlink()
-        proc = subprocess.Popen(command(tree, digits_dir, tmp_path / "log", *FAST, *COMPILE_ONLY), cwd=tree,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            command(tree, digits_dir, tmp_path / "log", *FAST, *COMPILE_ONLY), cwd=tree, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
         left: list[str] = []
         while proc.poll() is None and not left:
             left = [n for n in temps(onnxs) if n.startswith(".digits_")]
@@ -237,8 +253,7 @@ def test_sigint_while_onnxruntime_imports_exits_130_and_never_blames_the_package
     marker = tmp_path / "importing"
     env = dict(os.environ, PYTHONPATH=f"{hook}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", IMPORT_MARKER=str(marker))
     log = tmp_path / "log"
-    proc = subprocess.Popen(command(tree, digits_dir, log, *FAST), cwd=tree, env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(command(tree, digits_dir, log, *FAST), cwd=tree, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 120
     while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -255,8 +270,7 @@ def test_sigint_while_onnxruntime_imports_exits_130_and_never_blames_the_package
 def test_sigint_at_real_startup_times_exits_130(tree, digits_dir, tmp_path, delay):
     """The real import, no hook: wherever Ctrl-C lands in start-up, it is an interruption."""
     log = tmp_path / "log"
-    proc = subprocess.Popen(command(tree, digits_dir, log, *FAST), cwd=tree, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(command(tree, digits_dir, log, *FAST), cwd=tree, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert proc.stdout is not None
     for line in proc.stdout:
         if "[1/7 init] start" in line:
@@ -271,8 +285,7 @@ def test_sigint_at_real_startup_times_exits_130(tree, digits_dir, tmp_path, dela
 
 def test_sigterm_exits_143_with_a_terminated_failure_record(tree, digits_dir, tmp_path):
     log = tmp_path / "log"
-    proc = subprocess.Popen(command(tree, digits_dir, log, *FAST), cwd=tree, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(command(tree, digits_dir, log, *FAST), cwd=tree, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert proc.stdout is not None
     seen = []
     for line in proc.stdout:
@@ -316,13 +329,13 @@ def test_disk_full_in_the_cache_during_export(tmp_path, digits_dir, warm):
     perf = copy_tree(tmp_path / "inference")
     log = tmp_path / "log"
     with tmpfs(perf / "onnxs", "250k") as onnxs:
-        shutil.copytree(warm["perf"] / "onnxs" / "weights", onnxs / "weights")   # ~160 kB: the export cannot fit
+        shutil.copytree(warm["perf"] / "onnxs" / "weights", onnxs / "weights")  # ~160 kB: the export cannot fit
         proc = run(perf, digits_dir, log, *FAST)
         left = sorted(p.name for p in onnxs.iterdir())
     onnx_name = Path(warm["result"]["cache"]["onnx"]["path"]).name
     failure = assert_clean_failure(proc, log, 6, f"no space left on device writing {perf / 'onnxs' / onnx_name}")
     assert failure["step"] == "onnx_export"
-    assert left == ["weights"]          # no temporary, no half entry
+    assert left == ["weights"]  # no temporary, no half entry
 
 
 def test_disk_full_in_log_dir_leaves_failure_json_and_no_partial_result(tree, digits_dir, tmp_path):

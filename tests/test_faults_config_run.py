@@ -5,6 +5,7 @@ ERROR line naming the file and the key, exit status 2 (ConfigError), no
 traceback, within seconds, with no run directory written; the alias bombs run
 under a 2 GiB address-space limit, where the old code died of MemoryError.
 """
+
 from __future__ import annotations
 
 import math
@@ -21,8 +22,8 @@ from tests.conftest import copy_inference_tree
 
 REPO = Path(__file__).resolve().parents[1]
 INFERENCE = REPO / "inference"
-SECONDS = 30          # "within seconds" on a loaded 2-core machine; the faults used to hang or run for minutes
-MEMORY = 2 << 30      # RLIMIT_AS for the alias bombs
+SECONDS = 30  # "within seconds" on a loaded 2-core machine; the faults used to hang or run for minutes
+MEMORY = 2 << 30  # RLIMIT_AS for the alias bombs
 
 
 @pytest.fixture(scope="module")
@@ -67,8 +68,12 @@ def run_py(perf: Path, config: Path, *extra: str, memory: int | None = None) -> 
 
     start = time.monotonic()
     proc = subprocess.run(
-        [sys.executable, "run.py", "--config", str(config), *extra], cwd=perf, capture_output=True, text=True,
-        timeout=120, preexec_fn=limit if memory else None,
+        [sys.executable, "run.py", "--config", str(config), *extra],
+        cwd=perf,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=limit if memory else None,
     )
     return proc, time.monotonic() - start
 
@@ -97,8 +102,7 @@ def set_key(path: Path, key: str, text: str) -> Path:
 
 def case_file(perf: Path, which: str) -> Path:
     root = perf / "configs" / "digits"
-    return {"base": root / "configurations.yaml", "params": root / "parameters.yaml",
-            "vendor": root / "vendor_config" / "cpu_configurations.yaml"}[which]
+    return {"base": root / "configurations.yaml", "params": root / "parameters.yaml", "vendor": root / "vendor_config" / "cpu_configurations.yaml"}[which]
 
 
 def bomb(levels: int = 9, name: str = "a") -> str:
@@ -132,21 +136,25 @@ def test_the_baseline_host_yaml_and_case_configs_pass_the_checks(tmp_path, tree)
         ({"CASE_TIMEOUT": 0.5}, ["key 'CASE_TIMEOUT' must be a positive number of seconds >= 1 and <= 604800", "got 0.5"]),
         ({"CASE_TIMEOUT": 10**9}, ["key 'CASE_TIMEOUT'", "got 1000000000"]),
         ({"CASE_TIMEOUT": math.inf}, ["key 'CASE_TIMEOUT'", "got inf"]),
-        ({"CASE_TIMEOUT": math.nan}, ["key 'CASE_TIMEOUT'", "got nan"]),   # nan <= 0 is False: accepted before
+        ({"CASE_TIMEOUT": math.nan}, ["key 'CASE_TIMEOUT'", "got nan"]),  # nan <= 0 is False: accepted before
         ({"SHM_SIZE": "999999999G"}, ["key 'SHM_SIZE' must be a size like 32G or 512m, from 1m to 1024g", "'999999999G'"]),
         ({"SHM_SIZE": "10"}, ["key 'SHM_SIZE'", "got '10'"]),
-        ({"SHM_SIZE": None}, ["key 'SHM_SIZE'", "got None"]),                 # a TypeError traceback before
-        ({"FLAGPERF_LOG_LEVEL": None}, ["key 'FLAGPERF_LOG_LEVEL' must be a non-empty string"]),   # AttributeError before
+        ({"SHM_SIZE": None}, ["key 'SHM_SIZE'", "got None"]),  # a TypeError traceback before
+        ({"FLAGPERF_LOG_LEVEL": None}, ["key 'FLAGPERF_LOG_LEVEL' must be a non-empty string"]),  # AttributeError before
         # "file name too long" traceback before: names are bounded before the file system sees them
         ({"VENDOR": "v" * 1_000_000}, ["key 'VENDOR' must be a vendor name of at most 64", "(1000000 chars)"]),
         ({"CASES": {"d" * 300 + ":pytorch": "/data"}}, ["key CASES entry", "(308 chars) must look like"]),
-        ({"MODE": "docker", "TRUST_ON_FIRST_USE": True, "KNOWN_HOSTS": "/tmp/" + "k" * 300},
-         ["key 'KNOWN_HOSTS' must be a path of at most 4096 characters and 255 per name"]),
+        (
+            {"MODE": "docker", "TRUST_ON_FIRST_USE": True, "KNOWN_HOSTS": "/tmp/" + "k" * 300},
+            ["key 'KNOWN_HOSTS' must be a path of at most 4096 characters and 255 per name"],
+        ),
         ({"FLAGPERF_PATH": str(INFERENCE) + "\x00"}, ["key 'FLAGPERF_PATH' must be one line without control characters"]),
         ({"SSH_USER": "u" * 100_000}, ["key 'SSH_USER' must be at most 256 characters", "(100000 chars)"]),
         ({"SSH_PORT": 10**30}, ["key 'SSH_PORT' must be a TCP port number"]),
-        ({"MODE": "docker", "TRUST_ON_FIRST_USE": True, "HOSTS": [f"10.0.{i // 250}.{i % 250 + 1}" for i in range(300)]},
-         ["key 'HOSTS' lists 300 hosts, more than 256"]),
+        (
+            {"MODE": "docker", "TRUST_ON_FIRST_USE": True, "HOSTS": [f"10.0.{i // 250}.{i % 250 + 1}" for i in range(300)]},
+            ["key 'HOSTS' lists 300 hosts, more than 256"],
+        ),
         ({"CASES": {f"digits{i}:pytorch": "/data" for i in range(300)}}, ["key 'CASES' lists 300 cases, more than 256"]),
         ({"LOG_CALL_INFORMATION": "x" * 10}, ["key 'LOG_CALL_INFORMATION' must be true or false"]),
     ],
@@ -193,9 +201,7 @@ def test_log_path_in_an_unwritable_place(tmp_path, tree):
     locked = _unwritable_dir(tmp_path)
     config = host_yaml(tmp_path, tree, FLAGPERF_LOG_PATH=str(locked / "inferperf_results"))
     proc, elapsed = run_py(tree, config)
-    assert_one_config_error(
-        proc, elapsed, tmp_path, f"key 'FLAGPERF_LOG_PATH' {locked}/inferperf_results cannot be created: {locked} is not writable"
-    )
+    assert_one_config_error(proc, elapsed, tmp_path, f"key 'FLAGPERF_LOG_PATH' {locked}/inferperf_results cannot be created: {locked} is not writable")
 
 
 @pytest.mark.parametrize("where", ["VENDOR", "CASE_TIMEOUT"])
@@ -222,9 +228,9 @@ def test_deeply_nested_host_yaml(tmp_path, tree):
 @pytest.mark.parametrize(
     "text, fragment",
     [
-        ("MASTER_PORT: " + "9" * 5000, "cannot read the value: Exceeds the limit (4300 digits)"),   # ValueError traceback before
+        ("MASTER_PORT: " + "9" * 5000, "cannot read the value: Exceeds the limit (4300 digits)"),  # ValueError traceback before
         ("MASTER_PORT: 2024-13-45", "cannot read the value: month must be in 1..12"),
-        ("? [1, 2]\n: x", "a list cannot be a key"),                                                 # TypeError traceback before
+        ("? [1, 2]\n: x", "a list cannot be a key"),  # TypeError traceback before
         ("HOSTS_PORTS: &loop [*loop]", "refused: an alias refers to a collection that contains it"),
     ],
 )
@@ -243,7 +249,7 @@ def test_unreadable_yaml_values_in_host_yaml(tmp_path, tree, text, fragment):
         # never finished: the exponent was capped, the base was not
         ("base", "flops", '"((((9**64)**64)**64)**64)**64"', ["is out of range"]),
         ("base", "flops", '"1e308*10"', ["'1e308*10' is not finite"]),
-        ("base", "flops", "1.7e+308", ["must be a positive number of FLOPs per sample <= 1e+21"]),   # x QPS = inf in result.json
+        ("base", "flops", "1.7e+308", ["must be a positive number of FLOPs per sample <= 1e+21"]),  # x QPS = inf in result.json
         ("base", "batch_size", str(10**30), ["must be a positive integer <= 65536"]),
         ("base", "num_workers", "100000", ["must be 0 (the default) or at most the", "CPUs this process may use"]),
         ("vendor", "intra_op_num_threads", "100000", ["must be 0 (the default) or at most the", "CPUs this process may use"]),
@@ -287,8 +293,10 @@ def test_alias_bomb_in_a_case_config_under_a_memory_limit(tmp_path, own_tree):
     "item, fragments",
     [
         ("flops=((((9**64)**64)**64)**64)**64", ["command line (--set): key 'flops'", "is out of range"]),
-        ("batch_sizes=" + "{" + ", ".join(f"k{i}: {b}" for i, b in enumerate([bomb()])) + ", all: *a8}",
-         ["command line (--set): key 'batch_sizes' (line 1): refused: more than 100000 values"]),
+        (
+            "batch_sizes=" + "{" + ", ".join(f"k{i}: {b}" for i, b in enumerate([bomb()])) + ", all: *a8}",
+            ["command line (--set): key 'batch_sizes' (line 1): refused: more than 100000 values"],
+        ),
         ("clients=[" + ",".join(map(str, range(1, 1001))) + "]", ["key 'clients' must list at most 64 entries"]),
     ],
     ids=["flops", "bomb", "clients"],

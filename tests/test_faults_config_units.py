@@ -7,6 +7,7 @@ a message is never longer than a line. utils/host_config.py: HostConfig checks
 itself and owns the one list of host.yaml keys. tools/config.py: every value
 that sizes a resource is bounded.
 """
+
 from __future__ import annotations
 
 import os
@@ -32,12 +33,12 @@ INFERENCE = REPO / "inference"
 @pytest.mark.parametrize(
     "text",
     [
-        "((((9**64)**64)**64)**64)**64",   # never finished: only the exponent was capped
+        "((((9**64)**64)**64)**64)**64",  # never finished: only the exponent was capped
         "(9**64)**64",
         "(2**64)**64",
-        "(1e-300)**-2",                    # a small base, a negative exponent
+        "(1e-300)**-2",  # a small base, a negative exponent
         "(-(2**64)**8)**3",
-        "(4**64)**4*(4**64)**4",           # an int product beyond any float
+        "(4**64)**4*(4**64)**4",  # an int product beyond any float
     ],
 )
 def test_powers_and_products_beyond_a_float_are_refused_at_once(text):
@@ -55,12 +56,15 @@ def test_every_intermediate_value_is_bounded_not_only_the_result():
     assert parse_number("(4**64)**4/(4**64)**2") == 2.0**256
 
 
-@pytest.mark.parametrize("value, message", [
-    (10**400, "an integer of about 401 digits is out of range"),     # OverflowError traceback before
-    (-(10**309), "an integer of about 310 digits is out of range"),
-    (float("inf"), "inf is not finite"),                              # returned as inf before
-    (float("nan"), "nan is not finite"),
-])
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        (10**400, "an integer of about 401 digits is out of range"),  # OverflowError traceback before
+        (-(10**309), "an integer of about 310 digits is out of range"),
+        (float("inf"), "inf is not finite"),  # returned as inf before
+        (float("nan"), "nan is not finite"),
+    ],
+)
 def test_numbers_given_as_numbers_are_bounded_too(value, message):
     with pytest.raises(ValueError) as info:
         parse_number(value)
@@ -74,7 +78,7 @@ def test_largest_float_and_int_still_pass():
 
 
 def test_syntax_tree_is_bounded():
-    text = "+".join(["1"] * 100)   # 199 characters, 299 syntax nodes
+    text = "+".join(["1"] * 100)  # 199 characters, 299 syntax nodes
     with pytest.raises(ValueError) as info:
         parse_number(text)
     assert str(info.value) == f"{text!r} has too many terms (more than 256 syntax nodes)"
@@ -134,7 +138,7 @@ def test_value_count_bound_is_exact(tmp_path):
 
 
 def test_nesting_bound_is_exact_and_needs_no_recursion(tmp_path):
-    inner = MAX_DEPTH - 1   # the top-level mapping is the first level
+    inner = MAX_DEPTH - 1  # the top-level mapping is the first level
     assert load_yaml_mapping(write(tmp_path, "a: " + "[" * inner + "]" * inner + "\n", "ok.yaml"))
     path = write(tmp_path, "a: " + "[" * (inner + 1) + "]" * (inner + 1) + "\n", "deep.yaml")
     with pytest.raises(YamlTooLarge) as info:
@@ -142,7 +146,7 @@ def test_nesting_bound_is_exact_and_needs_no_recursion(tmp_path):
     assert str(info.value) == f"{path} (line 1): refused: collections nested more than {MAX_DEPTH} deep"
     very = write(tmp_path, "a: " + "[" * 100_000 + "]" * 100_000 + "\n", "very.yaml")
     with pytest.raises(YamlTooLarge, match="nested more than"):
-        load_yaml_mapping(very)   # a RecursionError traceback before
+        load_yaml_mapping(very)  # a RecursionError traceback before
 
 
 def test_a_collection_that_contains_itself_is_refused(tmp_path):
@@ -191,11 +195,11 @@ def test_shown_is_repr_for_short_values(value):
 
 def test_shown_bounds_long_values_without_building_them():
     assert shown("x" * 1_048_576) == "'" + "x" * 80 + "…' (1048576 chars)"
-    assert shown(10**5000) == "an integer of about 5001 digits"   # repr() itself raises ValueError here
+    assert shown(10**5000) == "an integer of about 5001 digits"  # repr() itself raises ValueError here
     assert shown(list(range(100_000))) == "[0, 1, 2, 3, 4, 5, 6, 7, ...] (100000 items)"
     nested = ["x"] * 9
     for _ in range(8):
-        nested = [nested] * 9   # 387 million strings once walked
+        nested = [nested] * 9  # 387 million strings once walked
     start = time.perf_counter()
     text = shown(nested)
     assert time.perf_counter() - start < 0.1 and len(text) < 120 and text.endswith("(9 items)")
@@ -207,11 +211,29 @@ def test_shown_bounds_long_values_without_building_them():
 
 def host_fields(tmp_path: Path, **overrides) -> dict:
     fields = dict(
-        path=tmp_path / "host.yaml", flagperf_path=INFERENCE, log_path=tmp_path / "result", vendor="cpu",
-        log_level="INFO", mode="local", hosts=["127.0.0.1"], cases={"digits:pytorch": "/data"}, shm_size="1G",
-        container_opt="", pip_source=None, clear_caches=False, visible_device_env=None, ssh_user="bench",
-        ssh_key_file=None, known_hosts="~/.ssh/known_hosts", trust_on_first_use=False, case_timeout=3600,
-        monitor_interval=1.0, base_image=None, pip_wheels_dir=None, ca_bundle=None, remote_workdir="/var/tmp/x",
+        path=tmp_path / "host.yaml",
+        flagperf_path=INFERENCE,
+        log_path=tmp_path / "result",
+        vendor="cpu",
+        log_level="INFO",
+        mode="local",
+        hosts=["127.0.0.1"],
+        cases={"digits:pytorch": "/data"},
+        shm_size="1G",
+        container_opt="",
+        pip_source=None,
+        clear_caches=False,
+        visible_device_env=None,
+        ssh_user="bench",
+        ssh_key_file=None,
+        known_hosts="~/.ssh/known_hosts",
+        trust_on_first_use=False,
+        case_timeout=3600,
+        monitor_interval=1.0,
+        base_image=None,
+        pip_wheels_dir=None,
+        ca_bundle=None,
+        remote_workdir="/var/tmp/x",
     )
     fields.update(overrides)
     return fields
@@ -282,8 +304,9 @@ def test_from_yaml_is_load_host_config(tmp_path):
     from utils.host_config import HostConfig, load_host_config
 
     path = tmp_path / "host.yaml"
-    path.write_text(yaml.safe_dump({"VENDOR": "cpu", "FLAGPERF_PATH": str(INFERENCE), "FLAGPERF_LOG_PATH": str(tmp_path / "r"),
-                                    "CASES": {"digits:pytorch": "/data"}}))
+    path.write_text(
+        yaml.safe_dump({"VENDOR": "cpu", "FLAGPERF_PATH": str(INFERENCE), "FLAGPERF_LOG_PATH": str(tmp_path / "r"), "CASES": {"digits:pytorch": "/data"}})
+    )
     assert load_host_config(path, INFERENCE) == HostConfig.from_yaml(path, INFERENCE)
     assert load_host_config(path, INFERENCE).mode == "local"
 
@@ -292,14 +315,18 @@ def test_host_yaml_keys_are_defined_once():
     import tools.config
     import utils.host_config as host_config
 
-    assert tools.config.HOST_KEYS is host_config.HOST_KEYS
-    assert set(host_config.IGNORED_KEYS) <= set(host_config.HOST_KEYS)
-    assert set(host_config.FLAGPERF_DOCKER_KEYS) <= set(host_config.HOST_KEYS)
+    from common import host_keys
+
+    assert tools.config.HOST_KEYS is host_keys.HOST_KEYS
+    assert host_config.KEY_FIELDS is host_keys.KEY_FIELDS
+    assert set(host_config.IGNORED_KEYS) <= set(host_keys.HOST_KEYS)
+    assert set(host_config.FLAGPERF_DOCKER_KEYS) <= set(host_keys.HOST_KEYS)
     fields = set(host_config.HostConfig.__dataclass_fields__)
     assert {f for f in host_config.KEY_FIELDS.values() if f} <= fields
     # No other module spells the list out again.
     spelled = [
-        path.relative_to(INFERENCE) for path in INFERENCE.rglob("*.py")
+        path.relative_to(INFERENCE)
+        for path in INFERENCE.rglob("*.py")
         if re.search(r"[\"']REMOTE_WORKDIR[\"']", path.read_text(encoding="utf-8"))
         and re.search(r"[\"']TRUST_ON_FIRST_USE[\"']", path.read_text(encoding="utf-8"))
     ]
@@ -309,9 +336,22 @@ def test_host_yaml_keys_are_defined_once():
 # ---- tools/config.py ----------------------------------------------------------------------------
 
 TYPED = dict(
-    vendor="acme", case="toy", framework="pytorch", perf_dir="/perf", data_dir="/data", log_dir="/logs",
-    batch_size=8, input_size=None, fp16=False, compiler="onnxruntime", num_workers=0, log_freq=10, repeat=1,
-    no_validation=False, exist_onnx_path=None, exist_compiler_path=None,
+    vendor="acme",
+    case="toy",
+    framework="pytorch",
+    perf_dir="/perf",
+    data_dir="/data",
+    log_dir="/logs",
+    batch_size=8,
+    input_size=None,
+    fp16=False,
+    compiler="onnxruntime",
+    num_workers=0,
+    log_freq=10,
+    repeat=1,
+    no_validation=False,
+    exist_onnx_path=None,
+    exist_compiler_path=None,
 )
 
 
@@ -421,16 +461,36 @@ def test_well_known_and_other_case_keys_are_checked(key, value, message):
 
 
 def test_well_known_keys_pass_with_sane_values():
-    extra = {"train_epochs": 15, "learning_rate": 0.01, "train_batch_size": 32, "weight_decay": 0.0, "max_samples": None,
-             "num_classes": 1000, "resize": 256, "crop": 224, "max_seq_length": 128, "weights": None, "model": "b_16"}
+    extra = {
+        "train_epochs": 15,
+        "learning_rate": 0.01,
+        "train_batch_size": 32,
+        "weight_decay": 0.0,
+        "max_samples": None,
+        "num_classes": 1000,
+        "resize": 256,
+        "crop": 224,
+        "max_seq_length": 128,
+        "weights": None,
+        "model": "b_16",
+    }
     assert make(extra=dict(extra)).extra == extra
 
 
 def test_case_config_key_names_are_bounded(tmp_path):
     from tools.config import merge_case_config
 
-    base = {"batch_size": 8, "fp16": False, "compiler": None, "num_workers": 0, "log_freq": 1, "repeat": 1,
-            "no_validation": False, "exist_onnx_path": None, "exist_compiler_path": None}
+    base = {
+        "batch_size": 8,
+        "fp16": False,
+        "compiler": None,
+        "num_workers": 0,
+        "log_freq": 1,
+        "repeat": 1,
+        "no_validation": False,
+        "exist_onnx_path": None,
+        "exist_compiler_path": None,
+    }
     with pytest.raises(ConfigError) as info:
         merge_case_config(base, Path("/b.yaml"), {"k" * 100_000: 1}, Path("/p.yaml"), {}, Path("/v.yaml"))
     assert str(info.value).startswith("/p.yaml: key '" + "k" * 80 + "…' (100000 chars) must be a name of letters")

@@ -1,6 +1,7 @@
 """Data folders with links: followed, but nothing is counted twice and no scan is
 endless. A link loop (or one folder or image reached twice) is a DataError naming
 the link, exit status 3 — tested with real os.symlink loops."""
+
 from __future__ import annotations
 
 import json
@@ -39,8 +40,7 @@ def test_links_are_followed_in_os_walk_order(imagenet, tmp_path):
     classes, samples = find_samples(str(imagenet))
     assert classes == ["cls0", "cls1"]
     names = [os.path.relpath(p, imagenet) for p, _ in samples]
-    assert names == [f"cls0/img{i}.png" for i in range(4)] + ["cls1/linked/img8.png", "cls1/linked/img9.png"] + [
-        f"cls1/sub/img{i}.png" for i in range(4, 8)]
+    assert names == [f"cls0/img{i}.png" for i in range(4)] + ["cls1/linked/img8.png", "cls1/linked/img9.png"] + [f"cls1/sub/img{i}.png" for i in range(4, 8)]
     assert [label for _, label in samples] == [0] * 4 + [1] * 6
 
 
@@ -71,9 +71,28 @@ def test_run_inference_on_a_looped_folder_exits_3_with_one_line(imagenet, tmp_pa
     perf = copy_tree(tmp_path / "inference")
     log = tmp_path / "log"
     proc = subprocess.run(
-        [sys.executable, "run_inference.py", "--perf_dir", str(perf), "--data_dir", str(imagenet), "--log_dir", str(log),
-         "--vendor", "cpu", "--case", "resnet50", "--framework", "pytorch", "--set", "batch_size=2"],
-        cwd=perf, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "run_inference.py",
+            "--perf_dir",
+            str(perf),
+            "--data_dir",
+            str(imagenet),
+            "--log_dir",
+            str(log),
+            "--vendor",
+            "cpu",
+            "--case",
+            "resnet50",
+            "--framework",
+            "pytorch",
+            "--set",
+            "batch_size=2",
+        ],
+        cwd=perf,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     output = proc.stdout + proc.stderr
     assert proc.returncode == 3, output[-3000:]

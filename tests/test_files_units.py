@@ -3,6 +3,7 @@ tmpfs mounts: full, out of inodes, read-only), the nearly-full test, the locked
 temporaries, writable_dir's probe and failures, the sweep's choices and its order
 independence, tree hashing and strict JSON. Real files in tmp_path; a test that
 needs a mount is skipped, saying why, where mounting is impossible."""
+
 from __future__ import annotations
 
 import ctypes
@@ -111,7 +112,7 @@ def test_storage_error_is_none_for_other_errors_on_a_roomy_file_system(tmp_path)
 def test_storage_error_reads_any_error_on_a_full_file_system_as_no_space(tmp_path):
     with mounted_tmpfs(tmp_path / "mnt", "size=4k") as mnt:
         (mnt / "fill").write_bytes(b"x" * 4096)
-        target = mnt / "sub" / "model.onnx"       # not there yet: its parents are statted
+        target = mnt / "sub" / "model.onnx"  # not there yet: its parents are statted
         exc = RuntimeError("protobuf: failed to serialize")
         assert str(storage_error(exc, target, "exporting")) == f"no space left on device exporting {target}"
         exc = OSError(errno.EIO, "Input/output error", "/elsewhere/name")
@@ -124,21 +125,21 @@ def test_storage_error_reads_any_error_on_a_full_file_system_as_no_space(tmp_pat
 def test_nearly_full_at_exactly_the_threshold_is_not_full(tmp_path):
     with mounted_tmpfs(tmp_path / "mnt", "size=64k") as mnt:
         vfs = os.statvfs(mnt)
-        assert vfs.f_bfree * vfs.f_frsize == _FULL_BYTES == 65536     # precondition: 16 free pages of 4 KiB
+        assert vfs.f_bfree * vfs.f_frsize == _FULL_BYTES == 65536  # precondition: 16 free pages of 4 KiB
         assert _nearly_full(mnt / "x") is False
-        (mnt / "one").write_bytes(b"y")                               # one page taken
+        (mnt / "one").write_bytes(b"y")  # one page taken
         assert _nearly_full(mnt / "x") is True
 
 
 def test_nearly_full_on_a_one_block_file_system(tmp_path):
     with mounted_tmpfs(tmp_path / "mnt", "size=4k") as mnt:
         vfs = os.statvfs(mnt)
-        assert (vfs.f_blocks, vfs.f_bfree) == (1, 1)                  # precondition
+        assert (vfs.f_blocks, vfs.f_bfree) == (1, 1)  # precondition
         assert _nearly_full(mnt / "a" / "b") is True
 
 
 def test_a_file_system_without_blocks_is_never_full():
-    assert os.statvfs("/proc").f_blocks == 0                           # precondition: procfs counts no blocks
+    assert os.statvfs("/proc").f_blocks == 0  # precondition: procfs counts no blocks
     assert _nearly_full(Path("/proc/self/status")) is False
     assert storage_error(OSError(errno.EIO, "Input/output error"), "/proc/self/status") is None
 
@@ -214,7 +215,7 @@ def test_make_dir_passes_other_errors_through_unchanged(tmp_path):
 def test_a_temporary_on_a_read_only_mount_names_the_target(tmp_path, kind):
     with mounted_tmpfs(tmp_path / "mnt", "size=1m,ro") as mnt:
         with pytest.raises(StorageError) as caught:
-            with (atomic_path(mnt / "result.json") if kind == "file" else atomic_dir(mnt, "result.json")):
+            with atomic_path(mnt / "result.json") if kind == "file" else atomic_dir(mnt, "result.json"):
                 pytest.fail("the body must not run")
         assert str(caught.value) == f"read-only file system creating a temporary file for {mnt / 'result.json'}"
         assert caught.value.__cause__ is None and caught.value.__suppress_context__ is True
@@ -236,7 +237,7 @@ def test_atomic_dir_makes_a_hidden_tmp_directory_in_the_parent(tmp_path):
         assert work.parent == tmp_path / "cache"
         assert re.fullmatch(r"\.model\.onnx\.[a-z0-9_]{8}\.tmp", work.name), work.name
         assert work.is_dir() and os.listdir(work) == []
-        assert sweep_stale_temps(tmp_path / "cache") == []      # locked: its writer is alive
+        assert sweep_stale_temps(tmp_path / "cache") == []  # locked: its writer is alive
     assert os.listdir(tmp_path / "cache") == []
 
 
@@ -301,7 +302,7 @@ def test_locked_gives_up_on_a_path_removed_before_its_lock(monkeypatch, tmp_path
 
     def swept_meanwhile(fd, op):
         real_flock(fd, op)
-        os.unlink(tmp_path / "f")     # another process's sweep took it between open and lock
+        os.unlink(tmp_path / "f")  # another process's sweep took it between open and lock
 
     monkeypatch.setattr(fcntl, "flock", swept_meanwhile)
     before = open_fds()
@@ -313,7 +314,7 @@ def test_locked_closes_its_fd_and_raises_when_the_lock_fails(monkeypatch, tmp_pa
     (tmp_path / "f").write_text("x")
 
     def no_locks(fd, op):
-        raise OSError(errno.ENOLCK, "No locks available")     # NFS without a lock daemon
+        raise OSError(errno.ENOLCK, "No locks available")  # NFS without a lock daemon
 
     monkeypatch.setattr(fcntl, "flock", no_locks)
     before = open_fds()
@@ -355,7 +356,7 @@ def created_names(directory: Path, action) -> list[str]:
     while offset < len(data):
         _wd, _mask, _cookie, length = struct.unpack_from("iIII", data, offset)
         offset += 16
-        names.append(data[offset:offset + length].rstrip(b"\0").decode())
+        names.append(data[offset : offset + length].rstrip(b"\0").decode())
         offset += length
     return names
 
@@ -377,7 +378,7 @@ def test_writable_dir_tolerates_a_probe_swept_by_another_run(monkeypatch, tmp_pa
 
     def swept_at_once(*args, **kwargs):
         fd, name = real_mkstemp(*args, **kwargs)
-        os.unlink(name)           # another run's sweep_stale_temps got there first
+        os.unlink(name)  # another run's sweep_stale_temps got there first
         return fd, name
 
     monkeypatch.setattr(tempfile, "mkstemp", swept_at_once)
@@ -400,7 +401,7 @@ def test_writable_dir_that_is_a_plain_file(tmp_path):
 
 
 def test_writable_dir_names_an_unlisted_errno_in_the_systems_words(tmp_path):
-    os.symlink("loop", tmp_path / "loop")           # a link to itself: ELOOP, not in the table
+    os.symlink("loop", tmp_path / "loop")  # a link to itself: ELOOP, not in the table
     path = tmp_path / "loop" / "results"
     with pytest.raises(StorageError) as caught:
         writable_dir(path, "results")
@@ -448,7 +449,7 @@ def test_sweep_goes_on_past_live_writers(tmp_path):
     for name in names:
         (tmp_path / name).write_text("x")
     order = scandir_order(tmp_path)
-    live = order[0::2]               # every other one, the first in directory order among them
+    live = order[0::2]  # every other one, the first in directory order among them
     fds = []
     try:
         for name in live:
@@ -475,7 +476,7 @@ def test_sweep_leaves_a_temporary_replaced_between_its_look_and_its_open(monkeyp
     def replaced_first(path, flags, *args, **kwargs):
         if Path(path) == first:
             (tmp_path / "new").write_text("a new writer's")
-            os.replace(tmp_path / "new", first)      # a new inode under the old name
+            os.replace(tmp_path / "new", first)  # a new inode under the old name
         return real_open(path, flags, *args, **kwargs)
 
     monkeypatch.setattr(os, "open", replaced_first)
@@ -496,7 +497,7 @@ def test_sweep_goes_on_past_a_temporary_another_sweep_took_first(monkeypatch, tm
     def taken_meanwhile(path, *args, **kwargs):
         if Path(path) == first and not taken:
             taken.append(path)
-            os.unlink(first)                        # the other run's sweep, between our listing and our look
+            os.unlink(first)  # the other run's sweep, between our listing and our look
         return real_stat(path, *args, **kwargs)
 
     monkeypatch.setattr(os, "stat", taken_meanwhile)
@@ -519,7 +520,7 @@ def test_sweep_never_acts_through_a_link_swapped_in_after_its_look(monkeypatch, 
         info = real_stat(path, *args, **kwargs)
         if Path(path) == temp and not swapped:
             swapped.append(path)
-            os.rename(temp, moved)                  # the same inode, now behind a link
+            os.rename(temp, moved)  # the same inode, now behind a link
             os.symlink(moved, temp)
         return info
 
@@ -535,7 +536,7 @@ def test_sweep_goes_on_past_a_temporary_it_cannot_remove(tmp_path):
         (tmp_path / f".m{i}.onnx.abc{i}.tmp").mkdir()
     order = scandir_order(tmp_path)
     stuck = tmp_path / order[0]
-    with mounted_tmpfs(stuck, "size=64k") as mnt:    # a mount point cannot be removed (EBUSY)
+    with mounted_tmpfs(stuck, "size=64k") as mnt:  # a mount point cannot be removed (EBUSY)
         (mnt / "part").write_bytes(b"x")
         removed = sweep_stale_temps(tmp_path)
         assert [p.name for p in removed] == order[1:]
@@ -556,7 +557,7 @@ def test_sweep_opens_temporaries_read_only(tmp_path):
     try:
         with pytest.raises(OSError) as caught:
             os.close(os.open(busy, os.O_WRONLY))
-        assert caught.value.errno == errno.ETXTBSY                     # precondition
+        assert caught.value.errno == errno.ETXTBSY  # precondition
         assert sweep_stale_temps(tmp_path) == [busy]
         assert os.listdir(tmp_path) == []
     finally:

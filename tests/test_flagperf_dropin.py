@@ -8,6 +8,7 @@ Runtime stands in for the hardware); a config without ``input_size``.
 End-to-end runs are run_inference.py subprocesses in a copy of inference/,
 as tests/test_vendor_contract.py does.
 """
+
 from __future__ import annotations
 
 import json
@@ -27,8 +28,8 @@ from common.errors import ConfigError, EngineError
 
 INFERENCE = Path(__file__).resolve().parents[1] / "inference"
 BATCH = 16
-TEST_SPLIT = 360                       # digits test split (prepare.py: 20 % of 1797, stratified)
-FULL = (TEST_SPLIT // BATCH) * BATCH   # 352: what a static batch of 16 keeps (drop_last)
+TEST_SPLIT = 360  # digits test split (prepare.py: 20 % of 1797, stratified)
+FULL = (TEST_SPLIT // BATCH) * BATCH  # 352: what a static batch of 16 keeps (drop_last)
 
 # ---- fixtures in FlagPerf's conventions ----------------------------------------------------
 FLAG_CASE = '''\
@@ -175,8 +176,9 @@ def _env() -> dict:
 @pytest.fixture(scope="module")
 def digits_data(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("digits_data")
-    subprocess.run([sys.executable, "-m", "benchmarks.digits.pytorch.prepare", str(out)],
-                   cwd=INFERENCE, env=_env(), check=True, capture_output=True, timeout=120)
+    subprocess.run(
+        [sys.executable, "-m", "benchmarks.digits.pytorch.prepare", str(out)], cwd=INFERENCE, env=_env(), check=True, capture_output=True, timeout=120
+    )
     return out
 
 
@@ -197,18 +199,37 @@ def flag_tree(tmp_path_factory) -> Path:
     (configs / "configurations.yaml").write_text(FLAG_CONFIG)
     (configs / "vendor_config" / "flagv_configurations.yaml").write_text("compiler: stackrt\nflagv_threads: 1\n")
     # InferPerf's own digits case on the FlagPerf engine with a static batch.
-    (tree / "configs" / "digits" / "vendor_config" / "flagv_configurations.yaml").write_text(
-        "compiler: flatrt\nhas_dynamic_axis: false\nflat_max_batch: 32\n"
-    )
+    (tree / "configs" / "digits" / "vendor_config" / "flagv_configurations.yaml").write_text("compiler: flatrt\nhas_dynamic_axis: false\nflat_max_batch: 32\n")
     return tree
 
 
 def _run(tree: Path, data: Path, log_dir: Path, case: str, framework: str = "pytorch") -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "run_inference.py", "--perf_dir", ".", "--data_dir", str(data), "--log_dir", str(log_dir),
-         "--vendor", "flagv", "--case", case, "--framework", framework,
-         "--set", "min_duration_s=0.2", "--set", "min_query_count=16"],
-        cwd=tree, env=_env(), capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "run_inference.py",
+            "--perf_dir",
+            ".",
+            "--data_dir",
+            str(data),
+            "--log_dir",
+            str(log_dir),
+            "--vendor",
+            "flagv",
+            "--case",
+            case,
+            "--framework",
+            framework,
+            "--set",
+            "min_duration_s=0.2",
+            "--set",
+            "min_query_count=16",
+        ],
+        cwd=tree,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
 
 
@@ -240,7 +261,7 @@ def test_flagperf_case_and_stacking_engine_run_unmodified(flag_tree, digits_data
     assert result["p_inference_whole(qps)"] == round(inference["values"][0], 4)
     assert result["*p_inference_core(qps)"] == round(inference["values"][1], 4)
     expected_acc = _expected_flagcase_accuracy(digits_data)
-    assert abs(validation["values"][2] - expected_acc) < 1e-6   # float32 mean vs float64: well under one sample (1/352)
+    assert abs(validation["values"][2] - expected_acc) < 1e-6  # float32 mean vs float64: well under one sample (1/352)
     # The stacked output was unstacked: the engine's predictions score like the model's.
     assert abs(result["infer_average_acc"] - round(expected_acc, 6)) <= 1 / FULL
     # No per-query latencies: null, with the reason in the verdict.
@@ -331,8 +352,7 @@ def test_flagperf_config_without_input_size_loads_as_namedtuple(tmp_path, caplog
     assert config._asdict()["batch_size"] == 16
     warnings = [r["message"] for r in caplog_loguru if r["level"] == "WARNING"]
     assert warnings == [
-        f"{perf / 'configs/toy/vendor_config/acme_configurations.yaml'}: adds key 'has_dynamic_axis' = False, "
-        "which configurations.yaml does not define"
+        f"{perf / 'configs/toy/vendor_config/acme_configurations.yaml'}: adds key 'has_dynamic_axis' = False, which configurations.yaml does not define"
     ]
 
 
@@ -373,7 +393,7 @@ def test_adapter_reshapes_flat_buffers_and_trims_to_the_batch():
     logits = torch.arange(3 * 10, dtype=torch.float32).reshape(3, 10)
     boxes = torch.arange(3 * 4 * 2, dtype=torch.float32).reshape(3, 4, 2)
 
-    def engine(inputs):   # max batch 8, flat, two outputs
+    def engine(inputs):  # max batch 8, flat, two outputs
         flat = [torch.zeros(8 * 10), torch.zeros(8 * 8)]
         flat[0][:30], flat[1][:24] = logits.reshape(-1), boxes.reshape(-1)
         return flat, 0.25

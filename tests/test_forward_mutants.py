@@ -6,6 +6,7 @@ by fakes, so every figure of a ``PhaseResult`` is known exactly: core = call +
 sync - foo_time, whole = wall - foo_time, windows on the cumulative core clock.
 The clock starts far from zero so that a lost ``- start`` shows.
 """
+
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -84,8 +85,7 @@ class Loader:
 
 
 def config(**values):
-    base = dict(device="cpu", warmup=0, repeat=1, log_freq=0, min_query_count=1, min_duration_s=0.0,
-                max_duration_s=600.0, contention_limit=1.0)
+    base = dict(device="cpu", warmup=0, repeat=1, log_freq=0, min_query_count=1, min_duration_s=0.0, max_duration_s=600.0, contention_limit=1.0)
     base.update(values)
     return SimpleNamespace(**base)
 
@@ -115,17 +115,20 @@ def test_tail_batch_size():
     assert forward._tail_batch_size(Loader([4], dataset_len=10, batch_size=4, drop_last=True)) == 0
     assert forward._tail_batch_size(Loader([4], dataset_len=12, batch_size=4)) == 0
     assert forward._tail_batch_size(Loader([4], dataset_len=10, batch_size=None)) == 0
-    assert forward._tail_batch_size(Loader([4])) == 0                      # no dataset attribute
-    assert forward._tail_batch_size([(torch.zeros(1), None)]) == 0         # a plain list
+    assert forward._tail_batch_size(Loader([4])) == 0  # no dataset attribute
+    assert forward._tail_batch_size([(torch.zeros(1), None)]) == 0  # a plain list
 
 
-@pytest.mark.parametrize("result, message", [
-    ([[torch.zeros(1)], 0.0], "inference: the engine call must return (list_of_outputs, foo_time), got list"),
-    ((1, 2, 3), "inference: the engine call must return (list_of_outputs, foo_time), got tuple"),
-    ((torch.zeros(1), 0.0), "inference: the engine's outputs must be a list of tensors, got Tensor"),
-    (([], -0.5), "inference: the engine's foo_time must be a non-negative number of seconds, got -0.5"),
-    (([], "1"), "inference: the engine's foo_time must be a non-negative number of seconds, got '1'"),
-])
+@pytest.mark.parametrize(
+    "result, message",
+    [
+        ([[torch.zeros(1)], 0.0], "inference: the engine call must return (list_of_outputs, foo_time), got list"),
+        ((1, 2, 3), "inference: the engine call must return (list_of_outputs, foo_time), got tuple"),
+        ((torch.zeros(1), 0.0), "inference: the engine's outputs must be a list of tensors, got Tensor"),
+        (([], -0.5), "inference: the engine's foo_time must be a non-negative number of seconds, got -0.5"),
+        (([], "1"), "inference: the engine's foo_time must be a non-negative number of seconds, got '1'"),
+    ],
+)
 def test_check_step_result_messages(result, message):
     with pytest.raises(EngineError) as info:
         forward._check_step_result(result, "inference")
@@ -172,37 +175,30 @@ def test_core_is_call_plus_sync_minus_foo_and_every_figure_exact(monkeypatch, ca
 
 
 def test_bare_config_takes_the_measurement_defaults(monkeypatch, caplog_loguru):
-    rig = Rig(monkeypatch, share=0.105, cpus=3)      # above the default contention_limit of 10 %
+    rig = Rig(monkeypatch, share=0.105, cpus=3)  # above the default contention_limit of 10 %
     calls: list = []
-    result = forward.timed_forward(rig.step(50_000_000 - SYNC_NS, calls=calls), Loader([2] * 8), None,
-                                   SimpleNamespace(), "validation")
+    result = forward.timed_forward(rig.step(50_000_000 - SYNC_NS, calls=calls), Loader([2] * 8), None, SimpleNamespace(), "validation")
     # defaults: no warm-up, repeat 1, 64 queries and 2 s: 8 passes of 8 x 50 ms = 3.2 s
     assert rig.devices == ["cpu"]
     assert len(calls) == 64 and result.passes == 8 and result.batches == 64 and result.warmup_batches == 0
-    assert result.verdict.reasons == [
-        "contention: other processes used 10% of the 3 CPU(s) available to the benchmark during the measured "
-        "phase (limit 10%)"
-    ]
-    assert not [r for r in caplog_loguru if "batch " in r["message"]]          # log_freq 0: no per-batch lines
+    assert result.verdict.reasons == ["contention: other processes used 10% of the 3 CPU(s) available to the benchmark during the measured phase (limit 10%)"]
+    assert not [r for r in caplog_loguru if "batch " in r["message"]]  # log_freq 0: no per-batch lines
     infos = [r["message"] for r in caplog_loguru if r["level"] == "INFO"]
     assert infos == ["validation: 8 passes over the data (64 queries) to reach the measurement minimums"]
-    assert not [r for r in caplog_loguru if r["level"] == "WARNING"]           # no foo_time declared
+    assert not [r for r in caplog_loguru if r["level"] == "WARNING"]  # no foo_time declared
 
 
 def test_config_values_are_read(monkeypatch):
     rig = Rig(monkeypatch, share=0.45, cpus=4, gpu=0)
-    result = forward.timed_forward(rig.step(1_000_000), Loader([2] * 4), None,
-                                   config(device="cuda:3", repeat=3, contention_limit=0.5), "inference")
+    result = forward.timed_forward(rig.step(1_000_000), Loader([2] * 4), None, config(device="cuda:3", repeat=3, contention_limit=0.5), "inference")
     assert rig.devices == ["cuda:3"]
     assert result.passes == 3 and result.batches == 12
-    assert result.verdict.reasons == [STABILITY_UNJUDGED]                      # 45 % <= 50 %: no contention
+    assert result.verdict.reasons == [STABILITY_UNJUDGED]  # 45 % <= 50 %: no contention
     rig.reading = ContentionReading(0.55, 4, 1.0, 3)
     rig.unix = iter([1.0, 2.0])
-    result = forward.timed_forward(rig.step(1_000_000), Loader([2] * 4), None,
-                                   config(contention_limit=0.5), "inference")
+    result = forward.timed_forward(rig.step(1_000_000), Loader([2] * 4), None, config(contention_limit=0.5), "inference")
     assert result.verdict.reasons[1:] == [
-        "contention: other processes used 55% of the 4 CPU(s) available to the benchmark during the measured "
-        "phase (limit 50%)",
+        "contention: other processes used 55% of the 4 CPU(s) available to the benchmark during the measured phase (limit 50%)",
         "contention: 3 other process(es) held a compute context on the benchmark's GPU during the measured phase",
     ]
 
@@ -214,7 +210,7 @@ def test_accuracy_is_weighted_by_batch_size(monkeypatch):
     seen = []
 
     def evaluator(outputs, y):
-        index = int(outputs[0][0, 0])              # the step returns the first input: its batch index
+        index = int(outputs[0][0, 0])  # the step returns the first input: its batch index
         seen.append((index, len(y)))
         return expected[index]
 
@@ -234,8 +230,7 @@ def test_samples_count_y_first_then_the_input(monkeypatch):
 
 def test_running_accuracy_log_lines(monkeypatch, caplog_loguru):
     rig = Rig(monkeypatch)
-    forward.timed_forward(rig.step(1_500_000 - SYNC_NS), Loader([2] * 4), lambda o, y: 0.75,
-                          config(log_freq=2), "validation")
+    forward.timed_forward(rig.step(1_500_000 - SYNC_NS), Loader([2] * 4), lambda o, y: 0.75, config(log_freq=2), "validation")
     forward.timed_forward(rig.step(2_500_000 - SYNC_NS), Loader([2] * 3), None, config(log_freq=3), "inference")
     lines = [r["message"] for r in caplog_loguru if "batch " in r["message"]]
     assert lines == [
@@ -255,7 +250,7 @@ def test_warmup_runs_on_the_first_batch_and_once_on_the_tail(monkeypatch):
     assert torch.equal(calls[2][0], first[:2]) and calls[2][0].shape == (2, 2)
     assert [c[0] is b[0] for c, b in zip(calls[3:], loader.batches)] == [True] * 3
     assert len(calls) == 6 and result.batches == 3 and result.warmup_batches == 2
-    assert rig.syncs == 1 + 3                     # once after warm-up, then after every measured call
+    assert rig.syncs == 1 + 3  # once after warm-up, then after every measured call
 
 
 @pytest.mark.parametrize("warmup, drop_last, expected_calls", [(0, None, 3), (1, None, 5), (1, True, 4)])
@@ -267,9 +262,9 @@ def test_warmup_counts(monkeypatch, warmup, drop_last, expected_calls):
     assert len(calls) == expected_calls
 
 
-@pytest.mark.parametrize("bad_at", [0, 1, 3])          # first warm-up call, the tail warm-up call, a measured call
+@pytest.mark.parametrize("bad_at", [0, 1, 3])  # first warm-up call, the tail warm-up call, a measured call
 def test_a_bad_engine_result_names_the_phase(monkeypatch, bad_at):
-    rig = Rig(monkeypatch)
+    Rig(monkeypatch)  # patches the clock the forward loop reads
     count = [0]
 
     def step(inputs):
@@ -291,24 +286,23 @@ def test_empty_loader(monkeypatch):
 
 def test_min_duration_is_met_at_exactly_its_value(monkeypatch):
     rig = Rig(monkeypatch)
-    result = forward.timed_forward(rig.step(500_000_000 - SYNC_NS), Loader([1, 1]), None,
-                                   config(min_duration_s=1.0), "inference")
+    result = forward.timed_forward(rig.step(500_000_000 - SYNC_NS), Loader([1, 1]), None, config(min_duration_s=1.0), "inference")
     assert result.passes == 1 and result.batches == 2
     assert result.verdict.reasons == [STABILITY_UNJUDGED]
 
 
 def test_max_duration_stops_at_exactly_its_value(monkeypatch):
     rig = Rig(monkeypatch)
-    result = forward.timed_forward(rig.step(250_000_000 - SYNC_NS), Loader([1, 1]), None,
-                                   config(min_query_count=1000, max_duration_s=1.5), "inference")
+    result = forward.timed_forward(rig.step(250_000_000 - SYNC_NS), Loader([1, 1]), None, config(min_query_count=1000, max_duration_s=1.5), "inference")
     assert result.passes == 3 and result.batches == 6
 
 
 def test_too_short_counts_wall_time_including_foo(monkeypatch):
     rig = Rig(monkeypatch)
     # 0.25 s per call of which 0.1 s declared foo: 3 passes of 2 calls reach max_duration_s (1.5 s)
-    result = forward.timed_forward(rig.step(250_000_000 - SYNC_NS, foo_s=0.1), Loader([1, 1]), None,
-                                   config(min_duration_s=10.0, max_duration_s=1.5), "inference")
+    result = forward.timed_forward(
+        rig.step(250_000_000 - SYNC_NS, foo_s=0.1), Loader([1, 1]), None, config(min_duration_s=10.0, max_duration_s=1.5), "inference"
+    )
     assert result.batches == 6
     assert result.whole_time_s == pytest.approx(0.9, abs=1e-12) and result.foo_time_s == pytest.approx(0.6)
     assert result.verdict.reasons == ["too short: 1.5 s measured, min_duration_s is 10", STABILITY_UNJUDGED]
@@ -322,8 +316,7 @@ def test_passes_equal_to_repeat_log_nothing(monkeypatch, caplog_loguru):
 
 def test_repeat_defaults_to_one_pass(monkeypatch):
     rig = Rig(monkeypatch)
-    result = forward.timed_forward(rig.step(1_000), Loader([1, 1]), None,
-                                   SimpleNamespace(min_query_count=1, min_duration_s=0.0), "inference")
+    result = forward.timed_forward(rig.step(1_000), Loader([1, 1]), None, SimpleNamespace(min_query_count=1, min_duration_s=0.0), "inference")
     assert result.passes == 1 and result.batches == 2
 
 
@@ -335,10 +328,9 @@ def test_core_never_goes_below_zero(monkeypatch):
 
 def test_log_values_round_at_the_displayed_digit(monkeypatch, caplog_loguru):
     rig = Rig(monkeypatch)
-    forward.timed_forward(rig.step(1_235_000 - SYNC_NS, foo_s=1.000500001), Loader([1]), None,
-                          config(log_freq=1), "inference")
+    forward.timed_forward(rig.step(1_235_000 - SYNC_NS, foo_s=1.000500001), Loader([1]), None, config(log_freq=1), "inference")
     messages = [r["message"] for r in caplog_loguru]
-    assert "inference: batch 1, core 0.00 ms, running acc nan" in messages       # foo exceeds the call
+    assert "inference: batch 1, core 0.00 ms, running acc nan" in messages  # foo exceeds the call
     assert "inference: engine declared 1.001 s of foo_time (excluded from whole and core)" in messages
     rig = Rig(monkeypatch)
     forward.timed_forward(rig.step(1_235_000 - SYNC_NS), Loader([1]), None, config(log_freq=1), "validation")

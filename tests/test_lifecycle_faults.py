@@ -2,6 +2,7 @@
 killed by SIGKILL or hung up, a second Ctrl-C, Ctrl-C in a case's first second, the
 pipeline killed from outside, and a FlagPerf-style daemon monitor. Each asserts the
 one-line outcome, the exit code and that no process is left."""
+
 from __future__ import annotations
 
 import json
@@ -29,8 +30,7 @@ def host_yaml(tmp_path: Path, perf: Path, data: Path, **overrides) -> Path:
 
 
 def start(perf: Path, config: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "run.py", "--config", str(config)], cwd=perf,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen([sys.executable, "run.py", "--config", str(config)], cwd=perf, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def wait_for(pattern: str, root: Path, timeout: float = 180) -> Path:
@@ -97,7 +97,7 @@ def test_second_ctrl_c_does_not_cut_the_cleanup_short(tmp_path, tree, digits_dat
 
 def test_ctrl_c_in_the_first_second_is_an_interrupt_not_a_monitor_failure(tmp_path, tree, digits_data_dir):
     proc = start(tree, host_yaml(tmp_path, tree, digits_data_dir))
-    wait_for("result/run*/digits:pytorch/*/mon-sys.stderr", tmp_path)   # monitors just started
+    wait_for("result/run*/digits:pytorch/*/mon-sys.stderr", tmp_path)  # monitors just started
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err[-2000:]
@@ -123,7 +123,7 @@ def test_pipeline_killed_from_outside_reads_killed_by_sigkill(tmp_path, tree, di
 
 
 # ---- a FlagPerf-style vendor monitor: a daemon driven by -o start|stop -l DIR ---------------
-FLAGPERF_MONITOR = '''
+FLAGPERF_MONITOR = """
 import argparse, os, signal, sys, time
 
 parser = argparse.ArgumentParser()
@@ -149,16 +149,16 @@ with open(os.path.join(args.log, "cpu_monitor.log"), "a", buffering=1) as log:
         used += 500
         log.write(f"{time.time()} {used} 16000\\n")
         time.sleep(0.1)
-'''
+"""
 
-FLAGPERF_ANALYSIS = '''
+FLAGPERF_ANALYSIS = """
 def analysis_log(logpath):
     used = total = 0
     for line in open(logpath):
         _, u, t = line.split()
         used, total = max(used, float(u) / 1000), float(t) / 1000
     return used, total, 1.0e12, 2.0e12
-'''
+"""
 
 
 def test_flagperf_daemon_monitor_runs_unmodified(tmp_path, digits_data_dir):

@@ -1,5 +1,6 @@
 """Fast unit tests of the host-side lifecycle's pure parts (utils/session.py, common/lifetime.py)
 and of the layering the README promises (tools/ and utils/ meet only in common/)."""
+
 from __future__ import annotations
 
 import ast
@@ -34,7 +35,7 @@ def test_exit_words():
     assert describe_exit(2) == "status 2: config error"
     assert describe_exit(3) == "status 3: data error"
     assert describe_exit(4) == "status 4: engine error"
-    assert describe_exit(130) == "status 130: interrupted"          # the pipeline's own code, not "SIGINT"
+    assert describe_exit(130) == "status 130: interrupted"  # the pipeline's own code, not "SIGINT"
     assert describe_exit(7) == "status 7: no result.json or failure.json was written"
     assert describe_exit(None).startswith("no exit status")
     assert exit_signal(0) is None and exit_signal(1) is None and exit_signal(128) is None and exit_signal(200) is None
@@ -94,8 +95,13 @@ def test_monitor_style_detection(tmp_path):
 
 
 def test_sampler_refuses_a_busy_loop_interval(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "common.sys_monitor", "--output", str(tmp_path / "s.jsonl"), "--interval", "0.000001"],
-                          cwd=INFERENCE, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "common.sys_monitor", "--output", str(tmp_path / "s.jsonl"), "--interval", "0.000001"],
+        cwd=INFERENCE,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2 and "--interval must be between 0.05 and 60.0 seconds" in proc.stderr
     assert not (tmp_path / "s.jsonl").exists()
 
@@ -106,8 +112,9 @@ def test_monitor_stops_when_its_parent_dies(tmp_path):
     out = tmp_path / "s.jsonl"
     env = {**os.environ, lifetime.PARENT_ENV: str(parent.pid)}
     # The monitor's parent is this test process, not `parent`: getppid() != parent from the start.
-    monitor = subprocess.Popen([sys.executable, "-m", "common.sys_monitor", "--output", str(out), "--interval", "0.1"],
-                               cwd=INFERENCE, env=env, start_new_session=True)
+    monitor = subprocess.Popen(
+        [sys.executable, "-m", "common.sys_monitor", "--output", str(out), "--interval", "0.1"], cwd=INFERENCE, env=env, start_new_session=True
+    )
     try:
         assert monitor.wait(timeout=20) == 0
     finally:
@@ -120,8 +127,9 @@ def test_lifetime_bound_ends_a_monitor(tmp_path):
     out = tmp_path / "s.jsonl"
     env = {**os.environ, lifetime.MAX_SECONDS_ENV: "1"}
     started = time.monotonic()
-    monitor = subprocess.Popen([sys.executable, "-m", "common.sys_monitor", "--output", str(out), "--interval", "0.1"],
-                               cwd=INFERENCE, env=env, start_new_session=True)
+    monitor = subprocess.Popen(
+        [sys.executable, "-m", "common.sys_monitor", "--output", str(out), "--interval", "0.1"], cwd=INFERENCE, env=env, start_new_session=True
+    )
     try:
         assert monitor.wait(timeout=30) == 0
     finally:
@@ -157,11 +165,17 @@ def imported_roots(path: Path) -> set[str]:
     return roots
 
 
-@pytest.mark.parametrize("side, forbidden", [
-    ("tools", {"utils"}), ("utils", {"tools", "inference_engine", "benchmarks"}),
-    ("common", {"tools", "utils", "inference_engine", "benchmarks", "docker_images"}),
-    ("inference_engine", {"utils"}), ("benchmarks", {"utils"}), ("docker_images", {"utils", "tools"}),
-])
+@pytest.mark.parametrize(
+    "side, forbidden",
+    [
+        ("tools", {"utils"}),
+        ("utils", {"tools", "inference_engine", "benchmarks"}),
+        ("common", {"tools", "utils", "inference_engine", "benchmarks", "docker_images"}),
+        ("inference_engine", {"utils"}),
+        ("benchmarks", {"utils"}),
+        ("docker_images", {"utils", "tools"}),
+    ],
+)
 def test_layering(side, forbidden):
     offenders = {
         str(path.relative_to(INFERENCE)): sorted(imported_roots(path) & forbidden)

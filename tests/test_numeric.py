@@ -1,4 +1,5 @@
 """Numeric check: figures computed by hand, near-zero references, top-1, mismatches, tolerances."""
+
 import json
 import math
 
@@ -39,8 +40,8 @@ def test_aggregation_over_batches_pools_scale_and_means():
     act = [[t([1.0, 1.5])], [t([2.0, 3.0])]]
     rep = compare_outputs(ref, act, "fp32", FP32)
     (d,) = rep.outputs
-    assert d.max_abs == 1.0                       # max of the batch maxima (0.5, 1.0)
-    assert d.mean_abs == 0.375                    # (0 + .5 + 1 + 0) / 4
+    assert d.max_abs == 1.0  # max of the batch maxima (0.5, 1.0)
+    assert d.mean_abs == 0.375  # (0 + .5 + 1 + 0) / 4
     assert d.scale == pytest.approx(math.sqrt(5.0), rel=1e-15)  # sqrt((1+1+9+9)/4)
     assert d.max_rel == pytest.approx(1 / math.sqrt(5.0), rel=1e-15)
     assert rep.batches == 2 and rep.samples == 4
@@ -79,7 +80,7 @@ def test_all_zero_reference():
 def test_top1_agreement_exact_fraction_pooled():
     ref1 = t([[1.0, 2.0, 0.0], [3.0, 0.0, 1.0], [0.0, 0.0, 5.0], [1.0, 9.0, 2.0]])
     act1 = ref1.clone()
-    act1[2] = t([6.0, 0.0, 5.0])                  # row 2 now predicts class 0: disagrees
+    act1[2] = t([6.0, 0.0, 5.0])  # row 2 now predicts class 0: disagrees
     ref2 = t([[0.0, 1.0, 0.0], [2.0, 1.0, 0.0]])
     rep = compare_outputs([[ref1], [ref2]], [[act1], [ref2.clone()]], "fp32", FP32)
     assert rep.outputs[0].top1_agreement == 5 / 6
@@ -106,9 +107,7 @@ def test_shape_mismatch_is_a_failed_report():
     rep = compare_outputs(ref, act, "fp32", FP32)
     assert not rep.passed
     assert rep.outputs == []
-    assert rep.reasons == [
-        "numeric check: output0 has shape [2, 1000] but the framework's has [2, 10] (in 2 of 2 batches)"
-    ]
+    assert rep.reasons == ["numeric check: output0 has shape [2, 1000] but the framework's has [2, 10] (in 2 of 2 batches)"]
 
 
 def test_output_count_mismatch_is_a_failed_report_and_compares_the_rest():
@@ -135,7 +134,7 @@ def test_nan_in_actual_fails_and_nan_in_both_is_ignored():
     rep = compare_outputs([[ref]], [[act]], "fp32", FP32)
     assert not rep.passed
     assert rep.reasons == ["numeric check: output0 has NaN or infinite values where the framework's are finite"]
-    assert rep.outputs[0].max_abs == 0.0          # the finite positions agree
+    assert rep.outputs[0].max_abs == 0.0  # the finite positions agree
     inf = ref.clone()
     inf[0] = float("inf")
     assert not compare_outputs([[ref]], [[inf]], "fp32", FP32).passed
@@ -148,7 +147,7 @@ def test_nan_in_actual_fails_and_nan_in_both_is_ignored():
 
 def test_compares_in_float64_and_fp16_outputs():
     ref = t([1.0, 2.0], torch.float16)
-    act = t([1.0, 2.001953125], torch.float16)    # one fp16 ulp at 2
+    act = t([1.0, 2.001953125], torch.float16)  # one fp16 ulp at 2
     rep = compare_outputs([[ref]], [[act]], "fp16", DEFAULT_TOLERANCES["fp16"])
     assert rep.outputs[0].max_abs == 0.001953125
     assert rep.outputs[0].scale == math.sqrt(2.5)
@@ -179,7 +178,7 @@ def test_tolerance_defaults_and_ordering():
         assert b["max_rel"] >= a["max_rel"] and b["mean_rel"] >= a["mean_rel"]
         assert b["top1_agreement"] <= a["top1_agreement"]
     assert DEFAULT_TOLERANCES["fp16"]["max_rel"] > DEFAULT_TOLERANCES["fp32"]["max_rel"]
-    tolerances_for("fp32")["max_rel"] = 1.0       # a copy: the defaults stay
+    tolerances_for("fp32")["max_rel"] = 1.0  # a copy: the defaults stay
     assert DEFAULT_TOLERANCES["fp32"]["max_rel"] == 1e-3
 
 

@@ -1,5 +1,6 @@
 """tools.numeric at its edges (mutation testing, docs/testing.md): every message in full,
 limits met exactly, float64 arithmetic, nothing finite to compare, several reasons of a kind."""
+
 from __future__ import annotations
 
 import math
@@ -18,17 +19,18 @@ def t(values, dtype=torch.float32):
 
 
 # ---- tolerances ------------------------------------------------------------------------
-@pytest.mark.parametrize("precision, overrides, message", [
-    ("fp64", None, "precision 'fp64': no numeric tolerance known (known: fp32, tf32, fp16, bf16, int8, fp8)"),
-    ("fp32", [1], "numeric_tolerance must be a mapping, got [1]"),
-    ("fp32", {"fp16": {"maxrel": 1}},
-     "numeric_tolerance.fp16.maxrel: unknown tolerance (known: max_rel, mean_rel, top1_agreement)"),
-    ("fp32", {"fp16": 0.5}, "numeric_tolerance.fp16 must be a mapping of max_rel, mean_rel, top1_agreement, got 0.5"),
-    ("fp32", {"fp99": {}}, "numeric_tolerance.fp99: unknown key (use max_rel, mean_rel, top1_agreement or a "
-                           "precision: fp32, tf32, fp16, bf16, int8, fp8)"),
-    ("fp32", {"top1_agreement": 1.01}, "numeric_tolerance.top1_agreement is a fraction and must be at most 1, got 1.01"),
-    ("fp32", {"max_rel": float("inf")}, "numeric_tolerance.max_rel must be a positive number, got inf"),
-])
+@pytest.mark.parametrize(
+    "precision, overrides, message",
+    [
+        ("fp64", None, "precision 'fp64': no numeric tolerance known (known: fp32, tf32, fp16, bf16, int8, fp8)"),
+        ("fp32", [1], "numeric_tolerance must be a mapping, got [1]"),
+        ("fp32", {"fp16": {"maxrel": 1}}, "numeric_tolerance.fp16.maxrel: unknown tolerance (known: max_rel, mean_rel, top1_agreement)"),
+        ("fp32", {"fp16": 0.5}, "numeric_tolerance.fp16 must be a mapping of max_rel, mean_rel, top1_agreement, got 0.5"),
+        ("fp32", {"fp99": {}}, "numeric_tolerance.fp99: unknown key (use max_rel, mean_rel, top1_agreement or a precision: fp32, tf32, fp16, bf16, int8, fp8)"),
+        ("fp32", {"top1_agreement": 1.01}, "numeric_tolerance.top1_agreement is a fraction and must be at most 1, got 1.01"),
+        ("fp32", {"max_rel": float("inf")}, "numeric_tolerance.max_rel must be a positive number, got inf"),
+    ],
+)
 def test_tolerance_messages(precision, overrides, message):
     with pytest.raises(ValueError) as info:
         tolerances_for(precision, overrides)
@@ -37,29 +39,31 @@ def test_tolerance_messages(precision, overrides, message):
 
 def test_top1_agreement_of_exactly_one_and_integer_limits():
     assert tolerances_for("int8", {"top1_agreement": 1, "max_rel": 2}) == {
-        "max_rel": 2.0, "mean_rel": 5e-2, "top1_agreement": 1.0,
+        "max_rel": 2.0,
+        "mean_rel": 5e-2,
+        "top1_agreement": 1.0,
     }
 
 
 # ---- the figures ------------------------------------------------------------------------
 def test_limits_met_exactly_pass():
-    ref = t([[1.0, 1.0], [1.0, 1.0]])                     # RMS 1
-    act = t([[1.5, 1.0], [1.0, 1.0]])                     # max_rel 0.5, mean_rel 0.125; rows agree
+    ref = t([[1.0, 1.0], [1.0, 1.0]])  # RMS 1
+    act = t([[1.5, 1.0], [1.0, 1.0]])  # max_rel 0.5, mean_rel 0.125; rows agree
     limits = {"max_rel": 0.5, "mean_rel": 0.125, "top1_agreement": 1.0}
     rep = compare_outputs([[ref]], [[act]], "fp16", limits)
     assert rep.passed, rep.reasons
     assert rep.precision == "fp16" and rep.tolerances == limits and rep.tolerances is not limits
-    wrong = t([[1.0, 1.5], [1.0, 1.0]])                    # row 0 now picks class 1: agreement 0.5
+    wrong = t([[1.0, 1.5], [1.0, 1.0]])  # row 0 now picks class 1: agreement 0.5
     rep = compare_outputs([[ref]], [[wrong]], "fp16", {"top1_agreement": 0.5})
     assert rep.passed and rep.outputs[0].top1_agreement == 0.5
 
 
 def test_differences_are_taken_in_float64():
     ref = t([1e8, 0.0])
-    act = t([1.0, 0.0])                                     # 1e8 - 1 is not a float32
+    act = t([1.0, 0.0])  # 1e8 - 1 is not a float32
     (d,) = compare_outputs([[ref]], [[act]], "fp32", FP32).outputs
     assert d.max_abs == 99_999_999.0 and d.mean_abs == 99_999_999.0 / 2
-    big = t([3e20, 4e20])                                   # squares overflow float32
+    big = t([3e20, 4e20])  # squares overflow float32
     (d,) = compare_outputs([[big]], [[big.clone()]], "fp32", FP32).outputs
     assert d.scale == pytest.approx(math.sqrt((9e40 + 16e40) / 2), rel=1e-6)
 
@@ -70,7 +74,7 @@ def test_argmax_in_float64_and_nan_is_never_the_top_class():
     act = torch.tensor([[16777217.0, 16777216.0]], dtype=torch.float64)
     assert compare_outputs([[ref]], [[act]], "fp32", {}).outputs[0].top1_agreement == 0.0
     ref = t([[1.0, 0.0], [0.0, 1.0]])
-    act = t([[float("nan"), 0.0], [0.0, 1.0]])             # row 0: NaN is no answer, class 1 wins
+    act = t([[float("nan"), 0.0], [0.0, 1.0]])  # row 0: NaN is no answer, class 1 wins
     assert compare_outputs([[ref]], [[act]], "fp32", {}).outputs[0].top1_agreement == 0.5
 
 
@@ -102,7 +106,7 @@ def test_two_class_output_is_a_classifier_and_a_later_non_classifier_batch_drops
 def test_bare_tensors_lists_and_scalars_are_one_output_each():
     rep = compare_outputs([t([[1.0, 2.0], [3.0, 4.0]])], [t([[1.0, 2.0], [3.0, 4.0]])], "fp32", FP32)
     assert [d.name for d in rep.outputs] == ["output0"] and rep.samples == 2 and rep.outputs[0].shape == [2, 2]
-    rep = compare_outputs([[[1.0, 2.0, 3.0]]], [[[1.0, 2.0, 3.5]]], "fp32", FP32)   # python lists, not tensors
+    rep = compare_outputs([[[1.0, 2.0, 3.0]]], [[[1.0, 2.0, 3.5]]], "fp32", FP32)  # python lists, not tensors
     assert rep.outputs[0].max_abs == 0.5 and rep.samples == 3
     rep = compare_outputs([[np.float64(2.0)]], [[np.float64(2.0)]], "fp32", FP32)
     assert rep.samples == 1 and rep.outputs[0].shape == [] and rep.passed
@@ -124,7 +128,7 @@ def test_every_distinct_structural_and_nonfinite_problem_is_reported():
         "numeric check: output0 has shape [5] but the framework's has [2]",
         "numeric check: output1 has shape [6] but the framework's has [3]",
     ]
-    assert [d.name for d in rep.outputs] == ["output2"]          # compared after the mismatches
+    assert [d.name for d in rep.outputs] == ["output2"]  # compared after the mismatches
     nan = t([float("nan")])
     rep = compare_outputs([[torch.ones(1), torch.ones(1)]], [[nan, nan]], "fp32", FP32)
     assert rep.reasons == [
@@ -143,8 +147,7 @@ def test_every_all_zero_reference_is_reported():
 
 
 def test_label_and_against_word_every_reason():
-    rep = compare_outputs([[t([[1.0, 0.0]])]], [[t([[0.0, 1.0]])]], "bf16", DEFAULT_TOLERANCES["bf16"],
-                          label="query 3", against="accuracy mode")
+    rep = compare_outputs([[t([[1.0, 0.0]])]], [[t([[0.0, 1.0]])]], "bf16", DEFAULT_TOLERANCES["bf16"], label="query 3", against="accuracy mode")
     assert rep.reasons == [
         "query 3: output0 differs from accuracy mode by 1.4e+00 of its RMS (limit 5.0e-02 at bf16)",
         "query 3: output0 differs from accuracy mode by 1.4e+00 of its RMS on average (limit 1.0e-02 at bf16)",

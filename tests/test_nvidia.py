@@ -1,5 +1,6 @@
 """The nvidia vendor: peak-FLOPS table, monitor, preflights, and the Inductor
 engine (on CPU here; the CUDA and TensorRT tests run only where those exist)."""
+
 from __future__ import annotations
 
 import json
@@ -42,9 +43,7 @@ def _nvml_works() -> bool:
 HAS_CUDA = torch.cuda.is_available()
 HAS_TENSORRT = _has_tensorrt()
 needs_gpu = pytest.mark.skipif(not HAS_CUDA, reason="needs an NVIDIA GPU: torch.cuda.is_available() is False")
-needs_tensorrt = pytest.mark.skipif(
-    not (HAS_TENSORRT and HAS_CUDA), reason="needs TensorRT and a GPU: 'import tensorrt' failed or no CUDA device"
-)
+needs_tensorrt = pytest.mark.skipif(not (HAS_TENSORRT and HAS_CUDA), reason="needs TensorRT and a GPU: 'import tensorrt' failed or no CUDA device")
 
 
 def _env() -> dict:
@@ -55,9 +54,23 @@ def _env() -> dict:
 
 def make_config(tmp_path: Path, **overrides) -> CaseConfig:
     typed = dict(
-        vendor="nvidia", case="digits", framework="pytorch", perf_dir=str(INFERENCE), data_dir=str(tmp_path),
-        log_dir=str(tmp_path / "log"), batch_size=4, input_size=64, fp16=False, compiler="inductor", num_workers=0,
-        log_freq=0, repeat=1, no_validation=False, exist_onnx_path=None, exist_compiler_path=None, device="cpu",
+        vendor="nvidia",
+        case="digits",
+        framework="pytorch",
+        perf_dir=str(INFERENCE),
+        data_dir=str(tmp_path),
+        log_dir=str(tmp_path / "log"),
+        batch_size=4,
+        input_size=64,
+        fp16=False,
+        compiler="inductor",
+        num_workers=0,
+        log_freq=0,
+        repeat=1,
+        no_validation=False,
+        exist_onnx_path=None,
+        exist_compiler_path=None,
+        device="cpu",
     )
     extra = overrides.pop("extra", {})
     typed.update(overrides)
@@ -122,11 +135,12 @@ def test_unknown_device_has_no_peak_and_warns(name, caplog_loguru):
 
 
 def _line(ts: float, *devices: tuple[int, str, int]) -> str:
-    return json.dumps(
-        {"timestamp": ts, "devices": [
-            {"index": i, "name": n, "memory_used_bytes": used, "memory_total_bytes": 80 * 2**30} for i, n, used in devices
-        ]}
-    ) + "\n"
+    return (
+        json.dumps(
+            {"timestamp": ts, "devices": [{"index": i, "name": n, "memory_used_bytes": used, "memory_total_bytes": 80 * 2**30} for i, n, used in devices]}
+        )
+        + "\n"
+    )
 
 
 def test_analysis_log_from_handwritten_jsonl(tmp_path):
@@ -176,7 +190,11 @@ def test_analysis_log_empty_or_missing(tmp_path):
 def _monitor(output: Path, *extra: str, env: dict | None = None) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "docker_images.nvidia.nvidia_monitor", "--output", str(output), "--interval", "0.05", *extra],
-        cwd=INFERENCE, env=env or _env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=INFERENCE,
+        env=env or _env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
 
@@ -348,7 +366,11 @@ def digits_data(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("digits_data")
     subprocess.run(
         [sys.executable, "-m", "benchmarks.digits.pytorch.prepare", str(out)],
-        cwd=INFERENCE, env=_env(), check=True, capture_output=True, timeout=120,
+        cwd=INFERENCE,
+        env=_env(),
+        check=True,
+        capture_output=True,
+        timeout=120,
     )
     return out
 
@@ -357,15 +379,34 @@ def digits_data(tmp_path_factory) -> Path:
 def test_inductor_cpu_through_the_pipeline(tmp_path, digits_data):
     tree = tmp_path / "inference"
     shutil.copytree(
-        INFERENCE, tree,
+        INFERENCE,
+        tree,
         ignore=lambda d, names: ({"__pycache__"} | ({"onnxs", "result"} if Path(d).resolve() == INFERENCE else set())) & set(names),
     )
     (tree / "configs" / "digits" / "vendor_config" / "nvidia_configurations.yaml").write_text("compiler: inductor\ndevice: cpu\n")
     log_dir = tmp_path / "log"
     run = subprocess.run(
-        [sys.executable, "run_inference.py", "--perf_dir", ".", "--data_dir", str(digits_data), "--log_dir", str(log_dir),
-         "--vendor", "nvidia", "--case", "digits", "--framework", "pytorch"],
-        cwd=tree, env=_env(), capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "run_inference.py",
+            "--perf_dir",
+            ".",
+            "--data_dir",
+            str(digits_data),
+            "--log_dir",
+            str(log_dir),
+            "--vendor",
+            "nvidia",
+            "--case",
+            "digits",
+            "--framework",
+            "pytorch",
+        ],
+        cwd=tree,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert run.returncode == 0, run.stderr[-3000:]
     result = json.loads((log_dir / "result.json").read_text())
@@ -410,7 +451,9 @@ def test_tensorrt_builds_caches_and_matches_eager(tmp_path, copies_in_core):
 
     model = digits_model()
     config = make_config(
-        tmp_path, compiler="tensorrt", device="cuda",
+        tmp_path,
+        compiler="tensorrt",
+        device="cuda",
         extra={"trt_max_batch_size": 8, "trt_workspace_gib": 1, "trt_core_includes_copies": copies_in_core},
     )
     onnx_path = export(model, config, tmp_path / "digits.onnx")

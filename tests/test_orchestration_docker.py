@@ -1,6 +1,7 @@
 """run.py in MODE docker against real OpenSSH servers on loopback addresses and the real
 Docker engine: the end-to-end run on two hosts, and each fault ending with a clear
 message, the other host's result intact and nothing left running."""
+
 from __future__ import annotations
 
 import json
@@ -49,7 +50,8 @@ def wheels_dir(tmp_path_factory) -> Path:
         return target
     proc = subprocess.run(
         [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-d", str(target), "torch==2.13.0+cpu"],
-        capture_output=True, text=True,
+        capture_output=True,
+        text=True,
     )
     require(proc.returncode == 0, f"no CPU torch wheel available for the image build: {proc.stderr[-500:]}")
     return target
@@ -57,7 +59,7 @@ def wheels_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def digits_data(digits_data_dir) -> Path:
-    os.chmod(digits_data_dir, 0o755)   # the containers run as the SSH user
+    os.chmod(digits_data_dir, 0o755)  # the containers run as the SSH user
     return digits_data_dir
 
 
@@ -105,8 +107,11 @@ def write_host_yaml(tmp_path: Path, hosts, data: Path, workdir: Path, wheels: Pa
 
 def start_run(config: Path, perf: Path = INFERENCE) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "run.py", "--config", str(config)], cwd=perf,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        [sys.executable, "run.py", "--config", str(config)],
+        cwd=perf,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
 
 
@@ -189,7 +194,11 @@ def test_two_hosts_end_to_end(tmp_path, hosts, digits_data, remote_workdir, whee
 def test_unreachable_host_does_not_stop_the_other(tmp_path, hosts, digits_data, remote_workdir, wheels_dir, docker_client):
     good = hosts[0]
     config = write_host_yaml(
-        tmp_path, hosts, digits_data, remote_workdir, wheels_dir,
+        tmp_path,
+        hosts,
+        digits_data,
+        remote_workdir,
+        wheels_dir,
         HOSTS=[f"{good.address}:{good.port}", "127.0.0.9:9"],
     )
     code, out = finish(start_run(config))
@@ -210,7 +219,11 @@ def test_wrong_key_and_unknown_host_key_are_refused(tmp_path, hosts, digits_data
     try:
         good = hosts[0]
         config = write_host_yaml(
-            tmp_path, hosts, digits_data, remote_workdir, wheels_dir,
+            tmp_path,
+            hosts,
+            digits_data,
+            remote_workdir,
+            wheels_dir,
             HOSTS=[f"{h.address}:{h.port}" for h in (good, wrong_key_host, unknown_host)],
         )
         code, out = finish(start_run(config))
@@ -227,8 +240,13 @@ def test_wrong_key_and_unknown_host_key_are_refused(tmp_path, hosts, digits_data
 def test_docker_engine_down_on_one_host(tmp_path, hosts, digits_data, remote_workdir, wheels_dir, docker_client):
     good = hosts[0]
     # This host's sshd points the docker CLI at a socket with no daemon behind it.
-    dead = start_sshd(tmp_path / "h6", address="127.0.0.6", client_key_path=good.client_key_path,
-                      known_hosts_path=good.known_hosts_path, extra_config=[f"SetEnv DOCKER_HOST=unix://{tmp_path}/no-docker.sock"])
+    dead = start_sshd(
+        tmp_path / "h6",
+        address="127.0.0.6",
+        client_key_path=good.client_key_path,
+        known_hosts_path=good.known_hosts_path,
+        extra_config=[f"SetEnv DOCKER_HOST=unix://{tmp_path}/no-docker.sock"],
+    )
     try:
         config = write_host_yaml(tmp_path, [good, dead], digits_data, remote_workdir, wheels_dir)
         code, out = finish(start_run(config))

@@ -8,6 +8,7 @@ anti-caching audit (whose clock is bound at import) is stood in as well and
 has its own tests in tests/test_audit*.py. Several clients run their workers
 one after another, so that the fake clock stays deterministic.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -44,13 +45,23 @@ def test_constants():
 
 # ---- PerformanceReport.best -------------------------------------------------------------
 def row(bs, scenario, clients, qps, p90=None, mean=None, valid=True):
-    return {"batch_size": bs, "scenario": scenario, "clients": clients, "qps": qps,
-            "latency_ms": {"p90": p90, "mean": mean}, "verdict": {"valid": valid, "reasons": [] if valid else ["x"]}}
+    return {
+        "batch_size": bs,
+        "scenario": scenario,
+        "clients": clients,
+        "qps": qps,
+        "latency_ms": {"p90": p90, "mean": mean},
+        "verdict": {"valid": valid, "reasons": [] if valid else ["x"]},
+    }
 
 
 def test_best_prefers_valid_rows():
-    rows = [row(1, "offline", 1, 500.0, p90=9.0, valid=False), row(2, "offline", 2, 300.0, mean=4.0),
-            row(4, "single_stream", 1, None, p90=3.0, mean=1.0), row(8, "offline", 1, 400.0, p90=None, mean=None)]
+    rows = [
+        row(1, "offline", 1, 500.0, p90=9.0, valid=False),
+        row(2, "offline", 2, 300.0, mean=4.0),
+        row(4, "single_stream", 1, None, p90=3.0, mean=1.0),
+        row(8, "offline", 1, 400.0, p90=None, mean=None),
+    ]
     report = PerformanceReport(rows=rows)
     assert report.best() == {
         "from_valid_rows": True,
@@ -83,9 +94,17 @@ class Loader:
 
 
 def samples_loader(count=5, size=3, inputs=1):
-    return Loader([([torch.arange(size * 2, dtype=torch.float32).reshape(size, 2) + 100 * b + 10 * i
-                     for i in range(inputs)] if inputs > 1 else torch.full((size, 2), float(b)), None)
-                   for b in range(count)])
+    return Loader(
+        [
+            (
+                [torch.arange(size * 2, dtype=torch.float32).reshape(size, 2) + 100 * b + 10 * i for i in range(inputs)]
+                if inputs > 1
+                else torch.full((size, 2), float(b)),
+                None,
+            )
+            for b in range(count)
+        ]
+    )
 
 
 def test_collect_samples_stops_at_wanted_or_bytes():
@@ -94,13 +113,13 @@ def test_collect_samples_stops_at_wanted_or_bytes():
     assert loader.yielded == 3 and got.shape == (7, 2)
     assert got[:, 0].tolist() == [0.0, 0, 0, 1, 1, 1, 2]
     loader = samples_loader()
-    (got,) = collect_samples(loader, 100, 48)                 # 24 bytes a batch: stops at 48
+    (got,) = collect_samples(loader, 100, 48)  # 24 bytes a batch: stops at 48
     assert loader.yielded == 2 and got.shape == (6, 2)
     loader = samples_loader()
-    (got,) = collect_samples(loader, 6, 1e9)                  # exactly two batches' worth
+    (got,) = collect_samples(loader, 6, 1e9)  # exactly two batches' worth
     assert loader.yielded == 2 and got.shape == (6, 2)
     loader = samples_loader(count=2)
-    (got,) = collect_samples(loader, 100, 1e9)                # the loader runs out
+    (got,) = collect_samples(loader, 100, 1e9)  # the loader runs out
     assert loader.yielded == 2 and got.shape == (6, 2)
 
 
@@ -120,7 +139,7 @@ def test_make_pool_cuts_full_batches():
     assert len(pool) == 2
     assert [b[1].tolist() for b in pool] == [[0, 1, 2, 3], [4, 5, 6, 7]]
     assert pool[1][0].tolist() == [[8.0, 9.0], [10.0, 11.0], [12.0, 13.0], [14.0, 15.0]]
-    assert len(make_pool([torch.arange(100)], 2, 1e9)) == 8                  # POOL_BATCHES by default
+    assert len(make_pool([torch.arange(100)], 2, 1e9)) == 8  # POOL_BATCHES by default
     assert len(make_pool([torch.arange(100)], 2, 1e9, batches=3)) == 3
 
 
@@ -134,12 +153,12 @@ def test_make_pool_tiles_a_small_data_set():
 
 
 def test_make_pool_respects_memory_and_is_contiguous():
-    samples = [torch.zeros(3, 40).t()]                             # 40 samples of 3 float32, non-contiguous
+    samples = [torch.zeros(3, 40).t()]  # 40 samples of 3 float32, non-contiguous
     assert not samples[0].is_contiguous()
-    per_batch = 2 * 3 * 4                                           # bytes of one batch of 2
+    per_batch = 2 * 3 * 4  # bytes of one batch of 2
     assert len(make_pool(samples, 2, 3 * per_batch)) == 3
     assert len(make_pool(samples, 2, 3 * per_batch - 1)) == 2
-    assert len(make_pool(samples, 2, 1)) == 1                       # at least one batch, whatever the memory
+    assert len(make_pool(samples, 2, 1)) == 1  # at least one batch, whatever the memory
     assert all(t.is_contiguous() for batch in make_pool(samples, 2, 1e9) for t in batch)
 
 
@@ -147,8 +166,20 @@ def test_make_pool_respects_memory_and_is_contiguous():
 def scenario_run(scenario, queries, latency_ns=MS, bs=2, duration_s=None, target=None):
     completions = [latency_ns * (k + 1) for k in range(queries)]
     duration = queries * latency_ns / 1e9 if duration_s is None else duration_s
-    return ScenarioRun(scenario, bs, 1, queries, queries * bs, duration, [latency_ns] * queries, completions, 0.0,
-                       "minimums met", target_qps=target, issued_qps=(target and target * 0.9))
+    return ScenarioRun(
+        scenario,
+        bs,
+        1,
+        queries,
+        queries * bs,
+        duration,
+        [latency_ns] * queries,
+        completions,
+        0.0,
+        "minimums met",
+        target_qps=target,
+        issued_qps=(target and target * 0.9),
+    )
 
 
 CONFIG = SimpleNamespace(min_query_count=24, min_duration_s=0.0, contention_limit=0.1, latency_bound_ms=5.0)
@@ -168,18 +199,17 @@ def test_judge_row_offline_valid_and_its_failures():
         "too few queries: 24 measured, min_query_count is 30",
         "too short: 0.024 s measured, min_duration_s is 1",
         "throughput not stable: 3 windows ranged 1000-2000 qps, up to 50% from the median (limit 10%)",
-        "contention: other processes used 50% of the 3 CPU(s) available to the benchmark during the measured phase "
-        "(limit 10%)",
+        "contention: other processes used 50% of the 3 CPU(s) available to the benchmark during the measured phase (limit 10%)",
         "contention: 2 other process(es) held a compute context on the benchmark's GPU during the measured phase",
     ]
 
 
 def test_judge_row_headline_percentiles():
-    assert judge(scenario_run("single_stream", 63)) == [
-        "single_stream reports p90 latency: p90 needs at least 64 queries, got 63"]
+    assert judge(scenario_run("single_stream", 63)) == ["single_stream reports p90 latency: p90 needs at least 64 queries, got 63"]
     assert judge(scenario_run("single_stream", 64)) == []
-    assert judge_row(scenario_run("single_stream", 0), None, SimpleNamespace(
-        min_query_count=0, min_duration_s=0.0, contention_limit=1.0), QUIET, None).reasons == [
+    assert judge_row(
+        scenario_run("single_stream", 0), None, SimpleNamespace(min_query_count=0, min_duration_s=0.0, contention_limit=1.0), QUIET, None
+    ).reasons == [
         "throughput stability cannot be judged: needs at least 24 queries (3 windows of 8)",
         "single_stream reports p90 latency: p90 needs at least 64 queries, got 0",
     ]
@@ -187,13 +217,11 @@ def test_judge_row_headline_percentiles():
 
 def test_judge_row_server_bound_and_no_stability_test():
     uneven = scenario_run("server", 662, latency_ns=5 * MS)
-    uneven.completions_ns = [k * k for k in range(662)]            # windows wildly uneven: not judged for a server
-    assert judge(uneven, bound=5.0) == []                         # p99 5 ms == the bound: met
-    assert judge(scenario_run("server", 662, latency_ns=5_010_000), bound=5.0) == [
-        "p99 latency 5.01 ms exceeds latency_bound_ms 5"]
+    uneven.completions_ns = [k * k for k in range(662)]  # windows wildly uneven: not judged for a server
+    assert judge(uneven, bound=5.0) == []  # p99 5 ms == the bound: met
+    assert judge(scenario_run("server", 662, latency_ns=5_010_000), bound=5.0) == ["p99 latency 5.01 ms exceeds latency_bound_ms 5"]
     assert judge(scenario_run("server", 662, latency_ns=9 * MS), bound=None) == []
-    assert judge(scenario_run("server", 661), bound=5.0) == [
-        "server reports p99 latency: p99 needs at least 662 queries, got 661"]
+    assert judge(scenario_run("server", 661), bound=5.0) == ["server reports p99 latency: p99 needs at least 662 queries, got 661"]
 
 
 def test_row_record_offline_in_full():
@@ -202,12 +230,24 @@ def test_row_record_offline_in_full():
     record = row_record(run, CONFIG, QUIET, test01)
     stats = LatencyStats.from_ns([2 * MS] * 24)
     assert record == {
-        "batch_size": 4, "scenario": "offline", "clients": 1, "qps": 96 / 0.048, "queries": 24, "samples": 96,
+        "batch_size": 4,
+        "scenario": "offline",
+        "clients": 1,
+        "qps": 96 / 0.048,
+        "queries": 24,
+        "samples": 96,
         "duration_s": 0.048,
         "latency_ms": {"p50": 2.0, "p90": None, "p99": None, "p99_9": None, "mean": 2.0},
-        "latency_notes": stats.notes, "stop_reason": "minimums met", "window_qps": [2000.0] * 3,
-        "contention": QUIET.to_dict(), "target_qps": None, "issued_qps": None, "latency_bound_ms": None,
-        "latency_bound_met": None, "server_search": None, "accuracy_in_performance_mode": test01,
+        "latency_notes": stats.notes,
+        "stop_reason": "minimums met",
+        "window_qps": [2000.0] * 3,
+        "contention": QUIET.to_dict(),
+        "target_qps": None,
+        "issued_qps": None,
+        "latency_bound_ms": None,
+        "latency_bound_met": None,
+        "server_search": None,
+        "accuracy_in_performance_mode": test01,
         "verdict": {"valid": True, "reasons": []},
     }
 
@@ -221,8 +261,7 @@ def test_row_record_server_bound_and_test01():
     assert record["latency_ms"]["p99"] == 5.0 and record["target_qps"] == 100.0 and record["issued_qps"] == 90.0
     assert record["verdict"] == {"valid": False, "reasons": ["TEST01 failed"]}
     slow = row_record(scenario_run("server", 662, latency_ns=6 * MS), CONFIG, QUIET, {"passed": None, "detail": "n"})
-    assert slow["latency_bound_met"] is False and slow["verdict"]["reasons"] == [
-        "p99 latency 6 ms exceeds latency_bound_ms 5"]
+    assert slow["latency_bound_met"] is False and slow["verdict"]["reasons"] == ["p99 latency 6 ms exceeds latency_bound_ms 5"]
     few = row_record(scenario_run("server", 10), CONFIG, QUIET, None)
     assert few["latency_bound_met"] is None and few["latency_bound_ms"] == 5.0
     empty = row_record(scenario_run("offline", 0), SimpleNamespace(**{**vars(CONFIG), "min_query_count": 0}), QUIET, None)
@@ -289,10 +328,26 @@ class Rig:
 
 
 def stage_config(**changes):
-    values = dict(pool_max_mb=1.0, batch_sizes=[2, 4], batch_size=2, numeric_batches=2, numeric_tolerance=None,
-                  warmup=1, audits=True, scenario=["offline"], clients=[1], server_search=False, target_qps=None,
-                  min_query_count=24, min_duration_s=0.0, max_duration_s=100.0, seed=0, device="cpu",
-                  contention_limit=0.1, latency_bound_ms=50.0)
+    values = dict(
+        pool_max_mb=1.0,
+        batch_sizes=[2, 4],
+        batch_size=2,
+        numeric_batches=2,
+        numeric_tolerance=None,
+        warmup=1,
+        audits=True,
+        scenario=["offline"],
+        clients=[1],
+        server_search=False,
+        target_qps=None,
+        min_query_count=24,
+        min_duration_s=0.0,
+        max_duration_s=100.0,
+        seed=0,
+        device="cpu",
+        contention_limit=0.1,
+        latency_bound_ms=50.0,
+    )
     values.update(changes)
     return SimpleNamespace(**values)
 
@@ -307,10 +362,10 @@ def test_stage_pool_and_memory(monkeypatch):
     rig = Rig(monkeypatch)
     stage, loader = make_stage(rig, count=20, batch_sizes=[2, 4], batch_size=3)
     assert stage.usable and stage.max_bytes == 2**20
-    assert loader.yielded == 11 and stage.samples[0].shape == (32, 2)        # 4 x 8 samples wanted
+    assert loader.yielded == 11 and stage.samples[0].shape == (32, 2)  # 4 x 8 samples wanted
     assert [b[0].tolist() for b in stage.pool(16)] == [stage.samples[0][:16].tolist(), stage.samples[0][16:].tolist()]
     stage, loader = make_stage(rig, count=20, batch_sizes=[1], batch_size=5, pool_max_mb=24 / 2**20)
-    assert loader.yielded == 1 and stage.samples[0].shape == (3, 2)         # 24 bytes: one batch of the loader
+    assert loader.yielded == 1 and stage.samples[0].shape == (3, 2)  # 24 bytes: one batch of the loader
     unusable = PerformanceStage(stage_config(), Loader([("text", None)]), rig.sync, "fp32")
     assert not unusable.usable and unusable.samples is None
     assert unusable.report == PerformanceReport()
@@ -327,8 +382,7 @@ def test_numeric_check_skips_and_failures(monkeypatch, caplog_loguru):
         raise TypeError("takes 2 arguments")
 
     stage.numeric_check(rig.engine, broken, pool)
-    assert stage.report.notes[-1] == (
-        "numeric check skipped: the framework model could not be called on the pool: takes 2 arguments")
+    assert stage.report.notes[-1] == ("numeric check skipped: the framework model could not be called on the pool: takes 2 arguments")
     assert stage.report.numeric is None and stage.report.engine_reasons == [] and rig.calls == []
 
     framework_calls = []
@@ -343,7 +397,7 @@ def test_numeric_check_skips_and_failures(monkeypatch, caplog_loguru):
     assert numeric["passed"] is False and numeric["batches"] == 2 and numeric["tolerances"]["max_rel"] == 1e-3
     assert stage.report.engine_reasons == numeric["reasons"] and len(numeric["reasons"]) == 2
     max_rel = numeric["outputs"][1]["max_rel"]
-    message = " ".join(caplog_loguru[-1]["message"].split())      # (the line has two spaces after its commas)
+    message = " ".join(caplog_loguru[-1]["message"].split())  # (the line has two spaces after its commas)
     assert message == f"numeric check: FAILED output0 max_rel 0.00e+00, output1 max_rel {max_rel:.2e}"
 
 
@@ -360,8 +414,9 @@ def test_numeric_check_passes_with_the_configured_tolerance(monkeypatch, caplog_
 def test_anti_caching_is_engine_wide_only_when_failed(monkeypatch, caplog_loguru):
     rig = Rig(monkeypatch)
     stage, _ = make_stage(rig)
-    results = iter([AuditResult("anti_caching", True, "ok", {"a": 1}), AuditResult("anti_caching", None, "not run", {}),
-                    AuditResult("anti_caching", False, "caches", {})])
+    results = iter(
+        [AuditResult("anti_caching", True, "ok", {"a": 1}), AuditResult("anti_caching", None, "not run", {}), AuditResult("anti_caching", False, "caches", {})]
+    )
     seen = []
 
     def fake_audit(engine, pool, *, sync, budget_s):
@@ -391,16 +446,21 @@ def test_rows_for_offline_and_single_stream(monkeypatch, caplog_loguru):
     assert rig.syncs >= 2
     rows = stage.report.rows
     assert [(r["scenario"], r["clients"]) for r in rows] == [("offline", 1), ("offline", 2), ("single_stream", 1)]
-    assert [r["queries"] for r in rows] == [24, 24, 64]                     # single_stream: at least p90's floor
+    assert [r["queries"] for r in rows] == [24, 24, 64]  # single_stream: at least p90's floor
     assert rows[0]["qps"] == 48 / 0.024 and rows[0]["batch_size"] == 2
     assert [run["min_query_count"] for run in rig.runs] == [24, 24, 64]
-    assert all(run["sample_pool_indices"] == frozenset({0, 1}) and run["seed"] == 0 and run["sync"] == rig.sync
-               and run["max_duration_s"] == 100.0 and run["min_duration_s"] == 0.0 and run["target_qps"] is None
-               for run in rig.runs)
+    assert all(
+        run["sample_pool_indices"] == frozenset({0, 1})
+        and run["seed"] == 0
+        and run["sync"] == rig.sync
+        and run["max_duration_s"] == 100.0
+        and run["min_duration_s"] == 0.0
+        and run["target_qps"] is None
+        for run in rig.runs
+    )
     assert rig.devices == ["cpu"] * 3
-    assert [r["contention"]["cpus"] for r in rows] == [1, 2, 3]            # each row has its own reading
-    assert [(r["started_at_unix"], r["finished_at_unix"]) for r in rows] == [(1000.0, 1001.0), (1002.0, 1003.0),
-                                                                             (1004.0, 1005.0)]
+    assert [r["contention"]["cpus"] for r in rows] == [1, 2, 3]  # each row has its own reading
+    assert [(r["started_at_unix"], r["finished_at_unix"]) for r in rows] == [(1000.0, 1001.0), (1002.0, 1003.0), (1004.0, 1005.0)]
     assert [len(x) for x in stage.report.raw_latencies_ns] == [24, 24, 64]
     assert stage.report.raw_latencies_ns[0] == [MS] * 24
     for r in rows:
@@ -421,12 +481,11 @@ def test_rows_for_without_audits_builds_its_own_pool(monkeypatch, caplog_loguru)
     (r,) = stage.report.rows
     assert r["batch_size"] == 4 and r["accuracy_in_performance_mode"] is None
     assert rig.runs[0]["sample_pool_indices"] == frozenset() and rig.devices == ["cuda:1"]
-    assert r["verdict"]["reasons"] == [
-        "contention: other processes used 50% of the 1 CPU(s) available to the benchmark during the measured "
-        "phase (limit 10%)"]
+    assert r["verdict"]["reasons"] == ["contention: other processes used 50% of the 1 CPU(s) available to the benchmark during the measured phase (limit 10%)"]
     assert caplog_loguru[-1]["message"] == (
         "performance bs=4 offline clients=1: 4000.00 qps, INVALID: contention: other processes used 50% of the 1 "
-        "CPU(s) available to the benchmark during the measured phase (limit 10%)")
+        "CPU(s) available to the benchmark during the measured phase (limit 10%)"
+    )
 
 
 def test_rows_for_a_valid_row_and_a_zero_time_row(monkeypatch, caplog_loguru):
@@ -454,9 +513,19 @@ def test_server_rows_use_the_target_and_the_seed(monkeypatch):
         clock.t += MS
         return [inputs[0]], 0.0
 
-    direct = run_scenario(engine, stage.pool(2), scenario="server", batch_size=2, min_query_count=662,
-                          min_duration_s=0.0, max_duration_s=100.0, target_qps=600.0, seed=5, clock=clock,
-                          sleep=clock.sleep)
+    direct = run_scenario(
+        engine,
+        stage.pool(2),
+        scenario="server",
+        batch_size=2,
+        min_query_count=662,
+        min_duration_s=0.0,
+        max_duration_s=100.0,
+        target_qps=600.0,
+        seed=5,
+        clock=clock,
+        sleep=clock.sleep,
+    )
     assert stage.report.raw_latencies_ns[0] == direct.latencies_ns
 
 
@@ -468,7 +537,7 @@ def test_test01_fails_when_outputs_under_load_differ(monkeypatch):
     def drifting(inputs):
         k = next(calls)
         rig.clock.t += MS
-        return [inputs[0] * 2.0 + (0.0 if k < 3 else 1000.0)], 0.0   # warm-up and references exact, then off
+        return [inputs[0] * 2.0 + (0.0 if k < 3 else 1000.0)], 0.0  # warm-up and references exact, then off
 
     stage.rows_for(drifting, 2)
     (r,) = stage.report.rows
@@ -479,20 +548,19 @@ def test_test01_fails_when_outputs_under_load_differ(monkeypatch):
 
 def test_search_row_finds_the_highest_target_meeting_the_bound(monkeypatch):
     rig = Rig(monkeypatch, cost_ns=MS)
-    stage, _ = make_stage(rig, scenario=["server"], server_search=True, clients=[1], latency_bound_ms=3.0,
-                          min_query_count=10)
+    stage, _ = make_stage(rig, scenario=["server"], server_search=True, clients=[1], latency_bound_ms=3.0, min_query_count=10)
     stage.rows_for(rig.engine, 2)
     (r,) = stage.report.rows
     search = r["server_search"]
     assert rig.runs[0]["scenario"] == "offline" and rig.runs[0]["sample_pool_indices"] == frozenset()
-    assert search["upper_qps"] == 20 / 0.01                      # the offline run: 2 samples per 1 ms
+    assert search["upper_qps"] == 20 / 0.01  # the offline run: 2 samples per 1 ms
     trials = search["trials"]
     assert trials[0]["target_qps"] == 2000.0 and len(trials) in (1, 7)
     met = [t["target_qps"] for t in trials if t["met"]]
     assert met and r["target_qps"] == max(met)
     assert all((t["p99_ms"] is not None and t["p99_ms"] <= 3.0) == t["met"] for t in trials)
     index = [t["target_qps"] for t in trials].index(r["target_qps"])
-    assert r["contention"]["cpus"] == index + 2                    # the reading of that run (the offline run was 1)
+    assert r["contention"]["cpus"] == index + 2  # the reading of that run (the offline run was 1)
     assert r["started_at_unix"] == 1000.0 + 2 * (index + 1)
     assert len(stage.report.raw_latencies_ns) == 1 and r["queries"] == 662
     assert r["verdict"]["valid"] is True
@@ -506,7 +574,7 @@ def test_search_row_when_no_target_meets_the_bound(monkeypatch):
     (r,) = stage.report.rows
     trials = r["server_search"]["trials"]
     assert len(trials) == 7 and not any(t["met"] for t in trials) and trials[-1]["target_qps"] == 2000.0 / 64
-    assert r["target_qps"] == 2000.0 / 64 and r["contention"]["cpus"] == 8      # the last run's reading
+    assert r["target_qps"] == 2000.0 / 64 and r["contention"]["cpus"] == 8  # the last run's reading
     assert r["verdict"]["reasons"] == [
         f"p99 latency {trials[-1]['p99_ms']:.3g} ms exceeds latency_bound_ms 0.5",
         "server_search: no target_qps down to 31.2 met latency_bound_ms 0.5",
@@ -516,8 +584,7 @@ def test_search_row_when_no_target_meets_the_bound(monkeypatch):
 
 def test_search_row_of_an_engine_that_takes_no_time(monkeypatch):
     rig = Rig(monkeypatch, cost_ns=0)
-    stage, _ = make_stage(rig, scenario=["server"], server_search=True, latency_bound_ms=1.0, audits=False,
-                          max_duration_s=10_000.0)
+    stage, _ = make_stage(rig, scenario=["server"], server_search=True, latency_bound_ms=1.0, audits=False, max_duration_s=10_000.0)
     stage.rows_for(rig.engine, 2)
     (r,) = stage.report.rows
     assert r["server_search"] == {"upper_qps": None, "trials": [{"target_qps": 1.0, "p99_ms": 0.0, "met": True}]}
@@ -564,7 +631,7 @@ def test_references_are_copies_of_a_reused_output_buffer(monkeypatch):
     stage, _ = make_stage(rig, warmup=1)
     buffer = torch.zeros(2, 2)
 
-    def reusing(inputs):                       # writes every answer into the same tensor, as IO-bound engines do
+    def reusing(inputs):  # writes every answer into the same tensor, as IO-bound engines do
         rig.clock.t += MS
         buffer.copy_(inputs[0] * 2.0)
         return [buffer], 0.0
@@ -596,7 +663,7 @@ def test_test01_uses_the_configured_tolerance_and_precision(monkeypatch):
     def drifting(inputs):
         k = next(calls)
         rig.clock.t += MS
-        return [inputs[0] * (1.0 if k < 3 else 1.01)], 0.0            # 1 % off under load: over fp32's default
+        return [inputs[0] * (1.0 if k < 3 else 1.01)], 0.0  # 1 % off under load: over fp32's default
 
     stage.rows_for(drifting, 2)
     test01 = stage.report.rows[0]["accuracy_in_performance_mode"]

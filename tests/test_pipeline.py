@@ -1,5 +1,6 @@
 """run_inference.py end to end on the digits case: the seven steps, the four switches,
 caching, and one-line errors for bad input. Each run is a real subprocess."""
+
 from __future__ import annotations
 
 import json
@@ -26,9 +27,26 @@ def copy_tree(target: Path, with_cache: Path | None = None) -> Path:
 
 def run_pipeline(perf: Path, data: Path, log: Path, case: str = "digits", vendor: str = "cpu", framework: str = "pytorch"):
     proc = subprocess.run(
-        [sys.executable, "run_inference.py", "--perf_dir", str(perf), "--data_dir", str(data), "--log_dir", str(log),
-         "--vendor", vendor, "--case", case, "--framework", framework],
-        cwd=perf, capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            "run_inference.py",
+            "--perf_dir",
+            str(perf),
+            "--data_dir",
+            str(data),
+            "--log_dir",
+            str(log),
+            "--vendor",
+            vendor,
+            "--case",
+            case,
+            "--framework",
+            framework,
+        ],
+        cwd=perf,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     return proc
 
@@ -68,8 +86,20 @@ def tree(tmp_path, warm_tree) -> Path:
 
 def test_full_run_writes_flagperf_result_with_real_accuracy(warm_tree):
     result = warm_tree["result"]
-    for key in ("vendor", "compiler", "precision", "batchsize", "flops", "e2e_time(second)", "p_validation_whole(qps)",
-                "p_validation_core(qps)", "p_inference_whole(qps)", "*p_inference_core(qps)", "val_average_acc", "infer_average_acc"):
+    for key in (
+        "vendor",
+        "compiler",
+        "precision",
+        "batchsize",
+        "flops",
+        "e2e_time(second)",
+        "p_validation_whole(qps)",
+        "p_validation_core(qps)",
+        "p_inference_whole(qps)",
+        "*p_inference_core(qps)",
+        "val_average_acc",
+        "infer_average_acc",
+    ):
         assert key in result, key
     assert result["vendor"] == "cpu" and result["compiler"] == "onnxruntime" and result["precision"] == "fp32"
     assert result["val_average_acc"] >= 0.95
@@ -164,7 +194,11 @@ def test_exist_compiler_path_loads_the_given_engine(tree, digits_data, tmp_path,
     "changes, code, message",
     [
         ({"exist_onnx_path": "missing/model.onnx"}, 3, "key 'exist_onnx_path': ONNX file not found: "),
-        ({"no_validation": True, "exist_onnx_path": "foo", "exist_compiler_path": "/nope/e.ort.onnx"}, 3, "key 'exist_compiler_path': engine file not found: /nope/e.ort.onnx"),
+        (
+            {"no_validation": True, "exist_onnx_path": "foo", "exist_compiler_path": "/nope/e.ort.onnx"},
+            3,
+            "key 'exist_compiler_path': engine file not found: /nope/e.ort.onnx",
+        ),
         ({"batch_size": 5000}, 3, "key 'batch_size' is 5000, larger than the data set (360 samples"),
         ({"compiler": "tvm"}, 2, "unknown compiler 'tvm' for vendor 'cpu'"),
     ],

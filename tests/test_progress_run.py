@@ -1,5 +1,6 @@
 """Progress on real runs of the digits case: the parser on run_inference.py's own output, and the
 console of a non-TTY run.py (CI, pipes): no pipeline line, no warning about the shipped files."""
+
 from __future__ import annotations
 
 import re
@@ -25,9 +26,26 @@ def perf(tmp_path_factory) -> Path:
 def pipeline_stdout(perf, digits_data_dir, tmp_path_factory) -> str:
     log = tmp_path_factory.mktemp("progress_log")
     proc = subprocess.run(
-        [sys.executable, "run_inference.py", "--perf_dir", str(perf), "--data_dir", str(digits_data_dir),
-         "--log_dir", str(log), "--vendor", "cpu", "--case", "digits", "--framework", "pytorch"],
-        cwd=perf, capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            "run_inference.py",
+            "--perf_dir",
+            str(perf),
+            "--data_dir",
+            str(digits_data_dir),
+            "--log_dir",
+            str(log),
+            "--vendor",
+            "cpu",
+            "--case",
+            "digits",
+            "--framework",
+            "pytorch",
+        ],
+        cwd=perf,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return proc.stdout
@@ -64,10 +82,18 @@ def test_parser_finds_the_seven_steps_and_sane_progress_in_real_output(pipeline_
 
 def host_yaml(tmp_path: Path, perf: Path, data: Path) -> Path:
     path = tmp_path / "host.yaml"
-    path.write_text(yaml.safe_dump({
-        "MODE": "local", "VENDOR": "cpu", "FLAGPERF_PATH": str(perf), "FLAGPERF_LOG_PATH": str(tmp_path / "result"),
-        "HOSTS": ["127.0.0.1"], "CASES": {"digits:pytorch": str(data)},
-    }))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "MODE": "local",
+                "VENDOR": "cpu",
+                "FLAGPERF_PATH": str(perf),
+                "FLAGPERF_LOG_PATH": str(tmp_path / "result"),
+                "HOSTS": ["127.0.0.1"],
+                "CASES": {"digits:pytorch": str(data)},
+            }
+        )
+    )
     return path
 
 

@@ -1,5 +1,6 @@
 """tools/progress.py and utils/progress.py without a pipeline: the stop-rule estimate, the PROGRESS line the measured
 loops write (on fake clocks, so every line is known), the parser and the live display's state."""
+
 from __future__ import annotations
 
 import io
@@ -26,8 +27,8 @@ def progress_lines(text: str) -> list[dict]:
 
 def test_estimate_counts_whole_passes_until_repeat_queries_and_duration():
     rule = dict(min_queries=24, min_duration_s=0.0, max_duration_s=600.0, repeat=1, per_pass=8)
-    assert estimate(4, 4.0, **rule) == (24, 20.0)                      # 3 passes of 8 for 24 queries
-    assert estimate(4, 4.0, **{**rule, "repeat": 5}) == (40, 36.0)     # repeat passes first
+    assert estimate(4, 4.0, **rule) == (24, 20.0)  # 3 passes of 8 for 24 queries
+    assert estimate(4, 4.0, **{**rule, "repeat": 5}) == (40, 36.0)  # repeat passes first
     # 100 queries/s: 2 s are 200 queries = 20 passes of 10
     assert estimate(50, 0.5, min_queries=1, min_duration_s=2.0, max_duration_s=600.0, repeat=1, per_pass=10) == (200, 1.5)
 
@@ -55,7 +56,7 @@ def test_phase_progress_lines_are_compact_json_on_stdout(capsys, caplog_loguru):
         'PROGRESS {"phase": "inference", "done": 100, "target": 200, "elapsed_s": 1.0, "eta_s": 1.0}',
         'PROGRESS {"phase": "inference", "done": 300, "target": 300, "elapsed_s": 3.0, "eta_s": 0.0}',
     ]
-    assert caplog_loguru == []      # never through the logger: container.out.log keeps the pipeline's lines
+    assert caplog_loguru == []  # never through the logger: container.out.log keeps the pipeline's lines
 
 
 # ---- the measured loops report at most every INTERVAL_S, from the clock they read anyway -------------
@@ -75,7 +76,7 @@ class FakeClock:
 def test_timed_forward_reports_every_half_second_with_the_pass_rule(monkeypatch, capsys):
     clock = FakeClock()
     monkeypatch.setattr(forward.time, "perf_counter_ns", clock)
-    monkeypatch.setattr(forward, "sync_for_config", lambda config: (lambda: None))
+    monkeypatch.setattr(forward, "sync_for_config", lambda config: lambda: None)
 
     class Quiet:
         def __init__(self, device):
@@ -90,7 +91,7 @@ def test_timed_forward_reports_every_half_second_with_the_pass_rule(monkeypatch,
     monkeypatch.setattr(forward, "CpuContention", Quiet)
 
     def step(inputs):
-        clock.t += S // 10          # 0.1 s a query
+        clock.t += S // 10  # 0.1 s a query
         return [inputs[0]], 0.0
 
     loader = [([i], [0]) for i in range(8)]
@@ -100,24 +101,45 @@ def test_timed_forward_reports_every_half_second_with_the_pass_rule(monkeypatch,
     lines = progress_lines(capsys.readouterr().out)
     # 2.4 s of queries: a line at 0.5, 1.0, ... 2.0 s (5 of them), then the last one
     assert [(l["done"], l["target"], l["elapsed_s"], l["eta_s"]) for l in lines] == [
-        (5, 24, 0.5, 1.9), (10, 24, 1.0, 1.4), (15, 24, 1.5, 0.9), (20, 24, 2.0, 0.4), (24, 24, 2.4, 0.0),
+        (5, 24, 0.5, 1.9),
+        (10, 24, 1.0, 1.4),
+        (15, 24, 1.5, 0.9),
+        (20, 24, 2.0, 0.4),
+        (24, 24, 2.4, 0.0),
     ]
     assert {l["phase"] for l in lines} == {"validation"}
 
 
-@pytest.mark.parametrize("scenario, clients, extra", [
-    ("offline", 1, {}), ("single_stream", 1, {}), ("offline", 2, {}),
-    ("server", 1, {"target_qps": 20.0}), ("server", 2, {"target_qps": 20.0}),
-])
+@pytest.mark.parametrize(
+    "scenario, clients, extra",
+    [
+        ("offline", 1, {}),
+        ("single_stream", 1, {}),
+        ("offline", 2, {}),
+        ("server", 1, {"target_qps": 20.0}),
+        ("server", 2, {"target_qps": 20.0}),
+    ],
+)
 def test_scenario_runs_report_and_end_with_a_last_line(capsys, scenario, clients, extra):
     clock = FakeClock()
 
     def step(inputs):
-        clock.t += S // 20          # 0.05 s a query
+        clock.t += S // 20  # 0.05 s a query
         return [inputs[0]], 0.0
 
-    run = run_scenario(step, [[1], [2]], scenario=scenario, batch_size=1, clients=clients, min_query_count=10,
-                       min_duration_s=1.0, max_duration_s=60.0, clock=clock, sleep=clock.sleep, **extra)
+    run = run_scenario(
+        step,
+        [[1], [2]],
+        scenario=scenario,
+        batch_size=1,
+        clients=clients,
+        min_query_count=10,
+        min_duration_s=1.0,
+        max_duration_s=60.0,
+        clock=clock,
+        sleep=clock.sleep,
+        **extra,
+    )
     lines = progress_lines(capsys.readouterr().out)
     assert lines and lines[-1]["done"] == lines[-1]["target"] == run.queries and lines[-1]["eta_s"] == 0.0
     assert len(lines) <= run.duration_s / 0.5 + 1
@@ -152,10 +174,9 @@ def test_run_progress_tracks_step_and_phase_per_case_and_host():
     state = RunProgress()
     for line in ECHOED:
         case, _ = state.feed(line)
-    assert (case.step_text, case.phase, case.done, case.target, case.eta_s, case.warnings) == (
-        "3/7 framework_validation", "validation", 547, 2208, 1.5, 1)
+    assert (case.step_text, case.phase, case.done, case.target, case.eta_s, case.warnings) == ("3/7 framework_validation", "validation", 547, 2208, 1.5, 1)
     case, _ = state.feed("[127.0.0.1 digits:pytorch] t | INFO    | [6/7 engine_inference] start")
-    assert case.phase is None and case.done == 0          # a new step forgets the last phase
+    assert case.phase is None and case.done == 0  # a new step forgets the last phase
     case, _ = state.feed("[127.0.0.1 digits:pytorch] t | INFO    | [7/7 summary] done in 0.03 s")
     assert case.finished
     other, _ = state.feed("[10.0.0.2 digits:pytorch] t | INFO    | [1/7 init] start")
@@ -179,7 +200,7 @@ def test_progress_console_draws_cases_and_builds_and_drops_finished_ones():
     assert [t.description for t in display.progress.tasks] == [display._overall_text()]
     assert display.finished == 1 and "1/2" in display._overall_text()
     display.echo('[127.0.0.1 digits:pytorch] PROGRESS {"phase": "x", "done": 1, "target": 2, "elapsed_s": 1, "eta_s": 1}')
-    assert len(display.progress.tasks) == 1                # a finished case is not drawn again
+    assert len(display.progress.tasks) == 1  # a finished case is not drawn again
 
 
 def test_progress_console_start_and_stop_leave_no_log_sink():

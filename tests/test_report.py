@@ -4,6 +4,7 @@ The runs are synthetic: ``make_run`` writes what run.py and run_inference.py
 write (summary.json; per case and host result.json, latencies.npz and the
 monitors' JSON lines) from seeded random latencies, so every figure is known.
 """
+
 from __future__ import annotations
 
 import base64
@@ -34,8 +35,16 @@ def latencies_ns(seed: int, n: int, median_ms: float) -> list[int]:
     return [int(v) for v in rng.lognormal(np.log(median_ms * 1e6), 0.25, n)]
 
 
-def make_run(root: Path, name: str, hosts=("10.0.0.1",), scale: float = 1.0, case: str = "digits", seed: int = 0,
-             rows=((1, "offline", 1), (4, "offline", 1), (16, "offline", 1)), status: str = "success") -> Path:
+def make_run(
+    root: Path,
+    name: str,
+    hosts=("10.0.0.1",),
+    scale: float = 1.0,
+    case: str = "digits",
+    seed: int = 0,
+    rows=((1, "offline", 1), (4, "offline", 1), (16, "offline", 1)),
+    status: str = "success",
+) -> Path:
     """A finished run directory; host i's latencies are ``scale`` x (1 + i) times the base ones."""
     run_dir = root / name
     records = []
@@ -50,47 +59,102 @@ def make_run(root: Path, name: str, hosts=("10.0.0.1",), scale: float = 1.0, cas
             raw[f"performance_{i}"] = values
             qps = bs * 1e9 / float(np.mean(values))
             stats = LatencyStats.from_ns(values)
-            perf.append({
-                "batch_size": bs, "scenario": scenario, "clients": clients, "qps": qps, "queries": 700, "samples": 700 * bs,
-                "duration_s": 1.0, "latency_ms": {k: getattr(stats, k) for k in ("p50", "p90", "p99", "p99_9", "mean")},
-                "latency_notes": stats.notes, "window_qps": [qps * (1 + 0.01 * ((w * 7) % 5 - 2)) for w in range(10)],
-                "target_qps": None, "latency_bound_met": None, "started_at_unix": T0 + 5 + i, "finished_at_unix": T0 + 5.8 + i,
-                "accuracy_in_performance_mode": {"name": "accuracy_in_performance_mode", "passed": True, "detail": "all match"},
-                "verdict": {"valid": i != 1, "reasons": [] if i != 1 else ["throughput not stable: synthetic"]},
-            })
+            perf.append(
+                {
+                    "batch_size": bs,
+                    "scenario": scenario,
+                    "clients": clients,
+                    "qps": qps,
+                    "queries": 700,
+                    "samples": 700 * bs,
+                    "duration_s": 1.0,
+                    "latency_ms": {k: getattr(stats, k) for k in ("p50", "p90", "p99", "p99_9", "mean")},
+                    "latency_notes": stats.notes,
+                    "window_qps": [qps * (1 + 0.01 * ((w * 7) % 5 - 2)) for w in range(10)],
+                    "target_qps": None,
+                    "latency_bound_met": None,
+                    "started_at_unix": T0 + 5 + i,
+                    "finished_at_unix": T0 + 5.8 + i,
+                    "accuracy_in_performance_mode": {"name": "accuracy_in_performance_mode", "passed": True, "detail": "all match"},
+                    "verdict": {"valid": i != 1, "reasons": [] if i != 1 else ["throughput not stable: synthetic"]},
+                }
+            )
         inference_stats = LatencyStats.from_ns(raw["inference"])
         core_qps = 16 * 1e9 / float(np.mean(raw["inference"]))
         result = {
-            "case": case, "framework": "pytorch", "precision": "fp32",
+            "case": case,
+            "framework": "pytorch",
+            "precision": "fp32",
             "inference": {"samples": 800 * 16, "started_at_unix": T0 + 2, "finished_at_unix": T0 + 4},
             "validation": {"samples": 800 * 16, "started_at_unix": T0 + 0.5, "finished_at_unix": T0 + 1.5},
-            "performance": perf, "best": None,
+            "performance": perf,
+            "best": None,
             "numeric": {"passed": True, "samples": 32, "reasons": [], "outputs": [{"max_rel": 5e-7}]},
             "audits": [{"name": "anti_caching", "passed": True, "detail": "1.01x"}],
-            "engine": {"version": "onnxruntime 1.31.1", "compile_report": {
-                "compile_status": "success", "compile_precision": "FP32", "compile_duration": 0.01, "sg_percent": 87.5,
-                "node_count": 8, "fallback_ops": ["NonZero"], "segments": [{"is_fallback": False}, {"is_fallback": True}]},
-                "performance_data": [{"node": f"n{k}", "op_type": "Conv", "calls": 5, "mean_ms": 1.0 / (k + 1), "total_ms": 5.0 / (k + 1)} for k in range(4)]},
+            "engine": {
+                "version": "onnxruntime 1.31.1",
+                "compile_report": {
+                    "compile_status": "success",
+                    "compile_precision": "FP32",
+                    "compile_duration": 0.01,
+                    "sg_percent": 87.5,
+                    "node_count": 8,
+                    "fallback_ops": ["NonZero"],
+                    "segments": [{"is_fallback": False}, {"is_fallback": True}],
+                },
+                "performance_data": [{"node": f"n{k}", "op_type": "Conv", "calls": 5, "mean_ms": 1.0 / (k + 1), "total_ms": 5.0 / (k + 1)} for k in range(4)],
+            },
             "env": {"hostname": host, "cpu_model": "AMD EPYC", "packages": {"onnxruntime": "1.31.1"}},
         }
         (log_dir / "result.json").write_text(json.dumps(result))
         write_latencies(log_dir / "latencies.npz", raw)
         sys_lines = [{"timestamp": T0 + t, "cpu_percent": 50.0 + t, "mem_used_gib": 1.0 + 0.1 * t, "mem_total_gib": 16.0, "power_w": None} for t in range(10)]
         (log_dir / "sys_monitor.jsonl").write_text("".join(json.dumps(s) + "\n" for s in sys_lines))
-        (log_dir / "cpu_monitor.jsonl").write_text("".join(json.dumps({"timestamp": T0 + t, "utilization": 40.0, "mem_used_gib": 1.2}) + "\n" for t in range(10)))
-        records.append({
-            "case": case, "framework": "pytorch", "host": host, "noderank": rank, "status": status,
-            "failed_step": None if status == "success" else "engine_inference", "error": None if status == "success" else "boom",
-            "exit_code": None, "wall_time_s": 10.0, "log_dir": str(log_dir), "vendor": "cpu", "compiler": "onnxruntime",
-            "precision": "fp32", "batchsize": 16, "flops": 1e6, "e2e_time(second)": 10.0,
-            "p_validation_whole(qps)": 900.0, "p_validation_core(qps)": 1000.0, "p_inference_whole(qps)": 1234.5678,
-            "*p_inference_core(qps)": core_qps, "val_average_acc": 0.98, "infer_average_acc": 0.97 + 0.01 * rank,
-            "verdict": {"valid": rank == 0, "reasons": [] if rank == 0 else ["inference: contention: synthetic"]},
-            "accuracy_note": None, "latency_ms": {k: getattr(inference_stats, k) for k in ("p50", "p90", "p99", "p99_9", "mean")},
-            "latency_batches": 800, "latency_notes": [], "sys_monitor": None, "vendor_usage(GiB)": 1.5, "vendor_max_mem(GiB)": 16.0,
-            "peak_flops": 1e11, "mfu_is_estimate": True, "peak_flops_source": "synthetic", "MFU": 1e6 * core_qps / 1e11,
-            "performance": perf, "best": None, "numeric": None, "audits": [],
-        })
+        (log_dir / "cpu_monitor.jsonl").write_text(
+            "".join(json.dumps({"timestamp": T0 + t, "utilization": 40.0, "mem_used_gib": 1.2}) + "\n" for t in range(10))
+        )
+        records.append(
+            {
+                "case": case,
+                "framework": "pytorch",
+                "host": host,
+                "noderank": rank,
+                "status": status,
+                "failed_step": None if status == "success" else "engine_inference",
+                "error": None if status == "success" else "boom",
+                "exit_code": None,
+                "wall_time_s": 10.0,
+                "log_dir": str(log_dir),
+                "vendor": "cpu",
+                "compiler": "onnxruntime",
+                "precision": "fp32",
+                "batchsize": 16,
+                "flops": 1e6,
+                "e2e_time(second)": 10.0,
+                "p_validation_whole(qps)": 900.0,
+                "p_validation_core(qps)": 1000.0,
+                "p_inference_whole(qps)": 1234.5678,
+                "*p_inference_core(qps)": core_qps,
+                "val_average_acc": 0.98,
+                "infer_average_acc": 0.97 + 0.01 * rank,
+                "verdict": {"valid": rank == 0, "reasons": [] if rank == 0 else ["inference: contention: synthetic"]},
+                "accuracy_note": None,
+                "latency_ms": {k: getattr(inference_stats, k) for k in ("p50", "p90", "p99", "p99_9", "mean")},
+                "latency_batches": 800,
+                "latency_notes": [],
+                "sys_monitor": None,
+                "vendor_usage(GiB)": 1.5,
+                "vendor_max_mem(GiB)": 16.0,
+                "peak_flops": 1e11,
+                "mfu_is_estimate": True,
+                "peak_flops_source": "synthetic",
+                "MFU": 1e6 * core_qps / 1e11,
+                "performance": perf,
+                "best": None,
+                "numeric": None,
+                "audits": [],
+            }
+        )
     config = SimpleNamespace(mode="local", vendor="cpu", hosts=[SimpleNamespace(label=h) for h in hosts], flagperf_path=INFERENCE)
     from datetime import datetime, timezone
 
@@ -129,8 +193,8 @@ def test_report_is_self_contained_with_every_plot(tmp_path):
     # The summary table's figures and the verdict with its reasons; compile report; top ops.
     table = html.split('id="summary"')[1].split("</table>")[0]
     assert "1234.57" in table and ">valid<" in table and "INVALID" not in table
-    assert "sg_percent" in html and "87.5" in html and "NonZero" in html and "<td class=\"l\">2 (1)</td>" in html
-    assert html.count("<td class=\"l\">n0</td>") == 1 and "throughput not stable: synthetic" in html
+    assert "sg_percent" in html and "87.5" in html and "NonZero" in html and '<td class="l">2 (1)</td>' in html
+    assert html.count('<td class="l">n0</td>') == 1 and "throughput not stable: synthetic" in html
 
 
 def test_report_shows_the_multi_host_aggregate_and_invalid_reasons(tmp_path):
@@ -153,8 +217,11 @@ def test_pareto_front_keeps_only_undominated_points():
 
 
 def test_phase_spans_come_from_result_json():
-    result = {"validation": {"started_at_unix": 1.0, "finished_at_unix": 2.0}, "inference": {},
-              "performance": [{"batch_size": 4, "scenario": "offline", "clients": 2, "started_at_unix": 3.0, "finished_at_unix": 4.5}]}
+    result = {
+        "validation": {"started_at_unix": 1.0, "finished_at_unix": 2.0},
+        "inference": {},
+        "performance": [{"batch_size": 4, "scenario": "offline", "clients": 2, "started_at_unix": 3.0, "finished_at_unix": 4.5}],
+    }
     assert phase_spans(result) == [("validation", "validation", 1.0, 2.0), ("performance", "bs 4 offline x2", 3.0, 4.5)]
 
 
@@ -193,7 +260,10 @@ def test_no_aggregate_for_a_single_host_or_failed_hosts(tmp_path):
     records = [{"case": "a", "framework": "f", "status": "failed"}, {"case": "a", "framework": "f", "status": "success"}]
     assert aggregate_records(records) == []
     assert with_aggregates([{"case": "a", "framework": "f"}, {"case": "b", "framework": "f"}], [{"case": "a", "framework": "f", "x": 1}]) == [
-        {"case": "a", "framework": "f"}, {"case": "a", "framework": "f", "x": 1}, {"case": "b", "framework": "f"}]
+        {"case": "a", "framework": "f"},
+        {"case": "a", "framework": "f", "x": 1},
+        {"case": "b", "framework": "f"},
+    ]
 
 
 def test_latency_file_round_trips_and_caps(tmp_path):
@@ -237,12 +307,11 @@ def test_report_renders_in_headless_chromium(tmp_path):
     # The probe goes into a copy, so the report itself stays script-free.
     probed = tmp_path / "probed.html"
     probed.write_text(page.read_text(encoding="utf-8").replace("<head>", "<head>" + PROBE, 1), encoding="utf-8")
-    common = [browser, "--headless", "--disable-gpu", "--no-sandbox", "--user-data-dir=" + str(tmp_path / "profile"),
-              "--virtual-time-budget=5000"]
+    common = [browser, "--headless", "--disable-gpu", "--no-sandbox", "--user-data-dir=" + str(tmp_path / "profile"), "--virtual-time-budget=5000"]
     dom = subprocess.run(common + ["--dump-dom", probed.as_uri()], capture_output=True, text=True, timeout=120)
     assert dom.returncode == 0, dom.stderr[-2000:]
     probe = json.loads(dom.stdout.split('<pre id="probe">', 1)[1].split("</pre>", 1)[0].replace("&quot;", '"'))
-    assert probe == {"images": 11, "broken": [], "errors": []}    # 5 plots per host, throughput for the aggregate
+    assert probe == {"images": 11, "broken": [], "errors": []}  # 5 plots per host, throughput for the aggregate
     shot = tmp_path / "shot.png"
     subprocess.run(common + ["--window-size=1280,2000", f"--screenshot={shot}", page.as_uri()], capture_output=True, timeout=120)
     pixels = np.frombuffer(shot.read_bytes(), dtype=np.uint8)
@@ -266,10 +335,25 @@ def test_a_real_digits_run_writes_latencies_spans_and_the_report(tmp_path):
     perf = tmp_path / "inference"
     _shutil.copytree(INFERENCE, perf, ignore=_shutil.ignore_patterns("onnxs", "result", "__pycache__"))
     config = tmp_path / "host.yaml"
-    config.write_text(yaml.safe_dump({"MODE": "local", "VENDOR": "cpu", "FLAGPERF_PATH": str(perf), "FLAGPERF_LOG_PATH": str(tmp_path / "result"),
-                                      "HOSTS": ["127.0.0.1"], "CASES": {"digits:pytorch": str(data)}}))
-    done = subprocess.run([sys.executable, "run.py", "--config", str(config), "--set", "min_duration_s=0.3", "--set", "min_query_count=32",
-                           "--set", "batch_sizes=[4,16]"], cwd=perf, capture_output=True, text=True, timeout=600)
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "MODE": "local",
+                "VENDOR": "cpu",
+                "FLAGPERF_PATH": str(perf),
+                "FLAGPERF_LOG_PATH": str(tmp_path / "result"),
+                "HOSTS": ["127.0.0.1"],
+                "CASES": {"digits:pytorch": str(data)},
+            }
+        )
+    )
+    done = subprocess.run(
+        [sys.executable, "run.py", "--config", str(config), "--set", "min_duration_s=0.3", "--set", "min_query_count=32", "--set", "batch_sizes=[4,16]"],
+        cwd=perf,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     (run_dir,) = (tmp_path / "result").glob("run*")
     assert done.stdout.rstrip().splitlines()[-1] == f"report: {run_dir / 'report.html'}"

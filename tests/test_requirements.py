@@ -1,5 +1,6 @@
 """Per-case requirements (spec §3.2.0): parsing, the check run.py makes in MODE
 local, the installer's torch pin, and the image layer that carries them in MODE docker."""
+
 from __future__ import annotations
 
 import io
@@ -27,7 +28,8 @@ def write_case(perf: Path, case: str, text: str, framework: str = "pytorch") -> 
 
 def test_read_requirements_skips_comments_and_foreign_markers(tmp_path):
     path = write_case(
-        tmp_path, "a",
+        tmp_path,
+        "a",
         "# comment\n\npytest>=1  # inline comment\nnot-installed-pkg-zz==1.0 ; sys_platform == 'nonexistent-os'\nloguru\n",
     )
     assert [line for line, _ in req.read_requirements(path)] == ["pytest>=1", "loguru"]
@@ -107,9 +109,7 @@ def test_run_py_checks_requirements_in_local_mode_only(tmp_path):
 
     write_case(tmp_path, "foo", "not-installed-pkg-zz\n")
     spec = types.SimpleNamespace(case="foo", framework="pytorch", key="foo:pytorch", data_dir=str(tmp_path))
-    config = types.SimpleNamespace(
-        flagperf_path=tmp_path, cases=[spec], mode="local", vendor="cpu", path=tmp_path / "host.yaml", overrides=[]
-    )
+    config = types.SimpleNamespace(flagperf_path=tmp_path, cases=[spec], mode="local", vendor="cpu", path=tmp_path / "host.yaml", overrides=[])
     with pytest.raises(ConfigError, match=r"case 'foo:pytorch': package 'not-installed-pkg-zz' is not installed"):
         run.check_cases(config)
     # MODE docker: the image carries the packages; the check moves on to the next item (the Dockerfile)
@@ -152,7 +152,8 @@ def test_case_layer_context_and_build_args(tmp_path):
     ca = tmp_path / "ca.crt"
     ca.write_text("CERT")
     spec = image_spec(
-        tmp_path, ca_bundle=ca,
+        tmp_path,
+        ca_bundle=ca,
         buildargs={"BASE_IMAGE": "base:1", "PIP_INDEX_URL": "https://mirror/simple", "TORCH_REQUIREMENT": "torch==2.13.0+cpu"},
     )
     target = tmp_path / "ctx.tar"

@@ -4,6 +4,7 @@ Every figure is chosen so that rounding to 4 (qps, seconds) or 6 (accuracy)
 digits shows, and the whole record is compared at once; accuracy with an
 ``accuracy_note`` is null with the note, never a number.
 """
+
 from __future__ import annotations
 
 import json
@@ -35,16 +36,38 @@ from tools.verdict import Verdict
 
 def phase(name, samples, whole, core, accuracy, reasons=(), latencies=(1_000_000, 3_000_000), span=None, **extra):
     return PhaseResult(
-        phase=name, samples=samples, batches=len(latencies), whole_time_s=whole, core_time_s=core, foo_time_s=0.25,
-        warmup_batches=2, accuracy=accuracy, latency=LatencyStats.from_ns(list(latencies)),
-        core_latencies_ns=list(latencies), passes=3, window_qps=[1.5, 2.5],
-        contention=ContentionReading(0.125, 2, 4.0, None), verdict=Verdict(list(reasons)), span_unix=span, **extra,
+        phase=name,
+        samples=samples,
+        batches=len(latencies),
+        whole_time_s=whole,
+        core_time_s=core,
+        foo_time_s=0.25,
+        warmup_batches=2,
+        accuracy=accuracy,
+        latency=LatencyStats.from_ns(list(latencies)),
+        core_latencies_ns=list(latencies),
+        passes=3,
+        window_qps=[1.5, 2.5],
+        contention=ContentionReading(0.125, 2, 4.0, None),
+        verdict=Verdict(list(reasons)),
+        span_unix=span,
+        **extra,
     )
 
 
 def config(**changes):
-    values = dict(vendor="cpu", compiler="onnxruntime", fp16=False, device="cpu", batch_size=4, flops=2e9,
-                  accuracy_note=None, case="digits", framework="pytorch", framework_full=None)
+    values = dict(
+        vendor="cpu",
+        compiler="onnxruntime",
+        fp16=False,
+        device="cpu",
+        batch_size=4,
+        flops=2e9,
+        accuracy_note=None,
+        case="digits",
+        framework="pytorch",
+        framework_full=None,
+    )
     values.update(changes)
     cfg = SimpleNamespace(**values)
     cfg.as_dict = lambda: {"the": "config"}
@@ -58,16 +81,14 @@ class Performance:
         self.raw_latencies_ns = list(raw)
 
     def to_dict(self):
-        return {"rows": self.rows, "numeric": {"passed": True}, "audits": [{"name": "a"}], "best": {"b": 1},
-                "notes": ["a note"]}
+        return {"rows": self.rows, "numeric": {"passed": True}, "audits": [{"name": "a"}], "best": {"b": 1}, "notes": ["a note"]}
 
 
 STARTED = datetime(2026, 3, 4, 5, 6, 7, 890, tzinfo=timezone.utc)
 
 
 def build(**kwargs):
-    args = dict(config=config(), validation=None, inference=None, engine=None, engine_info={}, e2e_time_s=1.0,
-                steps={}, cache={}, env={}, started_at=STARTED)
+    args = dict(config=config(), validation=None, inference=None, engine=None, engine_info={}, e2e_time_s=1.0, steps={}, cache={}, env={}, started_at=STARTED)
     args.update(kwargs)
     record = build_result(**args)
     finished = datetime.fromisoformat(record.pop("finished_at"))
@@ -81,52 +102,110 @@ def test_build_result_whole_record():
     rows = [{"batch_size": 8, "scenario": "offline", "clients": 2, "verdict": {"reasons": ["numeric bad", "row"]}}]
     performance = Performance(rows, engine_reasons=["numeric bad"], raw=[[5, 6], [7]])
     engine = SimpleNamespace(precision="int8")
-    record = build(config=config(framework_full="pytorch_2.1"), validation=validation, inference=inference,
-                   engine=engine, engine_info={"name": "ort", "performance_data": list(range(35))},
-                   e2e_time_s=12.3456789, steps={"s": 1}, cache={"c": 2}, env={"e": 3}, performance=performance)
+    record = build(
+        config=config(framework_full="pytorch_2.1"),
+        validation=validation,
+        inference=inference,
+        engine=engine,
+        engine_info={"name": "ort", "performance_data": list(range(35))},
+        e2e_time_s=12.3456789,
+        steps={"s": 1},
+        cache={"c": 2},
+        env={"e": 3},
+        performance=performance,
+    )
     block = lambda p, acc: {
-        "samples": p.samples, "batches": p.batches, "passes": 3, "warmup_batches": 2, "whole_time_s": p.whole_time_s,
-        "core_time_s": p.core_time_s, "foo_time_s": 0.25, "whole_qps": p.samples / p.whole_time_s,
-        "core_qps": p.samples / p.core_time_s, "accuracy": acc, "accuracy_note": None,
-        "latency_ms": p.latency.to_dict(), "window_qps": [1.5, 2.5],
+        "samples": p.samples,
+        "batches": p.batches,
+        "passes": 3,
+        "warmup_batches": 2,
+        "whole_time_s": p.whole_time_s,
+        "core_time_s": p.core_time_s,
+        "foo_time_s": 0.25,
+        "whole_qps": p.samples / p.whole_time_s,
+        "core_qps": p.samples / p.core_time_s,
+        "accuracy": acc,
+        "accuracy_note": None,
+        "latency_ms": p.latency.to_dict(),
+        "window_qps": [1.5, 2.5],
         "contention": {"other_processes_cpu_share": 0.125, "cpus": 2, "seconds": 4.0, "gpu_other_processes": None},
         "verdict": p.verdict.to_dict(),
         "started_at_unix": p.span_unix[0] if p.span_unix else None,
         "finished_at_unix": p.span_unix[1] if p.span_unix else None,
     }
     assert record == {
-        "vendor": "cpu", "compiler": "onnxruntime", "precision": "int8", "batchsize": 4, "flops": 2e9,
+        "vendor": "cpu",
+        "compiler": "onnxruntime",
+        "precision": "int8",
+        "batchsize": 4,
+        "flops": 2e9,
         "e2e_time(second)": 12.3457,
-        "p_validation_whole(qps)": 3.3333, "p_validation_core(qps)": 5.0,
-        "p_inference_whole(qps)": 14.2857, "*p_inference_core(qps)": 25.0,
-        "val_average_acc": 0.123457, "infer_average_acc": 0.5,
-        "schema_version": 2, "status": "success",
-        "verdict": {"valid": False, "reasons": [
-            "validation: slow", "engine: numeric bad", "inference: contended", "bs 8 offline x2: row",
-        ]},
-        "case": "digits", "framework": "pytorch_2.1", "accuracy_note": None,
+        "p_validation_whole(qps)": 3.3333,
+        "p_validation_core(qps)": 5.0,
+        "p_inference_whole(qps)": 14.2857,
+        "*p_inference_core(qps)": 25.0,
+        "val_average_acc": 0.123457,
+        "infer_average_acc": 0.5,
+        "schema_version": 2,
+        "status": "success",
+        "verdict": {
+            "valid": False,
+            "reasons": [
+                "validation: slow",
+                "engine: numeric bad",
+                "inference: contended",
+                "bs 8 offline x2: row",
+            ],
+        },
+        "case": "digits",
+        "framework": "pytorch_2.1",
+        "accuracy_note": None,
         "achieved_tflops": 2e9 * 25.0 / 1e12,
-        "validation": block(validation, 0.123456789), "inference": block(inference, 0.5),
-        "performance": rows, "best": {"b": 1}, "numeric": {"passed": True}, "audits": [{"name": "a"}],
+        "validation": block(validation, 0.123456789),
+        "inference": block(inference, 0.5),
+        "performance": rows,
+        "best": {"b": 1},
+        "numeric": {"passed": True},
+        "audits": [{"name": "a"}],
         "performance_notes": ["a note"],
         "engine": {"name": "ort", "performance_data": list(range(30))},
-        "cache": {"c": 2}, "steps": {"s": 1}, "config": {"the": "config"}, "env": {"e": 3},
+        "cache": {"c": 2},
+        "steps": {"s": 1},
+        "config": {"the": "config"},
+        "env": {"e": 3},
         "started_at": "2026-03-04T05:06:07+00:00",
-        "raw_latencies": {"file": "latencies.npz", "unit": "ns", "cap": 100_000, "series": {
-            "validation": {"count": 2, "stored": 2}, "inference": {"count": 3, "stored": 3},
-            "performance_0": {"count": 2, "stored": 2}, "performance_1": {"count": 1, "stored": 1},
-        }},
-        "_raw_latencies_ns": {"validation": [1_000_000, 3_000_000], "inference": [2_000_000] * 3,
-                              "performance_0": [5, 6], "performance_1": [7]},
+        "raw_latencies": {
+            "file": "latencies.npz",
+            "unit": "ns",
+            "cap": 100_000,
+            "series": {
+                "validation": {"count": 2, "stored": 2},
+                "inference": {"count": 3, "stored": 3},
+                "performance_0": {"count": 2, "stored": 2},
+                "performance_1": {"count": 1, "stored": 1},
+            },
+        },
+        "_raw_latencies_ns": {"validation": [1_000_000, 3_000_000], "inference": [2_000_000] * 3, "performance_0": [5, 6], "performance_1": [7]},
     }
 
 
 def test_nothing_measured():
     record = build(engine_info={})
     assert record["engine"] is None and record["verdict"] == {"valid": True, "reasons": []}
-    for key in ("p_validation_whole(qps)", "p_validation_core(qps)", "p_inference_whole(qps)", "*p_inference_core(qps)",
-                "val_average_acc", "infer_average_acc", "achieved_tflops", "validation", "inference", "best",
-                "numeric", "raw_latencies"):
+    for key in (
+        "p_validation_whole(qps)",
+        "p_validation_core(qps)",
+        "p_inference_whole(qps)",
+        "*p_inference_core(qps)",
+        "val_average_acc",
+        "infer_average_acc",
+        "achieved_tflops",
+        "validation",
+        "inference",
+        "best",
+        "numeric",
+        "raw_latencies",
+    ):
         assert record[key] is None, key
     assert record["performance"] == [] and record["audits"] == [] and record["performance_notes"] == []
     assert record["_raw_latencies_ns"] == {} and record["framework"] == "pytorch" and record["precision"] == "fp32"
@@ -151,27 +230,31 @@ def test_inference_accuracy_rounds_to_six_digits():
 
 
 def test_phase_block_without_latency_or_contention():
-    bare = PhaseResult(phase="inference", samples=0, batches=0, whole_time_s=0.0, core_time_s=0.0, foo_time_s=0.0,
-                       warmup_batches=0, accuracy=None, latency=None)
+    bare = PhaseResult(
+        phase="inference", samples=0, batches=0, whole_time_s=0.0, core_time_s=0.0, foo_time_s=0.0, warmup_batches=0, accuracy=None, latency=None
+    )
     block = build(inference=bare)["inference"]
     assert block["latency_ms"] is None and block["contention"] is None and block["whole_qps"] is None
     assert block["started_at_unix"] is None and block["finished_at_unix"] is None and block["passes"] == 1
 
 
 def test_achieved_tflops_needs_flops_and_a_core_rate():
-    inference = phase("inference", 10, 1.0, 0.0, None)                  # no core time: no core qps
+    inference = phase("inference", 10, 1.0, 0.0, None)  # no core time: no core qps
     assert build(inference=inference)["achieved_tflops"] is None
     assert build(config=config(flops=None), inference=phase("inference", 10, 1.0, 2.0, None))["achieved_tflops"] is None
 
 
-@pytest.mark.parametrize("engine, fp16, device, expected", [
-    (SimpleNamespace(precision="int8"), False, "cpu", "int8"),
-    (SimpleNamespace(), True, "cpu", "fp16"),
-    (SimpleNamespace(), False, "cuda", "fp32"),
-    (None, True, "cuda:0", "fp16"),
-    (None, True, "cpu", "fp32"),
-    (None, False, "cuda", "fp32"),
-])
+@pytest.mark.parametrize(
+    "engine, fp16, device, expected",
+    [
+        (SimpleNamespace(precision="int8"), False, "cpu", "int8"),
+        (SimpleNamespace(), True, "cpu", "fp16"),
+        (SimpleNamespace(), False, "cuda", "fp32"),
+        (None, True, "cuda:0", "fp16"),
+        (None, True, "cpu", "fp32"),
+        (None, False, "cuda", "fp32"),
+    ],
+)
 def test_engine_precision(engine, fp16, device, expected):
     assert engine_precision(engine, config(fp16=fp16, device=device)) == expected
 
@@ -181,8 +264,7 @@ def test_overall_verdict_labels_and_engine_wide_reasons_once():
     inference = phase("inference", 1, 1.0, 1.0, None, reasons=["e", "i"])
     rows = [{"batch_size": 1, "scenario": "server", "clients": 4, "verdict": {"reasons": ["e", "r", "i"]}}]
     verdict = overall_verdict(validation, inference, Performance(rows, engine_reasons=["e"]))
-    assert verdict.reasons == ["validation: v", "validation: e", "engine: e", "inference: i",
-                               "bs 1 server x4: r", "bs 1 server x4: i"]
+    assert verdict.reasons == ["validation: v", "validation: e", "engine: e", "inference: i", "bs 1 server x4: r", "bs 1 server x4: i"]
     assert overall_verdict(None, inference, None).reasons == ["inference: e", "inference: i"]
 
 
@@ -215,9 +297,18 @@ def test_long_series_are_counted_and_capped():
 def test_flagperf_view():
     record = {"vendor": "v", "*p_inference_core(qps)": 3.0, "extra": 1}
     assert flagperf_view(record) == {
-        "vendor": "v", "compiler": None, "precision": None, "batchsize": None, "flops": None, "e2e_time(second)": None,
-        "p_validation_whole(qps)": None, "p_validation_core(qps)": None, "p_inference_whole(qps)": None,
-        "*p_inference_core(qps)": 3.0, "val_average_acc": None, "infer_average_acc": None,
+        "vendor": "v",
+        "compiler": None,
+        "precision": None,
+        "batchsize": None,
+        "flops": None,
+        "e2e_time(second)": None,
+        "p_validation_whole(qps)": None,
+        "p_validation_core(qps)": None,
+        "p_inference_whole(qps)": None,
+        "*p_inference_core(qps)": 3.0,
+        "val_average_acc": None,
+        "infer_average_acc": None,
     }
 
 
@@ -235,7 +326,7 @@ def test_write_result_latencies_and_log(tmp_path, caplog_loguru):
     assert list(tmp_path.iterdir()) == [] and read_latencies(tmp_path) == {}
     write_result(tmp_path, {"vendor": "cpu", "_raw_latencies_ns": {}})
     assert sorted(p.name for p in tmp_path.iterdir()) == ["result.json"]
-    write_result(tmp_path, {"vendor": "cpu"})                          # a record built elsewhere, no raw series
+    write_result(tmp_path, {"vendor": "cpu"})  # a record built elsewhere, no raw series
     assert json.loads((tmp_path / "result.json").read_text()) == {"vendor": "cpu"}
     write_result(tmp_path, {"_raw_latencies_ns": {"empty": [], "one": [5]}})
     raw = read_latencies(tmp_path)
@@ -245,7 +336,14 @@ def test_write_result_latencies_and_log(tmp_path, caplog_loguru):
 def test_write_failure(tmp_path):
     path = write_failure(tmp_path, step="engine", error="boom", exit_code=4, case="digits", vendor="cpu")
     assert path == tmp_path / "failure.json"
-    assert json.loads(path.read_text()) == {"schema_version": 2, "status": "failed", "case": "digits", "vendor": "cpu",
-                                            "step": "engine", "error": "boom", "exit_code": 4}
+    assert json.loads(path.read_text()) == {
+        "schema_version": 2,
+        "status": "failed",
+        "case": "digits",
+        "vendor": "cpu",
+        "step": "engine",
+        "error": "boom",
+        "exit_code": 4,
+    }
     clear_previous(tmp_path)
     assert not path.exists()

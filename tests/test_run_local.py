@@ -1,5 +1,6 @@
 """run.py in MODE local (the shipped default): merged summary, monitors, host.yaml
 validation, timeouts, Ctrl-C, and a vendor monitor that breaks its contract."""
+
 from __future__ import annotations
 
 import json
@@ -151,8 +152,9 @@ def test_case_timeout_stops_the_pipeline(tmp_path, tree, digits_data):
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_signal_to_run_py_stops_everything(tmp_path, tree, digits_data, sig):
     perf = long_tree(tmp_path, tree)
-    proc = subprocess.Popen([sys.executable, "run.py", "--config", str(host_yaml(tmp_path, perf, digits_data))], cwd=perf,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "run.py", "--config", str(host_yaml(tmp_path, perf, digits_data))], cwd=perf, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not list((tmp_path / "result").glob("run*/digits:pytorch/*/container.out.log")):
         time.sleep(0.2)
@@ -194,7 +196,14 @@ def test_container_options_map_to_sdk_arguments(text, expected):
     assert mapped == expected
 
 
-@pytest.mark.parametrize("text, message", [("--privileged", "--privileged is not allowed from host.yaml"), ("--net=bridge", "option '--net=bridge' cannot be mapped"), ("--gpus", "option --gpus needs a value")])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("--privileged", "--privileged is not allowed from host.yaml"),
+        ("--net=bridge", "option '--net=bridge' cannot be mapped"),
+        ("--gpus", "option --gpus needs a value"),
+    ],
+)
 def test_unmappable_container_options_are_errors(text, message):
     with pytest.raises(ConfigError, match=message):
         parse_container_options(text, "host.yaml")
@@ -202,11 +211,22 @@ def test_unmappable_container_options_are_errors(text, message):
 
 def test_host_yaml_flagperf_style_values(tmp_path, digits_data):
     path = tmp_path / "host.yaml"
-    path.write_text(yaml.safe_dump({
-        "FLAGPERF_PATH": str(INFERENCE), "VENDOR": "cpu", "MODE": "docker", "HOSTS": ["10.1.2.155", "node-2:2222"],
-        "SSH_PORT": "22", "TRUST_ON_FIRST_USE": True, "LOG_CALL_INFORMATION": True, "MASTER_PORT": "29501",
-        "ACCE_CONTAINER_OPT": " --gpus all", "CASES": {"digits:pytorch": "/raid/digits"},
-    }))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "FLAGPERF_PATH": str(INFERENCE),
+                "VENDOR": "cpu",
+                "MODE": "docker",
+                "HOSTS": ["10.1.2.155", "node-2:2222"],
+                "SSH_PORT": "22",
+                "TRUST_ON_FIRST_USE": True,
+                "LOG_CALL_INFORMATION": True,
+                "MASTER_PORT": "29501",
+                "ACCE_CONTAINER_OPT": " --gpus all",
+                "CASES": {"digits:pytorch": "/raid/digits"},
+            }
+        )
+    )
     config = load_host_config(path, INFERENCE)
     assert [(h.address, h.port) for h in config.hosts] == [("10.1.2.155", 22), ("node-2", 2222)]
     assert config.cases[0].data_dir == "/raid/digits" and config.container_opt == "--gpus all"

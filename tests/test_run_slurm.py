@@ -2,6 +2,7 @@
 job on the node, a job killed by its time limit, scancel on Ctrl-C, a drained node, a bad
 partition and a missing sbatch. Each asserts the one-line outcome, the exit code, and that
 no job and no process is left."""
+
 from __future__ import annotations
 
 import json
@@ -42,10 +43,17 @@ def shared_data(slurm_cluster, tmp_path_factory) -> Path:
 
 def host_yaml(tmp_path: Path, cluster, perf: Path, data: Path, **overrides) -> Path:
     config = {
-        "MODE": "slurm", "VENDOR": "cpu", "FLAGPERF_PATH": str(perf), "FLAGPERF_LOG_PATH": str(tmp_path / "result"),
-        "HOSTS": [cluster.node], "CASES": {"digits:pytorch": str(data)}, "MONITOR_INTERVAL": 0.2,
-        "SLURM_SHARED_DIR": str(cluster.shared_dir), "SLURM_PARTITION": cluster.partitions[0],
-        "SLURM_PENDING_TIMEOUT": 20, **overrides,
+        "MODE": "slurm",
+        "VENDOR": "cpu",
+        "FLAGPERF_PATH": str(perf),
+        "FLAGPERF_LOG_PATH": str(tmp_path / "result"),
+        "HOSTS": [cluster.node],
+        "CASES": {"digits:pytorch": str(data)},
+        "MONITOR_INTERVAL": 0.2,
+        "SLURM_SHARED_DIR": str(cluster.shared_dir),
+        "SLURM_PARTITION": cluster.partitions[0],
+        "SLURM_PENDING_TIMEOUT": 20,
+        **overrides,
     }
     path = tmp_path / "host.yaml"
     path.write_text(yaml.safe_dump(config))
@@ -60,8 +68,7 @@ def env_for(cluster, path: str | None = None) -> dict:
 
 
 def start(perf: Path, config: Path, env: dict) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "run.py", "--config", str(config)], cwd=perf, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen([sys.executable, "run.py", "--config", str(config)], cwd=perf, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def the_record(tmp_path: Path) -> dict:
@@ -85,8 +92,14 @@ def wait_measuring(cluster, timeout: float = 240) -> str:
 
 def test_case_runs_as_a_slurm_job(tmp_path, cluster, shared_data):
     perf = copy_inference_tree(tmp_path / "inference")
-    proc = subprocess.run([sys.executable, "run.py", "--config", str(host_yaml(tmp_path, cluster, perf, shared_data))],
-                          cwd=perf, env=env_for(cluster), capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        [sys.executable, "run.py", "--config", str(host_yaml(tmp_path, cluster, perf, shared_data))],
+        cwd=perf,
+        env=env_for(cluster),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert proc.returncode in (0, 3), proc.stderr[-3000:]
     record = the_record(tmp_path)
     assert record["status"] == "success" and record["host"] == cluster.node, record
@@ -105,7 +118,7 @@ def test_job_killed_by_its_time_limit_names_job_node_and_state(tmp_path, cluster
     perf = long_running_tree(tmp_path / "inference")
     proc = start(perf, host_yaml(tmp_path, cluster, perf, shared_data), env_for(cluster))
     job = wait_measuring(cluster)
-    cluster.run("scontrol", "update", f"jobid={job}", "EndTime=now")   # its time limit, reached now
+    cluster.run("scontrol", "update", f"jobid={job}", "EndTime=now")  # its time limit, reached now
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 1, err[-3000:]
     record = the_record(tmp_path)
@@ -134,8 +147,7 @@ def test_drained_node_is_named_and_nothing_stays_submitted(tmp_path, cluster, sh
     cluster.drain("maintenance")
     perf = copy_inference_tree(tmp_path / "inference")
     config = host_yaml(tmp_path, cluster, perf, shared_data, SLURM_PENDING_TIMEOUT=3)
-    proc = subprocess.run([sys.executable, "run.py", "--config", str(config)], cwd=perf, env=env_for(cluster),
-                          capture_output=True, text=True, timeout=180)
+    proc = subprocess.run([sys.executable, "run.py", "--config", str(config)], cwd=perf, env=env_for(cluster), capture_output=True, text=True, timeout=180)
     assert proc.returncode == 2, proc.stderr[-2000:]
     errors = [line for line in proc.stderr.splitlines() if "ERROR" in line]
     assert len(errors) == 1 and cluster.node in errors[0] and "PENDING" in errors[0], proc.stderr
@@ -147,8 +159,7 @@ def test_drained_node_is_named_and_nothing_stays_submitted(tmp_path, cluster, sh
 def test_bad_partition_is_refused_before_anything_is_submitted(tmp_path, cluster, shared_data):
     perf = copy_inference_tree(tmp_path / "inference")
     config = host_yaml(tmp_path, cluster, perf, shared_data, SLURM_PARTITION="nosuchpart")
-    proc = subprocess.run([sys.executable, "run.py", "--config", str(config)], cwd=perf, env=env_for(cluster),
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([sys.executable, "run.py", "--config", str(config)], cwd=perf, env=env_for(cluster), capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     errors = [line for line in proc.stderr.splitlines() if "ERROR" in line]
     assert len(errors) == 1 and "SLURM_PARTITION" in errors[0] and "nosuchpart" in errors[0], proc.stderr
@@ -164,8 +175,9 @@ def test_missing_sbatch_is_one_line(tmp_path, cluster, shared_data):
         found = shutil.which(tool)
         if found:
             (bare / tool).symlink_to(found)
-    proc = subprocess.run([sys.executable, "run.py", "--config", str(config)], cwd=perf, env=env_for(cluster, str(bare)),
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "run.py", "--config", str(config)], cwd=perf, env=env_for(cluster, str(bare)), capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 2
     errors = [line for line in proc.stderr.splitlines() if "ERROR" in line]
     assert len(errors) == 1 and "sbatch not found" in errors[0], proc.stderr

@@ -8,6 +8,7 @@ then equal the one-client runners' exactly, which checks the shared arithmetic
 race. Real threads are used only where threads are the point (their names, and
 that one client uses none).
 """
+
 from __future__ import annotations
 
 import random
@@ -65,13 +66,23 @@ def go(cost, clients=1, foo=0.0, n_pool=3, **kwargs):
     kwargs.setdefault("batch_size", 2)
     kwargs.setdefault("min_duration_s", 0.0)
     kwargs.setdefault("max_duration_s", 1000.0)
-    run = run_scenario(costing(clock, cost, foo), pool(n_pool), clients=clients, clock=clock, sleep=clock.sleep,
-                       **kwargs)
+    run = run_scenario(costing(clock, cost, foo), pool(n_pool), clients=clients, clock=clock, sleep=clock.sleep, **kwargs)
     return run, clock
 
 
-SAME_FIELDS = ("scenario", "batch_size", "queries", "samples", "latencies_ns", "completions_ns", "foo_time_s",
-               "stop_reason", "target_qps", "issued_qps", "sampled_outputs")
+SAME_FIELDS = (
+    "scenario",
+    "batch_size",
+    "queries",
+    "samples",
+    "latencies_ns",
+    "completions_ns",
+    "foo_time_s",
+    "stop_reason",
+    "target_qps",
+    "issued_qps",
+    "sampled_outputs",
+)
 
 CASES = {
     "offline": dict(cost=2 * MS, scenario="offline", min_query_count=10),
@@ -81,15 +92,11 @@ CASES = {
     "offline max duration": dict(cost=3 * MS, scenario="offline", min_query_count=10**6, max_duration_s=0.05),
     "offline sampled": dict(cost=MS, scenario="offline", min_query_count=40, sample_pool_indices={1}, max_sampled=4),
     "server fast": dict(cost=100_000, scenario="server", target_qps=2000.0, seed=7, min_query_count=150),
-    "server backlog foo": dict(cost=2 * MS, foo=0.0002, scenario="server", batch_size=1, target_qps=1000.0, seed=3,
-                               min_query_count=60),
-    "server min duration": dict(cost=10_000, scenario="server", batch_size=1, target_qps=1000.0, seed=11,
-                                min_query_count=1, min_duration_s=0.05),
-    "server max duration": dict(cost=10 * MS, scenario="server", batch_size=1, target_qps=1000.0,
-                                min_query_count=10**6, max_duration_s=0.1),
+    "server backlog foo": dict(cost=2 * MS, foo=0.0002, scenario="server", batch_size=1, target_qps=1000.0, seed=3, min_query_count=60),
+    "server min duration": dict(cost=10_000, scenario="server", batch_size=1, target_qps=1000.0, seed=11, min_query_count=1, min_duration_s=0.05),
+    "server max duration": dict(cost=10 * MS, scenario="server", batch_size=1, target_qps=1000.0, min_query_count=10**6, max_duration_s=0.1),
     "server slow arrivals": dict(cost=MS, scenario="server", batch_size=1, target_qps=0.1, seed=2, min_query_count=6),
-    "server sampled": dict(cost=MS, scenario="server", target_qps=500.0, seed=4, min_query_count=50,
-                           sample_pool_indices={0, 2}, max_sampled=5),
+    "server sampled": dict(cost=MS, scenario="server", target_qps=500.0, seed=4, min_query_count=50, sample_pool_indices={0, 2}, max_sampled=5),
 }
 
 
@@ -131,12 +138,11 @@ def offsets_ns(rate, seed, count):
 @pytest.mark.parametrize("clients", [1, 2])
 def test_server_arrivals_seconds_apart_are_exact_and_slept_to_once(monkeypatch, clients):
     monkeypatch.setattr(scenarios, "_run_threads", sequential)
-    run, clock = go(cost=MS, clients=clients, scenario="server", batch_size=1, target_qps=0.1, seed=2,
-                    min_query_count=6)
+    run, clock = go(cost=MS, clients=clients, scenario="server", batch_size=1, target_qps=0.1, seed=2, min_query_count=6)
     offsets = offsets_ns(0.1, 2, 6)
-    assert offsets[-1] > 20 * 10**9                  # tens of seconds: a 1e-9 relative error is tens of ns
+    assert offsets[-1] > 20 * 10**9  # tens of seconds: a 1e-9 relative error is tens of ns
     assert (run.latencies_ns, run.completions_ns) == expected_server(offsets, MS)
-    assert len(clock.sleeps) == 5                    # one sleep per future arrival, each to the nanosecond
+    assert len(clock.sleeps) == 5  # one sleep per future arrival, each to the nanosecond
     assert run.issued_qps == 5 / offsets_s(0.1, 2, 6)[-1]
 
 
@@ -176,8 +182,7 @@ def test_limits_are_whole_nanoseconds_at_one_second():
 def test_issued_qps_needs_two_arrivals():
     run, _ = go(cost=MS, scenario="server", batch_size=3, target_qps=300.0, seed=5, min_query_count=2)
     assert run.queries == 2 and run.issued_qps == 1 * 3 / offsets_s(100.0, 5, 2)[1]
-    run, _ = go(cost=10 * MS, scenario="server", batch_size=1, target_qps=1e6, min_query_count=1,
-                min_duration_s=0.01)
+    run, _ = go(cost=10 * MS, scenario="server", batch_size=1, target_qps=1e6, min_query_count=1, min_duration_s=0.01)
     assert run.queries == 1 and run.issued_qps is None
     assert run.batch_size == 1 and run.samples == 1
 
@@ -186,8 +191,17 @@ def test_completions_are_put_in_completion_order_with_their_latencies(monkeypatc
     monkeypatch.setattr(scenarios, "_run_threads", sequential)
     # clock reads, in order: start; query 0: lock, issue, completion; query 1: lock, issue, completion; stop
     script = iter([0, 0, 0, 50, 50, 10, 30, 60])
-    run = run_scenario(lambda inputs: (inputs, 0.0), pool(2), scenario="offline", batch_size=1, clients=2,
-                       min_query_count=2, min_duration_s=0, max_duration_s=10, clock=lambda: next(script))
+    run = run_scenario(
+        lambda inputs: (inputs, 0.0),
+        pool(2),
+        scenario="offline",
+        batch_size=1,
+        clients=2,
+        min_query_count=2,
+        min_duration_s=0,
+        max_duration_s=10,
+        clock=lambda: next(script),
+    )
     assert run.completions_ns == [30, 50] and run.latencies_ns == [20, 50]
 
 
@@ -200,8 +214,7 @@ def test_an_error_stops_every_client(monkeypatch):
         raise RuntimeError("engine broke")
 
     with pytest.raises(RuntimeError, match="engine broke"):
-        run_scenario(step, pool(2), scenario="offline", batch_size=1, clients=3, min_query_count=5,
-                     min_duration_s=0, max_duration_s=5)
+        run_scenario(step, pool(2), scenario="offline", batch_size=1, clients=3, min_query_count=5, min_duration_s=0, max_duration_s=5)
     assert len(calls) == 1
 
 
@@ -251,21 +264,29 @@ def test_sampled_outputs_are_in_query_order():
         clock.t += MS
         return [next(produced)], 0.0
 
-    run = run_scenario(step, pool(5), scenario="offline", batch_size=1, min_query_count=100, min_duration_s=0,
-                       max_duration_s=100, sample_pool_indices={3, 1}, max_sampled=100, clock=clock)
+    run = run_scenario(
+        step,
+        pool(5),
+        scenario="offline",
+        batch_size=1,
+        min_query_count=100,
+        min_duration_s=0,
+        max_duration_s=100,
+        sample_pool_indices={3, 1},
+        max_sampled=100,
+        clock=clock,
+    )
     keys = list(run.sampled_outputs)
-    assert keys == [5 * k + j for k in range(20) for j in (1, 3)]          # every eligible query, in query order
+    assert keys == [5 * k + j for k in range(20) for j in (1, 3)]  # every eligible query, in query order
     assert all(run.sampled_outputs[q] == (q % 5, [q]) for q in keys)
 
 
 def test_server_sampling_matches_single_stream_and_respects_max_sampled_zero():
-    server, _ = go(cost=MS, scenario="server", target_qps=500.0, seed=4, min_query_count=50,
-                   sample_pool_indices={0, 2}, max_sampled=5)
+    server, _ = go(cost=MS, scenario="server", target_qps=500.0, seed=4, min_query_count=50, sample_pool_indices={0, 2}, max_sampled=5)
     stream, _ = go(cost=MS, scenario="single_stream", min_query_count=50, sample_pool_indices={0, 2}, max_sampled=5)
     assert server.queries == stream.queries == 50
     assert server.sampled_outputs == stream.sampled_outputs and len(server.sampled_outputs) >= 3
-    none, _ = go(cost=MS, scenario="server", target_qps=500.0, min_query_count=5, sample_pool_indices={0},
-                 max_sampled=0)
+    none, _ = go(cost=MS, scenario="server", target_qps=500.0, min_query_count=5, sample_pool_indices={0}, max_sampled=0)
     assert none.sampled_outputs == {}
 
 
@@ -284,13 +305,15 @@ def test_defaults_seed_zero_and_eight_samples():
 BASE = dict(scenario="offline", batch_size=2, min_query_count=1, min_duration_s=0.0, max_duration_s=1.0)
 
 
-@pytest.mark.parametrize("changes, the_pool, message", [
-    (dict(scenario="multi"), None, "unknown scenario 'multi': expected one of offline, single_stream, server"),
-    (dict(), [["a"], ("b",)], "offline: pool batch 1 must be a list of inputs, got tuple"),
-    (dict(sample_pool_indices={2, -1}), None,
-     "offline: sample_pool_indices ['-1', '2'] are not indices of the pool (0..1)"),
-    (dict(scenario="server", target_qps=None), None, "server: target_qps (samples/s) must be > 0, got None"),
-])
+@pytest.mark.parametrize(
+    "changes, the_pool, message",
+    [
+        (dict(scenario="multi"), None, "unknown scenario 'multi': expected one of offline, single_stream, server"),
+        (dict(), [["a"], ("b",)], "offline: pool batch 1 must be a list of inputs, got tuple"),
+        (dict(sample_pool_indices={2, -1}), None, "offline: sample_pool_indices ['-1', '2'] are not indices of the pool (0..1)"),
+        (dict(scenario="server", target_qps=None), None, "server: target_qps (samples/s) must be > 0, got None"),
+    ],
+)
 def test_validation_messages(changes, the_pool, message):
     with pytest.raises(ValueError) as info:
         run_scenario(lambda inputs: None, pool(2) if the_pool is None else the_pool, **{**BASE, **changes})
@@ -312,21 +335,24 @@ def _search(p99_of, **kwargs):
 
 def test_server_search_defaults_bounds_and_equality():
     found = _search(lambda q: 99.0, upper_qps=100.0, latency_bound_ms=5.0)
-    assert len(found.trials) == 7 and found.best is None          # 1 + 6 iterations by default
+    assert len(found.trials) == 7 and found.best is None  # 1 + 6 iterations by default
     found = _search(lambda q: 5.0, upper_qps=0.5, latency_bound_ms=5.0)
-    assert found.trials == [(0.5, 5.0, True)] and found.best.target_qps == 0.5   # p99 == bound meets it
+    assert found.trials == [(0.5, 5.0, True)] and found.best.target_qps == 0.5  # p99 == bound meets it
     found = _search(lambda q: 0.1, upper_qps=10.0, latency_bound_ms=0.5, iterations=0)
     assert found.trials == [(10.0, 0.1, True)]
     found = _search(lambda q: 1.0, upper_qps=10.0, latency_bound_ms=0.5, iterations=0)
     assert found.trials == [(10.0, 1.0, False)] and found.best is None
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    (dict(upper_qps=0.0), "server_search: upper_qps must be > 0, got 0.0"),
-    (dict(latency_bound_ms=0.0), "server_search: latency_bound_ms must be > 0, got 0.0"),
-    (dict(iterations=-1), "server_search: iterations must be an integer >= 0, got -1"),
-    (dict(iterations=2.0), "server_search: iterations must be an integer >= 0, got 2.0"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(upper_qps=0.0), "server_search: upper_qps must be > 0, got 0.0"),
+        (dict(latency_bound_ms=0.0), "server_search: latency_bound_ms must be > 0, got 0.0"),
+        (dict(iterations=-1), "server_search: iterations must be an integer >= 0, got -1"),
+        (dict(iterations=2.0), "server_search: iterations must be an integer >= 0, got 2.0"),
+    ],
+)
 def test_server_search_messages(kwargs, message):
     base = dict(upper_qps=10.0, latency_bound_ms=5.0)
     with pytest.raises(ValueError) as info:

@@ -3,6 +3,7 @@
 
 Skipped when the cluster cannot be started (slurm-wlm/munge missing, not
 root); FAILED instead under CI=true."""
+
 from __future__ import annotations
 
 import os
@@ -67,8 +68,7 @@ def sleeper(cluster, client, marker: str, **kwargs) -> str:
 
 
 def running(client, job_id: str, timeout: float = 30) -> JobState:
-    return wait_for(lambda: (lambda s: s if s.state == "RUNNING" else None)(client.state(job_id)),
-                    timeout, f"job {job_id} RUNNING")
+    return wait_for(lambda: (lambda s: s if s.state == "RUNNING" else None)(client.state(job_id)), timeout, f"job {job_id} RUNNING")
 
 
 # ---- check ------------------------------------------------------------------
@@ -94,8 +94,7 @@ def test_missing_sbatch_is_one_line(cluster, tmp_path):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     for tool in ("squeue", "scancel", "sinfo", "scontrol", "sacct"):
-        os.symlink(subprocess.run(["which", tool], stdout=subprocess.PIPE, text=True).stdout.strip(),
-                   bin_dir / tool)
+        os.symlink(subprocess.run(["which", tool], stdout=subprocess.PIPE, text=True).stdout.strip(), bin_dir / tool)
     client = SlurmClient({**cluster.env, "PATH": str(bin_dir)})
     with pytest.raises(HostError) as info:
         client.check("debug")
@@ -104,8 +103,7 @@ def test_missing_sbatch_is_one_line(cluster, tmp_path):
     with pytest.raises(HostError, match=r"^MODE slurm: sbatch not found on PATH"):
         client.submit(["true"], job_name="x", output_path=str(tmp_path / "o"), workdir=str(tmp_path))
     # and with sbatch back, the next missing command is named instead
-    os.symlink(subprocess.run(["which", "sbatch"], stdout=subprocess.PIPE, text=True).stdout.strip(),
-               bin_dir / "sbatch")
+    os.symlink(subprocess.run(["which", "sbatch"], stdout=subprocess.PIPE, text=True).stdout.strip(), bin_dir / "sbatch")
     os.unlink(bin_dir / "scancel")
     with pytest.raises(HostError, match=r"^MODE slurm: scancel not found on PATH"):
         client.check("debug")
@@ -130,11 +128,16 @@ def test_unreachable_controller_is_a_config_error(cluster, tmp_path):
 def test_successful_job_completes_with_exit_0(cluster, client):
     token = uuid.uuid4().hex
     out = Path(cluster.shared_dir) / f"ok-{token}.txt"
-    script = ("import os, sys; open(sys.argv[1], 'w').write(os.environ['INFERPERF_TOKEN'] + '|' + os.getcwd());"
-              " print('hello from', os.environ['SLURM_JOB_ID'])")
-    job = client.submit([PYTHON, "-c", script, str(out)], job_name=f"ok-{token}",
-                        partition="batch", time_limit_s=61, output_path=f"{cluster.shared_dir}/ok-{token}.log",
-                        workdir=cluster.shared_dir, env={"INFERPERF_TOKEN": "a b$c'd"})
+    script = "import os, sys; open(sys.argv[1], 'w').write(os.environ['INFERPERF_TOKEN'] + '|' + os.getcwd()); print('hello from', os.environ['SLURM_JOB_ID'])"
+    job = client.submit(
+        [PYTHON, "-c", script, str(out)],
+        job_name=f"ok-{token}",
+        partition="batch",
+        time_limit_s=61,
+        output_path=f"{cluster.shared_dir}/ok-{token}.log",
+        workdir=cluster.shared_dir,
+        env={"INFERPERF_TOKEN": "a b$c'd"},
+    )
     assert job.isdigit()
     final = client.wait(job, timeout_s=60, check=True)
     assert (final.state, final.exit_code, final.signal, final.node) == ("COMPLETED", 0, 0, cluster.node)
@@ -149,8 +152,7 @@ def test_successful_job_completes_with_exit_0(cluster, client):
 def test_failed_job_from_a_script_reports_its_exit_code(cluster, client, tmp_path):
     script = tmp_path / "fail.sh"
     script.write_text("#!/bin/sh\necho failing\nexit 3\n")
-    job = client.submit(script, job_name="fail", output_path=f"{cluster.shared_dir}/fail.log",
-                        workdir=cluster.shared_dir)
+    job = client.submit(script, job_name="fail", output_path=f"{cluster.shared_dir}/fail.log", workdir=cluster.shared_dir)
     final = client.wait(job, timeout_s=60)
     assert (final.state, final.exit_code) == ("FAILED", 3)
     with pytest.raises(SlurmJobError) as info:
@@ -166,8 +168,7 @@ def test_finished_job_state_from_the_completion_log(cluster, client):
     # (here: no slurmdbd, so `sacct --completion` on the jobcomp/filetxt log).
     accounted = client._from_sacct(job)
     assert accounted is not None
-    assert (accounted.state, accounted.exit_code, accounted.node, accounted.source) == \
-        ("COMPLETED", 0, cluster.node, "sacct")
+    assert (accounted.state, accounted.exit_code, accounted.node, accounted.source) == ("COMPLETED", 0, cluster.node, "sacct")
     with pytest.raises(SlurmJobError, match=r"^slurm job 999999 unknown to controller"):
         client.state("999999")
 
@@ -175,8 +176,7 @@ def test_finished_job_state_from_the_completion_log(cluster, client):
 def test_gpus_on_a_cluster_without_gpus_is_a_one_line_sbatch_error(cluster, client):
     before = all_job_ids(cluster)
     with pytest.raises(HostError) as info:
-        client.submit(["true"], job_name="needs-gpu", gpus_per_node=1, output_path="/dev/null",
-                      workdir=cluster.shared_dir)
+        client.submit(["true"], job_name="needs-gpu", gpus_per_node=1, output_path="/dev/null", workdir=cluster.shared_dir)
     assert re.match(r"^slurm controller \S+: sbatch of job needs-gpu exited 1: .*gres", str(info.value))
     assert "\n" not in str(info.value)
     assert all_job_ids(cluster) == before
@@ -198,7 +198,7 @@ def _assert_timeout(cluster, client, job: str, marker: str, final: JobState) -> 
 
 def test_job_killed_by_its_time_limit(cluster, client):
     marker = f"inferperf-timeout-{uuid.uuid4().hex}"
-    job = sleeper(cluster, client, marker, time_limit_s=1)   # 1 s -> 1 min
+    job = sleeper(cluster, client, marker, time_limit_s=1)  # 1 s -> 1 min
     state = running(client, job)
     assert state.time_limit_s == 60
     # Slurm's smallest limit is a minute; as an admin, move the job's end to
@@ -213,7 +213,7 @@ def test_job_killed_by_its_time_limit(cluster, client):
 def test_job_killed_by_its_time_limit_unassisted(cluster, client):
     marker = f"inferperf-timeout-{uuid.uuid4().hex}"
     job = sleeper(cluster, client, marker, time_limit_s=30)
-    final = client.wait(job, timeout_s=150)   # 60 s limit + up to 30 s until slurmctld checks
+    final = client.wait(job, timeout_s=150)  # 60 s limit + up to 30 s until slurmctld checks
     _assert_timeout(cluster, client, job, marker, final)
 
 
@@ -259,8 +259,7 @@ def test_overall_timeout_cancels_a_running_job(cluster, client):
     running(client, job)
     with pytest.raises(SlurmJobError) as info:
         client.wait(job, timeout_s=2)
-    assert re.fullmatch(rf"slurm job {job} on node {cluster.node} still RUNNING after [2-9] s: cancelled",
-                        str(info.value))
+    assert re.fullmatch(rf"slurm job {job} on node {cluster.node} still RUNNING after [2-9] s: cancelled", str(info.value))
     assert info.value.why == "timeout" and client.state(job).state == "CANCELLED"
 
 
@@ -270,6 +269,6 @@ def test_cancel_is_idempotent_and_cancel_all_cancels_each(cluster, client):
     for job in jobs:
         final = wait_for(lambda: (lambda s: s if s.final else None)(client.state(job)), 30, f"job {job} ended")
         assert final.state == "CANCELLED"
-    client.cancel(jobs[0])        # already cancelled
-    client.cancel("999999")       # never existed
+    client.cancel(jobs[0])  # already cancelled
+    client.cancel("999999")  # never existed
     client.cancel_all([])

@@ -1,4 +1,5 @@
 """utils.cluster_manager against a real OpenSSH server on a loopback address."""
+
 from __future__ import annotations
 
 import subprocess

@@ -5,6 +5,7 @@ implementation); windows against a hand-made tiling; every reason sentence in
 full, and every boundary (10 % exactly, a median of exactly 0, a zero-length
 window) from both sides.
 """
+
 from __future__ import annotations
 
 import math
@@ -38,8 +39,7 @@ def test_constants_are_loadgens_floors():
 
 
 @PROPERTY
-@given(values=st.lists(st.floats(-1e6, 1e6, allow_nan=False), min_size=1, max_size=60),
-       q=st.floats(0.0, 100.0), q2=st.floats(0.0, 100.0))
+@given(values=st.lists(st.floats(-1e6, 1e6, allow_nan=False), min_size=1, max_size=60), q=st.floats(0.0, 100.0), q2=st.floats(0.0, 100.0))
 def test_percentile_is_numpys_linear_method_monotone_and_bounded(values, q, q2):
     ordered = sorted(values)
     got = percentile(ordered, q)
@@ -50,8 +50,8 @@ def test_percentile_is_numpys_linear_method_monotone_and_bounded(values, q, q2):
 
 
 def test_percentile_exact_points_and_empty_message():
-    assert percentile([1.0, 2.0, 4.0, 8.0], 50) == 3.0          # rank 1.5
-    assert percentile([1.0, 2.0, 4.0, 8.0], 100 / 3) == 2.0     # rank exactly 1: no interpolation
+    assert percentile([1.0, 2.0, 4.0, 8.0], 50) == 3.0  # rank 1.5
+    assert percentile([1.0, 2.0, 4.0, 8.0], 100 / 3) == 2.0  # rank exactly 1: no interpolation
     assert percentile([7.0], 99) == 7.0
     with pytest.raises(ValueError, match=r"^percentile of an empty sample$"):
         percentile([], 50)
@@ -64,21 +64,28 @@ def test_enough_for_and_note_at_the_floor():
 
 
 def test_from_ns_every_field_for_a_small_sample():
-    stats = LatencyStats.from_ns([4_000_000, 1_000_000, 1_000_000])     # ms: 1, 1, 4
+    stats = LatencyStats.from_ns([4_000_000, 1_000_000, 1_000_000])  # ms: 1, 1, 4
     mean = 2.0
     std = math.sqrt(((1 - 2) ** 2 * 2 + (4 - 2) ** 2) / 3)
     assert stats.to_dict() == {
-        "count": 3, "mean": mean, "min": 1.0, "max": 4.0, "std": std, "cv": std / mean,
-        "p50": 1.0, "p90": None, "p99": None, "p99_9": None,
-        "notes": ["p90 needs at least 64 queries, got 3", "p99 needs at least 662 queries, got 3",
-                  "p99_9 needs at least 6620 queries, got 3"],
+        "count": 3,
+        "mean": mean,
+        "min": 1.0,
+        "max": 4.0,
+        "std": std,
+        "cv": std / mean,
+        "p50": 1.0,
+        "p90": None,
+        "p99": None,
+        "p99_9": None,
+        "notes": ["p90 needs at least 64 queries, got 3", "p99 needs at least 662 queries, got 3", "p99_9 needs at least 6620 queries, got 3"],
     }
 
 
 def test_cv_of_an_all_zero_sample_is_zero_and_of_a_sub_millisecond_one_is_std_over_mean():
     zero = LatencyStats.from_ns([0, 0, 0])
     assert zero.mean == 0.0 and zero.std == 0.0 and zero.cv == 0.0
-    small = LatencyStats.from_ns([100_000, 300_000])          # 0.1 and 0.3 ms: mean 0.2 < 1
+    small = LatencyStats.from_ns([100_000, 300_000])  # 0.1 and 0.3 ms: mean 0.2 < 1
     assert small.cv == pytest.approx(0.1 / 0.2)
 
 
@@ -102,8 +109,7 @@ def test_window_rates_are_exact_in_integer_nanoseconds():
 
 
 @PROPERTY
-@given(durations=st.lists(st.integers(1, 10**7), min_size=0, max_size=200),
-       sizes=st.data())
+@given(durations=st.lists(st.integers(1, 10**7), min_size=0, max_size=200), sizes=st.data())
 def test_windows_tile_the_run(durations, sizes):
     """Property: the windows partition the queries into equal-count runs and their spans tile the time."""
     n = len(durations)
@@ -120,22 +126,18 @@ def test_windows_tile_the_run(durations, sizes):
     assert all(edges[k + 1] - edges[k] >= MIN_QUERIES_PER_WINDOW - 1 for k in range(count))
     spans = [sum(durations[a:b]) for a, b in zip(edges, edges[1:])]
     counted = [sum(samples[a:b]) for a, b in zip(edges, edges[1:])]
-    assert sum(counted) == sum(samples)                                   # no query lost or counted twice
-    assert sum(spans) == elapsed[-1]                                      # the windows cover the run exactly
+    assert sum(counted) == sum(samples)  # no query lost or counted twice
+    assert sum(spans) == elapsed[-1]  # the windows cover the run exactly
     assert rates == pytest.approx([c * 1e9 / s for c, s in zip(counted, spans)], rel=1e-12)
     assert sum(r * s / 1e9 for r, s in zip(rates, spans)) == pytest.approx(sum(samples), rel=1e-9)
 
 
 # ---- stability -----------------------------------------------------------------------------
 def test_stability_reason_sentences_in_full():
-    assert stability_reason([]) == (
-        "throughput stability cannot be judged: needs at least 24 queries (3 windows of 8)"
-    )
+    assert stability_reason([]) == ("throughput stability cannot be judged: needs at least 24 queries (3 windows of 8)")
     assert stability_reason([0.0, 0.0, 0.0]) == "throughput stability cannot be judged: windows took no measurable time"
     assert stability_reason([math.inf] * 3) == "throughput stability cannot be judged: windows took no measurable time"
-    assert stability_reason([90.0, 100.0, 100.0, 125.0]) == (
-        "throughput not stable: 4 windows ranged 90-125 qps, up to 25% from the median (limit 10%)"
-    )
+    assert stability_reason([90.0, 100.0, 100.0, 125.0]) == ("throughput not stable: 4 windows ranged 90-125 qps, up to 25% from the median (limit 10%)")
     assert stability_reason([100.0, 100.0, 130.0], tolerance=0.2) == (
         "throughput not stable: 3 windows ranged 100-130 qps, up to 30% from the median (limit 20%)"
     )
@@ -147,8 +149,8 @@ def test_stability_median_of_an_even_count_is_the_mean_of_the_middle_two():
 
 
 def test_stability_boundaries():
-    assert stability_reason([100.0, 100.0, 110.0]) is None        # exactly 10 %: within the limit
-    assert stability_reason([0.5, 0.5, 0.5]) is None              # a median below 1 is still a median
+    assert stability_reason([100.0, 100.0, 110.0]) is None  # exactly 10 %: within the limit
+    assert stability_reason([0.5, 0.5, 0.5]) is None  # a median below 1 is still a median
     assert stability_reason([0.5, 0.5, 0.56]) is not None
 
 
@@ -164,8 +166,7 @@ def test_minimum_reasons_both_at_once_and_formatting():
 def test_contention_reason_limit_is_inclusive_and_sentence():
     assert contention_reason(0.25, 4, 0.25) is None
     assert contention_reason(0.2501, 4, 0.25) == (
-        "contention: other processes used 25% of the 4 CPU(s) available to the benchmark during the measured "
-        "phase (limit 25%)"
+        "contention: other processes used 25% of the 4 CPU(s) available to the benchmark during the measured phase (limit 25%)"
     )
 
 
@@ -174,4 +175,4 @@ def test_verdict_add_ignores_empty_and_duplicates():
     assert verdict.reasons == ["x", "y"] and not verdict.valid
     copy = verdict.to_dict()
     copy["reasons"].append("z")
-    assert verdict.reasons == ["x", "y"]                             # to_dict hands out a copy
+    assert verdict.reasons == ["x", "y"]  # to_dict hands out a copy

@@ -1,4 +1,5 @@
 """The summary: MFU per row from the vendor's peak, and a table that tells the truth at a glance."""
+
 from __future__ import annotations
 
 import json
@@ -15,23 +16,58 @@ INFERENCE = Path(__file__).resolve().parents[1] / "inference"
 
 def _result(**changes) -> dict:
     result = {
-        "vendor": "cpu", "compiler": "onnxruntime", "precision": "fp32", "batchsize": 8, "flops": 4e9,
-        "e2e_time(second)": 30.0, "p_validation_whole(qps)": 10.0, "p_validation_core(qps)": 12.0,
-        "p_inference_whole(qps)": 20.0, "*p_inference_core(qps)": 25.0, "val_average_acc": None, "infer_average_acc": None,
+        "vendor": "cpu",
+        "compiler": "onnxruntime",
+        "precision": "fp32",
+        "batchsize": 8,
+        "flops": 4e9,
+        "e2e_time(second)": 30.0,
+        "p_validation_whole(qps)": 10.0,
+        "p_validation_core(qps)": 12.0,
+        "p_inference_whole(qps)": 20.0,
+        "*p_inference_core(qps)": 25.0,
+        "val_average_acc": None,
+        "infer_average_acc": None,
         "accuracy_note": "random weights",
         "verdict": {"valid": False, "reasons": ["inference: contention: other processes used 45% of the 2 CPU(s)"]},
-        "inference": {"latency_ms": {"count": 40, "p50": 310.0, "p90": None, "p99": None, "p99_9": None, "mean": 312.0,
-                                     "notes": ["p90 needs at least 64 queries, got 40"]}},
+        "inference": {
+            "latency_ms": {
+                "count": 40,
+                "p50": 310.0,
+                "p90": None,
+                "p99": None,
+                "p99_9": None,
+                "mean": 312.0,
+                "notes": ["p90 needs at least 64 queries, got 40"],
+            }
+        },
         "performance": [
-            {"batch_size": 8, "scenario": "offline", "clients": 1, "qps": 26.0, "queries": 70,
-             "latency_ms": {"p50": 300.0, "p90": 305.0, "p99": None, "p99_9": None, "mean": 301.0},
-             "target_qps": None, "latency_bound_met": None, "verdict": {"valid": True, "reasons": []}},
-            {"batch_size": 1, "scenario": "server", "clients": 1, "qps": 9.5, "queries": 700,
-             "latency_ms": {"p50": 50.0, "p90": 80.0, "p99": 120.0, "p99_9": None, "mean": 55.0},
-             "target_qps": 10.0, "latency_bound_met": False,
-             "verdict": {"valid": False, "reasons": ["p99 latency 120 ms exceeds latency_bound_ms 100"]}},
+            {
+                "batch_size": 8,
+                "scenario": "offline",
+                "clients": 1,
+                "qps": 26.0,
+                "queries": 70,
+                "latency_ms": {"p50": 300.0, "p90": 305.0, "p99": None, "p99_9": None, "mean": 301.0},
+                "target_qps": None,
+                "latency_bound_met": None,
+                "verdict": {"valid": True, "reasons": []},
+            },
+            {
+                "batch_size": 1,
+                "scenario": "server",
+                "clients": 1,
+                "qps": 9.5,
+                "queries": 700,
+                "latency_ms": {"p50": 50.0, "p90": 80.0, "p99": 120.0, "p99_9": None, "mean": 55.0},
+                "target_qps": 10.0,
+                "latency_bound_met": False,
+                "verdict": {"valid": False, "reasons": ["p99 latency 120 ms exceeds latency_bound_ms 100"]},
+            },
         ],
-        "best": None, "numeric": None, "audits": [],
+        "best": None,
+        "numeric": None,
+        "audits": [],
     }
     result.update(changes)
     return result
@@ -43,10 +79,22 @@ def _outcome(tmp_path: Path, result: dict | None, peak: dict | None) -> CaseOutc
     outcome.result = result
     if peak is not None:
         monitor = tmp_path / "cpu_monitor.jsonl"
-        sample = {"timestamp": 1.0, "device": "AMD EPYC", "model_name": "AMD EPYC 9R14", "vendor_id": "AuthenticAMD",
-                  "cpu_family": 25, "model": 17, "cpu_flags": ["avx512f", "avx2", "fma"], "simd": "avx512f",
-                  "mhz": 2500.0, "mhz_source": "cpuinfo", "cores": 2, "utilization": 50.0,
-                  "mem_used_gib": 3.0, "mem_total_gib": 16.0}
+        sample = {
+            "timestamp": 1.0,
+            "device": "AMD EPYC",
+            "model_name": "AMD EPYC 9R14",
+            "vendor_id": "AuthenticAMD",
+            "cpu_family": 25,
+            "model": 17,
+            "cpu_flags": ["avx512f", "avx2", "fma"],
+            "simd": "avx512f",
+            "mhz": 2500.0,
+            "mhz_source": "cpuinfo",
+            "cores": 2,
+            "utilization": 50.0,
+            "mem_used_gib": 3.0,
+            "mem_total_gib": 16.0,
+        }
         monitor.write_text(json.dumps(sample) + "\n")
         outcome.monitors["cpu"] = str(monitor)
     return outcome
@@ -54,7 +102,7 @@ def _outcome(tmp_path: Path, result: dict | None, peak: dict | None) -> CaseOutc
 
 def test_mfu_per_row_uses_the_vendor_peak_and_is_marked_estimate(tmp_path):
     record = merge_outcome(_outcome(tmp_path, _result(), peak={}), INFERENCE, "cpu")
-    peak = 2 * 2500e6 * 32          # Zen 4: 32 fp32 FLOP/cycle/core
+    peak = 2 * 2500e6 * 32  # Zen 4: 32 fp32 FLOP/cycle/core
     assert record["peak_flops"] == pytest.approx(peak)
     assert record["mfu_is_estimate"] is True and "zen4" in record["peak_flops_source"]
     assert record["MFU"] == pytest.approx(4e9 * 25.0 / peak) and record["MFU_note"] is None
@@ -91,8 +139,8 @@ def test_table_says_na_with_reasons_units_and_verdicts(tmp_path):
         assert unit in header
     row = table.splitlines()[2]
     assert "| INVALID (1) |" in row
-    assert "| n/a (random weights) | n/a (random weights) |" in row          # never 0.0000
-    assert "| 310.00 | n/a (<64 queries) | n/a (<662 queries) |" in row        # p50 measured, p90/p99 not
+    assert "| n/a (random weights) | n/a (random weights) |" in row  # never 0.0000
+    assert "| 310.00 | n/a (<64 queries) | n/a (<662 queries) |" in row  # p50 measured, p90/p99 not
     assert "% est. |" in row and "0.0000" not in row
     assert "| resnet50:pytorch | 10.0.0.1 | 8 | offline | 1 | 26.00 | 300.00 | 305.00 | n/a (<662 queries) | 70 |" in table
     assert "| 1 | server @10, bound MISSED | 1 | 9.50 | 50.00 | 80.00 | 120.00 | 700 |" in table

@@ -5,6 +5,7 @@ module; markdown_table against a table written out by hand (every cell:
 numbers, n/a with its reason, est., verdicts, the notes under the table);
 write_summary against both files.
 """
+
 from __future__ import annotations
 
 import json
@@ -49,21 +50,31 @@ def fake_vendor(tmp_path, monkeypatch):
 
 
 def outcome(tmp_path, result, status="success", monitors=None):
-    out = CaseOutcome(CaseSpec("resnet50", "pytorch", "/data"), "10.0.0.7", 3, tmp_path / "logs", status=status,
-                      exit_code=0, wall_time_s=12.5, result=result)
+    out = CaseOutcome(CaseSpec("resnet50", "pytorch", "/data"), "10.0.0.7", 3, tmp_path / "logs", status=status, exit_code=0, wall_time_s=12.5, result=result)
     out.monitors.update(monitors or {})
     return out
 
 
 RESULT = {
-    "vendor": VENDOR, "compiler": "c", "precision": "FP16", "batchsize": 4, "flops": 2e9, "e2e_time(second)": 9.0,
-    "p_validation_whole(qps)": 1.0, "p_validation_core(qps)": 2.0, "p_inference_whole(qps)": 3.0,
-    "*p_inference_core(qps)": 100.0, "val_average_acc": 0.5, "infer_average_acc": 0.25,
-    "verdict": {"valid": True, "reasons": []}, "accuracy_note": None,
-    "inference": {"latency_ms": {"count": 70, "p50": 1.0, "p90": 2.0, "p99": None, "p99_9": None, "mean": 1.5,
-                                 "notes": ["n"]}},
+    "vendor": VENDOR,
+    "compiler": "c",
+    "precision": "FP16",
+    "batchsize": 4,
+    "flops": 2e9,
+    "e2e_time(second)": 9.0,
+    "p_validation_whole(qps)": 1.0,
+    "p_validation_core(qps)": 2.0,
+    "p_inference_whole(qps)": 3.0,
+    "*p_inference_core(qps)": 100.0,
+    "val_average_acc": 0.5,
+    "infer_average_acc": 0.25,
+    "verdict": {"valid": True, "reasons": []},
+    "accuracy_note": None,
+    "inference": {"latency_ms": {"count": 70, "p50": 1.0, "p90": 2.0, "p99": None, "p99_9": None, "mean": 1.5, "notes": ["n"]}},
     "performance": [{"batch_size": 4, "qps": 50.0}, {"batch_size": 8, "qps": None}],
-    "best": {"b": 1}, "numeric": {"n": 2}, "audits": [{"a": 3}],
+    "best": {"b": 1},
+    "numeric": {"n": 2},
+    "audits": [{"a": 3}],
 }
 PEAK = {"fp32": 2e12, "fp16": 4e12, "estimate": True, "source": "the source"}
 
@@ -76,19 +87,37 @@ def test_merge_outcome_whole_record(fake_vendor, monkeypatch):
     record = merge_outcome(outcome(perf_dir, RESULT, monitors={"sys": "s.jsonl", VENDOR: "v.jsonl"}), perf_dir, VENDOR)
     assert analysed == ["s.jsonl"] and module.calls == ["v.jsonl"]
     assert record == {
-        "case": "resnet50", "framework": "pytorch", "host": "10.0.0.7", "noderank": 3, "status": "success",
-        "failed_step": None, "error": None, "exit_code": 0, "wall_time_s": 12.5, "log_dir": str(perf_dir / "logs"),
+        "case": "resnet50",
+        "framework": "pytorch",
+        "host": "10.0.0.7",
+        "noderank": 3,
+        "status": "success",
+        "failed_step": None,
+        "error": None,
+        "exit_code": 0,
+        "wall_time_s": 12.5,
+        "log_dir": str(perf_dir / "logs"),
         **{key: RESULT[key] for key in result_record.FLAGPERF_KEYS},
-        "verdict": {"valid": True, "reasons": []}, "accuracy_note": None,
+        "verdict": {"valid": True, "reasons": []},
+        "accuracy_note": None,
         "latency_ms": {"p50": 1.0, "p90": 2.0, "p99": None, "p99_9": None, "mean": 1.5},
-        "latency_batches": 70, "latency_notes": ["n"],
+        "latency_batches": 70,
+        "latency_notes": ["n"],
         "sys_monitor": {"samples": 9},
-        "vendor_usage(GiB)": 1.5, "vendor_max_mem(GiB)": 16.0,
-        "peak_flops": 4e12, "mfu_is_estimate": True, "peak_flops_source": "the source",
-        "MFU": 2e9 * 100.0 / 4e12, "MFU_note": None,
-        "performance": [{"batch_size": 4, "qps": 50.0, "MFU": 2e9 * 50.0 / 4e12, "MFU_note": None},
-                        {"batch_size": 8, "qps": None, "MFU": None, "MFU_note": None}],
-        "best": {"b": 1}, "numeric": {"n": 2}, "audits": [{"a": 3}],
+        "vendor_usage(GiB)": 1.5,
+        "vendor_max_mem(GiB)": 16.0,
+        "peak_flops": 4e12,
+        "mfu_is_estimate": True,
+        "peak_flops_source": "the source",
+        "MFU": 2e9 * 100.0 / 4e12,
+        "MFU_note": None,
+        "performance": [
+            {"batch_size": 4, "qps": 50.0, "MFU": 2e9 * 50.0 / 4e12, "MFU_note": None},
+            {"batch_size": 8, "qps": None, "MFU": None, "MFU_note": None},
+        ],
+        "best": {"b": 1},
+        "numeric": {"n": 2},
+        "audits": [{"a": 3}],
     }
 
 
@@ -100,7 +129,7 @@ def test_merge_outcome_without_monitors_or_result(tmp_path):
     assert (record["peak_flops"], record["mfu_is_estimate"], record["peak_flops_source"], record["MFU"]) == (None,) * 4
     assert (record["vendor_usage(GiB)"], record["vendor_max_mem(GiB)"]) == (None, None)
     failed = merge_outcome(outcome(tmp_path, RESULT, status="failed"), tmp_path, VENDOR)
-    assert failed["verdict"] is None                          # a failed case's verdict is not reported
+    assert failed["verdict"] is None  # a failed case's verdict is not reported
     latency_without_notes = {**RESULT, "inference": {"latency_ms": {"count": 3, "p50": 1.0}}, "audits": None}
     record = merge_outcome(outcome(tmp_path, latency_without_notes), tmp_path, VENDOR)
     assert record["latency_notes"] == [] and record["audits"] == []
@@ -110,13 +139,13 @@ def test_merge_outcome_without_monitors_or_result(tmp_path):
 def test_mfu_peak_forms_and_the_unknown_peak_warning(fake_vendor, caplog_loguru):
     perf_dir, module = fake_vendor
     run = lambda result: merge_outcome(outcome(perf_dir, result, monitors={VENDOR: "v"}), perf_dir, VENDOR)
-    module.value = (1.0, 2.0, 5e11)                          # one number: every precision, not an estimate
+    module.value = (1.0, 2.0, 5e11)  # one number: every precision, not an estimate
     record = run(RESULT)
     assert (record["peak_flops"], record["mfu_is_estimate"], record["MFU"]) == (5e11, False, 2e9 * 100 / 5e11)
-    module.value = (1.0, 2.0, True)                          # a bool is not a peak
+    module.value = (1.0, 2.0, True)  # a bool is not a peak
     assert run(RESULT)["peak_flops"] is None
     module.value = (1.0, 2.0, {"fp32": 1e12, "source": "s"})
-    record = run(RESULT)                                    # fp16 asked, only fp32 known
+    record = run(RESULT)  # fp16 asked, only fp32 known
     assert (record["peak_flops"], record["mfu_is_estimate"], record["peak_flops_source"]) == (None, None, "s")
     assert caplog_loguru[-1] == {
         "level": "WARNING",
@@ -130,13 +159,13 @@ def test_mfu_peak_forms_and_the_unknown_peak_warning(fake_vendor, caplog_loguru)
     module.value = (1.0, 2.0, {"fp16": 1e12})
     assert run(RESULT)["mfu_is_estimate"] is False and len(caplog_loguru) == count
     module.value = (1.0, 2.0, None)
-    assert run({**RESULT, "flops": None})["MFU"] is None       # no FLOPs: no peak needed
+    assert run({**RESULT, "flops": None})["MFU"] is None  # no FLOPs: no peak needed
     module.value = (1.0, 2.0, {"fp16": 1e12})
-    assert run({**RESULT, "*p_inference_core(qps)": None})["MFU"] is None   # a peak, but no throughput
+    assert run({**RESULT, "*p_inference_core(qps)": None})["MFU"] is None  # a peak, but no throughput
     module.value = (1.0, 2.0, None)
     record = merge_outcome(outcome(perf_dir, RESULT, status="failed", monitors={VENDOR: "v"}), perf_dir, VENDOR)
     assert record["MFU"] is None and record["vendor_usage(GiB)"] == 1.0
-    assert len(caplog_loguru) == count                       # no peak needed, or nothing to say
+    assert len(caplog_loguru) == count  # no peak needed, or nothing to say
 
 
 def test_vendor_analysis_contract(fake_vendor, caplog_loguru):
@@ -158,8 +187,7 @@ def test_vendor_analysis_contract(fake_vendor, caplog_loguru):
     )
     module.value = ValueError("bad log")
     assert vendor_analysis(perf_dir, VENDOR, "the/log") == (None, None, None)
-    assert caplog_loguru[-1] == {"level": "ERROR",
-                                 "message": f"{source}: analysis_log(the/log) failed: ValueError: bad log"}
+    assert caplog_loguru[-1] == {"level": "ERROR", "message": f"{source}: analysis_log(the/log) failed: ValueError: bad log"}
     del module.analysis_log
     assert vendor_analysis(perf_dir, VENDOR, "p") == (None, None, None)
     assert caplog_loguru[-1] == {"level": "ERROR", "message": f"{source}: must define analysis_log(path)"}
@@ -180,36 +208,107 @@ def test_memory_kind(fake_vendor):
 def records() -> list[dict]:
     empty = {key: None for key in result_record.FLAGPERF_KEYS}
     a = {
-        **empty, "case": "resnet50", "framework": "pytorch", "host": "h1", "status": "success", "failed_step": None,
-        "error": None, "verdict": {"valid": False, "reasons": ["r1", "r2"]}, "precision": "fp16", "batchsize": 8,
-        "*p_inference_core(qps)": 123.456, "p_inference_whole(qps)": 100.0, "p_validation_core(qps)": None,
-        "latency_ms": {"p50": 1.234, "p90": None, "p99": None}, "latency_batches": 40,
-        "val_average_acc": 0.91234567, "infer_average_acc": None, "accuracy_note": None,
-        "vendor_usage(GiB)": 1.5, "vendor_max_mem(GiB)": 16.0, "MFU": 0.123456, "mfu_is_estimate": True,
+        **empty,
+        "case": "resnet50",
+        "framework": "pytorch",
+        "host": "h1",
+        "status": "success",
+        "failed_step": None,
+        "error": None,
+        "verdict": {"valid": False, "reasons": ["r1", "r2"]},
+        "precision": "fp16",
+        "batchsize": 8,
+        "*p_inference_core(qps)": 123.456,
+        "p_inference_whole(qps)": 100.0,
+        "p_validation_core(qps)": None,
+        "latency_ms": {"p50": 1.234, "p90": None, "p99": None},
+        "latency_batches": 40,
+        "val_average_acc": 0.91234567,
+        "infer_average_acc": None,
+        "accuracy_note": None,
+        "vendor_usage(GiB)": 1.5,
+        "vendor_max_mem(GiB)": 16.0,
+        "MFU": 0.123456,
+        "mfu_is_estimate": True,
         "peak_flops_source": "zen4 (src)",
         "performance": [
-            {"batch_size": 8, "scenario": "offline", "clients": 2, "qps": 50.5, "queries": 70,
-             "latency_ms": {"p50": 2.0, "p90": 3.0, "p99": None}, "target_qps": None, "latency_bound_met": None,
-             "MFU": 0.01, "verdict": {"valid": True, "reasons": []}},
-            {"batch_size": 1, "scenario": "server", "clients": 1, "qps": None, "queries": 0, "latency_ms": None,
-             "target_qps": 12.3456, "latency_bound_met": True, "MFU": None, "verdict": {"valid": False, "reasons": ["x"]}},
-            {"batch_size": 1, "scenario": "server", "clients": 1, "qps": 9.0, "queries": 700,
-             "latency_ms": {"p50": 1.0, "p90": 2.0, "p99": 3.0}, "target_qps": 10.0, "latency_bound_met": False,
-             "MFU": 0.002, "verdict": {"valid": False, "reasons": ["y"]}},
+            {
+                "batch_size": 8,
+                "scenario": "offline",
+                "clients": 2,
+                "qps": 50.5,
+                "queries": 70,
+                "latency_ms": {"p50": 2.0, "p90": 3.0, "p99": None},
+                "target_qps": None,
+                "latency_bound_met": None,
+                "MFU": 0.01,
+                "verdict": {"valid": True, "reasons": []},
+            },
+            {
+                "batch_size": 1,
+                "scenario": "server",
+                "clients": 1,
+                "qps": None,
+                "queries": 0,
+                "latency_ms": None,
+                "target_qps": 12.3456,
+                "latency_bound_met": True,
+                "MFU": None,
+                "verdict": {"valid": False, "reasons": ["x"]},
+            },
+            {
+                "batch_size": 1,
+                "scenario": "server",
+                "clients": 1,
+                "qps": 9.0,
+                "queries": 700,
+                "latency_ms": {"p50": 1.0, "p90": 2.0, "p99": 3.0},
+                "target_qps": 10.0,
+                "latency_bound_met": False,
+                "MFU": 0.002,
+                "verdict": {"valid": False, "reasons": ["y"]},
+            },
         ],
     }
     b = {
-        **empty, "case": "digits", "framework": "pytorch", "host": "h2", "status": "success", "failed_step": None,
-        "error": None, "verdict": {"valid": True, "reasons": []}, "precision": "fp32", "batchsize": 16,
-        "*p_inference_core(qps)": 2000.0, "p_inference_whole(qps)": None, "p_validation_core(qps)": 1500.5,
-        "latency_ms": None, "latency_batches": None, "val_average_acc": 0.99, "infer_average_acc": 0.98,
-        "accuracy_note": "random weights", "vendor_usage(GiB)": None, "vendor_max_mem(GiB)": None, "MFU": None,
-        "mfu_is_estimate": True, "peak_flops_source": "generic (g)", "performance": [],
+        **empty,
+        "case": "digits",
+        "framework": "pytorch",
+        "host": "h2",
+        "status": "success",
+        "failed_step": None,
+        "error": None,
+        "verdict": {"valid": True, "reasons": []},
+        "precision": "fp32",
+        "batchsize": 16,
+        "*p_inference_core(qps)": 2000.0,
+        "p_inference_whole(qps)": None,
+        "p_validation_core(qps)": 1500.5,
+        "latency_ms": None,
+        "latency_batches": None,
+        "val_average_acc": 0.99,
+        "infer_average_acc": 0.98,
+        "accuracy_note": "random weights",
+        "vendor_usage(GiB)": None,
+        "vendor_max_mem(GiB)": None,
+        "MFU": None,
+        "mfu_is_estimate": True,
+        "peak_flops_source": "generic (g)",
+        "performance": [],
     }
     c = {
-        **empty, "case": "bert", "framework": "onnx", "host": "h3", "status": "failed", "failed_step": "vendor_compile",
-        "error": "boom", "verdict": None, "vendor_usage(GiB)": None, "vendor_max_mem(GiB)": None,
-        "mfu_is_estimate": True, "peak_flops_source": None,
+        **empty,
+        "case": "bert",
+        "framework": "onnx",
+        "host": "h3",
+        "status": "failed",
+        "failed_step": "vendor_compile",
+        "error": "boom",
+        "verdict": None,
+        "vendor_usage(GiB)": None,
+        "vendor_max_mem(GiB)": None,
+        "mfu_is_estimate": True,
+        "peak_flops_source": None,
     }
     return [a, b, c]
 
@@ -255,16 +354,24 @@ def test_markdown_table_minimal():
 
 
 def test_cells_of_a_measured_row_without_estimate_or_p50():
-    record = {**records()[1], "MFU": 0.5, "mfu_is_estimate": False, "accuracy_note": None, "infer_average_acc": 0.5,
-              "val_average_acc": None, "latency_ms": {"p50": None, "p90": 2.0, "p99": None}, "latency_batches": 1}
+    record = {
+        **records()[1],
+        "MFU": 0.5,
+        "mfu_is_estimate": False,
+        "accuracy_note": None,
+        "infer_average_acc": 0.5,
+        "val_average_acc": None,
+        "latency_ms": {"p50": None, "p90": 2.0, "p99": None},
+        "latency_batches": 1,
+    }
     row = markdown_table([record]).splitlines()[2]
-    assert row == ("| digits:pytorch | h2 | success | valid | fp32 | 16 | 2000.00 | - | 1500.50 | n/a (<2 queries) | "
-                   "2.00 | n/a (<662 queries) | - | 0.5000 | - | 50.00% |")
+    assert row == (
+        "| digits:pytorch | h2 | success | valid | fp32 | 16 | 2000.00 | - | 1500.50 | n/a (<2 queries) | 2.00 | n/a (<662 queries) | - | 0.5000 | - | 50.00% |"
+    )
 
 
 def test_write_summary_files(tmp_path):
-    host_config = SimpleNamespace(mode="local", vendor="cpu", hosts=[SimpleNamespace(label="h1"), SimpleNamespace(label="h2")],
-                                  flagperf_path=INFERENCE)
+    host_config = SimpleNamespace(mode="local", vendor="cpu", hosts=[SimpleNamespace(label="h1"), SimpleNamespace(label="h2")], flagperf_path=INFERENCE)
     started = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
     before = datetime.now(timezone.utc).replace(microsecond=0)
     json_path, md_path = write_summary(tmp_path, "run42", host_config, records(), started)
@@ -273,13 +380,19 @@ def test_write_summary_files(tmp_path):
     finished = datetime.fromisoformat(data.pop("finished_at"))
     assert before <= finished <= datetime.now(timezone.utc) and finished.tzinfo is not None
     assert data == {
-        "schema_version": 1, "run_id": "run42", "mode": "local", "vendor": "cpu", "hosts": ["h1", "h2"],
-        "started_at": "2026-01-02T03:04:05+00:00", "succeeded": 2, "failed": 1, "invalid": 1,
-        "results": records(), "aggregates": [],
+        "schema_version": 1,
+        "run_id": "run42",
+        "mode": "local",
+        "vendor": "cpu",
+        "hosts": ["h1", "h2"],
+        "started_at": "2026-01-02T03:04:05+00:00",
+        "succeeded": 2,
+        "failed": 1,
+        "invalid": 1,
+        "results": records(),
+        "aggregates": [],
     }
-    assert md_path.read_text(encoding="utf-8") == (
-        "# InferPerf run run42 (cpu, local)\n\n" + EXPECTED_TABLE.replace("HBM", "host RAM (whole machine)")
-    )
+    assert md_path.read_text(encoding="utf-8") == ("# InferPerf run run42 (cpu, local)\n\n" + EXPECTED_TABLE.replace("HBM", "host RAM (whole machine)"))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["summary.json", "summary.md"]
     other = tmp_path / "other"
     other.mkdir()

@@ -6,6 +6,7 @@ compile_only and bad input.
 The vendors are added to a copy of inference/ by file layout alone, as a vendor
 would add them.
 """
+
 from __future__ import annotations
 
 import json
@@ -22,7 +23,7 @@ from tests.conftest import copy_inference_tree
 INFERENCE = Path(__file__).resolve().parents[1] / "inference"
 FAST = ["--set", "min_duration_s=0.3", "--set", "min_query_count=32"]
 
-_ENGINE_HEAD = '''\
+_ENGINE_HEAD = """\
 import hashlib
 import time
 
@@ -44,24 +45,30 @@ class InferModel(EngineBase):
     def run(self, inputs):
         feeds = {name: t.numpy() for name, t in zip(self.names, inputs)}
         return [torch.from_numpy(o) for o in self.session.run(None, feeds)]
-'''
+"""
 
 # Answers a repeated input from memory: the anti-caching audit must catch it.
-MEMO_ENGINE = _ENGINE_HEAD + '''
+MEMO_ENGINE = (
+    _ENGINE_HEAD
+    + """
     def __call__(self, inputs):
         key = hashlib.sha1(b"".join(t.numpy().tobytes() for t in inputs)).hexdigest()
         if key not in self.seen:
             time.sleep(0.002)
             self.seen[key] = self.run(inputs)
         return [t.clone() for t in self.seen[key]], 0.0
-'''
+"""
+)
 
 # Right shapes, wrong numbers: 5 % of the logits' scale in noise.
-NOISY_ENGINE = _ENGINE_HEAD + '''
+NOISY_ENGINE = (
+    _ENGINE_HEAD
+    + """
     def __call__(self, inputs):
         outputs = self.run(inputs)
         return [o + 0.05 * o.abs().mean() * torch.randn_like(o) for o in outputs], 0.0
-'''
+"""
+)
 
 
 def _env() -> dict:
@@ -88,9 +95,28 @@ def tree(tmp_path_factory) -> Path:
 
 def pipeline(tree: Path, data: Path, log: Path, *sets: str, vendor: str = "cpu") -> tuple[subprocess.CompletedProcess, dict | None]:
     proc = subprocess.run(
-        [sys.executable, "run_inference.py", "--perf_dir", ".", "--data_dir", str(data), "--log_dir", str(log),
-         "--vendor", vendor, "--case", "digits", "--framework", "pytorch", *sets],
-        cwd=tree, env=_env(), capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            "run_inference.py",
+            "--perf_dir",
+            ".",
+            "--data_dir",
+            str(data),
+            "--log_dir",
+            str(log),
+            "--vendor",
+            vendor,
+            "--case",
+            "digits",
+            "--framework",
+            "pytorch",
+            *sets,
+        ],
+        cwd=tree,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     path = log / "result.json"
     return proc, json.loads(path.read_text()) if path.is_file() else None
@@ -106,12 +132,8 @@ def test_memoising_engine_is_caught_by_the_anti_caching_audit(tree, digits_data,
     assert any(r.startswith("engine: anti-caching audit: repeating one input ran") for r in result["verdict"]["reasons"])
     # Engine-wide: the FlagPerf pass and every performance row are invalid too.
     assert any("anti-caching" in r for r in result["inference"]["verdict"]["reasons"])
-    assert result["performance"] and all(
-        any("anti-caching" in r for r in row["verdict"]["reasons"]) for row in result["performance"]
-    )
-    assert result["validation"]["verdict"]["reasons"] == [] or all(
-        "anti-caching" not in r for r in result["validation"]["verdict"]["reasons"]
-    )
+    assert result["performance"] and all(any("anti-caching" in r for r in row["verdict"]["reasons"]) for row in result["performance"])
+    assert result["validation"]["verdict"]["reasons"] == [] or all("anti-caching" not in r for r in result["validation"]["verdict"]["reasons"])
 
 
 def test_perturbing_engine_fails_the_numeric_check(tree, digits_data, tmp_path):
@@ -130,9 +152,20 @@ def test_perturbing_engine_fails_the_numeric_check(tree, digits_data, tmp_path):
 
 def test_honest_engine_sweeps_batch_sizes_and_scenarios(tree, digits_data, tmp_path):
     proc, result = pipeline(
-        tree, digits_data, tmp_path / "log", *FAST,
-        "--set", "batch_sizes=[1,4]", "--set", "scenario=[offline,single_stream,server]",
-        "--set", "target_qps=2000", "--set", "latency_bound_ms=1000", "--set", "clients=[1,2]",
+        tree,
+        digits_data,
+        tmp_path / "log",
+        *FAST,
+        "--set",
+        "batch_sizes=[1,4]",
+        "--set",
+        "scenario=[offline,single_stream,server]",
+        "--set",
+        "target_qps=2000",
+        "--set",
+        "latency_bound_ms=1000",
+        "--set",
+        "clients=[1,2]",
     )
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert result["numeric"]["passed"] is True and result["numeric"]["outputs"][0]["top1_agreement"] == 1.0
@@ -140,8 +173,16 @@ def test_honest_engine_sweeps_batch_sizes_and_scenarios(tree, digits_data, tmp_p
     rows = result["performance"]
     keys = [(r["batch_size"], r["scenario"], r["clients"]) for r in rows]
     assert keys == [
-        (1, "offline", 1), (1, "offline", 2), (1, "single_stream", 1), (1, "server", 1), (1, "server", 2),
-        (4, "offline", 1), (4, "offline", 2), (4, "single_stream", 1), (4, "server", 1), (4, "server", 2),
+        (1, "offline", 1),
+        (1, "offline", 2),
+        (1, "single_stream", 1),
+        (1, "server", 1),
+        (1, "server", 2),
+        (4, "offline", 1),
+        (4, "offline", 2),
+        (4, "single_stream", 1),
+        (4, "server", 1),
+        (4, "server", 2),
     ]
     for row in rows:
         assert row["samples"] == row["queries"] * row["batch_size"]
@@ -165,8 +206,15 @@ def test_honest_engine_sweeps_batch_sizes_and_scenarios(tree, digits_data, tmp_p
 
 def test_a_run_stopped_before_its_minimums_is_invalid(tree, digits_data, tmp_path):
     proc, result = pipeline(
-        tree, digits_data, tmp_path / "log",
-        "--set", "min_query_count=100000000", "--set", "min_duration_s=0", "--set", "max_duration_s=0.3",
+        tree,
+        digits_data,
+        tmp_path / "log",
+        "--set",
+        "min_query_count=100000000",
+        "--set",
+        "min_duration_s=0",
+        "--set",
+        "max_duration_s=0.3",
     )
     assert proc.returncode == 0, proc.stdout[-3000:]
     reasons = result["verdict"]["reasons"]
@@ -232,10 +280,18 @@ def test_bad_workload_keys_fail_with_one_line_and_write_nothing(tree, digits_dat
 
 def _host_yaml(tmp_path: Path, perf: Path, data: Path) -> Path:
     path = tmp_path / "host.yaml"
-    path.write_text(yaml.safe_dump({
-        "MODE": "local", "VENDOR": "cpu", "FLAGPERF_PATH": str(perf), "FLAGPERF_LOG_PATH": str(tmp_path / "result"),
-        "HOSTS": ["127.0.0.1"], "CASES": {"digits:pytorch": str(data)},
-    }))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "MODE": "local",
+                "VENDOR": "cpu",
+                "FLAGPERF_PATH": str(perf),
+                "FLAGPERF_LOG_PATH": str(tmp_path / "result"),
+                "HOSTS": ["127.0.0.1"],
+                "CASES": {"digits:pytorch": str(data)},
+            }
+        )
+    )
     return path
 
 
@@ -243,7 +299,11 @@ def test_run_py_rejects_a_bad_override_before_anything_runs(tree, digits_data, t
     config = _host_yaml(tmp_path, tree, digits_data)
     proc = subprocess.run(
         [sys.executable, "run.py", "--config", str(config), "--set", "scenario=server", "--set", "target_qps=10"],
-        cwd=tree, env=_env(), capture_output=True, text=True, timeout=120,
+        cwd=tree,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0 and "command line (--set): key 'scenario' includes server, so key 'latency_bound_ms' is required" in proc.stderr
@@ -255,7 +315,11 @@ def test_run_py_strict_exits_3_on_an_invalid_result_and_the_table_says_why(tree,
     sets = ["--set", "min_query_count=100000000", "--set", "min_duration_s=0", "--set", "max_duration_s=0.2"]
     proc = subprocess.run(
         [sys.executable, "run.py", "--config", str(config), "--strict", *sets],
-        cwd=tree, env=_env(), capture_output=True, text=True, timeout=600,
+        cwd=tree,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert proc.returncode == 3, proc.stderr[-3000:]
     summary = json.loads(next((tmp_path / "result").glob("run*/summary.json")).read_text())

@@ -5,6 +5,7 @@ line and no result.json.
 Every run is run_inference.py as a subprocess in the copy, as the container
 runs it, so nothing here depends on the test process's imports.
 """
+
 from __future__ import annotations
 
 import json
@@ -99,7 +100,11 @@ def digits_data(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("digits_data")
     subprocess.run(
         [sys.executable, "-m", "benchmarks.digits.pytorch.prepare", str(out)],
-        cwd=INFERENCE, env=_env(), check=True, capture_output=True, timeout=120,
+        cwd=INFERENCE,
+        env=_env(),
+        check=True,
+        capture_output=True,
+        timeout=120,
     )
     return out
 
@@ -121,9 +126,27 @@ def acme_tree(tmp_path_factory) -> Path:
 
 def _run(tree: Path, data: Path, log_dir: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "run_inference.py", "--perf_dir", ".", "--data_dir", str(data), "--log_dir", str(log_dir),
-         "--vendor", "acme", "--case", "digits", "--framework", "pytorch"],
-        cwd=tree, env=_env(), capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "run_inference.py",
+            "--perf_dir",
+            ".",
+            "--data_dir",
+            str(data),
+            "--log_dir",
+            str(log_dir),
+            "--vendor",
+            "acme",
+            "--case",
+            "digits",
+            "--framework",
+            "pytorch",
+        ],
+        cwd=tree,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
 
 
@@ -134,7 +157,12 @@ def _set_engine(tree: Path, source: str) -> None:
 def test_registry_discovers_acme_by_layout(acme_tree):
     out = subprocess.run(
         [sys.executable, "-c", "import json; from inference_engine.registry import get_registered_devices as g; print(json.dumps(g()))"],
-        cwd=acme_tree, env=_env(), capture_output=True, text=True, timeout=60, check=True,
+        cwd=acme_tree,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
     )
     assert json.loads(out.stdout)["acme"] == ["fastpath"]
 
@@ -164,13 +192,22 @@ def test_acme_monitor_and_analysis_follow_the_layout(acme_tree, tmp_path):
     log = tmp_path / "acme_monitor.jsonl"
     monitor = subprocess.Popen(
         [sys.executable, "-m", "docker_images.acme.acme_monitor", "--output", str(log), "--interval", "0.05"],
-        cwd=acme_tree, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=acme_tree,
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     rc = sample_then_stop(monitor, log)
     assert rc == 0
     analysis = subprocess.run(
         [sys.executable, "-c", f"from docker_images.acme.acme_analysis import analysis_log; print(list(analysis_log({str(log)!r})))"],
-        cwd=acme_tree, env=_env(), capture_output=True, text=True, timeout=60, check=True,
+        cwd=acme_tree,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
     )
     assert analysis.stdout.strip() == "[1.5, 16.0, {'fp32': 1000000000000.0}]"
 

@@ -4,6 +4,7 @@ Pure functions are checked against values computed by hand; the measured loop
 runs on a fake clock so its figures are exact; contention is provoked with a
 real CPU hog that is not a descendant of the measuring process.
 """
+
 from __future__ import annotations
 
 import subprocess
@@ -83,7 +84,7 @@ def test_windows_tile_the_measured_time_exactly():
 
 
 def test_window_count_and_minimum():
-    assert window_throughputs(list(range(1, 24)), [1] * 23) == []         # < 3 windows of 8
+    assert window_throughputs(list(range(1, 24)), [1] * 23) == []  # < 3 windows of 8
     assert len(window_throughputs(list(range(1, 25)), [1] * 24)) == 3
     assert len(window_throughputs(list(range(1, 1001)), [1] * 1000)) == 10
 
@@ -130,8 +131,7 @@ def _loader(batches: int, size: int):
 
 
 def _config(**overrides):
-    values = dict(device="cpu", warmup=0, repeat=1, log_freq=0, min_query_count=1, min_duration_s=0.0,
-                  max_duration_s=600.0, contention_limit=1.0)
+    values = dict(device="cpu", warmup=0, repeat=1, log_freq=0, min_query_count=1, min_duration_s=0.0, max_duration_s=600.0, contention_limit=1.0)
     values.update(overrides)
     return SimpleNamespace(**values)
 
@@ -141,8 +141,8 @@ def test_core_subtracts_foo_time_and_keeps_going_until_the_minimums(monkeypatch)
     monkeypatch.setattr(forward.time, "perf_counter_ns", clock)
 
     def step(inputs):
-        clock.now += 5_000_000          # the call takes 5 ms ...
-        return list(inputs), 0.002      # ... of which 2 ms the engine declares unrelated
+        clock.now += 5_000_000  # the call takes 5 ms ...
+        return list(inputs), 0.002  # ... of which 2 ms the engine declares unrelated
 
     result = forward.timed_forward(step, _loader(3, 4), None, _config(min_query_count=10), "inference")
     assert result.passes == 4 and result.batches == 12 and result.samples == 48
@@ -150,7 +150,7 @@ def test_core_subtracts_foo_time_and_keeps_going_until_the_minimums(monkeypatch)
     assert result.core_time_s == pytest.approx(0.036) and result.foo_time_s == pytest.approx(0.024)
     assert result.whole_time_s == pytest.approx(0.036)
     assert result.core_qps == pytest.approx(48 / 0.036)
-    assert result.window_qps == []       # 12 queries: fewer than 3 windows of 8
+    assert result.window_qps == []  # 12 queries: fewer than 3 windows of 8
     assert any("stability cannot be judged" in r for r in result.verdict.reasons)
 
 
@@ -163,13 +163,11 @@ def test_min_duration_counts_wall_time_and_max_duration_stops_with_a_reason(monk
         return list(inputs), 0.0
 
     ok = forward.timed_forward(step, _loader(8, 2), None, _config(min_duration_s=0.05), "validation")
-    assert ok.batches == 56 and ok.passes == 7    # passes end at 8, 16, ... 56 ms: the first past 50 ms
+    assert ok.batches == 56 and ok.passes == 7  # passes end at 8, 16, ... 56 ms: the first past 50 ms
     assert ok.verdict.valid and len(ok.window_qps) == 7 and ok.window_qps == pytest.approx([2000.0] * 7)
 
-    capped = forward.timed_forward(
-        step, _loader(8, 2), None, _config(min_query_count=1000, min_duration_s=0.0, max_duration_s=0.02), "inference"
-    )
-    assert capped.batches == 24    # stopped at the first pass boundary past 20 ms
+    capped = forward.timed_forward(step, _loader(8, 2), None, _config(min_query_count=1000, min_duration_s=0.0, max_duration_s=0.02), "inference")
+    assert capped.batches == 24  # stopped at the first pass boundary past 20 ms
     assert "too few queries: 24 measured, min_query_count is 1000" in capped.verdict.reasons
 
 
@@ -208,9 +206,9 @@ def test_contention_share_arithmetic(monkeypatch):
     """(busy time of our CPUs - our own CPU time) / (wall x CPUs), clamped to [0, 1]."""
     from tools import contention
 
-    busy = iter([100.0, 103.0])     # the CPUs were busy 3.0 s during the phase
-    own = iter([10.0, 11.2])        # 1.2 s of it was this process and its children
-    wall = iter([50.0, 51.5])       # 1.5 s of wall time
+    busy = iter([100.0, 103.0])  # the CPUs were busy 3.0 s during the phase
+    own = iter([10.0, 11.2])  # 1.2 s of it was this process and its children
+    wall = iter([50.0, 51.5])  # 1.5 s of wall time
     monkeypatch.setattr(contention, "_busy_seconds", lambda cpus: next(busy))
     monkeypatch.setattr(contention, "_own_seconds", lambda: next(own))
     monkeypatch.setattr(contention.time, "monotonic", lambda: next(wall))
@@ -220,10 +218,10 @@ def test_contention_share_arithmetic(monkeypatch):
     assert reading.share == pytest.approx((3.0 - 1.2) / (1.5 * 2))
 
     busy, own, wall = iter([0.0, 0.5]), iter([0.0, 2.0]), iter([0.0, 1.0])
-    assert CpuContention().start().stop().share == 0.0          # never negative
+    assert CpuContention().start().stop().share == 0.0  # never negative
     busy, own, wall = iter([0.0, None]), iter([0.0, 0.0]), iter([0.0, 1.0])
     monkeypatch.setattr(contention, "_busy_seconds", lambda cpus: next(busy))
-    assert CpuContention().start().stop().share is None          # unknown, never 0
+    assert CpuContention().start().stop().share is None  # unknown, never 0
 
 
 @pytest.mark.slow
@@ -278,12 +276,12 @@ def _fake_gpu(monkeypatch, pids):
 def test_gpu_contention_counts_other_processes_on_the_benchmarks_gpu(monkeypatch):
     contention, fake = _fake_gpu(monkeypatch, ["self", 999_001, 999_002])
     assert contention.gpu_other_processes("cuda:1") == 2
-    assert fake.asked == ["GPU-uuid-1"]       # the GPU this process sees as cuda:1, not NVML's index 1
+    assert fake.asked == ["GPU-uuid-1"]  # the GPU this process sees as cuda:1, not NVML's index 1
     assert contention.gpu_other_processes("cpu") is None
 
 
 def test_gpu_contention_in_another_pid_namespace_counts_the_benchmark_as_one(monkeypatch):
-    contention, _ = _fake_gpu(monkeypatch, [999_001])        # a container: only host PIDs, one is us
+    contention, _ = _fake_gpu(monkeypatch, [999_001])  # a container: only host PIDs, one is us
     assert contention.gpu_other_processes("cuda") == 0
     contention, _ = _fake_gpu(monkeypatch, [999_001, 999_002, 999_003])
     assert contention.gpu_other_processes("cuda") == 2
@@ -292,7 +290,7 @@ def test_gpu_contention_in_another_pid_namespace_counts_the_benchmark_as_one(mon
 def test_gpu_contention_unknown_without_nvml(monkeypatch):
     from tools import contention
 
-    monkeypatch.setitem(sys.modules, "pynvml", None)     # import fails
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # import fails
     assert contention.gpu_other_processes("cuda") is None
 
 
@@ -300,6 +298,4 @@ def test_accelerator_reason():
     from tools.verdict import accelerator_reason
 
     assert accelerator_reason(None) is None and accelerator_reason(0) is None
-    assert accelerator_reason(2) == (
-        "contention: 2 other process(es) held a compute context on the benchmark's GPU during the measured phase"
-    )
+    assert accelerator_reason(2) == ("contention: 2 other process(es) held a compute context on the benchmark's GPU during the measured phase")

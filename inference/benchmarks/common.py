@@ -4,6 +4,7 @@ framework step, top-1 accuracy and ONNX export.
 Keeping them here means a change in how steps are timed or models exported
 is made once, not per case.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -134,10 +135,7 @@ def make_step(model: torch.nn.Module, config: Any) -> Callable[[list], tuple[lis
     dtype = torch.float16 if half_precision(config) else None
 
     def step(inputs: list) -> tuple[list, float]:
-        moved = [
-            t.to(device, dtype=dtype) if dtype is not None and t.is_floating_point() else t.to(device)
-            for t in inputs
-        ]
+        moved = [t.to(device, dtype=dtype) if dtype is not None and t.is_floating_point() else t.to(device) for t in inputs]
         with torch.inference_mode():
             logits = model(*moved)
         return [logits.float().cpu()], 0.0

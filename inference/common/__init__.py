@@ -13,4 +13,4 @@ neither of them.
 from pathlib import Path as _Path
 
 # The one place the version is written: common/VERSION (pyproject.toml reads it too).
-__version__ = (_Path(__file__).with_name("VERSION").read_text(encoding="utf-8").strip())
+__version__ = _Path(__file__).with_name("VERSION").read_text(encoding="utf-8").strip()

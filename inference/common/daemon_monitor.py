@@ -12,6 +12,7 @@ same status, so the lifecycle's startup check names the monitor.
 
     python3 -m common.daemon_monitor --script docker_images/V/V_monitor.py --log-dir DIR
 """
+
 from __future__ import annotations
 
 import argparse

@@ -1,4 +1,5 @@
 """User-facing errors: each one is reported as a single line and a distinct exit status."""
+
 from __future__ import annotations
 
 import reprlib

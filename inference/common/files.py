@@ -12,6 +12,7 @@ containers that share the host's kernel.
 A write that fails because the file system is full, read-only or not a
 directory raises ``StorageError`` naming the path (``storage_error``).
 """
+
 from __future__ import annotations
 
 import errno
@@ -105,14 +106,14 @@ def storage_error(exc: BaseException, path: str | Path, doing: str = "writing") 
     cause is the file system (full, read-only, not a directory, no permission), else None."""
     code = getattr(exc, "errno", None)
     if code not in _STORAGE_ERRNOS and isinstance(exc, OSError) and isinstance(exc, FileExistsError):
-        code = errno.ENOTDIR      # mkdir over a plain file
+        code = errno.ENOTDIR  # mkdir over a plain file
     if code not in _STORAGE_ERRNOS:
         if not _nearly_full(Path(path)):
             return None
         code = errno.ENOSPC
     named = getattr(exc, "filename", None)
     if code != errno.ENOSPC and named and not str(named).endswith(TEMP_SUFFIX):
-        path = named       # the directory or file the system refused, when it says
+        path = named  # the directory or file the system refused, when it says
     return StorageError(f"{_STORAGE_ERRNOS[code]} {doing} {path}")
 
 
@@ -232,7 +233,7 @@ def writable_dir(path: str | Path, role: str) -> Path:
         path.mkdir(parents=True, exist_ok=True)
         fd, probe = tempfile.mkstemp(prefix=".write-probe.", suffix=TEMP_SUFFIX, dir=path)
         os.close(fd)
-        with suppress(FileNotFoundError):   # another run's sweep may have taken it already
+        with suppress(FileNotFoundError):  # another run's sweep may have taken it already
             os.unlink(probe)
     except OSError as exc:
         reason = _STORAGE_ERRNOS.get(exc.errno or 0) or exc.strerror or type(exc).__name__
@@ -266,7 +267,7 @@ def sweep_stale_temps(directory: str | Path) -> list[Path]:
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:   # held: its writer is alive
+            except OSError:  # held: its writer is alive
                 continue
             if os.fstat(fd).st_ino != info.st_ino:
                 continue

@@ -12,6 +12,7 @@ run.py passes two environment variables to every process and container it starts
   watch; this bounds how long one can survive a controller killed by SIGKILL
   (the next run on that host also removes them: ``utils/docker_session.py``).
 """
+
 from __future__ import annotations
 
 import os

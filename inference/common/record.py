@@ -4,6 +4,7 @@ The container side writes them (``tools/result.py``); the host side reads them
 (``utils/summary.py``, ``utils/aggregate.py``, ``utils/compare.py``,
 ``utils/report.py``). The whole schema is in docs/result_schema.md.
 """
+
 from __future__ import annotations
 
 import random
@@ -31,7 +32,7 @@ class Key:
     COMPILER: Final = "compiler"
     PRECISION: Final = "precision"
     BATCHSIZE: Final = "batchsize"
-    FLOPS: Final = "flops"   # FLOPs per sample (FlagPerf: achieved FLOP/s; see docs/flagperf_migration.md)
+    FLOPS: Final = "flops"  # FLOPs per sample (FlagPerf: achieved FLOP/s; see docs/flagperf_migration.md)
     E2E_TIME: Final = "e2e_time(second)"
     VAL_WHOLE_QPS: Final = "p_validation_whole(qps)"
     VAL_CORE_QPS: Final = "p_validation_core(qps)"
@@ -43,9 +44,18 @@ class Key:
 
 # In FlagPerf's order: the Finish Info line, summary columns.
 FLAGPERF_KEYS: Final = (
-    Key.VENDOR, Key.COMPILER, Key.PRECISION, Key.BATCHSIZE, Key.FLOPS, Key.E2E_TIME,
-    Key.VAL_WHOLE_QPS, Key.VAL_CORE_QPS, Key.INFER_WHOLE_QPS, Key.INFER_CORE_QPS,
-    Key.VAL_ACC, Key.INFER_ACC,
+    Key.VENDOR,
+    Key.COMPILER,
+    Key.PRECISION,
+    Key.BATCHSIZE,
+    Key.FLOPS,
+    Key.E2E_TIME,
+    Key.VAL_WHOLE_QPS,
+    Key.VAL_CORE_QPS,
+    Key.INFER_WHOLE_QPS,
+    Key.INFER_CORE_QPS,
+    Key.VAL_ACC,
+    Key.INFER_ACC,
 )
 QPS_KEYS: Final = (Key.VAL_WHOLE_QPS, Key.VAL_CORE_QPS, Key.INFER_WHOLE_QPS, Key.INFER_CORE_QPS)
 

@@ -1,4 +1,5 @@
 """The loop every monitor shares: sample, append one JSON line, sleep, stop cleanly on a signal."""
+
 from __future__ import annotations
 
 import argparse

@@ -5,6 +5,7 @@ than an extrapolation (MLPerf LoadGen's floors: 64 queries for p90, 662 for
 p99). Below the floor it is ``None`` and ``notes`` says why: a table must
 never show a p99 taken from four batches.
 """
+
 from __future__ import annotations
 
 import math

@@ -2,6 +2,7 @@
 
 Run from inference/:  python3 -m common.sys_monitor --output FILE --interval 1
 """
+
 from __future__ import annotations
 
 import time

@@ -10,6 +10,7 @@ Bounds, checked before anything is built from the document:
   - collections nest at most MAX_DEPTH deep.
 Every failure is a ConfigError naming the file.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -64,13 +65,9 @@ def _mapping_without_duplicates(loader: _StrictLoader, node: yaml.MappingNode, d
         try:
             duplicate = key in seen
         except TypeError:  # a list or mapping as a key
-            raise yaml.constructor.ConstructorError(
-                None, None, f"a {type(key).__name__} cannot be a key", key_node.start_mark
-            ) from None
+            raise yaml.constructor.ConstructorError(None, None, f"a {type(key).__name__} cannot be a key", key_node.start_mark) from None
         if duplicate:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"duplicate key {shown(key)}", key_node.start_mark
-            )
+            raise yaml.constructor.ConstructorError(None, None, f"duplicate key {shown(key)}", key_node.start_mark)
         seen.add(key)
     return loader.construct_mapping(node, deep=deep)
 

@@ -26,6 +26,7 @@ A module may also define ``preflight(config)`` which raises
 ``common.errors.ConfigError`` when the machine cannot run this engine (no GPU,
 library missing); it runs at the config check, before any work starts.
 """
+
 from __future__ import annotations
 
 from typing import Any

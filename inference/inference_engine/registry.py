@@ -3,6 +3,7 @@
 Nothing registers itself: ``inference_engine/<vendor>/<compiler>.py`` existing
 is the registration.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -48,10 +49,7 @@ def load_engine_module(vendor: str, compiler: str, root: Path = ENGINE_ROOT) -> 
     path = engine_file(vendor, compiler, root)
     if not path.is_file():
         known = ", ".join(get_registered_devices(root).get(vendor, [])) or "none"
-        raise ConfigError(
-            f"unknown compiler '{compiler}' for vendor '{vendor}': no inference_engine/{vendor}/{compiler}.py "
-            f"(known: {known})"
-        )
+        raise ConfigError(f"unknown compiler '{compiler}' for vendor '{vendor}': no inference_engine/{vendor}/{compiler}.py (known: {known})")
     try:
         module = importlib.import_module(f"inference_engine.{vendor}.{compiler}")
     except ImportError as exc:

@@ -22,9 +22,9 @@ FlagPerf's conventions: its ``InferModel`` does not derive from
 ``has_dynamic_axis``. InferPerf's own engines derive from EngineBase, so their
 contract stays strict (a bare tensor is still an error).
 """
+
 from __future__ import annotations
 
-import math
 from typing import Any, Sequence
 
 from common.errors import ConfigError, EngineError
@@ -77,7 +77,7 @@ class OutputAdapter:
     def __call__(self, inputs: list) -> Any:
         result = self.engine(inputs)
         if not (isinstance(result, tuple) and len(result) == 2):
-            return result   # not (outputs, foo_time): timed_forward reports the broken contract
+            return result  # not (outputs, foo_time): timed_forward reports the broken contract
         outputs, foo_time = result
         rows = len(inputs[0]) if inputs else self.batch_size
         return self.adapt(outputs, rows), foo_time
@@ -121,14 +121,11 @@ class OutputAdapter:
                 raise EngineError(f"engine output {index} is flat, but ONNX output shape {shape} has symbolic axes")
             output = output.reshape(-1, *per_sample)
         elif shape is None and output.dim() == 1 and output.numel() > rows and output.numel() % self.batch_size == 0:
-            output = output.reshape(self.batch_size, -1)   # no ONNX file: assume a max-batch buffer of batch_size
+            output = output.reshape(self.batch_size, -1)  # no ONNX file: assume a max-batch buffer of batch_size
         if output.dim() >= 1 and output.shape[0] > rows and (shape is None or len(shape) == output.dim()):
             output = output[:rows]
         if output.dim() >= 1 and output.shape[0] < rows:
-            raise EngineError(
-                f"engine output {index} has {output.shape[0]} rows for a batch of {rows}"
-                + (f" (ONNX output shape {shape})" if shape else "")
-            )
+            raise EngineError(f"engine output {index} has {output.shape[0]} rows for a batch of {rows}" + (f" (ONNX output shape {shape})" if shape else ""))
         return output
 
 

@@ -20,6 +20,7 @@ accuracy_in_performance_mode
 ``passed`` is True or False, or None when the audit could not be run (the
 reason is in ``detail``); None is not a failure.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -42,9 +43,9 @@ MAX_TRIES = 100
 
 @dataclass
 class AuditResult:
-    name: str                  # "anti_caching" | "accuracy_in_performance_mode"
-    passed: bool | None        # None: could not be run (why is in detail); not a failure
-    detail: str                # one sentence for people
+    name: str  # "anti_caching" | "accuracy_in_performance_mode"
+    passed: bool | None  # None: could not be run (why is in detail); not a failure
+    detail: str  # one sentence for people
     figures: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
@@ -61,7 +62,7 @@ def _tensor_bytes(t) -> bytes:
     t = t.detach().cpu().contiguous()
     try:
         return t.numpy().tobytes()
-    except (TypeError, RuntimeError):   # dtypes numpy lacks (bfloat16, float8...)
+    except (TypeError, RuntimeError):  # dtypes numpy lacks (bfloat16, float8...)
         return t.reshape(-1).view(torch.uint8).numpy().tobytes()
 
 
@@ -175,9 +176,7 @@ class DistinctInputs:
             self._next_source = (s + 1) % len(self._sources)
             self._uses[s] += 1
             k = self._uses[s]
-            batch = [
-                t + k * d if d is not None else t for t, d in zip(self._sources[s], self._deltas[s])
-            ]
+            batch = [t + k * d if d is not None else t for t, d in zip(self._sources[s], self._deltas[s])]
             return batch, self._marker_key(batch)
         import torch
 
@@ -233,7 +232,7 @@ def anti_caching_audit(
     same = batches[0]
     budget_ns = budget_s * 1e9
     start = clock()
-    first_ms = _timed_ms(step, same, sync, clock)   # warm-up; also primes any cache with pool[0]
+    first_ms = _timed_ms(step, same, sync, clock)  # warm-up; also primes any cache with pool[0]
     same_ms: list[float] = []
     distinct_ms: list[float] = []
     exhausted = False
@@ -267,8 +266,7 @@ def anti_caching_audit(
         return AuditResult(
             name,
             None,
-            f"anti-caching audit: not run, only {maker.made} inputs the engine had not seen could be made "
-            f"from the pool (needs {min_calls})",
+            f"anti-caching audit: not run, only {maker.made} inputs the engine had not seen could be made from the pool (needs {min_calls})",
             {"distinct_inputs_made": maker.made},
         )
     same_med = statistics.median(same_ms)
@@ -297,15 +295,13 @@ def anti_caching_audit(
         return AuditResult(
             name,
             False,
-            f"anti-caching audit: repeating one input ran {speedup:.1f}x faster than distinct inputs "
-            f"(limit {limit:.2f}x): the engine may cache results",
+            f"anti-caching audit: repeating one input ran {speedup:.1f}x faster than distinct inputs (limit {limit:.2f}x): the engine may cache results",
             figures,
         )
     return AuditResult(
         name,
         True,
-        f"anti-caching audit: repeating one input ran at {speedup:.2f}x the speed of distinct inputs "
-        f"over {calls} calls each (limit {limit:.2f}x)",
+        f"anti-caching audit: repeating one input ran at {speedup:.2f}x the speed of distinct inputs over {calls} calls each (limit {limit:.2f}x)",
         figures,
     )
 
@@ -354,22 +350,18 @@ def accuracy_in_performance_mode(
         "without_reference": missing,
     }
     if compared == 0:
-        why = "no outputs were sampled during the performance run" if not samples else (
-            "no sampled query has an accuracy-mode reference"
-        )
+        why = "no outputs were sampled during the performance run" if not samples else ("no sampled query has an accuracy-mode reference")
         return AuditResult(name, None, f"accuracy in performance mode: not run, {why}", figures)
     if failures:
         return AuditResult(
             name,
             False,
-            f"accuracy in performance mode: {len(failures)} of {compared} outputs sampled under load differ "
-            f"from accuracy mode, e.g. {failures[0][1]}",
+            f"accuracy in performance mode: {len(failures)} of {compared} outputs sampled under load differ from accuracy mode, e.g. {failures[0][1]}",
             figures,
         )
     return AuditResult(
         name,
         True,
-        f"accuracy in performance mode: all {compared} outputs sampled under load match accuracy mode "
-        f"(largest difference {worst:.1e} of the RMS, {precision})",
+        f"accuracy in performance mode: all {compared} outputs sampled under load match accuracy mode (largest difference {worst:.1e} of the RMS, {precision})",
         figures,
     )

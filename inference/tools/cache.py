@@ -10,6 +10,7 @@ every file matches it; otherwise the entry and its seal are evicted with one
 WARNING line, and the caller rebuilds. No corrupt entry is ever used, nor
 left to fail every later run.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -56,7 +57,7 @@ def _scan(path: Path, digest: "hashlib._Hash | None" = None) -> bool:
             if digest is not None:
                 digest.update(chunk)
             found = found or _EXTERNAL_MARKER in tail + chunk
-            tail = chunk[-len(_EXTERNAL_MARKER):]
+            tail = chunk[-len(_EXTERNAL_MARKER) :]
     return found
 
 
@@ -130,7 +131,7 @@ def _seal_problem(entry: Path) -> tuple[str | None, list[Path]]:
         if data.get("schema") != SEAL_SCHEMA or not isinstance(files, dict) or entry.name not in files:
             raise ValueError("unexpected content")
         names = [str(n) for n in files]
-        if any(Path(n).name != n for n in names):    # a seal names files in its own folder only
+        if any(Path(n).name != n for n in names):  # a seal names files in its own folder only
             raise ValueError("a file outside the entry's folder")
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         return f"has an unreadable checksum file ({type(exc).__name__})", []
@@ -159,7 +160,7 @@ def probe(entry: str | Path, what: str) -> tuple[bool, str | None]:
     rebuilds. (False, None) when there is no entry."""
     entry = Path(entry)
     if not entry.is_file():
-        seal_path(entry).unlink(missing_ok=True)       # a seal without its entry
+        seal_path(entry).unlink(missing_ok=True)  # a seal without its entry
         return False, None
     problem, companions = _seal_problem(entry)
     if problem is None:

@@ -4,12 +4,12 @@ Everything here is optional for a vendor; whatever the engine offers is
 collected, and ``sg_percent``/``segments`` are computed by the framework from
 the ONNX graph and the engine's op support so every vendor is measured alike.
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable
 
 from loguru import logger
-
 
 # ONNX ops that carry data rather than compute: every runtime materialises them
 # as initializers while loading, so no kernel registry lists them.
@@ -66,14 +66,8 @@ def graph_segments(onnx_path: str, supported: Callable[[str], bool]) -> dict:
     for sg_idx, (ok, members) in enumerate(runs):
         member_set = set(members)
         produced = {out for i in members for out in nodes[i].output if out}
-        inputs = {
-            name for i in members for name in nodes[i].input
-            if name and name not in produced and name not in initializers
-        }
-        outputs = {
-            name for name in produced
-            if name in graph_outputs or any(c not in member_set for c in consumers.get(name, ()))
-        }
+        inputs = {name for i in members for name in nodes[i].input if name and name not in produced and name not in initializers}
+        outputs = {name for name in produced if name in graph_outputs or any(c not in member_set for c in consumers.get(name, ()))}
         segments.append(
             {
                 "sg_idx": sg_idx,

@@ -10,6 +10,7 @@ plus the command-line keys of run_inference.py. Rules:
   - a vendor key new to configurations logs a warning, one that changes a
     value logs info, and one that repeats the base value is an error.
 """
+
 from __future__ import annotations
 
 import functools
@@ -23,18 +24,25 @@ from typing import Any, Callable
 from loguru import logger
 
 from common.errors import ConfigError, shown
+from common.host_keys import HOST_KEYS  # host.yaml's keys, defined once; a case file may not reuse them
+from common.yamlio import YamlTooLarge, load_yaml_mapping, load_yaml_value
 from tools.expr import parse_number
 from tools.scenarios import SCENARIOS
-from common.yamlio import YamlTooLarge, load_yaml_mapping, load_yaml_value
-from common.host_keys import HOST_KEYS  # host.yaml's keys, defined once; a case file may not reuse them
 
 CLI_KEYS = ("perf_dir", "data_dir", "log_dir", "vendor", "case", "framework")
 # Keys that configurations.yaml must define, as in FlagPerf's standard case.
 # input_size (elements per input sample) is optional: FlagPerf's spec lists it,
 # but its published configs lack it and neither framework reads it.
 REQUIRED_KEYS = (
-    "batch_size", "fp16", "compiler", "num_workers", "log_freq", "repeat",
-    "no_validation", "exist_onnx_path", "exist_compiler_path",
+    "batch_size",
+    "fp16",
+    "compiler",
+    "num_workers",
+    "log_freq",
+    "repeat",
+    "no_validation",
+    "exist_onnx_path",
+    "exist_compiler_path",
 )
 
 
@@ -43,17 +51,17 @@ MAX_BATCH_SIZE = 1 << 16
 MAX_CLIENTS_PER_CORE = 4
 MAX_REPEAT = 1_000_000
 MAX_WARMUP = 10_000
-MAX_SEED = 2**32 - 1           # numpy's legacy seeding takes no more
-MAX_INPUT_SIZE = 1 << 31       # elements of one input sample
-MAX_FLOPS = 1e21               # FLOPs per sample: x QPS it must stay a finite number
-MAX_SWEEP = 64                 # entries of a list key (batch_sizes, clients, ...)
-MAX_PATH = 4096                # PATH_MAX; and NAME_MAX per component:
+MAX_SEED = 2**32 - 1  # numpy's legacy seeding takes no more
+MAX_INPUT_SIZE = 1 << 31  # elements of one input sample
+MAX_FLOPS = 1e21  # FLOPs per sample: x QPS it must stay a finite number
+MAX_SWEEP = 64  # entries of a list key (batch_sizes, clients, ...)
+MAX_PATH = 4096  # PATH_MAX; and NAME_MAX per component:
 MAX_PATH_PART = 255
-MAX_STRING = 4096              # any other string of a case config
-MAX_EXTRA_INT = 2**63 - 1      # what C and torch APIs take
-MAX_EXTRA_ITEMS = 4096         # entries of a list or mapping of a case config
+MAX_STRING = 4096  # any other string of a case config
+MAX_EXTRA_INT = 2**63 - 1  # what C and torch APIs take
+MAX_EXTRA_ITEMS = 4096  # entries of a list or mapping of a case config
 MIN_ONNX_OPSET = 7
-MAX_KEY = 64                   # length of a key name
+MAX_KEY = 64  # length of a key name
 
 
 def cpu_count() -> int:
@@ -151,10 +159,7 @@ def _bool(value: Any) -> bool:
 def _optional_name(value: Any) -> str | None:
     if value is None:
         return None
-    if (
-        not isinstance(value, str) or not value.strip() or len(value) > 64
-        or not value.replace("_", "").replace("-", "").isalnum() or not value.isascii()
-    ):
+    if not isinstance(value, str) or not value.strip() or len(value) > 64 or not value.replace("_", "").replace("-", "").isalnum() or not value.isascii():
         raise ValueError(f"must be a name of letters, digits, '_' or '-', or null, got {shown(value)}")
     return value
 
@@ -163,9 +168,7 @@ def _path(value: Any) -> str:
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"must be a path or null, got {shown(value)}")
     if len(value) > MAX_PATH or "\0" in value or any(len(part) > MAX_PATH_PART for part in value.split("/")):
-        raise ValueError(
-            f"must be a path of at most {MAX_PATH} characters and {MAX_PATH_PART} per name, without NUL, got {shown(value)}"
-        )
+        raise ValueError(f"must be a path of at most {MAX_PATH} characters and {MAX_PATH_PART} per name, without NUL, got {shown(value)}")
     return value
 
 
@@ -259,9 +262,9 @@ def check_device_available(device: str) -> str | None:
 # The measurement keys' framework defaults: configs that lack them keep
 # working, and FlagPerf-style configs without these attributes get the same.
 MEASUREMENT_DEFAULTS: dict[str, Any] = {
-    "min_query_count": 64,     # enough queries for a measured p90 (LoadGen's floor)
-    "min_duration_s": 2.0,     # of measured wall time, per phase and per performance row
-    "max_duration_s": 600.0,   # wall-clock cap per phase or row: hitting it first makes the result invalid
+    "min_query_count": 64,  # enough queries for a measured p90 (LoadGen's floor)
+    "min_duration_s": 2.0,  # of measured wall time, per phase and per performance row
+    "max_duration_s": 600.0,  # wall-clock cap per phase or row: hitting it first makes the result invalid
     "contention_limit": 0.10,  # share of the benchmark's CPUs other processes may use
 }
 # Typed keys and their checks; everything else is passed through untyped.
@@ -364,7 +367,7 @@ class CaseConfig:
 
     vendor: str
     case: str
-    framework: str            # the case-code name, FlagPerf's: "pytorch" for --framework pytorch_2.1
+    framework: str  # the case-code name, FlagPerf's: "pytorch" for --framework pytorch_2.1
     perf_dir: str
     data_dir: str
     log_dir: str
@@ -388,19 +391,19 @@ class CaseConfig:
     min_duration_s: float = MEASUREMENT_DEFAULTS["min_duration_s"]
     max_duration_s: float = MEASUREMENT_DEFAULTS["max_duration_s"]
     contention_limit: float = MEASUREMENT_DEFAULTS["contention_limit"]
-    batch_sizes: list[int] | None = None        # null: [batch_size]
-    scenario: Any = "offline"                   # one of SCENARIOS or a list; a list after validation
-    clients: Any = 1                            # issuing threads, or a list to sweep; a list after validation
-    target_qps: float | None = None             # server: Poisson arrival rate, samples per second
-    latency_bound_ms: float | None = None       # server: the p99 bound
-    server_search: bool = False                 # server: find the highest target_qps meeting the bound
-    compile_only: bool = False                  # stop after the vendor compile
-    numeric_check: bool = True                  # compare engine outputs with the framework model's
+    batch_sizes: list[int] | None = None  # null: [batch_size]
+    scenario: Any = "offline"  # one of SCENARIOS or a list; a list after validation
+    clients: Any = 1  # issuing threads, or a list to sweep; a list after validation
+    target_qps: float | None = None  # server: Poisson arrival rate, samples per second
+    latency_bound_ms: float | None = None  # server: the p99 bound
+    server_search: bool = False  # server: find the highest target_qps meeting the bound
+    compile_only: bool = False  # stop after the vendor compile
+    numeric_check: bool = True  # compare engine outputs with the framework model's
     numeric_batches: int = 2
-    numeric_tolerance: Any = None               # overrides of tools.numeric.DEFAULT_TOLERANCES
-    audits: bool = True                         # anti-caching and accuracy-in-performance-mode audits
-    allow_many_clients: bool = False            # permit clients > 4 x cores
-    pool_max_mb: float = 256.0                  # memory for the preloaded query pool of one batch size
+    numeric_tolerance: Any = None  # overrides of tools.numeric.DEFAULT_TOLERANCES
+    audits: bool = True  # anti-caching and accuracy-in-performance-mode audits
+    allow_many_clients: bool = False  # permit clients > 4 x cores
+    pool_max_mb: float = 256.0  # memory for the preloaded query pool of one batch size
     extra: dict[str, Any] = field(default_factory=dict)
     origin: dict[str, str] = field(default_factory=dict, repr=False)
     # Set by the pipeline as it goes.
@@ -449,8 +452,7 @@ class CaseConfig:
         if not self.allow_many_clients and max(self.clients) > MAX_CLIENTS_PER_CORE * cores:
             self._fail(
                 "clients",
-                f"is {max(self.clients)}, more than {MAX_CLIENTS_PER_CORE} x the {cores} cores here; "
-                "set allow_many_clients: true if that is intended",
+                f"is {max(self.clients)}, more than {MAX_CLIENTS_PER_CORE} x the {cores} cores here; set allow_many_clients: true if that is intended",
             )
         if self.numeric_tolerance is not None:
             from tools.numeric import tolerances_for
@@ -500,8 +502,7 @@ def _reject_reserved(path: Path, data: dict) -> None:
     for key in data:
         if not (isinstance(key, str) and key.isidentifier() and len(key) <= MAX_KEY):
             raise ConfigError(
-                f"{path}: key {shown(key)} must be a name of letters, digits and '_' of at most {MAX_KEY} characters "
-                "(a case reads it as config.<key>)"
+                f"{path}: key {shown(key)} must be a name of letters, digits and '_' of at most {MAX_KEY} characters (a case reads it as config.<key>)"
             )
         if key in CLI_KEYS:
             raise ConfigError(f"{path}: key '{key}' collides with the command-line option --{key}")
@@ -509,9 +510,7 @@ def _reject_reserved(path: Path, data: dict) -> None:
             raise ConfigError(f"{path}: key '{key}' is a host.yaml key and may not appear in case configs")
 
 
-def merge_case_config(
-    base: dict, base_path: Path, params: dict, params_path: Path, vendor: dict, vendor_path: Path
-) -> tuple[dict, dict]:
+def merge_case_config(base: dict, base_path: Path, params: dict, params_path: Path, vendor: dict, vendor_path: Path) -> tuple[dict, dict]:
     """Apply the spec's merge rules; return the merged mapping and key -> origin file."""
     for path, data in ((base_path, base), (params_path, params), (vendor_path, vendor)):
         _reject_reserved(path, data)
@@ -527,15 +526,11 @@ def merge_case_config(
     origin.update({key: str(params_path) for key in params})
     for key, value in vendor.items():
         if key in params:
-            raise ConfigError(
-                f"{vendor_path}: key '{key}' overrides {params_path}, which vendors may not change"
-            )
+            raise ConfigError(f"{vendor_path}: key '{key}' overrides {params_path}, which vendors may not change")
         if key not in base:
             logger.warning(f"{vendor_path}: adds key '{key}' = {shown(value)}, which {base_path.name} does not define")
         elif base[key] == value and type(base[key]) is type(value):
-            raise ConfigError(
-                f"{vendor_path}: key '{key}' repeats the value {shown(value)} of {base_path.name}; remove the no-op override"
-            )
+            raise ConfigError(f"{vendor_path}: key '{key}' repeats the value {shown(value)} of {base_path.name}; remove the no-op override")
         else:
             logger.info(f"{vendor_path}: overrides '{key}': {shown(base[key])} -> {shown(value)}")
         merged[key] = value
@@ -600,7 +595,7 @@ def load_case_config(
 
     typed_names = {f.name for f in fields(CaseConfig)} - {"extra", "origin"}
     runtime_only = {"cache_dir", "export_onnx_path", "engine_path", "accuracy_note", "framework_full"}
-    shadowed = {"extra", "origin", "get", "as_dict", "_fields", "_asdict"}   # names of CaseConfig's own machinery
+    shadowed = {"extra", "origin", "get", "as_dict", "_fields", "_asdict"}  # names of CaseConfig's own machinery
     for key in merged:
         if key in shadowed:
             raise ConfigError(f"{origin[key]}: key '{key}' is a reserved name and cannot be read as config.{key}; rename it")

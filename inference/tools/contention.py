@@ -15,6 +15,7 @@ than the benchmark itself. NVML reports host PIDs, which a container cannot
 match against its own, so there the benchmark is counted as one of them.
 Unknown (no NVML, no GPU) is ``None``.
 """
+
 from __future__ import annotations
 
 import os
@@ -26,10 +27,10 @@ _BUSY_FIELDS = (0, 1, 2, 5, 6, 7)  # user nice system irq softirq steal (guest i
 
 @dataclass
 class ContentionReading:
-    share: float | None      # fraction of the CPUs' time used by other processes, in [0, 1]
+    share: float | None  # fraction of the CPUs' time used by other processes, in [0, 1]
     cpus: int
     seconds: float
-    gpu_other_processes: int | None = None   # other processes on the benchmark's GPU; None: not a GPU run, or unknown
+    gpu_other_processes: int | None = None  # other processes on the benchmark's GPU; None: not a GPU run, or unknown
 
     def to_dict(self) -> dict:
         return {
@@ -75,7 +76,7 @@ def gpu_other_processes(device: str) -> int | None:
     own = _own_pids()
     if pids & own:
         return len(pids - own)
-    return max(len(pids) - 1, 0)   # another PID namespace (a container): one of them is this benchmark
+    return max(len(pids) - 1, 0)  # another PID namespace (a container): one of them is this benchmark
 
 
 def _cpus() -> list[int]:

@@ -1,4 +1,5 @@
 """An environment fingerprint for every result: what produced these numbers."""
+
 from __future__ import annotations
 
 import os

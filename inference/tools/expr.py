@@ -11,6 +11,7 @@ number a float can hold: a power whose result would not is refused from the
 logarithm of its base, before it is computed (``((9**64)**64)**64`` would
 otherwise build a number of millions of digits).
 """
+
 from __future__ import annotations
 
 import ast

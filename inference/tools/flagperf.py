@@ -11,6 +11,7 @@ Terms:
                     a fixed batch axis and the partial last batch is dropped, as
                     FlagPerf's loaders do (``drop_last``).
 """
+
 from __future__ import annotations
 
 import numbers
@@ -24,10 +25,7 @@ from common.errors import ConfigError, EngineError
 from tools.forward import PhaseResult
 from tools.verdict import Verdict
 
-CASE_TIMED_REASON = (
-    "timing defined by the case (FlagPerf style): no per-query latencies, "
-    "so percentiles, minimums and stability cannot be judged"
-)
+CASE_TIMED_REASON = "timing defined by the case (FlagPerf style): no per-query latencies, so percentiles, minimums and stability cannot be judged"
 
 
 @dataclass
@@ -77,9 +75,19 @@ def case_timed_phase(value: Any, phase: str) -> CaseTimedPhase:
     """FlagPerf's ``(whole_qps, core_qps, acc)`` as a phase record; latency and counts are null."""
     whole, core, acc = (_number(v) for v in value)
     return CaseTimedPhase(
-        phase=phase, samples=None, batches=None, whole_time_s=None, core_time_s=None, foo_time_s=None,
-        warmup_batches=None, accuracy=acc, latency=None, passes=None,
-        verdict=Verdict([CASE_TIMED_REASON]), reported_whole_qps=whole, reported_core_qps=core,
+        phase=phase,
+        samples=None,
+        batches=None,
+        whole_time_s=None,
+        core_time_s=None,
+        foo_time_s=None,
+        warmup_batches=None,
+        accuracy=acc,
+        latency=None,
+        passes=None,
+        verdict=Verdict([CASE_TIMED_REASON]),
+        reported_whole_qps=whole,
+        reported_core_qps=core,
     )
 
 
@@ -94,7 +102,7 @@ def adopt_export(returned: Any, target: Path, case: str) -> None:
         raise EngineError(f"benchmarks/{case}: export_model returned {returned}, which is empty")
     target.unlink(missing_ok=True)
     try:
-        os.link(source, target)        # no copy when both live on one file system
+        os.link(source, target)  # no copy when both live on one file system
     except OSError:
         shutil.copyfile(source, target)
 

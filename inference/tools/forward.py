@@ -17,6 +17,7 @@ latency is kept raw for percentiles, and its completion on the cumulative core
 clock for the throughput windows that judge stability (``tools.verdict``).
 Contention from other processes is read over exactly the measured loop.
 """
+
 from __future__ import annotations
 
 import time
@@ -25,14 +26,20 @@ from typing import Any, Callable, Iterable, Sequence
 
 from loguru import logger
 
-from tools.config import MEASUREMENT_DEFAULTS
-from tools.contention import ContentionReading, CpuContention
 from common.errors import EngineError
 from common.stats import LatencyStats
-from tools.torch_sync import sync_for_config
+from tools.config import MEASUREMENT_DEFAULTS
+from tools.contention import ContentionReading, CpuContention
 from tools.progress import PhaseProgress
+from tools.torch_sync import sync_for_config
 from tools.verdict import (
-    Verdict, accelerator_reason, contention_reason, minimum_reasons, minimums_met, stability_reason, window_throughputs,
+    Verdict,
+    accelerator_reason,
+    contention_reason,
+    minimum_reasons,
+    minimums_met,
+    stability_reason,
+    window_throughputs,
 )
 
 Step = Callable[[list], "tuple[list, float]"]
@@ -54,7 +61,7 @@ class PhaseResult:
     window_qps: list[float] = field(default_factory=list)
     contention: ContentionReading | None = None
     verdict: Verdict = field(default_factory=Verdict)
-    span_unix: tuple[float, float] | None = None   # wall-clock (time.time) start and end of the measured loop
+    span_unix: tuple[float, float] | None = None  # wall-clock (time.time) start and end of the measured loop
 
     @property
     def whole_qps(self) -> float | None:
@@ -91,9 +98,7 @@ def _tail_batch_size(dataloader: Any) -> int:
 
 def _check_step_result(result: Any, phase: str) -> tuple[list, float]:
     if not (isinstance(result, tuple) and len(result) == 2):
-        raise EngineError(
-            f"{phase}: the engine call must return (list_of_outputs, foo_time), got {type(result).__name__}"
-        )
+        raise EngineError(f"{phase}: the engine call must return (list_of_outputs, foo_time), got {type(result).__name__}")
     outputs, foo_time = result
     if not isinstance(outputs, (list, tuple)):
         raise EngineError(f"{phase}: the engine's outputs must be a list of tensors, got {type(outputs).__name__}")
@@ -139,7 +144,7 @@ def timed_forward(
     contention_limit = float(getattr(config, "contention_limit", MEASUREMENT_DEFAULTS["contention_limit"]))
 
     core_ns: list[int] = []
-    core_elapsed_ns: list[int] = []   # completion of each query on the cumulative core clock
+    core_elapsed_ns: list[int] = []  # completion of each query on the cumulative core clock
     batch_sizes: list[int] = []
     core_total = 0
     foo_ns = 0
@@ -147,7 +152,7 @@ def timed_forward(
     correct = 0.0
     evaluated = 0
     passes = 0
-    progress = PhaseProgress.for_passes(phase, config, dataloader)   # PROGRESS lines, at most every 0.5 s
+    progress = PhaseProgress.for_passes(phase, config, dataloader)  # PROGRESS lines, at most every 0.5 s
     contention = CpuContention(str(getattr(config, "device", "cpu"))).start()
     started_unix = time.time()
     start = clock()
@@ -173,10 +178,7 @@ def timed_forward(
                 correct += float(evaluator(outputs, y)) * n
                 evaluated += n
             if log_freq and len(core_ns) % log_freq == 0:
-                logger.info(
-                    f"{phase}: batch {len(core_ns)}, core {core / 1e6:.2f} ms, "
-                    f"running acc {correct / evaluated if evaluated else float('nan'):.4f}"
-                )
+                logger.info(f"{phase}: batch {len(core_ns)}, core {core / 1e6:.2f} ms, running acc {correct / evaluated if evaluated else float('nan'):.4f}")
             if t1 >= due:
                 due = progress.update(len(core_ns), t1)
         passes += 1

@@ -1,4 +1,5 @@
 """Logging for the container side: loguru to stdout and <log_dir>/container.out.log."""
+
 from __future__ import annotations
 
 import sys

@@ -22,6 +22,7 @@ infinite are left out of the figures (the framework itself produced no number
 there); a NaN or infinity in the engine's output where the framework's value is
 finite fails the check.
 """
+
 from __future__ import annotations
 
 import math
@@ -85,18 +86,13 @@ def tolerances_for(precision: str, overrides: dict | None = None) -> dict[str, f
     flat = [k for k in overrides if k in TOLERANCE_KEYS]
     nested = [k for k in overrides if k in DEFAULT_TOLERANCES]
     if flat and nested:
-        raise ValueError(
-            f"numeric_tolerance.{flat[0]}: mixes flat limits with per-precision ones ({nested[0]}); use one form"
-        )
+        raise ValueError(f"numeric_tolerance.{flat[0]}: mixes flat limits with per-precision ones ({nested[0]}); use one form")
     if flat:
         limits.update(_check_limits(overrides, "numeric_tolerance"))
         return limits
     for name, values in overrides.items():
         if name not in DEFAULT_TOLERANCES:
-            raise ValueError(
-                f"numeric_tolerance.{name}: unknown key (use {', '.join(TOLERANCE_KEYS)} "
-                f"or a precision: {', '.join(DEFAULT_TOLERANCES)})"
-            )
+            raise ValueError(f"numeric_tolerance.{name}: unknown key (use {', '.join(TOLERANCE_KEYS)} or a precision: {', '.join(DEFAULT_TOLERANCES)})")
         checked = _check_limits(values, f"numeric_tolerance.{name}")
         if name == key:
             limits.update(checked)
@@ -107,13 +103,13 @@ def tolerances_for(precision: str, overrides: dict | None = None) -> dict[str, f
 class TensorDiff:
     """How one output differs, aggregated over every compared batch."""
 
-    name: str                  # "output0", "output1", ... (position in the output list)
-    shape: list[int]           # the reference shape in the first compared batch
-    max_abs: float             # largest |actual - reference|
-    mean_abs: float            # mean |actual - reference| over all compared elements
-    scale: float               # RMS of the reference over all compared elements, at least TINY
-    max_rel: float             # max_abs / scale (0 when the tensors are equal)
-    mean_rel: float            # mean_abs / scale (0 when the tensors are equal)
+    name: str  # "output0", "output1", ... (position in the output list)
+    shape: list[int]  # the reference shape in the first compared batch
+    max_abs: float  # largest |actual - reference|
+    mean_abs: float  # mean |actual - reference| over all compared elements
+    scale: float  # RMS of the reference over all compared elements, at least TINY
+    max_rel: float  # max_abs / scale (0 when the tensors are equal)
+    mean_rel: float  # mean_abs / scale (0 when the tensors are equal)
     top1_agreement: float | None  # classifiers (2-D [batch, classes > 1] floating output) only
 
 
@@ -121,8 +117,8 @@ class TensorDiff:
 class NumericReport:
     precision: str
     tolerances: dict[str, float]
-    batches: int               # batches compared (the smaller count if the two disagree)
-    samples: int               # samples in those batches (axis 0 of the first reference output)
+    batches: int  # batches compared (the smaller count if the two disagree)
+    samples: int  # samples in those batches (axis 0 of the first reference output)
     outputs: list[TensorDiff]  # each output compared in at least one batch
     passed: bool
     reasons: list[str] = field(default_factory=list)  # one sentence each; empty when passed
@@ -279,25 +275,14 @@ def compare_outputs(
         mean_limit = tolerances.get("mean_rel")
         top1_limit = tolerances.get("top1_agreement")
         if d.scale == TINY and d.max_abs > 0:
-            reasons.append(
-                f"{label}: {d.name} of {against} is all zeros but the engine's differs by up to {d.max_abs:.1e}"
-            )
+            reasons.append(f"{label}: {d.name} of {against} is all zeros but the engine's differs by up to {d.max_abs:.1e}")
             continue
         if max_limit is not None and d.max_rel > max_limit:
-            reasons.append(
-                f"{label}: {d.name} differs from {against} by {d.max_rel:.1e} of its RMS "
-                f"(limit {max_limit:.1e} {where})"
-            )
+            reasons.append(f"{label}: {d.name} differs from {against} by {d.max_rel:.1e} of its RMS (limit {max_limit:.1e} {where})")
         if mean_limit is not None and d.mean_rel > mean_limit:
-            reasons.append(
-                f"{label}: {d.name} differs from {against} by {d.mean_rel:.1e} of its RMS on average "
-                f"(limit {mean_limit:.1e} {where})"
-            )
+            reasons.append(f"{label}: {d.name} differs from {against} by {d.mean_rel:.1e} of its RMS on average (limit {mean_limit:.1e} {where})")
         if top1_limit is not None and d.top1_agreement is not None and d.top1_agreement < top1_limit:
-            reasons.append(
-                f"{label}: {d.name}'s top-1 class agrees with {against} on {d.top1_agreement:.1%} of samples "
-                f"(limit {top1_limit:.1%} {where})"
-            )
+            reasons.append(f"{label}: {d.name}'s top-1 class agrees with {against} on {d.top1_agreement:.1%} of samples (limit {top1_limit:.1%} {where})")
     return NumericReport(
         precision=precision,
         tolerances=dict(tolerances),

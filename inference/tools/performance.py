@@ -16,6 +16,7 @@ Order, for the compiled engine:
 Numeric and anti-caching failures are engine-wide: they invalidate every engine
 figure, the FlagPerf inference pass included.
 """
+
 from __future__ import annotations
 
 import time
@@ -24,14 +25,14 @@ from typing import Any, Callable
 
 from loguru import logger
 
+from common.stats import MIN_SAMPLES_FOR_PERCENTILE, LatencyStats, too_few_note
 from tools.contention import CpuContention
 from tools.forward import as_input_list
 from tools.scenarios import ScenarioRun, run_scenario, server_search
-from common.stats import LatencyStats, MIN_SAMPLES_FOR_PERCENTILE, too_few_note
 from tools.verdict import Verdict, accelerator_reason, contention_reason, minimum_reasons, stability_reason, window_throughputs
 
-POOL_BATCHES = 8            # distinct batches per batch size, memory permitting
-REFERENCE_BATCHES = 2       # pool batches whose outputs are checked under load (TEST01)
+POOL_BATCHES = 8  # distinct batches per batch size, memory permitting
+REFERENCE_BATCHES = 2  # pool batches whose outputs are checked under load (TEST01)
 AUDIT_BUDGET_S = 2.0
 # Each scenario's headline percentile (LoadGen's metric) must be measured, so its
 # runs issue at least that percentile's floor of queries.
@@ -45,7 +46,7 @@ class PerformanceReport:
     rows: list[dict] = field(default_factory=list)
     numeric: dict | None = None
     audits: list[dict] = field(default_factory=list)
-    engine_reasons: list[str] = field(default_factory=list)   # invalidate every engine figure
+    engine_reasons: list[str] = field(default_factory=list)  # invalidate every engine figure
     notes: list[str] = field(default_factory=list)
     # Each row's raw per-query latencies, in row order: written to latencies.npz, not result.json.
     raw_latencies_ns: list[list[int]] = field(default_factory=list, repr=False)
@@ -104,7 +105,6 @@ def collect_samples(dataloader: Any, wanted: int, max_bytes: float) -> list | No
 def make_pool(samples: list, batch_size: int, max_bytes: float, batches: int = POOL_BATCHES) -> list[list]:
     """Cut the samples into at most ``batches`` full batches of ``batch_size``,
     repeating samples when there are fewer than one batch's worth."""
-    import torch
 
     available = samples[0].shape[0]
     per_sample = sum(t.element_size() * t.nelement() for t in samples) / max(available, 1)
@@ -114,7 +114,7 @@ def make_pool(samples: list, batch_size: int, max_bytes: float, batches: int = P
     if available < needed:
         repeats = -(-needed // available)
         samples = [t.repeat(repeats, *([1] * (t.dim() - 1))) for t in samples]
-    return [[t[i * batch_size:(i + 1) * batch_size].contiguous() for t in samples] for i in range(count)]
+    return [[t[i * batch_size : (i + 1) * batch_size].contiguous() for t in samples] for i in range(count)]
 
 
 # ---- rows ------------------------------------------------------------------------
@@ -185,7 +185,7 @@ class PerformanceStage:
         wanted = max(*config.batch_sizes, config.batch_size) * POOL_BATCHES
         self.samples = collect_samples(dataloader, wanted, self.max_bytes)
         self.report = PerformanceReport()
-        self._spans: dict[int, tuple[float, float]] = {}   # id(ScenarioRun) -> wall-clock (time.time) window
+        self._spans: dict[int, tuple[float, float]] = {}  # id(ScenarioRun) -> wall-clock (time.time) window
 
     @property
     def usable(self) -> bool:
@@ -214,9 +214,7 @@ class PerformanceStage:
         self.report.numeric = report.to_dict()
         self.report.engine_reasons.extend(report.reasons)
         logger.info(
-            "numeric check: "
-            + ("passed" if report.passed else "FAILED")
-            + " " + ", ".join(f"{d.name} max_rel {d.max_rel:.2e}" for d in report.outputs)
+            "numeric check: " + ("passed" if report.passed else "FAILED") + " " + ", ".join(f"{d.name} max_rel {d.max_rel:.2e}" for d in report.outputs)
         )
 
     # -- 3. audits ------------------------------------------------------------------
@@ -242,7 +240,7 @@ class PerformanceStage:
                 references[index] = _clone(engine(list(pool[index]))[0])
             self.sync()
         for scenario in config.scenario:
-            for clients in ([1] if scenario == "single_stream" else config.clients):
+            for clients in [1] if scenario == "single_stream" else config.clients:
                 if scenario == "server" and config.server_search:
                     row = self._search_row(engine, pool, batch_size, clients, references)
                 else:
@@ -259,9 +257,17 @@ class PerformanceStage:
         contention = CpuContention(str(config.device)).start()
         started_unix = time.time()
         run = run_scenario(
-            engine, pool, scenario=scenario, batch_size=batch_size, clients=clients,
-            min_query_count=min_queries, min_duration_s=config.min_duration_s, max_duration_s=config.max_duration_s,
-            target_qps=target_qps, seed=config.seed, sync=self.sync,
+            engine,
+            pool,
+            scenario=scenario,
+            batch_size=batch_size,
+            clients=clients,
+            min_query_count=min_queries,
+            min_duration_s=config.min_duration_s,
+            max_duration_s=config.max_duration_s,
+            target_qps=target_qps,
+            seed=config.seed,
+            sync=self.sync,
             sample_pool_indices=frozenset(references),
         )
         self._spans[id(run)] = (started_unix, time.time())
@@ -319,8 +325,6 @@ class PerformanceStage:
         if found.best is None:
             last = runs[-1]
             row = self._record(last, contention_of[id(last)], self._test01(last, references), search)
-            return self._engine_wide(
-                row, f"server_search: no target_qps down to {found.trials[-1][0]:.3g} met latency_bound_ms {config.latency_bound_ms:g}"
-            )
+            return self._engine_wide(row, f"server_search: no target_qps down to {found.trials[-1][0]:.3g} met latency_bound_ms {config.latency_bound_ms:g}")
         best = found.best
         return self._engine_wide(self._record(best, contention_of[id(best)], self._test01(best, references), search))

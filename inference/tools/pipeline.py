@@ -1,13 +1,14 @@
 """FlagPerf's seven in-container steps (spec §2.2.3) with its four switches.
 
-  init -> dataset_and_model -> framework_validation -> onnx_export
-       -> vendor_compile -> engine_inference -> summary
+init -> dataset_and_model -> framework_validation -> onnx_export
+     -> vendor_compile -> engine_inference -> summary
 
-  compiler: null           stop after validation, go to summary
-  no_validation: true      model is None; skip validation and export (needs exist_onnx_path)
-  exist_onnx_path: PATH    skip export
-  exist_compiler_path: P   skip compile; the engine loads P
+compiler: null           stop after validation, go to summary
+no_validation: true      model is None; skip validation and export (needs exist_onnx_path)
+exist_onnx_path: PATH    skip export
+exist_compiler_path: P   skip compile; the engine loads P
 """
+
 from __future__ import annotations
 
 import importlib
@@ -20,14 +21,14 @@ from typing import Any
 
 from loguru import logger
 
+from common.errors import ConfigError, DataError, EngineError, one_line
+from common.files import atomic_dir, hash_file, hash_tree, sweep_stale_temps, writable_dir
 from inference_engine.registry import ENGINE_ROOT, engine_file, load_engine_module
 from tools import compile_report, flagperf, result
 from tools.adapters import OutputAdapter, adapt_engine
-from common.files import atomic_dir, hash_file, hash_tree, sweep_stale_temps, writable_dir
 from tools.cache import evict, fingerprint, hash_state_dict, onnx_digests, onnx_external_files, onnx_external_locations, probe, seal
 from tools.config import CaseConfig, load_case_config, parse_overrides
 from tools.env import cpu_model, environment, package_versions
-from common.errors import ConfigError, DataError, EngineError, one_line
 from tools.forward import PhaseResult, as_input_list
 
 STEPS = (
@@ -50,7 +51,7 @@ class PipelineArgs:
     vendor: str
     case: str
     framework: str
-    overrides: list[str] = field(default_factory=list)   # --set KEY=VALUE
+    overrides: list[str] = field(default_factory=list)  # --set KEY=VALUE
 
 
 @dataclass
@@ -73,7 +74,7 @@ class PipelineState:
     onnx_path: str | None = None
     validation: PhaseResult | None = None
     inference: PhaseResult | None = None
-    performance: Any = None          # tools.performance.PerformanceReport
+    performance: Any = None  # tools.performance.PerformanceReport
     cache: dict[str, dict] = field(default_factory=dict)
     engine_info: dict[str, Any] = field(default_factory=dict)
 
@@ -87,7 +88,7 @@ class Pipeline:
         self.state = PipelineState()
         self.started = time.perf_counter()
         self.started_at = datetime.now(timezone.utc)
-        self._evicted_engine: str | None = None   # why a cached engine was thrown away, if one was
+        self._evicted_engine: str | None = None  # why a cached engine was thrown away, if one was
 
     # ---- driver -------------------------------------------------------------
     def run(self) -> dict:
@@ -144,7 +145,12 @@ class Pipeline:
         if not (ENGINE_ROOT / args.vendor).is_dir():
             raise ConfigError(f"unknown vendor '{args.vendor}': no inference_engine/{args.vendor}/")
         config = load_case_config(
-            str(self.perf_dir), args.case, args.framework, args.vendor, str(Path(args.data_dir).resolve()), args.log_dir,
+            str(self.perf_dir),
+            args.case,
+            args.framework,
+            args.vendor,
+            str(Path(args.data_dir).resolve()),
+            args.log_dir,
             parse_overrides(args.overrides),
         )
         config.cache_dir = str(writable_dir(self.perf_dir / "onnxs", "cache directory"))
@@ -230,7 +236,7 @@ class Pipeline:
             "torch": torch.__version__,
         }
         if not flagperf.has_dynamic_axis(config):
-            parts["static_batch"] = config.batch_size   # only then, so dynamic exports keep their keys
+            parts["static_batch"] = config.batch_size  # only then, so dynamic exports keep their keys
         key = fingerprint(parts)
         target = Path(config.cache_dir) / f"{config.case}_{_benchmark_framework(config.framework)}_{key}.onnx"
         usable, evicted = probe(target, "ONNX export")
@@ -266,7 +272,7 @@ class Pipeline:
             if not out.is_file() or out.stat().st_size == 0:
                 raise EngineError(f"benchmarks/{config.case}: export_model wrote nothing to config.export_onnx_path")
             companions = _self_contained(out, source_dir, target.name)
-            for name in (*companions, out.name):     # the model last: it is what makes the entry exist
+            for name in (*companions, out.name):  # the model last: it is what makes the entry exist
                 (work / name).chmod(0o644)
                 (work / name).replace(target.parent / name)
         seal(target, [target.parent / name for name in companions])
@@ -337,14 +343,14 @@ class Pipeline:
         onnx = self.state.onnx_path
         digests = onnx_digests(onnx) if onnx and Path(onnx).is_file() else {"": onnx}
         parts = {
-                "onnx": digests.pop(""),
-                "engine_code": hash_file(source).hexdigest(),
-                "fp16": config.fp16,
-                "batch_size": config.batch_size,
-                "vendor_config": vendor_keys,
-                "cpu": cpu_model(),
-                "gpu": _gpu_name(config.device),
-                "packages": package_versions(),
+            "onnx": digests.pop(""),
+            "engine_code": hash_file(source).hexdigest(),
+            "fp16": config.fp16,
+            "batch_size": config.batch_size,
+            "vendor_config": vendor_keys,
+            "cpu": cpu_model(),
+            "gpu": _gpu_name(config.device),
+            "packages": package_versions(),
         }
         if digests:
             # The weights torch's exporter (or the user) put beside the model: an engine
@@ -467,7 +473,7 @@ def _self_contained(out: Path, source_dir: Path, final_name: str) -> list[str]:
             raise
         raise EngineError(f"{out.name}: the exported ONNX model cannot be read back: {one_line(exc)}") from None
     data_name = f"{final_name}.data"
-    for location in (*locations, data_name):   # in memory now; onnx.save would append to an old file
+    for location in (*locations, data_name):  # in memory now; onnx.save would append to an old file
         if Path(location).name == location:
             (out.parent / location).unlink(missing_ok=True)
     if model.ByteSize() < _PROTOBUF_LIMIT:
@@ -500,15 +506,14 @@ def _phase_result(value: Any, function: str) -> PhaseResult:
     if flagperf.is_flagperf_triple(value):
         return flagperf.case_timed_phase(value, "validation" if function == "model_forward" else "inference")
     raise EngineError(
-        f"case function {function} must return tools.forward.timed_forward(...)'s result "
-        f"or FlagPerf's (whole_qps, core_qps, acc), got {type(value).__name__}"
+        f"case function {function} must return tools.forward.timed_forward(...)'s result or FlagPerf's (whole_qps, core_qps, acc), got {type(value).__name__}"
     )
 
 
 def _log_phase(phase: PhaseResult) -> None:
     acc = f"{phase.accuracy:.4f}" if phase.accuracy is not None else "n/a"
     lat = phase.latency
-    if lat is None:   # timed by the case (FlagPerf style)
+    if lat is None:  # timed by the case (FlagPerf style)
         logger.info(f"{phase.phase}: whole {phase.whole_qps:.2f} qps, core {phase.core_qps:.2f} qps (as the case timed them), acc {acc}")
     else:
         p99 = f"{lat.p99:.2f} ms" if lat.p99 is not None else "n/a"

@@ -14,6 +14,7 @@ already taken, so no clock is read and nothing is formatted per query: one
 integer comparison per query, one line per interval. A last line with
 ``eta_s`` 0 ends every phase. Nothing here changes what is measured.
 """
+
 from __future__ import annotations
 
 import json
@@ -49,7 +50,7 @@ def estimate(
     size = per_pass if per_pass and per_pass > 0 else 1
     passes = max(repeat, -(-min_queries // size), math.ceil(min_duration_s * rate / size), 1)
     cap = max(math.ceil(max_duration_s * rate / size), 1)
-    target = max(min(passes, cap), -(-done // size)) * size   # a pass under way is finished
+    target = max(min(passes, cap), -(-done // size)) * size  # a pass under way is finished
     return target, (target - done) / rate
 
 
@@ -67,8 +68,7 @@ class PhaseProgress:
 
     __slots__ = ("phase", "min_queries", "min_duration_s", "max_duration_s", "repeat", "per_pass", "start_ns")
 
-    def __init__(self, phase: str, *, min_queries: int, min_duration_s: float, max_duration_s: float,
-                 repeat: int = 0, per_pass: int | None = None) -> None:
+    def __init__(self, phase: str, *, min_queries: int, min_duration_s: float, max_duration_s: float, repeat: int = 0, per_pass: int | None = None) -> None:
         self.phase = phase
         self.min_queries = int(min_queries)
         self.min_duration_s = float(min_duration_s)
@@ -80,14 +80,19 @@ class PhaseProgress:
     @classmethod
     def for_passes(cls, phase: str, config: Any, dataloader: Any) -> "PhaseProgress":
         """The reporter of tools.forward's pass loop, its stop rule read from ``config``."""
-        from tools.config import MEASUREMENT_DEFAULTS   # here: tools.config imports tools.scenarios, which imports this
+        from tools.config import MEASUREMENT_DEFAULTS  # here: tools.config imports tools.scenarios, which imports this
 
         def value(key: str) -> Any:
             return getattr(config, key, MEASUREMENT_DEFAULTS[key])
 
-        return cls(phase, min_queries=int(value("min_query_count")), min_duration_s=float(value("min_duration_s")),
-                   max_duration_s=float(value("max_duration_s")), repeat=int(getattr(config, "repeat", 1)),
-                   per_pass=_length(dataloader))
+        return cls(
+            phase,
+            min_queries=int(value("min_query_count")),
+            min_duration_s=float(value("min_duration_s")),
+            max_duration_s=float(value("max_duration_s")),
+            repeat=int(getattr(config, "repeat", 1)),
+            per_pass=_length(dataloader),
+        )
 
     def begin(self, start_ns: int) -> int:
         self.start_ns = start_ns
@@ -95,8 +100,15 @@ class PhaseProgress:
 
     def update(self, done: int, now_ns: int) -> int:
         elapsed = (now_ns - self.start_ns) / 1e9
-        target, eta = estimate(done, elapsed, min_queries=self.min_queries, min_duration_s=self.min_duration_s,
-                               max_duration_s=self.max_duration_s, repeat=self.repeat, per_pass=self.per_pass)
+        target, eta = estimate(
+            done,
+            elapsed,
+            min_queries=self.min_queries,
+            min_duration_s=self.min_duration_s,
+            max_duration_s=self.max_duration_s,
+            repeat=self.repeat,
+            per_pass=self.per_pass,
+        )
         emit(self.phase, done, target, elapsed, eta)
         return now_ns + INTERVAL_NS
 
@@ -107,8 +119,7 @@ class PhaseProgress:
 def emit(phase: str, done: int, target: int | None, elapsed_s: float, eta_s: float | None) -> None:
     """One PROGRESS line on stdout (the pipeline's stdout is what a session streams to run.py),
     not through the logger: container.out.log keeps the pipeline's own lines only."""
-    payload = {"phase": phase, "done": done, "target": target, "elapsed_s": round(elapsed_s, 2),
-               "eta_s": None if eta_s is None else round(eta_s, 1)}
+    payload = {"phase": phase, "done": done, "target": target, "elapsed_s": round(elapsed_s, 2), "eta_s": None if eta_s is None else round(eta_s, 1)}
     stream = sys.stdout
     try:
         stream.write(PREFIX + json.dumps(payload) + "\n")

@@ -1,4 +1,5 @@
 """result.json: FlagPerf's keys plus the measurements FlagPerf lacks. Schema: docs/result_schema.md."""
+
 from __future__ import annotations
 
 from datetime import datetime, timezone
@@ -17,12 +18,13 @@ from common.record import (
     flagperf_view,
     write_latencies,
 )
-if TYPE_CHECKING:   # kept light: run_inference.py imports this module to report any failure
+
+if TYPE_CHECKING:  # kept light: run_inference.py imports this module to report any failure
     from tools.config import CaseConfig
     from tools.forward import PhaseResult
     from tools.verdict import Verdict
 
-_RAW_KEY = "_raw_latencies_ns"   # carried from build_result to write_result, never written
+_RAW_KEY = "_raw_latencies_ns"  # carried from build_result to write_result, never written
 # The performance-data table is for people; the top of it says where time goes.
 MAX_PERF_ROWS = 30
 
@@ -156,9 +158,13 @@ def build_result(
         "started_at": started_at.isoformat(timespec="seconds"),
         "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "raw_latencies": {
-            "file": LATENCY_FILE, "unit": "ns", "cap": MAX_RAW_LATENCIES,
+            "file": LATENCY_FILE,
+            "unit": "ns",
+            "cap": MAX_RAW_LATENCIES,
             "series": {name: {"count": len(v), "stored": min(len(v), MAX_RAW_LATENCIES)} for name, v in raw.items()},
-        } if raw else None,
+        }
+        if raw
+        else None,
         _RAW_KEY: {name: capped(v) for name, v in raw.items()},
     }
 
@@ -169,7 +175,7 @@ def write_result(log_dir: Path, record: dict) -> Path:
     if raw:  # before result.json, so result.json never names a missing file
         write_latencies(log_dir / LATENCY_FILE, raw)
     write_json_atomic(path, record)
-    from loguru import logger   # imported here: reporting a failure needs this module, and nothing slow
+    from loguru import logger  # imported here: reporting a failure needs this module, and nothing slow
 
     logger.info(f"Finish Info: {json_text(flagperf_view(record), indent=None)}")
     logger.info(f"result written to {path}")

@@ -31,6 +31,7 @@ scheduled arrival, so no worker sleeps towards an arrival the rule rejects);
 nothing is issued after the decision, and queries already running complete and
 count. With ``clients == 1`` no thread and no lock is used.
 """
+
 from __future__ import annotations
 
 import copy
@@ -136,8 +137,7 @@ class _Sampler:
         return {query: (pool_index, outputs) for query, pool_index, outputs in sorted(self.kept.values(), key=lambda v: v[0])}
 
 
-def _validate(pool, scenario, batch_size, clients, min_query_count, min_duration_s, max_duration_s,
-              target_qps, sample_pool_indices, max_sampled) -> None:
+def _validate(pool, scenario, batch_size, clients, min_query_count, min_duration_s, max_duration_s, target_qps, sample_pool_indices, max_sampled) -> None:
     if scenario not in SCENARIOS:
         raise ValueError(f"unknown scenario {scenario!r}: expected one of {', '.join(SCENARIOS)}")
     if not isinstance(batch_size, int) or batch_size < 1:
@@ -202,14 +202,14 @@ def run_scenario(
     Server latencies include the sleep's wake-up lateness (typically tens of
     µs on Linux) since they count from the scheduled arrival.
     """
-    _validate(pool, scenario, batch_size, clients, min_query_count, min_duration_s, max_duration_s,
-              target_qps, sample_pool_indices, max_sampled)
+    _validate(pool, scenario, batch_size, clients, min_query_count, min_duration_s, max_duration_s, target_qps, sample_pool_indices, max_sampled)
     limits = (min_query_count, round(min_duration_s * 1e9), round(max_duration_s * 1e9))
     sampler = _Sampler(max_sampled) if sample_pool_indices and max_sampled else None
     eligible = frozenset(sample_pool_indices)
     # PROGRESS lines (tools/progress.py), at most every 0.5 s, from the clock readings the runners take anyway
-    progress = PhaseProgress(f"performance bs={batch_size} {scenario} clients={clients}", min_queries=min_query_count,
-                             min_duration_s=min_duration_s, max_duration_s=max_duration_s)
+    progress = PhaseProgress(
+        f"performance bs={batch_size} {scenario} clients={clients}", min_queries=min_query_count, min_duration_s=min_duration_s, max_duration_s=max_duration_s
+    )
     if scenario == "server":
         schedule = poisson_arrivals(target_qps / batch_size, random.Random(seed))
         if clients == 1:

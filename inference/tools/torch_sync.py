@@ -8,6 +8,7 @@ The module itself is callable, as FlagPerf's cases expect
 (``from tools import torch_sync; torch_sync(config)``): calling it synchronises
 now, by the same rule as ``sync_for_config``.
 """
+
 from __future__ import annotations
 
 import sys

@@ -19,6 +19,7 @@ make a measurement invalid, each with its own reason:
   exceeds ``latency_bound_ms``;
 - the numeric check or an audit failed (engine-wide: every engine figure).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -97,9 +98,7 @@ def stability_reason(rates: Sequence[float], tolerance: float = STABILITY_TOLERA
     return None
 
 
-def minimum_reasons(
-    queries: int, duration_s: float, min_query_count: int, min_duration_s: float
-) -> list[str]:
+def minimum_reasons(queries: int, duration_s: float, min_query_count: int, min_duration_s: float) -> list[str]:
     reasons = []
     if queries < min_query_count:
         reasons.append(f"too few queries: {queries} measured, min_query_count is {min_query_count}")
@@ -111,10 +110,7 @@ def minimum_reasons(
 def contention_reason(share: float | None, cpus: int, limit: float) -> str | None:
     if share is None or share <= limit:
         return None
-    return (
-        f"contention: other processes used {share:.0%} of the {cpus} CPU(s) available to the benchmark "
-        f"during the measured phase (limit {limit:.0%})"
-    )
+    return f"contention: other processes used {share:.0%} of the {cpus} CPU(s) available to the benchmark during the measured phase (limit {limit:.0%})"
 
 
 def accelerator_reason(other_processes: int | None) -> str | None:

@@ -12,16 +12,16 @@ A performance row is aggregated when every host has a row with the same batch
 size, scenario and clients. The aggregate is valid only when every host's
 result is.
 """
+
 from __future__ import annotations
 
 import json
 from pathlib import Path
 from typing import Any
 
-from common.record import Key, QPS_KEYS, RESULT_FILE, read_latencies
+from common.record import QPS_KEYS, RESULT_FILE, Key, read_latencies
 from common.stats import LatencyStats
 from utils.summary import plausible_mfu
-
 
 
 def _sum(values: list[Any]) -> float | None:
@@ -75,12 +75,22 @@ def aggregate_case(records: list[dict], load=None) -> dict:
     hosts = [r["host"] for r in records]
     agg: dict[str, Any] = {
         **{k: None for k in first},
-        "case": first["case"], "framework": first["framework"], "host": f"all {len(records)} hosts",
-        "noderank": None, "status": "success", "aggregate": True, "hosts": hosts,
+        "case": first["case"],
+        "framework": first["framework"],
+        "host": f"all {len(records)} hosts",
+        "noderank": None,
+        "status": "success",
+        "aggregate": True,
+        "hosts": hosts,
         "concurrent": _concurrent(list(results)),
-        "log_dir": None, "wall_time_s": max((r.get("wall_time_s") or 0.0) for r in records),
-        "vendor": first.get("vendor"), "compiler": first.get("compiler"), "flops": first.get("flops"),
-        "accuracy_note": first.get("accuracy_note"), "audits": [], "performance": [],
+        "log_dir": None,
+        "wall_time_s": max((r.get("wall_time_s") or 0.0) for r in records),
+        "vendor": first.get("vendor"),
+        "compiler": first.get("compiler"),
+        "flops": first.get("flops"),
+        "accuracy_note": first.get("accuracy_note"),
+        "audits": [],
+        "performance": [],
     }
     for key in ("precision", "batchsize"):
         values = {r.get(key) for r in records}
@@ -117,15 +127,23 @@ def aggregate_case(records: list[dict], load=None) -> dict:
         rows = [row for _, row in matched]
         qps = _sum([row.get("qps") for row in rows])
         bad = [h for h, row in zip(hosts, rows) if not row["verdict"]["valid"]]
-        agg["performance"].append({
-            "batch_size": key[0], "scenario": key[1], "clients": key[2],
-            "qps": qps, "queries": sum(row["queries"] for row in rows), "samples": sum(row.get("samples") or 0 for row in rows),
-            "latency_ms": block or {}, "latency_notes": notes, "pooled_queries": count,
-            "target_qps": _sum([row.get("target_qps") for row in rows]) if rows[0].get("target_qps") is not None else None,
-            "latency_bound_met": None,
-            **dict(zip(("MFU", "MFU_note"), plausible_mfu(_mfu(first.get("flops"), qps, peaks), estimate))),
-            "verdict": {"valid": not bad, "reasons": [f"invalid on host(s) {', '.join(bad)}"] if bad else []},
-        })
+        agg["performance"].append(
+            {
+                "batch_size": key[0],
+                "scenario": key[1],
+                "clients": key[2],
+                "qps": qps,
+                "queries": sum(row["queries"] for row in rows),
+                "samples": sum(row.get("samples") or 0 for row in rows),
+                "latency_ms": block or {},
+                "latency_notes": notes,
+                "pooled_queries": count,
+                "target_qps": _sum([row.get("target_qps") for row in rows]) if rows[0].get("target_qps") is not None else None,
+                "latency_bound_met": None,
+                **dict(zip(("MFU", "MFU_note"), plausible_mfu(_mfu(first.get("flops"), qps, peaks), estimate))),
+                "verdict": {"valid": not bad, "reasons": [f"invalid on host(s) {', '.join(bad)}"] if bad else []},
+            }
+        )
     return agg
 
 

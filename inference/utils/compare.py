@@ -24,6 +24,7 @@ Terms (defined here once):
 Exit status: 0 no regression, 1 a regression, 2 bad input (one line).
 Writes ``compare_<RUN_A name>.md`` and ``.json`` into RUN_B.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -48,8 +49,12 @@ class CompareError(Exception):
 
 
 def bootstrap_ci(
-    a: Sequence[float], b: Sequence[float], statistic: Callable, resamples: int = RESAMPLES,
-    seed: int = SEED, confidence: float = CONFIDENCE,
+    a: Sequence[float],
+    b: Sequence[float],
+    statistic: Callable,
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
+    confidence: float = CONFIDENCE,
 ) -> tuple[float, float]:
     """The bootstrap percentile interval of ``statistic(B)/statistic(A) - 1`` (see the module docstring)."""
     import numpy as np
@@ -91,7 +96,7 @@ class Line:
     a: float | None
     b: float | None
     higher_is_better: bool
-    change: float | None = None          # fraction
+    change: float | None = None  # fraction
     ci: tuple[float, float] | None = None
     verdict: str = "n/a"
 
@@ -165,8 +170,9 @@ def compare_pair(rec_a: dict, rec_b: dict, raw_a: dict, raw_b: dict, threshold: 
     inf_a, inf_b = _series(raw_a, "inference"), _series(raw_b, "inference")
     add("inference", "core qps", rec_a.get(Key.INFER_CORE_QPS), rec_b.get(Key.INFER_CORE_QPS), True, inf_a, inf_b, _inverse_mean)
     for name, q in PERCENTILES.items():
-        add("inference", f"{name} ms", (rec_a.get("latency_ms") or {}).get(name), (rec_b.get("latency_ms") or {}).get(name),
-            False, inf_a, inf_b, _percentile(q))
+        add(
+            "inference", f"{name} ms", (rec_a.get("latency_ms") or {}).get(name), (rec_b.get("latency_ms") or {}).get(name), False, inf_a, inf_b, _percentile(q)
+        )
 
     def key(row: dict) -> tuple:
         return row["batch_size"], row["scenario"], row["clients"]
@@ -183,8 +189,7 @@ def compare_pair(rec_a: dict, rec_b: dict, raw_a: dict, raw_b: dict, threshold: 
             add(label, "qps", row_a.get("qps"), row_b.get("qps"), True, windows_a if usable else None, windows_b if usable else None, _mean)
         lat_a, lat_b = _series(raw_a, f"performance_{i}"), _series(raw_b, f"performance_{j}")
         for name, q in PERCENTILES.items():
-            add(label, f"{name} ms", (row_a.get("latency_ms") or {}).get(name), (row_b.get("latency_ms") or {}).get(name),
-                False, lat_a, lat_b, _percentile(q))
+            add(label, f"{name} ms", (row_a.get("latency_ms") or {}).get(name), (row_b.get("latency_ms") or {}).get(name), False, lat_a, lat_b, _percentile(q))
     return lines
 
 
@@ -253,9 +258,18 @@ def main(argv: list[str] | None, result_root: Path) -> int:
     md_path = dir_b / f"compare_{dir_a.name}.md"
     with atomic_path(md_path) as tmp:
         tmp.write_text(text, encoding="utf-8")
-    write_json_atomic(md_path.with_suffix(".json"), {
-        "run_a": str(dir_a), "run_b": str(dir_b), "threshold_percent": args.threshold, "resamples": args.resamples,
-        "seed": SEED, "confidence": CONFIDENCE, "lines": [asdict(line) for line in lines], "notes": notes,
-    })
+    write_json_atomic(
+        md_path.with_suffix(".json"),
+        {
+            "run_a": str(dir_a),
+            "run_b": str(dir_b),
+            "threshold_percent": args.threshold,
+            "resamples": args.resamples,
+            "seed": SEED,
+            "confidence": CONFIDENCE,
+            "lines": [asdict(line) for line in lines],
+            "notes": notes,
+        },
+    )
     print(f"written: {md_path} and {md_path.with_suffix('.json')}")
     return 1 if any(line.verdict == "REGRESSION" for line in lines) else 0

@@ -3,6 +3,7 @@
 Privilege comes only from the vendor: ``docker_images/<vendor>/container.yaml``
 may set ``privileged: true`` (and ``cap_add``/``devices``); host.yaml cannot.
 """
+
 from __future__ import annotations
 
 import re
@@ -18,7 +19,7 @@ from utils.session import slug
 
 LABEL_RUN = "inferperf.run"
 LABEL_ROLE = "inferperf.role"
-LABEL_CONTROLLER = "inferperf.controller"   # "<hostname>:<pid>" of the run.py that started it
+LABEL_CONTROLLER = "inferperf.controller"  # "<hostname>:<pid>" of the run.py that started it
 VENDOR_CONTAINER_KEYS = {"privileged", "cap_add", "devices", "environment", "ipc_mode"}
 
 
@@ -83,8 +84,7 @@ def parse_container_options(text: str, source: str) -> dict[str, Any]:
             kwargs.setdefault("ulimits", []).append(Ulimit(name=match.group(1), soft=soft, hard=int(match.group(3) or soft)))
         elif name == "--privileged":
             raise ConfigError(
-                f"{key}: --privileged is not allowed from host.yaml; a vendor that needs it sets "
-                "privileged: true in docker_images/<vendor>/container.yaml"
+                f"{key}: --privileged is not allowed from host.yaml; a vendor that needs it sets privileged: true in docker_images/<vendor>/container.yaml"
             )
         else:
             raise ConfigError(f"{key}: option {token!r} cannot be mapped to a Docker SDK argument")

@@ -11,6 +11,7 @@ Each channel starts a ``docker`` CLI process on the host, so the SDK client must
 keep its connections (``utils/docker_session.py``: one connection pool per client,
 not docker-py's pool per URL): a handful of channels serve a whole run.
 """
+
 from __future__ import annotations
 
 import os
@@ -43,7 +44,7 @@ class DockerOverSsh:
         self._closed = threading.Event()
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
-        self._open: set = set()          # live (conn, channel) pairs, closed at once by close()
+        self._open: set = set()  # live (conn, channel) pairs, closed at once by close()
         self.channels_opened = 0
         self._accept_thread = threading.Thread(target=self._accept, name=f"docker-fwd-{label}", daemon=True)
         self._accept_thread.start()
@@ -94,7 +95,7 @@ class DockerOverSsh:
                     if not data:
                         channel.shutdown_write()
                         # Keep reading the response until the engine closes.
-                        channel.settimeout(DRAIN_TIMEOUT_S)   # a dial-stdio that never closes ends here
+                        channel.settimeout(DRAIN_TIMEOUT_S)  # a dial-stdio that never closes ends here
                         while True:
                             chunk = channel.recv(_BUFFER)
                             if not chunk:
@@ -136,7 +137,7 @@ class DockerOverSsh:
             return True
         if channel.eof_received or channel.closed:
             return False
-        time.sleep(0.005)    # readable with nothing to read yet: do not spin
+        time.sleep(0.005)  # readable with nothing to read yet: do not spin
         return True
 
     def close(self) -> None:

@@ -11,6 +11,7 @@ Layout on each host (REMOTE_WORKDIR, default /var/tmp/inferperf):
   onnxs/                      exported ONNX and compiled engines (a cache)
   runs/<run_id>/<host>/<case>/   the case log dir while it runs; removed after fetching
 """
+
 from __future__ import annotations
 
 import os
@@ -32,8 +33,8 @@ from docker.errors import APIError, DockerException, NotFound
 from docker.models.containers import _create_container_args
 from loguru import logger
 
-from common.files import hash_tree
 from common.errors import HostError
+from common.files import hash_tree
 from utils.cluster_manager import CommandResult, SshHost
 from utils.container_manager import (
     LABEL_CONTROLLER,
@@ -45,6 +46,7 @@ from utils.container_manager import (
     vendor_container_options,
 )
 from utils.docker_forward import DockerOverSsh
+from utils.host_config import is_local_engine
 from utils.image_manager import ImageSpec, ensure_image
 from utils.requirements import all_requirement_files
 from utils.session import HostSession, slug
@@ -53,21 +55,13 @@ CONTAINER_ROOT = "/workspace"
 CODE_SKIP = ("onnxs", "result", "__pycache__", ".pytest_cache")
 WAIT_SLICE_S = 60
 STOP_TIMEOUT_S = 10
-JOIN_S = STOP_TIMEOUT_S + 30     # how long teardown waits for a stop or removal still under way
-API_POOL_SIZE = 16               # concurrent Docker API connections per host (waits, log streams, calls)
+JOIN_S = STOP_TIMEOUT_S + 30  # how long teardown waits for a stop or removal still under way
+API_POOL_SIZE = 16  # concurrent Docker API connections per host (waits, log streams, calls)
 
 
 def code_version(perf_dir: Path) -> str:
     """Hash exactly what _sync_code uploads."""
     return hash_tree([perf_dir], suffixes=None, skip_dirs=CODE_SKIP, relative_to_parent=False)[:16]
-
-
-def is_local_engine(config, host) -> bool:
-    """``HOSTS: ["localhost"]`` (no port, or SSH_PORT) or DOCKER_LOCAL: true: this machine's
-    engine, driven through the SDK without SSH. ``127.0.0.x:PORT`` stays an SSH host."""
-    if getattr(config, "docker_local", False):
-        return True
-    return host.address == "localhost" and host.port == config.ssh_port
 
 
 def one_connection_pool(client: docker.DockerClient) -> docker.DockerClient:
@@ -81,7 +75,7 @@ def one_connection_pool(client: docker.DockerClient) -> docker.DockerClient:
     adapter = client.api.get_adapter(client.api.base_url)
     pools = getattr(adapter, "pools", None)
     if pools is None or not hasattr(adapter, "get_connection"):
-        return client          # tcp:// (requests' own pool manager keys by host already)
+        return client  # tcp:// (requests' own pool manager keys by host already)
     # Proxies mean nothing on a unix socket; without this every request scans the
     # environment for them (requests' trust_env), a few milliseconds of CPU each.
     client.api.trust_env = False
@@ -112,7 +106,7 @@ class SshTransport(SshHost):
             raise
 
     def user_ids(self, created_dir: str) -> str:
-        """"uid:gid" the containers run as: the SSH user's, read from a directory it just
+        """ "uid:gid" the containers run as: the SSH user's, read from a directory it just
         created over SFTP (one stat, where ``id`` would cost a command channel). Under a
         set-group-ID parent the group is the parent's, so then ask ``id``."""
         attrs = self.sftp.stat(created_dir)
@@ -276,8 +270,8 @@ class DockerSession(HostSession):
         self.user: str | None = None
         self._lock = threading.Lock()
         self._containers: list = []
-        self._pending: list[threading.Thread] = []   # stops and removals under way
-        self._precreated: tuple[dict, _Background] | None = None   # the case container, created early
+        self._pending: list[threading.Thread] = []  # stops and removals under way
+        self._precreated: tuple[dict, _Background] | None = None  # the case container, created early
         self._stopped_cases: list[_Container] = []
         self._closed = False
         self._remote_log = ""
@@ -419,7 +413,7 @@ class DockerSession(HostSession):
         handle.stdout = stdout
         self._create_and_start(handle, role, argv, spec, env)
         echo = self.echo_for(spec)
-        if stdout is not None and echo is not None:     # --verbose: the lines as they come
+        if stdout is not None and echo is not None:  # --verbose: the lines as they come
             handle.streamer = threading.Thread(target=_stream_logs, args=(handle, echo), daemon=True)
             handle.streamer.start()
         handle.watch()
@@ -463,7 +457,7 @@ class DockerSession(HostSession):
             raise HostError(f"host {self.label}: Docker could not create the {role} container: {_reason(exc)}") from None
         container = self.client.containers.prepare_model({"Id": created["Id"], "Name": f"/{name}"})
         with self._lock:
-            self._containers.append(container)     # removed by end_case/cleanup even if it never starts
+            self._containers.append(container)  # removed by end_case/cleanup even if it never starts
         return container
 
     def _precreate_case(self, spec, env: dict[str, str]) -> None:
@@ -481,7 +475,7 @@ class DockerSession(HostSession):
             if error is None and early == arguments:
                 container = creating.value
             elif error is None:
-                _remove_container(creating.value)     # the command line changed: start afresh
+                _remove_container(creating.value)  # the command line changed: start afresh
         if container is None:
             container = self._create(role, arguments)
         handle.container = container
@@ -507,7 +501,7 @@ class DockerSession(HostSession):
         if handle.stdout is not None:
             self._stopped_cases.append(handle)
         if handle.done():
-            return      # exited already (the pipeline, a dead monitor): nothing to stop
+            return  # exited already (the pipeline, a dead monitor): nothing to stop
         self._background(_stop_handle, handle, f"stop-{handle.role}")
 
     def output_tail(self, handle: "_Container") -> str:
@@ -530,7 +524,7 @@ class DockerSession(HostSession):
 
     def fetch(self, spec, log_dir: str, local_dir: Path) -> None:
         self._join_pending()
-        for handle in self._stopped_cases:    # a pipeline stopped (timeout, interrupt): its output so far
+        for handle in self._stopped_cases:  # a pipeline stopped (timeout, interrupt): its output so far
             if handle.stdout is not None and handle.streamer is None and not handle.logs_saved:
                 _save_logs(handle)
         self._stopped_cases = []
@@ -549,7 +543,7 @@ class DockerSession(HostSession):
         """Remove the case's containers in the background (the next case need not wait);
         cleanup() waits for the removals."""
         if self._precreated is not None:
-            self._precreated[1].join(timeout=JOIN_S)    # so that its container is in the list
+            self._precreated[1].join(timeout=JOIN_S)  # so that its container is in the list
             self._precreated = None
         with self._lock:
             containers, self._containers = self._containers, []
@@ -619,7 +613,7 @@ class DockerSession(HostSession):
                 # rmdir suffices; anything left in it takes one rm -rf.
                 if self.remote.exists(self.run_dir) and not self.remote.rmdir(self.run_dir):
                     self.remote.remove_tree(self.run_dir)
-                self.remote.rmdir(posixpath.dirname(self.run_dir))   # fails while other hosts' dirs remain
+                self.remote.rmdir(posixpath.dirname(self.run_dir))  # fails while other hosts' dirs remain
             except (HostError, OSError, EOFError) as exc:
                 logger.warning(f"host {self.label}: removing {self.run_dir} failed: {exc}")
         if self.client is not None:
@@ -633,7 +627,7 @@ def _stop_handle(handle: "_Container") -> None:
     try:
         handle.started()
     except HostError:
-        pass            # it never started; end_case removes what was created
+        pass  # it never started; end_case removes what was created
     if handle.container is not None:
         _stop_container(handle.container)
 

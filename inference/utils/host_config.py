@@ -8,6 +8,7 @@ that reaches a resource is bounded: lengths of names and paths before the file
 system sees them, counts of hosts and cases, the timeout, the monitor interval,
 the shared-memory size. A failure is one ConfigError naming the file and key.
 """
+
 from __future__ import annotations
 
 import getpass
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from common.errors import ConfigError, shown
-from common.host_keys import HOST_KEYS, KEY_FIELDS
+from common.host_keys import KEY_FIELDS
 from common.yamlio import load_yaml_mapping
 
 # Run modes; a new mode is one more entry here (and its session in run.py).
@@ -34,15 +35,15 @@ FLAGPERF_DOCKER_KEYS = ("ACCE_CONTAINER_OPT", "HOSTS_PORTS", "MASTER_PORT", "PIP
 
 
 # Bounds on what reaches a resource.
-MAX_NAME = 64                  # a vendor, case or framework name (also a directory name)
-MAX_PATH = 4096                # PATH_MAX
-MAX_PATH_PART = 255            # NAME_MAX
-MAX_TEXT = 4096                # any other string
+MAX_NAME = 64  # a vendor, case or framework name (also a directory name)
+MAX_PATH = 4096  # PATH_MAX
+MAX_PATH_PART = 255  # NAME_MAX
+MAX_TEXT = 4096  # any other string
 MAX_HOSTS = 256
 MAX_CASES = 256
 CASE_TIMEOUT_S = (1.0, 7 * 86400.0)
-MONITOR_INTERVAL_S = (0.05, 60.0)   # shorter: the monitors busy-loop; longer: too few samples
-SHM_BYTES = (1 << 20, 1 << 40)      # 1m .. 1024g
+MONITOR_INTERVAL_S = (0.05, 60.0)  # shorter: the monitors busy-loop; longer: too few samples
+SHM_BYTES = (1 << 20, 1 << 40)  # 1m .. 1024g
 
 _HOSTNAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,252})$")
 _CASE_KEY = re.compile(rf"^([A-Za-z0-9_-]{{1,{MAX_NAME}}}):([A-Za-z0-9_.-]{{1,{MAX_NAME}}})$")
@@ -394,21 +395,32 @@ def _check_ssh_user(cfg: HostConfig, value: Any) -> str:
     return user
 
 
+def is_local_engine(config: "HostConfig", host: Host) -> bool:
+    """``HOSTS: ["localhost"]`` (no port, or SSH_PORT) or DOCKER_LOCAL: true: this machine's
+    Docker engine, driven through the SDK without SSH. ``127.0.0.x:PORT`` stays an SSH host."""
+    if getattr(config, "docker_local", False) is True:
+        return True
+    return host.address == "localhost" and host.port == config.ssh_port
+
+
+def _uses_ssh(cfg: HostConfig) -> bool:
+    """MODE docker with at least one host reached over SSH (keys and known_hosts matter)."""
+    return cfg.mode == "docker" and not all(is_local_engine(cfg, host) for host in cfg.hosts)
+
+
 def _check_ssh_key_file(cfg: HostConfig, value: Any) -> str | None:
     if value is None:
         return None
     key_file = _path_text(value, expand=True)
-    if cfg.mode == "docker" and not _on_disk(Path(key_file).is_file, key_file):
+    if _uses_ssh(cfg) and not _on_disk(Path(key_file).is_file, key_file):
         raise ValueError(f"{key_file} does not exist")
     return key_file
 
 
 def _check_known_hosts(cfg: HostConfig, value: Any) -> str:
     known_hosts = _path_text("~/.ssh/known_hosts" if value is None else value, expand=True)
-    if cfg.mode == "docker" and not cfg.trust_on_first_use and not _on_disk(Path(known_hosts).is_file, known_hosts):
-        raise ValueError(
-            f"{known_hosts} does not exist: add the hosts' keys (ssh-keyscan, checked) or set TRUST_ON_FIRST_USE: true"
-        )
+    if _uses_ssh(cfg) and not cfg.trust_on_first_use and not _on_disk(Path(known_hosts).is_file, known_hosts):
+        raise ValueError(f"{known_hosts} does not exist: add the hosts' keys (ssh-keyscan, checked) or set TRUST_ON_FIRST_USE: true")
     return known_hosts
 
 
@@ -555,11 +567,35 @@ _FIELD_KEYS = {name: key for key, name in KEY_FIELDS.items() if name is not None
 
 # What a host.yaml that omits a key means (VENDOR and, in MODE docker, HOSTS have none).
 _DEFAULTS: dict[str, Any] = {
-    "flagperf_path": None, "log_path": None, "vendor": None, "log_level": "INFO", "ssh_port": 22, "hosts": None,
-    "cases": None, "shm_size": "1G", "container_opt": "", "pip_source": None, "clear_caches": False,
-    "visible_device_env": None, "ssh_user": None, "ssh_key_file": None, "trust_on_first_use": False,
-    "known_hosts": None, "case_timeout": 3600, "monitor_interval": 1.0, "base_image": None,
-    "pip_wheels_dir": None, "ca_bundle": None, "remote_workdir": "/var/tmp/inferperf", "log_call_information": False,
-    "docker_local": False, "slurm_shared_dir": None, "slurm_partition": None, "slurm_account": None,
-    "slurm_gpus_per_node": 0, "slurm_pending_timeout": 600.0, "slurm_python": "", "slurm_container": "none",
+    "flagperf_path": None,
+    "log_path": None,
+    "vendor": None,
+    "log_level": "INFO",
+    "ssh_port": 22,
+    "hosts": None,
+    "cases": None,
+    "shm_size": "1G",
+    "container_opt": "",
+    "pip_source": None,
+    "clear_caches": False,
+    "visible_device_env": None,
+    "ssh_user": None,
+    "ssh_key_file": None,
+    "trust_on_first_use": False,
+    "known_hosts": None,
+    "case_timeout": 3600,
+    "monitor_interval": 1.0,
+    "base_image": None,
+    "pip_wheels_dir": None,
+    "ca_bundle": None,
+    "remote_workdir": "/var/tmp/inferperf",
+    "log_call_information": False,
+    "docker_local": False,
+    "slurm_shared_dir": None,
+    "slurm_partition": None,
+    "slurm_account": None,
+    "slurm_gpus_per_node": 0,
+    "slurm_pending_timeout": 600.0,
+    "slurm_python": "",
+    "slurm_container": "none",
 }

@@ -16,6 +16,7 @@ image keeps its own tag (the hash of its folder); the image the cases run in is
 tagged with a hash that also covers every requirement file, so editing one
 rebuilds only the layer. Vendors' Dockerfiles need no change for this.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -189,8 +190,7 @@ def ensure_image(client: docker.DockerClient, spec: ImageSpec, host_label: str, 
         cases = ", ".join(_case_name(f) for f in files)
         logger.info(f"host {host_label}: installing the requirements of {cases} on top of {vendor_tag}")
         layer_log = build_log.with_name(f"{build_log.stem}_cases{build_log.suffix}")
-        _build(client, spec.write_case_layer_context, tag, spec.case_layer_buildargs(), spec,
-               f"the requirements of {cases}", host_label, layer_log)
+        _build(client, spec.write_case_layer_context, tag, spec.case_layer_buildargs(), spec, f"the requirements of {cases}", host_label, layer_log)
     logger.info(f"host {host_label}: built image {tag}")
     return tag, True
 
@@ -224,10 +224,7 @@ def _build(client, write_context, tag: str, buildargs: dict, spec: ImageSpec, wh
             _write_build_log(build_log, stream)
         except BuildError as exc:
             _write_build_log(build_log, exc.build_log)
-            raise HostError(
-                f"host {host_label}: building {what} failed: {exc.msg.strip().splitlines()[-1]} "
-                f"(build log: {build_log})"
-            ) from None
+            raise HostError(f"host {host_label}: building {what} failed: {exc.msg.strip().splitlines()[-1]} (build log: {build_log})") from None
         except APIError as exc:
             raise HostError(f"host {host_label}: building {what} failed: {exc.explanation or exc}") from None
 

@@ -5,6 +5,7 @@ group (a stop reaches DataLoader workers and compiler children), and watches
 run.py's pid (common/lifetime.py), so even a SIGKILL to run.py leaves nothing
 running.
 """
+
 from __future__ import annotations
 
 import os
@@ -66,12 +67,14 @@ class LocalSession(HostSession):
             if stdout is None:
                 err_path = self._log_dir / f"{role}.stderr"
                 with open(err_path, "wb") as err:
-                    process = subprocess.Popen(argv, cwd=self.config.flagperf_path, stdout=subprocess.DEVNULL, stderr=err,
-                                               env=child_env, start_new_session=True)
+                    process = subprocess.Popen(
+                        argv, cwd=self.config.flagperf_path, stdout=subprocess.DEVNULL, stderr=err, env=child_env, start_new_session=True
+                    )
                 child = _Child(process, err_path)
             else:
-                process = subprocess.Popen(argv, cwd=self.config.flagperf_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                           env=child_env, start_new_session=True)
+                process = subprocess.Popen(
+                    argv, cwd=self.config.flagperf_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=child_env, start_new_session=True
+                )
                 tee = threading.Thread(target=_tee, args=(process.stdout, stdout, self.echo_for(spec)), daemon=True)
                 tee.start()
                 child = _Child(process, None, tee)

@@ -8,6 +8,7 @@ target the loop's stop rule will reach, elapsed and remaining seconds), and draw
 them with rich as a live display on a terminal. Off a terminal (CI, pipes) run.py
 uses none of this: it prints one line per case and host.
 """
+
 from __future__ import annotations
 
 import json
@@ -18,7 +19,7 @@ from typing import Any
 
 from loguru import logger
 
-PREFIX = "PROGRESS "   # tools/progress.py's (container and host code meet only in common/)
+PREFIX = "PROGRESS "  # tools/progress.py's (container and host code meet only in common/)
 
 
 # ---- reading the pipeline's lines ------------------------------------------------------------
@@ -35,7 +36,7 @@ class Event:
     kind: str
     host: str | None = None
     case: str | None = None
-    step: tuple[int, int, str, str] | None = None    # (index, total, name, start|done|skipped)
+    step: tuple[int, int, str, str] | None = None  # (index, total, name, start|done|skipped)
     progress: dict | None = None
     text: str = ""
 
@@ -225,7 +226,8 @@ class ProgressConsole:
                 from rich.markup import escape
 
                 self.builds[match["host"]] = self.progress.add_task(
-                    escape(f"{match['host']} building image {match['tag']} (the first time: minutes)"), total=None, count="", eta="")
+                    escape(f"{match['host']} building image {match['tag']} (the first time: minutes)"), total=None, count="", eta=""
+                )
                 return
             match = _IMAGE_READY.match(text)
             if match and match["host"] in self.builds:

@@ -13,6 +13,7 @@ opens from a file with no network. Sections, in reading order:
   3. the environment: the checkout's git commit and each host's fingerprint.
 A part whose data is missing says so in one line instead of plotting nothing.
 """
+
 from __future__ import annotations
 
 import base64
@@ -23,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from common.files import atomic_path
-from common.record import Key, RESULT_FILE, read_latencies
-from utils.aggregate import with_aggregates
+from common.record import RESULT_FILE, Key, read_latencies
 from common.sampler import read_samples
+from utils.aggregate import with_aggregates
 from utils.summary import _accuracy_cell, _fmt, _mfu_cell, _percentile_cell, memory_kind
 
 REPORT_FILE = "report.html"
@@ -75,7 +76,7 @@ def throughput_plot(rows: list[dict]) -> str | None:
     for name, points in series.items():
         points.sort(key=lambda r: r["batch_size"])
         xs, ys = [p["batch_size"] for p in points], [p["qps"] for p in points]
-        line, = ax.plot(xs, ys, "-", label=name)
+        (line,) = ax.plot(xs, ys, "-", label=name)
         for x, y, p in zip(xs, ys, points):
             valid = p["verdict"]["valid"]
             ax.plot([x], [y], "o", color=line.get_color(), markerfacecolor=line.get_color() if valid else "white")
@@ -314,28 +315,30 @@ def summary_rows(records: list[dict]) -> list[dict]:
         count = r.get("latency_batches")
         ok = r["status"] == "success"
         verdict = r.get("verdict")
-        rows.append({
-            "case": f"{r['case']}:{r['framework']}",
-            "host": r["host"],
-            "aggregate": bool(r.get("aggregate")),
-            "status": r["status"] if ok else f"{r['status']} at {r.get('failed_step')}",
-            "ok": ok,
-            "verdict": "-" if verdict is None else ("valid" if verdict["valid"] else "INVALID"),
-            "valid": bool(verdict and verdict["valid"]),
-            "reasons": (verdict or {}).get("reasons") or ([r.get("error")] if not ok and r.get("error") else []),
-            "precision": _fmt(r.get("precision")),
-            "bs": _fmt(r.get("batchsize")),
-            "core_qps": _fmt(r.get(Key.INFER_CORE_QPS)),
-            "whole_qps": _fmt(r.get(Key.INFER_WHOLE_QPS)),
-            "val_qps": _fmt(r.get(Key.VAL_CORE_QPS)),
-            "p50": _percentile_cell(latency, "p50", count),
-            "p90": _percentile_cell(latency, "p90", count),
-            "p99": _percentile_cell(latency, "p99", count),
-            "val_acc": _accuracy_cell(r.get(Key.VAL_ACC), r.get("accuracy_note")),
-            "infer_acc": _accuracy_cell(r.get(Key.INFER_ACC), r.get("accuracy_note")),
-            "memory": f"{_fmt(r.get('vendor_usage(GiB)'))}/{_fmt(r.get('vendor_max_mem(GiB)'))}" if r.get("vendor_usage(GiB)") is not None else "-",
-            "mfu": _mfu_cell(r.get("MFU"), r.get("mfu_is_estimate")) if ok else "-",
-        })
+        rows.append(
+            {
+                "case": f"{r['case']}:{r['framework']}",
+                "host": r["host"],
+                "aggregate": bool(r.get("aggregate")),
+                "status": r["status"] if ok else f"{r['status']} at {r.get('failed_step')}",
+                "ok": ok,
+                "verdict": "-" if verdict is None else ("valid" if verdict["valid"] else "INVALID"),
+                "valid": bool(verdict and verdict["valid"]),
+                "reasons": (verdict or {}).get("reasons") or ([r.get("error")] if not ok and r.get("error") else []),
+                "precision": _fmt(r.get("precision")),
+                "bs": _fmt(r.get("batchsize")),
+                "core_qps": _fmt(r.get(Key.INFER_CORE_QPS)),
+                "whole_qps": _fmt(r.get(Key.INFER_WHOLE_QPS)),
+                "val_qps": _fmt(r.get(Key.VAL_CORE_QPS)),
+                "p50": _percentile_cell(latency, "p50", count),
+                "p90": _percentile_cell(latency, "p90", count),
+                "p99": _percentile_cell(latency, "p99", count),
+                "val_acc": _accuracy_cell(r.get(Key.VAL_ACC), r.get("accuracy_note")),
+                "infer_acc": _accuracy_cell(r.get(Key.INFER_ACC), r.get("accuracy_note")),
+                "memory": f"{_fmt(r.get('vendor_usage(GiB)'))}/{_fmt(r.get('vendor_max_mem(GiB)'))}" if r.get("vendor_usage(GiB)") is not None else "-",
+                "mfu": _mfu_cell(r.get("MFU"), r.get("mfu_is_estimate")) if ok else "-",
+            }
+        )
     return rows
 
 
@@ -343,18 +346,20 @@ def performance_table(rows: list[dict]) -> list[dict]:
     out = []
     for row in rows:
         latency = row.get("latency_ms") or {}
-        out.append({
-            "label": _row_label(row),
-            "qps": _fmt(row.get("qps")),
-            "p50": _percentile_cell(latency, "p50", row.get("queries")),
-            "p90": _percentile_cell(latency, "p90", row.get("queries")),
-            "p99": _percentile_cell(latency, "p99", row.get("queries")),
-            "mean": _fmt(latency.get("mean"), 3),
-            "queries": row.get("queries"),
-            "duration": _fmt(row.get("duration_s"), 2),
-            "valid": row["verdict"]["valid"],
-            "reasons": row["verdict"]["reasons"],
-        })
+        out.append(
+            {
+                "label": _row_label(row),
+                "qps": _fmt(row.get("qps")),
+                "p50": _percentile_cell(latency, "p50", row.get("queries")),
+                "p90": _percentile_cell(latency, "p90", row.get("queries")),
+                "p99": _percentile_cell(latency, "p99", row.get("queries")),
+                "mean": _fmt(latency.get("mean"), 3),
+                "queries": row.get("queries"),
+                "duration": _fmt(row.get("duration_s"), 2),
+                "valid": row["verdict"]["valid"],
+                "reasons": row["verdict"]["reasons"],
+            }
+        )
     return out
 
 
@@ -363,8 +368,17 @@ def case_section(record: dict) -> dict:
     section: dict[str, Any] = {
         "title": f"{record['case']}:{record['framework']} on {record['host']}",
         "anchor": f"{record['case']}-{record['framework']}-{record['host']}".replace(":", "-").replace(".", "-").replace(" ", "-"),
-        "status": record["status"], "error": record.get("error"), "failed_step": record.get("failed_step"),
-        "plots": [], "missing": [], "perf_rows": [], "compile": [], "ops": [], "checks": [], "best": None, "notes": [],
+        "status": record["status"],
+        "error": record.get("error"),
+        "failed_step": record.get("failed_step"),
+        "plots": [],
+        "missing": [],
+        "perf_rows": [],
+        "compile": [],
+        "ops": [],
+        "checks": [],
+        "best": None,
+        "notes": [],
         "aggregate": bool(record.get("aggregate")),
     }
     rows = record.get("performance") or []
@@ -373,7 +387,11 @@ def case_section(record: dict) -> dict:
         section["notes"].append(
             f"Aggregate of {', '.join(record.get('hosts') or [])}: throughput is the sum of the hosts, percentiles come "
             "from the hosts' raw latencies pooled"
-            + {True: " (the hosts' inference phases overlapped).", False: "; the hosts' inference phases did NOT overlap, so the sum is a capacity, not a measured load.", None: "."}[record.get("concurrent")]
+            + {
+                True: " (the hosts' inference phases overlapped).",
+                False: "; the hosts' inference phases did NOT overlap, so the sum is a capacity, not a measured load.",
+                None: ".",
+            }[record.get("concurrent")]
         )
         _add(section, "throughput vs batch size", throughput_plot(rows))
         return section

@@ -19,6 +19,7 @@ version is one line naming the case, the package and the install command.
 
     cd inference && python3 -m utils.requirements check|install [case ...]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -114,9 +115,7 @@ def check_case_requirements(perf_dir: str | Path, case: str, framework: str) -> 
     if unmet:
         more = f" (and {len(unmet) - 1} more)" if len(unmet) > 1 else ""
         relative = path.relative_to(Path(perf_dir)) if path.is_relative_to(Path(perf_dir)) else path
-        raise ConfigError(
-            f"case '{case}:{framework}': {unmet[0].describe()}{more}, listed in {relative}; install with: {install_hint(path)}"
-        )
+        raise ConfigError(f"case '{case}:{framework}': {unmet[0].describe()}{more}, listed in {relative}; install with: {install_hint(path)}")
 
 
 def torch_constraint() -> str | None:

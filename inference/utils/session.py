@@ -13,6 +13,7 @@ primitives: ``prepare`` the host, ``case_log_dir``, ``start`` a process,
 the environment children get, and the reading of exit statuses are defined here
 once, so the executors cannot drift.
 """
+
 from __future__ import annotations
 
 import json
@@ -31,9 +32,9 @@ from common.errors import HostError, one_line
 from common.record import FAILURE_FILE, RESULT_FILE
 from utils.host_config import CaseSpec, HostConfig
 
-MONITOR_STARTUP_S = 1.0     # a monitor still running this long after its start counts as alive
-POLL_S = 0.25               # how often the wait loop looks at abort, deadline and the process
-LIFETIME_GRACE_S = 300.0    # children may outlive CASE_TIMEOUT by this much, no more
+MONITOR_STARTUP_S = 1.0  # a monitor still running this long after its start counts as alive
+POLL_S = 0.25  # how often the wait loop looks at abort, deadline and the process
+LIFETIME_GRACE_S = 300.0  # children may outlive CASE_TIMEOUT by this much, no more
 
 # The pipeline's own exit statuses (README, "Exit status").
 _PIPELINE_EXIT = {1: "unexpected error (see traceback.txt)", 2: "config error", 3: "data error", 4: "engine error", 6: "storage error", 130: "interrupted"}
@@ -92,10 +93,10 @@ class MonitorSpec:
     --interval S`` until SIGTERM) or FlagPerf's ``daemon`` (``-o start|stop -l DIR``,
     run through ``common/daemon_monitor.py``)."""
 
-    name: str          # "sys" or the vendor name
-    module: str        # run as `python3 -m MODULE` from inference/
-    source: str        # the file, relative to inference/, for messages
-    output: str        # file name inside the case log dir
+    name: str  # "sys" or the vendor name
+    module: str  # run as `python3 -m MODULE` from inference/
+    source: str  # the file, relative to inference/, for messages
+    output: str  # file name inside the case log dir
     devices: str | None = None
     style: str = "sampler"
 
@@ -126,13 +127,13 @@ class CaseOutcome:
     host: str
     noderank: int
     local_dir: Path
-    status: str = "failed"           # success | failed | timeout | interrupted
+    status: str = "failed"  # success | failed | timeout | interrupted
     step: str | None = None
     error: str | None = None
     exit_code: int | None = None
     wall_time_s: float | None = None
     result: dict | None = None
-    monitors: dict[str, str] = field(default_factory=dict)   # name -> local file
+    monitors: dict[str, str] = field(default_factory=dict)  # name -> local file
 
     def fail(self, step: str, error: str, status: str = "failed") -> "CaseOutcome":
         self.status, self.step, self.error = status, step, error
@@ -143,15 +144,15 @@ class CaseOutcome:
 class Started:
     """Something an executor started: a monitor or the pipeline."""
 
-    role: str                      # "case" or "mon-<name>"
-    handle: Any                    # the executor's own (Popen, container, job)
+    role: str  # "case" or "mon-<name>"
+    handle: Any  # the executor's own (Popen, container, job)
     monitor: MonitorSpec | None = None
 
 
 class HostSession:
     """Prepare a host once, run cases on it one after another, always clean up."""
 
-    python = "python3"             # the interpreter on the target
+    python = "python3"  # the interpreter on the target
 
     def __init__(self, config: HostConfig, host_index: int, run_id: str, abort: threading.Event) -> None:
         self.config = config
@@ -160,7 +161,7 @@ class HostSession:
         self.run_id = run_id
         self.abort = abort
         self.preflight_step: str | None = None
-        self.echo = None   # callable(line): the pipeline's output on the console (run.py --verbose), or None
+        self.echo = None  # callable(line): the pipeline's output on the console (run.py --verbose), or None
 
     @property
     def label(self) -> str:
@@ -241,14 +242,22 @@ class HostSession:
     def pipeline_argv(self, log_dir: str, spec: CaseSpec) -> list[str]:
         """The run_inference.py command line, the same for every executor."""
         argv = [
-            self.python, "run_inference.py",
-            "--perf_dir", self.perf_dir(),
-            "--data_dir", self.data_dir(spec),
-            "--log_dir", log_dir,
-            "--vendor", self.config.vendor,
-            "--case", spec.case,
-            "--framework", spec.framework,
-            "--log_level", self.config.log_level,
+            self.python,
+            "run_inference.py",
+            "--perf_dir",
+            self.perf_dir(),
+            "--data_dir",
+            self.data_dir(spec),
+            "--log_dir",
+            log_dir,
+            "--vendor",
+            self.config.vendor,
+            "--case",
+            spec.case,
+            "--framework",
+            spec.framework,
+            "--log_level",
+            self.config.log_level,
         ]
         for item in self.config.overrides:
             argv += ["--set", item]
@@ -302,7 +311,7 @@ class HostSession:
                 pipeline = Started("case", self.start("case", self.pipeline_argv(log_dir, spec), spec, env, local_dir / "stdout.log"))
                 code = self._wait_pipeline(pipeline, outcome)
                 if code not in (None, 0):
-                    detail = self.exit_detail(pipeline.handle)   # before end_case releases what it asks about
+                    detail = self.exit_detail(pipeline.handle)  # before end_case releases what it asks about
         except HostError as exc:
             outcome.fail("host", one_line(exc))
         finally:

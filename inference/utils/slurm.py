@@ -27,6 +27,7 @@ host.yaml at fault:
 * :meth:`SlurmClient.cancel` / :meth:`SlurmClient.cancel_all` (``scancel``;
   cancelling a finished or unknown job is not an error).
 """
+
 from __future__ import annotations
 
 import math
@@ -44,16 +45,27 @@ from typing import Iterable, Mapping, Sequence
 from common.errors import ConfigError, HostError
 
 COMMANDS = ("sbatch", "squeue", "scancel", "sinfo", "scontrol")
-QUERY_TIMEOUT_S = 30.0     # sinfo / squeue / scontrol / sacct / scancel
-SUBMIT_TIMEOUT_S = 60.0    # sbatch (a busy controller can be slow to accept)
+QUERY_TIMEOUT_S = 30.0  # sinfo / squeue / scontrol / sacct / scancel
+SUBMIT_TIMEOUT_S = 60.0  # sbatch (a busy controller can be slow to accept)
 POLL_S = 1.0
-CANCEL_GRACE_S = 60.0      # after scancel, how long wait() waits for the job to end
+CANCEL_GRACE_S = 60.0  # after scancel, how long wait() waits for the job to end
 
 # Job states after which Slurm does nothing more with the job.
-FINAL_STATES = frozenset({
-    "COMPLETED", "FAILED", "TIMEOUT", "CANCELLED", "NODE_FAIL", "OUT_OF_MEMORY",
-    "BOOT_FAIL", "DEADLINE", "PREEMPTED", "SPECIAL_EXIT", "REVOKED",
-})
+FINAL_STATES = frozenset(
+    {
+        "COMPLETED",
+        "FAILED",
+        "TIMEOUT",
+        "CANCELLED",
+        "NODE_FAIL",
+        "OUT_OF_MEMORY",
+        "BOOT_FAIL",
+        "DEADLINE",
+        "PREEMPTED",
+        "SPECIAL_EXIT",
+        "REVOKED",
+    }
+)
 _UNLIMITED = {"UNLIMITED", "INFINITE", "NOT_SET", "N/A", "PARTITION_LIMIT", ""}
 _NO_NODE = {"", "(null)", "None assigned", "n/a"}
 
@@ -72,13 +84,13 @@ class SlurmJobError(HostError):
 @dataclass(frozen=True)
 class JobState:
     job_id: str
-    state: str                        # Slurm's base state: PENDING, RUNNING, COMPLETED, TIMEOUT ...
-    node: str = ""                    # node list ("" while pending)
-    exit_code: int | None = None      # the batch script's exit status, once known
-    signal: int | None = None         # the signal that ended it (0: none), once known
-    reason: str = ""                  # Slurm's reason (pending reason, TimeLimit, NonZeroExitCode ...)
-    time_limit_s: int | None = None   # None: unlimited / unknown
-    source: str = "squeue"            # squeue, scontrol, sacct
+    state: str  # Slurm's base state: PENDING, RUNNING, COMPLETED, TIMEOUT ...
+    node: str = ""  # node list ("" while pending)
+    exit_code: int | None = None  # the batch script's exit status, once known
+    signal: int | None = None  # the signal that ended it (0: none), once known
+    reason: str = ""  # Slurm's reason (pending reason, TimeLimit, NonZeroExitCode ...)
+    time_limit_s: int | None = None  # None: unlimited / unknown
+    source: str = "squeue"  # squeue, scontrol, sacct
 
     @property
     def final(self) -> bool:
@@ -185,9 +197,15 @@ class SlurmClient:
     where the commands are looked up).
     """
 
-    def __init__(self, env: Mapping[str, str] | None = None, *, poll_s: float = POLL_S,
-                 query_timeout_s: float = QUERY_TIMEOUT_S, submit_timeout_s: float = SUBMIT_TIMEOUT_S,
-                 cancel_grace_s: float = CANCEL_GRACE_S) -> None:
+    def __init__(
+        self,
+        env: Mapping[str, str] | None = None,
+        *,
+        poll_s: float = POLL_S,
+        query_timeout_s: float = QUERY_TIMEOUT_S,
+        submit_timeout_s: float = SUBMIT_TIMEOUT_S,
+        cancel_grace_s: float = CANCEL_GRACE_S,
+    ) -> None:
         self.env = {**os.environ, **(env or {})}
         self.poll_s = poll_s
         self.query_timeout_s = query_timeout_s
@@ -213,11 +231,9 @@ class SlurmClient:
         return shutil.which(command, path=self.env.get("PATH", os.defpath))
 
     def _missing(self, command: str) -> HostError:
-        return HostError(f"MODE slurm: {command} not found on PATH; install Slurm's client "
-                         "commands (Debian: slurm-client) or fix PATH")
+        return HostError(f"MODE slurm: {command} not found on PATH; install Slurm's client commands (Debian: slurm-client) or fix PATH")
 
-    def _run(self, argv: Sequence[str], timeout: float | None = None,
-             extra_env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess:
+    def _run(self, argv: Sequence[str], timeout: float | None = None, extra_env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess:
         """Run a Slurm command; missing binary or timeout -> one-line HostError."""
         timeout = self.query_timeout_s if timeout is None else timeout
         env = {**self.env, **extra_env} if extra_env else self.env
@@ -225,12 +241,11 @@ class SlurmClient:
         if exe is None:
             raise self._missing(argv[0])
         try:
-            return subprocess.run([exe, *argv[1:]], env=env, stdin=subprocess.DEVNULL,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                  timeout=timeout)
+            return subprocess.run(
+                [exe, *argv[1:]], env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=timeout
+            )
         except subprocess.TimeoutExpired:
-            raise HostError(f"slurm controller {self.controller}: `{shlex.join(argv)}` did not "
-                            f"answer within {timeout:.0f} s") from None
+            raise HostError(f"slurm controller {self.controller}: `{shlex.join(argv)}` did not answer within {timeout:.0f} s") from None
         except OSError as exc:
             raise HostError(f"MODE slurm: cannot run {argv[0]}: {exc.strerror or exc}") from None
 
@@ -246,25 +261,39 @@ class SlurmClient:
         except HostError as exc:
             raise ConfigError(f"MODE slurm: controller {self.controller} unreachable: {exc}") from None
         if proc.returncode != 0:
-            raise ConfigError(f"MODE slurm: controller {self.controller} unreachable (SLURM_CONF "
-                              f"{self.conf_path}): sinfo exited {proc.returncode}: "
-                              f"{_last_line(proc.stderr or proc.stdout)}")
+            raise ConfigError(
+                f"MODE slurm: controller {self.controller} unreachable (SLURM_CONF "
+                f"{self.conf_path}): sinfo exited {proc.returncode}: "
+                f"{_last_line(proc.stderr or proc.stdout)}"
+            )
         partitions: list[str] = []
         for line in proc.stdout.splitlines():
             name = line.split("|", 1)[0].strip().rstrip("*")
             if name and name not in partitions:
                 partitions.append(name)
         if partition is not None and partition not in partitions:
-            raise ConfigError(f"SLURM_PARTITION: partition {partition!r} does not exist on controller "
-                              f"{self.controller} (partitions: {', '.join(partitions) or 'none'})")
+            raise ConfigError(
+                f"SLURM_PARTITION: partition {partition!r} does not exist on controller {self.controller} (partitions: {', '.join(partitions) or 'none'})"
+            )
         return partitions
 
     # ---- submitting ---------------------------------------------------------
-    def submit(self, command: str | os.PathLike | Sequence[str], *, job_name: str,
-               output_path: str, workdir: str, partition: str | None = None,
-               account: str | None = None, time_limit_s: float | None = None,
-               gpus_per_node: int = 0, nodes: int = 1, nodelist: str | None = None,
-               env: Mapping[str, str] | None = None, extra_args: Sequence[str] = ()) -> str:
+    def submit(
+        self,
+        command: str | os.PathLike | Sequence[str],
+        *,
+        job_name: str,
+        output_path: str,
+        workdir: str,
+        partition: str | None = None,
+        account: str | None = None,
+        time_limit_s: float | None = None,
+        gpus_per_node: int = 0,
+        nodes: int = 1,
+        nodelist: str | None = None,
+        env: Mapping[str, str] | None = None,
+        extra_args: Sequence[str] = (),
+    ) -> str:
         """Submit a batch job and return its id.
 
         ``command``: the path of a batch script (str or PathLike, read by
@@ -289,9 +318,16 @@ class SlurmClient:
                 raise ValueError(f"{name} must be a non-empty single line, got {value!r}")
         if nodes < 1 or gpus_per_node < 0:
             raise ValueError(f"nodes must be >= 1 and gpus_per_node >= 0 (got {nodes}, {gpus_per_node})")
-        args = ["sbatch", "--parsable", "--no-requeue", "--export=ALL",
-                f"--job-name={job_name}", f"--output={output_path}", f"--chdir={workdir}",
-                f"--nodes={nodes}"]
+        args = [
+            "sbatch",
+            "--parsable",
+            "--no-requeue",
+            "--export=ALL",
+            f"--job-name={job_name}",
+            f"--output={output_path}",
+            f"--chdir={workdir}",
+            f"--nodes={nodes}",
+        ]
         if partition:
             args.append(f"--partition={partition}")
         if account:
@@ -307,12 +343,12 @@ class SlurmClient:
         proc = self._run(args, timeout=self.submit_timeout_s, extra_env=job_env)
         if proc.returncode != 0:
             where = f" to partition {partition}" if partition else ""
-            raise HostError(f"slurm controller {self.controller}: sbatch of job {job_name}{where} "
-                            f"exited {proc.returncode}: {_last_line(proc.stderr or proc.stdout)}")
+            raise HostError(
+                f"slurm controller {self.controller}: sbatch of job {job_name}{where} exited {proc.returncode}: {_last_line(proc.stderr or proc.stdout)}"
+            )
         job_id = proc.stdout.strip().split(";", 1)[0]
         if not re.fullmatch(r"\d+(_\d+)?", job_id):
-            raise HostError(f"slurm controller {self.controller}: sbatch of job {job_name} printed "
-                            f"no job id: {_last_line(proc.stdout + proc.stderr)}")
+            raise HostError(f"slurm controller {self.controller}: sbatch of job {job_name} printed no job id: {_last_line(proc.stdout + proc.stderr)}")
         return job_id
 
     # ---- watching -----------------------------------------------------------
@@ -331,22 +367,20 @@ class SlurmClient:
         accounted = self._from_sacct(job_id)
         if accounted is not None:
             return accounted
-        raise SlurmJobError(f"slurm job {job_id} unknown to controller {self.controller} "
-                            "(not in squeue, scontrol show job or sacct)", "lost")
+        raise SlurmJobError(f"slurm job {job_id} unknown to controller {self.controller} (not in squeue, scontrol show job or sacct)", "lost")
 
     def _from_squeue(self, job_id: str) -> JobState | None:
-        proc = self._run(["squeue", "--noheader", "--states=all", f"--jobs={job_id}",
-                          "--format=%i|%T|%N|%l|%r"])
+        proc = self._run(["squeue", "--noheader", "--states=all", f"--jobs={job_id}", "--format=%i|%T|%N|%l|%r"])
         if proc.returncode != 0:
             if "Invalid job id" in proc.stderr:
                 return None
-            raise HostError(f"slurm controller {self.controller}: squeue for job {job_id} exited "
-                            f"{proc.returncode}: {_last_line(proc.stderr)}")
+            raise HostError(f"slurm controller {self.controller}: squeue for job {job_id} exited {proc.returncode}: {_last_line(proc.stderr)}")
         for line in proc.stdout.splitlines():
             fields = line.split("|", 4)
             if len(fields) == 5 and fields[0].strip() == job_id:
-                return JobState(job_id, _base_state(fields[1]), _node(fields[2]), reason=fields[4].strip(),
-                                time_limit_s=parse_time_limit(fields[3]), source="squeue")
+                return JobState(
+                    job_id, _base_state(fields[1]), _node(fields[2]), reason=fields[4].strip(), time_limit_s=parse_time_limit(fields[3]), source="squeue"
+                )
         return None
 
     def _from_scontrol(self, job_id: str) -> JobState | None:
@@ -357,13 +391,19 @@ class SlurmClient:
         if fields.get("JobId") != job_id or "JobState" not in fields:
             return None
         code, sig = _exit_pair(fields.get("ExitCode", ""))
-        return JobState(job_id, _base_state(fields["JobState"]), _node(fields.get("NodeList", "")),
-                        code, sig, fields.get("Reason", ""), parse_time_limit(fields.get("TimeLimit", "")),
-                        "scontrol")
+        return JobState(
+            job_id,
+            _base_state(fields["JobState"]),
+            _node(fields.get("NodeList", "")),
+            code,
+            sig,
+            fields.get("Reason", ""),
+            parse_time_limit(fields.get("TimeLimit", "")),
+            "scontrol",
+        )
 
     def _from_sacct(self, job_id: str) -> JobState | None:
-        query = ["sacct", "--noheader", "--parsable2", "--allocations", f"--jobs={job_id}",
-                 "--format=JobID,State,NodeList,ExitCode,Timelimit"]
+        query = ["sacct", "--noheader", "--parsable2", "--allocations", f"--jobs={job_id}", "--format=JobID,State,NodeList,ExitCode,Timelimit"]
         proc = self._run(query)
         if proc.returncode != 0 and "accounting storage is disabled" in proc.stderr:
             # No slurmdbd: the job completion log (JobCompType=jobcomp/filetxt).
@@ -375,12 +415,18 @@ class SlurmClient:
             if len(fields) >= 4 and fields[0].strip() == job_id:
                 code, sig = _exit_pair(fields[3])
                 limit = parse_time_limit(fields[4]) if len(fields) > 4 else None
-                return JobState(job_id, _base_state(fields[1]), _node(fields[2]), code, sig,
-                                time_limit_s=limit, source="sacct")
+                return JobState(job_id, _base_state(fields[1]), _node(fields[2]), code, sig, time_limit_s=limit, source="sacct")
         return None
 
-    def wait(self, job_id: str | int, timeout_s: float | None = None, pending_timeout_s: float | None = None,
-             abort_event: threading.Event | None = None, *, check: bool = False) -> JobState:
+    def wait(
+        self,
+        job_id: str | int,
+        timeout_s: float | None = None,
+        pending_timeout_s: float | None = None,
+        abort_event: threading.Event | None = None,
+        *,
+        check: bool = False,
+    ) -> JobState:
         """Poll until the job reaches a final state and return it.
 
         Cancels the job (and waits for it to end) then raises
@@ -406,20 +452,17 @@ class SlurmClient:
                 pending_since = now if pending_since is None else pending_since
                 if pending_timeout_s is not None and now - pending_since >= pending_timeout_s:
                     reason = current.reason if current.reason and current.reason != "None" else "none given"
-                    self._cancel_and_raise(current, "pending_timeout",
-                                           f"PENDING for {now - pending_since:.0f} s (reason: {reason}): cancelled")
+                    self._cancel_and_raise(current, "pending_timeout", f"PENDING for {now - pending_since:.0f} s (reason: {reason}): cancelled")
             else:
                 pending_since = None
             if timeout_s is not None and now - started >= timeout_s:
-                self._cancel_and_raise(current, "timeout",
-                                       f"still {current.state} after {now - started:.0f} s: cancelled")
+                self._cancel_and_raise(current, "timeout", f"still {current.state} after {now - started:.0f} s: cancelled")
             if abort_event is not None:
                 abort_event.wait(self.poll_s)
             else:
                 time.sleep(self.poll_s)
 
-    def wait_running(self, job_id: str | int, pending_timeout_s: float | None = None,
-                     abort_event: threading.Event | None = None) -> JobState:
+    def wait_running(self, job_id: str | int, pending_timeout_s: float | None = None, abort_event: threading.Event | None = None) -> JobState:
         """Poll until the job RUNS (its allocation is ready) and return that state.
 
         Cancels it and raises :class:`SlurmJobError` when it stays PENDING for
@@ -474,12 +517,11 @@ class SlurmClient:
     def cancel_all(self, job_ids: Iterable[str | int]) -> None:
         ids = [str(j) for j in job_ids]
         for start in range(0, len(ids), 100):
-            chunk = ids[start:start + 100]
+            chunk = ids[start : start + 100]
             proc = self._run(["scancel", *chunk])
             if proc.returncode != 0:
                 text = proc.stderr.strip()
                 benign = ("already completing or completed", "Invalid job id")
                 errors = [line for line in text.splitlines() if line.strip() and not any(b in line for b in benign)]
                 if errors:
-                    raise HostError(f"slurm controller {self.controller}: scancel {' '.join(chunk)} "
-                                    f"exited {proc.returncode}: {errors[-1].strip()}")
+                    raise HostError(f"slurm controller {self.controller}: scancel {' '.join(chunk)} exited {proc.returncode}: {errors[-1].strip()}")

@@ -16,6 +16,7 @@ The primitives of utils/session.py on a Slurm cluster (utils/slurm.py talks to i
 The code is copied once per version into SLURM_SHARED_DIR/code/<hash>/inference
 (the nodes run it natively with SLURM_PYTHON, ``SLURM_CONTAINER: none``).
 """
+
 from __future__ import annotations
 
 import os
@@ -35,9 +36,9 @@ from utils.session import slug
 from utils.slurm import SlurmClient
 
 CODE_SKIP = ("onnxs", "result", "__pycache__", ".pytest_cache")
-JOB_MARGIN_S = 120.0          # the job outlives CASE_TIMEOUT by this much: monitors stop, files flush
+JOB_MARGIN_S = 120.0  # the job outlives CASE_TIMEOUT by this much: monitors stop, files flush
 PROBE_TIMEOUT_S = 120.0
-JOB_STATE_WAIT_S = 10.0       # how long a step's end may precede its job's final state
+JOB_STATE_WAIT_S = 10.0  # how long a step's end may precede its job's final state
 
 
 def slurm_client(config: HostConfig) -> SlurmClient:
@@ -56,9 +57,16 @@ def check_slurm(config: HostConfig) -> None:
         target = shared / token
         argv = [config.slurm_python, "-c", "import pathlib, sys; pathlib.Path(sys.argv[1]).write_text('ok')", str(target)]
         try:
-            job = client.submit(argv, job_name="inferperf-probe", output_path=os.devnull, workdir=str(shared),
-                                partition=config.slurm_partition, account=config.slurm_account, time_limit_s=60,
-                                nodelist=host.address)
+            job = client.submit(
+                argv,
+                job_name="inferperf-probe",
+                output_path=os.devnull,
+                workdir=str(shared),
+                partition=config.slurm_partition,
+                account=config.slurm_account,
+                time_limit_s=60,
+                nodelist=host.address,
+            )
             state = client.wait(job, timeout_s=PROBE_TIMEOUT_S, pending_timeout_s=config.slurm_pending_timeout)
         except HostError as exc:
             raise ConfigError(f"{config.path}: key 'HOSTS' entry {host.address!r}: the probe job failed: {exc}") from None
@@ -132,7 +140,7 @@ class SlurmSession(LocalSession):
         return spec.data_dir
 
     def parent_pid(self) -> int | None:
-        return None     # the steps' parent on the node is slurmstepd, not run.py
+        return None  # the steps' parent on the node is slurmstepd, not run.py
 
     # ---- one case -----------------------------------------------------------------
     def case_log_dir(self, spec: CaseSpec, local_dir: Path) -> str:
@@ -142,9 +150,13 @@ class SlurmSession(LocalSession):
         config = self.config
         job = self.client.submit(
             ["sleep", str(int(config.case_timeout + JOB_MARGIN_S))],
-            job_name=f"inferperf-{slug(spec.key)}", output_path=str(log / "slurm-job.out"), workdir=str(log),
-            partition=config.slurm_partition, account=config.slurm_account,
-            time_limit_s=config.case_timeout + JOB_MARGIN_S, gpus_per_node=config.slurm_gpus_per_node,
+            job_name=f"inferperf-{slug(spec.key)}",
+            output_path=str(log / "slurm-job.out"),
+            workdir=str(log),
+            partition=config.slurm_partition,
+            account=config.slurm_account,
+            time_limit_s=config.case_timeout + JOB_MARGIN_S,
+            gpus_per_node=config.slurm_gpus_per_node,
             nodelist=self.node,
         )
         with self._job_lock:
@@ -155,8 +167,19 @@ class SlurmSession(LocalSession):
         return str(log)
 
     def start(self, role: str, argv: list[str], spec: CaseSpec, env: dict[str, str], stdout: Path | None):
-        step = ["srun", f"--jobid={self.job_id}", "--overlap", "--ntasks=1", "--nodes=1", f"--nodelist={self.node}",
-                f"--chdir={self.perf_dir()}", "--export=ALL", "--quiet", f"--job-name={role}", "--"]
+        step = [
+            "srun",
+            f"--jobid={self.job_id}",
+            "--overlap",
+            "--ntasks=1",
+            "--nodes=1",
+            f"--nodelist={self.node}",
+            f"--chdir={self.perf_dir()}",
+            "--export=ALL",
+            "--quiet",
+            f"--job-name={role}",
+            "--",
+        ]
         return super().start(role, step + argv, spec, env, stdout)
 
     def exit_detail(self, handle: _Child) -> str | None:
@@ -174,7 +197,7 @@ class SlurmSession(LocalSession):
                 return state.describe()
             waited = time.monotonic() - started
             if waited >= JOB_STATE_WAIT_S or (state.state == "RUNNING" and waited >= 2.0):
-                return None     # the job lives on: the pipeline ended by itself
+                return None  # the job lives on: the pipeline ended by itself
             time.sleep(0.5)
 
     def fetch(self, spec: CaseSpec, log_dir: str, local_dir: Path) -> None:

@@ -1,4 +1,5 @@
 """Merge every case x host outcome with its monitor analysis into summary.json and summary.md."""
+
 from __future__ import annotations
 
 import importlib
@@ -8,9 +9,9 @@ from typing import Any
 
 from loguru import logger
 
-from common.record import FLAGPERF_KEYS, Key
-from common.files import atomic_path, write_json_atomic
 from common import sys_monitor
+from common.files import atomic_path, write_json_atomic
+from common.record import FLAGPERF_KEYS, Key
 from common.stats import MIN_SAMPLES_FOR_PERCENTILE
 from utils.session import CaseOutcome
 
@@ -135,8 +136,6 @@ def merge_outcome(outcome: CaseOutcome, perf_dir: Path, vendor: str) -> dict:
     return record
 
 
-
-
 def _fmt(value: Any, digits: int = 2) -> str:
     if value is None:
         return "-"
@@ -200,8 +199,7 @@ def markdown_table(records: list[dict], memory_kind: str = "device memory") -> s
             "",
             "Performance rows (LoadGen-style, queries from a preloaded pool; latency per query = one batch):",
             "",
-            "| case | host | bs | scenario | clients | qps (samples/s) | p50 ms/query | p90 ms/query | p99 ms/query | "
-            "queries | MFU | verdict |",
+            "| case | host | bs | scenario | clients | qps (samples/s) | p50 ms/query | p90 ms/query | p99 ms/query | queries | MFU | verdict |",
             "|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for r, row in rows:
@@ -236,7 +234,7 @@ def markdown_table(records: list[dict], memory_kind: str = "device memory") -> s
 def write_summary(run_dir: Path, run_id: str, host_config: Any, records: list[dict], started_at: datetime) -> tuple[Path, Path]:
     from utils.aggregate import aggregate_records, with_aggregates
 
-    aggregates = aggregate_records(records)   # multi-host cases: summed throughput, pooled percentiles
+    aggregates = aggregate_records(records)  # multi-host cases: summed throughput, pooled percentiles
     summary = {
         "schema_version": SUMMARY_SCHEMA_VERSION,
         "run_id": run_id,

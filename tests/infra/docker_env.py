@@ -49,16 +49,18 @@ def _run_script(name: str, *args: str, timeout: float) -> str:
         raise InfraUnavailable(f"{script} not found")
     try:
         proc = subprocess.run(
-            ["bash", str(script), *args], stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, text=True, timeout=timeout,
+            ["bash", str(script), *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            timeout=timeout,
         )
     except subprocess.TimeoutExpired as exc:
         raise InfraUnavailable(f"{name} timed out after {timeout:.0f}s: {exc.output or ''}")
     except OSError as exc:
         raise InfraUnavailable(f"cannot run {name}: {exc}")
     if proc.returncode != 0:
-        raise InfraUnavailable(
-            f"{name} failed (rc={proc.returncode}): {proc.stdout.strip()[-2000:]}")
+        raise InfraUnavailable(f"{name} failed (rc={proc.returncode}): {proc.stdout.strip()[-2000:]}")
     return proc.stdout
 
 
@@ -86,8 +88,7 @@ def ensure_docker(timeout: float = 120.0):
     try:
         return _client()
     except Exception as exc:
-        raise InfraUnavailable(f"Docker engine started but not reachable at "
-                               f"{LOCAL_DOCKER_URL}: {exc}")
+        raise InfraUnavailable(f"Docker engine started but not reachable at {LOCAL_DOCKER_URL}: {exc}")
 
 
 def ensure_base_image(name: str = BASE_IMAGE, client=None, timeout: float = 900.0) -> str:

@@ -1,4 +1,5 @@
 """Driving a monitor process in tests: let it write samples, then stop it like run.py does."""
+
 from __future__ import annotations
 
 import signal

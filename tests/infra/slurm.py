@@ -114,11 +114,9 @@ class SlurmCluster:
 
     def run(self, *argv: str, timeout: float = 30.0, check: bool = True) -> subprocess.CompletedProcess:
         """Run a Slurm client command (``scontrol``, ``squeue`` ...) against this cluster."""
-        proc = subprocess.run(list(argv), env=self.client_env(), stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, timeout=timeout)
+        proc = subprocess.run(list(argv), env=self.client_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=timeout)
         if check and proc.returncode != 0:
-            raise SlurmUnavailable(f"{' '.join(argv)} exited {proc.returncode}: "
-                                   f"{proc.stderr.strip() or proc.stdout.strip()}")
+            raise SlurmUnavailable(f"{' '.join(argv)} exited {proc.returncode}: {proc.stderr.strip() or proc.stdout.strip()}")
         return proc
 
     def node_state(self) -> str:
@@ -137,8 +135,7 @@ class SlurmCluster:
         self.run("scontrol", "update", f"nodename={self.node}", "state=resume")
 
     def logs(self) -> str:
-        return "\n".join(_tail(Path(self.root) / name)
-                         for name in ("munged.log", "slurmctld.log", "slurmd.log"))
+        return "\n".join(_tail(Path(self.root) / name) for name in ("munged.log", "slurmctld.log", "slurmd.log"))
 
     def wait_idle(self, timeout: float = 30.0) -> None:
         """Until the node is idle (no jobs, not drained); raises with the logs."""
@@ -153,11 +150,9 @@ class SlurmCluster:
                 return
             for name, proc in self.processes.items():
                 if proc.poll() is not None:
-                    raise SlurmUnavailable(f"{name} exited with status {proc.returncode} "
-                                           f"before node {self.node} became idle\n{self.logs()}")
+                    raise SlurmUnavailable(f"{name} exited with status {proc.returncode} before node {self.node} became idle\n{self.logs()}")
             time.sleep(0.25)
-        raise SlurmUnavailable(f"node {self.node} not idle after {timeout:.0f} s "
-                               f"(last state: {state or 'none'})\n{self.logs()}")
+        raise SlurmUnavailable(f"node {self.node} not idle after {timeout:.0f} s (last state: {state or 'none'})\n{self.logs()}")
 
     def cancel_all_jobs(self, timeout: float = 20.0) -> None:
         """scancel every job of this cluster and wait (bounded) until none is left."""
@@ -225,54 +220,53 @@ def processes_with_env(entry: str) -> List[int]:
     return found
 
 
-def _slurm_conf(root: Path, node: str, cpus: int, mem_mb: int, ctld_port: int,
-                slurmd_port: int, munge_socket: Path) -> str:
-    parts = [f"PartitionName={p} Nodes={node} Default={'YES' if i == 0 else 'NO'} "
-             f"MaxTime=INFINITE State=UP OverSubscribe=NO"
-             for i, p in enumerate(PARTITIONS)]
-    return "\n".join([
-        f"ClusterName={CLUSTER_NAME}",
-        f"SlurmctldHost={node}(127.0.0.1)",
-        f"SlurmctldPort={ctld_port}",
-        f"SlurmdPort={slurmd_port}",
-        "SlurmUser=root",
-        "SlurmdUser=root",
-        "AuthType=auth/munge",
-        "CredType=cred/munge",
-        f"AuthInfo=socket={munge_socket}",
-        f"StateSaveLocation={root / 'state'}",
-        f"SlurmdSpoolDir={root / 'spool'}",
-        f"SlurmctldPidFile={root / 'slurmctld.pid'}",
-        f"SlurmdPidFile={root / 'slurmd.pid'}",
-        f"SlurmctldLogFile={root / 'slurmctld.log'}",
-        f"SlurmdLogFile={root / 'slurmd.log'}",
-        "SlurmctldDebug=info",
-        "SlurmdDebug=info",
-        f"PlugStackConfig={root / 'plugstack.conf'}",
-        "MpiDefault=none",
-        "ProctrackType=proctrack/linuxproc",
-        "TaskPlugin=task/none",
-        "SelectType=select/cons_tres",
-        "SelectTypeParameters=CR_CPU",
-        "SchedulerType=sched/backfill",
-        "JobAcctGatherType=jobacct_gather/none",
-        "AccountingStorageType=accounting_storage/none",
-        # No slurmdbd: job completion records go to a text file that
-        # `sacct --completion` reads (final state, node, exit code).
-        "JobCompType=jobcomp/filetxt",
-        f"JobCompLoc={root / 'jobcomp.txt'}",
-        "ReturnToService=2",
-        "MinJobAge=600",
-        "KillWait=1",
-        "OverTimeLimit=0",
-        "InactiveLimit=0",
-        "MessageTimeout=5",
-        "SlurmctldTimeout=30",
-        "SlurmdTimeout=60",
-        f"NodeName={node} NodeAddr=127.0.0.1 CPUs={cpus} RealMemory={mem_mb} State=UNKNOWN",
-        *parts,
-        "",
-    ])
+def _slurm_conf(root: Path, node: str, cpus: int, mem_mb: int, ctld_port: int, slurmd_port: int, munge_socket: Path) -> str:
+    parts = [f"PartitionName={p} Nodes={node} Default={'YES' if i == 0 else 'NO'} MaxTime=INFINITE State=UP OverSubscribe=NO" for i, p in enumerate(PARTITIONS)]
+    return "\n".join(
+        [
+            f"ClusterName={CLUSTER_NAME}",
+            f"SlurmctldHost={node}(127.0.0.1)",
+            f"SlurmctldPort={ctld_port}",
+            f"SlurmdPort={slurmd_port}",
+            "SlurmUser=root",
+            "SlurmdUser=root",
+            "AuthType=auth/munge",
+            "CredType=cred/munge",
+            f"AuthInfo=socket={munge_socket}",
+            f"StateSaveLocation={root / 'state'}",
+            f"SlurmdSpoolDir={root / 'spool'}",
+            f"SlurmctldPidFile={root / 'slurmctld.pid'}",
+            f"SlurmdPidFile={root / 'slurmd.pid'}",
+            f"SlurmctldLogFile={root / 'slurmctld.log'}",
+            f"SlurmdLogFile={root / 'slurmd.log'}",
+            "SlurmctldDebug=info",
+            "SlurmdDebug=info",
+            f"PlugStackConfig={root / 'plugstack.conf'}",
+            "MpiDefault=none",
+            "ProctrackType=proctrack/linuxproc",
+            "TaskPlugin=task/none",
+            "SelectType=select/cons_tres",
+            "SelectTypeParameters=CR_CPU",
+            "SchedulerType=sched/backfill",
+            "JobAcctGatherType=jobacct_gather/none",
+            "AccountingStorageType=accounting_storage/none",
+            # No slurmdbd: job completion records go to a text file that
+            # `sacct --completion` reads (final state, node, exit code).
+            "JobCompType=jobcomp/filetxt",
+            f"JobCompLoc={root / 'jobcomp.txt'}",
+            "ReturnToService=2",
+            "MinJobAge=600",
+            "KillWait=1",
+            "OverTimeLimit=0",
+            "InactiveLimit=0",
+            "MessageTimeout=5",
+            "SlurmctldTimeout=30",
+            "SlurmdTimeout=60",
+            f"NodeName={node} NodeAddr=127.0.0.1 CPUs={cpus} RealMemory={mem_mb} State=UNKNOWN",
+            *parts,
+            "",
+        ]
+    )
 
 
 def start_slurm(workdir: Optional[PathLike] = None, *, timeout: float = 60.0) -> SlurmCluster:
@@ -288,8 +282,7 @@ def start_slurm(workdir: Optional[PathLike] = None, *, timeout: float = 60.0) ->
     missing = [b for b in (MUNGED, SLURMCTLD, SLURMD) if not os.path.exists(b)]
     missing += [c for c in CLIENTS if shutil.which(c) is None]
     if missing:
-        raise SlurmUnavailable(f"missing {', '.join(missing)}; install slurm-wlm and munge "
-                               "(scripts/install_system_deps.sh)")
+        raise SlurmUnavailable(f"missing {', '.join(missing)}; install slurm-wlm and munge (scripts/install_system_deps.sh)")
     root = Path(workdir).resolve() if workdir else Path(tempfile.mkdtemp(prefix="inferperf-slurm-"))
     root.mkdir(parents=True, exist_ok=True)
     os.chmod(root, 0o755)  # munged refuses group/world-writable parents of its files
@@ -308,28 +301,42 @@ def start_slurm(workdir: Optional[PathLike] = None, *, timeout: float = 60.0) ->
         f.write(os.urandom(1024))
     os.chmod(key, 0o400)
 
-    cluster = SlurmCluster(root=str(root), conf_path=str(root / "slurm.conf"), node=node,
-                           cpus=cpus, partitions=list(PARTITIONS), shared_dir=str(root / "shared"),
-                           controller_port=0, slurmd_port=0, munge_socket=str(munge_socket))
+    cluster = SlurmCluster(
+        root=str(root),
+        conf_path=str(root / "slurm.conf"),
+        node=node,
+        cpus=cpus,
+        partitions=list(PARTITIONS),
+        shared_dir=str(root / "shared"),
+        controller_port=0,
+        slurmd_port=0,
+        munge_socket=str(munge_socket),
+    )
     try:
         cluster.processes["munged"] = _spawn(
-            [MUNGED, "--foreground", "--force", f"--socket={munge_socket}", f"--key-file={key}",
-             f"--pid-file={root / 'munge' / 'munged.pid'}", f"--log-file={root / 'munged.log'}",
-             f"--seed-file={root / 'munge' / 'munged.seed'}"], root / "munged.out", {})
+            [
+                MUNGED,
+                "--foreground",
+                "--force",
+                f"--socket={munge_socket}",
+                f"--key-file={key}",
+                f"--pid-file={root / 'munge' / 'munged.pid'}",
+                f"--log-file={root / 'munged.log'}",
+                f"--seed-file={root / 'munge' / 'munged.seed'}",
+            ],
+            root / "munged.out",
+            {},
+        )
         _wait_for(lambda: munge_socket.exists(), cluster, "munged", 15.0)
 
         cluster.controller_port = free_port()
         cluster.slurmd_port = free_port()
-        Path(cluster.conf_path).write_text(_slurm_conf(
-            root, node, cpus, mem_mb, cluster.controller_port, cluster.slurmd_port, munge_socket))
+        Path(cluster.conf_path).write_text(_slurm_conf(root, node, cpus, mem_mb, cluster.controller_port, cluster.slurmd_port, munge_socket))
         env = cluster.env
         # -i: ignore any saved state (the directory is new anyway); -D: foreground.
-        cluster.processes["slurmctld"] = _spawn([SLURMCTLD, "-D", "-i", "-f", cluster.conf_path],
-                                                root / "slurmctld.out", env)
-        _wait_for(lambda: cluster.run("sinfo", "-h", timeout=10, check=False).returncode == 0,
-                  cluster, "slurmctld", timeout)
-        cluster.processes["slurmd"] = _spawn([SLURMD, "-D", "-f", cluster.conf_path, "-N", node],
-                                             root / "slurmd.out", env)
+        cluster.processes["slurmctld"] = _spawn([SLURMCTLD, "-D", "-i", "-f", cluster.conf_path], root / "slurmctld.out", env)
+        _wait_for(lambda: cluster.run("sinfo", "-h", timeout=10, check=False).returncode == 0, cluster, "slurmctld", timeout)
+        cluster.processes["slurmd"] = _spawn([SLURMD, "-D", "-f", cluster.conf_path, "-N", node], root / "slurmd.out", env)
         cluster.wait_idle(timeout)
     except BaseException:
         cluster.stop(remove=workdir is None)
@@ -339,8 +346,7 @@ def start_slurm(workdir: Optional[PathLike] = None, *, timeout: float = 60.0) ->
 
 def _spawn(argv: List[str], out: Path, env: Dict[str, str]) -> subprocess.Popen:
     with open(out, "ab") as f:
-        return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT,
-                                env={**os.environ, **env}, start_new_session=True)
+        return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT, env={**os.environ, **env}, start_new_session=True)
 
 
 def _wait_for(ready, cluster: SlurmCluster, name: str, timeout: float) -> None:
@@ -348,8 +354,7 @@ def _wait_for(ready, cluster: SlurmCluster, name: str, timeout: float) -> None:
     while time.monotonic() < deadline:
         proc = cluster.processes[name]
         if proc.poll() is not None:
-            raise SlurmUnavailable(f"{name} exited with status {proc.returncode} at start\n"
-                                   f"{_tail(Path(cluster.root) / (name + '.out'))}\n{cluster.logs()}")
+            raise SlurmUnavailable(f"{name} exited with status {proc.returncode} at start\n{_tail(Path(cluster.root) / (name + '.out'))}\n{cluster.logs()}")
         try:
             if ready():
                 return

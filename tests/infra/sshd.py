@@ -69,11 +69,12 @@ def generate_keypair(path: PathLike, comment: str = "inferperf-test") -> Path:
         if p.exists():
             p.unlink()
     if shutil.which(SSH_KEYGEN) is None:
-        raise SshdError("ssh-keygen not found; install openssh-client "
-                        "(scripts/install_system_deps.sh)")
+        raise SshdError("ssh-keygen not found; install openssh-client (scripts/install_system_deps.sh)")
     proc = subprocess.run(
         [SSH_KEYGEN, "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(path)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     if proc.returncode != 0:
         raise SshdError(f"ssh-keygen failed for {path}: {proc.stdout.strip()}")
@@ -94,8 +95,7 @@ def free_port(address: str = "127.0.0.2") -> int:
         return s.getsockname()[1]
 
 
-def _wait_for_banner(address: str, port: int, proc: subprocess.Popen,
-                     timeout: float) -> bool:
+def _wait_for_banner(address: str, port: int, proc: subprocess.Popen, timeout: float) -> bool:
     """True once the port answers with an SSH banner; False if sshd died."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -146,17 +146,28 @@ class SshdHost:
         """OpenSSH client options that pin this host's key and client key and
         ignore the user's ~/.ssh/config, agent and known_hosts."""
         return [
-            "-F", "/dev/null",
-            "-i", self.client_key_path,
-            "-p", str(self.port),
-            "-o", "IdentitiesOnly=yes",
-            "-o", "IdentityAgent=none",
-            "-o", "BatchMode=yes",
-            "-o", "StrictHostKeyChecking=yes",
-            "-o", f"UserKnownHostsFile={self.known_hosts_path}",
-            "-o", "GlobalKnownHostsFile=/dev/null",
-            "-o", "ConnectTimeout=10",
-            "-o", "LogLevel=ERROR",
+            "-F",
+            "/dev/null",
+            "-i",
+            self.client_key_path,
+            "-p",
+            str(self.port),
+            "-o",
+            "IdentitiesOnly=yes",
+            "-o",
+            "IdentityAgent=none",
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "StrictHostKeyChecking=yes",
+            "-o",
+            f"UserKnownHostsFile={self.known_hosts_path}",
+            "-o",
+            "GlobalKnownHostsFile=/dev/null",
+            "-o",
+            "ConnectTimeout=10",
+            "-o",
+            "LogLevel=ERROR",
         ]
 
     def ssh_command(self, *remote_cmd: str) -> List[str]:
@@ -206,42 +217,49 @@ class SshdHost:
         self.stop()
 
 
-def _sshd_config(address: str, port: int, host_key: Path, authorized_keys: Path,
-                 pidfile: Path, extra: Sequence[str] = ()) -> str:
-    return "\n".join([
-        *extra,
-        f"ListenAddress {address}:{port}",
-        f"HostKey {host_key}",
-        f"AuthorizedKeysFile {authorized_keys}",
-        f"PidFile {pidfile}",
-        "PermitRootLogin prohibit-password",
-        "PubkeyAuthentication yes",
-        "PasswordAuthentication no",
-        "KbdInteractiveAuthentication no",
-        "UsePAM no",
-        "StrictModes no",
-        "UseDNS no",
-        "AllowTcpForwarding yes",
-        "AllowStreamLocalForwarding yes",
-        "StreamLocalBindUnlink yes",
-        "X11Forwarding no",
-        "PrintMotd no",
-        "PrintLastLog no",
-        # docker's ssh transport opens a session per HTTP connection
-        "MaxSessions 64",
-        "MaxStartups 64:30:128",
-        "LoginGraceTime 30",
-        "Subsystem sftp internal-sftp",
-        "",
-    ])
+def _sshd_config(address: str, port: int, host_key: Path, authorized_keys: Path, pidfile: Path, extra: Sequence[str] = ()) -> str:
+    return "\n".join(
+        [
+            *extra,
+            f"ListenAddress {address}:{port}",
+            f"HostKey {host_key}",
+            f"AuthorizedKeysFile {authorized_keys}",
+            f"PidFile {pidfile}",
+            "PermitRootLogin prohibit-password",
+            "PubkeyAuthentication yes",
+            "PasswordAuthentication no",
+            "KbdInteractiveAuthentication no",
+            "UsePAM no",
+            "StrictModes no",
+            "UseDNS no",
+            "AllowTcpForwarding yes",
+            "AllowStreamLocalForwarding yes",
+            "StreamLocalBindUnlink yes",
+            "X11Forwarding no",
+            "PrintMotd no",
+            "PrintLastLog no",
+            # docker's ssh transport opens a session per HTTP connection
+            "MaxSessions 64",
+            "MaxStartups 64:30:128",
+            "LoginGraceTime 30",
+            "Subsystem sftp internal-sftp",
+            "",
+        ]
+    )
 
 
-def start_sshd(workdir: PathLike, address: str = "127.0.0.2", port: Optional[int] = None,
-               *, client_key_path: Optional[PathLike] = None,
-               known_hosts_path: Optional[PathLike] = None,
-               authorized_keys: Sequence[str] = (),
-               extra_config: Sequence[str] = (),
-               timeout: float = 15.0, retries: int = 5) -> SshdHost:
+def start_sshd(
+    workdir: PathLike,
+    address: str = "127.0.0.2",
+    port: Optional[int] = None,
+    *,
+    client_key_path: Optional[PathLike] = None,
+    known_hosts_path: Optional[PathLike] = None,
+    authorized_keys: Sequence[str] = (),
+    extra_config: Sequence[str] = (),
+    timeout: float = 15.0,
+    retries: int = 5,
+) -> SshdHost:
     """Start a real sshd on ``address:port`` (free port when ``port`` is None).
 
     ``workdir`` gets the host key, config, pidfile, log, authorized_keys and,
@@ -256,8 +274,7 @@ def start_sshd(workdir: PathLike, address: str = "127.0.0.2", port: Optional[int
     workdir = Path(workdir).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     if not os.path.exists(SSHD_BIN):
-        raise SshdError(f"{SSHD_BIN} not found; install openssh-server "
-                        "(scripts/install_system_deps.sh)")
+        raise SshdError(f"{SSHD_BIN} not found; install openssh-server (scripts/install_system_deps.sh)")
     if not os.path.isdir(PRIVSEP_DIR):
         try:
             os.makedirs(PRIVSEP_DIR, mode=0o755, exist_ok=True)
@@ -290,14 +307,15 @@ def start_sshd(workdir: PathLike, address: str = "127.0.0.2", port: Optional[int
         use_port = port if port is not None else free_port(address)
         config.write_text(_sshd_config(address, use_port, host_key, auth_keys, pidfile, extra_config))
         # Validate the config first: clearer error than a dead process.
-        check = subprocess.run([SSHD_BIN, "-t", "-f", str(config)],
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        check = subprocess.run([SSHD_BIN, "-t", "-f", str(config)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         if check.returncode != 0:
             raise SshdError(f"sshd config test failed: {check.stdout.strip()}")
         with open(log, "ab") as logf:
             proc = subprocess.Popen(
                 [SSHD_BIN, "-D", "-e", "-f", str(config)],
-                stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                stdout=logf,
+                stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
         if _wait_for_banner(address, use_port, proc, timeout):
@@ -309,8 +327,7 @@ def start_sshd(workdir: PathLike, address: str = "127.0.0.2", port: Optional[int
         if "Address already in use" not in last_log:
             raise SshdError(f"sshd on {address}:{use_port} did not start: {last_log.strip()}")
     else:
-        raise SshdError(f"sshd on {address} did not start after {attempts} attempts: "
-                        f"{last_log.strip()}")
+        raise SshdError(f"sshd on {address} did not start after {attempts} attempts: {last_log.strip()}")
 
     kh = Path(known_hosts_path).resolve() if known_hosts_path else workdir / "known_hosts"
     entry = f"{known_hosts_name(address, use_port)} {host_pubkey}\n"
@@ -318,15 +335,21 @@ def start_sshd(workdir: PathLike, address: str = "127.0.0.2", port: Optional[int
         f.write(entry)
 
     return SshdHost(
-        address=address, port=use_port, client_key_path=str(client_key),
-        known_hosts_path=str(kh), host_pubkey=host_pubkey, user=user,
-        workdir=str(workdir), config_path=str(config), log_path=str(log),
-        host_key_path=str(host_key), process=proc,
+        address=address,
+        port=use_port,
+        client_key_path=str(client_key),
+        known_hosts_path=str(kh),
+        host_pubkey=host_pubkey,
+        user=user,
+        workdir=str(workdir),
+        config_path=str(config),
+        log_path=str(log),
+        host_key_path=str(host_key),
+        process=proc,
     )
 
 
-def start_sshd_hosts(workdir: PathLike, count: int, first_octet: int = 2,
-                     **kwargs) -> List[SshdHost]:
+def start_sshd_hosts(workdir: PathLike, count: int, first_octet: int = 2, **kwargs) -> List[SshdHost]:
     """Start ``count`` hosts on 127.0.0.<first_octet>, 127.0.0.<first_octet+1>, ...
 
     They share one client key (``workdir/client_key``) and one known_hosts
@@ -342,8 +365,7 @@ def start_sshd_hosts(workdir: PathLike, count: int, first_octet: int = 2,
     try:
         for i in range(count):
             address = f"127.0.0.{first_octet + i}"
-            hosts.append(start_sshd(workdir / f"host{i + 1}", address=address,
-                                    client_key_path=key, known_hosts_path=kh, **kwargs))
+            hosts.append(start_sshd(workdir / f"host{i + 1}", address=address, client_key_path=key, known_hosts_path=kh, **kwargs))
     except BaseException:
         stop_all(hosts)
         raise
@@ -373,8 +395,7 @@ def make_unrelated_client_key(workdir: PathLike, name: str = "unrelated_client_k
     return str(generate_keypair(Path(workdir).resolve() / name, comment="unauthorized-client"))
 
 
-def write_ssh_config(path: PathLike, hosts: Sequence[SshdHost],
-                     aliases: Optional[Sequence[str]] = None) -> Path:
+def write_ssh_config(path: PathLike, hosts: Sequence[SshdHost], aliases: Optional[Sequence[str]] = None) -> Path:
     """An ssh_config file with one ``Host`` block per host (aliases default
     to the addresses).  Use with ``ssh -F path`` or paramiko.SSHConfig."""
     path = Path(path)

@@ -5,6 +5,7 @@ Run from inference/:  python3 -m docker_images.cpu.cpu_monitor --output FILE --i
 Every sample repeats ``cpu_description()``: what ``cpu_analysis`` needs to name
 the microarchitecture and estimate peak FLOPS (docs/cpu_peak_flops.md).
 """
+
 from __future__ import annotations
 
 import os
@@ -20,9 +21,22 @@ _GIB = 1024**3
 # is then the nominal clock). aarch64 ("Features"): asimd (NEON), its fp16
 # arithmetic, SVE.
 RELEVANT_FLAGS = (
-    "sse", "sse2", "avx", "avx2", "fma", "avx512f", "avx512_fp16", "avx512_bf16",
-    "amx_tile", "amx_bf16", "amx_fp16", "hypervisor",
-    "asimd", "asimdhp", "sve", "sve2",
+    "sse",
+    "sse2",
+    "avx",
+    "avx2",
+    "fma",
+    "avx512f",
+    "avx512_fp16",
+    "avx512_bf16",
+    "amx_tile",
+    "amx_bf16",
+    "amx_fp16",
+    "hypervisor",
+    "asimd",
+    "asimdhp",
+    "sve",
+    "sve2",
 )
 
 

@@ -12,6 +12,7 @@ NVML indices or GPU-/MIG- UUIDs; absent or empty = every GPU.
 Without pynvml (package nvidia-ml-py) or an NVIDIA driver it exits 1 with one
 line on stderr; the loop and its SIGTERM/SIGINT handling are common/sampler.py's.
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable

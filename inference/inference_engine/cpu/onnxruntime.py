@@ -11,6 +11,7 @@ Config keys (vendor_config/cpu_configurations.yaml):
   execution_mode         sequential | parallel
   graph_optimization_level   all | extended | basic | disable
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -24,11 +25,11 @@ from typing import Any
 
 from loguru import logger
 
+from common.errors import ConfigError, EngineError
+from common.files import atomic_path
 from inference_engine.base import EngineBase
 from inference_engine.registry import reraise_interrupt
-from common.files import atomic_path
 from tools.cache import onnx_external_locations
-from common.errors import ConfigError, EngineError
 
 _LEVELS = {"all": "ORT_ENABLE_ALL", "extended": "ORT_ENABLE_EXTENDED", "basic": "ORT_ENABLE_BASIC", "disable": "ORT_DISABLE_ALL"}
 _MODES = {"sequential": "ORT_SEQUENTIAL", "parallel": "ORT_PARALLEL"}
@@ -44,7 +45,9 @@ def preflight(config: Any) -> None:
         raise ConfigError("vendor 'cpu' compiler 'onnxruntime' needs the onnxruntime package (pip install onnxruntime)") from None
     level = config.get("graph_optimization_level", "all")
     if level not in _LEVELS:
-        raise ConfigError(f"{config.origin.get('graph_optimization_level', 'config')}: key 'graph_optimization_level' must be one of {', '.join(_LEVELS)}, got {level!r}")
+        raise ConfigError(
+            f"{config.origin.get('graph_optimization_level', 'config')}: key 'graph_optimization_level' must be one of {', '.join(_LEVELS)}, got {level!r}"
+        )
     mode = config.get("execution_mode", "sequential")
     if mode not in _MODES:
         raise ConfigError(f"{config.origin.get('execution_mode', 'config')}: key 'execution_mode' must be one of {', '.join(_MODES)}, got {mode!r}")
@@ -152,11 +155,7 @@ class InferModel(EngineBase):
     def supported_ops(self) -> set[str]:
         from onnxruntime.capi import _pybind_state
 
-        return {
-            kernel.op_name
-            for kernel in _pybind_state.get_all_opkernel_def()
-            if kernel.provider == _PROVIDER and kernel.domain in ("", "ai.onnx")
-        }
+        return {kernel.op_name for kernel in _pybind_state.get_all_opkernel_def() if kernel.provider == _PROVIDER and kernel.domain in ("", "ai.onnx")}
 
     def compile_report(self) -> dict:
         return {

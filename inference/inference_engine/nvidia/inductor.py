@@ -21,6 +21,7 @@ compiled in that call; the call then runs again for its result, and the
 compile-and-first-run time is returned as ``foo_time`` so it is excluded
 from core and whole.
 """
+
 from __future__ import annotations
 
 import time
@@ -29,8 +30,8 @@ from typing import Any
 
 from loguru import logger
 
-from inference_engine.base import EngineBase
 from common.errors import ConfigError, EngineError
+from inference_engine.base import EngineBase
 
 _MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 _SOURCE = "inference_engine/nvidia/inductor.py"
@@ -98,8 +99,7 @@ class InferModel(EngineBase):
         super().__init__(config, onnx_path, model)
         if model is None:
             raise EngineError(
-                f"{_SOURCE}: Inductor compiles the framework model, but there is none "
-                "(no_validation: true); set no_validation: false or use compiler: tensorrt"
+                f"{_SOURCE}: Inductor compiles the framework model, but there is none (no_validation: true); set no_validation: false or use compiler: tensorrt"
             )
         import torch
 
@@ -129,10 +129,7 @@ class InferModel(EngineBase):
         examples = _onnx_example_shapes(onnx_path, int(config.batch_size))
         self.compile_duration = 0.0
         if examples is None:
-            logger.warning(
-                f"{_SOURCE}: no readable ONNX input shapes ({onnx_path}); compiling on the first batch instead, "
-                "reported as foo_time"
-            )
+            logger.warning(f"{_SOURCE}: no readable ONNX input shapes ({onnx_path}); compiling on the first batch instead, reported as foo_time")
         else:
             import numpy as np
 
@@ -154,10 +151,7 @@ class InferModel(EngineBase):
 
     def _to_device(self, inputs: list) -> list:
         torch = self._torch
-        return [
-            t.to(self.device, dtype=torch.float16) if self.half and t.is_floating_point() else t.to(self.device)
-            for t in inputs
-        ]
+        return [t.to(self.device, dtype=torch.float16) if self.half and t.is_floating_point() else t.to(self.device) for t in inputs]
 
     def _forward(self, inputs: list) -> list:
         torch = self._torch

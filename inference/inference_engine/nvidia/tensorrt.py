@@ -31,6 +31,7 @@ Config keys (vendor_config/nvidia_configurations.yaml):
                              whole as well, so in this mode whole excludes the
                              copies too; result.json records which mode ran.
 """
+
 from __future__ import annotations
 
 import json
@@ -41,18 +42,25 @@ from typing import Any
 
 from loguru import logger
 
+from common.errors import ConfigError, EngineError
+from common.files import atomic_path, json_text
 from inference_engine.base import EngineBase
 from inference_engine.registry import reraise_interrupt
-from common.files import atomic_path, json_text
 from tools.cache import fingerprint
-from common.errors import ConfigError, EngineError
 
 _SOURCE = "inference_engine/nvidia/tensorrt.py"
 _MIN_MAJOR = 10
 # trt.DataType member name -> torch dtype name.
 _TORCH_DTYPES = {
-    "FLOAT": "float32", "HALF": "float16", "BF16": "bfloat16", "INT8": "int8", "INT32": "int32",
-    "INT64": "int64", "BOOL": "bool", "UINT8": "uint8", "FP8": "float8_e4m3fn",
+    "FLOAT": "float32",
+    "HALF": "float16",
+    "BF16": "bfloat16",
+    "INT8": "int8",
+    "INT32": "int32",
+    "INT64": "int64",
+    "BOOL": "bool",
+    "UINT8": "uint8",
+    "FP8": "float8_e4m3fn",
 }
 
 
@@ -64,9 +72,7 @@ def _check_keys(config: Any) -> None:
     batch_size = int(config.batch_size)
     max_bs = config.get("trt_max_batch_size", None)
     if max_bs is not None and (isinstance(max_bs, bool) or not isinstance(max_bs, int) or max_bs < batch_size):
-        raise ConfigError(
-            f"{_origin(config, 'trt_max_batch_size')}: key 'trt_max_batch_size' must be an integer >= batch_size ({batch_size}), got {max_bs!r}"
-        )
+        raise ConfigError(f"{_origin(config, 'trt_max_batch_size')}: key 'trt_max_batch_size' must be an integer >= batch_size ({batch_size}), got {max_bs!r}")
     workspace = config.get("trt_workspace_gib", None)
     if workspace is not None and (isinstance(workspace, bool) or not isinstance(workspace, (int, float)) or workspace <= 0):
         raise ConfigError(f"{_origin(config, 'trt_workspace_gib')}: key 'trt_workspace_gib' must be a positive number of GiB or null, got {workspace!r}")
@@ -200,9 +206,7 @@ class InferModel(EngineBase):
                 meta = json.loads(meta_path.read_text(encoding="utf-8"))
             except (OSError, ValueError) as exc:
                 logger.warning(f"{meta_path}: unreadable engine metadata ({exc}); ignored")
-        stale = meta and (
-            meta.get("tensorrt") != trt.__version__ or meta.get("compute_capability") != self.gpu["compute_capability"]
-        )
+        stale = meta and (meta.get("tensorrt") != trt.__version__ or meta.get("compute_capability") != self.gpu["compute_capability"])
         user_plan = self.config.exist_compiler_path is not None
         if stale:
             where = f"TensorRT {meta.get('tensorrt')} on compute capability {meta.get('compute_capability')}"
@@ -286,9 +290,7 @@ class InferModel(EngineBase):
                     logger.warning(f"ONNX input '{tensor.name}' has a static batch of {shape[0]}, not batch_size {opt}: other batch sizes will fail")
                 continue
             if shape[0] >= 0 or any(d < 0 for d in shape[1:]):
-                raise EngineError(
-                    f"{self.onnx_path}: input '{tensor.name}' has shape {shape}; {_SOURCE} supports a dynamic batch axis (axis 0) only"
-                )
+                raise EngineError(f"{self.onnx_path}: input '{tensor.name}' has shape {shape}; {_SOURCE} supports a dynamic batch axis (axis 0) only")
             rest = shape[1:]
             low_shape, opt_shape, high_shape = (1, *rest), (opt, *rest), (high, *rest)
             profile.set_shape(tensor.name, low_shape, opt_shape, high_shape)
@@ -319,10 +321,7 @@ class InferModel(EngineBase):
     def _upload(self, inputs: list) -> list:
         if len(inputs) != len(self.input_names):
             raise EngineError(f"engine expects {len(self.input_names)} inputs {self.input_names}, got {len(inputs)}")
-        return [
-            t.to(self.device, dtype=self._dtypes[name], non_blocking=True).contiguous()
-            for name, t in zip(self.input_names, inputs)
-        ]
+        return [t.to(self.device, dtype=self._dtypes[name], non_blocking=True).contiguous() for name, t in zip(self.input_names, inputs)]
 
     def _bind(self, context: Any, device_inputs: list, cache: dict) -> list:
         """Set input shapes and all tensor addresses; return the output buffers."""
@@ -411,7 +410,8 @@ class InferModel(EngineBase):
                 "timing_cache": self.timing_cache,
             },
             "core_includes_copies": self.core_includes_copies,
-            "core_definition": "H2D copy + execute_async_v3 + D2H copy" if self.core_includes_copies
+            "core_definition": "H2D copy + execute_async_v3 + D2H copy"
+            if self.core_includes_copies
             else "execute_async_v3 + binding (copies timed by CUDA events, reported as foo_time)",
             "gpu": self.gpu,
         }
@@ -466,12 +466,8 @@ class InferModel(EngineBase):
                 self._bind(context, self._upload(inputs), cache)
                 context.execute_async_v3(self.stream.cuda_stream)
                 self.stream.synchronize()
-        rows = [
-            {"node": stage, "op_type": "stage", "calls": len(ms), "mean_ms": sum(ms) / len(ms), "total_ms": sum(ms)}
-            for stage, ms in stages.items()
-        ]
+        rows = [{"node": stage, "op_type": "stage", "calls": len(ms), "mean_ms": sum(ms) / len(ms), "total_ms": sum(ms)} for stage, ms in stages.items()]
         layers = [
-            {"node": layer, "op_type": "trt_layer", "calls": len(ms), "mean_ms": sum(ms) / len(ms), "total_ms": sum(ms)}
-            for layer, ms in profiler.times.items()
+            {"node": layer, "op_type": "trt_layer", "calls": len(ms), "mean_ms": sum(ms) / len(ms), "total_ms": sum(ms)} for layer, ms in profiler.times.items()
         ]
         return rows + sorted(layers, key=lambda row: row["total_ms"], reverse=True)

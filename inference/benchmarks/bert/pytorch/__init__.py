@@ -1,4 +1,5 @@
 """A 6-layer MiniLM BERT sentence encoder ranking paraphrases on real weights (spec §3.2.2 case API)."""
+
 from .dataloader import build_dataloader
 from .evaluator import evaluator
 from .export import export_model

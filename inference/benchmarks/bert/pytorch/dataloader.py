@@ -12,6 +12,7 @@ stacks them to ``[batch, 3, max_seq_length]``. A sentence longer than
 ``max_seq_length`` tokens (with [CLS] and [SEP]) is truncated, with one
 warning for the whole set.
 """
+
 from __future__ import annotations
 
 import csv
@@ -97,10 +98,7 @@ class TripleDataset(Dataset):
 def max_seq_length(config) -> int:
     value = param(config, "max_seq_length")
     if isinstance(value, bool) or not isinstance(value, int) or not 3 <= value <= 512:
-        raise ConfigError(
-            f"parameters.yaml max_seq_length: {value!r} must be an integer in 3..512 "
-            "(the model's position embeddings stop at 512)"
-        )
+        raise ConfigError(f"parameters.yaml max_seq_length: {value!r} must be an integer in 3..512 (the model's position embeddings stop at 512)")
     return value
 
 

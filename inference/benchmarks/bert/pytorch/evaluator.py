@@ -6,6 +6,7 @@ greater than to the non-paraphrase's. The batch accuracy is the fraction of
 triples ranked correctly; the framework weights it by the batch size, so the
 reported figure is correct triples / all triples.
 """
+
 from __future__ import annotations
 
 from typing import Any, Sequence

@@ -4,6 +4,7 @@ Inputs ``input_ids`` and ``attention_mask`` (int64 ``[batch, 3, max_seq_length]`
 in the order the DataLoader yields them, which is the order the engine is
 called with), output ``embeddings`` (float32 ``[batch, 3, 384]``).
 """
+
 from __future__ import annotations
 
 import time

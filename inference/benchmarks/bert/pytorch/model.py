@@ -6,6 +6,7 @@ Input ``[batch, group, max_seq_length]`` ids and attention mask (int64; group
 is 3 for this case's triples), output ``[batch, group, 384]`` unit vectors.
 Token type ids are all zero for single sentences, so BertModel's default is used.
 """
+
 from __future__ import annotations
 
 import torch
@@ -47,9 +48,7 @@ def load_encoder(folder) -> nn.Module:
     hf_logging.disable_progress_bar()
     try:
         # local_files_only: a hub download is never attempted, whatever the folder holds.
-        return BertModel.from_pretrained(
-            str(folder), local_files_only=True, attn_implementation="sdpa", add_pooling_layer=False
-        )
+        return BertModel.from_pretrained(str(folder), local_files_only=True, attn_implementation="sdpa", add_pooling_layer=False)
     except (OSError, ValueError) as exc:
         raise ConfigError(f"bert: cannot load the weights in {folder}: {' '.join(str(exc).split())[:300]}") from None
 

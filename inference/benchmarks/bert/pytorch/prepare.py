@@ -8,6 +8,7 @@ sentence that shares many of its words but not its meaning (negation, swapped
 roles, opposite direction, other numbers or times). That is 96 sentence pairs,
 half paraphrases and half not.
 """
+
 from __future__ import annotations
 
 import argparse

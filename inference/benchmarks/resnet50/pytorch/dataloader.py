@@ -4,6 +4,7 @@ The preprocessing reproduces torchvision's standard evaluation transform
 (Resize(256) -> CenterCrop(224) -> ToTensor -> Normalize) with PIL and numpy
 only, so published top-1 figures are comparable without torchvision.
 """
+
 from __future__ import annotations
 
 import os
@@ -32,7 +33,7 @@ def find_samples(data_dir: str) -> tuple[list[str], list[tuple[str, int]]]:
     if not classes:
         raise DataError(f"data_dir {data_dir}: no class subfolders (expected <data_dir>/<class>/<image>)")
     top = os.stat(data_dir)
-    seen_dirs: dict = {(top.st_dev, top.st_ino): data_dir}   # no class may lead back to data_dir
+    seen_dirs: dict = {(top.st_dev, top.st_ino): data_dir}  # no class may lead back to data_dir
     seen_files: dict = {}
     samples = []
     for label, name in enumerate(classes):
@@ -96,10 +97,7 @@ def build_dataloader(config) -> DataLoader:
     dataset = ImageFolderDataset(config.data_dir, resize, crop, max_samples)
     num_classes = int(param(config, "num_classes"))
     if len(dataset.classes) > num_classes:
-        raise DataError(
-            f"data_dir {config.data_dir}: {len(dataset.classes)} class folders but "
-            f"parameters.yaml num_classes is {num_classes}"
-        )
+        raise DataError(f"data_dir {config.data_dir}: {len(dataset.classes)} class folders but parameters.yaml num_classes is {num_classes}")
     return DataLoader(
         dataset,
         batch_size=int(config.batch_size),

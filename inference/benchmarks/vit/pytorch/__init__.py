@@ -1,4 +1,5 @@
 """Vision Transformer (ViT-B/16 by default) image classification on ImageNet-1k validation (spec §3.2.2 case API)."""
+
 from .dataloader import build_dataloader
 from .evaluator import evaluator
 from .export import export_model

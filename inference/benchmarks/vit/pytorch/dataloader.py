@@ -1,6 +1,7 @@
 """The resnet50 case's ImageNet-folder loader (same layout, same torchvision
 evaluation transform: Resize(resize) -> CenterCrop(crop) -> Normalize), with
 the crop checked against the ViT's patch size first."""
+
 from __future__ import annotations
 
 from benchmarks.resnet50.pytorch.dataloader import build_dataloader as _imagenet_dataloader

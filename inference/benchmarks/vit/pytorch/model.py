@@ -7,6 +7,7 @@ Module and parameter names mirror torchvision's ``VisionTransformer``
 (``vit_b_16-c867db91.pth``, ``vit_l_16-852ce7e3.pth``, ...) load with
 ``strict=True`` while torchvision itself is not needed.
 """
+
 from __future__ import annotations
 
 import math
@@ -73,10 +74,7 @@ class Encoder(nn.Module):
         self.pos_embedding = nn.Parameter(torch.empty(1, seq_length, size.hidden_dim).normal_(std=0.02))
         self.dropout = nn.Dropout(0.0)
         self.layers = nn.Sequential(
-            OrderedDict(
-                (f"encoder_layer_{i}", EncoderBlock(size.num_heads, size.hidden_dim, size.mlp_dim))
-                for i in range(size.num_layers)
-            )
+            OrderedDict((f"encoder_layer_{i}", EncoderBlock(size.num_heads, size.hidden_dim, size.mlp_dim)) for i in range(size.num_layers))
         )
         self.ln = nn.LayerNorm(size.hidden_dim, eps=1e-6)
 
@@ -140,8 +138,7 @@ def create_model(config) -> nn.Module:
     path = resolve_weights_path(config)
     if path is None:
         logger.warning(
-            f"vit: parameters.yaml weights is null, so the vit_{name} weights are RANDOM: "
-            "throughput is meaningful, accuracy is not (reported as null)"
+            f"vit: parameters.yaml weights is null, so the vit_{name} weights are RANDOM: throughput is meaningful, accuracy is not (reported as null)"
         )
         config.accuracy_note = "random weights"
         # torchvision zeroes the head (it is always trained); untrained, that would

@@ -1,5 +1,6 @@
 """Build-time check of the nvidia image (run by the Dockerfile, never at benchmark time):
 fail the build early, with one line, when the base image cannot run InferPerf."""
+
 import importlib
 import inspect
 import os
@@ -13,8 +14,9 @@ import pynvml  # noqa: F401
 import torch
 import yaml  # noqa: F401
 
-print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda,
-      "onnx", onnx.__version__, "onnxruntime", onnxruntime.__version__)
+print(
+    "python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, "onnx", onnx.__version__, "onnxruntime", onnxruntime.__version__
+)
 if sys.version_info < (3, 11):
     sys.exit(f"InferPerf needs Python >= 3.11; this base image has {sys.version.split()[0]}")
 if "dynamo" not in inspect.signature(torch.onnx.export).parameters:
