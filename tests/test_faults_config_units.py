@@ -314,7 +314,6 @@ def test_from_yaml_is_load_host_config(tmp_path):
 def test_host_yaml_keys_are_defined_once():
     import tools.config
     import utils.host_config as host_config
-
     from common import host_keys
 
     assert tools.config.HOST_KEYS is host_keys.HOST_KEYS
