@@ -268,6 +268,8 @@ def main(argv: list[str] | None = None) -> int:
         while pending:
             # A bounded wait keeps the main thread responsive to Ctrl-C.
             _, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+        for sig in STOP_SIGNALS:  # every case ended: a late Ctrl-C must not cut the cleanup and summary short
+            signal.signal(sig, _ignore_while_stopping)
     except KeyboardInterrupt:
         for sig in STOP_SIGNALS:
             signal.signal(sig, _ignore_while_stopping)

@@ -145,3 +145,33 @@ def test_local_engine_timeout_cleans_up(tmp_path, digits_data, local_workdir, wh
         assert (Path(record["log_dir"]) / name).is_file(), name
     assert_nothing_left(docker_client, local_workdir)
     assert not os.listdir(local_workdir / "runs")
+
+
+def test_containers_of_a_sigkilled_run_py_are_removed_by_the_next_run(tmp_path, digits_data, local_workdir, wheels_dir, docker_client):
+    """run.py killed by SIGKILL cannot clean up: its containers carry its pid in a label,
+    and the next run from this machine removes those whose run.py is gone."""
+    import signal
+    import time
+
+    perf = long_running_tree(tmp_path / "inference")
+    config = write_local_yaml(tmp_path, digits_data, local_workdir, wheels_dir, FLAGPERF_PATH=str(perf))
+    proc = subprocess.Popen([sys.executable, "run.py", "--config", str(config)], cwd=perf, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        labelled = [c for c in docker_client.containers.list() if c.labels.get("inferperf.controller", "").endswith(f":{proc.pid}")]
+        if any(c.labels.get("inferperf.role") == "case" for c in labelled):
+            break
+        time.sleep(0.5)
+    else:
+        pytest.fail("the case container never started")
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    orphans = [c for c in docker_client.containers.list(all=True) if c.labels.get("inferperf.controller", "").endswith(f":{proc.pid}")]
+    assert orphans, "SIGKILL should have left the run's containers behind"
+    # The next run (a short one, cut by its own CASE_TIMEOUT) removes them and says so.
+    (tmp_path / "again").mkdir()
+    config = write_local_yaml(tmp_path / "again", digits_data, local_workdir, wheels_dir, FLAGPERF_PATH=str(perf), CASE_TIMEOUT=5)
+    code, out = run_py(config, perf)
+    assert f"left running by a run.py (pid {proc.pid}) that died" in out, out[-3000:]
+    left = [c for c in docker_client.containers.list(all=True) if c.labels.get("inferperf.controller", "").endswith(f":{proc.pid}")]
+    assert left == []

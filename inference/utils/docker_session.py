@@ -759,14 +759,27 @@ class _Container:
                     status = self.container.wait(timeout=WAIT_SLICE_S)
                     self._code = int(status.get("StatusCode", -1))
                     return
-                except requests.exceptions.ReadTimeout:
-                    continue
+                except (requests.RequestException, OSError) as exc:
+                    # The slice ran out (requests reports a read timeout as a ReadTimeout or,
+                    # mid-response, as a ConnectionError), or the connection is gone: the
+                    # engine answering a plain request tells which.
+                    if not self._engine_answers():
+                        raise exc
         except NotFound:
             self._error = "the container disappeared"
         except (APIError, requests.RequestException, OSError) as exc:
             self._error = f"connection to the Docker engine lost ({_reason(exc)})"
         finally:
             self._done.set()
+
+    def _engine_answers(self) -> bool:
+        try:
+            self.container.reload()
+        except NotFound:
+            raise
+        except (APIError, requests.RequestException, OSError):
+            return False
+        return True
 
     def done(self) -> bool:
         return self._done.is_set()

@@ -43,7 +43,7 @@ def preflight(config: Any) -> None:
     except ImportError as exc:
         reraise_interrupt(exc)
         raise ConfigError("vendor 'cpu' compiler 'onnxruntime' needs the onnxruntime package (pip install onnxruntime)") from None
-    level = config.get("graph_optimization_level", "all")
+    level = config.get("graph_optimization_level") or "all"  # null in configurations.yaml: the default
     if level not in _LEVELS:
         raise ConfigError(
             f"{config.origin.get('graph_optimization_level', 'config')}: key 'graph_optimization_level' must be one of {', '.join(_LEVELS)}, got {level!r}"
@@ -70,7 +70,7 @@ class InferModel(EngineBase):
             # through inserted casts and report a precision it did not compute in.
             logger.warning("fp16 requested, but ONNX Runtime's CPU provider has no fp16 Conv/MatMul kernels on x86: running fp32")
         self.precision = "fp32"
-        self.optimization_level = config.get("graph_optimization_level", "all")
+        self.optimization_level = config.get("graph_optimization_level") or "all"
         engine_path = Path(config.engine_path) if config.engine_path else None
 
         start = time.perf_counter()
