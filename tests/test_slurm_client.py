@@ -210,6 +210,10 @@ def test_job_killed_by_its_time_limit(cluster, client):
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(
+    os.environ.get("INFERPERF_LONG_TESTS") != "1",
+    reason="60-90 s of waiting for Slurm's own minute; the assisted test above covers the same kill (INFERPERF_LONG_TESTS=1 runs it)",
+)
 def test_job_killed_by_its_time_limit_unassisted(cluster, client):
     marker = f"inferperf-timeout-{uuid.uuid4().hex}"
     job = sleeper(cluster, client, marker, time_limit_s=30)
