@@ -93,3 +93,24 @@ def local_host_yaml(tmp_path: Path, perf: Path, data: Path | str, **overrides) -
     path = tmp_path / "host.yaml"
     path.write_text(yaml.safe_dump(config))
     return path
+
+
+# The typed keys of a minimal CaseConfig, for tests that build one directly.
+TYPED_CASE_CONFIG = dict(
+    vendor="acme",
+    case="toy",
+    framework="pytorch",
+    perf_dir="/perf",
+    data_dir="/data",
+    log_dir="/logs",
+    batch_size=8,
+    input_size=None,
+    fp16=False,
+    compiler="onnxruntime",
+    num_workers=0,
+    log_freq=10,
+    repeat=1,
+    no_validation=False,
+    exist_onnx_path=None,
+    exist_compiler_path=None,
+)

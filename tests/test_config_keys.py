@@ -15,27 +15,10 @@ from pathlib import Path
 import pytest
 
 from common.errors import ConfigError
+from tests.conftest import TYPED_CASE_CONFIG as TYPED
 from tools.config import CaseConfig, _bounded, _one_or_list, _optional, load_case_config, parse_overrides
 from tools.numeric import tolerances_for
 
-TYPED = dict(
-    vendor="acme",
-    case="toy",
-    framework="pytorch",
-    perf_dir="/perf",
-    data_dir="/data",
-    log_dir="/logs",
-    batch_size=8,
-    input_size=None,
-    fp16=False,
-    compiler="onnxruntime",
-    num_workers=0,
-    log_freq=10,
-    repeat=1,
-    no_validation=False,
-    exist_onnx_path=None,
-    exist_compiler_path=None,
-)
 SERVER = dict(latency_bound_ms=50, target_qps=100)
 SCENARIOS = "must be one of offline, single_stream, server"
 

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from loguru import logger
 
 from common.errors import ConfigError
+from tests.conftest import TYPED_CASE_CONFIG as TYPED
 from tools.config import CLI_KEYS, HOST_KEYS, REQUIRED_KEYS, CaseConfig, load_case_config, merge_case_config
 
 FAST = settings(max_examples=40, deadline=None, derandomize=True)
@@ -178,25 +179,6 @@ def test_host_yaml_keys_are_refused_in_each_file(where, key):
 
 
 # --- typed keys ---------------------------------------------------------------
-
-TYPED = dict(
-    vendor="acme",
-    case="toy",
-    framework="pytorch",
-    perf_dir="/perf",
-    data_dir="/data",
-    log_dir="/logs",
-    batch_size=8,
-    input_size=None,
-    fp16=False,
-    compiler="onnxruntime",
-    num_workers=0,
-    log_freq=10,
-    repeat=1,
-    no_validation=False,
-    exist_onnx_path=None,
-    exist_compiler_path=None,
-)
 
 
 def make(**overrides) -> CaseConfig:

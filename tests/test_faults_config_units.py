@@ -21,6 +21,7 @@ import yaml
 
 from common.errors import ConfigError, shown
 from common.yamlio import MAX_DEPTH, MAX_VALUES, YamlTooLarge, load_yaml_mapping, load_yaml_value
+from tests.conftest import TYPED_CASE_CONFIG as TYPED
 from tools.expr import parse_number
 
 REPO = Path(__file__).resolve().parents[1]
@@ -333,25 +334,6 @@ def test_host_yaml_keys_are_defined_once():
 
 
 # ---- tools/config.py ----------------------------------------------------------------------------
-
-TYPED = dict(
-    vendor="acme",
-    case="toy",
-    framework="pytorch",
-    perf_dir="/perf",
-    data_dir="/data",
-    log_dir="/logs",
-    batch_size=8,
-    input_size=None,
-    fp16=False,
-    compiler="onnxruntime",
-    num_workers=0,
-    log_freq=10,
-    repeat=1,
-    no_validation=False,
-    exist_onnx_path=None,
-    exist_compiler_path=None,
-)
 
 
 def make(**overrides):
