@@ -116,3 +116,27 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
         err = capsys.readouterr().err
         assert message in err and err.count("\n") == 1, err
     assert good.is_dir() and other_case.is_dir() and failed.is_dir()
+
+
+def test_figures_a_run_marked_invalid_are_not_comparable_and_never_gate(tmp_path, capsys):
+    dir_a = make_run(tmp_path, "runA")
+    dir_b = make_run(tmp_path, "runB", scale=1.2, seed=100)  # 20% slower: a regression when valid
+    summary_path = dir_b / "summary.json"
+    summary = json.loads(summary_path.read_text())
+    for record in summary["results"]:
+        record["verdict"] = {"valid": False, "reasons": ["inference: contention: other processes used 40%"]}
+        for row in record.get("performance") or []:
+            row["verdict"] = {"valid": False, "reasons": ["throughput not stable"]}
+    summary_path.write_text(json.dumps(summary))
+    assert compare_main([str(dir_a), str(dir_b), "--threshold", "5", "--resamples", "200"], tmp_path) == 0
+    lines, _ = compare_runs(dir_a, dir_b, 5.0, resamples=200)
+    by = {(line.row, line.figure): line for line in lines}
+    assert by[("inference", "core qps")].verdict == "not comparable (regression; INVALID in B)"
+    assert by[("inference", "core qps")].change < -0.10  # still computed and shown
+    assert by[("bs 16 offline x1", "p50 ms")].verdict == "not comparable (regression; INVALID in B)"
+    assert by[("bs 4 offline x1", "p50 ms")].verdict == "not comparable (regression; INVALID in A and B)"  # invalid in make_run's A too
+    capsys.readouterr()
+    # --include-invalid judges them anyway (the old gate).
+    assert compare_main([str(dir_a), str(dir_b), "--threshold", "5", "--resamples", "200", "--include-invalid"], tmp_path) == 1
+    lines, _ = compare_runs(dir_a, dir_b, 5.0, resamples=200, include_invalid=True)
+    assert {(line.row, line.figure): line for line in lines}[("inference", "core qps")].verdict == "REGRESSION"

@@ -99,6 +99,7 @@ class Line:
     change: float | None = None  # fraction
     ci: tuple[float, float] | None = None
     verdict: str = "n/a"
+    invalid_in: str | None = None  # "A", "B" or "A and B": a run whose verdict for this row is invalid
 
     def judge(self, threshold: float) -> "Line":
         if self.a is None or self.b is None or not self.a:
@@ -118,6 +119,9 @@ class Line:
             self.verdict = "worse, within threshold"
         else:
             self.verdict = "better"
+        if self.invalid_in and self.verdict in ("REGRESSION", "better", "worse, within threshold"):
+            # A figure its own run judged untrustworthy proves nothing either way: shown, never gated on.
+            self.verdict = f"not comparable ({self.verdict.lower()}; INVALID in {self.invalid_in})"
         return self
 
 
@@ -156,22 +160,36 @@ def _series(raw: dict, key: str):
     return None if values is None or not len(values) else [float(v) for v in capped(list(values), MAX_BOOTSTRAP)]
 
 
-def compare_pair(rec_a: dict, rec_b: dict, raw_a: dict, raw_b: dict, threshold: float, resamples: int = RESAMPLES) -> list[Line]:
+def _invalid_in(verdict_a: dict | None, verdict_b: dict | None) -> str | None:
+    bad = [name for name, verdict in (("A", verdict_a), ("B", verdict_b)) if verdict and not verdict.get("valid", True)]
+    return " and ".join(bad) or None
+
+
+def compare_pair(rec_a: dict, rec_b: dict, raw_a: dict, raw_b: dict, threshold: float, resamples: int = RESAMPLES, include_invalid: bool = False) -> list[Line]:
     case = f"{rec_a['case']}:{rec_a['framework']}"
     host = rec_a["host"] if rec_a["host"] == rec_b["host"] else f"{rec_a['host']} -> {rec_b['host']}"
     lines: list[Line] = []
 
-    def add(row: str, figure: str, a, b, higher: bool, samples_a, samples_b, statistic) -> None:
-        line = Line(case, host, row, figure, a, b, higher)
+    def add(row: str, figure: str, a, b, higher: bool, samples_a, samples_b, statistic, invalid: str | None = None) -> None:
+        line = Line(case, host, row, figure, a, b, higher, invalid_in=None if include_invalid else invalid)
         if samples_a and samples_b and a is not None and b is not None:
             line.ci = bootstrap_ci(samples_a, samples_b, statistic, resamples)
         lines.append(line.judge(threshold))
 
     inf_a, inf_b = _series(raw_a, "inference"), _series(raw_b, "inference")
-    add("inference", "core qps", rec_a.get(Key.INFER_CORE_QPS), rec_b.get(Key.INFER_CORE_QPS), True, inf_a, inf_b, _inverse_mean)
+    whole = _invalid_in(rec_a.get("verdict"), rec_b.get("verdict"))  # the result's verdict covers its phases
+    add("inference", "core qps", rec_a.get(Key.INFER_CORE_QPS), rec_b.get(Key.INFER_CORE_QPS), True, inf_a, inf_b, _inverse_mean, whole)
     for name, q in PERCENTILES.items():
         add(
-            "inference", f"{name} ms", (rec_a.get("latency_ms") or {}).get(name), (rec_b.get("latency_ms") or {}).get(name), False, inf_a, inf_b, _percentile(q)
+            "inference",
+            f"{name} ms",
+            (rec_a.get("latency_ms") or {}).get(name),
+            (rec_b.get("latency_ms") or {}).get(name),
+            False,
+            inf_a,
+            inf_b,
+            _percentile(q),
+            whole,
         )
 
     def key(row: dict) -> tuple:
@@ -183,17 +201,28 @@ def compare_pair(rec_a: dict, rec_b: dict, raw_a: dict, raw_b: dict, threshold: 
             continue
         j, row_b = rows_b[key(row_a)]
         label = f"bs {row_a['batch_size']} {row_a['scenario']} x{row_a['clients']}"
+        row_invalid = _invalid_in(row_a.get("verdict"), row_b.get("verdict"))
         if row_a["scenario"] != "server":
             windows_a, windows_b = row_a.get("window_qps") or [], row_b.get("window_qps") or []
             usable = len(windows_a) > 1 and len(windows_b) > 1
-            add(label, "qps", row_a.get("qps"), row_b.get("qps"), True, windows_a if usable else None, windows_b if usable else None, _mean)
+            add(label, "qps", row_a.get("qps"), row_b.get("qps"), True, windows_a if usable else None, windows_b if usable else None, _mean, row_invalid)
         lat_a, lat_b = _series(raw_a, f"performance_{i}"), _series(raw_b, f"performance_{j}")
         for name, q in PERCENTILES.items():
-            add(label, f"{name} ms", (row_a.get("latency_ms") or {}).get(name), (row_b.get("latency_ms") or {}).get(name), False, lat_a, lat_b, _percentile(q))
+            add(
+                label,
+                f"{name} ms",
+                (row_a.get("latency_ms") or {}).get(name),
+                (row_b.get("latency_ms") or {}).get(name),
+                False,
+                lat_a,
+                lat_b,
+                _percentile(q),
+                row_invalid,
+            )
     return lines
 
 
-def compare_runs(dir_a: Path, dir_b: Path, threshold: float, resamples: int = RESAMPLES) -> tuple[list[Line], list[str]]:
+def compare_runs(dir_a: Path, dir_b: Path, threshold: float, resamples: int = RESAMPLES, include_invalid: bool = False) -> tuple[list[Line], list[str]]:
     """Every line of the comparison, and notes on what could not be matched."""
     run_a, run_b = load_run(dir_a), load_run(dir_b)
 
@@ -208,7 +237,9 @@ def compare_runs(dir_a: Path, dir_b: Path, threshold: float, resamples: int = RE
     notes = [f"only in {label}: {c}:{f} noderank {n}" for label, mine, other in (("A", a, b), ("B", b, a)) for (c, f, n) in mine if (c, f, n) not in other]
     lines: list[Line] = []
     for k in common:
-        lines.extend(compare_pair(a[k], b[k], read_latencies(_log_dir(a[k], dir_a)), read_latencies(_log_dir(b[k], dir_b)), threshold, resamples))
+        lines.extend(
+            compare_pair(a[k], b[k], read_latencies(_log_dir(a[k], dir_a)), read_latencies(_log_dir(b[k], dir_b)), threshold, resamples, include_invalid)
+        )
     return lines, notes
 
 
@@ -222,7 +253,8 @@ def markdown(lines: list[Line], notes: list[str], name_a: str, name_b: str, thre
     out = [
         f"# InferPerf compare: A = {name_a}, B = {name_b}",
         "",
-        f"change = (B - A) / A; 95% bootstrap CI of the change; REGRESSION = worse by more than {threshold:g}% and the CI excludes 0.",
+        f"change = (B - A) / A; 95% bootstrap CI of the change; REGRESSION = worse by more than {threshold:g}% and the CI excludes 0, "
+        "between figures both runs judged valid (otherwise: not comparable).",
         "",
         "| case | host | row | figure | A | B | change | 95% CI | verdict |",
         "|---|---|---|---|---|---|---|---|---|",
@@ -246,10 +278,13 @@ def main(argv: list[str] | None, result_root: Path) -> int:
     parser.add_argument("run_b", metavar="RUN_B", help="candidate run directory or run name")
     parser.add_argument("--threshold", type=float, default=5.0, help="percent worse that counts as a regression (default 5)")
     parser.add_argument("--resamples", type=int, default=RESAMPLES, help=f"bootstrap resamples (default {RESAMPLES})")
+    parser.add_argument(
+        "--include-invalid", action="store_true", help="judge figures whose run marked them INVALID too (default: shown as not comparable, never a regression)"
+    )
     args = parser.parse_args(argv)
     try:
         dir_a, dir_b = resolve_run(args.run_a, result_root), resolve_run(args.run_b, result_root)
-        lines, notes = compare_runs(dir_a, dir_b, args.threshold, args.resamples)
+        lines, notes = compare_runs(dir_a, dir_b, args.threshold, args.resamples, args.include_invalid)
     except CompareError as exc:
         print(str(exc), file=sys.stderr)
         return 2
