@@ -1,9 +1,11 @@
 """Does run.py scale flat with hosts? MODE docker over real sshd on loopback addresses
-(tests/infra/sshd.py) and the real Docker engine, with a case whose in-container work
-sleeps instead of computing, so that N hosts on one small machine measure the
-controller, not N pipelines competing for its cores.
+(tests/infra/sshd.py) and the real Docker engine -- or MODE slurm on a real Slurm
+cluster of N slurmd on this machine (tests/infra/slurm.py, ``--mode slurm``) -- with a
+case whose work sleeps instead of computing, so that N hosts on one small machine
+measure the controller, not N pipelines competing for its cores.
 
-    python3 -m bench.scaling [--hosts 1,4,8] [--sleep 10] [--cases 1] [--rounds 2]   (repository root, as root)
+    python3 -m bench.scaling [--mode docker|slurm] [--hosts 1,4,8] [--sleep 10] [--cases 1] [--rounds 2]
+    (repository root, as root)
 
 The "sleepy" case exists only in a temporary copy of inference/ made here: its
 benchmark and config folders are copies of digits' (so run.py's checks pass), and
@@ -18,6 +20,15 @@ Printed per host count (median of --rounds): run.py's wall time, its ratio to th
 processes in MODE docker) in total, per host per case, and marginal (the CPU an
 extra host adds, per case). Targets: 8 hosts <= 1.15x the wall of 1; controller CPU
 <= 0.3 s per host per case.
+
+MODE slurm: one job per case x host, each on its own node (HOSTS lists the first N
+of max(--hosts) nodes); the stub, the monitors and their ``srun`` steps are real,
+and the code reaches the nodes through SLURM_SHARED_DIR. The controller's CPU then
+counts what run.py starts here: the Slurm client commands (sbatch, squeue,
+scontrol, scancel) and one ``srun`` per step (they are its children). Not counted,
+shown apart as "slurm daemons": slurmctld's and the slurmd's own CPU. Every node
+declares this machine's CPUs, so the nodes share its cores: fine for a case that
+sleeps, not for one that computes.
 """
 
 from __future__ import annotations
@@ -37,6 +48,7 @@ from pathlib import Path
 import yaml
 
 from tests.infra.docker_env import ensure_base_image, ensure_docker
+from tests.infra.slurm import SlurmCluster, start_slurm
 from tests.infra.sshd import start_sshd_hosts, stop_all
 
 REPO = Path(__file__).resolve().parents[1]
@@ -45,7 +57,6 @@ INFERENCE = REPO / "inference"
 STUB = '''"""Benchmark-only stand-in for run_inference.py (bench/scaling.py): sleep, then write result.json."""
 import argparse
 import json
-import os
 import os
 import sys
 import time
@@ -109,8 +120,42 @@ def write_config(tmp: Path, perf: Path, hosts, data: Path, names: list[str], whe
     return path
 
 
-def timed_run(config: Path, perf: Path, expected: int) -> tuple[float, float]:
-    """run.py's wall time and its own CPU time (user + system)."""
+def write_slurm_config(tmp: Path, perf: Path, cluster: SlurmCluster, count: int, data: Path, names: list[str]) -> Path:
+    config = {
+        "MODE": "slurm",
+        "VENDOR": "cpu",
+        "FLAGPERF_PATH": str(perf),
+        "FLAGPERF_LOG_PATH": str(tmp / "result"),
+        "FLAGPERF_LOG_LEVEL": "WARNING",
+        "HOSTS": cluster.nodes[:count],
+        "CASES": {f"{name}:pytorch": str(data) for name in names},
+        "SLURM_SHARED_DIR": cluster.shared_dir,
+        "SLURM_PARTITION": cluster.default_partition,
+        "SLURM_PENDING_TIMEOUT": 120,
+    }
+    path = tmp / f"hosts{count}.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def process_cpu_s(pids: list[int]) -> float:
+    """user + system CPU seconds of these processes themselves (not their children)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+    return total
+
+
+def timed_run(config: Path, perf: Path, expected: int, env: dict | None = None, daemons: list[int] = ()) -> tuple[float, float, float]:
+    """run.py's wall time, its own CPU time (user + system, its children included) and
+    the CPU time the processes ``daemons`` spent meanwhile."""
+    daemons_before = process_cpu_s(list(daemons))
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     command = [sys.executable, "run.py", "--config", str(config)]
@@ -122,9 +167,10 @@ def timed_run(config: Path, perf: Path, expected: int) -> tuple[float, float]:
             "--",
             *command[2:],
         ]
-    proc = subprocess.run(command, cwd=perf, capture_output=True, text=True)
+    proc = subprocess.run(command, cwd=perf, capture_output=True, text=True, env=env)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    daemons_cpu = process_cpu_s(list(daemons)) - daemons_before
     if proc.returncode != 0:
         sys.exit(f"run.py failed ({proc.returncode}):\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}")
     summaries = sorted(Path(config.parent / "result").glob("run*/summary.json"), key=lambda p: p.stat().st_mtime)
@@ -132,46 +178,79 @@ def timed_run(config: Path, perf: Path, expected: int) -> tuple[float, float]:
     if summary["succeeded"] != expected:
         sys.exit(f"expected {expected} successes: {summary}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return wall, cpu
+    return wall, cpu, daemons_cpu
+
+
+def measure_docker(tmp: Path, perf: Path, names: list[str], counts: list[int], rounds: int) -> dict[int, list[tuple[float, float, float]]]:
+    ensure_base_image(client=ensure_docker())
+    data = tmp / "data"
+    data.mkdir()
+    wheels = Path("/opt/wheels") if any(Path("/opt/wheels").glob("torch-2.13.0*.whl")) else None
+    hosts = start_sshd_hosts(tmp / "ssh", max(counts))
+    try:
+        configs = {n: write_config(tmp, perf, hosts[:n], data, names, wheels) for n in counts}
+        print(f"warming caches (image, code upload) with {max(counts)} hosts ...", flush=True)
+        timed_run(configs[max(counts)], perf, max(counts) * len(names))
+        rows: dict[int, list[tuple[float, float, float]]] = {n: [] for n in counts}
+        for _ in range(rounds):
+            for n in counts:
+                rows[n].append(timed_run(configs[n], perf, n * len(names)))
+    finally:
+        stop_all(hosts)
+    return rows
+
+
+def measure_slurm(tmp: Path, perf: Path, names: list[str], counts: list[int], rounds: int) -> dict[int, list[tuple[float, float, float]]]:
+    print(f"starting a Slurm cluster of {max(counts)} nodes ...", flush=True)
+    cluster = start_slurm(tmp / "slurm", nodes=max(counts))
+    try:
+        env = cluster.client_env()
+        daemons = [proc.pid for name, proc in cluster.processes.items() if name.startswith("slurm")]
+        data = Path(cluster.shared_dir) / "data"
+        data.mkdir()
+        configs = {n: write_slurm_config(tmp, perf, cluster, n, data, names) for n in counts}
+        print(f"warming caches (code copy to the shared dir) with {max(counts)} hosts ...", flush=True)
+        timed_run(configs[max(counts)], perf, max(counts) * len(names), env, daemons)
+        rows: dict[int, list[tuple[float, float, float]]] = {n: [] for n in counts}
+        for _ in range(rounds):
+            for n in counts:
+                cluster.wait_idle(60)
+                rows[n].append(timed_run(configs[n], perf, n * len(names), env, daemons))
+    finally:
+        cluster.stop()
+    return rows
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mode", choices=("docker", "slurm"), default="docker", help="MODE of the runs (default %(default)s)")
     parser.add_argument("--hosts", default="1,4,8", help="comma-separated host counts (default %(default)s)")
-    parser.add_argument("--sleep", type=float, default=10.0, help="seconds each case sleeps in its container")
+    parser.add_argument("--sleep", type=float, default=10.0, help="seconds each case sleeps in its container (slurm: in its job)")
     parser.add_argument("--cases", type=int, default=1, help="cases per run (each host runs them one after another)")
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
     counts = sorted({int(n) for n in args.hosts.split(",")})
-    ensure_base_image(client=ensure_docker())
     with tempfile.TemporaryDirectory(prefix="inferperf-scale-") as tmp_name:
         tmp = Path(tmp_name)
         perf, names = make_tree(tmp, args.sleep, args.cases)
-        data = tmp / "data"
-        data.mkdir()
-        wheels = Path("/opt/wheels") if any(Path("/opt/wheels").glob("torch-2.13.0*.whl")) else None
-        hosts = start_sshd_hosts(tmp / "ssh", max(counts))
-        try:
-            configs = {n: write_config(tmp, perf, hosts[:n], data, names, wheels) for n in counts}
-            print(f"warming caches (image, code upload) with {max(counts)} hosts ...", flush=True)
-            timed_run(configs[max(counts)], perf, max(counts) * len(names))
-            rows: dict[int, list[tuple[float, float]]] = {n: [] for n in counts}
-            for _ in range(args.rounds):
-                for n in counts:
-                    rows[n].append(timed_run(configs[n], perf, n * len(names)))
-        finally:
-            stop_all(hosts)
+        measure = measure_slurm if args.mode == "slurm" else measure_docker
+        rows = measure(tmp, perf, names, counts, args.rounds)
     per_case = args.sleep * len(names)
-    print(f"\nsleep {args.sleep:g} s x {len(names)} case(s) per host; median of {args.rounds} round(s)")
-    print(f"{'hosts':>5} {'wall s':>7} {'x 1 host':>8} {'overhead s':>10} {'cpu s':>6} {'cpu/host/case':>13} {'marginal cpu/host/case':>22}")
-    walls = {n: statistics.median(w for w, _ in samples) for n, samples in rows.items()}
-    cpus = {n: statistics.median(c for _, c in samples) for n, samples in rows.items()}
+    slurm = args.mode == "slurm"
+    print(f"\nMODE {args.mode}: sleep {args.sleep:g} s x {len(names)} case(s) per host; median of {args.rounds} round(s)")
+    print(
+        f"{'hosts':>5} {'wall s':>7} {'x 1 host':>8} {'overhead s':>10} {'cpu s':>6} {'cpu/host/case':>13} {'marginal cpu/host/case':>22}"
+        + (f" {'slurm daemons cpu s':>19}" if slurm else "")
+    )
+    walls = {n: statistics.median(w for w, _, _ in samples) for n, samples in rows.items()}
+    cpus = {n: statistics.median(c for _, c, _ in samples) for n, samples in rows.items()}
+    daemons = {n: statistics.median(d for _, _, d in samples) for n, samples in rows.items()}
     base = min(counts)
     for n in counts:
         marginal = (cpus[n] - cpus[base]) / ((n - base) * len(names)) if n != base else None
         print(
             f"{n:>5} {walls[n]:>7.2f} {walls[n] / walls[base]:>8.2f} {walls[n] - per_case:>10.2f} {cpus[n]:>6.2f} "
-            f"{cpus[n] / (n * len(names)):>13.3f} {('-' if marginal is None else f'{marginal:.3f}'):>22}"
+            f"{cpus[n] / (n * len(names)):>13.3f} {('-' if marginal is None else f'{marginal:.3f}'):>22}" + (f" {daemons[n]:>19.2f}" if slurm else "")
         )
     top = max(counts)
     print(

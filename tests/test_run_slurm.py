@@ -1,7 +1,7 @@
 """run.py in MODE slurm against a real Slurm cluster (tests/infra/slurm.py): a case runs as a
 job on the node, a job killed by its time limit, scancel on Ctrl-C, a drained node, a bad
-partition and a missing sbatch. Each asserts the one-line outcome, the exit code, and that
-no job and no process is left."""
+partition, a missing sbatch and a SLURM_SHARED_DIR the node does not see. Each asserts the
+one-line outcome, the exit code, and that no job and no process is left."""
 
 from __future__ import annotations
 
@@ -19,6 +19,8 @@ import pytest
 import yaml
 
 from tests.conftest import copy_inference_tree, long_running_tree, wait_no_processes
+from tests.infra.docker_env import require
+from tests.infra.slurm import SlurmUnavailable, start_slurm
 
 
 @pytest.fixture
@@ -182,3 +184,60 @@ def test_missing_sbatch_is_one_line(tmp_path, cluster, shared_data):
     errors = [line for line in proc.stderr.splitlines() if "ERROR" in line]
     assert len(errors) == 1 and "sbatch not found" in errors[0], proc.stderr
     assert "Traceback" not in proc.stderr and not (tmp_path / "result").exists()
+
+
+def test_shared_dir_the_node_does_not_see_is_one_line_naming_key_and_node(tmp_path, cluster, shared_data):
+    """A tmpfs over the directory in slurmd's mount namespace only: the node's probe job
+    writes its file there, this machine never sees it."""
+    require(
+        cluster.mount_namespaces,
+        "unshare --mount/nsenter unavailable here: slurmd shares this machine's mount namespace, so no node can be kept from seeing a directory",
+    )
+    hidden = Path(cluster.shared_dir) / f"not-shared-{tmp_path.name}"
+    hidden.mkdir()
+    perf = copy_inference_tree(tmp_path / "inference")
+    config = host_yaml(tmp_path, cluster, perf, shared_data, SLURM_SHARED_DIR=str(hidden))
+    try:
+        with cluster.hide_from_node(hidden):
+            assert cluster.node_listdir(hidden) == []
+            (hidden / "seen-here-only").write_text("x")
+            assert cluster.node_listdir(hidden) == [], "the tmpfs does not hide the directory from the node"
+            (hidden / "seen-here-only").unlink()
+            proc = subprocess.run(
+                [sys.executable, "run.py", "--config", str(config)], cwd=perf, env=env_for(cluster), capture_output=True, text=True, timeout=300
+            )
+            on_node = cluster.node_listdir(hidden)
+        assert proc.returncode == 2, proc.stderr[-3000:]
+        errors = [line for line in proc.stderr.splitlines() if "ERROR" in line]
+        assert len(errors) == 1, proc.stderr
+        assert "'SLURM_SHARED_DIR'" in errors[0] and f"node {cluster.node}" in errors[0] and str(hidden) in errors[0], errors[0]
+        assert "Traceback" not in proc.stderr
+        # The probe really ran on the node and wrote its file -- into the node's own view.
+        assert len(on_node) == 1 and on_node[0].startswith(".probe-"), on_node
+        assert cluster.job_ids() == []
+        assert list(hidden.iterdir()) == [], "files left in the shared dir"
+        assert not (tmp_path / "result").exists()
+    finally:
+        shutil.rmtree(hidden, ignore_errors=True)
+
+
+def test_cluster_of_several_nodes_without_mount_namespaces(tmp_path):
+    """The infra's other shapes: N slurmd on this machine (one port each), each job on the
+    node it names; mount_namespaces=False starts slurmd in this machine's namespace."""
+    try:
+        cluster = start_slurm(tmp_path / "slurm", nodes=2, mount_namespaces=False)
+    except (SlurmUnavailable, OSError, subprocess.SubprocessError) as exc:
+        require(False, f"Slurm test cluster unavailable: {exc}")
+        return
+    with cluster:
+        assert len(cluster.nodes) == 2 and len(set(cluster.node_ports.values())) == 2
+        ours = os.readlink("/proc/self/ns/mnt")
+        for node in cluster.nodes:
+            proc = cluster.run(
+                "srun", f"--nodelist={node}", "--nodes=1", "--ntasks=1", "sh", "-c", 'echo "$SLURMD_NODENAME"; readlink /proc/self/ns/mnt', timeout=60
+            )
+            assert proc.stdout.split() == [node, ours]
+        assert not cluster.mount_namespaces
+        with pytest.raises(SlurmUnavailable):
+            with cluster.hide_from_node(tmp_path):
+                pass

@@ -1,13 +1,21 @@
-"""A host's Docker engine, reached through the already-verified SSH connection.
+"""A host's Docker engine, served to the SDK through a private local unix socket.
+
+Two ways to reach it, each Docker API connection being one stream to the engine's
+``docker system dial-stdio`` (what the docker CLI's ssh transport does):
+
+- ``DockerOverSsh``: a channel on the already-verified SSH connection (MODE docker);
+- ``DockerOverCommand``: a local command whose stdin and stdout are the connection,
+  e.g. ``srun --jobid J --overlap --unbuffered docker system dial-stdio`` (MODE slurm
+  with SLURM_CONTAINER: docker: the node's engine, inside the case's allocation).
 
 docker-py's own ``ssh://`` transport opens fresh paramiko connections that
 only read ``~/.ssh/known_hosts`` and ``~/.ssh/config``; it cannot use the
 key file and known_hosts named in host.yaml. Instead each Docker API
 connection here is a channel on the existing SSH transport running
 ``docker system dial-stdio`` (what the docker CLI's ssh transport does), served
-to the SDK through a private local unix socket.
+to the SDK through the socket.
 
-Each channel starts a ``docker`` CLI process on the host, so the SDK client must
+Each channel (or command) starts a ``docker`` CLI process on the host, so the SDK client must
 keep its connections (``utils/docker_session.py``: one connection pool per client,
 not docker-py's pool per URL): a handful of channels serve a whole run.
 """
@@ -18,6 +26,7 @@ import os
 import select
 import shutil
 import socket
+import subprocess
 import tempfile
 import threading
 import time
@@ -31,9 +40,11 @@ EXEC_TIMEOUT_S = 30
 DRAIN_TIMEOUT_S = 10
 
 
-class DockerOverSsh:
-    def __init__(self, transport: paramiko.Transport, label: str) -> None:
-        self.transport = transport
+class _UnixForwarder:
+    """A private unix socket (a 0700 temporary folder) whose every connection is
+    handed to ``_serve`` on its own thread; ``close`` ends them all at once."""
+
+    def __init__(self, label: str) -> None:
         self.label = label
         self._dir = Path(tempfile.mkdtemp(prefix="inferperf-docker-"))
         os.chmod(self._dir, 0o700)
@@ -44,7 +55,6 @@ class DockerOverSsh:
         self._closed = threading.Event()
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
-        self._open: set = set()  # live (conn, channel) pairs, closed at once by close()
         self.channels_opened = 0
         self._accept_thread = threading.Thread(target=self._accept, name=f"docker-fwd-{label}", daemon=True)
         self._accept_thread.start()
@@ -59,12 +69,44 @@ class DockerOverSsh:
                 conn, _ = self._server.accept()
             except OSError:
                 return
-            thread = threading.Thread(target=self._pump, args=(conn,), daemon=True)
+            thread = threading.Thread(target=self._serve, args=(conn,), daemon=True)
             with self._lock:
                 self._threads = [t for t in self._threads if t.is_alive()] + [thread]
             thread.start()
 
-    def _pump(self, conn: socket.socket) -> None:
+    def _serve(self, conn: socket.socket) -> None:
+        raise NotImplementedError
+
+    def _close_streams(self) -> None:
+        """End every connection still open (called by close, after the listener)."""
+
+    def close(self) -> None:
+        """Stop at once: close the listener and every open stream (a pump would
+        otherwise notice only at its next select timeout), then reap the threads."""
+        self._closed.set()
+        try:
+            self._server.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        try:
+            self._server.close()
+        except OSError:
+            pass
+        self._close_streams()
+        with self._lock:
+            threads = list(self._threads)
+        for thread in threads:
+            thread.join(timeout=2)
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+
+class DockerOverSsh(_UnixForwarder):
+    def __init__(self, transport: paramiko.Transport, label: str) -> None:
+        self.transport = transport
+        self._open: set = set()  # live (conn, channel) pairs, closed at once by close()
+        super().__init__(label)
+
+    def _serve(self, conn: socket.socket) -> None:
         channel = None
         try:
             channel = self.transport.open_session(timeout=15)
@@ -140,26 +182,53 @@ class DockerOverSsh:
         time.sleep(0.005)  # readable with nothing to read yet: do not spin
         return True
 
-    def close(self) -> None:
-        """Stop at once: close the listener and every open channel (a pump would
-        otherwise notice only at its next select timeout), then reap the threads."""
-        self._closed.set()
-        try:
-            self._server.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        try:
-            self._server.close()
-        except OSError:
-            pass
+    def _close_streams(self) -> None:
         with self._lock:
-            pairs, threads = list(self._open), list(self._threads)
+            pairs = list(self._open)
         for conn, channel in pairs:
             channel.close()
             try:
                 conn.close()
             except OSError:
                 pass
-        for thread in threads:
-            thread.join(timeout=2)
-        shutil.rmtree(self._dir, ignore_errors=True)
+
+
+class DockerOverCommand(_UnixForwarder):
+    """Each connection is one run of ``argv`` with the connection as its stdin and
+    stdout: the kernel carries the bytes, no pump thread. The command must pass its
+    stdio through unbuffered (srun: ``--unbuffered``); it runs in its own session, so a
+    Ctrl-C at the terminal reaches run.py only, which ends these itself."""
+
+    def __init__(self, argv: list[str], label: str, env: dict[str, str] | None = None) -> None:
+        self.argv = list(argv)
+        self.env = env
+        self._procs: list[subprocess.Popen] = []
+        super().__init__(label)
+
+    def _serve(self, conn: socket.socket) -> None:
+        try:
+            proc = subprocess.Popen(self.argv, stdin=conn.fileno(), stdout=conn.fileno(), stderr=subprocess.PIPE, env=self.env, start_new_session=True)
+        except OSError as exc:
+            logger.warning(f"host {self.label}: cannot run {self.argv[0]} for the Docker engine: {exc.strerror or exc}")
+            conn.close()
+            return
+        conn.close()  # the child holds it now
+        with self._lock:
+            self.channels_opened += 1
+            self._procs = [p for p in self._procs if p.poll() is None] + [proc]
+        _, err = proc.communicate()
+        text = err.decode(errors="replace").strip()
+        if proc.returncode not in (0, None) and text and not self._closed.is_set():
+            logger.debug(f"host {self.label}: docker dial-stdio ended with status {proc.returncode}: {text[-300:]}")
+
+    def _close_streams(self) -> None:
+        with self._lock:
+            procs = [p for p in self._procs if p.poll() is None]
+        for proc in procs:
+            proc.terminate()
+        deadline = time.monotonic() + 5
+        for proc in procs:
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()

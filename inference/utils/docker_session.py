@@ -92,6 +92,7 @@ class SshTransport(SshHost):
     each one SFTP request."""
 
     local = False
+    engine_words = "Docker engine"
 
     @property
     def connected(self) -> bool:
@@ -141,6 +142,7 @@ class LocalTransport:
     SshTransport, so DockerSession has one code path."""
 
     local = True
+    engine_words = "the local Docker engine"
 
     def __init__(self, host) -> None:
         self.host = host
@@ -258,10 +260,7 @@ class DockerSession(HostSession):
     def __init__(self, *args, build_log_dir: Path, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         config = self.config
-        if is_local_engine(config, self.host):
-            self.remote: SshTransport | LocalTransport = LocalTransport(self.host)
-        else:
-            self.remote = SshTransport(self.host, config.ssh_user, config.ssh_key_file, config.known_hosts, config.trust_on_first_use)
+        self.remote = self.make_transport()
         self.build_log_dir = build_log_dir
         self.forward: DockerOverSsh | None = None
         self.client: docker.DockerClient | None = None
@@ -275,10 +274,20 @@ class DockerSession(HostSession):
         self._stopped_cases: list[_Container] = []
         self._closed = False
         self._remote_log = ""
-        workdir = config.remote_workdir
-        self.run_dir = posixpath.join(workdir, "runs", slug(self.run_id), slug(self.label))
+        self.workdir = self.host_workdir()
+        self.run_dir = posixpath.join(self.workdir, "runs", slug(self.run_id), slug(self.label))
         opts = parse_container_options(config.container_opt, str(config.path))
         self.container_options = merge_options(opts, vendor_container_options(config.flagperf_path, config.vendor))
+
+    def make_transport(self) -> "SshTransport | LocalTransport":
+        config = self.config
+        if is_local_engine(config, self.host):
+            return LocalTransport(self.host)
+        return SshTransport(self.host, config.ssh_user, config.ssh_key_file, config.known_hosts, config.trust_on_first_use)
+
+    def host_workdir(self) -> str:
+        """The folder on the host that holds code/, onnxs/ and runs/ (layout above)."""
+        return self.config.remote_workdir
 
     # ---- preparation --------------------------------------------------------
     def prepare(self) -> None:
@@ -313,7 +322,7 @@ class DockerSession(HostSession):
             one_connection_pool(self.client)
             self.client.ping()
         except (DockerException, requests.RequestException) as exc:
-            where = "the local Docker engine" if self.remote.local else "Docker engine"
+            where = self.remote.engine_words
             raise HostError(f"host {self.label}: {where} not reachable ({_reason(exc)}); is dockerd running and the docker CLI installed?") from None
         self.sweep_orphans()
 
@@ -338,7 +347,7 @@ class DockerSession(HostSession):
         """Upload inference/ once per code version; an existing complete copy is reused."""
         remote = self.remote
         version = code_version(self.config.flagperf_path)
-        root = posixpath.join(self.config.remote_workdir, "code")
+        root = posixpath.join(self.workdir, "code")
         final = posixpath.join(root, version)
         self.code_dir = posixpath.join(final, "inference")
         if remote.exists(posixpath.join(final, ".complete")):
@@ -360,7 +369,7 @@ class DockerSession(HostSession):
         finally:
             if remote.exists(staging):
                 remote.remove_tree(staging)
-        remote.makedirs(posixpath.join(self.config.remote_workdir, "onnxs"))
+        remote.makedirs(posixpath.join(self.workdir, "onnxs"))
 
     def _ensure_image(self) -> str:
         config = self.config
@@ -400,8 +409,7 @@ class DockerSession(HostSession):
 
     def start(self, role: str, argv: list[str], spec, env: dict[str, str], stdout: Path | None):
         """A monitor is created and started in the background (the two monitors and the
-        case container's creation overlap the lifecycle's monitor start-up window); its
-        first wait() reports a failed start. The case container, created meanwhile with
+        case container's creation overlap); its first wait() reports a failed start. The case container, created meanwhile with
         the same command line, only needs starting."""
         if role != "case":
             handle = _Container(self.label, role, poll=True)
@@ -425,7 +433,7 @@ class DockerSession(HostSession):
             self._remote_log: {"bind": f"{CONTAINER_ROOT}/log", "mode": "rw"},
         }
         if role == "case":
-            onnxs = posixpath.join(self.config.remote_workdir, "onnxs")
+            onnxs = posixpath.join(self.workdir, "onnxs")
             volumes[spec.data_dir] = {"bind": f"{CONTAINER_ROOT}/data", "mode": "ro"}
             volumes[onnxs] = {"bind": f"{CONTAINER_ROOT}/inference/onnxs", "mode": "rw"}
         options = dict(self.container_options)
@@ -594,6 +602,14 @@ class DockerSession(HostSession):
             except (DockerException, requests.RequestException):
                 pass
 
+    def sweep_run(self) -> None:
+        """Remove every container of this run and host on the engine, by label and name."""
+        try:
+            for container in self.client.containers.list(all=True, filters={"label": f"{LABEL_RUN}={self.run_id}", "name": f"-{slug(self.label)}-"}):
+                container.remove(force=True)
+        except (DockerException, requests.RequestException) as exc:
+            logger.warning(f"host {self.label}: container sweep failed: {_reason(exc)}")
+
     def cleanup(self) -> None:
         with self._lock:
             if self._closed:
@@ -601,12 +617,7 @@ class DockerSession(HostSession):
             self._closed = True
         if self.client is not None:
             self._remove_all()
-            try:
-                # Sweep by label too: nothing of this run survives on this engine.
-                for container in self.client.containers.list(all=True, filters={"label": f"{LABEL_RUN}={self.run_id}", "name": f"-{slug(self.label)}-"}):
-                    container.remove(force=True)
-            except (DockerException, requests.RequestException) as exc:
-                logger.warning(f"host {self.label}: container sweep failed: {_reason(exc)}")
+            self.sweep_run()
         if self.remote.connected:
             try:
                 # Each case's files were fetched and removed: the run dir is empty, and one

@@ -133,6 +133,12 @@ class HostConfig:
                 raise ConfigError(f"{self.path}: key '{key}' {exc}") from None
         del self._base
 
+    @property
+    def in_container(self) -> bool:
+        """The pipeline runs in the vendor's image: MODE docker, or MODE slurm with
+        SLURM_CONTAINER: docker (the image's requirements are the image's business)."""
+        return self.mode == "docker" or (self.mode == "slurm" and self.slurm_container == "docker")
+
     @classmethod
     def from_yaml(cls, path: str | Path, inference_dir: Path) -> "HostConfig":
         """Parse and validate host.yaml; relative paths are relative to ``inference_dir``."""
@@ -518,9 +524,9 @@ def _check_slurm_python(cfg: HostConfig, value: Any) -> str:
 def _check_slurm_container(cfg: HostConfig, value: Any) -> str:
     if not _slurm_only(cfg, value, "none"):
         return "none"
-    if value != "none":
-        raise ValueError(f"must be none (the vendor container on Slurm nodes is not supported yet: docs/scaling.md), got {shown(value)}")
-    return "none"
+    if value not in ("none", "docker"):
+        raise ValueError(f"must be none (natively on the node) or docker (the vendor container through the node's Docker engine), got {shown(value)}")
+    return value
 
 
 def _plain(check: Callable[[Any], Any]) -> Callable[[HostConfig, Any], Any]:

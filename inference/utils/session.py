@@ -2,8 +2,9 @@
 
 ``HostSession.run_case`` is the template every way of running a case follows:
 
-    start monitors -> check they live -> start the pipeline -> wait (CASE_TIMEOUT,
-    interrupt, host lost) -> stop -> collect files -> outcome
+    start monitors -> start the pipeline -> wait (CASE_TIMEOUT, interrupt, host
+    lost; once, after MONITOR_STARTUP_S, check the monitors live) -> stop ->
+    collect files -> outcome
 
 An executor (``utils/local_session.py``: child processes on this machine;
 ``utils/docker_session.py``: containers on a host reached over SSH) supplies only
@@ -302,14 +303,13 @@ class HostSession:
                 outcome.monitors[monitor.name] = str(local_dir / monitor.output)
                 argv = monitor.argv(self.python, log_dir, self.config.monitor_interval)
                 monitors.append(Started(f"mon-{monitor.name}", self.start(f"mon-{monitor.name}", argv, spec, env, None), monitor))
-            dead = self._dead_monitor(monitors, started_at)
             if self.abort.is_set():
                 outcome.fail("interrupted", "run interrupted (SIGINT/SIGTERM) before the pipeline started", "interrupted")
-            elif dead:
-                outcome.fail("monitors", dead)
             else:
+                # The pipeline starts at once; the monitors' start-up check runs while it
+                # imports (MONITOR_STARTUP_S after the monitors started, or when it ends sooner).
                 pipeline = Started("case", self.start("case", self.pipeline_argv(log_dir, spec), spec, env, local_dir / "stdout.log"))
-                code = self._wait_pipeline(pipeline, outcome)
+                code = self._wait_pipeline(pipeline, outcome, monitors, started_at + MONITOR_STARTUP_S)
                 if code not in (None, 0):
                     detail = self.exit_detail(pipeline.handle)  # before end_case releases what it asks about
         except HostError as exc:
@@ -327,7 +327,7 @@ class HostSession:
             self.end_case(spec)
         outcome.exit_code = code
         outcome.wall_time_s = time.monotonic() - started_at
-        if pipeline is None or outcome.status in ("timeout", "interrupted") or outcome.step == "host":
+        if pipeline is None or outcome.status in ("timeout", "interrupted") or outcome.step in ("host", "monitors"):
             return _with_pipeline_step(outcome)
         outcome = read_outcome(outcome, code, describe_exit(code, detail))
         if detail and detail != "oom" and outcome.status != "success":
@@ -335,14 +335,8 @@ class HostSession:
             outcome.fail(outcome.step or "pipeline", f"{detail}; the pipeline reported: {outcome.error}")
         return outcome
 
-    def _dead_monitor(self, monitors: list[Started], started_at: float) -> str | None:
-        """A monitor that exits at once breaks the contract; say which file. An interrupt
-        during the check is not a monitor's fault: the caller looks at abort first."""
-        deadline = started_at + MONITOR_STARTUP_S
-        while time.monotonic() < deadline and not self.abort.is_set():
-            time.sleep(min(POLL_S, max(0.0, deadline - time.monotonic())))
-        if self.abort.is_set():
-            return None
+    def _dead_monitor(self, monitors: list[Started]) -> str | None:
+        """A monitor that exited within its start-up window breaks the contract; say which file."""
         for item in monitors:
             code = self.wait(item.handle, 0)
             if code is not None:
@@ -350,18 +344,25 @@ class HostSession:
                 return f"{item.monitor.source} exited at once with status {code}: {detail}"
         return None
 
-    def _wait_pipeline(self, pipeline: Started, outcome: CaseOutcome) -> int | None:
-        """Wait for the pipeline within CASE_TIMEOUT, watching for an interrupt."""
+    def _wait_pipeline(self, pipeline: Started, outcome: CaseOutcome, monitors: list[Started], monitors_checked_at: float) -> int | None:
+        """Wait for the pipeline within CASE_TIMEOUT, watching for an interrupt, and check
+        once, at ``monitors_checked_at`` or when the pipeline ends sooner, that every
+        monitor lives. An interrupt is never read as a monitor's fault."""
         deadline = time.monotonic() + self.config.case_timeout
+        checked = False
         while True:
             code = self.wait(pipeline.handle, POLL_S)
-            if code is not None:
-                if self.abort.is_set():
-                    outcome.fail("interrupted", "run interrupted (SIGINT/SIGTERM)", "interrupted")
-                return code
             if self.abort.is_set():
                 outcome.fail("interrupted", "run interrupted (SIGINT/SIGTERM)", "interrupted")
-                return None
+                return code
+            if not checked and (code is not None or time.monotonic() >= monitors_checked_at):
+                checked = True
+                dead = self._dead_monitor(monitors)
+                if dead:
+                    outcome.fail("monitors", dead)
+                    return code
+            if code is not None:
+                return code
             if time.monotonic() >= deadline:
                 outcome.fail("timeout", f"case exceeded CASE_TIMEOUT of {self.config.case_timeout:.0f} s and was stopped", "timeout")
                 return None

@@ -14,7 +14,8 @@ The primitives of utils/session.py on a Slurm cluster (utils/slurm.py talks to i
   which also ends any step left on the node.
 
 The code is copied once per version into SLURM_SHARED_DIR/code/<hash>/inference
-(the nodes run it natively with SLURM_PYTHON, ``SLURM_CONTAINER: none``).
+(the nodes run it natively with SLURM_PYTHON, ``SLURM_CONTAINER: none``; for
+``SLURM_CONTAINER: docker`` see utils/slurm_docker_session.py).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import secrets
 import shutil
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from loguru import logger
@@ -38,6 +40,7 @@ from utils.slurm import SlurmClient
 CODE_SKIP = ("onnxs", "result", "__pycache__", ".pytest_cache")
 JOB_MARGIN_S = 120.0  # the job outlives CASE_TIMEOUT by this much: monitors stop, files flush
 PROBE_TIMEOUT_S = 120.0
+PROBE_PARALLEL = 16  # probe jobs in flight at once
 JOB_STATE_WAIT_S = 10.0  # how long a step's end may precede its job's final state
 
 
@@ -48,51 +51,68 @@ def slurm_client(config: HostConfig) -> SlurmClient:
 def check_slurm(config: HostConfig) -> None:
     """Before anything is submitted: sbatch present, controller reachable, partition known,
     and SLURM_SHARED_DIR visible from every node in HOSTS (a probe job per node writes a
-    file there). Raises ConfigError (exit 2) naming the key or node."""
-    shared = Path(config.slurm_shared_dir)
+    file there; the probes run side by side). Raises ConfigError (exit 2) naming the key
+    or node, the first in HOSTS order."""
     client = slurm_client(config)
     client.check(config.slurm_partition)
-    for host in config.hosts:
-        token = f".probe-{slug(host.address)}-{secrets.token_hex(4)}"
-        target = shared / token
+    with ThreadPoolExecutor(max_workers=min(len(config.hosts), PROBE_PARALLEL), thread_name_prefix="probe") as pool:
+        errors = list(pool.map(lambda host: _probe_node(config, client, host.address), config.hosts))
+    for error in errors:
+        if error is not None:
+            raise error
+
+
+def _probe_node(config: HostConfig, client: SlurmClient, node: str) -> ConfigError | None:
+    shared = Path(config.slurm_shared_dir)
+    target = shared / f".probe-{slug(node)}-{secrets.token_hex(4)}"
+    if config.slurm_container == "docker":  # the node needs docker, not a Python (checked in prepare)
+        argv = ["sh", "-c", 'printf ok > "$1"', "sh", str(target)]
+    else:
         argv = [config.slurm_python, "-c", "import pathlib, sys; pathlib.Path(sys.argv[1]).write_text('ok')", str(target)]
-        try:
-            job = client.submit(
-                argv,
-                job_name="inferperf-probe",
-                output_path=os.devnull,
-                workdir=str(shared),
-                partition=config.slurm_partition,
-                account=config.slurm_account,
-                time_limit_s=60,
-                nodelist=host.address,
-            )
-            state = client.wait(job, timeout_s=PROBE_TIMEOUT_S, pending_timeout_s=config.slurm_pending_timeout)
-        except HostError as exc:
-            raise ConfigError(f"{config.path}: key 'HOSTS' entry {host.address!r}: the probe job failed: {exc}") from None
-        try:
-            seen = target.read_text() == "ok"
-            target.unlink()
-        except OSError:
-            seen = False
-        if not seen:
-            raise ConfigError(
-                f"{config.path}: key 'SLURM_SHARED_DIR': {shared} is not shared with node {host.address} "
-                f"(a probe job there {state.describe()}, and its file did not appear here)"
-            )
+    try:
+        job = client.submit(
+            argv,
+            job_name="inferperf-probe",
+            output_path=os.devnull,
+            workdir=str(shared),
+            partition=config.slurm_partition,
+            account=config.slurm_account,
+            time_limit_s=60,
+            nodelist=node,
+        )
+        state = client.wait(job, timeout_s=PROBE_TIMEOUT_S, pending_timeout_s=config.slurm_pending_timeout)
+    except HostError as exc:
+        return ConfigError(f"{config.path}: key 'HOSTS' entry {node!r}: the probe job failed: {exc}")
+    try:
+        seen = target.read_text() == "ok"
+        target.unlink()
+    except OSError:
+        seen = False
+    if not seen:
+        return ConfigError(
+            f"{config.path}: key 'SLURM_SHARED_DIR': {shared} is not shared with node {node} "
+            f"(a probe job there {state.describe()}, and its file did not appear here)"
+        )
+    return None
 
 
-class SlurmSession(LocalSession):
-    """Inherits the local process primitives (srun runs on this machine) and adds the job."""
+class SlurmJobs:
+    """The job a case runs in, shared by both ways of running on Slurm (natively:
+    SlurmSession below; in the vendor container: utils/slurm_docker_session.py).
 
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        config = self.config
-        self.python = config.slurm_python
-        self.client = slurm_client(config)
-        self.shared = Path(config.slurm_shared_dir)
-        self.run_root = self.shared / "runs" / slug(self.run_id) / slug(self.label)
-        self.code_dir: Path | None = None
+    ``submit_job`` holds an allocation on the host's node (a ``sleep`` job with the
+    time limit CASE_TIMEOUT plus a margin) and waits until it RUNS, at most
+    SLURM_PENDING_TIMEOUT; ``job_detail`` names its end when it ended first; every
+    job submitted is cancelled by ``cancel_job`` or, at the latest, ``cancel_jobs``."""
+
+    config: HostConfig
+    host: object
+    label: str
+    abort: threading.Event
+
+    def init_jobs(self) -> None:
+        self.slurm = slurm_client(self.config)
+        self.shared = Path(self.config.slurm_shared_dir)
         self.job_id: str | None = None
         self._jobs: set[str] = set()
         self._job_lock = threading.Lock()
@@ -100,6 +120,85 @@ class SlurmSession(LocalSession):
     @property
     def node(self) -> str:
         return self.host.address
+
+    def submit_job(self, name: str, log: Path) -> str:
+        config = self.config
+        job = self.slurm.submit(
+            ["sleep", str(int(config.case_timeout + JOB_MARGIN_S))],
+            job_name=f"inferperf-{slug(name)}",
+            output_path=str(log / "slurm-job.out"),
+            workdir=str(log),
+            partition=config.slurm_partition,
+            account=config.slurm_account,
+            time_limit_s=config.case_timeout + JOB_MARGIN_S,
+            gpus_per_node=config.slurm_gpus_per_node,
+            nodelist=self.node,
+        )
+        with self._job_lock:
+            self.job_id = job
+            self._jobs.add(job)
+        state = self.slurm.wait_running(job, config.slurm_pending_timeout, self.abort)
+        logger.info(f"node {self.label}: {name} runs in slurm job {job} on node {state.node}")
+        return job
+
+    def step_argv(self, name: str, chdir: str | None = None, unbuffered: bool = False) -> list[str]:
+        """``srun`` running one task as a step of the current job (``--overlap``: beside
+        the job's sleep and the other steps); the command follows."""
+        argv = ["srun", f"--jobid={self.job_id}", "--overlap", "--ntasks=1", "--nodes=1", f"--nodelist={self.node}"]
+        if chdir is not None:
+            argv.append(f"--chdir={chdir}")
+        if unbuffered:
+            argv.append("--unbuffered")  # byte streams (the Docker API), not lines
+        return argv + ["--export=ALL", "--quiet", f"--job-name={name}", "--"]
+
+    def job_detail(self) -> str | None:
+        """The job's end when it ended (time limit, node failure, cancelled): the steps end
+        with it, a moment before slurmctld records the state, so look for a few seconds."""
+        if self.job_id is None:
+            return None
+        started = time.monotonic()
+        while True:
+            try:
+                state = self.slurm.state(self.job_id)
+            except HostError:
+                return None
+            if state.final:
+                return state.describe()
+            waited = time.monotonic() - started
+            if waited >= JOB_STATE_WAIT_S or (state.state == "RUNNING" and waited >= 2.0):
+                return None  # the job lives on: the pipeline ended by itself
+            time.sleep(0.5)
+
+    def cancel_job(self) -> None:
+        with self._job_lock:
+            job, self.job_id = self.job_id, None
+        if job is not None:
+            self._cancel(job)
+
+    def _cancel(self, job: str) -> None:
+        try:
+            self.slurm.cancel(job)
+        except HostError as exc:
+            logger.warning(f"node {self.label}: {exc}")
+        with self._job_lock:
+            self._jobs.discard(job)
+
+    def cancel_jobs(self) -> None:
+        with self._job_lock:
+            jobs = list(self._jobs)
+        for job in jobs:
+            self._cancel(job)
+
+
+class SlurmSession(SlurmJobs, LocalSession):
+    """Inherits the local process primitives (srun runs on this machine) and adds the job."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.init_jobs()
+        self.python = self.config.slurm_python
+        self.run_root = self.shared / "runs" / slug(self.run_id) / slug(self.label)
+        self.code_dir: Path | None = None
 
     # ---- host ---------------------------------------------------------------------
     def prepare(self) -> None:
@@ -147,58 +246,14 @@ class SlurmSession(LocalSession):
         log = self.run_root / slug(spec.key)
         log.mkdir(parents=True, exist_ok=True)
         self._log_dir = log
-        config = self.config
-        job = self.client.submit(
-            ["sleep", str(int(config.case_timeout + JOB_MARGIN_S))],
-            job_name=f"inferperf-{slug(spec.key)}",
-            output_path=str(log / "slurm-job.out"),
-            workdir=str(log),
-            partition=config.slurm_partition,
-            account=config.slurm_account,
-            time_limit_s=config.case_timeout + JOB_MARGIN_S,
-            gpus_per_node=config.slurm_gpus_per_node,
-            nodelist=self.node,
-        )
-        with self._job_lock:
-            self.job_id = job
-            self._jobs.add(job)
-        state = self.client.wait_running(job, config.slurm_pending_timeout, self.abort)
-        logger.info(f"node {self.label}: {spec.key} runs in slurm job {job} on node {state.node}")
+        self.submit_job(spec.key, log)
         return str(log)
 
     def start(self, role: str, argv: list[str], spec: CaseSpec, env: dict[str, str], stdout: Path | None):
-        step = [
-            "srun",
-            f"--jobid={self.job_id}",
-            "--overlap",
-            "--ntasks=1",
-            "--nodes=1",
-            f"--nodelist={self.node}",
-            f"--chdir={self.perf_dir()}",
-            "--export=ALL",
-            "--quiet",
-            f"--job-name={role}",
-            "--",
-        ]
-        return super().start(role, step + argv, spec, env, stdout)
+        return super().start(role, self.step_argv(role, chdir=self.perf_dir()) + argv, spec, env, stdout)
 
     def exit_detail(self, handle: _Child) -> str | None:
-        """The job's end when it ended (time limit, node failure, cancelled): the steps end
-        with it, a moment before slurmctld records the state, so look for a few seconds."""
-        if self.job_id is None:
-            return None
-        started = time.monotonic()
-        while True:
-            try:
-                state = self.client.state(self.job_id)
-            except HostError:
-                return None
-            if state.final:
-                return state.describe()
-            waited = time.monotonic() - started
-            if waited >= JOB_STATE_WAIT_S or (state.state == "RUNNING" and waited >= 2.0):
-                return None  # the job lives on: the pipeline ended by itself
-            time.sleep(0.5)
+        return self.job_detail()
 
     def fetch(self, spec: CaseSpec, log_dir: str, local_dir: Path) -> None:
         source = Path(log_dir)
@@ -212,25 +267,11 @@ class SlurmSession(LocalSession):
         super().fetch(spec, log_dir, local_dir)
 
     def end_case(self, spec: CaseSpec) -> None:
-        with self._job_lock:
-            job, self.job_id = self.job_id, None
-        if job is not None:
-            self._cancel(job)
-
-    def _cancel(self, job: str) -> None:
-        try:
-            self.client.cancel(job)
-        except HostError as exc:
-            logger.warning(f"node {self.label}: {exc}")
-        with self._job_lock:
-            self._jobs.discard(job)
+        self.cancel_job()
 
     def cleanup(self) -> None:
         super().cleanup()
-        with self._job_lock:
-            jobs = list(self._jobs)
-        for job in jobs:
-            self._cancel(job)
+        self.cancel_jobs()
         shutil.rmtree(self.run_root, ignore_errors=True)
         try:
             self.run_root.parent.rmdir()

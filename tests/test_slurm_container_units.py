@@ -1,0 +1,73 @@
+"""SLURM_CONTAINER in host.yaml: its values, where it may appear, and what it switches
+(utils/host_config.py::HostConfig.in_container, run.py's choice of executor)."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from common.errors import ConfigError
+from tests.test_faults_config_units import INFERENCE, host_fields
+
+
+def slurm_fields(tmp_path: Path, **overrides) -> dict:
+    return host_fields(tmp_path, mode="slurm", hosts=["node01"], slurm_shared_dir=str(tmp_path), slurm_partition="debug", **overrides)
+
+
+@pytest.mark.parametrize("value, in_container", [("none", False), ("docker", True)])
+def test_values_and_what_they_switch(tmp_path, value, in_container):
+    from utils.host_config import HostConfig
+
+    config = HostConfig(**slurm_fields(tmp_path, slurm_container=value), inference_dir=INFERENCE)
+    assert config.slurm_container == value and config.in_container is in_container
+
+
+@pytest.mark.parametrize("value", ["podman", "Docker", "", 1, None, ["docker"]])
+def test_other_values_are_one_line_naming_the_key(tmp_path, value):
+    from utils.host_config import HostConfig
+
+    with pytest.raises(ConfigError) as info:
+        HostConfig(**slurm_fields(tmp_path, slurm_container=value), inference_dir=INFERENCE)
+    message = str(info.value)
+    assert message.startswith(f"{tmp_path / 'host.yaml'}: key 'SLURM_CONTAINER' ") and "\n" not in message
+
+
+def test_it_belongs_to_mode_slurm_only(tmp_path):
+    from utils.host_config import HostConfig
+
+    with pytest.raises(ConfigError, match="SLURM_CONTAINER"):
+        HostConfig(**host_fields(tmp_path, mode="local", slurm_container="docker"), inference_dir=INFERENCE)
+    known = tmp_path / "known_hosts"
+    known.touch()
+    docker_fields = host_fields(tmp_path, mode="docker", hosts=["127.0.0.2"], known_hosts=str(known))
+    assert HostConfig(**docker_fields, inference_dir=INFERENCE).in_container
+    assert not HostConfig(**host_fields(tmp_path), inference_dir=INFERENCE).in_container
+
+
+@pytest.mark.parametrize("value, expected", [("none", "SlurmSession"), ("docker", "SlurmDockerSession")])
+def test_run_py_picks_the_executor(tmp_path, value, expected):
+    import run
+    from utils.host_config import HostConfig
+
+    config = HostConfig(**slurm_fields(tmp_path, slurm_container=value), inference_dir=INFERENCE)
+    session = run.make_session(config, 0, "20260101-000000-abcd", threading.Event(), tmp_path)
+    assert type(session).__name__ == expected
+    assert session.node == "node01"
+
+
+def test_the_engine_is_reached_through_an_unbuffered_step_of_the_current_job(tmp_path):
+    """srun forwards a step's stdout by lines unless --unbuffered: a Docker API response
+    without a final newline would never arrive."""
+    import run
+    from utils.host_config import HostConfig
+
+    config = HostConfig(**slurm_fields(tmp_path, slurm_container="docker"), inference_dir=INFERENCE)
+    session = run.make_session(config, 0, "20260101-000000-abcd", threading.Event(), tmp_path)
+    assert session.workdir == str(tmp_path)  # code/, onnxs/, runs/ in SLURM_SHARED_DIR
+    session.job_id = "42"
+    argv = session.step_argv("docker", unbuffered=True)
+    assert argv[:3] == ["srun", "--jobid=42", "--overlap"] and "--unbuffered" in argv and "--nodelist=node01" in argv
+    assert argv[-1] == "--"
+    assert "--unbuffered" not in session.step_argv("case")
