@@ -33,7 +33,7 @@ from docker.errors import APIError, DockerException, NotFound
 from docker.models.containers import _create_container_args
 from loguru import logger
 
-from common.errors import HostError
+from common.errors import HostError, one_line
 from common.files import hash_tree
 from utils.cluster_manager import CommandResult, SshHost
 from utils.container_manager import (
@@ -98,6 +98,12 @@ class SshTransport(SshHost):
     def connected(self) -> bool:
         return self.client is not None
 
+    @property
+    def alive(self) -> bool:
+        """The SSH connection still carries traffic (False after a drop the lifecycle saw)."""
+        transport = self.client.get_transport() if self.client is not None else None
+        return transport is not None and transport.is_active()
+
     def open_docker(self) -> tuple[docker.DockerClient, DockerOverSsh]:
         forward = DockerOverSsh(self.transport, self.label)
         try:
@@ -155,6 +161,8 @@ class LocalTransport:
     @property
     def connected(self) -> bool:
         return self._connected
+
+    alive = connected
 
     def error(self, message: str) -> HostError:
         return HostError(f"host {self.label}: {message}")
@@ -532,6 +540,8 @@ class DockerSession(HostSession):
 
     def fetch(self, spec, log_dir: str, local_dir: Path) -> None:
         self._join_pending()
+        if self.remote.connected and not self.remote.alive:
+            self._reconnect()
         for handle in self._stopped_cases:  # a pipeline stopped (timeout, interrupt): its output so far
             if handle.stdout is not None and handle.streamer is None and not handle.logs_saved:
                 _save_logs(handle)
@@ -546,6 +556,31 @@ class DockerSession(HostSession):
             # Something besides plain files (a folder the pipeline made): cleanup() removes
             # the whole run dir with one command.
             pass
+
+    def _reconnect(self) -> None:
+        """The connection dropped under the case (network, sshd restart): the case has failed,
+        but its containers live on in the host's engine. A new connection (host key checked
+        again) stops and removes them, so that the files can be fetched and the next case
+        starts clean; if the host stays unreachable they end by their own lifetime."""
+        if self._precreated is not None:
+            self._precreated[1].join(timeout=JOIN_S)
+            self._precreated = None
+        with self._lock:
+            self._containers, self._stopped_cases = [], []
+        if self.client is not None:
+            self.client.close()
+        if self.forward is not None:
+            self.forward.close()
+        self.client = self.forward = None
+        self.remote.close()
+        try:
+            self.remote.connect()
+            self._open_engine()
+        except HostError as exc:
+            logger.warning(f"host {self.label}: the case's containers may run on until their lifetime ends: {one_line(exc)}")
+            return
+        self.sweep_run()
+        logger.warning(f"host {self.label}: reconnected after the lost connection and removed the case's containers")
 
     def end_case(self, spec) -> None:
         """Remove the case's containers in the background (the next case need not wait);
