@@ -4,7 +4,7 @@ cluster of N slurmd on this machine (tests/infra/slurm.py, ``--mode slurm``) -- 
 case whose work sleeps instead of computing, so that N hosts on one small machine
 measure the controller, not N pipelines competing for its cores.
 
-    python3 -m bench.scaling [--mode docker|slurm] [--hosts 1,4,8] [--sleep 10] [--cases 1] [--rounds 2]
+    python3 -m bench.scaling [--mode docker|slurm|slurm-docker] [--hosts 1,4,8] [--sleep 10] [--cases 1] [--rounds 2]
     (repository root, as root)
 
 The "sleepy" case exists only in a temporary copy of inference/ made here: its
@@ -28,7 +28,10 @@ counts what run.py starts here: the Slurm client commands (sbatch, squeue,
 scontrol, scancel) and one ``srun`` per step (they are its children). Not counted,
 shown apart as "slurm daemons": slurmctld's and the slurmd's own CPU. Every node
 declares this machine's CPUs, so the nodes share its cores: fine for a case that
-sleeps, not for one that computes.
+sleeps, not for one that computes. ``--mode slurm-docker`` is MODE slurm with
+SLURM_CONTAINER: docker: a prepare job per node, then the case job whose ``srun ...
+docker system dial-stdio`` steps carry the Docker API to the node's engine (this
+machine's, for every node).
 """
 
 from __future__ import annotations
@@ -120,7 +123,7 @@ def write_config(tmp: Path, perf: Path, hosts, data: Path, names: list[str], whe
     return path
 
 
-def write_slurm_config(tmp: Path, perf: Path, cluster: SlurmCluster, count: int, data: Path, names: list[str]) -> Path:
+def write_slurm_config(tmp: Path, perf: Path, cluster: SlurmCluster, count: int, data: Path, names: list[str], container: bool = False) -> Path:
     config = {
         "MODE": "slurm",
         "VENDOR": "cpu",
@@ -133,6 +136,15 @@ def write_slurm_config(tmp: Path, perf: Path, cluster: SlurmCluster, count: int,
         "SLURM_PARTITION": cluster.default_partition,
         "SLURM_PENDING_TIMEOUT": 120,
     }
+    if container:  # SLURM_CONTAINER: docker: the stub and the monitors in the vendor image, on each node's engine
+        wheels = Path("/opt/wheels") if any(Path("/opt/wheels").glob("torch-2.13.0*.whl")) else None
+        config.update(
+            SLURM_CONTAINER="docker",
+            SHM_SIZE="64m",
+            BASE_IMAGE="inferperf/debian-python:bookworm",
+            CA_BUNDLE="/etc/ssl/certs/ca-certificates.crt",
+            **({"PIP_WHEELS_DIR": str(wheels)} if wheels is not None else {}),
+        )
     path = tmp / f"hosts{count}.yaml"
     path.write_text(yaml.safe_dump(config))
     return path
@@ -200,7 +212,12 @@ def measure_docker(tmp: Path, perf: Path, names: list[str], counts: list[int], r
     return rows
 
 
-def measure_slurm(tmp: Path, perf: Path, names: list[str], counts: list[int], rounds: int) -> dict[int, list[tuple[float, float, float]]]:
+Rows = dict[int, list[tuple[float, float, float]]]
+
+
+def measure_slurm(tmp: Path, perf: Path, names: list[str], counts: list[int], rounds: int, container: bool = False) -> Rows:
+    if container:
+        ensure_base_image(client=ensure_docker())
     print(f"starting a Slurm cluster of {max(counts)} nodes ...", flush=True)
     cluster = start_slurm(tmp / "slurm", nodes=max(counts))
     try:
@@ -208,7 +225,7 @@ def measure_slurm(tmp: Path, perf: Path, names: list[str], counts: list[int], ro
         daemons = [proc.pid for name, proc in cluster.processes.items() if name.startswith("slurm")]
         data = Path(cluster.shared_dir) / "data"
         data.mkdir()
-        configs = {n: write_slurm_config(tmp, perf, cluster, n, data, names) for n in counts}
+        configs = {n: write_slurm_config(tmp, perf, cluster, n, data, names, container) for n in counts}
         print(f"warming caches (code copy to the shared dir) with {max(counts)} hosts ...", flush=True)
         timed_run(configs[max(counts)], perf, max(counts) * len(names), env, daemons)
         rows: dict[int, list[tuple[float, float, float]]] = {n: [] for n in counts}
@@ -223,7 +240,8 @@ def measure_slurm(tmp: Path, perf: Path, names: list[str], counts: list[int], ro
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--mode", choices=("docker", "slurm"), default="docker", help="MODE of the runs (default %(default)s)")
+    modes = ("docker", "slurm", "slurm-docker")  # slurm-docker: MODE slurm with SLURM_CONTAINER: docker
+    parser.add_argument("--mode", choices=modes, default="docker", help="MODE of the runs (default %(default)s)")
     parser.add_argument("--hosts", default="1,4,8", help="comma-separated host counts (default %(default)s)")
     parser.add_argument("--sleep", type=float, default=10.0, help="seconds each case sleeps in its container (slurm: in its job)")
     parser.add_argument("--cases", type=int, default=1, help="cases per run (each host runs them one after another)")
@@ -233,10 +251,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="inferperf-scale-") as tmp_name:
         tmp = Path(tmp_name)
         perf, names = make_tree(tmp, args.sleep, args.cases)
-        measure = measure_slurm if args.mode == "slurm" else measure_docker
-        rows = measure(tmp, perf, names, counts, args.rounds)
+        if args.mode == "docker":
+            rows = measure_docker(tmp, perf, names, counts, args.rounds)
+        else:
+            rows = measure_slurm(tmp, perf, names, counts, args.rounds, container=args.mode == "slurm-docker")
     per_case = args.sleep * len(names)
-    slurm = args.mode == "slurm"
+    slurm = args.mode.startswith("slurm")
     print(f"\nMODE {args.mode}: sleep {args.sleep:g} s x {len(names)} case(s) per host; median of {args.rounds} round(s)")
     print(
         f"{'hosts':>5} {'wall s':>7} {'x 1 host':>8} {'overhead s':>10} {'cpu s':>6} {'cpu/host/case':>13} {'marginal cpu/host/case':>22}"
