@@ -102,9 +102,9 @@ def check_cases(config: HostConfig) -> None:
             framework = spec.framework.split("_", 1)[0]
             if not (perf_dir / "benchmarks" / spec.case / framework).is_dir():
                 raise ConfigError(f"{config.path}: key CASES entry '{spec.key}': no benchmarks/{spec.case}/{framework}/")
-            if config.mode == "docker" and not (perf_dir / "docker_images" / config.vendor / spec.framework / "Dockerfile").is_file():
+            if config.in_container and not (perf_dir / "docker_images" / config.vendor / spec.framework / "Dockerfile").is_file():
                 raise ConfigError(f"{config.path}: key CASES entry '{spec.key}': no docker_images/{config.vendor}/{spec.framework}/Dockerfile")
-            native = config.mode in ("local", "slurm")  # slurm runs natively on the nodes (SLURM_CONTAINER: none)
+            native = not config.in_container
             if native:  # MODE docker installs them into the image (utils/image_manager.py)
                 check_case_requirements(perf_dir, spec.case, spec.framework)
             case_config = load_case_config(
@@ -135,6 +135,10 @@ def make_session(config: HostConfig, index: int, run_id: str, abort: threading.E
         from utils.local_session import LocalSession
 
         return LocalSession(config, index, run_id, abort)
+    if config.mode == "slurm" and config.in_container:
+        from utils.slurm_docker_session import SlurmDockerSession
+
+        return SlurmDockerSession(config, index, run_id, abort, build_log_dir=run_dir)
     if config.mode == "slurm":
         from utils.slurm_session import SlurmSession
 
@@ -255,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
             display = ProgressConsole(len(config.cases) * len(sessions)).start()
         except ImportError as exc:  # rich missing (a venv older than pyproject.toml): the plain console
             logger.debug(f"no progress display: {one_line(exc)}")
-    if config.mode == "docker":
+    if config.in_container:
         logger.info("preparing the hosts: code sync and image check (an image build takes minutes the first time)")
     echo = _console_echo(config) if args.verbose else display.echo if display else None
     for session in sessions:

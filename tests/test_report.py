@@ -1,4 +1,4 @@
-"""report.html (self-contained, every plot present, renders in a real browser) and multi-host aggregation.
+"""report.html (self-contained, every plot present with its plotly spec, renders in a real browser) and multi-host aggregation.
 
 The runs are synthetic: ``make_run`` writes what run.py and run_inference.py
 write (summary.json; per case and host result.json, latencies.npz and the
@@ -7,7 +7,6 @@ monitors' JSON lines) from seeded random latencies, so every figure is known.
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import shutil
@@ -22,7 +21,7 @@ import pytest
 from common.record import read_latencies, write_latencies
 from common.stats import LatencyStats
 from utils.aggregate import aggregate_records, with_aggregates
-from utils.report import pareto_front, phase_spans, write_report
+from utils.report import decimate, ecdf_points, pareto_front, phase_spans, plotly_js, script_json, write_report
 from utils.summary import write_summary
 
 INFERENCE = Path(__file__).resolve().parents[1] / "inference"
@@ -44,6 +43,7 @@ def make_run(
     seed: int = 0,
     rows=((1, "offline", 1), (4, "offline", 1), (16, "offline", 1)),
     status: str = "success",
+    ops: list[dict] | None = None,
 ) -> Path:
     """A finished run directory; host i's latencies are ``scale`` x (1 + i) times the base ones."""
     run_dir = root / name
@@ -102,7 +102,9 @@ def make_run(
                     "fallback_ops": ["NonZero"],
                     "segments": [{"is_fallback": False}, {"is_fallback": True}],
                 },
-                "performance_data": [{"node": f"n{k}", "op_type": "Conv", "calls": 5, "mean_ms": 1.0 / (k + 1), "total_ms": 5.0 / (k + 1)} for k in range(4)],
+                "performance_data": ops
+                if ops is not None
+                else [{"node": f"n{k}", "op_type": "Conv", "calls": 5, "mean_ms": 1.0 / (k + 1), "total_ms": 5.0 / (k + 1)} for k in range(4)],
             },
             "env": {"hostname": host, "cpu_model": "AMD EPYC", "packages": {"onnxruntime": "1.31.1"}},
         }
@@ -162,34 +164,73 @@ def make_run(
     return run_dir
 
 
-class _Collector(HTMLParser):
+class _Page(HTMLParser):
+    """Every start tag, and every <script> element with its text as an HTML parser splits them:
+    text that broke out of a JSON spec would end its element early and fail to parse."""
+
     def __init__(self) -> None:
         super().__init__()
         self.tags: list[tuple[str, dict]] = []
+        self.scripts: list[tuple[dict, str]] = []
+        self._script: tuple[dict, list[str]] | None = None
 
     def handle_starttag(self, tag, attrs):
         self.tags.append((tag, dict(attrs)))
+        if tag == "script":
+            self._script = (dict(attrs), [])
+
+    def handle_data(self, data):
+        if self._script is not None:
+            self._script[1].append(data)
+
+    def handle_endtag(self, tag):
+        if tag == "script" and self._script is not None:
+            self.scripts.append((self._script[0], "".join(self._script[1])))
+            self._script = None
+
+    def plots(self) -> list[dict]:
+        """The plot divs in page order, each with its name and parsed spec."""
+        specs = {attrs.get("id"): text for attrs, text in self.scripts if attrs.get("type") == "application/json"}
+        out = []
+        for tag, attrs in self.tags:
+            if tag == "div" and attrs.get("class") == "plot":
+                text = specs[attrs["id"] + "-spec"]
+                assert "<" not in text and ">" not in text, text[:200]  # nothing in it can end the <script>
+                out.append({"id": attrs["id"], "name": attrs["aria-label"], "style": attrs.get("style", ""), "spec": json.loads(text)})
+        return out
+
+
+def _page(html: str) -> _Page:
+    page = _Page()
+    page.feed(html)
+    page.close()
+    return page
 
 
 def _parse(html: str) -> list[tuple[str, dict]]:
-    collector = _Collector()
-    collector.feed(html)
-    return collector.tags
+    return _page(html).tags
 
 
 # ---- the page ----------------------------------------------------------------------
 def test_report_is_self_contained_with_every_plot(tmp_path):
     run_dir = make_run(tmp_path, "run1")
     html = write_report(run_dir, INFERENCE).read_text(encoding="utf-8")
-    tags = _parse(html)
-    links = [attrs.get(key) for _, attrs in tags for key in ("src", "href") if attrs.get(key)]
+    page = _page(html)
+    links = [attrs.get(key) for _, attrs in page.tags for key in ("src", "href") if attrs.get(key)]
     assert links and not [x for x in links if x.startswith(("http:", "https:", "//", "file:"))]
-    assert not [t for t, _ in tags if t in ("script", "link", "iframe")]
-    images = [attrs for tag, attrs in tags if tag == "img"]
-    assert {img["alt"] for img in images} == PLOTS
-    for img in images:
-        assert img["src"].startswith("data:image/png;base64,")
-        assert base64.b64decode(img["src"].split(",", 1)[1])[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not [t for t, attrs in page.tags if t in ("link", "iframe", "img") or (t == "script" and "src" in attrs)]
+    # plotly.js inlined once, from the installed package; then the one script that draws every plot
+    code = [text for attrs, text in page.scripts if not attrs]
+    assert len(code) == 2 and code[0].strip() == str(plotly_js()).strip() and "plotly.js v" in code[0][:200]
+    assert "Plotly.newPlot" in code[1] and html.count("Plotly.newPlot(div") == 1
+    plots = page.plots()
+    assert [p["name"] for p in plots] == ["throughput vs batch size", "latency distribution", "throughput-latency frontier", "monitor timeline", "top ops"]
+    for p in plots:
+        layout = p["spec"]["layout"]
+        assert p["spec"]["data"] and layout["title"]["text"] and f"width:{layout['width']}px" in p["style"]
+        assert p["spec"]["config"]["toImageButtonOptions"]["filename"] == f"digits:pytorch on 10.0.0.1 {p['name']}"
+    # Without plotly.min.js, the page is a few tens of kB: the specs stay small.
+    assert len(html.encode()) - len(str(plotly_js()).encode()) < 150_000
     # The summary table's figures and the verdict with its reasons; compile report; top ops.
     table = html.split('id="summary"')[1].split("</table>")[0]
     assert "1234.57" in table and ">valid<" in table and "INVALID" not in table
@@ -197,17 +238,169 @@ def test_report_is_self_contained_with_every_plot(tmp_path):
     assert html.count('<td class="l">n0</td>') == 1 and "throughput not stable: synthetic" in html
 
 
+def _specs(run_dir: Path) -> dict[str, dict]:
+    html = write_report(run_dir, INFERENCE).read_text(encoding="utf-8")
+    plots = _page(html).plots()
+    specs = {p["name"]: p["spec"] for p in plots}
+    assert len(specs) == len(plots)  # one host: each plot once
+    return specs
+
+
+def test_each_plot_spec_holds_its_data(tmp_path):
+    run_dir = make_run(tmp_path, "run9", rows=((1, "offline", 1), (4, "offline", 1), (16, "offline", 1), (4, "server", 2)))
+    result = json.loads(next(run_dir.glob("digits:pytorch/*/result.json")).read_text())
+    rows, raw = result["performance"], read_latencies(next(run_dir.glob("digits:pytorch/*")))
+    specs = _specs(run_dir)
+
+    # throughput: a point per row at (batch size, qps), one line per scenario x clients, hollow = invalid (row 1)
+    throughput = specs["throughput vs batch size"]
+    assert throughput["layout"]["title"]["text"] == "Throughput vs batch size (hollow = invalid verdict)"
+    assert [t["name"] for t in throughput["data"]] == ["offline x1", "server x2"]
+    points = {
+        text.split(":")[0]: (x, y, symbol, text)
+        for t in throughput["data"]
+        for x, y, symbol, text in zip(t["x"], t["y"], t["marker"]["symbol"], t["text"], strict=True)
+    }
+    assert list(points) == ["bs 1 offline", "bs 4 offline", "bs 16 offline", "bs 4 server x2"] and len(rows) == 4
+    for i, (row, (x, y, symbol, text)) in enumerate(zip(rows, points.values())):
+        assert x == row["batch_size"] and y == pytest.approx(row["qps"], rel=1e-4)
+        assert (symbol, text.endswith("INVALID")) == (("circle-open", True) if i == 1 else ("circle", False))
+    assert throughput["layout"]["xaxis"]["type"] == "log" and throughput["layout"]["xaxis"]["tickvals"] == [1, 4, 16]
+
+    # latency: the inference pass and every row, each a step CDF on a log axis, n = every query
+    latency = specs["latency distribution"]
+    assert [t["name"] for t in latency["data"]] == [
+        "FlagPerf inference pass (core) (n=800)",
+        "bs 1 offline (n=700)",
+        "bs 4 offline (n=700)",
+        "bs 16 offline (n=700)",
+        "bs 4 server x2 (n=700)",
+    ]
+    assert latency["layout"]["xaxis"]["type"] == "log" and [a["text"] for a in latency["layout"]["annotations"]] == ["p50", "p90", "p99"]
+    for trace, series in zip(latency["data"], ["inference", "performance_0", "performance_1", "performance_2", "performance_3"]):
+        ms = np.sort(raw[series]) / 1e6
+        assert trace["line"]["shape"] == "hv" and len(trace["x"]) <= 500 and trace["x"] == sorted(trace["x"])
+        assert trace["x"][0] == pytest.approx(ms[0], rel=1e-4) and trace["x"][-1] == pytest.approx(ms[-1], rel=1e-4) and trace["y"][-1] == 1.0
+        median = trace["x"][next(i for i, y in enumerate(trace["y"]) if y >= 0.5)]
+        assert median == pytest.approx(np.percentile(ms, 50), rel=0.02)
+
+    # frontier: every row labelled, the frontier trace = pareto_front of (headline latency, qps)
+    frontier = specs["throughput-latency frontier"]
+    everything, front = frontier["data"]
+    assert len(everything["x"]) == 4 and everything["text"][0] == "bs 1 offline (p90)" and front["name"] == "frontier"
+    points = [(r["latency_ms"]["p90"], r["qps"]) for r in rows]
+    expected = [points[i] for i in pareto_front(points)]
+    assert (
+        len(expected) >= 2
+        and front["x"] == pytest.approx([p[0] for p in expected], rel=1e-4)
+        and front["y"] == pytest.approx([p[1] for p in expected], rel=1e-4)
+    )
+
+    # timeline: utilisation and memory panels, the phases shaded in each, one legend entry per kind
+    timeline = specs["monitor timeline"]
+    assert {t["name"] for t in timeline["data"]} == {"system CPU %", "device utilisation %", "system memory used", "device memory used"}
+    assert "yaxis3" not in timeline["layout"]  # no power readings: two panels
+    shapes = timeline["layout"]["shapes"]
+    assert len(shapes) == 2 * (2 + len(rows)) and {s["fillcolor"] for s in shapes} == {"#9ecae1", "#a1d99b", "#fdd0a2"}
+    assert sorted(s["name"] for s in shapes if s.get("showlegend")) == ["inference (measured)", "performance (measured)", "validation (measured)"]
+    validation = next(s for s in shapes if s["yref"] == "y domain" and s["fillcolor"] == "#9ecae1")
+    assert (validation["x0"], validation["x1"]) == (0.5, 1.5)  # seconds since the first monitor sample (T0)
+
+    # top ops: one bar per op, the largest first
+    (bars,) = specs["top ops"]["data"]
+    assert bars["x"] == [5.0, 2.5, 1.6667, 1.25] and bars["orientation"] == "h"
+    assert specs["top ops"]["layout"]["yaxis"]["ticktext"] == ["Conv: n0", "Conv: n1", "Conv: n2", "Conv: n3"]
+
+
+def test_a_hostile_case_name_or_op_name_stays_inside_its_script(tmp_path):
+    """A case or op named "</script>..." must neither end a spec's <script> element nor reach the page as markup."""
+    hostile = "</script><script>window.__pwned=1</script><!--"
+    ops = [{"node": hostile, "op_type": "Conv</SCRIPT >", "calls": 1, "mean_ms": 1.0, "total_ms": 1.0}]
+    run_dir = make_run(tmp_path, "run10", case=hostile, ops=ops)
+    html = write_report(run_dir, INFERENCE).read_text(encoding="utf-8")
+    page = _page(html)
+    assert len(page.scripts) == 2 + 5 and "__pwned" not in "".join(text for attrs, text in page.scripts if not attrs)
+    plots = page.plots()  # each spec parses whole, and holds the names unchanged
+    assert len(plots) == 5 and all(p["spec"]["config"]["toImageButtonOptions"]["filename"].startswith(hostile + ":pytorch on ") for p in plots)
+    (bars,) = plots[-1]["spec"]["data"]
+    assert bars["text"] == [f"Conv</SCRIPT >: {hostile}"]
+    assert html.count("<script") == 7 and html.lower().count("</script") == 7  # the name appears escaped everywhere else
+    assert "&lt;/script&gt;&lt;script&gt;window.__pwned=1" in html
+
+
+def test_script_json_escapes_markup_and_drops_non_finite_numbers():
+    value = {"a": "</script><!-- & >", "b": [1.5, float("nan"), float("inf")], "c": "é\u2028"}
+    text = script_json(value)
+    assert not set(text) & set("<>&") and text.isascii()
+    assert json.loads(text) == {"a": "</script><!-- & >", "b": [1.5, None, None], "c": "é\u2028"}
+
+
+def test_long_series_are_downsampled_on_the_exact_curve():
+    values = np.random.default_rng(3).lognormal(np.log(2e6), 0.5, 100_000).astype(np.int64)
+    xs, ys = ecdf_points(values)
+    ms, n = np.sort(values) / 1e6, len(values)
+    assert len(xs) <= 500 and xs[0] == ms[0] and xs[-1] == ms[-1] and ys[-1] == 1.0
+    # every kept point is a step of the exact CDF; the tail is kept densely (p99.9 and beyond)
+    ranks = np.round(ys * n).astype(int)
+    assert np.array_equal(ms[ranks - 1], xs) and np.all(np.diff(ranks) > 0)
+    assert (ys > 0.999).sum() >= 30 and (ys > 0.99).sum() >= 55  # about 25 points a decade of the tail
+    short = ecdf_points([3, 1, 2])
+    assert short[0].tolist() == [1e-6, 2e-6, 3e-6] and short[1].tolist() == pytest.approx([1 / 3, 2 / 3, 1])
+
+    points = [(t * 0.1, 50.0 + (t % 7)) for t in range(10_000)]
+    points[4321] = (432.1, 999.0)  # a one-sample spike
+    points[8765] = (876.5, -5.0)  # and a dip
+    kept = decimate(points)
+    assert len(kept) <= 2000 and kept == sorted(kept) and set(kept) <= set(points)
+    assert (432.1, 999.0) in kept and (876.5, -5.0) in kept and kept[0] == points[0]
+    assert decimate(points[:100]) == points[:100]
+
+
+def test_a_long_case_makes_a_small_spec(tmp_path):
+    """An hour of 10 Hz monitors and 100 000 queries per row stay within the point limits."""
+    from utils.report import latency_plot, timeline_plot
+
+    raw = {"performance_0": latencies_ns(1, 100_000, 0.3), "performance_1": latencies_ns(2, 100_000, 40.0)}
+    rows = [{"batch_size": 1, "scenario": "offline", "clients": 1}, {"batch_size": 64, "scenario": "offline", "clients": 1}]
+    latency = latency_plot(rows, raw, np.array(latencies_ns(3, 100_000, 1.0)))
+    assert [len(t["x"]) for t in latency["data"]] == [500, 500, 500] or max(len(t["x"]) for t in latency["data"]) <= 500
+    sys_samples = [{"timestamp": T0 + t / 10, "cpu_percent": 50.0, "mem_used_gib": 1.0, "power_w": 200.0 + t % 3} for t in range(36_000)]
+    sys_samples[5]["cpu_percent"] = float("nan")  # a monitor's bad reading is dropped, not written as NaN
+    timeline = timeline_plot(sys_samples, [], [("inference", "inference", T0 + 3, T0 + 20)])
+    assert {t["name"] for t in timeline["data"]} == {"system CPU %", "system memory used", "package power"}
+    assert "yaxis3" in timeline["layout"] and max(len(t["x"]) for t in timeline["data"]) <= 2000
+    text = script_json({"data": latency["data"] + timeline["data"]})
+    assert "NaN" not in text and len(text) < 200_000
+
+
 def test_report_shows_the_multi_host_aggregate_and_invalid_reasons(tmp_path):
     run_dir = make_run(tmp_path, "run2", hosts=("10.0.0.1", "10.0.0.2"))
     html = write_report(run_dir, INFERENCE).read_text(encoding="utf-8")
     assert "all 2 hosts" in html and "inference: contention: synthetic" in html
     assert "invalid on host(s) 10.0.0.2" in html
+    plots = _page(html).plots()
+    assert len(plots) == 11 and len({p["id"] for p in plots}) == 11  # 5 per host, the aggregate's throughput; ids unique
+    (aggregate,) = [p for p in plots if p["spec"]["config"]["toImageButtonOptions"]["filename"].startswith("digits:pytorch on all 2 hosts")]
+    assert aggregate["name"] == "throughput vs batch size" and sum(len(t["x"]) for t in aggregate["spec"]["data"]) == 3
 
 
 def test_report_of_a_failed_case_says_so(tmp_path):
     run_dir = make_run(tmp_path, "run3", status="failed")
     html = write_report(run_dir, INFERENCE).read_text(encoding="utf-8")
     assert "failed at engine_inference" in html and "boom" in html
+
+
+def test_report_without_plotly_still_written_and_says_why(tmp_path, monkeypatch):
+    import run
+    import utils.report as report
+
+    monkeypatch.setattr(report, "plotly_js", lambda: None)
+    run_dir = make_run(tmp_path, "run11")
+    assert run._write_report(run_dir, INFERENCE) == run_dir / "report.html"
+    html = (run_dir / "report.html").read_text(encoding="utf-8")
+    assert "No plots: the Python package plotly" in html and len(_page(html).plots()) == 5 and "1234.57" in html
+    (run_dir / "summary.json").write_text("{not json")  # a report that cannot be written never fails the run
+    assert run._write_report(run_dir, INFERENCE) is None
 
 
 def test_pareto_front_keeps_only_undominated_points():
@@ -278,16 +471,26 @@ def test_latency_file_round_trips_and_caps(tmp_path):
 
 
 # ---- a real headless browser --------------------------------------------------------------
+# Inserted at the top of <head> in a copy of the page: collects errors, then, once every plot
+# div holds plotly's svg.main-svg (or 20 s have passed), writes what it found into <pre id="probe">.
 PROBE = """<script>
 window.__errors = [];
 window.addEventListener('error', e => window.__errors.push('error: ' + (e.message || (e.target && e.target.src) || 'resource')), true);
+window.addEventListener('unhandledrejection', e => window.__errors.push('rejection: ' + e.reason));
 const origError = console.error; console.error = (...a) => { window.__errors.push('console: ' + a.join(' ')); origError(...a); };
 window.addEventListener('load', () => {
-  const imgs = [...document.images];
-  const bad = imgs.filter(i => !(i.complete && i.naturalWidth > 0 && i.getBoundingClientRect().width > 0)).map(i => i.alt);
-  const out = document.createElement('pre'); out.id = 'probe';
-  out.textContent = JSON.stringify({images: imgs.length, broken: bad, errors: window.__errors});
-  document.body.appendChild(out);
+  let tries = 0;
+  const check = () => {
+    const plots = [...document.querySelectorAll('div.plot')];
+    const drawn = d => d.querySelector('svg.main-svg') && d.getBoundingClientRect().width > 0 && d.querySelectorAll('.trace, .shapelayer path').length > 0;
+    const missing = plots.filter(d => !drawn(d)).map(d => d.id + ' ' + d.getAttribute('aria-label'));
+    if (missing.length && ++tries < 200) { setTimeout(check, 100); return; }
+    const out = document.createElement('pre'); out.id = 'probe';
+    out.textContent = JSON.stringify({plots: plots.length, missing: missing, errors: window.__errors, pwned: window.__pwned !== undefined,
+                                      titles: plots.map(d => (d.querySelector('.gtitle') || {}).textContent)});
+    document.body.appendChild(out);
+  };
+  check();
 });
 </script>"""
 
@@ -297,21 +500,25 @@ def _chromium() -> str | None:
 
 
 def test_report_renders_in_headless_chromium(tmp_path):
+    """Every plot drawn by plotly (an svg.main-svg with its traces in each plot div), no JS error,
+    and a case named "</script>..." runs no script of its own."""
     browser = _chromium()
     if browser is None:
         if os.environ.get("CI") == "true":
             pytest.fail("chromium is not installed (scripts/install_system_deps.sh installs it)")
         pytest.skip("chromium is not installed")
-    run_dir = make_run(tmp_path, "run6", hosts=("10.0.0.1", "10.0.0.2"))
+    case = "</script><script>window.__pwned=1</script>digits"
+    run_dir = make_run(tmp_path, "run6", hosts=("10.0.0.1", "10.0.0.2"), case=case)
     page = write_report(run_dir, INFERENCE)
-    # The probe goes into a copy, so the report itself stays script-free.
     probed = tmp_path / "probed.html"
     probed.write_text(page.read_text(encoding="utf-8").replace("<head>", "<head>" + PROBE, 1), encoding="utf-8")
-    common = [browser, "--headless", "--disable-gpu", "--no-sandbox", "--user-data-dir=" + str(tmp_path / "profile"), "--virtual-time-budget=5000"]
+    common = [browser, "--headless", "--disable-gpu", "--no-sandbox", "--user-data-dir=" + str(tmp_path / "profile"), "--virtual-time-budget=30000"]
     dom = subprocess.run(common + ["--dump-dom", probed.as_uri()], capture_output=True, text=True, timeout=120)
     assert dom.returncode == 0, dom.stderr[-2000:]
     probe = json.loads(dom.stdout.split('<pre id="probe">', 1)[1].split("</pre>", 1)[0].replace("&quot;", '"'))
-    assert probe == {"images": 11, "broken": [], "errors": []}  # 5 plots per host, throughput for the aggregate
+    titles = probe.pop("titles")
+    assert probe == {"plots": 11, "missing": [], "errors": [], "pwned": False}  # 5 plots per host, throughput for the aggregate
+    assert titles.count("Throughput vs batch size (hollow = invalid verdict)") == 3 and titles.count("Throughput-latency frontier") == 2
     shot = tmp_path / "shot.png"
     subprocess.run(common + ["--window-size=1280,2000", f"--screenshot={shot}", page.as_uri()], capture_output=True, timeout=120)
     pixels = np.frombuffer(shot.read_bytes(), dtype=np.uint8)
@@ -369,4 +576,4 @@ def test_a_real_digits_run_writes_latencies_spans_and_the_report(tmp_path):
     assert [s[1] for s in spans] == ["validation", "inference", "bs 4 offline", "bs 16 offline"]
     assert all(a < b for _, _, a, b in spans) and all(spans[i][3] <= spans[i + 1][2] for i in range(len(spans) - 1))
     html = (run_dir / "report.html").read_text()
-    assert {attrs["alt"] for tag, attrs in _parse(html) if tag == "img"} == PLOTS
+    assert {p["name"] for p in _page(html).plots()} == PLOTS

@@ -82,10 +82,10 @@ def write_latencies(path: Path, series: dict[str, list[int]]) -> None:
 
 def read_latencies(log_dir: str | Path) -> dict:
     """``{series: int64 ns array}`` from ``log_dir``/latencies.npz; {} when there is none."""
-    import numpy as np
-
     path = Path(log_dir) / LATENCY_FILE
     if not path.is_file():
-        return {}
+        return {}  # numpy not even imported: the run.py side may never need it
+    import numpy as np
+
     with np.load(path) as data:
         return {name: data[name] for name in data.files}

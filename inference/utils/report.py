@@ -2,9 +2,10 @@
 
 Built from ``summary.json`` and, per case and host, the files beside it:
 ``result.json``, ``latencies.npz`` (raw per-query latencies, ``tools.result``)
-and the monitors' JSON lines. Every plot is a matplotlib PNG embedded as a
-``data:`` URI and the page has no script, font or style from elsewhere, so it
-opens from a file with no network. Sections, in reading order:
+and the monitors' JSON lines. Every plot is an interactive plotly chart drawn by the
+browser from a JSON figure spec in the page; plotly.min.js (from the installed plotly
+package) is inlined once, and the page loads no script, font or style from elsewhere,
+so it opens from a file with no network. Sections, in reading order:
   1. the run (vendor, mode, hosts, counts) and the summary table with verdicts;
   2. per case and host: throughput against batch size, latency CDF per row,
      the throughput-latency frontier (when more than one row), the monitors'
@@ -16,9 +17,10 @@ A part whose data is missing says so in one line instead of plotting nothing.
 
 from __future__ import annotations
 
-import base64
-import io
+import functools
 import json
+import math
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -36,22 +38,47 @@ PHASE_COLOURS = {"validation": "#9ecae1", "inference": "#a1d99b", "performance":
 
 
 # ---- plots -----------------------------------------------------------------------
-def _pyplot():
-    import matplotlib
+# Every plot is a plotly figure spec, a plain dict {"data": [...], "layout": {...}} built here
+# and serialised with json.dumps (no plotly.graph_objects: their validation costs more than
+# the rest of the report). The browser draws them: plotly.min.js, read from the installed
+# plotly package, is inlined once in the page with one <script type="application/json"> spec
+# per plot, so the Python side only sorts and downsamples the data. Long series are thinned
+# (LATENCY_POINTS, TIMELINE_POINTS) so the page stays small whatever a run's length.
+WIDTH, HEIGHT = 576, 330  # px, the size of the small plots (the matplotlib PNGs were 6 x 3.4 in at 96 dpi)
+LATENCY_POINTS = 500  # per CDF curve
+TIMELINE_POINTS = 2000  # per monitor series
+FONT = {"family": "system-ui, -apple-system, 'Segoe UI', sans-serif", "size": 11, "color": "#222"}
+GRID = "#e6e6e6"
+COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"]  # plotly's and matplotlib's
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
-    return plt
+def _layout(title: str, width: int, height: int, **more: Any) -> dict:
+    layout = {
+        "title": {"text": title, "font": {"size": 13}, "x": 0.015, "xanchor": "left"},  # left: the modebar is on the right
+        "width": width,
+        "height": height,
+        "margin": {"l": 60, "r": 16, "t": 40, "b": 46},
+        "font": FONT,
+        "paper_bgcolor": "white",
+        "plot_bgcolor": "white",
+        "hovermode": "closest",
+        "legend": {"font": {"size": 10}, "bgcolor": "rgba(255,255,255,0.75)"},
+    }
+    layout.update(more)
+    return layout
 
 
-def _png(fig) -> str:
-    """The figure as a data: URI (PNG, base64); closes it."""
-    plt = _pyplot()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=96, bbox_inches="tight")
-    plt.close(fig)
-    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+def _axis(title: str | None = None, **more: Any) -> dict:
+    axis = {"automargin": True, "showline": True, "linecolor": "#999", "mirror": True, "gridcolor": GRID, "zeroline": False, "ticks": "outside"}
+    if title:
+        axis["title"] = {"text": title}
+    axis.update(more)
+    return axis
+
+
+def _round(values: Any, digits: int = 5) -> list[float]:
+    """Floats to ``digits`` significant digits: the JSON is a third of the size of repr's 17."""
+    return [float(f"{v:.{digits}g}") for v in values]
 
 
 def _row_label(row: dict) -> str:
@@ -63,63 +90,123 @@ def _row_label(row: dict) -> str:
     return label
 
 
-def throughput_plot(rows: list[dict]) -> str | None:
+def _valid(row: dict) -> bool:
+    """A row is drawn hollow only when its verdict says invalid."""
+    return (row.get("verdict") or {}).get("valid", True) is not False
+
+
+def throughput_plot(rows: list[dict]) -> dict | None:
     """qps against batch size, one line per scenario x clients; hollow markers = invalid rows."""
     rows = [r for r in rows if r.get("qps") is not None]
     if not rows:
         return None
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(6.0, 3.4))
     series: dict[str, list[dict]] = {}
     for row in rows:
         series.setdefault(f"{row['scenario']} x{row['clients']}", []).append(row)
-    for name, points in series.items():
+    traces = []
+    for number, (name, points) in enumerate(series.items()):
         points.sort(key=lambda r: r["batch_size"])
-        xs, ys = [p["batch_size"] for p in points], [p["qps"] for p in points]
-        (line,) = ax.plot(xs, ys, "-", label=name)
-        for x, y, p in zip(xs, ys, points):
-            valid = p["verdict"]["valid"]
-            ax.plot([x], [y], "o", color=line.get_color(), markerfacecolor=line.get_color() if valid else "white")
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(sorted({r["batch_size"] for r in rows}), labels=[str(b) for b in sorted({r["batch_size"] for r in rows})])
-    ax.set_xlabel("batch size")
-    ax.set_ylabel("throughput (samples/s)")
-    ax.set_ylim(bottom=0)
-    ax.set_title("Throughput vs batch size (hollow = invalid verdict)", fontsize=10)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    return _png(fig)
+        valid = [_valid(p) for p in points]
+        colour = COLOURS[number % len(COLOURS)]
+        traces.append(
+            {
+                "type": "scatter",
+                "mode": "lines+markers",
+                "name": name,
+                "x": [p["batch_size"] for p in points],
+                "y": _round(p["qps"] for p in points),
+                "text": [f"{_row_label(p)}: {'valid' if v else 'INVALID'}" for p, v in zip(points, valid)],
+                "hovertemplate": "%{text}<br>%{y:.4g} samples/s<extra></extra>",
+                "line": {"color": colour},
+                "marker": {"size": 9, "color": colour, "symbol": ["circle" if v else "circle-open" for v in valid], "line": {"color": colour, "width": 2}},
+            }
+        )
+    sizes = sorted({r["batch_size"] for r in rows})
+    return {
+        "data": traces,
+        "layout": _layout(
+            "Throughput vs batch size (hollow = invalid verdict)",
+            WIDTH,
+            HEIGHT,
+            xaxis=_axis("batch size", type="log", tickvals=sizes, ticktext=[str(b) for b in sizes]),
+            yaxis=_axis("throughput (samples/s)", rangemode="tozero"),
+        ),
+    }
 
 
-def latency_plot(rows: list[dict], raw: dict, inference_ns: Any = None) -> str | None:
-    """Empirical CDF of per-query latency (ms, log scale) for each row and the inference pass."""
+def ecdf_points(values: Any, limit: int = LATENCY_POINTS) -> tuple[Any, Any]:
+    """(ms, fraction) of the empirical CDF of ``values`` (ns) at no more than ``limit`` of its
+    steps: evenly spaced ranks for the body, geometrically spaced ones toward the slowest query
+    for the tail; the first and last steps always. Every point lies on the exact CDF."""
     import numpy as np
 
+    ms = np.sort(np.asarray(values, dtype=np.float64)) / 1e6
+    n = len(ms)
+    if n <= limit:
+        index = np.arange(n)
+    else:
+        tail = limit // 4
+        body = np.linspace(0, n - 1, limit - tail)
+        top = n - np.geomspace(1, n, tail)  # n-1 ... 0, dense near n-1
+        index = np.unique(np.clip(np.concatenate([body, top]).round(), 0, n - 1).astype(np.int64))
+    return ms[index], (index + 1) / n
+
+
+def latency_plot(rows: list[dict], raw: dict, inference_ns: Any = None) -> dict | None:
+    """Empirical CDF of per-query latency (ms, log scale) for each row and the inference pass."""
     curves = []
     if inference_ns is not None and len(inference_ns):
-        curves.append(("FlagPerf inference pass (core)", np.asarray(inference_ns)))
+        curves.append(("FlagPerf inference pass (core)", inference_ns))
     for index, row in enumerate(rows):
         values = raw.get(f"performance_{index}")
         if values is not None and len(values):
-            curves.append((_row_label(row), np.asarray(values)))
+            curves.append((_row_label(row), values))
     if not curves:
         return None
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(6.0, 3.4))
+    traces = []
     for label, values in curves:
-        ms = np.sort(values) / 1e6
-        ax.step(ms, np.arange(1, len(ms) + 1) / len(ms), where="post", label=f"{label} (n={len(ms)})")
-    for q in (0.5, 0.9, 0.99):
-        ax.axhline(q, color="grey", lw=0.6, ls=":")
-        ax.text(ax.get_xlim()[0], q, f" p{int(q * 100)}", fontsize=7, va="bottom", color="grey")
-    ax.set_xscale("log")
-    ax.set_xlabel("latency per query (ms, log scale)")
-    ax.set_ylabel("fraction of queries")
-    ax.set_ylim(0, 1.01)
-    ax.set_title("Latency distribution (CDF)", fontsize=10)
-    ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=7, loc="lower right")
-    return _png(fig)
+        xs, ys = ecdf_points(values)
+        traces.append(
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "line": {"shape": "hv", "width": 1.5},
+                "name": f"{label} (n={len(values)})",
+                "x": _round(xs.tolist()),
+                "y": [round(y, 6) for y in ys.tolist()],
+                "hovertemplate": "%{x:.4g} ms: %{y:.2%} of queries<extra>" + label + "</extra>",
+            }
+        )
+    marks = (0.5, 0.9, 0.99)
+    return {
+        "data": traces,
+        "layout": _layout(
+            "Latency distribution (CDF)",
+            WIDTH,
+            HEIGHT,
+            xaxis=_axis("latency per query (ms, log scale)", type="log"),
+            yaxis=_axis("fraction of queries", range=[0, 1.01]),
+            shapes=[
+                {"type": "line", "xref": "paper", "x0": 0, "x1": 1, "yref": "y", "y0": q, "y1": q, "line": {"color": "grey", "width": 0.8, "dash": "dot"}}
+                for q in marks
+            ],
+            annotations=[
+                {
+                    "xref": "paper",
+                    "x": 0,
+                    "yref": "y",
+                    "y": q,
+                    "text": f"p{int(q * 100)}",
+                    "showarrow": False,
+                    "xanchor": "left",
+                    "yanchor": "bottom",
+                    "font": {"size": 9, "color": "grey"},
+                }
+                for q in marks
+            ],
+            legend={"x": 1, "xanchor": "right", "y": 0.02, "yanchor": "bottom", "font": {"size": 9}, "bgcolor": "rgba(255,255,255,0.75)"},
+        ),
+    }
 
 
 def pareto_front(points: list[tuple[float, float]]) -> list[int]:
@@ -142,26 +229,50 @@ def _headline_latency(row: dict) -> tuple[float | None, str]:
     return None, ""
 
 
-def frontier_plot(rows: list[dict]) -> str | None:
+def frontier_plot(rows: list[dict]) -> dict | None:
     """Throughput against latency over every row; the frontier joined. Needs two rows."""
     usable = [(r, *_headline_latency(r)) for r in rows if r.get("qps") is not None]
     usable = [(r, lat, name) for r, lat, name in usable if lat is not None]
     if len(usable) < 2:
         return None
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(6.0, 3.4))
     points = [(lat, r["qps"]) for r, lat, _ in usable]
     front = pareto_front(points)
-    ax.scatter([p[0] for p in points], [p[1] for p in points], color="#888888", zorder=2)
-    ax.plot([points[i][0] for i in front], [points[i][1] for i in front], "-o", color="#d62728", zorder=3, label="frontier")
-    for (r, _, name), (x, y) in zip(usable, points):
-        ax.annotate(f"{_row_label(r)} ({name})", (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
-    ax.set_xlabel("latency per query (ms: p90, else p50, else mean)")
-    ax.set_ylabel("throughput (samples/s)")
-    ax.set_title("Throughput-latency frontier", fontsize=10)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    return _png(fig)
+    middle = (min(p[0] for p in points) + max(p[0] for p in points)) / 2
+    rows_trace = {
+        "type": "scatter",
+        "mode": "markers+text",
+        "name": "rows",
+        "showlegend": False,
+        "x": _round(p[0] for p in points),
+        "y": _round(p[1] for p in points),
+        "text": [f"{_row_label(r)} ({name})" for r, _, name in usable],
+        "textposition": ["top left" if p[0] > middle else "top right" for p in points],  # the labels stay inside
+        "textfont": {"size": 9},
+        "cliponaxis": False,
+        "marker": {"color": "#888888", "size": 7},
+        "hovertemplate": "%{text}<br>%{x:.4g} ms, %{y:.4g} samples/s<extra></extra>",
+    }
+    front_trace = {
+        "type": "scatter",
+        "mode": "lines+markers",
+        "name": "frontier",
+        "x": _round(points[i][0] for i in front),
+        "y": _round(points[i][1] for i in front),
+        "line": {"color": "#d62728", "width": 2},
+        "marker": {"color": "#d62728", "size": 8},
+        "hovertemplate": "frontier: %{x:.4g} ms, %{y:.4g} samples/s<extra></extra>",
+    }
+    return {
+        "data": [rows_trace, front_trace],
+        "layout": _layout(
+            "Throughput-latency frontier",
+            WIDTH,
+            HEIGHT,
+            xaxis=_axis("latency per query (ms: p90, else p50, else mean)"),
+            yaxis=_axis("throughput (samples/s)"),
+            legend={"x": 1, "xanchor": "right", "y": 0.02, "yanchor": "bottom", "font": {"size": 10}, "bgcolor": "rgba(255,255,255,0.75)"},
+        ),
+    }
 
 
 def phase_spans(result: dict) -> list[tuple[str, str, float, float]]:
@@ -177,61 +288,172 @@ def phase_spans(result: dict) -> list[tuple[str, str, float, float]]:
     return spans
 
 
-def timeline_plot(sys_samples: list[dict], vendor_samples: list[dict], spans: list[tuple[str, str, float, float]]) -> str | None:
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def decimate(points: list[tuple[float, float]], limit: int = TIMELINE_POINTS) -> list[tuple[float, float]]:
+    """At most ``limit`` of the (t, value) points, in time order: the lowest and the highest
+    point of each of limit/2 runs of consecutive points, so that no spike or dip is lost."""
+    if len(points) <= limit:
+        return points
+    buckets, n, out = limit // 2, len(points), []
+    for b in range(buckets):
+        chunk = points[b * n // buckets : (b + 1) * n // buckets]
+        low = min(chunk, key=lambda p: p[1])
+        high = max(chunk, key=lambda p: p[1])
+        out.extend(sorted({low, high}))
+    return out
+
+
+def timeline_plot(sys_samples: list[dict], vendor_samples: list[dict], spans: list[tuple[str, str, float, float]]) -> dict | None:
     """CPU/accelerator utilisation, memory and power over the case, measured phases shaded."""
-    samples = [s for s in sys_samples + vendor_samples if s.get("timestamp") is not None]
+    samples = [s for s in sys_samples + vendor_samples if _number(s.get("timestamp"))]
     if not samples:
         return None
     t0 = min(s["timestamp"] for s in samples)
-    power = [s for s in sys_samples + vendor_samples if s.get("power_w") is not None]
-    plt = _pyplot()
-    panels = 3 if power else 2
-    fig, axes = plt.subplots(panels, 1, figsize=(7.0, 1.9 * panels + 0.6), sharex=True)
-
-    def line(ax, source: list[dict], key: str, label: str) -> None:
-        points = [(s["timestamp"] - t0, s[key]) for s in source if s.get(key) is not None and s.get("timestamp") is not None]
-        if points:
-            ax.plot([p[0] for p in points], [p[1] for p in points], label=label, lw=1.2)
-
-    line(axes[0], sys_samples, "cpu_percent", "system CPU %")
-    line(axes[0], vendor_samples, "utilization", "device utilisation %")
-    axes[0].set_ylabel("utilisation %")
-    axes[0].set_ylim(0, 105)
-    line(axes[1], sys_samples, "mem_used_gib", "system memory used")
-    line(axes[1], vendor_samples, "mem_used_gib", "device memory used")
-    axes[1].set_ylabel("memory (GiB)")
-    axes[1].set_ylim(bottom=0)
+    power = [s for s in sys_samples + vendor_samples if _number(s.get("power_w"))]
+    panels = [
+        ("utilisation %", [(sys_samples, "cpu_percent", "system CPU %"), (vendor_samples, "utilization", "device utilisation %")], {"range": [0, 105]}),
+        (
+            "memory (GiB)",
+            [(sys_samples, "mem_used_gib", "system memory used"), (vendor_samples, "mem_used_gib", "device memory used")],
+            {"rangemode": "tozero"},
+        ),
+    ]
     if power:
-        line(axes[2], sys_samples, "power_w", "package power")
-        line(axes[2], vendor_samples, "power_w", "device power")
-        axes[2].set_ylabel("power (W)")
-    seen = set()
-    for ax in axes:
+        panels.append(("power (W)", [(sys_samples, "power_w", "package power"), (vendor_samples, "power_w", "device power")], {}))
+    count, gap = len(panels), 0.05
+    share = (1 - gap * (count - 1)) / count
+    traces: list[dict] = []
+    shapes: list[dict] = []
+    height = int(96 * (1.9 * count + 0.6)) + 60
+    # The legend goes under the x axis title: 44 px below the plot area, in plot-area fractions.
+    layout = _layout(
+        "Monitors over the case (shaded: measured phases)",
+        672,
+        height,
+        legend={"orientation": "h", "x": 0, "xanchor": "left", "y": -44 / (height - 40 - 100), "yanchor": "top", "font": {"size": 10}},
+        margin={"l": 60, "r": 16, "t": 40, "b": 100},
+    )
+    seen: set[str] = set()
+    for number, (ylabel, lines, yrange) in enumerate(panels, start=1):
+        suffix = "" if number == 1 else str(number)
+        top = 1 - (number - 1) * (share + gap)
+        layout[f"xaxis{suffix}"] = _axis(
+            "seconds since the first monitor sample" if number == count else None,
+            anchor=f"y{suffix}",
+            showticklabels=number == count,
+            **({"matches": "x"} if number > 1 else {}),
+        )
+        layout[f"yaxis{suffix}"] = _axis(ylabel, anchor=f"x{suffix}", domain=[max(0.0, top - share), top], **yrange)
+        for source, key, label in lines:
+            points = sorted((s["timestamp"] - t0, s[key]) for s in source if _number(s.get(key)) and _number(s.get("timestamp")))
+            if points:
+                points = decimate(points)
+                traces.append(
+                    {
+                        "type": "scatter",
+                        "mode": "lines",
+                        "name": label,
+                        "xaxis": f"x{suffix}",
+                        "yaxis": f"y{suffix}",
+                        "x": [round(p[0], 3) for p in points],
+                        "y": _round(p[1] for p in points),
+                        "line": {"width": 1.2},
+                    }
+                )
         for kind, label, start, end in spans:
-            name = kind if kind not in seen and ax is axes[0] else None
-            ax.axvspan(start - t0, end - t0, color=PHASE_COLOURS[kind], alpha=0.5, lw=0, label=name and f"{kind} (measured)")
-            if ax is axes[0]:
+            shape = {
+                "type": "rect",
+                "xref": f"x{suffix}",
+                "yref": f"y{suffix} domain",
+                "x0": round(start - t0, 3),
+                "x1": round(end - t0, 3),
+                "y0": 0,
+                "y1": 1,
+                "fillcolor": PHASE_COLOURS[kind],
+                "opacity": 0.5,
+                "line": {"width": 0},
+                "layer": "below",
+                "name": label,
+            }
+            if number == 1 and kind not in seen:  # one legend entry per kind of phase
                 seen.add(kind)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, loc="lower right")
-    axes[-1].set_xlabel("seconds since the first monitor sample")
-    axes[0].set_title("Monitors over the case (shaded: measured phases)", fontsize=10)
-    return _png(fig)
+                shape.update(showlegend=True, name=f"{kind} (measured)", legendgroup=kind)
+            shapes.append(shape)
+    layout["shapes"] = shapes
+    return {"data": traces, "layout": layout}
 
 
-def top_ops_plot(ops: list[dict]) -> str | None:
+def top_ops_plot(ops: list[dict]) -> dict | None:
     ops = [o for o in ops if o.get("total_ms") is not None][:TOP_OPS]
     if not ops:
         return None
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(6.0, 0.3 * len(ops) + 1.0))
-    labels = [f"{o.get('op_type', '?')}: {str(o.get('node', ''))[-40:]}" for o in ops][::-1]
-    ax.barh(labels, [o["total_ms"] for o in ops][::-1], color="#6baed6")
-    ax.set_xlabel("total time in the profiled calls (ms)")
-    ax.set_title(f"Top {len(ops)} ops by time (per-op profile)", fontsize=10)
-    ax.tick_params(axis="y", labelsize=7)
-    ax.grid(alpha=0.3, axis="x")
-    return _png(fig)
+    labels = [f"{o.get('op_type', '?')}: {str(o.get('node', ''))[-40:]}" for o in ops]
+    positions = list(range(len(ops)))  # positions, not the labels, so that two equal labels stay two bars
+    bars = {
+        "type": "bar",
+        "orientation": "h",
+        "x": _round(o["total_ms"] for o in ops),
+        "y": positions,
+        "text": [f"{o.get('op_type', '?')}: {o.get('node', '')}" for o in ops],
+        "textposition": "none",
+        "hovertemplate": "%{text}<br>%{x:.4g} ms<extra></extra>",
+        "marker": {"color": "#6baed6"},
+        "showlegend": False,
+    }
+    return {
+        "data": [bars],
+        "layout": _layout(
+            f"Top {len(ops)} ops by time (per-op profile)",
+            720,
+            int(96 * (0.3 * len(ops) + 1.0)) + 24,
+            xaxis=_axis("total time in the profiled calls (ms)", rangemode="tozero"),
+            yaxis=_axis(None, tickvals=positions, ticktext=labels, autorange="reversed", tickfont={"size": 9}, showgrid=False),
+            bargap=0.25,
+        ),
+    }
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with every NaN or infinity replaced by None (JSON has neither)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+def script_json(value: Any) -> str:
+    """``value`` as JSON safe to place between <script> and </script>: no "<", ">" or "&"
+    (written as \\u003c, \\u003e, \\u0026, which JSON.parse reads back), so no text in it can
+    close the element or open a comment; non-ASCII is escaped too (json.dumps' default)."""
+    try:
+        text = json.dumps(value, separators=(",", ":"), allow_nan=False)
+    except ValueError:  # a NaN or infinity somewhere: null instead
+        text = json.dumps(_finite(value), separators=(",", ":"), allow_nan=False)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+@functools.lru_cache(maxsize=1)
+def plotly_js() -> str | None:
+    """plotly.min.js from the installed plotly package (its only use here), or None without it.
+    The package is found, not imported (importlib.resources would cost more than the read)."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("plotly")
+        folders = list(spec.submodule_search_locations or []) if spec else []
+        text = next((Path(f) / "package_data" / "plotly.min.js" for f in folders), Path("/nonexistent")).read_text(encoding="utf-8")
+    except (ImportError, ValueError, OSError):
+        return None
+    import markupsafe  # jinja2's: a Markup is placed in the page as it is, not escaped or copied
+
+    # Inlined in a <script>: nothing in it may end the element (plotly.js 4 has no such text).
+    return markupsafe.Markup(re.sub(r"</(script)", r"<\\/\1", text, flags=re.IGNORECASE))
 
 
 # ---- data --------------------------------------------------------------------------
@@ -413,7 +635,7 @@ def case_section(record: dict) -> dict:
     _add(section, "latency distribution", latency_plot(rows, raw, raw.get("inference")))
     frontier = frontier_plot(rows)
     if frontier:
-        section["plots"].append(("throughput-latency frontier", frontier))
+        _add(section, "throughput-latency frontier", frontier)
     sys_samples, vendor_samples = _monitor_files(log_dir)
     spans = phase_spans(result)
     if not spans:
@@ -424,7 +646,7 @@ def case_section(record: dict) -> dict:
     section["ops"] = (engine.get("performance_data") or [])[:TOP_OPS]
     ops_plot = top_ops_plot(section["ops"])
     if ops_plot:
-        section["plots"].append(("top ops", ops_plot))
+        _add(section, "top ops", ops_plot)
     section["checks"] = check_rows(result)
     section["notes"].extend(result.get("performance_notes") or [])
     env: list[tuple[str, str]] = []
@@ -433,32 +655,58 @@ def case_section(record: dict) -> dict:
     return section
 
 
-def _add(section: dict, name: str, plot: str | None) -> None:
-    if plot:
-        section["plots"].append((name, plot))
+def _add(section: dict, name: str, figure: dict | None) -> None:
+    if figure:
+        section["plots"].append({"name": name, "figure": figure})
     else:
         section["missing"].append(f"{name}: no data")
 
 
-def render(summary: dict, perf_dir: Path | None = None) -> str:
+@functools.lru_cache(maxsize=1)
+def _template():
+    """The page's jinja2 template, compiled once per process (a compiled template renders from any thread)."""
     import jinja2
 
+    return jinja2.Environment(autoescape=True, trim_blocks=True, lstrip_blocks=True).from_string(TEMPLATE)
+
+
+def _plot_specs(sections: list[dict]) -> None:
+    """Give every plot of the page its element id, size and spec (JSON safe inside <script>)."""
+    number = 0
+    for section in sections:
+        for plot in section["plots"]:
+            number += 1
+            figure = plot.pop("figure")
+            # The modebar's "download as PNG" names the file after the case, host and plot.
+            figure["config"] = {
+                "displaylogo": False,
+                "modeBarButtonsToRemove": ["select2d", "lasso2d", "zoomIn2d", "zoomOut2d", "autoScale2d"],
+                "toImageButtonOptions": {"filename": f"{section['title']} {plot['name']}", "scale": 2},
+            }
+            plot.update(id=f"plot{number}", width=figure["layout"]["width"], height=figure["layout"]["height"], spec=script_json(figure))
+
+
+def render(summary: dict, perf_dir: Path | None = None) -> str:
     records = summary.get("results") or []
     aggregates = summary.get("aggregates") or []
     all_rows = with_aggregates(records, aggregates)
     sections = [case_section(r) for r in all_rows]
+    _plot_specs(sections)
     environments: dict[str, list[tuple[str, str]]] = {}
     for section, record in zip(sections, all_rows):
         if section.get("env"):
             environments.setdefault(record["host"], section["env"])
-    template = jinja2.Environment(autoescape=True, trim_blocks=True, lstrip_blocks=True).from_string(TEMPLATE)
-    return template.render(
+    has_plots = any(s["plots"] for s in sections)
+    script = plotly_js() if has_plots else None
+    return _template().render(
         summary=summary,
         rows=summary_rows(all_rows),
         sections=sections,
         environments=environments,
         commit=git_commit(perf_dir) if perf_dir else None,
         memory_kind=memory_kind(perf_dir, summary.get("vendor")) if perf_dir else "device memory",
+        plotly_js=script,
+        plotly_missing=has_plots and not script,
     )
 
 
@@ -490,6 +738,7 @@ tr.agg td { background: #f6f8fa; font-style: italic; }
 .badge { display: inline-block; padding: 2px 8px; border-radius: 10px; margin-right: 6px; font-size: 0.85em; background: #eee; }
 .badge.bad { background: #ffebe9; color: #cf222e; } .badge.good { background: #dafbe1; color: #1a7f37; }
 .plots { display: flex; flex-wrap: wrap; gap: 12px; } .plots figure { margin: 0; } figcaption { font-size: 0.8em; color: #555; }
+div.plot { border: 1px solid #eee; color: #cf222e; font-size: 0.85em; }
 .note { color: #555; font-size: 0.9em; } ul.reasons { font-size: 0.85em; margin: 0.2em 0 0.6em; }
 nav a { margin-right: 1em; font-size: 0.9em; }
 </style>
@@ -501,6 +750,7 @@ nav a { margin-right: 1em; font-size: 0.9em; }
 <p><span class="badge good">{{ summary.succeeded }} succeeded</span>
 <span class="badge {{ 'bad' if summary.failed else '' }}">{{ summary.failed }} failed</span>
 <span class="badge {{ 'bad' if summary.invalid else '' }}">{{ summary.invalid }} invalid</span></p>
+{% if plotly_missing %}<p class="invalid">No plots: the Python package plotly, whose plotly.min.js draws them, is not installed where this report was written (pip install plotly, then rebuild the report).</p>{% endif %}
 <nav>{% for s in sections %}<a href="#{{ s.anchor }}">{{ s.title }}</a>{% endfor %}<a href="#environment">environment</a></nav>
 
 <h2>Summary</h2>
@@ -540,7 +790,10 @@ nav a { margin-right: 1em; font-size: 0.9em; }
 </table>
 {% endif %}
 <div class="plots">
-{% for name, uri in s.plots %}<figure><img class="plot" alt="{{ name }}" src="{{ uri }}"><figcaption>{{ name }}</figcaption></figure>{% endfor %}
+{% for p in s.plots %}
+<figure><div class="plot" id="{{ p.id }}" role="img" aria-label="{{ p.name }}" style="width:{{ p.width }}px;height:{{ p.height }}px"></div>
+<script type="application/json" id="{{ p.id }}-spec">{{ p.spec | safe }}</script><figcaption>{{ p.name }}</figcaption></figure>
+{% endfor %}
 </div>
 {% for m in s.missing %}<p class="note">{{ m }}</p>{% endfor %}
 {% if s.checks %}
@@ -565,6 +818,29 @@ nav a { margin-right: 1em; font-size: 0.9em; }
 <h3>{{ host }}</h3>
 <table>{% for k, v in env %}<tr><th class="l">{{ k }}</th><td class="l">{{ v }}</td></tr>{% endfor %}</table>
 {% endfor %}
+{% if plotly_js %}
+<script>{{ plotly_js }}</script>
+{% endif %}
+<script>
+(function () {
+  "use strict";
+  var plots = document.querySelectorAll("div.plot");
+  function failed(div, error) {
+    div.textContent = "plot not drawn: " + error;
+    console.error("report.html: " + div.getAttribute("aria-label") + " (" + div.id + "): " + error);
+  }
+  for (var i = 0; i < plots.length; i++) {
+    var div = plots[i];
+    if (typeof Plotly === "undefined") { div.textContent = "plot not drawn: plotly.js is not in this page"; continue; }
+    try {
+      var spec = JSON.parse(document.getElementById(div.id + "-spec").textContent);
+      Plotly.newPlot(div, spec.data, spec.layout, spec.config).catch(failed.bind(null, div));
+    } catch (error) {
+      failed(div, error);
+    }
+  }
+})();
+</script>
 </body>
 </html>
 """

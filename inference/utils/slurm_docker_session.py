@@ -177,4 +177,3 @@ class SlurmDockerSession(SlurmJobs, DockerSession):
     def cleanup(self) -> None:
         super().cleanup()
         self.cancel_jobs()
-
