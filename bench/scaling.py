@@ -164,10 +164,23 @@ def process_cpu_s(pids: list[int]) -> float:
     return total
 
 
-def timed_run(config: Path, perf: Path, expected: int, env: dict | None = None, daemons: list[int] = ()) -> tuple[float, float, float]:
+Rows = dict[int, list[tuple[float, float, float, float]]]  # hosts -> (wall, cpu, slurm daemons cpu, rest of machine cpu) per round
+
+
+def machine_cpu_s() -> float:
+    """CPU seconds every core of this machine has been busy (not idle, not iowait), /proc/stat."""
+    with open("/proc/stat") as f:
+        fields = [int(v) for v in f.readline().split()[1:]]
+    return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def timed_run(config: Path, perf: Path, expected: int, env: dict | None = None, daemons: list[int] = ()) -> tuple[float, float, float, float]:
     """run.py's wall time, its own CPU time (user + system, its children included) and
-    the CPU time the processes ``daemons`` spent meanwhile."""
+    the CPU time the processes ``daemons`` spent meanwhile, and the CPU the rest of this
+    machine spent meanwhile (the hosts' sshd, dockerd, containerd, containers, Slurm, and
+    anything else running: on real hosts that work is done on their own cores)."""
     daemons_before = process_cpu_s(list(daemons))
+    machine_before = machine_cpu_s()
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     command = [sys.executable, "run.py", "--config", str(config)]
@@ -183,6 +196,7 @@ def timed_run(config: Path, perf: Path, expected: int, env: dict | None = None, 
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     daemons_cpu = process_cpu_s(list(daemons)) - daemons_before
+    machine = machine_cpu_s() - machine_before
     if proc.returncode != 0:
         sys.exit(f"run.py failed ({proc.returncode}):\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}")
     summaries = sorted(Path(config.parent / "result").glob("run*/summary.json"), key=lambda p: p.stat().st_mtime)
@@ -190,10 +204,10 @@ def timed_run(config: Path, perf: Path, expected: int, env: dict | None = None, 
     if summary["succeeded"] != expected:
         sys.exit(f"expected {expected} successes: {summary}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return wall, cpu, daemons_cpu
+    return wall, cpu, daemons_cpu, machine - cpu
 
 
-def measure_docker(tmp: Path, perf: Path, names: list[str], counts: list[int], rounds: int) -> dict[int, list[tuple[float, float, float]]]:
+def measure_docker(tmp: Path, perf: Path, names: list[str], counts: list[int], rounds: int) -> Rows:
     ensure_base_image(client=ensure_docker())
     data = tmp / "data"
     data.mkdir()
@@ -203,16 +217,13 @@ def measure_docker(tmp: Path, perf: Path, names: list[str], counts: list[int], r
         configs = {n: write_config(tmp, perf, hosts[:n], data, names, wheels) for n in counts}
         print(f"warming caches (image, code upload) with {max(counts)} hosts ...", flush=True)
         timed_run(configs[max(counts)], perf, max(counts) * len(names))
-        rows: dict[int, list[tuple[float, float, float]]] = {n: [] for n in counts}
+        rows: Rows = {n: [] for n in counts}
         for _ in range(rounds):
             for n in counts:
                 rows[n].append(timed_run(configs[n], perf, n * len(names)))
     finally:
         stop_all(hosts)
     return rows
-
-
-Rows = dict[int, list[tuple[float, float, float]]]
 
 
 def measure_slurm(tmp: Path, perf: Path, names: list[str], counts: list[int], rounds: int, container: bool = False) -> Rows:
@@ -228,7 +239,7 @@ def measure_slurm(tmp: Path, perf: Path, names: list[str], counts: list[int], ro
         configs = {n: write_slurm_config(tmp, perf, cluster, n, data, names, container) for n in counts}
         print(f"warming caches (code copy to the shared dir) with {max(counts)} hosts ...", flush=True)
         timed_run(configs[max(counts)], perf, max(counts) * len(names), env, daemons)
-        rows: dict[int, list[tuple[float, float, float]]] = {n: [] for n in counts}
+        rows: Rows = {n: [] for n in counts}
         for _ in range(rounds):
             for n in counts:
                 cluster.wait_idle(60)
@@ -261,16 +272,20 @@ def main() -> None:
     print(
         f"{'hosts':>5} {'wall s':>7} {'x 1 host':>8} {'overhead s':>10} {'cpu s':>6} {'cpu/host/case':>13} {'marginal cpu/host/case':>22}"
         + (f" {'slurm daemons cpu s':>19}" if slurm else "")
+        + f" {'rest of machine cpu s':>21}"
     )
-    walls = {n: statistics.median(w for w, _, _ in samples) for n, samples in rows.items()}
-    cpus = {n: statistics.median(c for _, c, _ in samples) for n, samples in rows.items()}
-    daemons = {n: statistics.median(d for _, _, d in samples) for n, samples in rows.items()}
+    walls = {n: statistics.median(r[0] for r in samples) for n, samples in rows.items()}
+    cpus = {n: statistics.median(r[1] for r in samples) for n, samples in rows.items()}
+    daemons = {n: statistics.median(r[2] for r in samples) for n, samples in rows.items()}
+    others = {n: statistics.median(r[3] for r in samples) for n, samples in rows.items()}
     base = min(counts)
     for n in counts:
         marginal = (cpus[n] - cpus[base]) / ((n - base) * len(names)) if n != base else None
         print(
             f"{n:>5} {walls[n]:>7.2f} {walls[n] / walls[base]:>8.2f} {walls[n] - per_case:>10.2f} {cpus[n]:>6.2f} "
-            f"{cpus[n] / (n * len(names)):>13.3f} {('-' if marginal is None else f'{marginal:.3f}'):>22}" + (f" {daemons[n]:>19.2f}" if slurm else "")
+            f"{cpus[n] / (n * len(names)):>13.3f} {('-' if marginal is None else f'{marginal:.3f}'):>22}"
+            + (f" {daemons[n]:>19.2f}" if slurm else "")
+            + f" {others[n]:>21.2f}"
         )
     top = max(counts)
     print(

@@ -8,7 +8,6 @@ job, container or process is left, and what Ctrl-C and a job cancelled from outs
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
 import subprocess
@@ -16,28 +15,12 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
 import yaml
 
 from tests.conftest import copy_inference_tree, long_running_tree, wait_no_processes
 from tests.test_orchestration_docker import docker_client, wheels_dir  # noqa: F401 - session fixtures
+from tests.test_run_slurm import cluster, env_for, shared_data, the_record, wait_measuring  # noqa: F401 - fixtures and helpers
 from utils.container_manager import LABEL_RUN
-
-
-@pytest.fixture
-def cluster(slurm_cluster):
-    yield slurm_cluster
-    slurm_cluster.cancel_all_jobs()
-
-
-@pytest.fixture(scope="module")
-def shared_data(slurm_cluster) -> Path:
-    from benchmarks.digits.pytorch.prepare import prepare_digits
-
-    out = Path(slurm_cluster.shared_dir) / "data" / "digits-docker"
-    out.mkdir(parents=True, exist_ok=True)
-    prepare_digits(out)
-    return out
 
 
 def host_yaml(tmp_path: Path, cluster, perf: Path, data: Path, wheels: Path, **overrides) -> Path:
@@ -63,16 +46,6 @@ def host_yaml(tmp_path: Path, cluster, perf: Path, data: Path, wheels: Path, **o
     path = tmp_path / "host.yaml"
     path.write_text(yaml.safe_dump(config))
     return path
-
-
-def env_for(cluster) -> dict:
-    return {**os.environ, **cluster.env}
-
-
-def the_record(tmp_path: Path) -> dict:
-    files = sorted((tmp_path / "result").glob("run*/summary.json"))
-    assert files, "no summary.json"
-    return json.loads(files[-1].read_text())["results"][0]
 
 
 def run_id(tmp_path: Path) -> str:
@@ -118,16 +91,6 @@ def test_case_runs_in_the_vendor_container_inside_a_slurm_job(tmp_path, cluster,
     # It ran in the image, not natively: the environment record says so.
     assert json.loads((local / "result.json").read_text())["env"]["in_container"] is True
     assert_nothing_left(tmp_path, cluster, docker_client)
-
-
-def wait_measuring(cluster, timeout: float = 300) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        logs = list(Path(cluster.shared_dir, "runs").glob("*/*/*/container.out.log"))
-        if logs and re.search(r"\[[3-7]/7 ", logs[0].read_text(errors="replace")):
-            return
-        time.sleep(0.3)
-    raise AssertionError("the pipeline never reached its measured phases")
 
 
 def start(perf: Path, config: Path, cluster) -> subprocess.Popen:
