@@ -71,3 +71,36 @@ def test_the_engine_is_reached_through_an_unbuffered_step_of_the_current_job(tmp
     assert argv[:3] == ["srun", "--jobid=42", "--overlap"] and "--unbuffered" in argv and "--nodelist=node01" in argv
     assert argv[-1] == "--"
     assert "--unbuffered" not in session.step_argv("case")
+
+
+@pytest.mark.parametrize("value", ["none", "docker"])
+def test_clear_caches_drops_the_nodes_page_cache_in_a_step_of_the_job(tmp_path, monkeypatch, value):
+    """CLEAR_CACHES on Slurm is a step of the node's job (never this machine's cache); a
+    refusal (not root on the node) is one warning."""
+    import subprocess
+
+    from loguru import logger
+
+    import run
+    import utils.slurm_session as slurm_session
+    from utils.host_config import HostConfig
+
+    config = HostConfig(**slurm_fields(tmp_path, slurm_container=value, clear_caches=True), inference_dir=INFERENCE)
+    session = run.make_session(config, 0, "20260101-000000-abcd", threading.Event(), tmp_path)
+    session.job_id = "7"
+    calls, warnings = [], []
+    sink = logger.add(lambda message: warnings.append(str(message)), level="WARNING")
+    try:
+        for status in (0, 1):
+            monkeypatch.setattr(slurm_session.subprocess, "run", lambda argv, **kw: calls.append(argv) or subprocess.CompletedProcess(argv, status))
+            if value == "docker":
+                session._drop_page_cache()  # in the prepare job
+            else:
+                session.drop_node_page_cache()
+    finally:
+        logger.remove(sink)
+    assert len(calls) == 2
+    argv = calls[0]
+    assert argv[:2] == ["srun", "--jobid=7"] and "--nodelist=node01" in argv
+    assert argv[argv.index("--") + 1 :] == ["sh", "-c", "sync && echo 3 > /proc/sys/vm/drop_caches"]
+    assert len(warnings) == 1 and "node node01: CLEAR_CACHES: cannot drop the page cache" in warnings[0]

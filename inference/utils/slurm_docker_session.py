@@ -90,10 +90,7 @@ class SlurmDockerSession(SlurmJobs, DockerSession):
             self.remote.remove_tree(str(log))
 
     def _drop_page_cache(self) -> None:
-        """CLEAR_CACHES on the node (a step of the prepare job), not on this machine."""
-        argv = self.step_argv("drop-caches") + ["sh", "-c", "sync && echo 3 > /proc/sys/vm/drop_caches"]
-        if self.remote.run(argv, timeout=120, check=False).exit_code != 0:
-            logger.warning(f"node {self.label}: CLEAR_CACHES: cannot drop the page cache (needs root on the node)")
+        self.drop_node_page_cache()  # in the prepare job
 
     def _release_engine(self) -> None:
         """Close the client and end its srun steps (before the job they run in ends)."""

@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
+import subprocess
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -151,6 +152,17 @@ class SlurmJobs:
             argv.append("--unbuffered")  # byte streams (the Docker API), not lines
         return argv + ["--export=ALL", "--quiet", f"--job-name={name}", "--"]
 
+    def drop_node_page_cache(self) -> None:
+        """CLEAR_CACHES on the node, as a step of the current job (never on this machine)."""
+        argv = self.step_argv("drop-caches") + ["sh", "-c", "sync && echo 3 > /proc/sys/vm/drop_caches"]
+        try:
+            done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=120, start_new_session=True)
+            ok = done.returncode == 0
+        except (OSError, subprocess.TimeoutExpired):
+            ok = False
+        if not ok:
+            logger.warning(f"node {self.label}: CLEAR_CACHES: cannot drop the page cache (needs root on the node)")
+
     def job_detail(self) -> str | None:
         """The job's end when it ended (time limit, node failure, cancelled): the steps end
         with it, a moment before slurmctld records the state, so look for a few seconds."""
@@ -199,6 +211,7 @@ class SlurmSession(SlurmJobs, LocalSession):
         self.python = self.config.slurm_python
         self.run_root = self.shared / "runs" / slug(self.run_id) / slug(self.label)
         self.code_dir: Path | None = None
+        self._caches_dropped = False
 
     # ---- host ---------------------------------------------------------------------
     def prepare(self) -> None:
@@ -247,6 +260,9 @@ class SlurmSession(SlurmJobs, LocalSession):
         log.mkdir(parents=True, exist_ok=True)
         self._log_dir = log
         self.submit_job(spec.key, log)
+        if self.config.clear_caches and not self._caches_dropped:
+            self.drop_node_page_cache()  # once per node and run, like the other executors
+            self._caches_dropped = True
         return str(log)
 
     def start(self, role: str, argv: list[str], spec: CaseSpec, env: dict[str, str], stdout: Path | None):
