@@ -63,4 +63,5 @@ def test_dropped_ssh_connection_fails_the_case_and_leaves_nothing(tmp_path, host
     # The new connection also brought back what the case had written so far.
     local = next((tmp_path / "result").glob("run*/digits:pytorch/*_noderank0"))
     assert (local / "container.out.log").is_file() and (local / "sys_monitor.jsonl").is_file()
+    assert (local / "stdout.log").stat().st_size > 0, "the pipeline's output up to the drop was not saved"
     assert_nothing_left(docker_client, remote_workdir)

@@ -109,13 +109,20 @@ def test_run_py_checks_requirements_in_local_mode_only(tmp_path):
 
     write_case(tmp_path, "foo", "not-installed-pkg-zz\n")
     spec = types.SimpleNamespace(case="foo", framework="pytorch", key="foo:pytorch", data_dir=str(tmp_path))
-    config = types.SimpleNamespace(flagperf_path=tmp_path, cases=[spec], mode="local", vendor="cpu", path=tmp_path / "host.yaml", overrides=[])
+    config = types.SimpleNamespace(
+        flagperf_path=tmp_path, cases=[spec], mode="local", in_container=False, vendor="cpu", path=tmp_path / "host.yaml", overrides=[]
+    )
     with pytest.raises(ConfigError, match=r"case 'foo:pytorch': package 'not-installed-pkg-zz' is not installed"):
         run.check_cases(config)
-    # MODE docker: the image carries the packages; the check moves on to the next item (the Dockerfile)
-    config.mode = "docker"
-    with pytest.raises(ConfigError, match=r"no docker_images/cpu/pytorch/Dockerfile"):
+    config.mode = "slurm"  # natively on the nodes (SLURM_CONTAINER: none): checked here too
+    with pytest.raises(ConfigError, match=r"package 'not-installed-pkg-zz' is not installed"):
         run.check_cases(config)
+    # In the vendor's image (MODE docker, or slurm with SLURM_CONTAINER: docker) the image carries
+    # the packages; the check moves on to the next item (the Dockerfile)
+    for mode in ("docker", "slurm"):
+        config.mode, config.in_container = mode, True
+        with pytest.raises(ConfigError, match=r"no docker_images/cpu/pytorch/Dockerfile"):
+            run.check_cases(config)
 
 
 # --- MODE docker: the image layer ------------------------------------------------------

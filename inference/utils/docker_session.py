@@ -566,7 +566,7 @@ class DockerSession(HostSession):
             self._precreated[1].join(timeout=JOIN_S)
             self._precreated = None
         with self._lock:
-            self._containers, self._stopped_cases = [], []
+            self._containers, stopped, self._stopped_cases = [], self._stopped_cases, []
         if self.client is not None:
             self.client.close()
         if self.forward is not None:
@@ -579,6 +579,10 @@ class DockerSession(HostSession):
         except HostError as exc:
             logger.warning(f"host {self.label}: the case's containers may run on until their lifetime ends: {one_line(exc)}")
             return
+        for handle in stopped:  # the pipeline's output up to the drop, through the new connection
+            if handle.container is not None and handle.stdout is not None and handle.streamer is None:
+                handle.container = self.client.containers.prepare_model({"Id": handle.container.id, "Name": f"/{handle.container.name}"})
+                _save_logs(handle)
         self.sweep_run()
         logger.warning(f"host {self.label}: reconnected after the lost connection and removed the case's containers")
 
