@@ -51,9 +51,9 @@ def install() -> None:
     import requests
 
     import run
-    from utils import cluster_manager as cm
-    from utils import docker_session as ds
-    from utils import session as hs
+    from utils.executors import base as hs
+    from utils.executors import docker as ds
+    from utils.executors import ssh as cm
 
     for attr in (
         "prepare",
@@ -90,7 +90,7 @@ def install() -> None:
     del requests
     for attr in ("check_cases", "make_session", "host_worker", "_write_report"):
         wrap(run, attr, f"run.{attr}")
-    from utils import summary
+    from utils.results import summary
 
     wrap(summary, "write_summary", "run.write_summary")
 
@@ -107,7 +107,7 @@ def main() -> int:
     import run as run_module
 
     # Docker container timings (created, started, finished) before the removal, trace only.
-    from utils import docker_session as ds
+    from utils.executors import docker as ds
 
     original_end = ds.DockerSession.end_case
 

@@ -98,7 +98,7 @@ def _bare_loop_child(engine_path: str, perf: str, data: str, case: str) -> float
     import onnxruntime as ort
 
     from tools.config import load_case_config
-    from tools.forward import as_input_list
+    from tools.measure.loop import as_input_list
 
     config = load_case_config(perf, case, "pytorch", "cpu", data, "-")
     config.cache_dir = str(Path(perf) / "onnxs")

@@ -1,12 +1,12 @@
-"""What does report.html cost? Times utils.report.write_report on an existing run directory.
+"""What does report.html cost? Times utils.results.report.write_report on an existing run directory.
 
     python3 -m bench.report_cost [RUN_DIR] [--processes 3] [--repeats 5] [--plots]
 
 RUN_DIR defaults to the newest inference/result/run*. Its summary.json (and the files
 its records point at) are read; report.html is written into a temporary copy of the
 directory, never into RUN_DIR itself. Each of --processes fresh interpreters prints:
-  import  importing utils.report and jinja2 (its page template); run.py has most of what
-          utils.report imports (utils.summary, common.*) loaded already;
+  import  importing utils.results.report and jinja2 (its page template); run.py has most of what
+          utils.results.report imports (utils.results.summary, common.*) loaded already;
   first   the first write_report in that interpreter (template compiled, plotly.min.js
           read from the plotly package, caches cold);
   warm    the median of --repeats further write_report calls.
@@ -35,7 +35,7 @@ import json, statistics, sys, time
 sys.path.insert(0, {inference!r})
 from pathlib import Path
 t = time.perf_counter()
-import utils.report as report
+import utils.results.report as report
 import jinja2  # noqa: F401  (what the page uses)
 imported = time.perf_counter() - t
 run_dir, perf_dir, repeats, plots = Path({run_dir!r}), Path({inference!r}), {repeats}, {plots}

@@ -1,4 +1,4 @@
-"""What does the scenario runner (tools.scenarios) cost per query? A no-op engine
+"""What does the scenario runner (tools.measure.scenarios) cost per query? A no-op engine
 driven by a bare loop and by each scenario, side by side in one run.
 
     python3 -m bench.scenario_overhead [--queries 200000] [--rated-queries 5000] [--rate 2000] [--rounds 3]
@@ -32,7 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "inference"))
 
-from tools.scenarios import run_scenario  # noqa: E402
+from tools.measure.scenarios import run_scenario  # noqa: E402
 
 BUDGET_US = 20.0
 RATE_TOLERANCE = 0.02

@@ -6,7 +6,7 @@ Exit status: 0 when every case succeeded on every host, 1 when any failed
 (each failure is named with its case, host and step), 2 for a bad config,
 3 with --strict when every case ran but a result's verdict is invalid,
 130 when interrupted. Results: <FLAGPERF_LOG_PATH>/run<id>/summary.{json,md} and report.html
-(utils/report.py). ``run.py compare RUN_A RUN_B [--threshold 5]`` compares two runs (utils/compare.py).
+(utils/results/report.py). ``run.py compare RUN_A RUN_B [--threshold 5]`` compares two runs (utils/results/compare.py).
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from loguru import logger
 
 from common import __version__
 from common.errors import ConfigError, InferPerfError, one_line
+from utils.executors.base import CaseOutcome, HostSession, case_result_dir
 from utils.host_config import CaseSpec, HostConfig, load_host_config
-from utils.session import CaseOutcome, HostSession, case_result_dir
 
 INFERENCE_DIR = Path(__file__).resolve().parent
 INTERRUPT_GRACE_S = 60.0
@@ -105,7 +105,7 @@ def check_cases(config: HostConfig) -> None:
             if config.in_container and not (perf_dir / "docker_images" / config.vendor / spec.framework / "Dockerfile").is_file():
                 raise ConfigError(f"{config.path}: key CASES entry '{spec.key}': no docker_images/{config.vendor}/{spec.framework}/Dockerfile")
             native = not config.in_container
-            if native:  # MODE docker installs them into the image (utils/image_manager.py)
+            if native:  # MODE docker installs them into the image (utils/executors/images.py)
                 check_case_requirements(perf_dir, spec.case, spec.framework)
             case_config = load_case_config(
                 str(perf_dir),
@@ -132,18 +132,18 @@ def check_cases(config: HostConfig) -> None:
 
 def make_session(config: HostConfig, index: int, run_id: str, abort: threading.Event, run_dir: Path) -> HostSession:
     if config.mode == "local":
-        from utils.local_session import LocalSession
+        from utils.executors.local import LocalSession
 
         return LocalSession(config, index, run_id, abort)
     if config.mode == "slurm" and config.in_container:
-        from utils.slurm_docker_session import SlurmDockerSession
+        from utils.executors.slurm_docker import SlurmDockerSession
 
         return SlurmDockerSession(config, index, run_id, abort, build_log_dir=run_dir)
     if config.mode == "slurm":
-        from utils.slurm_session import SlurmSession
+        from utils.executors.slurm import SlurmSession
 
         return SlurmSession(config, index, run_id, abort)
-    from utils.docker_session import DockerSession
+    from utils.executors.docker import DockerSession
 
     return DockerSession(config, index, run_id, abort, build_log_dir=run_dir)
 
@@ -180,7 +180,7 @@ def host_worker(session: HostSession, cases: list[CaseSpec], run_dir: Path) -> l
 
 def _console_sink(message) -> None:
     """The console's log lines, on the sys.stderr of the moment: a live progress display
-    (utils/progress.py) redirects it and prints them above itself."""
+    (utils/run_progress.py) redirects it and prints them above itself."""
     sys.stderr.write(message)
     sys.stderr.flush()
 
@@ -214,8 +214,8 @@ def _ignore_while_stopping(signum, _frame) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["compare"]:  # run.py compare RUN_A RUN_B [--threshold 5]: see utils/compare.py
-        from utils.compare import main as compare_main
+    if argv[:1] == ["compare"]:  # run.py compare RUN_A RUN_B [--threshold 5]: see utils/results/compare.py
+        from utils.results.compare import main as compare_main
 
         return compare_main(argv[1:], INFERENCE_DIR / "result")
     args = parse_args(argv)
@@ -230,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
         config.overrides = list(args.overrides)
         check_cases(config)
         if config.mode == "slurm":
-            from utils.slurm_session import check_slurm
+            from utils.executors.slurm import check_slurm
 
             check_slurm(config)
     except InferPerfError as exc:
@@ -254,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     display = None
     if not args.verbose and sys.stdout.isatty():
         try:
-            from utils.progress import ProgressConsole
+            from utils.run_progress import ProgressConsole
 
             display = ProgressConsole(len(config.cases) * len(sessions)).start()
         except ImportError as exc:  # rich missing (a venv older than pyproject.toml): the plain console
@@ -306,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
             outcomes.append(
                 CaseOutcome(spec, session.label, session.noderank, local).fail("host" if broken else "interrupted", why, "failed" if broken else "interrupted")
             )
-    from utils.summary import merge_outcome, write_summary
+    from utils.results.summary import merge_outcome, write_summary
 
     records = [merge_outcome(o, config.flagperf_path, config.vendor) for o in outcomes]
     records.sort(key=lambda r: (r["case"], r["framework"], r["noderank"]))
@@ -330,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
 def _write_report(run_dir: Path, perf_dir: Path) -> Path | None:
     """report.html beside summary.json; a failure to draw it never fails the run."""
     try:
-        from utils.report import write_report
+        from utils.results.report import write_report
 
         return write_report(run_dir, perf_dir)
     except Exception as exc:

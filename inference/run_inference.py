@@ -100,7 +100,7 @@ def _run(args: argparse.Namespace, state: dict) -> int:
     # short by a signal leaves its module half-made, and a report must not need it.
     from common.errors import StorageError
     from common.files import writable_dir
-    from tools import result
+    from tools.results import result
 
     try:
         writable_dir(args.log_dir, "--log_dir")
@@ -183,7 +183,7 @@ def _report(state: dict, exc: BaseException) -> int:
     if log_dir is None:
         return code
     try:
-        from tools import result
+        from tools.results import result
 
         result.clear_previous(log_dir)  # a failed run leaves no result.json, nor its latencies
         result.write_failure(log_dir, step=step, error=message, exit_code=code, case=args.case, vendor=args.vendor)

@@ -2,7 +2,7 @@
 # Mutation testing of the measurement core with mutmut (docs/testing.md).
 #
 #   scripts/mutation.sh                      # the scope in pyproject.toml's [tool.mutmut]
-#   scripts/mutation.sh tools/expr.py tools.cache   # only these modules (path or dotted name)
+#   scripts/mutation.sh tools/config/expr.py tools.cache   # only these modules (path or dotted name)
 #
 # A mutant is a copy of the code with one small change (`<` for `<=`, a constant
 # off by one, a string altered); it is *killed* when at least one of the fast unit
@@ -16,7 +16,7 @@
 # default build/mutation), PYTHON (default .venv/bin/python).
 #
 # Why a staging tree: mutmut names a mutant after its file path, and the code is
-# imported rooted at inference/ (`tools.expr`, pytest's pythonpath). The stage
+# imported rooted at inference/ (`tools.config.expr`, pytest's pythonpath). The stage
 # holds src/ = a copy of inference/ (mutmut strips a leading `src.`), tests/ and
 # pyproject.toml, so mutant names and imported module names agree; the working
 # tree is never modified. The stage is rebuilt each run, so results never come
@@ -38,14 +38,14 @@ if ! "$PY" -c "import mutmut, hypothesis" 2>/dev/null; then
     "$PY" -m pip install -q "mutmut>=3.8,<4" "hypothesis>=6.100"
 fi
 
-# Module arguments -> dotted names (tools/expr.py, inference/tools/expr.py, tools.expr).
+# Module arguments -> dotted names (tools/config/expr.py, inference/tools/config/expr.py, tools.config.expr).
 MODULES=()
 for arg in "$@"; do
     name=${arg#inference/}
     name=${name%.py}
     name=${name//\//.}
     if [ ! -f "$REPO/inference/${name//.//}.py" ]; then
-        echo "mutation.sh: no module $arg (expected e.g. tools/expr.py)" >&2
+        echo "mutation.sh: no module $arg (expected e.g. tools/config/expr.py)" >&2
         exit 2
     fi
     MODULES+=("$name")
@@ -62,7 +62,7 @@ tar -C "$REPO/inference" --exclude=./onnxs --exclude=./result --exclude=__pycach
 tar -C "$REPO/tests" --exclude=__pycache__ --exclude=.hypothesis -cf - . | tar -C "$STAGE/tests" -xf -
 cp "$REPO/pyproject.toml" "$STAGE/"
 # mutmut runs the tests in mutants/, a copy of the stage with src/ mutated. Tests that
-# find files next to the code (tests/../inference, as utils.summary finds a vendor's
+# find files next to the code (tests/../inference, as utils.results.summary finds a vendor's
 # analysis module) look there: point that name at the mutated tree. pytest's pythonpath
 # ("inference") then names the same directory as mutmut's own src/, never the originals.
 mkdir -p "$STAGE/mutants"

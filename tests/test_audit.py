@@ -6,15 +6,15 @@ import time
 import pytest
 import torch
 
-from tools.audit import accuracy_in_performance_mode, anti_caching_audit
-from tools.numeric import DEFAULT_TOLERANCES
+from tools.checks.audit import accuracy_in_performance_mode, anti_caching_audit
+from tools.checks.numeric import DEFAULT_TOLERANCES
 
 FP32 = DEFAULT_TOLERANCES["fp32"]
 MISS_S = 0.003
 
 
 def key_of(inputs):
-    """What a bytes-keyed cache would key on (computed independently of tools.audit)."""
+    """What a bytes-keyed cache would key on (computed independently of tools.checks.audit)."""
     return b"|".join(x.contiguous().view(-1).view(torch.uint8).numpy().tobytes() for x in inputs)
 
 

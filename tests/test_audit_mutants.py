@@ -1,4 +1,4 @@
-"""tools.audit on a fake clock, value by value (mutation testing, docs/testing.md).
+"""tools.checks.audit on a fake clock, value by value (mutation testing, docs/testing.md).
 
 The distinct inputs are checked exactly (source + k x delta, sources taken in
 turn), the interleaving of the two arms call by call, the budget to the
@@ -13,9 +13,9 @@ import pytest
 import torch
 
 from common.errors import EngineError
-from tools import audit
-from tools.audit import DistinctInputs, accuracy_in_performance_mode, anti_caching_audit, input_key
-from tools.numeric import DEFAULT_TOLERANCES
+from tools.checks import audit
+from tools.checks.audit import DistinctInputs, accuracy_in_performance_mode, anti_caching_audit, input_key
+from tools.checks.numeric import DEFAULT_TOLERANCES
 
 FP32 = DEFAULT_TOLERANCES["fp32"]
 START = 10**12

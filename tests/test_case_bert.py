@@ -14,7 +14,7 @@ import torch
 import yaml
 
 from common.errors import ConfigError, DataError
-from tools.expr import parse_number
+from tools.config.expr import parse_number
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG_DIR = ROOT / "inference" / "configs" / "bert"

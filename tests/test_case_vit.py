@@ -15,7 +15,7 @@ import benchmarks.vit.pytorch as case
 from benchmarks.vit.pytorch import model as vit
 from benchmarks.vit.pytorch.export import mha_fastpath_disabled
 from common.errors import ConfigError
-from tools.expr import parse_number
+from tools.config.expr import parse_number
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG_DIR = ROOT / "inference" / "configs" / "vit"

@@ -10,8 +10,8 @@ import pytest
 from common.stats import percentile
 from run import main as run_main
 from tests.test_report import make_run
-from utils.compare import Line, bootstrap_ci, compare_runs
-from utils.compare import main as compare_main
+from utils.results.compare import Line, bootstrap_ci, compare_runs
+from utils.results.compare import main as compare_main
 
 
 def _reference_ci(a, b, q, resamples, seed):

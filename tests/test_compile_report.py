@@ -1,4 +1,4 @@
-"""tools.compile_report: sg_percent and segments from a hand-built ONNX graph, exactly.
+"""tools.results.compile_report: sg_percent and segments from a hand-built ONNX graph, exactly.
 
 The graph (batch dimension symbolic, so its size is reported as -1):
 
@@ -19,8 +19,8 @@ import pytest
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper  # noqa: E402
 
-from tools import compile_report  # noqa: E402
-from tools.compile_report import describe_engine, graph_segments  # noqa: E402
+from tools.results import compile_report  # noqa: E402
+from tools.results.compile_report import describe_engine, graph_segments  # noqa: E402
 
 SUPPORTED = {"Relu", "Add", "Mul", "Clip"}
 

@@ -9,7 +9,7 @@ import pytest
 
 from common.errors import ConfigError
 from tools.config import load_case_config
-from tools.expr import parse_number
+from tools.config.expr import parse_number
 
 BASE = """
 batch_size: 8

@@ -16,8 +16,9 @@ import pytest
 
 from common.errors import ConfigError
 from tests.conftest import TYPED_CASE_CONFIG as TYPED
-from tools.config import CaseConfig, _bounded, _one_or_list, _optional, load_case_config, parse_overrides
-from tools.numeric import tolerances_for
+from tools.checks.numeric import tolerances_for
+from tools.config import CaseConfig, load_case_config, parse_overrides
+from tools.config.values import _bounded, _one_or_list, _optional
 
 SERVER = dict(latency_bound_ms=50, target_qps=100)
 SCENARIOS = "must be one of offline, single_stream, server"

@@ -19,8 +19,9 @@ from hypothesis import strategies as st
 from loguru import logger
 
 from common.errors import ConfigError
+from common.host_keys import HOST_KEYS
 from tests.conftest import TYPED_CASE_CONFIG as TYPED
-from tools.config import CLI_KEYS, HOST_KEYS, REQUIRED_KEYS, CaseConfig, load_case_config, merge_case_config
+from tools.config import CLI_KEYS, REQUIRED_KEYS, CaseConfig, load_case_config, merge_case_config
 
 FAST = settings(max_examples=40, deadline=None, derandomize=True)
 

@@ -1,4 +1,4 @@
-"""tools.contention without a real hog: /proc/stat parsing, own CPU time, the share, the GPU count.
+"""tools.measure.contention without a real hog: /proc/stat parsing, own CPU time, the share, the GPU count.
 
 /proc/stat, os.times, psutil, the monotonic clock and NVML are replaced by
 fakes whose figures are chosen so that each term of the arithmetic shows: a
@@ -13,8 +13,8 @@ import os
 import sys
 from types import SimpleNamespace
 
-from tools import contention
-from tools.contention import ContentionReading, CpuContention
+from tools.measure import contention
+from tools.measure.contention import ContentionReading, CpuContention
 
 PROC_STAT = """cpu  9000 9000 9000 9000 9000 9000 9000 9000 0 0
 cpu0 10 20 30 40 50 60 70 80 90 100

@@ -22,7 +22,7 @@ from tests.test_orchestration_docker import (  # noqa: F401 - session fixtures s
     docker_client,
     wheels_dir,
 )
-from utils.docker_session import LocalTransport, is_local_engine
+from utils.executors.docker import LocalTransport, is_local_engine
 from utils.host_config import Host
 
 REPO = Path(__file__).resolve().parents[1]

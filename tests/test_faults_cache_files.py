@@ -189,7 +189,7 @@ def test_json_is_strict_everywhere_non_finite_floats_become_null(tmp_path):
     data = {"flops": float("inf"), "mfu": [float("nan"), -math.inf, 1.5], "nested": {"x": (float("inf"),)}}
     assert strict(json_text(data)) == {"flops": None, "mfu": [None, None, 1.5], "nested": {"x": [None]}}
     assert strict(json_text(data, indent=None)) == strict(json_text(data)) and "\n" not in json_text(data, indent=None)
-    from tools.result import write_failure
+    from tools.results.result import write_failure
 
     write_failure(tmp_path, step="x", error="e", exit_code=6, case="c", vendor="v")
     strict((tmp_path / "failure.json").read_text())

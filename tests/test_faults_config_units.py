@@ -1,6 +1,6 @@
 """The bounds behind tests/test_faults_config_run.py, one class of fault at a time, in-process.
 
-tools/expr.py: no intermediate value beyond a float, no power computed before
+tools/config/expr.py: no intermediate value beyond a float, no power computed before
 its size is known, bounded text and syntax tree. common/yamlio.py: bounded
 file size, alias expansion, nesting, no cycles. common/errors.shown: a value in
 a message is never longer than a line. utils/host_config.py: HostConfig checks
@@ -22,13 +22,13 @@ import yaml
 from common.errors import ConfigError, shown
 from common.yamlio import MAX_DEPTH, MAX_VALUES, YamlTooLarge, load_yaml_mapping, load_yaml_value
 from tests.conftest import TYPED_CASE_CONFIG as TYPED
-from tools.expr import parse_number
+from tools.config.expr import parse_number
 
 REPO = Path(__file__).resolve().parents[1]
 INFERENCE = REPO / "inference"
 
 
-# ---- tools/expr.py ------------------------------------------------------------------------------
+# ---- tools/config/expr.py ------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -313,11 +313,11 @@ def test_from_yaml_is_load_host_config(tmp_path):
 
 
 def test_host_yaml_keys_are_defined_once():
-    import tools.config
+    import tools.config.load
     import utils.host_config as host_config
     from common import host_keys
 
-    assert tools.config.HOST_KEYS is host_keys.HOST_KEYS
+    assert tools.config.load.HOST_KEYS is host_keys.HOST_KEYS
     assert host_config.KEY_FIELDS is host_keys.KEY_FIELDS
     assert set(host_config.IGNORED_KEYS) <= set(host_keys.HOST_KEYS)
     assert set(host_config.FLAGPERF_DOCKER_KEYS) <= set(host_keys.HOST_KEYS)
@@ -372,7 +372,7 @@ def test_num_workers_is_bounded_by_the_cpus(two_cores):
 
 
 def test_onnx_opset_is_bounded_by_the_installed_exporter():
-    from tools.config import supported_onnx_opsets
+    from tools.config.values import supported_onnx_opsets
 
     low, high, source = supported_onnx_opsets()
     try:

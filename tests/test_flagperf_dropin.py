@@ -357,7 +357,7 @@ def test_flagperf_config_without_input_size_loads_as_namedtuple(tmp_path, caplog
 
 
 def test_has_dynamic_axis_must_be_a_bool():
-    from tools.flagperf import has_dynamic_axis
+    from tools.compat.flagperf import has_dynamic_axis
 
     class Config(SimpleNamespace):
         def get(self, key, default=None):
@@ -371,7 +371,7 @@ def test_has_dynamic_axis_must_be_a_bool():
 
 
 def test_phase_result_accepts_flagperf_triples_and_still_rejects_anything_else():
-    from tools.flagperf import CASE_TIMED_REASON
+    from tools.compat.flagperf import CASE_TIMED_REASON
     from tools.pipeline import _phase_result
 
     phase = _phase_result((120.5, np.float64(480.25), torch.tensor(0.75)), "engine_forward")
@@ -382,13 +382,13 @@ def test_phase_result_accepts_flagperf_triples_and_still_rejects_anything_else()
         with pytest.raises(EngineError) as info:
             _phase_result(bad, "engine_forward")
         assert str(info.value) == (
-            "case function engine_forward must return tools.forward.timed_forward(...)'s result "
+            "case function engine_forward must return tools.measure.loop.timed_forward(...)'s result "
             f"or FlagPerf's (whole_qps, core_qps, acc), got {type(bad).__name__}"
         )
 
 
 def test_adapter_reshapes_flat_buffers_and_trims_to_the_batch():
-    from tools.adapters import OutputAdapter
+    from tools.compat.adapters import OutputAdapter
 
     logits = torch.arange(3 * 10, dtype=torch.float32).reshape(3, 10)
     boxes = torch.arange(3 * 4 * 2, dtype=torch.float32).reshape(3, 4, 2)
@@ -405,7 +405,7 @@ def test_adapter_reshapes_flat_buffers_and_trims_to_the_batch():
 
 
 def test_adapter_without_onnx_shapes_splits_flat_buffers_by_batch_size():
-    from tools.adapters import OutputAdapter
+    from tools.compat.adapters import OutputAdapter
 
     logits = torch.arange(2 * 5, dtype=torch.float32).reshape(2, 5)
     flat = torch.cat([logits.reshape(-1), torch.full((6 * 5,), -1.0)])
@@ -414,7 +414,7 @@ def test_adapter_without_onnx_shapes_splits_flat_buffers_by_batch_size():
 
 
 def test_adapter_unstacks_and_passes_through_conforming_outputs():
-    from tools.adapters import OutputAdapter
+    from tools.compat.adapters import OutputAdapter
 
     a, b = torch.randn(4, 10), torch.randn(4, 10)
     stacked = OutputAdapter(lambda inputs: (torch.stack([a, b]), 0.0), [(None, 10), (None, 10)], 4)
@@ -435,7 +435,7 @@ def test_adapter_unstacks_and_passes_through_conforming_outputs():
 
 def test_adapter_selection_by_config_and_by_convention():
     from inference_engine.base import EngineBase
-    from tools.adapters import wants_adapter
+    from tools.compat.adapters import wants_adapter
 
     class Config(SimpleNamespace):
         def get(self, key, default=None):
@@ -461,7 +461,7 @@ def test_adapter_selection_by_config_and_by_convention():
 def test_drop_partial_batches():
     from torch.utils.data import DataLoader, TensorDataset
 
-    from tools.flagperf import DropPartialBatches
+    from tools.compat.flagperf import DropPartialBatches
 
     loader = DataLoader(TensorDataset(torch.arange(10).float(), torch.arange(10)), batch_size=4)
     view = DropPartialBatches(loader, 4)
@@ -480,7 +480,7 @@ def test_drop_partial_batches():
     ],
 )
 def test_vendor_analysis_accepts_flagperf_shapes(tmp_path, monkeypatch, returned, expected):
-    from utils import summary
+    from utils.results import summary
 
     vendor_dir = tmp_path / "docker_images" / "flagv"
     vendor_dir.mkdir(parents=True)

@@ -1,6 +1,6 @@
-"""tools.forward: the timing loop, to the nanosecond (mutation testing, docs/testing.md).
+"""tools.measure.loop: the timing loop, to the nanosecond (mutation testing, docs/testing.md).
 
-The clocks (``tools.forward.time.perf_counter_ns`` and ``time.time``), the device
+The clocks (``tools.measure.loop.time.perf_counter_ns`` and ``time.time``), the device
 synchronisation (``sync_for_config``) and the contention reading (``CpuContention``) are replaced
 by fakes, so every figure of a ``PhaseResult`` is known exactly: core = call +
 sync - foo_time, whole = wall - foo_time, windows on the cumulative core clock.
@@ -15,8 +15,8 @@ import pytest
 import torch
 
 from common.errors import EngineError
-from tools import forward
-from tools.contention import ContentionReading
+from tools.measure import loop as forward
+from tools.measure.contention import ContentionReading
 
 START = 10**12
 SYNC_NS = 1_000

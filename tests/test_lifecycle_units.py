@@ -1,4 +1,4 @@
-"""Fast unit tests of the host-side lifecycle's pure parts (utils/session.py, common/lifetime.py)
+"""Fast unit tests of the host-side lifecycle's pure parts (utils/executors/base.py, common/lifetime.py)
 and of the layering the README promises (tools/ and utils/ meet only in common/)."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from common import lifetime
+from utils.executors.base import CaseOutcome, describe_exit, exit_signal, monitor_style, read_outcome
 from utils.host_config import CaseSpec
-from utils.session import CaseOutcome, describe_exit, exit_signal, monitor_style, read_outcome
 
 INFERENCE = Path(__file__).resolve().parents[1] / "inference"
 

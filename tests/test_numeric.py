@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from tools.numeric import DEFAULT_TOLERANCES, TINY, compare_outputs, tolerances_for
+from tools.checks.numeric import DEFAULT_TOLERANCES, TINY, compare_outputs, tolerances_for
 
 FP32 = DEFAULT_TOLERANCES["fp32"]
 

@@ -1,4 +1,4 @@
-"""tools.numeric at its edges (mutation testing, docs/testing.md): every message in full,
+"""tools.checks.numeric at its edges (mutation testing, docs/testing.md): every message in full,
 limits met exactly, float64 arithmetic, nothing finite to compare, several reasons of a kind."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from tools.numeric import DEFAULT_TOLERANCES, TINY, compare_outputs, tolerances_for
+from tools.checks.numeric import DEFAULT_TOLERANCES, TINY, compare_outputs, tolerances_for
 
 FP32 = DEFAULT_TOLERANCES["fp32"]
 

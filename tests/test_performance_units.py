@@ -1,4 +1,4 @@
-"""tools.performance without a real engine (mutation testing, docs/testing.md).
+"""tools.measure.stage without a real engine (mutation testing, docs/testing.md).
 
 The pure parts (best rows, the query pool, judge_row, row_record) are checked
 against hand-made runs. PerformanceStage is driven with a tiny fake engine on a
@@ -18,10 +18,13 @@ import pytest
 import torch
 
 from common.stats import LatencyStats
-from tools import audit, performance, scenarios
-from tools.audit import AuditResult
-from tools.contention import ContentionReading
-from tools.performance import (
+from tools.checks import audit
+from tools.checks.audit import AuditResult
+from tools.measure import scenarios
+from tools.measure import stage as performance
+from tools.measure.contention import ContentionReading
+from tools.measure.scenarios import ScenarioRun, run_scenario
+from tools.measure.stage import (
     AUDIT_BUDGET_S,
     HEADLINE,
     POOL_BATCHES,
@@ -33,7 +36,6 @@ from tools.performance import (
     make_pool,
     row_record,
 )
-from tools.scenarios import ScenarioRun, run_scenario
 
 MS = 1_000_000
 

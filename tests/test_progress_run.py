@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from tests.conftest import copy_inference_tree, run_py
-from utils.progress import RunProgress, parse_line
+from utils.run_progress import RunProgress, parse_line
 
 STEPS = ["init", "dataset_and_model", "framework_validation", "onnx_export", "vendor_compile", "engine_inference", "summary"]
 

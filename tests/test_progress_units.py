@@ -1,4 +1,4 @@
-"""tools/progress.py and utils/progress.py without a pipeline: the stop-rule estimate, the PROGRESS line the measured
+"""tools/measure/phase_progress.py and utils/run_progress.py without a pipeline: the stop-rule estimate, the PROGRESS line the measured
 loops write (on fake clocks, so every line is known), the parser and the live display's state."""
 
 from __future__ import annotations
@@ -8,12 +8,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from tools import forward
-from tools.contention import ContentionReading
-from tools.progress import INTERVAL_NS, PhaseProgress, estimate
-from tools.scenarios import run_scenario
-from utils import progress as prog
-from utils.progress import ProgressConsole, RunProgress, parse_line
+from tools.measure import loop as forward
+from tools.measure.contention import ContentionReading
+from tools.measure.phase_progress import INTERVAL_NS, PhaseProgress, estimate
+from tools.measure.scenarios import run_scenario
+from utils import run_progress as prog
+from utils.run_progress import ProgressConsole, RunProgress, parse_line
 
 S = 1_000_000_000
 

@@ -20,9 +20,9 @@ import pytest
 
 from common.record import read_latencies, write_latencies
 from common.stats import LatencyStats
-from utils.aggregate import aggregate_records, with_aggregates
-from utils.report import decimate, ecdf_points, pareto_front, phase_spans, plotly_js, script_json, write_report
-from utils.summary import write_summary
+from utils.results.aggregate import aggregate_records, with_aggregates
+from utils.results.report import decimate, ecdf_points, pareto_front, phase_spans, plotly_js, script_json, write_report
+from utils.results.summary import write_summary
 
 INFERENCE = Path(__file__).resolve().parents[1] / "inference"
 T0 = 1_800_000_000.0
@@ -358,7 +358,7 @@ def test_long_series_are_downsampled_on_the_exact_curve():
 
 def test_a_long_case_makes_a_small_spec(tmp_path):
     """An hour of 10 Hz monitors and 100 000 queries per row stay within the point limits."""
-    from utils.report import latency_plot, timeline_plot
+    from utils.results.report import latency_plot, timeline_plot
 
     raw = {"performance_0": latencies_ns(1, 100_000, 0.3), "performance_1": latencies_ns(2, 100_000, 40.0)}
     rows = [{"batch_size": 1, "scenario": "offline", "clients": 1}, {"batch_size": 64, "scenario": "offline", "clients": 1}]
@@ -392,7 +392,7 @@ def test_report_of_a_failed_case_says_so(tmp_path):
 
 def test_report_without_plotly_still_written_and_says_why(tmp_path, monkeypatch):
     import run
-    import utils.report as report
+    import utils.results.report as report
 
     monkeypatch.setattr(report, "plotly_js", lambda: None)
     run_dir = make_run(tmp_path, "run11")

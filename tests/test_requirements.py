@@ -129,7 +129,7 @@ def test_run_py_checks_requirements_in_local_mode_only(tmp_path):
 
 
 def image_spec(tmp_path: Path, requirements=None, **kwargs):
-    from utils.image_manager import ImageSpec
+    from utils.executors.images import ImageSpec
 
     folder = tmp_path / "inference" / "docker_images" / "cpu" / "pytorch"
     folder.mkdir(parents=True, exist_ok=True)
@@ -153,7 +153,7 @@ def test_image_tag_covers_requirement_files_and_keeps_the_vendor_tag(tmp_path):
 
 
 def test_case_layer_context_and_build_args(tmp_path):
-    from utils.image_manager import CASE_LAYER_DOCKERFILE
+    from utils.executors.images import CASE_LAYER_DOCKERFILE
 
     path = write_case(tmp_path / "inference", "bert", "transformers==1.0\n")
     ca = tmp_path / "ca.crt"
@@ -198,7 +198,7 @@ class FakeImages:
 
 
 def test_ensure_image_builds_the_vendor_image_then_the_case_layer(tmp_path):
-    from utils.image_manager import ensure_image
+    from utils.executors.images import ensure_image
 
     write_case(tmp_path / "inference", "bert", "transformers==1.0\n")
     spec = image_spec(tmp_path)
@@ -218,7 +218,7 @@ def test_ensure_image_builds_the_vendor_image_then_the_case_layer(tmp_path):
 
 
 def test_ensure_image_without_requirements_builds_one_image(tmp_path):
-    from utils.image_manager import ensure_image
+    from utils.executors.images import ensure_image
 
     spec = image_spec(tmp_path)
     client = types.SimpleNamespace(images=FakeImages())
@@ -232,7 +232,7 @@ def test_case_layer_builds_on_a_real_engine(tmp_path):
     """The generated Dockerfile on the local base image, with a requirement pip
     finds already satisfied (no index needed): the layer builds and keeps torch's pin logic."""
     from tests.infra.docker_env import InfraUnavailable, ensure_base_image, ensure_docker, require
-    from utils.image_manager import _build
+    from utils.executors.images import _build
 
     try:
         client = ensure_docker()

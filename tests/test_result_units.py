@@ -1,4 +1,4 @@
-"""tools.result: result.json built from hand-made phases, key by key (mutation testing, docs/testing.md).
+"""tools.results.result: result.json built from hand-made phases, key by key (mutation testing, docs/testing.md).
 
 Every figure is chosen so that rounding to 4 (qps, seconds) or 6 (accuracy)
 digits shows, and the whole record is compared at once; accuracy with an
@@ -17,9 +17,10 @@ import pytest
 
 from common.record import read_latencies
 from common.stats import LatencyStats
-from tools.contention import ContentionReading
-from tools.forward import PhaseResult
-from tools.result import (
+from tools.measure.contention import ContentionReading
+from tools.measure.loop import PhaseResult
+from tools.measure.verdict import Verdict
+from tools.results.result import (
     MAX_RAW_LATENCIES,
     build_result,
     capped,
@@ -31,7 +32,6 @@ from tools.result import (
     write_failure,
     write_result,
 )
-from tools.verdict import Verdict
 
 
 def phase(name, samples, whole, core, accuracy, reasons=(), latencies=(1_000_000, 3_000_000), span=None, **extra):

@@ -16,7 +16,7 @@ import yaml
 
 from common.errors import ConfigError
 from tests.conftest import copy_inference_tree, local_host_yaml
-from utils.container_manager import parse_container_options
+from utils.executors.containers import parse_container_options
 from utils.host_config import load_host_config
 
 REPO = Path(__file__).resolve().parents[1]

@@ -20,7 +20,7 @@ import yaml
 from tests.conftest import copy_inference_tree, long_running_tree, wait_no_processes
 from tests.test_orchestration_docker import docker_client, wheels_dir  # noqa: F401 - session fixtures
 from tests.test_run_slurm import cluster, env_for, shared_data, the_record, wait_measuring  # noqa: F401 - fixtures and helpers
-from utils.container_manager import LABEL_RUN
+from utils.executors.containers import LABEL_RUN
 
 
 def host_yaml(tmp_path: Path, cluster, perf: Path, data: Path, wheels: Path, **overrides) -> Path:

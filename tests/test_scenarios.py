@@ -1,4 +1,4 @@
-"""tools.scenarios: stop rule, timing, server schedule, sampled outputs, search, validation.
+"""tools.measure.scenarios: stop rule, timing, server schedule, sampled outputs, search, validation.
 
 Most tests drive the runner with a fake clock that only the engine step (and the
 fake sleep) advance, so every expected number is exact.
@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tools.scenarios import SCENARIOS, ScenarioRun, poisson_arrivals, run_scenario, server_search
+from tools.measure.scenarios import SCENARIOS, ScenarioRun, poisson_arrivals, run_scenario, server_search
 
 MS = 1_000_000  # ns
 

@@ -1,4 +1,4 @@
-"""tools.scenarios, pinned to the nanosecond on every runner (mutation testing, docs/testing.md).
+"""tools.measure.scenarios, pinned to the nanosecond on every runner (mutation testing, docs/testing.md).
 
 The several-client runner (``_threads``) is driven on the fake clock by running
 its workers one after another (``_run_threads`` replaced): the first worker
@@ -16,8 +16,8 @@ import threading
 
 import pytest
 
-from tools import scenarios
-from tools.scenarios import ScenarioRun, poisson_arrivals, run_scenario, server_search
+from tools.measure import scenarios
+from tools.measure.scenarios import ScenarioRun, poisson_arrivals, run_scenario, server_search
 
 MS = 1_000_000
 

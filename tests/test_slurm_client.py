@@ -1,4 +1,4 @@
-"""inference/utils/slurm.py against a REAL single-node Slurm cluster
+"""inference/utils/executors/slurm_client.py against a REAL single-node Slurm cluster
 (tests/infra/slurm.py: munged + slurmctld + slurmd from Debian's packages).
 
 Skipped when the cluster cannot be started (slurm-wlm/munge missing, not
@@ -18,7 +18,7 @@ import pytest
 
 from common.errors import ConfigError, HostError
 from tests.infra.slurm import free_port
-from utils.slurm import JobState, SlurmClient, SlurmJobError, time_limit_minutes
+from utils.executors.slurm_client import JobState, SlurmClient, SlurmJobError, time_limit_minutes
 
 PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else "python3"
 

@@ -82,7 +82,7 @@ def test_clear_caches_drops_the_nodes_page_cache_in_a_step_of_the_job(tmp_path, 
     from loguru import logger
 
     import run
-    import utils.slurm_session as slurm_session
+    import utils.executors.slurm as slurm_session
     from utils.host_config import HostConfig
 
     config = HostConfig(**slurm_fields(tmp_path, slurm_container=value, clear_caches=True), inference_dir=INFERENCE)

@@ -1,4 +1,4 @@
-"""utils.cluster_manager against a real OpenSSH server on a loopback address."""
+"""utils.executors.ssh against a real OpenSSH server on a loopback address."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from common.errors import HostError
 from tests.infra.docker_env import require
 from tests.infra.sshd import SshdError, make_unrelated_client_key, start_sshd, write_wrong_known_hosts
-from utils.cluster_manager import SshHost
+from utils.executors.ssh import SshHost
 from utils.host_config import Host
 
 pytestmark = pytest.mark.ssh

@@ -1,4 +1,4 @@
-"""common.stats and tools.verdict, pinned value by value (mutation testing, docs/testing.md).
+"""common.stats and tools.measure.verdict, pinned value by value (mutation testing, docs/testing.md).
 
 Percentiles are checked against numpy's linear method (an independent
 implementation); windows against a hand-made tiling; every reason sentence in
@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from common.stats import MIN_SAMPLES_FOR_PERCENTILE, LatencyStats, enough_for, percentile, too_few_note
-from tools.verdict import (
+from tools.measure.verdict import (
     MAX_WINDOWS,
     MIN_QUERIES_PER_WINDOW,
     MIN_WINDOWS,

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from utils.executors.base import CaseOutcome
 from utils.host_config import CaseSpec
-from utils.session import CaseOutcome
-from utils.summary import markdown_table, merge_outcome
+from utils.results.summary import markdown_table, merge_outcome
 
 INFERENCE = Path(__file__).resolve().parents[1] / "inference"
 

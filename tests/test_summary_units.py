@@ -1,4 +1,4 @@
-"""utils.summary cell by cell (mutation testing, docs/testing.md).
+"""utils.results.summary cell by cell (mutation testing, docs/testing.md).
 
 merge_outcome is compared as a whole record against a fake vendor analysis
 module; markdown_table against a table written out by hand (every cell:
@@ -18,10 +18,10 @@ from types import SimpleNamespace
 import pytest
 
 from common import record as result_record
-from utils import summary
+from utils.executors.base import CaseOutcome
 from utils.host_config import CaseSpec
-from utils.session import CaseOutcome
-from utils.summary import markdown_table, memory_kind, merge_outcome, vendor_analysis, write_summary
+from utils.results import summary
+from utils.results.summary import markdown_table, memory_kind, merge_outcome, vendor_analysis, write_summary
 
 INFERENCE = Path(summary.__file__).resolve().parents[1]
 VENDOR = "fakevendor"

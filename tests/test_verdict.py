@@ -15,9 +15,9 @@ from types import SimpleNamespace
 import pytest
 
 from common.stats import LatencyStats, percentile
-from tools import forward
-from tools.contention import CpuContention
-from tools.verdict import (
+from tools.measure import loop as forward
+from tools.measure.contention import CpuContention
+from tools.measure.verdict import (
     Verdict,
     contention_reason,
     minimum_reasons,
@@ -204,7 +204,7 @@ def test_contention_sees_an_unrelated_cpu_hog():
 
 def test_contention_share_arithmetic(monkeypatch):
     """(busy time of our CPUs - our own CPU time) / (wall x CPUs), clamped to [0, 1]."""
-    from tools import contention
+    from tools.measure import contention
 
     busy = iter([100.0, 103.0])  # the CPUs were busy 3.0 s during the phase
     own = iter([10.0, 11.2])  # 1.2 s of it was this process and its children
@@ -265,7 +265,7 @@ def _fake_gpu(monkeypatch, pids):
 
     import torch
 
-    from tools import contention
+    from tools.measure import contention
 
     fake = _FakeNvml([os.getpid() if p == "self" else p for p in pids])
     monkeypatch.setitem(sys.modules, "pynvml", fake)
@@ -288,14 +288,14 @@ def test_gpu_contention_in_another_pid_namespace_counts_the_benchmark_as_one(mon
 
 
 def test_gpu_contention_unknown_without_nvml(monkeypatch):
-    from tools import contention
+    from tools.measure import contention
 
     monkeypatch.setitem(sys.modules, "pynvml", None)  # import fails
     assert contention.gpu_other_processes("cuda") is None
 
 
 def test_accelerator_reason():
-    from tools.verdict import accelerator_reason
+    from tools.measure.verdict import accelerator_reason
 
     assert accelerator_reason(None) is None and accelerator_reason(0) is None
     assert accelerator_reason(2) == ("contention: 2 other process(es) held a compute context on the benchmark's GPU during the measured phase")

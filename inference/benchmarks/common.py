@@ -19,7 +19,7 @@ import torch
 from loguru import logger
 
 from common.errors import ConfigError, DataError
-from tools.forward import PhaseResult, timed_forward
+from tools.measure.loop import PhaseResult, timed_forward
 
 INPUT_NAME = "input"
 OUTPUT_NAME = "output"
@@ -178,7 +178,7 @@ def export_onnx(model: torch.nn.Module, config: Any, sample_shape: Sequence[int]
         raise ConfigError("export_onnx_path: not set by the framework before export_model")
     opset = int(getattr(config, "onnx_opset", 17))
     cpu_model = _cpu_fp32(model)
-    from tools.flagperf import has_dynamic_axis
+    from tools.compat.flagperf import has_dynamic_axis
 
     dynamic = has_dynamic_axis(config)
     # Batch 2, not 1: a tracer must never see the batch size as a constant it could fold.

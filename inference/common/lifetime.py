@@ -1,7 +1,7 @@
 """Bounded lifetimes for what run.py starts: nothing it starts may outlive it for long.
 
 run.py passes two environment variables to every process and container it starts
-(``utils/session.py::HostSession.child_env``):
+(``utils/executors/base.py::HostSession.child_env``):
 
 - ``INFERPERF_PARENT_PID``: the pid of the process that started this one, where
   that is run.py on the same machine (MODE local). When that parent dies, even by
@@ -10,7 +10,7 @@ run.py passes two environment variables to every process and container it starts
 - ``INFERPERF_MAX_SECONDS``: an upper bound on the child's whole life (the case
   timeout plus a grace period). Containers on remote hosts have no parent to
   watch; this bounds how long one can survive a controller killed by SIGKILL
-  (the next run on that host also removes them: ``utils/docker_session.py``).
+  (the next run on that host also removes them: ``utils/executors/docker.py``).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The result record's file names and FlagPerf's result keys, defined once for both sides.
 
-The container side writes them (``tools/result.py``); the host side reads them
-(``utils/summary.py``, ``utils/aggregate.py``, ``utils/compare.py``,
-``utils/report.py``). The whole schema is in docs/result_schema.md.
+The container side writes them (``tools/results/result.py``); the host side reads them
+(``utils/results/summary.py``, ``utils/results/aggregate.py``, ``utils/results/compare.py``,
+``utils/results/report.py``). The whole schema is in docs/result_schema.md.
 """
 
 from __future__ import annotations

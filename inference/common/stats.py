@@ -49,7 +49,7 @@ class LatencyStats:
 
     ``cv`` (coefficient of variation) is information only: single calls on a
     CPU are long-tailed even for a no-op, so stability is judged on throughput
-    over windows (``tools.verdict``), not on this.
+    over windows (``tools.measure.verdict``), not on this.
     """
 
     count: int

@@ -24,12 +24,13 @@ from loguru import logger
 from common.errors import ConfigError, DataError, EngineError, one_line
 from common.files import atomic_dir, hash_file, hash_tree, sweep_stale_temps, writable_dir
 from inference_engine.registry import ENGINE_ROOT, engine_file, load_engine_module
-from tools import compile_report, flagperf, result
-from tools.adapters import OutputAdapter, adapt_engine
 from tools.cache import evict, fingerprint, hash_state_dict, onnx_digests, onnx_external_files, onnx_external_locations, probe, seal
+from tools.compat import flagperf
+from tools.compat.adapters import OutputAdapter, adapt_engine
 from tools.config import CaseConfig, load_case_config, parse_overrides
 from tools.env import cpu_model, environment, package_versions
-from tools.forward import PhaseResult, as_input_list
+from tools.measure.loop import PhaseResult, as_input_list
+from tools.results import compile_report, result
 
 STEPS = (
     "init",
@@ -74,7 +75,7 @@ class PipelineState:
     onnx_path: str | None = None
     validation: PhaseResult | None = None
     inference: PhaseResult | None = None
-    performance: Any = None  # tools.performance.PerformanceReport
+    performance: Any = None  # tools.measure.stage.PerformanceReport
     cache: dict[str, dict] = field(default_factory=dict)
     engine_info: dict[str, Any] = field(default_factory=dict)
 
@@ -375,8 +376,8 @@ class Pipeline:
                 logger.warning(f"engine get_performance_data failed, omitted: {exc}")
 
     def _performance(self) -> None:
-        """Numeric check, audits and the batch-size x scenario x clients rows (tools/performance.py)."""
-        from tools.performance import PerformanceStage
+        """Numeric check, audits and the batch-size x scenario x clients rows (tools/measure/stage.py)."""
+        from tools.measure.stage import PerformanceStage
         from tools.torch_sync import sync_for_config
 
         config, state = self.state.config, self.state
@@ -506,7 +507,8 @@ def _phase_result(value: Any, function: str) -> PhaseResult:
     if flagperf.is_flagperf_triple(value):
         return flagperf.case_timed_phase(value, "validation" if function == "model_forward" else "inference")
     raise EngineError(
-        f"case function {function} must return tools.forward.timed_forward(...)'s result or FlagPerf's (whole_qps, core_qps, acc), got {type(value).__name__}"
+        f"case function {function} must return tools.measure.loop.timed_forward(...)'s result or FlagPerf's (whole_qps, core_qps, acc), "
+        f"got {type(value).__name__}"
     )
 
 

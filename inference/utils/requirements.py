@@ -9,7 +9,7 @@ line (``#`` comments allowed; pip options are not). Terms used here:
                      MODE local: this environment, by ``scripts/setup.sh``
                      (``python -m utils.requirements install``);
                      MODE docker: a layer on top of the vendor image, built by
-                     ``utils/image_manager.py``, whose tag covers the files
+                     ``utils/executors/images.py``, whose tag covers the files
   torch constraint   every install pins the torch already installed
                      (``torch==<version>``), so no case can replace it
 

@@ -13,7 +13,7 @@ Config keys (vendor_config/nvidia_configurations.yaml):
   inductor_dynamic  false (default): one specialised graph per batch shape
                     true: one graph with a symbolic batch dimension
 
-Timing (see tools/forward.py): core is one compiled call including the
+Timing (see tools/measure/loop.py): core is one compiled call including the
 host->device copy of the inputs and the device->host copy of the outputs.
 Compilation for the configured batch shape happens in __init__ and is not
 timed. A shape first seen during inference (the last, partial batch) is

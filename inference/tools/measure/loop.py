@@ -14,7 +14,7 @@ data (FlagPerf's minimum) and then keeps making passes until at least
 or until ``max_duration_s`` of wall time has passed; minimums are checked at
 pass boundaries so every pass covers the whole data set. Every query's core
 latency is kept raw for percentiles, and its completion on the cumulative core
-clock for the throughput windows that judge stability (``tools.verdict``).
+clock for the throughput windows that judge stability (``tools.measure.verdict``).
 Contention from other processes is read over exactly the measured loop.
 """
 
@@ -28,11 +28,10 @@ from loguru import logger
 
 from common.errors import EngineError
 from common.stats import LatencyStats
-from tools.config import MEASUREMENT_DEFAULTS
-from tools.contention import ContentionReading, CpuContention
-from tools.progress import PhaseProgress
-from tools.torch_sync import sync_for_config
-from tools.verdict import (
+from tools.measure.contention import ContentionReading, CpuContention
+from tools.measure.phase_progress import PhaseProgress
+from tools.measure.settings import MEASUREMENT_DEFAULTS
+from tools.measure.verdict import (
     Verdict,
     accelerator_reason,
     contention_reason,
@@ -41,6 +40,7 @@ from tools.verdict import (
     stability_reason,
     window_throughputs,
 )
+from tools.torch_sync import sync_for_config
 
 Step = Callable[[list], "tuple[list, float]"]
 

@@ -21,8 +21,8 @@ from common.record import (
 
 if TYPE_CHECKING:  # kept light: run_inference.py imports this module to report any failure
     from tools.config import CaseConfig
-    from tools.forward import PhaseResult
-    from tools.verdict import Verdict
+    from tools.measure.loop import PhaseResult
+    from tools.measure.verdict import Verdict
 
 _RAW_KEY = "_raw_latencies_ns"  # carried from build_result to write_result, never written
 # The performance-data table is for people; the top of it says where time goes.
@@ -83,7 +83,7 @@ def raw_latency_series(validation: PhaseResult | None, inference: PhaseResult | 
 
 def overall_verdict(validation: PhaseResult | None, inference: PhaseResult | None, performance: Any) -> Verdict:
     """Every measured phase's reasons, each said once and labelled with where it applies."""
-    from tools.verdict import Verdict
+    from tools.measure.verdict import Verdict
 
     engine_wide = list(performance.engine_reasons) if performance is not None else []
     verdict = Verdict()

@@ -1,6 +1,6 @@
 """MODE slurm with SLURM_CONTAINER: docker: the vendor container on each Slurm node.
 
-The Docker executor's primitives (utils/docker_session.py: image, containers,
+The Docker executor's primitives (utils/executors/docker.py: image, containers,
 monitors, logs, orphan sweep) with two things changed:
 
 - the node's Docker engine is reached through the job: every Docker API
@@ -13,7 +13,7 @@ monitors, logs, orphan sweep) with two things changed:
 
 ``prepare`` runs in a job of its own (engine check, orphan sweep, the image built
 on the node on first use, which must fit in CASE_TIMEOUT); each case then runs in
-its own job, as in the native Slurm mode (utils/slurm_session.py, ``SlurmJobs``).
+its own job, as in the native Slurm mode (utils/executors/slurm.py, ``SlurmJobs``).
 The containers are the node's Docker engine's children, not the job's: Slurm's
 cgroup limits and GPU binding do not reach them (the vendor's container options
 choose the devices). A job that ends under its case (time limit, scancel, node
@@ -29,10 +29,10 @@ import docker
 from loguru import logger
 
 from common.errors import HostError
-from utils.docker_forward import DockerOverCommand
-from utils.docker_session import API_POOL_SIZE, JOIN_S, DockerSession, LocalTransport, one_connection_pool
+from utils.executors.docker import API_POOL_SIZE, JOIN_S, DockerSession, LocalTransport, one_connection_pool
+from utils.executors.docker_forward import DockerOverCommand
+from utils.executors.slurm import SlurmJobs
 from utils.host_config import CaseSpec
-from utils.slurm_session import SlurmJobs
 
 
 class SlurmTransport(LocalTransport):

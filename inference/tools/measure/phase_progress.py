@@ -1,6 +1,6 @@
-"""PROGRESS lines: how far a measured loop is, for run.py's progress display (utils/progress.py).
+"""PROGRESS lines: how far a measured loop is, for run.py's progress display (utils/run_progress.py).
 
-The measured loops of ``tools/forward.py`` and ``tools/scenarios.py`` say how far
+The measured loops of ``tools/measure/loop.py`` and ``tools/measure/scenarios.py`` say how far
 they are, at most every ``INTERVAL_S``, as one line on stdout (beside the
 logger's lines, not through it, so container.out.log keeps the pipeline's own)::
 
@@ -79,8 +79,8 @@ class PhaseProgress:
 
     @classmethod
     def for_passes(cls, phase: str, config: Any, dataloader: Any) -> "PhaseProgress":
-        """The reporter of tools.forward's pass loop, its stop rule read from ``config``."""
-        from tools.config import MEASUREMENT_DEFAULTS  # here: tools.config imports tools.scenarios, which imports this
+        """The reporter of tools.measure.loop's pass loop, its stop rule read from ``config``."""
+        from tools.measure.settings import MEASUREMENT_DEFAULTS
 
         def value(key: str) -> Any:
             return getattr(config, key, MEASUREMENT_DEFAULTS[key])

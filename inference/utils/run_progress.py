@@ -3,7 +3,7 @@
 run.py hands every pipeline line a session echoes (``[<host> <case:framework>] <line>``)
 to ``ProgressConsole.echo``, which follows each case x host through the pipeline's
 ``[N/7 step] start/done/skipped`` lines and the measured loops' PROGRESS lines
-(written by ``tools/progress.py``, which defines them: phase, queries done, the
+(written by ``tools/measure/phase_progress.py``, which defines them: phase, queries done, the
 target the loop's stop rule will reach, elapsed and remaining seconds), and draws
 them with rich as a live display on a terminal. Off a terminal (CI, pipes) run.py
 uses none of this: it prints one line per case and host.
@@ -19,7 +19,7 @@ from typing import Any
 
 from loguru import logger
 
-PREFIX = "PROGRESS "  # tools/progress.py's (container and host code meet only in common/)
+PREFIX = "PROGRESS "  # tools/measure/phase_progress.py's (container and host code meet only in common/)
 
 
 # ---- reading the pipeline's lines ------------------------------------------------------------
@@ -127,7 +127,7 @@ def _duration(seconds: float | None) -> str:
     return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
 
 
-# run.py's own lines this display follows (utils/image_manager.py's image builds, the case outcomes)
+# run.py's own lines this display follows (utils/executors/images.py's image builds, the case outcomes)
 _HOST_RUNNING = re.compile(r"^host (?P<host>\S+): running (?P<case>\S+)$")
 _HOST_OUTCOME = re.compile(r"^host (?P<host>\S+): (?P<case>\S+:\S+) (?P<status>[a-z_]+)\b")
 _IMAGE_BUILD = re.compile(r"^host (?P<host>\S+): building image (?P<tag>\S+)")

@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
 from common.errors import EngineError
-from tools.numeric import compare_outputs
+from tools.checks.numeric import compare_outputs
 
 # At most this many calls of each kind, however fast the engine: medians of
 # this many are stable and the constant added to float inputs stays small.

@@ -6,8 +6,8 @@
     lost; once, after MONITOR_STARTUP_S, check the monitors live) -> stop ->
     collect files -> outcome
 
-An executor (``utils/local_session.py``: child processes on this machine;
-``utils/docker_session.py``: containers on a host reached over SSH) supplies only
+An executor (``utils/executors/local.py``: child processes on this machine;
+``utils/executors/docker.py``: containers on a host reached over SSH) supplies only
 primitives: ``prepare`` the host, ``case_log_dir``, ``start`` a process,
 ``wait`` for it, ``stop`` it, its ``output_tail``, ``fetch`` the files and
 ``end_case``. The ``run_inference.py`` command line, the monitors' command lines,

@@ -41,9 +41,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
-from tools.progress import PhaseProgress
+from tools.measure.phase_progress import PhaseProgress
+from tools.measure.settings import SCENARIOS  # noqa: E402  (defined once, beside the measurement defaults)
 
-SCENARIOS = ("offline", "single_stream", "server")
 MINIMUMS_MET = "minimums met"
 MAX_DURATION_REACHED = "max_duration_s reached"
 
@@ -206,7 +206,7 @@ def run_scenario(
     limits = (min_query_count, round(min_duration_s * 1e9), round(max_duration_s * 1e9))
     sampler = _Sampler(max_sampled) if sample_pool_indices and max_sampled else None
     eligible = frozenset(sample_pool_indices)
-    # PROGRESS lines (tools/progress.py), at most every 0.5 s, from the clock readings the runners take anyway
+    # PROGRESS lines (tools/measure/phase_progress.py), at most every 0.5 s, from the clock readings the runners take anyway
     progress = PhaseProgress(
         f"performance bs={batch_size} {scenario} clients={clients}", min_queries=min_query_count, min_duration_s=min_duration_s, max_duration_s=max_duration_s
     )

@@ -1,7 +1,7 @@
 """report.html: one self-contained page per run, for people.
 
 Built from ``summary.json`` and, per case and host, the files beside it:
-``result.json``, ``latencies.npz`` (raw per-query latencies, ``tools.result``)
+``result.json``, ``latencies.npz`` (raw per-query latencies, ``tools.results.result``)
 and the monitors' JSON lines. Every plot is an interactive plotly chart drawn by the
 browser from a JSON figure spec in the page; plotly.min.js (from the installed plotly
 package) is inlined once, and the page loads no script, font or style from elsewhere,
@@ -28,8 +28,8 @@ from typing import Any
 from common.files import atomic_path
 from common.record import RESULT_FILE, Key, read_latencies
 from common.sampler import read_samples
-from utils.aggregate import with_aggregates
-from utils.summary import _accuracy_cell, _fmt, _mfu_cell, _percentile_cell, memory_kind
+from utils.results.aggregate import with_aggregates
+from utils.results.summary import _accuracy_cell, _fmt, _mfu_cell, _percentile_cell, memory_kind
 
 REPORT_FILE = "report.html"
 TOP_OPS = 12

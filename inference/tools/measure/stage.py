@@ -6,9 +6,9 @@ Order, for the compiled engine:
                  performance sample set), re-cut into batches of each swept batch
                  size (tiled when the data set is smaller than a batch); data
                  loading is never inside a measured window;
-  2. numeric     engine vs framework model on the same pool batches (``tools.numeric``);
-  3. audits      anti-caching (``tools.audit``) on the base batch size;
-  4. rows        one row per batch size x scenario x clients (``tools.scenarios``),
+  2. numeric     engine vs framework model on the same pool batches (``tools.checks.numeric``);
+  3. audits      anti-caching (``tools.checks.audit``) on the base batch size;
+  4. rows        one row per batch size x scenario x clients (``tools.measure.scenarios``),
                  each with its contention reading, throughput windows, per-query
                  latency percentiles and verdict; accuracy-in-performance-mode
                  (MLPerf TEST01) compares outputs sampled under load with untimed
@@ -26,10 +26,10 @@ from typing import Any, Callable
 from loguru import logger
 
 from common.stats import MIN_SAMPLES_FOR_PERCENTILE, LatencyStats, too_few_note
-from tools.contention import CpuContention
-from tools.forward import as_input_list
-from tools.scenarios import ScenarioRun, run_scenario, server_search
-from tools.verdict import Verdict, accelerator_reason, contention_reason, minimum_reasons, stability_reason, window_throughputs
+from tools.measure.contention import CpuContention
+from tools.measure.loop import as_input_list
+from tools.measure.scenarios import ScenarioRun, run_scenario, server_search
+from tools.measure.verdict import Verdict, accelerator_reason, contention_reason, minimum_reasons, stability_reason, window_throughputs
 
 POOL_BATCHES = 8  # distinct batches per batch size, memory permitting
 REFERENCE_BATCHES = 2  # pool batches whose outputs are checked under load (TEST01)
@@ -196,7 +196,7 @@ class PerformanceStage:
 
     # -- 2. numeric ---------------------------------------------------------------
     def numeric_check(self, engine: EngineStep, framework: EngineStep | None, pool: list[list]) -> None:
-        from tools.numeric import compare_outputs, tolerances_for
+        from tools.checks.numeric import compare_outputs, tolerances_for
 
         if framework is None:
             self.report.notes.append("numeric check skipped: no framework model (no_validation: true)")
@@ -219,7 +219,7 @@ class PerformanceStage:
 
     # -- 3. audits ------------------------------------------------------------------
     def anti_caching(self, engine: EngineStep, pool: list[list]) -> None:
-        from tools.audit import anti_caching_audit
+        from tools.checks.audit import anti_caching_audit
 
         result = anti_caching_audit(engine, pool, sync=self.sync, budget_s=AUDIT_BUDGET_S)
         self.report.audits.append(result.to_dict())
@@ -276,8 +276,8 @@ class PerformanceStage:
     def _test01(self, run: ScenarioRun, references: dict) -> dict | None:
         if not references:
             return None
-        from tools.audit import accuracy_in_performance_mode
-        from tools.numeric import tolerances_for
+        from tools.checks.audit import accuracy_in_performance_mode
+        from tools.checks.numeric import tolerances_for
 
         tolerances = tolerances_for(self.precision, self.config.numeric_tolerance)
         return accuracy_in_performance_mode(run.sampled_outputs, references, self.precision, tolerances).to_dict()

@@ -4,7 +4,7 @@ Terms (defined here once):
   aggregate throughput = the sum of the hosts' throughputs (each host runs the
       case on its own devices at the same time, so the cluster serves the sum);
   pooled percentile    = a percentile of every host's raw per-query latencies
-      put together (``latencies.npz``, see ``tools.result``), never an average
+      put together (``latencies.npz``, see ``tools.results.result``), never an average
       of the hosts' percentiles, which has no meaning for a tail;
   concurrent           = the hosts' measured inference phases overlap in wall
       time; when they do not, the sum is a capacity, not a measured load.
@@ -21,7 +21,7 @@ from typing import Any
 
 from common.record import QPS_KEYS, RESULT_FILE, Key, read_latencies
 from common.stats import LatencyStats
-from utils.summary import plausible_mfu
+from utils.results.summary import plausible_mfu
 
 
 def _sum(values: list[Any]) -> float | None:

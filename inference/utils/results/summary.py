@@ -13,7 +13,7 @@ from common import sys_monitor
 from common.files import atomic_path, write_json_atomic
 from common.record import FLAGPERF_KEYS, Key
 from common.stats import MIN_SAMPLES_FOR_PERCENTILE
-from utils.session import CaseOutcome
+from utils.executors.base import CaseOutcome
 
 SUMMARY_SCHEMA_VERSION = 1
 
@@ -232,7 +232,7 @@ def markdown_table(records: list[dict], memory_kind: str = "device memory") -> s
 
 
 def write_summary(run_dir: Path, run_id: str, host_config: Any, records: list[dict], started_at: datetime) -> tuple[Path, Path]:
-    from utils.aggregate import aggregate_records, with_aggregates
+    from utils.results.aggregate import aggregate_records, with_aggregates
 
     aggregates = aggregate_records(records)  # multi-host cases: summed throughput, pooled percentiles
     summary = {

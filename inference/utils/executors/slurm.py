@@ -1,6 +1,6 @@
 """MODE slurm: each case x node runs as a Slurm job, under the same lifecycle as every executor.
 
-The primitives of utils/session.py on a Slurm cluster (utils/slurm.py talks to it):
+The primitives of utils/executors/base.py on a Slurm cluster (utils/executors/slurm_client.py talks to it):
 
 - ``case_log_dir``: submit the case's job (``sbatch``, one node from HOSTS by
   name, partition, account, GPUs per node; the time limit is CASE_TIMEOUT plus
@@ -15,7 +15,7 @@ The primitives of utils/session.py on a Slurm cluster (utils/slurm.py talks to i
 
 The code is copied once per version into SLURM_SHARED_DIR/code/<hash>/inference
 (the nodes run it natively with SLURM_PYTHON, ``SLURM_CONTAINER: none``; for
-``SLURM_CONTAINER: docker`` see utils/slurm_docker_session.py).
+``SLURM_CONTAINER: docker`` see utils/executors/slurm_docker.py).
 """
 
 from __future__ import annotations
@@ -33,10 +33,10 @@ from loguru import logger
 
 from common.errors import ConfigError, HostError
 from common.files import hash_tree
+from utils.executors.base import slug
+from utils.executors.local import LocalSession, _Child
+from utils.executors.slurm_client import SlurmClient
 from utils.host_config import CaseSpec, HostConfig
-from utils.local_session import LocalSession, _Child
-from utils.session import slug
-from utils.slurm import SlurmClient
 
 CODE_SKIP = ("onnxs", "result", "__pycache__", ".pytest_cache")
 JOB_MARGIN_S = 120.0  # the job outlives CASE_TIMEOUT by this much: monitors stop, files flush
@@ -99,7 +99,7 @@ def _probe_node(config: HostConfig, client: SlurmClient, node: str) -> ConfigErr
 
 class SlurmJobs:
     """The job a case runs in, shared by both ways of running on Slurm (natively:
-    SlurmSession below; in the vendor container: utils/slurm_docker_session.py).
+    SlurmSession below; in the vendor container: utils/executors/slurm_docker.py).
 
     ``submit_job`` holds an allocation on the host's node (a ``sleep`` job with the
     time limit CASE_TIMEOUT plus a margin) and waits until it RUNS, at most

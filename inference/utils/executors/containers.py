@@ -15,7 +15,7 @@ from docker.types import DeviceRequest, Ulimit
 
 from common.errors import ConfigError
 from common.yamlio import load_yaml_mapping
-from utils.session import slug
+from utils.executors.base import slug
 
 LABEL_RUN = "inferperf.run"
 LABEL_ROLE = "inferperf.role"

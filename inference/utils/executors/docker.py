@@ -4,7 +4,7 @@ The host is reached through a transport: ``SshTransport`` (paramiko: SFTP for fi
 the Docker API through ``docker system dial-stdio`` channels) or, for
 ``HOSTS: ["localhost"]`` (or DOCKER_LOCAL: true), ``LocalTransport``: this machine's
 files and the local engine through the SDK (``docker.from_env()``), no SSH. The
-session is the same for both: the lifecycle of utils/session.py, these primitives.
+session is the same for both: the lifecycle of utils/executors/base.py, these primitives.
 
 Layout on each host (REMOTE_WORKDIR, default /var/tmp/inferperf):
   code/<hash>/inference/      the code, uploaded once per version (a cache)
@@ -35,8 +35,8 @@ from loguru import logger
 
 from common.errors import HostError, one_line
 from common.files import hash_tree
-from utils.cluster_manager import CommandResult, SshHost
-from utils.container_manager import (
+from utils.executors.base import HostSession, slug
+from utils.executors.containers import (
     LABEL_CONTROLLER,
     LABEL_ROLE,
     LABEL_RUN,
@@ -45,11 +45,11 @@ from utils.container_manager import (
     parse_container_options,
     vendor_container_options,
 )
-from utils.docker_forward import DockerOverSsh
+from utils.executors.docker_forward import DockerOverSsh
+from utils.executors.images import ImageSpec, ensure_image
+from utils.executors.ssh import CommandResult, SshHost
 from utils.host_config import is_local_engine
-from utils.image_manager import ImageSpec, ensure_image
 from utils.requirements import all_requirement_files
-from utils.session import HostSession, slug
 
 CONTAINER_ROOT = "/workspace"
 CODE_SKIP = ("onnxs", "result", "__pycache__", ".pytest_cache")
@@ -403,7 +403,7 @@ class DockerSession(HostSession):
         tag, _ = ensure_image(self.client, spec, self.label, self.build_log_dir / f"build_{slug(self.label)}.log")
         return tag
 
-    # ---- the lifecycle's primitives (utils/session.py) ------------------------------
+    # ---- the lifecycle's primitives (utils/executors/base.py) ------------------------------
     def perf_dir(self) -> str:
         return f"{CONTAINER_ROOT}/inference"
 

@@ -16,7 +16,7 @@ connection here is a channel on the existing SSH transport running
 to the SDK through the socket.
 
 Each channel (or command) starts a ``docker`` CLI process on the host, so the SDK client must
-keep its connections (``utils/docker_session.py``: one connection pool per client,
+keep its connections (``utils/executors/docker.py``: one connection pool per client,
 not docker-py's pool per URL): a handful of channels serve a whole run.
 """
 

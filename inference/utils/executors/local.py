@@ -1,6 +1,6 @@
 """MODE local: the pipeline and monitors run as child processes of run.py on this machine.
 
-The primitives of utils/session.py's lifecycle: each child leads its own process
+The primitives of utils/executors/base.py's lifecycle: each child leads its own process
 group (a stop reaches DataLoader workers and compiler children), and watches
 run.py's pid (common/lifetime.py), so even a SIGKILL to run.py leaves nothing
 running.
@@ -19,8 +19,8 @@ from pathlib import Path
 from loguru import logger
 
 from common.errors import HostError
+from utils.executors.base import HostSession
 from utils.host_config import CaseSpec
-from utils.session import HostSession
 
 STOP_GRACE_S = 10.0
 

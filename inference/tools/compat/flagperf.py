@@ -3,7 +3,7 @@
 Terms:
   case-timed phase  a ``model_forward``/``engine_forward`` that times itself and
                     returns FlagPerf's ``(whole_qps, core_qps, acc)`` instead of
-                    ``tools.forward.timed_forward``'s PhaseResult. Its throughputs
+                    ``tools.measure.loop.timed_forward``'s PhaseResult. Its throughputs
                     are reported as the case computed them; it has no per-query
                     latencies, so those fields are null and the verdict says why.
   static batch      an engine built for exactly ``batch_size`` samples per call
@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from common.errors import ConfigError, EngineError
-from tools.forward import PhaseResult
-from tools.verdict import Verdict
+from tools.measure.loop import PhaseResult
+from tools.measure.verdict import Verdict
 
 CASE_TIMED_REASON = "timing defined by the case (FlagPerf style): no per-query latencies, so percentiles, minimums and stability cannot be judged"
 
@@ -151,7 +151,7 @@ class DropPartialBatches:
         return len(self.loader.dataset) // self.batch_size
 
     def __iter__(self) -> Iterator:
-        from tools.forward import as_input_list
+        from tools.measure.loop import as_input_list
 
         for x, y in self.loader:
             first = as_input_list(x)[0]

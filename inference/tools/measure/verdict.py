@@ -13,7 +13,7 @@ make a measurement invalid, each with its own reason:
   server scenario, whose throughput is set by its Poisson arrivals;
 - contention: other processes used more than ``contention_limit`` of the CPUs
   the benchmark may run on during the measured phase, or held a compute
-  context on its GPU (``tools.contention``);
+  context on its GPU (``tools.measure.contention``);
 - a scenario's headline percentile (single_stream p90, server p99) that has
   too few samples to be measured (``common.stats``), or a server run whose p99
   exceeds ``latency_bound_ms``;

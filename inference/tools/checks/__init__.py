@@ -1,0 +1,1 @@
+"""Checks of an engine's trustworthiness: numeric comparison against the framework, and the anti-caching audits."""

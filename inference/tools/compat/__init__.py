@@ -1,0 +1,1 @@
+"""Adapters for files written for other benchmarks (FlagPerf today), so they drop in unchanged."""

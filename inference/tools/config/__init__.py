@@ -1,0 +1,37 @@
+"""The case configuration: FlagPerf's three-file merge (spec §3.2.1) into one typed object.
+
+Sources, lowest precedence first:
+  configs/<case>/configurations.yaml                   the benchmark settings
+  configs/<case>/parameters.yaml                       case parameters, hardware-independent
+  configs/<case>/vendor_config/<vendor>_configurations.yaml   vendor overrides
+plus the command-line keys of run_inference.py. Rules:
+  - a key in both configurations and parameters is an error;
+  - a vendor key may not touch parameters, host.yaml or command-line keys;
+  - a vendor key new to configurations logs a warning, one that changes a
+    value logs info, and one that repeats the base value is an error.
+
+The package: ``values`` (checks and bounds), ``case`` (``CaseConfig``), ``load``
+(the merge and ``--set``), ``expr`` (number expressions). Its public names are
+importable from ``tools.config``.
+"""
+
+from tools.config.case import CaseConfig
+from tools.config.load import OVERRIDE_ORIGIN, case_config_paths, load_case_config, merge_case_config, parse_overrides
+from tools.config.values import CLI_KEYS, REQUIRED_KEYS, check_device_available, check_extra, cpu_count
+from tools.measure.settings import MEASUREMENT_DEFAULTS, SCENARIOS
+
+__all__ = [
+    "CLI_KEYS",
+    "MEASUREMENT_DEFAULTS",
+    "OVERRIDE_ORIGIN",
+    "REQUIRED_KEYS",
+    "SCENARIOS",
+    "CaseConfig",
+    "case_config_paths",
+    "check_device_available",
+    "check_extra",
+    "cpu_count",
+    "load_case_config",
+    "merge_case_config",
+    "parse_overrides",
+]

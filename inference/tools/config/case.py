@@ -1,0 +1,142 @@
+"""``CaseConfig``: the merged case configuration as one typed, self-validating object."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from common.errors import ConfigError, shown
+from tools.config.values import _CHECKS, MAX_CLIENTS_PER_CORE, check_extra, cpu_count
+from tools.measure.settings import MEASUREMENT_DEFAULTS
+
+
+@dataclass
+class CaseConfig:
+    """Everything a case and an engine may read, as attributes.
+
+    Typed fields are validated; parameters.yaml keys and vendor-only keys
+    live in ``extra`` and are reachable as attributes too.
+    """
+
+    vendor: str
+    case: str
+    framework: str  # the case-code name, FlagPerf's: "pytorch" for --framework pytorch_2.1
+    perf_dir: str
+    data_dir: str
+    log_dir: str
+    batch_size: int
+    fp16: bool
+    compiler: str | None
+    num_workers: int
+    log_freq: int
+    repeat: int
+    no_validation: bool
+    exist_onnx_path: str | None
+    exist_compiler_path: str | None
+    input_size: int | None = None
+    warmup: int = 2
+    flops: float | None = None
+    seed: int = 0
+    onnx_opset: int = 17
+    device: str = "cpu"
+    # Measurement and workload keys (ByteMLPerf's names where it has them).
+    min_query_count: int = MEASUREMENT_DEFAULTS["min_query_count"]
+    min_duration_s: float = MEASUREMENT_DEFAULTS["min_duration_s"]
+    max_duration_s: float = MEASUREMENT_DEFAULTS["max_duration_s"]
+    contention_limit: float = MEASUREMENT_DEFAULTS["contention_limit"]
+    batch_sizes: list[int] | None = None  # null: [batch_size]
+    scenario: Any = "offline"  # one of SCENARIOS or a list; a list after validation
+    clients: Any = 1  # issuing threads, or a list to sweep; a list after validation
+    target_qps: float | None = None  # server: Poisson arrival rate, samples per second
+    latency_bound_ms: float | None = None  # server: the p99 bound
+    server_search: bool = False  # server: find the highest target_qps meeting the bound
+    compile_only: bool = False  # stop after the vendor compile
+    numeric_check: bool = True  # compare engine outputs with the framework model's
+    numeric_batches: int = 2
+    numeric_tolerance: Any = None  # overrides of tools.checks.numeric.DEFAULT_TOLERANCES
+    audits: bool = True  # anti-caching and accuracy-in-performance-mode audits
+    allow_many_clients: bool = False  # permit clients > 4 x cores
+    pool_max_mb: float = 256.0  # memory for the preloaded query pool of one batch size
+    extra: dict[str, Any] = field(default_factory=dict)
+    origin: dict[str, str] = field(default_factory=dict, repr=False)
+    # Set by the pipeline as it goes.
+    cache_dir: str = ""
+    export_onnx_path: str | None = None
+    engine_path: str | None = None
+    # Set by a case when its accuracy means nothing (e.g. "random weights"):
+    # accuracy is then reported as null with this reason, never as a number.
+    accuracy_note: str | None = None
+    # --framework as given (e.g. "pytorch_2.1", which names the docker image); set by load_case_config.
+    framework_full: str = ""
+
+    def __post_init__(self) -> None:
+        for name, check in _CHECKS.items():
+            try:
+                setattr(self, name, check(getattr(self, name)))
+            except ValueError as exc:
+                raise ConfigError(f"{self.origin.get(name, 'config')}: key '{name}' {exc}") from None
+        for name, value in self.extra.items():
+            try:
+                self.extra[name] = check_extra(name, value)
+            except ValueError as exc:
+                raise ConfigError(f"{self.origin.get(name, 'config')}: key {shown(name)} {exc}") from None
+        self._check_workload()
+        if self.no_validation and self.exist_onnx_path is None:
+            raise ConfigError(
+                f"{self.origin.get('no_validation', 'config')}: key 'no_validation' is true, so key "
+                "'exist_onnx_path' must name an ONNX file (validation and export are both skipped)"
+            )
+
+    def _fail(self, key: str, message: str) -> None:
+        raise ConfigError(f"{self.origin.get(key, 'config')}: key '{key}' {message}")
+
+    def _check_workload(self) -> None:
+        if self.max_duration_s < self.min_duration_s:
+            self._fail("max_duration_s", f"is {self.max_duration_s:g}, less than min_duration_s {self.min_duration_s:g}")
+        if self.batch_sizes is None:
+            self.batch_sizes = [self.batch_size]
+        if "server" in self.scenario:
+            # Named where scenario was set: that is what asks for the bound.
+            if self.latency_bound_ms is None:
+                self._fail("scenario", "includes server, so key 'latency_bound_ms' is required (the p99 bound in ms)")
+            if self.target_qps is None and not self.server_search:
+                self._fail("scenario", "includes server, so key 'target_qps' is required (or server_search: true)")
+        cores = cpu_count()
+        if not self.allow_many_clients and max(self.clients) > MAX_CLIENTS_PER_CORE * cores:
+            self._fail(
+                "clients",
+                f"is {max(self.clients)}, more than {MAX_CLIENTS_PER_CORE} x the {cores} cores here; set allow_many_clients: true if that is intended",
+            )
+        if self.numeric_tolerance is not None:
+            from tools.checks.numeric import tolerances_for
+
+            try:
+                tolerances_for("fp32", self.numeric_tolerance)
+            except ValueError as exc:
+                self._fail("numeric_tolerance", str(exc))
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached for names that are not fields: parameters and vendor keys.
+        extra = self.__dict__.get("extra", {})
+        if name in extra:
+            return extra[name]
+        raise AttributeError(f"config has no key '{name}'")
+
+    def get(self, name: str, default: Any = None) -> Any:
+        try:
+            return getattr(self, name)
+        except AttributeError:
+            return default
+
+    def as_dict(self) -> dict[str, Any]:
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("extra", "origin")}
+        data.update(self.extra)
+        return data
+
+    # FlagPerf passes its config as a namedtuple; engines written for it read these.
+    @property
+    def _fields(self) -> tuple[str, ...]:
+        return tuple(self.as_dict())
+
+    def _asdict(self) -> dict[str, Any]:
+        return self.as_dict()

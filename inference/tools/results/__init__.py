@@ -1,0 +1,1 @@
+"""What the container writes: the result record and the compile report."""
