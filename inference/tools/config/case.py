@@ -50,6 +50,7 @@ class CaseConfig:
     target_qps: float | None = None  # server: Poisson arrival rate, samples per second
     latency_bound_ms: float | None = None  # server: the p99 bound
     server_search: bool = False  # server: find the highest target_qps meeting the bound
+    load_generator: str = "inferperf"  # the performance rows' issuer: InferPerf's own scenarios, or "mlperf" (MLPerf LoadGen)
     compile_only: bool = False  # stop after the vendor compile
     numeric_check: bool = True  # compare engine outputs with the framework model's
     numeric_batches: int = 2
@@ -101,6 +102,8 @@ class CaseConfig:
                 self._fail("scenario", "includes server, so key 'latency_bound_ms' is required (the p99 bound in ms)")
             if self.target_qps is None and not self.server_search:
                 self._fail("scenario", "includes server, so key 'target_qps' is required (or server_search: true)")
+        if self.load_generator == "mlperf" and self.server_search:
+            self._fail("server_search", "is true, but load_generator mlperf runs server rows at a fixed target_qps; set target_qps instead")
         cores = cpu_count()
         if not self.allow_many_clients and max(self.clients) > MAX_CLIENTS_PER_CORE * cores:
             self._fail(

@@ -215,6 +215,20 @@ def _scenario(value: Any) -> str:
     return value
 
 
+LOAD_GENERATORS = ("inferperf", "mlperf")  # who issues a performance row's queries: tools/measure/scenarios.py or MLPerf LoadGen
+
+
+def _load_generator(value: Any) -> str:
+    if not isinstance(value, str) or value not in LOAD_GENERATORS:
+        raise ValueError(f"must be one of {', '.join(LOAD_GENERATORS)}, got {shown(value)}")
+    if value == "mlperf":
+        import importlib.util
+
+        if importlib.util.find_spec("mlperf_loadgen") is None:
+            raise ValueError("is 'mlperf', but MLPerf LoadGen is not installed here (pip install mlcommons-loadgen==6.0.17)")
+    return value
+
+
 def _optional(check: Callable[[Any], Any]):
     return lambda value: None if value is None else check(value)
 
@@ -270,6 +284,7 @@ _CHECKS: dict[str, Callable[[Any], Any]] = {
     "target_qps": _optional(_bounded("a positive number of samples per second", 0, 1e9)),
     "latency_bound_ms": _optional(_bounded("a positive number of milliseconds", 0, 3.6e6)),
     "server_search": _bool,
+    "load_generator": _load_generator,
     "compile_only": _bool,
     "numeric_check": _bool,
     "numeric_batches": _bounded("a positive integer", 0, 64, integer=True),

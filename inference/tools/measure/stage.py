@@ -287,10 +287,15 @@ class PerformanceStage:
         row = row_record(run, self.config, contention, test01, search)
         span = self._spans.get(id(run))
         row["started_at_unix"], row["finished_at_unix"] = span if span else (None, None)
+        row["load_generator"] = "inferperf"
         self.report.raw_latencies_ns.append(list(run.latencies_ns))
         return row
 
     def _row(self, engine, pool, batch_size, scenario, clients, references, target_qps) -> dict:
+        if getattr(self.config, "load_generator", "inferperf") == "mlperf":  # MLPerf LoadGen issues this row's queries
+            from tools.measure.loadgen import performance_row
+
+            return self._engine_wide(performance_row(self, engine, pool, batch_size, scenario, clients, references, target_qps))
         run, contention = self._run(engine, pool, batch_size, scenario, clients, references, target_qps)
         return self._engine_wide(self._record(run, contention, self._test01(run, references)))
 

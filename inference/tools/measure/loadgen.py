@@ -1,0 +1,420 @@
+"""Performance rows under MLPerf LoadGen (``load_generator: mlperf``), the second load generator.
+
+The same engine and the same pool of batches as InferPerf's own scenarios
+(``tools.measure.scenarios``), driven by the real LoadGen (PyPI
+``mlcommons-loadgen``, imported as ``mlperf_loadgen``):
+
+  QSL     LoadGen's sample ``i`` is pool batch ``i`` (``batch_size`` samples), so a
+          LoadGen query of one sample is an InferPerf query (one engine call), and
+          LoadGen's rates times ``batch_size`` are samples per second. The pool is
+          already in memory: loading and unloading are no-ops.
+  SUT     single_stream, and offline with one client: the engine runs inside
+          LoadGen's issue call (no thread hand-off in the timed path). server, and
+          offline with several clients: ``clients`` worker threads take samples
+          from a queue, so issuing never blocks LoadGen's schedule.
+  probe   before the test, a short back-to-back run sets what LoadGen must be
+          told in advance: ``single_stream_expected_latency_ns`` (LoadGen issues
+          ``min_duration / expected latency`` queries, so a too-high guess misses
+          the minimum duration) and ``offline_expected_qps`` (LoadGen issues about
+          ``expected qps x min_duration x 1.1`` samples in its one query); both
+          get ``PROBE_MARGIN`` so that a slightly faster test still meets them.
+  settings min_duration_s, max_duration_s and min_query_count from the case
+          config (single_stream and server raise the query count to their
+          headline percentile's floor, as InferPerf's rows do); server:
+          ``target_qps / batch_size`` queries/s, ``latency_bound_ms`` at p99.
+
+LoadGen's verdict is the row's: its VALID/INVALID with the unmet conditions,
+its early-stopping estimates and its percentiles (read from its detail log,
+``mlperf_log_*_detail.txt``, whose ``:::MLLOG`` lines are JSON) go into the
+row's ``loadgen`` block; contention and the accuracy-in-performance-mode audit
+are added as for every row. Its log files are written into the case's log_dir,
+one prefix per row (``mlperf_log_bs8_offline_x1_summary.txt``, ...).
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import re
+import statistics
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from common.stats import MIN_SAMPLES_FOR_PERCENTILE, LatencyStats, enough_for, too_few_note
+from tools.measure.scenarios import MINIMUMS_MET, ScenarioRun, _Sampler
+
+LOADGEN_SCENARIO = {"offline": "Offline", "single_stream": "SingleStream", "server": "Server"}
+# Per scenario: LoadGen's detail-log key of the row's throughput (in LoadGen samples = pool batches per second).
+RATE_KEY = {"offline": "result_samples_per_second", "single_stream": "result_qps_with_loadgen_overhead", "server": "result_completed_samples_per_sec"}
+HEADLINE_FLOOR = {"single_stream": MIN_SAMPLES_FOR_PERCENTILE["p90"][1], "server": MIN_SAMPLES_FOR_PERCENTILE["p99"][1]}
+PERCENTILE_KEYS = {"p50": "50.00", "p90": "90.00", "p95": "95.00", "p97": "97.00", "p99": "99.00", "p99_9": "99.90"}
+PROBE_QUERIES = 8
+PROBE_S = 0.25
+PROBE_MAX_S = 3.0
+PROBE_MARGIN = 1.1
+CONDITIONS = {  # the row's name -> (LoadGen's detail-log key, what LoadGen found unmet)
+    "min_duration_met": ("result_min_duration_met", "min duration not met"),
+    "min_queries_met": ("result_min_queries_met", "min queries not met"),
+    "early_stopping_met": ("early_stopping_met", "early stopping not met"),
+    "perf_constraints_met": ("result_perf_constraints_met", "latency constraint not met"),
+}
+_ESTIMATE = re.compile(r"Early stopping (\d+(?:\.\d+)?)th percentile estimate: (\d+)")
+
+Step = Callable[[list], "tuple[list, float]"]
+
+
+def installed() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("mlperf_loadgen") is not None
+
+
+@dataclass
+class Probe:
+    queries: int
+    latency_ns: int  # median per-query latency, back to back
+    qps: float  # queries (pool batches) per second, back to back
+
+
+def probe(step: Step, pool: list[list], sync: Callable[[], Any], clock: Callable[[], int] = time.perf_counter_ns) -> Probe:
+    """At least ``PROBE_QUERIES`` queries and ``PROBE_S`` seconds back to back (at most ``PROBE_MAX_S``)."""
+    latencies: list[int] = []
+    start = clock()
+    while True:
+        t0 = clock()
+        _, foo = step(pool[len(latencies) % len(pool)])
+        sync()
+        t1 = clock()
+        latencies.append(max(t1 - t0 - int((foo or 0) * 1e9), 1))
+        elapsed = t1 - start
+        if (len(latencies) >= PROBE_QUERIES and elapsed >= PROBE_S * 1e9) or elapsed >= PROBE_MAX_S * 1e9:
+            break
+    return Probe(len(latencies), int(statistics.median(latencies)), len(latencies) * 1e9 / sum(latencies))
+
+
+def loadgen_settings(lg: Any, scenario: str, config: Any, found: Probe, batch_size: int, clients: int, target_qps: float | None) -> Any:
+    """LoadGen's TestSettings for one row (see the module docstring)."""
+    settings = lg.TestSettings()
+    settings.scenario = getattr(lg.TestScenario, LOADGEN_SCENARIO[scenario])
+    settings.mode = lg.TestMode.PerformanceOnly
+    settings.min_duration_ms = round(config.min_duration_s * 1000)
+    settings.max_duration_ms = round(config.max_duration_s * 1000)
+    settings.min_query_count = max(int(config.min_query_count), HEADLINE_FLOOR.get(scenario, 1))
+    settings.schedule_rng_seed = int(getattr(config, "seed", 0) or 0)
+    if scenario == "single_stream":
+        settings.single_stream_expected_latency_ns = max(1, int(found.latency_ns / PROBE_MARGIN))
+    elif scenario == "offline":
+        # The probe is one client's rate: several may scale up to ``clients`` times it (a guess too
+        # high only lengthens the run). Enough samples for min_query_count queries too.
+        floor = config.min_query_count / max(config.min_duration_s * 1.1, 1e-3)
+        settings.offline_expected_qps = max(found.qps * clients * PROBE_MARGIN, floor)
+    else:
+        settings.server_target_qps = float(target_qps) / batch_size
+        settings.server_target_latency_ns = int(config.latency_bound_ms * 1e6)
+        settings.server_target_latency_percentile = 0.99
+    return settings
+
+
+class PoolSUT:
+    """LoadGen's system under test over a pool of batches; records InferPerf's own timings of each query.
+
+    ``latencies_ns``: per query, completion minus the start of the engine call
+    (server: minus LoadGen's issue, so queueing in the SUT shows), less foo_time;
+    ``completions_ns``: from the first issue. An engine error stops the work:
+    every later sample is completed at once and the error is raised after the test.
+    """
+
+    def __init__(self, lg: Any, step: Step, pool: list[list], *, scenario: str, clients: int, sync: Callable[[], Any], sampler, eligible: frozenset) -> None:
+        self.lg, self.step, self.pool, self.sync = lg, step, pool, sync
+        self.inline = scenario == "single_stream" or (scenario == "offline" and clients == 1)
+        self.from_issue = scenario == "server"
+        self.clients = clients
+        self.sampler, self.eligible = sampler, eligible
+        self.latencies_ns: list[int] = []
+        self.completions_ns: list[int] = []
+        self.foo_ns = 0
+        self.start: int | None = None
+        self.error: BaseException | None = None
+        self._lock = threading.Lock()
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._threads: list[threading.Thread] = []
+
+    def __enter__(self) -> "PoolSUT":
+        if not self.inline:
+            self._threads = [threading.Thread(target=self._work, name=f"loadgen-sut-{k}", daemon=True) for k in range(self.clients)]
+            for thread in self._threads:
+                thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for _ in self._threads:
+            self._queue.put(None)
+        for thread in self._threads:
+            thread.join()
+
+    def issue_query(self, samples: list) -> None:
+        """LoadGen's IssueQuery, called on LoadGen's thread."""
+        now = time.perf_counter_ns()
+        if self.start is None:
+            self.start = now
+        for sample in samples:
+            if self.inline:
+                self._serve(sample, now)
+            else:
+                self._queue.put((sample, now))
+
+    def flush_queries(self) -> None:
+        pass
+
+    def _work(self) -> None:
+        while (item := self._queue.get()) is not None:
+            self._serve(*item)
+
+    def _serve(self, sample: Any, issued: int) -> None:
+        if self.error is None:
+            try:
+                t0 = time.perf_counter_ns()
+                outputs, foo = self.step(self.pool[sample.index])
+                self.sync()
+                t1 = time.perf_counter_ns()
+                self._record(sample.index, outputs, foo, issued if self.from_issue else t0, t1)
+            except BaseException as exc:  # noqa: BLE001 - raised again after LoadGen's test ends
+                self.error = self.error or exc
+        self.lg.QuerySamplesComplete([self.lg.QuerySampleResponse(sample.id, 0, 0)])
+
+    def _record(self, pool_index: int, outputs: list, foo: float | None, begin: int, end: int) -> None:
+        foo_ns = int(foo * 1e9) if foo else 0
+        with self._lock:
+            self.foo_ns += foo_ns
+            query = len(self.latencies_ns)
+            self.latencies_ns.append(max(end - begin - foo_ns, 0))
+            self.completions_ns.append(end - self.start)
+            if self.sampler is not None and pool_index in self.eligible:
+                self.sampler.offer(query, pool_index, outputs)
+
+
+def read_detail(path: Path) -> tuple[dict, list[str], list[str]]:
+    """The values of LoadGen's detail log (``:::MLLOG {json}`` lines; the last of each key), its errors and warnings."""
+    values: dict = {}
+    errors: list[str] = []
+    warnings: list[str] = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        if not line.startswith(":::MLLOG "):
+            continue
+        try:
+            entry = json.loads(line[len(":::MLLOG ") :])
+        except json.JSONDecodeError:
+            continue
+        meta = entry.get("metadata") or {}
+        if meta.get("is_error"):
+            errors.append(f"{entry.get('key')}: {entry.get('value')}")
+        elif meta.get("is_warning"):
+            warnings.append(f"{entry.get('key')}: {entry.get('value')}")
+        values[entry.get("key")] = entry.get("value")
+    return values, errors, warnings
+
+
+def _ms(value: Any) -> float | None:
+    return None if value is None else value / 1e6
+
+
+def summarize(values: dict, errors: list[str], warnings: list[str], scenario: str, batch_size: int) -> dict:
+    """The row's ``loadgen`` block from the detail log's values (see docs/result_schema.md)."""
+    early_text = values.get("early_stopping_result") or ""
+    rate = values.get(RATE_KEY[scenario])
+    scheduled = values.get("result_scheduled_samples_per_sec")
+    return {
+        "version": values.get("loadgen_version"),
+        "result_validity": values.get("result_validity"),
+        "valid": values.get("result_validity") == "VALID" and not errors,
+        "conditions": {name: values[key] for name, (key, _) in CONDITIONS.items() if key in values},
+        "invalid_reason": values.get("result_invalid_reason") or None,
+        "early_stopping": [part.strip() for part in re.split(r"\s\*\s", " " + early_text) if part.strip()],
+        "early_stopping_estimate_ms": {f"p{q.removesuffix('.0')}": int(ns) / 1e6 for q, ns in _ESTIMATE.findall(early_text)},
+        "query_count": values.get("result_query_count"),
+        "loadgen_samples_per_second": rate,  # LoadGen's samples are pool batches
+        "samples_per_second": None if rate is None else rate * batch_size,
+        "scheduled_samples_per_second": None if scheduled is None else scheduled * batch_size,
+        "latency_ms": {
+            "min": _ms(values.get("result_min_latency_ns")),
+            "mean": _ms(values.get("result_mean_latency_ns")),
+            "max": _ms(values.get("result_max_latency_ns")),
+            **{name: _ms(values.get(f"result_{q}_percentile_latency_ns")) for name, q in PERCENTILE_KEYS.items()},
+        },
+        "settings": {key.removeprefix("effective_"): value for key, value in values.items() if isinstance(key, str) and key.startswith("effective_")},
+        "errors": errors,
+        "warnings": warnings,
+    }
+
+
+def invalid_reasons(block: dict) -> list[str]:
+    """LoadGen's INVALID as one reason naming what it found unmet."""
+    if block["valid"]:
+        return []
+    unmet = [CONDITIONS[name][1] for name, met in block["conditions"].items() if met is False]
+    if block["invalid_reason"]:
+        unmet.append(block["invalid_reason"])
+    if "early stopping not met" in unmet and block["early_stopping"]:
+        unmet[unmet.index("early stopping not met")] += " (" + "; ".join(block["early_stopping"]) + ")"
+    unmet += [f"error {e}" for e in block["errors"]]
+    return [f"mlperf loadgen: {block['result_validity'] or 'no result'}: " + ("; ".join(unmet) or "no reason given")]
+
+
+@dataclass
+class LoadgenRun:
+    """One row under LoadGen: InferPerf's timings of the queries (``run``) and LoadGen's own summary (``loadgen``)."""
+
+    run: ScenarioRun
+    loadgen: dict
+    probe: Probe
+    files: list[str] = field(default_factory=list)
+
+
+def log_prefix(batch_size: int, scenario: str, clients: int) -> str:
+    return f"mlperf_log_bs{batch_size}_{scenario}_x{clients}_"
+
+
+def run_loadgen(
+    step: Step,
+    pool: list[list],
+    *,
+    scenario: str,
+    batch_size: int,
+    clients: int,
+    config: Any,
+    log_dir: str | Path,
+    target_qps: float | None = None,
+    sync: Callable[[], Any] = lambda: None,
+    sample_pool_indices: frozenset = frozenset(),
+    max_sampled: int = 8,
+) -> LoadgenRun:
+    """One performance row under LoadGen (see the module docstring); LoadGen's logs go to ``log_dir``."""
+    import mlperf_loadgen as lg
+
+    if scenario not in LOADGEN_SCENARIO:
+        raise ValueError(f"load_generator mlperf: unknown scenario {scenario!r}")
+    found = probe(step, pool, sync)
+    settings = loadgen_settings(lg, scenario, config, found, batch_size, clients, target_qps)
+    log_settings = lg.LogSettings()
+    log_settings.log_output.outdir = str(log_dir)
+    log_settings.log_output.prefix = log_prefix(batch_size, scenario, clients)
+    log_settings.log_output.copy_summary_to_stdout = False
+    log_settings.enable_trace = False
+    Path(log_dir).mkdir(parents=True, exist_ok=True)
+    sampler = _Sampler(max_sampled) if sample_pool_indices and max_sampled else None
+    sut = PoolSUT(lg, step, pool, scenario=scenario, clients=clients, sync=sync, sampler=sampler, eligible=frozenset(sample_pool_indices))
+    handle = lg.ConstructSUT(sut.issue_query, sut.flush_queries)
+    library = lg.ConstructQSL(len(pool), len(pool), lambda indices: None, lambda indices: None)
+    try:
+        with sut:
+            lg.StartTestWithLogSettings(handle, library, settings, log_settings)
+    finally:
+        lg.DestroyQSL(library)
+        lg.DestroySUT(handle)
+    if sut.error is not None:
+        raise sut.error
+    prefix = Path(log_dir) / log_settings.log_output.prefix
+    block = summarize(*read_detail(Path(f"{prefix}detail.txt")), scenario, batch_size)
+    files = sorted(p.name for p in prefix.parent.glob(prefix.name + "*"))
+    return LoadgenRun(_scenario_run(sut, scenario, batch_size, clients, block, target_qps, sampler), block, found, files)
+
+
+def _scenario_run(sut: PoolSUT, scenario: str, batch_size: int, clients: int, block: dict, target_qps, sampler) -> ScenarioRun:
+    order = sorted(range(len(sut.completions_ns)), key=sut.completions_ns.__getitem__)
+    completions = [sut.completions_ns[i] for i in order]
+    window = completions[-1] if completions else 0
+    met = all(block["conditions"].get(k) is not False for k in ("min_duration_met", "min_queries_met"))
+    return ScenarioRun(
+        scenario=scenario,
+        batch_size=batch_size,
+        clients=clients,
+        queries=len(order),
+        samples=len(order) * batch_size,
+        duration_s=max(window - sut.foo_ns / clients, 0) / 1e9,
+        latencies_ns=[sut.latencies_ns[i] for i in order],
+        completions_ns=completions,
+        foo_time_s=sut.foo_ns / 1e9,
+        stop_reason=MINIMUMS_MET if met else "loadgen: minimums not met",
+        target_qps=float(target_qps) if scenario == "server" else None,
+        issued_qps=block["scheduled_samples_per_second"],
+        sampled_outputs=sampler.result() if sampler else {},
+    )
+
+
+def latency_block(result: LoadgenRun) -> tuple[dict, list[str]]:
+    """The row's ``latency_ms`` and notes: LoadGen's own percentiles (single_stream, server), with
+    InferPerf's floors; for offline, whose one LoadGen query has one latency, InferPerf's per-batch timings."""
+    if result.run.scenario == "offline":
+        stats = LatencyStats.from_ns(result.run.latencies_ns)
+        if stats is None:
+            return {"p50": None, "p90": None, "p99": None, "p99_9": None, "mean": None}, []
+        notes = ["offline: per-batch engine latency timed by the SUT (LoadGen times only its one query)", *stats.notes]
+        return {"p50": stats.p50, "p90": stats.p90, "p99": stats.p99, "p99_9": stats.p99_9, "mean": stats.mean}, notes
+    own = result.loadgen["latency_ms"]
+    count = result.loadgen["query_count"] or 0
+    block = {name: own.get(name) if enough_for(name, count) else None for name in MIN_SAMPLES_FOR_PERCENTILE}
+    notes = [too_few_note(name, count) for name in MIN_SAMPLES_FOR_PERCENTILE if not enough_for(name, count)]
+    return {**block, "mean": own.get("mean")}, notes
+
+
+def performance_row(stage: Any, step: Step, pool: list[list], batch_size: int, scenario: str, clients: int, references: dict, target_qps: float | None) -> dict:
+    """One row of ``tools.measure.stage.PerformanceStage`` under LoadGen: the same keys as an InferPerf row,
+    plus ``load_generator`` and the ``loadgen`` block; its raw latencies are kept like every row's."""
+    from tools.measure.contention import CpuContention
+    from tools.measure.verdict import Verdict, accelerator_reason, contention_reason, window_throughputs
+
+    config = stage.config
+    contention = CpuContention(str(config.device)).start()
+    started = time.time()
+    result = run_loadgen(
+        step,
+        pool,
+        scenario=scenario,
+        batch_size=batch_size,
+        clients=clients,
+        config=config,
+        log_dir=config.log_dir,
+        target_qps=target_qps,
+        sync=stage.sync,
+        sample_pool_indices=frozenset(references),
+    )
+    finished = time.time()
+    reading = contention.stop()
+    run = result.run
+    latency, notes = latency_block(result)
+    test01 = stage._test01(run, references)
+    verdict = Verdict(invalid_reasons(result.loadgen))
+    verdict.add(contention_reason(reading.share, reading.cpus, config.contention_limit))
+    verdict.add(accelerator_reason(reading.gpu_other_processes))
+    if test01 and test01.get("passed") is False:
+        verdict.add(test01["detail"])
+    bound = config.latency_bound_ms if scenario == "server" else None
+    stage.report.raw_latencies_ns.append(list(run.latencies_ns))
+    return {
+        "batch_size": batch_size,
+        "scenario": scenario,
+        "clients": clients,
+        "qps": result.loadgen["samples_per_second"],
+        "queries": run.queries,
+        "samples": run.samples,
+        "duration_s": run.duration_s,
+        "latency_ms": latency,
+        "latency_notes": notes,
+        "stop_reason": run.stop_reason,
+        "window_qps": window_throughputs(run.completions_ns, [batch_size] * run.queries),
+        "contention": reading.to_dict(),
+        "target_qps": run.target_qps,
+        "issued_qps": run.issued_qps,
+        "latency_bound_ms": bound,
+        "latency_bound_met": None if bound is None else result.loadgen["conditions"].get("perf_constraints_met"),
+        "server_search": None,
+        "accuracy_in_performance_mode": test01,
+        "verdict": verdict.to_dict(),
+        "load_generator": "mlperf",
+        "loadgen": {**result.loadgen, "probe": asdict(result.probe), "log_files": result.files},
+        "started_at_unix": started,
+        "finished_at_unix": finished,
+    }
