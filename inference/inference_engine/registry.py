@@ -20,6 +20,7 @@ def get_registered_devices(root: Path = ENGINE_ROOT) -> dict[str, list[str]]:
     devices = {}
     for vendor_dir in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(("_", "."))):
         compilers = sorted(p.stem for p in vendor_dir.glob("*.py") if not p.name.startswith("_"))
+        compilers += sorted(p.name for p in vendor_dir.iterdir() if is_bytemlperf_backend(p))  # ByteMLPerf backend folders
         if compilers:
             devices[vendor_dir.name] = compilers
     return devices
@@ -38,6 +39,11 @@ def reraise_interrupt(exc: BaseException) -> None:
         cause = cause.__cause__ or cause.__context__
 
 
+def is_bytemlperf_backend(path: Path) -> bool:
+    """A ByteMLPerf backend folder ``<vendor>/XXX/`` holding ``compile_backend_xxx.py`` (docs/bytemlperf_migration.md)."""
+    return path.is_dir() and not path.name.startswith(("_", ".")) and (path / f"compile_backend_{path.name.lower()}.py").is_file()
+
+
 def engine_file(vendor: str, compiler: str, root: Path = ENGINE_ROOT) -> Path:
     return root / vendor / f"{compiler}.py"
 
@@ -46,6 +52,8 @@ def load_engine_module(vendor: str, compiler: str, root: Path = ENGINE_ROOT) -> 
     if not (root / vendor).is_dir():
         known = ", ".join(get_registered_devices(root)) or "none"
         raise ConfigError(f"unknown vendor '{vendor}': no inference_engine/{vendor}/ (known: {known})")
+    if is_bytemlperf_backend(root / vendor / compiler):  # run through the adapter (tools/compat/bytemlperf/)
+        return importlib.import_module("tools.compat.bytemlperf.engine")
     path = engine_file(vendor, compiler, root)
     if not path.is_file():
         known = ", ".join(get_registered_devices(root).get(vendor, [])) or "none"

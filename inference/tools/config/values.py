@@ -209,6 +209,11 @@ def _one_or_list(check: Callable[[Any], Any], *, unique: bool = True, max_items:
     return check_list
 
 
+def _best_or(check: Callable[[Any], Any]):
+    """``best``: the engine's own best batch sizes, resolved after the compile (tools/compat/bytemlperf/hooks.py)."""
+    return lambda value: value if value == "best" else check(value)
+
+
 def _scenario(value: Any) -> str:
     if not isinstance(value, str) or value not in SCENARIOS:
         raise ValueError(f"must be one of {', '.join(SCENARIOS)}, got {shown(value)}")
@@ -278,7 +283,7 @@ _CHECKS: dict[str, Callable[[Any], Any]] = {
     "min_duration_s": _bounded("a number of seconds", 0, 86400, low_inclusive=True),
     "max_duration_s": _bounded("a number of seconds", 0, 86400),
     "contention_limit": _bounded("a fraction", 0, 1),
-    "batch_sizes": _optional(_one_or_list(_bounded("a positive integer", 0, MAX_BATCH_SIZE, integer=True))),
+    "batch_sizes": _optional(_best_or(_one_or_list(_bounded("a positive integer", 0, MAX_BATCH_SIZE, integer=True)))),
     "scenario": _one_or_list(_scenario, max_items=len(SCENARIOS)),
     "clients": _one_or_list(_bounded("a positive integer", 0, 4096, integer=True)),
     "target_qps": _optional(_bounded("a positive number of samples per second", 0, 1e9)),
@@ -308,6 +313,10 @@ EXTRA_CHECKS: dict[str, Callable[[Any], Any]] = {
     "max_seq_length": _at_most(_positive_int, 65536, "tokens"),
     "trt_max_batch_size": _optional(_at_most(_positive_int, MAX_BATCH_SIZE, "the largest batch InferPerf runs")),
     "trt_workspace_gib": _optional(_bounded("a positive number of GiB", 0, 4096)),
+    # ByteMLPerf's workload keys without an InferPerf twin (utils/bytemlperf_workload.py).
+    "test_perf": _bool,
+    "test_accuracy": _bool,
+    "data_percent": _optional(_bounded("a whole percentage", 0, 100, integer=True)),
 }
 # Any other key named like a thread or worker count (intra_op_num_threads,
 # inter_op_num_threads, torch_threads, a FlagPerf vendor's flagv_threads, ...).
