@@ -9,7 +9,8 @@ The same engine and the same pool of batches as InferPerf's own scenarios
           LoadGen's rates times ``batch_size`` are samples per second. The pool is
           already in memory: loading and unloading are no-ops.
   SUT     single_stream, and offline with one client: the engine runs inside
-          LoadGen's issue call (no thread hand-off in the timed path). server, and
+          LoadGen's issue call (no thread hand-off in the timed path), and the
+          query's samples complete in one call when the last is done. server, and
           offline with several clients: ``clients`` worker threads take samples
           from a queue, so issuing never blocks LoadGen's schedule.
   probe   before the test, a short back-to-back run sets what LoadGen must be
@@ -155,35 +156,60 @@ class PoolSUT:
         for thread in self._threads:
             thread.join()
 
-    def issue_query(self, samples: list) -> None:
-        """LoadGen's IssueQuery, called on LoadGen's thread."""
+    def issue_query(self, ids: list[int], indices: list[int]) -> None:
+        """LoadGen's IssueQuery (its "fast" form: sample ids and QSL indices as plain ints), on LoadGen's thread."""
         now = time.perf_counter_ns()
         if self.start is None:
             self.start = now
-        for sample in samples:
-            if self.inline:
-                self._serve(sample, now)
-            else:
-                self._queue.put((sample, now))
+        if self.inline:
+            self._serve_inline(ids, indices)
+            return
+        for sample_id, index in zip(ids, indices):
+            self._queue.put((sample_id, index, now))
 
     def flush_queries(self) -> None:
         pass
 
     def _work(self) -> None:
         while (item := self._queue.get()) is not None:
-            self._serve(*item)
+            self.lg.QuerySamplesComplete([self._serve(*item)])
 
-    def _serve(self, sample: Any, issued: int) -> None:
+    def _serve_inline(self, ids: list[int], indices: list[int]) -> None:
+        """single_stream and offline x1, on LoadGen's thread: no other thread records, so the common
+        case (no foo_time, no output to sample) appends without the lock. One completion call per
+        issue: offline's one query completes as a whole."""
+        step, pool, sync, clock, respond = self.step, self.pool, self.sync, time.perf_counter_ns, self.lg.QuerySampleResponse
+        latencies, completions, start, eligible = self.latencies_ns, self.completions_ns, self.start, self.eligible
+        responses = []
+        for sample_id, index in zip(ids, indices):
+            if self.error is None:
+                try:
+                    t0 = clock()
+                    outputs, foo = step(pool[index])
+                    sync()
+                    t1 = clock()
+                    if foo or index in eligible:
+                        self._record(index, outputs, foo, t0, t1)
+                    else:
+                        latencies.append(t1 - t0)
+                        completions.append(t1 - start)
+                except BaseException as exc:  # noqa: BLE001 - raised again after LoadGen's test ends
+                    self.error = exc
+            responses.append(respond(sample_id, 0, 0))
+        self.lg.QuerySamplesComplete(responses)
+
+    def _serve(self, sample_id: int, index: int, issued: int) -> Any:
+        """Run one sample's engine call (unless an earlier one failed); its response for LoadGen."""
         if self.error is None:
             try:
                 t0 = time.perf_counter_ns()
-                outputs, foo = self.step(self.pool[sample.index])
+                outputs, foo = self.step(self.pool[index])
                 self.sync()
                 t1 = time.perf_counter_ns()
-                self._record(sample.index, outputs, foo, issued if self.from_issue else t0, t1)
+                self._record(index, outputs, foo, issued if self.from_issue else t0, t1)
             except BaseException as exc:  # noqa: BLE001 - raised again after LoadGen's test ends
                 self.error = self.error or exc
-        self.lg.QuerySamplesComplete([self.lg.QuerySampleResponse(sample.id, 0, 0)])
+        return self.lg.QuerySampleResponse(sample_id, 0, 0)
 
     def _record(self, pool_index: int, outputs: list, foo: float | None, begin: int, end: int) -> None:
         foo_ns = int(foo * 1e9) if foo else 0
@@ -306,14 +332,14 @@ def run_loadgen(
     Path(log_dir).mkdir(parents=True, exist_ok=True)
     sampler = _Sampler(max_sampled) if sample_pool_indices and max_sampled else None
     sut = PoolSUT(lg, step, pool, scenario=scenario, clients=clients, sync=sync, sampler=sampler, eligible=frozenset(sample_pool_indices))
-    handle = lg.ConstructSUT(sut.issue_query, sut.flush_queries)
+    handle = lg.ConstructFastSUT(sut.issue_query, sut.flush_queries)
     library = lg.ConstructQSL(len(pool), len(pool), lambda indices: None, lambda indices: None)
     try:
         with sut:
             lg.StartTestWithLogSettings(handle, library, settings, log_settings)
     finally:
         lg.DestroyQSL(library)
-        lg.DestroySUT(handle)
+        lg.DestroyFastSUT(handle)
     if sut.error is not None:
         raise sut.error
     prefix = Path(log_dir) / log_settings.log_output.prefix
