@@ -26,7 +26,7 @@ from loguru import logger
 from common import __version__
 from common.errors import ConfigError, InferPerfError, one_line
 from utils.executors.base import CaseOutcome, HostSession, case_result_dir
-from utils.host_config import CaseSpec, HostConfig, load_host_config
+from utils.host_config import CaseSpec, HostConfig, check_unique_cases, load_host_config, model_case
 
 INFERENCE_DIR = Path(__file__).resolve().parent
 INTERRUPT_GRACE_S = 60.0
@@ -54,6 +54,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         dest="overrides",
         help="override a case config key for every case of this run (YAML value), "
         "e.g. --set batch_sizes=[1,8,32] --set scenario=server --set target_qps=50 --set latency_bound_ms=100",
+    )
+    parser.add_argument(
+        "--model",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="benchmark this ONNX file (or ByteMLPerf model-zoo JSON) with synthetic inputs instead of CASES; repeatable (docs/onnx_models.md)",
     )
     parser.add_argument("--strict", action="store_true", help="exit 3 when any result's verdict is invalid")
     parser.add_argument("--verbose", "-v", action="store_true", help="also show every pipeline's log lines on the console")
@@ -89,6 +96,23 @@ def select_cases(config: HostConfig, selection: str | None) -> list[CaseSpec]:
     return chosen
 
 
+def model_cases(config: HostConfig, paths: list[str], selection: str | None) -> list[CaseSpec]:
+    """run.py --model FILE: the files replace CASES, each run by the generic onnx_model case in the
+    framework host.yaml's CASES use (when they agree; else pytorch). Relative paths are the shell's."""
+    if selection:
+        raise ConfigError("--model and --cases cannot be combined: --model replaces CASES")
+    frameworks = {spec.framework for spec in config.cases}
+    framework = frameworks.pop() if len(frameworks) == 1 else "pytorch"
+    specs = []
+    for path in paths:
+        try:
+            specs.append(model_case(Path(path).expanduser().absolute(), framework, Path.cwd(), config.mode))
+        except ValueError as exc:
+            raise ConfigError(f"--model {path}: {exc}") from None
+    check_unique_cases(specs, "--model")
+    return specs
+
+
 def check_cases(config: HostConfig) -> None:
     """Everything about the cases that can be checked before any host is touched."""
     from inference_engine.registry import load_engine_module
@@ -114,9 +138,13 @@ def check_cases(config: HostConfig) -> None:
                 config.vendor,
                 spec.data_dir,
                 "-",
-                parse_overrides(config.overrides),
+                parse_overrides([*config.overrides, *spec.overrides]),
                 check_device=config.mode == "local",  # elsewhere the device is on the hosts, not here
             )
+            if spec.model is not None and native:  # the model file is here: read it before anything is written
+                from benchmarks.onnx_model.describe import describe
+
+                describe(case_config)
             if case_config.compiler is None:
                 continue
             if native:
@@ -226,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     logger.add(_console_sink, level="INFO", format=CONSOLE_FORMAT)
     try:
         config = load_host_config(args.config, INFERENCE_DIR)
-        config.cases = select_cases(config, args.cases)
+        config.cases = model_cases(config, args.model, args.cases) if args.model else select_cases(config, args.cases)
         config.overrides = list(args.overrides)
         check_cases(config)
         if config.mode == "slurm":

@@ -158,6 +158,9 @@ class Pipeline:
         _sweep(Path(config.cache_dir), Path(config.cache_dir) / "weights", Path(args.log_dir))
         self.state.config = config
         self.state.case_module = _load_case(self.perf_dir, args.case, args.framework)
+        configure = getattr(self.state.case_module, "configure", None)  # optional case hook: the config, before any step uses it
+        if callable(configure):
+            configure(config)  # benchmarks/onnx_model: model_path -> exist_onnx_path and the input plans
 
         if config.exist_compiler_path is not None:
             config.exist_compiler_path = self._existing(config.exist_compiler_path, "exist_compiler_path", "engine")
@@ -389,7 +392,7 @@ class Pipeline:
             return
         base_pool = stage.pool(config.batch_size)
         if config.numeric_check:
-            stage.numeric_check(state.engine, _framework_step(state.model, config), base_pool)
+            stage.numeric_check(state.engine, _framework_step(state.model, config, state.case_module), base_pool)
         if config.audits:
             stage.anti_caching(state.engine, base_pool)
         state.inference.verdict.extend(stage.report.engine_reasons)
@@ -527,10 +530,13 @@ def _log_phase(phase: PhaseResult) -> None:
     logger.info(f"{phase.phase} verdict: {state}")
 
 
-def _framework_step(model: Any, config: CaseConfig):
+def _framework_step(model: Any, config: CaseConfig, case_module: ModuleType | None = None):
     """The framework model as an engine-shaped step, for the numeric check; None without a model."""
     if model is None:
         return None
+    own = getattr(case_module, "framework_step", None)  # optional case hook (benchmarks/onnx_model: ONNX Runtime on CPU)
+    if callable(own):
+        return own(model, config)
     from benchmarks.common import make_step
 
     return make_step(model, config)

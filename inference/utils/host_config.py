@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import getpass
 import ipaddress
+import json
 import math
 import os
 import re
@@ -66,10 +67,46 @@ class CaseSpec:
     case: str
     framework: str
     data_dir: str
+    # A model file in data_dir, run by the generic case MODEL_CASE (docs/onnx_models.md); None for a case.
+    model: str | None = None
+
+    @property
+    def label(self) -> str:
+        """How results name it: the case, or the model file's name."""
+        return self.model or self.case
 
     @property
     def key(self) -> str:
-        return f"{self.case}:{self.framework}"
+        return f"{self.label}:{self.framework}"
+
+    @property
+    def overrides(self) -> tuple[str, ...]:
+        """``--set`` items for this case alone: a model entry's file."""
+        return () if self.model is None else (f"model_path={json.dumps(self.model)}",)
+
+
+# A CASES key or run.py --model naming a model file: "path/to/model.onnx": <framework> (docs/onnx_models.md).
+MODEL_CASE = "onnx_model"
+MODEL_SUFFIXES = (".onnx", ".json")
+
+
+def model_case(path: Any, framework: Any, base: Path, mode: str) -> CaseSpec:
+    """An ONNX file, or a ByteMLPerf model-zoo JSON describing one, as a case of MODEL_CASE run in
+    ``framework``'s image; its folder is the case's data dir. Relative paths are relative to ``base``;
+    outside MODE local the path is on the hosts and must be absolute. Raises ValueError(reason)."""
+    text = _path_text(path)
+    if not text.lower().endswith(MODEL_SUFFIXES):
+        raise ValueError(f"{shown(text)} is not a model file (.onnx, or a ByteMLPerf model-zoo .json)")
+    if not isinstance(framework, str) or not re.fullmatch(rf"[A-Za-z0-9_.-]{{1,{MAX_NAME}}}", framework):
+        raise ValueError(f"must map the model file to a framework name such as pytorch, got {shown(framework)}")
+    file = Path(text)
+    if not file.is_absolute():
+        if mode != "local":
+            raise ValueError(f"model file {shown(text)} must be an absolute path on the hosts")
+        file = (base / file).resolve()
+    if mode == "local" and not _on_disk(file.is_file, file):
+        raise ValueError(f"model file {file}: no such file")
+    return CaseSpec(MODEL_CASE, framework, str(file.parent), file.name)
 
 
 @dataclass
@@ -338,6 +375,12 @@ def _check_cases(cfg: HostConfig, value: Any) -> list[CaseSpec]:
         raise ValueError(f"lists {len(value)} cases, more than {MAX_CASES}")
     cases = []
     for key, data_dir in value.items():
+        if isinstance(key, str) and key.lower().endswith(MODEL_SUFFIXES):
+            try:
+                cases.append(model_case(key, data_dir, cfg.flagperf_path, cfg.mode))
+            except ValueError as exc:
+                raise ConfigError(f"{cfg.path}: key CASES entry {shown(key)}: {exc}") from None
+            continue
         match = _CASE_KEY.match(str(key)) if isinstance(key, str) else None
         if not match:
             raise ConfigError(
@@ -353,7 +396,16 @@ def _check_cases(cfg: HostConfig, value: Any) -> list[CaseSpec]:
                 raise ConfigError(f"{cfg.path}: key CASES entry {key!r}: data dir {shown(data_dir)} must be an absolute path on the hosts")
             data_dir = str((cfg.flagperf_path / data_dir).resolve())
         cases.append(CaseSpec(match.group(1), match.group(2), data_dir))
+    check_unique_cases(cases, f"{cfg.path}: key CASES")
     return cases
+
+
+def check_unique_cases(cases: list[CaseSpec], where: str) -> None:
+    """Two entries with one key would share a result folder (two model files of one name)."""
+    keys = [spec.key for spec in cases]
+    twice = next((key for key in keys if keys.count(key) > 1), None)
+    if twice is not None:
+        raise ConfigError(f"{where}: two entries run as {twice!r} (model files of one name): rename one")
 
 
 def _check_shm_size(cfg: HostConfig, value: Any) -> str:

@@ -260,7 +260,7 @@ class HostSession:
             "--log_level",
             self.config.log_level,
         ]
-        for item in self.config.overrides:
+        for item in (*self.config.overrides, *spec.overrides):  # the run's, then this case's own (a model entry's file)
             argv += ["--set", item]
         return argv
 

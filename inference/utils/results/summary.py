@@ -91,7 +91,7 @@ def merge_outcome(outcome: CaseOutcome, perf_dir: Path, vendor: str) -> dict:
     inference = result.get("inference") or {}
     latency = inference.get("latency_ms") or {}
     record: dict[str, Any] = {
-        "case": outcome.case.case,
+        "case": outcome.case.label,  # the case, or a model entry's file name (docs/onnx_models.md)
         "framework": outcome.case.framework,
         "host": outcome.host,
         "noderank": outcome.noderank,
