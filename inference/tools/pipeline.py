@@ -27,6 +27,7 @@ from inference_engine.registry import ENGINE_ROOT, engine_file, load_engine_modu
 from tools.cache import evict, fingerprint, hash_state_dict, onnx_digests, onnx_external_files, onnx_external_locations, probe, seal
 from tools.compat import flagperf
 from tools.compat.adapters import OutputAdapter, adapt_engine
+from tools.compat.bytemlperf import hooks as bytemlperf
 from tools.config import CaseConfig, load_case_config, parse_overrides
 from tools.env import cpu_model, environment, package_versions
 from tools.measure.loop import PhaseResult, as_input_list
@@ -99,8 +100,8 @@ class Pipeline:
         self._step(
             "framework_validation",
             self.framework_validation,
-            skip_if=config.no_validation or config.compile_only,
-            why="no_validation: true" if config.no_validation else "compile_only: true",
+            skip_if=config.no_validation or config.compile_only or config.get("test_accuracy") is False,
+            why="no_validation: true" if config.no_validation else "compile_only: true" if config.compile_only else "test_accuracy: false",
         )
         no_compiler = config.compiler is None
         self._step(
@@ -205,7 +206,7 @@ class Pipeline:
             # FlagPerf's static-batch engines (has_dynamic_axis: false) take only full batches.
             dataloader = flagperf.DropPartialBatches(dataloader, config.batch_size)
             logger.info(f"static batch of {config.batch_size}: the partial last batch is dropped (FlagPerf's drop_last)")
-        self.state.dataloader = dataloader
+        self.state.dataloader = bytemlperf.apply_data_percent(dataloader, config)  # ByteMLPerf's data_percent
         if config.no_validation:
             logger.info("no_validation: true, so no framework model is created")
         else:
@@ -294,6 +295,7 @@ class Pipeline:
         state.engine_info = compile_report.describe_engine(state.engine.engine if adapted else state.engine, state.onnx_path, duration)
         if adapted:
             state.engine_info["output_adapter"] = "flagperf"
+        bytemlperf.resolve_best(config, state.engine_info)  # batch_sizes: best
         logger.info(f"compiled with {config.vendor}/{config.compiler} in {duration:.2f} s (engine cache: {status})")
 
     def _build_engine(self, config: CaseConfig) -> tuple[Any, str, float]:
@@ -396,13 +398,20 @@ class Pipeline:
         if config.audits:
             stage.anti_caching(state.engine, base_pool)
         state.inference.verdict.extend(stage.report.engine_reasons)
+        if config.get("test_perf") is False:  # ByteMLPerf's workload key
+            stage.report.notes.append("performance rows skipped (test_perf: false)")
+            return
         rebuild = bool(getattr(state.engine, "rebuild_per_batch_size", False))
         for batch_size in config.batch_sizes:
             engine = state.engine
             if rebuild and batch_size != config.batch_size:
                 engine, status, duration = self._build_engine(replace(config, batch_size=batch_size))
                 logger.info(f"engine for batch size {batch_size}: cache {status}, {duration:.2f} s")
+            prepare = getattr(engine, "prepare_batch_size", None)  # optional: e.g. a ByteMLPerf backend's load(batch_size), untimed
+            if callable(prepare):
+                prepare(batch_size)
             stage.rows_for(engine, batch_size, base_pool if batch_size == config.batch_size else None)
+        bytemlperf.own_benchmark(state.engine, config, state.dataloader, state.engine_info)  # a backend's own benchmark(), beside the rows
 
     def summary(self) -> dict:
         config, state = self.state.config, self.state
