@@ -174,6 +174,9 @@ def write_result(log_dir: Path, record: dict) -> Path:
     raw = record.pop(_RAW_KEY, None)
     if raw:  # before result.json, so result.json never names a missing file
         write_latencies(log_dir / LATENCY_FILE, raw)
+    from tools.compat.bytemlperf.report import write_report  # bytemlperf.json, ByteMLPerf's report shape: also before result.json
+
+    write_report(log_dir, record)
     write_json_atomic(path, record)
     from loguru import logger  # imported here: reporting a failure needs this module, and nothing slow
 
@@ -201,5 +204,7 @@ def write_failure(log_dir: Path, *, step: str | None, error: str, exit_code: int
 
 def clear_previous(log_dir: Path) -> None:
     """A stale result from an earlier run must never pass for this run's."""
-    for name in (RESULT_FILE, FAILURE_FILE, LATENCY_FILE):
+    from tools.compat.bytemlperf.report import BYTEMLPERF_FILE
+
+    for name in (RESULT_FILE, FAILURE_FILE, LATENCY_FILE, BYTEMLPERF_FILE):
         (log_dir / name).unlink(missing_ok=True)
