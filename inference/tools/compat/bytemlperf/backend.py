@@ -27,7 +27,7 @@ from common.errors import ConfigError, EngineError, one_line
 from inference_engine.registry import ENGINE_ROOT, is_bytemlperf_backend, reraise_interrupt
 from tools.compat.bytemlperf.profile import ProfileEntry, load_profile
 
-# NumPy 1.24 removed these aliases; ByteMLPerf's own backends still use np.long and np.bool.
+# NumPy 1.24 removed these aliases (2.0 brought back long and bool); ByteMLPerf's own backends use np.long and np.bool.
 _NUMPY_ALIAS = re.compile(r"module 'numpy' has no attribute '(long|bool|int|float|object|str|complex|unicode)'")
 
 
@@ -100,7 +100,7 @@ class BackendFolder:
             raise EngineError(f"{self.label}: {path.name} cannot import {exc.name!r}: {one_line(exc)}") from None
         except Exception as exc:  # noqa: BLE001 - any failure of the module's top level is the backend's
             sys.modules.pop(module_name, None)
-            raise EngineError(f"{self.label}: importing {path.name} failed{where_in(exc, self.path)}: {one_line(exc)}{_hint(exc)}") from None
+            raise EngineError(f"{self.label}: importing {path.name} failed{where_in(exc, self.path)}: {_short(one_line(exc))}{_hint(exc)}") from None
 
     def pinned(self, package: str) -> str | None:
         """The requirements.txt line naming ``package`` (import and distribution names compared loosely)."""
@@ -131,11 +131,22 @@ def where_in(exc: BaseException, folder: Path) -> str:
     return spot
 
 
+def _short(text: str, limit: int = 200) -> str:
+    """The first sentence of a long message (NumPy's alias errors run to a paragraph)."""
+    if len(text) <= limit:
+        return text
+    end = text.find(". ")
+    return text[: end + 1] if 0 < end < limit else text[:limit] + "..."
+
+
 def _hint(exc: BaseException) -> str:
     match = _NUMPY_ALIAS.search(str(exc))
-    if match:
-        return f" (NumPy 1.24 removed np.{match.group(1)}; this backend needs numpy<1.24)"
-    return ""
+    if not match:
+        return ""
+    alias = match.group(1)
+    if alias in ("long", "bool"):
+        return f" (NumPy 1.24 removed np.{alias} and NumPy 2.0 brought it back: this backend needs numpy<1.24 or >=2)"
+    return f" (NumPy 1.24 removed np.{alias}; this backend needs numpy<1.24)"
 
 
 def backend_for(vendor: str, compiler: str | None, root: Path = ENGINE_ROOT) -> BackendFolder | None:

@@ -4,7 +4,7 @@
 shape of ByteMLPerf's ``workloads/*.json``, ``model_zoo/*.json`` and the
 profile's answers. The model is the ONNX file InferPerf exported (or was given):
 
-  model_info  model "<case>-onnx-<precision>", model_path (the ONNX file),
+  model_info  model "<case>-torch-<precision>" (ByteMLPerf's naming), model_path (the ONNX file),
               framework "Onnx", model_format "onnx", model_precision,
               inputs/outputs (comma-separated ONNX names), input_shape
               ({name: [1, *per-sample shape]}: ByteMLPerf multiplies axis 0 by the
@@ -69,13 +69,18 @@ class OnnxSignature:
         return cls(tuple(v.name for v in inputs), tuple(types), tuple(dims), tuple(v.name for v in graph.output))
 
 
+FRAMEWORK_WORDS = {"pytorch": "torch"}  # InferPerf's case framework -> ByteMLPerf's word in model names
+
+
 def byte_precision(config: Any) -> str:
     return "fp16" if config.fp16 else "fp32"
 
 
-def model_name(config: Any) -> str:
-    """ByteMLPerf's model naming, model-framework-precision, for the exported ONNX model."""
-    return f"{config.case}-onnx-{byte_precision(config)}"
+def model_name(case: str, framework: str, precision: str) -> str:
+    """ByteMLPerf's model naming, <name>-<framework>-<precision>, e.g. resnet50-torch-fp32: the
+    source model's framework, as ByteMLPerf keeps it when a backend converts the model to ONNX."""
+    base = framework.split("_", 1)[0]
+    return f"{case}-{FRAMEWORK_WORDS.get(base, base)}-{precision}"
 
 
 def model_info(config: Any, onnx_path: str, signature: OnnxSignature, sample_shapes: Callable[[], list[tuple[int, ...]]]) -> dict[str, Any]:
@@ -86,7 +91,7 @@ def model_info(config: Any, onnx_path: str, signature: OnnxSignature, sample_sha
         per_sample = [tuple(shape[1:]) for shape in sample_shapes()]
     batch_sizes = config.batch_sizes if isinstance(config.batch_sizes, list) else []
     return {
-        "model": model_name(config),
+        "model": model_name(config.case, config.framework, byte_precision(config)),
         "model_path": str(onnx_path),
         "framework": "Onnx",
         "framework_version": _onnx_version(),
@@ -111,7 +116,7 @@ def _onnx_version() -> str:
 def workload(config: Any, batch_sizes: list[int]) -> dict[str, Any]:
     """``configs["workload"]``: ByteMLPerf's workload keys, with InferPerf's values."""
     return {
-        "model": model_name(config),
+        "model": model_name(config.case, config.framework, byte_precision(config)),
         "test_perf": config.get("test_perf", True) is not False,
         "test_accuracy": config.get("test_accuracy", True) is not False,
         "test_numeric": bool(config.numeric_check),

@@ -82,6 +82,7 @@ class InferModel(EngineBase):
         self.best = self._best()
         if config.batch_sizes == "best" and self.best:
             configs["workload"]["batch_sizes"] = list(self.best)
+            info["max_batch_size"] = max(config.batch_size, *self.best)
         start = time.perf_counter()
         report = self._call(self.compiler, "compile", configs, self.dataset)
         self.compile_duration = time.perf_counter() - start

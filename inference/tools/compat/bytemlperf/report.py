@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from common.files import write_json_atomic
+from tools.compat.bytemlperf.configs import model_name
 
 BYTEMLPERF_FILE = "bytemlperf.json"
-_FRAMEWORKS = {"pytorch": "torch"}
 
 
 def _round(value: Any, digits: int = 5) -> Any:
@@ -38,10 +38,9 @@ def bytemlperf_report(record: dict) -> dict:
     config = record.get("config") or {}
     engine = record.get("engine") or {}
     compiled = engine.get("compile_report") or {}
-    framework = str(record.get("framework") or config.get("framework") or "").split("_", 1)[0]
-    model = f"{record.get('case')}-{_FRAMEWORKS.get(framework, framework)}-{record.get('precision')}"
+    framework = str(record.get("framework") or config.get("framework") or "")
     report: dict[str, Any] = {
-        "Model": model.upper(),
+        "Model": model_name(str(record.get("case")), framework, str(record.get("precision"))).upper(),
         "Backend": compiled.get("backend") if compiled.get("backend_kind") == "bytemlperf" else f"{record.get('vendor')}/{record.get('compiler')}",
         "Host Info": (record.get("env") or {}).get("cpu_model"),
         "Dataset": str(record.get("case", "")).upper(),
