@@ -6,8 +6,9 @@ other dynamic dimension (a symbol such as ``sequence``, or unknown) takes, first
 found: the size given by ``input_shapes`` (trtexec's ``--shapes``:
 ``input_ids:Nx128,attention_mask:Nx128``), the model-zoo JSON's ``input_shape``,
 the size another input's same symbol got, or a default: 224 for a spatial axis
-and 3 for the channel axis of a floating input of rank 4 or 5 (NCHW, or NHWC
-when the zoo's ``layout`` says so), 128 for anything else (a sequence).
+and 3 for the channel axis of a floating input of rank 4 or 5 (channels first,
+NCHW, unless the zoo's ``layout`` says NHWC or only the last axis is fixed), 128
+for anything else (a sequence).
 
 Values (seeded, distinct per sample):
   floating                     uniform in [-1, 1)
@@ -204,12 +205,15 @@ def _plan(item: GraphInput, explicit: Explicit | None, symbols: dict[str, tuple[
 
 
 def _default_size(item: GraphInput, axis: int, layout: str | None) -> tuple[int, str]:
-    rank = len(item.dims or [])
-    if item.type_name in FLOATING and rank in (4, 5):
-        channel = rank - 1 if layout in ("NHWC", "NDHWC") else 1
+    dims = item.dims or []
+    if item.type_name in FLOATING and len(dims) in (4, 5):
+        if layout is None:  # channels last when only the last axis is fixed, else first (NCHW)
+            last = isinstance(dims[-1], int) and not isinstance(dims[1], int)
+            layout = ("NHWC" if len(dims) == 4 else "NDHWC") if last else ("NCHW" if len(dims) == 4 else "NCDHW")
+        channel = len(dims) - 1 if layout in ("NHWC", "NDHWC") else 1
         if axis == channel:
-            return CHANNEL_DEFAULT, f"the channel axis ({layout or 'NCHW'})"
-        return SPATIAL_DEFAULT, f"a spatial axis ({layout or 'NCHW'})"
+            return CHANNEL_DEFAULT, f"the channel axis ({layout})"
+        return SPATIAL_DEFAULT, f"a spatial axis ({layout})"
     return OTHER_DEFAULT, "a dynamic axis"
 
 
