@@ -25,6 +25,7 @@ from loguru import logger
 
 from common import __version__
 from common.errors import ConfigError, InferPerfError, one_line
+from utils.bytemlperf_workload import without_keys, workload_cases
 from utils.executors.base import CaseOutcome, HostSession, case_result_dir
 from utils.host_config import CaseSpec, HostConfig, check_unique_cases, load_host_config, model_case
 
@@ -62,6 +63,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         metavar="FILE",
         help="benchmark this ONNX file (or ByteMLPerf model-zoo JSON) with synthetic inputs instead of CASES; repeatable (docs/onnx_models.md)",
     )
+    parser.add_argument(
+        "--workload",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="run this ByteMLPerf workload JSON instead of CASES (its case's data directory from CASES); repeatable (docs/bytemlperf_migration.md)",
+    )
     parser.add_argument("--strict", action="store_true", help="exit 3 when any result's verdict is invalid")
     parser.add_argument("--verbose", "-v", action="store_true", help="also show every pipeline's log lines on the console")
     parser.add_argument("--list", action="store_true", help="list the cases, vendors and compilers available, then exit")
@@ -71,6 +79,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def list_available(perf_dir: Path) -> str:
     """Cases (with their frameworks), vendors (with their compilers and images), as found on disk."""
+    from tools.compat.bytemlperf.backend import backend_names, describe_backends
+
     lines = ["cases:"]
     for case in sorted(p for p in (perf_dir / "benchmarks").iterdir() if p.is_dir() and not p.name.startswith(("_", "."))):
         frameworks = sorted(f.name for f in case.iterdir() if f.is_dir() and not f.name.startswith(("_", ".")))
@@ -81,7 +91,8 @@ def list_available(perf_dir: Path) -> str:
         compilers = sorted(f.stem for f in vendor.glob("*.py") if not f.name.startswith("_"))
         images_dir = perf_dir / "docker_images" / vendor.name
         images = sorted(d.name for d in images_dir.iterdir() if (d / "Dockerfile").is_file()) if images_dir.is_dir() else []
-        lines.append(f"  {vendor.name}: {', '.join(compilers) or '-'}; images: {', '.join(images) or 'none'}")
+        lines.append(f"  {vendor.name}: {', '.join(compilers + backend_names(vendor)) or '-'}; images: {', '.join(images) or 'none'}")
+        lines.extend(describe_backends(vendor))  # ByteMLPerf backend folders and their interact profiles
     return "\n".join(lines)
 
 
@@ -115,9 +126,10 @@ def model_cases(config: HostConfig, paths: list[str], selection: str | None) -> 
 
 def check_cases(config: HostConfig) -> None:
     """Everything about the cases that can be checked before any host is touched."""
-    from inference_engine.registry import load_engine_module
+    from inference_engine.registry import is_bytemlperf_backend, load_engine_module
+    from tools.compat.bytemlperf.engine import host_check
     from tools.config import load_case_config, parse_overrides
-    from utils.requirements import check_case_requirements
+    from utils.requirements import check_backend_requirements, check_case_requirements
 
     perf_dir = config.flagperf_path
     logger.disable("tools.config")  # the container logs the merge; here only errors matter
@@ -148,10 +160,13 @@ def check_cases(config: HostConfig) -> None:
             if case_config.compiler is None:
                 continue
             if native:
+                check_backend_requirements(perf_dir, config.vendor, case_config.compiler)  # a ByteMLPerf backend folder's
                 module = load_engine_module(config.vendor, case_config.compiler)
                 preflight = getattr(module, "preflight", None)
                 if callable(preflight):
                     preflight(case_config)
+            elif is_bytemlperf_backend(perf_dir / "inference_engine" / config.vendor / case_config.compiler):
+                host_check(case_config, perf_dir / "inference_engine")  # its profile and answers; the image has its packages
             elif not (perf_dir / "inference_engine" / config.vendor / f"{case_config.compiler}.py").is_file():
                 raise ConfigError(f"unknown compiler '{case_config.compiler}' for vendor '{config.vendor}'")
     finally:
@@ -255,7 +270,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = load_host_config(args.config, INFERENCE_DIR)
         config.cases = model_cases(config, args.model, args.cases) if args.model else select_cases(config, args.cases)
+        if args.workload:  # ByteMLPerf workload files replace CASES (utils/bytemlperf_workload.py)
+            if args.model or args.cases:
+                raise ConfigError("--workload replaces CASES: it cannot be combined with --model or --cases")
+            config.cases = workload_cases(config.cases, args.workload, config.flagperf_path, config.path)
+            check_unique_cases(config.cases, "--workload")
         config.overrides = list(args.overrides)
+        config.cases = without_keys(config.cases, config.overrides)  # --set wins over a workload's key
         check_cases(config)
         if config.mode == "slurm":
             from utils.executors.slurm import check_slurm

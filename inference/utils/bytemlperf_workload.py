@@ -142,3 +142,55 @@ def _mapped(path: Path, key: str, value: Any, data: dict) -> list[str]:
     if not isinstance(value, list) or not value or not all(isinstance(b, int) and not isinstance(b, bool) and 1 <= b <= MAX_BATCH for b in value):
         raise fail(f"a non-empty list of batch sizes from 1 to {MAX_BATCH}")
     return [f"batch_sizes={json.dumps(sorted(set(value)))}"]
+
+
+# ---- where workloads come from: host.yaml's CASES and run.py --workload -----------------------
+def workload_entry(config_path: Path, perf_dir: Path, key: Any, value: Any = None) -> Workload | None:
+    """A CASES key naming a workload file (``"PATH.json"`` or ``"PATH.json:FRAMEWORK"``, relative
+    to inference/), mapped to ``value``, the case's data directory; None for any other key, a
+    model-zoo JSON included (docs/onnx_models.md)."""
+    if not isinstance(key, str):
+        return None
+    text, framework = split_key(key)
+    path = Path(text) if Path(text).is_absolute() else perf_dir / text
+    if not text.lower().endswith(".json") or not is_workload_file(path):
+        return None
+    try:
+        workload = load_workload(path, perf_dir, framework)
+    except ConfigError as exc:
+        raise ConfigError(f"{config_path}: key CASES entry {key!r}: {exc}") from None
+    if isinstance(value, str) and "/" not in value and (perf_dir / "benchmarks" / workload.case / value.split("_", 1)[0]).is_dir():
+        raise ConfigError(
+            f"{config_path}: key CASES entry {key!r} maps to {value!r}, a framework: a workload maps to the case's data directory "
+            f'(the framework comes from its model name, or from the key: "{text}:{value}": DATA_DIR)'
+        )
+    return workload
+
+
+def workload_cases(cases: list, paths: list[str], perf_dir: Path, config_path: Path) -> list:
+    """run.py --workload PATH.json ...: each workload's case, in the data directory host.yaml's
+    CASES gives that case (relative paths are the shell's)."""
+    from utils.host_config import CaseSpec
+
+    specs = []
+    for text in paths:
+        path = Path(text).expanduser().absolute()
+        if not path.is_file():
+            raise ConfigError(f"--workload {text}: no such file")
+        workload = load_workload(path, perf_dir)
+        known = [spec for spec in cases if spec.case == workload.case and spec.model is None]
+        if not known:
+            raise ConfigError(
+                f"--workload {text}: case '{workload.case}' (model {workload.model}) has no CASES entry in {config_path} to take its data directory from; "
+                f'add "{workload.case}:{workload.framework}": DATA_DIR there, or list the workload in CASES as "{text}": DATA_DIR'
+            )
+        specs.append(CaseSpec(workload.case, known[0].framework, known[0].data_dir, workload_overrides=workload.overrides))
+    return specs
+
+
+def without_keys(cases: list, overrides: list[str]) -> list:
+    """A ``--set`` of the run wins over a workload's key of the same name (both would be an error)."""
+    from dataclasses import replace
+
+    given = {item.partition("=")[0].strip() for item in overrides}
+    return [replace(spec, workload_overrides=tuple(i for i in spec.workload_overrides if i.partition("=")[0] not in given)) for spec in cases]

@@ -69,6 +69,8 @@ class CaseSpec:
     data_dir: str
     # A model file in data_dir, run by the generic case MODEL_CASE (docs/onnx_models.md); None for a case.
     model: str | None = None
+    # A ByteMLPerf workload file's keys as --set items (utils/bytemlperf_workload.py); () for a case.
+    workload_overrides: tuple[str, ...] = ()
 
     @property
     def label(self) -> str:
@@ -81,8 +83,8 @@ class CaseSpec:
 
     @property
     def overrides(self) -> tuple[str, ...]:
-        """``--set`` items for this case alone: a model entry's file."""
-        return () if self.model is None else (f"model_path={json.dumps(self.model)}",)
+        """``--set`` items for this case alone: a model entry's file, a workload's keys."""
+        return (() if self.model is None else (f"model_path={json.dumps(self.model)}",)) + self.workload_overrides
 
 
 # A CASES key or run.py --model naming a model file: "path/to/model.onnx": <framework> (docs/onnx_models.md).
@@ -373,16 +375,19 @@ def _check_cases(cfg: HostConfig, value: Any) -> list[CaseSpec]:
         raise ValueError('must map "<case>:<framework>" to a data directory')
     if len(value) > MAX_CASES:
         raise ValueError(f"lists {len(value)} cases, more than {MAX_CASES}")
+    from utils.bytemlperf_workload import workload_entry
+
     cases = []
     for key, data_dir in value.items():
-        if isinstance(key, str) and key.lower().endswith(MODEL_SUFFIXES):
+        workload = workload_entry(cfg.path, cfg.flagperf_path, key, data_dir)  # "<workload>.json[:framework]": data dir
+        if isinstance(key, str) and key.lower().endswith(MODEL_SUFFIXES) and workload is None:
             try:
                 cases.append(model_case(key, data_dir, cfg.flagperf_path, cfg.mode))
             except ValueError as exc:
                 raise ConfigError(f"{cfg.path}: key CASES entry {shown(key)}: {exc}") from None
             continue
-        match = _CASE_KEY.match(str(key)) if isinstance(key, str) else None
-        if not match:
+        match = _CASE_KEY.match(str(key)) if isinstance(key, str) and workload is None else None
+        if not match and workload is None:
             raise ConfigError(
                 f'{cfg.path}: key CASES entry {shown(key)} must look like "<case>:<framework>" '
                 f'(names of at most {MAX_NAME} characters), e.g. "resnet50:pytorch"'
@@ -395,6 +400,9 @@ def _check_cases(cfg: HostConfig, value: Any) -> list[CaseSpec]:
             if cfg.mode != "local":
                 raise ConfigError(f"{cfg.path}: key CASES entry {key!r}: data dir {shown(data_dir)} must be an absolute path on the hosts")
             data_dir = str((cfg.flagperf_path / data_dir).resolve())
+        if workload is not None:
+            cases.append(CaseSpec(workload.case, workload.framework, data_dir, workload_overrides=workload.overrides))
+            continue
         cases.append(CaseSpec(match.group(1), match.group(2), data_dir))
     check_unique_cases(cases, f"{cfg.path}: key CASES")
     return cases

@@ -44,10 +44,10 @@ class Unmet:
     name: str
     found: str | None
 
-    def describe(self) -> str:
+    def describe(self, who: str = "the case") -> str:
         if self.found is None:
             return f"package '{self.name}' is not installed (needs {self.requirement})"
-        return f"package '{self.name}' {self.found} is installed, but the case needs {self.requirement}"
+        return f"package '{self.name}' {self.found} is installed, but {who} needs {self.requirement}"
 
 
 def framework_dir(framework: str) -> str:
@@ -116,6 +116,32 @@ def check_case_requirements(perf_dir: str | Path, case: str, framework: str) -> 
         more = f" (and {len(unmet) - 1} more)" if len(unmet) > 1 else ""
         relative = path.relative_to(Path(perf_dir)) if path.is_relative_to(Path(perf_dir)) else path
         raise ConfigError(f"case '{case}:{framework}': {unmet[0].describe()}{more}, listed in {relative}; install with: {install_hint(path)}")
+
+
+def backend_requirements_path(perf_dir: str | Path, vendor: str, compiler: str | None) -> Path | None:
+    """A ByteMLPerf backend folder's requirements.txt (inference_engine/<vendor>/<compiler>/), if the compiler is one."""
+    if not compiler:
+        return None
+    path = Path(perf_dir) / "inference_engine" / vendor / compiler / REQUIREMENTS_FILE
+    return path if path.is_file() else None
+
+
+def check_backend_requirements(perf_dir: str | Path, vendor: str, compiler: str | None) -> None:
+    """One ConfigError line for the first unmet requirement of a ByteMLPerf backend folder; nothing when all are met."""
+    path = backend_requirements_path(perf_dir, vendor, compiler)
+    unmet = unmet_requirements(path) if path is not None else []
+    if unmet:
+        more = f" (and {len(unmet) - 1} more)" if len(unmet) > 1 else ""
+        raise ConfigError(
+            f"backend '{compiler}' (inference_engine/{vendor}/{compiler}): {unmet[0].describe('the backend')}{more}, "
+            f"listed in its requirements.txt; install with: pip install -r {path}"
+        )
+
+
+def all_backend_requirement_files(perf_dir: str | Path, vendor: str) -> list[Path]:
+    """Every ByteMLPerf backend folder's requirements.txt of one vendor (an image installs them all)."""
+    folders = (Path(perf_dir) / "inference_engine" / vendor).glob(f"*/{REQUIREMENTS_FILE}")
+    return sorted(p for p in folders if (p.parent / f"compile_backend_{p.parent.name.lower()}.py").is_file())  # registry's rule
 
 
 def torch_constraint() -> str | None:

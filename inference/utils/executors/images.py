@@ -51,11 +51,13 @@ class ImageSpec:
 
     @property
     def requirement_files(self) -> tuple[Path, ...]:
-        if self.requirements is not None:
-            return tuple(sorted(self.requirements))
-        from utils.requirements import all_requirement_files
+        from utils.requirements import all_backend_requirement_files, all_requirement_files
 
-        return tuple(all_requirement_files(self.folder.parents[2], self.framework))
+        # Every ByteMLPerf backend folder of the vendor brings its requirements.txt too (docs/bytemlperf_migration.md).
+        backends = tuple(all_backend_requirement_files(self.folder.parents[2], self.vendor))
+        if self.requirements is not None:
+            return tuple(sorted(self.requirements)) + backends
+        return tuple(all_requirement_files(self.folder.parents[2], self.framework)) + backends
 
     def _wheels(self) -> list[Path]:
         if self.wheels_dir is None:
@@ -142,13 +144,15 @@ RUN set -eu; d=/tmp/inferperf-case-requirements; \\
     export PIP_BREAK_SYSTEM_PACKAGES=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1; \\
     python3 -m pip list --format=freeze | grep -iE '^(torch|numpy|tensorrt[a-z0-9_-]*|triton)==' > $d/constraints.txt || true; \\
     set -- ; for f in $d/requirements/*.txt; do set -- "$@" -r "$f"; done; \\
-    python3 -m pip install -c $d/constraints.txt "$@"; \\
+    python3 -m pip install -c $d/constraints.txt "$@" || { echo "inferperf: pip could not install the requirements on $(python3 -V 2>&1)"; exit 1; }; \\
     rm -rf $d /root/.cache
 """
 
 
 def _case_name(requirements_file: Path) -> str:
-    """benchmarks/<case>/<framework>/requirements.txt -> <case>"""
+    """benchmarks/<case>/<framework>/requirements.txt -> <case>; inference_engine/<vendor>/<XXX>/requirements.txt -> backend-XXX"""
+    if requirements_file.parents[2].name == "inference_engine":
+        return f"backend-{requirements_file.parent.name}"
     return requirements_file.parent.parent.name
 
 
@@ -223,10 +227,22 @@ def _build(client, write_context, tag: str, buildargs: dict, spec: ImageSpec, wh
                 )
             _write_build_log(build_log, stream)
         except BuildError as exc:
-            _write_build_log(build_log, exc.build_log)
-            raise HostError(f"host {host_label}: building {what} failed: {exc.msg.strip().splitlines()[-1]} (build log: {build_log})") from None
+            chunks = list(exc.build_log or ())  # an iterator: read once, for the log and for pip's own words
+            _write_build_log(build_log, chunks)
+            detail = _pip_failure(chunks) or exc.msg.strip().splitlines()[-1]
+            raise HostError(f"host {host_label}: building {what} failed: {detail} (build log: {build_log})") from None
         except APIError as exc:
             raise HostError(f"host {host_label}: building {what} failed: {exc.explanation or exc}") from None
+
+
+def _pip_failure(chunks: list) -> str | None:
+    """pip's last ERROR line in a failed build (e.g. no distribution of a pin for the image's Python), with that Python."""
+    lines = "".join(str(chunk.get("stream") or chunk.get("error") or "") for chunk in chunks).splitlines()
+    errors = [line.strip()[len("ERROR: ") :] for line in lines if line.strip().startswith("ERROR: ")]
+    python = next((line.split(" on ", 1)[1].strip() for line in lines if line.startswith("inferperf: pip could not install")), None)
+    if not errors:
+        return None
+    return f"pip: {errors[-1]}" + (f" (the image's Python is {python.removeprefix('Python ')})" if python else "")
 
 
 def _write_build_log(path: Path, stream) -> None:

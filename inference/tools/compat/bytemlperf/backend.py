@@ -35,7 +35,22 @@ def backend_names(vendor_dir: Path) -> list[str]:
     """The ByteMLPerf backend folders of one vendor directory, sorted."""
     if not vendor_dir.is_dir():
         return []
-    return sorted(p.name for p in vendor_dir.iterdir() if not p.name.startswith(("_", ".")) and is_bytemlperf_backend(p))
+    return sorted(p.name for p in vendor_dir.iterdir() if is_bytemlperf_backend(p))
+
+
+def describe_backends(vendor_dir: Path) -> list[str]:
+    """run.py --list: each backend folder of a vendor and its interact profile, one line per entry."""
+    lines = []
+    for name in backend_names(vendor_dir):
+        folder = BackendFolder(vendor_dir.name, name, vendor_dir.parent)
+        try:
+            entries = folder.profile
+        except ConfigError as exc:
+            lines.append(f"    {name} (ByteMLPerf backend): interact profile unreadable: {exc}")
+            continue
+        lines.append(f"    {name} (ByteMLPerf backend): interact profile {folder.profile_file.name}" + ("" if entries else ": no entries"))
+        lines.extend(f"      {entry.describe()}" for entry in entries)
+    return lines
 
 
 @dataclass(frozen=True)

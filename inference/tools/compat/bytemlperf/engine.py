@@ -24,6 +24,7 @@ from loguru import logger
 
 from common.errors import ConfigError, EngineError, one_line
 from inference_engine.base import EngineBase
+from inference_engine.registry import ENGINE_ROOT
 from tools.compat.bytemlperf import configs as byte_configs
 from tools.compat.bytemlperf.backend import BackendFolder, backend_for, where_in
 from tools.compat.bytemlperf.profile import config_lookup, parse_profile, resolve_answers
@@ -33,8 +34,8 @@ MAX_BATCH = 1 << 16
 _TOLERANCE_NAMES = ("fp32", "tf32", "fp16", "bf16", "int8", "fp8")
 
 
-def folder_of(config: Any) -> BackendFolder:
-    folder = backend_for(config.vendor, config.compiler)
+def folder_of(config: Any, root: Path = ENGINE_ROOT) -> BackendFolder:
+    folder = backend_for(config.vendor, config.compiler, root)
     if folder is None:
         raise ConfigError(f"compiler '{config.compiler}' of vendor '{config.vendor}' is not a ByteMLPerf backend folder")
     return folder
@@ -49,16 +50,22 @@ def interact_answers(folder: BackendFolder, config: Any, entries: list | None = 
     return resolve_answers(folder.profile if entries is None else entries, config_lookup(config, reserved), folder.name, folder.profile_file.name)
 
 
-def preflight(config: Any) -> None:
-    """Before any work: the folder, its profile and the answers, and its modules' imports."""
-    folder = folder_of(config)
+def host_check(config: Any, root: Path = ENGINE_ROOT) -> BackendFolder:
+    """What can be checked without importing the backend (run.py in MODE docker, where its
+    packages are the image's): the folder, its interact profile and the config's answers."""
+    folder = folder_of(config, root)
     if config.exist_compiler_path is not None:
         raise ConfigError(
             f"{config.origin.get('exist_compiler_path', 'config')}: key 'exist_compiler_path' cannot be used with {folder.label}: "
             "a ByteMLPerf backend compiles from the ONNX model itself"
         )
     interact_answers(folder, config)
-    folder.classes()
+    return folder
+
+
+def preflight(config: Any) -> None:
+    """Before any work: host_check, and importing the backend's two modules."""
+    host_check(config).classes()
 
 
 class InferModel(EngineBase):
