@@ -411,6 +411,10 @@ def test_host_yaml_model_entries_are_checked(models, tree, tmp_path):
     relative = load_host_config(host_yaml(tmp_path, tree, {os.path.relpath(models / "cnn.onnx", tree): "pytorch"}), tree).cases[0]
     assert (relative.case, relative.data_dir, relative.model, relative.key) == ("onnx_model", str(models), "cnn.onnx", "cnn.onnx:pytorch")
     assert relative.overrides == ('model_path="cnn.onnx"',)
+    # A zoo entry naming its file by onnx_model_path alone is a model, not a ByteMLPerf workload.
+    (tmp_path / "only.json").write_text(json.dumps({"model": "bert-onnx-fp32", "onnx_model_path": str(models / "bert.onnx")}))
+    zoo = load_host_config(host_yaml(tmp_path, tree, {str(tmp_path / "only.json"): "pytorch"}), tree).cases[0]
+    assert (zoo.case, zoo.model) == ("onnx_model", "only.json")
 
 
 def test_run_inference_bad_model_leaves_failure_json(models, tree, tmp_path):

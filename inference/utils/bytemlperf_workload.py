@@ -36,7 +36,7 @@ WORKLOAD_KEYS = ("model", "test_perf", "test_accuracy", "test_numeric", "clients
 FRAMEWORKS = {"torch": "pytorch"}  # ByteMLPerf's framework word -> InferPerf's case framework
 PRECISIONS = {"fp32": False, "fp16": True}  # -> fp16
 # A model-zoo entry (a model description) has these; a workload never does.
-MODEL_ZOO_KEYS = ("model_path", "inputs", "input_shape")
+MODEL_ZOO_KEYS = ("model_path", "onnx_model_path", "inputs", "input_shape")
 MAX_WORKLOAD_BYTES = 1 << 20
 MAX_BATCH = 1 << 16
 
