@@ -257,8 +257,8 @@ def summarize(values: dict, errors: list[str], warnings: list[str], scenario: st
         "result_validity": values.get("result_validity"),
         "valid": values.get("result_validity") == "VALID" and not errors,
         "conditions": {name: values[key] for name, (key, _) in CONDITIONS.items() if key in values},
-        "invalid_reason": values.get("result_invalid_reason") or None,
-        "early_stopping": [part.strip() for part in re.split(r"\s\*\s", " " + early_text) if part.strip()],
+        "invalid_reason": " ".join(str(values.get("result_invalid_reason") or "").split()) or None,
+        "early_stopping": [" ".join(part.split()) for part in re.split(r"\s\*\s", " " + early_text) if part.strip()],
         "early_stopping_estimate_ms": {f"p{q.removesuffix('.0')}": int(ns) / 1e6 for q, ns in _ESTIMATE.findall(early_text)},
         "query_count": values.get("result_query_count"),
         "loadgen_samples_per_second": rate,  # LoadGen's samples are pool batches

@@ -130,7 +130,7 @@ class Line:
         if self.interval_a is not None and self.interval_b is not None:
             self.basis = "intervals"
             overlap = self.interval_a[0] <= self.interval_b[1] and self.interval_b[0] <= self.interval_a[1]
-            if overlap or abs(self.change) <= threshold / 100:
+            if overlap or abs(self.change) <= threshold / 100 + 1e-12:  # (+1e-12: 95/100 - 1 is -0.0500...04 in floats)
                 self.verdict = "within noise"
             else:
                 self.verdict = "REGRESSION" if worse > 0 else "better"

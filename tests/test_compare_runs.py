@@ -1,0 +1,69 @@
+"""run.py compare on real runs of the digits case (MODE local).
+
+Two back-to-back default runs report no regression; a run on an engine that is really
+20 % slower (tests/fixtures/engines/slow_onnxruntime.py: the cpu vendor's engine waiting a
+quarter of its compute time after each call) is reported as a regression, exit 1.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import copy_inference_tree, local_host_yaml
+
+SLOW_ENGINE = Path(__file__).resolve().parent / "fixtures" / "engines" / "slow_onnxruntime.py"
+
+
+def run_py(perf: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "run.py", *args], cwd=perf, capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, digits_data_dir) -> tuple[Path, dict[str, Path]]:
+    """Three real runs, in this order: first and second (back to back, defaults), then slow."""
+    root = tmp_path_factory.mktemp("compare_runs")
+    perf = copy_inference_tree(root / "inference")
+    shutil.copy(SLOW_ENGINE, perf / "inference_engine" / "cpu" / "slow_onnxruntime.py")
+    config = local_host_yaml(root, perf, digits_data_dir)
+    found: dict[str, Path] = {}
+    for name, extra in (("first", []), ("second", []), ("slow", ["--set", "compiler=slow_onnxruntime"])):
+        before = set((root / "result").glob("run*"))
+        proc = run_py(perf, "--config", str(config), *extra)
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+        (found[name],) = set((root / "result").glob("run*")) - before
+    return perf, found
+
+
+def compare(perf: Path, a: Path, b: Path, *extra: str) -> tuple[subprocess.CompletedProcess, dict]:
+    proc = run_py(perf, "compare", str(a), str(b), *extra)
+    return proc, json.loads((b / f"compare_{a.name}.json").read_text())
+
+
+def test_two_back_to_back_default_runs_report_no_regression(runs):
+    perf, dirs = runs
+    proc, data = compare(perf, dirs["first"], dirs["second"])
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "No regression beyond 5%." in proc.stdout
+    figures = [(line["row"], line["figure"]) for line in data["lines"]]
+    assert figures[:3] == [("inference", "core qps"), ("inference", "p50 ms"), ("inference", "p90 ms")] and len(figures) >= 6
+    assert all(line["change"] is not None for line in data["lines"])
+    assert not [line for line in data["lines"] if line["verdict"] == "REGRESSION"]
+
+
+def test_a_really_slower_engine_is_a_regression(runs):
+    perf, dirs = runs
+    slow = json.loads(next(dirs["slow"].glob("*/*/result.json")).read_text())
+    assert slow["compiler"] == "slow_onnxruntime"
+    # --include-invalid: on a shared machine a run may be INVALID for contention, and its figures
+    # "not comparable"; the slowdown is the engine's either way, so it is judged regardless.
+    proc, data = compare(perf, dirs["second"], dirs["slow"], "--include-invalid")
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
+    core = next(line for line in data["lines"] if (line["row"], line["figure"]) == ("inference", "core qps"))
+    assert core["verdict"] == "REGRESSION" and core["change"] < -0.10, core
+    assert "**REGRESSION**" in proc.stdout
