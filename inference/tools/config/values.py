@@ -211,7 +211,15 @@ def _one_or_list(check: Callable[[Any], Any], *, unique: bool = True, max_items:
 
 def _best_or(check: Callable[[Any], Any]):
     """``best``: the engine's own best batch sizes, resolved after the compile (tools/compat/bytemlperf/hooks.py)."""
-    return lambda value: value if value == "best" else check(value)
+
+    def checked(value: Any) -> Any:
+        if value == "best":
+            return value
+        if isinstance(value, str):
+            raise ValueError(f"must be a batch size, a list of them, or 'best' (the engine's best batch sizes), got {shown(value)}")
+        return check(value)
+
+    return checked
 
 
 def _scenario(value: Any) -> str:
