@@ -585,6 +585,22 @@ def performance_table(rows: list[dict]) -> list[dict]:
     return out
 
 
+def own_benchmark_rows(engine: dict, rows: list[dict]) -> dict | None:
+    """A backend's own benchmark() (engine.own_benchmark) beside InferPerf's offline row of the same batch size."""
+    own = engine.get("own_benchmark")
+    if not own:
+        return None
+    ours = {r["batch_size"]: r for r in rows if r.get("scenario") == "offline" and r.get("clients") == 1}
+    table = []
+    for item in own.get("rows") or []:
+        row = ours.get(item.get("BS")) or {}
+        latency = row.get("latency_ms") or {}
+        cells = (row.get("qps"), item.get("QPS"), latency.get("mean"), item.get("AVG Latency"), latency.get("p99"), item.get("P99 Latency"))
+        shown = [_fmt(v, 3) if isinstance(v, float) else v if v is not None else "-" for v in cells]
+        table.append({"bs": item.get("BS"), "cells": shown, "error": item.get("error")})
+    return {"source": own.get("source") or "the engine", "rows": table, "error": own.get("error")}
+
+
 def case_section(record: dict) -> dict:
     """Everything the page shows for one case on one host."""
     section: dict[str, Any] = {
@@ -643,6 +659,7 @@ def case_section(record: dict) -> dict:
     _add(section, "monitor timeline", timeline_plot(sys_samples, vendor_samples, spans))
     engine = result.get("engine") or {}
     section["compile"] = compile_rows(engine)
+    section["own_benchmark"] = own_benchmark_rows(engine, rows)
     section["ops"] = (engine.get("performance_data") or [])[:TOP_OPS]
     ops_plot = top_ops_plot(section["ops"])
     if ops_plot:
@@ -786,6 +803,15 @@ nav a { margin-right: 1em; font-size: 0.9em; }
 {% for p in s.perf_rows %}
 <tr><td class="l">{{ p.label }}</td><td>{{ p.qps }}</td><td>{{ p.p50 }}</td><td>{{ p.p90 }}</td><td>{{ p.p99 }}</td><td>{{ p.mean }}</td><td>{{ p.queries }}</td><td>{{ p.duration }}</td>
 <td class="l {{ 'valid' if p.valid else 'invalid' }}" title="{{ p.reasons | join('; ') }}">{{ 'valid' if p.valid else 'INVALID (%d, see the reasons above)' % (p.reasons | length) }}</td></tr>
+{% endfor %}
+</table>
+{% endif %}
+{% if s.own_benchmark %}
+<p>The backend's own benchmark() ({{ s.own_benchmark.source }}): its own timing, beside InferPerf's offline row of the same batch size; never instead of it.</p>
+{% if s.own_benchmark.error %}<p class="invalid">{{ s.own_benchmark.error }}</p>{% endif %}
+<table>
+<tr><th>bs</th><th>InferPerf qps</th><th>backend QPS</th><th>InferPerf mean ms</th><th>backend AVG ms</th><th>InferPerf p99 ms</th><th>backend P99 ms</th></tr>
+{% for o in s.own_benchmark.rows %}<tr><td>{{ o.bs }}</td>{% for c in o.cells %}<td>{{ c }}</td>{% endfor %}{% if o.error %}<td class="l invalid">{{ o.error }}</td>{% endif %}</tr>
 {% endfor %}
 </table>
 {% endif %}
