@@ -17,8 +17,11 @@ The same engine and the same pool of batches as InferPerf's own scenarios
           told in advance: ``single_stream_expected_latency_ns`` (LoadGen issues
           ``min_duration / expected latency`` queries, so a too-high guess misses
           the minimum duration) and ``offline_expected_qps`` (LoadGen issues about
-          ``expected qps x min_duration x 1.1`` samples in its one query); both
-          get ``PROBE_MARGIN`` so that a slightly faster test still meets them.
+          ``expected qps x min_duration x 1.1`` samples in its one query). Both
+          come from the probe's median latency, the speed of an undisturbed query
+          (a busy machine's stalls inflate the mean, and a test faster than its
+          guess misses the minimum duration, while a slower one only runs longer),
+          with ``PROBE_MARGIN`` so that a slightly faster test still meets them.
   settings min_duration_s, max_duration_s and min_query_count from the case
           config (single_stream and server raise the query count to their
           headline percentile's floor, as InferPerf's rows do); server:
@@ -77,7 +80,7 @@ def installed() -> bool:
 class Probe:
     queries: int
     latency_ns: int  # median per-query latency, back to back
-    qps: float  # queries (pool batches) per second, back to back
+    qps: float  # queries (pool batches) per second at the median latency
 
 
 def probe(step: Step, pool: list[list], sync: Callable[[], Any], clock: Callable[[], int] = time.perf_counter_ns) -> Probe:
@@ -93,7 +96,8 @@ def probe(step: Step, pool: list[list], sync: Callable[[], Any], clock: Callable
         elapsed = t1 - start
         if (len(latencies) >= PROBE_QUERIES and elapsed >= PROBE_S * 1e9) or elapsed >= PROBE_MAX_S * 1e9:
             break
-    return Probe(len(latencies), int(statistics.median(latencies)), len(latencies) * 1e9 / sum(latencies))
+    median = int(statistics.median(latencies))
+    return Probe(len(latencies), median, 1e9 / median)
 
 
 def loadgen_settings(lg: Any, scenario: str, config: Any, found: Probe, batch_size: int, clients: int, target_qps: float | None) -> Any:
@@ -106,7 +110,7 @@ def loadgen_settings(lg: Any, scenario: str, config: Any, found: Probe, batch_si
     settings.min_query_count = max(int(config.min_query_count), HEADLINE_FLOOR.get(scenario, 1))
     settings.schedule_rng_seed = int(getattr(config, "seed", 0) or 0)
     if scenario == "single_stream":
-        settings.single_stream_expected_latency_ns = max(1, int(found.latency_ns / PROBE_MARGIN))
+        settings.single_stream_expected_latency_ns = max(1, round(found.latency_ns / PROBE_MARGIN))
     elif scenario == "offline":
         # The probe is one client's rate: several may scale up to ``clients`` times it (a guess too
         # high only lengthens the run). Enough samples for min_query_count queries too.
