@@ -292,7 +292,7 @@ class PerformanceStage:
         return row
 
     def _row(self, engine, pool, batch_size, scenario, clients, references, target_qps) -> dict:
-        if getattr(self.config, "load_generator", "inferperf") == "mlperf":  # MLPerf LoadGen issues this row's queries
+        if getattr(self.config, "load_generator", None) == "mlperf":  # MLPerf LoadGen issues this row's queries
             from tools.measure.loadgen import performance_row
 
             return self._engine_wide(performance_row(self, engine, pool, batch_size, scenario, clients, references, target_qps))
