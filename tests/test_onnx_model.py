@@ -436,3 +436,15 @@ def test_config_must_name_the_model(models):
         describe(case_config(models, model_path="cnn.onnx", exist_onnx_path=str(models / "cnn.onnx")))
     with pytest.raises(ConfigError, match=r"model.txt.*an .onnx file or a ByteMLPerf model-zoo .json"):
         describe(case_config(models, model_path="model.txt"))
+
+
+def test_inductor_refuses_a_framework_model_that_is_not_pytorch(models):
+    from benchmarks.onnx_model.describe import configure
+    from benchmarks.onnx_model.pytorch.model import create_model
+    from common.errors import EngineError
+    from inference_engine.nvidia.inductor import InferModel
+
+    config = case_config(models, model_path="cnn.onnx")
+    configure(config)
+    with pytest.raises(EngineError, match=r"Inductor compiles a PyTorch model; this case's framework model is a OnnxRuntimeReference"):
+        InferModel(config, config.exist_onnx_path, create_model(config))

@@ -103,6 +103,9 @@ class InferModel(EngineBase):
             )
         import torch
 
+        if not isinstance(model, torch.nn.Module):  # benchmarks/onnx_model's is ONNX Runtime running the file
+            raise EngineError(f"{_SOURCE}: Inductor compiles a PyTorch model; this case's framework model is a {type(model).__name__}: use compiler: tensorrt")
+
         self._torch = torch
         self.device = torch.device(config.device)
         self.mode = config.get("inductor_mode", "default")
