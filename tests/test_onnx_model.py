@@ -448,3 +448,16 @@ def test_inductor_refuses_a_framework_model_that_is_not_pytorch(models):
     configure(config)
     with pytest.raises(EngineError, match=r"Inductor compiles a PyTorch model; this case's framework model is a OnnxRuntimeReference"):
         InferModel(config, config.exist_onnx_path, create_model(config))
+
+
+def test_pipeline_command_names_the_model_in_its_folder(models, tree, tmp_path):
+    import threading
+
+    from utils.executors.local import LocalSession
+    from utils.host_config import load_host_config
+
+    config = load_host_config(host_yaml(tmp_path, tree, {str(models / "cnn.onnx"): "pytorch"}), tree)
+    config.overrides = ["min_duration_s=1"]
+    argv = LocalSession(config, 0, "run", threading.Event()).pipeline_argv("/logs", config.cases[0])
+    assert argv[argv.index("--data_dir") + 1] == str(models) and argv[argv.index("--case") + 1] == "onnx_model"
+    assert argv[-4:] == ["--set", "min_duration_s=1", "--set", 'model_path="cnn.onnx"']
