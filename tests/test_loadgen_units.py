@@ -1,0 +1,185 @@
+"""load_generator: mlperf, the fast parts (in scripts/mutation.sh's test selection): the key's
+checks, the stage's dispatch to LoadGen and back, LoadGen's INVALID provoked for real with
+small engines (a latency bound no engine meets; an engine faster than its probe), the
+settings LoadGen is given, and the detail log's reading. The real digits runs, engine
+errors and run.py's bad input are in tests/test_loadgen.py.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import time
+import types
+
+import mlperf_loadgen as lg  # a declared dependency: a broken install fails, never skips
+import pytest
+import torch
+
+from common.errors import ConfigError
+from tests.conftest import TYPED_CASE_CONFIG
+from tools.config import CaseConfig
+from tools.measure import loadgen
+from tools.measure.stage import PerformanceStage
+
+# ---- the stage's dispatch, LoadGen's INVALID and errors, with small real engines ---------------------
+
+
+def stage_for(tmp_path, engine_batches=8, **changes):
+    values = dict(
+        pool_max_mb=1.0,
+        batch_sizes=[2],
+        batch_size=2,
+        warmup=1,
+        audits=False,
+        scenario=["single_stream"],
+        clients=[1],
+        server_search=False,
+        target_qps=None,
+        min_query_count=64,
+        min_duration_s=0.2,
+        max_duration_s=30.0,
+        seed=0,
+        device="cpu",
+        contention_limit=1.0,
+        latency_bound_ms=None,
+        log_dir=str(tmp_path),
+        load_generator="mlperf",
+    )
+    values.update(changes)
+    loader = [(torch.full((2, 3), float(b)), None) for b in range(engine_batches)]
+    return PerformanceStage(types.SimpleNamespace(**values), loader, lambda: None, "fp32")
+
+
+def sleeping(seconds: float):
+    def engine(inputs):
+        time.sleep(seconds)
+        return [inputs[0] * 2.0], 0.0
+
+    return engine
+
+
+def test_the_stage_runs_a_row_under_the_generator_the_config_names(tmp_path):
+    stage = stage_for(tmp_path, load_generator="inferperf")
+    stage.rows_for(sleeping(0.0005), 2)
+    stage.config.load_generator = "mlperf"
+    stage.rows_for(sleeping(0.0005), 2)
+    inferperf, mlperf = stage.report.rows
+    assert inferperf["load_generator"] == "inferperf" and "loadgen" not in inferperf
+    assert mlperf["load_generator"] == "mlperf" and mlperf["loadgen"]["result_validity"] == "VALID"
+    assert mlperf["verdict"] == {"valid": True, "reasons": []}
+    assert set(inferperf) <= set(mlperf)  # the same keys, plus LoadGen's
+    assert len(stage.report.raw_latencies_ns) == 2 and len(stage.report.raw_latencies_ns[1]) == mlperf["queries"]
+    assert (tmp_path / "mlperf_log_bs2_single_stream_x1_summary.txt").is_file()
+
+
+def test_a_latency_bound_no_engine_meets_is_loadgens_invalid_in_the_row(tmp_path):
+    stage = stage_for(tmp_path, scenario=["server"], target_qps=2000.0, latency_bound_ms=0.5, min_duration_s=0.5)
+    stage.rows_for(sleeping(0.002), 2)  # every query takes 2 ms, the bound is 0.5 ms
+    (row,) = stage.report.rows
+    assert row["loadgen"]["result_validity"] == "INVALID" and row["latency_bound_met"] is False
+    (reason,) = [r for r in row["verdict"]["reasons"] if r.startswith("mlperf loadgen")]
+    assert reason.startswith("mlperf loadgen: INVALID: ") and "latency constraint not met" in reason and "early stopping not met (" in reason
+    assert row["verdict"]["valid"] is False
+
+
+def test_an_engine_that_speeds_up_after_the_probe_misses_loadgens_min_duration(tmp_path):
+    # LoadGen issues min_duration / expected latency SingleStream queries: told 5 ms by the probe,
+    # it runs out of queries when they then take 0.1 ms. The row says so in LoadGen's words.
+    slow_until = time.monotonic() + 0.4
+
+    def engine(inputs):
+        time.sleep(0.005 if time.monotonic() < slow_until else 0.0001)
+        return [inputs[0]], 0.0
+
+    stage = stage_for(tmp_path, min_duration_s=1.0, warmup=0)
+    stage.rows_for(engine, 2)
+    (row,) = stage.report.rows
+    assert row["loadgen"]["probe"]["latency_ns"] > 4_000_000
+    assert row["loadgen"]["conditions"]["min_duration_met"] is False and row["stop_reason"] == "loadgen: minimums not met"
+    assert any(r.startswith("mlperf loadgen: INVALID: min duration not met") for r in row["verdict"]["reasons"]), row["verdict"]
+
+
+# ---- settings, the detail log ------------------------------------------------------------------------
+
+
+def test_settings_come_from_the_probe_and_the_config():
+    config = types.SimpleNamespace(min_duration_s=2.0, max_duration_s=60.0, min_query_count=100, seed=7, latency_bound_ms=25.0)
+    found = loadgen.Probe(queries=20, latency_ns=1_100_000, qps=900.0)
+    single = loadgen.loadgen_settings(lg, "single_stream", config, found, 4, 1, None)
+    assert single.scenario == lg.TestScenario.SingleStream and single.mode == lg.TestMode.PerformanceOnly
+    assert single.single_stream_expected_latency_ns == 1_000_000  # the probe's latency / PROBE_MARGIN
+    assert (single.min_duration_ms, single.max_duration_ms, single.min_query_count, single.schedule_rng_seed) == (2000, 60000, 100, 7)
+    offline = loadgen.loadgen_settings(lg, "offline", config, found, 4, 2, None)
+    assert offline.offline_expected_qps == pytest.approx(900.0 * 2 * 1.1)  # one client's rate x clients x margin
+    slow = loadgen.loadgen_settings(lg, "offline", config, loadgen.Probe(3, 10**9, 1.0), 4, 1, None)
+    assert slow.offline_expected_qps == pytest.approx(100 / 2.2)  # enough samples for min_query_count
+    server = loadgen.loadgen_settings(lg, "server", config, found, 4, 1, 200.0)
+    assert server.server_target_qps == 50.0 and server.server_target_latency_ns == 25_000_000 and server.server_target_latency_percentile == 0.99
+    assert server.min_query_count == 662  # the p99 floor, as InferPerf's server rows
+    config.min_query_count = 10
+    assert loadgen.loadgen_settings(lg, "single_stream", config, found, 4, 1, None).min_query_count == 64  # the p90 floor
+
+
+def detail_line(key: str, value, error: bool = False, warning: bool = False) -> str:
+    entry = {"key": key, "value": value, "time_ms": 1.0, "metadata": {"is_error": error, "is_warning": warning}}
+    return ":::MLLOG " + json.dumps(entry)
+
+
+def test_the_detail_log_is_read_line_by_line_and_an_error_makes_the_block_invalid(tmp_path):
+    path = tmp_path / "detail.txt"
+    lines = [
+        detail_line("loadgen_version", "6.0.17 @ x"),
+        detail_line("result_validity", "VALID"),
+        "garbage line",
+        ":::MLLOG {not json",
+        detail_line("result_min_duration_met", True),
+        detail_line("early_stopping_met", True),
+        detail_line("early_stopping_result", " * Processed at least 64 queries (100).  * Early stopping 90.0th percentile estimate: 2500000"),
+        detail_line("result_qps_with_loadgen_overhead", 50.0),
+        detail_line("result_90.00_percentile_latency_ns", 2_000_000),
+        detail_line("effective_min_duration_ms", 1000),
+        detail_line("warning_generic_message", "odd", warning=True),
+        detail_line("error_runtime", "SUT failed", error=True),
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    values, errors, warnings = loadgen.read_detail(path)
+    assert values["result_validity"] == "VALID" and errors == ["error_runtime: SUT failed"] and warnings == ["warning_generic_message: odd"]
+    block = loadgen.summarize(values, errors, warnings, "single_stream", 4)
+    assert block["valid"] is False and block["samples_per_second"] == 200.0 and block["latency_ms"]["p90"] == 2.0
+    assert block["early_stopping"] == ["Processed at least 64 queries (100).", "Early stopping 90.0th percentile estimate: 2500000"]
+    assert block["early_stopping_estimate_ms"] == {"p90": 2.5} and block["settings"] == {"min_duration_ms": 1000}
+    assert loadgen.invalid_reasons(block) == ["mlperf loadgen: VALID: error error_runtime: SUT failed"]
+    values["result_validity"], values["result_min_duration_met"] = "INVALID", False
+    block = loadgen.summarize(values, [], [], "single_stream", 4)
+    assert loadgen.invalid_reasons(block) == ["mlperf loadgen: INVALID: min duration not met"]
+
+
+# ---- the key ------------------------------------------------------------------------------------------
+
+
+def make(**overrides) -> CaseConfig:
+    return CaseConfig(**{**TYPED_CASE_CONFIG, **overrides})
+
+
+def test_the_key_in_the_case_config():
+    assert make().load_generator == "inferperf" and make(load_generator="mlperf").load_generator == "mlperf"
+    for value, shown in (("loadgen", "'loadgen'"), ("MLPerf", "'MLPerf'"), (None, "None"), (1, "1")):
+        with pytest.raises(ConfigError) as info:
+            make(load_generator=value, origin={"load_generator": "/v.yaml"})
+        assert str(info.value) == f"/v.yaml: key 'load_generator' must be one of inferperf, mlperf, got {shown}"
+    with pytest.raises(ConfigError) as info:
+        make(load_generator="mlperf", scenario="server", latency_bound_ms=5, server_search=True, origin={"server_search": "/c.yaml"})
+    assert str(info.value) == "/c.yaml: key 'server_search' is true, but load_generator mlperf runs server rows at a fixed target_qps; set target_qps instead"
+    assert make(load_generator="inferperf", scenario="server", latency_bound_ms=5, server_search=True).server_search is True
+
+
+def test_mlperf_needs_loadgen_importable(monkeypatch):
+    """The check itself (tests/test_loadgen.py runs run.py in an interpreter that really lacks the package)."""
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *args: None if name == "mlperf_loadgen" else real(name, *args))
+    with pytest.raises(ConfigError) as info:
+        make(load_generator="mlperf", origin={"load_generator": "command line (--set)"})
+    message = "command line (--set): key 'load_generator' is 'mlperf', but MLPerf LoadGen is not installed here (pip install mlcommons-loadgen==6.0.17)"
+    assert str(info.value) == message
+    assert make(load_generator="inferperf").load_generator == "inferperf"
