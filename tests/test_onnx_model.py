@@ -427,15 +427,18 @@ def test_run_inference_bad_model_leaves_failure_json(models, tree, tmp_path):
     assert not (tmp_path / "log" / "result.json").exists()
 
 
-def test_config_must_name_the_model(models):
+def test_config_must_name_the_model(models, tmp_path):
     from benchmarks.onnx_model.describe import describe
 
     with pytest.raises(ConfigError, match=r"key 'model_path' is required"):
         describe(case_config(models))
     with pytest.raises(ConfigError, match=r"key 'exist_onnx_path' is set by the onnx_model case"):
         describe(case_config(models, model_path="cnn.onnx", exist_onnx_path=str(models / "cnn.onnx")))
-    with pytest.raises(ConfigError, match=r"model.txt.*an .onnx file or a ByteMLPerf model-zoo .json"):
+    with pytest.raises(ConfigError, match=r"key 'model_path': .*model.txt: no such file"):
         describe(case_config(models, model_path="model.txt"))
+    (tmp_path / "zoo.json.bak").write_bytes((models / "bert-onnx-fp32.json").read_bytes())
+    with pytest.raises(ConfigError, match=r"zoo.json.bak is not an ONNX model"):  # any name but .json is read as ONNX
+        describe(case_config(tmp_path, model_path="zoo.json.bak"))
 
 
 def test_inductor_refuses_a_framework_model_that_is_not_pytorch(models):

@@ -24,7 +24,6 @@ from .model_file import ModelSignature, read_signature
 from .model_zoo import ZooEntry, load_zoo_entry
 
 ACCURACY_NOTE = "synthetic inputs"
-MODEL_SUFFIXES = (".onnx", ".json")
 
 
 @dataclass
@@ -40,14 +39,13 @@ def _origin(config: Any, key: str) -> str:
 
 
 def model_file(config: Any) -> Path:
-    """The config's ``model_path``: absolute, or relative to ``data_dir`` (the folder run.py gives the case)."""
+    """The config's ``model_path``: absolute, or relative to ``data_dir`` (the folder run.py gives the case).
+    A ``.json`` file is a model-zoo entry; any other is read as an ONNX model."""
     value = config.get("model_path")
     if value is None:
         raise ConfigError(f"{_origin(config, 'model_path')}: key 'model_path' is required: the ONNX file or model-zoo JSON to run (run.py --model FILE)")
     if not isinstance(value, str) or not value.strip() or "\0" in value or len(value) > 4096:
         raise ConfigError(f"{_origin(config, 'model_path')}: key 'model_path' must be a path, got {shown(value)}")
-    if not value.lower().endswith(MODEL_SUFFIXES):
-        raise ConfigError(f"{_origin(config, 'model_path')}: key 'model_path' is {value!r}: an .onnx file or a ByteMLPerf model-zoo .json")
     path = Path(value)
     return path if path.is_absolute() else Path(config.data_dir) / path
 
