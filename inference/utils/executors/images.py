@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import re
 import tarfile
 import tempfile
 from dataclasses import dataclass
@@ -243,6 +244,22 @@ def _pip_failure(chunks: list) -> str | None:
     if not errors:
         return None
     return f"pip: {errors[-1]}" + (f" (the image's Python is {python.removeprefix('Python ')})" if python else "")
+
+
+def _pip_failure(chunks: list) -> str | None:
+    """pip's last ERROR line in a failed build (e.g. no distribution of a pin for the image's Python), with that Python."""
+    text = "".join(str(chunk.get("stream") or chunk.get("error") or "") for chunk in chunks)
+    lines = [line.strip() for line in re.sub(r"\x1b\[[0-9;]*m", "", text).splitlines()]  # pip colours its errors
+    errors = [line[len("ERROR: ") :] for line in lines if line.startswith("ERROR: ")]
+    python = next((line.split(" on ", 1)[1] for line in lines if line.startswith("inferperf: pip could not install")), None)
+    if not errors:
+        return None
+    # The line that names the requirement, not the version list before it nor the resolver's "ResolutionImpossible" after.
+    telling = [e for e in errors if not e.startswith(("Could not find a version", "ResolutionImpossible"))] or errors
+    kept = [line.split(")", 1)[1].strip() for line in lines if line.startswith("The user requested (constraint)")]
+    notes = [f"the image keeps {', '.join(kept)}"] if kept else []
+    notes += [f"the image's Python is {python.removeprefix('Python ')}"] if python else []
+    return f"pip: {telling[0]}" + (f" ({'; '.join(notes)})" if notes else "")
 
 
 def _write_build_log(path: Path, stream) -> None:
