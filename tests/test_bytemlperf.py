@@ -486,6 +486,16 @@ def test_pip_failure_is_pips_own_line_with_the_images_python():
         {"error": "The command '/bin/sh -c set -eu; d=/tmp/...' returned a non-zero code: 1"},
     ]
     assert _pip_failure(chunks) == "pip: No matching distribution found for tensorflow==2.4.0 (the image's Python is 3.11.2)"
+    conflict = [
+        {"stream": "\x1b[91mERROR: Cannot install numpy==1.19.2 because these package versions have conflicting dependencies.\n\x1b[0m\n"},
+        {"stream": "The conflict is caused by:\n    The user requested numpy==1.19.2\n    The user requested (constraint) numpy==2.4.6\n"},
+        {"stream": "\x1b[91mERROR: ResolutionImpossible: for help visit https://pip.pypa.io/\n\x1b[0m"},
+        {"stream": "inferperf: pip could not install the requirements on Python 3.11.2\n"},
+    ]
+    assert _pip_failure(conflict) == (
+        "pip: Cannot install numpy==1.19.2 because these package versions have conflicting dependencies. "
+        "(the image keeps numpy==2.4.6; the image's Python is 3.11.2)"
+    )
     assert _pip_failure([{"error": "The command ... returned a non-zero code: 1"}]) is None
 
 
