@@ -238,16 +238,6 @@ def _build(client, write_context, tag: str, buildargs: dict, spec: ImageSpec, wh
 
 def _pip_failure(chunks: list) -> str | None:
     """pip's last ERROR line in a failed build (e.g. no distribution of a pin for the image's Python), with that Python."""
-    lines = "".join(str(chunk.get("stream") or chunk.get("error") or "") for chunk in chunks).splitlines()
-    errors = [line.strip()[len("ERROR: ") :] for line in lines if line.strip().startswith("ERROR: ")]
-    python = next((line.split(" on ", 1)[1].strip() for line in lines if line.startswith("inferperf: pip could not install")), None)
-    if not errors:
-        return None
-    return f"pip: {errors[-1]}" + (f" (the image's Python is {python.removeprefix('Python ')})" if python else "")
-
-
-def _pip_failure(chunks: list) -> str | None:
-    """pip's last ERROR line in a failed build (e.g. no distribution of a pin for the image's Python), with that Python."""
     text = "".join(str(chunk.get("stream") or chunk.get("error") or "") for chunk in chunks)
     lines = [line.strip() for line in re.sub(r"\x1b\[[0-9;]*m", "", text).splitlines()]  # pip colours its errors
     errors = [line[len("ERROR: ") :] for line in lines if line.startswith("ERROR: ")]
