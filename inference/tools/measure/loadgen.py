@@ -8,11 +8,14 @@ The same engine and the same pool of batches as InferPerf's own scenarios
           LoadGen query of one sample is an InferPerf query (one engine call), and
           LoadGen's rates times ``batch_size`` are samples per second. The pool is
           already in memory: loading and unloading are no-ops.
-  SUT     single_stream, and offline with one client: the engine runs inside
-          LoadGen's issue call (no thread hand-off in the timed path), and the
-          query's samples complete in one call when the last is done. server, and
-          offline with several clients: ``clients`` worker threads take samples
-          from a queue, so issuing never blocks LoadGen's schedule.
+  SUT     one client (every scenario): the engine runs inside LoadGen's issue
+          call, on LoadGen's thread (no thread hand-off in the timed path), and a
+          query's samples complete in one call when the last is done. For server
+          this is InferPerf's one-client server exactly: one issuer that waits for
+          each scheduled arrival and runs it, so a backlog delays later issues, and
+          LoadGen counts latency from the scheduled arrival (checked: at twice the
+          engine's rate its latencies grow to seconds). Several clients: ``clients``
+          worker threads take samples from a queue, so issuing never blocks.
   probe   before the test, a short back-to-back run sets what LoadGen must be
           told in advance: ``single_stream_expected_latency_ns`` (LoadGen issues
           ``min_duration / expected latency`` queries, so a too-high guess misses
@@ -127,15 +130,17 @@ class PoolSUT:
     """LoadGen's system under test over a pool of batches; records InferPerf's own timings of each query.
 
     ``latencies_ns``: per query, completion minus the start of the engine call
-    (server: minus LoadGen's issue, so queueing in the SUT shows), less foo_time;
+    (server with several clients: minus LoadGen's issue, so the wait in the SUT's
+    queue shows; with one client a backlog waits in LoadGen, before its issue call,
+    and only LoadGen's own latencies, from the scheduled arrival, include it), less foo_time;
     ``completions_ns``: from the first issue. An engine error stops the work:
     every later sample is completed at once and the error is raised after the test.
     """
 
     def __init__(self, lg: Any, step: Step, pool: list[list], *, scenario: str, clients: int, sync: Callable[[], Any], sampler, eligible: frozenset) -> None:
         self.lg, self.step, self.pool, self.sync = lg, step, pool, sync
-        self.inline = scenario == "single_stream" or (scenario == "offline" and clients == 1)
-        self.from_issue = scenario == "server"
+        self.inline = clients == 1
+        self.from_issue = scenario == "server"  # (several clients) the wait in the SUT's queue counts
         self.clients = clients
         self.sampler, self.eligible = sampler, eligible
         self.latencies_ns: list[int] = []
