@@ -73,12 +73,6 @@ _ESTIMATE = re.compile(r"Early stopping (\d+(?:\.\d+)?)th percentile estimate: (
 Step = Callable[[list], "tuple[list, float]"]
 
 
-def installed() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("mlperf_loadgen") is not None
-
-
 @dataclass
 class Probe:
     queries: int
