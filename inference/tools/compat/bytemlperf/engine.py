@@ -100,6 +100,10 @@ class InferModel(EngineBase):
         self.need_reload = bool(getattr(self.runtime, "need_reload", False))
         self.precision = _precision(report.get("compile_precision"), config)
         self.loaded: int | None = None
+        import numpy as np
+        import torch
+
+        self._tensor, self._contiguous = torch.from_numpy, np.ascontiguousarray  # bound once: __call__ is timed
         self._warned_reload = False
         self.prepare_batch_size(config.batch_size)
         logger.info(f"{self.folder.label}: compiled in {self.compile_duration:.2f} s, precision {report.get('compile_precision')}")
@@ -150,9 +154,6 @@ class InferModel(EngineBase):
             self.loaded = int(batch_size)
 
     def __call__(self, inputs: list) -> tuple[list, float]:
-        import numpy as np
-        import torch
-
         rows = int(inputs[0].shape[0]) if inputs else self.loaded
         if rows != self.loaded and self.need_reload:
             if not self._warned_reload:
@@ -164,7 +165,7 @@ class InferModel(EngineBase):
             outputs = self.runtime.predict(feeds)
         except Exception as exc:  # noqa: BLE001
             raise EngineError(f"{self.folder.label}: predict() failed{where_in(exc, self.folder.path)}: {one_line(exc)}") from None
-        return [torch.from_numpy(np.ascontiguousarray(out)) for out in self._ordered(outputs)], 0.0
+        return [self._tensor(self._contiguous(out)) for out in self._ordered(outputs)], 0.0
 
     def _ordered(self, outputs: Any) -> list:
         """predict's outputs in ONNX output order: a dict by output name (or in its own order
