@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from common.files import json_text, write_json_atomic
+from common.mfu import achieved_flops
 from common.record import (
     FAILURE_FILE,
     LATENCY_FILE,
@@ -117,7 +118,7 @@ def build_result(
     if "performance_data" in engine_info:
         engine_info["performance_data"] = engine_info["performance_data"][:MAX_PERF_ROWS]
     core_qps = inference.core_qps if inference else None
-    achieved = config.flops * core_qps / 1e12 if config.flops and core_qps else None
+    achieved = achieved_flops(config.flops, core_qps)  # FLOP/s; MFU's numerator (common/mfu.py)
     note = config.accuracy_note
     report = performance.to_dict() if performance is not None else {}
     raw = raw_latency_series(validation, inference, performance)
@@ -142,7 +143,7 @@ def build_result(
         "case": config.case,
         "framework": config.framework_full or config.framework,
         "accuracy_note": note,
-        "achieved_tflops": achieved,
+        "achieved_tflops": achieved / 1e12 if achieved is not None else None,
         "validation": _phase_block(validation, note),
         "inference": _phase_block(inference, note),
         "performance": report.get("rows", []),

@@ -19,9 +19,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from common.mfu import plausible_mfu, pooled_mfu
 from common.record import QPS_KEYS, RESULT_FILE, Key, read_latencies
 from common.stats import LatencyStats
-from utils.results.summary import plausible_mfu
 
 
 def _sum(values: list[Any]) -> float | None:
@@ -50,13 +50,6 @@ def _concurrent(results: list[dict]) -> bool | None:
     if any(a is None or b is None for a, b in spans):
         return None
     return max(a for a, _ in spans) < min(b for _, b in spans)
-
-
-def _mfu(flops: Any, qps: float | None, peaks: list[Any]) -> float | None:
-    """Sum of achieved FLOPS over sum of the hosts' peaks."""
-    if not flops or qps is None or any(not p for p in peaks):
-        return None
-    return flops * qps / sum(peaks)
 
 
 def _weighted_accuracy(records: list[dict], results: list[dict], key: str, phase: str) -> float | None:
@@ -105,7 +98,7 @@ def aggregate_case(records: list[dict], load=None) -> dict:
         agg["latency_notes"] = ["no raw latencies from every host (latencies.npz)"]
     peaks = [r.get("peak_flops") for r in records]
     estimate = any(r.get("mfu_is_estimate") for r in records)
-    agg["MFU"], agg["MFU_note"] = plausible_mfu(_mfu(first.get("flops"), agg[Key.INFER_CORE_QPS], peaks), estimate)
+    agg["MFU"], agg["MFU_note"] = plausible_mfu(pooled_mfu(first.get("flops"), agg[Key.INFER_CORE_QPS], peaks), estimate)
     agg["mfu_is_estimate"] = estimate if agg["MFU"] is not None else None
     agg["peak_flops_source"] = first.get("peak_flops_source")
     agg["vendor_usage(GiB)"] = agg["vendor_max_mem(GiB)"] = None
@@ -140,7 +133,7 @@ def aggregate_case(records: list[dict], load=None) -> dict:
                 "pooled_queries": count,
                 "target_qps": _sum([row.get("target_qps") for row in rows]) if rows[0].get("target_qps") is not None else None,
                 "latency_bound_met": None,
-                **dict(zip(("MFU", "MFU_note"), plausible_mfu(_mfu(first.get("flops"), qps, peaks), estimate))),
+                **dict(zip(("MFU", "MFU_note"), plausible_mfu(pooled_mfu(first.get("flops"), qps, peaks), estimate))),
                 "verdict": {"valid": not bad, "reasons": [f"invalid on host(s) {', '.join(bad)}"] if bad else []},
             }
         )

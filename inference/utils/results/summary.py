@@ -11,6 +11,7 @@ from loguru import logger
 
 from common import sys_monitor
 from common.files import atomic_path, write_json_atomic
+from common.mfu import mfu, peak_for, plausible_mfu
 from common.record import FLAGPERF_KEYS, Key
 from common.stats import MIN_SAMPLES_FOR_PERCENTILE
 from utils.executors.base import CaseOutcome
@@ -61,31 +62,6 @@ def memory_kind(perf_dir: Path, vendor: str) -> str:
     return str(getattr(module, "MEMORY_KIND", "device memory"))
 
 
-def _peak_for(peak: Any, precision: str | None) -> float | None:
-    if isinstance(peak, (int, float)) and not isinstance(peak, bool):
-        return float(peak)
-    if isinstance(peak, dict) and precision:
-        value = peak.get(precision.lower())
-        return float(value) if isinstance(value, (int, float)) else None
-    return None
-
-
-def _mfu(flops: Any, qps: Any, peak_flops: float | None) -> float | None:
-    """Model FLOPs utilisation: FLOPs per sample x samples per second / peak FLOPS."""
-    if not (flops and qps and peak_flops):
-        return None
-    return flops * qps / peak_flops
-
-
-def plausible_mfu(mfu: float | None, estimate: bool | None) -> tuple[float | None, str | None]:
-    """An MFU above 100 % is impossible: the peak (or ``flops``) is wrong, so no number is shown."""
-    if mfu is None or mfu <= 1.0:
-        return mfu, None
-    if estimate:
-        return None, f"{mfu:.0%} of the estimated peak: the estimate is too low (a nominal clock below the real one)"
-    return None, f"{mfu:.0%} of the peak: flops or the peak FLOPS is wrong"
-
-
 def merge_outcome(outcome: CaseOutcome, perf_dir: Path, vendor: str) -> dict:
     result = outcome.result or {}
     inference = result.get("inference") or {}
@@ -118,16 +94,16 @@ def merge_outcome(outcome: CaseOutcome, perf_dir: Path, vendor: str) -> dict:
         used, total, peak = vendor_analysis(perf_dir, vendor, vendor_path)
     record["vendor_usage(GiB)"] = used
     record["vendor_max_mem(GiB)"] = total
-    peak_flops = _peak_for(peak, result.get("precision"))
+    peak_flops = peak_for(peak, result.get("precision"))
     record["peak_flops"] = peak_flops
     record["mfu_is_estimate"] = bool(isinstance(peak, dict) and peak.get("estimate")) if peak_flops else None
     record["peak_flops_source"] = peak.get("source") if isinstance(peak, dict) else None
     flops = result.get("flops")
-    record["MFU"], record["MFU_note"] = plausible_mfu(_mfu(flops, result.get(Key.INFER_CORE_QPS), peak_flops), record["mfu_is_estimate"])
+    record["MFU"], record["MFU_note"] = plausible_mfu(mfu(flops, result.get(Key.INFER_CORE_QPS), peak_flops), record["mfu_is_estimate"])
     if record["MFU"] is None and outcome.status == "success" and flops and vendor_path and not peak_flops:
         logger.warning(f"{outcome.case.key} on {outcome.host}: peak FLOPS unknown for precision {result.get('precision')}; MFU is null")
     record["performance"] = [
-        {**row, **dict(zip(("MFU", "MFU_note"), plausible_mfu(_mfu(flops, row.get("qps"), peak_flops), record["mfu_is_estimate"])))}
+        {**row, **dict(zip(("MFU", "MFU_note"), plausible_mfu(mfu(flops, row.get("qps"), peak_flops), record["mfu_is_estimate"])))}
         for row in result.get("performance") or []
     ]
     record["best"] = result.get("best")
