@@ -238,6 +238,56 @@ def test_cores_fall_back_to_cpu_count_without_affinity(monkeypatch, count, cores
     )
 
 
+# --- thread and worker counts: bounded the same on every machine, oversubscription reported --------
+
+THREADS_REFUSED = "must be 0 (the default) or a count <= 1024, got {}: thousands of threads or processes exhaust process ids or crash a runtime"
+
+
+@pytest.mark.parametrize("key", ["num_workers", "intra_op_num_threads", "inter_op_num_threads", "torch_threads", "flagv_threads", "loader_workers"])
+def test_thread_counts_have_one_bound_whatever_the_cpus(two_cores, key):
+    typed = key == "num_workers"
+
+    def config(value):
+        return make(**{key: value}) if typed else make(extra={key: value})
+
+    for value in (0, 2, 3, 8, 1024):  # more than the 2 CPUs here is legal: a 64-core server's config runs on a laptop
+        assert config(value).get(key) == value
+    for value, shown in ((1025, "1025"), (100_000, "100000")):
+        with pytest.raises(ConfigError) as info:
+            config(value)
+        assert str(info.value) == f"config: key '{key}' " + THREADS_REFUSED.format(shown)
+    for value, reason in ((-1, "got -1"), (True, "got True"), (2.0, "got 2.0"), ("8", "got '8'")):
+        with pytest.raises(ConfigError) as info:
+            config(value)
+        assert str(info.value) == f"config: key '{key}' must be a non-negative integer, {reason}"
+
+
+def test_oversubscribed_lists_thread_counts_above_the_cpus(two_cores):
+    from tools.config.values import oversubscribed
+
+    values = {"num_workers": 8, "intra_op_num_threads": 2, "inter_op_num_threads": 3, "torch_threads": 0, "batch_size": 64, "my_workers": True}
+    assert oversubscribed(values) == [
+        {"key": "num_workers", "value": 8, "cpus": 2, "run_with": 8},
+        {"key": "inter_op_num_threads", "value": 3, "cpus": 2, "run_with": 3},
+    ]
+    assert oversubscribed({"num_workers": 2, "threads": 64, "workers": 64}) == []  # 2 = the CPUs; bare names are not thread keys
+
+
+def test_oversubscription_warns_once_per_key_with_where_and_how_many(two_cores, caplog_loguru):
+    from tools.config.values import warn_oversubscribed
+
+    found = warn_oversubscribed({"num_workers": 8, "intra_op_num_threads": 1, "flagv_threads": 4}, {"num_workers": "/c.yaml"})
+    assert [item["key"] for item in found] == ["num_workers", "flagv_threads"]
+    assert [(r["level"], r["message"]) for r in caplog_loguru] == [
+        (
+            "WARNING",
+            f"{where}: key '{key}' is {value}, more than the 2 CPUs this process may use; running with {value} as given "
+            "(oversubscribed: slower, not wrong; recorded in result.json env.oversubscribed)",
+        )
+        for where, key, value in (("/c.yaml", "num_workers", 8), ("config", "flagv_threads", 4))
+    ]
+
+
 def test_numeric_tolerance_is_checked_by_tools_numeric():
     assert make(numeric_tolerance={"max_rel": 0.5}).numeric_tolerance == {"max_rel": 0.5}
     for bad in ("x", {"bogus": 1}, {"max_rel": -1}):

@@ -31,7 +31,9 @@ def package_versions() -> dict[str, str]:
     return versions
 
 
-def environment(threads: dict | None = None) -> dict:
+def environment(threads: dict | None = None, oversubscribed: list[dict] | None = None) -> dict:
+    """``threads``: the thread settings run with; ``oversubscribed``: the config's thread and worker
+    counts above ``cpus_usable`` ({key, value, cpus, run_with}: tools.config.values.oversubscribed)."""
     affinity = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
     return {
         "hostname": socket.gethostname(),
@@ -43,4 +45,5 @@ def environment(threads: dict | None = None) -> dict:
         "cpus_usable": len(affinity) if affinity is not None else os.cpu_count(),
         "packages": package_versions(),
         "threads": threads or {},
+        "oversubscribed": oversubscribed or [],
     }

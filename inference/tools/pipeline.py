@@ -29,6 +29,7 @@ from tools.compat import flagperf
 from tools.compat.adapters import OutputAdapter, adapt_engine
 from tools.compat.bytemlperf import hooks as bytemlperf
 from tools.config import CaseConfig, load_case_config, parse_overrides
+from tools.config.values import oversubscribed
 from tools.env import cpu_model, environment, package_versions
 from tools.measure.loop import PhaseResult, as_input_list
 from tools.results import compile_report, result
@@ -429,7 +430,7 @@ class Pipeline:
             e2e_time_s=time.perf_counter() - self.started,
             steps={name: vars(step) for name, step in self.steps.items()},
             cache=state.cache,
-            env=environment(threads),
+            env=environment(threads, oversubscribed(config.as_dict())),
             started_at=self.started_at,
         )
         self.steps["summary"].status = "done"

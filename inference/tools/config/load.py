@@ -13,7 +13,7 @@ from common.errors import ConfigError, shown
 from common.host_keys import HOST_KEYS  # host.yaml's keys, defined once; a case file may not reuse them
 from common.yamlio import YamlTooLarge, load_yaml_mapping, load_yaml_value
 from tools.config.case import CaseConfig
-from tools.config.values import CLI_KEYS, MAX_KEY, REQUIRED_KEYS, check_device_available
+from tools.config.values import CLI_KEYS, MAX_KEY, REQUIRED_KEYS, check_device_available, warn_oversubscribed
 
 
 def case_config_paths(perf_dir: str | Path, case: str, vendor: str) -> tuple[Path, Path, Path]:
@@ -145,4 +145,5 @@ def load_case_config(
     problem = check_device_available(config.device) if check_device else None
     if problem:
         config._fail("device", problem)
+    warn_oversubscribed(config.as_dict(), origin)  # more threads than CPUs here: run as given, said once
     return config

@@ -7,7 +7,9 @@ import math
 import os
 import re
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
+
+from loguru import logger
 
 from common.errors import shown
 from tools.config.expr import parse_number
@@ -46,6 +48,11 @@ MAX_EXTRA_INT = 2**63 - 1  # what C and torch APIs take
 MAX_EXTRA_ITEMS = 4096  # entries of a list or mapping of a case config
 MIN_ONNX_OPSET = 7
 MAX_KEY = 64  # length of a key name
+# Threads or worker processes of one key, on any machine: more than the logical
+# CPUs of any one server today (two 192-core sockets have 768) and far below
+# Linux's smallest default pid_max (32768). 100000 made a runtime segfault;
+# more threads than this machine's CPUs is only oversubscribed (a warning).
+MAX_THREADS = 1024
 
 
 def cpu_count() -> int:
@@ -83,15 +90,47 @@ def _optional_positive_int(value: Any) -> int | None:
 
 
 def _threads(value: Any) -> int:
-    """A thread or worker-process count: 0 (the library's default) up to the CPUs this process may use."""
+    """A thread or worker-process count: 0 (the library's default) up to MAX_THREADS, on any machine.
+
+    More than the CPUs here is legal (a config written for a bigger machine
+    runs as given): ``oversubscribed`` lists those counts, ``warn_oversubscribed``
+    says so once, and result.json records them in ``env.oversubscribed``.
+    """
     number = _non_negative_int(value)
-    cores = cpu_count()
-    if number > cores:
+    if number > MAX_THREADS:
         raise ValueError(
-            f"must be 0 (the default) or at most the {cores} CPUs this process may use, got {shown(value)}: "
-            "more threads than CPUs only oversubscribe them, and thousands exhaust the process table"
+            f"must be 0 (the default) or a count <= {MAX_THREADS}, got {shown(value)}: thousands of threads or processes exhaust process ids or crash a runtime"
         )
     return number
+
+
+def is_thread_key(key: str) -> bool:
+    """A key named like a thread or worker count: ``num_workers``, ``*_threads``, ``*_workers``."""
+    return bool(_THREAD_KEY.search(key))
+
+
+def oversubscribed(values: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The thread and worker counts above the CPUs this process may use, each as
+    ``{key, value, cpus, run_with}``: they run as given (``run_with`` = ``value``),
+    as FlagPerf and PyTorch's DataLoader run them; clamping would change the
+    experiment the config describes."""
+    cpus = cpu_count()
+    return [
+        {"key": key, "value": value, "cpus": cpus, "run_with": value}
+        for key, value in values.items()
+        if is_thread_key(key) and isinstance(value, int) and not isinstance(value, bool) and value > cpus
+    ]
+
+
+def warn_oversubscribed(values: Mapping[str, Any], origin: Mapping[str, str]) -> list[dict[str, Any]]:
+    """One warning per oversubscribed key (where it was set, the value, the CPUs); returns ``oversubscribed(values)``."""
+    found = oversubscribed(values)
+    for item in found:
+        logger.warning(
+            f"{origin.get(item['key'], 'config')}: key '{item['key']}' is {item['value']}, more than the {item['cpus']} CPUs "
+            f"this process may use; running with {item['run_with']} as given (oversubscribed: slower, not wrong; recorded in result.json env.oversubscribed)"
+        )
+    return found
 
 
 def _onnx_opset(value: Any) -> int:
@@ -360,6 +399,6 @@ def check_extra(key: str, value: Any) -> Any:
     """The check of a key outside the typed fields; returns the value, normalised."""
     if key in EXTRA_CHECKS:
         return EXTRA_CHECKS[key](value)
-    if _THREAD_KEY.search(key):
+    if is_thread_key(key):
         return _threads(value)
     return _plain_value(value)
