@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from common.errors import ConfigError, shown
+from common.layout import framework_dir
 
 WORKLOAD_KEYS = ("model", "test_perf", "test_accuracy", "test_numeric", "clients", "iterations", "batch_sizes", "data_percent", "compile_only")
 FRAMEWORKS = {"torch": "pytorch"}  # ByteMLPerf's framework word -> InferPerf's case framework
@@ -159,7 +160,7 @@ def workload_entry(config_path: Path, perf_dir: Path, key: Any, value: Any = Non
         workload = load_workload(path, perf_dir, framework)
     except ConfigError as exc:
         raise ConfigError(f"{config_path}: key CASES entry {key!r}: {exc}") from None
-    if isinstance(value, str) and "/" not in value and (perf_dir / "benchmarks" / workload.case / value.split("_", 1)[0]).is_dir():
+    if isinstance(value, str) and "/" not in value and (perf_dir / "benchmarks" / workload.case / framework_dir(value)).is_dir():
         raise ConfigError(
             f"{config_path}: key CASES entry {key!r} maps to {value!r}, a framework: a workload maps to the case's data directory "
             f'(the framework comes from its model name, or from the key: "{text}:{value}": DATA_DIR)'
@@ -170,7 +171,7 @@ def workload_entry(config_path: Path, perf_dir: Path, key: Any, value: Any = Non
 def workload_cases(cases: list, paths: list[str], perf_dir: Path, config_path: Path) -> list:
     """run.py --workload PATH.json ...: each workload's case, in the data directory host.yaml's
     CASES gives that case (relative paths are the shell's)."""
-    from utils.host_config import CaseSpec
+    from dataclasses import replace  # the spec keeps its type (utils.host_config.CaseSpec) without importing it: no import circle
 
     specs = []
     for text in paths:
@@ -184,7 +185,7 @@ def workload_cases(cases: list, paths: list[str], perf_dir: Path, config_path: P
                 f"--workload {text}: case '{workload.case}' (model {workload.model}) has no CASES entry in {config_path} to take its data directory from; "
                 f'add "{workload.case}:{workload.framework}": DATA_DIR there, or list the workload in CASES as "{text}": DATA_DIR'
             )
-        specs.append(CaseSpec(workload.case, known[0].framework, known[0].data_dir, workload_overrides=workload.overrides))
+        specs.append(replace(known[0], case=workload.case, workload_overrides=workload.overrides))  # known[0].model is None
     return specs
 
 
