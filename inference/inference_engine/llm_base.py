@@ -1,0 +1,112 @@
+"""The LLM engine contract: what a vendor implements to run a generation case (``llama``).
+
+An LLM engine is an ``InferModel`` (``inference_engine/<vendor>/<compiler>.py``)
+subclassing ``LLMEngineBase``. The framework times every call itself
+(``tools/measure/llm.py``), so an engine only computes, and returns when its
+work is done (device synchronised):
+
+  prefill(input_ids, max_new_tokens) -> state
+        one forward over the prompts ``input_ids`` (numpy int64 ``[batch, length]``,
+        no padding), filling the KV cache, which must hold ``length +
+        max_new_tokens`` positions; the state carries the last position's logits.
+  step(state) -> ids
+        the next greedy token of every sequence (numpy int ``[batch]``): the first
+        call selects from the prefill's logits; each later call first runs the
+        forward of the token chosen before it, then selects. So a request of N
+        tokens costs one prefill and N - 1 decode forwards.
+  logits(state) -> numpy float32 [batch, vocab]
+        the logits the next ``step`` will select from (it may run the pending
+        forward). Used by the numeric checks and accuracy, never timed.
+  release(state)        free the KV cache.
+  kv_cache_positions(batch, length) -> int
+        the positions the engine's KV cache allocates for that query (a cache
+        preallocated to a maximum length counts the maximum).
+  generate(input_ids, n) -> numpy [batch, n]
+        generate-N: prefill and n steps (this class's default).
+  __call__([input_ids]) -> ([logits], foo_time)
+        FlagPerf's engine call: one prefill, the last position's logits as a torch
+        tensor ``[batch, vocab]`` (the case's FlagPerf pass; this class's default).
+
+Building the runtime's own format (``export_format``): an engine that runs
+files of its own (ONNX Runtime GenAI's folder, a TensorRT-LLM engine) names the
+format and implements the classmethod ``build(source_dir, out_dir, config)``,
+which turns a Hugging Face checkpoint folder into that format inside
+``out_dir``; ``entry_file`` is the file in it the runtime opens, and
+``build_keys`` the config keys ``build`` reads (they key the cache). The case
+caches the result by content hash (``benchmarks/llama/pytorch/export.py``) and
+hands the entry's path to ``__init__`` as ``onnx_path``. An engine that compiles
+the framework's PyTorch model instead leaves ``export_format`` None and reads
+``model``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from common.errors import EngineError
+from inference_engine.base import EngineBase
+
+BYTES_PER_VALUE = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "int8": 1, "fp8": 1}
+
+
+class LLMEngineBase(EngineBase):
+    export_format: str | None = None  # the runtime's own format, built by ``build``; None: the PyTorch model
+    entry_file: str | None = None  # the file of the built folder the runtime opens
+    build_keys: tuple[str, ...] = ()  # config keys ``build`` reads: part of the export's cache key
+
+    @classmethod
+    def build(cls, source_dir: Path, out_dir: Path, config: Any) -> None:
+        raise NotImplementedError(f"{cls.__module__}: export_format {cls.export_format!r} needs a build() classmethod")
+
+    # ---- the contract -------------------------------------------------------------
+    def prefill(self, input_ids: Any, max_new_tokens: int) -> Any:
+        raise NotImplementedError
+
+    def step(self, state: Any) -> Any:
+        raise NotImplementedError
+
+    def logits(self, state: Any) -> Any:
+        raise NotImplementedError
+
+    def release(self, state: Any) -> None:
+        """Free the state's KV cache (the default: let it go with the state)."""
+
+    def kv_cache_positions(self, batch: int, length: int) -> int:
+        return batch * length
+
+    # ---- what the base derives from it ---------------------------------------------
+    @property
+    def bytes_per_value(self) -> int:
+        return BYTES_PER_VALUE.get(str(self.precision), 4)
+
+    def generate(self, input_ids: Any, n: int) -> Any:
+        import numpy as np
+
+        state = self.prefill(input_ids, n)
+        try:
+            return np.stack([np.asarray(self.step(state)).reshape(-1) for _ in range(n)], axis=1)
+        finally:
+            self.release(state)
+
+    def __call__(self, inputs: list) -> tuple[list, float]:
+        import numpy as np
+        import torch
+
+        ids = inputs[0].numpy() if hasattr(inputs[0], "numpy") else np.asarray(inputs[0])
+        state = self.prefill(ids.astype(np.int64), 1)
+        try:
+            logits = torch.from_numpy(np.array(self.logits(state), dtype=np.float32))
+        finally:
+            self.release(state)
+        return [logits], 0.0
+
+
+def read_hf_config(folder: str | Path, what: str) -> dict:
+    """A Hugging Face checkpoint's ``config.json`` (EngineError naming the file when unreadable)."""
+    path = Path(folder) / "config.json"
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise EngineError(f"{what}: cannot read {path}: {exc}") from None

@@ -1,0 +1,442 @@
+"""The LLM performance stage: checks, the prefill/decode table and the server rows
+for one LLM engine (``inference_engine/llm_base.py``), in ByteMLPerf llm_perf's
+and MLPerf LoadGen's terms. The metrics are defined in ``tools/measure/llm.py``.
+
+  checks   greedy agreement and prefill logits against the framework model
+           (``tools/checks/generation.py``); a failure invalidates every figure.
+  table    one cell per ``input_lengths`` x ``batch_sizes``, each generating
+           ``output_length`` tokens, **offline**: every request is queued, batches
+           of ``batch_size`` are issued back to back; TTFT counts from the batch's
+           issue. ``warmup`` generations of the cell's shape and the settle phase
+           run first, untimed.
+  server   per rate in ``server_target_qps`` (requests/s), requests arrive as a
+           Poisson process from a seeded schedule; input and output lengths are
+           uniform integers over ``server_input_length`` and ``server_output_length``
+           (inclusive). One worker serves them in arrival order, one request per
+           query (the contract has no continuous batching), so TTFT counts from
+           the scheduled arrival and queueing shows. Pass: the
+           ``server_bound_percentile`` of TTFT and of TPOT within ``ttft_bound_ms``
+           and ``tpot_bound_ms``.
+
+Every cell and row has a verdict by the rules every case gets (``tools/measure/verdict.py``,
+``tools/measure/precision.py``): the minimums (``min_query_count`` queries, for a
+server row ``server_requests``, and ``min_duration_s``); precision: a cell keeps
+issuing until its output tokens/s is within ±``precision`` (95 % interval), a
+server row until its bound percentile of TTFT is within ±``latency_precision``,
+or until ``max_duration_s`` (then INVALID); drift of output tokens/s between the
+first and last third; contention; and the engine-wide checks.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+from loguru import logger
+
+from common.errors import ConfigError
+from common.stats import too_few_note
+from tools.measure.contention import CpuContention
+from tools.measure.llm import Generation, GenerationFigures, ModelShape, generate_timed, plus_minus
+from tools.measure.precision import Settle, StopRule, Target, drift, measure_figures, precision_block, precision_reasons, settle, throughput_interval
+from tools.measure.scenarios import poisson_arrivals
+from tools.measure.settings import MAX_DURATION_REACHED, MEASUREMENT_DEFAULTS, PRECISION_REACHED
+from tools.measure.verdict import Verdict, accelerator_reason, contention_reason, minimum_reasons, window_throughputs
+
+PERCENTILES = ("p50", "p90", "p99")
+
+
+def _fail(config: Any, key: str, message: str) -> None:
+    raise ConfigError(f"{config.origin.get(key, 'config')}: key '{key}' {message}")
+
+
+def _ints(config: Any, key: str, value: Any, low: int, high: int, count: tuple[int, int]) -> list[int]:
+    items = value if isinstance(value, list) else [value]
+    if not count[0] <= len(items) <= count[1] or any(isinstance(v, bool) or not isinstance(v, int) or not low <= v <= high for v in items):
+        what = f"a list of {count[0]} to {count[1]} integers" if count[0] != count[1] else f"a list of {count[0]} integers"
+        _fail(config, key, f"must be {what} in {low}..{high}, got {value!r}")
+    return [int(v) for v in items]
+
+
+def _int(config: Any, key: str, default: int, low: int, high: int) -> int:
+    value = config.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        _fail(config, key, f"must be an integer in {low}..{high}, got {value!r}")
+    return int(value)
+
+
+@dataclass
+class LLMWorkload:
+    """The LLM keys of a case config (parameters.yaml), checked once."""
+
+    batch_sizes: list[int]
+    input_lengths: list[int]
+    output_length: int
+    server_target_qps: list[float] = field(default_factory=list)
+    server_requests: int = 64
+    server_input_length: list[int] = field(default_factory=lambda: [32, 256])
+    server_output_length: list[int] = field(default_factory=lambda: [8, 64])
+    ttft_bound_ms: float = 2000.0
+    tpot_bound_ms: float = 200.0
+    server_bound_percentile: str = "p90"
+    greedy_prompts: int = 4
+    greedy_tokens: int = 32
+    greedy_agreement_target: float = 0.99
+
+    def __post_init__(self) -> None:
+        if self.output_length < 2:
+            raise ValueError("output_length must be at least 2 (TPOT is the time per token after the first)")
+        if self.server_bound_percentile not in PERCENTILES:
+            raise ValueError(f"server_bound_percentile must be one of {', '.join(PERCENTILES)}, got {self.server_bound_percentile!r}")
+        for name in ("server_input_length", "server_output_length"):
+            low, high = getattr(self, name)
+            if low > high:
+                raise ValueError(f"{name} must be [min, max] with min <= max, got {[low, high]}")
+        if self.server_output_length[0] < 2:
+            raise ValueError("server_output_length must have a min of at least 2 (TPOT needs two tokens)")
+        if not 0 < self.greedy_agreement_target <= 1:
+            raise ValueError(f"greedy_agreement_target must be in (0, 1], got {self.greedy_agreement_target!r}")
+
+    @classmethod
+    def from_config(cls, config: Any) -> "LLMWorkload":
+        get = config.get
+        rates = get("server_target_qps", []) or []
+        rates = rates if isinstance(rates, list) else [rates]
+        if any(isinstance(r, bool) or not isinstance(r, (int, float)) or not 0 < r <= 1e6 for r in rates) or len(rates) > 16:
+            _fail(config, "server_target_qps", f"must be a list of at most 16 positive request rates (requests/s), got {get('server_target_qps')!r}")
+        percentile = get("server_bound_percentile", "p90")
+        try:
+            return cls(
+                batch_sizes=list(config.batch_sizes),
+                input_lengths=_ints(config, "input_lengths", get("input_lengths"), 1, 1 << 20, (1, 16)),
+                output_length=_int(config, "output_length", None, 1, 1 << 20),
+                server_target_qps=[float(r) for r in rates],
+                server_requests=_int(config, "server_requests", 64, 1, 1 << 20),
+                server_input_length=_ints(config, "server_input_length", get("server_input_length", [32, 256]), 1, 1 << 20, (2, 2)),
+                server_output_length=_ints(config, "server_output_length", get("server_output_length", [8, 64]), 1, 1 << 20, (2, 2)),
+                ttft_bound_ms=_bound(config, "ttft_bound_ms", 2000.0),
+                tpot_bound_ms=_bound(config, "tpot_bound_ms", 200.0),
+                server_bound_percentile=percentile,
+                greedy_prompts=_int(config, "greedy_prompts", 4, 1, 256),
+                greedy_tokens=_int(config, "greedy_tokens", 32, 1, 1 << 16),
+                greedy_agreement_target=float(get("greedy_agreement_target", 0.99)),
+            )
+        except ValueError as exc:
+            key, message = str(exc).split(" ", 1)
+            raise ConfigError(f"{config.origin.get(key, 'config')}: key '{key}' {message}") from None
+
+    def longest(self) -> int:
+        """The most positions one request needs (prompt + generated)."""
+        table = max(self.input_lengths) + self.output_length
+        server = self.server_input_length[1] + self.server_output_length[1] if self.server_target_qps else 0
+        return max(table, server)
+
+
+def _bound(config: Any, key: str, default: float) -> float:
+    value = config.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 3.6e6:
+        _fail(config, key, f"must be a positive number of milliseconds, got {value!r}")
+    return float(value)
+
+
+class PromptSource:
+    """Distinct, seeded prompts of token ids in [low, high): query ``index`` of a shape
+    always gets the same prompts, and no two queries of a run the same ones."""
+
+    def __init__(self, low: int, high: int, seed: int) -> None:
+        self.low, self.high, self.seed = low, high, seed
+
+    MEASURED, WARMUP, SETTLE, CHECK, PASS = range(5)  # streams: no two uses share prompts
+
+    def batch(self, batch: int, length: int, index: int, stream: int = MEASURED):
+        import numpy as np
+
+        rng = np.random.default_rng([self.seed, stream, batch, length, index])
+        return rng.integers(self.low, self.high, size=(batch, length), dtype=np.int64)
+
+
+# ---- the report ------------------------------------------------------------------
+@dataclass
+class LLMReport:
+    """What the stage hands to result.json: ``llm`` plus the keys every performance report has."""
+
+    model: dict
+    table: list[dict] = field(default_factory=list)
+    server: list[dict] = field(default_factory=list)
+    greedy: dict | None = None
+    numeric: dict | None = None
+    engine_reasons: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    workload: dict = field(default_factory=dict)
+    rows: list = field(default_factory=list)  # no LoadGen-style rows: the cells are in ``llm``
+    raw_latencies_ns: list = field(default_factory=list)
+
+    def labelled_reasons(self) -> list[tuple[str, list[str]]]:
+        cells = [(f"llm bs {c['batch_size']} in {c['input_length']} out {c['output_length']}", c["verdict"]["reasons"]) for c in self.table]
+        rows = [(f"llm server @{r['target_qps']:g} req/s", r["verdict"]["reasons"]) for r in self.server]
+        return cells + rows
+
+    def to_dict(self) -> dict:
+        llm = {"model": self.model, "workload": self.workload, "table": self.table, "server": self.server, "greedy": self.greedy}
+        return {"rows": [], "numeric": self.numeric, "audits": [], "best": None, "notes": self.notes, "llm": llm}
+
+
+# ---- the table -------------------------------------------------------------------
+THROUGHPUT = "output_tokens_per_s"
+
+
+@dataclass
+class Limits:
+    min_queries: int
+    min_duration_s: float
+    max_duration_s: float
+    contention_limit: float
+    warmup: int
+    device: str
+    precision: float
+    latency_precision: float | None
+    settle_max_s: float
+
+    @classmethod
+    def from_config(cls, config: Any) -> "Limits":
+        def value(key: str) -> Any:
+            return getattr(config, key, MEASUREMENT_DEFAULTS.get(key))
+
+        return cls(
+            min_queries=int(config.min_query_count),
+            min_duration_s=float(config.min_duration_s),
+            max_duration_s=float(config.max_duration_s),
+            contention_limit=float(config.contention_limit),
+            warmup=int(config.warmup),
+            device=str(config.device),
+            precision=float(value("precision")),
+            latency_precision=value("latency_precision"),
+            settle_max_s=float(value("settle_max_s")),
+        )
+
+
+def _settle(engine: Any, prompts: PromptSource, batch: int, length: int, output_length: int, limits: Limits) -> Settle:
+    """Warm-up generations of the shape, then the settle phase (``tools.measure.precision.settle``)."""
+    for index in range(max(1, limits.warmup)):
+        generate_timed(engine, prompts.batch(batch, length, index, PromptSource.WARMUP), output_length)
+    count = [0]
+
+    def one() -> int:
+        count[0] += 1
+        g = generate_timed(engine, prompts.batch(batch, length, count[0], PromptSource.SETTLE), output_length)
+        return g.end_ns - g.issued_ns
+
+    return settle(one, time.perf_counter_ns, limits.settle_max_s)
+
+
+def _judge(figures: GenerationFigures, target: Target, limits: Limits, reading: Any, engine_reasons: list[str], min_queries: int) -> tuple[Verdict, dict]:
+    """The verdict of a cell or row and its ``precision`` parts (figures, drifts)."""
+    elapsed = figures.window_s()
+    verdict = Verdict().extend(minimum_reasons(len(figures.generations), elapsed, min_queries, limits.min_duration_s))
+    timeline = figures.timeline()
+    ttft = figures.per_request()[0]
+    judged = measure_figures(target, {THROUGHPUT: timeline}, ttft)
+    drifts = {THROUGHPUT: drift(timeline, target.precision)} if target.throughput else {}
+    verdict.extend(precision_reasons(target, judged, drifts, elapsed))
+    verdict.add(contention_reason(reading.share, reading.cpus, limits.contention_limit))
+    verdict.add(accelerator_reason(reading.gpu_other_processes))
+    return verdict.extend(engine_reasons), {"figures": judged, "drifts": drifts}
+
+
+def _finish(record: dict, figures: GenerationFigures, target: Target, parts: dict, verdict: Verdict, settled: Settle, checks: int, stop: str) -> dict:
+    gens = figures.generations
+    interval = throughput_interval(figures.timeline())
+    record["stop_reason"] = stop
+    record["window_output_tokens_per_s"] = window_throughputs([g.end_ns - figures.window_start_ns for g in gens], [g.batch * g.output_length for g in gens])
+    record["output_tokens_per_s_ci95"] = interval.around(record[THROUGHPUT]) if interval else None
+    record["precision"] = precision_block(target, parts["figures"], settled, parts["drifts"], checks, stop)
+    record["verdict"] = verdict.to_dict()
+    _log_cell(record)
+    return record
+
+
+def measure_cell(
+    engine: Any, shape: ModelShape, prompts: PromptSource, batch: int, length: int, output_length: int, limits: Limits, engine_reasons: list[str]
+) -> dict:
+    """One offline cell: warm-up and settle, then queries back to back until the minimums
+    are met and output tokens/s is within ``precision``, or ``max_duration_s`` passes."""
+    settled = _settle(engine, prompts, batch, length, output_length, limits)
+    target = Target(throughput=(THROUGHPUT,), precision=limits.precision)
+    clock = time.perf_counter_ns
+    rule = StopRule(target, clock)
+    contention = CpuContention(limits.device).start()
+    gens: list[Generation] = []
+    start = clock()
+    figures = GenerationFigures(gens, start, shape=shape)
+    while True:
+        gens.append(generate_timed(engine, prompts.batch(batch, length, len(gens)), output_length, clock))
+        now = clock()
+        elapsed_s = (now - start) / 1e9
+        if (
+            len(gens) >= limits.min_queries
+            and elapsed_s >= limits.min_duration_s
+            and rule.precise(now, lambda: measure_figures(target, {THROUGHPUT: figures.timeline()}))
+        ):
+            stop = PRECISION_REACHED
+            break
+        if elapsed_s >= limits.max_duration_s:
+            stop = MAX_DURATION_REACHED
+            break
+    reading = contention.stop()
+    positions = engine.kv_cache_positions(batch, length + output_length)
+    figures.extra = {
+        "scenario": "offline",
+        "batch_size": batch,
+        "input_length": length,
+        "output_length": output_length,
+        "kv_cache_mib": shape.kv_cache_bytes(positions, engine.bytes_per_value) / 2**20,
+        "contention": reading.to_dict(),
+    }
+    verdict, parts = _judge(figures, target, limits, reading, engine_reasons, limits.min_queries)
+    return _finish(figures.to_dict(), figures, target, parts, verdict, settled, rule.checks, stop)
+
+
+def _ms(block: dict, name: str = "p50") -> str:
+    value, pm = block.get(name), plus_minus(block, name)
+    return "n/a" if value is None else f"{value:.3g} ms" + (f" ±{pm:.0%}" if pm is not None else "")
+
+
+def _log_cell(record: dict) -> None:
+    state = "valid" if record["verdict"]["valid"] else "INVALID: " + "; ".join(record["verdict"]["reasons"])
+    where = f"bs={record['batch_size']} in={record['input_length']}" if record["scenario"] == "offline" else f"server @{record['target_qps']:g} req/s"
+    rate = record[THROUGHPUT]
+    shown = f"{rate:.1f}" if rate is not None else "n/a"
+    logger.info(f"llm {where}: TTFT p50 {_ms(record['ttft_ms'])}, TPOT p50 {_ms(record['tpot_ms'])}, {shown} output tokens/s, {state}")
+
+
+def run_table(engine: Any, shape: ModelShape, prompts: PromptSource, workload: LLMWorkload, limits: Limits, engine_reasons: list[str]) -> list[dict]:
+    return [
+        measure_cell(engine, shape, prompts, batch, length, workload.output_length, limits, engine_reasons)
+        for length in workload.input_lengths
+        for batch in workload.batch_sizes
+    ]
+
+
+# ---- the server scenario -----------------------------------------------------------
+@dataclass(frozen=True)
+class Request:
+    arrival_s: float  # offset from the window start
+    input_length: int
+    output_length: int
+
+
+def server_schedule(rate: float, seed: int, input_range: list[int], output_range: list[int]) -> Iterator[Request]:
+    """Endless requests: Poisson arrivals at ``rate`` per second (the first at 0), lengths
+    uniform over the inclusive ranges; the same seed gives the same schedule."""
+    arrivals = poisson_arrivals(rate, random.Random(seed))
+    lengths = random.Random(seed + 1)
+    while True:
+        yield Request(next(arrivals), lengths.randint(*input_range), lengths.randint(*output_range))
+
+
+def server_target(workload: LLMWorkload, limits: Limits) -> Target:
+    """A server row judges the precision of its bound percentile of TTFT, as the other cases' server rows their p99."""
+    return Target(throughput=(), precision=limits.precision, percentile=workload.server_bound_percentile, latency_precision=limits.latency_precision)
+
+
+def run_server(
+    engine: Any,
+    shape: ModelShape,
+    prompts: PromptSource,
+    workload: LLMWorkload,
+    rate: float,
+    limits: Limits,
+    engine_reasons: list[str],
+    seed: int = 0,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], int] = time.perf_counter_ns,
+) -> dict:
+    """Requests from the schedule, served one at a time in arrival order, until at least
+    ``server_requests`` ran for ``min_duration_s`` and the bound percentile of TTFT is
+    within its precision, or ``max_duration_s`` passes (then no request is issued)."""
+    settled = _settle(engine, prompts, 1, workload.server_input_length[1], workload.server_output_length[1], limits)
+    target = server_target(workload, limits)
+    rule = StopRule(target, clock)
+    contention = CpuContention(limits.device).start()
+    gens: list[Generation] = []
+    arrivals: list[int] = []
+    start = clock()
+    figures = GenerationFigures(gens, start, arrivals_ns=arrivals, shape=shape)
+    stop = MAX_DURATION_REACHED
+    for index, request in enumerate(server_schedule(rate, seed, workload.server_input_length, workload.server_output_length)):
+        due = start + int(request.arrival_s * 1e9)
+        now = clock()
+        if index >= workload.server_requests and (now - start) / 1e9 >= limits.min_duration_s:
+            if rule.precise(now, lambda: measure_figures(target, {}, figures.per_request()[0])):
+                stop = PRECISION_REACHED
+                break
+        if (max(due, now) - start) / 1e9 >= limits.max_duration_s:
+            break
+        if due > now:
+            sleep((due - now) / 1e9)
+        arrivals.append(due)
+        gens.append(generate_timed(engine, prompts.batch(1, request.input_length, index), request.output_length, clock))
+    reading = contention.stop()
+    figures.extra = {
+        "scenario": "server",
+        "target_qps": rate,
+        "issued_qps": (len(arrivals) - 1) * 1e9 / (arrivals[-1] - start) if len(arrivals) > 1 and arrivals[-1] > start else None,
+        "input_length_range": workload.server_input_length,
+        "output_length_range": workload.server_output_length,
+        "length_distribution": "uniform integers over each inclusive range",
+        "bound_percentile": workload.server_bound_percentile,
+        "ttft_bound_ms": workload.ttft_bound_ms,
+        "tpot_bound_ms": workload.tpot_bound_ms,
+        "contention": reading.to_dict(),
+    }
+    verdict, parts = _judge(figures, target, limits, reading, [], workload.server_requests)
+    record = figures.to_dict()
+    _bounds(record, workload, verdict)
+    return _finish(record, figures, target, parts, verdict.extend(engine_reasons), settled, rule.checks, stop)
+
+
+def _bounds(record: dict, workload: LLMWorkload, verdict: Verdict) -> None:
+    """The pass condition: the bound percentile of TTFT and of TPOT within their bounds."""
+    name = workload.server_bound_percentile
+    for metric, bound in (("ttft", workload.ttft_bound_ms), ("tpot", workload.tpot_bound_ms)):
+        block = record[f"{metric}_ms"]
+        value = block[name]
+        record[f"{metric}_bound_met"] = None if value is None else value <= bound
+        if value is None:
+            verdict.add(f"server reports {name} {metric.upper()}: {too_few_note(name, block['count'])}")
+        elif value > bound:
+            verdict.add(f"{name} {metric.upper()} {value:.3g} ms exceeds {metric}_bound_ms {bound:g}")
+
+
+# ---- the whole stage ---------------------------------------------------------------
+def run_llm_stage(engine: Any, reference: Any, config: Any, shape: ModelShape, prompts: PromptSource, precision: str) -> LLMReport:
+    """Checks, then the table, then the server rows. ``reference`` is the framework model
+    as ids -> logits (``tools/checks/generation.py``), or None without one."""
+    from dataclasses import asdict
+
+    workload = LLMWorkload.from_config(config)
+    limits = Limits.from_config(config)
+    report = LLMReport(model={**shape.to_dict(), "precision": precision, "bytes_per_kv_value": engine.bytes_per_value}, workload=asdict(workload))
+    if not config.numeric_check:
+        report.notes.append("generation check skipped (numeric_check: false)")
+    elif reference is None:
+        report.notes.append("generation check skipped: no framework model (no_validation: true)")
+    else:
+        from tools.checks.generation import check_generation
+        from tools.checks.numeric import tolerances_for
+
+        checked = prompts.batch(workload.greedy_prompts, workload.input_lengths[0], 0, PromptSource.CHECK)
+        tolerances = tolerances_for(precision, config.numeric_tolerance)
+        report.greedy, report.numeric, reasons = check_generation(
+            engine, reference, checked, workload.greedy_tokens, precision, tolerances, workload.greedy_agreement_target
+        )
+        report.engine_reasons.extend(reasons)
+    if config.get("test_perf") is False:
+        report.notes.append("prefill/decode table and server rows skipped (test_perf: false)")
+        return report
+    report.table = run_table(engine, shape, prompts, workload, limits, report.engine_reasons)
+    for rate in workload.server_target_qps:
+        report.server.append(run_server(engine, shape, prompts, workload, rate, limits, report.engine_reasons, seed=int(config.seed)))
+    return report

@@ -1,0 +1,169 @@
+"""LLM metrics and scenarios without a model: TTFT/TPOT against engines with known
+delays, the server's Poisson schedule and queueing, the FLOPs/KV formulas, bad keys."""
+
+from __future__ import annotations
+
+import math
+import time
+import types
+
+import numpy as np
+import pytest
+
+from common.errors import ConfigError
+from inference_engine.llm_base import LLMEngineBase
+from tools.measure.llm import GenerationFigures, ModelShape, generate_timed
+from tools.measure.llm_stage import Limits, LLMWorkload, PromptSource, run_server, server_schedule
+
+
+class SleepyEngine(LLMEngineBase):
+    """Prefill takes ``prefill_s``, every later step ``step_s``; the first step only selects."""
+
+    def __init__(self, prefill_s: float, step_s: float, sleep=time.sleep) -> None:
+        self.prefill_s, self.step_s, self.sleep = prefill_s, step_s, sleep
+
+    def prefill(self, input_ids, max_new_tokens):
+        self.sleep(self.prefill_s)
+        return {"batch": input_ids.shape[0], "steps": 0}
+
+    def step(self, state):
+        if state["steps"]:
+            self.sleep(self.step_s)
+        state["steps"] += 1
+        return np.full(state["batch"], state["steps"])
+
+    def logits(self, state):
+        return np.zeros((state["batch"], 8), dtype=np.float32)
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.ns = 1_000_000_000
+
+    def __call__(self) -> int:
+        return self.ns
+
+    def sleep(self, seconds: float) -> None:
+        self.ns += int(round(seconds * 1e9))
+
+
+def test_ttft_and_tpot_of_an_engine_with_known_sleeps():
+    engine = SleepyEngine(prefill_s=0.050, step_s=0.005)
+    gens = [generate_timed(engine, np.zeros((2, 16), dtype=np.int64), 8, keep_tokens=True) for _ in range(3)]
+    for g in gens:
+        assert 50e6 <= g.ttft_ns() < 50e6 * 1.6  # sleep never returns early; a busy machine may add
+        assert 5e6 <= g.tpot_ns() < 5e6 * 1.8
+        assert len(g.itl_ns()) == 7 and min(g.itl_ns()) >= 5e6
+        assert g.tokens.shape == (2, 8) and list(g.tokens[0]) == list(range(1, 9))
+    record = GenerationFigures(gens, gens[0].issued_ns).to_dict()
+    assert record["requests"] == 6 and record["queries"] == 3
+    assert 50 <= record["ttft_ms"]["p50"] < 80 and record["ttft_ms"]["count"] == 6
+    assert 5 <= record["tpot_ms"]["p50"] < 9 and record["itl_ms"]["count"] == 6 * 7
+    assert record["ttft_ms"]["p90"] is None  # 6 requests: below LoadGen's floor, never extrapolated
+
+
+def test_figures_on_a_fake_clock_are_exact():
+    clock = FakeClock()
+    engine = SleepyEngine(prefill_s=0.100, step_s=0.010, sleep=clock.sleep)
+    start = clock()
+    gens = [generate_timed(engine, np.zeros((4, 32), dtype=np.int64), 11, clock=clock) for _ in range(2)]
+    record = GenerationFigures(gens, start, shape=ModelShape(1, 8, 2, 1, 4, 16, 32, 1000, 256)).to_dict()
+    assert record["ttft_ms"]["mean"] == pytest.approx(100.0) and record["tpot_ms"]["mean"] == pytest.approx(10.0)
+    assert record["e2e_ms"]["mean"] == pytest.approx(200.0)
+    assert record["duration_s"] == pytest.approx(0.4)
+    assert record["output_tokens_per_s"] == pytest.approx(2 * 4 * 11 / 0.4)
+    assert record["requests_per_s"] == pytest.approx(8 / 0.4)
+    assert record["prefill_tokens_per_s"] == pytest.approx(4 * 32 / 0.1)
+    assert record["decode_tokens_per_s"] == pytest.approx(4 * 10 / 0.1)
+
+
+def test_flops_and_kv_bytes_follow_the_model_shape():
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    cfg = dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, vocab_size=100)
+    model = LlamaForCausalLM(LlamaConfig(**cfg))
+    shape = ModelShape.from_hf_config(cfg)
+    assert shape.params == sum(p.numel() for p in model.parameters())
+    assert shape.embedding_params == 100 * 64
+    # 2 x (params less the embedding lookup) + 4 x layers x heads x head_dim x context
+    assert shape.flops_per_token(10) == 2 * (shape.params - 6400) + 4 * 2 * 4 * 16 * 10
+    assert shape.prefill_flops(3, 9) == 3 * 9 * shape.flops_per_token(5)
+    assert shape.kv_cache_bytes(positions=7, bytes_per_value=2) == 2 * 2 * 2 * 16 * 2 * 7
+
+
+def test_poisson_schedule_rate_spread_lengths_and_seed():
+    requests = [r for _, r in zip(range(4000), server_schedule(4.0, 7, [32, 256], [8, 64]))]
+    gaps = np.diff([r.arrival_s for r in requests])
+    assert requests[0].arrival_s == 0.0
+    assert gaps.mean() == pytest.approx(0.25, rel=0.05)
+    assert gaps.std() / gaps.mean() == pytest.approx(1.0, abs=0.06)  # exponential: CV 1
+    assert np.mean(gaps < 0.25 * math.log(2)) == pytest.approx(0.5, abs=0.03)  # its median is mean x ln 2
+    inputs = [r.input_length for r in requests]
+    assert min(inputs) == 32 and max(inputs) == 256 and 130 < np.mean(inputs) < 158
+    again = [r for _, r in zip(range(50), server_schedule(4.0, 7, [32, 256], [8, 64]))]
+    assert again == requests[:50]
+    assert [r for _, r in zip(range(50), server_schedule(4.0, 8, [32, 256], [8, 64]))] != again
+
+
+def _config(**over):
+    values = dict(
+        batch_sizes=[1],
+        input_lengths=[16],
+        output_length=4,
+        server_requests=12,
+        server_input_length=[8, 8],
+        server_output_length=[3, 3],
+        ttft_bound_ms=300,
+        tpot_bound_ms=50,
+        server_bound_percentile="p50",
+        min_query_count=1,
+        min_duration_s=0.0,
+        max_duration_s=100.0,
+        contention_limit=1.0,
+        warmup=1,
+        device="cpu",
+        precision=0.5,
+        latency_precision=10.0,
+        settle_max_s=0.0,
+        seed=0,
+    )
+    values.update(over)
+    config = types.SimpleNamespace(**values, origin={})
+    config.get = lambda key, default=None: getattr(config, key, default)
+    return config
+
+
+def test_server_counts_ttft_from_the_scheduled_arrival():
+    """An engine slower than the arrivals: requests queue, and TTFT grows with the queue."""
+    clock = FakeClock()
+    engine = SleepyEngine(prefill_s=0.2, step_s=0.05, sleep=clock.sleep)  # 0.3 s per request of 3 tokens
+    config = _config()
+    shape, prompts = ModelShape(1, 8, 2, 1, 4, 16, 32, 1000, 256), PromptSource(3, 50, 0)
+    workload, limits = LLMWorkload.from_config(config), Limits.from_config(config)
+    record = run_server(engine, shape, prompts, workload, 10.0, limits, [], clock=clock, sleep=clock.sleep)
+    ttft = record["ttft_ms"]
+    assert record["requests"] >= 12 and record["target_qps"] == 10.0
+    assert ttft["count"] == record["requests"] and ttft["mean"] > 1000  # 10 req/s against 3.3 served per second
+    assert record["tpot_ms"]["mean"] == pytest.approx(50.0)
+    assert record["ttft_bound_met"] is False and not record["verdict"]["valid"]
+    assert any("p50 TTFT" in r and "exceeds ttft_bound_ms 300" in r for r in record["verdict"]["reasons"])
+    relaxed = run_server(SleepyEngine(0.02, 0.005, sleep=clock.sleep), shape, prompts, workload, 2.0, limits, [], clock=clock, sleep=clock.sleep)
+    assert relaxed["ttft_ms"]["mean"] == pytest.approx(20.0) and relaxed["ttft_bound_met"] is True
+    assert relaxed["issued_qps"] == pytest.approx(2.0, rel=0.6)  # 12 Poisson gaps
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        (dict(output_length=1), "key 'output_length' must be at least 2"),
+        (dict(input_lengths=[0]), "key 'input_lengths' must be a list of 1 to 16 integers"),
+        (dict(server_target_qps=[-1]), "key 'server_target_qps' must be a list of at most 16 positive request rates"),
+        (dict(server_input_length=[9, 3]), "key 'server_input_length' must be [min, max] with min <= max"),
+        (dict(server_bound_percentile="p95"), "key 'server_bound_percentile' must be one of p50, p90, p99"),
+        (dict(ttft_bound_ms="fast"), "key 'ttft_bound_ms' must be a positive number of milliseconds"),
+    ],
+)
+def test_bad_llm_keys_are_one_line(override, message):
+    with pytest.raises(ConfigError) as info:
+        LLMWorkload.from_config(_config(**override))
+    assert message in str(info.value) and "\n" not in str(info.value)
