@@ -230,6 +230,10 @@ class Pipeline:
 
     def onnx_export(self) -> None:
         config, state = self.state.config, self.state
+        own = getattr(state.case_module, "export_cached", None)  # optional case hook: an LLM runtime's own format (benchmarks/llama)
+        if callable(own):
+            state.onnx_path, state.cache["onnx"] = own(state.model, config)
+            return
         framework_dir = self.perf_dir / "benchmarks" / config.case / _benchmark_framework(config.framework)
         parameters = {k: v for k, v in config.extra.items() if config.origin.get(k, "").endswith("parameters.yaml")}
         import torch
@@ -387,6 +391,11 @@ class Pipeline:
         from tools.torch_sync import sync_for_config
 
         config, state = self.state.config, self.state
+        own = getattr(state.case_module, "performance_stage", None)  # optional case hook: an LLM case's table and scenarios (tools/measure/llm_stage.py)
+        if callable(own):
+            state.performance = own(state.engine, state.model, config)
+            state.inference.verdict.extend(state.performance.engine_reasons)
+            return
         stage = PerformanceStage(config, state.dataloader, sync_for_config(config), result.engine_precision(state.engine, config))
         state.performance = stage.report
         if not stage.usable:

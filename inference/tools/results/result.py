@@ -96,6 +96,8 @@ def overall_verdict(validation: PhaseResult | None, inference: PhaseResult | Non
     for row in performance.rows if performance is not None else []:
         label = f"bs {row['batch_size']} {row['scenario']} x{row['clients']}"
         verdict.extend(f"{label}: {r}" for r in row["verdict"]["reasons"] if r not in engine_wide)
+    for label, reasons in getattr(performance, "labelled_reasons", list)():  # an LLM case's cells (tools/measure/llm_stage.py)
+        verdict.extend(f"{label}: {r}" for r in reasons if r not in engine_wide)
     return verdict
 
 
@@ -151,6 +153,7 @@ def build_result(
         "numeric": report.get("numeric"),
         "audits": report.get("audits", []),
         "performance_notes": report.get("notes", []),
+        "llm": report.get("llm"),  # an LLM case's prefill/decode table, server rows and greedy check (docs/result_schema.md)
         "engine": engine_info or None,
         "cache": cache,
         "steps": steps,

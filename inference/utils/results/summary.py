@@ -15,6 +15,7 @@ from common.mfu import mfu, peak_for, plausible_mfu
 from common.record import FLAGPERF_KEYS, Key
 from common.stats import MIN_SAMPLES_FOR_PERCENTILE
 from utils.executors.base import CaseOutcome
+from utils.results import llm_summary
 
 SUMMARY_SCHEMA_VERSION = 1
 
@@ -109,6 +110,7 @@ def merge_outcome(outcome: CaseOutcome, perf_dir: Path, vendor: str) -> dict:
     record["best"] = result.get("best")
     record["numeric"] = result.get("numeric")
     record["audits"] = result.get("audits") or []
+    record["llm"] = llm_summary.llm_record(result, peak_flops, record["mfu_is_estimate"])  # an LLM case's table and server rows
     return record
 
 
@@ -191,6 +193,7 @@ def markdown_table(records: list[dict], memory_kind: str = "device memory") -> s
                 f"{_percentile_cell(latency, 'p90', row['queries'])} | {_percentile_cell(latency, 'p99', row['queries'])} | "
                 f"{row['queries']} | {_mfu_cell(row.get('MFU'), r.get('mfu_is_estimate'), row.get('MFU_note'))} | {_verdict_cell(row['verdict'])} |"
             )
+    lines += llm_summary.markdown_lines(records)
     estimates = {r.get("peak_flops_source") for r in records if r.get("mfu_is_estimate")}
     if estimates:
         lines += ["", "MFU est.: the peak FLOPS is an estimate, not a datasheet figure: " + "; ".join(sorted(e for e in estimates if e))]
