@@ -39,6 +39,7 @@ MAX_CALLS = 200
 BLOCK = 2
 # Consecutive candidates that were not new before the maker gives up.
 MAX_TRIES = 100
+ANTI_CACHING = "anti_caching"  # the audit's name in AuditResult and result.json
 
 
 @dataclass
@@ -222,27 +223,60 @@ def anti_caching_audit(
     ``MAX_CALLS`` each. A first call on ``pool[0]`` warms the engine (and
     primes any cache) and is not counted. Errors raised by the engine propagate.
     """
-    name = "anti_caching"
     batches = [_as_list(b) for b in pool]
     if not batches:
-        return AuditResult(name, None, "anti-caching audit: not run, there is no input batch to repeat", {})
+        return AuditResult(ANTI_CACHING, None, "anti-caching audit: not run, there is no input batch to repeat", {})
     maker = DistinctInputs(batches)
     if maker.unavailable:
-        return AuditResult(name, None, f"anti-caching audit: not run, {maker.unavailable}", {})
-    same = batches[0]
-    budget_ns = budget_s * 1e9
-    start = clock()
-    first_ms = _timed_ms(step, same, sync, clock)  # warm-up; also primes any cache with pool[0]
-    same_ms: list[float] = []
-    distinct_ms: list[float] = []
-    exhausted = False
-    while True:
-        round_start = clock()
+        return AuditResult(ANTI_CACHING, None, f"anti-caching audit: not run, {maker.unavailable}", {})
+    timed = _ArmTimes(step, batches[0], sync, clock)
+    timed.run(maker, budget_s * 1e9, min_calls)
+    if len(timed.distinct_ms) < min_calls:
+        return AuditResult(
+            ANTI_CACHING,
+            None,
+            f"anti-caching audit: not run, only {maker.made} inputs the engine had not seen could be made from the pool (needs {min_calls})",
+            {"distinct_inputs_made": maker.made},
+        )
+    return _judge_arms(timed, threshold)
+
+
+class _ArmTimes:
+    """The audit's timed calls: a warm-up call on the repeated input (``first_ms``, reported,
+    not judged), then rounds of both arms, ``same_ms`` and ``distinct_ms``."""
+
+    def __init__(self, step: Callable, same: list, sync: Callable[[], None], clock: Callable[[], int]):
+        self.step, self.same, self.sync, self.clock = step, same, sync, clock
+        self.first_ms = 0.0
+        self.same_ms: list[float] = []
+        self.distinct_ms: list[float] = []
+
+    def _timed(self, inputs: list) -> float:
+        return _timed_ms(self.step, inputs, self.sync, self.clock)
+
+    def run(self, maker: DistinctInputs, budget_ns: float, min_calls: int) -> None:
+        """Rounds until the maker runs out, or, once both arms have ``min_calls``, until another
+        round of the last one's cost would pass ``budget_ns`` or ``MAX_CALLS`` is reached."""
+        clock = self.clock
+        start = clock()
+        self.first_ms = self._timed(self.same)  # warm-up; also primes any cache with pool[0]
+        while True:
+            round_start = clock()
+            exhausted = self._round(maker)
+            now = clock()
+            round_ns = now - round_start
+            enough = len(self.same_ms) >= min_calls and len(self.distinct_ms) >= min_calls
+            if exhausted or (enough and (now - start + round_ns > budget_ns or len(self.distinct_ms) >= MAX_CALLS)):
+                return
+
+    def _round(self, maker: DistinctInputs) -> bool:
+        """One round: ``BLOCK`` calls of each arm, interleaved; True when the maker ran out."""
         # Both arms' inputs are made before the round and the timed calls
         # interleave, so the harness's own work (making a new input evicts the
         # engine's working set from the caches) lands on neither arm.
-        repeats = [_fresh_copy(same) for _ in range(BLOCK)]
+        repeats = [_fresh_copy(self.same) for _ in range(BLOCK)]
         fresh = []
+        exhausted = False
         for _ in range(BLOCK):
             inputs = maker.next()
             if inputs is None:
@@ -251,55 +285,48 @@ def anti_caching_audit(
             fresh.append(inputs)
         # ... and which arm goes first alternates, so neither always follows that work.
         for index, repeated in enumerate(repeats):
-            pair = [(same_ms, repeated)] + ([(distinct_ms, fresh[index])] if index < len(fresh) else [])
-            if (len(same_ms) // BLOCK + index) % 2:
+            pair = [(self.same_ms, repeated)] + ([(self.distinct_ms, fresh[index])] if index < len(fresh) else [])
+            if (len(self.same_ms) // BLOCK + index) % 2:
                 pair.reverse()
             for times, inputs in pair:
-                times.append(_timed_ms(step, inputs, sync, clock))
-        now = clock()
-        round_ns = now - round_start
-        enough = len(same_ms) >= min_calls and len(distinct_ms) >= min_calls
-        if exhausted or (enough and (now - start + round_ns > budget_ns or len(distinct_ms) >= MAX_CALLS)):
-            break
-    calls = min(len(same_ms), len(distinct_ms))
-    if len(distinct_ms) < min_calls:
-        return AuditResult(
-            name,
-            None,
-            f"anti-caching audit: not run, only {maker.made} inputs the engine had not seen could be made from the pool (needs {min_calls})",
-            {"distinct_inputs_made": maker.made},
-        )
-    same_med = statistics.median(same_ms)
-    distinct_med = statistics.median(distinct_ms)
+                times.append(self._timed(inputs))
+        return exhausted
+
+
+def _judge_arms(timed: _ArmTimes, threshold: float) -> AuditResult:
+    """The verdict on the two arms' medians (``limit`` = 1 + ``threshold``)."""
+    same_med = statistics.median(timed.same_ms)
+    distinct_med = statistics.median(timed.distinct_ms)
     limit = 1 + threshold
+    calls = min(len(timed.same_ms), len(timed.distinct_ms))
     figures = {
         "same_input_ms": same_med,
         "distinct_inputs_ms": distinct_med,
         "speedup": distinct_med / same_med if same_med > 0 else None,
         "limit": limit,
         "calls": calls,
-        "first_call_ms": first_ms,
+        "first_call_ms": timed.first_ms,
     }
     if same_med <= 0:
         if distinct_med > 0:
             return AuditResult(
-                name,
+                ANTI_CACHING,
                 False,
                 f"anti-caching audit: repeating one input took no measurable time while distinct inputs took "
                 f"{distinct_med:.3f} ms: the engine may cache results",
                 figures,
             )
-        return AuditResult(name, None, "anti-caching audit: not run, the engine calls took no measurable time", figures)
+        return AuditResult(ANTI_CACHING, None, "anti-caching audit: not run, the engine calls took no measurable time", figures)
     speedup = figures["speedup"]
     if distinct_med > limit * same_med:
         return AuditResult(
-            name,
+            ANTI_CACHING,
             False,
             f"anti-caching audit: repeating one input ran {speedup:.1f}x faster than distinct inputs (limit {limit:.2f}x): the engine may cache results",
             figures,
         )
     return AuditResult(
-        name,
+        ANTI_CACHING,
         True,
         f"anti-caching audit: repeating one input ran at {speedup:.2f}x the speed of distinct inputs over {calls} calls each (limit {limit:.2f}x)",
         figures,

@@ -194,6 +194,89 @@ class _Reasons:
         return out
 
 
+class _Comparison:
+    """The running state of one ``compare_outputs`` call: the per-output sums and the reasons found so far."""
+
+    def __init__(self, label: str, against: str):
+        self.label, self.against = label, against
+        self.structural = _Reasons()
+        self.nonfinite = _Reasons()
+        self.accs: dict[int, _Accumulator] = {}
+        self.samples = 0
+
+    def add_batch(self, ref_batch: list, act_batch: list) -> None:
+        """One batch: its output count and shapes checked, each comparable output added to its sums."""
+        label, against = self.label, self.against
+        self.samples += _samples_in(ref_batch)
+        if len(ref_batch) != len(act_batch):
+            self.structural.add(
+                ("count", len(ref_batch), len(act_batch)),
+                f"{label}: the engine returned {len(act_batch)} outputs, {against} {len(ref_batch)}",
+            )
+        for i in range(min(len(ref_batch), len(act_batch))):
+            name = f"output{i}"
+            ref, act = _tensor(ref_batch[i]), _tensor(act_batch[i])
+            if tuple(ref.shape) != tuple(act.shape):
+                self.structural.add(
+                    ("shape", i, tuple(ref.shape), tuple(act.shape)),
+                    f"{label}: {name} has shape {list(act.shape)} but {against}'s has {list(ref.shape)}",
+                )
+                continue
+            acc = self.accs.setdefault(i, _Accumulator(list(ref.shape)))
+            if _add_output(acc, ref, act):
+                self.nonfinite.add(
+                    ("nonfinite", i),
+                    f"{label}: {name} has NaN or infinite values where {against}'s are finite",
+                )
+
+    def limit_reasons(self, d: TensorDiff, tolerances: dict[str, float], precision: str) -> list[str]:
+        """Why one output's figures fail ``tolerances``; empty when they pass."""
+        label, against = self.label, self.against
+        where = f"at {precision}"
+        max_limit = tolerances.get("max_rel")
+        mean_limit = tolerances.get("mean_rel")
+        top1_limit = tolerances.get("top1_agreement")
+        if d.scale == TINY and d.max_abs > 0:
+            return [f"{label}: {d.name} of {against} is all zeros but the engine's differs by up to {d.max_abs:.1e}"]
+        reasons = []
+        if max_limit is not None and d.max_rel > max_limit:
+            reasons.append(f"{label}: {d.name} differs from {against} by {d.max_rel:.1e} of its RMS (limit {max_limit:.1e} {where})")
+        if mean_limit is not None and d.mean_rel > mean_limit:
+            reasons.append(f"{label}: {d.name} differs from {against} by {d.mean_rel:.1e} of its RMS on average (limit {mean_limit:.1e} {where})")
+        if top1_limit is not None and d.top1_agreement is not None and d.top1_agreement < top1_limit:
+            reasons.append(f"{label}: {d.name}'s top-1 class agrees with {against} on {d.top1_agreement:.1%} of samples (limit {top1_limit:.1%} {where})")
+        return reasons
+
+
+def _add_output(acc: _Accumulator, ref: Any, act: Any) -> bool:
+    """Add one output of one batch (same shapes) to ``acc``, in float64; True when the engine
+    has NaN or infinity where the reference is finite (those positions are left out)."""
+    import torch
+
+    r = ref.to(torch.float64).reshape(-1)
+    a = act.to(torch.float64).reshape(-1)
+    ref_ok = torch.isfinite(r)
+    act_ok = torch.isfinite(a)
+    bad = int((ref_ok & ~act_ok).sum())
+    both = ref_ok & act_ok
+    r_f, a_f = r[both], a[both]
+    if r_f.numel():
+        diff = (a_f - r_f).abs()
+        acc.max_abs = max(acc.max_abs, float(diff.max()))
+        acc.sum_abs += float(diff.sum())
+        acc.sum_sq_ref += float((r_f * r_f).sum())
+        acc.count += int(r_f.numel())
+    is_classifier = ref.is_floating_point() and ref.dim() == 2 and ref.shape[1] > 1
+    if not is_classifier:
+        acc.classifier = False
+    elif acc.classifier:
+        ref_top = ref.to(torch.float64).argmax(dim=1)
+        act_top = act.to(torch.float64).nan_to_num(nan=-math.inf).argmax(dim=1)
+        acc.rows += int(ref.shape[0])
+        acc.rows_agree += int((ref_top == act_top).sum())
+    return bool(bad)
+
+
 def compare_outputs(
     reference: list[list],
     actual: list[list],
@@ -210,84 +293,24 @@ def compare_outputs(
     report whose reasons say so. ``label`` and ``against`` only word the reasons
     (the accuracy-in-performance-mode audit compares with accuracy mode).
     """
-    import torch
-
-    structural = _Reasons()
-    nonfinite = _Reasons()
+    comparison = _Comparison(label, against)
     reasons: list[str] = []
     n_batches = min(len(reference), len(actual))
     if len(reference) != len(actual):
         reasons.append(f"{label}: {against} gave {len(reference)} batches of outputs, the engine {len(actual)}")
-    accs: dict[int, _Accumulator] = {}
-    samples = 0
     for b in range(n_batches):
-        ref_batch, act_batch = _as_list(reference[b]), _as_list(actual[b])
-        samples += _samples_in(ref_batch)
-        if len(ref_batch) != len(act_batch):
-            structural.add(
-                ("count", len(ref_batch), len(act_batch)),
-                f"{label}: the engine returned {len(act_batch)} outputs, {against} {len(ref_batch)}",
-            )
-        for i in range(min(len(ref_batch), len(act_batch))):
-            name = f"output{i}"
-            ref, act = _tensor(ref_batch[i]), _tensor(act_batch[i])
-            if tuple(ref.shape) != tuple(act.shape):
-                structural.add(
-                    ("shape", i, tuple(ref.shape), tuple(act.shape)),
-                    f"{label}: {name} has shape {list(act.shape)} but {against}'s has {list(ref.shape)}",
-                )
-                continue
-            acc = accs.setdefault(i, _Accumulator(list(ref.shape)))
-            r = ref.to(torch.float64).reshape(-1)
-            a = act.to(torch.float64).reshape(-1)
-            ref_ok = torch.isfinite(r)
-            act_ok = torch.isfinite(a)
-            bad = int((ref_ok & ~act_ok).sum())
-            if bad:
-                nonfinite.add(
-                    ("nonfinite", i),
-                    f"{label}: {name} has NaN or infinite values where {against}'s are finite",
-                )
-            both = ref_ok & act_ok
-            r_f, a_f = r[both], a[both]
-            if r_f.numel():
-                diff = (a_f - r_f).abs()
-                acc.max_abs = max(acc.max_abs, float(diff.max()))
-                acc.sum_abs += float(diff.sum())
-                acc.sum_sq_ref += float((r_f * r_f).sum())
-                acc.count += int(r_f.numel())
-            is_classifier = ref.is_floating_point() and ref.dim() == 2 and ref.shape[1] > 1
-            if not is_classifier:
-                acc.classifier = False
-            elif acc.classifier:
-                ref_top = ref.to(torch.float64).argmax(dim=1)
-                act_top = act.to(torch.float64).nan_to_num(nan=-math.inf).argmax(dim=1)
-                acc.rows += int(ref.shape[0])
-                acc.rows_agree += int((ref_top == act_top).sum())
-    reasons += structural.render(n_batches) + nonfinite.render(n_batches)
+        comparison.add_batch(_as_list(reference[b]), _as_list(actual[b]))
+    reasons += comparison.structural.render(n_batches) + comparison.nonfinite.render(n_batches)
     if n_batches == 0:
         reasons.append(f"{label}: there were no outputs to compare")
-
-    diffs = [accs[i].finish(f"output{i}") for i in sorted(accs)]
-    where = f"at {precision}"
+    diffs = [comparison.accs[i].finish(f"output{i}") for i in sorted(comparison.accs)]
     for d in diffs:
-        max_limit = tolerances.get("max_rel")
-        mean_limit = tolerances.get("mean_rel")
-        top1_limit = tolerances.get("top1_agreement")
-        if d.scale == TINY and d.max_abs > 0:
-            reasons.append(f"{label}: {d.name} of {against} is all zeros but the engine's differs by up to {d.max_abs:.1e}")
-            continue
-        if max_limit is not None and d.max_rel > max_limit:
-            reasons.append(f"{label}: {d.name} differs from {against} by {d.max_rel:.1e} of its RMS (limit {max_limit:.1e} {where})")
-        if mean_limit is not None and d.mean_rel > mean_limit:
-            reasons.append(f"{label}: {d.name} differs from {against} by {d.mean_rel:.1e} of its RMS on average (limit {mean_limit:.1e} {where})")
-        if top1_limit is not None and d.top1_agreement is not None and d.top1_agreement < top1_limit:
-            reasons.append(f"{label}: {d.name}'s top-1 class agrees with {against} on {d.top1_agreement:.1%} of samples (limit {top1_limit:.1%} {where})")
+        reasons += comparison.limit_reasons(d, tolerances, precision)
     return NumericReport(
         precision=precision,
         tolerances=dict(tolerances),
         batches=n_batches,
-        samples=samples,
+        samples=comparison.samples,
         outputs=diffs,
         passed=not reasons,
         reasons=reasons,
