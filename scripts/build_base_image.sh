@@ -11,9 +11,11 @@
 #   DEBIAN_SUITE    default bookworm
 #   FORCE_REBUILD=1 rebuild even if the image exists
 # Idempotent: exits 0 immediately when the image already exists.
-# Needs root, debootstrap and a running Docker engine
-# (scripts/install_system_deps.sh, scripts/start_dockerd.sh).  ~1 minute.
+# Needs debootstrap and a running Docker engine (scripts/install_system_deps.sh,
+# scripts/start_dockerd.sh), and root to build: as a user it runs itself again
+# with sudo (scripts/root.sh).  ~1 minute.
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/root.sh"
 
 IMAGE=${1:-inferperf/debian-python:bookworm}
 MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
@@ -26,16 +28,15 @@ fail() {
 }
 
 command -v docker >/dev/null 2>&1 || fail "docker CLI not found (run scripts/install_system_deps.sh)"
-docker info >/dev/null 2>&1 || fail "Docker engine not reachable (run scripts/start_dockerd.sh)"
-
 if [ "${FORCE_REBUILD:-0}" != "1" ] && docker image inspect "$IMAGE" >/dev/null 2>&1; then
     echo "build_base_image: image $IMAGE already exists"
     exit 0
 fi
+as_root "${BASH_SOURCE[0]}" "$@"
+docker info >/dev/null 2>&1 || fail "Docker engine not reachable (run scripts/start_dockerd.sh)"
 
 command -v debootstrap >/dev/null 2>&1 || [ -x /usr/sbin/debootstrap ] || \
     fail "debootstrap not found (run scripts/install_system_deps.sh)"
-[ "$(id -u)" -eq 0 ] || fail "debootstrap must run as root"
 export PATH="$PATH:/usr/sbin:/sbin"
 
 ROOTFS=$(mktemp -d /tmp/inferperf-rootfs.XXXXXX)

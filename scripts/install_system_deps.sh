@@ -6,11 +6,13 @@
 #   slurm-wlm + munge (MODE slurm; tests/infra/slurm.py starts its own munged,
 #   slurmctld and slurmd, never the distro services).
 # Idempotent: when every package is already installed it does nothing, so
-# re-running it is instant.  Needs root (or passwordless sudo).
+# re-running it is instant.  Needs root to install: as a user it runs itself
+# again with sudo (scripts/root.sh).
 # It never relies on (and tries to prevent) distro services being started by
 # package postinst scripts: dockerd is started by scripts/start_dockerd.sh and
 # test sshd instances by tests/infra/sshd.py.
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/root.sh"
 
 PACKAGES=(docker.io openssh-server openssh-client debootstrap procps iproute2
           debian-archive-keyring ca-certificates chromium
@@ -28,15 +30,7 @@ if [ "${#missing[@]}" -eq 0 ]; then
     exit 0
 fi
 
-SUDO=()
-if [ "$(id -u)" -ne 0 ]; then
-    if command -v sudo >/dev/null 2>&1; then
-        SUDO=(sudo -n)
-    else
-        echo "install_system_deps: ERROR: must run as root (missing: ${missing[*]})" >&2
-        exit 1
-    fi
-fi
+as_root "${BASH_SOURCE[0]}" "$@"
 
 # Keep postinst scripts from starting services (sshd on :22, dockerd with
 # its default iptables setup).  Only installed when no policy exists yet and
@@ -45,24 +39,24 @@ POLICY=/usr/sbin/policy-rc.d
 created_policy=0
 cleanup() {
     if [ "$created_policy" -eq 1 ]; then
-        "${SUDO[@]}" rm -f "$POLICY"
+        rm -f "$POLICY"
     fi
 }
 trap cleanup EXIT
 if [ ! -e "$POLICY" ]; then
-    printf '#!/bin/sh\nexit 101\n' | "${SUDO[@]}" tee "$POLICY" >/dev/null
-    "${SUDO[@]}" chmod 755 "$POLICY"
+    printf '#!/bin/sh\nexit 101\n' >"$POLICY"
+    chmod 755 "$POLICY"
     created_policy=1
 fi
 
 echo "install_system_deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
-"${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q
-"${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+apt-get update -q
+apt-get install -y -q \
     --no-install-recommends "${PACKAGES[@]}"
 
 # sshd refuses to start without its privilege-separation directory.
-"${SUDO[@]}" mkdir -p /run/sshd
-"${SUDO[@]}" chmod 0755 /run/sshd
+mkdir -p /run/sshd
+chmod 0755 /run/sshd
 
 echo "install_system_deps: done"

@@ -5,6 +5,7 @@
 # (see TORCH_INDEX_URL below).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+source "$root/scripts/root.sh"
 python="${PYTHON:-python3}"
 if ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
   echo "setup: Python >= 3.11 is required (found $("$python" --version 2>&1))" >&2
@@ -12,9 +13,10 @@ if ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
 fi
 if [ ! -x "$root/.venv/bin/python" ]; then
   if ! "$python" -m venv "$root/.venv" 2>/dev/null; then
-    # Debian/Ubuntu ship venv separately.
+    # Debian/Ubuntu ship venv separately (root's step: sudo as a user, see scripts/root.sh).
     if command -v apt-get >/dev/null; then
-      apt-get update -qq && apt-get install -y -qq python3-venv >/dev/null
+      echo "setup: $python -m venv failed; installing python3-venv" >&2
+      root_run apt-get update -qq && root_run env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null
     fi
     "$python" -m venv "$root/.venv"
   fi

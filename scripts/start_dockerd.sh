@@ -14,8 +14,10 @@
 #    the bridge are needed.
 #  * Extra dockerd flags can be given with INFERPERF_DOCKERD_ARGS.
 # On failure it prints one line starting with "start_dockerd: ERROR" and
-# exits 1.  Needs root.
+# exits 1.  Needs root to start dockerd: as a user it runs itself again with
+# sudo (scripts/root.sh).
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/root.sh"
 
 SOCK=/var/run/docker.sock
 LOG=${INFERPERF_DOCKERD_LOG:-/var/log/inferperf-dockerd.log}
@@ -40,7 +42,7 @@ if engine_ok; then
 fi
 
 command -v dockerd >/dev/null 2>&1 || fail "dockerd not found (run scripts/install_system_deps.sh)"
-[ "$(id -u)" -eq 0 ] || fail "dockerd must be started as root"
+as_root "${BASH_SOURCE[0]}" "$@"
 
 dockerd_pid() {
     # PID of a live dockerd recorded in its pidfile, if any.

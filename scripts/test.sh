@@ -2,8 +2,11 @@
 # Set up everything the test suite needs and run it: Debian packages (docker.io,
 # openssh-server, debootstrap), the Python environment, dockerd, and the local
 # base image; ruff (lint, format); then the tests. Extra arguments go to pytest.
+# Needs root: run as root, or as a user it runs itself again with sudo (scripts/root.sh).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+source "$root/scripts/root.sh"
+as_root "${BASH_SOURCE[0]}" "$@"
 bash "$root/scripts/install_system_deps.sh"
 bash "$root/scripts/setup.sh"
 bash "$root/scripts/start_dockerd.sh"
