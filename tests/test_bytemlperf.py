@@ -25,17 +25,7 @@ VENDOR = "bytecpu"
 BATCH = 16  # digits' batch_size
 # The vendor's answers to ORTCPU's interact profile: a flat key and ByteMLPerf's interact_info mapping.
 VENDOR_CONFIG = "compiler: ORTCPU\ngraph_level: basic\ninteract_info:\n  calibrate: true\n  calibration_batches: 2\n"
-WORKLOAD = {
-    "model": "digits-torch-fp32",
-    "test_perf": True,
-    "test_accuracy": True,
-    "test_numeric": True,
-    "clients": 2,
-    "iterations": 20,
-    "batch_sizes": [4, 16],
-    "data_percent": 50,
-    "compile_only": False,
-}
+WORKLOAD = json.loads((FIXTURES / "workloads" / "digits-torch-fp32.json").read_text())  # a workload file in ByteMLPerf's form
 FAST = ("--set", "min_duration_s=0.2")
 
 
