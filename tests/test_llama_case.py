@@ -209,6 +209,34 @@ def test_nvidia_llm_engine_code_runs_on_cpu_and_needs_a_gpu_for_cuda(genai):
     assert "\n" not in str(info.value)
 
 
+@pytest.mark.gpu
+def test_nvidia_llm_engine_on_cuda_compiled(genai):
+    """Never run here (no GPU): fp16, the decode step compiled with CUDA graphs, against the
+    framework model in fp16 on the same GPU; later queries of the same shape compile nothing."""
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs an NVIDIA GPU")
+    from inference_engine.nvidia import inductor_llm
+    from tools.checks.generation import check_generation
+    from tools.checks.numeric import tolerances_for
+
+    _, model, _, _ = genai
+    keys = {"inductor_mode": "reduce-overhead", "llm_compile": True, "llm_cache_block": 64}
+    config = types.SimpleNamespace(device="cuda", fp16=True, origin={}, get=lambda key, default=None: keys.get(key, default))
+    inductor_llm.preflight(config)
+    engine = inductor_llm.InferModel(config, None, model)
+    prompts = np.random.default_rng(2).integers(3, 400, size=(4, 24))
+    greedy, numeric, reasons = check_generation(engine, _reference(engine.model), prompts, 16, "fp16", tolerances_for("fp16"), 0.98)
+    assert greedy["passed"] and numeric["passed"], reasons
+    from torch._dynamo.utils import counters
+
+    graphs = counters["stats"]["unique_graphs"]
+    for _ in range(2):
+        engine.generate(prompts, 16)
+    assert counters["stats"]["unique_graphs"] == graphs  # a query of a shape seen before compiles nothing
+
+
 def test_prepare_writes_the_mmlu_layout(tmp_path):
     from benchmarks.llama.pytorch.prepare import prepare_llama
 
