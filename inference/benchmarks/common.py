@@ -13,7 +13,7 @@ import io
 import os
 import time
 import warnings
-from typing import Any, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 import torch
 from loguru import logger
@@ -21,18 +21,21 @@ from loguru import logger
 from common.errors import ConfigError, DataError
 from tools.measure.loop import PhaseResult, timed_forward
 
+if TYPE_CHECKING:
+    from tools.config import CaseConfig, CaseView
+
 INPUT_NAME = "input"
 OUTPUT_NAME = "output"
 
 
-def param(config: Any, key: str) -> Any:
+def param(config: CaseView, key: str) -> Any:
     """A parameters.yaml value; a missing key is a config error, not an AttributeError deep in a case."""
     if not hasattr(config, key):
         raise ConfigError(f"parameters.yaml: missing key '{key}'")
     return getattr(config, key)
 
 
-def resolve_weights_path(config: Any) -> str | None:
+def resolve_weights_path(config: CaseView) -> str | None:
     """parameters.yaml ``weights``: an absolute path is used as is; a relative one is
     looked up under ``data_dir``, the only host folder mounted into the container."""
     weights = param(config, "weights")
@@ -119,17 +122,17 @@ def scan_files(top: str, suffixes: tuple[str, ...], seen_dirs: dict | None = Non
     return found
 
 
-def half_precision(config: Any) -> bool:
+def half_precision(config: CaseConfig) -> bool:
     # CPU kernels for fp16 convolutions are slow or missing, so fp16 only means something on an accelerator.
     return bool(getattr(config, "fp16", False)) and str(config.device).startswith("cuda")
 
 
-def place_model(model: torch.nn.Module, config: Any) -> torch.nn.Module:
+def place_model(model: torch.nn.Module, config: CaseConfig) -> torch.nn.Module:
     model = model.eval().to(config.device)
     return model.half() if half_precision(config) else model
 
 
-def make_step(model: torch.nn.Module, config: Any) -> Callable[[list], tuple[list, float]]:
+def make_step(model: torch.nn.Module, config: CaseConfig) -> Callable[[list], tuple[list, float]]:
     """The framework-side step: CPU tensors in, CPU fp32 logits out, the same shape as an engine call."""
     device = config.device
     dtype = torch.float16 if half_precision(config) else None
@@ -143,11 +146,11 @@ def make_step(model: torch.nn.Module, config: Any) -> Callable[[list], tuple[lis
     return step
 
 
-def validation_forward(model, dataloader, evaluator, config) -> PhaseResult:
+def validation_forward(model: torch.nn.Module, dataloader: Any, evaluator: Callable, config: CaseConfig) -> PhaseResult:
     return timed_forward(make_step(model, config), dataloader, evaluator, config, phase="validation")
 
 
-def inference_forward(model, dataloader, evaluator, config) -> PhaseResult:
+def inference_forward(model: Callable, dataloader: Any, evaluator: Callable, config: CaseConfig) -> PhaseResult:
     return timed_forward(model, dataloader, evaluator, config, phase="inference")
 
 
@@ -161,7 +164,7 @@ def top1_accuracy(outputs: Sequence[torch.Tensor], y: Any) -> float:
     return (logits.argmax(dim=1) == labels).float().mean().item()
 
 
-def export_onnx(model: torch.nn.Module, config: Any, sample_shape: Sequence[int]) -> str:
+def export_onnx(model: torch.nn.Module, config: CaseConfig, sample_shape: Sequence[int]) -> str:
     """Export a CPU fp32 copy of ``model`` to ``config.export_onnx_path``
     with a dynamic batch axis, or with the batch fixed at ``batch_size`` when
     the vendor config says FlagPerf's ``has_dynamic_axis: false``.

@@ -4,7 +4,10 @@ A vendor module ``inference_engine/<vendor>/<compiler>.py`` must define a
 class ``InferModel``; subclassing ``EngineBase`` is recommended, not required.
 
 Required:
-  InferModel(config, onnx_path, model)   compile (or load config.engine_path)
+  InferModel(config, onnx_path, model)   compile (or load config.engine_path); ``config`` is the
+                                         pipeline's ``tools.config.CaseConfig``, which fits
+                                         ``tools.config.CaseView`` (FlagPerf's keys) as a FlagPerf
+                                         namedtuple does
   __call__(list_of_cpu_tensors) -> (list_of_cpu_tensor_outputs, foo_time)
 
 ``foo_time`` is seconds spent in the call on work that is not inference
@@ -29,7 +32,10 @@ library missing); it runs at the config check, before any work starts.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tools.config import CaseView
 
 
 class EngineBase:
@@ -37,7 +43,7 @@ class EngineBase:
     rebuild_per_batch_size: bool = False
     precision: str = "fp32"
 
-    def __init__(self, config: Any, onnx_path: str | None, model: Any) -> None:
+    def __init__(self, config: CaseView, onnx_path: str | None, model: Any) -> None:
         self.config = config
         self.onnx_path = onnx_path
 

@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import sys
 import types
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Callable
+
+if TYPE_CHECKING:
+    from tools.config import CaseView
 
 # Vendors whose devices FlagPerf synchronises through torch.cuda (their PyTorch builds expose CUDA's API).
 CUDA_VENDORS = ("nvidia", "iluvatar")
@@ -28,7 +31,7 @@ def device_sync_fn(device: str) -> Callable[[], None]:
     return _noop
 
 
-def sync_for_config(config: Any) -> Callable[[], None]:
+def sync_for_config(config: CaseView) -> Callable[[], None]:
     """The sync for ``config``: by ``device`` where a config file or --set gave it, else by vendor.
 
     A vendor in ``CUDA_VENDORS`` gets ``torch.cuda.synchronize`` when CUDA is
@@ -46,7 +49,7 @@ def sync_for_config(config: Any) -> Callable[[], None]:
     return _noop
 
 
-def torch_sync(config: Any) -> None:
+def torch_sync(config: CaseView) -> None:
     """FlagPerf's ``torch_sync(config)``: synchronise the config's device now."""
     sync_for_config(config)()
 
@@ -58,7 +61,7 @@ def _noop() -> None:
 class _CallableModule(types.ModuleType):
     """``tools.torch_sync`` is this module and FlagPerf's function at once, whichever way it is imported."""
 
-    def __call__(self, config: Any) -> None:
+    def __call__(self, config: CaseView) -> None:
         torch_sync(config)
 
 

@@ -25,9 +25,12 @@ contract stays strict (a bare tensor is still an error).
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from common.errors import ConfigError, EngineError
+
+if TYPE_CHECKING:
+    from tools.config import CaseConfig
 
 ADAPTER_MODES = ("auto", "flagperf", "none")
 
@@ -49,7 +52,7 @@ def onnx_output_shapes(path: str | None) -> list[tuple] | None:
     return shapes
 
 
-def wants_adapter(engine: Any, config: Any) -> bool:
+def wants_adapter(engine: Any, config: CaseConfig) -> bool:
     """Whether ``config`` (key ``output_adapter``) or the engine's conventions select the adapter."""
     mode = config.get("output_adapter", "auto")
     if mode not in ADAPTER_MODES:
@@ -129,7 +132,7 @@ class OutputAdapter:
         return output
 
 
-def adapt_engine(engine: Any, config: Any, onnx_path: str | None) -> Any:
+def adapt_engine(engine: Any, config: CaseConfig, onnx_path: str | None) -> Any:
     """The engine itself, or wrapped in an OutputAdapter when ``wants_adapter`` says so."""
     if not wants_adapter(engine, config):
         return engine

@@ -19,11 +19,14 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 from common.errors import ConfigError, EngineError
 from tools.measure.loop import PhaseResult
 from tools.measure.verdict import Verdict
+
+if TYPE_CHECKING:
+    from tools.config import CaseConfig, CaseView
 
 CASE_TIMED_REASON = "timing defined by the case (FlagPerf style): no per-query latencies, so percentiles, minimums and stability cannot be judged"
 
@@ -107,8 +110,9 @@ def adopt_export(returned: Any, target: Path, case: str) -> None:
         shutil.copyfile(source, target)
 
 
-def has_dynamic_axis(config: Any) -> bool:
-    """FlagPerf's vendor key: false means the engine is built for a static batch. Default true."""
+def has_dynamic_axis(config: CaseConfig | CaseView) -> bool:
+    """FlagPerf's vendor key: false means the engine is built for a static batch. Default true.
+    Read from a CaseConfig (``get``, ``origin``) or from a FlagPerf namedtuple (an attribute)."""
     value = config.get("has_dynamic_axis", True) if hasattr(config, "get") else getattr(config, "has_dynamic_axis", True)
     if not isinstance(value, bool):
         origin = getattr(config, "origin", {}).get("has_dynamic_axis", "config")

@@ -10,14 +10,15 @@ plus the command-line keys of run_inference.py. Rules:
   - a vendor key new to configurations logs a warning, one that changes a
     value logs info, and one that repeats the base value is an error.
 
-The package: ``values`` (checks and bounds), ``case`` (``CaseConfig``), ``load``
-(the merge and ``--set``), ``expr`` (number expressions). Its public names are
-importable from ``tools.config``.
+The package: ``values`` (checks and bounds), ``case`` (``CaseConfig``), ``view``
+(``CaseView``, what a case or engine may read), ``load`` (the merge and ``--set``),
+``expr`` (number expressions). Its public names are importable from ``tools.config``.
 """
 
 from tools.config.case import CaseConfig
 from tools.config.load import OVERRIDE_ORIGIN, case_config_paths, load_case_config, merge_case_config, parse_overrides
 from tools.config.values import CLI_KEYS, REQUIRED_KEYS, check_device_available, check_extra, cpu_count
+from tools.config.view import CaseView
 from tools.measure.settings import MEASUREMENT_DEFAULTS, SCENARIOS
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "REQUIRED_KEYS",
     "SCENARIOS",
     "CaseConfig",
+    "CaseView",
     "case_config_paths",
     "check_device_available",
     "check_extra",
