@@ -26,8 +26,9 @@ from loguru import logger
 from common import __version__
 from common.errors import ConfigError, InferPerfError, one_line
 from utils.bytemlperf_workload import without_keys, workload_cases
+from utils.case_specs import CaseSpec, check_unique_cases, model_case
 from utils.executors.base import CaseOutcome, HostSession, case_result_dir
-from utils.host_config import CaseSpec, HostConfig, check_unique_cases, load_host_config, model_case
+from utils.host_config import HostConfig, load_host_config
 
 INFERENCE_DIR = Path(__file__).resolve().parent
 INTERRUPT_GRACE_S = 60.0

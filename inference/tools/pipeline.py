@@ -21,8 +21,10 @@ from typing import Any
 
 from loguru import logger
 
+from common import layout
 from common.errors import ConfigError, DataError, EngineError, one_line
 from common.files import atomic_dir, hash_file, hash_tree, sweep_stale_temps, writable_dir
+from common.pipeline_lines import STEPS, step_line  # the step lines run.py reads
 from inference_engine.registry import ENGINE_ROOT, engine_file, load_engine_module
 from tools.cache import evict, fingerprint, hash_state_dict, onnx_digests, onnx_external_files, onnx_external_locations, probe, seal
 from tools.compat import flagperf
@@ -34,15 +36,6 @@ from tools.env import cpu_model, environment, package_versions
 from tools.measure.loop import PhaseResult, as_input_list
 from tools.results import compile_report, result
 
-STEPS = (
-    "init",
-    "dataset_and_model",
-    "framework_validation",
-    "onnx_export",
-    "vendor_compile",
-    "engine_inference",
-    "summary",
-)
 CASE_FUNCTIONS = ("build_dataloader", "create_model", "evaluator", "model_forward", "export_model", "engine_forward")
 
 
@@ -129,14 +122,14 @@ class Pipeline:
         record = self.steps[name]
         if skip_if:
             record.status, record.note = "skipped", why
-            logger.info(f"[{STEPS.index(name) + 1}/7 {name}] skipped ({why})")
+            logger.info(step_line(name, "skipped", f"({why})"))
             return None
         self.current_step = name
-        logger.info(f"[{STEPS.index(name) + 1}/7 {name}] start")
+        logger.info(step_line(name, "start"))
         start = time.perf_counter()
         output = action()
         record.status, record.duration_s = "done", time.perf_counter() - start
-        logger.info(f"[{STEPS.index(name) + 1}/7 {name}] done in {record.duration_s:.2f} s")
+        logger.info(step_line(name, "done", f"in {record.duration_s:.2f} s"))
         return output
 
     # ---- steps --------------------------------------------------------------
@@ -146,7 +139,7 @@ class Pipeline:
             raise ConfigError(f"--perf_dir {args.perf_dir}: not an InferPerf inference/ directory (no configs/)")
         _check_data_dir(args.data_dir)
         if not (ENGINE_ROOT / args.vendor).is_dir():
-            raise ConfigError(f"unknown vendor '{args.vendor}': no inference_engine/{args.vendor}/")
+            raise ConfigError(layout.unknown_vendor(args.vendor))
         config = load_case_config(
             str(self.perf_dir),
             args.case,
@@ -234,7 +227,7 @@ class Pipeline:
         if callable(own):
             state.onnx_path, state.cache["onnx"] = own(state.model, config)
             return
-        framework_dir = self.perf_dir / "benchmarks" / config.case / _benchmark_framework(config.framework)
+        framework_dir = self.perf_dir / "benchmarks" / config.case / layout.framework_dir(config.framework)
         parameters = {k: v for k, v in config.extra.items() if config.origin.get(k, "").endswith("parameters.yaml")}
         import torch
 
@@ -248,7 +241,7 @@ class Pipeline:
         if not flagperf.has_dynamic_axis(config):
             parts["static_batch"] = config.batch_size  # only then, so dynamic exports keep their keys
         key = fingerprint(parts)
-        target = Path(config.cache_dir) / f"{config.case}_{_benchmark_framework(config.framework)}_{key}.onnx"
+        target = Path(config.cache_dir) / f"{config.case}_{layout.framework_dir(config.framework)}_{key}.onnx"
         usable, evicted = probe(target, "ONNX export")
         if usable:
             logger.info(f"reusing cached ONNX export {target} (key {key})")
@@ -449,13 +442,8 @@ class Pipeline:
 
 
 # ---- helpers ----------------------------------------------------------------
-def _benchmark_framework(framework: str) -> str:
-    """'pytorch_2.1' selects the docker image; the case code lives in benchmarks/<case>/pytorch."""
-    return framework.split("_", 1)[0]
-
-
 def _load_case(perf_dir: Path, case: str, framework: str) -> ModuleType:
-    fw = _benchmark_framework(framework)
+    fw = layout.framework_dir(framework)  # 'pytorch_2.1' selects the docker image; the case code is in benchmarks/<case>/pytorch
     if not (perf_dir / "benchmarks" / case / fw).is_dir():
         raise ConfigError(f"unknown case '{case}' for framework '{framework}': no benchmarks/{case}/{fw}/")
     module = importlib.import_module(f"benchmarks.{case}.{fw}")

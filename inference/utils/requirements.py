@@ -31,6 +31,7 @@ from importlib import metadata
 from pathlib import Path
 
 from common.errors import ConfigError
+from common.layout import framework_dir
 
 REQUIREMENTS_FILE = "requirements.txt"
 INFERENCE_DIR = Path(__file__).resolve().parents[1]
@@ -48,11 +49,6 @@ class Unmet:
         if self.found is None:
             return f"package '{self.name}' is not installed (needs {self.requirement})"
         return f"package '{self.name}' {self.found} is installed, but {who} needs {self.requirement}"
-
-
-def framework_dir(framework: str) -> str:
-    """``pytorch_2.1`` -> ``pytorch``: the benchmarks/ folder of a CASES framework name."""
-    return framework.split("_", 1)[0]
 
 
 def requirements_path(perf_dir: str | Path, case: str, framework: str) -> Path | None:

@@ -2,9 +2,9 @@
 
 run.py hands every pipeline line a session echoes (``[<host> <case:framework>] <line>``)
 to ``ProgressConsole.echo``, which follows each case x host through the pipeline's
-``[N/7 step] start/done/skipped`` lines and the measured loops' PROGRESS lines
-(written by ``tools/measure/phase_progress.py``, which defines them: phase, queries done, the
-target the loop's stop rule will reach, elapsed and remaining seconds), and draws
+step lines and the measured loops' PROGRESS lines (both defined once in
+``common/pipeline_lines.py``; ``tools/measure/phase_progress.py`` says a PROGRESS line's keys:
+phase, queries done, the target the loop's stop rule will reach, elapsed and remaining seconds), and draws
 them with rich as a live display on a terminal. Off a terminal (CI, pipes) run.py
 uses none of this: it prints one line per case and host.
 """
@@ -19,13 +19,11 @@ from typing import Any
 
 from loguru import logger
 
-PREFIX = "PROGRESS "  # tools/measure/phase_progress.py's (container and host code meet only in common/)
-
+from common.pipeline_lines import PROGRESS_PREFIX, STEPS, parse_step
 
 # ---- reading the pipeline's lines ------------------------------------------------------------
 _ECHO = re.compile(r"^\[(?P<host>[^\s\]]+) (?P<case>[^\s\]]+)\] (?P<text>.*)$")
-_STEP = re.compile(r"\[(?P<index>\d+)/(?P<total>\d+) (?P<name>\w+)\] (?P<state>start|done|skipped)\b")
-_PROGRESS = re.compile(r"\b" + re.escape(PREFIX) + r"(?P<json>\{.*\})\s*$")
+_PROGRESS = re.compile(r"\b" + re.escape(PROGRESS_PREFIX) + r"(?P<json>\{.*\})\s*$")
 _LEVEL = re.compile(r"\|\s*(?P<level>WARNING|ERROR|CRITICAL)\s*\|")
 
 
@@ -56,9 +54,9 @@ def parse_line(line: str) -> Event:
             payload = None
         if isinstance(payload, dict) and isinstance(payload.get("phase"), str):
             return Event("progress", host, case, progress=payload, text=text)
-    step = _STEP.search(text)
+    step = parse_step(text)
     if step:
-        return Event("step", host, case, step=(int(step["index"]), int(step["total"]), step["name"], step["state"]), text=text)
+        return Event("step", host, case, step=(step.index, step.total, step.name, step.state), text=text)
     if _LEVEL.search(text):
         return Event("warning", host, case, text=text)
     return Event("line", host, case, text=text)
@@ -71,7 +69,7 @@ class CaseProgress:
     host: str | None
     case: str | None
     step_index: int = 0
-    step_total: int = 7
+    step_total: int = len(STEPS)
     step_name: str = "starting"
     step_state: str = ""
     phase: str | None = None

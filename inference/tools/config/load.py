@@ -11,6 +11,7 @@ from loguru import logger
 
 from common.errors import ConfigError, shown
 from common.host_keys import HOST_KEYS  # host.yaml's keys, defined once; a case file may not reuse them
+from common.layout import framework_dir
 from common.yamlio import YamlTooLarge, load_yaml_mapping, load_yaml_value
 from tools.config.case import CaseConfig
 from tools.config.values import CLI_KEYS, MAX_KEY, REQUIRED_KEYS, check_device_available, warn_oversubscribed
@@ -133,7 +134,7 @@ def load_case_config(
     config = CaseConfig(
         vendor=vendor,
         case=case,
-        framework=framework.split("_", 1)[0],
+        framework=framework_dir(framework),
         framework_full=framework,
         perf_dir=str(perf_dir),
         data_dir=str(data_dir),

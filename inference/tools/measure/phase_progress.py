@@ -22,7 +22,8 @@ import math
 import sys
 from typing import Any
 
-PREFIX = "PROGRESS "
+from common.pipeline_lines import PROGRESS_PREFIX as PREFIX  # the line run.py reads
+
 INTERVAL_S = 0.5
 INTERVAL_NS = int(INTERVAL_S * 1e9)
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from common.errors import DataError, EngineError
+from common.layout import framework_dir
 
 # ONNX TensorProto element type -> ByteMLPerf's input_type name (int64 is "LONG", as its model zoo writes).
 ONNX_TYPES = {1: "FLOAT32", 2: "UINT8", 3: "INT8", 6: "INT32", 7: "LONG", 9: "BOOL", 10: "FLOAT16", 11: "FLOAT64", 16: "BFLOAT16"}
@@ -79,7 +80,7 @@ def byte_precision(config: Any) -> str:
 def model_name(case: str, framework: str, precision: str) -> str:
     """ByteMLPerf's model naming, <name>-<framework>-<precision>, e.g. resnet50-torch-fp32: the
     source model's framework, as ByteMLPerf keeps it when a backend converts the model to ONNX."""
-    base = framework.split("_", 1)[0]
+    base = framework_dir(framework)
     return f"{case}-{FRAMEWORK_WORDS.get(base, base)}-{precision}"
 
 

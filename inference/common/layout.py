@@ -1,0 +1,26 @@
+"""Names in inference/'s folder layout that both sides read, defined once.
+
+- A CASES framework such as ``pytorch_2.1`` names the image folder
+  ``docker_images/<vendor>/pytorch_2.1/``; the case's code lives in
+  ``benchmarks/<case>/pytorch/`` (``framework_dir``).
+- A vendor is its folder ``inference_engine/<vendor>/`` (and, for containers,
+  ``docker_images/<vendor>/``); ``unknown_vendor`` is the one message for a vendor
+  without it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+
+def framework_dir(framework: str) -> str:
+    """``pytorch_2.1`` -> ``pytorch``: the ``benchmarks/<case>/`` folder of a CASES framework name."""
+    return framework.split("_", 1)[0]
+
+
+def unknown_vendor(vendor: str, folder: str = "inference_engine", known: Iterable[str] | None = None) -> str:
+    """The message for a vendor without ``<folder>/<vendor>/``, listing the ``known`` ones when given."""
+    message = f"unknown vendor '{vendor}': no {folder}/{vendor}/"
+    if known is not None:
+        message += f" (known: {', '.join(known) or 'none'})"
+    return message
