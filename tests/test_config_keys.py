@@ -85,7 +85,8 @@ def test_optional_passes_none_and_checks_the_rest():
 
 def test_measurement_defaults():
     config = make()
-    assert (config.min_query_count, config.min_duration_s, config.max_duration_s, config.contention_limit) == (64, 2.0, 600.0, 0.10)
+    assert (config.min_query_count, config.min_duration_s, config.max_duration_s, config.contention_limit) == (64, 2.0, 60.0, 0.10)
+    assert (config.precision, config.latency_precision, config.settle_max_s, config.warmup) == (0.02, None, 10.0, 2)
     assert config.batch_sizes == [8]  # null means [batch_size]
     assert (config.scenario, config.clients, config.target_qps, config.latency_bound_ms) == (["offline"], [1], None, None)
     assert (config.server_search, config.compile_only, config.numeric_check, config.audits) == (False, False, True, True)
@@ -103,6 +104,12 @@ def test_measurement_defaults():
         ("max_duration_s", 2, 2.0),  # equal to min_duration_s is allowed
         ("contention_limit", 1, 1.0),
         ("contention_limit", 0.001, 0.001),
+        ("precision", 0.05, 0.05),
+        ("precision", 1e-6, 1e-6),
+        ("latency_precision", 0.1, 0.1),
+        ("latency_precision", None, None),
+        ("settle_max_s", 0, 0.0),  # no settle phase
+        ("settle_max_s", 30, 30.0),
         ("batch_sizes", 4, [4]),
         ("batch_sizes", [1, 8, 65536], [1, 8, 65536]),
         ("scenario", "single_stream", ["single_stream"]),
@@ -133,6 +140,13 @@ def test_good_values_are_normalised(two_cores, key, value, expected):
 @pytest.mark.parametrize(
     "key, value, reason",
     [
+        ("precision", 0, "must be a fraction > 0 and < 1 (0.02 = ±2 %), got 0"),
+        ("precision", 1, "must be a fraction > 0 and < 1 (0.02 = ±2 %), got 1"),
+        ("precision", -0.02, "must be a fraction > 0 and < 1 (0.02 = ±2 %), got -0.02"),
+        ("precision", True, "must be a fraction > 0 and < 1 (0.02 = ±2 %), got True"),
+        ("precision", "2%", "must be a fraction > 0 and < 1 (0.02 = ±2 %), got '2%'"),
+        ("latency_precision", 1.5, "must be a fraction > 0 and < 1 (0.02 = ±2 %), got 1.5"),
+        ("settle_max_s", -1, "must be a number of seconds >= 0 and <= 86400, got -1"),
         ("min_query_count", 0, "must be a positive integer > 0 and <= 1e+08, got 0"),
         ("min_query_count", 100_000_001, "must be a positive integer > 0 and <= 1e+08, got 100000001"),
         ("min_query_count", 2.0, "must be a positive integer, got 2.0"),
@@ -188,8 +202,8 @@ def test_min_and_max_duration_are_checked_together():
         make(min_duration_s=10, max_duration_s=5.5, origin={"max_duration_s": "/v.yaml"})
     assert str(info.value) == "/v.yaml: key 'max_duration_s' is 5.5, less than min_duration_s 10"
     with pytest.raises(ConfigError) as info:
-        make(min_duration_s=700)
-    assert str(info.value) == "config: key 'max_duration_s' is 600, less than min_duration_s 700"
+        make(min_duration_s=70)
+    assert str(info.value) == "config: key 'max_duration_s' is 60, less than min_duration_s 70"
 
 
 def test_explicit_batch_sizes_are_kept_apart_from_batch_size():

@@ -85,12 +85,11 @@ class Loader:
 
 
 def config(**values):
-    base = dict(device="cpu", warmup=0, repeat=1, log_freq=0, min_query_count=1, min_duration_s=0.0, max_duration_s=600.0, contention_limit=1.0)
+    base = dict(
+        device="cpu", warmup=0, repeat=1, log_freq=0, min_query_count=1, min_duration_s=0.0, max_duration_s=600.0, contention_limit=1.0, settle_max_s=0.0
+    )
     base.update(values)
     return SimpleNamespace(**base)
-
-
-STABILITY_UNJUDGED = "throughput stability cannot be judged: needs at least 24 queries (3 windows of 8)"
 
 
 # ---- small helpers ---------------------------------------------------------------------
@@ -171,20 +170,23 @@ def test_core_is_call_plus_sync_minus_foo_and_every_figure_exact(monkeypatch, ca
     warnings = [r["message"] for r in caplog_loguru if r["level"] == "WARNING"]
     assert warnings == ["inference: engine declared 24.000 s of foo_time (excluded from whole and core)"]
     infos = [r["message"] for r in caplog_loguru if r["level"] == "INFO"]
-    assert infos == ["inference: 3 passes over the data (24 queries) to reach the measurement minimums"]
+    assert infos == ["inference: 3 passes over the data (24 queries) to reach the measurement minimums and precision"]
 
 
 def test_bare_config_takes_the_measurement_defaults(monkeypatch, caplog_loguru):
     rig = Rig(monkeypatch, share=0.105, cpus=3)  # above the default contention_limit of 10 %
     calls: list = []
     result = forward.timed_forward(rig.step(50_000_000 - SYNC_NS, calls=calls), Loader([2] * 8), None, SimpleNamespace(), "validation")
-    # defaults: no warm-up, repeat 1, 64 queries and 2 s: 8 passes of 8 x 50 ms = 3.2 s
+    # defaults: 2 warm-up calls; the settle phase in blocks of 5 calls (0.25 s at 50 ms), settled after two equal
+    # blocks; repeat 1, 64 queries and 2 s: 8 passes of 8 x 50 ms = 3.2 s, at ±0 % (every call alike)
     assert rig.devices == ["cpu"]
-    assert len(calls) == 64 and result.passes == 8 and result.batches == 64 and result.warmup_batches == 0
+    assert len(calls) == 2 + 10 + 64 and result.passes == 8 and result.batches == 64 and result.warmup_batches == 2
+    assert (result.precision["settle_queries"], result.precision["settle_block"], result.precision["settle_s"]) == (10, 5, 0.5)
+    assert result.precision["target"] == 0.02 and result.precision["stop_reason"] == "precision reached"
     assert result.verdict.reasons == ["contention: other processes used 10% of the 3 CPU(s) available to the benchmark during the measured phase (limit 10%)"]
     assert not [r for r in caplog_loguru if "batch " in r["message"]]  # log_freq 0: no per-batch lines
     infos = [r["message"] for r in caplog_loguru if r["level"] == "INFO"]
-    assert infos == ["validation: 8 passes over the data (64 queries) to reach the measurement minimums"]
+    assert infos == ["validation: 8 passes over the data (64 queries) to reach the measurement minimums and precision"]
     assert not [r for r in caplog_loguru if r["level"] == "WARNING"]  # no foo_time declared
 
 
@@ -192,12 +194,12 @@ def test_config_values_are_read(monkeypatch):
     rig = Rig(monkeypatch, share=0.45, cpus=4, gpu=0)
     result = forward.timed_forward(rig.step(1_000_000), Loader([2] * 4), None, config(device="cuda:3", repeat=3, contention_limit=0.5), "inference")
     assert rig.devices == ["cuda:3"]
-    assert result.passes == 3 and result.batches == 12
-    assert result.verdict.reasons == [STABILITY_UNJUDGED]  # 45 % <= 50 %: no contention
+    assert result.passes == 4 and result.batches == 16  # repeat 3 passes, then one more for the 16 queries an interval needs
+    assert result.verdict.reasons == []  # 45 % <= 50 %: no contention
     rig.reading = ContentionReading(0.55, 4, 1.0, 3)
     rig.unix = iter([1.0, 2.0])
     result = forward.timed_forward(rig.step(1_000_000), Loader([2] * 4), None, config(contention_limit=0.5), "inference")
-    assert result.verdict.reasons[1:] == [
+    assert result.verdict.reasons == [
         "contention: other processes used 55% of the 4 CPU(s) available to the benchmark during the measured phase (limit 50%)",
         "contention: 3 other process(es) held a compute context on the benchmark's GPU during the measured phase",
     ]
@@ -214,29 +216,29 @@ def test_accuracy_is_weighted_by_batch_size(monkeypatch):
         seen.append((index, len(y)))
         return expected[index]
 
-    result = forward.timed_forward(rig.step(1_000), loader, evaluator, config(), "validation")
-    assert seen == [(0, 3), (1, 3), (2, 2)]
+    result = forward.timed_forward(rig.step(1_000), loader, evaluator, config(precision=0.5), "validation")
+    assert seen == [(0, 3), (1, 3), (2, 2)] * 6  # whole passes until the 16 queries an interval needs
     assert result.accuracy == (3 * 1.0 + 3 * 0.5 + 2 * 0.0) / 8
-    assert result.samples == 8
+    assert result.samples == 8 * 6
 
 
 def test_samples_count_y_first_then_the_input(monkeypatch):
     rig = Rig(monkeypatch)
     loader = Loader([5])
     loader.batches = [(torch.zeros(1, 3), [0, 1, 2, 3]), (torch.zeros(6, 3), None)]
-    result = forward.timed_forward(rig.step(1_000), loader, None, config(), "inference")
-    assert result.samples == 4 + 6
+    result = forward.timed_forward(rig.step(1_000), loader, None, config(precision=0.5), "inference")
+    assert result.samples == 8 * (4 + 6) and result.passes == 8
 
 
 def test_running_accuracy_log_lines(monkeypatch, caplog_loguru):
     rig = Rig(monkeypatch)
-    forward.timed_forward(rig.step(1_500_000 - SYNC_NS), Loader([2] * 4), lambda o, y: 0.75, config(log_freq=2), "validation")
-    forward.timed_forward(rig.step(2_500_000 - SYNC_NS), Loader([2] * 3), None, config(log_freq=3), "inference")
+    forward.timed_forward(rig.step(1_500_000 - SYNC_NS), Loader([2] * 8), lambda o, y: 0.75, config(log_freq=8), "validation")
+    forward.timed_forward(rig.step(2_500_000 - SYNC_NS), Loader([2] * 17), None, config(log_freq=17), "inference")
     lines = [r["message"] for r in caplog_loguru if "batch " in r["message"]]
     assert lines == [
-        "validation: batch 2, core 1.50 ms, running acc 0.7500",
-        "validation: batch 4, core 1.50 ms, running acc 0.7500",
-        "inference: batch 3, core 2.50 ms, running acc nan",
+        "validation: batch 8, core 1.50 ms, running acc 0.7500",
+        "validation: batch 16, core 1.50 ms, running acc 0.7500",
+        "inference: batch 17, core 2.50 ms, running acc nan",
     ]
 
 
@@ -244,21 +246,21 @@ def test_warmup_runs_on_the_first_batch_and_once_on_the_tail(monkeypatch):
     rig = Rig(monkeypatch)
     calls: list = []
     loader = Loader([4, 4, 2], dataset_len=10, batch_size=4)
-    result = forward.timed_forward(rig.step(1_000, calls=calls), loader, None, config(warmup=2), "inference")
+    result = forward.timed_forward(rig.step(1_000, calls=calls), loader, None, config(warmup=2, precision=0.5), "inference")
     first = loader.batches[0][0]
     assert [c[0] is first for c in calls[:2]] == [True, True]
     assert torch.equal(calls[2][0], first[:2]) and calls[2][0].shape == (2, 2)
-    assert [c[0] is b[0] for c, b in zip(calls[3:], loader.batches)] == [True] * 3
-    assert len(calls) == 6 and result.batches == 3 and result.warmup_batches == 2
-    assert rig.syncs == 1 + 3  # once after warm-up, then after every measured call
+    assert [c[0] is b[0] for c, b in zip(calls[3:], loader.batches * 6)] == [True] * 18
+    assert len(calls) == 3 + 18 and result.batches == 18 and result.warmup_batches == 2
+    assert rig.syncs == 1 + 18  # once after warm-up, then after every measured call
 
 
-@pytest.mark.parametrize("warmup, drop_last, expected_calls", [(0, None, 3), (1, None, 5), (1, True, 4)])
+@pytest.mark.parametrize("warmup, drop_last, expected_calls", [(0, None, 18), (1, None, 20), (1, True, 19)])
 def test_warmup_counts(monkeypatch, warmup, drop_last, expected_calls):
     rig = Rig(monkeypatch)
     calls: list = []
     loader = Loader([4, 4, 2], dataset_len=10, batch_size=4, drop_last=drop_last)
-    forward.timed_forward(rig.step(1_000, calls=calls), loader, None, config(warmup=warmup), "inference")
+    forward.timed_forward(rig.step(1_000, calls=calls), loader, None, config(warmup=warmup, precision=0.5), "inference")
     assert len(calls) == expected_calls
 
 
@@ -286,9 +288,9 @@ def test_empty_loader(monkeypatch):
 
 def test_min_duration_is_met_at_exactly_its_value(monkeypatch):
     rig = Rig(monkeypatch)
-    result = forward.timed_forward(rig.step(500_000_000 - SYNC_NS), Loader([1, 1]), None, config(min_duration_s=1.0), "inference")
-    assert result.passes == 1 and result.batches == 2
-    assert result.verdict.reasons == [STABILITY_UNJUDGED]
+    result = forward.timed_forward(rig.step(62_500_000 - SYNC_NS), Loader([1] * 16), None, config(min_duration_s=1.0), "inference")
+    assert result.passes == 1 and result.batches == 16
+    assert result.verdict.reasons == []
 
 
 def test_max_duration_stops_at_exactly_its_value(monkeypatch):
@@ -305,30 +307,38 @@ def test_too_short_counts_wall_time_including_foo(monkeypatch):
     )
     assert result.batches == 6
     assert result.whole_time_s == pytest.approx(0.9, abs=1e-12) and result.foo_time_s == pytest.approx(0.6)
-    assert result.verdict.reasons == ["too short: 1.5 s measured, min_duration_s is 10", STABILITY_UNJUDGED]
+    assert result.verdict.reasons == [
+        "too short: 1.5 s measured, min_duration_s is 10",
+        "not precise enough: core qps has no interval after 1.5 s (it needs at least 16 queries; precision 2%)",
+        "not precise enough: whole qps has no interval after 1.5 s (it needs at least 16 queries; precision 2%)",
+    ]
 
 
 def test_passes_equal_to_repeat_log_nothing(monkeypatch, caplog_loguru):
     rig = Rig(monkeypatch)
-    forward.timed_forward(rig.step(1_000), Loader([1, 1]), None, config(repeat=2), "inference")
+    forward.timed_forward(rig.step(1_000), Loader([1] * 8), None, config(repeat=2), "inference")
     assert [r["message"] for r in caplog_loguru] == []
 
 
 def test_repeat_defaults_to_one_pass(monkeypatch):
     rig = Rig(monkeypatch)
-    result = forward.timed_forward(rig.step(1_000), Loader([1, 1]), None, SimpleNamespace(min_query_count=1, min_duration_s=0.0), "inference")
-    assert result.passes == 1 and result.batches == 2
+    result = forward.timed_forward(rig.step(1_000), Loader([1] * 16), None, SimpleNamespace(min_query_count=1, min_duration_s=0.0), "inference")
+    assert result.passes == 1 and result.batches == 16
+    # the default settle phase: blocks of at most 1024 calls (0.25 s at 2 µs would be 125000), two alike
+    assert (result.precision["settle_queries"], result.precision["settle_block"]) == (2048, 1024)
 
 
 def test_core_never_goes_below_zero(monkeypatch):
     rig = Rig(monkeypatch)
     result = forward.timed_forward(rig.step(1_000, foo_s=1e-5), Loader([1]), None, config(), "inference")
-    assert result.core_latencies_ns == [0] and result.core_time_s == 0.0 and result.core_qps is None
+    assert result.core_latencies_ns == [0] * 16 and result.core_time_s == 0.0 and result.core_qps is None
+    assert result.core_qps_ci95 is None and result.precision["figures"] == {}  # a clock that never moved is not judged
 
 
 def test_log_values_round_at_the_displayed_digit(monkeypatch, caplog_loguru):
     rig = Rig(monkeypatch)
-    forward.timed_forward(rig.step(1_235_000 - SYNC_NS, foo_s=1.000500001), Loader([1]), None, config(log_freq=1), "inference")
+    # 16 calls (the fewest an interval needs) each declaring 62531251 ns: 1.000500016 s in all
+    forward.timed_forward(rig.step(1_235_000 - SYNC_NS, foo_s=0.0625312515), Loader([1]), None, config(log_freq=1), "inference")
     messages = [r["message"] for r in caplog_loguru]
     assert "inference: batch 1, core 0.00 ms, running acc nan" in messages  # foo exceeds the call
     assert "inference: engine declared 1.001 s of foo_time (excluded from whole and core)" in messages

@@ -200,30 +200,31 @@ def test_judge_row_offline_valid_and_its_failures():
     assert judge(uneven, ContentionReading(0.5, 3, 1.0, 2), config) == [
         "too few queries: 24 measured, min_query_count is 30",
         "too short: 0.024 s measured, min_duration_s is 1",
-        "throughput not stable: 3 windows ranged 1000-2000 qps, up to 50% from the median (limit 10%)",
+        "not precise enough: qps ±62.0% after 0.024 s (precision 2%)",
         "contention: other processes used 50% of the 3 CPU(s) available to the benchmark during the measured phase (limit 10%)",
         "contention: 2 other process(es) held a compute context on the benchmark's GPU during the measured phase",
     ]
 
 
 def test_judge_row_headline_percentiles():
-    assert judge(scenario_run("single_stream", 63)) == ["single_stream reports p90 latency: p90 needs at least 64 queries, got 63"]
+    assert judge(scenario_run("single_stream", 63)) == ["not precise enough: p90 has no interval after 0.063 s (it needs at least 64 queries; precision 2%)"]
     assert judge(scenario_run("single_stream", 64)) == []
     assert judge_row(
         scenario_run("single_stream", 0), None, SimpleNamespace(min_query_count=0, min_duration_s=0.0, contention_limit=1.0), QUIET, None
     ).reasons == [
-        "throughput stability cannot be judged: needs at least 24 queries (3 windows of 8)",
-        "single_stream reports p90 latency: p90 needs at least 64 queries, got 0",
+        "not precise enough: qps has no interval after 0 s (it needs at least 16 queries; precision 2%)",
+        "not precise enough: p90 has no interval after 0 s (it needs at least 64 queries; precision 2%)",
     ]
 
 
-def test_judge_row_server_bound_and_no_stability_test():
+def test_judge_row_server_bound_and_no_throughput_precision():
     uneven = scenario_run("server", 662, latency_ns=5 * MS)
-    uneven.completions_ns = [k * k for k in range(662)]  # windows wildly uneven: not judged for a server
+    uneven.completions_ns = [k * k for k in range(662)]  # throughput wildly uneven: not judged for a server
     assert judge(uneven, bound=5.0) == []  # p99 5 ms == the bound: met
     assert judge(scenario_run("server", 662, latency_ns=5_010_000), bound=5.0) == ["p99 latency 5.01 ms exceeds latency_bound_ms 5"]
     assert judge(scenario_run("server", 662, latency_ns=9 * MS), bound=None) == []
-    assert judge(scenario_run("server", 661), bound=5.0) == ["server reports p99 latency: p99 needs at least 662 queries, got 661"]
+    too_few = "not precise enough: p99 has no interval after 0.661 s (it needs at least 662 queries; precision 2%)"
+    assert judge(scenario_run("server", 661), bound=5.0) == [too_few]
 
 
 def test_row_record_offline_in_full():
@@ -236,10 +237,12 @@ def test_row_record_offline_in_full():
         "scenario": "offline",
         "clients": 1,
         "qps": 96 / 0.048,
+        "qps_ci95": [96 / 0.048] * 2,
         "queries": 24,
         "samples": 96,
         "duration_s": 0.048,
         "latency_ms": {"p50": 2.0, "p90": None, "p99": None, "p99_9": None, "mean": 2.0},
+        "latency_ci95": {"p50": [2.0, 2.0], "p90": None, "p99": None, "p99_9": None},
         "latency_notes": stats.notes,
         "stop_reason": "minimums met",
         "window_qps": [2000.0] * 3,
@@ -250,6 +253,23 @@ def test_row_record_offline_in_full():
         "latency_bound_met": None,
         "server_search": None,
         "accuracy_in_performance_mode": test01,
+        "precision": {
+            "target": 0.02,
+            "latency_target": None,
+            "achieved": 0.0,
+            "figures": {"qps": 0.0},
+            "method": "batch means over equal-time blocks (lag-1 merged), Student t; percentiles: binomial order statistics",
+            "batches": {"qps": 8},
+            "lag1": {"qps": 0.0},
+            "stop_reason": "minimums met",
+            "checks": 0,
+            "settle_s": 0.0,
+            "settle_queries": 0,
+            "settled": True,
+            "settle_block": 0,
+            "settle_change": None,
+            "drift": {"qps": None},  # a third of 24 queries is too short for an interval
+        },
         "verdict": {"valid": True, "reasons": []},
     }
 
@@ -349,6 +369,7 @@ def stage_config(**changes):
         device="cpu",
         contention_limit=0.1,
         latency_bound_ms=50.0,
+        settle_max_s=0.0,  # the settle phase has its own test (real time)
     )
     values.update(changes)
     return SimpleNamespace(**values)
@@ -504,7 +525,7 @@ def test_rows_for_a_valid_row_and_a_zero_time_row(monkeypatch, caplog_loguru):
 
 def test_server_rows_use_the_target_and_the_seed(monkeypatch):
     rig = Rig(monkeypatch)
-    stage, _ = make_stage(rig, scenario=["server"], target_qps=600.0, seed=5, min_query_count=10, latency_bound_ms=50.0)
+    stage, _ = make_stage(rig, scenario=["server"], target_qps=600.0, seed=5, min_query_count=10, latency_bound_ms=50.0, latency_precision=0.5)
     stage.rows_for(rig.engine, 2)
     (r,) = stage.report.rows
     assert r["queries"] == 662 and r["target_qps"] == 600.0 and r["latency_bound_ms"] == 50.0
@@ -550,7 +571,7 @@ def test_test01_fails_when_outputs_under_load_differ(monkeypatch):
 
 def test_search_row_finds_the_highest_target_meeting_the_bound(monkeypatch):
     rig = Rig(monkeypatch, cost_ns=MS)
-    stage, _ = make_stage(rig, scenario=["server"], server_search=True, clients=[1], latency_bound_ms=3.0, min_query_count=10)
+    stage, _ = make_stage(rig, scenario=["server"], server_search=True, clients=[1], latency_bound_ms=3.0, min_query_count=10, latency_precision=0.9)
     stage.rows_for(rig.engine, 2)
     (r,) = stage.report.rows
     search = r["server_search"]
@@ -570,7 +591,7 @@ def test_search_row_finds_the_highest_target_meeting_the_bound(monkeypatch):
 
 def test_search_row_when_no_target_meets_the_bound(monkeypatch):
     rig = Rig(monkeypatch, cost_ns=MS)
-    stage, _ = make_stage(rig, scenario=["server"], server_search=True, latency_bound_ms=0.5, min_query_count=10)
+    stage, _ = make_stage(rig, scenario=["server"], server_search=True, latency_bound_ms=0.5, min_query_count=10, latency_precision=0.9)
     stage.report.engine_reasons.append("engine-wide")
     stage.rows_for(rig.engine, 2)
     (r,) = stage.report.rows

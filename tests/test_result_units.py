@@ -97,7 +97,9 @@ def build(**kwargs):
 
 
 def test_build_result_whole_record():
-    validation = phase("validation", 10, 3.0, 2.0, 0.123456789, reasons=["slow"], span=(100.5, 103.5))
+    validation = phase(
+        "validation", 10, 3.0, 2.0, 0.123456789, reasons=["slow"], span=(100.5, 103.5), core_qps_ci95=[4.876543219, 5.1], precision={"target": 0.02}
+    )
     inference = phase("inference", 100, 7.0, 4.0, 0.5, reasons=["numeric bad", "contended"], latencies=(2_000_000,) * 3)
     rows = [{"batch_size": 8, "scenario": "offline", "clients": 2, "verdict": {"reasons": ["numeric bad", "row"]}}]
     performance = Performance(rows, engine_reasons=["numeric bad"], raw=[[5, 6], [7]])
@@ -126,7 +128,11 @@ def test_build_result_whole_record():
         "core_qps": p.samples / p.core_time_s,
         "accuracy": acc,
         "accuracy_note": None,
+        "core_qps_ci95": p.core_qps_ci95,
+        "whole_qps_ci95": None,
         "latency_ms": p.latency.to_dict(),
+        "latency_ci95": p.latency.ci95,
+        "precision": p.precision,
         "window_qps": [1.5, 2.5],
         "contention": {"other_processes_cpu_share": 0.125, "cpus": 2, "seconds": 4.0, "gpu_other_processes": None},
         "verdict": p.verdict.to_dict(),
@@ -146,6 +152,13 @@ def test_build_result_whole_record():
         "*p_inference_core(qps)": 25.0,
         "val_average_acc": 0.123457,
         "infer_average_acc": 0.5,
+        # the intervals of the FlagPerf throughputs, rounded as the figures are
+        "ci95": {
+            "p_validation_whole(qps)": None,
+            "p_validation_core(qps)": [4.8765, 5.1],
+            "p_inference_whole(qps)": None,
+            "*p_inference_core(qps)": None,
+        },
         "schema_version": 2,
         "status": "success",
         "verdict": {
@@ -168,6 +181,7 @@ def test_build_result_whole_record():
         "numeric": {"passed": True},
         "audits": [{"name": "a"}],
         "performance_notes": ["a note"],
+        "llm": None,
         "engine": {"name": "ort", "performance_data": list(range(30))},
         "cache": {"c": 2},
         "steps": {"s": 1},

@@ -70,7 +70,11 @@ RESULT = {
     "infer_average_acc": 0.25,
     "verdict": {"valid": True, "reasons": []},
     "accuracy_note": None,
-    "inference": {"latency_ms": {"count": 70, "p50": 1.0, "p90": 2.0, "p99": None, "p99_9": None, "mean": 1.5, "notes": ["n"]}},
+    "inference": {
+        "latency_ms": {"count": 70, "p50": 1.0, "p90": 2.0, "p99": None, "p99_9": None, "mean": 1.5, "notes": ["n"]},
+        "latency_ci95": {"p50": [0.9, 1.1], "p90": [1.9, 2.1], "p99": None, "p99_9": None},
+    },
+    "ci95": {"*p_inference_core(qps)": [99.0, 101.0]},
     "performance": [{"batch_size": 4, "qps": 50.0}, {"batch_size": 8, "qps": None}],
     "best": {"b": 1},
     "numeric": {"n": 2},
@@ -101,6 +105,8 @@ def test_merge_outcome_whole_record(fake_vendor, monkeypatch):
         "verdict": {"valid": True, "reasons": []},
         "accuracy_note": None,
         "latency_ms": {"p50": 1.0, "p90": 2.0, "p99": None, "p99_9": None, "mean": 1.5},
+        "ci95": {"*p_inference_core(qps)": [99.0, 101.0]},
+        "latency_ci95": {"p50": [0.9, 1.1], "p90": [1.9, 2.1], "p99": None, "p99_9": None},
         "latency_batches": 70,
         "latency_notes": ["n"],
         "sys_monitor": {"samples": 9},
@@ -118,6 +124,7 @@ def test_merge_outcome_whole_record(fake_vendor, monkeypatch):
         "best": {"b": 1},
         "numeric": {"n": 2},
         "audits": [{"a": 3}],
+        "llm": None,
     }
 
 
@@ -221,7 +228,9 @@ def records() -> list[dict]:
         "*p_inference_core(qps)": 123.456,
         "p_inference_whole(qps)": 100.0,
         "p_validation_core(qps)": None,
+        "ci95": {"*p_inference_core(qps)": [120.987, 125.925], "p_inference_whole(qps)": None},  # ±2.0 %
         "latency_ms": {"p50": 1.234, "p90": None, "p99": None},
+        "latency_ci95": {"p50": [1.2, 1.25], "p90": None},  # ±2.0 %
         "latency_batches": 40,
         "val_average_acc": 0.91234567,
         "infer_average_acc": None,
@@ -237,8 +246,10 @@ def records() -> list[dict]:
                 "scenario": "offline",
                 "clients": 2,
                 "qps": 50.5,
+                "qps_ci95": [50.0, 51.0],  # ±1.0 %
                 "queries": 70,
                 "latency_ms": {"p50": 2.0, "p90": 3.0, "p99": None},
+                "latency_ci95": {"p50": None, "p90": [2.97, 3.0]},  # ±0.5 %
                 "target_qps": None,
                 "latency_bound_met": None,
                 "MFU": 0.01,
@@ -317,7 +328,7 @@ EXPECTED_TABLE = """\
 | case | host | status | verdict | precision | bs | infer core qps (samples/s) | infer whole qps (samples/s) | \
 val core qps (samples/s) | p50 ms/batch | p90 ms/batch | p99 ms/batch | val acc | infer acc | HBM used/total GiB | MFU |
 |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|
-| resnet50:pytorch | h1 | success | INVALID (2) | fp16 | 8 | 123.46 | 100.00 | - | 1.23 | n/a (<64 queries) | \
+| resnet50:pytorch | h1 | success | INVALID (2) | fp16 | 8 | 123.46 ±2.0% | 100.00 | - | 1.23 ±2.0% | n/a (<64 queries) | \
 n/a (<662 queries) | 0.9123 | - | 1.50/16.00 | 12.35% est. |
 | digits:pytorch | h2 | success | valid | fp32 | 16 | 2000.00 | - | 1500.50 | - | - | - | n/a (random weights) | \
 n/a (random weights) | - | n/a (peak unknown) |
@@ -327,10 +338,12 @@ Performance rows (LoadGen-style, queries from a preloaded pool; latency per quer
 
 | case | host | bs | scenario | clients | qps (samples/s) | p50 ms/query | p90 ms/query | p99 ms/query | queries | MFU | verdict |
 |---|---|---|---|---|---|---|---|---|---|---|---|
-| resnet50:pytorch | h1 | 8 | offline | 2 | 50.50 | 2.00 | 3.00 | n/a (<662 queries) | 70 | 1.00% est. | valid |
+| resnet50:pytorch | h1 | 8 | offline | 2 | 50.50 ±1.0% | 2.00 | 3.00 ±0.5% | n/a (<662 queries) | 70 | 1.00% est. | valid |
 | resnet50:pytorch | h1 | 1 | server @12.35, bound met | 1 | n/a (no queries) | n/a (<2 queries) | n/a (<64 queries) | \
 n/a (<662 queries) | 0 | n/a (peak unknown) | INVALID (1) |
 | resnet50:pytorch | h1 | 1 | server @10, bound MISSED | 1 | 9.00 | 1.00 | 2.00 | 3.00 | 700 | 0.20% est. | INVALID (1) |
+
+±: half the 95% confidence interval's width over the figure (docs/measurement.md).
 
 MFU est.: the peak FLOPS is an estimate, not a datasheet figure: generic (g); zen4 (src)
 

@@ -4,6 +4,14 @@ A percentile is reported only from enough samples to be a measurement rather
 than an extrapolation (MLPerf LoadGen's floors: 64 queries for p90, 662 for
 p99). Below the floor it is ``None`` and ``notes`` says why: a table must
 never show a p99 taken from four batches.
+
+Every reported percentile carries its 95 % confidence interval (``ci95``), a
+distribution-free order-statistic interval: of n independent latencies, the
+number below the population's q-quantile is Binomial(n, q), so the sorted
+sample's values at two ranks chosen from that binomial's tails bracket the
+quantile with probability at least 95 %, whatever the latency distribution
+(``percentile_ranks``). The Student-t quantile used by the throughput
+intervals (``tools.measure.precision``) is here too.
 """
 
 from __future__ import annotations
@@ -34,6 +42,83 @@ def percentile(sorted_values: list[float], q: float) -> float:
     return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * (rank - low)
 
 
+CONFIDENCE = 0.95
+# Student's t 97.5 % quantiles for 1..30 degrees of freedom (two-sided 95 %).
+_T975 = (
+    12.7062, 4.3027, 3.1824, 2.7764, 2.5706, 2.4469, 2.3646, 2.3060, 2.2622, 2.2281,
+    2.2010, 2.1788, 2.1604, 2.1448, 2.1314, 2.1199, 2.1098, 2.1009, 2.0930, 2.0860,
+    2.0796, 2.0739, 2.0687, 2.0639, 2.0595, 2.0555, 2.0518, 2.0484, 2.0452, 2.0423,
+)  # fmt: skip
+
+
+def t975(df: int) -> float:
+    """Student's t 97.5 % quantile: the table up to 30 degrees of freedom, then the
+    Cornish-Fisher expansion in 1/df (within 0.001 of the exact value from 31 on)."""
+    if df < 1:
+        raise ValueError(f"t975: degrees of freedom must be >= 1, got {df!r}")
+    if df <= len(_T975):
+        return _T975[df - 1]
+    z = 1.959964
+    return z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
+
+
+def _log_binomial_pmf(n: int, p: float, k: int) -> float:
+    return math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1) + k * math.log(p) + (n - k) * math.log1p(-p)
+
+
+def percentile_ranks(n: int, q: float, confidence: float = CONFIDENCE) -> tuple[int, int] | None:
+    """0-based ranks (lo, hi) of a sorted sample of ``n`` whose values bracket the
+    population's ``q``-th percentile with probability >= ``confidence``; None when
+    ``n`` is too small for a bounded interval.
+
+    B, the count of observations below the quantile, is Binomial(n, q/100). The
+    interval [x(lo), x(hi)] (0-based) misses the quantile when B <= lo or B > hi;
+    each tail is held to (1 - confidence) / 2 by summing the exact binomial
+    probabilities outward from the mean (terms beyond 12 standard deviations,
+    below 1e-30, are left out).
+    """
+    p = q / 100.0
+    if n < 1 or not 0.0 < p < 1.0:
+        return None
+    tail = (1.0 - confidence) / 2
+    reach = int(12 * math.sqrt(n * p * (1 - p))) + 12
+    centre = int(n * p)
+    lo_k, hi_k = max(0, centre - reach), min(n, centre + reach)
+    pmf = {k: math.exp(_log_binomial_pmf(n, p, k)) for k in range(lo_k, hi_k + 1)}
+    below = 0.0  # P(B <= k)
+    lo = None
+    for k in range(lo_k, hi_k + 1):
+        below += pmf[k]
+        if below > tail:
+            break
+        lo = k  # P(B <= k) <= tail: x(k) (0-based) is a lower bound
+    above = 0.0  # P(B >= k)
+    hi = None
+    for k in range(hi_k, lo_k - 1, -1):
+        above += pmf[k]
+        if above > tail:
+            break
+        hi = k - 1  # P(B >= k) <= tail: x(k - 1) (0-based) is an upper bound
+    if lo is None or hi is None or hi > n - 1 or lo > hi:
+        return None
+    return lo, hi
+
+
+def percentile_interval(sorted_values: list[float], q: float, confidence: float = CONFIDENCE) -> list[float] | None:
+    """[lo, hi] bracketing the population's ``q``-th percentile (``percentile_ranks``), or None."""
+    ranks = percentile_ranks(len(sorted_values), q, confidence)
+    if ranks is None:
+        return None
+    return [sorted_values[ranks[0]], sorted_values[ranks[1]]]
+
+
+def relative_half_width(value: float | None, interval: list[float] | tuple[float, float] | None) -> float | None:
+    """Half the interval's width over the figure: the ``±`` a table shows (None when either is unknown)."""
+    if value is None or interval is None or not value > 0:
+        return None
+    return (interval[1] - interval[0]) / 2 / value
+
+
 def enough_for(name: str, count: int) -> bool:
     return count >= MIN_SAMPLES_FOR_PERCENTILE[name][1]
 
@@ -48,8 +133,8 @@ class LatencyStats:
     """Per-query latency in milliseconds (a query is one engine call on one batch).
 
     ``cv`` (coefficient of variation) is information only: single calls on a
-    CPU are long-tailed even for a no-op, so stability is judged on throughput
-    over windows (``tools.measure.verdict``), not on this.
+    CPU are long-tailed even for a no-op, so precision is judged on the
+    intervals of the reported figures (``tools.measure.precision``), not on this.
     """
 
     count: int
@@ -63,6 +148,8 @@ class LatencyStats:
     p99: float | None
     p99_9: float | None
     notes: list[str] = field(default_factory=list)
+    # Each reported percentile's 95 % interval [lo, hi] in ms (None beside a None percentile).
+    ci95: dict[str, list[float] | None] = field(default_factory=dict)
 
     @classmethod
     def from_ns(cls, samples_ns: list[int]) -> "LatencyStats | None":
@@ -73,12 +160,14 @@ class LatencyStats:
         mean = sum(values) / n
         std = math.sqrt(sum((v - mean) ** 2 for v in values) / n)
         points: dict[str, float | None] = {}
+        intervals: dict[str, list[float] | None] = {}
         notes: list[str] = []
         for name, (q, _need) in MIN_SAMPLES_FOR_PERCENTILE.items():
             if enough_for(name, n):
                 points[name] = percentile(values, q)
+                intervals[name] = percentile_interval(values, q)
             else:
-                points[name] = None
+                points[name] = intervals[name] = None
                 notes.append(too_few_note(name, n))
         return cls(
             count=n,
@@ -88,8 +177,12 @@ class LatencyStats:
             std=std,
             cv=std / mean if mean > 0 else 0.0,
             notes=notes,
+            ci95=intervals,
             **points,
         )
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """The ``latency_ms`` block; the intervals go beside it (``latency_ci95``)."""
+        data = asdict(self)
+        del data["ci95"]
+        return data

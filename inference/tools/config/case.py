@@ -34,7 +34,7 @@ class CaseConfig:
     exist_onnx_path: str | None
     exist_compiler_path: str | None
     input_size: int | None = None
-    warmup: int = 2
+    warmup: int = MEASUREMENT_DEFAULTS["warmup"]
     flops: float | None = None
     seed: int = 0
     onnx_opset: int = 17
@@ -44,6 +44,9 @@ class CaseConfig:
     min_duration_s: float = MEASUREMENT_DEFAULTS["min_duration_s"]
     max_duration_s: float = MEASUREMENT_DEFAULTS["max_duration_s"]
     contention_limit: float = MEASUREMENT_DEFAULTS["contention_limit"]
+    precision: float = MEASUREMENT_DEFAULTS["precision"]  # 95 % half-width / figure to reach (docs/measurement.md)
+    latency_precision: float | None = MEASUREMENT_DEFAULTS["latency_precision"]  # the headline percentile's; null: precision
+    settle_max_s: float = MEASUREMENT_DEFAULTS["settle_max_s"]
     batch_sizes: list[int] | None = None  # null: [batch_size]
     scenario: Any = "offline"  # one of SCENARIOS or a list; a list after validation
     clients: Any = 1  # issuing threads, or a list to sweep; a list after validation

@@ -281,6 +281,13 @@ def _load_generator(value: Any) -> str:
     return value
 
 
+def _open_fraction(value: Any) -> float:
+    """A precision: the 95 % half-width over the figure, strictly between 0 and 1 (0.02 = ±2 %)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1:
+        raise ValueError(f"must be a fraction > 0 and < 1 (0.02 = ±2 %), got {shown(value)}")
+    return float(value)
+
+
 def _optional(check: Callable[[Any], Any]):
     return lambda value: None if value is None else check(value)
 
@@ -330,6 +337,9 @@ _CHECKS: dict[str, Callable[[Any], Any]] = {
     "min_duration_s": _bounded("a number of seconds", 0, 86400, low_inclusive=True),
     "max_duration_s": _bounded("a number of seconds", 0, 86400),
     "contention_limit": _bounded("a fraction", 0, 1),
+    "precision": _open_fraction,
+    "latency_precision": _optional(_open_fraction),
+    "settle_max_s": _bounded("a number of seconds", 0, 86400, low_inclusive=True),
     "batch_sizes": _optional(_best_or(_one_or_list(_bounded("a positive integer", 0, MAX_BATCH_SIZE, integer=True)))),
     "scenario": _one_or_list(_scenario, max_items=len(SCENARIOS)),
     "clients": _one_or_list(_bounded("a positive integer", 0, 4096, integer=True)),

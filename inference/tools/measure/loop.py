@@ -2,20 +2,28 @@
 
 Definitions (the same for every case and every engine):
   core  = wall time of the model/engine call alone, device-synchronised,
-          minus the engine's declared ``foo_time`` (time unrelated to inference);
+          minus the engine's declared ``foo_time`` (time unrelated to inference,
+          ``tools.measure.settings.minus_foo``);
   whole = wall time of the measured loop: data loading, host<->device copies,
           the call and evaluation, minus ``foo_time`` as well.
-Warm-up calls run on the first batch (and once on a batch cut to the size of
-the last, partial batch) before the measured loop and are excluded from both.
 
-A query is one call on one batch. The loop makes ``repeat`` passes over the
-data (FlagPerf's minimum) and then keeps making passes until at least
-``min_query_count`` queries and ``min_duration_s`` of wall time are measured,
-or until ``max_duration_s`` of wall time has passed; minimums are checked at
-pass boundaries so every pass covers the whole data set. Every query's core
-latency is kept raw for percentiles, and its completion on the cumulative core
-clock for the throughput windows that judge stability (``tools.measure.verdict``).
-Contention from other processes is read over exactly the measured loop.
+A phase runs three steps:
+  1. warm-up and settle  ``warmup`` untimed calls on the first batch (and once on a
+     batch cut to the size of the last, partial batch), then the settle phase on
+     the first batch: blocks of calls until the rate stops trending, at most
+     ``settle_max_s`` (``tools.measure.precision.settle``). Neither is measured.
+  2. the measured loop   ``repeat`` passes over the data (FlagPerf's minimum), then
+     more passes until ``min_query_count`` queries and ``min_duration_s`` of wall
+     time are measured and core and whole throughput are each within ±``precision``
+     (their 95 % batch-means intervals, checked at pass boundaries, at most every
+     ``CHECK_EVERY_S``), or until ``max_duration_s`` of wall time has passed. Every
+     pass covers the whole data set, so accuracy is weighted evenly.
+  3. the verdict         minimums, precision, drift (first against last third),
+     contention read over exactly the measured loop (``tools.measure.verdict``).
+
+A query is one call on one batch; every query's core latency is kept raw for
+percentiles and their intervals, and its end on the core and whole clocks for
+the throughput intervals.
 """
 
 from __future__ import annotations
@@ -30,19 +38,13 @@ from common.errors import EngineError
 from common.stats import LatencyStats
 from tools.measure.contention import ContentionReading, CpuContention
 from tools.measure.phase_progress import PhaseProgress
-from tools.measure.settings import MEASUREMENT_DEFAULTS
-from tools.measure.verdict import (
-    Verdict,
-    accelerator_reason,
-    contention_reason,
-    minimum_reasons,
-    minimums_met,
-    stability_reason,
-    window_throughputs,
-)
+from tools.measure.precision import Figures, Settle, StopRule, Target, Timeline, drift, measure_figures, precision_block, precision_reasons, settle
+from tools.measure.settings import MAX_DURATION_REACHED, MEASUREMENT_DEFAULTS, PRECISION_REACHED, minus_foo
+from tools.measure.verdict import Verdict, accelerator_reason, contention_reason, minimum_reasons, minimums_met, window_throughputs
 from tools.torch_sync import sync_for_config
 
 Step = Callable[[list], "tuple[list, float]"]
+PHASE_FIGURES = ("core qps", "whole qps")  # the throughputs a phase reports, both judged
 
 
 @dataclass
@@ -62,6 +64,9 @@ class PhaseResult:
     contention: ContentionReading | None = None
     verdict: Verdict = field(default_factory=Verdict)
     span_unix: tuple[float, float] | None = None  # wall-clock (time.time) start and end of the measured loop
+    core_qps_ci95: list[float] | None = None
+    whole_qps_ci95: list[float] | None = None
+    precision: dict | None = None  # tools.measure.verdict.precision_block
 
     @property
     def whole_qps(self) -> float | None:
@@ -70,6 +75,43 @@ class PhaseResult:
     @property
     def core_qps(self) -> float | None:
         return self.samples / self.core_time_s if self.core_time_s > 0 else None
+
+
+@dataclass(frozen=True)
+class LoopSettings:
+    """The measurement keys a phase reads, with the framework defaults for configs that lack them."""
+
+    warmup: int
+    repeat: int
+    log_freq: int
+    min_queries: int
+    min_duration_s: float
+    max_duration_s: float
+    contention_limit: float
+    precision: float
+    settle_max_s: float
+    device: str
+
+    @classmethod
+    def from_config(cls, config: Any) -> "LoopSettings":
+        def value(key: str) -> Any:
+            return getattr(config, key, MEASUREMENT_DEFAULTS[key])
+
+        return cls(
+            warmup=int(value("warmup")),
+            repeat=int(getattr(config, "repeat", 1)),
+            log_freq=int(getattr(config, "log_freq", 0)) or 0,
+            min_queries=int(value("min_query_count")),
+            min_duration_s=float(value("min_duration_s")),
+            max_duration_s=float(value("max_duration_s")),
+            contention_limit=float(value("contention_limit")),
+            precision=float(value("precision")),
+            settle_max_s=float(value("settle_max_s")),
+            device=str(getattr(config, "device", "cpu")),
+        )
+
+    def target(self) -> Target:
+        return Target(throughput=PHASE_FIGURES, precision=self.precision)
 
 
 def as_input_list(x: Any) -> list:
@@ -107,6 +149,116 @@ def _check_step_result(result: Any, phase: str) -> tuple[list, float]:
     return list(outputs), float(foo_time)
 
 
+@dataclass
+class _Raw:
+    """What the measured loop collects, query by query."""
+
+    core_ns: list[int] = field(default_factory=list)
+    core_ends: list[int] = field(default_factory=list)  # each query's end on the cumulative core clock
+    whole_ends: list[int] = field(default_factory=list)  # ... and on the wall clock since the start, minus foo_time so far
+    batch_sizes: list[int] = field(default_factory=list)
+    core_total: int = 0
+    foo_ns: int = 0
+    samples: int = 0
+    correct: float = 0.0
+    evaluated: int = 0
+    passes: int = 0
+    stop: str = MAX_DURATION_REACHED
+
+    def record(self, t0: int, t1: int, foo_time: float, start: int, n: int) -> int:
+        core, foo = minus_foo(t1 - t0, foo_time)
+        self.foo_ns += foo
+        self.core_ns.append(core)
+        self.core_total += core
+        self.core_ends.append(self.core_total)
+        self.whole_ends.append(t1 - start - self.foo_ns)
+        self.batch_sizes.append(n)
+        self.samples += n
+        return core
+
+    def timelines(self) -> dict[str, Timeline]:
+        return {"core qps": Timeline.tiled(self.core_ends, self.batch_sizes), "whole qps": Timeline.tiled(self.whole_ends, self.batch_sizes)}
+
+    def figures(self, target: Target) -> Figures:
+        return measure_figures(target, self.timelines())
+
+
+def _warm_up_and_settle(step: Step, dataloader: Iterable, settings: LoopSettings, phase: str, sync, clock) -> Settle:
+    """Step 1: warm-up calls, then the settle phase, on the first batch; neither is measured."""
+    if settings.warmup <= 0 and not settings.settle_max_s > 0:
+        return Settle()
+    first = next(iter(dataloader), None)
+    if first is None:
+        raise EngineError(f"{phase}: the data loader yielded no batch")
+    inputs = as_input_list(first[0])
+    for _ in range(settings.warmup):
+        _check_step_result(step(inputs), phase)
+    # Shape-specialising engines must also meet the short last batch before
+    # the clock starts, or its first call would be timed as a compile.
+    tail = _tail_batch_size(dataloader)
+    if settings.warmup > 0 and tail:
+        _check_step_result(step([t[:tail] for t in inputs]), phase)
+    sync()
+
+    def one_query() -> int:
+        t0 = clock()
+        result = step(inputs)
+        sync()
+        t1 = clock()
+        return minus_foo(t1 - t0, _check_step_result(result, phase)[1])[0]
+
+    return settle(one_query, clock, settings.settle_max_s)
+
+
+def _one_pass(step, dataloader, evaluator, raw: _Raw, phase: str, sync, clock, start: int, log_freq: int, progress, due: int) -> int:
+    for x, y in dataloader:
+        inputs = as_input_list(x)
+        t0 = clock()
+        result = step(inputs)
+        sync()
+        t1 = clock()
+        outputs, foo_time = _check_step_result(result, phase)
+        n = _batch_len(y, inputs)
+        core = raw.record(t0, t1, foo_time, start, n)
+        if evaluator is not None:
+            raw.correct += float(evaluator(outputs, y)) * n
+            raw.evaluated += n
+        if log_freq and len(raw.core_ns) % log_freq == 0:
+            accuracy = raw.correct / raw.evaluated if raw.evaluated else float("nan")
+            logger.info(f"{phase}: batch {len(raw.core_ns)}, core {core / 1e6:.2f} ms, running acc {accuracy:.4f}")
+        if t1 >= due:
+            due = progress.update(len(raw.core_ns), t1)
+    return due
+
+
+def _measured_loop(step, dataloader, evaluator, config: Any, settings: LoopSettings, phase: str, sync, clock) -> tuple[_Raw, int, StopRule]:
+    """Step 2: passes until repeat, the minimums and the precision are met, or max_duration_s passes.
+    Returns what was collected, the wall time of the loop in ns (foo_time included) and the stop rule."""
+    raw = _Raw()
+    target = settings.target()
+    rule = StopRule(target, clock)
+    max_ns = int(settings.max_duration_s * 1e9)
+    progress = PhaseProgress.for_passes(phase, config, dataloader)  # PROGRESS lines, at most every 0.5 s
+    start = clock()
+    due = progress.begin(start)
+    while True:
+        due = _one_pass(step, dataloader, evaluator, raw, phase, sync, clock, start, settings.log_freq, progress, due)
+        raw.passes += 1
+        if not raw.core_ns:
+            raise EngineError(f"{phase}: the data loader yielded no batch")
+        now = clock()
+        elapsed = now - start
+        if raw.passes >= settings.repeat and minimums_met(len(raw.core_ns), elapsed / 1e9, settings.min_queries, settings.min_duration_s):
+            if rule.precise(now, lambda: raw.figures(target)):
+                raw.stop = PRECISION_REACHED
+                break
+        if elapsed >= max_ns:
+            break
+    wall_ns = clock() - start
+    progress.finish(len(raw.core_ns), wall_ns / 1e9)
+    return raw, wall_ns, rule
+
+
 def timed_forward(
     step: Step,
     dataloader: Iterable,
@@ -114,109 +266,57 @@ def timed_forward(
     config: Any,
     phase: str,
 ) -> PhaseResult:
-    """Run ``step`` over passes of ``dataloader`` until the minimums are met, and measure it.
+    """Run ``step`` over passes of ``dataloader`` until its figures are precise, and measure it.
 
     ``step(inputs) -> (outputs, foo_time)`` takes a list of CPU tensors and
     returns a list of CPU tensors; ``evaluator(outputs, y)`` returns the
     batch accuracy in [0, 1], weighted here by the batch size.
     """
+    settings = LoopSettings.from_config(config)
     sync = sync_for_config(config)
-    warmup = int(getattr(config, "warmup", 0))
-    repeat = int(getattr(config, "repeat", 1))
-    log_freq = int(getattr(config, "log_freq", 0)) or 0
     clock = time.perf_counter_ns
-
-    if warmup > 0:
-        first_x, _ = next(iter(dataloader))
-        warm_inputs = as_input_list(first_x)
-        for _ in range(warmup):
-            _check_step_result(step(warm_inputs), phase)
-        # Shape-specialising engines must also meet the short last batch before
-        # the clock starts, or its first call would be timed as a compile.
-        tail = _tail_batch_size(dataloader)
-        if tail:
-            _check_step_result(step([t[:tail] for t in warm_inputs]), phase)
-        sync()
-
-    min_queries = int(getattr(config, "min_query_count", MEASUREMENT_DEFAULTS["min_query_count"]))
-    min_duration_s = float(getattr(config, "min_duration_s", MEASUREMENT_DEFAULTS["min_duration_s"]))
-    max_duration_ns = int(float(getattr(config, "max_duration_s", MEASUREMENT_DEFAULTS["max_duration_s"])) * 1e9)
-    contention_limit = float(getattr(config, "contention_limit", MEASUREMENT_DEFAULTS["contention_limit"]))
-
-    core_ns: list[int] = []
-    core_elapsed_ns: list[int] = []  # completion of each query on the cumulative core clock
-    batch_sizes: list[int] = []
-    core_total = 0
-    foo_ns = 0
-    samples = 0
-    correct = 0.0
-    evaluated = 0
-    passes = 0
-    progress = PhaseProgress.for_passes(phase, config, dataloader)  # PROGRESS lines, at most every 0.5 s
-    contention = CpuContention(str(getattr(config, "device", "cpu"))).start()
+    settled = _warm_up_and_settle(step, dataloader, settings, phase, sync, clock)
+    contention = CpuContention(settings.device).start()
     started_unix = time.time()
-    start = clock()
-    due = progress.begin(start)
-    while True:
-        for x, y in dataloader:
-            inputs = as_input_list(x)
-            t0 = clock()
-            result = step(inputs)
-            sync()
-            t1 = clock()
-            outputs, foo_time = _check_step_result(result, phase)
-            foo = int(foo_time * 1e9)
-            foo_ns += foo
-            core = max(t1 - t0 - foo, 0)
-            core_ns.append(core)
-            core_total += core
-            core_elapsed_ns.append(core_total)
-            n = _batch_len(y, inputs)
-            batch_sizes.append(n)
-            samples += n
-            if evaluator is not None:
-                correct += float(evaluator(outputs, y)) * n
-                evaluated += n
-            if log_freq and len(core_ns) % log_freq == 0:
-                logger.info(f"{phase}: batch {len(core_ns)}, core {core / 1e6:.2f} ms, running acc {correct / evaluated if evaluated else float('nan'):.4f}")
-            if t1 >= due:
-                due = progress.update(len(core_ns), t1)
-        passes += 1
-        if not core_ns:
-            raise EngineError(f"{phase}: the data loader yielded no batch")
-        elapsed = clock() - start
-        if passes >= repeat and minimums_met(len(core_ns), elapsed / 1e9, min_queries, min_duration_s):
-            break
-        if elapsed >= max_duration_ns:
-            break
-    whole_ns = clock() - start - foo_ns
+    raw, wall_ns, rule = _measured_loop(step, dataloader, evaluator, config, settings, phase, sync, clock)
     span_unix = (started_unix, time.time())
     reading = contention.stop()
-    progress.finish(len(core_ns), (whole_ns + foo_ns) / 1e9)
-    if passes > repeat:
-        logger.info(f"{phase}: {passes} passes over the data ({len(core_ns)} queries) to reach the measurement minimums")
+    if raw.passes > settings.repeat:
+        logger.info(f"{phase}: {raw.passes} passes over the data ({len(raw.core_ns)} queries) to reach the measurement minimums and precision")
+    if raw.foo_ns:
+        logger.warning(f"{phase}: engine declared {raw.foo_ns / 1e9:.3f} s of foo_time (excluded from whole and core)")
+    return _phase_result(raw, wall_ns, settings, phase, settled, reading, span_unix, rule.checks)
 
-    window_qps = window_throughputs(core_elapsed_ns, batch_sizes)
-    verdict = Verdict().extend(minimum_reasons(len(core_ns), (whole_ns + foo_ns) / 1e9, min_queries, min_duration_s))
-    verdict.add(stability_reason(window_qps))
-    verdict.add(contention_reason(reading.share, reading.cpus, contention_limit))
+
+def _phase_result(raw: _Raw, wall_ns: int, settings: LoopSettings, phase: str, settled: Settle, reading, span_unix, checks: int) -> PhaseResult:
+    """Step 3: figures, intervals and the verdict."""
+    target = settings.target()
+    timelines = raw.timelines()
+    figures = measure_figures(target, timelines)
+    drifts = {name: drift(timeline, settings.precision) for name, timeline in timelines.items()}
+    verdict = Verdict().extend(minimum_reasons(len(raw.core_ns), wall_ns / 1e9, settings.min_queries, settings.min_duration_s))
+    verdict.extend(precision_reasons(target, figures, drifts, wall_ns / 1e9))
+    verdict.add(contention_reason(reading.share, reading.cpus, settings.contention_limit))
     verdict.add(accelerator_reason(reading.gpu_other_processes))
-    if foo_ns:
-        logger.warning(f"{phase}: engine declared {foo_ns / 1e9:.3f} s of foo_time (excluded from whole and core)")
-    return PhaseResult(
+    result = PhaseResult(
         phase=phase,
-        samples=samples,
-        batches=len(core_ns),
-        whole_time_s=whole_ns / 1e9,
-        core_time_s=sum(core_ns) / 1e9,
-        foo_time_s=foo_ns / 1e9,
-        warmup_batches=warmup,
-        accuracy=(correct / evaluated) if evaluated else None,
-        latency=LatencyStats.from_ns(core_ns),
-        core_latencies_ns=core_ns,
-        passes=passes,
-        window_qps=window_qps,
+        samples=raw.samples,
+        batches=len(raw.core_ns),
+        whole_time_s=(wall_ns - raw.foo_ns) / 1e9,
+        core_time_s=raw.core_total / 1e9,
+        foo_time_s=raw.foo_ns / 1e9,
+        warmup_batches=settings.warmup,
+        accuracy=(raw.correct / raw.evaluated) if raw.evaluated else None,
+        latency=LatencyStats.from_ns(raw.core_ns),
+        core_latencies_ns=raw.core_ns,
+        passes=raw.passes,
+        window_qps=window_throughputs(raw.core_ends, raw.batch_sizes),
         contention=reading,
         verdict=verdict,
         span_unix=span_unix,
     )
+    core, whole = figures.throughput.get("core qps"), figures.throughput.get("whole qps")
+    result.core_qps_ci95 = core.around(result.core_qps) if core else None
+    result.whole_qps_ci95 = whole.around(result.whole_qps) if whole else None
+    result.precision = precision_block(target, figures, settled, drifts, checks, raw.stop)
+    return result

@@ -24,12 +24,19 @@ Scenarios (``SCENARIOS``):
                 (``time.sleep``: never spins, the engine may share the CPU).
 
 Stop rule (every scenario): keep issuing until ``queries >= min_query_count``
-and ``elapsed >= min_duration_s`` ("minimums met"), or until ``elapsed >=
-max_duration_s`` ("max_duration_s reached"). The rule is applied before each
-issue at the moment the query would be issued (server: the later of now and its
-scheduled arrival, so no worker sleeps towards an arrival the rule rejects);
-nothing is issued after the decision, and queries already running complete and
-count. With ``clients == 1`` no thread and no lock is used.
+and ``elapsed >= min_duration_s`` and, when a ``target`` is given, every figure it
+judges is within its precision ("precision reached"; without a target: "minimums
+met"), or until ``elapsed >= max_duration_s`` ("max_duration_s reached"). The
+figures are looked at only after the minimums, at most every
+``tools.measure.precision.CHECK_EVERY_S`` (``StopRule``). The rule is applied
+before each issue at the moment the query would be issued (server: the later of
+now and its scheduled arrival, so no worker sleeps towards an arrival the rule
+rejects); nothing is issued after the decision, and queries already running
+complete and count. With ``clients == 1`` no thread and no lock is used.
+
+Timeline (the throughput interval's, ``tools.measure.precision``): one client
+issuing back to back tiles the window (a query runs from the previous completion
+to its own); otherwise each query ran for its latency before its completion.
 """
 
 from __future__ import annotations
@@ -42,10 +49,10 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 from tools.measure.phase_progress import PhaseProgress
-from tools.measure.settings import SCENARIOS  # noqa: E402  (defined once, beside the measurement defaults)
+from tools.measure.precision import Figures, StopRule, Target, Timeline, measure_figures
+from tools.measure.settings import MAX_DURATION_REACHED, MINIMUMS_MET, PRECISION_REACHED, SCENARIOS, minus_foo
 
-MINIMUMS_MET = "minimums met"
-MAX_DURATION_REACHED = "max_duration_s reached"
+__all__ = ["MAX_DURATION_REACHED", "MINIMUMS_MET", "PRECISION_REACHED", "SCENARIOS", "ScenarioRun", "run_scenario", "server_search", "timeline_of"]
 
 Step = Callable[[list], "tuple[list, float]"]
 
@@ -66,12 +73,51 @@ class ScenarioRun:
     stop_reason: str
     target_qps: float | None = None
     issued_qps: float | None = None
+    checks: int = 0  # how often the stop rule looked at the figures
     sampled_outputs: dict[int, tuple[int, list]] = field(default_factory=dict, repr=False)
 
     @property
     def qps(self) -> float | None:
         """Samples per second over the wall-clock window (never from mean latency)."""
         return self.samples / self.duration_s if self.duration_s > 0 else None
+
+    def timeline(self) -> Timeline:
+        return timeline_of(self.scenario, self.clients, self.batch_size, self.latencies_ns, self.completions_ns)
+
+
+def timeline_of(scenario: str, clients: int, batch_size: int, latencies_ns: list[int], completions_ns: list[int]) -> Timeline:
+    """The run's queries on its window's clock (module docstring, "Timeline")."""
+    if clients == 1 and scenario != "server":
+        return Timeline.tiled(completions_ns, batch_size)
+    return Timeline.spans(completions_ns, latencies_ns, batch_size)
+
+
+@dataclass
+class _Window:
+    """One run's stop rule and what it collected so far; the runner appends to the lists."""
+
+    min_queries: int
+    min_ns: int
+    max_ns: int
+    scenario: str
+    clients: int
+    batch_size: int
+    target: Target | None
+    rule: StopRule | None
+    latencies: list[int] = field(default_factory=list)
+    completions: list[int] = field(default_factory=list)
+
+    @property
+    def done(self) -> str:
+        return MINIMUMS_MET if self.rule is None else PRECISION_REACHED
+
+    def figures(self) -> Figures:
+        timeline = timeline_of(self.scenario, self.clients, self.batch_size, self.latencies, self.completions)
+        return measure_figures(self.target, {name: timeline for name in self.target.throughput}, self.latencies)
+
+    def precise(self, now_ns: int) -> bool:
+        """Called once the minimums are met: may the run stop now?"""
+        return self.rule is None or self.rule.precise(now_ns, self.figures)
 
 
 @dataclass
@@ -183,6 +229,7 @@ def run_scenario(
     max_sampled: int = 8,
     clock: Callable[[], int] = time.perf_counter_ns,
     sleep: Callable[[float], Any] = time.sleep,
+    target: Target | None = None,
 ) -> ScenarioRun:
     """Run one scenario (see the module docstring) and measure it.
 
@@ -193,7 +240,8 @@ def run_scenario(
     is taken, at most ``max_sampled`` of them spread over the run, into
     ``sampled_outputs``. ``target_qps`` (samples/s) and ``seed`` (of the
     arrival schedule) are used by the server scenario only, ignored otherwise;
-    ``clock`` (ns) and ``sleep`` (s) are injectable for tests.
+    ``clock`` (ns) and ``sleep`` (s) are injectable for tests. ``target``: the
+    figures that must be precise before the run may stop (None: the minimums only).
 
     ``duration_s`` is the window minus total foo_time / clients: with several
     clients foo_time overlaps other clients' work, so dividing by the number of
@@ -203,7 +251,8 @@ def run_scenario(
     µs on Linux) since they count from the scheduled arrival.
     """
     _validate(pool, scenario, batch_size, clients, min_query_count, min_duration_s, max_duration_s, target_qps, sample_pool_indices, max_sampled)
-    limits = (min_query_count, round(min_duration_s * 1e9), round(max_duration_s * 1e9))
+    rule = StopRule(target, clock) if target is not None else None
+    limits = _Window(min_query_count, round(min_duration_s * 1e9), round(max_duration_s * 1e9), scenario, clients, batch_size, target, rule)
     sampler = _Sampler(max_sampled) if sample_pool_indices and max_sampled else None
     eligible = frozenset(sample_pool_indices)
     # PROGRESS lines (tools/measure/phase_progress.py), at most every 0.5 s, from the clock readings the runners take anyway
@@ -243,6 +292,7 @@ def run_scenario(
         stop_reason=reason,
         target_qps=float(target_qps) if scenario == "server" else None,
         issued_qps=issued_qps,
+        checks=rule.checks if rule is not None else 0,
         sampled_outputs=sampler.result() if sampler else {},
     )
 
@@ -253,9 +303,8 @@ def run_scenario(
 
 def _back_to_back_one(step, pool, limits, sync, sampler, eligible, clock, progress):
     """offline with one client, and single_stream: the cheapest loop, no threads, no locks."""
-    min_queries, min_ns, max_ns = limits
-    latencies: list[int] = []
-    completions: list[int] = []
+    min_queries, min_ns, max_ns, precise = limits.min_queries, limits.min_ns, limits.max_ns, limits.precise
+    latencies, completions = limits.latencies, limits.completions
     add_latency = latencies.append
     add_completion = completions.append
     n = len(pool)
@@ -265,8 +314,8 @@ def _back_to_back_one(step, pool, limits, sync, sampler, eligible, clock, progre
     due = progress.begin(start)
     while True:
         elapsed = now - start
-        if i >= min_queries and elapsed >= min_ns:
-            reason = MINIMUMS_MET
+        if i >= min_queries and elapsed >= min_ns and precise(now):
+            reason = limits.done
             break
         if elapsed >= max_ns:
             reason = MAX_DURATION_REACHED
@@ -276,12 +325,9 @@ def _back_to_back_one(step, pool, limits, sync, sampler, eligible, clock, progre
         outputs, foo = step(pool[pool_index])
         sync()
         now = clock()
-        if foo:
-            f = int(foo * 1e9)
-            foo_ns += f
-            add_latency(max(now - t0 - f, 0))
-        else:
-            add_latency(now - t0)
+        latency, f = minus_foo(now - t0, foo)
+        foo_ns += f
+        add_latency(latency)
         add_completion(now - start)
         if sampler is not None and pool_index in eligible:
             sampler.offer(i, pool_index, outputs)
@@ -313,9 +359,8 @@ def _run_threads(worker, clients: int) -> None:
 
 def _server_one(step, pool, limits, schedule, sync, sampler, eligible, clock, sleep, progress):
     """server with one worker: the calling thread sleeps until each arrival."""
-    min_queries, min_ns, max_ns = limits
-    latencies: list[int] = []
-    completions: list[int] = []
+    min_queries, min_ns, max_ns, precise = limits.min_queries, limits.min_ns, limits.max_ns, limits.precise
+    latencies, completions = limits.latencies, limits.completions
     add_latency = latencies.append
     add_completion = completions.append
     n = len(pool)
@@ -328,8 +373,8 @@ def _server_one(step, pool, limits, schedule, sync, sampler, eligible, clock, sl
         arrival = start + int(next_offset * 1e9)
         now = clock()
         elapsed = (arrival if arrival > now else now) - start
-        if i >= min_queries and elapsed >= min_ns:
-            reason = MINIMUMS_MET
+        if i >= min_queries and elapsed >= min_ns and precise(now):
+            reason = limits.done
             break
         if elapsed >= max_ns:
             reason = MAX_DURATION_REACHED
@@ -342,12 +387,9 @@ def _server_one(step, pool, limits, schedule, sync, sampler, eligible, clock, sl
         outputs, foo = step(pool[pool_index])
         sync()
         t1 = clock()
-        if foo:
-            f = int(foo * 1e9)
-            foo_ns += f
-            add_latency(max(t1 - arrival - f, 0))
-        else:
-            add_latency(t1 - arrival)
+        latency, f = minus_foo(t1 - arrival, foo)
+        foo_ns += f
+        add_latency(latency)
         add_completion(t1 - start)
         if sampler is not None and pool_index in eligible:
             sampler.offer(i, pool_index, outputs)
@@ -361,9 +403,8 @@ def _server_one(step, pool, limits, schedule, sync, sampler, eligible, clock, sl
 def _threads(step, pool, limits, clients, schedule, sync, sampler, eligible, clock, sleep, progress):
     """Several clients taking query indices (and, for server, the next arrival of
     one shared schedule; ``schedule`` None = offline, issue at once) under one lock."""
-    min_queries, min_ns, max_ns = limits
-    latencies: list[int] = []
-    completions: list[int] = []
+    min_queries, min_ns, max_ns, precise = limits.min_queries, limits.min_ns, limits.max_ns, limits.precise
+    latencies, completions = limits.latencies, limits.completions
     n = len(pool)
     lock = threading.Lock()
     state = {"next": 0, "foo_ns": 0, "reason": None, "offset": 0.0}
@@ -382,8 +423,8 @@ def _threads(step, pool, limits, clients, schedule, sync, sampler, eligible, clo
                     arrival = start + int(next_offset * 1e9)
                 i = state["next"]
                 elapsed = (arrival if arrival is not None and arrival > now else now) - start
-                if i >= min_queries and elapsed >= min_ns:
-                    state["reason"] = MINIMUMS_MET
+                if i >= min_queries and elapsed >= min_ns and precise(now):
+                    state["reason"] = limits.done
                     return
                 if elapsed >= max_ns:
                     state["reason"] = MAX_DURATION_REACHED
@@ -406,10 +447,10 @@ def _threads(step, pool, limits, clients, schedule, sync, sampler, eligible, clo
                     state["reason"] = "error"
                 raise
             t1 = clock()
-            f = int(foo * 1e9) if foo else 0
+            latency, f = minus_foo(t1 - t0, foo)
             with lock:
                 state["foo_ns"] += f
-                latencies.append(max(t1 - t0 - f, 0))
+                latencies.append(latency)
                 completions.append(t1 - start)
                 if sampler is not None and pool_index in eligible:
                     sampler.offer(i, pool_index, outputs)

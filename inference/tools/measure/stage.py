@@ -9,8 +9,11 @@ Order, for the compiled engine:
   2. numeric     engine vs framework model on the same pool batches (``tools.checks.numeric``);
   3. audits      anti-caching (``tools.checks.audit``) on the base batch size;
   4. rows        one row per batch size x scenario x clients (``tools.measure.scenarios``),
-                 each with its contention reading, throughput windows, per-query
-                 latency percentiles and verdict; accuracy-in-performance-mode
+                 each after a settle phase on the pool and measured until its judged
+                 figures are precise (``tools.measure.precision``: offline qps,
+                 single_stream qps and p90, server p99), with its contention reading,
+                 intervals, throughput windows, per-query latency percentiles and
+                 verdict; accuracy-in-performance-mode
                  (MLPerf TEST01) compares outputs sampled under load with untimed
                  accuracy-mode outputs of the same pool batches.
 Numeric and anti-caching failures are engine-wide: they invalidate every engine
@@ -25,11 +28,13 @@ from typing import Any, Callable
 
 from loguru import logger
 
-from common.stats import MIN_SAMPLES_FOR_PERCENTILE, LatencyStats, too_few_note
+from common.stats import MIN_SAMPLES_FOR_PERCENTILE, LatencyStats
 from tools.measure.contention import CpuContention
 from tools.measure.loop import as_input_list
+from tools.measure.precision import Settle, Target, drift, measure_figures, precision_block, precision_reasons, settle, throughput_interval
 from tools.measure.scenarios import ScenarioRun, run_scenario, server_search
-from tools.measure.verdict import Verdict, accelerator_reason, contention_reason, minimum_reasons, stability_reason, window_throughputs
+from tools.measure.settings import MEASUREMENT_DEFAULTS, minus_foo
+from tools.measure.verdict import Verdict, accelerator_reason, contention_reason, minimum_reasons, window_throughputs
 
 POOL_BATCHES = 8  # distinct batches per batch size, memory permitting
 REFERENCE_BATCHES = 2  # pool batches whose outputs are checked under load (TEST01)
@@ -118,44 +123,68 @@ def make_pool(samples: list, batch_size: int, max_bytes: float, batches: int = P
 
 
 # ---- rows ------------------------------------------------------------------------
+PERCENTILES = ("p50", "p90", "p99", "p99_9")
+
+
 def _latency_block(stats: LatencyStats | None) -> dict:
     if stats is None:
         return {"p50": None, "p90": None, "p99": None, "p99_9": None, "mean": None}
     return {"p50": stats.p50, "p90": stats.p90, "p99": stats.p99, "p99_9": stats.p99_9, "mean": stats.mean}
 
 
+def _setting(config: Any, key: str) -> Any:
+    return getattr(config, key, MEASUREMENT_DEFAULTS[key])
+
+
+def row_target(scenario: str, config: Any) -> Target:
+    """What a row judges: its throughput (not server's: the arrival schedule sets it, and LoadGen
+    judges server on latency alone) and its scenario's headline percentile (``HEADLINE``)."""
+    return Target(
+        throughput=() if scenario == "server" else ("qps",),
+        precision=float(_setting(config, "precision")),
+        percentile=HEADLINE.get(scenario),
+        latency_precision=_setting(config, "latency_precision"),
+    )
+
+
 def judge_row(run: ScenarioRun, stats: LatencyStats | None, config: Any, contention, latency_bound_ms: float | None) -> Verdict:
     verdict = Verdict().extend(minimum_reasons(run.queries, run.duration_s, config.min_query_count, config.min_duration_s))
-    if run.scenario != "server":
-        # A server run's throughput is the Poisson arrival process's, whose windows
-        # vary by 1/sqrt(queries per window) by design; its test is the latency bound.
-        verdict.add(stability_reason(window_throughputs(run.completions_ns, [run.batch_size] * run.queries)))
+    target = row_target(run.scenario, config)
+    timeline = run.timeline()
+    figures = measure_figures(target, {"qps": timeline}, run.latencies_ns)
+    drifts = {"qps": drift(timeline, target.precision)} if target.throughput else {}
+    verdict.extend(precision_reasons(target, figures, drifts, run.duration_s + run.foo_time_s / run.clients))
     verdict.add(contention_reason(contention.share, contention.cpus, config.contention_limit))
     verdict.add(accelerator_reason(contention.gpu_other_processes))
-    headline = HEADLINE.get(run.scenario)
-    if headline and (stats is None or getattr(stats, headline) is None):
-        verdict.add(f"{run.scenario} reports {headline} latency: {too_few_note(headline, run.queries)}")
+    # A headline percentile with too few queries (below its floor) has no interval: precision_reasons said so.
     if run.scenario == "server" and latency_bound_ms is not None and stats is not None and stats.p99 is not None:
         if stats.p99 > latency_bound_ms:
             verdict.add(f"p99 latency {stats.p99:.3g} ms exceeds latency_bound_ms {latency_bound_ms:g}")
     return verdict
 
 
-def row_record(run: ScenarioRun, config: Any, contention, test01: dict | None, search: dict | None = None) -> dict:
+def row_record(run: ScenarioRun, config: Any, contention, test01: dict | None, search: dict | None = None, settled: Settle | None = None) -> dict:
     stats = LatencyStats.from_ns(run.latencies_ns)
     bound = config.latency_bound_ms if run.scenario == "server" else None
     verdict = judge_row(run, stats, config, contention, bound)
     if test01 and test01.get("passed") is False:
         verdict.add(test01["detail"])
+    target = row_target(run.scenario, config)
+    timeline = run.timeline()
+    figures = measure_figures(target, {"qps": timeline}, run.latencies_ns)
+    drifts = {"qps": drift(timeline, target.precision)} if target.throughput else {}
+    interval = throughput_interval(timeline)
     return {
         "batch_size": run.batch_size,
         "scenario": run.scenario,
         "clients": run.clients,
         "qps": run.qps,
+        "qps_ci95": interval.around(run.qps) if interval else None,
         "queries": run.queries,
         "samples": run.samples,
         "duration_s": run.duration_s,
         "latency_ms": _latency_block(stats),
+        "latency_ci95": {name: stats.ci95.get(name) for name in PERCENTILES} if stats else dict.fromkeys(PERCENTILES),
         "latency_notes": stats.notes if stats else [],
         "stop_reason": run.stop_reason,
         "window_qps": window_throughputs(run.completions_ns, [run.batch_size] * run.queries),
@@ -166,6 +195,7 @@ def row_record(run: ScenarioRun, config: Any, contention, test01: dict | None, s
         "latency_bound_met": None if bound is None or stats is None or stats.p99 is None else stats.p99 <= bound,
         "server_search": search,
         "accuracy_in_performance_mode": test01,
+        "precision": precision_block(target, figures, settled or Settle(), drifts, run.checks, run.stop_reason),
         "verdict": verdict.to_dict(),
     }
 
@@ -186,6 +216,7 @@ class PerformanceStage:
         self.samples = collect_samples(dataloader, wanted, self.max_bytes)
         self.report = PerformanceReport()
         self._spans: dict[int, tuple[float, float]] = {}  # id(ScenarioRun) -> wall-clock (time.time) window
+        self._settles: dict[int, Settle] = {}  # id(ScenarioRun) -> its settle phase
 
     @property
     def usable(self) -> bool:
@@ -254,6 +285,7 @@ class PerformanceStage:
         config = self.config
         headline = HEADLINE.get(scenario)
         min_queries = max(config.min_query_count, MIN_SAMPLES_FOR_PERCENTILE[headline][1]) if headline else config.min_query_count
+        settled = self._settle(engine, pool)
         contention = CpuContention(str(config.device)).start()
         started_unix = time.time()
         run = run_scenario(
@@ -269,9 +301,26 @@ class PerformanceStage:
             seed=config.seed,
             sync=self.sync,
             sample_pool_indices=frozenset(references),
+            target=row_target(scenario, config),
         )
         self._spans[id(run)] = (started_unix, time.time())
+        self._settles[id(run)] = settled
         return run, contention.stop()
+
+    def _settle(self, engine: EngineStep, pool: list[list]) -> Settle:
+        """The settle phase before a row: back to back over the pool until the rate stops trending."""
+        count = [0]
+        clock = time.perf_counter_ns
+
+        def one_query() -> int:
+            batch = pool[count[0] % len(pool)]
+            count[0] += 1
+            t0 = clock()
+            _, foo = engine(list(batch))
+            self.sync()
+            return minus_foo(clock() - t0, foo)[0]
+
+        return settle(one_query, clock, float(_setting(self.config, "settle_max_s")))
 
     def _test01(self, run: ScenarioRun, references: dict) -> dict | None:
         if not references:
@@ -284,7 +333,7 @@ class PerformanceStage:
 
     def _record(self, run: ScenarioRun, contention, test01: dict | None, search: dict | None = None) -> dict:
         """row_record plus the run's wall-clock window; keeps its raw latencies (once per row, in row order)."""
-        row = row_record(run, self.config, contention, test01, search)
+        row = row_record(run, self.config, contention, test01, search, self._settles.get(id(run)))
         span = self._spans.get(id(run))
         row["started_at_unix"], row["finished_at_unix"] = span if span else (None, None)
         row["load_generator"] = "inferperf"

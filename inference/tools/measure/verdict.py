@@ -6,11 +6,9 @@ make a measurement invalid, each with its own reason:
 - too few queries or too little measured time (``min_query_count``,
   ``min_duration_s``): the measured loop keeps issuing until both are met, so
   this happens only when ``max_duration_s`` stopped it first;
-- throughput not stable: the measured run is cut into windows of equal query
-  count and every window's throughput must lie within ``STABILITY_TOLERANCE``
-  of the median window (perf_analyzer's "3 windows within 10 %", applied to
-  every window because the reported figure covers all of them); not for the
-  server scenario, whose throughput is set by its Poisson arrivals;
+- not precise enough: a judged figure's 95 % interval is wider than
+  ±``precision`` when ``max_duration_s`` stops the measurement, and drifting:
+  the first and last thirds of the window disagree (``tools.measure.precision``);
 - contention: other processes used more than ``contention_limit`` of the CPUs
   the benchmark may run on during the measured phase, or held a compute
   context on its GPU (``tools.measure.contention``);
@@ -18,6 +16,11 @@ make a measurement invalid, each with its own reason:
   too few samples to be measured (``common.stats``), or a server run whose p99
   exceeds ``latency_bound_ms``;
 - the numeric check or an audit failed (engine-wide: every engine figure).
+
+The throughputs of consecutive windows of equal query count (perf_analyzer's
+windows, ``window_qps``) are kept as information: on a 2-core CPU a window of
+a few queries mostly measures how many queries happen to end in it, so they
+judge nothing (docs/measurement.md).
 """
 
 from __future__ import annotations
@@ -25,7 +28,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
-STABILITY_TOLERANCE = 0.10
 MIN_WINDOWS = 3
 MAX_WINDOWS = 10
 MIN_QUERIES_PER_WINDOW = 8
@@ -54,7 +56,7 @@ class Verdict:
 
 
 def window_throughputs(elapsed_ns: Sequence[int], samples: Sequence[int]) -> list[float]:
-    """Throughput (samples/s) of consecutive windows of equal query count.
+    """Throughput (samples/s) of consecutive windows of equal query count (information only).
 
     ``elapsed_ns[i]`` is when query i completed, measured from the start of the
     measured window (for a sequential phase, the cumulative core time);
@@ -75,27 +77,6 @@ def window_throughputs(elapsed_ns: Sequence[int], samples: Sequence[int]) -> lis
         rates.append(sum(samples[lo:hi]) * 1e9 / span if span > 0 else float("inf"))
         previous_end = end
     return rates
-
-
-def stability_reason(rates: Sequence[float], tolerance: float = STABILITY_TOLERANCE) -> str | None:
-    """None when every window is within ``tolerance`` of the median window."""
-    if not rates:
-        return (
-            f"throughput stability cannot be judged: needs at least {MIN_WINDOWS * MIN_QUERIES_PER_WINDOW} "
-            f"queries ({MIN_WINDOWS} windows of {MIN_QUERIES_PER_WINDOW})"
-        )
-    ordered = sorted(rates)
-    mid = len(ordered) // 2
-    median = ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
-    if median <= 0 or median == float("inf"):
-        return "throughput stability cannot be judged: windows took no measurable time"
-    worst = max(abs(r - median) / median for r in rates)
-    if worst > tolerance:
-        return (
-            f"throughput not stable: {len(rates)} windows ranged {ordered[0]:.4g}-{ordered[-1]:.4g} qps, "
-            f"up to {worst:.0%} from the median (limit {tolerance:.0%})"
-        )
-    return None
 
 
 def minimum_reasons(queries: int, duration_s: float, min_query_count: int, min_duration_s: float) -> list[str]:

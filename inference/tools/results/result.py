@@ -63,13 +63,32 @@ def _phase_block(phase: PhaseResult | None, note: str | None) -> dict | None:
         "core_qps": phase.core_qps,
         "accuracy": _accuracy(phase, note),
         "accuracy_note": note if phase.accuracy is not None else None,
+        "core_qps_ci95": phase.core_qps_ci95,
+        "whole_qps_ci95": phase.whole_qps_ci95,
         "latency_ms": phase.latency.to_dict() if phase.latency else None,
+        "latency_ci95": phase.latency.ci95 if phase.latency else None,
+        "precision": phase.precision,
         "window_qps": phase.window_qps,
         "contention": phase.contention.to_dict() if phase.contention else None,
         "verdict": phase.verdict.to_dict(),
         "started_at_unix": phase.span_unix[0] if phase.span_unix else None,
         "finished_at_unix": phase.span_unix[1] if phase.span_unix else None,
     }
+
+
+def _rounded_interval(interval: list[float] | None) -> list[float] | None:
+    return None if interval is None else [_round(interval[0]), _round(interval[1])]
+
+
+def flagperf_intervals(validation: PhaseResult | None, inference: PhaseResult | None) -> dict[str, list[float] | None]:
+    """The FlagPerf throughputs' 95 % intervals, keyed and rounded as the figures are (``ci95``)."""
+    pick = {
+        Key.VAL_WHOLE_QPS: (validation, "whole_qps_ci95"),
+        Key.VAL_CORE_QPS: (validation, "core_qps_ci95"),
+        Key.INFER_WHOLE_QPS: (inference, "whole_qps_ci95"),
+        Key.INFER_CORE_QPS: (inference, "core_qps_ci95"),
+    }
+    return {key: _rounded_interval(getattr(phase, name, None) if phase is not None else None) for key, (phase, name) in pick.items()}
 
 
 def raw_latency_series(validation: PhaseResult | None, inference: PhaseResult | None, performance: Any) -> dict[str, list[int]]:
@@ -139,6 +158,7 @@ def build_result(
         Key.VAL_ACC: _round(_accuracy(validation, note), 6),
         Key.INFER_ACC: _round(_accuracy(inference, note), 6),
         # InferPerf's additions.
+        "ci95": flagperf_intervals(validation, inference),
         "schema_version": SCHEMA_VERSION,
         "status": "success",
         "verdict": overall_verdict(validation, inference, performance).to_dict(),

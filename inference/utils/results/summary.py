@@ -13,7 +13,7 @@ from common import sys_monitor
 from common.files import atomic_path, write_json_atomic
 from common.mfu import mfu, peak_for, plausible_mfu
 from common.record import FLAGPERF_KEYS, Key
-from common.stats import MIN_SAMPLES_FOR_PERCENTILE
+from common.stats import MIN_SAMPLES_FOR_PERCENTILE, relative_half_width
 from utils.executors.base import CaseOutcome
 from utils.results import llm_summary
 
@@ -84,6 +84,8 @@ def merge_outcome(outcome: CaseOutcome, perf_dir: Path, vendor: str) -> dict:
     record["verdict"] = result.get("verdict") if outcome.status == "success" else None
     record["accuracy_note"] = result.get("accuracy_note")
     record["latency_ms"] = {q: latency.get(q) for q in ("p50", "p90", "p99", "p99_9", "mean")} if latency else None
+    record["ci95"] = result.get("ci95")  # the FlagPerf throughputs' intervals, by FlagPerf key
+    record["latency_ci95"] = inference.get("latency_ci95")
     record["latency_batches"] = latency.get("count") if latency else None
     record["latency_notes"] = latency.get("notes", []) if latency else []
 
@@ -114,7 +116,11 @@ def merge_outcome(outcome: CaseOutcome, perf_dir: Path, vendor: str) -> dict:
     return record
 
 
-def _fmt(value: Any, digits: int = 2) -> str:
+# ---- the tables' cells: one formatting for summary.md and report.html (utils/results/report/) ----
+# Public: the report formats its cells with these. A new kind of cell (an interval, a unit)
+# is one more function here, used by both.
+def fmt(value: Any, digits: int = 2) -> str:
+    """A figure as a cell: floats to ``digits`` decimals, None as ``-``, anything else as ``str``."""
     if value is None:
         return "-"
     if isinstance(value, float):
@@ -127,14 +133,24 @@ def _na(value: Any, reason: str, digits: int = 2) -> str:
     return f"n/a ({reason})" if value is None else _fmt(value, digits)
 
 
-def _percentile_cell(latency: dict, name: str, count: int | None) -> str:
+def plus_minus(value: Any, interval: Any, digits: int = 2) -> str:
+    """A figure with its 95 % interval as ``16.90 ±1.2%`` (half the interval's width over the figure),
+    or the figure alone when it has no interval."""
+    width = relative_half_width(value, interval) if isinstance(value, (int, float)) and isinstance(interval, (list, tuple)) else None
+    return _fmt(value, digits) if width is None else f"{_fmt(value, digits)} ±{width:.1%}"
+
+
+def percentile_cell(latency: dict, name: str, count: int | None, intervals: dict | None = None) -> str:
+    """Latency percentile ``name`` (``p50``, ``p90``, ``p99``) of ``latency`` (ms) as a cell; when it is
+    missing, ``n/a (<N queries)`` if ``count`` queries were measured (too few for it), else ``-``."""
     value = latency.get(name)
     if value is not None:
-        return _fmt(value)
+        return plus_minus(value, (intervals or {}).get(name))
     return f"n/a (<{MIN_SAMPLES_FOR_PERCENTILE[name][1]} queries)" if count is not None else "-"
 
 
-def _mfu_cell(mfu: float | None, estimate: bool | None, note: str | None = None) -> str:
+def mfu_cell(mfu: float | None, estimate: bool | None, note: str | None = None) -> str:
+    """MFU (a fraction) as ``12.34%``, ``est.`` when the peak is an estimate; n/a with the reason when None."""
     if mfu is None:
         return "n/a (over 100%: peak too low)" if note else "n/a (peak unknown)"
     return f"{mfu * 100:.2f}%" + (" est." if estimate else "")
@@ -146,8 +162,13 @@ def _verdict_cell(verdict: dict | None) -> str:
     return "valid" if verdict["valid"] else f"INVALID ({len(verdict['reasons'])})"
 
 
-def _accuracy_cell(value: Any, note: str | None) -> str:
-    return f"n/a ({note})" if note else _fmt(value, 4)
+def accuracy_cell(value: Any, note: str | None) -> str:
+    """An accuracy to 4 decimals, or ``n/a (note)`` when the case says its accuracy means nothing (``accuracy_note``)."""
+    return f"n/a ({note})" if note else fmt(value, 4)
+
+
+# summary's own call sites, by their earlier private names
+_fmt, _percentile_cell, _mfu_cell, _accuracy_cell = fmt, percentile_cell, mfu_cell, accuracy_cell
 
 
 def markdown_table(records: list[dict], memory_kind: str = "device memory") -> str:
@@ -159,15 +180,18 @@ def markdown_table(records: list[dict], memory_kind: str = "device memory") -> s
     lines = [header, "|" + "---|" * (header.count("|") - 1)]
     for r in records:
         latency = r.get("latency_ms") or {}
+        intervals = r.get("latency_ci95") or {}
+        ci95 = r.get("ci95") or {}
         count = r.get("latency_batches")
         status = r["status"] if r["status"] == "success" else f"{r['status']} at {r['failed_step']}"
         memory = f"{_fmt(r['vendor_usage(GiB)'])}/{_fmt(r['vendor_max_mem(GiB)'])}" if r["vendor_usage(GiB)"] is not None else "-"
         ok = r["status"] == "success"
         lines.append(
             f"| {r['case']}:{r['framework']} | {r['host']} | {status} | {_verdict_cell(r.get('verdict'))} | {_fmt(r['precision'])} | "
-            f"{_fmt(r['batchsize'])} | {_fmt(r[Key.INFER_CORE_QPS])} | {_fmt(r[Key.INFER_WHOLE_QPS])} | "
-            f"{_fmt(r[Key.VAL_CORE_QPS])} | {_percentile_cell(latency, 'p50', count)} | "
-            f"{_percentile_cell(latency, 'p90', count)} | {_percentile_cell(latency, 'p99', count)} | "
+            f"{_fmt(r['batchsize'])} | {plus_minus(r[Key.INFER_CORE_QPS], ci95.get(Key.INFER_CORE_QPS))} | "
+            f"{plus_minus(r[Key.INFER_WHOLE_QPS], ci95.get(Key.INFER_WHOLE_QPS))} | "
+            f"{plus_minus(r[Key.VAL_CORE_QPS], ci95.get(Key.VAL_CORE_QPS))} | {_percentile_cell(latency, 'p50', count, intervals)} | "
+            f"{_percentile_cell(latency, 'p90', count, intervals)} | {_percentile_cell(latency, 'p99', count, intervals)} | "
             f"{_accuracy_cell(r[Key.VAL_ACC], r.get('accuracy_note'))} | {_accuracy_cell(r[Key.INFER_ACC], r.get('accuracy_note'))} | "
             f"{memory} | {_mfu_cell(r.get('MFU'), r.get('mfu_is_estimate'), r.get('MFU_note')) if ok else '-'} |"
         )
@@ -182,6 +206,7 @@ def markdown_table(records: list[dict], memory_kind: str = "device memory") -> s
         ]
         for r, row in rows:
             latency = row.get("latency_ms") or {}
+            intervals = row.get("latency_ci95") or {}
             scenario = row["scenario"]
             if row.get("target_qps") is not None:
                 scenario += f" @{row['target_qps']:.4g}"
@@ -189,10 +214,13 @@ def markdown_table(records: list[dict], memory_kind: str = "device memory") -> s
                     scenario += f", bound {'met' if row['latency_bound_met'] else 'MISSED'}"
             lines.append(
                 f"| {r['case']}:{r['framework']} | {r['host']} | {row['batch_size']} | {scenario} | {row['clients']} | "
-                f"{_na(row.get('qps'), 'no queries')} | {_percentile_cell(latency, 'p50', row['queries'])} | "
-                f"{_percentile_cell(latency, 'p90', row['queries'])} | {_percentile_cell(latency, 'p99', row['queries'])} | "
+                f"{_na(row.get('qps'), 'no queries') if row.get('qps') is None else plus_minus(row['qps'], row.get('qps_ci95'))} | "
+                f"{_percentile_cell(latency, 'p50', row['queries'], intervals)} | "
+                f"{_percentile_cell(latency, 'p90', row['queries'], intervals)} | {_percentile_cell(latency, 'p99', row['queries'], intervals)} | "
                 f"{row['queries']} | {_mfu_cell(row.get('MFU'), r.get('mfu_is_estimate'), row.get('MFU_note'))} | {_verdict_cell(row['verdict'])} |"
             )
+    if any(r.get("ci95") or r.get("latency_ci95") or any(row.get("qps_ci95") for row in r.get("performance") or []) for r in records):
+        lines += ["", "±: half the 95% confidence interval's width over the figure (docs/measurement.md)."]
     lines += llm_summary.markdown_lines(records)
     estimates = {r.get("peak_flops_source") for r in records if r.get("mfu_is_estimate")}
     if estimates:

@@ -1,0 +1,380 @@
+"""How precise a measured figure is, when a measurement may stop, and whether it drifted.
+
+Terms (defined here once; the reasoning and the measured figures are in docs/measurement.md):
+  timeline   = the queries of one measured window on one clock: query i occupied
+               [begin_ns[i], end_ns[i]] and carried samples[i]; the window is
+               [0, span_ns]. A sequential loop's queries tile it (each begins where
+               the previous ended); concurrent clients' queries overlap.
+  block rate = the window cut into k blocks of equal length; a query's samples
+               count in each block in proportion to the part of the query that
+               falls in it (so a block is never judged by how many whole queries
+               happen to end in it), divided by the block's length. The blocks'
+               rates average to the window's throughput.
+  interval   = the 95 % confidence interval of the window's throughput, by batch
+               means: Student's t over the block rates (equal-length blocks make
+               the ratio samples / time a plain mean of the rates). Timings are
+               autocorrelated (a busy second follows a busy second), which batch
+               means tolerate when blocks are long against the correlation time:
+               when the block rates' lag-1 autocorrelation exceeds ``LAG1_LIMIT``
+               neighbouring blocks are merged (their length doubled), down to
+               ``MIN_BATCHES``; correlation left there widens the interval by the
+               AR(1) factor sqrt((1 + r) / (1 - r)).
+  precision  = the interval's half-width over the figure (``±1.2%``). A measurement
+               keeps issuing queries after its minimums until every judged figure
+               is within its precision, or ``max_duration_s`` stops it (INVALID).
+  settle     = before the measured window, queries run in blocks until a block's
+               rate is within noise of the block before it (the rate stopped
+               trending), bounded by ``settle_max_s``.
+  drift      = the first and the last third of the window, each with its own
+               interval: when their throughputs differ by more than both
+               half-widths together, and by more than the precision asked for, the
+               figure is drifting (INVALID).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import numpy as np
+
+from common.stats import MIN_SAMPLES_FOR_PERCENTILE, percentile_interval, relative_half_width, t975
+
+START_BATCHES = 32  # blocks a window is first cut into
+MIN_BATCHES = 8  # merging never goes below this many
+MIN_QUERIES = 2 * MIN_BATCHES  # an interval needs at least two queries per block on average
+LAG1_LIMIT = 0.2  # merge neighbouring blocks above this lag-1 autocorrelation
+MAX_LAG1 = 0.9  # correlation left at MIN_BATCHES is counted at most this strongly
+CHECK_EVERY_S = 0.5  # the stop rule looks at the figures at most this often ...
+CHECK_COST_SHARE = 0.02  # ... and spends at most this share of the time doing so
+SETTLE_BLOCK_S = 0.25  # a settle block lasts at least this long ...
+SETTLE_MIN_BLOCK = 2  # ... and holds at least this many queries ...
+SETTLE_MAX_BLOCK = 1024  # ... and at most this many
+SETTLE_FLOOR = 0.03  # blocks within 3 % of each other have settled whatever the noise says
+THIRD = 1 / 3
+
+
+@dataclass(frozen=True)
+class Timeline:
+    begin_ns: np.ndarray
+    end_ns: np.ndarray
+    samples: np.ndarray
+    span_ns: float
+
+    @classmethod
+    def tiled(cls, ends_ns: Sequence[float], samples: Sequence[float] | float, span_ns: float | None = None) -> "Timeline":
+        """Sequential queries: each began where the previous ended (the first at 0)."""
+        end = np.asarray(ends_ns, dtype=np.float64)
+        begin = np.concatenate(([0.0], end[:-1])) if len(end) else end
+        return cls(begin, end, _samples(samples, len(end)), float(span_ns if span_ns is not None else (end[-1] if len(end) else 0.0)))
+
+    @classmethod
+    def spans(cls, ends_ns: Sequence[float], durations_ns: Sequence[float], samples: Sequence[float] | float, span_ns: float | None = None) -> "Timeline":
+        """Concurrent queries: each began its own duration before it ended (never before 0)."""
+        end = np.asarray(ends_ns, dtype=np.float64)
+        begin = np.maximum(end - np.asarray(durations_ns, dtype=np.float64), 0.0)
+        return cls(begin, end, _samples(samples, len(end)), float(span_ns if span_ns is not None else (end.max() if len(end) else 0.0)))
+
+    @property
+    def queries(self) -> int:
+        return len(self.end_ns)
+
+    def work_at(self, t: float) -> float:
+        """Samples done by time ``t``: every query counts in proportion to the part of it before ``t``."""
+        length = np.maximum(self.end_ns - self.begin_ns, 1e-9)
+        return float(np.dot(self.samples, np.clip((t - self.begin_ns) / length, 0.0, 1.0)))
+
+    def block_rates(self, blocks: int) -> np.ndarray:
+        """Samples per second of each of ``blocks`` equal parts of the window."""
+        edges = np.linspace(0.0, self.span_ns, blocks + 1)
+        work = np.diff([self.work_at(t) for t in edges])
+        return work / (self.span_ns / blocks) * 1e9
+
+    def part(self, start_ns: float, stop_ns: float) -> "Timeline":
+        """The window [start_ns, stop_ns] as a timeline of its own: queries clipped to it,
+        their samples cut in proportion to the part of them inside it."""
+        length = self.end_ns - self.begin_ns
+        begin = np.clip(self.begin_ns, start_ns, stop_ns)
+        end = np.clip(self.end_ns, start_ns, stop_ns)
+        instant = ((self.end_ns > start_ns) & (self.end_ns <= stop_ns)).astype(np.float64)  # a query of no duration
+        share = np.where(length > 0, (end - begin) / np.maximum(length, 1e-9), instant)
+        keep = share > 0
+        return Timeline(begin[keep] - start_ns, end[keep] - start_ns, self.samples[keep] * share[keep], float(stop_ns - start_ns))
+
+
+def _samples(samples: Sequence[float] | float, count: int) -> np.ndarray:
+    if isinstance(samples, (int, float)):
+        return np.full(count, float(samples))
+    return np.asarray(samples, dtype=np.float64)
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A throughput's 95 % interval, in the timeline's samples per second."""
+
+    value: float
+    lo: float
+    hi: float
+    batches: int
+    lag1: float
+
+    @property
+    def relative(self) -> float:
+        return (self.hi - self.lo) / 2 / self.value if self.value > 0 else math.inf
+
+    def around(self, figure: float | None) -> list[float] | None:
+        """The same relative interval around the figure as reported (it may subtract foo_time the timeline does not)."""
+        if figure is None or not self.value > 0:
+            return None
+        return [figure * self.lo / self.value, figure * self.hi / self.value]
+
+
+def lag1(values: np.ndarray) -> float:
+    """Lag-1 autocorrelation (0 for a constant series)."""
+    centred = values - values.mean()
+    denominator = float(np.dot(centred, centred))
+    return float(np.dot(centred[:-1], centred[1:])) / denominator if denominator > 0 else 0.0
+
+
+def throughput_interval(timeline: Timeline) -> Interval | None:
+    """Batch-means interval of the timeline's throughput (see the module docstring); None below ``MIN_QUERIES``."""
+    if timeline.queries < MIN_QUERIES or not timeline.span_ns > 0:
+        return None
+    blocks = START_BATCHES
+    while blocks > MIN_BATCHES and timeline.queries < 2 * blocks:
+        blocks //= 2
+    rates = timeline.block_rates(blocks)
+    rho = lag1(rates)
+    while rho > LAG1_LIMIT and blocks // 2 >= MIN_BATCHES:
+        rates = rates.reshape(-1, 2).mean(axis=1)
+        blocks //= 2
+        rho = lag1(rates)
+    mean = float(rates.mean())
+    r = min(max(rho, 0.0), MAX_LAG1)
+    inflation = (1 + r) / (1 - r)
+    half = t975(blocks - 1) * float(rates.std(ddof=1)) * math.sqrt(inflation / blocks)
+    return Interval(mean, mean - half, mean + half, blocks, rho)
+
+
+# ---- what must be precise, and the stop rule -------------------------------------------------
+@dataclass(frozen=True)
+class Target:
+    """The figures a measurement judges and how precise each must be (fractions, e.g. 0.02)."""
+
+    throughput: tuple[str, ...] = ("qps",)  # throughput figures judged
+    precision: float = 0.02
+    percentile: str | None = None  # the headline percentile judged (single_stream p90, server p99)
+    latency_precision: float | None = None  # the percentile's own precision; None: ``precision``
+    check_every_s: float = CHECK_EVERY_S
+
+    def limit(self, figure: str) -> float:
+        if figure == self.percentile and self.latency_precision is not None:
+            return self.latency_precision
+        return self.precision
+
+
+@dataclass
+class Figures:
+    """What one measured window gives: each figure's value, interval and relative half-width."""
+
+    throughput: dict[str, Interval | None] = field(default_factory=dict)
+    percentile: dict[str, tuple[float | None, list[float] | None]] = field(default_factory=dict)
+    timeless: list[str] = field(default_factory=list)  # throughputs whose clock never moved: null, and nothing to wait for
+
+    def widths(self) -> dict[str, float | None]:
+        out: dict[str, float | None] = {name: (iv.relative if iv else None) for name, iv in self.throughput.items()}
+        out.update({name: relative_half_width(value, ci) for name, (value, ci) in self.percentile.items()})
+        return out
+
+
+def measure_figures(target: Target, timelines: dict[str, Timeline], latencies_ns: Sequence[int] | None = None) -> Figures:
+    """Each judged figure's interval: throughputs from their timelines, the headline percentile from the latencies."""
+    # A throughput whose clock never moved (every call's foo_time covered it) is null: no more queries can help.
+    timeless = [name for name in target.throughput if not timelines[name].span_ns > 0 and timelines[name].queries >= MIN_QUERIES]
+    figures = Figures({name: throughput_interval(timelines[name]) for name in target.throughput if name not in timeless}, timeless=timeless)
+    if target.percentile is not None:
+        q, need = MIN_SAMPLES_FOR_PERCENTILE[target.percentile]
+        values = sorted(latencies_ns or ()) if len(latencies_ns or ()) >= need else []
+        if values:
+            rank = (len(values) - 1) * q / 100.0
+            low = math.floor(rank)
+            value = values[low] + (values[min(low + 1, len(values) - 1)] - values[low]) * (rank - low)
+            figures.percentile[target.percentile] = (float(value), percentile_interval(values, q))
+        else:
+            figures.percentile[target.percentile] = (None, None)
+    return figures
+
+
+def imprecise(target: Target, figures: Figures) -> dict[str, float | None]:
+    """The judged figures not (yet) within their precision: name -> relative half-width (None: no interval yet)."""
+    return {name: width for name, width in figures.widths().items() if width is None or width > target.limit(name)}
+
+
+class StopRule:
+    """Asks "is every judged figure precise?" at most every ``check_every_s`` of the measurement's
+    own clock, and never spending more than ``CHECK_COST_SHARE`` of the time on the question."""
+
+    def __init__(self, target: Target, clock: Callable[[], int] = time.perf_counter_ns) -> None:
+        self.target = target
+        self.clock = clock
+        self.next_ns: int | None = None
+        self.checks = 0
+
+    def precise(self, now_ns: int, measure: Callable[[], Figures]) -> bool:
+        if self.next_ns is not None and now_ns < self.next_ns:
+            return False
+        self.checks += 1
+        started = self.clock()
+        missing = imprecise(self.target, measure())
+        cost = self.clock() - started
+        if None in missing.values():  # too few queries for an interval yet: counting is cheap, look again next time
+            self.next_ns = None
+        else:
+            self.next_ns = now_ns + max(int(self.target.check_every_s * 1e9), int(cost / CHECK_COST_SHARE))
+        return not missing
+
+
+def precision_reasons(target: Target, figures: Figures, drifts: dict[str, "Drift | None"], elapsed_s: float) -> list[str]:
+    """One "not precise enough" sentence per judged figure that missed its precision, one
+    "drifting" sentence per throughput whose first and last thirds disagree."""
+    reasons = [f"not precise enough: {name} took no measurable time" for name in figures.timeless]
+    for name, width in imprecise(target, figures).items():
+        limit = f"precision {target.limit(name) * 100:g}%"
+        if width is None:
+            need = MIN_QUERIES if name in figures.throughput else MIN_SAMPLES_FOR_PERCENTILE[name][1]
+            reasons.append(f"not precise enough: {name} has no interval after {elapsed_s:.3g} s (it needs at least {need} queries; {limit})")
+        else:
+            reasons.append(f"not precise enough: {name} ±{width:.1%} after {elapsed_s:.3g} s ({limit})")
+    return reasons + [reason for name, found in drifts.items() if (reason := drift_reason(name, found))]
+
+
+# ---- drift -----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Drift:
+    change: float  # (last third - first third) / first third
+    first: Interval
+    last: Interval
+    drifting: bool
+
+    def to_dict(self) -> dict:
+        return {
+            "change": self.change,
+            "first_third": [self.first.lo, self.first.hi],
+            "last_third": [self.last.lo, self.last.hi],
+            "drifting": self.drifting,
+        }
+
+
+def drift(timeline: Timeline, precision: float) -> Drift | None:
+    """Compare the first and last third of the window (None when a third is too short for an interval)."""
+    third = timeline.span_ns * THIRD
+    first = throughput_interval(timeline.part(0.0, third))
+    last = throughput_interval(timeline.part(timeline.span_ns - third, timeline.span_ns))
+    if first is None or last is None or not first.value > 0:
+        return None
+    gap = abs(last.value - first.value)
+    allowed = (first.hi - first.lo) / 2 + (last.hi - last.lo) / 2
+    change = (last.value - first.value) / first.value
+    return Drift(change, first, last, gap > allowed and abs(change) > precision)
+
+
+def drift_reason(name: str, found: Drift | None) -> str | None:
+    if found is None or not found.drifting:
+        return None
+    way = "fell" if found.change < 0 else "rose"
+    return f"drifting: {name} {way} {abs(found.change):.0%} from the first to the last third"
+
+
+# ---- settle ----------------------------------------------------------------------------------
+@dataclass
+class Settle:
+    seconds: float = 0.0
+    queries: int = 0
+    settled: bool = True
+    block: int = 0  # queries per compared block
+    last_change: float | None = None  # rate change between the last two blocks
+
+    def to_dict(self) -> dict:
+        return {
+            "settle_s": self.seconds,
+            "settle_queries": self.queries,
+            "settled": self.settled,
+            "settle_block": self.block,
+            "settle_change": self.last_change,
+        }
+
+
+def _block_noise(durations: Sequence[int]) -> float:
+    """Relative standard error of a block's mean query time."""
+    n = len(durations)
+    mean = sum(durations) / n
+    if n < 2 or mean <= 0:
+        return 0.0
+    var = sum((d - mean) ** 2 for d in durations) / (n - 1)
+    return math.sqrt(var / n) / mean
+
+
+def settled(durations: Sequence[int], block: int) -> tuple[bool, float | None]:
+    """Whether the last ``block`` query times are within noise of the ``block`` before them,
+    and the rate change between the two (None before there are two blocks)."""
+    if block < 1 or len(durations) < 2 * block:
+        return False, None
+    previous, latest = durations[-2 * block : -block], durations[-block:]
+    rate_previous, rate_latest = block / max(sum(previous), 1), block / max(sum(latest), 1)
+    change = rate_latest / rate_previous - 1
+    noise = 2 * math.sqrt(_block_noise(previous) ** 2 + _block_noise(latest) ** 2)
+    return abs(change) <= max(SETTLE_FLOOR, noise), change
+
+
+def settle(call: Callable[[], int], clock: Callable[[], int], max_s: float) -> Settle:
+    """Run ``call()`` (one query; returns its duration in ns) until the rate stops trending or ``max_s`` passes.
+
+    Blocks hold ``SETTLE_MIN_BLOCK`` queries, or as many as fill ``SETTLE_BLOCK_S``
+    at the first query's pace; with ``max_s`` 0 nothing runs.
+    """
+    result = Settle()
+    if not max_s > 0:
+        return result
+    durations: list[int] = []
+    start = clock()
+    limit = int(max_s * 1e9)
+    while True:
+        durations.append(call())
+        if result.block == 0:
+            result.block = min(SETTLE_MAX_BLOCK, max(SETTLE_MIN_BLOCK, math.ceil(SETTLE_BLOCK_S * 1e9 / max(durations[0], 1))))
+        if len(durations) % result.block == 0:  # consecutive blocks, compared as each one ends
+            done, result.last_change = settled(durations, result.block)
+            if done:
+                break
+        if clock() - start >= limit:
+            result.settled = False
+            break
+    result.seconds = (clock() - start) / 1e9
+    result.queries = len(durations)
+    return result
+
+
+# ---- the result's record -----------------------------------------------------------------------
+METHOD = "batch means over equal-time blocks (lag-1 merged), Student t; percentiles: binomial order statistics"
+
+
+def precision_block(target: Target, figures: Figures, settled: Settle, drifts: dict[str, Drift | None], checks: int, stop: str) -> dict:
+    """The ``precision`` block of a phase or performance row (docs/result_schema.md)."""
+    widths = figures.widths()
+    known = [w for w in widths.values() if w is not None]
+    batches = {name: iv.batches for name, iv in figures.throughput.items() if iv}
+    return {
+        "target": target.precision,
+        "latency_target": target.limit(target.percentile) if target.percentile else None,
+        "achieved": max(known) if known and len(known) == len(widths) else None,
+        "figures": widths,
+        "method": METHOD,
+        "batches": batches,
+        "lag1": {name: iv.lag1 for name, iv in figures.throughput.items() if iv},
+        "stop_reason": stop,
+        "checks": checks,
+        **settled.to_dict(),
+        "drift": {name: (found.to_dict() if found else None) for name, found in drifts.items()},
+    }
