@@ -129,7 +129,10 @@ def test_run_py_runs_the_case_and_the_summary_shows_its_table(tree, tmp_path):
     (record,) = summary["results"]
     assert record["status"] == "success" and [c["batch_size"] for c in record["llm"]["table"]] == [1, 2]
     table = (run_dir / "summary.md").read_text()
-    assert "LLM generation" in table and "TTFT p50 ms" in table
+    assert "LLM generation" in table and "TTFT p50 ms" in table and "greedy tokens agree" in table
+    page = (run_dir / "report.html").read_text()
+    assert "LLM TTFT and TPOT vs batch size" in page and "LLM throughput-latency frontier" in page
+    assert "LLM TTFT and TPOT vs batch size: no data" not in page
 
 
 # ---- the greedy-agreement check, on a real GenAI engine --------------------------------------

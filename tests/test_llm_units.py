@@ -87,7 +87,10 @@ def test_flops_and_kv_bytes_follow_the_model_shape():
     assert shape.embedding_params == 100 * 64
     # 2 x (params less the embedding lookup) + 4 x layers x heads x head_dim x context
     assert shape.flops_per_token(10) == 2 * (shape.params - 6400) + 4 * 2 * 4 * 16 * 10
-    assert shape.prefill_flops(3, 9) == 3 * 9 * shape.flops_per_token(5)
+    # a prefill: the LM head (vocab x hidden) once per sequence, not per token
+    assert shape.prefill_flops(3, 9) == 3 * (9 * (shape.flops_per_token(5) - 2 * 6400) + 2 * 6400)
+    tied = ModelShape.from_hf_config({**cfg, "tie_word_embeddings": True})
+    assert tied.params == shape.params - 6400 and tied.flops_per_token(0) == shape.flops_per_token(0)
     assert shape.kv_cache_bytes(positions=7, bytes_per_value=2) == 2 * 2 * 2 * 16 * 2 * 7
 
 
@@ -161,6 +164,7 @@ def test_server_counts_ttft_from_the_scheduled_arrival():
         (dict(server_input_length=[9, 3]), "key 'server_input_length' must be [min, max] with min <= max"),
         (dict(server_bound_percentile="p95"), "key 'server_bound_percentile' must be one of p50, p90, p99"),
         (dict(ttft_bound_ms="fast"), "key 'ttft_bound_ms' must be a positive number of milliseconds"),
+        (dict(server_target_qps=[1, 4], server_requests=200, max_duration_s=60), "key 'server_requests' is 200: at 1 requests/s they arrive over 200 s"),
     ],
 )
 def test_bad_llm_keys_are_one_line(override, message):

@@ -24,9 +24,11 @@ call returns only when its work is done, ``inference_engine/llm_base.py``):
   FLOPs per token    2 x (parameters less the input embedding, a lookup)
               + 4 x layers x heads x head_dim x context (QK^T and AV), context =
               the positions attended: (L + 1) / 2 on average over a causal prefill
-              of L tokens, L + k for the k-th generated token. MFU = FLOPs per
-              token x tokens/s / the device's peak (on the host: the peak comes
-              from the vendor's analysis module).
+              of L tokens, L + k for the k-th generated token. A prefill counts the
+              LM head (vocab x hidden) once per sequence, for the last position:
+              the only logits generation needs (FlagPerf counts 2 x parameters for
+              every token, the head included). MFU = FLOP/s / the device's peak
+              (on the host: the peak comes from the vendor's analysis module).
   KV cache    2 (K and V) x layers x kv_heads x head_dim x bytes per value x
               the positions the engine allocates (``kv_cache_positions``).
 
@@ -77,11 +79,20 @@ class ModelShape:
         # With tied embeddings the table is also the LM head, whose matmul does count.
         return cls(layers, hidden, heads, kv_heads, head_dim, inter, vocab, int(params), 0 if tied else vocab * hidden)
 
-    def flops_per_token(self, context: float) -> float:
-        return 2.0 * (self.params - self.embedding_params) + 4.0 * self.layers * self.heads * self.head_dim * context
+    @property
+    def head_params(self) -> int:
+        """The LM head's weights (the embedding table itself when tied)."""
+        return self.vocab * self.hidden
+
+    def flops_per_token(self, context: float, head: bool = True) -> float:
+        """One token's forward attending to ``context`` positions; ``head``: with the LM head."""
+        body = self.params - self.embedding_params - self.head_params
+        return 2.0 * (body + (self.head_params if head else 0)) + 4.0 * self.layers * self.heads * self.head_dim * context
 
     def prefill_flops(self, batch: int, length: int) -> float:
-        return batch * length * self.flops_per_token((length + 1) / 2)
+        """A causal prefill of ``length`` tokens, the LM head on the last position only (the
+        only logits generation uses: an engine computing them everywhere does wasted work)."""
+        return batch * (length * self.flops_per_token((length + 1) / 2, head=False) + 2.0 * self.head_params)
 
     def decode_flops(self, batch: int, input_length: int, output_length: int) -> float:
         """The forwards after the first token: tokens 1..N-1 attend to L+1..L+N-1 positions."""

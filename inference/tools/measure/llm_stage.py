@@ -108,7 +108,7 @@ class LLMWorkload:
             _fail(config, "server_target_qps", f"must be a list of at most 16 positive request rates (requests/s), got {get('server_target_qps')!r}")
         percentile = get("server_bound_percentile", "p90")
         try:
-            return cls(
+            workload = cls(
                 batch_sizes=list(config.batch_sizes),
                 input_lengths=_ints(config, "input_lengths", get("input_lengths"), 1, 1 << 20, (1, 16)),
                 output_length=_int(config, "output_length", None, 1, 1 << 20),
@@ -126,6 +126,15 @@ class LLMWorkload:
         except ValueError as exc:
             key, message = str(exc).split(" ", 1)
             raise ConfigError(f"{config.origin.get(key, 'config')}: key '{key}' {message}") from None
+        cap = float(get("max_duration_s", MEASUREMENT_DEFAULTS["max_duration_s"]))
+        if rates and workload.server_requests / min(rates) > cap:
+            _fail(
+                config,
+                "server_requests",
+                f"is {workload.server_requests}: at {min(rates):g} requests/s they arrive over {workload.server_requests / min(rates):.3g} s, "
+                f"more than max_duration_s {cap:g} (raise max_duration_s, or the rate)",
+            )
+        return workload
 
     def longest(self) -> int:
         """The most positions one request needs (prompt + generated)."""
@@ -389,12 +398,21 @@ def run_server(
         "bound_percentile": workload.server_bound_percentile,
         "ttft_bound_ms": workload.ttft_bound_ms,
         "tpot_bound_ms": workload.tpot_bound_ms,
+        "kv_cache_mib": _mean_kv_mib(engine, shape, gens),
         "contention": reading.to_dict(),
     }
     verdict, parts = _judge(figures, target, limits, reading, [], workload.server_requests)
     record = figures.to_dict()
     _bounds(record, workload, verdict)
     return _finish(record, figures, target, parts, verdict.extend(engine_reasons), settled, rule.checks, stop)
+
+
+def _mean_kv_mib(engine: Any, shape: ModelShape, gens: list[Generation]) -> float | None:
+    """The KV cache a request allocated, on average over the row's requests."""
+    if not gens:
+        return None
+    positions = [engine.kv_cache_positions(g.batch, g.input_length + g.output_length) for g in gens]
+    return sum(shape.kv_cache_bytes(p, engine.bytes_per_value) for p in positions) / len(positions) / 2**20
 
 
 def _bounds(record: dict, workload: LLMWorkload, verdict: Verdict) -> None:
@@ -407,7 +425,7 @@ def _bounds(record: dict, workload: LLMWorkload, verdict: Verdict) -> None:
         if value is None:
             verdict.add(f"server reports {name} {metric.upper()}: {too_few_note(name, block['count'])}")
         elif value > bound:
-            verdict.add(f"{name} {metric.upper()} {value:.3g} ms exceeds {metric}_bound_ms {bound:g}")
+            verdict.add(f"{name} {metric.upper()} {value:.4g} ms exceeds {metric}_bound_ms {bound:g}")
 
 
 # ---- the whole stage ---------------------------------------------------------------

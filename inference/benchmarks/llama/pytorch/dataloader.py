@@ -141,9 +141,9 @@ def build_dataloader(config: Any) -> DataLoader:
     dataset = build_dataset(config)
     if not dataset.prompts:
         raise DataError(f"data_dir {config.data_dir}: the MMLU-style folder holds no questions")
-    if config.flops is None:  # FLOPs per sample = per prompt token, at the pass's mean prompt length
+    if config.flops is None:  # FLOPs per sample = per prompt token: a prefill's, at the pass's mean prompt length
         from .model import model_shape
 
-        mean_length = sum(len(p) for p in dataset.prompts) / len(dataset.prompts)
-        config.flops = model_shape(config).flops_per_token((mean_length + 1) / 2)
+        shape = model_shape(config)
+        config.flops = sum(shape.prefill_flops(1, len(p)) for p in dataset.prompts) / sum(len(p) for p in dataset.prompts)
     return DataLoader(dataset, batch_size=1, shuffle=False, drop_last=False, num_workers=int(config.num_workers), collate_fn=collate)

@@ -1,0 +1,113 @@
+"""report.html's plots of an LLM case (result.json's ``llm`` block): TTFT and TPOT against
+batch size, and the throughput-latency frontier of its cells and server rows. Plain plotly
+specs built with report.py's helpers (imported by report.py where a result has an ``llm`` block)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from utils.results.report.charts import COLOURS, HEIGHT, WIDTH, pareto_front
+from utils.results.report.charts import axis as _axis  # the report's public chart helpers (utils/results/report/charts.py)
+from utils.results.report.charts import figure_layout as _layout
+from utils.results.report.charts import rounded as _round
+from utils.results.report.charts import row_valid as _valid
+
+
+def _p50(row: dict, metric: str) -> float | None:
+    return (row.get(f"{metric}_ms") or {}).get("p50")
+
+
+def ttft_tpot_plot(table: list[dict]) -> dict | None:
+    """TTFT p50 (left axis, solid) and TPOT p50 (right axis, dashed) against batch size, one pair per input length."""
+    cells = [c for c in table if _p50(c, "ttft") is not None]
+    if not cells:
+        return None
+    traces = []
+    for number, length in enumerate(sorted({c["input_length"] for c in cells})):
+        points = sorted((c for c in cells if c["input_length"] == length), key=lambda c: c["batch_size"])
+        colour = COLOURS[number % len(COLOURS)]
+        symbols = ["circle" if _valid(c) else "circle-open" for c in points]
+        for metric, dash, axis in (("ttft", "solid", "y"), ("tpot", "dash", "y2")):
+            usable = [(c, s) for c, s in zip(points, symbols) if _p50(c, metric) is not None]
+            traces.append(
+                {
+                    "type": "scatter",
+                    "mode": "lines+markers",
+                    "name": f"{metric.upper()} in {length}",
+                    "yaxis": axis,
+                    "x": [c["batch_size"] for c, _ in usable],
+                    "y": _round(_p50(c, metric) for c, _ in usable),
+                    "hovertemplate": f"{metric.upper()} p50, input {length}, bs %{{x}}: %{{y:.4g}} ms<extra></extra>",
+                    "line": {"color": colour, "dash": dash},
+                    "marker": {"size": 8, "color": colour, "symbol": [s for _, s in usable], "line": {"color": colour, "width": 2}},
+                }
+            )
+    sizes = sorted({c["batch_size"] for c in cells})
+    return {
+        "data": traces,
+        "layout": _layout(
+            "TTFT and TPOT vs batch size (p50; hollow = invalid verdict)",
+            WIDTH,
+            HEIGHT,
+            xaxis=_axis("batch size", type="log", tickvals=sizes, ticktext=[str(b) for b in sizes]),
+            yaxis=_axis("TTFT (ms, solid)", rangemode="tozero"),
+            yaxis2=_axis("TPOT (ms, dashed)", overlaying="y", side="right", rangemode="tozero", showgrid=False),
+        ),
+    }
+
+
+def _label(row: dict) -> str:
+    if row["scenario"] == "server":
+        return f"server @{row['target_qps']:g} req/s"
+    return f"bs {row['batch_size']} in {row['input_length']}"
+
+
+def frontier_plot(rows: list[dict]) -> dict | None:
+    """Output tokens/s against TPOT p50 over every cell and server row; the frontier joined."""
+    usable = [r for r in rows if r.get("output_tokens_per_s") is not None and _p50(r, "tpot") is not None]
+    if len(usable) < 2:
+        return None
+    points = [(_p50(r, "tpot"), r["output_tokens_per_s"]) for r in usable]
+    front = pareto_front(points)
+    return {
+        "data": [
+            {
+                "type": "scatter",
+                "mode": "markers+text",
+                "name": "cells and server rows",
+                "x": _round(p[0] for p in points),
+                "y": _round(p[1] for p in points),
+                "text": [_label(r) for r in usable],
+                "textposition": "top right",
+                "textfont": {"size": 9},
+                "cliponaxis": False,
+                "marker": {"color": "#888888", "size": 7, "symbol": ["circle" if _valid(r) else "circle-open" for r in usable]},
+                "hovertemplate": "%{text}<br>TPOT %{x:.4g} ms, %{y:.4g} output tokens/s<extra></extra>",
+            },
+            {
+                "type": "scatter",
+                "mode": "lines+markers",
+                "name": "frontier",
+                "x": _round(points[i][0] for i in front),
+                "y": _round(points[i][1] for i in front),
+                "line": {"color": "#d62728", "width": 2},
+                "marker": {"color": "#d62728", "size": 8},
+                "hovertemplate": "frontier: TPOT %{x:.4g} ms, %{y:.4g} output tokens/s<extra></extra>",
+            },
+        ],
+        "layout": _layout(
+            "Throughput-latency frontier (generation)",
+            WIDTH,
+            HEIGHT,
+            xaxis=_axis("TPOT p50 (ms per output token)"),
+            yaxis=_axis("output tokens/s", rangemode="tozero"),
+        ),
+    }
+
+
+def llm_figures(llm: Any) -> list[tuple[str, dict | None]]:
+    """(plot name, figure or None) for the page; [] for a result without an ``llm`` block."""
+    if not isinstance(llm, dict):
+        return []
+    table, server = llm.get("table") or [], llm.get("server") or []
+    return [("LLM TTFT and TPOT vs batch size", ttft_tpot_plot(table)), ("LLM throughput-latency frontier", frontier_plot(table + server))]
