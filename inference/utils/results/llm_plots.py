@@ -1,6 +1,6 @@
 """report.html's plots of an LLM case (result.json's ``llm`` block): TTFT and TPOT against
 batch size, and the throughput-latency frontier of its cells and server rows. Plain plotly
-specs built with report.py's helpers (imported by report.py where a result has an ``llm`` block)."""
+specs built with ``report.charts``' helpers, drawn by ``report.sections`` where a result has an ``llm`` block."""
 
 from __future__ import annotations
 
