@@ -39,7 +39,7 @@ from common.stats import LatencyStats
 from tools.measure.contention import ContentionReading, CpuContention
 from tools.measure.phase_progress import PhaseProgress
 from tools.measure.precision import Figures, Settle, StopRule, Target, Timeline, drift, measure_figures, precision_block, precision_reasons, settle
-from tools.measure.settings import MAX_DURATION_REACHED, MEASUREMENT_DEFAULTS, PRECISION_REACHED, minus_foo
+from tools.measure.settings import MAX_DURATION_REACHED, MEASUREMENT_DEFAULTS, minus_foo
 from tools.measure.verdict import Verdict, accelerator_reason, contention_reason, minimum_reasons, minimums_met, window_throughputs
 from tools.torch_sync import sync_for_config
 
@@ -236,7 +236,7 @@ def _measured_loop(step, dataloader, evaluator, config: Any, settings: LoopSetti
     Returns what was collected, the wall time of the loop in ns (foo_time included) and the stop rule."""
     raw = _Raw()
     target = settings.target()
-    rule = StopRule(target, clock)
+    rule = StopRule(target, clock, settings.max_duration_s)
     max_ns = int(settings.max_duration_s * 1e9)
     progress = PhaseProgress.for_passes(phase, config, dataloader)  # PROGRESS lines, at most every 0.5 s
     start = clock()
@@ -249,8 +249,9 @@ def _measured_loop(step, dataloader, evaluator, config: Any, settings: LoopSetti
         now = clock()
         elapsed = now - start
         if raw.passes >= settings.repeat and minimums_met(len(raw.core_ns), elapsed / 1e9, settings.min_queries, settings.min_duration_s):
-            if rule.precise(now, lambda: raw.figures(target)):
-                raw.stop = PRECISION_REACHED
+            decision = rule.decide(now, elapsed, lambda: raw.figures(target))
+            if decision is not None:
+                raw.stop = decision
                 break
         if elapsed >= max_ns:
             break
@@ -295,7 +296,7 @@ def _phase_result(raw: _Raw, wall_ns: int, settings: LoopSettings, phase: str, s
     figures = measure_figures(target, timelines)
     drifts = {name: drift(timeline, settings.precision) for name, timeline in timelines.items()}
     verdict = Verdict().extend(minimum_reasons(len(raw.core_ns), wall_ns / 1e9, settings.min_queries, settings.min_duration_s))
-    verdict.extend(precision_reasons(target, figures, drifts, wall_ns / 1e9))
+    verdict.extend(precision_reasons(target, figures, drifts, wall_ns / 1e9, raw.stop))
     verdict.add(contention_reason(reading.share, reading.cpus, settings.contention_limit))
     verdict.add(accelerator_reason(reading.gpu_other_processes))
     result = PhaseResult(

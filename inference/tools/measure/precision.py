@@ -41,6 +41,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from common.stats import MIN_SAMPLES_FOR_PERCENTILE, percentile_interval, relative_half_width, t975
+from tools.measure.settings import OUT_OF_REACH, PRECISION_REACHED
 
 START_BATCHES = 32  # blocks a window is first cut into
 MIN_BATCHES = 8  # merging never goes below this many
@@ -49,6 +50,7 @@ LAG1_LIMIT = 0.2  # merge neighbouring blocks above this lag-1 autocorrelation
 MAX_LAG1 = 0.9  # correlation left at MIN_BATCHES is counted at most this strongly
 CHECK_EVERY_S = 0.5  # the stop rule looks at the figures at most this often ...
 CHECK_COST_SHARE = 0.02  # ... and spends at most this share of the time doing so
+OUT_OF_REACH_FACTOR = 4.0  # stop early when reaching the precision would take this many times max_duration_s
 SETTLE_BLOCK_S = 0.25  # a settle block lasts at least this long ...
 SETTLE_MIN_BLOCK = 2  # ... and holds at least this many queries ...
 SETTLE_MAX_BLOCK = 1024  # ... and at most this many
@@ -212,33 +214,50 @@ def imprecise(target: Target, figures: Figures) -> dict[str, float | None]:
     return {name: width for name, width in figures.widths().items() if width is None or width > target.limit(name)}
 
 
-class StopRule:
-    """Asks "is every judged figure precise?" at most every ``check_every_s`` of the measurement's
-    own clock, and never spending more than ``CHECK_COST_SHARE`` of the time on the question."""
+def needed_s(width: float, limit: float, elapsed_s: float) -> float:
+    """How long the measurement would have to run for ``width`` to shrink to ``limit``, at the
+    1 / sqrt(time) rate of a mean over independent batches."""
+    return elapsed_s * (width / limit) ** 2
 
-    def __init__(self, target: Target, clock: Callable[[], int] = time.perf_counter_ns) -> None:
+
+class StopRule:
+    """Once the minimums are met, asks "is every judged figure precise?" at most every
+    ``check_every_s`` of the measurement's own clock, never spending more than
+    ``CHECK_COST_SHARE`` of the time on the question. It also gives up early when a figure
+    could not reach its precision within ``OUT_OF_REACH_FACTOR`` x ``max_s`` (waiting for
+    the cap would only cost time: the figure is invalid either way)."""
+
+    def __init__(self, target: Target, clock: Callable[[], int] = time.perf_counter_ns, max_s: float = math.inf) -> None:
         self.target = target
         self.clock = clock
+        self.max_s = max_s
         self.next_ns: int | None = None
         self.checks = 0
 
-    def precise(self, now_ns: int, measure: Callable[[], Figures]) -> bool:
+    def decide(self, now_ns: int, elapsed_ns: int, measure: Callable[[], Figures]) -> str | None:
+        """PRECISION_REACHED, OUT_OF_REACH, or None (go on)."""
         if self.next_ns is not None and now_ns < self.next_ns:
-            return False
+            return None
         self.checks += 1
         started = self.clock()
         missing = imprecise(self.target, measure())
         cost = self.clock() - started
         if None in missing.values():  # too few queries for an interval yet: counting is cheap, look again next time
             self.next_ns = None
-        else:
-            self.next_ns = now_ns + max(int(self.target.check_every_s * 1e9), int(cost / CHECK_COST_SHARE))
-        return not missing
+            return None
+        self.next_ns = now_ns + max(int(self.target.check_every_s * 1e9), int(cost / CHECK_COST_SHARE))
+        if not missing:
+            return PRECISION_REACHED
+        elapsed_s = elapsed_ns / 1e9
+        if any(needed_s(width, self.target.limit(name), elapsed_s) > OUT_OF_REACH_FACTOR * self.max_s for name, width in missing.items()):
+            return OUT_OF_REACH
+        return None
 
 
-def precision_reasons(target: Target, figures: Figures, drifts: dict[str, "Drift | None"], elapsed_s: float) -> list[str]:
-    """One "not precise enough" sentence per judged figure that missed its precision, one
-    "drifting" sentence per throughput whose first and last thirds disagree."""
+def precision_reasons(target: Target, figures: Figures, drifts: dict[str, "Drift | None"], elapsed_s: float, stop: str | None = None) -> list[str]:
+    """One "not precise enough" sentence per judged figure that missed its precision (saying how
+    long it would have needed when the stop rule gave up early), one "drifting" sentence per
+    throughput whose first and last thirds disagree."""
     reasons = [f"not precise enough: {name} took no measurable time" for name in figures.timeless]
     for name, width in imprecise(target, figures).items():
         limit = f"precision {target.limit(name) * 100:g}%"
@@ -246,7 +265,8 @@ def precision_reasons(target: Target, figures: Figures, drifts: dict[str, "Drift
             need = MIN_QUERIES if name in figures.throughput else MIN_SAMPLES_FOR_PERCENTILE[name][1]
             reasons.append(f"not precise enough: {name} has no interval after {elapsed_s:.3g} s (it needs at least {need} queries; {limit})")
         else:
-            reasons.append(f"not precise enough: {name} ±{width:.1%} after {elapsed_s:.3g} s ({limit})")
+            early = f"; out of reach: about {needed_s(width, target.limit(name), elapsed_s):.3g} s needed" if stop == OUT_OF_REACH else ""
+            reasons.append(f"not precise enough: {name} ±{width:.1%} after {elapsed_s:.3g} s ({limit}{early})")
     return reasons + [reason for name, found in drifts.items() if (reason := drift_reason(name, found))]
 
 

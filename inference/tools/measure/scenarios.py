@@ -50,9 +50,20 @@ from typing import Any, Callable, Iterator
 
 from tools.measure.phase_progress import PhaseProgress
 from tools.measure.precision import Figures, StopRule, Target, Timeline, measure_figures
-from tools.measure.settings import MAX_DURATION_REACHED, MINIMUMS_MET, PRECISION_REACHED, SCENARIOS, minus_foo
+from tools.measure.settings import MAX_DURATION_REACHED, MINIMUMS_MET, OUT_OF_REACH, PRECISION_REACHED, SCENARIOS, minus_foo
 
-__all__ = ["MAX_DURATION_REACHED", "MINIMUMS_MET", "PRECISION_REACHED", "SCENARIOS", "ScenarioRun", "run_scenario", "server_search", "timeline_of"]
+# the stop reasons are defined in tools.measure.settings and named here too (tools.measure.loadgen imports MINIMUMS_MET from here)
+__all__ = [
+    "MAX_DURATION_REACHED",
+    "MINIMUMS_MET",
+    "OUT_OF_REACH",
+    "PRECISION_REACHED",
+    "SCENARIOS",
+    "ScenarioRun",
+    "run_scenario",
+    "server_search",
+    "timeline_of",
+]
 
 Step = Callable[[list], "tuple[list, float]"]
 
@@ -107,17 +118,13 @@ class _Window:
     latencies: list[int] = field(default_factory=list)
     completions: list[int] = field(default_factory=list)
 
-    @property
-    def done(self) -> str:
-        return MINIMUMS_MET if self.rule is None else PRECISION_REACHED
-
     def figures(self) -> Figures:
         timeline = timeline_of(self.scenario, self.clients, self.batch_size, self.latencies, self.completions)
         return measure_figures(self.target, {name: timeline for name in self.target.throughput}, self.latencies)
 
-    def precise(self, now_ns: int) -> bool:
-        """Called once the minimums are met: may the run stop now?"""
-        return self.rule is None or self.rule.precise(now_ns, self.figures)
+    def stop(self, now_ns: int, elapsed_ns: int) -> str | None:
+        """Called once the minimums are met: why the run stops now, or None to go on."""
+        return MINIMUMS_MET if self.rule is None else self.rule.decide(now_ns, elapsed_ns, self.figures)
 
 
 @dataclass
@@ -251,7 +258,7 @@ def run_scenario(
     µs on Linux) since they count from the scheduled arrival.
     """
     _validate(pool, scenario, batch_size, clients, min_query_count, min_duration_s, max_duration_s, target_qps, sample_pool_indices, max_sampled)
-    rule = StopRule(target, clock) if target is not None else None
+    rule = StopRule(target, clock, max_duration_s) if target is not None else None
     limits = _Window(min_query_count, round(min_duration_s * 1e9), round(max_duration_s * 1e9), scenario, clients, batch_size, target, rule)
     sampler = _Sampler(max_sampled) if sample_pool_indices and max_sampled else None
     eligible = frozenset(sample_pool_indices)
@@ -303,7 +310,7 @@ def run_scenario(
 
 def _back_to_back_one(step, pool, limits, sync, sampler, eligible, clock, progress):
     """offline with one client, and single_stream: the cheapest loop, no threads, no locks."""
-    min_queries, min_ns, max_ns, precise = limits.min_queries, limits.min_ns, limits.max_ns, limits.precise
+    min_queries, min_ns, max_ns, stop = limits.min_queries, limits.min_ns, limits.max_ns, limits.stop
     latencies, completions = limits.latencies, limits.completions
     add_latency = latencies.append
     add_completion = completions.append
@@ -314,8 +321,7 @@ def _back_to_back_one(step, pool, limits, sync, sampler, eligible, clock, progre
     due = progress.begin(start)
     while True:
         elapsed = now - start
-        if i >= min_queries and elapsed >= min_ns and precise(now):
-            reason = limits.done
+        if i >= min_queries and elapsed >= min_ns and (reason := stop(now, elapsed)) is not None:
             break
         if elapsed >= max_ns:
             reason = MAX_DURATION_REACHED
@@ -359,7 +365,7 @@ def _run_threads(worker, clients: int) -> None:
 
 def _server_one(step, pool, limits, schedule, sync, sampler, eligible, clock, sleep, progress):
     """server with one worker: the calling thread sleeps until each arrival."""
-    min_queries, min_ns, max_ns, precise = limits.min_queries, limits.min_ns, limits.max_ns, limits.precise
+    min_queries, min_ns, max_ns, stop = limits.min_queries, limits.min_ns, limits.max_ns, limits.stop
     latencies, completions = limits.latencies, limits.completions
     add_latency = latencies.append
     add_completion = completions.append
@@ -373,8 +379,7 @@ def _server_one(step, pool, limits, schedule, sync, sampler, eligible, clock, sl
         arrival = start + int(next_offset * 1e9)
         now = clock()
         elapsed = (arrival if arrival > now else now) - start
-        if i >= min_queries and elapsed >= min_ns and precise(now):
-            reason = limits.done
+        if i >= min_queries and elapsed >= min_ns and (reason := stop(now, elapsed)) is not None:
             break
         if elapsed >= max_ns:
             reason = MAX_DURATION_REACHED
@@ -403,7 +408,7 @@ def _server_one(step, pool, limits, schedule, sync, sampler, eligible, clock, sl
 def _threads(step, pool, limits, clients, schedule, sync, sampler, eligible, clock, sleep, progress):
     """Several clients taking query indices (and, for server, the next arrival of
     one shared schedule; ``schedule`` None = offline, issue at once) under one lock."""
-    min_queries, min_ns, max_ns, precise = limits.min_queries, limits.min_ns, limits.max_ns, limits.precise
+    min_queries, min_ns, max_ns, stop = limits.min_queries, limits.min_ns, limits.max_ns, limits.stop
     latencies, completions = limits.latencies, limits.completions
     n = len(pool)
     lock = threading.Lock()
@@ -423,8 +428,8 @@ def _threads(step, pool, limits, clients, schedule, sync, sampler, eligible, clo
                     arrival = start + int(next_offset * 1e9)
                 i = state["next"]
                 elapsed = (arrival if arrival is not None and arrival > now else now) - start
-                if i >= min_queries and elapsed >= min_ns and precise(now):
-                    state["reason"] = limits.done
+                if i >= min_queries and elapsed >= min_ns and (reason := stop(now, elapsed)) is not None:
+                    state["reason"] = reason
                     return
                 if elapsed >= max_ns:
                     state["reason"] = MAX_DURATION_REACHED

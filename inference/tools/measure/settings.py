@@ -16,6 +16,7 @@ SCENARIOS = ("offline", "single_stream", "server")
 MINIMUMS_MET = "minimums met"  # the minimums are met and nothing more was asked (LoadGen's rows)
 PRECISION_REACHED = "precision reached"  # the minimums are met and every judged figure is within its precision
 MAX_DURATION_REACHED = "max_duration_s reached"
+OUT_OF_REACH = "precision out of reach"  # a judged figure could not reach its precision before max_duration_s
 
 # The measurement keys' framework defaults: configs that lack them keep
 # working, and FlagPerf-style configs without these attributes get the same.

@@ -153,7 +153,7 @@ def judge_row(run: ScenarioRun, stats: LatencyStats | None, config: Any, content
     timeline = run.timeline()
     figures = measure_figures(target, {"qps": timeline}, run.latencies_ns)
     drifts = {"qps": drift(timeline, target.precision)} if target.throughput else {}
-    verdict.extend(precision_reasons(target, figures, drifts, run.duration_s + run.foo_time_s / run.clients))
+    verdict.extend(precision_reasons(target, figures, drifts, run.duration_s + run.foo_time_s / run.clients, run.stop_reason))
     verdict.add(contention_reason(contention.share, contention.cpus, config.contention_limit))
     verdict.add(accelerator_reason(contention.gpu_other_processes))
     # A headline percentile with too few queries (below its floor) has no interval: precision_reasons said so.
