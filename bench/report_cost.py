@@ -7,11 +7,11 @@ its records point at) are read; report.html is written into a temporary copy of 
 directory, never into RUN_DIR itself. Each of --processes fresh interpreters prints:
   import  importing utils.results.report and jinja2 (its page template); run.py has most of what
           utils.results.report imports (utils.results.summary, common.*) loaded already;
-  first   the first write_report in that interpreter (template compiled, plotly.min.js
-          read from the plotly package, caches cold);
+  first   the first write_report in that interpreter (template compiled, plotly.js
+          read from report/vendor/, caches cold);
   warm    the median of --repeats further write_report calls.
 The plots cost the browser, not this: each is a JSON figure spec that plotly.js draws when
-the page opens. report.html's size is printed with plotly.min.js's share of it.
+the page opens. report.html's size is printed with plotly.js's share of it.
 --plots adds, from the last interpreter, the time of each plot function on the
 run's first case (the median of --repeats calls), spec serialisation included.
 """
@@ -62,7 +62,7 @@ if plots:
     log_dir = Path(record["log_dir"])
     result = json.loads((log_dir / RESULT_FILE).read_text())
     rows, raw = record.get("performance") or [], read_latencies(log_dir)
-    sys_samples, vendor_samples = report._monitor_files(log_dir)
+    sys_samples, vendor_samples = report.monitor_files(log_dir)
     calls = {{
         "throughput_plot": lambda: report.throughput_plot(rows),
         "latency_plot": lambda: report.latency_plot(rows, raw, raw.get("inference")),
@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     median = lambda key: statistics.median(r[key] for r in results if r[key] is not None)  # noqa: E731
     print(f"{'median':>6} {median('import'):8.3f} {median('first'):8.3f} {median('warm') if args.repeats else float('nan'):8.3f}")
     size, script = results[-1]["size"], results[-1]["plotly_js"]
-    print(f"report.html {size / 1024:.0f} KiB, of which plotly.min.js {script / 1024:.0f} KiB and the rest {(size - script) / 1024:.0f} KiB")
+    print(f"report.html {size / 1024:.0f} KiB, of which plotly.js {script / 1024:.0f} KiB and the rest {(size - script) / 1024:.0f} KiB")
     for name, seconds in (results[-1].get("plots") or {}).items():
         print(f"  {name:<16} {seconds * 1000:7.2f} ms")
     return 0

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from html.parser import HTMLParser
@@ -219,9 +220,9 @@ def test_report_is_self_contained_with_every_plot(tmp_path):
     links = [attrs.get(key) for _, attrs in page.tags for key in ("src", "href") if attrs.get(key)]
     assert links and not [x for x in links if x.startswith(("http:", "https:", "//", "file:"))]
     assert not [t for t, attrs in page.tags if t in ("link", "iframe", "img") or (t == "script" and "src" in attrs)]
-    # plotly.js inlined once, from the installed package; then the one script that draws every plot
+    # plotly.js's basic bundle inlined once, from the vendored file; then the one script that draws every plot
     code = [text for attrs, text in page.scripts if not attrs]
-    assert len(code) == 2 and code[0].strip() == str(plotly_js()).strip() and "plotly.js v" in code[0][:200]
+    assert len(code) == 2 and code[0].strip() == str(plotly_js()).strip() and "plotly.js (basic - minified) v4." in code[0][:200]
     assert "Plotly.newPlot" in code[1] and html.count("Plotly.newPlot(div") == 1
     plots = page.plots()
     assert [p["name"] for p in plots] == ["throughput vs batch size", "latency distribution", "throughput-latency frontier", "monitor timeline", "top ops"]
@@ -229,8 +230,9 @@ def test_report_is_self_contained_with_every_plot(tmp_path):
         layout = p["spec"]["layout"]
         assert p["spec"]["data"] and layout["title"]["text"] and f"width:{layout['width']}px" in p["style"]
         assert p["spec"]["config"]["toImageButtonOptions"]["filename"] == f"digits:pytorch on 10.0.0.1 {p['name']}"
-    # Without plotly.min.js, the page is a few tens of kB: the specs stay small.
+    # Without plotly.js, the page is a few tens of kB: the specs stay small; with it, well under 1.5 MB.
     assert len(html.encode()) - len(str(plotly_js()).encode()) < 150_000
+    assert len(html.encode()) < 1_400_000
     # The summary table's figures and the verdict with its reasons; compile report; top ops.
     table = html.split('id="summary"')[1].split("</table>")[0]
     assert "1234.57" in table and ">valid<" in table and "INVALID" not in table
@@ -392,15 +394,31 @@ def test_report_of_a_failed_case_says_so(tmp_path):
 
 def test_report_without_plotly_still_written_and_says_why(tmp_path, monkeypatch):
     import run
-    import utils.results.report as report
+    from utils.results.report import page
 
-    monkeypatch.setattr(report, "plotly_js", lambda: None)
+    monkeypatch.setattr(page, "PLOTLY_BUNDLE", tmp_path / "gone" / "plotly-basic.min.js")  # a checkout that lost the file
+    page.plotly_js.cache_clear()
     run_dir = make_run(tmp_path, "run11")
-    assert run._write_report(run_dir, INFERENCE) == run_dir / "report.html"
+    try:
+        assert run._write_report(run_dir, INFERENCE) == run_dir / "report.html"
+    finally:
+        page.plotly_js.cache_clear()
     html = (run_dir / "report.html").read_text(encoding="utf-8")
-    assert "No plots: the Python package plotly" in html and len(_page(html).plots()) == 5 and "1234.57" in html
+    assert "No plots: plotly.js (plotly-basic.min.js) is missing beside page.py in this checkout" in html
+    assert len(_page(html).plots()) == 5 and "1234.57" in html and len(html.encode()) < 150_000
     (run_dir / "summary.json").write_text("{not json")  # a report that cannot be written never fails the run
     assert run._write_report(run_dir, INFERENCE) is None
+
+
+def test_the_charts_use_only_trace_types_the_inlined_bundle_has(tmp_path):
+    """The page carries plotly.js's basic bundle: every trace of every chart must be of a type it registers."""
+    from utils.results.report import PLOTLY_BUNDLE, TRACE_TYPES
+
+    run_dir = make_run(tmp_path, "run12", rows=((1, "offline", 1), (4, "offline", 1), (4, "server", 2)))
+    used = {trace["type"] for spec in _specs(run_dir).values() for trace in spec["data"]}
+    assert used == set(TRACE_TYPES) == {"scatter", "bar"}
+    registered = set(re.findall(r'moduleType:"trace",name:"(\w+)"', PLOTLY_BUNDLE.read_text(encoding="utf-8")))
+    assert registered == {"scatter", "bar", "pie"}  # the basic bundle; the whole library registers 47
 
 
 def test_pareto_front_keeps_only_undominated_points():

@@ -2,7 +2,7 @@
 
 The container side writes them (``tools/results/result.py``); the host side reads them
 (``utils/results/summary.py``, ``utils/results/aggregate.py``, ``utils/results/compare.py``,
-``utils/results/report.py``). The whole schema is in docs/result_schema.md.
+``utils/results/report/``). The whole schema is in docs/result_schema.md.
 """
 
 from __future__ import annotations

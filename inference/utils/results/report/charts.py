@@ -1,0 +1,408 @@
+"""report.html's charts: one plotly figure spec per plot, a plain dict {"data": [...], "layout": {...}}.
+
+The specs are built here and serialised as JSON (no plotly.graph_objects: their validation
+costs more than the rest of the report); the browser draws them with the plotly.js bundle
+that ``page`` inlines. Only the trace types of ``TRACE_TYPES`` are used, so the page carries
+plotly.js's basic bundle (scatter, bar, pie), not the whole library: a chart that needs
+another type needs a bundle that has it (``page.PLOTLY_BUNDLE``). Long series are thinned
+(``LATENCY_POINTS``, ``TIMELINE_POINTS``) so the page stays small whatever a run's length.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+# The trace types the charts use: each must be in the inlined bundle (plotly.js-basic-dist-min).
+TRACE_TYPES = ("scatter", "bar")
+TOP_OPS = 12
+# Colours of the shaded phases in the timeline.
+PHASE_COLOURS = {"validation": "#9ecae1", "inference": "#a1d99b", "performance": "#fdd0a2"}
+
+WIDTH, HEIGHT = 576, 330  # px, the size of the small plots (the matplotlib PNGs were 6 x 3.4 in at 96 dpi)
+LATENCY_POINTS = 500  # per CDF curve
+TIMELINE_POINTS = 2000  # per monitor series
+FONT = {"family": "system-ui, -apple-system, 'Segoe UI', sans-serif", "size": 11, "color": "#222"}
+GRID = "#e6e6e6"
+COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"]  # plotly's and matplotlib's
+
+
+def figure_layout(title: str, width: int, height: int, **more: Any) -> dict:
+    """A chart's layout in the report's style (title left, white, small fonts), ``more`` added or replacing."""
+    layout = {
+        "title": {"text": title, "font": {"size": 13}, "x": 0.015, "xanchor": "left"},  # left: the modebar is on the right
+        "width": width,
+        "height": height,
+        "margin": {"l": 60, "r": 16, "t": 40, "b": 46},
+        "font": FONT,
+        "paper_bgcolor": "white",
+        "plot_bgcolor": "white",
+        "hovermode": "closest",
+        "legend": {"font": {"size": 10}, "bgcolor": "rgba(255,255,255,0.75)"},
+    }
+    layout.update(more)
+    return layout
+
+
+def axis(title: str | None = None, **more: Any) -> dict:
+    """An axis in the report's style (framed, light grid, ticks outside), ``more`` added or replacing."""
+    axis = {"automargin": True, "showline": True, "linecolor": "#999", "mirror": True, "gridcolor": GRID, "zeroline": False, "ticks": "outside"}
+    if title:
+        axis["title"] = {"text": title}
+    axis.update(more)
+    return axis
+
+
+def rounded(values: Any, digits: int = 5) -> list[float]:
+    """Floats to ``digits`` significant digits: the JSON is a third of the size of repr's 17."""
+    return [float(f"{v:.{digits}g}") for v in values]
+
+
+def row_label(row: dict) -> str:
+    """A performance row as its charts and tables name it: ``bs 4 offline x2 @100``."""
+    label = f"bs {row['batch_size']} {row['scenario']}"
+    if row.get("clients", 1) != 1:
+        label += f" x{row['clients']}"
+    if row.get("target_qps") is not None:
+        label += f" @{row['target_qps']:.3g}"
+    return label
+
+
+def row_valid(row: dict) -> bool:
+    """False only when the row's verdict says invalid (drawn hollow); a row without a verdict counts as valid."""
+    return (row.get("verdict") or {}).get("valid", True) is not False
+
+
+def throughput_plot(rows: list[dict]) -> dict | None:
+    """qps against batch size, one line per scenario x clients; hollow markers = invalid rows."""
+    rows = [r for r in rows if r.get("qps") is not None]
+    if not rows:
+        return None
+    series: dict[str, list[dict]] = {}
+    for row in rows:
+        series.setdefault(f"{row['scenario']} x{row['clients']}", []).append(row)
+    traces = []
+    for number, (name, points) in enumerate(series.items()):
+        points.sort(key=lambda r: r["batch_size"])
+        valid = [row_valid(p) for p in points]
+        colour = COLOURS[number % len(COLOURS)]
+        traces.append(
+            {
+                "type": "scatter",
+                "mode": "lines+markers",
+                "name": name,
+                "x": [p["batch_size"] for p in points],
+                "y": rounded(p["qps"] for p in points),
+                "text": [f"{row_label(p)}: {'valid' if v else 'INVALID'}" for p, v in zip(points, valid)],
+                "hovertemplate": "%{text}<br>%{y:.4g} samples/s<extra></extra>",
+                "line": {"color": colour},
+                "marker": {"size": 9, "color": colour, "symbol": ["circle" if v else "circle-open" for v in valid], "line": {"color": colour, "width": 2}},
+            }
+        )
+    sizes = sorted({r["batch_size"] for r in rows})
+    return {
+        "data": traces,
+        "layout": figure_layout(
+            "Throughput vs batch size (hollow = invalid verdict)",
+            WIDTH,
+            HEIGHT,
+            xaxis=axis("batch size", type="log", tickvals=sizes, ticktext=[str(b) for b in sizes]),
+            yaxis=axis("throughput (samples/s)", rangemode="tozero"),
+        ),
+    }
+
+
+def ecdf_points(values: Any, limit: int = LATENCY_POINTS) -> tuple[Any, Any]:
+    """(ms, fraction) of the empirical CDF of ``values`` (ns) at no more than ``limit`` of its
+    steps: evenly spaced ranks for the body, geometrically spaced ones toward the slowest query
+    for the tail; the first and last steps always. Every point lies on the exact CDF."""
+    import numpy as np
+
+    ms = np.sort(np.asarray(values, dtype=np.float64)) / 1e6
+    n = len(ms)
+    if n <= limit:
+        index = np.arange(n)
+    else:
+        tail = limit // 4
+        body = np.linspace(0, n - 1, limit - tail)
+        top = n - np.geomspace(1, n, tail)  # n-1 ... 0, dense near n-1
+        index = np.unique(np.clip(np.concatenate([body, top]).round(), 0, n - 1).astype(np.int64))
+    return ms[index], (index + 1) / n
+
+
+def latency_plot(rows: list[dict], raw: dict, inference_ns: Any = None) -> dict | None:
+    """Empirical CDF of per-query latency (ms, log scale) for each row and the inference pass."""
+    curves = []
+    if inference_ns is not None and len(inference_ns):
+        curves.append(("FlagPerf inference pass (core)", inference_ns))
+    for index, row in enumerate(rows):
+        values = raw.get(f"performance_{index}")
+        if values is not None and len(values):
+            curves.append((row_label(row), values))
+    if not curves:
+        return None
+    traces = []
+    for label, values in curves:
+        xs, ys = ecdf_points(values)
+        traces.append(
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "line": {"shape": "hv", "width": 1.5},
+                "name": f"{label} (n={len(values)})",
+                "x": rounded(xs.tolist()),
+                "y": [round(y, 6) for y in ys.tolist()],
+                "hovertemplate": "%{x:.4g} ms: %{y:.2%} of queries<extra>" + label + "</extra>",
+            }
+        )
+    marks = (0.5, 0.9, 0.99)
+    return {
+        "data": traces,
+        "layout": figure_layout(
+            "Latency distribution (CDF)",
+            WIDTH,
+            HEIGHT,
+            xaxis=axis("latency per query (ms, log scale)", type="log"),
+            yaxis=axis("fraction of queries", range=[0, 1.01]),
+            shapes=[
+                {"type": "line", "xref": "paper", "x0": 0, "x1": 1, "yref": "y", "y0": q, "y1": q, "line": {"color": "grey", "width": 0.8, "dash": "dot"}}
+                for q in marks
+            ],
+            annotations=[
+                {
+                    "xref": "paper",
+                    "x": 0,
+                    "yref": "y",
+                    "y": q,
+                    "text": f"p{int(q * 100)}",
+                    "showarrow": False,
+                    "xanchor": "left",
+                    "yanchor": "bottom",
+                    "font": {"size": 9, "color": "grey"},
+                }
+                for q in marks
+            ],
+            legend={"x": 1, "xanchor": "right", "y": 0.02, "yanchor": "bottom", "font": {"size": 9}, "bgcolor": "rgba(255,255,255,0.75)"},
+        ),
+    }
+
+
+def pareto_front(points: list[tuple[float, float]]) -> list[int]:
+    """Indices of the points no other point beats on both latency (lower) and
+    throughput (higher), ordered by latency: the throughput-latency frontier."""
+    order = sorted(range(len(points)), key=lambda i: (points[i][0], -points[i][1]))
+    front, best = [], float("-inf")
+    for i in order:
+        if points[i][1] > best:
+            front.append(i)
+            best = points[i][1]
+    return front
+
+
+def _headline_latency(row: dict) -> tuple[float | None, str]:
+    latency = row.get("latency_ms") or {}
+    for name in ("p90", "p50", "mean"):
+        if latency.get(name) is not None:
+            return latency[name], name
+    return None, ""
+
+
+def frontier_plot(rows: list[dict]) -> dict | None:
+    """Throughput against latency over every row; the frontier joined. Needs two rows."""
+    usable = [(r, *_headline_latency(r)) for r in rows if r.get("qps") is not None]
+    usable = [(r, lat, name) for r, lat, name in usable if lat is not None]
+    if len(usable) < 2:
+        return None
+    points = [(lat, r["qps"]) for r, lat, _ in usable]
+    front = pareto_front(points)
+    middle = (min(p[0] for p in points) + max(p[0] for p in points)) / 2
+    rows_trace = {
+        "type": "scatter",
+        "mode": "markers+text",
+        "name": "rows",
+        "showlegend": False,
+        "x": rounded(p[0] for p in points),
+        "y": rounded(p[1] for p in points),
+        "text": [f"{row_label(r)} ({name})" for r, _, name in usable],
+        "textposition": ["top left" if p[0] > middle else "top right" for p in points],  # the labels stay inside
+        "textfont": {"size": 9},
+        "cliponaxis": False,
+        "marker": {"color": "#888888", "size": 7},
+        "hovertemplate": "%{text}<br>%{x:.4g} ms, %{y:.4g} samples/s<extra></extra>",
+    }
+    front_trace = {
+        "type": "scatter",
+        "mode": "lines+markers",
+        "name": "frontier",
+        "x": rounded(points[i][0] for i in front),
+        "y": rounded(points[i][1] for i in front),
+        "line": {"color": "#d62728", "width": 2},
+        "marker": {"color": "#d62728", "size": 8},
+        "hovertemplate": "frontier: %{x:.4g} ms, %{y:.4g} samples/s<extra></extra>",
+    }
+    return {
+        "data": [rows_trace, front_trace],
+        "layout": figure_layout(
+            "Throughput-latency frontier",
+            WIDTH,
+            HEIGHT,
+            xaxis=axis("latency per query (ms: p90, else p50, else mean)"),
+            yaxis=axis("throughput (samples/s)"),
+            legend={"x": 1, "xanchor": "right", "y": 0.02, "yanchor": "bottom", "font": {"size": 10}, "bgcolor": "rgba(255,255,255,0.75)"},
+        ),
+    }
+
+
+def phase_spans(result: dict) -> list[tuple[str, str, float, float]]:
+    """(kind, label, start, end) in unix seconds of every measured phase of a result."""
+    spans = []
+    for phase in ("validation", "inference"):
+        block = result.get(phase) or {}
+        if block.get("started_at_unix") is not None and block.get("finished_at_unix") is not None:
+            spans.append((phase, phase, block["started_at_unix"], block["finished_at_unix"]))
+    for row in result.get("performance") or []:
+        if row.get("started_at_unix") is not None and row.get("finished_at_unix") is not None:
+            spans.append(("performance", row_label(row), row["started_at_unix"], row["finished_at_unix"]))
+    return spans
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def decimate(points: list[tuple[float, float]], limit: int = TIMELINE_POINTS) -> list[tuple[float, float]]:
+    """At most ``limit`` of the (t, value) points, in time order: the lowest and the highest
+    point of each of limit/2 runs of consecutive points, so that no spike or dip is lost."""
+    if len(points) <= limit:
+        return points
+    buckets, n, out = limit // 2, len(points), []
+    for b in range(buckets):
+        chunk = points[b * n // buckets : (b + 1) * n // buckets]
+        low = min(chunk, key=lambda p: p[1])
+        high = max(chunk, key=lambda p: p[1])
+        out.extend(sorted({low, high}))
+    return out
+
+
+def timeline_plot(sys_samples: list[dict], vendor_samples: list[dict], spans: list[tuple[str, str, float, float]]) -> dict | None:
+    """CPU/accelerator utilisation, memory and power over the case, one panel each on a shared
+    time axis, the measured phases shaded."""
+    samples = [s for s in sys_samples + vendor_samples if _number(s.get("timestamp"))]
+    if not samples:
+        return None
+    t0 = min(s["timestamp"] for s in samples)
+    panels = [
+        ("utilisation %", [(sys_samples, "cpu_percent", "system CPU %"), (vendor_samples, "utilization", "device utilisation %")], {"range": [0, 105]}),
+        (
+            "memory (GiB)",
+            [(sys_samples, "mem_used_gib", "system memory used"), (vendor_samples, "mem_used_gib", "device memory used")],
+            {"rangemode": "tozero"},
+        ),
+    ]
+    if any(_number(s.get("power_w")) for s in sys_samples + vendor_samples):
+        panels.append(("power (W)", [(sys_samples, "power_w", "package power"), (vendor_samples, "power_w", "device power")], {}))
+    count, gap = len(panels), 0.05
+    share = (1 - gap * (count - 1)) / count
+    height = int(96 * (1.9 * count + 0.6)) + 60
+    # The legend goes under the x axis title: 44 px below the plot area, in plot-area fractions.
+    layout = figure_layout(
+        "Monitors over the case (shaded: measured phases)",
+        672,
+        height,
+        legend={"orientation": "h", "x": 0, "xanchor": "left", "y": -44 / (height - 40 - 100), "yanchor": "top", "font": {"size": 10}},
+        margin={"l": 60, "r": 16, "t": 40, "b": 100},
+    )
+    traces: list[dict] = []
+    shapes: list[dict] = []
+    for number, (ylabel, lines, yrange) in enumerate(panels, start=1):
+        suffix = "" if number == 1 else str(number)
+        top = 1 - (number - 1) * (share + gap)
+        layout[f"xaxis{suffix}"] = axis(
+            "seconds since the first monitor sample" if number == count else None,
+            anchor=f"y{suffix}",
+            showticklabels=number == count,
+            **({"matches": "x"} if number > 1 else {}),
+        )
+        layout[f"yaxis{suffix}"] = axis(ylabel, anchor=f"x{suffix}", domain=[max(0.0, top - share), top], **yrange)
+        traces += _monitor_traces(lines, t0, suffix)
+        shapes += _phase_shapes(spans, t0, suffix, legend=number == 1)
+    layout["shapes"] = shapes
+    return {"data": traces, "layout": layout}
+
+
+def _monitor_traces(lines: list[tuple[list[dict], str, str]], t0: float, suffix: str) -> list[dict]:
+    """One line per (samples, key, label) that has readings, on the panel's axes; long series decimated."""
+    traces = []
+    for source, key, label in lines:
+        points = sorted((s["timestamp"] - t0, s[key]) for s in source if _number(s.get(key)) and _number(s.get("timestamp")))
+        if points:
+            points = decimate(points)
+            traces.append(
+                {
+                    "type": "scatter",
+                    "mode": "lines",
+                    "name": label,
+                    "xaxis": f"x{suffix}",
+                    "yaxis": f"y{suffix}",
+                    "x": [round(p[0], 3) for p in points],
+                    "y": rounded(p[1] for p in points),
+                    "line": {"width": 1.2},
+                }
+            )
+    return traces
+
+
+def _phase_shapes(spans: list[tuple[str, str, float, float]], t0: float, suffix: str, legend: bool) -> list[dict]:
+    """The measured phases as shaded rectangles on one panel; with ``legend``, one legend entry per kind of phase."""
+    shapes, seen = [], set()
+    for kind, label, start, end in spans:
+        shape = {
+            "type": "rect",
+            "xref": f"x{suffix}",
+            "yref": f"y{suffix} domain",
+            "x0": round(start - t0, 3),
+            "x1": round(end - t0, 3),
+            "y0": 0,
+            "y1": 1,
+            "fillcolor": PHASE_COLOURS[kind],
+            "opacity": 0.5,
+            "line": {"width": 0},
+            "layer": "below",
+            "name": label,
+        }
+        if legend and kind not in seen:
+            seen.add(kind)
+            shape.update(showlegend=True, name=f"{kind} (measured)", legendgroup=kind)
+        shapes.append(shape)
+    return shapes
+
+
+def top_ops_plot(ops: list[dict]) -> dict | None:
+    """The per-op profile's top ``TOP_OPS`` ops by total time, as horizontal bars."""
+    ops = [o for o in ops if o.get("total_ms") is not None][:TOP_OPS]
+    if not ops:
+        return None
+    labels = [f"{o.get('op_type', '?')}: {str(o.get('node', ''))[-40:]}" for o in ops]
+    positions = list(range(len(ops)))  # positions, not the labels, so that two equal labels stay two bars
+    bars = {
+        "type": "bar",
+        "orientation": "h",
+        "x": rounded(o["total_ms"] for o in ops),
+        "y": positions,
+        "text": [f"{o.get('op_type', '?')}: {o.get('node', '')}" for o in ops],
+        "textposition": "none",
+        "hovertemplate": "%{text}<br>%{x:.4g} ms<extra></extra>",
+        "marker": {"color": "#6baed6"},
+        "showlegend": False,
+    }
+    return {
+        "data": [bars],
+        "layout": figure_layout(
+            f"Top {len(ops)} ops by time (per-op profile)",
+            720,
+            int(96 * (0.3 * len(ops) + 1.0)) + 24,
+            xaxis=axis("total time in the profiled calls (ms)", rangemode="tozero"),
+            yaxis=axis(None, tickvals=positions, ticktext=labels, autorange="reversed", tickfont={"size": 9}, showgrid=False),
+            bargap=0.25,
+        ),
+    }

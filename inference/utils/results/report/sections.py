@@ -1,0 +1,267 @@
+"""report.html's data: what the page shows, gathered from a run's files.
+
+For each result of summary.json (and each multi-host aggregate): its ``result.json``,
+``latencies.npz`` and the monitors' JSON lines beside it, turned into one section
+(tables as rows of cells, plots as ``charts`` specs, what is missing as one line each).
+The cells are formatted by summary.md's helpers, so both show the same figures.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from common.record import RESULT_FILE, Key, read_latencies
+from common.sampler import read_samples
+from utils.results.report.charts import (
+    TOP_OPS,
+    frontier_plot,
+    latency_plot,
+    phase_spans,
+    row_label,
+    throughput_plot,
+    timeline_plot,
+    top_ops_plot,
+)
+from utils.results.summary import accuracy_cell, fmt, mfu_cell, percentile_cell
+
+
+def git_commit(path: Path) -> str | None:
+    """The checkout's commit (``+dirty`` when it has changes), or None outside git."""
+    try:
+        commit = subprocess.run(["git", "-C", str(path), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
+        if commit.returncode != 0:
+            return None
+        dirty = subprocess.run(["git", "-C", str(path), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True, timeout=10)
+        return commit.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def monitor_files(log_dir: Path) -> tuple[list[dict], list[dict]]:
+    """The samples of the system monitor (sys_monitor.jsonl) and of the vendor's monitors (*_monitor.jsonl) in ``log_dir``."""
+    sys_samples: list[dict] = []
+    vendor_samples: list[dict] = []
+    for path in sorted(log_dir.glob("*_monitor.jsonl")):
+        samples = read_samples(path) or []
+        (sys_samples if path.name == "sys_monitor.jsonl" else vendor_samples).extend(samples)
+    return sys_samples, vendor_samples
+
+
+def _flatten(prefix: str, value: Any, out: list[tuple[str, str]]) -> None:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _flatten(f"{prefix}.{key}" if prefix else str(key), item, out)
+    elif isinstance(value, list) and not all(isinstance(v, (str, int, float)) for v in value):
+        out.append((prefix, json.dumps(value)[:200]))
+    else:
+        out.append((prefix, ", ".join(map(str, value)) if isinstance(value, list) else fmt(value, 4)))
+
+
+def compile_rows(engine: dict | None) -> list[tuple[str, str]]:
+    report = (engine or {}).get("compile_report") or {}
+    if not report:
+        return []
+    segments = report.get("segments") or []
+    rows = [
+        ("engine", str((engine or {}).get("version") or (engine or {}).get("class") or "-")),
+        ("status", fmt(report.get("compile_status"))),
+        ("precision", fmt(report.get("compile_precision"))),
+        ("compile duration (s)", fmt(report.get("compile_duration"), 3)),
+        ("sub-graph coverage sg_percent (%)", fmt(report.get("sg_percent"), 1)),
+        ("nodes", fmt(report.get("node_count"))),
+        ("segments (fallback)", f"{len(segments)} ({sum(bool(s.get('is_fallback')) for s in segments)})"),
+        ("fallback ops", ", ".join(map(str, report.get("fallback_ops") or [])) or "none"),
+    ]
+    if (engine or {}).get("best_batch_sizes"):
+        rows.append(("engine's best batch sizes", ", ".join(map(str, engine["best_batch_sizes"]))))
+    return rows
+
+
+def check_rows(result: dict) -> list[tuple[str, str, str]]:
+    """(check, passed, detail) for the numeric check and every audit."""
+    rows = []
+    numeric = result.get("numeric")
+    if numeric:
+        worst = max((o.get("max_rel") or 0.0 for o in numeric.get("outputs") or []), default=None)
+        detail = f"{numeric.get('samples')} samples, largest max_rel {worst:.2e}" if worst is not None else ""
+        rows.append(("numeric (engine vs framework)", _passed(numeric.get("passed")), "; ".join(numeric.get("reasons") or []) or detail))
+    for audit in result.get("audits") or []:
+        rows.append((audit.get("name", "audit"), _passed(audit.get("passed")), audit.get("detail") or ""))
+    for row in result.get("performance") or []:
+        test01 = row.get("accuracy_in_performance_mode")
+        if test01:
+            rows.append((f"{test01.get('name')} ({row_label(row)})", _passed(test01.get("passed")), test01.get("detail") or ""))
+    return rows
+
+
+def _passed(value: Any) -> str:
+    return {True: "passed", False: "FAILED", None: "not run"}.get(value, str(value))
+
+
+def summary_rows(records: list[dict]) -> list[dict]:
+    """The summary table's cells, the same figures and n/a reasons as summary.md."""
+    rows = []
+    for r in records:
+        latency = r.get("latency_ms") or {}
+        count = r.get("latency_batches")
+        ok = r["status"] == "success"
+        verdict = r.get("verdict")
+        rows.append(
+            {
+                "case": f"{r['case']}:{r['framework']}",
+                "host": r["host"],
+                "aggregate": bool(r.get("aggregate")),
+                "status": r["status"] if ok else f"{r['status']} at {r.get('failed_step')}",
+                "ok": ok,
+                "verdict": "-" if verdict is None else ("valid" if verdict["valid"] else "INVALID"),
+                "valid": bool(verdict and verdict["valid"]),
+                "reasons": (verdict or {}).get("reasons") or ([r.get("error")] if not ok and r.get("error") else []),
+                "precision": fmt(r.get("precision")),
+                "bs": fmt(r.get("batchsize")),
+                "core_qps": fmt(r.get(Key.INFER_CORE_QPS)),
+                "whole_qps": fmt(r.get(Key.INFER_WHOLE_QPS)),
+                "val_qps": fmt(r.get(Key.VAL_CORE_QPS)),
+                "p50": percentile_cell(latency, "p50", count),
+                "p90": percentile_cell(latency, "p90", count),
+                "p99": percentile_cell(latency, "p99", count),
+                "val_acc": accuracy_cell(r.get(Key.VAL_ACC), r.get("accuracy_note")),
+                "infer_acc": accuracy_cell(r.get(Key.INFER_ACC), r.get("accuracy_note")),
+                "memory": f"{fmt(r.get('vendor_usage(GiB)'))}/{fmt(r.get('vendor_max_mem(GiB)'))}" if r.get("vendor_usage(GiB)") is not None else "-",
+                "mfu": mfu_cell(r.get("MFU"), r.get("mfu_is_estimate")) if ok else "-",
+            }
+        )
+    return rows
+
+
+def performance_table(rows: list[dict]) -> list[dict]:
+    out = []
+    for row in rows:
+        latency = row.get("latency_ms") or {}
+        out.append(
+            {
+                "label": row_label(row),
+                "qps": fmt(row.get("qps")),
+                "p50": percentile_cell(latency, "p50", row.get("queries")),
+                "p90": percentile_cell(latency, "p90", row.get("queries")),
+                "p99": percentile_cell(latency, "p99", row.get("queries")),
+                "mean": fmt(latency.get("mean"), 3),
+                "queries": row.get("queries"),
+                "duration": fmt(row.get("duration_s"), 2),
+                "valid": row["verdict"]["valid"],
+                "reasons": row["verdict"]["reasons"],
+            }
+        )
+    return out
+
+
+def own_benchmark_rows(engine: dict, rows: list[dict]) -> dict | None:
+    """A backend's own benchmark() (engine.own_benchmark) beside InferPerf's offline row of the same batch size."""
+    own = engine.get("own_benchmark")
+    if not own:
+        return None
+    ours = {r["batch_size"]: r for r in rows if r.get("scenario") == "offline" and r.get("clients") == 1}
+    table = []
+    for item in own.get("rows") or []:
+        row = ours.get(item.get("BS")) or {}
+        latency = row.get("latency_ms") or {}
+        cells = (row.get("qps"), item.get("QPS"), latency.get("mean"), item.get("AVG Latency"), latency.get("p99"), item.get("P99 Latency"))
+        shown = [fmt(v, 3) if isinstance(v, float) else v if v is not None else "-" for v in cells]
+        table.append({"bs": item.get("BS"), "cells": shown, "error": item.get("error")})
+    return {"source": own.get("source") or "the engine", "rows": table, "error": own.get("error")}
+
+
+def case_section(record: dict) -> dict:
+    """Everything the page shows for one case on one host, or for a multi-host aggregate."""
+    section: dict[str, Any] = {
+        "title": f"{record['case']}:{record['framework']} on {record['host']}",
+        "anchor": f"{record['case']}-{record['framework']}-{record['host']}".replace(":", "-").replace(".", "-").replace(" ", "-"),
+        "status": record["status"],
+        "error": record.get("error"),
+        "failed_step": record.get("failed_step"),
+        "plots": [],
+        "missing": [],
+        "perf_rows": [],
+        "compile": [],
+        "ops": [],
+        "checks": [],
+        "best": None,
+        "notes": [],
+        "aggregate": bool(record.get("aggregate")),
+    }
+    rows = record.get("performance") or []
+    section["perf_rows"] = performance_table(rows)
+    if record.get("aggregate"):
+        section["notes"].append(_aggregate_note(record))
+        _add(section, "throughput vs batch size", throughput_plot(rows))
+        return section
+    log_dir = Path(record["log_dir"]) if record.get("log_dir") else None
+    result: dict = {}
+    if log_dir and (log_dir / RESULT_FILE).is_file():
+        result = json.loads((log_dir / RESULT_FILE).read_text(encoding="utf-8"))
+    if record["status"] != "success" or not result:
+        section["missing"].append("no result.json: the case did not complete, nothing to plot")
+        if log_dir:
+            sys_samples, vendor_samples = monitor_files(log_dir)
+            _add(section, "monitor timeline", timeline_plot(sys_samples, vendor_samples, []))
+        return section
+    _add_plots(section, rows, result, log_dir)
+    _add_engine_and_checks(section, rows, result)
+    return section
+
+
+def _aggregate_note(record: dict) -> str:
+    overlap = {
+        True: " (the hosts' inference phases overlapped).",
+        False: "; the hosts' inference phases did NOT overlap, so the sum is a capacity, not a measured load.",
+        None: ".",
+    }[record.get("concurrent")]
+    hosts = ", ".join(record.get("hosts") or [])
+    return f"Aggregate of {hosts}: throughput is the sum of the hosts, percentiles come from the hosts' raw latencies pooled" + overlap
+
+
+def _add_plots(section: dict, rows: list[dict], result: dict, log_dir: Path) -> None:
+    """Throughput, the latency CDF, the frontier (two rows or more) and the monitors' timeline."""
+    raw = read_latencies(log_dir)
+    if not raw:
+        section["notes"].append("no latencies.npz beside result.json (a result from before raw latencies were kept): latency plots are missing")
+    section["best"] = result.get("best")
+    _add(section, "throughput vs batch size", throughput_plot(rows))
+    _add(section, "latency distribution", latency_plot(rows, raw, raw.get("inference")))
+    frontier = frontier_plot(rows)
+    if frontier:
+        _add(section, "throughput-latency frontier", frontier)
+    from utils.results.llm_plots import llm_figures  # here: it draws with this module's helpers
+
+    for name, figure in llm_figures(result.get("llm")):  # an LLM case's plots
+        _add(section, name, figure)
+    sys_samples, vendor_samples = monitor_files(log_dir)
+    spans = phase_spans(result)
+    if not spans:
+        section["notes"].append("result.json has no phase time spans (started_at_unix): phases are not shaded")
+    _add(section, "monitor timeline", timeline_plot(sys_samples, vendor_samples, spans))
+
+
+def _add_engine_and_checks(section: dict, rows: list[dict], result: dict) -> None:
+    """The compile report, a backend's own benchmark, the top ops, the checks, the notes and the environment."""
+    engine = result.get("engine") or {}
+    section["compile"] = compile_rows(engine)
+    section["own_benchmark"] = own_benchmark_rows(engine, rows)
+    section["ops"] = (engine.get("performance_data") or [])[:TOP_OPS]
+    ops_plot = top_ops_plot(section["ops"])
+    if ops_plot:
+        _add(section, "top ops", ops_plot)
+    section["checks"] = check_rows(result)
+    section["notes"].extend(result.get("performance_notes") or [])
+    env: list[tuple[str, str]] = []
+    _flatten("", result.get("env") or {}, env)
+    section["env"] = env
+
+
+def _add(section: dict, name: str, figure: dict | None) -> None:
+    if figure:
+        section["plots"].append({"name": name, "figure": figure})
+    else:
+        section["missing"].append(f"{name}: no data")
