@@ -354,21 +354,25 @@ def two_cores(monkeypatch):
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
 
 
-WHY = "more threads than CPUs only oversubscribe them, and thousands exhaust the process table"
+WHY = "thousands of threads or processes exhaust process ids or crash a runtime"
 
 
+# The 100000-thread segfault: refused by one bound that does not depend on the machine
+# (commit 5bf66f5); more than the CPUs here is legal and only warned about
+# (tests/test_config_keys.py covers the warning and env.oversubscribed).
 @pytest.mark.parametrize("key", ["intra_op_num_threads", "inter_op_num_threads", "torch_threads", "flagv_threads", "loader_workers"])
-def test_every_thread_count_key_is_bounded_by_the_cpus(two_cores, key):
+def test_every_thread_count_key_is_bounded_by_one_machine_independent_limit(two_cores, key):
     assert make(extra={key: 0}).get(key) == 0
-    assert make(extra={key: 2}).get(key) == 2
-    assert reason(extra={key: 3}) == f"/c.yaml: key '{key}' must be 0 (the default) or at most the 2 CPUs this process may use, got 3: {WHY}"
+    assert make(extra={key: 3}).get(key) == 3  # more than the 2 CPUs: oversubscribed, not refused
+    assert make(extra={key: 1024}).get(key) == 1024
+    assert reason(extra={key: 1025}) == f"/c.yaml: key '{key}' must be 0 (the default) or a count <= 1024, got 1025: {WHY}"
     assert reason(extra={key: 100_000}).endswith(f"got 100000: {WHY}")
     assert "must be a non-negative integer, got '4'" in reason(extra={key: "4"})
 
 
-def test_num_workers_is_bounded_by_the_cpus(two_cores):
-    assert make(num_workers=2).num_workers == 2
-    assert reason(num_workers=3) == f"/c.yaml: key 'num_workers' must be 0 (the default) or at most the 2 CPUs this process may use, got 3: {WHY}"
+def test_num_workers_is_bounded_by_one_machine_independent_limit(two_cores):
+    assert make(num_workers=8).num_workers == 8  # FlagPerf's published value, on 2 CPUs
+    assert reason(num_workers=100_000) == f"/c.yaml: key 'num_workers' must be 0 (the default) or a count <= 1024, got 100000: {WHY}"
 
 
 def test_onnx_opset_is_bounded_by_the_installed_exporter():
