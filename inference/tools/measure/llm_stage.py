@@ -23,8 +23,9 @@ Every cell and row has a verdict by the rules every case gets (``tools/measure/v
 server row ``server_requests``, and ``min_duration_s``); precision: a cell keeps
 issuing until its output tokens/s is within ±``precision`` (95 % interval), a
 server row until its bound percentile of TTFT is within ±``latency_precision``,
-or until ``max_duration_s`` (then INVALID); drift of output tokens/s between the
-first and last third; contention; and the engine-wide checks.
+or until ``max_duration_s`` (then INVALID; the stop rule gives up earlier, with stop
+reason "precision out of reach", when the figure could not get there in time); drift of
+output tokens/s between the first and last third; contention; and the engine-wide checks.
 """
 
 from __future__ import annotations
@@ -42,8 +43,8 @@ from tools.measure.contention import CpuContention
 from tools.measure.llm import Generation, GenerationFigures, ModelShape, generate_timed, plus_minus
 from tools.measure.precision import Settle, StopRule, Target, drift, measure_figures, precision_block, precision_reasons, settle, throughput_interval
 from tools.measure.scenarios import poisson_arrivals
-from tools.measure.settings import MAX_DURATION_REACHED, MEASUREMENT_DEFAULTS, PRECISION_REACHED
-from tools.measure.verdict import Verdict, accelerator_reason, contention_reason, minimum_reasons, window_throughputs
+from tools.measure.settings import MAX_DURATION_REACHED, MEASUREMENT_DEFAULTS
+from tools.measure.verdict import Verdict, accelerator_reason, contention_reason, minimum_reasons, minimums_met, window_throughputs
 
 PERCENTILES = ("p50", "p90", "p99")
 
@@ -240,7 +241,9 @@ def _settle(engine: Any, prompts: PromptSource, batch: int, length: int, output_
     return settle(one, time.perf_counter_ns, limits.settle_max_s)
 
 
-def _judge(figures: GenerationFigures, target: Target, limits: Limits, reading: Any, engine_reasons: list[str], min_queries: int) -> tuple[Verdict, dict]:
+def _judge(
+    figures: GenerationFigures, target: Target, limits: Limits, reading: Any, engine_reasons: list[str], min_queries: int, stop: str
+) -> tuple[Verdict, dict]:
     """The verdict of a cell or row and its ``precision`` parts (figures, drifts)."""
     elapsed = figures.window_s()
     verdict = Verdict().extend(minimum_reasons(len(figures.generations), elapsed, min_queries, limits.min_duration_s))
@@ -248,7 +251,7 @@ def _judge(figures: GenerationFigures, target: Target, limits: Limits, reading: 
     ttft = figures.per_request()[0]
     judged = measure_figures(target, {THROUGHPUT: timeline}, ttft)
     drifts = {THROUGHPUT: drift(timeline, target.precision)} if target.throughput else {}
-    verdict.extend(precision_reasons(target, judged, drifts, elapsed))
+    verdict.extend(precision_reasons(target, judged, drifts, elapsed, stop))
     verdict.add(contention_reason(reading.share, reading.cpus, limits.contention_limit))
     verdict.add(accelerator_reason(reading.gpu_other_processes))
     return verdict.extend(engine_reasons), {"figures": judged, "drifts": drifts}
@@ -270,28 +273,26 @@ def measure_cell(
     engine: Any, shape: ModelShape, prompts: PromptSource, batch: int, length: int, output_length: int, limits: Limits, engine_reasons: list[str]
 ) -> dict:
     """One offline cell: warm-up and settle, then queries back to back until the minimums
-    are met and output tokens/s is within ``precision``, or ``max_duration_s`` passes."""
+    are met and output tokens/s is within ``precision`` (or out of its reach), or ``max_duration_s`` passes."""
     settled = _settle(engine, prompts, batch, length, output_length, limits)
     target = Target(throughput=(THROUGHPUT,), precision=limits.precision)
     clock = time.perf_counter_ns
-    rule = StopRule(target, clock)
+    rule = StopRule(target, clock, limits.max_duration_s)
     contention = CpuContention(limits.device).start()
     gens: list[Generation] = []
     start = clock()
     figures = GenerationFigures(gens, start, shape=shape)
+    stop = MAX_DURATION_REACHED
     while True:
         gens.append(generate_timed(engine, prompts.batch(batch, length, len(gens)), output_length, clock))
         now = clock()
-        elapsed_s = (now - start) / 1e9
-        if (
-            len(gens) >= limits.min_queries
-            and elapsed_s >= limits.min_duration_s
-            and rule.precise(now, lambda: measure_figures(target, {THROUGHPUT: figures.timeline()}))
-        ):
-            stop = PRECISION_REACHED
-            break
-        if elapsed_s >= limits.max_duration_s:
-            stop = MAX_DURATION_REACHED
+        elapsed = now - start
+        if minimums_met(len(gens), elapsed / 1e9, limits.min_queries, limits.min_duration_s):
+            decided = rule.decide(now, elapsed, lambda: measure_figures(target, {THROUGHPUT: figures.timeline()}))
+            if decided is not None:  # precision reached, or out of reach
+                stop = decided
+                break
+        if elapsed / 1e9 >= limits.max_duration_s:
             break
     reading = contention.stop()
     positions = engine.kv_cache_positions(batch, length + output_length)
@@ -303,7 +304,7 @@ def measure_cell(
         "kv_cache_mib": shape.kv_cache_bytes(positions, engine.bytes_per_value) / 2**20,
         "contention": reading.to_dict(),
     }
-    verdict, parts = _judge(figures, target, limits, reading, engine_reasons, limits.min_queries)
+    verdict, parts = _judge(figures, target, limits, reading, engine_reasons, limits.min_queries, stop)
     return _finish(figures.to_dict(), figures, target, parts, verdict, settled, rule.checks, stop)
 
 
@@ -367,7 +368,7 @@ def run_server(
     within its precision, or ``max_duration_s`` passes (then no request is issued)."""
     settled = _settle(engine, prompts, 1, workload.server_input_length[1], workload.server_output_length[1], limits)
     target = server_target(workload, limits)
-    rule = StopRule(target, clock)
+    rule = StopRule(target, clock, limits.max_duration_s)
     contention = CpuContention(limits.device).start()
     gens: list[Generation] = []
     arrivals: list[int] = []
@@ -377,9 +378,10 @@ def run_server(
     for index, request in enumerate(server_schedule(rate, seed, workload.server_input_length, workload.server_output_length)):
         due = start + int(request.arrival_s * 1e9)
         now = clock()
-        if index >= workload.server_requests and (now - start) / 1e9 >= limits.min_duration_s:
-            if rule.precise(now, lambda: measure_figures(target, {}, figures.per_request()[0])):
-                stop = PRECISION_REACHED
+        if minimums_met(index, (now - start) / 1e9, workload.server_requests, limits.min_duration_s):
+            decided = rule.decide(now, now - start, lambda: measure_figures(target, {}, figures.per_request()[0]))
+            if decided is not None:  # precision reached, or out of reach
+                stop = decided
                 break
         if (max(due, now) - start) / 1e9 >= limits.max_duration_s:
             break
@@ -401,7 +403,7 @@ def run_server(
         "kv_cache_mib": _mean_kv_mib(engine, shape, gens),
         "contention": reading.to_dict(),
     }
-    verdict, parts = _judge(figures, target, limits, reading, [], workload.server_requests)
+    verdict, parts = _judge(figures, target, limits, reading, [], workload.server_requests, stop)
     record = figures.to_dict()
     _bounds(record, workload, verdict)
     return _finish(record, figures, target, parts, verdict.extend(engine_reasons), settled, rule.checks, stop)
