@@ -240,10 +240,12 @@ def test_crop_larger_than_resize_is_a_config_error(tmp_path):
 
 def test_model_forward_runs_through_timed_forward(tmp_path, model):
     make_synthetic_imagenet(str(tmp_path / "data"), classes=2, per_class=2)
-    config = make_config(tmp_path, warmup=1, min_query_count=1, min_duration_s=0.0)
+    # One pass, asked for honestly (docs/measurement.md, "One pass"): no precision, tiny minimums, no settle phase.
+    config = make_config(tmp_path, warmup=1, min_query_count=1, min_duration_s=0.0, precision=None, settle_max_s=0.0)
     result = case.model_forward(model, case.build_dataloader(config), case.evaluator, config)
     assert result.phase == "validation"
     assert (result.samples, result.batches, result.warmup_batches, result.passes) == (4, 2, 1, 1)
+    assert result.precision["stop_reason"] == "minimums met" and result.precision["target"] is None
     assert 0.0 <= result.accuracy <= 1.0
 
 

@@ -106,6 +106,7 @@ def test_measurement_defaults():
         ("contention_limit", 0.001, 0.001),
         ("precision", 0.05, 0.05),
         ("precision", 1e-6, 1e-6),
+        ("precision", None, None),  # no precision asked: stop at the minimums
         ("latency_precision", 0.1, 0.1),
         ("latency_precision", None, None),
         ("settle_max_s", 0, 0.0),  # no settle phase

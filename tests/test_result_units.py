@@ -339,7 +339,8 @@ def test_write_result_latencies_and_log(tmp_path, caplog_loguru):
     clear_previous(tmp_path)
     assert list(tmp_path.iterdir()) == [] and read_latencies(tmp_path) == {}
     write_result(tmp_path, {"vendor": "cpu", "_raw_latencies_ns": {}})
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["result.json"]
+    # No latency file for an empty series; every result has its ByteMLPerf report beside it.
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bytemlperf.json", "result.json"]
     write_result(tmp_path, {"vendor": "cpu"})  # a record built elsewhere, no raw series
     assert json.loads((tmp_path / "result.json").read_text()) == {"vendor": "cpu"}
     write_result(tmp_path, {"_raw_latencies_ns": {"empty": [], "one": [5]}})

@@ -44,7 +44,7 @@ class CaseConfig:
     min_duration_s: float = MEASUREMENT_DEFAULTS["min_duration_s"]
     max_duration_s: float = MEASUREMENT_DEFAULTS["max_duration_s"]
     contention_limit: float = MEASUREMENT_DEFAULTS["contention_limit"]
-    precision: float = MEASUREMENT_DEFAULTS["precision"]  # 95 % half-width / figure to reach (docs/measurement.md)
+    precision: float | None = MEASUREMENT_DEFAULTS["precision"]  # 95 % half-width / figure to reach; null: none asked (docs/measurement.md)
     latency_precision: float | None = MEASUREMENT_DEFAULTS["latency_precision"]  # the headline percentile's; null: precision
     settle_max_s: float = MEASUREMENT_DEFAULTS["settle_max_s"]
     batch_sizes: list[int] | None = None  # null: [batch_size]

@@ -337,7 +337,7 @@ _CHECKS: dict[str, Callable[[Any], Any]] = {
     "min_duration_s": _bounded("a number of seconds", 0, 86400, low_inclusive=True),
     "max_duration_s": _bounded("a number of seconds", 0, 86400),
     "contention_limit": _bounded("a fraction", 0, 1),
-    "precision": _open_fraction,
+    "precision": _optional(_open_fraction),  # null: no precision asked (docs/measurement.md)
     "latency_precision": _optional(_open_fraction),
     "settle_max_s": _bounded("a number of seconds", 0, 86400, low_inclusive=True),
     "batch_sizes": _optional(_best_or(_one_or_list(_bounded("a positive integer", 0, MAX_BATCH_SIZE, integer=True)))),

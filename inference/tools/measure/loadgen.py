@@ -393,6 +393,7 @@ def performance_row(stage: Any, step: Step, pool: list[list], batch_size: int, s
     """One row of ``tools.measure.stage.PerformanceStage`` under LoadGen: the same keys as an InferPerf row,
     plus ``load_generator`` and the ``loadgen`` block; its raw latencies are kept like every row's."""
     from tools.measure.contention import CpuContention
+    from tools.measure.stage import row_intervals
     from tools.measure.verdict import Verdict, accelerator_reason, contention_reason, window_throughputs
 
     config = stage.config
@@ -422,15 +423,19 @@ def performance_row(stage: Any, step: Step, pool: list[list], batch_size: int, s
         verdict.add(test01["detail"])
     bound = config.latency_bound_ms if scenario == "server" else None
     stage.report.raw_latencies_ns.append(list(run.latencies_ns))
+    # Intervals from the SUT's timings of LoadGen's queries, as information: LoadGen's verdict is the row's.
+    intervals = row_intervals(run, config, qps=result.loadgen["samples_per_second"])
     return {
         "batch_size": batch_size,
         "scenario": scenario,
         "clients": clients,
         "qps": result.loadgen["samples_per_second"],
+        "qps_ci95": intervals["qps_ci95"],
         "queries": run.queries,
         "samples": run.samples,
         "duration_s": run.duration_s,
         "latency_ms": latency,
+        "latency_ci95": intervals["latency_ci95"],
         "latency_notes": notes,
         "stop_reason": run.stop_reason,
         "window_qps": window_throughputs(run.completions_ns, [batch_size] * run.queries),
@@ -441,6 +446,7 @@ def performance_row(stage: Any, step: Step, pool: list[list], batch_size: int, s
         "latency_bound_met": None if bound is None else result.loadgen["conditions"].get("perf_constraints_met"),
         "server_search": None,
         "accuracy_in_performance_mode": test01,
+        "precision": intervals["precision"],
         "verdict": verdict.to_dict(),
         "load_generator": "mlperf",
         "loadgen": {**result.loadgen, "probe": asdict(result.probe), "log_files": result.files},

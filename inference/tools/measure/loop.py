@@ -17,7 +17,9 @@ A phase runs three steps:
      time are measured and core and whole throughput are each within ±``precision``
      (their 95 % batch-means intervals, checked at pass boundaries, at most every
      ``CHECK_EVERY_S``), or until ``max_duration_s`` of wall time has passed. Every
-     pass covers the whole data set, so accuracy is weighted evenly.
+     pass covers the whole data set, so accuracy is weighted evenly. With
+     ``precision: null`` (no precision asked) it stops at ``repeat`` and the
+     minimums: ``repeat: 1, min_query_count: 1, min_duration_s: 0`` is one pass.
   3. the verdict         minimums, precision, drift (first against last third),
      contention read over exactly the measured loop (``tools.measure.verdict``).
 
@@ -88,7 +90,7 @@ class LoopSettings:
     min_duration_s: float
     max_duration_s: float
     contention_limit: float
-    precision: float
+    precision: float | None  # None: no precision asked, the loop stops at repeat and the minimums
     settle_max_s: float
     device: str
 
@@ -105,7 +107,7 @@ class LoopSettings:
             min_duration_s=float(value("min_duration_s")),
             max_duration_s=float(value("max_duration_s")),
             contention_limit=float(value("contention_limit")),
-            precision=float(value("precision")),
+            precision=None if value("precision") is None else float(value("precision")),
             settle_max_s=float(value("settle_max_s")),
             device=str(getattr(config, "device", "cpu")),
         )

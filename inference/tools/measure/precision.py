@@ -22,6 +22,9 @@ Terms (defined here once; the reasoning and the measured figures are in docs/mea
   precision  = the interval's half-width over the figure (``±1.2%``). A measurement
                keeps issuing queries after its minimums until every judged figure
                is within its precision, or ``max_duration_s`` stops it (INVALID).
+               ``precision: null`` asks for none: the measurement stops once its
+               minimums are met ("minimums met"), its figures keep their intervals
+               and nothing is judged on them (drift still is, on the intervals alone).
   settle     = before the measured window, queries run in blocks until a block's
                rate is within noise of the block before it (the rate stopped
                trending), bounded by ``settle_max_s``.
@@ -41,7 +44,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from common.stats import MIN_SAMPLES_FOR_PERCENTILE, percentile_interval, relative_half_width, t975
-from tools.measure.settings import OUT_OF_REACH, PRECISION_REACHED
+from tools.measure.settings import MINIMUMS_MET, OUT_OF_REACH, PRECISION_REACHED
 
 START_BATCHES = 32  # blocks a window is first cut into
 MIN_BATCHES = 8  # merging never goes below this many
@@ -166,13 +169,13 @@ class Target:
     """The figures a measurement judges and how precise each must be (fractions, e.g. 0.02)."""
 
     throughput: tuple[str, ...] = ("qps",)  # throughput figures judged
-    precision: float = 0.02
+    precision: float | None = 0.02  # None: no precision asked (stop at the minimums, judge nothing)
     percentile: str | None = None  # the headline percentile judged (single_stream p90, server p99)
     latency_precision: float | None = None  # the percentile's own precision; None: ``precision``
     check_every_s: float = CHECK_EVERY_S
 
-    def limit(self, figure: str) -> float:
-        if figure == self.percentile and self.latency_precision is not None:
+    def limit(self, figure: str) -> float | None:
+        if figure == self.percentile and self.latency_precision is not None and self.precision is not None:
             return self.latency_precision
         return self.precision
 
@@ -210,7 +213,10 @@ def measure_figures(target: Target, timelines: dict[str, Timeline], latencies_ns
 
 
 def imprecise(target: Target, figures: Figures) -> dict[str, float | None]:
-    """The judged figures not (yet) within their precision: name -> relative half-width (None: no interval yet)."""
+    """The judged figures not (yet) within their precision: name -> relative half-width (None: no interval yet).
+    Nothing when no precision is asked."""
+    if target.precision is None:
+        return {}
     return {name: width for name, width in figures.widths().items() if width is None or width > target.limit(name)}
 
 
@@ -235,7 +241,9 @@ class StopRule:
         self.checks = 0
 
     def decide(self, now_ns: int, elapsed_ns: int, measure: Callable[[], Figures]) -> str | None:
-        """PRECISION_REACHED, OUT_OF_REACH, or None (go on)."""
+        """PRECISION_REACHED, OUT_OF_REACH, MINIMUMS_MET (no precision asked), or None (go on)."""
+        if self.target.precision is None:
+            return MINIMUMS_MET
         if self.next_ns is not None and now_ns < self.next_ns:
             return None
         self.checks += 1
@@ -287,8 +295,9 @@ class Drift:
         }
 
 
-def drift(timeline: Timeline, precision: float) -> Drift | None:
-    """Compare the first and last third of the window (None when a third is too short for an interval)."""
+def drift(timeline: Timeline, precision: float | None) -> Drift | None:
+    """Compare the first and last third of the window (None when a third is too short for an interval).
+    Without a precision (None) the thirds' intervals alone decide."""
     third = timeline.span_ns * THIRD
     first = throughput_interval(timeline.part(0.0, third))
     last = throughput_interval(timeline.part(timeline.span_ns - third, timeline.span_ns))
@@ -297,7 +306,7 @@ def drift(timeline: Timeline, precision: float) -> Drift | None:
     gap = abs(last.value - first.value)
     allowed = (first.hi - first.lo) / 2 + (last.hi - last.lo) / 2
     change = (last.value - first.value) / first.value
-    return Drift(change, first, last, gap > allowed and abs(change) > precision)
+    return Drift(change, first, last, gap > allowed and abs(change) > (precision or 0.0))
 
 
 def drift_reason(name: str, found: Drift | None) -> str | None:

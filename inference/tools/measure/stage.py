@@ -141,7 +141,7 @@ def row_target(scenario: str, config: Any) -> Target:
     judges server on latency alone) and its scenario's headline percentile (``HEADLINE``)."""
     return Target(
         throughput=() if scenario == "server" else ("qps",),
-        precision=float(_setting(config, "precision")),
+        precision=None if _setting(config, "precision") is None else float(_setting(config, "precision")),
         percentile=HEADLINE.get(scenario),
         latency_precision=_setting(config, "latency_precision"),
     )
@@ -169,22 +169,18 @@ def row_record(run: ScenarioRun, config: Any, contention, test01: dict | None, s
     verdict = judge_row(run, stats, config, contention, bound)
     if test01 and test01.get("passed") is False:
         verdict.add(test01["detail"])
-    target = row_target(run.scenario, config)
-    timeline = run.timeline()
-    figures = measure_figures(target, {"qps": timeline}, run.latencies_ns)
-    drifts = {"qps": drift(timeline, target.precision)} if target.throughput else {}
-    interval = throughput_interval(timeline)
+    intervals = row_intervals(run, config, settled)
     return {
         "batch_size": run.batch_size,
         "scenario": run.scenario,
         "clients": run.clients,
         "qps": run.qps,
-        "qps_ci95": interval.around(run.qps) if interval else None,
+        "qps_ci95": intervals["qps_ci95"],
         "queries": run.queries,
         "samples": run.samples,
         "duration_s": run.duration_s,
         "latency_ms": _latency_block(stats),
-        "latency_ci95": {name: stats.ci95.get(name) for name in PERCENTILES} if stats else dict.fromkeys(PERCENTILES),
+        "latency_ci95": intervals["latency_ci95"],
         "latency_notes": stats.notes if stats else [],
         "stop_reason": run.stop_reason,
         "window_qps": window_throughputs(run.completions_ns, [run.batch_size] * run.queries),
@@ -195,8 +191,24 @@ def row_record(run: ScenarioRun, config: Any, contention, test01: dict | None, s
         "latency_bound_met": None if bound is None or stats is None or stats.p99 is None else stats.p99 <= bound,
         "server_search": search,
         "accuracy_in_performance_mode": test01,
-        "precision": precision_block(target, figures, settled or Settle(), drifts, run.checks, run.stop_reason),
+        "precision": intervals["precision"],
         "verdict": verdict.to_dict(),
+    }
+
+
+def row_intervals(run: ScenarioRun, config: Any, settled: Settle | None = None, qps: float | None = None) -> dict:
+    """A row's ``qps_ci95`` (around ``qps``, the row's figure: the run's own when None), ``latency_ci95``
+    and ``precision`` block, from the run's query timings (docs/result_schema.md)."""
+    target = row_target(run.scenario, config)
+    timeline = run.timeline()
+    figures = measure_figures(target, {"qps": timeline}, run.latencies_ns)
+    drifts = {"qps": drift(timeline, target.precision)} if target.throughput else {}
+    interval = throughput_interval(timeline)
+    stats = LatencyStats.from_ns(run.latencies_ns)
+    return {
+        "qps_ci95": interval.around(run.qps if qps is None else qps) if interval else None,
+        "latency_ci95": {name: stats.ci95.get(name) for name in PERCENTILES} if stats else dict.fromkeys(PERCENTILES),
+        "precision": precision_block(target, figures, settled or Settle(), drifts, run.checks, run.stop_reason),
     }
 
 

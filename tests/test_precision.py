@@ -1,0 +1,489 @@
+"""tools.measure.precision: the intervals, the stop rule, the settle phase and the drift test.
+
+The arithmetic is checked by hand and against scipy (an independent implementation);
+the interval's coverage over 200 simulated runs with a known mean; the stop rule on a
+fake clock, so its stopping point is exact; and each new reason is provoked for real
+(a real engine that slows down, one with heavy-tailed jitter) through the measured
+loop and the scenario runner.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from common.stats import percentile_interval, percentile_ranks, relative_half_width, t975
+from tools.measure import loop as forward
+from tools.measure import precision
+from tools.measure.contention import ContentionReading
+from tools.measure.precision import (
+    Drift,
+    Figures,
+    Interval,
+    Settle,
+    StopRule,
+    Target,
+    Timeline,
+    drift,
+    drift_reason,
+    imprecise,
+    lag1,
+    measure_figures,
+    needed_s,
+    precision_block,
+    precision_reasons,
+    settle,
+    settled,
+    throughput_interval,
+)
+from tools.measure.scenarios import run_scenario
+from tools.measure.stage import judge_row, row_target
+
+MS = 1_000_000
+scipy_stats = pytest.importorskip("scipy.stats")  # scikit-learn's dependency: always installed with the project
+
+
+# ---- t quantiles and percentile intervals ------------------------------------------------
+def test_t975_against_scipy():
+    for df in range(1, 301):
+        assert t975(df) == pytest.approx(scipy_stats.t.ppf(0.975, df), abs=1e-3 if df > 30 else 1e-4)
+    assert t975(30) == 2.0423 and t975(31) < t975(30)
+    with pytest.raises(ValueError, match=r"^t975: degrees of freedom must be >= 1, got 0$"):
+        t975(0)
+
+
+@pytest.mark.parametrize("n, q", [(7, 50), (64, 90), (100, 50), (662, 99), (1000, 90), (6620, 99.9), (20000, 99)])
+def test_percentile_ranks_are_the_tightest_binomial_bounds(n, q):
+    lo, hi = percentile_ranks(n, q)
+    p = q / 100
+    # the interval [x(lo), x(hi)] (0-based) misses when B <= lo or B >= hi + 1; each tail <= 2.5 %
+    assert scipy_stats.binom.cdf(lo, n, p) <= 0.025 < scipy_stats.binom.cdf(lo + 1, n, p)
+    assert scipy_stats.binom.sf(hi, n, p) <= 0.025 < scipy_stats.binom.sf(hi - 1, n, p)
+
+
+def test_percentile_ranks_need_enough_samples():
+    assert percentile_ranks(5, 50) is None and percentile_ranks(6, 50) == (0, 5)  # 0.5^6 = 1.6 % per tail
+    assert percentile_ranks(0, 50) is None and percentile_ranks(10, 0) is None and percentile_ranks(10, 100) is None
+    assert percentile_ranks(35, 90) is None and percentile_ranks(36, 90) == (28, 35)  # 0.9^35 = 2.5 % > 2.5 % > 0.9^36
+    assert percentile_interval([1.0, 2.0], 50) is None
+    assert percentile_interval([float(v) for v in range(100)], 50) == [39.0, 60.0]
+
+
+def test_percentile_intervals_cover_the_true_quantile():
+    rng = np.random.default_rng(11)
+    for n, q in ((64, 90), (662, 99), (200, 50)):
+        truth = math.exp(scipy_stats.norm.ppf(q / 100))
+        covered = sum(lo <= truth <= hi for lo, hi in (percentile_interval(sorted(rng.lognormal(size=n)), q) for _ in range(400)))
+        assert covered / 400 >= 0.93, (n, q, covered)
+
+
+def test_relative_half_width():
+    assert relative_half_width(10.0, [9.0, 12.0]) == 0.15
+    assert relative_half_width(None, [1, 2]) is None and relative_half_width(1.0, None) is None and relative_half_width(0.0, [0, 1]) is None
+
+
+# ---- timelines and block rates ---------------------------------------------------------------
+def test_tiled_timeline_spreads_each_query_over_its_time():
+    timeline = Timeline.tiled([2, 4, 8], [1, 1, 2])  # queries [0,2] [2,4] [4,8] ns
+    assert timeline.begin_ns.tolist() == [0, 2, 4] and timeline.span_ns == 8 and timeline.queries == 3
+    assert [timeline.work_at(t) for t in (0, 1, 2, 3, 6, 8, 9)] == [0.0, 0.5, 1.0, 1.5, 3.0, 4.0, 4.0]
+    assert timeline.block_rates(2).tolist() == [0.5e9, 0.5e9]  # 2 samples in each 4 ns half
+    assert timeline.block_rates(4).tolist() == [0.5e9] * 4
+    assert Timeline.tiled([], 3).queries == 0 and Timeline.tiled([], 3).span_ns == 0.0
+    assert Timeline.tiled([5, 10], 4, span_ns=20).span_ns == 20 and Timeline.tiled([5, 10], 4).samples.tolist() == [4.0, 4.0]
+
+
+def test_spans_timeline_and_parts():
+    timeline = Timeline.spans([5, 6, 9], [5, 2, 20], 2)  # the last would have begun before 0
+    assert timeline.begin_ns.tolist() == [0, 4, 0] and timeline.span_ns == 9
+    assert timeline.work_at(4.5) == pytest.approx(2 * 4.5 / 5 + 2 * 0.5 / 2 + 2 * 4.5 / 9)
+    part = Timeline.tiled([2, 4, 8], [1, 1, 2]).part(3, 6)
+    assert part.begin_ns.tolist() == [0, 1] and part.end_ns.tolist() == [1, 3] and part.span_ns == 3
+    assert part.samples.tolist() == [0.5, 1.0]  # half of the second query, half of the third
+    instant = Timeline(np.array([1.0, 5.0]), np.array([1.0, 5.0]), np.array([3.0, 4.0]), 6.0).part(2, 6)
+    assert instant.samples.tolist() == [4.0] and instant.begin_ns.tolist() == [3.0]  # a query of no duration counts where it ends
+
+
+def test_lag1():
+    assert lag1(np.array([1.0, 2.0, 3.0, 4.0])) == pytest.approx(1.25 / 5)
+    assert lag1(np.array([3.0, 3.0, 3.0])) == 0.0
+    assert lag1(np.array([1.0, -1.0, 1.0, -1.0])) == pytest.approx(-0.75)
+
+
+def test_interval_by_hand_when_blocks_hold_whole_queries():
+    # 16 queries of 1 s: 8 blocks of 2 queries, block rates = the mean of two batch sizes
+    sizes = [4, 6, 5, 5, 3, 7, 6, 4, 5, 5, 4, 6, 7, 3, 5, 5]
+    interval = throughput_interval(Timeline.tiled([(k + 1) * 1e9 for k in range(16)], sizes))
+    rates = np.array([(sizes[2 * j] + sizes[2 * j + 1]) / 2 for j in range(8)])  # all 5.0 here
+    assert rates.tolist() == [5.0] * 8
+    assert (interval.value, interval.lo, interval.hi, interval.batches, interval.lag1) == (5.0, 5.0, 5.0, 8, 0.0)
+    sizes = [2, 2, 8, 8, 2, 2, 8, 8, 4, 4, 6, 6, 4, 4, 6, 6]
+    interval = throughput_interval(Timeline.tiled([(k + 1) * 1e9 for k in range(16)], sizes))
+    rates = np.array([2, 8, 2, 8, 4, 6, 4, 6], dtype=float)
+    r = max(lag1(rates), 0.0)
+    half = scipy_stats.t.ppf(0.975, 7) * rates.std(ddof=1) / math.sqrt(8) * math.sqrt((1 + r) / (1 - r))
+    assert interval.batches == 8 and interval.lag1 == pytest.approx(lag1(rates))
+    assert (interval.lo, interval.hi) == pytest.approx((5 - half, 5 + half), rel=1e-4)
+    assert interval.relative == pytest.approx(half / 5, rel=1e-4)
+
+
+def test_interval_merges_correlated_blocks_and_needs_16_queries():
+    assert throughput_interval(Timeline.tiled(list(range(1, 16)), 1)) is None
+    assert throughput_interval(Timeline.tiled([0] * 20, 1)) is None  # no time passed
+    # a slow wave over 64 queries: 32 blocks are strongly correlated, 16 still are, 8 is the floor
+    wave = [1e9 * (1.5 + math.sin(2 * math.pi * k / 64)) for k in range(64)]
+    interval = throughput_interval(Timeline.tiled(np.cumsum(wave), 1))
+    assert interval.batches == 8 and interval.lag1 > precision.LAG1_LIMIT
+    # independent times: 64 queries give 32 blocks, no merging
+    rng = random.Random(3)
+    flat = throughput_interval(Timeline.tiled(np.cumsum([1e9 * rng.uniform(0.9, 1.1) for _ in range(64)]), 1))
+    assert flat.batches == 32 and flat.lag1 <= precision.LAG1_LIMIT
+    assert throughput_interval(Timeline.tiled(np.cumsum([1e9] * 40), 1)).batches == 16  # at least 2 queries a block
+
+
+def test_interval_covers_a_known_mean_in_at_least_90_percent_of_200_runs():
+    """Autocorrelated (AR(1) on log latency, phi 0.5) long-tailed timings with a known
+    long-run throughput: 8 samples / E[latency]."""
+    rng = np.random.default_rng(20240611)
+    sigma, phi, n = 0.1, 0.5, 400
+    truth = 8 / (0.5 * math.exp(sigma**2 / 2))
+    covered = 0
+    for _ in range(200):
+        noise = rng.normal(size=n) * sigma * math.sqrt(1 - phi**2)
+        x = np.empty(n)
+        x[0] = rng.normal() * sigma
+        for i in range(1, n):
+            x[i] = phi * x[i - 1] + noise[i]
+        interval = throughput_interval(Timeline.tiled(np.cumsum(0.5e9 * np.exp(x)), 8))
+        covered += interval.lo <= truth <= interval.hi
+    assert covered >= 180, covered
+
+
+def test_interval_around_a_reported_figure():
+    interval = Interval(10.0, 9.0, 11.0, 8, 0.0)
+    assert interval.around(20.0) == [18.0, 22.0] and interval.around(None) is None and interval.relative == 0.1
+    assert Interval(0.0, 0.0, 0.0, 8, 0.0).around(1.0) is None and Interval(0.0, 0.0, 0.0, 8, 0.0).relative == math.inf
+
+
+# ---- figures, reasons and the record ------------------------------------------------------------
+def test_measure_figures_and_reasons():
+    target = Target(throughput=("qps",), precision=0.02, percentile="p90", latency_precision=0.05)
+    steady = Timeline.tiled([(k + 1) * MS for k in range(64)], 2)
+    figures = measure_figures(target, {"qps": steady}, [MS] * 64)
+    assert figures.widths() == {"qps": 0.0, "p90": 0.0}
+    assert precision.imprecise(target, figures) == {} and precision_reasons(target, figures, {}, 1.0) == []
+    few = measure_figures(target, {"qps": Timeline.tiled([MS, 2 * MS], 2)}, [MS, MS])
+    assert few.widths() == {"qps": None, "p90": None}
+    assert precision_reasons(target, few, {}, 0.002) == [
+        "not precise enough: qps has no interval after 0.002 s (it needs at least 16 queries; precision 2%)",
+        "not precise enough: p90 has no interval after 0.002 s (it needs at least 64 queries; precision 5%)",
+    ]
+    wide = Figures({"qps": Interval(100.0, 95.2, 104.8, 8, 0.0)}, {"p90": (10.0, [9.0, 12.0])})
+    assert precision_reasons(target, wide, {}, 60.0) == [
+        "not precise enough: qps ±4.8% after 60 s (precision 2%)",
+        "not precise enough: p90 ±15.0% after 60 s (precision 5%)",
+    ]
+    assert precision_reasons(target, wide, {}, 6.0, "precision out of reach")[0] == (
+        "not precise enough: qps ±4.8% after 6 s (precision 2%; out of reach: about 34.6 s needed)"
+    )
+    timeless = measure_figures(Target(), {"qps": Timeline.tiled([0] * 16, 1)})
+    assert timeless.timeless == ["qps"] and timeless.widths() == {}
+    assert precision_reasons(Target(), timeless, {}, 1.0) == ["not precise enough: qps took no measurable time"]
+    assert target.limit("qps") == 0.02 and target.limit("p90") == 0.05 and Target(percentile="p90").limit("p90") == 0.02
+
+
+def test_drift_by_hand():
+    slower = Timeline.tiled(np.cumsum([MS] * 150 + [2 * MS] * 150), 1)  # 150 ms at 1 ms, then 300 ms at 2 ms
+    found = drift(slower, 0.02)
+    # thirds of 150 ms: the first all at 1000 q/s, the last all at 500 q/s
+    assert (found.first.value, found.last.value, found.change, found.drifting) == (pytest.approx(1000.0), pytest.approx(500.0), pytest.approx(-0.5), True)
+    assert drift_reason("qps", found) == "drifting: qps fell 50% from the first to the last third"
+    faster = drift(Timeline.tiled(np.cumsum([2 * MS] * 150 + [MS] * 300), 1), 0.02)
+    assert drift_reason("core qps", faster) == "drifting: core qps rose 100% from the first to the last third"
+    # 1 % slower: outside the (zero-width) intervals, but within the precision asked for
+    slight = drift(Timeline.tiled(np.cumsum([MS] * 300 + [1_010_000] * 300), 1), 0.02)
+    assert slight.change == pytest.approx(-1 / 101, rel=1e-6) and not slight.drifting and drift_reason("qps", slight) is None
+    assert drift(Timeline.tiled(np.cumsum([MS] * 40), 1), 0.02) is None  # a third of 40 queries is too short
+    assert drift_reason("qps", None) is None
+    assert drift(Timeline.tiled(np.cumsum([MS] * 300 + [1_010_000] * 300), 1), None).drifting  # no precision asked: the intervals alone decide
+    thirds = {"first_third": [found.first.lo, found.first.hi], "last_third": [found.last.lo, found.last.hi]}
+    assert found.to_dict() == {"change": found.change, **thirds, "drifting": True}
+
+
+def test_precision_block():
+    target = Target(throughput=("qps",), percentile="p90")
+    figures = Figures({"qps": Interval(100.0, 99.0, 101.0, 16, 0.125)}, {"p90": (10.0, [9.9, 10.1])})
+    block = precision_block(target, figures, Settle(1.5, 6, True, 2, 0.01), {"qps": None}, 7, "precision reached")
+    assert block == {
+        "target": 0.02,
+        "latency_target": 0.02,
+        "achieved": pytest.approx(0.01),
+        "figures": {"qps": 0.01, "p90": pytest.approx(0.01)},
+        "method": precision.METHOD,
+        "batches": {"qps": 16},
+        "lag1": {"qps": 0.125},
+        "stop_reason": "precision reached",
+        "checks": 7,
+        "settle_s": 1.5,
+        "settle_queries": 6,
+        "settled": True,
+        "settle_block": 2,
+        "settle_change": 0.01,
+        "drift": {"qps": None},
+    }
+    assert precision_block(Target(), Figures({"qps": None}), Settle(), {}, 0, "x")["achieved"] is None
+
+
+# ---- the stop rule ---------------------------------------------------------------------------
+class Clock:
+    def __init__(self) -> None:
+        self.now = 10**12
+
+    def __call__(self) -> int:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += round(seconds * 1e9)
+
+
+def jitter_engine(clock: Clock, latencies_ns: list[int]):
+    queue = iter(latencies_ns)
+
+    def step(inputs):
+        clock.now += next(queue)
+        return [inputs[0]], 0.0
+
+    return step
+
+
+def test_the_stop_rule_stops_exactly_when_the_precision_is_reached():
+    rng = random.Random(7)
+    latencies = [int(MS * rng.lognormvariate(0, 0.3)) for _ in range(20_000)]
+    ends = np.cumsum(latencies)
+    limit = 0.03
+
+    def width(n: int) -> float | None:
+        interval = throughput_interval(Timeline.tiled(ends[:n], 4))
+        return interval.relative if interval else None
+
+    expected = next(n for n in range(40, len(latencies)) if (w := width(n)) is not None and w <= limit)
+    assert expected > 60 and width(expected - 1) > limit  # the precision, not the minimums, decides
+    clock = Clock()
+    run = run_scenario(
+        jitter_engine(clock, latencies),
+        [[np.zeros(4)]],
+        scenario="offline",
+        batch_size=4,
+        min_query_count=40,
+        min_duration_s=0.0,
+        max_duration_s=600.0,
+        clock=clock,
+        sleep=clock.sleep,
+        target=Target(precision=limit, check_every_s=0.0),
+    )
+    assert (run.queries, run.stop_reason) == (expected, "precision reached")
+    assert run.checks == expected - 40 + 1  # one look per query from the minimums on
+
+
+def test_the_stop_rule_looks_at_most_every_check_every_s_and_bounds_its_cost():
+    clock = Clock()
+    looks = []
+    now = [0]
+
+    def measure() -> Figures:
+        looks.append(now[0])
+        clock.now += 30 * MS  # an expensive look: 30 ms on the rule's clock
+        return Figures({"qps": Interval(1.0, 0.9, 1.1, 8, 0.0)})
+
+    rule = StopRule(Target(check_every_s=0.5), clock, max_s=1e9)
+    for now[0] in range(0, 4000 * MS, 10 * MS):
+        assert rule.decide(now[0], now[0], measure) is None
+    # after each look the next waits max(0.5 s, 30 ms / 2 %) = 1.5 s
+    assert looks == [0, 1500 * MS, 3000 * MS] and rule.checks == 3
+    cheap = StopRule(Target(check_every_s=0.5), Clock(), max_s=1e9)
+    seen = []
+    for t in range(0, 1200 * MS, 100 * MS):
+        cheap.decide(t, t, lambda: seen.append(1) or Figures({"qps": Interval(1.0, 0.9, 1.1, 8, 0.0)}))
+    assert len(seen) == 3  # at 0, 0.5 and 1.0 s
+
+
+def test_the_stop_rule_looks_again_at_once_while_an_interval_is_missing():
+    rule = StopRule(Target(check_every_s=10.0), Clock(), max_s=60)
+    assert rule.decide(0, 0, lambda: Figures({"qps": None})) is None and rule.next_ns is None
+    assert rule.decide(1, 1, lambda: Figures({"qps": Interval(1.0, 1.0, 1.0, 8, 0.0)})) == "precision reached"
+
+
+def test_the_stop_rule_gives_up_when_the_precision_is_out_of_reach():
+    wide = Figures({"qps": Interval(1.0, 0.9, 1.1, 8, 0.0)})  # ±10 %
+    rule = StopRule(Target(precision=0.02, check_every_s=0.0), Clock(), max_s=60)
+    # at 9 s: 9 x (10/2)^2 = 225 s needed <= 4 x 60: go on; at 10 s: 250 s > 240: give up
+    assert rule.decide(0, 9 * 10**9, lambda: wide) is None
+    assert rule.decide(1, 10 * 10**9, lambda: wide) == "precision out of reach"
+    assert needed_s(0.1, 0.02, 10.0) == pytest.approx(250.0)
+
+
+def test_without_a_target_a_run_stops_at_its_minimums():
+    clock = Clock()
+    run = run_scenario(
+        jitter_engine(clock, [MS] * 100),
+        [[np.zeros(1)]],
+        scenario="offline",
+        batch_size=1,
+        min_query_count=5,
+        min_duration_s=0.0,
+        max_duration_s=1.0,
+        clock=clock,
+        sleep=clock.sleep,
+    )
+    assert (run.queries, run.stop_reason, run.checks) == (5, "minimums met", 0)
+
+
+# ---- the settle phase ----------------------------------------------------------------------------
+def test_settle_waits_for_the_rate_to_stop_trending():
+    clock = Clock()
+    durations = [int(20 * MS - 0.15 * MS * k) for k in range(100)] + [5 * MS] * 200  # warming up for 100 calls
+
+    def one_query() -> int:
+        d = durations[one_query.calls]
+        one_query.calls += 1
+        clock.now += d
+        return d
+
+    one_query.calls = 0
+    found = settle(one_query, clock, 60.0)
+    assert found.block == 13  # ceil(0.25 s / 20 ms)
+    assert found.settled and found.queries % 13 == 0 and found.queries == one_query.calls
+    last, before = durations[found.queries - 13 : found.queries], durations[found.queries - 26 : found.queries - 13]
+    assert abs(sum(before) / sum(last) - 1) <= max(precision.SETTLE_FLOOR, 0.05)
+    assert not settled(durations[: found.queries - 13], 13)[0]  # one block earlier it was still trending
+    assert found.seconds == sum(durations[: found.queries]) / 1e9 and found.last_change == settled(durations[: found.queries], 13)[1]
+
+
+def test_settle_stops_at_its_bound_and_can_be_off():
+    clock = Clock()
+
+    def slower_and_slower() -> int:  # every call 10 % slower than the one before: 11 ms, 12.1 ms, ...
+        slower_and_slower.d = int(slower_and_slower.d * 1.1)
+        clock.now += slower_and_slower.d
+        return slower_and_slower.d
+
+    slower_and_slower.d = 10 * MS
+    found = settle(slower_and_slower, clock, 0.5)
+    assert not found.settled and found.seconds >= 0.5 and found.block == 23 and found.last_change is None  # 0.25 s / 11 ms
+    assert settle(slower_and_slower, clock, 0.0) == Settle()
+    assert settled([MS] * 3, 2) == (False, None) and settled([MS] * 4, 0) == (False, None)
+
+
+# ---- each reason provoked for real -----------------------------------------------------------------
+def _phase_config(**values):
+    base = dict(
+        device="cpu",
+        warmup=1,
+        repeat=1,
+        log_freq=0,
+        min_query_count=16,
+        min_duration_s=1.0,
+        max_duration_s=3.0,
+        contention_limit=1.0,
+        precision=0.5,
+        settle_max_s=0.2,
+    )
+    base.update(values)
+    return SimpleNamespace(**base)
+
+
+def _sleeping_loader():
+    return [([np.zeros((2, 1))], [0, 0])]
+
+
+def test_drift_an_engine_that_slows_down_is_invalid():
+    """A real engine that slows down (as a throttled CPU would): 2 ms a call, 6 ms after 0.9 s."""
+    started = [time.perf_counter()]
+
+    def slowing(inputs):
+        time.sleep(0.002 if time.perf_counter() - started[0] < 0.9 else 0.006)
+        return [inputs[0]], 0.0
+
+    config = _phase_config(precision=0.05, min_duration_s=1.5, max_duration_s=1.5)
+    result = forward.timed_forward(slowing, _sleeping_loader(), None, config, "inference")
+    assert any(r.startswith("drifting: core qps fell ") for r in result.verdict.reasons), result.verdict.reasons
+    assert result.precision["drift"]["core qps"]["drifting"] and result.precision["drift"]["core qps"]["change"] < -0.3
+
+    started[0] = time.perf_counter()
+    run = run_scenario(slowing, [[np.zeros(2)]], scenario="offline", batch_size=2, min_query_count=16, min_duration_s=1.5, max_duration_s=1.5)
+    config = SimpleNamespace(min_query_count=16, min_duration_s=1.5, contention_limit=1.0, precision=0.05, latency_precision=None)
+    row_reasons = judge_row(run, None, config, ContentionReading(0.0, 2, 1.0, None), None).reasons
+    assert any(r.startswith("drifting: qps fell ") for r in row_reasons), row_reasons
+
+
+def test_precision_not_reached_with_heavy_tailed_jitter_and_a_short_cap():
+    """A real engine with Pareto (alpha 1.1) call times: its mean barely settles, so ±1 % is out of
+    reach within max_duration_s 1 s."""
+    rng = random.Random(5)
+
+    def jittery(inputs):
+        time.sleep(min(0.0005 * rng.paretovariate(1.1), 0.15))
+        return [inputs[0]], 0.0
+
+    config = _phase_config(precision=0.01, min_duration_s=0.5, max_duration_s=1.0, settle_max_s=0.0)
+    result = forward.timed_forward(jittery, _sleeping_loader(), None, config, "inference")
+    assert result.precision["stop_reason"] in ("max_duration_s reached", "precision out of reach")
+    assert any(r.startswith("not precise enough: core qps ±") for r in result.verdict.reasons), result.verdict.reasons
+    run = run_scenario(
+        jittery, [[np.zeros(1)]], scenario="offline", batch_size=1, min_query_count=16, min_duration_s=0.5, max_duration_s=1.0, target=Target(precision=0.01)
+    )
+    assert run.stop_reason in ("max_duration_s reached", "precision out of reach")
+    config = SimpleNamespace(min_query_count=16, min_duration_s=0.5, contention_limit=1.0, precision=0.01, latency_precision=None)
+    row_reasons = judge_row(run, None, config, ContentionReading(0.0, 2, 1.0, None), None).reasons
+    assert any(r.startswith("not precise enough: qps ±") for r in row_reasons), row_reasons
+
+
+def test_a_steady_engine_is_valid_and_stops_on_its_precision():
+    def steady(inputs):
+        time.sleep(0.002)
+        return [inputs[0]], 0.0
+
+    result = forward.timed_forward(steady, _sleeping_loader(), None, _phase_config(precision=0.05, min_duration_s=0.3), "inference")
+    assert result.precision["stop_reason"] == "precision reached", result.verdict.reasons
+    assert result.precision["achieved"] <= 0.05 and result.core_qps_ci95[0] <= result.core_qps <= result.core_qps_ci95[1]
+
+
+def test_row_targets():
+    config = SimpleNamespace(precision=0.03, latency_precision=0.1)
+    assert row_target("offline", config) == Target(throughput=("qps",), precision=0.03, percentile=None, latency_precision=0.1)
+    assert row_target("single_stream", config).percentile == "p90" and row_target("single_stream", config).throughput == ("qps",)
+    assert row_target("server", config).throughput == () and row_target("server", config).percentile == "p99"
+    assert row_target("offline", SimpleNamespace()).precision == 0.02  # the framework default
+
+
+def test_drift_dataclass_round_trip():
+    interval = Interval(1.0, 0.9, 1.1, 8, 0.0)
+    assert Drift(-0.2, interval, interval, True).to_dict()["first_third"] == [0.9, 1.1]
+
+
+def test_no_precision_asked_is_one_pass_and_judges_nothing():
+    """precision: null (docs/measurement.md, "One pass"): the phase stops at repeat and its minimums,
+    the stop rule never measures, and no precision reason is given; asked for 5 %, the same phase runs on."""
+
+    def steady(inputs):
+        time.sleep(0.001)
+        return [inputs[0]], 0.0
+
+    loader = [([np.zeros((2, 1))], [0, 0])] * 2
+    config = _phase_config(precision=None, min_query_count=1, min_duration_s=0.0, settle_max_s=0.0)
+    result = forward.timed_forward(steady, loader, None, config, "validation")
+    assert (result.passes, result.batches, result.precision["stop_reason"], result.precision["target"]) == (1, 2, "minimums met", None)
+    assert result.verdict.valid and result.core_qps_ci95 is None  # two queries: no interval, and none asked for
+    asked = forward.timed_forward(steady, loader, None, _phase_config(precision=0.05, min_query_count=1, min_duration_s=0.0, settle_max_s=0.0), "validation")
+    assert asked.passes >= 8 and asked.precision["stop_reason"] == "precision reached"  # 16 queries before any interval
+
+    never = StopRule(Target(precision=None))
+    assert never.decide(0, 0, lambda: pytest.fail("no precision asked: nothing to measure")) == "minimums met"
+    wide = Figures({"qps": Interval(100.0, 50.0, 150.0, 8, 0.0)})
+    assert imprecise(Target(precision=None), wide) == {} and precision_reasons(Target(precision=None), wide, {}, 1.0) == []
+    assert row_target("offline", SimpleNamespace(precision=None, latency_precision=0.1)).precision is None
