@@ -11,7 +11,6 @@ exist_compiler_path: P   skip compile; the engine loads P
 
 from __future__ import annotations
 
-import importlib
 import time
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
@@ -21,22 +20,20 @@ from typing import Any
 
 from loguru import logger
 
-from common import layout
-from common.errors import ConfigError, DataError, EngineError, one_line
-from common.files import atomic_dir, hash_file, hash_tree, sweep_stale_temps, writable_dir
+from common.errors import ConfigError, DataError, EngineError
+from common.files import sweep_stale_temps, writable_dir
 from common.pipeline_lines import STEPS, step_line  # the step lines run.py reads
-from inference_engine.registry import ENGINE_ROOT, engine_file, load_engine_module
-from tools.cache import evict, fingerprint, hash_state_dict, onnx_digests, onnx_external_files, onnx_external_locations, probe, seal
+from tools.artefacts.engine import EngineBuilder
+from tools.artefacts.onnx_export import export_to_cache
 from tools.compat import flagperf
-from tools.compat.adapters import OutputAdapter, adapt_engine
+from tools.compat.adapters import OutputAdapter
 from tools.compat.bytemlperf import hooks as bytemlperf
 from tools.config import CaseConfig, load_case_config, parse_overrides
 from tools.config.values import oversubscribed
-from tools.env import cpu_model, environment, package_versions
+from tools.env import environment
 from tools.measure.loop import PhaseResult, as_input_list
+from tools.plugins import case_module, check_vendor, engine_module, framework_step
 from tools.results import compile_report, result
-
-CASE_FUNCTIONS = ("build_dataloader", "create_model", "evaluator", "model_forward", "export_model", "engine_forward")
 
 
 @dataclass
@@ -84,7 +81,7 @@ class Pipeline:
         self.state = PipelineState()
         self.started = time.perf_counter()
         self.started_at = datetime.now(timezone.utc)
-        self._evicted_engine: str | None = None  # why a cached engine was thrown away, if one was
+        self.builder: EngineBuilder | None = None  # step 5's; also builds the engines of other batch sizes
 
     # ---- driver -------------------------------------------------------------
     def run(self) -> dict:
@@ -138,8 +135,7 @@ class Pipeline:
         if not (self.perf_dir / "configs").is_dir():
             raise ConfigError(f"--perf_dir {args.perf_dir}: not an InferPerf inference/ directory (no configs/)")
         _check_data_dir(args.data_dir)
-        if not (ENGINE_ROOT / args.vendor).is_dir():
-            raise ConfigError(layout.unknown_vendor(args.vendor))
+        check_vendor(args.vendor)
         config = load_case_config(
             str(self.perf_dir),
             args.case,
@@ -152,7 +148,7 @@ class Pipeline:
         config.cache_dir = str(writable_dir(self.perf_dir / "onnxs", "cache directory"))
         _sweep(Path(config.cache_dir), Path(config.cache_dir) / "weights", Path(args.log_dir))
         self.state.config = config
-        self.state.case_module = _load_case(self.perf_dir, args.case, args.framework)
+        self.state.case_module = case_module(self.perf_dir, args.case, args.framework)
         configure = getattr(self.state.case_module, "configure", None)  # optional case hook: the config, before any step uses it
         if callable(configure):
             configure(config)  # benchmarks/onnx_model: model_path -> exist_onnx_path and the input plans
@@ -162,7 +158,7 @@ class Pipeline:
         elif config.exist_onnx_path is not None:
             config.exist_onnx_path = self._existing(config.exist_onnx_path, "exist_onnx_path", "ONNX")
         if config.compiler is not None:
-            self.state.engine_module = load_engine_module(args.vendor, config.compiler)
+            self.state.engine_module = engine_module(args.vendor, config.compiler)
             preflight = getattr(self.state.engine_module, "preflight", None)
             if callable(preflight):
                 preflight(config)
@@ -227,140 +223,24 @@ class Pipeline:
         if callable(own):
             state.onnx_path, state.cache["onnx"] = own(state.model, config)
             return
-        framework_dir = self.perf_dir / "benchmarks" / config.case / layout.framework_dir(config.framework)
-        parameters = {k: v for k, v in config.extra.items() if config.origin.get(k, "").endswith("parameters.yaml")}
-        import torch
-
-        parts = {
-            "code": hash_tree([framework_dir, self.perf_dir / "benchmarks" / "common.py"]),
-            "weights": hash_state_dict(state.model),
-            "opset": config.onnx_opset,
-            "parameters": parameters,
-            "torch": torch.__version__,
-        }
-        if not flagperf.has_dynamic_axis(config):
-            parts["static_batch"] = config.batch_size  # only then, so dynamic exports keep their keys
-        key = fingerprint(parts)
-        target = Path(config.cache_dir) / f"{config.case}_{layout.framework_dir(config.framework)}_{key}.onnx"
-        usable, evicted = probe(target, "ONNX export")
-        if usable:
-            logger.info(f"reusing cached ONNX export {target} (key {key})")
-            status = "hit"
-        else:
-            self._export_into_cache(target)
-            config.export_onnx_path = str(target)
-            logger.info(f"exported ONNX to {target} (key {key})")
-            status = "miss"
-        state.onnx_path = str(target)
-        state.cache["onnx"] = {"status": status, "path": str(target), "key": key}
-        if evicted:
-            state.cache["onnx"]["evicted"] = evicted
-
-    def _export_into_cache(self, target: Path) -> None:
-        """Export into a private locked folder (whatever the exporter writes there,
-        external data included, goes when the step ends: also after a SIGKILL, at
-        the next run's sweep), then move the model, and its one external-data file
-        if it needs one, into the cache and seal them."""
-        config, state = self.state.config, self.state
-        with atomic_dir(target.parent, target.name) as work:
-            out = work / target.name
-            config.export_onnx_path = str(out)
-            returned = state.case_module.export_model(state.model, config)
-            source_dir = work
-            if returned is not None and Path(returned).resolve() != out.resolve():
-                # FlagPerf's way: the case chose its own path and returned it.
-                flagperf.adopt_export(returned, out, config.case)
-                source_dir = Path(str(returned)).resolve().parent
-                logger.info(f"export_model wrote {returned}; copied into the ONNX cache")
-            if not out.is_file() or out.stat().st_size == 0:
-                raise EngineError(f"benchmarks/{config.case}: export_model wrote nothing to config.export_onnx_path")
-            companions = _self_contained(out, source_dir, target.name)
-            for name in (*companions, out.name):  # the model last: it is what makes the entry exist
-                (work / name).chmod(0o644)
-                (work / name).replace(target.parent / name)
-        seal(target, [target.parent / name for name in companions])
+        state.onnx_path, state.cache["onnx"] = export_to_cache(self.perf_dir, state.model, config, state.case_module)
 
     def vendor_compile(self) -> None:
         config, state = self.state.config, self.state
         if state.onnx_path is None and config.exist_onnx_path is not None:
             state.onnx_path = config.exist_onnx_path
             state.cache["onnx"] = {"status": "user", "path": config.exist_onnx_path}
-        state.engine, status, duration = self._build_engine(config)
+        self.builder = EngineBuilder(state.engine_module, state.onnx_path, state.model)
+        state.engine, status, duration = self.builder.build(config)
         state.cache["engine"] = {"status": status, "path": config.engine_path}
-        if self._evicted_engine:
-            state.cache["engine"]["evicted"] = self._evicted_engine
+        if self.builder.evicted:
+            state.cache["engine"]["evicted"] = self.builder.evicted
         adapted = isinstance(state.engine, OutputAdapter)
         state.engine_info = compile_report.describe_engine(state.engine.engine if adapted else state.engine, state.onnx_path, duration)
         if adapted:
             state.engine_info["output_adapter"] = "flagperf"
         bytemlperf.resolve_best(config, state.engine_info)  # batch_sizes: best
         logger.info(f"compiled with {config.vendor}/{config.compiler} in {duration:.2f} s (engine cache: {status})")
-
-    def _build_engine(self, config: CaseConfig) -> tuple[Any, str, float]:
-        """Compile (or load from the cache) the engine for ``config``; return it, the cache status and the time."""
-        state = self.state
-        engine_class = state.engine_module.InferModel
-        source = engine_file(config.vendor, config.compiler)
-        if config.exist_compiler_path is not None:
-            config.engine_path = config.exist_compiler_path
-            status = "user"
-        else:
-            suffix = getattr(engine_class, "engine_suffix", None)
-            if suffix:
-                key = self._engine_key(source, config)
-                config.engine_path = str(Path(config.cache_dir) / f"{config.case}_{config.vendor}_{config.compiler}_{key}{suffix}")
-                usable, evicted = probe(config.engine_path, "engine")
-                status = "hit" if usable else "miss"
-                self._evicted_engine = self._evicted_engine or evicted
-                if status == "hit":
-                    logger.info(f"reusing cached engine {config.engine_path} (key {key})")
-            else:
-                status = "none"
-        start = time.perf_counter()
-        try:
-            engine = adapt_engine(engine_class(config, state.onnx_path, state.model), config, state.onnx_path)
-        except EngineError as exc:
-            if status != "hit":
-                raise
-            # Sealed, yet the engine cannot load it (written by a writer that lied about
-            # success, say): the entry goes, so it cannot fail every later run too.
-            logger.warning(f"cached engine {config.engine_path} could not be loaded ({one_line(exc)}): evicted and rebuilt")
-            evict(config.engine_path)
-            self._evicted_engine = f"could not be loaded ({one_line(exc)})"
-            status, start = "miss", time.perf_counter()
-            engine = adapt_engine(engine_class(config, state.onnx_path, state.model), config, state.onnx_path)
-        duration = time.perf_counter() - start
-        compiled = getattr(engine, "compiled", None)
-        if status == "hit" and compiled is True:
-            # The engine judged the cached file stale (another GPU, another TensorRT) and rebuilt it.
-            status = "rebuilt"
-        if status == "miss" and not Path(config.engine_path).is_file():
-            logger.warning(f"engine declared engine_suffix but wrote no {config.engine_path}; nothing cached")
-            status = "none"
-        if status in ("miss", "rebuilt"):
-            # An ONNX-format engine (ONNX Runtime's) may keep its weights in a file beside it.
-            seal(config.engine_path, onnx_external_files(config.engine_path) if config.engine_path.endswith(".onnx") else [])
-        return engine, status, duration
-
-    def _engine_key(self, source: Path, config: CaseConfig) -> str:
-        vendor_keys = {k: v for k, v in config.as_dict().items() if config.origin.get(k, "").endswith(f"{config.vendor}_configurations.yaml")}
-        onnx = self.state.onnx_path
-        digests = onnx_digests(onnx) if onnx and Path(onnx).is_file() else {"": onnx}
-        parts = {
-            "onnx": digests.pop(""),
-            "engine_code": hash_file(source).hexdigest(),
-            "fp16": config.fp16,
-            "batch_size": config.batch_size,
-            "vendor_config": vendor_keys,
-            "cpu": cpu_model(),
-            "gpu": _gpu_name(config.device),
-            "packages": package_versions(),
-        }
-        if digests:
-            # The weights torch's exporter (or the user) put beside the model: an engine
-            # built from other weights must miss, even though the model file is the same.
-            parts["onnx_external_data"] = digests
-        return fingerprint(parts)
 
     def engine_inference(self) -> None:
         state = self.state
@@ -397,7 +277,7 @@ class Pipeline:
             return
         base_pool = stage.pool(config.batch_size)
         if config.numeric_check:
-            stage.numeric_check(state.engine, _framework_step(state.model, config, state.case_module), base_pool)
+            stage.numeric_check(state.engine, framework_step(state.model, config, state.case_module), base_pool)
         if config.audits:
             stage.anti_caching(state.engine, base_pool)
         state.inference.verdict.extend(stage.report.engine_reasons)
@@ -408,7 +288,7 @@ class Pipeline:
         for batch_size in config.batch_sizes:
             engine = state.engine
             if rebuild and batch_size != config.batch_size:
-                engine, status, duration = self._build_engine(replace(config, batch_size=batch_size))
+                engine, status, duration = self.builder.build(replace(config, batch_size=batch_size))
                 logger.info(f"engine for batch size {batch_size}: cache {status}, {duration:.2f} s")
             prepare = getattr(engine, "prepare_batch_size", None)  # optional: e.g. a ByteMLPerf backend's load(batch_size), untimed
             if callable(prepare):
@@ -441,18 +321,6 @@ class Pipeline:
         return record
 
 
-# ---- helpers ----------------------------------------------------------------
-def _load_case(perf_dir: Path, case: str, framework: str) -> ModuleType:
-    fw = layout.framework_dir(framework)  # 'pytorch_2.1' selects the docker image; the case code is in benchmarks/<case>/pytorch
-    if not (perf_dir / "benchmarks" / case / fw).is_dir():
-        raise ConfigError(f"unknown case '{case}' for framework '{framework}': no benchmarks/{case}/{fw}/")
-    module = importlib.import_module(f"benchmarks.{case}.{fw}")
-    missing = [name for name in CASE_FUNCTIONS if not callable(getattr(module, name, None))]
-    if missing:
-        raise ConfigError(f"benchmarks/{case}/{fw}/__init__.py: missing case function '{missing[0]}'")
-    return module
-
-
 def _sweep(*directories: Path) -> None:
     """Remove what writers killed in earlier runs left (their locks are free)."""
     for directory in directories:
@@ -460,38 +328,6 @@ def _sweep(*directories: Path) -> None:
         if removed:
             names = ", ".join(p.name for p in removed[:3]) + (f" and {len(removed) - 3} more" if len(removed) > 3 else "")
             logger.info(f"removed {len(removed)} temporary file(s) left by killed runs in {directory}: {names}")
-
-
-# Beyond this an ONNX model cannot be one protobuf file; its weights go to one external file.
-_PROTOBUF_LIMIT = 2 * 1024**3 - 64 * 1024**2
-
-
-def _self_contained(out: Path, source_dir: Path, final_name: str) -> list[str]:
-    """Rewrite the exported model ``out`` so that it needs no file but itself, or, when
-    its weights pass protobuf's 2 GB, exactly one: ``<final_name>.data`` beside it
-    (returned, to move and seal with the model). An export that onnx cannot parse
-    (a truncated write) is an EngineError here, never a cache entry."""
-    import onnx
-
-    try:
-        locations = onnx_external_locations(out)
-        model = onnx.load(str(out), load_external_data=False)
-        if not locations:
-            return []
-        onnx.load_external_data_for_model(model, str(source_dir))
-    except Exception as exc:  # noqa: BLE001 - onnx raises DecodeError, ValidationError, OSError...
-        if isinstance(exc, OSError) and exc.errno is not None:
-            raise
-        raise EngineError(f"{out.name}: the exported ONNX model cannot be read back: {one_line(exc)}") from None
-    data_name = f"{final_name}.data"
-    for location in (*locations, data_name):  # in memory now; onnx.save would append to an old file
-        if Path(location).name == location:
-            (out.parent / location).unlink(missing_ok=True)
-    if model.ByteSize() < _PROTOBUF_LIMIT:
-        onnx.save_model(model, str(out))
-        return []
-    onnx.save_model(model, str(out), save_as_external_data=True, all_tensors_to_one_file=True, location=data_name)
-    return [data_name]
 
 
 def _check_data_dir(data_dir: str) -> None:
@@ -535,27 +371,6 @@ def _log_phase(phase: PhaseResult) -> None:
         )
     state = "valid" if phase.verdict.valid else "INVALID: " + "; ".join(phase.verdict.reasons)
     logger.info(f"{phase.phase} verdict: {state}")
-
-
-def _framework_step(model: Any, config: CaseConfig, case_module: ModuleType | None = None):
-    """The framework model as an engine-shaped step, for the numeric check; None without a model."""
-    if model is None:
-        return None
-    own = getattr(case_module, "framework_step", None)  # optional case hook (benchmarks/onnx_model: ONNX Runtime on CPU)
-    if callable(own):
-        return own(model, config)
-    from benchmarks.common import make_step
-
-    return make_step(model, config)
-
-
-def _gpu_name(device: str) -> str | None:
-    """Engines such as TensorRT plans are only valid on the GPU they were built for."""
-    if not device.startswith("cuda"):
-        return None
-    import torch
-
-    return torch.cuda.get_device_name(torch.device(device)) if torch.cuda.is_available() else None
 
 
 def _torch_threads() -> int | None:

@@ -60,9 +60,9 @@ def wants_adapter(engine: Any, config: CaseConfig) -> bool:
         raise ConfigError(f"{origin}: key 'output_adapter' must be one of {', '.join(ADAPTER_MODES)}, got {mode!r}")
     if mode != "auto":
         return mode == "flagperf"
-    from inference_engine.base import EngineBase
+    from tools.plugins import derives_from_engine_base
 
-    return not isinstance(engine, EngineBase) or "has_dynamic_axis" in config.as_dict()
+    return not derives_from_engine_base(engine) or "has_dynamic_axis" in config.as_dict()
 
 
 class OutputAdapter:
