@@ -106,7 +106,12 @@ def test_full_run_writes_flagperf_result_with_real_accuracy(warm_tree):
     assert result["infer_average_acc"] >= 0.95
     assert result["p_inference_whole(qps)"] < result["*p_inference_core(qps)"]
     latency = result["inference"]["latency_ms"]
-    assert latency["p50"] <= latency["p90"] <= latency["p99"] <= latency["max"]
+    # A percentile below its sample floor is None with a note (common/stats.py): the stop
+    # rule may end a phase early ('precision out of reach') on a loaded machine.
+    reported = [latency[q] for q in ("p50", "p90", "p99") if latency[q] is not None]
+    assert reported == sorted(reported) and reported[-1] <= latency["max"] and latency["p50"] is not None
+    missing = [q for q in ("p90", "p99", "p99_9") if latency[q] is None]
+    assert len(latency["notes"]) == len(missing) and all(f"{q} needs at least" in n for q, n in zip(missing, latency["notes"]))
     assert result["inference"]["batches"] == latency["count"] > 0
     assert result["env"]["packages"]["onnxruntime"]
     assert result["env"]["cpu_model"]

@@ -24,10 +24,20 @@ Optional, detected with getattr and written to result.json when present:
   engine_suffix                      file suffix of the serialized engine, or None if it has none
   rebuild_per_batch_size             True when the engine is built for one batch size: a batch_sizes
                                      sweep then compiles (or loads from the cache) one engine per size
+  compiled                           True when this construction built the engine file rather than
+                                     loading it: a cache hit that rebuilt (a stale plan) is recorded
+                                     as 'rebuilt' (tools/artefacts/engine.py)
+  prepare_batch_size(batch_size)     called, untimed, before the rows of each batch size are measured
+                                     (a ByteMLPerf backend's load(batch_size))
+  own_benchmark(batch_sizes, dataloader) -> dict | None
+                                     the engine's own timing, reported beside InferPerf's rows in
+                                     result.json engine.own_benchmark, never instead of them; a
+                                     failure is a warning (tools/compat/bytemlperf/hooks.py)
 
 A module may also define ``preflight(config)`` which raises
 ``common.errors.ConfigError`` when the machine cannot run this engine (no GPU,
-library missing); it runs at the config check, before any work starts.
+library missing); it runs at the config check, before any work starts (the
+container's init step calls it too).
 """
 
 from __future__ import annotations
