@@ -6,6 +6,7 @@ pip, HOSTS: ["localhost"] (tests/test_docker_local.py's setup)."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -50,9 +51,14 @@ def test_backend_runs_in_the_vendor_container(tmp_path, digits_data, wheels_dir,
     assert result["numeric"]["passed"] is True and result["engine"]["own_benchmark"]["rows"][0]["BS"] == 16
     byte = json.loads((log_dir / "bytemlperf.json").read_text())  # fetched back beside result.json
     assert byte["Backend"] == "ORTCPU" and byte["Performance"][0]["BS"] == 16
-    # The backend's requirements.txt was a layer of the image the case ran in.
+    # The backend's requirements.txt was a layer of the image the case ran in: the build log
+    # says so whether this run built the image or reused one an earlier run built (its tag is
+    # the hash of those files), and Docker shows the layer on top of the vendor image.
     build_logs = "".join(p.read_text() for p in (tmp_path / "result").glob("run*/build_*_cases.log"))
     assert "requirements/backend-ORTCPU.txt" in build_logs, build_logs[-2000:]
+    tag = re.search(r"(?:reusing|built) image (\S+)", out).group(1)
+    history = " ".join(layer.get("CreatedBy", "") for layer in docker_client.images.get(tag).history())
+    assert "/tmp/inferperf-case-requirements" in history
     assert_nothing_left(docker_client, tmp_path / "remote")
 
 

@@ -174,6 +174,7 @@ def ensure_image(client: docker.DockerClient, spec: ImageSpec, host_label: str, 
     try:
         client.images.get(tag)
         logger.info(f"host {host_label}: reusing image {tag}")
+        _note_reused(spec, build_log, tag)
         return tag, False
     except ImageNotFound:
         pass
@@ -198,6 +199,15 @@ def ensure_image(client: docker.DockerClient, spec: ImageSpec, host_label: str, 
         _build(client, spec.write_case_layer_context, tag, spec.case_layer_buildargs(), spec, f"the requirements of {cases}", host_label, layer_log)
     logger.info(f"host {host_label}: built image {tag}")
     return tag, True
+
+
+def _note_reused(spec: ImageSpec, build_log: Path, tag: str) -> None:
+    """A reused image's build logs say what it was built from (its tag is the hash of exactly that)."""
+    _write_build_log(build_log, [{"stream": f"reused image {spec.vendor_tag}, built earlier from {spec.dockerfile}"}])
+    if spec.requirement_files:
+        names = ", ".join(f"requirements/{_case_name(f)}.txt" for f in spec.requirement_files)
+        note = f"reused image {tag}, built earlier from {names} on top of {spec.vendor_tag}"
+        _write_build_log(build_log.with_name(f"{build_log.stem}_cases{build_log.suffix}"), [{"stream": note}])
 
 
 def _exists(client: docker.DockerClient, tag: str) -> bool:
