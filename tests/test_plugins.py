@@ -1,0 +1,72 @@
+"""tools/plugins.py: the container side finds a vendor's engine and a case's package by
+name, when a step asks, and importing the pipeline loads no plug-in at all."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from common.errors import ConfigError
+
+INFERENCE = Path(__file__).resolve().parents[1] / "inference"
+
+
+def test_importing_the_pipeline_loads_no_plug_in_until_a_step_asks_for_one():
+    script = (
+        "import sys\n"
+        "import tools.pipeline\n"
+        "plug_ins = lambda: sorted(m for m in sys.modules if m.split('.')[0] in ('inference_engine', 'benchmarks'))\n"
+        "print(plug_ins())\n"
+        "from pathlib import Path\n"
+        "from tools.plugins import case_module, engine_module\n"
+        "case_module(Path(tools.pipeline.__file__).parents[1], 'digits', 'pytorch_2.1')\n"
+        "engine_module('cpu', 'onnxruntime')\n"
+        "print(plug_ins())\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], cwd=INFERENCE, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    before, after = proc.stdout.strip().splitlines()[-2:]
+    assert before == "[]"
+    # 'pytorch_2.1' names the image; the case's code is benchmarks/digits/pytorch
+    assert "'benchmarks.digits.pytorch'" in after and "'inference_engine.cpu.onnxruntime'" in after
+
+
+def test_an_unknown_vendor_or_case_is_one_config_error(tmp_path):
+    from tools.plugins import case_module, check_vendor
+
+    check_vendor("cpu")
+    with pytest.raises(ConfigError, match=r"^unknown vendor 'acme': no inference_engine/acme/$"):
+        check_vendor("acme")
+    with pytest.raises(ConfigError, match=r"^unknown case 'nosuch' for framework 'pytorch_2.1': no benchmarks/nosuch/pytorch/$"):
+        case_module(INFERENCE, "nosuch", "pytorch_2.1")
+
+
+def test_a_case_package_missing_a_case_function_is_refused_by_name(tmp_path, monkeypatch):
+    from tools.plugins import CASE_FUNCTIONS, case_module
+
+    (tmp_path / "benchmarks" / "halfcase" / "pytorch").mkdir(parents=True)
+    package = types.ModuleType("benchmarks.halfcase.pytorch")
+    for name in CASE_FUNCTIONS[:3]:
+        setattr(package, name, lambda *args: None)
+    setattr(package, CASE_FUNCTIONS[4], "not callable")
+    monkeypatch.setitem(sys.modules, "benchmarks.halfcase.pytorch", package)
+    with pytest.raises(ConfigError, match=rf"^benchmarks/halfcase/pytorch/__init__.py: missing case function '{CASE_FUNCTIONS[3]}'$"):
+        case_module(tmp_path, "halfcase", "pytorch")
+    setattr(package, CASE_FUNCTIONS[3], lambda *args: None)
+    with pytest.raises(ConfigError, match=rf"missing case function '{CASE_FUNCTIONS[4]}'$"):
+        case_module(tmp_path, "halfcase", "pytorch")
+    setattr(package, CASE_FUNCTIONS[4], lambda *args: None)
+    setattr(package, CASE_FUNCTIONS[5], lambda *args: None)
+    assert case_module(tmp_path, "halfcase", "pytorch") is package
+
+
+def test_the_framework_step_is_the_case_s_own_when_it_has_one():
+    from tools.plugins import framework_step
+
+    own = types.SimpleNamespace(framework_step=lambda model, config: ("own", model, config))
+    assert framework_step(None, "config", own) is None  # no model (no_validation): no step
+    assert framework_step("model", "config", own) == ("own", "model", "config")
