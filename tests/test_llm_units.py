@@ -171,3 +171,52 @@ def test_bad_llm_keys_are_one_line(override, message):
     with pytest.raises(ConfigError) as info:
         LLMWorkload.from_config(_config(**override))
     assert message in str(info.value) and "\n" not in str(info.value)
+
+
+class ScriptedEngine(LLMEngineBase):
+    """Generates the given tokens (what a runtime that never selects EOS gives); logits: the reference's at the prompt's end."""
+
+    def __init__(self, tokens, last_logits) -> None:
+        self.tokens, self.last_logits, self.precision = np.asarray(tokens), np.asarray(last_logits, dtype=np.float32), "fp32"
+
+    def prefill(self, input_ids, max_new_tokens):
+        return {"i": 0}
+
+    def step(self, state):
+        state["i"] += 1
+        return self.tokens[:, state["i"] - 1]
+
+    def logits(self, state):
+        return self.last_logits
+
+
+def test_greedy_check_masks_eos_as_the_engine_contract_does():
+    """The reference's top token at one position is EOS (id 1), which the contract never selects: the
+    engine took the runner-up. With the EOS ids masked that position agrees; unmasked it would not."""
+    from tools.checks.generation import check_generation
+    from tools.checks.numeric import tolerances_for
+
+    vocab, prompts, generated = 8, np.array([[5, 6, 7]]), np.array([[2, 3, 4, 2]])
+    logits = np.zeros((1, 3 + 3, vocab), dtype=np.float32)
+    for position, token in enumerate(generated[0]):
+        logits[0, 2 + position, token] = 1.0
+    logits[0, 2 + 2, 1] = 1.5  # EOS above the engine's token 4 at the third generated position
+
+    def reference(ids):
+        assert ids.tolist() == [[5, 6, 7, 2, 3, 4]]  # teacher forcing: the prompt and the engine's tokens but the last
+        return logits
+
+    engine = ScriptedEngine(generated, logits[:, 2, :])
+    args = (prompts, 4, "fp32", tolerances_for("fp32"), 0.99)
+    greedy, numeric, reasons = check_generation(engine, reference, *args, eos_ids=(1,))
+    assert greedy["share"] == 1.0 and greedy["eos_ids_masked"] == [1] and numeric["passed"] and reasons == []
+    greedy, _, reasons = check_generation(engine, reference, *args)
+    assert greedy["share"] == 0.75 and greedy["first_difference"] == [2] and reasons and "greedy agreement 75.00% of 4" in reasons[0]
+
+
+def test_eos_token_ids_of_a_config():
+    from inference_engine.llm_base import eos_token_ids
+
+    assert eos_token_ids({"eos_token_id": 2}) == (2,)
+    assert eos_token_ids({"eos_token_id": [128001, 128009]}) == (128001, 128009)
+    assert eos_token_ids({"eos_token_id": None}) == () and eos_token_ids({}) == ()

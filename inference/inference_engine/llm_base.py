@@ -13,7 +13,11 @@ work is done (device synchronised):
         the next greedy token of every sequence (numpy int ``[batch]``): the first
         call selects from the prefill's logits; each later call first runs the
         forward of the token chosen before it, then selects. So a request of N
-        tokens costs one prefill and N - 1 decode forwards.
+        tokens costs one prefill and N - 1 decode forwards. The end-of-sequence
+        tokens (``eos_token_ids`` of the checkpoint's config) are never selected:
+        a query generates exactly its N tokens (vLLM's ``ignore_eos``, ONNX Runtime
+        GenAI's ``min_length``, TensorRT-LLM's ``min_tokens`` do the same), and the
+        greedy check's reference masks them too.
   logits(state) -> numpy float32 [batch, vocab]
         the logits the next ``step`` will select from (it may run the pending
         forward). Used by the numeric checks and accuracy, never timed.
@@ -49,6 +53,13 @@ from common.errors import EngineError
 from inference_engine.base import EngineBase
 
 BYTES_PER_VALUE = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "int8": 1, "fp8": 1}
+
+
+def eos_token_ids(hf_config: dict) -> tuple[int, ...]:
+    """The end-of-sequence token ids of a Hugging Face config (``eos_token_id``: an int, a list, or null)."""
+    value = hf_config.get("eos_token_id")
+    items = value if isinstance(value, list) else [value]
+    return tuple(int(v) for v in items if isinstance(v, int) and not isinstance(v, bool))
 
 
 class LLMEngineBase(EngineBase):

@@ -29,7 +29,7 @@ from typing import Any
 from loguru import logger
 
 from common.errors import ConfigError, EngineError
-from inference_engine.llm_base import LLMEngineBase
+from inference_engine.llm_base import LLMEngineBase, eos_token_ids
 
 _SOURCE = "inference_engine/nvidia/inductor_llm.py"
 _MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
@@ -89,6 +89,8 @@ class InferModel(LLMEngineBase):
         self.block = int(config.get("llm_cache_block", 256))
         self.model = model.eval().to(self.device, dtype=torch.float16 if self.half else torch.float32)
         self._caches: dict[tuple[int, int], Any] = {}
+        eos = eos_token_ids(model.config.to_dict())
+        self._eos = torch.tensor(eos, dtype=torch.long, device=self.device) if eos else None  # never selected (the contract)
         start = time.perf_counter()
         self._decode = torch.compile(self._decode_eager, mode=self.mode, backend="inductor", dynamic=False) if self.compile else self._decode_eager
         self.compile_duration = time.perf_counter() - start  # compilation itself happens at the first step of a shape (the untimed warm-up)
@@ -141,7 +143,8 @@ class InferModel(LLMEngineBase):
 
     def step(self, state: _State) -> Any:
         self._run_pending(state)
-        chosen = state.logits.argmax(dim=-1)
+        logits = state.logits if self._eos is None else state.logits.index_fill(-1, self._eos, float("-inf"))
+        chosen = logits.argmax(dim=-1)
         state.pending = chosen.view(-1, 1)
         ids = chosen.cpu().numpy()  # the copy to the host also waits for the device
         return ids

@@ -2,7 +2,9 @@
 
 Greedy agreement: the engine generates ``n`` greedy tokens per prompt; the
 framework model then reads each prompt followed by the engine's tokens in one
-forward (teacher forcing) and picks its own greedy token at every position.
+forward (teacher forcing) and picks its own greedy token at every position,
+never an end-of-sequence token (``eos_ids``), as the engine contract says
+(``inference_engine/llm_base.py``: a query generates exactly its N tokens).
 The share of positions where the two agree is the figure (target for fp32:
 ``greedy_agreement_target``, 0.99). Teacher forcing keeps one early difference
 from counting against every later position, which comparing two free-running
@@ -53,7 +55,9 @@ def greedy_agreement(engine_tokens: Any, reference_tokens: Any, target: float) -
     return record
 
 
-def check_generation(engine: Any, reference: Reference, prompts: Any, n: int, precision: str, tolerances: dict, target: float) -> tuple[dict, dict, list[str]]:
+def check_generation(
+    engine: Any, reference: Reference, prompts: Any, n: int, precision: str, tolerances: dict, target: float, eos_ids: tuple[int, ...] = ()
+) -> tuple[dict, dict, list[str]]:
     """(greedy agreement record, prefill logits NumericReport as a dict, reasons that fail the engine)."""
     import numpy as np
     import torch
@@ -62,8 +66,10 @@ def check_generation(engine: Any, reference: Reference, prompts: Any, n: int, pr
     tokens = np.asarray(engine.generate(prompts, n)).reshape(prompts.shape[0], n).astype(np.int64)
     forced = np.concatenate([prompts, tokens[:, :-1]], axis=1)
     ref_logits = np.asarray(reference(forced), dtype=np.float32)
-    ref_tokens = ref_logits[:, length - 1 :, :].argmax(axis=-1)
-    greedy = greedy_agreement(tokens, ref_tokens, target)
+    chosen = ref_logits[:, length - 1 :, :].copy()
+    chosen[..., list(eos_ids)] = -np.inf  # the contract never selects them (a no-op without eos_ids)
+    greedy = greedy_agreement(tokens, chosen.argmax(axis=-1), target)
+    greedy["eos_ids_masked"] = list(eos_ids)
     state = engine.prefill(prompts, 1)
     try:
         actual = np.asarray(engine.logits(state), dtype=np.float32)

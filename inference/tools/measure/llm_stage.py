@@ -431,9 +431,12 @@ def _bounds(record: dict, workload: LLMWorkload, verdict: Verdict) -> None:
 
 
 # ---- the whole stage ---------------------------------------------------------------
-def run_llm_stage(engine: Any, reference: Any, config: Any, shape: ModelShape, prompts: PromptSource, precision: str) -> LLMReport:
+def run_llm_stage(
+    engine: Any, reference: Any, config: Any, shape: ModelShape, prompts: PromptSource, precision: str, eos_ids: tuple[int, ...] = ()
+) -> LLMReport:
     """Checks, then the table, then the server rows. ``reference`` is the framework model
-    as ids -> logits (``tools/checks/generation.py``), or None without one."""
+    as ids -> logits (``tools/checks/generation.py``), or None without one; ``eos_ids`` the
+    end-of-sequence tokens that neither the engine nor the reference selects."""
     from dataclasses import asdict
 
     workload = LLMWorkload.from_config(config)
@@ -450,7 +453,7 @@ def run_llm_stage(engine: Any, reference: Any, config: Any, shape: ModelShape, p
         checked = prompts.batch(workload.greedy_prompts, workload.input_lengths[0], 0, PromptSource.CHECK)
         tolerances = tolerances_for(precision, config.numeric_tolerance)
         report.greedy, report.numeric, reasons = check_generation(
-            engine, reference, checked, workload.greedy_tokens, precision, tolerances, workload.greedy_agreement_target
+            engine, reference, checked, workload.greedy_tokens, precision, tolerances, workload.greedy_agreement_target, eos_ids
         )
         report.engine_reasons.extend(reasons)
     if config.get("test_perf") is False:

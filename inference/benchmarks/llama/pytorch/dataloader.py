@@ -23,16 +23,18 @@ from __future__ import annotations
 import csv
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
 from loguru import logger
-from torch.utils.data import DataLoader, Dataset
 
 from common.errors import ConfigError, DataError
 
 from .settings import LlamaSettings
 from .weights import hf_config, load_tokenizer, prompt_id_range
+
+if TYPE_CHECKING:
+    import torch
+    from torch.utils.data import DataLoader
 
 CHOICES = ("A", "B", "C", "D")
 
@@ -89,7 +91,9 @@ def encode(tokenizer: Any, parts: list[str], limit: int) -> list[int]:
         parts.pop(1)
 
 
-class PromptSet(Dataset):
+class PromptSet:
+    """A map-style dataset (torch imported only when an item is read: a config error at init stays quick)."""
+
     def __init__(self, prompts: list[list[int]], answers: list[str | None]):
         self.prompts, self.answers = prompts, answers
 
@@ -97,10 +101,14 @@ class PromptSet(Dataset):
         return len(self.prompts)
 
     def __getitem__(self, index: int):
+        import torch
+
         return torch.tensor(self.prompts[index], dtype=torch.int64), self.answers[index]
 
 
 def collate(items: list) -> tuple[list[torch.Tensor], PromptLabels]:
+    import torch
+
     lengths = {len(ids) for ids, _ in items}
     if len(lengths) != 1:
         raise DataError(f"llama: a batch holds prompts of {len(lengths)} lengths; batch_size must be 1 for prompts of varying length")
@@ -133,6 +141,8 @@ def build_dataset(config: Any) -> PromptSet:
 
 
 def build_dataloader(config: Any) -> DataLoader:
+    from torch.utils.data import DataLoader
+
     if int(config.batch_size) != 1:
         raise ConfigError(
             f"{config.origin.get('batch_size', 'config')}: key 'batch_size' must be 1 for the llama case's prefill pass "

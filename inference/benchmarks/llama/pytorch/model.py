@@ -3,21 +3,25 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
 from loguru import logger
 
-from benchmarks.common import place_model
 from common.errors import ConfigError
 from tools.measure.llm import ModelShape
 
 from .weights import hf_config, model_dir
 
+if TYPE_CHECKING:  # torch is imported where a model is built or run: a config error at init stays quick
+    import torch
+
 
 def create_model(config: Any) -> torch.nn.Module:
+    import torch
     from transformers import AutoModelForCausalLM
     from transformers.utils import logging as hf_logging
+
+    from benchmarks.common import place_model
 
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
@@ -40,6 +44,8 @@ def model_shape(config: Any, model: Any = None) -> ModelShape:
 
 def reference_logits(model: torch.nn.Module, config: Any):
     """The framework model as ids -> logits (numpy ``[batch, length, vocab]`` float32), no cache: the generation check's reference."""
+    import torch
+
     device = next(model.parameters()).device
 
     def reference(ids: Any):
@@ -52,6 +58,8 @@ def reference_logits(model: torch.nn.Module, config: Any):
 
 def framework_step(model: torch.nn.Module, config: Any):
     """The framework model as an engine-shaped step: ``[input_ids]`` -> ``[last position's logits]``."""
+    import torch
+
     device = next(model.parameters()).device
 
     def step(inputs: list) -> tuple[list, float]:

@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from common.errors import ConfigError
-from inference_engine.llm_base import LLMEngineBase
+from inference_engine.llm_base import LLMEngineBase, eos_token_ids
 from inference_engine.registry import load_engine_module
 
 from .settings import LlamaSettings
-from .weights import load_tokenizer, model_dir, prompt_id_range
+from .weights import hf_config, load_tokenizer, model_dir, prompt_id_range
 
 
 def configure(config: Any) -> None:
@@ -28,8 +28,6 @@ def configure(config: Any) -> None:
     folder = model_dir(config)  # checked (weight_dir) or built (random), once
     if settings.weight_dir is None:
         config.accuracy_note = "random weights"
-    from .weights import hf_config
-
     limit = hf_config(config).get("max_position_embeddings")
     if isinstance(limit, int) and workload.longest() > limit:
         raise ConfigError(
@@ -48,4 +46,5 @@ def performance_stage(engine: Any, model: Any, config: Any) -> Any:
     shape = model_shape(config, model)
     low, high = prompt_id_range(load_tokenizer(config), shape.vocab)
     reference = reference_logits(model, config) if model is not None else None
-    return run_llm_stage(engine, reference, config, shape, PromptSource(low, high, int(config.seed)), engine_precision(engine, config))
+    prompts = PromptSource(low, high, int(config.seed))
+    return run_llm_stage(engine, reference, config, shape, prompts, engine_precision(engine, config), eos_token_ids(hf_config(config)))
