@@ -6,7 +6,7 @@ Exit status: 0 when every case succeeded on every host, 1 when any failed
 (each failure is named with its case, host and step), 2 for a bad config,
 3 with --strict when every case ran but a result's verdict is invalid,
 130 when interrupted. Results: <FLAGPERF_LOG_PATH>/run<id>/summary.{json,md} and report.html
-(utils/results/report.py). ``run.py compare RUN_A RUN_B [--threshold 5]`` compares two runs (utils/results/compare.py).
+(utils/results/report/). ``run.py compare RUN_A RUN_B [--threshold 5]`` compares two runs (utils/results/compare.py).
 """
 
 from __future__ import annotations
@@ -17,18 +17,27 @@ import signal
 import sys
 import threading
 import time
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING, Callable
 
 from loguru import logger
 
 from common import __version__
 from common.errors import ConfigError, InferPerfError, one_line
+from common.layout import framework_dir
+from common.monitor_protocol import monitor_protocol
 from utils.bytemlperf_workload import without_keys, workload_cases
 from utils.case_specs import CaseSpec, check_unique_cases, model_case
 from utils.executors.base import CaseOutcome, HostSession, case_result_dir
 from utils.host_config import HostConfig, load_host_config
+from utils.requirements import check_backend_requirements, check_case_requirements
+
+if TYPE_CHECKING:
+    from tools.config import CaseConfig
+    from utils.run_progress import ProgressConsole
 
 INFERENCE_DIR = Path(__file__).resolve().parent
 INTERRUPT_GRACE_S = 60.0
@@ -80,7 +89,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def list_available(perf_dir: Path) -> str:
     """Cases (with their frameworks), vendors (with their compilers and images), as found on disk."""
-    from tools.compat.bytemlperf.backend import backend_names, describe_backends
+    from inference_engine.registry import compilers, vendor_names
+    from tools.compat.bytemlperf.backend import describe_backends
 
     lines = ["cases:"]
     for case in sorted(p for p in (perf_dir / "benchmarks").iterdir() if p.is_dir() and not p.name.startswith(("_", "."))):
@@ -88,12 +98,12 @@ def list_available(perf_dir: Path) -> str:
         configured = (perf_dir / "configs" / case.name / "configurations.yaml").is_file()
         lines.append(f"  {case.name}: {', '.join(frameworks) or '-'}" + ("" if configured else "  (no configs/ entry)"))
     lines.append("vendors (compilers; images):")
-    for vendor in sorted(p for p in (perf_dir / "inference_engine").iterdir() if p.is_dir() and not p.name.startswith(("_", "."))):
-        compilers = sorted(f.stem for f in vendor.glob("*.py") if not f.name.startswith("_"))
-        images_dir = perf_dir / "docker_images" / vendor.name
+    engines = perf_dir / "inference_engine"
+    for vendor in vendor_names(engines):
+        images_dir = perf_dir / "docker_images" / vendor
         images = sorted(d.name for d in images_dir.iterdir() if (d / "Dockerfile").is_file()) if images_dir.is_dir() else []
-        lines.append(f"  {vendor.name}: {', '.join(compilers + backend_names(vendor)) or '-'}; images: {', '.join(images) or 'none'}")
-        lines.extend(describe_backends(vendor))  # ByteMLPerf backend folders and their interact profiles
+        lines.append(f"  {vendor}: {', '.join(compilers(vendor, engines)) or '-'}; images: {', '.join(images) or 'none'}")
+        lines.extend(describe_backends(engines / vendor))  # ByteMLPerf backend folders and their interact profiles
     return "\n".join(lines)
 
 
@@ -125,27 +135,37 @@ def model_cases(config: HostConfig, paths: list[str], selection: str | None) -> 
     return specs
 
 
-def check_cases(config: HostConfig) -> None:
-    """Everything about the cases that can be checked before any host is touched."""
-    from inference_engine.registry import is_bytemlperf_backend, load_engine_module
-    from tools.compat.bytemlperf.engine import host_check
-    from tools.config import load_case_config, parse_overrides
-    from utils.requirements import check_backend_requirements, check_case_requirements
+def load_run_config(args: argparse.Namespace) -> HostConfig:
+    """host.yaml and the command line, with everything checked that can be before any host is touched."""
+    config = load_host_config(args.config, INFERENCE_DIR)
+    config.cases = model_cases(config, args.model, args.cases) if args.model else select_cases(config, args.cases)
+    if args.workload:  # ByteMLPerf workload files replace CASES (utils/bytemlperf_workload.py)
+        if args.model or args.cases:
+            raise ConfigError("--workload replaces CASES: it cannot be combined with --model or --cases")
+        config.cases = workload_cases(config.cases, args.workload, config.flagperf_path, config.path)
+        check_unique_cases(config.cases, "--workload")
+    config.overrides = list(args.overrides)
+    config.cases = without_keys(config.cases, config.overrides)  # --set wins over a workload's key
+    check_cases(config)
+    if config.mode == "slurm":
+        from utils.executors.slurm import check_slurm
 
-    perf_dir = config.flagperf_path
+        check_slurm(config)
+    return config
+
+
+def check_cases(config: HostConfig) -> None:
+    """Everything about the cases that can be checked before any host is touched: their
+    folders and packages, each case config as the pipeline will merge it, its engine, and
+    the vendor's monitor."""
+    from tools.config import load_case_config, parse_overrides
+
     logger.disable("tools.config")  # the container logs the merge; here only errors matter
     try:
         for spec in config.cases:
-            framework = spec.framework.split("_", 1)[0]
-            if not (perf_dir / "benchmarks" / spec.case / framework).is_dir():
-                raise ConfigError(f"{config.path}: key CASES entry '{spec.key}': no benchmarks/{spec.case}/{framework}/")
-            if config.in_container and not (perf_dir / "docker_images" / config.vendor / spec.framework / "Dockerfile").is_file():
-                raise ConfigError(f"{config.path}: key CASES entry '{spec.key}': no docker_images/{config.vendor}/{spec.framework}/Dockerfile")
-            native = not config.in_container
-            if native:  # MODE docker installs them into the image (utils/executors/images.py)
-                check_case_requirements(perf_dir, spec.case, spec.framework)
+            _check_case_files(config, spec)
             case_config = load_case_config(
-                str(perf_dir),
+                str(config.flagperf_path),
                 spec.case,
                 spec.framework,
                 config.vendor,
@@ -154,24 +174,52 @@ def check_cases(config: HostConfig) -> None:
                 parse_overrides([*config.overrides, *spec.overrides]),
                 check_device=config.mode == "local",  # elsewhere the device is on the hosts, not here
             )
-            if spec.model is not None and native:  # the model file is here: read it before anything is written
+            if spec.model is not None and not config.in_container:  # the model file is here: read it before anything is written
                 from benchmarks.onnx_model.describe import describe
 
                 describe(case_config)
-            if case_config.compiler is None:
-                continue
-            if native:
-                check_backend_requirements(perf_dir, config.vendor, case_config.compiler)  # a ByteMLPerf backend folder's
-                module = load_engine_module(config.vendor, case_config.compiler)
-                preflight = getattr(module, "preflight", None)
-                if callable(preflight):
-                    preflight(case_config)
-            elif is_bytemlperf_backend(perf_dir / "inference_engine" / config.vendor / case_config.compiler):
-                host_check(case_config, perf_dir / "inference_engine")  # its profile and answers; the image has its packages
-            elif not (perf_dir / "inference_engine" / config.vendor / f"{case_config.compiler}.py").is_file():
-                raise ConfigError(f"unknown compiler '{case_config.compiler}' for vendor '{config.vendor}'")
+            if case_config.compiler is not None:
+                _check_engine(config, case_config)
     finally:
         logger.enable("tools.config")
+    _check_monitor(config)
+
+
+def _check_case_files(config: HostConfig, spec: CaseSpec) -> None:
+    """The case's code (and, in a container, the image's Dockerfile); natively, its packages."""
+    perf_dir = config.flagperf_path
+    if not (perf_dir / "benchmarks" / spec.case / framework_dir(spec.framework)).is_dir():
+        raise ConfigError(f"{config.path}: key CASES entry '{spec.key}': no benchmarks/{spec.case}/{framework_dir(spec.framework)}/")
+    if config.in_container and not (perf_dir / "docker_images" / config.vendor / spec.framework / "Dockerfile").is_file():
+        raise ConfigError(f"{config.path}: key CASES entry '{spec.key}': no docker_images/{config.vendor}/{spec.framework}/Dockerfile")
+    if not config.in_container:  # MODE docker installs them into the image (utils/executors/images.py)
+        check_case_requirements(perf_dir, spec.case, spec.framework)
+
+
+def _check_engine(config: HostConfig, case_config: CaseConfig) -> None:
+    """The case's engine, asked of the registry (inference_engine/registry.py). In MODE local the
+    engine runs in this very Python, so its own preflight runs now; elsewhere it runs on the
+    hosts, and the registry answers from the file layout without importing it."""
+    from inference_engine import registry
+
+    perf_dir, vendor, compiler = config.flagperf_path, config.vendor, case_config.compiler
+    if not config.in_container:
+        check_backend_requirements(perf_dir, vendor, compiler)  # a ByteMLPerf backend folder's
+    if config.mode == "local":
+        registry.preflight_engine(vendor, compiler, case_config)
+        return
+    if registry.check_engine(vendor, compiler, perf_dir / "inference_engine").is_dir():
+        from tools.compat.bytemlperf.engine import host_check
+
+        host_check(case_config, perf_dir / "inference_engine")  # its profile and answers; the hosts have its packages
+
+
+def _check_monitor(config: HostConfig) -> None:
+    """The vendor monitor's protocol declaration (common/monitor_protocol.py), once per run."""
+    source = f"docker_images/{config.vendor}/{config.vendor}_monitor.py"
+    monitor = config.flagperf_path / source
+    if monitor.is_file():
+        monitor_protocol(monitor, source)
 
 
 def make_session(config: HostConfig, index: int, run_id: str, abort: threading.Event, run_dir: Path) -> HostSession:
@@ -232,7 +280,7 @@ def _console_sink(message) -> None:
 CONSOLE_FORMAT = "{time:HH:mm:ss} | {level: <7} | {message}"
 
 
-def _console_echo(config: HostConfig):
+def _console_echo() -> Callable[[str], None]:
     """--verbose: every pipeline's log lines on the console, behind one lock so lines never interleave."""
     lock = threading.Lock()
 
@@ -256,7 +304,17 @@ def _ignore_while_stopping(signum, _frame) -> None:
     logger.warning(f"{signal.Signals(signum).name} again: already stopping, cleanup and summary follow")
 
 
+@dataclass(frozen=True)
+class Run:
+    """One run.py run: its id, its folder (FLAGPERF_LOG_PATH/run<id>/) and when it started."""
+
+    run_id: str
+    run_dir: Path
+    started_at: datetime
+
+
 def main(argv: list[str] | None = None) -> int:
+    """config -> run folder -> every case on every host -> summary, report and exit status."""
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["compare"]:  # run.py compare RUN_A RUN_B [--threshold 5]: see utils/results/compare.py
         from utils.results.compare import main as compare_main
@@ -269,53 +327,57 @@ def main(argv: list[str] | None = None) -> int:
     logger.remove()
     logger.add(_console_sink, level="INFO", format=CONSOLE_FORMAT)
     try:
-        config = load_host_config(args.config, INFERENCE_DIR)
-        config.cases = model_cases(config, args.model, args.cases) if args.model else select_cases(config, args.cases)
-        if args.workload:  # ByteMLPerf workload files replace CASES (utils/bytemlperf_workload.py)
-            if args.model or args.cases:
-                raise ConfigError("--workload replaces CASES: it cannot be combined with --model or --cases")
-            config.cases = workload_cases(config.cases, args.workload, config.flagperf_path, config.path)
-            check_unique_cases(config.cases, "--workload")
-        config.overrides = list(args.overrides)
-        config.cases = without_keys(config.cases, config.overrides)  # --set wins over a workload's key
-        check_cases(config)
-        if config.mode == "slurm":
-            from utils.executors.slurm import check_slurm
-
-            check_slurm(config)
+        config = load_run_config(args)
     except InferPerfError as exc:
         logger.error(one_line(exc))
         return exc.exit_code if isinstance(exc, ConfigError) else 2
+    run = open_run(config)
+    previous = {sig: signal.signal(sig, _raise_keyboard_interrupt) for sig in STOP_SIGNALS}
+    outcomes, interrupted = run_hosts(config, run, args.verbose)
+    code = finish_run(config, run, outcomes, interrupted, args.strict, previous)
+    return code
 
-    started_at = datetime.now(timezone.utc)
+
+def open_run(config: HostConfig) -> Run:
+    """The run's id and folder, and its logs: the console at LOG_LEVEL, run.log with everything."""
     run_id = time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
-    run_dir = config.log_path / f"run{run_id}"
-    run_dir.mkdir(parents=True, exist_ok=True)
+    run = Run(run_id, config.log_path / f"run{run_id}", datetime.now(timezone.utc))
+    run.run_dir.mkdir(parents=True, exist_ok=True)
     logger.remove()
     logger.add(_console_sink, level=config.log_level, format=CONSOLE_FORMAT)
-    logger.add(run_dir / "run.log", level="DEBUG", format="{time:YYYY-MM-DD HH:mm:ss.SSS} | {level: <7} | {message}")
+    logger.add(run.run_dir / "run.log", level="DEBUG", format="{time:YYYY-MM-DD HH:mm:ss.SSS} | {level: <7} | {message}")
     logger.info(f"run {run_id}: {len(config.cases)} case(s) x {len(config.hosts)} host(s), mode {config.mode}, vendor {config.vendor}")
+    return run
 
+
+def _progress_display(verbose: bool, total: int) -> ProgressConsole | None:
+    """On a terminal without --verbose, a live display of every case x host; otherwise (CI,
+    pipes) nothing per line: one line per case and host."""
+    if verbose or not sys.stdout.isatty():
+        return None
+    try:
+        from utils.run_progress import ProgressConsole
+
+        return ProgressConsole(total).start()
+    except ImportError as exc:  # rich missing (a venv older than pyproject.toml): the plain console
+        logger.debug(f"no progress display: {one_line(exc)}")
+        return None
+
+
+def run_hosts(config: HostConfig, run: Run, verbose: bool) -> tuple[list[CaseOutcome], bool]:
+    """Every case on every host, one thread per host; Ctrl-C (or SIGTERM, SIGHUP) stops every
+    host's case, and every session is cleaned up whatever happens. Returns the outcomes and
+    whether the run was interrupted."""
     abort = threading.Event()
-    sessions = [make_session(config, i, run_id, abort, run_dir) for i in range(len(config.hosts))]
-    previous = {sig: signal.signal(sig, _raise_keyboard_interrupt) for sig in STOP_SIGNALS}
-    # The console: --verbose every pipeline line; on a terminal a live progress display of
-    # every case x host; otherwise (CI, pipes) nothing per line, one line per case and host.
-    display = None
-    if not args.verbose and sys.stdout.isatty():
-        try:
-            from utils.run_progress import ProgressConsole
-
-            display = ProgressConsole(len(config.cases) * len(sessions)).start()
-        except ImportError as exc:  # rich missing (a venv older than pyproject.toml): the plain console
-            logger.debug(f"no progress display: {one_line(exc)}")
+    sessions = [make_session(config, i, run.run_id, abort, run.run_dir) for i in range(len(config.hosts))]
+    display = _progress_display(verbose, len(config.cases) * len(sessions))
     if config.in_container:
         logger.info("preparing the hosts: code sync and image check (an image build takes minutes the first time)")
-    echo = _console_echo(config) if args.verbose else display.echo if display else None
+    echo = _console_echo() if verbose else display.echo if display else None
     for session in sessions:
         session.echo = echo
     pool = ThreadPoolExecutor(max_workers=len(sessions), thread_name_prefix="host")
-    futures = [pool.submit(host_worker, session, config.cases, run_dir) for session in sessions]
+    futures = [pool.submit(host_worker, session, config.cases, run.run_dir) for session in sessions]
     interrupted = False
     try:
         pending = set(futures)
@@ -342,37 +404,45 @@ def main(argv: list[str] | None = None) -> int:
             except Exception as exc:
                 logger.warning(f"host {session.label}: cleanup failed: {one_line(exc)}")
         pool.shutdown(wait=False, cancel_futures=True)
+    return collect_outcomes(config, run, sessions, futures), interrupted
 
+
+def collect_outcomes(config: HostConfig, run: Run, sessions: list[HostSession], futures: list[Future]) -> list[CaseOutcome]:
+    """Each host's outcomes; a host whose work did not end in time (or broke) still gets a line per case."""
     outcomes: list[CaseOutcome] = []
     for session, future in zip(sessions, futures):
         if future.done() and future.exception() is None:
             outcomes.extend(future.result())
             continue
-        # A host whose work did not end in time (or broke) still gets a line per case in the summary.
         broken = future.exception() if future.done() else None
         why = f"host worker failed: {one_line(broken)}" if broken else "run interrupted; the host did not stop in time"
         for spec in config.cases:
-            local = case_result_dir(run_dir, spec, session.label, session.noderank)
+            local = case_result_dir(run.run_dir, spec, session.label, session.noderank)
             outcomes.append(
                 CaseOutcome(spec, session.label, session.noderank, local).fail("host" if broken else "interrupted", why, "failed" if broken else "interrupted")
             )
+    return outcomes
+
+
+def finish_run(config: HostConfig, run: Run, outcomes: list[CaseOutcome], interrupted: bool, strict: bool, previous_handlers: dict) -> int:
+    """summary.json/md and report.html, one line per failure, the exit status."""
     from utils.results.summary import merge_outcome, write_summary
 
     records = [merge_outcome(o, config.flagperf_path, config.vendor) for o in outcomes]
     records.sort(key=lambda r: (r["case"], r["framework"], r["noderank"]))
-    json_path, md_path = write_summary(run_dir, run_id, config, records, started_at)
+    json_path, md_path = write_summary(run.run_dir, run.run_id, config, records, run.started_at)
     print(md_path.read_text(encoding="utf-8"))
     logger.debug(f"summary: {json_path} and {md_path}")  # beside report.html, whose path ends the output
-    report_path = _write_report(run_dir, config.flagperf_path)
+    report_path = _write_report(run.run_dir, config.flagperf_path)
     failed = [r for r in records if r["status"] != "success"]
     for r in failed:
         logger.error(f"FAILED {r['case']}:{r['framework']} on host {r['host']} at step {r['failed_step']}: {r['error']}")
     invalid = [r for r in records if r.get("verdict") and not r["verdict"]["valid"]]
     if invalid:
-        logger.warning(f"{len(invalid)} result(s) INVALID: see the reasons under the table" + ("" if args.strict else " (--strict makes this exit 3)"))
-    for sig, handler in previous.items():
+        logger.warning(f"{len(invalid)} result(s) INVALID: see the reasons under the table" + ("" if strict else " (--strict makes this exit 3)"))
+    for sig, handler in previous_handlers.items():
         signal.signal(sig, handler)
-    code = 130 if interrupted else 1 if failed or not records else 3 if args.strict and invalid else 0
+    code = 130 if interrupted else 1 if failed or not records else 3 if strict and invalid else 0
     print(f"report: {report_path}" if report_path else "report: not written (see the error above)", flush=True)
     return code
 

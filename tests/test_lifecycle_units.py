@@ -15,8 +15,10 @@ from pathlib import Path
 import pytest
 
 from common import lifetime
-from utils.executors.base import CaseOutcome, describe_exit, exit_signal, monitor_style, read_outcome
-from utils.host_config import CaseSpec
+from common.errors import ConfigError
+from common.monitor_protocol import monitor_protocol
+from utils.case_specs import CaseSpec
+from utils.executors.base import CaseOutcome, describe_exit, exit_signal, read_outcome
 
 INFERENCE = Path(__file__).resolve().parents[1] / "inference"
 
@@ -80,18 +82,29 @@ def test_read_outcome_unreadable_result(tmp_path):
 
 
 # ---- monitors -----------------------------------------------------------------------------
-def test_monitor_style_detection(tmp_path):
-    inferperf = tmp_path / "a.py"
-    inferperf.write_text("from common.sampler import monitor_args, run_sampler\n")
-    flagperf = tmp_path / "b.py"
-    flagperf.write_text("parser.add_argument('-o', choices=['start', 'stop'])\n")
-    other = tmp_path / "c.py"
-    other.write_text("print('hello')\n")
-    assert monitor_style(inferperf) == "sampler"
-    assert monitor_style(flagperf) == "daemon"
-    assert monitor_style(other) == "sampler"
-    assert monitor_style(tmp_path / "missing.py") == "sampler"
-    assert monitor_style(INFERENCE / "docker_images" / "cpu" / "cpu_monitor.py") == "sampler"
+def test_monitor_protocol_is_declared_or_follows_one_rule(tmp_path):
+    def monitor(name: str, text: str) -> Path:
+        (tmp_path / name).write_text(text)
+        return tmp_path / name
+
+    # declared: the declaration wins over what the file imports or says
+    assert monitor_protocol(monitor("a.py", 'MONITOR_PROTOCOL = "daemon"\nfrom common.sampler import run_sampler\n')) == "daemon"
+    assert monitor_protocol(monitor("b.py", "import sys\nMONITOR_PROTOCOL: str = 'sampler'\nprint('--output start stop')\n")) == "sampler"
+    # undeclared: built on common.sampler is a sampler (any import form); anything else is FlagPerf's daemon
+    assert monitor_protocol(monitor("c.py", "from common.sampler import monitor_args, run_sampler\n")) == "sampler"
+    assert monitor_protocol(monitor("d.py", "def main():\n    from common import sampler\n")) == "sampler"
+    assert monitor_protocol(monitor("e.py", "import common.sampler\n")) == "sampler"
+    assert monitor_protocol(monitor("f.py", "parser.add_argument('-o', choices=['start', 'stop'])\n")) == "daemon"
+    assert monitor_protocol(monitor("g.py", "# --output, monitor_args: words in a comment decide nothing\nprint('hello')\n")) == "daemon"
+    # a file that cannot be read or parsed is started as a sampler and fails with its own error
+    assert monitor_protocol(tmp_path / "missing.py") == "sampler"
+    assert monitor_protocol(monitor("h.py", "def broken(:\n")) == "sampler"
+    with pytest.raises(ConfigError, match=r"^docker_images/v/v_monitor.py: MONITOR_PROTOCOL must be 'sampler' or 'daemon', got 'daemonic'$"):
+        monitor_protocol(monitor("i.py", "MONITOR_PROTOCOL = 'daemonic'\n"), "docker_images/v/v_monitor.py")
+    with pytest.raises(ConfigError, match=r"MONITOR_PROTOCOL must be .* got '<NAME>'"):
+        monitor_protocol(monitor("j.py", "MONITOR_PROTOCOL = NAME\n"))
+    for vendor in ("cpu", "nvidia"):  # the shipped monitors
+        assert monitor_protocol(INFERENCE / "docker_images" / vendor / f"{vendor}_monitor.py") == "sampler"
 
 
 def test_sampler_refuses_a_busy_loop_interval(tmp_path):
@@ -183,3 +196,118 @@ def test_layering(side, forbidden):
         if imported_roots(path) & forbidden
     }
     assert offenders == {}
+
+
+# ---- no import circle anywhere under inference/ -----------------------------------------------
+def module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(tree: ast.AST, package: str) -> list[tuple[str, bool]]:
+    """(imported name, at module level) for every import statement of a module: module level,
+    in functions and in ``if TYPE_CHECKING:`` blocks alike. ``from X import Y`` gives ``X.Y``
+    (a submodule, or a name the caller resolves to X); relative imports are resolved."""
+    top = {id(node) for node in getattr(tree, "body", [])}
+    found = []
+    for node in ast.walk(tree):
+        at_top = id(node) in top
+        if isinstance(node, ast.Import):
+            found += [(alias.name, at_top) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            found += [(f"{base}.{alias.name}", at_top) for alias in node.names]
+    return found
+
+
+def import_graph(root: Path = INFERENCE, module_level_only: bool = False) -> dict[str, set[str]]:
+    """Module -> the modules under ``root`` it imports (the deepest module a dotted name names)."""
+    files = {module_name(p, root): p for p in root.rglob("*.py") if "__pycache__" not in p.parts}
+
+    def resolve(name: str) -> str | None:
+        while name and name not in files:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph = {}
+    for name, path in files.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        imported = {resolve(target) for target, at_top in _imports(ast.parse(path.read_text(encoding="utf-8")), package) if at_top or not module_level_only}
+        graph[name] = {m for m in imported if m and m != name}
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import circle as ``[a, b, ..., a]``, or None (iterative depth-first search)."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: finished
+    for start in sorted(graph):
+        if start in state:
+            continue
+        path, stack = [start], [iter(sorted(graph[start]))]
+        state[start] = 1
+        while stack:
+            following = next(stack[-1], None)
+            if following is None:
+                state[path.pop()] = 2
+                stack.pop()
+            elif state.get(following) == 1:
+                return path[path.index(following) :] + [following]
+            elif following not in state:
+                state[following] = 1
+                path.append(following)
+                stack.append(iter(sorted(graph.get(following, ()))))
+    return None
+
+
+def test_no_import_circle_under_inference():
+    cycle = find_cycle(import_graph())
+    assert cycle is None, "import circle (module-level and function-level imports): " + " -> ".join(cycle)
+
+
+def test_the_circle_finder_sees_function_level_relative_and_package_imports(tmp_path):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("from pkg.a import A\n")
+    (tmp_path / "pkg" / "a.py").write_text("from . import b\nA = 1\n")
+    (tmp_path / "pkg" / "b.py").write_text("def f():\n    from pkg.c import C\n")
+    (tmp_path / "pkg" / "c.py").write_text("import json\nfrom typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.a import A\nC = 2\n")
+    graph = import_graph(tmp_path)
+    assert graph == {"pkg": {"pkg.a"}, "pkg.a": {"pkg.b"}, "pkg.b": {"pkg.c"}, "pkg.c": {"pkg.a"}}
+    assert find_cycle(graph) == ["pkg.a", "pkg.b", "pkg.c", "pkg.a"]
+    assert import_graph(tmp_path, module_level_only=True)["pkg.b"] == set()
+    (tmp_path / "pkg" / "c.py").write_text("C = 2\n")
+    assert find_cycle(import_graph(tmp_path)) is None
+
+
+# ---- tools/ finds plug-ins through tools/plugins.py, by name, when it needs one ----------------
+PLUG_INS = ("inference_engine", "benchmarks")
+# The ByteMLPerf adapter is itself an engine: inference_engine.registry returns
+# tools.compat.bytemlperf.engine for a backend folder, and that module, with the folder
+# loader it uses, reads the engine base class and the registry's folder rules as any
+# engine module does. Nothing the pipeline imports at module level reaches them (below).
+ENGINE_ADAPTERS = {"tools.compat.bytemlperf.engine", "tools.compat.bytemlperf.backend"}
+
+
+def test_tools_imports_no_plug_in_at_module_level():
+    graph = import_graph(module_level_only=True)
+    offenders = {
+        name: sorted(m for m in imported if m.split(".")[0] in PLUG_INS)
+        for name, imported in graph.items()
+        if name.split(".")[0] == "tools" and name not in ENGINE_ADAPTERS and any(m.split(".")[0] in PLUG_INS for m in imported)
+    }
+    assert offenders == {}
+
+
+def test_the_container_entry_loads_no_plug_in_until_it_asks_for_one():
+    """What run_inference.py imports (inside main, too), and what those import at module level."""
+    graph = import_graph(module_level_only=True)
+    seen, todo = set(), sorted(import_graph()["run_inference"])
+    while todo:
+        name = todo.pop()
+        if name not in seen:
+            seen.add(name)
+            todo += graph.get(name, ())
+    assert "tools.pipeline" in seen
+    assert sorted(m for m in seen if m.split(".")[0] in PLUG_INS) == []

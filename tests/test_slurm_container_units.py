@@ -94,7 +94,7 @@ def test_clear_caches_drops_the_nodes_page_cache_in_a_step_of_the_job(tmp_path, 
         for status in (0, 1):
             monkeypatch.setattr(slurm_session.subprocess, "run", lambda argv, **kw: calls.append(argv) or subprocess.CompletedProcess(argv, status))
             if value == "docker":
-                session._drop_page_cache()  # in the prepare job
+                session.drop_page_cache()  # in the prepare job
             else:
                 session.drop_node_page_cache()
     finally:

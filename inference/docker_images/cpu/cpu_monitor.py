@@ -13,6 +13,8 @@ from pathlib import Path
 
 from common.sampler import monitor_args, run_sampler
 
+MONITOR_PROTOCOL = "sampler"  # how run.py drives it (common/monitor_protocol.py)
+
 _GIB = 1024**3
 
 # The /proc/cpuinfo flags that matter to peak FLOPS, recorded as ``cpu_flags``.

@@ -19,6 +19,8 @@ from typing import Any, Callable
 
 from common.sampler import fail, monitor_args, run_sampler
 
+MONITOR_PROTOCOL = "sampler"  # how run.py drives it (common/monitor_protocol.py)
+
 SOURCE = "docker_images/nvidia/nvidia_monitor.py"
 
 

@@ -24,14 +24,16 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Generic, TypeVar
 
 from loguru import logger
 
 from common import lifetime
-from common.errors import HostError, one_line
+from common.errors import ConfigError, HostError, one_line
+from common.monitor_protocol import DAEMON, SAMPLER, monitor_protocol
 from common.record import FAILURE_FILE, RESULT_FILE
-from utils.host_config import CaseSpec, HostConfig
+from utils.case_specs import CaseSpec
+from utils.host_config import HostConfig
 
 MONITOR_STARTUP_S = 1.0  # a monitor still running this long after its start counts as alive
 POLL_S = 0.25  # how often the wait loop looks at abort, deadline and the process
@@ -90,36 +92,24 @@ def case_result_dir(run_dir: Path, spec: CaseSpec, host_label: str, noderank: in
 
 @dataclass
 class MonitorSpec:
-    """How to start one monitor. ``style`` is InferPerf's ``sampler`` (``--output FILE
-    --interval S`` until SIGTERM) or FlagPerf's ``daemon`` (``-o start|stop -l DIR``,
-    run through ``common/daemon_monitor.py``)."""
+    """How to start one monitor. ``protocol`` (common/monitor_protocol.py) is InferPerf's
+    ``sampler`` (``--output FILE --interval S`` until SIGTERM) or FlagPerf's ``daemon``
+    (``-o start|stop -l DIR``, run through ``common/daemon_monitor.py``)."""
 
     name: str  # "sys" or the vendor name
     module: str  # run as `python3 -m MODULE` from inference/
     source: str  # the file, relative to inference/, for messages
     output: str  # file name inside the case log dir
     devices: str | None = None
-    style: str = "sampler"
+    protocol: str = SAMPLER
 
     def argv(self, python: str, log_dir: str, interval: float) -> list[str]:
-        if self.style == "daemon":
+        if self.protocol == DAEMON:
             return [python, "-m", "common.daemon_monitor", "--script", self.source, "--log-dir", log_dir]
         args = [python, "-m", self.module, "--output", f"{log_dir}/{self.output}", "--interval", str(interval)]
         if self.devices:
             args += ["--devices", self.devices]
         return args
-
-
-def monitor_style(path: Path) -> str:
-    """A vendor monitor written for InferPerf uses common.sampler (``--output``); one
-    written for FlagPerf is a daemon driven by ``-o start|stop -l DIR``."""
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return "sampler"
-    if "monitor_args" in text or "--output" in text:
-        return "sampler"
-    return "daemon" if "start" in text and "stop" in text else "sampler"
 
 
 @dataclass
@@ -150,8 +140,14 @@ class Started:
     monitor: MonitorSpec | None = None
 
 
-class HostSession:
-    """Prepare a host once, run cases on it one after another, always clean up."""
+Handle = TypeVar("Handle")  # what an executor's start() returns: a child process, a container
+
+
+class HostSession(Generic[Handle]):
+    """Prepare a host once, run cases on it one after another, always clean up.
+
+    The base class of every executor (``HostSession[its handle type]``); ``run_case`` is the
+    lifecycle, the methods under "primitives" are what an executor supplies."""
 
     python = "python3"  # the interpreter on the target
 
@@ -162,7 +158,7 @@ class HostSession:
         self.run_id = run_id
         self.abort = abort
         self.preflight_step: str | None = None
-        self.echo = None  # callable(line): the pipeline's output on the console (run.py --verbose), or None
+        self.echo: Callable[[str], None] | None = None  # the pipeline's output on the console (run.py --verbose)
 
     @property
     def label(self) -> str:
@@ -185,24 +181,24 @@ class HostSession:
         """Create the case's log directory on the target; return it as the processes see it."""
         raise NotImplementedError
 
-    def start(self, role: str, argv: list[str], spec: CaseSpec, env: dict[str, str], stdout: Path | None) -> Any:
+    def start(self, role: str, argv: list[str], spec: CaseSpec, env: dict[str, str], stdout: Path | None) -> Handle:
         """Start ``argv`` in inference/ on the target; ``stdout`` (pipeline only) receives its output."""
         raise NotImplementedError
 
-    def wait(self, handle: Any, timeout: float) -> int | None:
+    def wait(self, handle: Handle, timeout: float) -> int | None:
         """The exit status, or None while it still runs after ``timeout`` seconds.
         Raises HostError when the host can no longer be asked (connection lost)."""
         raise NotImplementedError
 
-    def stop(self, handle: Any) -> None:
+    def stop(self, handle: Handle) -> None:
         """Stop it (SIGTERM, then SIGKILL after a grace period); never raises."""
         raise NotImplementedError
 
-    def output_tail(self, handle: Any) -> str:
+    def output_tail(self, handle: Handle) -> str:
         """The last line it wrote to stderr, for messages."""
         return ""
 
-    def exit_detail(self, handle: Any) -> str | None:
+    def exit_detail(self, handle: Handle) -> str | None:
         """What the executor knows of why it ended: "oom" (a detail of SIGKILL), or one line
         naming an outside cause (a Slurm job's end), which then leads the outcome's error."""
         return None
@@ -210,7 +206,7 @@ class HostSession:
     def fetch(self, spec: CaseSpec, log_dir: str, local_dir: Path) -> None:
         """Bring the case's files into ``local_dir`` (nothing to do where they already are)."""
 
-    def end_case(self, spec: CaseSpec) -> None:
+    def end_case(self, spec: CaseSpec | None) -> None:
         """Release what the case used (containers); never raises."""
 
     def cleanup(self) -> None:
@@ -235,9 +231,12 @@ class HostSession:
             import os
 
             devices = os.environ.get(self.config.visible_device_env)
-        style = monitor_style(vendor_file)
-        output = f"{vendor}_monitor.log" if style == "daemon" else f"{vendor}_monitor.jsonl"
-        specs.append(MonitorSpec(vendor, f"docker_images.{vendor}.{vendor}_monitor", source, output, devices, style))
+        try:
+            protocol = monitor_protocol(vendor_file, source)
+        except ConfigError as exc:  # run.py checks it before any host is touched; a file edited since
+            raise HostError(one_line(exc)) from None
+        output = f"{vendor}_monitor.log" if protocol == DAEMON else f"{vendor}_monitor.jsonl"
+        specs.append(MonitorSpec(vendor, f"docker_images.{vendor}.{vendor}_monitor", source, output, devices, protocol))
         return specs
 
     def pipeline_argv(self, log_dir: str, spec: CaseSpec) -> list[str]:
@@ -276,7 +275,7 @@ class HostSession:
             env[lifetime.PARENT_ENV] = str(parent_pid)
         return env
 
-    def echo_for(self, spec: CaseSpec):
+    def echo_for(self, spec: CaseSpec) -> Callable[[str], None] | None:
         """The console echo of one case's pipeline lines (prefixed with host and case), or None."""
         if self.echo is None:
             return None

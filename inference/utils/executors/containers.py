@@ -1,4 +1,4 @@
-"""Container options: ACCE_CONTAINER_OPT mapped onto Docker SDK arguments, names, labels.
+"""Container options: ACCE_CONTAINER_OPT mapped onto Docker SDK arguments, names, labels and their owner.
 
 Privilege comes only from the vendor: ``docker_images/<vendor>/container.yaml``
 may set ``privileged: true`` (and ``cap_add``/``devices``); host.yaml cannot.
@@ -6,8 +6,10 @@ may set ``privileged: true`` (and ``cap_add``/``devices``); host.yaml cannot.
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -114,6 +116,25 @@ def merge_options(host_opts: dict[str, Any], vendor_opts: dict[str, Any]) -> dic
             merged[key] = value
     merged.setdefault("privileged", False)
     return merged
+
+
+def controller_id() -> str:
+    """Who started a container (its LABEL_CONTROLLER): this machine and run.py's pid."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def controller_gone(owner: str) -> bool:
+    """A LABEL_CONTROLLER value naming a run.py on this machine that is no longer running."""
+    name, _, pid = owner.rpartition(":")
+    if name != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
 
 
 def container_name(run_id: str, host_label: str, case_key: str, role: str) -> str:

@@ -40,9 +40,10 @@ EXEC_TIMEOUT_S = 30
 DRAIN_TIMEOUT_S = 10
 
 
-class _UnixForwarder:
-    """A private unix socket (a 0700 temporary folder) whose every connection is
-    handed to ``_serve`` on its own thread; ``close`` ends them all at once."""
+class EngineForward:
+    """A host's Docker engine served on a private unix socket (a 0700 temporary folder)
+    at ``base_url``: every connection to it is handed to ``_serve`` on its own thread;
+    ``close`` ends them all at once. The base of both ways below."""
 
     def __init__(self, label: str) -> None:
         self.label = label
@@ -100,7 +101,7 @@ class _UnixForwarder:
         shutil.rmtree(self._dir, ignore_errors=True)
 
 
-class DockerOverSsh(_UnixForwarder):
+class DockerOverSsh(EngineForward):
     def __init__(self, transport: paramiko.Transport, label: str) -> None:
         self.transport = transport
         self._open: set = set()  # live (conn, channel) pairs, closed at once by close()
@@ -193,7 +194,7 @@ class DockerOverSsh(_UnixForwarder):
                 pass
 
 
-class DockerOverCommand(_UnixForwarder):
+class DockerOverCommand(EngineForward):
     """Each connection is one run of ``argv`` with the connection as its stdin and
     stdout: the kernel carries the bytes, no pump thread. The command must pass its
     stdio through unbuffered (srun: ``--unbuffered``); it runs in its own session, so a

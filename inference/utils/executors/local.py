@@ -19,26 +19,29 @@ from pathlib import Path
 from loguru import logger
 
 from common.errors import HostError
+from utils.case_specs import CaseSpec
 from utils.executors.base import HostSession
-from utils.host_config import CaseSpec
 
 STOP_GRACE_S = 10.0
 
 
 @dataclass
-class _Child:
+class ChildProcess:
+    """A started monitor or pipeline: the process (its group's leader), where its stderr
+    goes (monitors), and the thread copying its output (the pipeline)."""
+
     process: subprocess.Popen
     err_path: Path | None
     tee: threading.Thread | None = None
 
 
-class LocalSession(HostSession):
+class LocalSession(HostSession[ChildProcess]):
     python = sys.executable
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self._lock = threading.Lock()
-        self._children: list[_Child] = []
+        self._children: list[ChildProcess] = []
         self._log_dir = Path(".")
 
     def prepare(self) -> None:
@@ -61,7 +64,7 @@ class LocalSession(HostSession):
     def parent_pid(self) -> int | None:
         return os.getpid()
 
-    def start(self, role: str, argv: list[str], spec: CaseSpec, env: dict[str, str], stdout: Path | None):
+    def start(self, role: str, argv: list[str], spec: CaseSpec, env: dict[str, str], stdout: Path | None) -> ChildProcess:
         child_env = {**os.environ, **env}
         try:
             if stdout is None:
@@ -70,21 +73,21 @@ class LocalSession(HostSession):
                     process = subprocess.Popen(
                         argv, cwd=self.config.flagperf_path, stdout=subprocess.DEVNULL, stderr=err, env=child_env, start_new_session=True
                     )
-                child = _Child(process, err_path)
+                child = ChildProcess(process, err_path)
             else:
                 process = subprocess.Popen(
                     argv, cwd=self.config.flagperf_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=child_env, start_new_session=True
                 )
                 tee = threading.Thread(target=_tee, args=(process.stdout, stdout, self.echo_for(spec)), daemon=True)
                 tee.start()
-                child = _Child(process, None, tee)
+                child = ChildProcess(process, None, tee)
         except OSError as exc:
             raise HostError(f"host {self.label}: cannot start {argv[2] if len(argv) > 2 else argv[0]}: {exc.strerror or exc}") from None
         with self._lock:
             self._children.append(child)
         return child
 
-    def wait(self, handle: _Child, timeout: float) -> int | None:
+    def wait(self, handle: ChildProcess, timeout: float) -> int | None:
         try:
             code = handle.process.wait(timeout=timeout) if timeout > 0 else handle.process.poll()
         except subprocess.TimeoutExpired:
@@ -93,7 +96,7 @@ class LocalSession(HostSession):
             handle.tee.join(timeout=5)
         return code
 
-    def stop(self, handle: _Child) -> None:
+    def stop(self, handle: ChildProcess) -> None:
         process = handle.process
         for sig, grace in ((signal.SIGTERM, STOP_GRACE_S), (signal.SIGKILL, 5.0)):
             if process.poll() is not None:
@@ -116,7 +119,7 @@ class LocalSession(HostSession):
         with self._lock:
             self._children = [c for c in self._children if c is not handle]
 
-    def output_tail(self, handle: _Child) -> str:
+    def output_tail(self, handle: ChildProcess) -> str:
         if handle.err_path is None or not handle.err_path.is_file():
             return ""
         lines = handle.err_path.read_text(errors="replace").strip().splitlines()

@@ -32,13 +32,13 @@ from pathlib import Path
 from loguru import logger
 
 from common.errors import ConfigError, HostError
-from common.files import hash_tree
+from utils.case_specs import CaseSpec
 from utils.executors.base import slug
-from utils.executors.local import LocalSession, _Child
+from utils.executors.local import ChildProcess, LocalSession
 from utils.executors.slurm_client import SlurmClient
-from utils.host_config import CaseSpec, HostConfig
+from utils.executors.transport import LocalTransport, sync_code
+from utils.host_config import HostConfig
 
-CODE_SKIP = ("onnxs", "result", "__pycache__", ".pytest_cache")
 JOB_MARGIN_S = 120.0  # the job outlives CASE_TIMEOUT by this much: monitors stop, files flush
 PROBE_TIMEOUT_S = 120.0
 PROBE_PARALLEL = 16  # probe jobs in flight at once
@@ -226,24 +226,10 @@ class SlurmSession(SlurmJobs, LocalSession):
 
     def _sync_code(self) -> Path:
         """inference/ copied once per version into the shared directory (atomic rename)."""
-        source = self.config.flagperf_path
-        version = hash_tree([source], suffixes=None, skip_dirs=CODE_SKIP, relative_to_parent=False)[:16]
-        final = self.shared / "code" / version
-        if not (final / ".complete").is_file():
-            staging = final.with_name(f".staging-{version}-{secrets.token_hex(4)}")
-            try:
-                shutil.copytree(source, staging / "inference", ignore=shutil.ignore_patterns(*CODE_SKIP, "*.pyc"))
-                (staging / "inference" / "onnxs").mkdir(exist_ok=True)
-                (staging / ".complete").write_text(version)
-                try:
-                    staging.rename(final)
-                except OSError:
-                    if not (final / ".complete").is_file():
-                        raise
-            finally:
-                shutil.rmtree(staging, ignore_errors=True)
-            logger.info(f"node {self.label}: code version {version} copied to {final}")
-        return final / "inference"
+        copy = sync_code(LocalTransport(self.host, who="node"), self.config.flagperf_path, str(self.shared))
+        if copy.copied is not None:
+            logger.info(f"node {self.label}: code version {copy.version} copied to {Path(copy.inference_dir).parent}")
+        return Path(copy.inference_dir)
 
     def perf_dir(self) -> str:
         return str(self.code_dir)
@@ -265,10 +251,10 @@ class SlurmSession(SlurmJobs, LocalSession):
             self._caches_dropped = True
         return str(log)
 
-    def start(self, role: str, argv: list[str], spec: CaseSpec, env: dict[str, str], stdout: Path | None):
+    def start(self, role: str, argv: list[str], spec: CaseSpec, env: dict[str, str], stdout: Path | None) -> ChildProcess:
         return super().start(role, self.step_argv(role, chdir=self.perf_dir()) + argv, spec, env, stdout)
 
-    def exit_detail(self, handle: _Child) -> str | None:
+    def exit_detail(self, handle: ChildProcess) -> str | None:
         return self.job_detail()
 
     def fetch(self, spec: CaseSpec, log_dir: str, local_dir: Path) -> None:

@@ -26,13 +26,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import docker
+from docker.errors import DockerException
 from loguru import logger
 
 from common.errors import HostError
-from utils.executors.docker import API_POOL_SIZE, JOIN_S, DockerSession, LocalTransport, one_connection_pool
+from utils.case_specs import CaseSpec
+from utils.executors.container_handle import ContainerHandle
+from utils.executors.docker import DockerSession
 from utils.executors.docker_forward import DockerOverCommand
 from utils.executors.slurm import SlurmJobs
-from utils.host_config import CaseSpec
+from utils.executors.transport import API_POOL_SIZE, LocalTransport
 
 
 class SlurmTransport(LocalTransport):
@@ -42,12 +45,9 @@ class SlurmTransport(LocalTransport):
     local = False
     engine_words = "the node's Docker engine (through srun)"
 
-    def __init__(self, session: "SlurmDockerSession") -> None:
-        super().__init__(session.host)
+    def __init__(self, session: SlurmDockerSession) -> None:
+        super().__init__(session.host, who="node")
         self.session = session
-
-    def error(self, message: str) -> HostError:
-        return HostError(f"node {self.label}: {message}")
 
     def open_docker(self) -> tuple[docker.DockerClient, DockerOverCommand]:
         session = self.session
@@ -63,6 +63,10 @@ class SlurmTransport(LocalTransport):
 
 
 class SlurmDockerSession(SlurmJobs, DockerSession):
+    """The Docker executor configured through its hooks (utils/executors/docker.py): the
+    transport, the work folder and the page-cache drop are the job's; the engine client is
+    opened and released around each job."""
+
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.init_jobs()
@@ -85,37 +89,26 @@ class SlurmDockerSession(SlurmJobs, DockerSession):
         try:
             super().prepare()
         finally:
-            self._release_engine()
+            self.release_engine()
             self.cancel_job()
             self.remote.remove_tree(str(log))
 
-    def _drop_page_cache(self) -> None:
+    def drop_page_cache(self) -> None:
         self.drop_node_page_cache()  # in the prepare job
-
-    def _release_engine(self) -> None:
-        """Close the client and end its srun steps (before the job they run in ends)."""
-        if self.client is not None:
-            self.client.close()
-            self.client = None
-        if self.forward is not None:
-            self.forward.close()
-            self.forward = None
 
     # ---- one case: its own job, its own engine connection ----------------------------
     def case_log_dir(self, spec: CaseSpec, local_dir: Path) -> str:
         log_dir = super().case_log_dir(spec, local_dir)  # makes runs/<run>/<node>/<case> on the shared dir
-        self.submit_job(spec.key, Path(self._remote_log))
+        self.submit_job(spec.key, Path(self.case_dir_on_host))
         try:
-            self.client, self.forward = self.remote.open_docker()
-            one_connection_pool(self.client)
-            self.client.ping()
+            self.connect_engine()
         except HostError:
             raise
         except Exception as exc:
             raise HostError(f"node {self.label}: the node's Docker engine not reachable in job {self.job_id}: {exc}") from None
         return log_dir
 
-    def wait(self, handle, timeout: float) -> int | None:
+    def wait(self, handle: ContainerHandle, timeout: float) -> int | None:
         """A lost engine connection is most often the job's end: name it first."""
         try:
             return super().wait(handle, timeout)
@@ -125,16 +118,16 @@ class SlurmDockerSession(SlurmJobs, DockerSession):
                 raise HostError(f"node {self.label}: {detail}; {exc}") from None
             raise
 
-    def exit_detail(self, handle) -> str | None:
+    def exit_detail(self, handle: ContainerHandle) -> str | None:
         return super().exit_detail(handle) or self.job_detail()
 
-    def end_case(self, spec) -> None:
+    def end_case(self, spec: CaseSpec | None) -> None:
         if self._job_ended():
             self._sweep_after_the_job()
             return
         super().end_case(spec)
-        self._join_pending()  # the removals use the job's steps: finish them first
-        self._release_engine()
+        self.join_background()  # the removals use the job's steps: finish them first
+        self.release_engine()  # its srun steps end before the job they run in
         self.cancel_job()
 
     def _job_ended(self) -> bool:
@@ -150,24 +143,19 @@ class SlurmDockerSession(SlurmJobs, DockerSession):
         and the engine connection with them, are gone, but the containers are the
         engine's and live on. Reach the engine through a short job of its own and
         remove this run's containers there."""
-        if self._precreated is not None:
-            self._precreated[1].join(timeout=JOIN_S)
-            self._precreated = None
-        with self._lock:
-            self._containers, self._stopped_cases = [], []
-        self._release_engine()
+        self.forget_containers()
+        self.release_engine()
         self.cancel_job()
         log = Path(self.run_dir) / ".sweep"
         try:
             log.mkdir(parents=True, exist_ok=True)
             self.submit_job("container sweep", log)
-            self.client, self.forward = self.remote.open_docker()
-            one_connection_pool(self.client)
+            self.connect_engine()
             self.sweep_run()
-        except (HostError, OSError) as exc:
+        except (HostError, OSError, DockerException) as exc:
             logger.warning(f"node {self.label}: the case's containers may remain until their lifetime ends: {exc}")
         finally:
-            self._release_engine()
+            self.release_engine()
             self.cancel_job()
             self.remote.remove_tree(str(log))
 

@@ -14,44 +14,37 @@ from common.files import atomic_path, write_json_atomic
 from common.mfu import mfu, peak_for, plausible_mfu
 from common.record import FLAGPERF_KEYS, Key
 from common.stats import MIN_SAMPLES_FOR_PERCENTILE, relative_half_width
+from common.vendor_analysis import NO_ANALYSIS, VendorAnalysis
 from utils.executors.base import CaseOutcome
+from utils.host_config import HostConfig
 from utils.results import llm_summary
 
 SUMMARY_SCHEMA_VERSION = 1
 
 
-def vendor_analysis(perf_dir: Path, vendor: str, log_path: str) -> tuple[float | None, float | None, Any]:
+def vendor_analysis(perf_dir: Path, vendor: str, log_path: str) -> VendorAnalysis:
     """Call docker_images/<vendor>/<vendor>_analysis.analysis_log and check its contract.
 
-    Accepted returns: InferPerf's ``(max_mem_used, total_mem, peak_flops)``;
-    FlagPerf's spec ``(max_mem_used, total_mem)`` (no peak: MFU n/a); and
-    FlagPerf's code ``(max_mem_used, total_mem, fp32_peak, fp16_peak)``, read
-    as a peak per precision ``{"fp32": ..., "fp16": ...}``.
+    Its return shapes are read by ``VendorAnalysis.from_return`` (common/vendor_analysis.py).
     """
     source = f"docker_images/{vendor}/{vendor}_analysis.py"
     if not (perf_dir / source).is_file():
-        return None, None, None
+        return NO_ANALYSIS
     module = importlib.import_module(f"docker_images.{vendor}.{vendor}_analysis")
     analysis = getattr(module, "analysis_log", None)
     if not callable(analysis):
         logger.error(f"{source}: must define analysis_log(path)")
-        return None, None, None
+        return NO_ANALYSIS
     try:
         value = analysis(log_path)
     except Exception as exc:
         logger.error(f"{source}: analysis_log({log_path}) failed: {type(exc).__name__}: {exc}")
-        return None, None, None
-    if isinstance(value, (tuple, list)) and len(value) == 2:
-        return value[0], value[1], None
-    if isinstance(value, (tuple, list)) and len(value) == 4:
-        return value[0], value[1], {"fp32": value[2], "fp16": value[3]}
-    if not (isinstance(value, tuple) and len(value) == 3):
-        logger.error(
-            f"{source}: analysis_log must return (max_mem_used_GiB, total_mem_GiB, peak_flops), or FlagPerf's "
-            f"(max_mem_used, total_mem) or (max_mem_used, total_mem, fp32_peak, fp16_peak), got {value!r:.80}"
-        )
-        return None, None, None
-    return value
+        return NO_ANALYSIS
+    try:
+        return VendorAnalysis.from_return(value)
+    except ValueError as exc:
+        logger.error(f"{source}: {exc}")
+        return NO_ANALYSIS
 
 
 def memory_kind(perf_dir: Path, vendor: str) -> str:
@@ -238,7 +231,7 @@ def markdown_table(records: list[dict], memory_kind: str = "device memory") -> s
     return "\n".join(lines) + "\n"
 
 
-def write_summary(run_dir: Path, run_id: str, host_config: Any, records: list[dict], started_at: datetime) -> tuple[Path, Path]:
+def write_summary(run_dir: Path, run_id: str, host_config: HostConfig, records: list[dict], started_at: datetime) -> tuple[Path, Path]:
     from utils.results.aggregate import aggregate_records, with_aggregates
 
     aggregates = aggregate_records(records)  # multi-host cases: summed throughput, pooled percentiles
