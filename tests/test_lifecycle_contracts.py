@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import inspect
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -219,3 +220,47 @@ def test_run_py_refuses_a_bad_monitor_declaration_before_any_host(tmp_path):
     monitor.write_text("MONITOR_PROTOCOL = 'poll'\n")
     with pytest.raises(ConfigError, match=r"^docker_images/acme/acme_monitor.py: MONITOR_PROTOCOL must be 'sampler' or 'daemon', got 'poll'$"):
         run._check_monitor(config)
+
+
+# ---- docs/architecture.md stays true to the tree ---------------------------------------------
+ARCHITECTURE = INFERENCE.parent / "docs" / "architecture.md"
+
+
+def _named_files(token: str) -> list[Path]:
+    """The files or folders a backticked name in architecture.md may mean: from the repository,
+    from inference/, or every file under inference/ whose path ends with it (a bare module name
+    in a room's row)."""
+    direct = [base / token for base in (INFERENCE.parent, INFERENCE) if (base / token).exists()]
+    return direct or [p for p in INFERENCE.rglob(Path(token).name) if p.as_posix().endswith("/" + token.rstrip("/"))]
+
+
+def _defines(path: Path, dotted: str) -> bool:
+    scope = ast.parse(path.read_text(encoding="utf-8")).body
+    for name in dotted.split("."):
+        nodes = [n for n in scope if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name == name]
+        nodes += [n for n in scope if isinstance(n, ast.Assign) and any(getattr(t, "id", "") == name for t in n.targets)]
+        if not nodes:
+            return False
+        scope = getattr(nodes[0], "body", [])
+    return True
+
+
+def test_architecture_names_only_what_exists():
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    tokens = set(re.findall(r"`([\w./]+(?:\.(?:py|md|yaml|j2)|/)(?:::[\w.]+)?)`", text))
+    assert len(tokens) > 40
+    missing = []
+    for token in sorted(tokens):
+        name, _, symbol = token.partition("::")
+        paths = _named_files(name)
+        if not paths or (symbol and not any(_defines(path, symbol) for path in paths)):
+            missing.append(token)
+    assert missing == []
+
+
+def test_architecture_names_every_room():
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    rooms = [p for side in ("tools", "utils") for p in (INFERENCE / side).iterdir() if p.is_dir() and p.name != "__pycache__"]
+    assert [r.name for r in rooms if f"`{r.parent.name}/{r.name}/`" not in text] == []
+    top = [p.name for p in INFERENCE.iterdir() if p.is_dir() and not p.name.startswith((".", "_")) and p.name not in ("onnxs", "result")]
+    assert [name for name in top if f"`{name}/" not in text] == []
