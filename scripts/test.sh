@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up everything the test suite needs and run it: Debian packages (docker.io,
 # openssh-server, debootstrap), the Python environment, dockerd, and the local
-# base image; ruff (lint, format); then the tests. Extra arguments go to pytest.
+# base image; ruff (lint, format); then the tests (in parallel, then the serial ones)
+# and the 15 slowest. Extra arguments go to pytest (both parts).
 # Needs root: run as root, or as a user it runs itself again with sudo (scripts/root.sh).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -13,6 +14,25 @@ bash "$root/scripts/start_dockerd.sh"
 bash "$root/scripts/build_base_image.sh"
 cd "$root"
 # Lint and format first (configured in pyproject.toml): a finding fails the run.
-"$root/.venv/bin/ruff" check inference tests bench
-"$root/.venv/bin/ruff" format --check inference tests bench
-exec "$root/.venv/bin/python" -m pytest "$@"
+"$root/.venv/bin/ruff" check inference tests bench scripts
+"$root/.venv/bin/ruff" format --check inference tests bench scripts
+# The tests, in two parts; both always run, and the run fails if either does.
+# 1. Everything that tolerates a busy neighbour, on several workers (pytest-xdist):
+#    tests of one file share a worker (their module fixtures are built once), and
+#    tests marked xdist_group (one Slurm cluster, one docker image build) share one.
+# 2. The tests marked `serial` (they judge whether the machine is quiet: the CPU-hog
+#    contention checks), alone afterwards.
+# Then the 15 slowest tests of both parts (scripts/slowest.py).
+workers="${TEST_WORKERS:-$(($(nproc) < 4 ? 2 : 4))}"
+reports="$(mktemp -d)"
+trap 'rm -rf "$reports"' EXIT
+status=0
+"$root/.venv/bin/python" -m pytest -n "$workers" --dist loadgroup -m "not serial" --junitxml="$reports/parallel.xml" "$@" || status=$?
+serial=0
+"$root/.venv/bin/python" -m pytest -m serial --junitxml="$reports/serial.xml" "$@" || serial=$?
+"$root/.venv/bin/python" "$root/scripts/slowest.py" -n 15 "$reports"/*.xml
+# Exit 5 is pytest's "no tests collected": a selection (-k, a file) may leave one part empty.
+[ "$status" = 5 ] && status=0
+[ "$serial" = 5 ] && serial=0
+[ "$status" != 0 ] && exit "$status"
+exit "$serial"

@@ -35,9 +35,14 @@ def digits_data_dir(tmp_path_factory) -> Path:
     return out
 
 
-def copy_inference_tree(target: Path, source: Path = INFERENCE) -> Path:
-    """A copy of inference/ (without caches and results) that a test may change."""
+def copy_inference_tree(target: Path, source: Path = INFERENCE, cheap: bool = True) -> Path:
+    """A copy of inference/ (without caches and results) that a test may change; ``cheap``: its
+    cases measure under tests/measure_config.py's loose precision and short caps."""
     shutil.copytree(source, target, ignore=TREE_IGNORE)
+    if cheap:
+        from tests.measure_config import cheapen_tree
+
+        cheapen_tree(target)
     return target
 
 
@@ -69,7 +74,7 @@ def long_running_tree(target: Path) -> Path:
     """A copy of inference/ whose digits case runs for a very long time (repeat 1e6)."""
     import yaml
 
-    perf = copy_inference_tree(target)
+    perf = copy_inference_tree(target, cheap=False)  # the framework's caps: long running
     path = perf / "configs" / "digits" / "configurations.yaml"
     config = yaml.safe_load(path.read_text())
     config["repeat"] = 1_000_000
@@ -114,3 +119,21 @@ TYPED_CASE_CONFIG = dict(
     exist_onnx_path=None,
     exist_compiler_path=None,
 )
+
+
+# ---- parallel runs (scripts/test.sh: pytest-xdist, --dist loadgroup) ----------------------
+DAEMON_FIXTURES = {"slurm_cluster", "docker_client"}
+
+
+def pytest_collection_modifyitems(config, items):
+    """Each test file runs on one worker (its module and session fixtures are built once).
+    The tests of the real daemons run on one worker, one after another: Docker's (marked
+    ``docker`` or using a Docker client: their checks that nothing is left running look at
+    every InferPerf container on the engine) and Slurm's (one session cluster, not one per
+    worker)."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is not None:
+            continue
+        module = item.nodeid.split("::", 1)[0]
+        daemons = item.get_closest_marker("docker") is not None or DAEMON_FIXTURES & set(getattr(item, "fixturenames", ())) or "slurm" in module
+        item.add_marker(pytest.mark.xdist_group("daemons" if daemons else module))

@@ -17,6 +17,9 @@ import pytest
 
 from tests.conftest import copy_inference_tree, local_host_yaml
 
+# Noise intervals are the point here: the runs need a quiet machine (scripts/test.sh runs these alone).
+pytestmark = pytest.mark.serial
+
 SLOW_ENGINE = Path(__file__).resolve().parent / "fixtures" / "engines" / "slow_onnxruntime.py"
 
 

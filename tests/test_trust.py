@@ -230,6 +230,7 @@ def _spawn_orphan_hogs(count: int, seconds: float) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 def test_a_cpu_hog_makes_the_result_invalid_and_names_the_share(tree, digits_data, tmp_path):
     _spawn_orphan_hogs(os.cpu_count() or 2, 60)
     try:

@@ -184,6 +184,7 @@ def _spawn_orphan_hogs(count: int, seconds: float) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 def test_contention_sees_an_unrelated_cpu_hog():
     cpus = len(CpuContention().cpus)
     _spawn_orphan_hogs(cpus, 2.5)
@@ -216,13 +217,25 @@ def test_contention_share_arithmetic(monkeypatch):
     assert CpuContention().start().stop().share is None  # unknown, never 0
 
 
+def _wait_until_quiet(limit: float = 0.1, within_s: float = 30.0) -> float | None:
+    """The other processes' share over 0.5 s, measured again until it is at most ``limit``
+    or ``within_s`` passes (a neighbour test's daemons, containers and hogs wind down)."""
+    deadline = time.monotonic() + within_s
+    while True:
+        with CpuContention() as quiet:
+            time.sleep(0.5)
+        share = quiet.reading.share
+        if share is None or share <= limit or time.monotonic() > deadline:
+            return share
+
+
 @pytest.mark.slow
+@pytest.mark.serial
 def test_contention_does_not_count_the_benchmark_itself():
     """Work in this process and its children is the benchmark's own, not contention."""
-    with CpuContention() as quiet:
-        time.sleep(0.5)
-    if quiet.reading.share is None or quiet.reading.share > 0.1:
-        pytest.skip(f"machine not quiet enough to tell ({quiet.reading.share})")
+    share = _wait_until_quiet()
+    if share is None or share > 0.1:
+        pytest.skip(f"machine not quiet enough to tell ({share})")
     child = subprocess.Popen([sys.executable, "-c", "import time\nend = time.time() + 1.5\nwhile time.time() < end: pass"])
     with CpuContention() as measured:
         end = time.time() + 1.2
