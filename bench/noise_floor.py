@@ -105,8 +105,10 @@ def window_table(ends: list[int], batch: int) -> list[tuple[float, float, float,
 def _spread_figures(rates) -> tuple[float, float]:
     import numpy as np
 
-    median = float(np.median(rates))
-    return float(np.std(rates) / np.mean(rates)), float(np.max(np.abs(rates - median)) / median)
+    median, mean = float(np.median(rates)), float(np.mean(rates))
+    cv = float(np.std(rates) / mean) if mean > 0 else float("nan")
+    # A median window with nothing in it (queries longer than a window): no deviation can be stated.
+    return cv, float(np.max(np.abs(rates - median)) / median) if median > 0 else float("nan")
 
 
 def precision_table(ends: list[int], batch: int) -> list[tuple[float, int, float | None, int | None]]:

@@ -31,7 +31,7 @@ def run_py(perf: Path, *args: str) -> subprocess.CompletedProcess:
 def runs(tmp_path_factory, digits_data_dir) -> tuple[Path, dict[str, Path]]:
     """Three real runs, in this order: first and second (back to back, defaults), then slow."""
     root = tmp_path_factory.mktemp("compare_runs")
-    perf = copy_inference_tree(root / "inference")
+    perf = copy_inference_tree(root / "inference", cheap=False)  # default runs: the real measurement settings
     shutil.copy(SLOW_ENGINE, perf / "inference_engine" / "cpu" / "slow_onnxruntime.py")
     config = local_host_yaml(root, perf, digits_data_dir)
     found: dict[str, Path] = {}
