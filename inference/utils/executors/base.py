@@ -24,7 +24,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Generic, TypeVar
+from typing import Callable, Generic, TypeVar
 
 from loguru import logger
 
@@ -131,16 +131,16 @@ class CaseOutcome:
         return self
 
 
+Handle = TypeVar("Handle")  # what an executor's start() returns: a child process, a container
+
+
 @dataclass
-class Started:
+class Started(Generic[Handle]):
     """Something an executor started: a monitor or the pipeline."""
 
     role: str  # "case" or "mon-<name>"
-    handle: Any  # the executor's own (Popen, container, job)
+    handle: Handle  # the executor's own (ChildProcess, ContainerHandle)
     monitor: MonitorSpec | None = None
-
-
-Handle = TypeVar("Handle")  # what an executor's start() returns: a child process, a container
 
 
 class HostSession(Generic[Handle]):
@@ -291,8 +291,8 @@ class HostSession(Generic[Handle]):
         started_at = time.monotonic()
         local_dir.mkdir(parents=True, exist_ok=True)
         env = self.child_env(self.parent_pid())
-        monitors: list[Started] = []
-        pipeline: Started | None = None
+        monitors: list[Started[Handle]] = []
+        pipeline: Started[Handle] | None = None
         code: int | None = None
         detail: str | None = None
         log_dir: str | None = None
@@ -334,7 +334,7 @@ class HostSession(Generic[Handle]):
             outcome.fail(outcome.step or "pipeline", f"{detail}; the pipeline reported: {outcome.error}")
         return outcome
 
-    def _dead_monitor(self, monitors: list[Started]) -> str | None:
+    def _dead_monitor(self, monitors: list[Started[Handle]]) -> str | None:
         """A monitor that exited within its start-up window breaks the contract; say which file."""
         for item in monitors:
             code = self.wait(item.handle, 0)
@@ -343,7 +343,7 @@ class HostSession(Generic[Handle]):
                 return f"{item.monitor.source} exited at once with status {code}: {detail}"
         return None
 
-    def _wait_pipeline(self, pipeline: Started, outcome: CaseOutcome, monitors: list[Started], monitors_checked_at: float) -> int | None:
+    def _wait_pipeline(self, pipeline: Started[Handle], outcome: CaseOutcome, monitors: list[Started[Handle]], monitors_checked_at: float) -> int | None:
         """Wait for the pipeline within CASE_TIMEOUT, watching for an interrupt, and check
         once, at ``monitors_checked_at`` or when the pipeline ends sooner, that every
         monitor lives. An interrupt is never read as a monitor's fault."""
