@@ -155,6 +155,35 @@ def test_server_counts_ttft_from_the_scheduled_arrival():
     assert relaxed["issued_qps"] == pytest.approx(2.0, rel=0.6)  # 12 Poisson gaps
 
 
+class JitteryEngine(SleepyEngine):
+    """Prefill times drawn from a seeded uniform distribution: TTFT varies from request to request."""
+
+    def __init__(self, sleep) -> None:
+        super().__init__(0.0, 0.005, sleep)
+        self.rng = np.random.default_rng(5)
+
+    def prefill(self, input_ids, max_new_tokens):
+        self.prefill_s = float(self.rng.uniform(0.01, 0.3))
+        return super().prefill(input_ids, max_new_tokens)
+
+
+def test_server_stops_early_when_its_precision_is_out_of_reach():
+    """p50 TTFT of 12 jittery requests is far from ±1 %: the stop rule gives up at its first look
+    (it would need far more than 4 x max_duration_s), and the verdict says how long it would take;
+    with a loose precision the same row stops because it is precise."""
+    clock = FakeClock()
+    shape, prompts = ModelShape(1, 8, 2, 1, 4, 16, 32, 1000, 256), PromptSource(3, 50, 0)
+    config = _config(latency_precision=0.01)
+    workload, limits = LLMWorkload.from_config(config), Limits.from_config(config)
+    record = run_server(JitteryEngine(clock.sleep), shape, prompts, workload, 1.0, limits, [], clock=clock, sleep=clock.sleep)
+    assert record["stop_reason"] == "precision out of reach" and record["requests"] == 12 and record["duration_s"] < 100
+    assert any(r.startswith("not precise enough: p50 ±") and "out of reach: about" in r for r in record["verdict"]["reasons"])
+    loose = Limits.from_config(_config(latency_precision=10.0))
+    again = run_server(JitteryEngine(clock.sleep), shape, prompts, workload, 1.0, loose, [], clock=clock, sleep=clock.sleep)
+    assert again["stop_reason"] == "precision reached" and again["requests"] == 12
+    assert not any("not precise enough" in r for r in again["verdict"]["reasons"])
+
+
 @pytest.mark.parametrize(
     "override, message",
     [
