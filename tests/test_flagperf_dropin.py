@@ -25,6 +25,7 @@ import pytest
 import torch
 
 from common.errors import ConfigError, EngineError
+from tests.measure_config import CHEAP_SET
 
 INFERENCE = Path(__file__).resolve().parents[1] / "inference"
 BATCH = 32  # FlagPerf's batch size for vit_l_16 and bertLarge
@@ -238,6 +239,7 @@ def _run(tree: Path, data: Path, log_dir: Path, case: str, framework: str = "pyt
             "min_duration_s=0.2",
             "--set",
             "min_query_count=16",
+            *CHEAP_SET,  # the drop-in, not the measurement: loose precision, short caps
         ],
         cwd=tree,
         env=_env(),

@@ -15,6 +15,7 @@ import torch
 
 from common.errors import ConfigError, EngineError
 from tests.infra.monitors import sample_then_stop
+from tests.measure_config import CHEAP_SET
 from tools.config import CaseConfig
 
 INFERENCE = Path(__file__).resolve().parents[1] / "inference"
@@ -401,6 +402,7 @@ def test_inductor_cpu_through_the_pipeline(tmp_path, digits_data):
             "digits",
             "--framework",
             "pytorch",
+            *CHEAP_SET,  # the engine through the pipeline, not the measurement
         ],
         cwd=tree,
         env=_env(),

@@ -21,6 +21,7 @@ import pytest
 
 from common.record import read_latencies, write_latencies
 from common.stats import LatencyStats
+from tests.measure_config import CHEAP_SET
 from utils.results.aggregate import aggregate_records, with_aggregates
 from utils.results.report import decimate, ecdf_points, pareto_front, phase_spans, plotly_js, script_json, write_report
 from utils.results.summary import write_summary
@@ -573,7 +574,8 @@ def test_a_real_digits_run_writes_latencies_spans_and_the_report(tmp_path):
         )
     )
     done = subprocess.run(
-        [sys.executable, "run.py", "--config", str(config), "--set", "min_duration_s=0.3", "--set", "min_query_count=32", "--set", "batch_sizes=[4,16]"],
+        [sys.executable, "run.py", "--config", str(config), "--set", "min_duration_s=0.3", "--set", "min_query_count=32", "--set", "batch_sizes=[4,16]"]
+        + list(CHEAP_SET),
         cwd=perf,
         capture_output=True,
         text=True,

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.infra.monitors import sample_then_stop
+from tests.measure_config import CHEAP_SET
 
 INFERENCE = Path(__file__).resolve().parents[1] / "inference"
 
@@ -141,6 +142,7 @@ def _run(tree: Path, data: Path, log_dir: Path) -> subprocess.CompletedProcess:
             "digits",
             "--framework",
             "pytorch",
+            *CHEAP_SET,  # the vendor contract, not the measurement: loose precision, short caps
         ],
         cwd=tree,
         env=_env(),
