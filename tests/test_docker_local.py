@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from tests.conftest import long_running_tree
+from tests.measure_config import CHEAP_SET
 from tests.test_orchestration_docker import (  # noqa: F401 - session fixtures shared with the SSH tests
     assert_nothing_left,
     digits_data,
@@ -53,8 +54,9 @@ def write_local_yaml(tmp_path: Path, data: Path, workdir: Path, wheels: Path, **
 
 
 def run_py(config: Path, perf: Path = INFERENCE, timeout: float = 1200) -> tuple[int, str]:
+    cheap = CHEAP_SET if perf == INFERENCE else ()  # the shipped tree measures cheaply; a test's own tree keeps its settings
     proc = subprocess.run(
-        [sys.executable, "run.py", "--config", str(config)], cwd=perf, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout
+        [sys.executable, "run.py", "--config", str(config), *cheap], cwd=perf, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout
     )
     return proc.returncode, proc.stdout
 

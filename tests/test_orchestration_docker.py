@@ -19,6 +19,7 @@ import yaml
 from tests.conftest import copy_inference_tree, long_running_tree
 from tests.infra.docker_env import InfraUnavailable, ensure_base_image, ensure_docker, require
 from tests.infra.sshd import SshdError, make_unrelated_client_key, start_sshd, start_sshd_hosts, stop_all
+from tests.measure_config import CHEAP_SET
 
 pytestmark = [pytest.mark.docker, pytest.mark.ssh, pytest.mark.slow]
 
@@ -106,8 +107,9 @@ def write_host_yaml(tmp_path: Path, hosts, data: Path, workdir: Path, wheels: Pa
 
 
 def start_run(config: Path, perf: Path = INFERENCE) -> subprocess.Popen:
+    cheap = CHEAP_SET if perf == INFERENCE else ()  # the shipped tree measures cheaply; a test's own tree keeps its settings
     return subprocess.Popen(
-        [sys.executable, "run.py", "--config", str(config)],
+        [sys.executable, "run.py", "--config", str(config), *cheap],
         cwd=perf,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
