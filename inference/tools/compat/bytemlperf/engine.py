@@ -235,9 +235,9 @@ def _listed(config: Any) -> list[int]:
 
 
 def _case_loader(config: Any) -> Any:
-    import importlib
+    from tools.plugins import case_module
 
-    return importlib.import_module(f"benchmarks.{config.case}.{config.framework}").build_dataloader(config)
+    return case_module(Path(config.perf_dir), config.case, config.framework).build_dataloader(config)
 
 
 def _precision(compile_precision: Any, config: Any) -> str:
