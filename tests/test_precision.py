@@ -487,3 +487,5 @@ def test_no_precision_asked_is_one_pass_and_judges_nothing():
     wide = Figures({"qps": Interval(100.0, 50.0, 150.0, 8, 0.0)})
     assert imprecise(Target(precision=None), wide) == {} and precision_reasons(Target(precision=None), wide, {}, 1.0) == []
     assert row_target("offline", SimpleNamespace(precision=None, latency_precision=0.1)).precision is None
+    unasked = Target(precision=None, percentile="p90", latency_precision=0.1)  # a latency_precision alone asks for nothing
+    assert unasked.limit("p90") is None and precision_block(unasked, wide, Settle(), {}, 0, "minimums met")["latency_target"] is None
