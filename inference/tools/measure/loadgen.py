@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from common.stats import MIN_SAMPLES_FOR_PERCENTILE, LatencyStats, enough_for, too_few_note
+from tools.measure.rows import row_intervals
 from tools.measure.scenarios import MINIMUMS_MET, ScenarioRun, _Sampler
 
 LOADGEN_SCENARIO = {"offline": "Offline", "single_stream": "SingleStream", "server": "Server"}
@@ -393,7 +394,6 @@ def performance_row(stage: Any, step: Step, pool: list[list], batch_size: int, s
     """One row of ``tools.measure.stage.PerformanceStage`` under LoadGen: the same keys as an InferPerf row,
     plus ``load_generator`` and the ``loadgen`` block; its raw latencies are kept like every row's."""
     from tools.measure.contention import CpuContention
-    from tools.measure.stage import row_intervals
     from tools.measure.verdict import Verdict, accelerator_reason, contention_reason, window_throughputs
 
     config = stage.config

@@ -31,17 +31,15 @@ from loguru import logger
 from common.stats import MIN_SAMPLES_FOR_PERCENTILE, LatencyStats
 from tools.measure.contention import CpuContention
 from tools.measure.loop import as_input_list
-from tools.measure.precision import Settle, Target, drift, measure_figures, precision_block, precision_reasons, settle, throughput_interval
+from tools.measure.precision import Settle, drift, measure_figures, precision_reasons, settle
+from tools.measure.rows import HEADLINE, row_intervals, row_setting, row_target
 from tools.measure.scenarios import ScenarioRun, run_scenario, server_search
-from tools.measure.settings import MEASUREMENT_DEFAULTS, minus_foo
+from tools.measure.settings import minus_foo
 from tools.measure.verdict import Verdict, accelerator_reason, contention_reason, minimum_reasons, window_throughputs
 
 POOL_BATCHES = 8  # distinct batches per batch size, memory permitting
 REFERENCE_BATCHES = 2  # pool batches whose outputs are checked under load (TEST01)
 AUDIT_BUDGET_S = 2.0
-# Each scenario's headline percentile (LoadGen's metric) must be measured, so its
-# runs issue at least that percentile's floor of queries.
-HEADLINE = {"single_stream": "p90", "server": "p99"}
 
 EngineStep = Callable[[list], "tuple[list, float]"]
 
@@ -123,28 +121,12 @@ def make_pool(samples: list, batch_size: int, max_bytes: float, batches: int = P
 
 
 # ---- rows ------------------------------------------------------------------------
-PERCENTILES = ("p50", "p90", "p99", "p99_9")
 
 
 def _latency_block(stats: LatencyStats | None) -> dict:
     if stats is None:
         return {"p50": None, "p90": None, "p99": None, "p99_9": None, "mean": None}
     return {"p50": stats.p50, "p90": stats.p90, "p99": stats.p99, "p99_9": stats.p99_9, "mean": stats.mean}
-
-
-def _setting(config: Any, key: str) -> Any:
-    return getattr(config, key, MEASUREMENT_DEFAULTS[key])
-
-
-def row_target(scenario: str, config: Any) -> Target:
-    """What a row judges: its throughput (not server's: the arrival schedule sets it, and LoadGen
-    judges server on latency alone) and its scenario's headline percentile (``HEADLINE``)."""
-    return Target(
-        throughput=() if scenario == "server" else ("qps",),
-        precision=None if _setting(config, "precision") is None else float(_setting(config, "precision")),
-        percentile=HEADLINE.get(scenario),
-        latency_precision=_setting(config, "latency_precision"),
-    )
 
 
 def judge_row(run: ScenarioRun, stats: LatencyStats | None, config: Any, contention, latency_bound_ms: float | None) -> Verdict:
@@ -193,22 +175,6 @@ def row_record(run: ScenarioRun, config: Any, contention, test01: dict | None, s
         "accuracy_in_performance_mode": test01,
         "precision": intervals["precision"],
         "verdict": verdict.to_dict(),
-    }
-
-
-def row_intervals(run: ScenarioRun, config: Any, settled: Settle | None = None, qps: float | None = None) -> dict:
-    """A row's ``qps_ci95`` (around ``qps``, the row's figure: the run's own when None), ``latency_ci95``
-    and ``precision`` block, from the run's query timings (docs/result_schema.md)."""
-    target = row_target(run.scenario, config)
-    timeline = run.timeline()
-    figures = measure_figures(target, {"qps": timeline}, run.latencies_ns)
-    drifts = {"qps": drift(timeline, target.precision)} if target.throughput else {}
-    interval = throughput_interval(timeline)
-    stats = LatencyStats.from_ns(run.latencies_ns)
-    return {
-        "qps_ci95": interval.around(run.qps if qps is None else qps) if interval else None,
-        "latency_ci95": {name: stats.ci95.get(name) for name in PERCENTILES} if stats else dict.fromkeys(PERCENTILES),
-        "precision": precision_block(target, figures, settled or Settle(), drifts, run.checks, run.stop_reason),
     }
 
 
@@ -332,7 +298,7 @@ class PerformanceStage:
             self.sync()
             return minus_foo(clock() - t0, foo)[0]
 
-        return settle(one_query, clock, float(_setting(self.config, "settle_max_s")))
+        return settle(one_query, clock, float(row_setting(self.config, "settle_max_s")))
 
     def _test01(self, run: ScenarioRun, references: dict) -> dict | None:
         if not references:
