@@ -195,6 +195,11 @@ def test_measure_figures_and_reasons():
     assert timeless.timeless == ["qps"] and timeless.widths() == {}
     assert precision_reasons(Target(), timeless, {}, 1.0) == ["not precise enough: qps took no measurable time"]
     assert target.limit("qps") == 0.02 and target.limit("p90") == 0.05 and Target(percentile="p90").limit("p90") == 0.02
+    assert measure_figures(Target(), {"qps": Timeline.tiled([0] * 15 + [1], 1)}).timeless == []  # 1 ns is measurable time
+    # The headline percentile is numpy's linear one, with its order-statistic interval, from unsorted latencies.
+    latencies = [int(MS * (1 + (k * 37 % 100) / 50)) for k in range(200)]
+    found = measure_figures(target, {"qps": steady}, latencies).percentile["p90"]
+    assert found[0] == pytest.approx(float(np.percentile(latencies, 90))) and found[1] == percentile_interval(sorted(latencies), 90)
 
 
 def test_drift_by_hand():
@@ -364,6 +369,25 @@ def test_settle_waits_for_the_rate_to_stop_trending():
     assert found.seconds == sum(durations[: found.queries]) / 1e9 and found.last_change == settled(durations[: found.queries], 13)[1]
 
 
+def test_block_noise_and_settled_by_hand():
+    assert precision._block_noise([MS, 3 * MS]) == pytest.approx(0.5)  # sd sqrt(2) ms, / sqrt(2) queries, / mean 2 ms
+    assert precision._block_noise([MS, MS, 4 * MS]) == pytest.approx(math.sqrt(3 / 3) / 2)  # var (1+1+4)/2 = 3 ms², mean 2 ms
+    assert precision._block_noise([5 * MS]) == 0.0 and precision._block_noise([0, 0]) == 0.0
+    # two blocks of one query each: 10 % faster is beyond the 3 % floor (no noise in a block of one)
+    assert settled([10 * MS, 9 * MS], 1) == (False, pytest.approx(10 / 9 - 1))
+    assert settled([10 * MS, 9_800_000], 1) == (True, pytest.approx(10 / 9.8 - 1))
+    assert settled([0, 0, 0, 0], 2) == (True, 0.0)  # no measurable time: nothing to wait for
+    # noisy blocks: a 20 % change within twice their combined standard error has settled
+    noisy = [MS, 3 * MS, MS, 3 * MS, MS, 2 * MS, MS, 2 * MS]
+    done, change = settled(noisy, 4)
+    first, last = precision._block_noise(noisy[:4]), precision._block_noise(noisy[4:])
+    assert change == pytest.approx(8 / 6 - 1) and done == (abs(change) <= 2 * math.sqrt(first**2 + last**2))
+    assert done
+    # a 17 % change at 2.1 x the blocks' combined standard error: still trending
+    trending = [10 * MS, 12 * MS, 10 * MS, 12 * MS, 8_400_000, 10_400_000, 8_400_000, 10_400_000]
+    assert settled(trending, 4) == (False, pytest.approx(44 / 37.6 - 1))
+
+
 def test_settle_stops_at_its_bound_and_can_be_off():
     clock = Clock()
 
@@ -401,6 +425,7 @@ def _sleeping_loader():
     return [([np.zeros((2, 1))], [0, 0])]
 
 
+@pytest.mark.slow  # seconds of a real engine; left out of scripts/mutation.sh's runs
 def test_drift_an_engine_that_slows_down_is_invalid():
     """A real engine that slows down (as a throttled CPU would): 2 ms a call, 6 ms after 0.9 s."""
     started = [time.perf_counter()]

@@ -43,7 +43,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from common.stats import MIN_SAMPLES_FOR_PERCENTILE, percentile_interval, relative_half_width, t975
+from common.stats import MIN_SAMPLES_FOR_PERCENTILE, percentile, percentile_interval, relative_half_width, t975
 from tools.measure.settings import MINIMUMS_MET, OUT_OF_REACH, PRECISION_REACHED
 
 START_BATCHES = 32  # blocks a window is first cut into
@@ -203,10 +203,7 @@ def measure_figures(target: Target, timelines: dict[str, Timeline], latencies_ns
         q, need = MIN_SAMPLES_FOR_PERCENTILE[target.percentile]
         values = sorted(latencies_ns or ()) if len(latencies_ns or ()) >= need else []
         if values:
-            rank = (len(values) - 1) * q / 100.0
-            low = math.floor(rank)
-            value = values[low] + (values[min(low + 1, len(values) - 1)] - values[low]) * (rank - low)
-            figures.percentile[target.percentile] = (float(value), percentile_interval(values, q))
+            figures.percentile[target.percentile] = (float(percentile(values, q)), percentile_interval(values, q))
         else:
             figures.percentile[target.percentile] = (None, None)
     return figures
