@@ -301,6 +301,7 @@ def test_config_files_have_the_expected_keys_and_no_overlap():
         "exist_compiler_path",
         "flops",
         "min_query_count",
+        "precision",
         "graph_optimization_level",
     }
     assert set(parameters) == {"weights", "resize", "crop", "num_classes", "max_samples"}
