@@ -117,6 +117,7 @@ def test_build_result_whole_record():
         performance=performance,
     )
     block = lambda p, acc: {
+        "judged": p.phase == "inference",
         "samples": p.samples,
         "batches": p.batches,
         "passes": 3,
@@ -164,7 +165,6 @@ def test_build_result_whole_record():
         "verdict": {
             "valid": False,
             "reasons": [
-                "validation: slow",
                 "engine: numeric bad",
                 "inference: contended",
                 "bs 8 offline x2: row",
@@ -278,8 +278,10 @@ def test_overall_verdict_labels_and_engine_wide_reasons_once():
     inference = phase("inference", 1, 1.0, 1.0, None, reasons=["e", "i"])
     rows = [{"batch_size": 1, "scenario": "server", "clients": 4, "verdict": {"reasons": ["e", "r", "i"]}}]
     verdict = overall_verdict(validation, inference, Performance(rows, engine_reasons=["e"]))
-    assert verdict.reasons == ["validation: v", "validation: e", "engine: e", "inference: i", "bs 1 server x4: r", "bs 1 server x4: i"]
+    # the validation phase is information (docs/measurement.md, "What is judged"): its reasons are not the result's
+    assert verdict.reasons == ["engine: e", "inference: i", "bs 1 server x4: r", "bs 1 server x4: i"]
     assert overall_verdict(None, inference, None).reasons == ["inference: e", "inference: i"]
+    assert overall_verdict(validation, None, None).reasons == [] and overall_verdict(validation, None, None).valid
 
 
 def test_capped_keeps_order_and_is_seeded():

@@ -210,9 +210,13 @@ class Pipeline:
         return config.exist_onnx_path is not None and flagperf.onnx_static_batch(config.exist_onnx_path) == config.batch_size
 
     def framework_validation(self) -> None:
+        """Step 3, the framework model's accuracy pass. Its throughputs are information, not judged
+        (docs/measurement.md, "What is judged"): it asks for no precision (``precision: null``), so it
+        stops at ``repeat`` passes and the minimums, and its intervals are reported as measured."""
         state = self.state
+        config = replace(state.config, precision=None)
         state.validation = _phase_result(
-            state.case_module.model_forward(state.model, state.dataloader, state.case_module.evaluator, state.config),
+            state.case_module.model_forward(state.model, state.dataloader, state.case_module.evaluator, config),
             "model_forward",
         )
         _log_phase(state.validation)

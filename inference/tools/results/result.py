@@ -48,10 +48,11 @@ def _accuracy(phase: PhaseResult | None, note: str | None) -> float | None:
     return phase.accuracy
 
 
-def _phase_block(phase: PhaseResult | None, note: str | None) -> dict | None:
+def _phase_block(phase: PhaseResult | None, note: str | None, judged: bool) -> dict | None:
     if phase is None:
         return None
     return {
+        "judged": judged,  # False: information only, its verdict is not the result's (overall_verdict)
         "samples": phase.samples,
         "batches": phase.batches,
         "passes": phase.passes,
@@ -102,13 +103,14 @@ def raw_latency_series(validation: PhaseResult | None, inference: PhaseResult | 
 
 
 def overall_verdict(validation: PhaseResult | None, inference: PhaseResult | None, performance: Any) -> Verdict:
-    """Every measured phase's reasons, each said once and labelled with where it applies."""
+    """Every judged phase's and row's reasons, each said once and labelled with where it applies.
+    The validation phase is the framework model's accuracy pass: its throughputs are information
+    (docs/measurement.md, "What is judged"), so its own reasons stay in its phase block only."""
     from tools.measure.verdict import Verdict
 
+    del validation  # not judged: see the docstring
     engine_wide = list(performance.engine_reasons) if performance is not None else []
     verdict = Verdict()
-    if validation is not None:
-        verdict.extend(f"validation: {r}" for r in validation.verdict.reasons)
     verdict.extend(f"engine: {r}" for r in engine_wide)
     if inference is not None:
         verdict.extend(f"inference: {r}" for r in inference.verdict.reasons if r not in engine_wide)
@@ -166,8 +168,8 @@ def build_result(
         "framework": config.framework_full or config.framework,
         "accuracy_note": note,
         "achieved_tflops": achieved / 1e12 if achieved is not None else None,
-        "validation": _phase_block(validation, note),
-        "inference": _phase_block(inference, note),
+        "validation": _phase_block(validation, note, judged=False),
+        "inference": _phase_block(inference, note, judged=True),
         "performance": report.get("rows", []),
         "best": report.get("best"),
         "numeric": report.get("numeric"),
