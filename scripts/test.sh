@@ -19,13 +19,19 @@ cd "$root"
 # The tests, in two parts; both always run, and the run fails if either does.
 # 1. Everything that tolerates a busy neighbour, on several workers (pytest-xdist):
 #    tests of one file share a worker (their module fixtures are built once), and
-#    tests marked xdist_group (one Slurm cluster, one docker image build) share one.
+#    the Slurm tests share one (one session cluster); see tests/conftest.py.
 # 2. The tests marked `serial` (they judge whether the machine is quiet: the CPU-hog
 #    contention checks), alone afterwards.
 # Then the 15 slowest tests of both parts (scripts/slowest.py).
 workers="${TEST_WORKERS:-$(($(nproc) < 4 ? 2 : 4))}"
-reports="$(mktemp -d)"
-trap 'rm -rf "$reports"' EXIT
+# TEST_REPORTS=DIR keeps the two JUnit reports there (default: a temporary folder, removed).
+if [ -n "${TEST_REPORTS:-}" ]; then
+    reports="$TEST_REPORTS"
+    mkdir -p "$reports"
+else
+    reports="$(mktemp -d)"
+    trap 'rm -rf "$reports"' EXIT
+fi
 status=0
 "$root/.venv/bin/python" -m pytest -n "$workers" --dist loadgroup -m "not serial" --junitxml="$reports/parallel.xml" "$@" || status=$?
 serial=0

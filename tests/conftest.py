@@ -122,18 +122,17 @@ TYPED_CASE_CONFIG = dict(
 
 
 # ---- parallel runs (scripts/test.sh: pytest-xdist, --dist loadgroup) ----------------------
-DAEMON_FIXTURES = {"slurm_cluster", "docker_client"}
-
-
+# tryfirst: xdist's own hook turns the xdist_group markers into node ids; it must see ours.
+# (pytest 9.2 stopped reading the node id xdist 3.8 writes, so pyproject.toml keeps pytest < 9.2.)
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     """Each test file runs on one worker (its module and session fixtures are built once).
-    The tests of the real daemons run on one worker, one after another: Docker's (marked
-    ``docker`` or using a Docker client: their checks that nothing is left running look at
-    every InferPerf container on the engine) and Slurm's (one session cluster, not one per
-    worker)."""
+    The Slurm tests run on one worker, one after another: they share one session cluster.
+    Docker's tests may run beside each other: each checks only its own runs' containers
+    (tests/test_orchestration_docker.py::assert_nothing_left)."""
     for item in items:
         if item.get_closest_marker("xdist_group") is not None:
             continue
         module = item.nodeid.split("::", 1)[0]
-        daemons = item.get_closest_marker("docker") is not None or DAEMON_FIXTURES & set(getattr(item, "fixturenames", ())) or "slurm" in module
-        item.add_marker(pytest.mark.xdist_group("daemons" if daemons else module))
+        slurm = "slurm_cluster" in getattr(item, "fixturenames", ()) or "slurm" in module
+        item.add_marker(pytest.mark.xdist_group("slurm" if slurm else module))

@@ -67,6 +67,11 @@ def test_a_really_slower_engine_is_a_regression(runs):
     # "not comparable"; the slowdown is the engine's either way, so it is judged regardless.
     proc, data = compare(perf, dirs["second"], dirs["slow"], "--include-invalid")
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
-    core = next(line for line in data["lines"] if (line["row"], line["figure"]) == ("inference", "core qps"))
-    assert core["verdict"] == "REGRESSION" and core["change"] < -0.10, core
+    # The performance row times the engine alone, on a pool of batches in memory: there the
+    # slowdown is the whole story. digits' inference phase spends ~60 % of its time in the data
+    # loader, and on 2 cores its core qps carries about ±10 %, so its verdict is not asserted.
+    row = next(line for line in data["lines"] if (line["row"], line["figure"]) == ("bs 16 offline x1", "qps"))
+    assert row["verdict"] == "REGRESSION" and row["change"] < -0.10, row
+    p50 = next(line for line in data["lines"] if (line["row"], line["figure"]) == ("bs 16 offline x1", "p50 ms"))
+    assert p50["verdict"] == "REGRESSION" and p50["change"] > 0.10, p50
     assert "**REGRESSION**" in proc.stdout

@@ -133,12 +133,16 @@ def by_host(summary: dict) -> dict[str, dict]:
 
 
 def assert_nothing_left(docker_client, workdir: Path) -> None:
-    leftovers = docker_client.containers.list(all=True, filters={"label": "inferperf.run"})
-    assert not leftovers, [c.name for c in leftovers]
-    # Container processes are visible from the host; these write to the container's log mount.
-    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
-    leftovers = [line for line in ps.splitlines() if "/workspace/log" in line]
-    assert not leftovers, leftovers
+    """No container of this test's runs is left (each mounts its code from under ``workdir``;
+    other tests' runs may be under way on the same engine), and no case process either."""
+    everything = docker_client.containers.list(all=True, filters={"label": "inferperf.run"})
+    ours = [c for c in everything if any(m.get("Source", "").startswith(str(workdir)) for m in c.attrs.get("Mounts", []))]
+    assert not ours, [c.name for c in ours]
+    if not everything:  # processes cannot be told apart by test: look only when no other run is on the engine
+        # Container processes are visible from the host; these write to the container's log mount.
+        ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+        leftovers = [line for line in ps.splitlines() if "/workspace/log" in line]
+        assert not leftovers, leftovers
     runs = workdir / "runs"
     assert not runs.exists() or not any(runs.iterdir()), list(runs.rglob("*"))[:10]
 
