@@ -216,15 +216,24 @@ def test_arms_alternate_and_repeats_are_fresh_copies():
 
 
 def test_default_budget_is_two_seconds_to_the_nanosecond():
-    # warm-up 1 ns; a round = 2 x 1 ns + 2 x 499_999_999 ns = 1 s. After round 1, spent (1 ns + 1 s) plus
+    # warm-up 1 ns; a round = 4 x 250_000_000 ns = 1 s. After round 1, spent (1 ns + 1 s) plus
     # the next round's estimate (1 s) is 2_000_000_001 ns: over 2 s by one nanosecond, so one round only
+    # (every call costs the same, so the audit passes and nothing is confirmed)
     pool = [[floats(0.5, 0.25)], [floats(1.0, 2.0)]]
+
+    def engine(clock):
+        def step(inputs):
+            clock.ns += 250_000_000 if clock.ns > START else 1
+            return [inputs[0]], 0.0
+
+        return step
+
     clock = Clock()
-    result = anti_caching_audit(kinds_engine(clock, pool[0], 1, 499_999_999), pool, clock=clock, min_calls=2)
-    assert result.figures["calls"] == 2
+    result = anti_caching_audit(engine(clock), pool, clock=clock, min_calls=2)
+    assert result.passed is True and result.figures["calls"] == 2
     clock = Clock()
-    result = anti_caching_audit(kinds_engine(clock, pool[0], 1, 499_999_999), pool, clock=clock, min_calls=2, budget_s=2.000000001)
-    assert result.figures["calls"] == 4
+    result = anti_caching_audit(engine(clock), pool, clock=clock, min_calls=2, budget_s=2.000000001)
+    assert result.passed is True and result.figures["calls"] == 4
 
 
 def test_budget_boundary_and_clock_offset():
@@ -255,7 +264,7 @@ def test_repeats_free_but_distinct_costly_fails():
         "name": "anti_caching",
         "passed": False,
         "detail": "anti-caching audit: repeating one input took no measurable time while distinct inputs took 0.500 ms: the engine may cache results",
-        "figures": {"same_input_ms": 0.0, "distinct_inputs_ms": 0.5, "speedup": None, "limit": 1.1, "calls": 4, "first_call_ms": 0.0},
+        "figures": {"same_input_ms": 0.0, "distinct_inputs_ms": 0.5, "speedup": None, "limit": 1.1, "calls": 16, "first_call_ms": 0.0},
     }
 
 
@@ -275,8 +284,46 @@ def test_passing_and_failing_results_in_full():
         "name": "anti_caching",
         "passed": False,
         "detail": "anti-caching audit: repeating one input ran 3.0x faster than distinct inputs (limit 1.10x): the engine may cache results",
-        "figures": {"same_input_ms": 1.0, "distinct_inputs_ms": 3.0, "speedup": 3.0, "limit": 1.1, "calls": 4, "first_call_ms": 1.0},
+        "figures": {"same_input_ms": 1.0, "distinct_inputs_ms": 3.0, "speedup": 3.0, "limit": 1.1, "calls": 16, "first_call_ms": 1.0},
     }
+
+
+def test_a_failure_on_few_calls_is_confirmed_on_sixteen_before_it_stands():
+    """A slow engine whose first calls favoured the repeated input by chance: 4 calls say 1.5x,
+    16 say 1.0x, and the audit passes. A real cache stays a failure (above), with 16 calls."""
+    pool = [[floats(0.5, 0.25)], [floats(1.0, 2.0)]]
+    clock = Clock()
+    log: list[str] = []
+    fair = kinds_engine(clock, pool[0], 2_000_000, 2_000_000, log)
+    lucky = kinds_engine(clock, pool[0], 1_000_000, 2_000_000, log)
+
+    def step(inputs):  # the warm-up and the first 8 timed calls see the lucky engine, the rest a fair one
+        return (lucky if len(log) < 9 else fair)(inputs)
+
+    result = anti_caching_audit(step, pool, clock=clock, budget_s=0.0, min_calls=4)
+    assert audit.CONFIRM_CALLS == 16
+    assert result.passed is True and result.figures["calls"] == 16 and len(log) == 1 + 32, result
+    assert result.detail == "anti-caching audit: repeating one input ran at 1.00x the speed of distinct inputs over 16 calls each (limit 1.10x)"
+
+
+def test_no_confirmation_at_sixteen_calls_or_without_a_failure():
+    pool = [[floats(0.5, 0.25)], [floats(1.0, 2.0)]]
+    for same_ns, calls, expected in ((1_000_000, 16, False), (2_000_000, 4, True)):
+        clock = Clock()
+        engine = kinds_engine(clock, pool[0], same_ns, 2_000_000)
+        result = anti_caching_audit(engine, pool, clock=clock, budget_s=0.0, min_calls=calls)
+        assert (result.passed, result.figures["calls"]) == (expected, calls)
+    clock = Clock()
+    result = anti_caching_audit(kinds_engine(clock, pool[0], 1_000_000, 2_000_000), pool, clock=clock, budget_s=0.0, min_calls=18)
+    assert (result.passed, result.figures["calls"]) == (False, 18)  # more than 16 already: judged as measured
+
+
+def test_confirmation_stops_when_no_new_input_can_be_made():
+    pool = [[torch.tensor([[1, 2], [3, 4]])], [torch.tensor([[5, 6], [7, 8]])]]  # a handful of row rearrangements
+    clock = Clock()
+    result = anti_caching_audit(kinds_engine(clock, pool[0], 1_000, 3_000), pool, clock=clock, budget_s=0.0, min_calls=2)
+    made = audit.DistinctInputs(pool).made
+    assert result.passed is False and 2 <= result.figures["calls"] < 16, (result, made)
 
 
 def test_too_few_distinct_inputs_in_full():
