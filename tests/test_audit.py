@@ -194,12 +194,14 @@ def test_foo_time_is_subtracted():
 def test_sync_runs_around_every_call():
     pool = float_pool(batches=2)
     events = []
+    clock = FakeClock()
 
-    def step(inputs):
+    def step(inputs):  # every call 1 ms: the audit passes, so no confirmation calls are added
         events.append("call")
+        clock.ns += 1_000_000
         return [inputs[0]], 0.0
 
-    anti_caching_audit(step, pool, sync=lambda: events.append("sync"), budget_s=0.0, min_calls=4)
+    anti_caching_audit(step, pool, sync=lambda: events.append("sync"), budget_s=0.0, min_calls=4, clock=clock)
     assert events.count("call") == 9
     assert events == ["sync", "call", "sync"] * 9
 

@@ -236,6 +236,13 @@ def test_settled_compares_only_the_last_two_blocks():
     assert 2 * precision._block_noise([3, 5]) == 0.5 and settled([3, 5, 8, 8], 2) == (True, -0.5)
 
 
+def test_settled_adds_the_two_blocks_noise_in_quadrature():
+    # previous block steady (noise 0), latest [1, 3] ms (noise 1/2): the limit is 2 x sqrt(0 + 1/4) = 1.
+    # A rate 85 % above the previous block's is within it; with the latest noise cubed (2 x 0.35) it would not be.
+    steady = 3_700_000
+    assert settled([steady, steady, MS, 3 * MS], 2) == (True, pytest.approx(0.85))
+
+
 def test_settle_stops_exactly_at_its_bound():
     clock = Clock()
     calls = []
