@@ -67,11 +67,12 @@ def test_a_really_slower_engine_is_a_regression(runs):
     # "not comparable"; the slowdown is the engine's either way, so it is judged regardless.
     proc, data = compare(perf, dirs["second"], dirs["slow"], "--include-invalid")
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
-    # The performance row times the engine alone, on a pool of batches in memory: there the
-    # slowdown is the whole story. digits' inference phase spends ~60 % of its time in the data
-    # loader, and on 2 cores its core qps carries about ±10 %, so its verdict is not asserted.
-    row = next(line for line in data["lines"] if (line["row"], line["figure"]) == ("bs 16 offline x1", "qps"))
-    assert row["verdict"] == "REGRESSION" and row["change"] < -0.10, row
-    p50 = next(line for line in data["lines"] if (line["row"], line["figure"]) == ("bs 16 offline x1", "p50 ms"))
-    assert p50["verdict"] == "REGRESSION" and p50["change"] > 0.10, p50
+    # On this 2-core machine a window's rate wanders by about ±20 % over seconds (docs/measurement.md),
+    # more than the slowdown between two windows of different runs: which of the engine's windows
+    # shows it varies (in two CI runs: the offline row's qps and p50 once, the inference phase's p50
+    # and p90 the other time). The slowdown must show as a REGRESSION of more than 10 % in at least one.
+    worse = [
+        line for line in data["lines"] if line["verdict"] == "REGRESSION" and (line["change"] < -0.10 if line["higher_is_better"] else line["change"] > 0.10)
+    ]
+    assert worse, data["lines"]
     assert "**REGRESSION**" in proc.stdout
