@@ -136,7 +136,7 @@ def assert_nothing_left(docker_client, workdir: Path) -> None:
     """No container of this test's runs is left (each mounts its code from under ``workdir``;
     other tests' runs may be under way on the same engine), and no case process either."""
     everything = docker_client.containers.list(all=True, filters={"label": "inferperf.run"})
-    ours = [c for c in everything if any(m.get("Source", "").startswith(str(workdir)) for m in c.attrs.get("Mounts", []))]
+    ours = [c for c in everything if any(Path(m.get("Source", "/")).is_relative_to(workdir) for m in c.attrs.get("Mounts", []))]
     assert not ours, [c.name for c in ours]
     if not everything:  # processes cannot be told apart by test: look only when no other run is on the engine
         # Container processes are visible from the host; these write to the container's log mount.
