@@ -15,7 +15,13 @@ ONNX Runtime engine (reused from inference/onnxs/ when cached). The loop then ca
                windows do), and again with each query's samples spread over the time
                it ran (the block rates the interval uses: no counting quantisation);
   precision    the 95 % batch-means half-width of the throughput over the first T
-               seconds, for T = 5, 10, 20, 30 and 60 s (what ``precision`` can reach).
+               seconds, for T = 5, 10, 20, 30 and 60 s (what ``precision`` can reach);
+  trade-off    with ``--tradeoff``: the stop rule replayed on the loop's timeline from
+               start points every 10 s (each a window of up to ``--max-duration`` s after
+               ``--min-duration`` s and ``--min-queries`` queries, checked every 0.5 s):
+               per precision, how often it was reached, the median and slowest time it
+               took, and how often the window's drift test fired at that point. Run the
+               loop for 3 minutes or more (``--seconds 180``) to have a dozen windows.
 
 docs/measurement.md keeps the table; run it on a quiet machine to reproduce it.
 """
@@ -125,6 +131,56 @@ def precision_table(ends: list[int], batch: int) -> list[tuple[float, int, float
     return rows
 
 
+TRADEOFF_PRECISIONS = (0.02, 0.05, 0.08, 0.10, 0.15)
+TRADEOFF_STEP_S = 10.0
+
+
+TradeoffRow = tuple[float, int, int, float | None, float | None, int, int]
+
+
+def tradeoff_table(ends: list[int], batch: int, max_s: float, min_s: float, min_queries: int) -> list[TradeoffRow]:
+    """(precision, windows, reached, median s to reach, slowest s to reach, drifting at the stop, intervals
+    covering the whole loop's rate) per precision: the stop rule (tools/measure/precision.py) replayed on
+    windows starting every ``TRADEOFF_STEP_S``. The whole loop's rate stands for the machine's long-run
+    rate: an interval that misses it says less than it claims (the machine wanders on a longer scale)."""
+    import numpy as np
+
+    from tools.measure.precision import CHECK_EVERY_S, Timeline, drift, throughput_interval
+
+    whole = Timeline.tiled(ends, batch)
+    starts = np.arange(0.0, whole.span_ns - max_s * 1e9 + 1, TRADEOFF_STEP_S * 1e9)
+    reach: dict[float, list[float | None]] = {p: [] for p in TRADEOFF_PRECISIONS}
+    drifting: dict[float, int] = {p: 0 for p in TRADEOFF_PRECISIONS}
+    covering: dict[float, int] = {p: 0 for p in TRADEOFF_PRECISIONS}
+    long_run = whole.work_at(whole.span_ns) / whole.span_ns * 1e9
+    end_ns = np.asarray(ends, dtype=np.float64)
+    for start in starts:
+        pending = set(TRADEOFF_PRECISIONS)
+        first = int(np.searchsorted(end_ns, start, side="right"))
+        enough = end_ns[min(first + min_queries, len(end_ns) - 1)] - start
+        t = max(min_s * 1e9, enough)
+        while pending and t <= max_s * 1e9:
+            last = int(np.searchsorted(end_ns, start + t, side="right")) + 1
+            near = Timeline(whole.begin_ns[first:last], whole.end_ns[first:last], whole.samples[first:last], whole.span_ns)
+            window = near.part(start, start + t)
+            interval = throughput_interval(window)
+            for p in sorted(pending):
+                if interval is not None and interval.relative <= p:
+                    reach[p].append(t / 1e9)
+                    found = drift(window, p)
+                    drifting[p] += bool(found and found.drifting)
+                    covering[p] += interval.lo <= long_run <= interval.hi
+                    pending.discard(p)
+            t += CHECK_EVERY_S * 1e9
+        for p in pending:
+            reach[p].append(None)
+    rows = []
+    for p in TRADEOFF_PRECISIONS:
+        times = [x for x in reach[p] if x is not None]
+        rows.append((p, len(reach[p]), len(times), float(np.median(times)) if times else None, max(times) if times else None, drifting[p], covering[p]))
+    return rows
+
+
 def _child(spec: dict) -> None:
     import numpy as np
 
@@ -145,6 +201,16 @@ def _child(spec: dict) -> None:
     for horizon, count, relative, batches in precision_table(ends, spec["batch"]):
         shown = f"±{relative:.2%}" if relative is not None else "n/a"
         print(f"| {horizon:g} s | {count} | {shown} | {batches or '-'} |")
+    if spec.get("tradeoff"):
+        max_s, min_s, min_queries = spec["max_duration"], spec["min_duration"], spec["min_queries"]
+        head = f"reached within {max_s:g} s | median s to reach | slowest s | drifting at the stop | interval covers the loop's rate"
+        print(f"\n| precision | windows | {head} |")
+        print("|---|---|---|---|---|---|---|")
+        for p, windows, reached, median, slowest, drifted, covered in tradeoff_table(ends, spec["batch"], max_s, min_s, min_queries):
+            shown = (f"{median:.1f}", f"{slowest:.1f}") if median is not None else ("-", "-")
+            print(f"| {p:.0%} | {windows} | {reached} | {shown[0]} | {shown[1]} | {drifted} | {covered} of {reached} |")
+    if spec.get("save"):
+        np.savez(spec["save"], ends=np.asarray(ends), batch=spec["batch"])
 
 
 def main() -> int:
@@ -153,6 +219,11 @@ def main() -> int:
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--data", help="the case's data directory (default: data/<its set>, from scripts/prepare_data.sh)")
+    parser.add_argument("--tradeoff", action="store_true", help="replay the stop rule from start points every 10 s (needs --seconds >= 2 x --max-duration)")
+    parser.add_argument("--max-duration", type=float, default=60.0, help="the replayed windows' cap, s (max_duration_s)")
+    parser.add_argument("--min-duration", type=float, default=2.0, help="the replayed windows' min_duration_s")
+    parser.add_argument("--min-queries", type=int, default=24, help="the replayed windows' min_query_count")
+    parser.add_argument("--save", help="write the loop's completion times to this .npz (ends, batch)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -162,7 +233,8 @@ def main() -> int:
     if not data.is_dir():
         sys.exit(f"noise_floor: no data directory {data} (run scripts/prepare_data.sh, or pass --data)")
     with tempfile.TemporaryDirectory(prefix="inferperf-noise-") as log:
-        spec = {"case": args.case, "batch": args.batch, "seconds": args.seconds, "data": str(data), "log": log}
+        spec = {"case": args.case, "batch": args.batch, "seconds": args.seconds, "data": str(data), "log": log, "tradeoff": args.tradeoff}
+        spec.update(max_duration=args.max_duration, min_duration=args.min_duration, min_queries=args.min_queries, save=args.save)
         # The child's import root is inference/, as run_inference.py's is.
         env = {**os.environ, "PYTHONPATH": str(INFERENCE)}
         return subprocess.run([sys.executable, "-m", "bench.noise_floor", "--child", json.dumps(spec)], cwd=REPO, env=env).returncode

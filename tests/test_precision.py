@@ -16,6 +16,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+import torch
 
 from common.stats import percentile_interval, percentile_ranks, relative_half_width, t975
 from tools.measure import loop as forward
@@ -514,3 +515,43 @@ def test_no_precision_asked_is_one_pass_and_judges_nothing():
     assert row_target("offline", SimpleNamespace(precision=None, latency_precision=0.1)).precision is None
     unasked = Target(precision=None, percentile="p90", latency_precision=0.1)  # a latency_precision alone asks for nothing
     assert unasked.limit("p90") is None and precision_block(unasked, wide, Settle(), {}, 0, "minimums met")["latency_target"] is None
+
+
+@pytest.mark.slow  # seconds of a real engine; left out of scripts/mutation.sh's runs
+def test_a_rate_that_stepped_once_is_measured_again_and_one_that_keeps_falling_stays_invalid():
+    """As the pipeline runs the inference phase and PerformanceStage a row: a window that drifted is
+    measured once more. A one-time step (2 ms a call, 6 ms after 0.9 s: a neighbour, a frequency
+    change) is steady in the second window; a rate that keeps falling drifts in both."""
+    from tests.test_performance_units import Loader, stage_config
+    from tools.measure.stage import PerformanceStage
+
+    started = [time.perf_counter()]
+
+    def stepped(inputs):
+        time.sleep(0.002 if time.perf_counter() - started[0] < 0.9 else 0.006)
+        return [inputs[0]], 0.0
+
+    def falling(inputs):
+        time.sleep(0.002 * (1 + 3 * (time.perf_counter() - started[0])))
+        return [inputs[0]], 0.0
+
+    config = _phase_config(precision=0.05, min_duration_s=1.5, max_duration_s=1.5)
+    for engine, valid in ((stepped, True), (falling, False)):
+        started[0] = time.perf_counter()
+        result = precision.measured_once_more_on_drift(
+            lambda: forward.timed_forward(engine, _sleeping_loader(), None, config, "inference"), lambda r: r.precision, lambda r: r.verdict.reasons
+        )
+        first = result.precision["remeasured"]
+        assert first["drift"]["core qps"] < -0.3 and any(r.startswith("drifting: core qps fell ") for r in first["reasons"])
+        assert result.verdict.valid is valid, result.verdict.reasons
+        assert valid or any(r.startswith("drifting: core qps fell ") for r in result.verdict.reasons)
+
+    row_config = stage_config(
+        batch_sizes=[2], audits=False, min_query_count=16, min_duration_s=1.5, max_duration_s=1.5, precision=0.05, latency_precision=None, contention_limit=1.0
+    )
+    stage = PerformanceStage(row_config, Loader([(torch.zeros(2, 1), None)] * 4), lambda: None, "fp32")
+    started[0] = time.perf_counter()
+    row = stage._row(stepped, stage.pool(2), 2, "offline", 1, {}, None)
+    assert row["verdict"]["valid"], row["verdict"]["reasons"]
+    assert row["precision"]["remeasured"]["drift"]["qps"] < -0.3 and len(stage.report.raw_latencies_ns) == 1
+    assert len(stage.report.raw_latencies_ns[0]) == row["queries"]  # the kept window's latencies, not the discarded one's

@@ -320,3 +320,48 @@ def test_row_intervals_of_single_stream_server_and_empty_runs():
 def test_row_setting_falls_back_to_the_framework_default():
     assert row_setting(SimpleNamespace(), "settle_max_s") == MEASUREMENT_DEFAULTS["settle_max_s"] == 10.0
     assert row_setting(SimpleNamespace(settle_max_s=0.0), "settle_max_s") == 0.0
+
+
+# ---- a drifted window measured once more ---------------------------------------------------------
+def test_drifting_reads_only_the_drifting_figures_of_a_block():
+    assert precision.drifting(None) == {} and precision.drifting({}) == {} and precision.drifting({"drift": None}) == {}
+    block = {"drift": {"core qps": {"change": -0.25, "drifting": True}, "whole qps": {"change": 0.01, "drifting": False}, "qps": None}}
+    assert precision.drifting(block) == {"core qps": -0.25}
+    assert precision.drifting({"drift": {"qps": {"change": 0.4}}}) == {}  # no verdict: not drifting
+
+
+def _attempts(*blocks):
+    """A measure() handing out one result per call: (its precision block, its reasons)."""
+    results = iter([{"block": block, "reasons": [f"reason {n}"]} for n, block in enumerate(blocks)])
+    calls = []
+
+    def measure():
+        calls.append(1)
+        return next(results)
+
+    return measure, calls
+
+
+def test_a_steady_window_is_measured_once_and_a_drifted_one_twice():
+    steady = {"drift": {"qps": {"change": 0.3, "drifting": False}}}
+    moved = {"drift": {"qps": {"change": -0.3, "drifting": True}}}
+    discarded = []
+
+    measure, calls = _attempts(steady, steady)
+    found = precision.measured_once_more_on_drift(measure, lambda r: r["block"], lambda r: r["reasons"], discarded.append)
+    assert len(calls) == 1 and found["reasons"] == ["reason 0"] and "remeasured" not in found["block"] and discarded == []
+
+    measure, calls = _attempts(moved, dict(steady))
+    found = precision.measured_once_more_on_drift(measure, lambda r: r["block"], lambda r: r["reasons"], discarded.append)
+    assert len(calls) == 2 and found["reasons"] == ["reason 1"]
+    assert found["block"]["remeasured"] == {"drift": {"qps": -0.3}, "reasons": ["reason 0"]}
+    assert [d["reasons"] for d in discarded] == [["reason 0"]]
+
+    # The second window drifts too: it is still the result (INVALID by its own reasons), measured no third time.
+    measure, calls = _attempts(moved, {"drift": {"qps": {"change": -0.2, "drifting": True}}})
+    found = precision.measured_once_more_on_drift(measure, lambda r: r["block"], lambda r: r["reasons"])
+    assert len(calls) == 2 and found["reasons"] == ["reason 1"] and found["block"]["remeasured"]["drift"] == {"qps": -0.3}
+
+    # A result without a precision block (a case that timed itself) is measured once more, nothing recorded.
+    measure, calls = _attempts(moved, None)
+    assert precision.measured_once_more_on_drift(measure, lambda r: r["block"], lambda r: r["reasons"])["block"] is None and len(calls) == 2

@@ -219,10 +219,13 @@ def test_a_run_stopped_before_its_minimums_is_invalid(tree, digits_data, tmp_pat
     assert proc.returncode == 0, proc.stdout[-3000:]
     reasons = result["verdict"]["reasons"]
     assert any(r.startswith("inference: too few queries: ") and r.endswith("min_query_count is 100000000") for r in reasons)
-    # The validation phase is information (docs/measurement.md, "What is judged"): its own verdict says it, the result's does not.
+    # The validation phase is information (docs/measurement.md, "What is judged"): FlagPerf's one pass
+    # over the 360-sample test split, whatever the minimums say, and never a reason in the result's verdict.
     assert not any(r.startswith("validation:") for r in reasons)
-    assert result["validation"]["judged"] is False and not result["validation"]["verdict"]["valid"]
-    assert any("too few queries: " in r for r in result["validation"]["verdict"]["reasons"])
+    validation = result["validation"]
+    assert validation["judged"] is False and validation["passes"] == 1 and validation["samples"] == 360
+    assert validation["precision"]["stop_reason"] == "minimums met" and validation["precision"]["settle_s"] == 0
+    assert not any("too few queries" in r for r in validation["verdict"]["reasons"])
     row = result["performance"][0]
     assert row["stop_reason"] == "max_duration_s reached" and not row["verdict"]["valid"]
 

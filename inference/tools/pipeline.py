@@ -32,6 +32,8 @@ from tools.config import CaseConfig, load_case_config, parse_overrides
 from tools.config.values import oversubscribed
 from tools.env import environment
 from tools.measure.loop import PhaseResult, as_input_list
+from tools.measure.precision import measured_once_more_on_drift
+from tools.measure.settings import VALIDATION_PASS
 from tools.plugins import case_module, check_vendor, engine_module, framework_step
 from tools.results import compile_report, result
 
@@ -211,10 +213,11 @@ class Pipeline:
 
     def framework_validation(self) -> None:
         """Step 3, the framework model's accuracy pass. Its throughputs are information, not judged
-        (docs/measurement.md, "What is judged"): it asks for no precision (``precision: null``), so it
-        stops at ``repeat`` passes and the minimums, and its intervals are reported as measured."""
+        (docs/measurement.md, "What is judged"), so it runs FlagPerf's rule: ``repeat`` passes over the
+        data after the warm-up, no settle phase, no minimums, no precision; its intervals are reported
+        as measured."""
         state = self.state
-        config = replace(state.config, precision=None)
+        config = replace(state.config, **VALIDATION_PASS)
         state.validation = _phase_result(
             state.case_module.model_forward(state.model, state.dataloader, state.case_module.evaluator, config),
             "model_forward",
@@ -248,10 +251,15 @@ class Pipeline:
 
     def engine_inference(self) -> None:
         state = self.state
-        state.inference = _phase_result(
-            state.case_module.engine_forward(state.engine, state.dataloader, state.case_module.evaluator, state.config),
-            "engine_forward",
-        )
+
+        def measure() -> PhaseResult:
+            found = state.case_module.engine_forward(state.engine, state.dataloader, state.case_module.evaluator, state.config)
+            return _phase_result(found, "engine_forward")
+
+        def discard(first: PhaseResult) -> None:
+            logger.info(f"inference drifted ({'; '.join(first.verdict.reasons)}): measuring it once more")
+
+        state.inference = measured_once_more_on_drift(measure, lambda phase: phase.precision, lambda phase: phase.verdict.reasons, discard)
         _log_phase(state.inference)
         self._performance()
         profile = getattr(state.engine, "get_performance_data", None)

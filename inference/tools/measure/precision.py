@@ -39,7 +39,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Callable, Sequence, TypeVar
 
 import numpy as np
 
@@ -59,6 +59,7 @@ SETTLE_MIN_BLOCK = 2  # ... and holds at least this many queries ...
 SETTLE_MAX_BLOCK = 1024  # ... and at most this many
 SETTLE_FLOOR = 0.03  # blocks within 3 % of each other have settled whatever the noise says
 THIRD = 1 / 3
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -304,6 +305,34 @@ def drift(timeline: Timeline, precision: float | None) -> Drift | None:
     allowed = (first.hi - first.lo) / 2 + (last.hi - last.lo) / 2
     change = (last.value - first.value) / first.value
     return Drift(change, first, last, gap > allowed and abs(change) > (precision or 0.0))
+
+
+def drifting(block: dict | None) -> dict[str, float]:
+    """The figures a ``precision`` block (``precision_block``) says drifted: name -> change."""
+    return {name: found["change"] for name, found in ((block or {}).get("drift") or {}).items() if found and found.get("drifting")}
+
+
+def measured_once_more_on_drift(
+    measure: Callable[[], T], block_of: Callable[[T], dict | None], reasons_of: Callable[[T], list[str]], discard: Callable[[T], None] = lambda first: None
+) -> T:
+    """Run ``measure()``; when its window drifted, run it once more and keep the second window.
+
+    A rate can step mid-window (a virtual machine's neighbour stops, a frequency changes); the
+    window after the step is then the measurement a careful person would take. A rate that keeps
+    changing (a leak, ongoing throttling) drifts in the second window too and stays INVALID. The
+    second window's ``precision`` block keeps the first one's drift and reasons as ``remeasured``;
+    ``discard(first)`` is called before the second window starts.
+    """
+    first = measure()
+    moved = drifting(block_of(first))
+    if not moved:
+        return first
+    discard(first)
+    second = measure()
+    block = block_of(second)
+    if block is not None:
+        block["remeasured"] = {"drift": moved, "reasons": list(reasons_of(first))}
+    return second
 
 
 def drift_reason(name: str, found: Drift | None) -> str | None:

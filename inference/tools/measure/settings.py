@@ -32,6 +32,10 @@ MEASUREMENT_DEFAULTS: dict[str, Any] = {
     "settle_max_s": 10.0,  # the settle phase before a measured window stops trending or ends here
 }
 
+# The framework validation pass (step 3) is information, not judged (docs/measurement.md,
+# "What is judged"): FlagPerf's rule, ``repeat`` passes after the warm-up and nothing more.
+VALIDATION_PASS: dict[str, Any] = {"precision": None, "min_query_count": 1, "min_duration_s": 0.0, "settle_max_s": 0.0}
+
 
 def minus_foo(elapsed_ns: int, foo_s: float) -> tuple[int, int]:
     """A query's latency without the engine's declared foo_time, and that foo_time, in whole ns.

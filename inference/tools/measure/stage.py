@@ -31,7 +31,7 @@ from loguru import logger
 from common.stats import MIN_SAMPLES_FOR_PERCENTILE, LatencyStats
 from tools.measure.contention import CpuContention
 from tools.measure.loop import as_input_list
-from tools.measure.precision import Settle, drift, measure_figures, precision_reasons, settle
+from tools.measure.precision import Settle, drift, measure_figures, measured_once_more_on_drift, precision_reasons, settle
 from tools.measure.rows import HEADLINE, row_intervals, row_setting, row_target
 from tools.measure.scenarios import ScenarioRun, run_scenario, server_search
 from tools.measure.settings import minus_foo
@@ -323,8 +323,16 @@ class PerformanceStage:
             from tools.measure.loadgen import performance_row
 
             return self._engine_wide(performance_row(self, engine, pool, batch_size, scenario, clients, references, target_qps))
-        run, contention = self._run(engine, pool, batch_size, scenario, clients, references, target_qps)
-        return self._engine_wide(self._record(run, contention, self._test01(run, references)))
+
+        def measure() -> dict:
+            run, contention = self._run(engine, pool, batch_size, scenario, clients, references, target_qps)
+            return self._record(run, contention, self._test01(run, references))
+
+        def discard(first: dict) -> None:
+            logger.info(f"performance bs={batch_size} {scenario} clients={clients} drifted ({'; '.join(first['verdict']['reasons'])}): measuring it once more")
+            self.report.raw_latencies_ns.pop()  # one raw latency list per row kept, in row order
+
+        return self._engine_wide(measured_once_more_on_drift(measure, lambda row: row["precision"], lambda row: row["verdict"]["reasons"], discard))
 
     def _engine_wide(self, row: dict, reason: str | None = None) -> dict:
         """Add a row's own late reason and the engine-wide ones to its verdict."""
