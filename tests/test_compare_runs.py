@@ -48,11 +48,18 @@ def compare(perf: Path, a: Path, b: Path, *extra: str) -> tuple[subprocess.Compl
     return proc, json.loads((b / f"compare_{a.name}.json").read_text())
 
 
+# Between two runs a minute apart the 2-core machine's own speed moved by up to 27 % (docs/measurement.md,
+# "Between runs"), beyond any within-run interval: compare's --threshold is the guard for that, set to it here.
+MACHINE_BETWEEN_RUNS = "30"
+
+
 def test_two_back_to_back_default_runs_report_no_regression(runs):
     perf, dirs = runs
-    proc, data = compare(perf, dirs["first"], dirs["second"])
+    proc, data = compare(perf, dirs["first"], dirs["second"], "--threshold", MACHINE_BETWEEN_RUNS)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
-    assert "No regression beyond 5%." in proc.stdout
+    assert f"No regression beyond {MACHINE_BETWEEN_RUNS}%." in proc.stdout
+    # Both runs are VALID (the shipped precision is reached here), so every figure was judged, none "not comparable".
+    assert all(not line["verdict"].startswith("not comparable") for line in data["lines"]), data["lines"]
     figures = [(line["row"], line["figure"]) for line in data["lines"]]
     assert figures[:3] == [("inference", "core qps"), ("inference", "p50 ms"), ("inference", "p90 ms")] and len(figures) >= 6
     assert all(line["change"] is not None for line in data["lines"])
