@@ -9,9 +9,18 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "$root/scripts/root.sh"
 as_root "${BASH_SOURCE[0]}" "$@"
 bash "$root/scripts/install_system_deps.sh"
-bash "$root/scripts/setup.sh"
 bash "$root/scripts/start_dockerd.sh"
-bash "$root/scripts/build_base_image.sh"
+# The base image (debootstrap, minutes on a fresh machine) builds while setup.sh fills the venv:
+# neither needs the other. Its output is shown when it is done, and its failure stops the run.
+base_log="$(mktemp)"
+bash "$root/scripts/build_base_image.sh" >"$base_log" 2>&1 &
+base_pid=$!
+bash "$root/scripts/setup.sh"
+base_status=0
+wait "$base_pid" || base_status=$?
+cat "$base_log"
+rm -f "$base_log"
+[ "$base_status" = 0 ] || exit "$base_status"
 cd "$root"
 # Lint and format first (configured in pyproject.toml): a finding fails the run.
 "$root/.venv/bin/ruff" check inference tests bench scripts
@@ -23,7 +32,7 @@ cd "$root"
 # 2. The tests marked `serial` (they judge whether the machine is quiet: the CPU-hog
 #    contention checks), alone afterwards.
 # Then the 15 slowest tests of both parts (scripts/slowest.py).
-workers="${TEST_WORKERS:-$(($(nproc) < 4 ? 2 : 4))}"
+workers="${TEST_WORKERS:-$(($(nproc) < 4 ? 3 : 4))}"
 # TEST_REPORTS=DIR keeps the two JUnit reports there (default: a temporary folder, removed).
 if [ -n "${TEST_REPORTS:-}" ]; then
     reports="$TEST_REPORTS"

@@ -10,14 +10,20 @@ distribution-free order-statistic interval: of n independent latencies, the
 number below the population's q-quantile is Binomial(n, q), so the sorted
 sample's values at two ranks chosen from that binomial's tails bracket the
 quantile with probability at least 95 %, whatever the latency distribution
-(``percentile_ranks``). The Student-t quantile used by the throughput
-intervals (``tools.measure.precision``) is here too.
+(``percentile_ranks``). Latencies are not independent on a real machine (a slow
+second follows a slow second), and that interval assumes they are; so where the
+queries fill at least ``BATCHED_MIN_BLOCKS`` consecutive blocks, the interval is
+widened to the batched one when that is wider: each block's own percentile,
+Student's t over their spread (batch means for a quantile, ``batched_half_width``).
+The Student-t quantile used by the throughput intervals (``tools.measure.precision``)
+is here too.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
+from typing import Sequence
 
 # Minimum samples for each reported percentile. p90 and p99 are LoadGen's
 # published floors; p99.9 scales p99's by ten, as LoadGen's floors scale with
@@ -112,6 +118,39 @@ def percentile_interval(sorted_values: list[float], q: float, confidence: float 
     return [sorted_values[ranks[0]], sorted_values[ranks[1]]]
 
 
+BATCHED_MIN_BLOCKS = 8  # fewer blocks than this: the order-statistic interval alone
+BATCHED_MAX_BLOCKS = 32
+BLOCK_MIN_QUERIES = 16  # a block holds at least this many queries, and at least the percentile's floor
+
+
+def batched_half_width(ordered: Sequence[float], q: float, need: int) -> float | None:
+    """Half-width of the ``q``-th percentile's 95 % interval from consecutive blocks of the
+    latencies in the order the queries ran: each block's percentile, Student's t over their
+    spread. The blocks' spread carries the correlation between neighbouring queries that the
+    order-statistic interval leaves out. None when fewer than ``BATCHED_MIN_BLOCKS`` blocks of
+    ``max(need, BLOCK_MIN_QUERIES)`` queries fit; the queries after the last whole block are left out."""
+    blocks = min(BATCHED_MAX_BLOCKS, len(ordered) // max(need, BLOCK_MIN_QUERIES))
+    if blocks < BATCHED_MIN_BLOCKS:
+        return None
+    size = len(ordered) // blocks
+    points = [percentile(sorted(ordered[i * size : (i + 1) * size]), q) for i in range(blocks)]
+    mean = sum(points) / blocks
+    spread = math.sqrt(sum((p - mean) ** 2 for p in points) / (blocks - 1))
+    return t975(blocks - 1) * spread / math.sqrt(blocks)
+
+
+def percentile_ci(ordered: Sequence[float], sorted_values: list[float], q: float, need: int) -> list[float] | None:
+    """The reported interval of the ``q``-th percentile: the order-statistic interval, widened
+    to the batched one around the percentile where that reaches further (None as
+    ``percentile_interval``)."""
+    interval = percentile_interval(sorted_values, q)
+    half = batched_half_width(ordered, q, need)
+    if interval is None or half is None:
+        return interval
+    point = percentile(sorted_values, q)
+    return [min(interval[0], point - half), max(interval[1], point + half)]
+
+
 def relative_half_width(value: float | None, interval: list[float] | tuple[float, float] | None) -> float | None:
     """Half the interval's width over the figure: the ``±`` a table shows (None when either is unknown)."""
     if value is None or interval is None or not value > 0:
@@ -155,17 +194,18 @@ class LatencyStats:
     def from_ns(cls, samples_ns: list[int]) -> "LatencyStats | None":
         if not samples_ns:
             return None
-        values = sorted(ns / 1e6 for ns in samples_ns)
+        ordered = [ns / 1e6 for ns in samples_ns]
+        values = sorted(ordered)
         n = len(values)
         mean = sum(values) / n
         std = math.sqrt(sum((v - mean) ** 2 for v in values) / n)
         points: dict[str, float | None] = {}
         intervals: dict[str, list[float] | None] = {}
         notes: list[str] = []
-        for name, (q, _need) in MIN_SAMPLES_FOR_PERCENTILE.items():
+        for name, (q, need) in MIN_SAMPLES_FOR_PERCENTILE.items():
             if enough_for(name, n):
                 points[name] = percentile(values, q)
-                intervals[name] = percentile_interval(values, q)
+                intervals[name] = percentile_ci(ordered, values, q, need)
             else:
                 points[name] = intervals[name] = None
                 notes.append(too_few_note(name, n))

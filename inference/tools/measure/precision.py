@@ -43,7 +43,7 @@ from typing import Callable, Sequence, TypeVar
 
 import numpy as np
 
-from common.stats import MIN_SAMPLES_FOR_PERCENTILE, percentile, percentile_interval, relative_half_width, t975
+from common.stats import MIN_SAMPLES_FOR_PERCENTILE, percentile, percentile_ci, relative_half_width, t975
 from tools.measure.settings import MINIMUMS_MET, OUT_OF_REACH, PRECISION_REACHED
 
 START_BATCHES = 32  # blocks a window is first cut into
@@ -202,9 +202,10 @@ def measure_figures(target: Target, timelines: dict[str, Timeline], latencies_ns
     figures = Figures({name: throughput_interval(timelines[name]) for name in target.throughput if name not in timeless}, timeless=timeless)
     if target.percentile is not None:
         q, need = MIN_SAMPLES_FOR_PERCENTILE[target.percentile]
-        values = sorted(latencies_ns or ()) if len(latencies_ns or ()) >= need else []
+        ordered = list(latencies_ns or ())
+        values = sorted(ordered) if len(ordered) >= need else []
         if values:
-            figures.percentile[target.percentile] = (float(percentile(values, q)), percentile_interval(values, q))
+            figures.percentile[target.percentile] = (float(percentile(values, q)), percentile_ci(ordered, values, q, need))
         else:
             figures.percentile[target.percentile] = (None, None)
     return figures
