@@ -258,7 +258,7 @@ def test_row_record_offline_in_full():
             "latency_target": None,
             "achieved": 0.0,
             "figures": {"qps": 0.0},
-            "method": "batch means over equal-time blocks (lag-1 merged), Student t; percentiles: binomial order statistics",
+            "method": "batch means over equal-time blocks (lag-1 merged), Student t; percentiles: binomial order statistics widened by block percentiles",
             "batches": {"qps": 8},
             "lag1": {"qps": 0.0},
             "stop_reason": "minimums met",

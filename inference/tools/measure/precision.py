@@ -413,7 +413,7 @@ def settle(call: Callable[[], int], clock: Callable[[], int], max_s: float) -> S
 
 
 # ---- the result's record -----------------------------------------------------------------------
-METHOD = "batch means over equal-time blocks (lag-1 merged), Student t; percentiles: binomial order statistics"
+METHOD = "batch means over equal-time blocks (lag-1 merged), Student t; percentiles: binomial order statistics widened by block percentiles"
 
 
 def precision_block(target: Target, figures: Figures, settled: Settle, drifts: dict[str, Drift | None], checks: int, stop: str) -> dict:
