@@ -8,6 +8,7 @@ quarter of its compute time after each call) is reported as a regression, exit 1
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import subprocess
 import sys
@@ -52,15 +53,26 @@ def compare(perf: Path, a: Path, b: Path, *extra: str) -> tuple[subprocess.Compl
 
 
 # Between two runs a minute apart the 2-core machine's own speed moved by up to 27 % (docs/measurement.md,
-# "Between runs"), beyond any within-run interval: compare's --threshold is the guard for that, set to it here.
-MACHINE_BETWEEN_RUNS = "30"
+# "Between runs"), beyond any within-run interval: compare's --threshold is the guard for that. At busier
+# hours it swings more within seconds: one CI run's digits engine ran 37 % slower in its offline row than in
+# its inference phase a few seconds before. So the threshold is the larger of 30 % and the swing each run
+# itself shows between those two windows of the same engine at the same batch size.
+MACHINE_BETWEEN_RUNS = 30
+
+
+def own_swing(run: Path) -> int:
+    """Percent by which a run's offline row and its inference phase (same engine, same batch size) differ."""
+    result = json.loads(next(run.glob("*/*/result.json")).read_text())
+    rates = (result["inference"]["core_qps"], result["performance"][0]["qps"])
+    return math.ceil(100 * (max(rates) / min(rates) - 1))
 
 
 def test_two_back_to_back_default_runs_report_no_regression(runs):
     perf, dirs = runs
-    proc, data = compare(perf, dirs["first"], dirs["second"], "--threshold", MACHINE_BETWEEN_RUNS)
+    threshold = max(MACHINE_BETWEEN_RUNS, own_swing(dirs["first"]), own_swing(dirs["second"]))
+    proc, data = compare(perf, dirs["first"], dirs["second"], "--threshold", str(threshold))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
-    assert f"No regression beyond {MACHINE_BETWEEN_RUNS}%." in proc.stdout
+    assert f"No regression beyond {threshold}%." in proc.stdout
     # Both runs are VALID (the shipped precision is reached here), so every figure was judged, none "not comparable".
     assert all(not line["verdict"].startswith("not comparable") for line in data["lines"]), data["lines"]
     figures = [(line["row"], line["figure"]) for line in data["lines"]]
