@@ -1,0 +1,305 @@
+"""A real OpenAI-compatible streaming server on loopback whose timings and faults are scripted.
+
+It speaks HTTP/1.1 (keep-alive, chunked SSE) on asyncio streams and answers
+``GET /v1/models``, ``POST /v1/completions`` and ``POST /v1/chat/completions``. Each request
+gets a ``Plan`` from the script: its status, TTFT, the gaps between its tokens, and a fault
+(``stall``: stop sending and hold the connection; ``drop``: cut the connection; ``malformed``:
+an event that is not JSON) after some token. ``usage`` counts one prompt token per
+whitespace-separated word.
+
+Timing is either real (``asyncio.sleep`` to an absolute schedule from the request's arrival)
+or stepped on a ``SteppedClock`` shared with the client: the server sets the clock to each
+token's scripted time, sends the token, and waits until the client has read the clock
+before the next, so the client's TTFT, ITL, TPOT and E2E come out exact on any machine.
+
+Used by the tests, by ``bench/serving_client_capacity.py`` (``stamp``: each token's text is
+the server's ``perf_counter_ns`` at sending, so the client's own delay can be measured) and
+from the command line: ``python -m tools.serving.loopback --ttft-ms 20 --itl-ms 5`` prints
+``PORT <n>`` and serves until SIGTERM.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+FAULTS = (None, "stall", "drop", "malformed")
+
+
+@dataclass
+class Plan:
+    status: int = 200
+    ttft_s: float = 0.0
+    gaps_s: list[float] = field(default_factory=list)  # one per token after the first
+    fault: str | None = None
+    fault_at: int = 0  # tokens sent before the fault
+
+    @property
+    def tokens(self) -> int:
+        return len(self.gaps_s) + 1
+
+
+Script = Callable[[int, dict, int], Plan]  # (request index, body, requests in flight including this one) -> Plan
+
+
+def steady(ttft_ms: float, itl_ms: float, slope_ms: float = 0.0) -> Script:
+    """Every request: ``max_tokens`` tokens, TTFT ``ttft_ms`` + ``slope_ms`` per other request
+    in flight (a server whose latency rises with its load at a known rate), then ``itl_ms`` apart."""
+
+    def plan(index: int, body: dict, in_flight: int) -> Plan:
+        tokens = max(int(body.get("max_tokens") or 16), 1)
+        return Plan(ttft_s=(ttft_ms + slope_ms * (in_flight - 1)) / 1e3, gaps_s=[itl_ms / 1e3] * (tokens - 1))
+
+    return plan
+
+
+class SteppedClock:
+    """A clock in ns that only the server moves (thread-safe), counting the client's reads."""
+
+    def __init__(self, start_ns: int = 0) -> None:
+        self._lock = threading.Lock()
+        self.value = start_ns
+        self.reads = 0
+
+    def __call__(self) -> int:
+        with self._lock:
+            self.reads += 1
+            return self.value
+
+    def set(self, value_ns: int) -> int:
+        with self._lock:
+            self.value = value_ns
+            return self.reads
+
+
+class LoopbackServer:
+    """``with LoopbackServer(script, model="m") as server: server.url`` (…/v1), on its own thread."""
+
+    def __init__(
+        self,
+        script: Script | None = None,
+        model: str = "loopback",
+        host: str = "127.0.0.1",
+        port: int = 0,
+        clock: SteppedClock | None = None,
+        openai: bool = True,
+        stamp: bool = False,
+    ) -> None:
+        self.script = script or steady(0.0, 0.0)
+        self.model = model
+        self.host, self.port = host, port
+        self.clock = clock
+        self.openai = openai
+        self.stamp = stamp
+        self.requests = 0
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.bodies: list[dict] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._server: asyncio.Server | None = None
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+        self._stopping: asyncio.Event | None = None
+        self._handlers: set[asyncio.Task] = set()
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}/v1"
+
+    def __enter__(self) -> "LoopbackServer":
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="loopback-server", daemon=True)
+        self._thread.start()
+        if not self._ready.wait(10):
+            raise RuntimeError("the loopback server did not start within 10 s")
+
+    def stop(self) -> None:
+        if self._loop is not None and self._stopping is not None:
+            self._loop.call_soon_threadsafe(self._stopping.set)
+        if self._thread is not None:
+            self._thread.join(10)
+
+    def _run(self) -> None:
+        asyncio.run(self.serve())
+
+    async def serve(self, on_ready: Callable[[int], None] | None = None) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stopping = asyncio.Event()
+        self._server = await asyncio.start_server(self._connection, self.host, self.port)
+        self.port = self._server.sockets[0].getsockname()[1]
+        self._ready.set()
+        if on_ready is not None:
+            on_ready(self.port)
+        try:
+            await self._stopping.wait()
+        finally:
+            self._server.close()
+            for task in list(self._handlers):
+                task.cancel()
+            await asyncio.gather(*self._handlers, return_exceptions=True)
+
+    # ---- HTTP ----------------------------------------------------------------------------
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        self._handlers.add(task)
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                lines = head.decode("latin-1").split("\r\n")
+                method, path, _ = lines[0].split(" ", 2)
+                headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:] if line)}
+                body = await reader.readexactly(int(headers.get("content-length", "0")))
+                keep = await self._answer(method, path.split("?")[0], body, writer)
+                if not keep:
+                    break
+        except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError):
+            pass
+        except asyncio.CancelledError:
+            pass
+        finally:
+            self._handlers.discard(task)
+            writer.transport.abort() if writer.transport is not None else None
+
+    async def _plain(self, writer: asyncio.StreamWriter, status: int, payload: object, kind: str = "application/json") -> None:
+        data = (json.dumps(payload) if kind == "application/json" else str(payload)).encode()
+        reason = {200: "OK", 404: "Not Found", 429: "Too Many Requests", 500: "Internal Server Error"}.get(status, "Error")
+        writer.write(f"HTTP/1.1 {status} {reason}\r\nContent-Type: {kind}\r\nContent-Length: {len(data)}\r\n\r\n".encode() + data)
+        await writer.drain()
+
+    async def _answer(self, method: str, path: str, raw: bytes, writer: asyncio.StreamWriter) -> bool:
+        if not self.openai:
+            await self._plain(writer, 404, "<html><body>not here</body></html>", "text/html")
+            return True
+        if method == "GET" and path == "/v1/models":
+            await self._plain(writer, 200, {"object": "list", "data": [{"id": self.model, "object": "model", "owned_by": "loopback"}]})
+            return True
+        chat = path == "/v1/chat/completions"
+        if method != "POST" or path not in ("/v1/completions", "/v1/chat/completions"):
+            await self._plain(writer, 404, {"error": {"message": f"no route {method} {path}", "type": "NotFoundError", "code": 404}})
+            return True
+        body = json.loads(raw or b"{}")
+        if body.get("model") != self.model:
+            message = f"The model `{body.get('model')}` does not exist."
+            await self._plain(writer, 404, {"error": {"message": message, "type": "NotFoundError", "code": 404}})
+            return True
+        index = self.requests
+        self.requests += 1
+        self.bodies.append(body)
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            plan = self.script(index, body, self.in_flight)
+            if plan.status != 200:
+                await self._plain(writer, plan.status, {"error": {"message": f"scripted status {plan.status}", "code": plan.status}})
+                return True
+            return await self._stream(writer, body, plan, chat)
+        finally:
+            self.in_flight -= 1
+
+    async def _stream(self, writer: asyncio.StreamWriter, body: dict, plan: Plan, chat: bool) -> bool:
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\nCache-Control: no-cache\r\n\r\n")
+        await writer.drain()
+        start_s = time.monotonic()
+        base_ns = self.clock.value if self.clock is not None else 0
+        at_s = plan.ttft_s
+        prompt = body.get("prompt") if not chat else " ".join(str(m.get("content", "")) for m in body.get("messages") or [])
+        prompt_tokens = len(str(prompt or "").split())
+        for i in range(plan.tokens):
+            if i:
+                at_s += plan.gaps_s[i - 1]
+            if plan.fault is not None and i == plan.fault_at:
+                return await self._fault(writer, plan.fault)
+            mark = None
+            if self.clock is not None:
+                mark = self.clock.set(base_ns + round(at_s * 1e9))
+            else:
+                delay = start_s + at_s - time.monotonic()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+            text = f" {time.perf_counter_ns()}" if self.stamp else f" t{i}"
+            last = i == plan.tokens - 1
+            if chat:
+                choice = {"index": 0, "delta": {"content": text}, "finish_reason": "length" if last else None}
+                kind = "chat.completion.chunk"
+            else:
+                choice = {"index": 0, "text": text, "finish_reason": "length" if last else None}
+                kind = "text_completion"
+            self._event(writer, {"id": "cmpl-loopback", "object": kind, "model": self.model, "choices": [choice]})
+            await writer.drain()
+            if mark is not None:
+                await self._read_after(mark)
+        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": plan.tokens, "total_tokens": prompt_tokens + plan.tokens}
+        self._event(writer, {"id": "cmpl-loopback", "object": "text_completion", "model": self.model, "choices": [], "usage": usage})
+        self._chunk(writer, b"data: [DONE]\n\n")
+        writer.write(b"0\r\n\r\n")
+        await writer.drain()
+        return True
+
+    async def _read_after(self, mark: int, limit_s: float = 10.0) -> None:
+        """Wait until the client has read the stepped clock since it was set (its arrival stamp)."""
+        deadline = time.monotonic() + limit_s
+        while self.clock.reads <= mark and time.monotonic() < deadline:
+            await asyncio.sleep(0.0002)
+
+    async def _fault(self, writer: asyncio.StreamWriter, fault: str) -> bool:
+        if fault == "malformed":
+            self._chunk(writer, b"data: {not json\n\n")
+            self._chunk(writer, b"data: [DONE]\n\n")
+            writer.write(b"0\r\n\r\n")
+            await writer.drain()
+            return True
+        if fault == "drop":
+            writer.transport.abort()
+            return False
+        await self._stopping.wait()  # stall: hold the connection, send nothing, until the server stops
+        return False
+
+    def _event(self, writer: asyncio.StreamWriter, payload: dict) -> None:
+        self._chunk(writer, b"data: " + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n")
+
+    @staticmethod
+    def _chunk(writer: asyncio.StreamWriter, data: bytes) -> None:
+        writer.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    import signal
+
+    parser = argparse.ArgumentParser(description="A loopback OpenAI-compatible server streaming pre-made tokens at a scripted rate")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--model", default="loopback")
+    parser.add_argument("--ttft-ms", type=float, default=0.0)
+    parser.add_argument("--itl-ms", type=float, default=0.0)
+    parser.add_argument("--slope-ms", type=float, default=0.0, help="TTFT added per other request in flight")
+    parser.add_argument("--stamp", action="store_true", help="each token's text is the server's perf_counter_ns when it was sent")
+    args = parser.parse_args(argv)
+    server = LoopbackServer(steady(args.ttft_ms, args.itl_ms, args.slope_ms), args.model, args.host, args.port, stamp=args.stamp)
+
+    async def run() -> None:
+        loop = asyncio.get_running_loop()
+        stopping = asyncio.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stopping.set)
+        serving = asyncio.ensure_future(server.serve(lambda port: print(f"PORT {port}", flush=True)))
+        await stopping.wait()
+        server._stopping.set()
+        await serving
+
+    asyncio.run(run())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
