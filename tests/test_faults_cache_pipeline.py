@@ -318,11 +318,12 @@ def test_cache_dir_that_is_a_plain_file(tmp_path, digits_dir):
 
 
 def test_read_only_cache_dir(tmp_path, digits_dir):
+    """An empty read-only cache: every entry is a miss, and the first write names the folder (issue 32)."""
     perf = copy_tree(tmp_path / "inference")
     log = tmp_path / "log"
     with tmpfs(perf / "onnxs", "1m", read_only=True):
         proc = run(perf, digits_dir, log, *FAST)
-    assert_clean_failure(proc, log, 6, f"cache directory {perf / 'onnxs'}: not writable: read-only file system")
+    assert_clean_failure(proc, log, 6, f"cache directory {perf / 'onnxs'} is read-only and this run must write to it (a cache miss): read-only file system")
 
 
 def test_disk_full_in_the_cache_during_export(tmp_path, digits_dir, warm):

@@ -160,7 +160,8 @@ def probe(entry: str | Path, what: str) -> tuple[bool, str | None]:
     rebuilds. (False, None) when there is no entry."""
     entry = Path(entry)
     if not entry.is_file():
-        seal_path(entry).unlink(missing_ok=True)  # a seal without its entry
+        if seal_path(entry).exists():  # a seal without its entry (unlink would fail on a read-only cache even with nothing to remove)
+            seal_path(entry).unlink(missing_ok=True)
         return False, None
     problem, companions = _seal_problem(entry)
     if problem is None:

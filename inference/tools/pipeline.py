@@ -11,6 +11,7 @@ exist_compiler_path: P   skip compile; the engine loads P
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
@@ -20,8 +21,9 @@ from typing import Any
 
 from loguru import logger
 
-from common.errors import ConfigError, DataError, EngineError
-from common.files import sweep_stale_temps, writable_dir
+from common.errors import ConfigError, DataError, EngineError, StorageError
+from common.files import storage_error, sweep_stale_temps, writable_dir
+from common.layout import is_base_case
 from common.pipeline_lines import STEPS, step_line  # the step lines run.py reads
 from tools.artefacts.engine import EngineBuilder
 from tools.artefacts.onnx_export import export_to_cache
@@ -84,10 +86,13 @@ class Pipeline:
         self.started = time.perf_counter()
         self.started_at = datetime.now(timezone.utc)
         self.builder: EngineBuilder | None = None  # step 5's; also builds the engines of other batch sizes
+        self.read_only_cache: Path | None = None  # onnxs/ on a read-only mount: hits are used, a miss fails
 
     # ---- driver -------------------------------------------------------------
     def run(self) -> dict:
         self._step("init", self.init)
+        if callable(getattr(self.state.case_module, "baseline_stage", None)):
+            return self._run_baseline()
         self._step("dataset_and_model", self.dataset_and_model)
         config = self.state.config
         self._step(
@@ -117,6 +122,18 @@ class Pipeline:
         )
         return self._step("summary", self.summary)
 
+    def _run_baseline(self) -> dict:
+        """A base-tier case (benchmarks/base_common.py) measures the chip: no data set, model or
+        engine; its ``baseline_stage(config)`` runs as the engine_inference step."""
+        why = "a base-tier case: no data set, model or engine"
+        for name in ("dataset_and_model", "framework_validation", "onnx_export", "vendor_compile"):
+            self._step(name, None, skip_if=True, why=why)
+        self._step("engine_inference", self.baseline)
+        return self._step("summary", self.summary)
+
+    def baseline(self) -> None:
+        self.state.performance = self.state.case_module.baseline_stage(self.state.config)
+
     def _step(self, name: str, action, skip_if: bool = False, why: str | None = None):
         record = self.steps[name]
         if skip_if:
@@ -126,7 +143,14 @@ class Pipeline:
         self.current_step = name
         logger.info(step_line(name, "start"))
         start = time.perf_counter()
-        output = action()
+        try:
+            output = action()
+        except (StorageError, OSError) as exc:
+            cache = self.read_only_cache
+            if cache is not None and str(cache) in str(exc):
+                problem = exc if isinstance(exc, StorageError) else storage_error(exc, exc.filename or cache) or exc
+                raise StorageError(f"cache directory {cache} is read-only and this run must write to it (a cache miss): {problem}") from None
+            raise
         record.status, record.duration_s = "done", time.perf_counter() - start
         logger.info(step_line(name, "done", f"in {record.duration_s:.2f} s"))
         return output
@@ -136,7 +160,8 @@ class Pipeline:
         args = self.args
         if not (self.perf_dir / "configs").is_dir():
             raise ConfigError(f"--perf_dir {args.perf_dir}: not an InferPerf inference/ directory (no configs/)")
-        _check_data_dir(args.data_dir)
+        if not is_base_case(args.case):  # a base-tier case reads no data
+            _check_data_dir(args.data_dir)
         check_vendor(args.vendor)
         config = load_case_config(
             str(self.perf_dir),
@@ -147,7 +172,7 @@ class Pipeline:
             args.log_dir,
             parse_overrides(args.overrides),
         )
-        config.cache_dir = str(writable_dir(self.perf_dir / "onnxs", "cache directory"))
+        config.cache_dir = str(self._cache_dir(self.perf_dir / "onnxs"))
         _sweep(Path(config.cache_dir), Path(config.cache_dir) / "weights", Path(args.log_dir))
         self.state.config = config
         self.state.case_module = case_module(self.perf_dir, args.case, args.framework)
@@ -173,6 +198,21 @@ class Pipeline:
             f"case={args.case} framework={args.framework} vendor={args.vendor} compiler={config.compiler} "
             f"batch_size={config.batch_size} fp16={config.fp16} repeat={config.repeat} warmup={config.warmup}"
         )
+
+    def _cache_dir(self, path: Path) -> Path:
+        """onnxs/, writable; or a readable folder on a read-only mount (a shared warm cache): its
+        valid entries are used, and only a miss, which must write, fails (naming the folder)."""
+        try:
+            return writable_dir(path, "cache directory")
+        except StorageError as refused:
+            try:
+                with os.scandir(path):  # a folder this process can list: its entries may be used
+                    pass
+            except OSError:
+                raise refused from None
+        self.read_only_cache = path
+        logger.info(f"cache directory {path} is read-only: its valid entries are used, and a cache miss fails")
+        return path
 
     def _existing(self, value: str, key: str, what: str) -> str:
         path = Path(value)
@@ -348,7 +388,12 @@ def _check_data_dir(data_dir: str) -> None:
         raise DataError(f"data_dir {data_dir}: does not exist")
     if not path.is_dir():
         raise DataError(f"data_dir {data_dir}: is not a directory")
-    if next(path.iterdir(), None) is None:
+    try:
+        with os.scandir(path) as entries:
+            empty = next(entries, None) is None
+    except OSError as exc:  # exists, but this process may not list it (mode bits, no CAP_DAC_OVERRIDE)
+        raise DataError(f"data_dir {data_dir}: cannot read: {exc.strerror or type(exc).__name__}") from None
+    if empty:
         raise DataError(f"data_dir {data_dir}: is empty")
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
@@ -102,3 +103,12 @@ def writable_dir(path: Path) -> None:
         raise ValueError(f"{path} cannot be created: {existing} is not a directory")
     if not os.access(existing, os.W_OK | os.X_OK):
         raise ValueError(f"{path} is not writable" if existing == path else f"{path} cannot be created: {existing} is not writable")
+    # access() answers from the mode bits (and, for root, always yes): /proc, /sys and other
+    # pseudo file systems refuse a new entry anyway. A real probe, removed at once, says so now.
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".write-probe.", suffix=".tmp", dir=existing))
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        if existing == path:
+            raise ValueError(f"{path} is not writable: making a folder in it failed: {reason}") from None
+        raise ValueError(f"{path} cannot be created: {existing} refuses new folders ({reason})") from None

@@ -19,6 +19,7 @@ from pathlib import Path
 from loguru import logger
 
 from common.errors import HostError
+from common.files import sweep_stale_temps
 from utils.case_specs import CaseSpec
 from utils.executors.base import HostSession
 
@@ -135,6 +136,17 @@ class LocalSession(HostSession[ChildProcess]):
             children = list(self._children)
         for child in children:
             self.stop(child)
+        self._sweep_cache()
+
+    def _sweep_cache(self) -> None:
+        """A pipeline killed by SIGKILL (which it cannot catch) leaves its ``.NAME.*.tmp`` in onnxs/:
+        once every child of this run is gone, remove such leftovers rather than wait for the next run."""
+        cache = self.config.flagperf_path / "onnxs"
+        for directory in (cache, cache / "weights"):
+            removed = sweep_stale_temps(directory)
+            if removed:
+                names = ", ".join(p.name for p in removed[:3]) + (f" and {len(removed) - 3} more" if len(removed) > 3 else "")
+                logger.info(f"host {self.label}: removed {len(removed)} temporary file(s) left by killed pipelines in {directory}: {names}")
 
 
 def _tee(source, sink_path: Path, echo) -> None:
