@@ -52,6 +52,7 @@ results: FLAGPERF_LOG_PATH/run<id>/ (default {INFERENCE_DIR / "result"}): summar
 exit status: 0 every case succeeded; 1 a case failed (named with its host and step);
   2 bad config or command line; 3 with --strict, a result is invalid; 130 interrupted
 compare two runs: run.py compare RUN_A RUN_B [--threshold 5]
+benchmark a running server: run.py --endpoint http://HOST:PORT/v1 --served-model NAME [--concurrency 1,2,4] (run.py --endpoint X --served-model Y --help)
 """
 
 
@@ -332,6 +333,10 @@ def main(argv: list[str] | None = None) -> int:
         from utils.results.compare import main as compare_main
 
         return compare_main(argv[1:], INFERENCE_DIR / "result")
+    if any(a == "--endpoint" or a.startswith("--endpoint=") for a in argv):  # a running OpenAI-compatible server: tools/serving/cli.py
+        from tools.serving.cli import main as serving_main
+
+        return serving_main(argv, INFERENCE_DIR / "result")
     args = parse_args(argv)
     if args.list:
         print(list_available(INFERENCE_DIR))

@@ -1,0 +1,414 @@
+"""``run.py --endpoint http://HOST:PORT/v1 --served-model NAME [options]``: benchmark a server the
+user already runs, with the load modes, workloads, SLO and capacity search of ``tools/serving``.
+
+Writes ``<results>/run<id>/`` at once when it is done (nothing half-written): ``serving/result.json``
+(every step's figures, the capacity search, the Pareto points, each request's record) and
+``summary.json`` / ``summary.md`` (one row per step). Exit status: 0 done (failed requests are
+counted in the rows, not fatal); 2 bad option (an SLO bound below 0, a concurrency of 0, a model
+the server does not serve); 3 a prompt file or trace that is not valid JSON/JSONL; 4 the server
+does not speak the OpenAI API; 5 the endpoint is unreachable; 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import os
+import secrets
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from common.errors import ConfigError, EngineError, HostError, InferPerfError, one_line, shown
+from common.files import atomic_dir, json_text
+from tools.serving import capacity as capacity_search
+from tools.serving import workload
+from tools.serving.figures import SLO, StepStop, step_figures
+from tools.serving.load import ARRIVALS, Endpoint, Load, run_load, sessions_of
+
+DEFAULT_REQUESTS = 64
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="run.py --endpoint", description=__doc__.split("\n\n")[0])
+    p.add_argument("--endpoint", required=True, help="the server's OpenAI base URL, http://HOST:PORT/v1")
+    p.add_argument("--served-model", required=True, help="the model name the server serves (GET /v1/models)")
+    p.add_argument("--api", choices=("completions", "chat"), default=None, help="default completions (chat with --multi-turn)")
+    p.add_argument("--tokenizer", default=None, help="a Hugging Face tokenizer folder: count tokens with it (else the server's usage)")
+    p.add_argument("--concurrency", default=None, help="closed-loop streams; a comma list sweeps (1,2,4)")
+    p.add_argument("--request-rate", default=None, help="requests/s (inf: all at once); a comma list sweeps")
+    p.add_argument("--arrival", choices=ARRIVALS, default="poisson")
+    p.add_argument("--burstiness", type=float, default=1.0, help="gamma arrivals' shape (1 = Poisson; < 1 burstier)")
+    p.add_argument("--max-concurrency", type=int, default=None, help="cap a request rate's requests in flight")
+    p.add_argument("--num-requests", type=int, default=DEFAULT_REQUESTS, help="requests per step (the minimum, with --precision)")
+    p.add_argument("--warmup", type=int, default=2, help="requests before each step, not counted")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--input-len", default="128", help="N, uniform:MIN:MAX or normal:MEAN:STD (synthetic prompts)")
+    p.add_argument("--output-len", default=None, help="as --input-len (default 128, or the prompt file's reply lengths)")
+    p.add_argument("--prompt-file", default=None, help="ShareGPT JSON or JSONL of prompts")
+    p.add_argument("--shared-prefix", default=None, help="GROUPS:PREFIX_LEN: requests share one of GROUPS prefixes")
+    p.add_argument("--multi-turn", type=int, default=None, help="turns per conversation (synthetic, or the prompt file's conversations)")
+    p.add_argument("--trace", default=None, help="JSONL trace with timestamp (ms), input_length, output_length")
+    p.add_argument("--slo", default=None, help="ttft_ms=200,tpot_ms=50,e2e_ms=5000,percentile=90 (or a JSON object)")
+    p.add_argument("--capacity", default=None, help="concurrency:LOW:HIGH or rate:LOW:HIGH: bisect for the largest load meeting --slo")
+    p.add_argument("--precision", type=float, default=None, help="measure each step until requests/s and output tokens/s are within ±this")
+    p.add_argument("--max-duration-s", type=float, default=300.0)
+    p.add_argument("--stall-timeout-s", type=float, default=30.0, help="no byte for this long mid-request: a stall")
+    p.add_argument("--request-timeout-s", type=float, default=600.0)
+    p.add_argument("--extra-body", default='{"ignore_eos": true}', help="JSON merged into every request body")
+    p.add_argument("--output-dir", default=None, help="where run<id>/ goes (default inference/result)")
+    p.add_argument("--where", default=None, help="where the client ran relative to the server (same host, another host, ...); recorded")
+    return p.parse_args(argv)
+
+
+def _numbers(text: str | None, key: str, kind: type) -> list[Any]:
+    if text is None:
+        return []
+    out = []
+    for part in text.split(","):
+        try:
+            value = float(part) if kind is float else int(part)
+        except ValueError:
+            raise ConfigError(f"{key}: {shown(part)} is not a{'n integer' if kind is int else ' number'}") from None
+        if kind is float and not (value > 0):
+            raise ConfigError(f"{key}: {shown(part)} must be positive (or inf)")
+        if kind is int and value < 1:
+            raise ConfigError(f"{key}: {shown(part)} must be a positive integer")
+        out.append(value)
+    return out
+
+
+def parse_slo(text: str | None) -> SLO | None:
+    if text is None:
+        return None
+    if text.strip().startswith("{"):
+        try:
+            data = json.loads(text)
+        except ValueError:
+            raise ConfigError(f"--slo: {shown(text)} is not a JSON object") from None
+    else:
+        data = {}
+        for part in text.split(","):
+            name, sep, value = part.partition("=")
+            try:
+                data[name.strip()] = float(value)
+            except ValueError:
+                raise ConfigError(f"--slo: {shown(part)} is not NAME=NUMBER") from None
+            if not sep:
+                raise ConfigError(f"--slo: {shown(part)} is not NAME=NUMBER")
+    return SLO.parse(data, "--slo")
+
+
+def check_endpoint(url: str, model: str, timeout_s: float = 10.0) -> list[str]:
+    """GET /models: HostError when unreachable, EngineError when it is not the OpenAI API,
+    ConfigError when ``model`` is not among what it serves. Returns the served names."""
+    if not url.startswith(("http://", "https://")):
+        raise ConfigError(f"--endpoint: {shown(url)} is not an http:// or https:// URL")
+    probe = url.rstrip("/") + "/models"
+    try:
+        with urllib.request.urlopen(probe, timeout=timeout_s) as response:  # noqa: S310 - the user's own endpoint
+            raw, kind = response.read(1 << 20), response.headers.get("Content-Type", "")
+    except urllib.error.HTTPError as exc:
+        raise EngineError(f"--endpoint {url}: not an OpenAI-compatible server (GET {probe} answered HTTP {exc.code})") from None
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise HostError(f"--endpoint {url}: unreachable ({reason})") from None
+    try:
+        data = json.loads(raw)
+        names = [str(item["id"]) for item in data["data"]]
+    except (ValueError, KeyError, TypeError):
+        raise EngineError(f"--endpoint {url}: not an OpenAI-compatible server (GET {probe} gave no model list; Content-Type {kind!r})") from None
+    if model not in names:
+        raise ConfigError(f"--served-model {model!r}: the server at {url} serves {', '.join(map(repr, names)) or 'no model'}")
+    return names
+
+
+def load_tokenizer(path: str | None) -> Any:
+    if path is None:
+        return None
+    if not Path(path, "tokenizer.json").is_file() and not Path(path, "tokenizer_config.json").is_file():
+        raise ConfigError(f"--tokenizer: {path} holds no tokenizer (tokenizer.json or tokenizer_config.json)")
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(path, local_files_only=True)
+    except Exception as exc:  # noqa: BLE001 - any loader failure is the folder's
+        raise ConfigError(f"--tokenizer: {path}: {one_line(exc)}") from None
+
+
+class Plan:
+    """The options, checked, and what they make: the loads, the workload, the SLO."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        concurrency = _numbers(args.concurrency, "--concurrency", int)
+        rates = _numbers(args.request_rate, "--request-rate", float)
+        if args.max_concurrency is not None and args.max_concurrency < 1:
+            raise ConfigError(f"--max-concurrency: {args.max_concurrency} must be a positive integer")
+        for key, value in (("--num-requests", args.num_requests),):
+            if value < 1:
+                raise ConfigError(f"{key}: {value} must be a positive integer")
+        if args.warmup < 0:
+            raise ConfigError(f"--warmup: {args.warmup} must be >= 0")
+        if concurrency and rates:
+            raise ConfigError("--concurrency and --request-rate: give one (cap a rate with --max-concurrency)")
+        if args.precision is not None and not 0 < args.precision < 1:
+            raise ConfigError(f"--precision: {args.precision} must be a share in (0, 1), e.g. 0.05")
+        timeouts = (("--stall-timeout-s", args.stall_timeout_s), ("--request-timeout-s", args.request_timeout_s), ("--max-duration-s", args.max_duration_s))
+        for key, value in timeouts:
+            if not value > 0:
+                raise ConfigError(f"{key}: {value} must be positive")
+        self.slo = parse_slo(args.slo)
+        self.capacity = None
+        if args.capacity is not None:
+            parts = args.capacity.split(":")
+            if len(parts) != 3 or parts[0] not in ("concurrency", "rate"):
+                raise ConfigError(f"--capacity: {shown(args.capacity)} is not concurrency:LOW:HIGH or rate:LOW:HIGH")
+            kind = parts[0]
+            low, high = _numbers(f"{parts[1]},{parts[2]}", "--capacity", int if kind == "concurrency" else float)
+            if not low < high or math.isinf(high):
+                raise ConfigError(f"--capacity: {shown(args.capacity)} needs LOW < HIGH, both finite")
+            if self.slo is None:
+                raise ConfigError("--capacity needs --slo (the bounds a load must meet)")
+            self.capacity = (kind, low, high)
+        if args.trace is not None and (concurrency or args.prompt_file or args.multi_turn):
+            raise ConfigError("--trace: replays its own timestamps and lengths (no --concurrency, --prompt-file or --multi-turn)")
+        if args.multi_turn is not None and args.multi_turn < 1:
+            raise ConfigError(f"--multi-turn: {args.multi_turn} must be a positive integer")
+        if args.trace is not None and rates:
+            raise ConfigError("--trace: replays its own timestamps (no --request-rate)")
+        self.loads = [Load(concurrency=c) for c in concurrency]
+        self.loads += [Load(rate=r, arrival=args.arrival, burstiness=args.burstiness, max_concurrency=args.max_concurrency) for r in rates]
+        if args.trace is not None:
+            self.loads = [Load(max_concurrency=args.max_concurrency)]
+        if not self.loads and self.capacity is None:
+            self.loads = [Load(concurrency=1)]
+        Load(rate=1.0, arrival=args.arrival, burstiness=args.burstiness)  # checks the shape options even without a rate
+        self.input_len = workload.LengthSpec.parse(args.input_len, "--input-len")
+        self.output_len = workload.LengthSpec.parse(args.output_len, "--output-len") if args.output_len is not None else None
+        self.shared = None
+        if args.shared_prefix is not None:
+            groups = _numbers(args.shared_prefix.replace(":", ","), "--shared-prefix", int)
+            if len(groups) != 2:
+                raise ConfigError(f"--shared-prefix: {shown(args.shared_prefix)} is not GROUPS:PREFIX_LEN")
+            self.shared = tuple(groups)
+        try:
+            self.extra = json.loads(args.extra_body)
+        except ValueError:
+            raise ConfigError(f"--extra-body: {shown(args.extra_body)} is not a JSON object") from None
+        if not isinstance(self.extra, dict):
+            raise ConfigError(f"--extra-body: {shown(args.extra_body)} is not a JSON object")
+        for path, key in ((args.prompt_file, "--prompt-file"), (args.trace, "--trace")):
+            if path is not None and not Path(path).is_file():
+                raise ConfigError(f"{key}: {path} is not a file")
+        self.chat = args.api == "chat" or (args.api is None and args.multi_turn is not None)
+        if args.multi_turn is not None and not self.chat:
+            raise ConfigError("--multi-turn needs --api chat (a conversation is a list of messages)")
+        self.text = workload.Text(None)
+        # Read the files now: a bad one stops the run before any request.
+        self.prompts = workload.read_prompts(args.prompt_file) if args.prompt_file else None
+        self.trace = workload.read_trace(args.trace, self.output_len, args.seed, self.text) if args.trace else None
+
+    def sessions(self, count: int, seed: int) -> list[list]:
+        a = self.args
+        out_len = self.output_len or workload.LengthSpec("fixed", 128)
+        if self.trace is not None:
+            return sessions_of(self.trace)
+        if a.multi_turn is not None:
+            if self.prompts is not None:
+                convs = [turns[: a.multi_turn] for turns, _ in self.prompts]
+                convs = [convs[i % len(convs)] for i in range(count)]
+            else:
+                convs = workload.synthetic_conversations(count, a.multi_turn, self.input_len, seed, self.text)
+            return workload.multi_turn(convs, out_len, seed)
+        if self.shared is not None:
+            return sessions_of(workload.shared_prefix(count, self.shared[0], self.shared[1], self.input_len, out_len, seed, self.text))
+        if self.prompts is not None:
+            return sessions_of(workload.from_prompt_file(a.prompt_file, count, self.output_len, seed, self.text))
+        return sessions_of(workload.synthetic(count, self.input_len, out_len, seed, self.text))
+
+
+def run_step(endpoint: Endpoint, plan: Plan, load: Load) -> tuple[dict, list]:
+    """Warm-up (not counted), then one measured step at ``load``; its figures and records."""
+    a = plan.args
+    if a.warmup:
+        asyncio.run(run_load(endpoint, plan.sessions(a.warmup, a.seed + 7919)[: a.warmup], load, seed=a.seed + 7919))
+    cap = a.num_requests if a.precision is None else a.num_requests * 50
+    sessions = plan.sessions(cap, a.seed)
+    stop = StepStop(a.num_requests, a.precision, a.max_duration_s)
+    result = asyncio.run(run_load(endpoint, sessions, load, seed=a.seed, stop=stop))
+    block = step_figures(result.records, plan.slo, a.precision, stop.reason)
+    block["load"] = load.to_dict()
+    block["label"] = load.label
+    return block, result.records
+
+
+def pareto(steps: list[dict]) -> list[dict]:
+    """The steps not beaten on both tokens/s per user and output tokens/s."""
+    points = [
+        {"label": s["label"], "tokens_per_s_per_user": s["tokens_per_s_per_user"], "output_tokens_per_s": s["throughput"]["output_tokens_per_s"]["value"]}
+        for s in steps
+        if s.get("tokens_per_s_per_user") and s["throughput"]["output_tokens_per_s"]["value"]
+    ]
+    return [
+        p
+        for p in points
+        if not any(
+            q is not p
+            and q["tokens_per_s_per_user"] >= p["tokens_per_s_per_user"]
+            and q["output_tokens_per_s"] >= p["output_tokens_per_s"]
+            and (q["tokens_per_s_per_user"], q["output_tokens_per_s"]) != (p["tokens_per_s_per_user"], p["output_tokens_per_s"])
+            for q in points
+        )
+    ]
+
+
+def _fmt(value: float | None, digits: int = 1) -> str:
+    return "—" if value is None else f"{value:.{digits}f}"
+
+
+def _pm(block: dict) -> str:
+    pm = block.get("plus_minus")
+    return f"{_fmt(block.get('value'))} ±{pm:.0%}" if pm is not None else f"{_fmt(block.get('value'))} ±?"
+
+
+def summary_rows(steps: list[dict]) -> list[dict]:
+    rows = []
+    for s in steps:
+        t = s["throughput"]
+        slo = s.get("slo") or {}
+        rows.append(
+            {
+                "step": s["label"],
+                "requests": f"{s['completed']}/{s['requests']}",
+                "failed": s["failed"],
+                "requests_per_s": _pm(t["requests_per_s"]),
+                "output_tokens_per_s": _pm(t["output_tokens_per_s"]),
+                "ttft_p50_ms": _fmt(s["ttft_ms"]["p50"]),
+                "ttft_p90_ms": _fmt(s["ttft_ms"]["p90"]),
+                "tpot_p50_ms": _fmt(s["tpot_ms"]["p50"], 2),
+                "itl_p50_ms": _fmt(s["itl_ms"]["p50"], 2),
+                "e2e_p50_ms": _fmt(s["e2e_ms"]["p50"]),
+                "tokens_per_s_per_user": _fmt(s["tokens_per_s_per_user"]),
+                "goodput_requests_per_s": _pm(t["goodput_requests_per_s"]) if "goodput_requests_per_s" in t else "—",
+                "slo_attainment": f"{slo['attainment']:.0%} ({slo['verdict']})" if slo else "—",
+                "verdict": "VALID" if s["verdict"]["valid"] else "INVALID: " + "; ".join(s["verdict"]["reasons"]),
+            }
+        )
+    return rows
+
+
+def markdown(rows: list[dict], header: str) -> str:
+    if not rows:
+        return header + "\n\n(no steps)\n"
+    keys = list(rows[0])
+    lines = [header, "", "| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]
+    lines += ["| " + " | ".join(str(r[k]) for k in keys) + " |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def run(argv: list[str], results_root: Path) -> int:
+    args = parse_args(argv)
+    plan = Plan(args)
+    tokenizer = load_tokenizer(args.tokenizer)
+    plan.text = workload.Text(tokenizer)
+    served = check_endpoint(args.endpoint, args.served_model)
+    endpoint = Endpoint(args.endpoint, args.served_model, plan.chat, plan.extra, args.stall_timeout_s, args.request_timeout_s, tokenizer)
+    started = time.time()
+    steps, records = [], {}
+    for load in plan.loads:
+        block, recs = run_step(endpoint, plan, load)
+        steps.append(block)
+        records[block["label"]] = [r.to_dict() for r in recs]
+        out = _pm(block["throughput"]["output_tokens_per_s"])
+        print(f"{block['label']}: {block['completed']}/{block['requests']} completed, output {out} tokens/s", flush=True)
+    found = None
+    if plan.capacity is not None:
+        kind, low, high = plan.capacity
+        probed: list[dict] = []
+
+        def probe(value: float) -> str:
+            if kind == "concurrency":
+                load = Load(concurrency=int(value))
+            else:
+                load = Load(rate=value, arrival=args.arrival, burstiness=args.burstiness, max_concurrency=args.max_concurrency)
+            block, _ = run_step(endpoint, plan, load)
+            probed.append(block)
+            print(f"capacity probe {load.label}: SLO {block['slo']['verdict']} ({block['slo']['attainment']:.0%})", flush=True)
+            return block["slo"]["verdict"]
+
+        found = capacity_search.search(kind, probe, low, high)
+        steps_capacity = probed
+    else:
+        steps_capacity = []
+    tokens = sorted({src for s in steps + steps_capacity for src in s["token_source"]})
+    result = {
+        "kind": "serving",
+        "endpoint": args.endpoint,
+        "served_model": args.served_model,
+        "served_models": served,
+        "api": "chat" if plan.chat else "completions",
+        "token_source": tokens,
+        "tokenizer": args.tokenizer,
+        "client_location": args.where or "not recorded (--where)",
+        "seed": args.seed,
+        "workload": {
+            "prompt_file": args.prompt_file,
+            "trace": args.trace,
+            "input_len": args.input_len,
+            "output_len": args.output_len,
+            "shared_prefix": args.shared_prefix,
+            "multi_turn": args.multi_turn,
+            "num_requests": args.num_requests,
+            "warmup": args.warmup,
+            "extra_body": plan.extra,
+        },
+        "slo": plan.slo.to_dict() if plan.slo else None,
+        "steps": steps,
+        "capacity": found.to_dict() if found is not None else None,
+        "capacity_steps": steps_capacity,
+        "pareto": pareto(steps),
+        "started_at": started,
+        "duration_s": time.time() - started,
+        "records": records,
+    }
+    rows = summary_rows(steps + steps_capacity)
+    run_id = time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
+    header = f"# serving: {args.served_model} at {args.endpoint} (tokens counted by {', '.join(tokens) or 'nothing'})"
+    if found is not None:
+        above = ", above the range" if found.above_range else ""
+        header += f"\n\ncapacity ({found.kind}): {found.capacity} (interval {found.interval}, {len(found.probes)} probes{above})"
+    results_root = Path(args.output_dir) if args.output_dir else results_root
+    results_root.mkdir(parents=True, exist_ok=True)
+    with atomic_dir(results_root, f"run{run_id}") as tmp:
+        (tmp / "serving").mkdir()
+        (tmp / "serving" / "result.json").write_text(json_text(result), encoding="utf-8")
+        (tmp / "summary.json").write_text(json_text({"run_id": run_id, "kind": "serving", "rows": rows, "capacity": result["capacity"]}), encoding="utf-8")
+        (tmp / "summary.md").write_text(markdown(rows, header), encoding="utf-8")
+        final = results_root / f"run{run_id}"
+        os.replace(tmp, final)
+    print(markdown(rows, header))
+    print(f"results: {final}")
+    return 0
+
+
+def main(argv: list[str] | None = None, results_root: Path | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    root = Path(results_root) if results_root is not None else Path(__file__).resolve().parents[2] / "result"
+    try:
+        return run(argv, root)
+    except InferPerfError as exc:
+        print(f"error: {one_line(exc)}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("interrupted: nothing written", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,214 @@
+"""What one load step gives: latency distributions, throughputs with their ±, goodput and SLO
+attainment, the verdict, and the stop rule that measures a step until it is precise.
+
+  window          first request sent to last stream ended.
+  requests/s      completed requests / window; output tokens/s and total tokens/s (input +
+                  output) the same for tokens. Each carries its 95 % interval by batch means
+                  over the window (``tools.measure.precision``: requests as concurrent queries,
+                  each from its sending to its end), and the drift test of its thirds.
+  SLO             ``{ttft_ms, tpot_ms, e2e_ms, percentile}``: a request meets it when it
+                  completed and every bound given holds (TPOT of a one-token reply: not judged).
+  attainment      requests meeting the SLO / requests issued (failures count as missing it),
+                  with its Wilson 95 % interval. ``percentile`` (default 90) is the attainment
+                  the SLO asks for: the step meets the SLO when the interval's low end reaches
+                  it, misses it when the high end stays below, and is undecided between.
+  goodput         requests (and output tokens) meeting the SLO / window, with interval.
+  tokens/s per user  1000 / TPOT (ms), the median over requests: the decode speed one user sees.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from common.errors import ConfigError, shown
+from common.stats import percentile
+from tools.measure.llm import stats_block
+from tools.measure.precision import StopRule, Target, Timeline, drift, drift_reason, measure_figures, throughput_interval
+from tools.measure.settings import MAX_DURATION_REACHED, MINIMUMS_MET, PRECISION_REACHED
+from tools.measure.verdict import Verdict
+from tools.serving.client import RequestRecord
+
+SLO_BOUNDS = ("ttft_ms", "tpot_ms", "e2e_ms")
+THROUGHPUTS = ("requests_per_s", "output_tokens_per_s", "total_tokens_per_s", "goodput_requests_per_s", "goodput_tokens_per_s")
+JUDGED = ("requests_per_s", "output_tokens_per_s")
+
+
+@dataclass(frozen=True)
+class SLO:
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+    e2e_ms: float | None = None
+    percentile: float = 90.0
+
+    @classmethod
+    def parse(cls, data: Any, key: str = "slo") -> "SLO | None":
+        if data is None:
+            return None
+        if not isinstance(data, dict):
+            raise ConfigError(f"{key}: {shown(data)} must be a mapping of {', '.join(SLO_BOUNDS)} (and percentile)")
+        unknown = sorted(set(data) - set(SLO_BOUNDS) - {"percentile"})
+        if unknown:
+            raise ConfigError(f"{key}.{unknown[0]}: unknown SLO key (known: {', '.join(SLO_BOUNDS)}, percentile)")
+        values: dict[str, float] = {}
+        for name, value in data.items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise ConfigError(f"{key}.{name}: {shown(value)} must be a number")
+            if value < 0:
+                raise ConfigError(f"{key}.{name}: {shown(value)} is negative; a bound must be >= 0")
+            values[name] = float(value)
+        if not any(name in values for name in SLO_BOUNDS):
+            raise ConfigError(f"{key}: give at least one of {', '.join(SLO_BOUNDS)}")
+        if not 0 < values.get("percentile", 90.0) <= 100:
+            raise ConfigError(f"{key}.percentile: {shown(data['percentile'])} must be in (0, 100]")
+        return cls(**values)
+
+    def met(self, record: RequestRecord) -> bool:
+        if not record.ok:
+            return False
+        checks = ((self.ttft_ms, record.ttft_ns), (self.tpot_ms, record.tpot_ns), (self.e2e_ms, record.e2e_ns))
+        return all(bound is None or value is None or value / 1e6 <= bound for bound, value in checks)
+
+    def to_dict(self) -> dict:
+        return {"ttft_ms": self.ttft_ms, "tpot_ms": self.tpot_ms, "e2e_ms": self.e2e_ms, "percentile": self.percentile}
+
+
+def wilson(successes: int, total: int, z: float = 1.959964) -> list[float] | None:
+    """Wilson score 95 % interval of a proportion (None for no trials)."""
+    if total <= 0:
+        return None
+    p = successes / total
+    centre = (p + z * z / (2 * total)) / (1 + z * z / total)
+    half = z * math.sqrt(p * (1 - p) / total + z * z / (4 * total * total)) / (1 + z * z / total)
+    return [max(0.0, centre - half), min(1.0, centre + half)]
+
+
+def slo_verdict(attained: float, interval: list[float] | None, target_share: float) -> str:
+    if interval is None:
+        return "undecided"
+    if interval[0] >= target_share:
+        return "meets"
+    if interval[1] < target_share:
+        return "misses"
+    return "undecided"
+
+
+def timelines(records: list[RequestRecord], slo: SLO | None) -> tuple[dict[str, Timeline], float]:
+    """Each throughput's timeline over the window (ns from the first sending), and the window in s."""
+    if not records:
+        return {}, 0.0
+    t0 = min(r.sent_ns for r in records)
+    t1 = max(r.end_ns or r.sent_ns for r in records)
+    ends = [(r.end_ns or r.sent_ns) - t0 for r in records]
+    spans = [(r.end_ns or r.sent_ns) - r.sent_ns for r in records]
+    ok = [1.0 if r.ok else 0.0 for r in records]
+    out_tokens = [float(r.output_tokens or 0) if r.ok else 0.0 for r in records]
+    total_tokens = [out + float(r.input_tokens or 0) * good for out, good, r in zip(out_tokens, ok, records)]
+    samples = {"requests_per_s": ok, "output_tokens_per_s": out_tokens, "total_tokens_per_s": total_tokens}
+    if slo is not None:
+        met = [1.0 if slo.met(r) else 0.0 for r in records]
+        samples["goodput_requests_per_s"] = met
+        samples["goodput_tokens_per_s"] = [m * t for m, t in zip(met, out_tokens)]
+    span = float(t1 - t0)
+    return {name: Timeline.spans(ends, spans, values, span_ns=span) for name, values in samples.items()}, span / 1e9
+
+
+def step_figures(records: list[RequestRecord], slo: SLO | None, precision: float | None, stopped: str | None = None) -> dict:
+    """The step's block of result.json (see the module docstring)."""
+    ok = [r for r in records if r.ok]
+    lines, window_s = timelines(records, slo)
+    verdict = Verdict()
+    throughput: dict[str, dict] = {}
+    drifts = {}
+    for name, line in lines.items():
+        value = float(line.samples.sum()) / window_s if window_s > 0 else None
+        interval = throughput_interval(line)
+        ci = interval.around(value) if interval is not None and value else None
+        throughput[name] = {"value": value, "ci95": ci, "plus_minus": (ci[1] - ci[0]) / 2 / value if ci and value else None}
+        if name in JUDGED:
+            found = drift(line, precision)
+            drifts[name] = found.to_dict() if found is not None else None
+            verdict.add(drift_reason(name, found))
+            if precision is not None and (throughput[name]["plus_minus"] is None or throughput[name]["plus_minus"] > precision):
+                width = throughput[name]["plus_minus"]
+                shown_width = "no interval (fewer than 16 requests)" if width is None else f"±{width:.1%}"
+                verdict.add(f"not precise enough: {name} {shown_width} (precision {precision:.0%})")
+    if not ok:
+        verdict.add("no request completed")
+    errors: dict[str, int] = {}
+    for r in records:
+        if r.error is not None:
+            errors[r.error["kind"]] = errors.get(r.error["kind"], 0) + 1
+    tpots = sorted(r.tpot_ns for r in ok if r.tpot_ns)
+    per_user = sorted(1e9 / t for t in tpots)
+    lags = sorted((r.sent_ns - r.scheduled_ns) / 1e6 for r in records if r.scheduled_ns is not None)
+    block: dict[str, Any] = {
+        "requests": len(records),
+        "completed": len(ok),
+        "failed": len(records) - len(ok),
+        "errors": errors,
+        "error_examples": [dict(r.error, index=r.index) for r in records if r.error is not None][:5],
+        "duration_s": window_s,
+        "stopped": stopped,
+        "token_source": sorted({r.token_source for r in records if r.token_source}),
+        "input_tokens": sum(r.input_tokens or 0 for r in ok),
+        "output_tokens": sum(r.output_tokens or 0 for r in ok),
+        "ttft_ms": stats_block([r.ttft_ns for r in ok]),
+        "tpot_ms": stats_block(tpots),
+        "itl_ms": stats_block([g for r in ok for g in r.itl_ns()]),
+        "e2e_ms": stats_block([r.e2e_ns for r in ok]),
+        "tokens_per_s_per_user": percentile(per_user, 50.0) if per_user else None,
+        "schedule_lag_ms_p99": percentile(lags, 99.0) if lags else None,
+        "throughput": throughput,
+        "drift": drifts,
+    }
+    if slo is not None:
+        met = sum(1 for r in records if slo.met(r))
+        share = met / len(records) if records else 0.0
+        interval = wilson(met, len(records))
+        block["slo"] = {
+            **slo.to_dict(),
+            "met": met,
+            "attainment": share,
+            "attainment_ci95": interval,
+            "verdict": slo_verdict(share, interval, slo.percentile / 100),
+        }
+    block["verdict"] = verdict.to_dict()
+    return block
+
+
+class StepStop:
+    """When a step stops issuing: ``min_requests`` always; then, with no precision, at once;
+    with one, when requests/s and output tokens/s are within it (``StopRule``, checked at most
+    every half second), or at ``max_duration_s``."""
+
+    def __init__(self, min_requests: int, precision: float | None, max_duration_s: float, clock_start_ns: int | None = None) -> None:
+        self.min_requests = min_requests
+        self.precision = precision
+        self.max_duration_s = max_duration_s
+        self.start_ns = clock_start_ns
+        self.rule = StopRule(Target(throughput=JUDGED, precision=precision), max_s=max_duration_s)
+        self.reason: str | None = None
+
+    def __call__(self, records: list[RequestRecord], now_ns: int) -> bool:
+        if self.start_ns is None:
+            self.start_ns = min(r.sent_ns for r in records)
+        if len(records) < self.min_requests:
+            return False
+        if self.precision is None:
+            self.reason = MINIMUMS_MET
+            return True
+        elapsed = now_ns - self.start_ns
+        if elapsed >= self.max_duration_s * 1e9:
+            self.reason = MAX_DURATION_REACHED
+            return True
+        lines, _ = timelines(records, None)
+        decision = self.rule.decide(now_ns, elapsed, lambda: measure_figures(self.rule.target, lines))
+        if decision is not None:
+            self.reason = decision
+            return True
+        return False
+
+
+__all__ = ["SLO", "StepStop", "step_figures", "wilson", "PRECISION_REACHED"]

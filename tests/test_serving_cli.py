@@ -1,0 +1,232 @@
+"""run.py --endpoint against real loopback servers: sweeps, workloads, warm-up not counted, the
+capacity search against a server whose latency rises at a known rate, and every bad input as one
+line with its documented exit status and nothing written."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tools.serving.cli import main
+from tools.serving.loopback import LoopbackServer, Plan, steady
+
+INFERENCE = Path(__file__).resolve().parents[1] / "inference"
+FIXTURES = Path(__file__).parent / "fixtures" / "serving"
+
+
+def _run(tmp_path: Path, url: str, *extra: str, model: str = "m") -> int:
+    return main(["--endpoint", url, "--served-model", model, "--output-dir", str(tmp_path / "out"), *extra])
+
+
+def _result(tmp_path: Path) -> dict:
+    (run,) = (tmp_path / "out").iterdir()
+    return json.loads((run / "serving" / "result.json").read_text())
+
+
+def test_a_concurrency_sweep_writes_its_steps_and_leaves_the_warmup_out(tmp_path, capsys):
+    with LoopbackServer(steady(2.0, 1.0), model="m") as server:
+        code = _run(
+            tmp_path,
+            server.url,
+            "--concurrency",
+            "1,2",
+            "--num-requests",
+            "8",
+            "--warmup",
+            "3",
+            "--input-len",
+            "6",
+            "--output-len",
+            "4",
+            "--slo",
+            "ttft_ms=1000,tpot_ms=500",
+        )
+        assert code == 0
+        assert server.requests == 2 * (3 + 8)
+    result = _result(tmp_path)
+    assert [s["label"] for s in result["steps"]] == ["concurrency 1", "concurrency 2"]
+    assert all(s["requests"] == 8 and s["completed"] == 8 and s["output_tokens"] == 32 for s in result["steps"])
+    assert all(s["input_tokens"] == 8 * 6 for s in result["steps"])  # the loopback's usage: a token a word
+    assert result["token_source"] == ["usage"]
+    assert result["steps"][0]["slo"]["met"] == 8
+    assert len(result["records"]["concurrency 1"]) == 8
+    (run,) = (tmp_path / "out").iterdir()
+    summary = (run / "summary.md").read_text()
+    assert "| concurrency 2 | 8/8 |" in summary and "tokens counted by usage" in summary
+    assert json.loads((run / "summary.json").read_text())["rows"][1]["step"] == "concurrency 2"
+
+
+def test_the_same_seed_sends_the_same_requests(tmp_path):
+    bodies = []
+    for attempt in range(2):
+        with LoopbackServer(steady(0.0, 0.0), model="m") as server:
+            assert (
+                _run(tmp_path / str(attempt), server.url, "--num-requests", "5", "--warmup", "0", "--input-len", "uniform:2:30", "--output-len", "uniform:1:9")
+                == 0
+            )
+            bodies.append([(b["prompt"], b["max_tokens"]) for b in server.bodies])
+    assert bodies[0] == bodies[1] and len({p for p, _ in bodies[0]}) == 5
+
+
+def test_a_rate_sweep_with_gamma_arrivals_and_a_cap(tmp_path):
+    with LoopbackServer(steady(5.0, 1.0), model="m") as server:
+        code = _run(
+            tmp_path,
+            server.url,
+            "--request-rate",
+            "50,inf",
+            "--arrival",
+            "gamma",
+            "--burstiness",
+            "0.5",
+            "--max-concurrency",
+            "3",
+            "--num-requests",
+            "10",
+            "--warmup",
+            "0",
+            "--output-len",
+            "3",
+        )
+        assert code == 0 and server.max_in_flight <= 3
+    steps = _result(tmp_path)["steps"]
+    assert [s["load"]["request_rate"] for s in steps] == [50.0, "inf"]
+    assert steps[0]["load"]["burstiness"] == 0.5 and steps[0]["schedule_lag_ms_p99"] is not None
+
+
+@pytest.mark.parametrize(
+    "options, api",
+    [
+        (["--prompt-file", str(FIXTURES / "sharegpt_tiny.json")], "completions"),
+        (["--prompt-file", str(FIXTURES / "prompts_tiny.jsonl"), "--output-len", "3"], "completions"),
+        (["--shared-prefix", "2:10", "--input-len", "4"], "completions"),
+        (["--multi-turn", "2", "--prompt-file", str(FIXTURES / "sharegpt_tiny.json")], "chat"),
+        (["--trace", str(FIXTURES / "trace_tiny.jsonl")], "completions"),
+    ],
+)
+def test_each_workload_runs_end_to_end(tmp_path, options, api):
+    with LoopbackServer(steady(0.0, 0.0), model="m") as server:
+        assert _run(tmp_path, server.url, "--num-requests", "4", "--warmup", "0", *options) == 0
+    result = _result(tmp_path)
+    assert result["api"] == api
+    step = result["steps"][0]
+    assert step["failed"] == 0 and step["completed"] >= 4
+
+
+def test_capacity_search_against_a_server_whose_latency_rises_with_its_load(tmp_path):
+    # TTFT = 10 ms + 200 ms per other request in flight: concurrency 2 gives 210 ms, 3 gives 410 ms.
+    # Sleeps are never early, so 3 and above surely miss a 300 ms bound; 2 meets it unless the machine
+    # delays a token by 90 ms. Bisection over 1..8: 1 meets, 8 misses, 4 misses, 2 meets, 3 misses.
+    with LoopbackServer(steady(10.0, 1.0, slope_ms=200.0), model="m") as server:
+        code = _run(
+            tmp_path,
+            server.url,
+            "--capacity",
+            "concurrency:1:8",
+            "--slo",
+            "ttft_ms=300,percentile=75",
+            "--num-requests",
+            "12",
+            "--warmup",
+            "0",
+            "--output-len",
+            "2",
+        )
+        assert code == 0
+    capacity = _result(tmp_path)["capacity"]
+    assert capacity["capacity"] == 2 and capacity["interval"] == [2, 3]
+    assert capacity["probes"] == 5 and [p["load"] for p in capacity["probed"]] == [1, 8, 4, 2, 3]
+
+
+# ---- bad input: one line, the documented status, nothing written ---------------------------------
+def _bad(tmp_path, capsys, url, *extra, model="m") -> tuple[int, str]:
+    code = _run(tmp_path, url, *extra, model=model)
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "Traceback" not in err
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+    return code, err
+
+
+def test_an_unreachable_endpoint_exits_5_naming_it(tmp_path, capsys):
+    with LoopbackServer(model="m") as server:
+        url = server.url
+    code, err = _bad(tmp_path, capsys, url)
+    assert code == 5 and url in err and "unreachable" in err
+
+
+def test_a_server_that_is_not_openai_compatible_exits_4(tmp_path, capsys):
+    with LoopbackServer(model="m", openai=False) as server:
+        code, err = _bad(tmp_path, capsys, server.url)
+    assert code == 4 and "not an OpenAI-compatible server" in err and server.url in err
+
+
+def test_a_model_the_server_does_not_serve_exits_2_naming_what_it_serves(tmp_path, capsys):
+    with LoopbackServer(model="m") as server:
+        code, err = _bad(tmp_path, capsys, server.url, model="llama-9000")
+        assert server.requests == 0
+    assert code == 2 and "--served-model 'llama-9000'" in err and "serves 'm'" in err
+
+
+@pytest.mark.parametrize(
+    "extra, code, words",
+    [
+        (["--concurrency", "0"], 2, "--concurrency: '0' must be a positive integer"),
+        (["--slo", "ttft_ms=-5"], 2, "--slo.ttft_ms: -5.0 is negative"),
+        (["--prompt-file", str(FIXTURES / "trace_tiny.jsonl").replace("trace_tiny.jsonl", "missing.jsonl")], 2, "is not a file"),
+        (["--capacity", "concurrency:1:8"], 2, "--capacity needs --slo"),
+        (["--request-rate", "-1"], 2, "--request-rate: '-1' must be positive"),
+    ],
+)
+def test_bad_options_exit_2_before_any_request(tmp_path, capsys, extra, code, words):
+    with LoopbackServer(model="m") as server:
+        got, err = _bad(tmp_path, capsys, server.url, *extra)
+        assert server.requests == 0
+    assert got == code and words in err
+
+
+def test_an_invalid_prompt_file_exits_3_naming_the_line(tmp_path, capsys):
+    bad = tmp_path / "prompts.jsonl"
+    bad.write_text('{"prompt": "fine"}\n{oops\n')
+    with LoopbackServer(model="m") as server:
+        code, err = _bad(tmp_path, capsys, server.url, "--prompt-file", str(bad))
+        assert server.requests == 0
+    assert code == 3 and f"{bad}:2: not valid JSON or JSONL" in err
+
+
+def test_failed_requests_are_counted_and_the_run_completes(tmp_path):
+    plans = [Plan(gaps_s=[0.0]), Plan(status=429), Plan(gaps_s=[0.0] * 3, fault="drop", fault_at=1), Plan(gaps_s=[0.0])]
+    with LoopbackServer(lambda i, body, n: plans[i % 4], model="m") as server:
+        assert _run(tmp_path, server.url, "--num-requests", "8", "--warmup", "0") == 0
+    step = _result(tmp_path)["steps"][0]
+    assert (step["completed"], step["failed"], step["errors"]) == (4, 4, {"http_429": 2, "dropped": 2})
+
+
+def test_run_py_hands_endpoint_runs_to_the_serving_client(tmp_path):
+    with LoopbackServer(steady(0.0, 0.0), model="m") as server:
+        done = subprocess.run(
+            [
+                sys.executable,
+                "run.py",
+                "--endpoint",
+                server.url,
+                "--served-model",
+                "m",
+                "--num-requests",
+                "3",
+                "--warmup",
+                "0",
+                "--output-dir",
+                str(tmp_path / "out"),
+            ],
+            cwd=INFERENCE,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        assert server.requests == 3
+    assert "| concurrency 1 | 3/3 |" in done.stdout

@@ -1,0 +1,247 @@
+"""Workloads (reproducible from the seed, the shipped prompt files, bad files), arrival processes,
+a step's figures (goodput, SLO attainment, intervals) and the capacity bisection."""
+
+from __future__ import annotations
+
+import math
+import random
+from pathlib import Path
+
+import pytest
+
+from common.errors import ConfigError, DataError
+from tools.serving import workload
+from tools.serving.capacity import search
+from tools.serving.client import RequestRecord
+from tools.serving.figures import SLO, StepStop, slo_verdict, step_figures, wilson
+from tools.serving.load import Load, arrivals
+
+FIXTURES = Path(__file__).parent / "fixtures" / "serving"
+FIXED = workload.LengthSpec("fixed", 8)
+
+
+# ---- workloads --------------------------------------------------------------------------
+def test_a_seed_makes_the_same_requests_and_another_seed_others():
+    spec = workload.LengthSpec.parse("uniform:4:40", "--input-len")
+    a = workload.synthetic(20, spec, spec, seed=3, text=workload.Text())
+    b = workload.synthetic(20, spec, spec, seed=3, text=workload.Text())
+    c = workload.synthetic(20, spec, spec, seed=4, text=workload.Text())
+    assert [(s.prompt, s.max_tokens) for s in a] == [(s.prompt, s.max_tokens) for s in b]
+    assert [s.prompt for s in a] != [s.prompt for s in c]
+    assert all(4 <= len(s.prompt.split()) <= 40 and 4 <= s.max_tokens <= 40 for s in a)
+
+
+@pytest.mark.parametrize("text, message", [("0", "at least 1"), ("uniform:9:3", "MIN <= MAX"), ("zipf:1:2", "not a length"), ("x", "not a length")])
+def test_bad_lengths_are_one_config_line(text, message):
+    with pytest.raises(ConfigError, match=message):
+        workload.LengthSpec.parse(text, "--input-len")
+
+
+def test_a_normal_length_is_never_below_one():
+    rng = random.Random(0)
+    assert min(workload.LengthSpec("normal", 2, 50).draw(rng) for _ in range(500)) == 1
+
+
+class _Chars:
+    def encode(self, text, add_special_tokens=True):
+        return [ord(c) for c in text]
+
+    def decode(self, ids):
+        return "".join(chr(i) for i in ids)
+
+
+def test_with_a_tokenizer_a_synthetic_prompt_has_exactly_its_length():
+    specs = workload.synthetic(5, workload.LengthSpec("fixed", 37), FIXED, seed=1, text=workload.Text(_Chars()))
+    assert all(len(s.prompt) == 37 and s.input_tokens == 37 for s in specs)
+
+
+def test_shared_prefix_groups_share_their_prefix():
+    specs = workload.shared_prefix(9, 3, 16, FIXED, FIXED, seed=0, text=workload.Text())
+    prefixes = {s.group: " ".join(s.prompt.split()[:16]) for s in specs}
+    assert len(set(prefixes.values())) == 3
+    assert all(" ".join(s.prompt.split()[:16]) == prefixes[s.group] for s in specs)
+    assert [s.group for s in specs] == [0, 1, 2] * 3
+
+
+def test_the_shipped_sharegpt_and_jsonl_files_read():
+    share = workload.read_prompts(FIXTURES / "sharegpt_tiny.json")
+    assert len(share) == 3 and share[0][0] == ["What is the capital of France and why is it famous", "Name one museum there"]
+    assert share[0][1] == len("Paris is the capital of France and is famous for art food and the Eiffel Tower".split())
+    lines = workload.read_prompts(FIXTURES / "prompts_tiny.jsonl")
+    assert [n for _, n in lines] == [24, 8, None, 1]
+    specs = workload.from_prompt_file(FIXTURES / "prompts_tiny.jsonl", 8, None, seed=5, text=workload.Text())
+    again = workload.from_prompt_file(FIXTURES / "prompts_tiny.jsonl", 8, None, seed=5, text=workload.Text())
+    assert [s.prompt for s in specs] == [s.prompt for s in again]
+    assert {s.prompt for s in specs} == {p[0][0] for p in lines}  # cycles through the file
+
+
+@pytest.mark.parametrize(
+    "content, where",
+    [
+        ('{"prompt": "ok"}\n{"prompt": \n', "bad.jsonl:2: not valid JSON or JSONL"),
+        ('[{"prompt": "a"}, ', "bad.jsonl: not valid JSON"),
+        ('{"prompt": 5}\n', "bad.jsonl:1: a prompt record needs a string 'prompt'"),
+        ("\n\n", "bad.jsonl: no prompts"),
+        ('{"prompt": "a", "output_tokens": 0}\n', "bad.jsonl:1: 'output_tokens' must be a positive integer"),
+    ],
+)
+def test_a_bad_prompt_file_is_a_data_error_naming_the_line(tmp_path, content, where):
+    path = tmp_path / "bad.jsonl"
+    path.write_text(content)
+    with pytest.raises(DataError) as err:
+        workload.read_prompts(path)
+    assert where in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_trace_replays_from_its_first_timestamp_in_order():
+    specs = workload.read_trace(FIXTURES / "trace_tiny.jsonl", None, seed=0, text=workload.Text())
+    assert [s.arrival_s for s in specs] == [0.0, 0.0, 0.25, 0.7]
+    assert [s.max_tokens for s in specs] == [4, 2, 3, 5]
+    assert len(specs[0].prompt.split()) == 12 and specs[3].prompt == "a prompt from the trace itself"
+
+
+def test_multi_turn_conversations_keep_their_order():
+    chains = workload.multi_turn([["a", "b", "c"], ["d"]], FIXED, seed=0)
+    assert [[(s.conversation, s.turn) for s in c] for c in chains] == [[(0, 0), (0, 1), (0, 2)], [(1, 0)]]
+
+
+# ---- arrivals -------------------------------------------------------------------------------
+def test_constant_arrivals_are_evenly_spaced():
+    it = arrivals(4.0, "constant", 1.0, seed=0)
+    assert [next(it) for _ in range(4)] == pytest.approx([0.0, 0.25, 0.5, 0.75])
+
+
+@pytest.mark.parametrize("shape, burstiness", [("poisson", 1.0), ("gamma", 0.25), ("gamma", 4.0)])
+def test_random_arrivals_have_the_rate_and_repeat_from_the_seed(shape, burstiness):
+    it = arrivals(10.0, shape, burstiness, seed=7)
+    times = [next(it) for _ in range(20001)]
+    again = arrivals(10.0, shape, burstiness, seed=7)
+    assert [next(again) for _ in range(50)] == times[:50]
+    gaps = [b - a for a, b in zip(times, times[1:])]
+    mean = sum(gaps) / len(gaps)
+    cv = math.sqrt(sum((g - mean) ** 2 for g in gaps) / len(gaps)) / mean
+    assert mean == pytest.approx(0.1, rel=0.05)
+    assert cv == pytest.approx(1 / math.sqrt(burstiness), rel=0.1)  # gamma's CV is 1 / sqrt(shape)
+
+
+def test_an_infinite_rate_sends_everything_at_once():
+    it = arrivals(math.inf, "poisson", 1.0, seed=0)
+    assert [next(it) for _ in range(3)] == [0.0, 0.0, 0.0]
+
+
+@pytest.mark.parametrize(
+    "kwargs, key",
+    [
+        ({"concurrency": 0}, "concurrency"),
+        ({"rate": 0.0}, "request_rate"),
+        ({"rate": 1.0, "burstiness": 0.0}, "burstiness"),
+        ({"rate": 1.0, "max_concurrency": 0}, "max_concurrency"),
+    ],
+)
+def test_bad_loads_are_config_errors(kwargs, key):
+    with pytest.raises(ConfigError, match=key):
+        Load(**kwargs)
+
+
+# ---- a step's figures --------------------------------------------------------------------------
+def _record(i: int, ttft_ms: float, gap_ms: float, tokens: int = 5, ok: bool = True) -> RequestRecord:
+    sent = i * 100_000_000
+    first = sent + int(ttft_ms * 1e6)
+    token_ns = [first + int(k * gap_ms * 1e6) for k in range(tokens)]
+    record = RequestRecord(i, sent_ns=sent, token_ns=token_ns, end_ns=token_ns[-1], output_tokens=tokens, input_tokens=10, token_source="usage")
+    if not ok:
+        record.error = {"kind": "http_500", "detail": "x"}
+    return record
+
+
+def test_goodput_and_attainment_count_only_requests_meeting_every_bound():
+    records = [_record(i, ttft_ms=10 if i % 2 else 30, gap_ms=4) for i in range(40)]  # odd: TTFT 10, even: 30
+    records[1].error = {"kind": "stall", "detail": "x"}  # a failure never meets the SLO
+    slo = SLO(ttft_ms=20, tpot_ms=5)
+    block = step_figures(records, slo, precision=None)
+    window = (records[-1].end_ns - records[0].sent_ns) / 1e9
+    assert block["slo"]["met"] == 19 and block["slo"]["attainment"] == pytest.approx(19 / 40)
+    assert block["throughput"]["goodput_requests_per_s"]["value"] == pytest.approx(19 / window)
+    assert block["throughput"]["goodput_tokens_per_s"]["value"] == pytest.approx(19 * 5 / window)
+    assert block["throughput"]["requests_per_s"]["value"] == pytest.approx(39 / window)
+    assert block["throughput"]["total_tokens_per_s"]["value"] == pytest.approx(39 * 15 / window)
+    assert block["failed"] == 1 and block["errors"] == {"stall": 1}
+    assert block["slo"]["attainment_ci95"] == pytest.approx(wilson(19, 40))
+    assert block["slo"]["verdict"] == "misses"  # 47.5 % of 40 cannot reach the default 90 %
+    assert block["tpot_ms"]["mean"] == pytest.approx(4.0)
+    assert block["tokens_per_s_per_user"] == pytest.approx(250.0)
+    assert block["itl_ms"]["count"] == 39 * 4
+
+
+def test_a_tight_tpot_bound_fails_every_request():
+    block = step_figures([_record(i, 10, 4) for i in range(20)], SLO(tpot_ms=3.9), None)
+    assert block["slo"]["met"] == 0 and block["throughput"]["goodput_requests_per_s"]["value"] == 0
+
+
+def test_wilson_interval_and_slo_verdicts():
+    assert wilson(0, 0) is None
+    low, high = wilson(50, 50)
+    assert high == pytest.approx(1.0) and low == pytest.approx(50 / (50 + 1.959964**2), rel=1e-6)
+    assert slo_verdict(1.0, [0.93, 1.0], 0.9) == "meets"
+    assert slo_verdict(0.5, [0.3, 0.7], 0.9) == "misses"
+    assert slo_verdict(0.9, [0.85, 0.95], 0.9) == "undecided"
+
+
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        ({"ttft_ms": -1}, "--slo.ttft_ms: -1 is negative"),
+        ({"tpot_ms": "fast"}, "--slo.tpot_ms: 'fast' must be a number"),
+        ({"latency": 3}, "--slo.latency: unknown SLO key"),
+        ({"percentile": 90}, "give at least one of"),
+        ({"ttft_ms": 5, "percentile": 0}, "--slo.percentile"),
+    ],
+)
+def test_bad_slos_are_one_config_line(data, message):
+    with pytest.raises(ConfigError, match=message.replace(".", r"\.")):
+        SLO.parse(data, "--slo")
+
+
+def test_a_step_asking_precision_is_invalid_without_it():
+    block = step_figures([_record(i, 10, 4) for i in range(8)], None, precision=0.05)
+    assert not block["verdict"]["valid"]
+    assert any("requests_per_s no interval" in r for r in block["verdict"]["reasons"])
+
+
+def test_the_stop_rule_waits_for_its_minimum_then_stops_without_precision():
+    stop = StepStop(min_requests=5, precision=None, max_duration_s=10)
+    records = [_record(i, 10, 4) for i in range(5)]
+    assert not stop(records[:4], 0)
+    assert stop(records, 0) and stop.reason == "minimums met"
+
+
+def test_the_stop_rule_stops_at_max_duration_when_imprecise():
+    stop = StepStop(min_requests=2, precision=0.01, max_duration_s=1.0)
+    records = [_record(i, 10, 4) for i in range(3)]
+    assert not stop(records, 500_000_000)
+    assert stop(records, 1_000_000_000) and stop.reason == "max_duration_s reached"
+
+
+# ---- capacity bisection ----------------------------------------------------------------------
+def test_concurrency_bisection_finds_the_largest_meeting_load_and_counts_its_probes():
+    asked = []
+    found = search("concurrency", lambda c: asked.append(c) or ("meets" if c <= 37 else "misses"), 1, 64)
+    assert (found.capacity, found.interval) == (37, [37, 38])
+    assert len(found.probes) == len(asked) == 2 + math.ceil(math.log2(63))
+
+
+def test_undecided_counts_as_a_miss():
+    found = search("concurrency", lambda c: "meets" if c <= 3 else ("undecided" if c == 4 else "misses"), 1, 16)
+    assert found.capacity == 3
+
+
+def test_rate_bisection_brackets_within_its_tolerance():
+    found = search("rate", lambda r: "meets" if r <= 7.3 else "misses", 1.0, 100.0, rtol=0.1)
+    low, high = found.interval
+    assert low <= 7.3 < high and high / low <= 1.1 and found.capacity == low
+
+
+def test_capacity_outside_the_range_says_so():
+    assert search("concurrency", lambda c: "misses", 1, 8).capacity is None
+    above = search("concurrency", lambda c: "meets", 1, 8)
+    assert above.capacity == 8 and above.above_range and len(above.probes) == 2
