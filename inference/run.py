@@ -29,13 +29,14 @@ from loguru import logger
 from common import __version__
 from common.errors import ConfigError, InferPerfError, one_line
 from common.files import storage_error
-from common.layout import framework_dir
+from common.layout import BASE_PREFIX, framework_dir, is_base_case
 from common.monitor_protocol import monitor_protocol
 from utils.bytemlperf_workload import without_keys, workload_cases
 from utils.case_specs import CaseSpec, check_unique_cases, model_case
 from utils.executors.base import CaseOutcome, HostSession, case_result_dir
 from utils.host_config import HostConfig, load_host_config
 from utils.requirements import check_backend_requirements, check_case_requirements
+from utils.run_plan import Planned, Variant, build_plan, check_variants, parse_repeat, with_sets
 
 if TYPE_CHECKING:
     from tools.config import CaseConfig
@@ -56,8 +57,21 @@ benchmark a running server: run.py --endpoint http://HOST:PORT/v1 --served-model
 """
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+def parse_args(argv: list[str] | None, ab: bool = False) -> argparse.Namespace:
+    """run.py's options; ``ab``: run.py ab's, which add the two variants and compare's decision options."""
+    parser = argparse.ArgumentParser(
+        prog="run.py ab" if ab else None,
+        description=AB_DESCRIPTION if ab else __doc__.split("\n\n")[0],
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.set_defaults(set_a=None, set_b=None)
+    if ab:
+        from utils.results.compare import add_decision_options
+
+        for name in ("a", "b"):
+            parser.add_argument(f"--set-{name}", action="append", default=[], metavar="KEY=VALUE", help=f"a case config key of variant {name.upper()}")
+        add_decision_options(parser)
     parser.add_argument("--config", default=str(INFERENCE_DIR / "configs" / "host.yaml"), help="host.yaml to use (default: %(default)s)")
     parser.add_argument("--cases", default=None, help="comma-separated case or case:framework names to run (default all)")
     parser.add_argument(
@@ -83,11 +97,25 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         metavar="FILE",
         help="run this ByteMLPerf workload JSON instead of CASES (its case's data directory from CASES); repeatable (docs/bytemlperf_migration.md)",
     )
+    parser.add_argument(
+        "--repeat",
+        default=None,
+        metavar="N",
+        help="run every case N times, interleaved, each a fresh process; the headline figures and their ± are then "
+        "the repetitions' (default: each case config's repetitions, 1; docs/measurement.md, 'Repetitions')",
+    )
     parser.add_argument("--strict", action="store_true", help="exit 3 when any result's verdict is invalid")
     parser.add_argument("--verbose", "-v", action="store_true", help="also show every pipeline's log lines on the console")
     parser.add_argument("--list", action="store_true", help="list the cases, vendors and compilers available, then exit")
     parser.add_argument("--version", action="version", version=f"InferPerf {__version__}")
     return parser.parse_args(argv)
+
+
+AB_DESCRIPTION = """Run two variants of the same cases interleaved on the same hosts (utils/run_plan.py: ABBA per
+repetition), then decide between them as run.py compare does: e.g. run.py ab --set-a compiler=onnxruntime
+--set-b compiler=inductor --repeat 5. Results: run<id>/A/ and run<id>/B/ (each a run folder), the decision in
+run<id>/B/compare_A.md. Exit status as run.py compare's (0, 1 regression of B, 3 not comparable), 2 bad input,
+130 interrupted."""
 
 
 def list_available(perf_dir: Path) -> str:
@@ -114,11 +142,25 @@ def select_cases(config: HostConfig, selection: str | None) -> list[CaseSpec]:
     if not selection:
         return config.cases
     wanted = [s.strip() for s in selection.split(",") if s.strip()]
-    chosen = [c for c in config.cases if c.case in wanted or c.key in wanted]
-    unknown = [w for w in wanted if not any(w in (c.case, c.key) for c in config.cases)]
+    chosen = [c for c in config.cases if c.case in wanted or c.key in wanted or (BASE_TIER in wanted and is_base_case(c.case))]
+    if BASE_TIER in wanted and not any(is_base_case(c.case) for c in chosen):
+        chosen += base_tier(config)
+    unknown = [w for w in wanted if w != BASE_TIER and not any(w in (c.case, c.key) for c in config.cases)]
     if unknown:
         raise ConfigError(f"--cases: {unknown[0]!r} is not in CASES of {config.path}")
     return chosen
+
+
+BASE_TIER = "base"  # run.py --cases base: the base-tier cases (benchmarks/base_common.py)
+
+
+def base_tier(config: HostConfig) -> list[CaseSpec]:
+    """The shipped base-tier cases (benchmarks/base_*/), for --cases base when CASES lists none. They
+    read no data: their data directory is only checked to exist on the hosts (/tmp)."""
+    frameworks = {spec.framework for spec in config.cases}
+    framework = frameworks.pop() if len(frameworks) == 1 else "pytorch"
+    found = sorted(p.name for p in (config.flagperf_path / "benchmarks").glob(f"{BASE_PREFIX}*") if (p / framework_dir(framework)).is_dir())
+    return [CaseSpec(case, framework, "/tmp") for case in found]
 
 
 def model_cases(config: HostConfig, paths: list[str], selection: str | None) -> list[CaseSpec]:
@@ -149,7 +191,13 @@ def load_run_config(args: argparse.Namespace) -> HostConfig:
         check_unique_cases(config.cases, "--workload")
     config.overrides = list(args.overrides)
     config.cases = without_keys(config.cases, config.overrides)  # --set wins over a workload's key
+    if args.set_a is not None:  # run.py ab: variant A's cases, then B's, checked together below
+        check_variants(args.set_a, args.set_b)
+        config.cases = [*with_sets(without_keys(config.cases, args.set_a), args.set_a), *with_sets(without_keys(config.cases, args.set_b), args.set_b)]
+    repeat = parse_repeat(args.repeat)
     check_cases(config)
+    if repeat is not None:  # --repeat wins over every case config's repetitions
+        config.repetitions = {spec.key: repeat for spec in config.cases}
     if config.mode == "slurm":
         from utils.executors.slurm import check_slurm
 
@@ -181,8 +229,13 @@ def check_cases(config: HostConfig) -> None:
                 from benchmarks.onnx_model.describe import describe
 
                 describe(case_config)
+            config.repetitions[spec.key] = case_config.repetitions
             if case_config.compiler is not None:
                 _check_engine(config, case_config)
+            if is_base_case(spec.case):  # its dtypes and sizes; its memory where it runs here
+                from benchmarks.base_common import check_base_config
+
+                check_base_config(case_config, memory=config.mode == "local")
     finally:
         logger.enable("tools.config")
     _check_monitor(config)
@@ -207,7 +260,7 @@ def _check_engine(config: HostConfig, case_config: CaseConfig) -> None:
 
     perf_dir, vendor, compiler = config.flagperf_path, config.vendor, case_config.compiler
     if not config.in_container:
-        check_backend_requirements(perf_dir, vendor, compiler)  # a ByteMLPerf backend folder's
+        check_backend_requirements(perf_dir, vendor, compiler, config.backend_requirements)  # a ByteMLPerf backend folder's (check, warn or skip)
     if config.mode == "local":
         registry.preflight_engine(vendor, compiler, case_config)
         return
@@ -243,32 +296,36 @@ def make_session(config: HostConfig, index: int, run_id: str, abort: threading.E
     return DockerSession(config, index, run_id, abort, build_log_dir=run_dir)
 
 
-def host_worker(session: HostSession, cases: list[CaseSpec], run_dir: Path) -> list[CaseOutcome]:
-    def case_dir(spec: CaseSpec) -> Path:
-        return case_result_dir(run_dir, spec, session.label, session.noderank)
+def host_worker(session: HostSession, plan: list[Planned]) -> list[CaseOutcome]:
+    """Every planned case run on one host, in the plan's order (utils/run_plan.py): one outcome each."""
+
+    def case_dir(item: Planned) -> Path:
+        return case_result_dir(item.run_dir, item.spec, session.label, session.noderank, item.repetition)
 
     try:
         session.prepare()
     except Exception as exc:  # one host's failure is reported and must not stop the others
         message = one_line(exc) if isinstance(exc, InferPerfError) else f"host {session.label}: {one_line(exc)}"
         logger.error(message)
-        return [CaseOutcome(spec, session.label, session.noderank, case_dir(spec)).fail(session.preflight_step or "preflight", message) for spec in cases]
+        return [CaseOutcome(i.spec, session.label, session.noderank, case_dir(i)).fail(session.preflight_step or "preflight", message) for i in plan]
     outcomes = []
-    for spec in cases:
+    for item in plan:
+        spec = item.spec
         if session.abort.is_set():
             outcomes.append(
-                CaseOutcome(spec, session.label, session.noderank, case_dir(spec)).fail(
+                CaseOutcome(spec, session.label, session.noderank, case_dir(item)).fail(
                     "interrupted", "run interrupted before this case started", "interrupted"
                 )
             )
             continue
-        logger.debug(f"host {session.label}: running {spec.key}")  # run.log; the console shows progress
+        name = spec.key + (f" {item.variant}" if item.variant else "") + (f" repetition {item.repetition}" if item.repetition > 1 else "")
+        logger.debug(f"host {session.label}: running {name}")  # run.log; the console shows progress
         try:
-            outcome = session.run_case(spec, case_dir(spec))
+            outcome = session.run_case(spec, case_dir(item))
         except Exception as exc:
-            outcome = CaseOutcome(spec, session.label, session.noderank, case_dir(spec)).fail("container", one_line(exc))
+            outcome = CaseOutcome(spec, session.label, session.noderank, case_dir(item)).fail("container", one_line(exc))
         level = "INFO" if outcome.status == "success" else "ERROR"
-        logger.log(level, f"host {session.label}: {spec.key} {outcome.status}" + (f" at step {outcome.step}: {outcome.error}" if outcome.error else ""))
+        logger.log(level, f"host {session.label}: {name} {outcome.status}" + (f" at step {outcome.step}: {outcome.error}" if outcome.error else ""))
         outcomes.append(outcome)
     return outcomes
 
@@ -337,7 +394,8 @@ def main(argv: list[str] | None = None) -> int:
         from tools.serving.cli import main as serving_main
 
         return serving_main(argv, INFERENCE_DIR / "result")
-    args = parse_args(argv)
+    ab = argv[:1] == ["ab"]  # run.py ab --set-a ... --set-b ...: two variants, interleaved, then compared
+    args = parse_args(argv[1:] if ab else argv, ab)
     if args.list:
         print(list_available(INFERENCE_DIR))
         return 0
@@ -369,9 +427,36 @@ def main(argv: list[str] | None = None) -> int:
             signal.signal(sig, handler)
         logger.error(one_line(exc))
         return exc.exit_code
-    outcomes, interrupted = run_hosts(config, run, args.verbose)
+    if ab:
+        return run_ab(config, run, args, previous)
+    plan = build_plan([Variant("", run.run_dir, config.cases)], config.repetitions)
+    outcomes, interrupted = run_hosts(config, run, args.verbose, plan)
     code = finish_run(config, run, outcomes, interrupted, args.strict, previous)
     return code
+
+
+def run_ab(config: HostConfig, run: Run, args: argparse.Namespace, previous: dict) -> int:
+    """run.py ab: variants A and B as two run folders inside this run's, interleaved, then compared."""
+    from utils.results.compare import CompareError, compare_runs, write_comparison
+
+    half = len(config.cases) // 2
+    variants = [Variant(name, run.run_dir / name, cases) for name, cases in (("A", config.cases[:half]), ("B", config.cases[half:]))]
+    for variant in variants:
+        variant.run_dir.mkdir()
+    outcomes, interrupted = run_hosts(config, run, args.verbose, build_plan(variants, config.repetitions))
+    for variant in variants:
+        mine = [o for o in outcomes if variant.run_dir in o.local_dir.parents]
+        finish_run(config, Run(f"{run.run_id}-{variant.name}", variant.run_dir, run.started_at), mine, interrupted, False, previous)
+    if interrupted:
+        return 130
+    dir_a, dir_b = (v.run_dir for v in variants)
+    try:
+        result = compare_runs(dir_a, dir_b, args.threshold, args.between_run_cv, args.allow_invalid)
+    except CompareError as exc:
+        logger.error(one_line(exc))
+        return 1
+    write_comparison(result, dir_a, dir_b, args.threshold, args.between_run_cv)
+    return result.exit_code
 
 
 class _RunLog:
@@ -429,20 +514,20 @@ def _progress_display(verbose: bool, total: int) -> ProgressConsole | None:
         return None
 
 
-def run_hosts(config: HostConfig, run: Run, verbose: bool) -> tuple[list[CaseOutcome], bool]:
+def run_hosts(config: HostConfig, run: Run, verbose: bool, plan: list[Planned]) -> tuple[list[CaseOutcome], bool]:
     """Every case on every host, one thread per host; Ctrl-C (or SIGTERM, SIGHUP) stops every
     host's case, and every session is cleaned up whatever happens. Returns the outcomes and
     whether the run was interrupted."""
     abort = threading.Event()
     sessions = [make_session(config, i, run.run_id, abort, run.run_dir) for i in range(len(config.hosts))]
-    display = _progress_display(verbose, len(config.cases) * len(sessions))
+    display = _progress_display(verbose, len(plan) * len(sessions))
     if config.in_container:
         logger.info("preparing the hosts: code sync and image check (an image build takes minutes the first time)")
     echo = _console_echo() if verbose else display.echo if display else None
     for session in sessions:
         session.echo = echo
     pool = ThreadPoolExecutor(max_workers=len(sessions), thread_name_prefix="host")
-    futures = [pool.submit(host_worker, session, config.cases, run.run_dir) for session in sessions]
+    futures = [pool.submit(host_worker, session, plan) for session in sessions]
     interrupted = False
     try:
         pending = set(futures)
@@ -469,10 +554,10 @@ def run_hosts(config: HostConfig, run: Run, verbose: bool) -> tuple[list[CaseOut
             except Exception as exc:
                 logger.warning(f"host {session.label}: cleanup failed: {one_line(exc)}")
         pool.shutdown(wait=False, cancel_futures=True)
-    return collect_outcomes(config, run, sessions, futures), interrupted
+    return collect_outcomes(plan, sessions, futures), interrupted
 
 
-def collect_outcomes(config: HostConfig, run: Run, sessions: list[HostSession], futures: list[Future]) -> list[CaseOutcome]:
+def collect_outcomes(plan: list[Planned], sessions: list[HostSession], futures: list[Future]) -> list[CaseOutcome]:
     """Each host's outcomes; a host whose work did not end in time (or broke) still gets a line per case."""
     outcomes: list[CaseOutcome] = []
     for session, future in zip(sessions, futures):
@@ -481,20 +566,23 @@ def collect_outcomes(config: HostConfig, run: Run, sessions: list[HostSession], 
             continue
         broken = future.exception() if future.done() else None
         why = f"host worker failed: {one_line(broken)}" if broken else "run interrupted; the host did not stop in time"
-        for spec in config.cases:
-            local = case_result_dir(run.run_dir, spec, session.label, session.noderank)
+        for item in plan:
+            local = case_result_dir(item.run_dir, item.spec, session.label, session.noderank, item.repetition)
             outcomes.append(
-                CaseOutcome(spec, session.label, session.noderank, local).fail("host" if broken else "interrupted", why, "failed" if broken else "interrupted")
+                CaseOutcome(item.spec, session.label, session.noderank, local).fail(
+                    "host" if broken else "interrupted", why, "failed" if broken else "interrupted"
+                )
             )
     return outcomes
 
 
 def finish_run(config: HostConfig, run: Run, outcomes: list[CaseOutcome], interrupted: bool, strict: bool, previous_handlers: dict) -> int:
     """summary.json/md and report.html, one line per failure, the exit status."""
-    from utils.results.summary import merge_outcome, write_summary
+    from utils.results.baselines import store_outcomes
+    from utils.results.summary import summary_records, write_summary
 
-    records = [merge_outcome(o, config.flagperf_path, config.vendor) for o in outcomes]
-    records.sort(key=lambda r: (r["case"], r["framework"], r["noderank"]))
+    store_outcomes(outcomes, config.vendor, run.run_id)  # measured peaks first: every record's MFU may use them
+    records = summary_records(outcomes, config.flagperf_path, config.vendor)  # a case run N times: one record
     try:
         json_path, md_path = write_summary(run.run_dir, run.run_id, config, records, run.started_at)
     except InferPerfError as exc:  # the disk filled (or turned read-only) under the summary: one line, its exit status

@@ -1,8 +1,10 @@
-"""run.py compare on real runs of the digits case (MODE local).
+"""run.py --repeat, run.py ab and run.py compare on real runs of the digits case (MODE local).
 
-Two back-to-back default runs report no regression; a run on an engine that is really
-20 % slower (tests/fixtures/engines/slow_onnxruntime.py: the cpu vendor's engine waiting a
-quarter of its compute time after each call) is reported as a regression, exit 1.
+These check what the commands do with real processes and files: a repetition is a fresh
+pipeline in its own folder, the headline is the repetitions' geometric mean, ab runs its
+variants ABBA and decides with compare's rule. Whether a real slowdown is found, and how often
+two identical engines are called different, depends on the machine's speed from minute to
+minute: those are measured in bench/compare_calibration.py, not asserted here.
 """
 
 from __future__ import annotations
@@ -16,10 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from common.record import Key
 from tests.conftest import copy_inference_tree, local_host_yaml
-
-# Noise intervals are the point here: the runs need a quiet machine (scripts/test.sh runs these alone).
-pytestmark = pytest.mark.serial
 
 SLOW_ENGINE = Path(__file__).resolve().parent / "fixtures" / "engines" / "slow_onnxruntime.py"
 
@@ -29,72 +29,80 @@ def run_py(perf: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory, digits_data_dir) -> tuple[Path, dict[str, Path]]:
-    """Three real runs, in this order: first and second (back to back, defaults), then slow."""
+def tree(tmp_path_factory, digits_data_dir) -> tuple[Path, Path, Path]:
     root = tmp_path_factory.mktemp("compare_runs")
-    perf = copy_inference_tree(root / "inference", cheap=False)  # default runs: the real measurement settings
+    perf = copy_inference_tree(root / "inference")  # the tests' cheap measurement: they check the plumbing
     shutil.copy(SLOW_ENGINE, perf / "inference_engine" / "cpu" / "slow_onnxruntime.py")
-    config = local_host_yaml(root, perf, digits_data_dir)
-    found: dict[str, Path] = {}
-    # The slow engine's sleeps (a quarter of each call's compute, tens of µs) jitter: its inference window may
-    # not reach the shipped ±10 % and would run to the 60-s cap; 20 s measures it as well (judged with --include-invalid).
-    slow = ["--set", "compiler=slow_onnxruntime", "--set", "max_duration_s=20"]
-    for name, extra in (("first", []), ("second", []), ("slow", slow)):
-        before = set((root / "result").glob("run*"))
-        proc = run_py(perf, "--config", str(config), *extra)
-        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-        (found[name],) = set((root / "result").glob("run*")) - before
-    return perf, found
+    return root, perf, local_host_yaml(root, perf, digits_data_dir)
 
 
-def compare(perf: Path, a: Path, b: Path, *extra: str) -> tuple[subprocess.CompletedProcess, dict]:
-    proc = run_py(perf, "compare", str(a), str(b), *extra)
-    return proc, json.loads((b / f"compare_{a.name}.json").read_text())
+def new_run(root: Path, before: set[Path]) -> Path:
+    (found,) = set((root / "result").glob("run*")) - before
+    return found
 
 
-# Between two runs a minute apart the 2-core machine's own speed moved by up to 27 % (docs/measurement.md,
-# "Between runs"), beyond any within-run interval: compare's --threshold is the guard for that. At busier
-# hours it swings more within seconds: one CI run's digits engine ran 37 % slower in its offline row than in
-# its inference phase a few seconds before. So the threshold is the larger of 30 % and the swing each run
-# itself shows between those two windows of the same engine at the same batch size.
-MACHINE_BETWEEN_RUNS = 30
+def result_json(folder: Path) -> dict:
+    return json.loads((folder / "result.json").read_text())
 
 
-def own_swing(run: Path) -> int:
-    """Percent by which a run's offline row and its inference phase (same engine, same batch size) differ."""
-    result = json.loads(next(run.glob("*/*/result.json")).read_text())
-    rates = (result["inference"]["core_qps"], result["performance"][0]["qps"])
-    return math.ceil(100 * (max(rates) / min(rates) - 1))
+def test_repeat_runs_each_case_again_in_a_fresh_process_and_merges_the_repetitions(tree):
+    root, perf, config = tree
+    before = set((root / "result").glob("run*"))
+    proc = run_py(perf, "--config", str(config), "--repeat", "2", "--set", "batch_sizes=[16]")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    run = new_run(root, before)
+    first, second = run / "digits:pytorch" / "127.0.0.1_noderank0", run / "digits:pytorch" / "127.0.0.1_noderank0_rep2"
+    r1, r2 = result_json(first), result_json(second)
+    assert r2["inference"]["started_at_unix"] > r1["inference"]["finished_at_unix"]  # one after the other, each its own process
+    (record,) = json.loads((run / "summary.json").read_text())["results"]
+    block = record["repetitions"]
+    assert block["count"] == 2 and block["log_dirs"] == [str(first), str(second)]
+    core = next(f for f in block["figures"] if (f["row"], f["figure"]) == ("inference", "core qps"))
+    values = [r1["inference"]["core_qps"], r2["inference"]["core_qps"]]
+    assert core["values"] == pytest.approx(values)
+    assert record[Key.INFER_CORE_QPS] == pytest.approx(math.sqrt(values[0] * values[1]))  # the geometric mean
+    lo, hi = record["ci95"][Key.INFER_CORE_QPS]
+    assert lo <= min(values) and hi >= max(values)  # two repetitions: a t-interval with 1 degree of freedom is wide
+    assert "Repetitions (run.py --repeat" in (run / "summary.md").read_text()
 
 
-def test_two_back_to_back_default_runs_report_no_regression(runs):
-    perf, dirs = runs
-    threshold = max(MACHINE_BETWEEN_RUNS, own_swing(dirs["first"]), own_swing(dirs["second"]))
-    proc, data = compare(perf, dirs["first"], dirs["second"], "--threshold", str(threshold))
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
-    assert f"No regression beyond {threshold}%." in proc.stdout
-    # Both runs are VALID (the shipped precision is reached here), so every figure was judged, none "not comparable".
-    assert all(not line["verdict"].startswith("not comparable") for line in data["lines"]), data["lines"]
-    figures = [(line["row"], line["figure"]) for line in data["lines"]]
-    assert figures[:3] == [("inference", "core qps"), ("inference", "p50 ms"), ("inference", "p90 ms")] and len(figures) >= 6
-    assert all(line["change"] is not None for line in data["lines"])
-    assert not [line for line in data["lines"] if line["verdict"] == "REGRESSION"]
+def test_ab_runs_two_variants_abba_and_decides_between_them(tree):
+    root, perf, config = tree
+    before = set((root / "result").glob("run*"))
+    proc = run_py(
+        perf, "ab", "--config", str(config), "--set", "batch_sizes=[16]", "--set-a", "compiler=onnxruntime", "--set-b", "compiler=slow_onnxruntime",
+        "--repeat", "2", "--allow-invalid",
+    )  # fmt: skip
+    run = new_run(root, before)
+    decision = json.loads((run / "B" / "compare_A.json").read_text())
+    assert proc.returncode == decision["exit_code"] and proc.returncode in (0, 1), proc.stdout[-3000:] + proc.stderr[-2000:]
+    starts = {}
+    for variant, compiler in (("A", "onnxruntime"), ("B", "slow_onnxruntime")):
+        base = run / variant / "digits:pytorch" / "127.0.0.1_noderank0"
+        for repetition, folder in ((1, base), (2, base.with_name(base.name + "_rep2"))):
+            result = result_json(folder)
+            assert result["compiler"] == compiler
+            starts[(variant, repetition)] = result["inference"]["started_at_unix"]
+        assert json.loads((run / variant / "summary.json").read_text())["results"][0]["repetitions"]["count"] == 2
+    assert sorted(starts, key=starts.get) == [("A", 1), ("B", 1), ("B", 2), ("A", 2)]
+    lines = {(line["row"], line["figure"]): line for line in decision["lines"]}
+    core = lines[("inference", "core qps")]
+    assert (core["n_a"], core["n_b"], core["widened"]) == (2, 2, False)
+    assert core["ratio"] == pytest.approx(core["b"] / core["a"])
+    assert "B/A (95% CI)" in proc.stdout
 
 
-def test_a_really_slower_engine_is_a_regression(runs):
-    perf, dirs = runs
-    slow = json.loads(next(dirs["slow"].glob("*/*/result.json")).read_text())
-    assert slow["compiler"] == "slow_onnxruntime"
-    # --include-invalid: on a shared machine a run may be INVALID for contention, and its figures
-    # "not comparable"; the slowdown is the engine's either way, so it is judged regardless.
-    proc, data = compare(perf, dirs["second"], dirs["slow"], "--include-invalid")
-    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
-    # On this 2-core machine a window's rate wanders by about ±20 % over seconds (docs/measurement.md),
-    # more than the slowdown between two windows of different runs: which of the engine's windows
-    # shows it varies (in two CI runs: the offline row's qps and p50 once, the inference phase's p50
-    # and p90 the other time). The slowdown must show as a REGRESSION of more than 10 % in at least one.
-    worse = [
-        line for line in data["lines"] if line["verdict"] == "REGRESSION" and (line["change"] < -0.10 if line["higher_is_better"] else line["change"] > 0.10)
-    ]
-    assert worse, data["lines"]
-    assert "**REGRESSION**" in proc.stdout
+def test_bad_input_writes_nothing(tree):
+    root, perf, config = tree
+    before = set((root / "result").glob("run*"))
+    for args, message in (
+        (["--repeat", "0"], "--repeat: must be from 1 to"),
+        (["--repeat", "two"], "--repeat: must be a whole number"),
+        (["ab", "--set-a", "fp16=false", "--set-b", "fp16=false"], "are the same variant"),
+        (["ab", "--set-a", "batch_sizes=[16]", "--set", "batch_sizes=[16]"], "key 'batch_sizes' is given twice"),
+    ):
+        argv = args[:1] + ["--config", str(config)] + args[1:] if args[0] == "ab" else ["--config", str(config), *args]
+        proc = run_py(perf, *argv)
+        assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert set((root / "result").glob("run*")) == before

@@ -107,9 +107,15 @@ class HostConfig:
     extras: dict[str, Any] = field(default_factory=dict)
     # run.py --set KEY=VALUE: case config overrides passed to every case's pipeline.
     overrides: list[str] = field(default_factory=list)
+    # Repetitions of each case by its key (run.py --repeat, or the case config's repetitions; utils/run_plan.py).
+    repetitions: dict[str, int] = field(default_factory=dict)
     ssh_port: int = 22
     # MODE docker: drive this machine's Docker engine directly, without SSH (HOSTS: ["localhost"]).
     docker_local: bool = False
+    # A ByteMLPerf backend folder's requirements.txt: check (unmet = error), warn (name each, go on), skip.
+    backend_requirements: str = "check"
+    # MODE docker: the image build inherits this machine's pip configuration (index URLs, find-links, cert).
+    host_pip_config: bool = True
     # MODE slurm (docs/scaling.md).
     slurm_shared_dir: str | None = None
     slurm_partition: str | None = None
@@ -362,6 +368,14 @@ def _check_docker_local(cfg: HostConfig, value: Any) -> bool:
     return local
 
 
+def _check_backend_requirements(cfg: HostConfig, value: Any) -> str:
+    from utils.requirements import BACKEND_REQUIREMENTS
+
+    if value not in BACKEND_REQUIREMENTS:
+        raise ValueError(f"must be one of {', '.join(BACKEND_REQUIREMENTS)}, got {shown(value)}")
+    return value
+
+
 def _slurm_only(cfg: HostConfig, value: Any, default: Any) -> bool:
     """True when the value must be checked (MODE slurm); a slurm key in another mode is an error."""
     if cfg.mode != "slurm":
@@ -451,6 +465,8 @@ _CHECKS: dict[str, Callable[[HostConfig, Any], Any]] = {
     "remote_workdir": _check_remote_workdir,
     "log_call_information": _plain(true_or_false),
     "docker_local": _check_docker_local,
+    "backend_requirements": _check_backend_requirements,
+    "host_pip_config": _plain(true_or_false),
     "slurm_shared_dir": _check_slurm_shared_dir,
     "slurm_partition": _check_slurm_name,
     "slurm_account": _check_slurm_name,
@@ -488,6 +504,8 @@ _DEFAULTS: dict[str, Any] = {
     "remote_workdir": "/var/tmp/inferperf",
     "log_call_information": False,
     "docker_local": False,
+    "backend_requirements": "check",
+    "host_pip_config": True,
     "slurm_shared_dir": None,
     "slurm_partition": None,
     "slurm_account": None,

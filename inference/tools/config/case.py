@@ -47,6 +47,7 @@ class CaseConfig:
     precision: float | None = MEASUREMENT_DEFAULTS["precision"]  # 95 % half-width / figure to reach; null: none asked (docs/measurement.md)
     latency_precision: float | None = MEASUREMENT_DEFAULTS["latency_precision"]  # the headline percentile's; null: precision
     settle_max_s: float = MEASUREMENT_DEFAULTS["settle_max_s"]
+    repetitions: int = 1  # run.py runs the case this many times, interleaved, each a fresh process (run.py --repeat)
     batch_sizes: list[int] | None = None  # null: [batch_size]
     scenario: Any = "offline"  # one of SCENARIOS or a list; a list after validation
     clients: Any = 1  # issuing threads, or a list to sweep; a list after validation

@@ -36,6 +36,7 @@ REQUIRED_KEYS = (
 MAX_BATCH_SIZE = 1 << 16
 MAX_CLIENTS_PER_CORE = 4
 MAX_REPEAT = 1_000_000
+MAX_REPETITIONS = 1000  # runs of a case by run.py (fresh processes): more is days of work
 MAX_WARMUP = 10_000
 MAX_SEED = 2**32 - 1  # numpy's legacy seeding takes no more
 MAX_INPUT_SIZE = 1 << 31  # elements of one input sample
@@ -325,6 +326,9 @@ _CHECKS: dict[str, Callable[[Any], Any]] = {
     "num_workers": _threads,
     "log_freq": _at_most(_non_negative_int, 10**9, "batches between log lines"),
     "repeat": _at_most(_positive_int, MAX_REPEAT, "minimum passes over the data"),
+    # FlagPerf's ``repeat`` is passes over the data within one process; ``repetitions`` is how many
+    # times run.py runs the case, each a fresh process (docs/measurement.md, "Repetitions").
+    "repetitions": _at_most(_positive_int, MAX_REPETITIONS, "fresh runs of the case"),
     "no_validation": _bool,
     "exist_onnx_path": _optional_path,
     "exist_compiler_path": _optional_path,

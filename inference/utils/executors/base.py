@@ -85,9 +85,10 @@ def slug(text: str) -> str:
     return re.sub(r"[^a-zA-Z0-9_.-]+", "-", text).strip("-").lower()
 
 
-def case_result_dir(run_dir: Path, spec: CaseSpec, host_label: str, noderank: int) -> Path:
-    """Where one case's files from one host land: result/run<id>/<case:fw>/<host>_noderank<i>/."""
-    return run_dir / spec.key / f"{slug(host_label)}_noderank{noderank}"
+def case_result_dir(run_dir: Path, spec: CaseSpec, host_label: str, noderank: int, repetition: int = 1) -> Path:
+    """Where one case's files from one host land: result/run<id>/<case:fw>/<host>_noderank<i>/, and
+    ``..._noderank<i>_rep<k>/`` for repetition k > 1 (run.py --repeat, utils/run_plan.py)."""
+    return run_dir / spec.key / (f"{slug(host_label)}_noderank{noderank}" + (f"_rep{repetition}" if repetition > 1 else ""))
 
 
 @dataclass

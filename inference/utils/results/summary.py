@@ -17,7 +17,7 @@ from common.stats import MIN_SAMPLES_FOR_PERCENTILE, relative_half_width
 from common.vendor_analysis import NO_ANALYSIS, VendorAnalysis
 from utils.executors.base import CaseOutcome
 from utils.host_config import HostConfig
-from utils.results import llm_summary
+from utils.results import baselines, llm_summary
 
 SUMMARY_SCHEMA_VERSION = 1
 
@@ -56,7 +56,9 @@ def memory_kind(perf_dir: Path, vendor: str) -> str:
     return str(getattr(module, "MEMORY_KIND", "device memory"))
 
 
-def merge_outcome(outcome: CaseOutcome, perf_dir: Path, vendor: str) -> dict:
+def merge_outcome(outcome: CaseOutcome, perf_dir: Path, vendor: str, peaks: baselines.MeasuredPeaks | None = None) -> dict:
+    """One case x host as a summary record. ``peaks``: the measured peaks cached per host
+    fingerprint (utils/results/baselines.py); a match is MFU's denominator instead of the estimate."""
     result = outcome.result or {}
     inference = result.get("inference") or {}
     latency = inference.get("latency_ms") or {}
@@ -91,15 +93,23 @@ def merge_outcome(outcome: CaseOutcome, perf_dir: Path, vendor: str) -> dict:
     record["vendor_usage(GiB)"] = used
     record["vendor_max_mem(GiB)"] = total
     peak_flops = peak_for(peak, result.get("precision"))
+    peaks = peaks if peaks is not None else baselines.MeasuredPeaks.near(outcome.local_dir)
+    measured = peaks.compute_peak(result, vendor, result.get("precision")) if peaks is not None else None
+    if measured is not None:
+        peak_flops = float(measured["value"])
     record["peak_flops"] = peak_flops
-    record["mfu_is_estimate"] = bool(isinstance(peak, dict) and peak.get("estimate")) if peak_flops else None
-    record["peak_flops_source"] = peak.get("source") if isinstance(peak, dict) else None
+    record["mfu_is_estimate"] = (False if measured else bool(isinstance(peak, dict) and peak.get("estimate"))) if peak_flops else None
+    record["peak_measured"] = baselines.measured_source(measured, result["precision"]) if measured else None
+    record["peak_flops_source"] = record["peak_measured"] or (peak.get("source") if isinstance(peak, dict) else None)
+    record["baseline"] = result.get("baseline")
     flops = result.get("flops")
-    record["MFU"], record["MFU_note"] = plausible_mfu(mfu(flops, result.get(Key.INFER_CORE_QPS), peak_flops), record["mfu_is_estimate"])
+    record["MFU"], record["MFU_note"] = plausible_mfu(
+        mfu(flops, result.get(Key.INFER_CORE_QPS), peak_flops), record["mfu_is_estimate"], record["peak_measured"]
+    )
     if record["MFU"] is None and outcome.status == "success" and flops and vendor_path and not peak_flops:
         logger.warning(f"{outcome.case.key} on {outcome.host}: peak FLOPS unknown for precision {result.get('precision')}; MFU is null")
     record["performance"] = [
-        {**row, **dict(zip(("MFU", "MFU_note"), plausible_mfu(mfu(flops, row.get("qps"), peak_flops), record["mfu_is_estimate"])))}
+        {**row, **dict(zip(("MFU", "MFU_note"), plausible_mfu(mfu(flops, row.get("qps"), peak_flops), record["mfu_is_estimate"], record["peak_measured"])))}
         for row in result.get("performance") or []
     ]
     record["best"] = result.get("best")
@@ -107,6 +117,43 @@ def merge_outcome(outcome: CaseOutcome, perf_dir: Path, vendor: str) -> dict:
     record["audits"] = result.get("audits") or []
     record["llm"] = llm_summary.llm_record(result, peak_flops, record["mfu_is_estimate"])  # an LLM case's table and server rows
     return record
+
+
+def summary_records(outcomes: list[CaseOutcome], perf_dir: Path, vendor: str) -> list[dict]:
+    """One record per case x host, in order: a case run N times (run.py --repeat) is merged from its
+    repetitions' records, given in the order they ran (utils/results/figures.py)."""
+    from utils.results.figures import merge_repetitions
+
+    groups: dict[tuple, list[dict]] = {}
+    for outcome in outcomes:
+        record = merge_outcome(outcome, perf_dir, vendor)
+        groups.setdefault((record["case"], record["framework"], record["noderank"]), []).append(record)
+    records = [merge_repetitions(group) for group in groups.values()]
+    records.sort(key=lambda r: (r["case"], r["framework"], r["noderank"]))
+    return records
+
+
+def repetition_lines(records: list[dict]) -> list[str]:
+    """summary.md's table of the cases run more than once: every figure across its repetitions."""
+    rows = [(r, f) for r in records for f in (r.get("repetitions") or {}).get("figures") or []]
+    if not rows:
+        return []
+    lines = [
+        "",
+        "Repetitions (run.py --repeat: each a fresh process; the headline above is their geometric mean, its ± their 95 % t-interval):",
+        "",
+        "| case | host | row | figure | n | geometric mean | ± across repetitions | spread between runs | each repetition (± of its own window) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r, f in rows:
+        each = ", ".join(plus_minus(v, i) for v, i in zip(f["values"], f["intervals"]))
+        width = relative_half_width(f["geomean"], f["ci95"])
+        spread = "-" if f["spread"] is None else f"{f['spread']:.1%}"
+        lines.append(
+            f"| {r['case']}:{r['framework']} | {r['host']} | {f['row']} | {f['figure']} | {len(f['values'])} | {_fmt(f['geomean'])} | "
+            f"{'-' if width is None else f'±{width:.1%}'} | {spread} | {each} |"
+        )
+    return lines
 
 
 # ---- the tables' cells: one formatting for summary.md and report.html (utils/results/report/) ----
@@ -142,11 +189,14 @@ def percentile_cell(latency: dict, name: str, count: int | None, intervals: dict
     return f"n/a (<{MIN_SAMPLES_FOR_PERCENTILE[name][1]} queries)" if count is not None else "-"
 
 
-def mfu_cell(mfu: float | None, estimate: bool | None, note: str | None = None) -> str:
-    """MFU (a fraction) as ``12.34%``, ``est.`` when the peak is an estimate; n/a with the reason when None."""
+def mfu_cell(mfu: float | None, estimate: bool | None, note: str | None = None, measured: str | None = None) -> str:
+    """MFU (a fraction) as ``12.34%``, ``est.`` when the peak is an estimate, ``of measured fp32 GEMM
+    peak (...)`` when it is a measured baseline; n/a with the reason when None."""
     if mfu is None:
+        if note and measured:
+            return "n/a (over 100% of the measured peak: the baseline is wrong, see below)"
         return "n/a (over 100%: peak too low)" if note else "n/a (peak unknown)"
-    return f"{mfu * 100:.2f}%" + (" est." if estimate else "")
+    return f"{mfu * 100:.2f}%" + (f" of {measured}" if measured else " est." if estimate else "")
 
 
 def _verdict_cell(verdict: dict | None) -> str:
@@ -186,7 +236,7 @@ def markdown_table(records: list[dict], memory_kind: str = "device memory") -> s
             f"{plus_minus(r[Key.VAL_CORE_QPS], ci95.get(Key.VAL_CORE_QPS))} | {_percentile_cell(latency, 'p50', count, intervals)} | "
             f"{_percentile_cell(latency, 'p90', count, intervals)} | {_percentile_cell(latency, 'p99', count, intervals)} | "
             f"{_accuracy_cell(r[Key.VAL_ACC], r.get('accuracy_note'))} | {_accuracy_cell(r[Key.INFER_ACC], r.get('accuracy_note'))} | "
-            f"{memory} | {_mfu_cell(r.get('MFU'), r.get('mfu_is_estimate'), r.get('MFU_note')) if ok else '-'} |"
+            f"{memory} | {_mfu_cell(r.get('MFU'), r.get('mfu_is_estimate'), r.get('MFU_note'), r.get('peak_measured')) if ok else '-'} |"
         )
     rows = [(r, row) for r in records for row in r.get("performance") or []]
     if rows:
@@ -210,14 +260,21 @@ def markdown_table(records: list[dict], memory_kind: str = "device memory") -> s
                 f"{_na(row.get('qps'), 'no queries') if row.get('qps') is None else plus_minus(row['qps'], row.get('qps_ci95'))} | "
                 f"{_percentile_cell(latency, 'p50', row['queries'], intervals)} | "
                 f"{_percentile_cell(latency, 'p90', row['queries'], intervals)} | {_percentile_cell(latency, 'p99', row['queries'], intervals)} | "
-                f"{row['queries']} | {_mfu_cell(row.get('MFU'), r.get('mfu_is_estimate'), row.get('MFU_note'))} | {_verdict_cell(row['verdict'])} |"
+                f"{row['queries']} | {_mfu_cell(row.get('MFU'), r.get('mfu_is_estimate'), row.get('MFU_note'), r.get('peak_measured'))} | "
+                f"{_verdict_cell(row['verdict'])} |"
             )
     if any(r.get("ci95") or r.get("latency_ci95") or any(row.get("qps_ci95") for row in r.get("performance") or []) for r in records):
         lines += ["", "±: half the 95% confidence interval's width over the figure (docs/measurement.md)."]
     lines += llm_summary.markdown_lines(records)
+    lines += repetition_lines(records)
+    lines += baselines.markdown_lines(records)
     estimates = {r.get("peak_flops_source") for r in records if r.get("mfu_is_estimate")}
     if estimates:
         lines += ["", "MFU est.: the peak FLOPS is an estimate, not a datasheet figure: " + "; ".join(sorted(e for e in estimates if e))]
+        lines.append("Measure this host's peaks with `run.py --cases base`: later runs here then take MFU against them.")
+    over = [r for r in records if r.get("peak_measured") and r.get("MFU_note")]
+    for r in over:
+        lines.append(f"- **{r['case']}:{r['framework']} on {r['host']}: MFU {r['MFU_note']}**")
     invalid = [r for r in records if r.get("verdict") and not r["verdict"]["valid"]]
     if invalid:
         lines.append("")

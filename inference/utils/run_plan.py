@@ -1,0 +1,84 @@
+"""What a run runs, in which order: every case, variant and repetition, interleaved.
+
+``run.py --repeat N`` (or a case config's ``repetitions``) runs each case N times, each time a
+fresh ``run_inference.py`` process (a fresh container in MODE docker): the noise between runs
+(docs/measurement.md, "Between runs") is only seen by separate processes, so a repetition is
+never a second window inside the same one. Repetitions are interleaved across the run's cases
+(repetition 1 of every case, then repetition 2 ...), so that a slow minute of the machine falls
+on all of them rather than on one case's repetitions.
+
+``run.py ab`` runs two variants of the same cases (``--set-a``/``--set-b``): in each repetition
+every case runs as A then B, and the next repetition as B then A (ABBA), so that a machine that
+drifts steadily during the run favours neither.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+
+from common.errors import ConfigError
+from utils.case_specs import CaseSpec
+
+MAX_REPEAT = 1000  # tools/config/values.py's MAX_REPETITIONS: the case config's bound too
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One variant of the run's cases and the run folder its results go to."""
+
+    name: str  # "" for a plain run; "A" or "B" for run.py ab
+    run_dir: Path
+    cases: list[CaseSpec]
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One case run: which variant's spec, into which run folder, as which repetition (from 1)."""
+
+    spec: CaseSpec
+    run_dir: Path
+    repetition: int
+    variant: str = ""
+
+
+def parse_repeat(text: str | None) -> int | None:
+    """``--repeat N``: a whole number from 1 to MAX_REPEAT, else one line (exit 2)."""
+    if text is None:
+        return None
+    try:
+        value = int(text, 10)
+    except ValueError:
+        raise ConfigError(f"--repeat: must be a whole number of repetitions, got {text!r}") from None
+    if not 1 <= value <= MAX_REPEAT:
+        raise ConfigError(f"--repeat: must be from 1 to {MAX_REPEAT}, got {value}")
+    return value
+
+
+def build_plan(variants: list[Variant], repetitions: dict[str, int]) -> list[Planned]:
+    """Every case run in order (module docstring). ``repetitions`` maps a case key to its count
+    (1 when missing); a case with fewer repetitions than another drops out of the later rounds."""
+    rounds = max([repetitions.get(spec.key, 1) for v in variants for spec in v.cases], default=1)
+    plan: list[Planned] = []
+    for repetition in range(1, rounds + 1):
+        order = variants if repetition % 2 else list(reversed(variants))  # ABBA for two variants
+        for index in range(len(variants[0].cases)):
+            for variant in order:
+                spec = variant.cases[index]
+                if repetition <= repetitions.get(spec.key, 1):
+                    plan.append(Planned(spec, variant.run_dir, repetition, variant.name))
+    return plan
+
+
+def with_sets(cases: list[CaseSpec], sets: list[str]) -> list[CaseSpec]:
+    """The cases with a variant's ``--set`` items added to each case's own (they win over the run's)."""
+    return [dataclasses.replace(spec, workload_overrides=spec.workload_overrides + tuple(sets)) for spec in cases]
+
+
+def check_variants(set_a: list[str], set_b: list[str]) -> None:
+    """``run.py ab`` needs two different variants: the same ``--set`` items in any order are one."""
+    if not set_a and not set_b:
+        raise ConfigError("ab: give the variants with --set-a KEY=VALUE and --set-b KEY=VALUE")
+    if sorted(set_a) == sorted(set_b):
+        raise ConfigError(f"ab: --set-a and --set-b are the same variant ({' '.join(sorted(set_a)) or 'no --set'}): nothing to compare")

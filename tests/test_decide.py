@@ -1,0 +1,121 @@
+"""utils/results/decide.py: the ratio B/A across repetitions, its Welch interval, the verdicts, and
+the error rates they promise, on seeded simulated repetitions (no clock involved)."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+from scipy import stats
+
+from utils.results import decide as d
+from utils.results.decide import Sample, across, decide, side, welch_df
+
+
+def samples(*values: float, interval: float | None = None, valid: bool = True) -> list[Sample]:
+    """Repetitions with, optionally, a window interval of ±``interval`` (relative) each."""
+    return [Sample(v, (v * (1 - interval), v * (1 + interval)) if interval else None, valid) for v in values]
+
+
+def test_the_interval_is_welchs_on_the_log_scale():
+    a, b = [100.0, 104.0, 98.0, 101.0], [90.0, 93.0, 88.0]
+    la, lb = [math.log(v) for v in a], [math.log(v) for v in b]
+    welch = stats.ttest_ind(lb, la, equal_var=False)
+    result = decide(samples(*a), samples(*b), higher_is_better=True, threshold=0.05)
+    diff = sum(lb) / 3 - sum(la) / 4
+    se = math.sqrt(stats.tvar(la) / 4 + stats.tvar(lb) / 3)
+    assert result.df == pytest.approx(welch.df)
+    assert result.ratio == pytest.approx(math.exp(diff))
+    half = stats.t.ppf(0.975, welch.df) * se
+    assert (result.low, result.high) == (pytest.approx(math.exp(diff - half)), pytest.approx(math.exp(diff + half)))
+    assert diff / se == pytest.approx(welch.statistic)
+    assert result.verdict == d.WORSE and result.regression and (result.n_a, result.n_b) == (4, 3) and not result.widened
+
+
+@pytest.mark.parametrize(
+    "a, b, higher, verdict",
+    [
+        ((100, 101, 99), (80, 81, 79), True, d.WORSE),  # qps -20 %
+        ((100, 100.2, 99.8), (97, 97.2, 96.8), True, d.WORSE_BELOW),  # -3 %, clearly
+        ((100, 101, 99), (120, 121, 119), True, d.BETTER),
+        ((100, 100.2, 99.8), (102, 102.2, 101.8), True, d.BETTER_BELOW),
+        ((100, 130, 80), (90, 120, 70), True, d.INCONCLUSIVE),  # noisy: the interval reaches -40 %
+        ((100, 101, 99), (100.5, 99.5, 100), True, d.NO_CHANGE),
+        ((1.0, 1.01, 0.99), (1.2, 1.21, 1.19), False, d.WORSE),  # latency +20 %
+        ((1.0, 1.01, 0.99), (0.8, 0.81, 0.79), False, d.BETTER),
+    ],
+)
+def test_verdicts(a, b, higher, verdict):
+    assert decide(samples(*a), samples(*b), higher, threshold=0.05).verdict == verdict
+
+
+def test_a_change_of_exactly_the_threshold_is_within_it():
+    # identical repetitions: a zero-width interval at exactly -5 %
+    result = decide(samples(100.0, 100.0), samples(95.0, 95.0), True, threshold=1 - 0.95 / 1.0)
+    assert result.low == result.high == pytest.approx(0.95) and result.verdict == d.WORSE_BELOW
+
+
+def test_one_repetition_is_widened_by_the_between_run_spread():
+    one = decide(samples(100.0, interval=0.02), samples(100.0, interval=0.02), True, 0.05, between_cv=0.12)
+    own = math.log(1.02 / 0.98) / 2 / d.Z975
+    assert one.widened and math.isinf(one.df)
+    assert math.log(one.high) == pytest.approx(d.Z975 * math.sqrt(2 * (own**2 + 0.12**2)))
+    # 20 % slower in one run each: within what two runs of this machine differ by
+    assert decide(samples(100.0, interval=0.02), samples(80.0, interval=0.02), True, 0.05).verdict == d.INCONCLUSIVE
+    assert decide(samples(100.0, interval=0.02), samples(50.0, interval=0.02), True, 0.05).verdict == d.WORSE
+    # with no between-run term, a 20 % change beyond both windows' ±2 % is called
+    assert decide(samples(100.0, interval=0.02), samples(80.0, interval=0.02), True, 0.05, between_cv=0.0).verdict == d.WORSE
+    # a mixed comparison: one side's term exact, the other's by Welch-Satterthwaite
+    mixed = decide(samples(100.0), samples(80.0, 81.0, 79.0), True, 0.05)
+    assert mixed.widened and mixed.df == pytest.approx(welch_df(side(samples(100.0)), side(samples(80.0, 81.0, 79.0))))
+
+
+def test_across_is_the_geometric_mean_and_its_t_interval():
+    mean, interval, spread = across(samples(100.0, 121.0))
+    assert mean == pytest.approx(110.0)
+    half = stats.t.ppf(0.975, 1) * math.sqrt(stats.tvar([math.log(100), math.log(121)]) / 2)
+    assert interval == (pytest.approx(110 * math.exp(-half)), pytest.approx(110 * math.exp(half)))
+    assert spread == pytest.approx(stats.tstd([math.log(100), math.log(121)]))
+    assert across(samples(5.0)) == (pytest.approx(5.0), None, None)
+
+
+def test_values_must_be_positive_and_finite():
+    for bad in ([], [0.0], [-1.0], [math.inf], [math.nan]):
+        with pytest.raises(ValueError):
+            side([Sample(v) for v in bad])
+
+
+def _lognormal_runs(rng: random.Random, n: int, scale: float, cv: float) -> list[Sample]:
+    return [Sample(scale * math.exp(rng.gauss(0.0, cv))) for _ in range(n)]
+
+
+@pytest.mark.parametrize("n", [2, 3, 5, 10])
+def test_two_identical_engines_are_called_worse_at_most_2_5_percent_of_the_time(n):
+    """A/A on seeded lognormal repetitions with a 12 % spread between runs: the false-alarm rate
+    of "worse" is at most alpha / 2, whatever the number of repetitions."""
+    rng = random.Random(1000 + n)
+    trials = 4000
+    alarms = sum(decide(_lognormal_runs(rng, n, 100.0, 0.12), _lognormal_runs(rng, n, 100.0, 0.12), True, 0.0).verdict == d.WORSE for _ in range(trials))
+    assert alarms / trials <= 0.025 + 3 * math.sqrt(0.025 * 0.975 / trials)  # within 3 sigma of the nominal rate
+
+
+def test_the_ratio_interval_covers_the_true_ratio_at_its_nominal_rate():
+    rng = random.Random(7)
+    trials, covered = 3000, 0
+    for _ in range(trials):
+        result = decide(_lognormal_runs(rng, 4, 100.0, 0.1), _lognormal_runs(rng, 6, 85.0, 0.05), True, 0.05)
+        covered += result.low <= 0.85 <= result.high
+    assert abs(covered / trials - 0.95) <= 3 * math.sqrt(0.95 * 0.05 / trials)
+
+
+def test_power_grows_with_repetitions():
+    """A 15 % slower engine, 5 % spread between runs: rarely seen with 2 repetitions a side, nearly always with 8."""
+    rng = random.Random(3)
+
+    def power(n: int) -> float:
+        found = sum(decide(_lognormal_runs(rng, n, 100.0, 0.05), _lognormal_runs(rng, n, 85.0, 0.05), True, 0.05).verdict == d.WORSE for _ in range(1000))
+        return found / 1000
+
+    low, high = power(2), power(8)
+    assert low < 0.6 < 0.95 < high
