@@ -182,6 +182,7 @@ def test_build_result_whole_record():
         "audits": [{"name": "a"}],
         "performance_notes": ["a note"],
         "llm": None,
+        "baseline": None,
         "engine": {"name": "ort", "performance_data": list(range(30))},
         "cache": {"c": 2},
         "steps": {"s": 1},

@@ -114,7 +114,9 @@ def test_merge_outcome_whole_record(fake_vendor, monkeypatch):
         "vendor_max_mem(GiB)": 16.0,
         "peak_flops": 4e12,
         "mfu_is_estimate": True,
+        "peak_measured": None,  # no base-tier peak cached for this host (utils/results/baselines.py)
         "peak_flops_source": "the source",
+        "baseline": None,
         "MFU": 2e9 * 100.0 / 4e12,
         "MFU_note": None,
         "performance": [
@@ -346,6 +348,7 @@ n/a (<662 queries) | 0 | n/a (peak unknown) | INVALID (1) |
 ±: half the 95% confidence interval's width over the figure (docs/measurement.md).
 
 MFU est.: the peak FLOPS is an estimate, not a datasheet figure: generic (g); zen4 (src)
+Measure this host's peaks with `run.py --cases base`: later runs here then take MFU against them.
 
 - **resnet50:pytorch on h1 is INVALID:** r1; r2
 

@@ -24,3 +24,12 @@ def unknown_vendor(vendor: str, folder: str = "inference_engine", known: Iterabl
     if known is not None:
         message += f" (known: {', '.join(known) or 'none'})"
     return message
+
+
+# The base tier (benchmarks/base_common.py): cases that measure the chip itself, named base_<what>;
+# ``run.py --cases base`` runs them alone.
+BASE_PREFIX = "base_"
+
+
+def is_base_case(case: str) -> bool:
+    return case.startswith(BASE_PREFIX)

@@ -51,11 +51,15 @@ def pooled_mfu(flops: Any, qps: Any, peaks: list[Any]) -> float | None:
     return mfu(flops, qps, sum(peaks))
 
 
-def plausible_mfu(value: float | None, estimate: bool | None) -> tuple[float | None, str | None]:
+def plausible_mfu(value: float | None, estimate: bool | None, measured: str | None = None) -> tuple[float | None, str | None]:
     """``(MFU, note)``: an MFU above 100 % is impossible, since the peak (or ``flops``) is wrong,
-    so it becomes ``(None, why)``."""
+    so it becomes ``(None, why)``. ``measured``: the peak is a measured baseline (its description,
+    utils/results/baselines.py), which a case cannot beat unless the baseline itself is wrong."""
     if value is None or value <= 1.0:
         return value, None
+    if measured:
+        why = "the baseline is wrong (measured under load or with fewer threads) or flops is; run run.py --cases base again"
+        return None, f"{value:.0%} of the {measured}: {why}"
     if estimate:
         return None, f"{value:.0%} of the estimated peak: the estimate is too low (a nominal clock below the real one)"
     return None, f"{value:.0%} of the peak: flops or the peak FLOPS is wrong"

@@ -23,6 +23,7 @@ from loguru import logger
 
 from common.errors import ConfigError, DataError, EngineError, StorageError
 from common.files import storage_error, sweep_stale_temps, writable_dir
+from common.layout import is_base_case
 from common.pipeline_lines import STEPS, step_line  # the step lines run.py reads
 from tools.artefacts.engine import EngineBuilder
 from tools.artefacts.onnx_export import export_to_cache
@@ -90,6 +91,8 @@ class Pipeline:
     # ---- driver -------------------------------------------------------------
     def run(self) -> dict:
         self._step("init", self.init)
+        if callable(getattr(self.state.case_module, "baseline_stage", None)):
+            return self._run_baseline()
         self._step("dataset_and_model", self.dataset_and_model)
         config = self.state.config
         self._step(
@@ -119,6 +122,18 @@ class Pipeline:
         )
         return self._step("summary", self.summary)
 
+    def _run_baseline(self) -> dict:
+        """A base-tier case (benchmarks/base_common.py) measures the chip: no data set, model or
+        engine; its ``baseline_stage(config)`` runs as the engine_inference step."""
+        why = "a base-tier case: no data set, model or engine"
+        for name in ("dataset_and_model", "framework_validation", "onnx_export", "vendor_compile"):
+            self._step(name, None, skip_if=True, why=why)
+        self._step("engine_inference", self.baseline)
+        return self._step("summary", self.summary)
+
+    def baseline(self) -> None:
+        self.state.performance = self.state.case_module.baseline_stage(self.state.config)
+
     def _step(self, name: str, action, skip_if: bool = False, why: str | None = None):
         record = self.steps[name]
         if skip_if:
@@ -145,7 +160,8 @@ class Pipeline:
         args = self.args
         if not (self.perf_dir / "configs").is_dir():
             raise ConfigError(f"--perf_dir {args.perf_dir}: not an InferPerf inference/ directory (no configs/)")
-        _check_data_dir(args.data_dir)
+        if not is_base_case(args.case):  # a base-tier case reads no data
+            _check_data_dir(args.data_dir)
         check_vendor(args.vendor)
         config = load_case_config(
             str(self.perf_dir),

@@ -176,6 +176,7 @@ def build_result(
         "audits": report.get("audits", []),
         "performance_notes": report.get("notes", []),
         "llm": report.get("llm"),  # an LLM case's prefill/decode table, server rows and greedy check (docs/result_schema.md)
+        "baseline": report.get("baseline"),  # a base-tier case's measured peaks (benchmarks/base_common.py, docs/result_schema.md)
         "engine": engine_info or None,
         "cache": cache,
         "steps": steps,

@@ -1,0 +1,353 @@
+"""The base tier: cases that measure the chip itself, as FlagPerf's ``base/`` suite does.
+
+A base case is a case folder named ``base_<what>`` (``benchmarks/base_gemm/pytorch/``,
+``configs/base_gemm/...``) run like any other case by host.yaml and run.py, in the vendor's
+container and with the monitors. Instead of the model steps it defines one pipeline hook,
+``baseline_stage(config)``: the pipeline skips the data set, the model and the engine and
+runs it in the engine_inference step (tools/pipeline.py). Its figures are measured until
+precise by ``tools/measure/baseline.py`` and written under result.json's ``baseline``.
+
+Cases (each figure with its 95 % interval and verdict):
+  base_gemm      GEMM FLOP/s per dtype (``dtypes``) over a size sweep (``sizes``, square
+                 m = n = k): every size measured briefly, the best one until precise;
+  base_stream    STREAM copy and triad bytes/s over arrays well beyond the last-level cache;
+  base_transfer  host<->device bytes/s each way, pinned and pageable (not applicable on a
+                 vendor without device memory, e.g. cpu).
+
+The kernels are the vendor's: ``inference_engine/<vendor>/base/kernels.py`` defines
+``Kernels`` (usually a subclass of ``TorchKernels`` below, overriding what its library does
+better); without that file the vendor gets ``TorchKernels`` (docs/vendor_guide.md).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from loguru import logger
+
+from common.errors import ConfigError, DataError
+
+BASE_CASES = ("base_gemm", "base_stream", "base_transfer")  # the shipped ones, in the order run.py --cases base runs them
+
+# dtype name -> (torch dtype name, bytes per element of A and B, bytes per element of C)
+DTYPES: dict[str, tuple[str, int, int]] = {
+    "fp64": ("float64", 8, 8),
+    "fp32": ("float32", 4, 4),
+    "tf32": ("float32", 4, 4),
+    "bf16": ("bfloat16", 2, 2),
+    "fp16": ("float16", 2, 2),
+    "int8": ("int8", 1, 4),  # int8 x int8 accumulates into int32
+}
+MEMORY_SHARE = 0.8  # a working set must fit in this share of the free memory
+
+
+# ---- the kernels ------------------------------------------------------------------------------
+class TorchKernels:
+    """The framework's default kernels, in PyTorch (FlagPerf's ``torch.mm``). A vendor overrides
+    any method in ``inference_engine/<vendor>/base/kernels.py``; each factory returns a
+    no-argument callable that runs the kernel once (asynchronously is fine: ``sync`` waits)."""
+
+    name = "torch"
+    gemm_dtypes: tuple[str, ...] = ("fp32", "bf16", "fp16")
+    # None: host<->device transfer applies; else the one line saying why it does not
+    transfer_not_applicable: str | None = None
+
+    def sync(self, device: str) -> None:
+        if device.startswith("cuda"):
+            import torch
+
+            torch.cuda.synchronize(device)
+
+    def free_memory(self, device: str) -> int | None:
+        """Bytes free where the kernels allocate (None: unknown)."""
+        if device.startswith("cuda"):
+            import torch
+
+            return int(torch.cuda.mem_get_info(device)[0])
+        try:
+            import psutil
+
+            return int(psutil.virtual_memory().available)
+        except ImportError:
+            return None
+
+    def gemm(self, dtype: str, m: int, n: int, k: int, device: str) -> Callable[[], Any]:
+        import torch
+
+        if device.startswith("cuda"):
+            torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
+        generator = torch.Generator().manual_seed(0)
+        a = torch.randn(m, k, generator=generator).to(getattr(torch, DTYPES[dtype][0])).to(device)
+        b = torch.randn(k, n, generator=generator).to(getattr(torch, DTYPES[dtype][0])).to(device)
+        out = torch.empty(m, n, dtype=a.dtype, device=device)
+        return lambda: torch.mm(a, b, out=out)
+
+    def stream(self, kernel: str, elements: int, device: str) -> Callable[[], Any]:
+        """STREAM's ``copy`` (c = a) or ``triad`` (a = b + s * c) over float64 arrays, as STREAM."""
+        import torch
+
+        a = torch.full((elements,), 1.0, dtype=torch.float64, device=device)
+        b = torch.full((elements,), 2.0, dtype=torch.float64, device=device)
+        c = torch.zeros(elements, dtype=torch.float64, device=device)
+        if kernel == "copy":
+            return lambda: c.copy_(a)
+        if kernel == "triad":
+            return lambda: torch.add(b, c, alpha=3.0, out=a)
+        raise ConfigError(f"unknown STREAM kernel {kernel!r} (copy, triad)")
+
+    def transfer(self, direction: str, nbytes: int, pinned: bool, device: str) -> Callable[[], Any]:
+        """One copy of ``nbytes`` host->device (``h2d``) or device->host (``d2h``), from or to
+        pinned (page-locked) or pageable host memory."""
+        import torch
+
+        host = torch.empty(nbytes, dtype=torch.uint8, pin_memory=pinned)
+        dev = torch.empty(nbytes, dtype=torch.uint8, device=device)
+        if direction == "h2d":
+            return lambda: dev.copy_(host, non_blocking=pinned)
+        return lambda: host.copy_(dev, non_blocking=pinned)
+
+
+def vendor_kernels(vendor: str) -> TorchKernels:
+    """The vendor's ``Kernels`` (``inference_engine/<vendor>/base/kernels.py``), else ``TorchKernels``."""
+    from inference_engine.registry import ENGINE_ROOT
+
+    path = ENGINE_ROOT / vendor / "base" / "kernels.py"
+    if not path.is_file():
+        return TorchKernels()
+    module = importlib.import_module(f"inference_engine.{vendor}.base.kernels")
+    kernels = getattr(module, "Kernels", None)
+    if not callable(kernels):
+        raise ConfigError(f"inference_engine/{vendor}/base/kernels.py: must define class Kernels (see docs/vendor_guide.md, base tier)")
+    return kernels()
+
+
+# ---- the checks (run.py before any host; the container again before allocating) ---------------
+def _origin(config: Any, key: str) -> str:
+    return config.origin.get(key, "config")
+
+
+def _positive_ints(config: Any, key: str) -> list[int]:
+    value = config.get(key)
+    values = value if isinstance(value, list) else [value]
+    if not values or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in values):
+        raise ConfigError(f"{_origin(config, key)}: key '{key}' must be a positive integer or a list of them, got {value!r}")
+    return values
+
+
+def gemm_dtypes(config: Any, kernels: TorchKernels) -> list[str]:
+    value = config.get("dtypes")
+    dtypes = value if isinstance(value, list) else [value]
+    if not dtypes or not all(isinstance(d, str) for d in dtypes):
+        raise ConfigError(f"{_origin(config, 'dtypes')}: key 'dtypes' must be a list of dtype names, got {value!r}")
+    for dtype in dtypes:
+        if dtype not in kernels.gemm_dtypes:
+            raise ConfigError(
+                f"{_origin(config, 'dtypes')}: key 'dtypes': {dtype!r} is not supported by vendor {config.vendor}'s kernels "
+                f"({kernels.name}: {', '.join(kernels.gemm_dtypes)})"
+            )
+    return dtypes
+
+
+def gemm_bytes(dtype: str, size: int) -> int:
+    """Memory of A, B and C for a square GEMM of ``size``."""
+    _, ab, c = DTYPES[dtype]
+    return 2 * size * size * ab + size * size * c
+
+
+def stream_elements(config: Any) -> int:
+    """Elements of each STREAM array: ``array_mib`` MiB of float64, or (``auto``) 4 x the
+    last-level caches' total (STREAM's rule), at least 64 MiB."""
+    value = config.get("array_mib", "auto")
+    if value == "auto":
+        nbytes = max(4 * last_level_cache_bytes(), 64 * 2**20)
+    else:
+        nbytes = _positive_ints(config, "array_mib")[0] * 2**20
+    return nbytes // 8
+
+
+def last_level_cache_bytes(root: Path = Path("/sys/devices/system/cpu")) -> int:
+    """Sum of the last-level caches (each shared cache counted once); 0 when unknown."""
+    caches: dict[tuple[int, str], int] = {}
+    for index in root.glob("cpu[0-9]*/cache/index[0-9]*"):
+        try:
+            level = int((index / "level").read_text())
+            shared = (index / "shared_cpu_list").read_text().strip()
+            size = (index / "size").read_text().strip()
+        except (OSError, ValueError):
+            continue
+        units = {"K": 2**10, "M": 2**20, "G": 2**30}
+        nbytes = int(size[:-1]) * units[size[-1]] if size and size[-1] in units else int(size or 0)
+        caches[(level, shared)] = nbytes
+    if not caches:
+        return 0
+    top = max(level for level, _ in caches)
+    return sum(size for (level, _), size in caches.items() if level == top)
+
+
+def check_memory(config: Any, kernels: TorchKernels, key: str, needed: int, what: str) -> None:
+    free = kernels.free_memory(config.device)
+    if free is not None and needed > MEMORY_SHARE * free:
+        raise ConfigError(
+            f"{_origin(config, key)}: key '{key}': {what} needs {needed / 2**30:.3g} GiB, more than {MEMORY_SHARE:.0%} "
+            f"of the {free / 2**30:.3g} GiB free on {config.device}"
+        )
+
+
+def check_base_config(config: Any, kernels: TorchKernels | None = None, memory: bool = True) -> None:
+    """Every bad input of a base case as one ConfigError naming the key (exit 2), before anything
+    is allocated. ``memory``: also check the working set against this machine's free memory
+    (where the case runs here)."""
+    kernels = kernels or vendor_kernels(config.vendor)
+    if config.case == "base_gemm":
+        dtypes = gemm_dtypes(config, kernels)
+        sizes = _positive_ints(config, "sizes")
+        if memory:
+            largest = max(sizes)
+            for dtype in dtypes:
+                check_memory(config, kernels, "sizes", gemm_bytes(dtype, largest), f"a {largest}^3 {dtype} GEMM (A, B and C)")
+    elif config.case == "base_stream":
+        elements = stream_elements(config)
+        if memory:
+            check_memory(config, kernels, "array_mib", 3 * elements * 8, f"STREAM's three arrays of {elements * 8 / 2**20:.0f} MiB")
+    elif config.case == "base_transfer":
+        mib = _positive_ints(config, "transfer_mib")[0]
+        if memory and kernels.transfer_not_applicable is None:
+            check_memory(config, kernels, "transfer_mib", mib * 2**20, f"a {mib} MiB transfer buffer")
+
+
+# ---- the report -------------------------------------------------------------------------------
+@dataclass
+class BaselineReport:
+    """What a base case's stage gives the pipeline (the shape ``tools/results/result.py`` reads)."""
+
+    case: str
+    kernels: str
+    figures: list[dict] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    not_applicable: str | None = None
+    rows: list = field(default_factory=list)  # no LoadGen-style rows
+    engine_reasons: list[str] = field(default_factory=list)
+    raw_latencies_ns: list = field(default_factory=list)
+
+    def labelled_reasons(self) -> list[tuple[str, list[str]]]:
+        return [(figure["name"], figure["verdict"]["reasons"]) for figure in self.figures]
+
+    def to_dict(self) -> dict:
+        baseline = {"case": self.case, "kernels": self.kernels, "figures": self.figures, "not_applicable": self.not_applicable}
+        return {"baseline": baseline, "notes": self.notes, "rows": []}
+
+
+def figure(name: str, kind: str, unit: str, rate: Any, **extra: Any) -> dict:
+    return {"name": name, "kind": kind, "unit": unit, **rate.to_dict(), **extra}
+
+
+def _settings(config: Any):
+    from tools.measure.baseline import KernelSettings
+
+    return KernelSettings.from_config(config)
+
+
+def gemm_stage(config: Any, kernels: TorchKernels | None = None, clock: Callable[[], int] | None = None) -> BaselineReport:
+    """Each dtype: every size measured for ``sweep_s`` (information), then the best size until precise."""
+    from dataclasses import replace
+
+    from tools.measure.baseline import gemm_flop, measure_kernel
+    from tools.measure.precision import MIN_QUERIES
+
+    kernels = kernels or vendor_kernels(config.vendor)
+    check_base_config(config, kernels)
+    settings = _settings(config)
+    sweep = replace(settings, warmup=1, settle_max_s=0.0, precision=None, min_queries=MIN_QUERIES, min_duration_s=float(config.get("sweep_s", 0.3)))
+    timing = {} if clock is None else {"clock": clock}
+    device = config.device
+    report = BaselineReport(config.case, kernels.name, notes=[threads_note()])
+    for dtype in gemm_dtypes(config, kernels):
+        swept = []
+        for size in sorted(_positive_ints(config, "sizes")):
+            call = kernels.gemm(dtype, size, size, size, device)
+            rate = measure_kernel(call, gemm_flop(size, size, size), sweep, lambda: kernels.sync(device), **timing)
+            swept.append({"size": size, "value": rate.value, "ci95": rate.ci95, "calls": rate.calls})
+            logger.info(f"{dtype} GEMM {size}^3: {(rate.value or 0) / 1e9:.1f} GFLOP/s over {rate.calls} calls (sweep)")
+            del call
+        best = max(swept, key=lambda row: row["value"] or 0.0)["size"]
+        call = kernels.gemm(dtype, best, best, best, device)
+        rate = measure_kernel(call, gemm_flop(best, best, best), settings, lambda: kernels.sync(device), **timing)
+        del call
+        report.figures.append(figure(f"{dtype} GEMM", "compute", "FLOP/s", rate, dtype=dtype, size=[best, best, best], sweep=swept))
+        _log(report.figures[-1])
+    return report
+
+
+def stream_stage(config: Any, kernels: TorchKernels | None = None, clock: Callable[[], int] | None = None) -> BaselineReport:
+    from tools.measure.baseline import measure_kernel, stream_bytes
+
+    kernels = kernels or vendor_kernels(config.vendor)
+    check_base_config(config, kernels)
+    settings = _settings(config)
+    timing = {} if clock is None else {"clock": clock}
+    elements = stream_elements(config)
+    llc = last_level_cache_bytes()
+    report = BaselineReport(config.case, kernels.name)
+    report.notes.append(
+        f"STREAM arrays of {elements * 8 / 2**20:.0f} MiB float64 each"
+        + (f", {elements * 8 / llc:.1f} x the {llc / 2**20:.0f} MiB last-level cache" if llc else " (last-level cache size unknown)")
+    )
+    for kernel in config.get("kernels", ["copy", "triad"]):
+        call = kernels.stream(kernel, elements, config.device)
+        rate = measure_kernel(call, stream_bytes(kernel, elements, 8), settings, lambda: kernels.sync(config.device), **timing)
+        del call
+        report.figures.append(figure(f"STREAM {kernel}", "bandwidth", "B/s", rate, kernel=kernel, array_bytes=elements * 8))
+        _log(report.figures[-1])
+    return report
+
+
+def transfer_stage(config: Any, kernels: TorchKernels | None = None, clock: Callable[[], int] | None = None) -> BaselineReport:
+    from tools.measure.baseline import measure_kernel
+
+    kernels = kernels or vendor_kernels(config.vendor)
+    check_base_config(config, kernels)
+    report = BaselineReport(config.case, kernels.name)
+    if kernels.transfer_not_applicable is not None:
+        report.not_applicable = kernels.transfer_not_applicable
+        logger.info(f"host<->device transfer: not applicable ({kernels.transfer_not_applicable})")
+        return report
+    settings = _settings(config)
+    timing = {} if clock is None else {"clock": clock}
+    nbytes = _positive_ints(config, "transfer_mib")[0] * 2**20
+    for pinned in (True, False):
+        for direction in ("h2d", "d2h"):
+            call = kernels.transfer(direction, nbytes, pinned, config.device)
+            rate = measure_kernel(call, nbytes, settings, lambda: kernels.sync(config.device), **timing)
+            del call
+            memory = "pinned" if pinned else "pageable"
+            report.figures.append(figure(f"{direction} {memory}", "transfer", "B/s", rate, direction=direction, pinned=pinned, bytes=nbytes))
+            _log(report.figures[-1])
+    return report
+
+
+def _log(found: dict) -> None:
+    value, width = found["value"], found["relative_half_width"]
+    scaled = f"{value / 1e9:.2f} G{found['unit']}" if value else "n/a"
+    state = "valid" if found["verdict"]["valid"] else "INVALID: " + "; ".join(found["verdict"]["reasons"])
+    logger.info(f"{found['name']}: {scaled}" + (f" ±{width:.1%}" if width is not None else "") + f" ({state})")
+
+
+# ---- the six case functions (spec §3.2.2), none of which a base case uses ----------------------
+def _not_used(*_args: Any, **_kwargs: Any) -> Any:
+    raise DataError("a base-tier case has no data set, model or engine: the pipeline runs its baseline_stage instead")
+
+
+CASE_FUNCTIONS = {name: _not_used for name in ("build_dataloader", "create_model", "evaluator", "model_forward", "export_model", "engine_forward")}
+
+
+def threads_note() -> str:
+    try:
+        import torch
+
+        return f"{torch.get_num_threads()} torch threads of {os.cpu_count()} CPUs"
+    except ImportError:  # pragma: no cover - torch is in every image
+        return f"{os.cpu_count()} CPUs"

@@ -1,0 +1,288 @@
+"""The base tier (issue 29): kernels measured until precise (tools/measure/baseline.py), the base
+cases (benchmarks/base_common.py), measured peaks cached per host fingerprint and used as MFU's
+denominator (utils/results/baselines.py, utils/results/summary.py), and their bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from benchmarks.base_common import TorchKernels, check_base_config, gemm_bytes, gemm_stage, last_level_cache_bytes, stream_stage, transfer_stage
+from common.errors import ConfigError
+from common.mfu import plausible_mfu
+from tests.conftest import INFERENCE, TYPED_CASE_CONFIG
+from tools.config.case import CaseConfig
+from tools.measure.baseline import KernelSettings, allreduce_bandwidth, gemm_flop, measure_kernel, stream_bytes
+from utils.case_specs import CaseSpec
+from utils.executors.base import CaseOutcome
+from utils.results import baselines
+from utils.results.summary import markdown_table, merge_outcome
+
+
+class FakeClock:
+    """Advances ``step_ns`` at every kernel call (and not otherwise)."""
+
+    def __init__(self, step_ns: int) -> None:
+        self.now = 0
+        self.step_ns = step_ns
+
+    def __call__(self) -> int:
+        return self.now
+
+    def kernel(self, real=None):
+        def call():
+            if real is not None:
+                real()
+            self.now += self.step_ns
+
+        return call
+
+
+NO_CONTENTION = type("NoContention", (), {"start": lambda self: self, "stop": lambda self: None})()
+
+
+def settings(**changes) -> KernelSettings:
+    return KernelSettings(**{"warmup": 1, "min_queries": 16, "min_duration_s": 0.05, "max_duration_s": 5.0, "precision": 0.02, "settle_max_s": 0.0, **changes})
+
+
+def base_config(case: str, **keys) -> CaseConfig:
+    typed = {**TYPED_CASE_CONFIG, "vendor": "cpu", "case": case, "compiler": None, "batch_size": 1}
+    extra = {"dtypes": ["fp32"], "sizes": [64], "sweep_s": 0.0, **keys.pop("extra", {})}
+    return CaseConfig(**typed, extra=extra, **{"min_query_count": 16, "min_duration_s": 0.0, "max_duration_s": 5.0, "settle_max_s": 0.0, **keys})
+
+
+# ---- the arithmetic ------------------------------------------------------------------------------
+def test_a_gemm_of_known_flops_on_a_fake_clock_gives_the_exact_tflops():
+    flop = gemm_flop(4096, 4096, 4096)
+    assert flop == 2 * 4096**3
+    clock = FakeClock(step_ns=1_000_000)  # 1 ms per GEMM
+    rate = measure_kernel(clock.kernel(), flop, settings(), clock=clock, contention=NO_CONTENTION)
+    assert rate.value == pytest.approx(flop / 1e-3, rel=1e-12)  # 137.4 TFLOP/s exactly
+    assert rate.value / 1e12 == pytest.approx(137.438953472)
+    assert rate.ci95[0] == pytest.approx(rate.value) and rate.ci95[1] == pytest.approx(rate.value)
+    assert rate.verdict.valid and rate.precision["stop_reason"] == "precision reached"
+    assert rate.calls >= 50  # min_duration_s 0.05 s at 1 ms a call
+
+
+def test_a_rate_that_halves_mid_window_drifts_and_is_invalid():
+    clock = FakeClock(step_ns=1_000_000)
+    calls = {"n": 0}
+
+    def call():
+        calls["n"] += 1
+        clock.now += 1_000_000 if calls["n"] < 40 else 2_000_000
+
+    rate = measure_kernel(call, 1e9, settings(max_duration_s=0.5, warmup=0), clock=clock, contention=NO_CONTENTION)
+    assert not rate.verdict.valid
+    assert any("drifting: rate fell" in r for r in rate.verdict.reasons) or any("not precise enough" in r for r in rate.verdict.reasons)
+
+
+def test_stream_counts_copy_as_two_arrays_and_triad_as_three():
+    assert stream_bytes("copy", 1000, 8) == 16_000
+    assert stream_bytes("triad", 1000, 8) == 24_000
+    assert stream_bytes("add", 10, 4) == 120 and stream_bytes("scale", 10, 4) == 80
+    clock = FakeClock(step_ns=2_000_000)
+    rate = measure_kernel(clock.kernel(), stream_bytes("triad", 2**20, 8), settings(), clock=clock, contention=NO_CONTENTION)
+    assert rate.value == pytest.approx(3 * 2**20 * 8 / 2e-3)
+
+
+def test_allreduce_bus_bandwidth_is_nccl_tests_formula():
+    algbw, busbw = allreduce_bandwidth(1e9, 0.5, 2)
+    assert algbw == 2e9 and busbw == 2e9  # 2 ranks: 2(n-1)/n = 1
+    assert allreduce_bandwidth(1e9, 0.5, 4) == (2e9, 3e9)  # 4 ranks: x 1.5
+    assert allreduce_bandwidth(8e6, 1e-3, 8)[1] == pytest.approx(8e9 * 14 / 8)
+    assert allreduce_bandwidth(1e9, 1.0, 1)[1] == 0.0
+    with pytest.raises(ValueError):
+        allreduce_bandwidth(1e9, 0.0, 2)
+
+
+# ---- real kernels on small sizes ----------------------------------------------------------------
+def test_a_real_small_gemm_is_within_a_factor_of_the_bare_torch_loop():
+    import torch
+
+    n = 256
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    out = torch.empty(n, n)
+    measured, bare = [], []
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the same threads for both; one thread, as a busy core stalls a 2-thread GEMM 10-100x
+    try:
+        for _ in range(3):  # side by side, interleaved; the best of each: a shared machine's bursts hit either one
+            report = gemm_stage(base_config("base_gemm", extra={"sizes": [n]}, precision=None, min_duration_s=0.2))
+            measured.append(report.figures[0]["value"])
+            calls, start = 50, time.perf_counter()
+            for _ in range(calls):
+                torch.mm(a, b, out=out)
+            bare.append(calls * gemm_flop(n, n, n) / (time.perf_counter() - start))
+    finally:
+        torch.set_num_threads(threads)
+    measured, bare = max(measured), max(bare)
+    assert bare / 4 < measured < bare * 4, (measured, bare)
+    assert report.figures[0]["size"] == [n, n, n] and report.figures[0]["unit"] == "FLOP/s"
+
+
+def test_the_gemm_sweep_reports_every_size_and_measures_the_best():
+    clock_ns = {"now": 0}
+
+    class Timed(TorchKernels):
+        def gemm(self, dtype, m, n, k, device):  # a fake chip: 1 TFLOP/s at 128, 2 TFLOP/s at 256
+            rate = 1e12 if m == 128 else 2e12
+
+            def call():
+                clock_ns["now"] += int(gemm_flop(m, n, k) / rate * 1e9)
+
+            return call
+
+    config = base_config("base_gemm", extra={"sizes": [128, 256]}, min_duration_s=0.001)
+    report = gemm_stage(config, Timed(), clock=lambda: clock_ns["now"])
+    found = report.figures[0]
+    assert [row["size"] for row in found["sweep"]] == [128, 256]
+    assert found["size"] == [256, 256, 256]
+    assert found["value"] == pytest.approx(2e12, rel=1e-3)
+
+
+def test_stream_on_real_arrays_reports_copy_and_triad_and_the_arrays_size():
+    report = stream_stage(base_config("base_stream", extra={"array_mib": 8}))
+    assert [f["name"] for f in report.figures] == ["STREAM copy", "STREAM triad"]
+    assert all(f["value"] > 0 and f["unit"] == "B/s" and f["array_bytes"] == 8 * 2**20 for f in report.figures)
+
+
+def test_transfer_is_not_applicable_on_cpu_and_measures_nothing():
+    report = transfer_stage(base_config("base_transfer", extra={"transfer_mib": 1}))
+    assert report.figures == [] and "no device memory" in report.not_applicable
+
+
+def test_the_last_level_cache_is_summed_once_per_shared_cache(tmp_path):
+    for cpu, shared in ((0, "0-1"), (1, "0-1"), (2, "2-3")):
+        for index, (level, size) in enumerate(((2, "1024K"), (3, "32768K"))):
+            folder = tmp_path / f"cpu{cpu}" / "cache" / f"index{index}"
+            folder.mkdir(parents=True)
+            (folder / "level").write_text(f"{level}\n")
+            (folder / "shared_cpu_list").write_text(shared if level == 3 else str(cpu))
+            (folder / "size").write_text(size)
+    assert last_level_cache_bytes(tmp_path) == 2 * 32 * 2**20
+    assert last_level_cache_bytes(tmp_path / "none") == 0
+
+
+# ---- bad input: one line naming the key ------------------------------------------------------
+def test_bad_base_inputs_name_their_key():
+    with pytest.raises(ConfigError, match=r"key 'dtypes': 'int8' is not supported by vendor cpu"):
+        check_base_config(base_config("base_gemm", extra={"dtypes": ["int8"]}), TorchKernels())
+    for sizes in ([0], [-5], [256, 0], ["big"]):
+        with pytest.raises(ConfigError, match=r"key 'sizes' must be a positive integer"):
+            check_base_config(base_config("base_gemm", extra={"sizes": sizes}), TorchKernels())
+    with pytest.raises(ConfigError, match=r"key 'sizes': a 1000000\^3 fp32 GEMM .* needs 1.12e\+04 GiB"):
+        check_base_config(base_config("base_gemm", extra={"sizes": [1_000_000]}), TorchKernels())
+    with pytest.raises(ConfigError, match=r"key 'array_mib'"):
+        check_base_config(base_config("base_stream", extra={"array_mib": 0}), TorchKernels())
+    with pytest.raises(ConfigError, match=r"key 'array_mib': STREAM's three arrays"):
+        check_base_config(base_config("base_stream", extra={"array_mib": 10**8}), TorchKernels())
+    assert gemm_bytes("int8", 1000) == 2 * 10**6 + 4 * 10**6
+
+
+def _run_py(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess:
+    config = tmp_path / "host.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {"MODE": "local", "VENDOR": "cpu", "FLAGPERF_LOG_PATH": str(tmp_path / "result"), "HOSTS": ["127.0.0.1"], "CASES": {"digits:pytorch": "/tmp"}}
+        )
+    )
+    return subprocess.run([sys.executable, "run.py", "--config", str(config), *extra], cwd=INFERENCE, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize(
+    ("setting", "key"),
+    [("dtypes=[int8]", "dtypes"), ("sizes=[0]", "sizes"), ("sizes=[-1024]", "sizes"), ("sizes=[4000000]", "sizes")],
+)
+def test_run_py_cases_base_rejects_bad_input_with_one_line_and_exit_2(tmp_path, setting, key):
+    done = _run_py(tmp_path, "--cases", "base", "--set", setting)
+    assert done.returncode == 2, done.stderr
+    errors = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
+    assert len(errors) == 1 and f"key '{key}'" in errors[0] and "Traceback" not in done.stderr
+    assert not (tmp_path / "result").exists()  # nothing written
+
+
+# ---- measured peaks: the cache and MFU ------------------------------------------------------------
+ENV = {"cpu_model": "AMD EPYC 9B45", "cpus_usable": 2, "accelerator": None}
+
+
+def _outcome(tmp_path: Path, case: str, result: dict) -> CaseOutcome:
+    local = tmp_path / "result" / "run20260101" / f"{case}:pytorch" / "127.0.0.1_noderank0"
+    local.mkdir(parents=True)
+    outcome = CaseOutcome(CaseSpec(case, "pytorch", "/tmp"), "127.0.0.1", 0, local, status="success")
+    outcome.result = {"vendor": "cpu", "env": ENV, "config": {"device": "cpu"}, "finished_at": "2026-01-01T00:00:00+00:00", **result}
+    return outcome
+
+
+def _gemm_result(value: float, valid: bool = True) -> dict:
+    figure = {"name": "fp32 GEMM", "kind": "compute", "dtype": "fp32", "unit": "FLOP/s", "value": value, "ci95": [value * 0.98, value * 1.02]}
+    figure.update(size=[1024] * 3, calls=100, verdict={"valid": valid, "reasons": [] if valid else ["contention: ..."]})
+    return {"case": "base_gemm", "precision": "fp32", "baseline": {"figures": [figure], "not_applicable": None}}
+
+
+def _model_result(qps: float, env: dict = ENV) -> dict:
+    return {"case": "resnet50", "precision": "fp32", "flops": 8e9, "*p_inference_core(qps)": qps, "env": env}
+
+
+def test_a_cases_mfu_uses_the_cached_measured_peak_when_the_fingerprint_matches(tmp_path):
+    baselines.store_outcomes([_outcome(tmp_path, "base_gemm", _gemm_result(500e9))], "cpu", "run1")
+    cached = json.loads(next((tmp_path / "result" / "baselines").glob("*.json")).read_text())
+    assert cached["compute"]["fp32"]["value"] == 500e9 and cached["fingerprint"]["cpu_model"] == "AMD EPYC 9B45"
+    record = merge_outcome(_outcome(tmp_path, "resnet50", _model_result(50.0)), INFERENCE, "cpu")
+    assert record["MFU"] == pytest.approx(50 * 8e9 / 500e9) and record["mfu_is_estimate"] is False
+    assert record["peak_measured"] == "measured fp32 GEMM peak (500 GFLOP/s ±2.0%)"
+    table = markdown_table([record])
+    assert "80.00% of measured fp32 GEMM peak (500 GFLOP/s ±2.0%)" in table
+
+
+def test_another_fingerprint_keeps_the_estimate(tmp_path):
+    baselines.store_outcomes([_outcome(tmp_path, "base_gemm", _gemm_result(500e9))], "cpu", "run1")
+    other = {**ENV, "cpu_model": "Intel Xeon"}
+    record = merge_outcome(_outcome(tmp_path, "resnet50", _model_result(50.0, other)), INFERENCE, "cpu")
+    assert record["peak_measured"] is None and record["peak_flops"] != 500e9
+
+
+def test_an_invalid_baseline_is_not_cached(tmp_path):
+    baselines.store_outcomes([_outcome(tmp_path, "base_gemm", _gemm_result(500e9, valid=False))], "cpu", "run1")
+    assert not (tmp_path / "result" / "baselines").exists()
+
+
+def test_over_100_percent_of_a_measured_peak_gives_its_reason(tmp_path):
+    baselines.store_outcomes([_outcome(tmp_path, "base_gemm", _gemm_result(100e9))], "cpu", "run1")
+    record = merge_outcome(_outcome(tmp_path, "resnet50", _model_result(50.0)), INFERENCE, "cpu")  # 400 GFLOP/s achieved
+    assert record["MFU"] is None
+    assert record["MFU_note"].startswith("400% of the measured fp32 GEMM peak (100 GFLOP/s ±2.0%): the baseline is wrong")
+    table = markdown_table([record])
+    assert "n/a (over 100% of the measured peak: the baseline is wrong, see below)" in table and record["MFU_note"] in table
+    assert plausible_mfu(1.5, False, "measured x")[1].startswith("150% of the measured x")
+    assert plausible_mfu(1.5, True)[1].startswith("150% of the estimated peak")
+
+
+def test_the_fingerprint_covers_the_hardware_and_the_vendor():
+    one = baselines.fingerprint(ENV, "cpu", "cpu")
+    assert one == baselines.fingerprint({**ENV, "hostname": "other", "python": "3.12"}, "cpu", "cpu")
+    for env, vendor, device in ((ENV, "nvidia", "cuda:0"), ({**ENV, "cpus_usable": 4}, "cpu", "cpu"), ({**ENV, "accelerator": {"name": "H100"}}, "cpu", "cpu")):
+        assert baselines.fingerprint(env, vendor, device)[0] != one[0]
+    assert baselines.fingerprint(None, "cpu", "cpu") is None
+    assert baselines.format_rate(485e9, "FLOP/s") == "485 GFLOP/s" and baselines.format_rate(2.1e13, "B/s") == "21 TB/s"
+
+
+# ---- a base case through the pipeline ------------------------------------------------------------
+def test_base_gemm_runs_through_run_inference_and_writes_its_figures(tmp_path):
+    log = tmp_path / "log"
+    command = [sys.executable, "run_inference.py", "--perf_dir", ".", "--data_dir", "/nonexistent", "--log_dir", str(log)]
+    command += ["--vendor", "cpu", "--case", "base_gemm", "--framework", "pytorch", "--set", "sizes=[64,128]", "--set", "dtypes=[fp32]"]
+    command += ["--set", "min_duration_s=0.1", "--set", "max_duration_s=2.0", "--set", "precision=null", "--set", "settle_max_s=0"]
+    done = subprocess.run(command, cwd=INFERENCE, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads((log / "result.json").read_text())
+    (found,) = result["baseline"]["figures"]
+    assert found["name"] == "fp32 GEMM" and found["value"] > 0 and [row["size"] for row in found["sweep"]] == [64, 128]
+    assert result["steps"]["dataset_and_model"]["status"] == "skipped" and result["steps"]["engine_inference"]["status"] == "done"
+    assert result["baseline"]["kernels"] == "torch (cpu)"  # the cpu vendor's own file (inference_engine/cpu/base/kernels.py)
