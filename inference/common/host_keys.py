@@ -33,6 +33,8 @@ KEY_FIELDS: dict[str, str | None] = {
     "REMOTE_WORKDIR": "remote_workdir",
     "LOG_CALL_INFORMATION": "log_call_information",
     "DOCKER_LOCAL": "docker_local",
+    "BACKEND_REQUIREMENTS": "backend_requirements",
+    "HOST_PIP_CONFIG": "host_pip_config",
     "SLURM_SHARED_DIR": "slurm_shared_dir",
     "SLURM_PARTITION": "slurm_partition",
     "SLURM_ACCOUNT": "slurm_account",

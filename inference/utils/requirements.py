@@ -34,6 +34,8 @@ from common.errors import ConfigError
 from common.layout import framework_dir
 
 REQUIREMENTS_FILE = "requirements.txt"
+# host.yaml's BACKEND_REQUIREMENTS: what an unmet pin of a ByteMLPerf backend folder does.
+BACKEND_REQUIREMENTS = ("check", "warn", "skip")
 INFERENCE_DIR = Path(__file__).resolve().parents[1]
 
 
@@ -122,16 +124,36 @@ def backend_requirements_path(perf_dir: str | Path, vendor: str, compiler: str |
     return path if path.is_file() else None
 
 
-def check_backend_requirements(perf_dir: str | Path, vendor: str, compiler: str | None) -> None:
-    """One ConfigError line for the first unmet requirement of a ByteMLPerf backend folder; nothing when all are met."""
+def check_backend_requirements(perf_dir: str | Path, vendor: str, compiler: str | None, policy: str = "check") -> list[str]:
+    """A ByteMLPerf backend folder's requirements.txt against this environment (host.yaml's
+    BACKEND_REQUIREMENTS): ``check``, one ConfigError line for the first unmet requirement;
+    ``warn``, one WARNING line per unmet requirement with the version installed, and go on
+    (returned too; each file is warned about once per process); ``skip``, not read at all.
+    ByteMLPerf's own pins (tensorflow==2.4.0, numpy==1.19.2) install on no current Python:
+    ``warn`` runs its unmodified code in an environment the user made compatible."""
+    if policy == "skip":
+        return []
     path = backend_requirements_path(perf_dir, vendor, compiler)
     unmet = unmet_requirements(path) if path is not None else []
-    if unmet:
+    where = f"backend '{compiler}' (inference_engine/{vendor}/{compiler})"
+    if unmet and policy != "warn":
         more = f" (and {len(unmet) - 1} more)" if len(unmet) > 1 else ""
         raise ConfigError(
-            f"backend '{compiler}' (inference_engine/{vendor}/{compiler}): {unmet[0].describe('the backend')}{more}, "
-            f"listed in its requirements.txt; install with: pip install -r {path}"
+            f"{where}: {unmet[0].describe('the backend')}{more}, listed in its requirements.txt; "
+            f"install with: pip install -r {path} (or, with a compatible environment, BACKEND_REQUIREMENTS: warn in host.yaml)"
         )
+    if not unmet or path in _WARNED:
+        return []
+    _WARNED.add(path)
+    lines = [f"{where}: {item.describe('its requirements.txt')}; going on (BACKEND_REQUIREMENTS: warn)" for item in unmet]
+    from loguru import logger
+
+    for line in lines:
+        logger.warning(line)
+    return lines
+
+
+_WARNED: set[Path] = set()
 
 
 def all_backend_requirement_files(perf_dir: str | Path, vendor: str) -> list[Path]:
