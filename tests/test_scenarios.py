@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import random
 import statistics
+import threading
 import time
 
 import pytest
@@ -232,8 +233,23 @@ def test_server_max_duration_under_backlog():
     assert result.stop_reason == "max_duration_s reached"
 
 
-def test_server_real_clock_does_not_drift():
+class OversleepingClock(FakeClock):
+    """A fake clock whose sleep, like a real one, returns late: 0.3 ms after it was due, every time."""
+
+    LATE_NS = 300_000
+
+    def sleep(self, seconds: float) -> None:
+        super().sleep(seconds)
+        self.t += self.LATE_NS
+
+
+def test_server_schedule_does_not_accumulate_sleep_error():
+    """A real sleep returns late. The server schedule is absolute (each arrival at its own offset from
+    the start), so a late wake-up delays only the query it was for: every latency is one sleep's lateness,
+    the last no later than the first. (A schedule that slept gap after gap would push the 150th query
+    about 150 x 0.3 ms late.) On the fake clock, so the lateness is exact whatever the machine."""
     n = 150
+    clock = OversleepingClock()
     result = run_scenario(
         lambda inputs: (inputs, 0.0),
         make_pool(2),
@@ -244,22 +260,58 @@ def test_server_real_clock_does_not_drift():
         min_query_count=n,
         min_duration_s=0,
         max_duration_s=10,
+        clock=clock,
+        sleep=clock.sleep,
     )
     offsets = schedule_ns(1500.0, 5, n)
     assert result.queries == n
     arrivals = [c - lat for c, lat in zip(result.completions_ns, result.latencies_ns)]
     assert arrivals == offsets  # latency counts from the scheduled arrival
-    # an absolute schedule: the last query is not later than the first (no accumulated sleep error)
-    assert statistics.median(result.latencies_ns) < 5 * MS
-    assert result.latencies_ns[-1] < 20 * MS
+    # an absolute schedule: a query waited for wakes one lateness after its arrival; one that arrived
+    # while its predecessor was still late starts at once (the first, due at the start, is not late)
+    expected, free = [], 0
+    for arrival in offsets:
+        free = arrival + OversleepingClock.LATE_NS if arrival > free else free
+        expected.append(free - arrival)
+    assert result.latencies_ns == expected and expected[0] == 0
+    assert statistics.median(result.latencies_ns) == OversleepingClock.LATE_NS and max(result.latencies_ns) < 4 * OversleepingClock.LATE_NS
+
+
+class InFlight:
+    """A step that sleeps 2 ms (real threads: concurrency is the point) and counts the queries in
+    flight at once. With ``gather`` > 1 its first ``gather`` calls wait for each other at a barrier:
+    they can only all return if that many clients hold a query at the same time (a runner that
+    serialised its clients breaks the barrier, and the error reaches the caller). Nothing here asks
+    how fast anything ran."""
+
+    def __init__(self, gather: int = 1) -> None:
+        self.lock = threading.Lock()
+        self.now = self.most = self.calls = 0
+        self.barrier = threading.Barrier(gather, timeout=60) if gather > 1 else None
+
+    def __call__(self, inputs):
+        with self.lock:
+            self.now += 1
+            self.most = max(self.most, self.now)
+            self.calls += 1
+            first = self.calls <= (self.barrier.parties if self.barrier else 0)
+        try:
+            if first:
+                self.barrier.wait()
+            time.sleep(0.002)
+        finally:
+            with self.lock:
+                self.now -= 1
+        return inputs, 0.0
 
 
 def test_server_several_clients_serve_a_backlog_concurrently():
-    n = 40  # 2000 queries/s, each query sleeps 2 ms: one worker would fall behind, four keep up
-    runs = {}
+    n = 40  # 2000 queries/s, each query sleeps 2 ms: one worker would fall behind, four serve the backlog together
+    runs, steps = {}, {}
     for clients in (1, 4):
+        steps[clients] = InFlight(gather=clients)
         runs[clients] = run_scenario(
-            lambda inputs: (time.sleep(0.002), (inputs, 0.0))[1],
+            steps[clients],
             make_pool(3),
             scenario="server",
             batch_size=1,
@@ -276,7 +328,7 @@ def test_server_several_clients_serve_a_backlog_concurrently():
         assert result.completions_ns == sorted(result.completions_ns)
         assert sorted(c - lat for c, lat in zip(result.completions_ns, result.latencies_ns)) == offsets
         assert result.issued_qps == pytest.approx((n - 1) / (offsets[-1] / 1e9), rel=1e-6)
-    assert max(runs[4].latencies_ns) < max(runs[1].latencies_ns)
+    assert steps[1].most == 1 and steps[4].most == 4  # four queries of the backlog in flight at once
 
 
 # --- poisson_arrivals ---------------------------------------------------------
@@ -319,17 +371,13 @@ def test_poisson_arrivals_is_seeded_and_rejects_bad_rates():
 # --- several clients ----------------------------------------------------------
 
 
-def sleeping_step(inputs):
-    time.sleep(0.002)
-    return [inputs[0]], 0.0
-
-
 def test_offline_clients_run_concurrently():
     kwargs = dict(scenario="offline", batch_size=2, min_query_count=1, min_duration_s=0.12, max_duration_s=5)
-    one = run_scenario(sleeping_step, make_pool(4), clients=1, **kwargs)
-    four = run_scenario(sleeping_step, make_pool(4), clients=4, **kwargs)
+    one_step, four_step = InFlight(), InFlight(gather=4)
+    run_scenario(one_step, make_pool(4), clients=1, **kwargs)
+    four = run_scenario(four_step, make_pool(4), clients=4, **kwargs)
     assert four.clients == 4
-    assert four.qps > 2.5 * one.qps
+    assert one_step.most == 1 and four_step.most == 4  # four clients hold four queries at once (InFlight's barrier)
     assert four.completions_ns == sorted(four.completions_ns)
     assert min(four.latencies_ns) >= 2 * MS
     assert four.duration_s >= 0.12
