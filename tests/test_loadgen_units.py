@@ -83,13 +83,23 @@ def test_a_latency_bound_no_engine_meets_is_loadgens_invalid_in_the_row(tmp_path
     assert row["verdict"]["valid"] is False
 
 
-def test_an_engine_that_speeds_up_after_the_probe_misses_loadgens_min_duration(tmp_path):
+def test_an_engine_that_speeds_up_after_the_probe_misses_loadgens_min_duration(tmp_path, monkeypatch):
     # LoadGen issues min_duration / expected latency SingleStream queries: told 5 ms by the probe,
-    # it runs out of queries when they then take 0.1 ms. The row says so in LoadGen's words.
-    slow_until = time.monotonic() + 0.4
+    # it runs out of queries when they then take no time. The row says so in LoadGen's words.
+    # The engine speeds up when LoadGen's settings are made (after the probe), not at a wall-clock
+    # instant, so a slow start of the machine cannot move the step into the probe.
+    probed = []
+    real_settings = loadgen.loadgen_settings
+
+    def settings_after_the_probe(*args, **kwargs):
+        probed.append(True)
+        return real_settings(*args, **kwargs)
+
+    monkeypatch.setattr(loadgen, "loadgen_settings", settings_after_the_probe)
 
     def engine(inputs):
-        time.sleep(0.005 if time.monotonic() < slow_until else 0.0001)
+        if not probed:
+            time.sleep(0.005)
         return [inputs[0]], 0.0
 
     stage = stage_for(tmp_path, min_duration_s=1.0, warmup=0)
