@@ -3,8 +3,10 @@
     python3 -m bench.baseline_crosscheck [--size 1024] [--dtype fp32] [--array-mib 256] [--rounds 3] [--seconds 2]
 
 Each round runs, side by side and in the same process and threads:
-  - base_gemm's stage (benchmarks/base_common.py, configs/base_gemm as shipped, one size) and a bare
-    ``torch.mm(a, b, out=c)`` loop and a bare numpy ``a @ b`` loop at the same size;
+  - base_gemm's stage (benchmarks/base_common.py, configs/base_gemm as shipped, one size; the cpu
+    vendor's fp32 GEMM is ONNX Runtime's MatMul, inference_engine/cpu/base/kernels.py) and a bare
+    ``InferenceSession.run`` loop of a MatMul graph (the same library), a bare ``torch.mm(a, b, out=c)``
+    loop and a bare numpy ``a @ b`` loop at the same size;
   - base_stream's copy (configs/base_stream, ``array_mib``) and a bare numpy ``np.copyto(c, a)``
     loop and a bare ``c.copy_(a)`` torch loop over arrays of the same size (bytes as STREAM counts
     them: 2 arrays per copy).
@@ -37,6 +39,18 @@ def bare_rate(call, work: float, seconds: float) -> float:
         elapsed = time.perf_counter() - start
         if elapsed >= seconds and calls >= 8:
             return work * calls / elapsed
+
+
+def ort_matmul(n: int):
+    """A bare ONNX Runtime session of one n x n MatMul (fp32), the cpu vendor's GEMM library."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    inputs = [helper.make_tensor_value_info(name, TensorProto.FLOAT, [n, n]) for name in ("A", "B")]
+    graph = helper.make_graph([helper.make_node("MatMul", ["A", "B"], ["C"])], "mm", inputs, [helper.make_tensor_value_info("C", TensorProto.FLOAT, [n, n])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
 
 
 def config_for(case: str, overrides: dict):
@@ -73,25 +87,28 @@ def main(argv: list[str] | None = None) -> int:
     gemm_config = config_for("base_gemm", {"sizes": [n], "dtypes": [dtype]})
     stream_config = config_for("base_stream", {"array_mib": args.array_mib, "kernels": ["copy"]})
     flop, moved = gemm_flop(n, n, n), stream_bytes("copy", elements, 8)
+    session = ort_matmul(n)
     print(f"{torch.get_num_threads()} torch threads; GEMM {n}^3 {dtype}; STREAM copy over {args.array_mib} MiB arrays")
     valid: dict[str, list[bool]] = {}
-    names = ("gemm / bare torch.mm", "gemm / bare numpy @ (fp32)", "copy / bare numpy copyto", "copy / bare torch copy_")
+    names = ("gemm / bare onnxruntime run", "gemm / bare torch.mm", "gemm / bare numpy @ (fp32)", "copy / bare numpy copyto", "copy / bare torch copy_")
     ratios: dict[str, list[float]] = {name: [] for name in names}
     for round_ in range(1, args.rounds + 1):
         gemm = gemm_stage(gemm_config).figures[0]
+        ortmm = bare_rate(lambda: session.run(None, {"A": na, "B": nb}), flop, args.seconds)
         mm = bare_rate(lambda: torch.mm(a, b, out=out), flop, args.seconds)
         npmm = bare_rate(lambda: na @ nb, flop, args.seconds)
         copy = stream_stage(stream_config).figures[0]
         npcopy = bare_rate(lambda: np.copyto(sc, sa), moved, args.seconds)
         tcopy = bare_rate(lambda: tc.copy_(ta), moved, args.seconds)
-        judged = (gemm, gemm, copy, copy)
-        for name, value, figure in zip(ratios, (gemm["value"] / mm, gemm["value"] / npmm, copy["value"] / npcopy, copy["value"] / tcopy), judged):
+        judged = (gemm, gemm, gemm, copy, copy)
+        found = (gemm["value"] / ortmm, gemm["value"] / mm, gemm["value"] / npmm, copy["value"] / npcopy, copy["value"] / tcopy)
+        for name, value, figure in zip(ratios, found, judged):
             ratios[name].append(value)
             valid.setdefault(name, []).append(figure["verdict"]["valid"])
         width = gemm["relative_half_width"] or 0.0
         print(
             f"round {round_}: base_gemm {gemm['value'] / 1e9:.1f} GFLOP/s ±{width:.1%} ({'valid' if gemm['verdict']['valid'] else 'INVALID'}), "
-            f"torch.mm {mm / 1e9:.1f}, numpy {npmm / 1e9:.1f} GFLOP/s; base_stream copy {copy['value'] / 1e9:.2f} GB/s "
+            f"onnxruntime {ortmm / 1e9:.1f}, torch.mm {mm / 1e9:.1f}, numpy {npmm / 1e9:.1f} GFLOP/s; base_stream copy {copy['value'] / 1e9:.2f} GB/s "
             f"±{(copy['relative_half_width'] or 0.0):.1%} ({'valid' if copy['verdict']['valid'] else 'INVALID'}), "
             f"numpy copyto {npcopy / 1e9:.2f}, torch copy_ {tcopy / 1e9:.2f} GB/s"
         )

@@ -114,7 +114,7 @@ def test_a_real_small_gemm_is_within_a_factor_of_the_bare_torch_loop():
     torch.set_num_threads(1)  # the same threads for both; one thread, as a busy core stalls a 2-thread GEMM 10-100x
     try:
         for _ in range(3):  # side by side, interleaved; the best of each: a shared machine's bursts hit either one
-            report = gemm_stage(base_config("base_gemm", extra={"sizes": [n]}, precision=None, min_duration_s=0.2))
+            report = gemm_stage(base_config("base_gemm", extra={"sizes": [n]}, precision=None, min_duration_s=0.2), TorchKernels())
             measured.append(report.figures[0]["value"])
             calls, start = 50, time.perf_counter()
             for _ in range(calls):
@@ -285,4 +285,5 @@ def test_base_gemm_runs_through_run_inference_and_writes_its_figures(tmp_path):
     (found,) = result["baseline"]["figures"]
     assert found["name"] == "fp32 GEMM" and found["value"] > 0 and [row["size"] for row in found["sweep"]] == [64, 128]
     assert result["steps"]["dataset_and_model"]["status"] == "skipped" and result["steps"]["engine_inference"]["status"] == "done"
-    assert result["baseline"]["kernels"] == "torch (cpu)"  # the cpu vendor's own file (inference_engine/cpu/base/kernels.py)
+    # the cpu vendor's own file (inference_engine/cpu/base/kernels.py): its engine's library, ONNX Runtime, for fp32
+    assert result["baseline"]["kernels"] == "onnxruntime MLAS (fp32), torch (bf16, fp16)"
