@@ -104,7 +104,7 @@ def parse_args(argv: list[str] | None, ab: bool = False) -> argparse.Namespace:
         help="run every case N times, interleaved, each a fresh process; the headline figures and their ± are then "
         "the repetitions' (default: each case config's repetitions, 1; docs/measurement.md, 'Repetitions')",
     )
-    parser.add_argument("--strict", action="store_true", help="exit 3 when any result's verdict is invalid")
+    parser.add_argument("--strict", action="store_true", help="exit 3 when any result's verdict is invalid or left a check not judged")
     parser.add_argument("--verbose", "-v", action="store_true", help="also show every pipeline's log lines on the console")
     parser.add_argument("--list", action="store_true", help="list the cases, vendors and compilers available, then exit")
     parser.add_argument("--version", action="version", version=f"InferPerf {__version__}")
@@ -600,6 +600,10 @@ def finish_run(config: HostConfig, run: Run, outcomes: list[CaseOutcome], interr
     invalid = [r for r in records if r.get("verdict") and not r["verdict"]["valid"]]
     if invalid:
         logger.warning(f"{len(invalid)} result(s) INVALID: see the reasons under the table" + ("" if strict else " (--strict makes this exit 3)"))
+    unjudged = [r for r in records if r.get("verdict") and r["verdict"].get("not_judged")]
+    if unjudged and strict:  # --strict: a check that could not run is no pass
+        logger.warning(f"{len(unjudged)} result(s) with checks not judged (--strict): see the list under the table")
+        invalid += [r for r in unjudged if r not in invalid]
     for sig, handler in previous_handlers.items():
         signal.signal(sig, handler)
     code = 130 if interrupted else 1 if failed or not records else 3 if strict and invalid else 0

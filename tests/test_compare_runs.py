@@ -106,3 +106,13 @@ def test_bad_input_writes_nothing(tree):
         assert proc.returncode == 2 and message in proc.stderr, proc.stderr
         assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert set((root / "result").glob("run*")) == before
+
+
+def test_strict_fails_a_run_that_left_a_check_not_judged(tree):
+    root, perf, config = tree
+    before = set((root / "result").glob("run*"))
+    proc = run_py(perf, "--config", str(config), "--set", "batch_sizes=[16]", "--set", "audits=false", "--strict")
+    assert proc.returncode == 3, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "with checks not judged (--strict)" in proc.stderr
+    (record,) = json.loads((new_run(root, before) / "summary.json").read_text())["results"]
+    assert "engine: audits: not judged (audits: false in the case config)" in record["verdict"]["not_judged"]

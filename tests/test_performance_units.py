@@ -270,7 +270,8 @@ def test_row_record_offline_in_full():
             "settle_change": None,
             "drift": {"qps": None},  # a third of 24 queries is too short for an interval
         },
-        "verdict": {"valid": True, "reasons": []},
+        # 24 queries: 8 in a third, too few for its own interval, so drift could not be judged (and says so)
+        "verdict": {"valid": True, "reasons": [], "not_judged": ["drift of qps: not judged (a third of the window is too short for its own interval)"]},
     }
 
 
@@ -488,7 +489,7 @@ def test_rows_for_offline_and_single_stream(monkeypatch, caplog_loguru):
     assert stage.report.raw_latencies_ns[0] == [MS] * 24
     for r in rows:
         assert r["accuracy_in_performance_mode"]["passed"] is True
-        assert r["verdict"] == {"valid": False, "reasons": ["engine-wide"]}
+        assert (r["verdict"]["valid"], r["verdict"]["reasons"]) == (False, ["engine-wide"])
     assert [m["message"] for m in caplog_loguru] == [
         "performance bs=2 offline clients=1: 2000.00 qps, INVALID: engine-wide",
         "performance bs=2 offline clients=2: 2000.00 qps, INVALID: engine-wide",
@@ -515,7 +516,11 @@ def test_rows_for_a_valid_row_and_a_zero_time_row(monkeypatch, caplog_loguru):
     rig = Rig(monkeypatch)
     stage, _ = make_stage(rig)
     stage.rows_for(rig.engine, 2)
-    assert stage.report.rows[0]["verdict"] == {"valid": True, "reasons": []}
+    assert stage.report.rows[0]["verdict"] == {
+        "valid": True,
+        "reasons": [],
+        "not_judged": ["drift of qps: not judged (a third of the window is too short for its own interval)"],
+    }
     assert caplog_loguru[-1]["message"] == "performance bs=2 offline clients=1: 2000.00 qps, valid"
     rig.cost_ns = 0
     stage.rows_for(rig.engine, 2)

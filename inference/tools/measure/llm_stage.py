@@ -44,7 +44,16 @@ from tools.measure.llm import Generation, GenerationFigures, ModelShape, generat
 from tools.measure.precision import Settle, StopRule, Target, drift, measure_figures, precision_block, precision_reasons, settle, throughput_interval
 from tools.measure.scenarios import poisson_arrivals
 from tools.measure.settings import MAX_DURATION_REACHED, MEASUREMENT_DEFAULTS
-from tools.measure.verdict import Verdict, accelerator_reason, contention_reason, minimum_reasons, minimums_met, window_throughputs
+from tools.measure.verdict import (
+    Verdict,
+    accelerator_reason,
+    contention_not_judged,
+    contention_reason,
+    drift_not_judged,
+    minimum_reasons,
+    minimums_met,
+    window_throughputs,
+)
 
 PERCENTILES = ("p50", "p90", "p99")
 
@@ -254,6 +263,7 @@ def _judge(
     verdict.extend(precision_reasons(target, judged, drifts, elapsed, stop))
     verdict.add(contention_reason(reading.share, reading.cpus, limits.contention_limit))
     verdict.add(accelerator_reason(reading.gpu_other_processes))
+    verdict.skip([*drift_not_judged(drifts), contention_not_judged(reading.share)])
     return verdict.extend(engine_reasons), {"figures": judged, "drifts": drifts}
 
 

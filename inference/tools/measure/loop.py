@@ -42,7 +42,16 @@ from tools.measure.contention import ContentionReading, CpuContention
 from tools.measure.phase_progress import PhaseProgress
 from tools.measure.precision import Figures, Settle, StopRule, Target, Timeline, drift, measure_figures, precision_block, precision_reasons, settle
 from tools.measure.settings import MAX_DURATION_REACHED, MEASUREMENT_DEFAULTS, minus_foo
-from tools.measure.verdict import Verdict, accelerator_reason, contention_reason, minimum_reasons, minimums_met, window_throughputs
+from tools.measure.verdict import (
+    Verdict,
+    accelerator_reason,
+    contention_not_judged,
+    contention_reason,
+    drift_not_judged,
+    minimum_reasons,
+    minimums_met,
+    window_throughputs,
+)
 from tools.torch_sync import sync_for_config
 
 Step = Callable[[list], "tuple[list, float]"]
@@ -301,6 +310,7 @@ def _phase_result(raw: _Raw, wall_ns: int, settings: LoopSettings, phase: str, s
     verdict.extend(precision_reasons(target, figures, drifts, wall_ns / 1e9, raw.stop))
     verdict.add(contention_reason(reading.share, reading.cpus, settings.contention_limit))
     verdict.add(accelerator_reason(reading.gpu_other_processes))
+    verdict.skip([*drift_not_judged(drifts), contention_not_judged(reading.share)])
     result = PhaseResult(
         phase=phase,
         samples=raw.samples,

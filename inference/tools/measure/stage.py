@@ -35,7 +35,15 @@ from tools.measure.precision import Settle, drift, measure_figures, measured_onc
 from tools.measure.rows import HEADLINE, row_intervals, row_setting, row_target
 from tools.measure.scenarios import ScenarioRun, run_scenario, server_search
 from tools.measure.settings import minus_foo
-from tools.measure.verdict import Verdict, accelerator_reason, contention_reason, minimum_reasons, window_throughputs
+from tools.measure.verdict import (
+    Verdict,
+    accelerator_reason,
+    contention_not_judged,
+    contention_reason,
+    drift_not_judged,
+    minimum_reasons,
+    window_throughputs,
+)
 
 POOL_BATCHES = 8  # distinct batches per batch size, memory permitting
 REFERENCE_BATCHES = 2  # pool batches whose outputs are checked under load (TEST01)
@@ -50,6 +58,7 @@ class PerformanceReport:
     numeric: dict | None = None
     audits: list[dict] = field(default_factory=list)
     engine_reasons: list[str] = field(default_factory=list)  # invalidate every engine figure
+    engine_not_judged: list[str] = field(default_factory=list)  # engine-wide checks that did not run, with why
     notes: list[str] = field(default_factory=list)
     # Each row's raw per-query latencies, in row order: written to latencies.npz, not result.json.
     raw_latencies_ns: list[list[int]] = field(default_factory=list, repr=False)
@@ -138,6 +147,7 @@ def judge_row(run: ScenarioRun, stats: LatencyStats | None, config: Any, content
     verdict.extend(precision_reasons(target, figures, drifts, run.duration_s + run.foo_time_s / run.clients, run.stop_reason))
     verdict.add(contention_reason(contention.share, contention.cpus, config.contention_limit))
     verdict.add(accelerator_reason(contention.gpu_other_processes))
+    verdict.skip([*drift_not_judged(drifts), contention_not_judged(contention.share)])
     # A headline percentile with too few queries (below its floor) has no interval: precision_reasons said so.
     if run.scenario == "server" and latency_bound_ms is not None and stats is not None and stats.p99 is not None:
         if stats.p99 > latency_bound_ms:
@@ -193,6 +203,8 @@ class PerformanceStage:
         wanted = max(*config.batch_sizes, config.batch_size) * POOL_BATCHES
         self.samples = collect_samples(dataloader, wanted, self.max_bytes)
         self.report = PerformanceReport()
+        if not config.audits:
+            self.report.engine_not_judged.append("audits: not judged (audits: false in the case config)")
         self._spans: dict[int, tuple[float, float]] = {}  # id(ScenarioRun) -> wall-clock (time.time) window
         self._settles: dict[int, Settle] = {}  # id(ScenarioRun) -> its settle phase
 
@@ -336,7 +348,7 @@ class PerformanceStage:
 
     def _engine_wide(self, row: dict, reason: str | None = None) -> dict:
         """Add a row's own late reason and the engine-wide ones to its verdict."""
-        row["verdict"] = Verdict(row["verdict"]["reasons"]).add(reason).extend(self.report.engine_reasons).to_dict()
+        row["verdict"] = Verdict.from_dict(row["verdict"]).add(reason).extend(self.report.engine_reasons).to_dict()
         return row
 
     def _search_row(self, engine, pool, batch_size, clients, references) -> dict:

@@ -35,7 +35,12 @@ MIN_QUERIES_PER_WINDOW = 8
 
 @dataclass
 class Verdict:
+    """``reasons``: why the figure is INVALID; ``not_judged``: the checks that could not run on it,
+    each with why (too few queries for drift, no CPU reading, audits off). A check that was not
+    run never passes silently: ``run.py --strict`` counts it as a failure (docs/measurement.md)."""
+
     reasons: list[str] = field(default_factory=list)
+    not_judged: list[str] = field(default_factory=list)
 
     @property
     def valid(self) -> bool:
@@ -51,8 +56,33 @@ class Verdict:
             self.add(reason)
         return self
 
+    def skip(self, unjudged: Iterable[str | None]) -> "Verdict":
+        """Record checks that were not run, each once."""
+        for what in unjudged:
+            if what and what not in self.not_judged:
+                self.not_judged.append(what)
+        return self
+
     def to_dict(self) -> dict:
-        return {"valid": self.valid, "reasons": list(self.reasons)}
+        out: dict = {"valid": self.valid, "reasons": list(self.reasons)}
+        if self.not_judged:  # optional key (docs/result_schema.md): absent when every check ran
+            out["not_judged"] = list(self.not_judged)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Verdict":
+        return cls(list(data.get("reasons") or []), list(data.get("not_judged") or []))
+
+
+def drift_not_judged(drifts: dict) -> list[str]:
+    """A figure whose window was too short for an interval in each third: its drift was not judged."""
+    return [f"drift of {name}: not judged (a third of the window is too short for its own interval)" for name, found in drifts.items() if found is None]
+
+
+def contention_not_judged(share: float | None) -> str | None:
+    if share is not None:
+        return None
+    return "contention: not judged (no reading of the other processes' CPU time on this machine)"
 
 
 def window_throughputs(elapsed_ns: Sequence[int], samples: Sequence[int]) -> list[float]:

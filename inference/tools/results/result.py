@@ -119,6 +119,12 @@ def overall_verdict(validation: PhaseResult | None, inference: PhaseResult | Non
         verdict.extend(f"{label}: {r}" for r in row["verdict"]["reasons"] if r not in engine_wide)
     for label, reasons in getattr(performance, "labelled_reasons", list)():  # an LLM case's cells (tools/measure/llm_stage.py)
         verdict.extend(f"{label}: {r}" for r in reasons if r not in engine_wide)
+    # What was not judged, labelled the same way (docs/measurement.md, "Not judged"); an LLM cell's stays in its row.
+    if inference is not None:
+        verdict.skip(f"inference: {what}" for what in inference.verdict.not_judged)
+    verdict.skip(f"engine: {what}" for what in getattr(performance, "engine_not_judged", []))
+    for row in performance.rows if performance is not None else []:
+        verdict.skip(f"bs {row['batch_size']} {row['scenario']} x{row['clients']}: {what}" for what in row["verdict"].get("not_judged") or [])
     return verdict
 
 

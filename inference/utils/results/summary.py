@@ -200,9 +200,12 @@ def mfu_cell(mfu: float | None, estimate: bool | None, note: str | None = None, 
 
 
 def _verdict_cell(verdict: dict | None) -> str:
+    """``valid``, ``INVALID (n)``, and how many checks were not judged (``valid, 2 not judged``)."""
     if verdict is None:
         return "-"
-    return "valid" if verdict["valid"] else f"INVALID ({len(verdict['reasons'])})"
+    unjudged = len(verdict.get("not_judged") or [])
+    cell = "valid" if verdict["valid"] else f"INVALID ({len(verdict['reasons'])})"
+    return cell + (f", {unjudged} not judged" if unjudged else "")
 
 
 def accuracy_cell(value: Any, note: str | None) -> str:
@@ -280,6 +283,13 @@ def markdown_table(records: list[dict], memory_kind: str = "device memory") -> s
         lines.append("")
         for r in invalid:
             lines.append(f"- **{r['case']}:{r['framework']} on {r['host']} is INVALID:** " + "; ".join(r["verdict"]["reasons"]))
+    unjudged = [r for r in records if r.get("verdict") and r["verdict"].get("not_judged")]
+    if unjudged:
+        lines.append("")
+        for r in unjudged:
+            lines.append(
+                f"- {r['case']}:{r['framework']} on {r['host']}, not judged (run.py --strict fails on these): " + "; ".join(r["verdict"]["not_judged"])
+            )
     failures = [r for r in records if r["status"] != "success"]
     if failures:
         lines.append("")
