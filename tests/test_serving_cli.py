@@ -230,3 +230,31 @@ def test_run_py_hands_endpoint_runs_to_the_serving_client(tmp_path):
         assert done.returncode == 0, done.stderr
         assert server.requests == 3
     assert "| concurrency 1 | 3/3 |" in done.stdout
+
+
+def test_precision_keeps_measuring_past_the_minimum_and_says_why_it_stopped(tmp_path):
+    with LoopbackServer(steady(1.0, 0.5), model="m") as server:
+        code = _run(
+            tmp_path,
+            server.url,
+            "--num-requests",
+            "4",
+            "--warmup",
+            "0",
+            "--output-len",
+            "4",
+            "--precision",
+            "0.5",
+            "--concurrency",
+            "2",
+            "--max-duration-s",
+            "20",
+        )
+        assert code == 0
+    result = _result(tmp_path)
+    step = result["steps"][0]
+    assert step["requests"] >= 16  # an interval needs 16 requests: the minimum of 4 was not enough
+    assert step["stopped"] in ("precision reached", "max_duration_s reached", "precision out of reach")
+    assert result["client_location"] == "same host (loopback)"
+    if step["stopped"] == "precision reached":
+        assert step["throughput"]["requests_per_s"]["plus_minus"] <= 0.5 and step["verdict"]["valid"]

@@ -128,6 +128,19 @@ def check_endpoint(url: str, model: str, timeout_s: float = 10.0) -> list[str]:
     return names
 
 
+def where(url: str) -> str:
+    """Where the client ran relative to the server, as far as the URL tells (``--where`` says more)."""
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    host = urlsplit(url).hostname or ""
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    return "same host (loopback)" if loopback else f"another host ({host}) unless --where says otherwise"
+
+
 def load_tokenizer(path: str | None) -> Any:
     if path is None:
         return None
@@ -274,7 +287,7 @@ def _fmt(value: float | None, digits: int = 1) -> str:
 
 def _pm(block: dict) -> str:
     pm = block.get("plus_minus")
-    return f"{_fmt(block.get('value'))} ±{pm:.0%}" if pm is not None else f"{_fmt(block.get('value'))} ±?"
+    return f"{_fmt(block.get('value'))} ±{pm:.1%}" if pm is not None else f"{_fmt(block.get('value'))} ±?"
 
 
 def summary_rows(steps: list[dict]) -> list[dict]:
@@ -355,7 +368,7 @@ def run(argv: list[str], results_root: Path) -> int:
         "api": "chat" if plan.chat else "completions",
         "token_source": tokens,
         "tokenizer": args.tokenizer,
-        "client_location": args.where or "not recorded (--where)",
+        "client_location": args.where or where(args.endpoint),
         "seed": args.seed,
         "workload": {
             "prompt_file": args.prompt_file,
