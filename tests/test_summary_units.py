@@ -107,6 +107,7 @@ def test_merge_outcome_whole_record(fake_vendor, monkeypatch):
         "latency_ms": {"p50": 1.0, "p90": 2.0, "p99": None, "p99_9": None, "mean": 1.5},
         "ci95": {"*p_inference_core(qps)": [99.0, 101.0]},
         "latency_ci95": {"p50": [0.9, 1.1], "p90": [1.9, 2.1], "p99": None, "p99_9": None},
+        "precision_target": None,
         "latency_batches": 70,
         "latency_notes": ["n"],
         "sys_monitor": {"samples": 9},
@@ -327,7 +328,7 @@ def records() -> list[dict]:
 
 
 EXPECTED_TABLE = """\
-| case | host | status | verdict | precision | bs | infer core qps (samples/s) | infer whole qps (samples/s) | \
+| case | host | status | verdict | dtype | bs | infer core qps (samples/s) | infer whole qps (samples/s) | \
 val core qps (samples/s) | p50 ms/batch | p90 ms/batch | p99 ms/batch | val acc | infer acc | HBM used/total GiB | MFU |
 |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|
 | resnet50:pytorch | h1 | success | INVALID (2) | fp16 | 8 | 123.46 ±2.0% | 100.00 | - | 1.23 ±2.0% | n/a (<64 queries) | \
@@ -345,7 +346,8 @@ Performance rows (LoadGen-style, queries from a preloaded pool; latency per quer
 n/a (<662 queries) | 0 | n/a (peak unknown) | INVALID (1) |
 | resnet50:pytorch | h1 | 1 | server @10, bound MISSED | 1 | 9.00 | 1.00 | 2.00 | 3.00 | 700 | 0.20% est. | INVALID (1) |
 
-±: half the 95% confidence interval's width over the figure (docs/measurement.md).
+±: half the 95% confidence interval's width over the figure (docs/measurement.md): inside one window unless the case \
+ran repetitions (then across them; the spread between runs is in the Repetitions table).
 
 MFU est.: the peak FLOPS is an estimate, not a datasheet figure: generic (g); zen4 (src)
 Measure this host's peaks with `run.py --cases base`: later runs here then take MFU against them.

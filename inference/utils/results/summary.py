@@ -81,6 +81,7 @@ def merge_outcome(outcome: CaseOutcome, perf_dir: Path, vendor: str, peaks: base
     record["latency_ms"] = {q: latency.get(q) for q in ("p50", "p90", "p99", "p99_9", "mean")} if latency else None
     record["ci95"] = result.get("ci95")  # the FlagPerf throughputs' intervals, by FlagPerf key
     record["latency_ci95"] = inference.get("latency_ci95")
+    record["precision_target"] = (inference.get("precision") or {}).get("target")  # the ± the inference phase was asked to reach
     record["latency_batches"] = latency.get("count") if latency else None
     record["latency_notes"] = latency.get("notes", []) if latency else []
 
@@ -219,7 +220,7 @@ _fmt, _percentile_cell, _mfu_cell, _accuracy_cell = fmt, percentile_cell, mfu_ce
 
 def markdown_table(records: list[dict], memory_kind: str = "device memory") -> str:
     header = (
-        "| case | host | status | verdict | precision | bs | infer core qps (samples/s) | infer whole qps (samples/s) | "
+        "| case | host | status | verdict | dtype | bs | infer core qps (samples/s) | infer whole qps (samples/s) | "
         "val core qps (samples/s) | p50 ms/batch | p90 ms/batch | p99 ms/batch | val acc | infer acc | "
         f"{memory_kind} used/total GiB | MFU |"
     )
@@ -267,7 +268,12 @@ def markdown_table(records: list[dict], memory_kind: str = "device memory") -> s
                 f"{_verdict_cell(row['verdict'])} |"
             )
     if any(r.get("ci95") or r.get("latency_ci95") or any(row.get("qps_ci95") for row in r.get("performance") or []) for r in records):
-        lines += ["", "±: half the 95% confidence interval's width over the figure (docs/measurement.md)."]
+        targets = ", ".join(f"{r['case']} ±{r['precision_target']:.0%}" for r in records if isinstance(r.get("precision_target"), (int, float)))
+        lines += [
+            "",
+            "±: half the 95% confidence interval's width over the figure (docs/measurement.md): inside one window unless the case "
+            "ran repetitions (then across them; the spread between runs is in the Repetitions table)." + (f" Precision asked: {targets}." if targets else ""),
+        ]
     lines += llm_summary.markdown_lines(records)
     lines += repetition_lines(records)
     lines += baselines.markdown_lines(records)
