@@ -160,6 +160,8 @@ def base_tier(config: HostConfig) -> list[CaseSpec]:
     frameworks = {spec.framework for spec in config.cases}
     framework = frameworks.pop() if len(frameworks) == 1 else "pytorch"
     found = sorted(p.name for p in (config.flagperf_path / "benchmarks").glob(f"{BASE_PREFIX}*") if (p / framework_dir(framework)).is_dir())
+    if len(config.hosts) < 2:  # the interconnect needs two hosts or more
+        found = [case for case in found if case != "base_allreduce"]
     return [CaseSpec(case, framework, "/tmp") for case in found]
 
 
@@ -235,7 +237,7 @@ def check_cases(config: HostConfig) -> None:
             if is_base_case(spec.case):  # its dtypes and sizes; its memory where it runs here
                 from benchmarks.base_common import check_base_config
 
-                check_base_config(case_config, memory=config.mode == "local")
+                check_base_config(case_config, memory=config.mode == "local", hosts=len(config.hosts), hosts_origin=str(config.path))
     finally:
         logger.enable("tools.config")
     _check_monitor(config)

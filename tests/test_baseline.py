@@ -287,3 +287,46 @@ def test_base_gemm_runs_through_run_inference_and_writes_its_figures(tmp_path):
     assert result["steps"]["dataset_and_model"]["status"] == "skipped" and result["steps"]["engine_inference"]["status"] == "done"
     # the cpu vendor's own file (inference_engine/cpu/base/kernels.py): its engine's library, ONNX Runtime, for fp32
     assert result["baseline"]["kernels"] == "onnxruntime MLAS (fp32), torch (bf16, fp16)"
+
+
+# ---- the interconnect ------------------------------------------------------------------------------
+def test_a_collective_stops_when_the_ranks_agree_and_every_rank_makes_the_same_calls():
+    from tools.measure.baseline import group_decision, measure_collective
+
+    assert group_decision([True, False], [False, False]) is True
+    assert group_decision([False, False], [False, False]) is False
+    assert group_decision([True, True], [False, True]) is False  # one rank out of time stops all
+    clock = FakeClock(step_ns=1_000_000)
+    decisions = []
+
+    def agree(more: bool, late: bool) -> bool:  # a peer that wants two rounds more than this rank
+        decisions.append(more)
+        return group_decision([more, len(decisions) < 6], [late, False])
+
+    rate = measure_collective(clock.kernel(), 2**20, settings(min_queries=8, min_duration_s=0.0), agree, clock=clock, contention=NO_CONTENTION)
+    assert rate.calls == 6 * 8 and rate.value == pytest.approx(2**20 / 1e-3)
+    assert decisions[:2] == [True, False]  # precise after its first 16 calls; it went on for its peer
+
+
+def test_the_rendezvous_reads_the_hosts_and_derives_the_port_from_the_run():
+    from benchmarks.base_common import rendezvous
+
+    config = base_config("base_allreduce", extra={"sizes_mib": [1], "master_addr": None, "master_port": 0})
+    environ = {"INFERPERF_HOSTS": "10.0.0.1,10.0.0.2", "INFERPERF_NODERANK": "1", "INFERPERF_RUN_ID": "r1"}
+    hosts, rank, address, port = rendezvous(config, environ)
+    assert hosts == ["10.0.0.1", "10.0.0.2"] and rank == 1 and address == "10.0.0.1" and 20000 <= port < 50000
+    assert rendezvous(config, {**environ, "INFERPERF_RUN_ID": "r2"})[3] != port
+    with pytest.raises(ConfigError, match=r"key 'HOSTS' lists 1 host: base_allreduce"):
+        rendezvous(config, {**environ, "INFERPERF_HOSTS": "10.0.0.1"})
+
+
+def test_an_interconnect_case_with_one_host_is_one_line_and_exit_2(tmp_path):
+    config = tmp_path / "host.yaml"
+    host = {"MODE": "local", "VENDOR": "cpu", "FLAGPERF_LOG_PATH": str(tmp_path / "result"), "HOSTS": ["127.0.0.1"]}
+    host["CASES"] = {"base_allreduce:pytorch": "/tmp"}
+    config.write_text(yaml.safe_dump(host))
+    done = subprocess.run([sys.executable, "run.py", "--config", str(config)], cwd=INFERENCE, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    errors = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
+    assert len(errors) == 1 and f"{config}: key 'HOSTS' lists 1 host: base_allreduce" in errors[0]
+    assert not (tmp_path / "result").exists()

@@ -12,7 +12,10 @@ Cases (each figure with its 95 % interval and verdict):
                  m = n = k): every size measured briefly, the best one until precise;
   base_stream    STREAM copy and triad bytes/s over arrays well beyond the last-level cache;
   base_transfer  host<->device bytes/s each way, pinned and pageable (not applicable on a
-                 vendor without device memory, e.g. cpu).
+                 vendor without device memory, e.g. cpu);
+  base_allreduce the interconnect: all-reduce bandwidth over the run's hosts with
+                 torch.distributed (gloo on cpu, NCCL on nvidia), size against algorithm and bus
+                 bandwidth as nccl-tests reports them; needs 2 or more hosts.
 
 The kernels are the vendor's: ``inference_engine/<vendor>/base/kernels.py`` defines
 ``Kernels`` (usually a subclass of ``TorchKernels`` below, overriding what its library does
@@ -30,8 +33,6 @@ from typing import Any, Callable
 from loguru import logger
 
 from common.errors import ConfigError, DataError
-
-BASE_CASES = ("base_gemm", "base_stream", "base_transfer")  # the shipped ones, in the order run.py --cases base runs them
 
 # dtype name -> (torch dtype name, bytes per element of A and B, bytes per element of C)
 DTYPES: dict[str, tuple[str, int, int]] = {
@@ -197,10 +198,16 @@ def check_memory(config: Any, kernels: TorchKernels, key: str, needed: int, what
         )
 
 
-def check_base_config(config: Any, kernels: TorchKernels | None = None, memory: bool = True) -> None:
+def check_base_config(config: Any, kernels: TorchKernels | None = None, memory: bool = True, hosts: int | None = None, hosts_origin: str = "host.yaml") -> None:
     """Every bad input of a base case as one ConfigError naming the key (exit 2), before anything
     is allocated. ``memory``: also check the working set against this machine's free memory
-    (where the case runs here)."""
+    (where the case runs here). ``hosts``: how many hosts the run has (``hosts_origin`` names
+    the file listing them)."""
+    if config.case == "base_allreduce":
+        _positive_ints(config, "sizes_mib")
+        if hosts is not None and hosts < 2:
+            raise ConfigError(f"{hosts_origin}: key 'HOSTS' lists {hosts} host: base_allreduce measures the interconnect between 2 or more hosts")
+        return
     kernels = kernels or vendor_kernels(config.vendor)
     if config.case == "base_gemm":
         dtypes = gemm_dtypes(config, kernels)
@@ -326,6 +333,76 @@ def transfer_stage(config: Any, kernels: TorchKernels | None = None, clock: Call
             memory = "pinned" if pinned else "pageable"
             report.figures.append(figure(f"{direction} {memory}", "transfer", "B/s", rate, direction=direction, pinned=pinned, bytes=nbytes))
             _log(report.figures[-1])
+    return report
+
+
+def rendezvous(config: Any, environ: dict | None = None) -> tuple[list[str], int, str, int]:
+    """(hosts, this host's rank, master address, port) of a collective over the run's hosts, from
+    what the executor passed (common/layout.py) and the keys ``master_addr`` (null: the first
+    host) and ``master_port`` (0: derived from the run id, so that concurrent runs differ)."""
+    import hashlib
+
+    from common.layout import HOSTS_ENV, NODERANK_ENV, RUN_ID_ENV
+
+    environ = os.environ if environ is None else environ
+    hosts = [h for h in environ.get(HOSTS_ENV, "").split(",") if h]
+    if len(hosts) < 2:
+        raise ConfigError(f"key 'HOSTS' lists {len(hosts) or 1} host: base_allreduce measures the interconnect between 2 or more hosts")
+    rank = int(environ.get(NODERANK_ENV, "0"))
+    port = int(config.get("master_port", 0) or 0)
+    if not port:
+        port = 20000 + int(hashlib.sha256(environ.get(RUN_ID_ENV, "").encode()).hexdigest()[:8], 16) % 30000
+    return hosts, rank, config.get("master_addr") or hosts[0], port
+
+
+def allreduce_stage(config: Any, kernels: TorchKernels | None = None, clock: Callable[[], int] | None = None) -> BaselineReport:
+    """All-reduce of each size in ``sizes_mib`` over the run's hosts, measured until precise with
+    the same number of calls on every rank (``measure_collective``)."""
+    from datetime import timedelta
+    from functools import partial
+
+    import torch
+    import torch.distributed as dist
+
+    from tools.measure.baseline import allreduce_bandwidth, group_decision, measure_collective
+
+    check_base_config(config)
+    kernels = kernels or vendor_kernels(config.vendor)
+    hosts, rank, address, port = rendezvous(config)
+    if config.get("gloo_socket_ifname"):
+        os.environ["GLOO_SOCKET_IFNAME"] = str(config.gloo_socket_ifname)
+    backend = str(config.get("backend", "gloo"))
+    logger.info(f"all-reduce: rank {rank} of {len(hosts)}, {backend} via tcp://{address}:{port}")
+    dist.init_process_group(
+        backend,
+        init_method=f"tcp://{address}:{port}",
+        rank=rank,
+        world_size=len(hosts),
+        timeout=timedelta(seconds=float(config.get("rendezvous_timeout_s", 600))),
+    )
+    report = BaselineReport(config.case, f"torch.distributed {backend}", notes=[f"{len(hosts)} ranks: {', '.join(hosts)}; this is rank {rank}"])
+    try:
+        device = config.device
+        flags = torch.zeros(2, dtype=torch.int32, device=device)
+
+        def agree(more: bool, late: bool) -> bool:
+            flags[0], flags[1] = int(more), int(late)
+            dist.all_reduce(flags, op=dist.ReduceOp.MAX)
+            return group_decision([bool(flags[0])], [bool(flags[1])])
+
+        timing = {} if clock is None else {"clock": clock}
+        for mib in sorted(_positive_ints(config, "sizes_mib")):
+            nbytes = mib * 2**20
+            tensor = torch.ones(nbytes // 4, dtype=torch.float32, device=device)
+            rate = measure_collective(partial(dist.all_reduce, tensor), nbytes, _settings(config), agree, lambda: kernels.sync(device), **timing)
+            found = figure(f"all-reduce {mib} MiB busbw", "interconnect", "B/s", rate, bytes=nbytes, ranks=len(hosts), backend=backend)
+            algbw, busbw = allreduce_bandwidth(nbytes, rate.seconds / rate.calls, len(hosts))
+            factor = busbw / algbw
+            found.update(algbw=rate.value, algbw_ci95=rate.ci95, value=rate.value * factor, ci95=[v * factor for v in rate.ci95] if rate.ci95 else None)
+            report.figures.append(found)
+            _log(found)
+    finally:
+        dist.destroy_process_group()
     return report
 
 

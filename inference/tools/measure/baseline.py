@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from tools.measure.contention import CpuContention
-from tools.measure.precision import Settle, StopRule, Target, Timeline, drift, measure_figures, precision_block, precision_reasons, settle
-from tools.measure.settings import MAX_DURATION_REACHED, MEASUREMENT_DEFAULTS
+from tools.measure.precision import Settle, StopRule, Target, Timeline, drift, imprecise, measure_figures, precision_block, precision_reasons, settle
+from tools.measure.settings import MAX_DURATION_REACHED, MEASUREMENT_DEFAULTS, MINIMUMS_MET, PRECISION_REACHED
 from tools.measure.verdict import Verdict, accelerator_reason, contention_reason, minimum_reasons, minimums_met
 
 STREAM_ARRAYS = {"copy": 2, "scale": 2, "add": 3, "triad": 3}
@@ -176,7 +176,11 @@ def measure_kernel(
                 break
         if elapsed >= max_ns:
             break
-    reading = monitor.stop()
+    return _rate(ends, work, settings, target, settled, rule.checks, stop, monitor.stop())
+
+
+def _rate(ends: list[int], work: float, settings: KernelSettings, target: Target, settled: Settle, checks: int, stop: str, reading: Any) -> KernelRate:
+    """The measured window's rate, interval and verdict (minimums, precision, drift, contention)."""
     span_ns = ends[-1]
     timeline = Timeline.tiled(ends, work)
     figures = measure_figures(target, {RATE: timeline})
@@ -195,9 +199,53 @@ def measure_kernel(
         seconds=span_ns / 1e9,
         work_per_call=float(work),
         verdict=verdict,
-        precision=precision_block(target, figures, settled, drifts, rule.checks, stop),
+        precision=precision_block(target, figures, settled, drifts, checks, stop),
         contention=reading.to_dict() if reading is not None else None,
     )
+
+
+def measure_collective(
+    call: Callable[[], Any],
+    work: float,
+    settings: KernelSettings,
+    agree: Callable[[bool, bool], bool],
+    sync: Callable[[], None] = lambda: None,
+    clock: Callable[[], int] = time.perf_counter_ns,
+    contention: Any = None,
+) -> KernelRate:
+    """``measure_kernel`` for a collective (an all-reduce), whose every rank must make the same
+    number of calls: calls run in rounds of ``settings.min_queries``; after each round every rank
+    says whether it wants more (its minimums or precision not met) and whether it passed
+    ``max_duration_s``, and ``agree(wants_more, out_of_time) -> go_on`` (an all-reduce of the
+    two flags) gives every rank the same answer. No settle phase: its length is each rank's own."""
+    if not work > 0:
+        raise ValueError(f"a kernel's work per call must be positive, got {work}")
+    for _ in range(settings.warmup):
+        call()
+    sync()
+    target = Target(throughput=(RATE,), precision=settings.precision)
+    monitor = (contention if contention is not None else CpuContention(settings.device)).start()
+    ends: list[int] = []
+    checks = 0
+    start = clock()
+    while True:
+        for _ in range(max(settings.min_queries, 1)):
+            call()
+            sync()
+            ends.append(clock() - start)
+        elapsed = ends[-1]
+        checks += 1
+        met = minimums_met(len(ends), elapsed / 1e9, settings.min_queries, settings.min_duration_s)
+        precise = settings.precision is None or not imprecise(target, measure_figures(target, {RATE: Timeline.tiled(ends, work)}))
+        if not agree(not (met and precise), elapsed >= settings.max_duration_s * 1e9):
+            break
+    stop = PRECISION_REACHED if settings.precision is not None and precise else MINIMUMS_MET if met and settings.precision is None else MAX_DURATION_REACHED
+    return _rate(ends, work, settings, target, Settle(), checks, stop, monitor.stop())
+
+
+def group_decision(wants_more: list[bool], out_of_time: list[bool]) -> bool:
+    """The ranks' common answer: go on while any rank wants more and none is out of time."""
+    return any(wants_more) and not any(out_of_time)
 
 
 def fits(needed_bytes: float, available_bytes: float | None, share: float = 0.8) -> bool:

@@ -28,7 +28,7 @@ from typing import Callable, Generic, TypeVar
 
 from loguru import logger
 
-from common import lifetime
+from common import layout, lifetime
 from common.errors import ConfigError, HostError, one_line
 from common.monitor_protocol import DAEMON, SAMPLER, monitor_protocol
 from common.record import FAILURE_FILE, RESULT_FILE
@@ -274,6 +274,9 @@ class HostSession(Generic[Handle]):
         }
         if parent_pid is not None:
             env[lifetime.PARENT_ENV] = str(parent_pid)
+        env[layout.HOSTS_ENV] = ",".join(host.address for host in self.config.hosts)  # a case spanning the hosts (base_allreduce)
+        env[layout.NODERANK_ENV] = str(self.noderank)
+        env[layout.RUN_ID_ENV] = self.run_id
         return env
 
     def echo_for(self, spec: CaseSpec) -> Callable[[str], None] | None:
