@@ -330,3 +330,37 @@ def test_an_interconnect_case_with_one_host_is_one_line_and_exit_2(tmp_path):
     errors = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
     assert len(errors) == 1 and f"{config}: key 'HOSTS' lists 1 host: base_allreduce" in errors[0]
     assert not (tmp_path / "result").exists()
+
+
+# ---- the roofline in report.html --------------------------------------------------------------------
+def _roofline_records(tmp_path: Path) -> list[dict]:
+    gemm = _gemm_result(400e9)["baseline"]["figures"][0]
+    stream = {"name": "STREAM triad", "kind": "bandwidth", "kernel": "triad", "unit": "B/s", "value": 40e9, "ci95": [39e9, 41e9], "verdict": {"valid": True}}
+    base = {"case": "base_gemm", "framework": "pytorch", "host": "h", "status": "success", "baseline": {"figures": [gemm, stream]}}
+    log = tmp_path / "resnet50"
+    log.mkdir()
+    (log / "result.json").write_text(json.dumps({"engine": {"onnx_bytes": 100_000_000}}))
+    model = {"case": "resnet50", "framework": "pytorch", "host": "h", "status": "success", "flops": 8e9, "batchsize": 8}
+    model.update({"*p_inference_core(qps)": 25.0, "log_dir": str(log)})
+    return [base, model]
+
+
+def test_the_roofline_has_the_measured_roofs_and_each_case_at_its_intensity(tmp_path):
+    from utils.results.report.roofline import roofline_plot
+
+    figure, note = roofline_plot(_roofline_records(tmp_path), "cpu")
+    roof, cases = figure["data"]
+    assert roof["x"][1] == pytest.approx(10.0) and roof["y"][1] == pytest.approx(400e9)  # ridge: 400 GFLOP/s / 40 GB/s
+    assert roof["y"][0] == pytest.approx(40e9 * roof["x"][0])  # the bandwidth slope left of the ridge
+    assert cases["x"] == [pytest.approx(8e9 * 8 / 1e8)] and cases["y"] == [pytest.approx(8e9 * 25)]  # 640 FLOP/B, 200 GFLOP/s
+    assert "compute-bound" in cases["hovertext"][0] and "upper bound" in note
+
+
+def test_no_roofline_without_measured_peaks_and_the_page_shows_it_when_there_are(tmp_path):
+    from utils.results.report.page import render
+    from utils.results.report.roofline import roofline_plot
+
+    records = _roofline_records(tmp_path)
+    assert roofline_plot(records[1:], "cpu")[0] is None
+    html = render({"results": records, "aggregates": [], "vendor": "cpu", "run_id": "r", "mode": "local", "hosts": ["h"]})
+    assert 'id="roofline"' in html and "Roofline: 40 GB/s STREAM bandwidth roof" in html

@@ -228,6 +228,7 @@ def test_describe_an_engine_with_every_optional_api(tmp_path, caplog_loguru):
     info = describe_engine(engine, path, 9.0)
     assert info == {
         "class": f"{__name__}.Full",
+        "onnx_bytes": Path(path).stat().st_size,  # the roofline's bytes per call (utils/results/report/roofline.py)
         "version": "3.5",
         "compile_report": {
             "compile_duration": 1.25,  # the engine's own figure wins

@@ -7,6 +7,7 @@ the ONNX graph and the engine's op support so every vendor is measured alike.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Callable
 
 from loguru import logger
@@ -102,6 +103,8 @@ def _optional(engine: Any, name: str) -> Any:
 
 def describe_engine(engine: Any, onnx_path: str | None, compile_duration_s: float) -> dict:
     info: dict[str, Any] = {"class": f"{type(engine).__module__}.{type(engine).__qualname__}"}
+    if onnx_path and Path(onnx_path).is_file():  # the weights' bytes, about: the roofline's memory traffic per call (utils/results/report/roofline.py)
+        info["onnx_bytes"] = Path(onnx_path).stat().st_size
     version = _optional(engine, "version")
     if version is not None:
         info["version"] = str(version)

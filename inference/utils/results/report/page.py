@@ -19,6 +19,7 @@ from typing import Any
 
 from common.files import atomic_path
 from utils.results.aggregate import with_aggregates
+from utils.results.report.roofline import roofline_section
 from utils.results.report.sections import case_section, git_commit, summary_rows
 from utils.results.summary import memory_kind
 
@@ -93,11 +94,14 @@ def render(summary: dict, perf_dir: Path | None = None) -> str:
     """The page of a run's ``summary`` (summary.json's content); ``perf_dir`` (inference/) gives the git commit and the vendor's memory kind."""
     all_rows = with_aggregates(summary.get("results") or [], summary.get("aggregates") or [])
     sections = [case_section(r) for r in all_rows]
-    _plot_specs(sections)
+    roofline = roofline_section(all_rows, summary.get("vendor"))  # the measured roofs and each case's point (report/roofline.py)
+    _plot_specs(sections + ([roofline] if roofline else []))
     environments: dict[str, list[tuple[str, str]]] = {}
     for section, record in zip(sections, all_rows):
         if section.get("env"):
             environments.setdefault(record["host"], section["env"])
+    if roofline:
+        sections.insert(0, roofline)
     has_plots = any(s["plots"] for s in sections)
     script = plotly_js() if has_plots else None
     missing = f"plotly.js ({PLOTLY_BUNDLE.name}) is missing beside {Path(__file__).name} in this checkout" if has_plots and not script else None
