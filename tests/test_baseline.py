@@ -364,3 +364,43 @@ def test_no_roofline_without_measured_peaks_and_the_page_shows_it_when_there_are
     assert roofline_plot(records[1:], "cpu")[0] is None
     html = render({"results": records, "aggregates": [], "vendor": "cpu", "run_id": "r", "mode": "local", "hosts": ["h"]})
     assert 'id="roofline"' in html and "Roofline: 40 GB/s STREAM bandwidth roof" in html
+
+
+# ---- MBU of LLM decode --------------------------------------------------------------------------------
+MODEL = {"precision": "fp32", "params": 19_000_000, "embedding_params": 1_000_000, "layers": 4, "kv_heads": 2, "head_dim": 64, "bytes_per_kv_value": 4}
+
+
+def test_decode_bytes_per_token_are_the_weights_over_the_batch_plus_the_kv_cache_at_the_mean_context():
+    weights = 18_000_000 * 4
+    kv_per_position = 2 * 4 * 2 * 64 * 4  # K and V x layers x kv heads x head_dim x bytes
+    assert baselines.decode_bytes_per_token(MODEL, 1, 128, 32) == weights + kv_per_position * 144
+    assert baselines.decode_bytes_per_token(MODEL, 4, 128, 32) == weights / 4 + kv_per_position * 144
+    assert baselines.decode_bytes_per_token({**MODEL, "precision": "fp16", "bytes_per_kv_value": None}, 1, 0, 0) == 18_000_000 * 2
+    assert baselines.decode_bytes_per_token({**MODEL, "precision": "fp8"}, 1, 0, 0) is None
+
+
+def test_mbu_is_decode_bytes_per_second_over_the_measured_bandwidth_and_over_100_percent_a_note():
+    cells = [{"batch_size": 1, "input_length": 0, "output_length": 0, "decode_tokens_per_s": 100.0}]
+    llm = {"model": {**MODEL, "embedding_params": 0, "params": 10_000_000}, "table": cells}
+    baselines.add_mbu(llm, {"triad": {"value": 8e9, "ci95": [7.8e9, 8.2e9]}})
+    assert cells[0]["decode_mbu"] == pytest.approx(40e6 * 100 / 8e9) and llm["mbu_bandwidth"] == "measured STREAM triad (8 GB/s ±2.5%)"
+    cells[0]["decode_tokens_per_s"] = 400.0
+    baselines.add_mbu(llm, {"copy": {"value": 8e9}})
+    assert cells[0]["decode_mbu"] is None and cells[0]["decode_mbu_note"].startswith("200% of the measured STREAM copy (8 GB/s)")
+    lines = baselines.mbu_lines([{"case": "llama", "host": "h", "llm": llm}])
+    assert "decode MBU n/a (200% of the measured STREAM copy" in lines[-1]
+    untouched = {"table": [{"batch_size": 1}]}
+    baselines.add_mbu(untouched, None)
+    assert "decode_mbu" not in untouched["table"][0]
+
+
+def test_an_llm_record_gets_decode_mbu_from_the_cached_bandwidth_of_its_host(tmp_path):
+    triad = {"name": "STREAM triad", "kind": "bandwidth", "kernel": "triad", "unit": "B/s", "value": 40e9, "ci95": [39e9, 41e9]}
+    triad.update(array_bytes=2**27, calls=50, verdict={"valid": True, "reasons": []})
+    stream = {"case": "base_stream", "precision": "fp32", "baseline": {"figures": [triad], "not_applicable": None}}
+    baselines.store_outcomes([_outcome(tmp_path, "base_stream", stream)], "cpu", "run1")
+    cell = {"scenario": "offline", "batch_size": 1, "input_length": 0, "output_length": 0, "decode_tokens_per_s": 50.0, "verdict": {"valid": True}}
+    llm = {"model": {**MODEL, "embedding_params": 0, "params": 10_000_000}, "table": [cell], "server": []}
+    record = merge_outcome(_outcome(tmp_path, "llama", {"case": "llama", "precision": "fp32", "llm": llm}), INFERENCE, "cpu")
+    assert record["llm"]["table"][0]["decode_mbu"] == pytest.approx(40e6 * 50 / 40e9)
+    assert "Decode MBU" in markdown_table([record])

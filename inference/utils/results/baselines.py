@@ -147,6 +147,44 @@ def store_outcomes(outcomes: list, vendor: str, run_id: str) -> None:
                 logger.info(f"measured peaks cached for host {outcome.host}: {', '.join(stored)} ({peaks.root})")
 
 
+# ---- MBU: memory-bandwidth utilisation of LLM decode -----------------------------------------------
+BYTES_PER_PARAM = {"fp32": 4, "fp16": 2, "bf16": 2, "int8": 1, "int4": 0.5}
+
+
+def decode_bytes_per_token(model: dict, batch: int, input_length: int, output_length: int) -> float | None:
+    """Bytes one decoded token reads: the weights (all but the input embedding, a lookup) once
+    per decode step, shared by the batch's ``batch`` sequences, plus its own sequence's KV cache
+    at the mean decode context (input_length + output_length / 2 positions)."""
+    per_param = BYTES_PER_PARAM.get(str(model.get("precision") or "fp32").lower())
+    if not per_param or not batch or not model.get("params"):
+        return None
+    weights = (model["params"] - (model.get("embedding_params") or 0)) * per_param
+    kv_per_position = 2 * model["layers"] * model["kv_heads"] * model["head_dim"] * (model.get("bytes_per_kv_value") or per_param)
+    return weights / batch + kv_per_position * (input_length + output_length / 2)
+
+
+def add_mbu(llm: dict | None, bandwidth: dict | None) -> None:
+    """Each offline cell's ``decode_mbu``: decode tokens/s x bytes per token over the measured
+    STREAM bandwidth (triad, else copy); over 100 % is a note, never a figure."""
+    memory = (bandwidth or {}).get("triad") or (bandwidth or {}).get("copy")
+    if not llm or not memory:
+        return
+    llm["mbu_bandwidth"] = f"measured STREAM {'triad' if (bandwidth or {}).get('triad') else 'copy'} ({with_width(memory, 'B/s')})"
+    for cell in llm.get("table") or []:
+        per_token = decode_bytes_per_token(llm.get("model") or {}, cell.get("batch_size"), cell.get("input_length", 0), cell.get("output_length", 0))
+        rate = cell.get("decode_tokens_per_s")
+        cell["decode_bytes_per_token"] = per_token
+        value = per_token * rate / memory["value"] if per_token and rate else None
+        cell["decode_mbu"], cell["decode_mbu_note"] = (
+            (value, None)
+            if value is None or value <= 1
+            else (
+                None,
+                f"{value:.0%} of the {llm['mbu_bandwidth']}: the bandwidth baseline is wrong or the engine reads less than the model's weights per step",
+            )
+        )
+
+
 # ---- summary.md ---------------------------------------------------------------------------------
 HEADER = "| case | host | figure | measured | size | calls | verdict |"
 
@@ -155,15 +193,38 @@ def markdown_lines(records: list[dict]) -> list[str]:
     rows = [(r, f) for r in records for f in ((r.get("baseline") or {}).get("figures") or [])]
     not_applicable = [r for r in records if (r.get("baseline") or {}).get("not_applicable")]
     if not rows and not not_applicable:
-        return []
+        return mbu_lines(records)
     lines = ["", "Base tier (the chip itself, measured until precise; docs/measurement.md):", ""]
     if rows:
         lines += [HEADER, "|---|---|---|---|---|---|---|"]
         for r, f in rows:
             size = f.get("size")
-            shown = "x".join(str(s) for s in size) if isinstance(size, list) else f"{f['array_bytes'] / 2**20:.0f} MiB/array" if f.get("array_bytes") else "-"
+            nbytes = f.get("array_bytes") or f.get("bytes")
+            shown = (
+                "x".join(str(s) for s in size)
+                if isinstance(size, list)
+                else f"{nbytes / 2**20:.0f} MiB" + ("/array" if f.get("array_bytes") else "")
+                if nbytes
+                else "-"
+            )
             verdict = "valid" if f["verdict"]["valid"] else f"INVALID ({len(f['verdict']['reasons'])})"
             lines.append(f"| {r['case']}:{r['framework']} | {r['host']} | {f['name']} | {with_width(f, f['unit'])} | {shown} | {f['calls']} | {verdict} |")
     for r in not_applicable:
         lines.append(f"- {r['case']} on {r['host']}: not applicable ({r['baseline']['not_applicable']})")
-    return lines
+    return lines + mbu_lines(records)
+
+
+def mbu_lines(records: list[dict]) -> list[str]:
+    """One line per LLM offline cell with a decode MBU (or its note)."""
+    lines = []
+    for r in records:
+        llm = r.get("llm") or {}
+        for cell in llm.get("table") or []:
+            if cell.get("decode_mbu") is None and not cell.get("decode_mbu_note"):
+                continue
+            shown = f"{cell['decode_mbu']:.1%} of the {llm['mbu_bandwidth']}" if cell.get("decode_mbu") is not None else f"n/a ({cell['decode_mbu_note']})"
+            lines.append(
+                f"- {r['case']} on {r['host']}, bs {cell['batch_size']} in {cell['input_length']} out {cell['output_length']}: decode MBU {shown} "
+                f"({format_rate(cell['decode_bytes_per_token'], 'B/s').replace('/s', '')} per token x {cell['decode_tokens_per_s']:.1f} tokens/s)"
+            )
+    return ["", "Decode MBU (weights once per step over the batch + the sequence's KV cache, per token, x decode tokens/s):", *lines] if lines else []

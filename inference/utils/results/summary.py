@@ -117,6 +117,7 @@ def merge_outcome(outcome: CaseOutcome, perf_dir: Path, vendor: str, peaks: base
     record["numeric"] = result.get("numeric")
     record["audits"] = result.get("audits") or []
     record["llm"] = llm_summary.llm_record(result, peak_flops, record["mfu_is_estimate"])  # an LLM case's table and server rows
+    baselines.add_mbu(record["llm"], peaks.bandwidth(result, vendor) if peaks is not None else None)  # decode MBU against the measured bandwidth
     return record
 
 
