@@ -5,7 +5,7 @@
 Exit status: 0 when every case succeeded on every host, 1 when any failed
 (each failure is named with its case, host and step), 2 for a bad config,
 3 with --strict when every case ran but a result's verdict is invalid,
-130 when interrupted. Results: <FLAGPERF_LOG_PATH>/run<id>/summary.{json,md} and report.html
+6 when the summary cannot be written (disk full, read-only), 130 when interrupted. Results: <FLAGPERF_LOG_PATH>/run<id>/summary.{json,md} and report.html
 (utils/results/report/). ``run.py compare RUN_A RUN_B [--threshold 5]`` compares two runs (utils/results/compare.py).
 """
 
@@ -51,7 +51,8 @@ default config: {INFERENCE_DIR / "configs" / "host.yaml"}
 results: FLAGPERF_LOG_PATH/run<id>/ (default {INFERENCE_DIR / "result"}): summary.json,
   summary.md, report.html, run.log, and per case and host <case:framework>/<host>_noderank<i>/
 exit status: 0 every case succeeded; 1 a case failed (named with its host and step);
-  2 bad config or command line; 3 with --strict, a result is invalid; 130 interrupted
+  2 bad config or command line; 3 with --strict, a result is invalid; 6 the summary could
+  not be written (disk full or read-only); 130 interrupted
 compare two runs: run.py compare RUN_A RUN_B [--threshold 5]
 benchmark a running server: run.py --endpoint http://HOST:PORT/v1 --served-model NAME [--concurrency 1,2,4] (run.py --endpoint X --served-model Y --help)
 """

@@ -92,3 +92,13 @@ def test_run_py_warns_and_runs_the_backend_unmodified(tmp_path, digits_data_dir)
 
     skipped = run_py(perf, local_host_yaml(tmp_path, perf, digits_data_dir, VENDOR=VENDOR, BACKEND_REQUIREMENTS="skip"), *FAST)
     assert skipped.returncode == 0 and "BACKEND_REQUIREMENTS" not in skipped.stdout + skipped.stderr
+
+
+def test_a_module_from_a_distribution_of_another_name_is_named(tmp_path):
+    """tensorflow-cpu provides the module tensorflow: a pin of 'tensorflow' says where the module comes from."""
+    from utils.requirements import unmet_requirements
+
+    path = tmp_path / "requirements.txt"
+    path.write_text("yaml==5.1\n")  # the module yaml comes from the distribution PyYAML
+    (unmet,) = unmet_requirements(path)
+    assert unmet.describe() == f"package 'yaml' is not installed, but its module comes from PyYAML {metadata.version('PyYAML')} (needs yaml==5.1)"

@@ -250,7 +250,10 @@ def _check_hosts(cfg: HostConfig, value: Any) -> list[Host]:
 
 
 def _check_cases(cfg: HostConfig, value: Any) -> list[CaseSpec]:
-    return parse_cases(value, cfg.path, cfg.flagperf_path, cfg.mode)
+    # On this machine's own Docker engine (HOSTS: ["localhost"]) the data is here: a relative
+    # path means what it means in MODE local, so switching MODE is the only edit.
+    here = cfg.mode == "docker" and all(is_local_engine(cfg, host) for host in cfg.hosts)
+    return parse_cases(value, cfg.path, cfg.flagperf_path, "local" if here else cfg.mode)
 
 
 def _check_shm_size(cfg: HostConfig, value: Any) -> str:
@@ -323,8 +326,17 @@ def _check_ssh_key_file(cfg: HostConfig, value: Any) -> str | None:
 def _check_known_hosts(cfg: HostConfig, value: Any) -> str:
     known_hosts = bounded_path("~/.ssh/known_hosts" if value is None else value, expand=True)
     if _uses_ssh(cfg) and not cfg.trust_on_first_use and not on_disk(Path(known_hosts).is_file, known_hosts):
-        raise ValueError(f"{known_hosts} does not exist: add the hosts' keys (ssh-keyscan, checked) or set TRUST_ON_FIRST_USE: true")
+        loopback = [host.label for host in cfg.hosts if _is_loopback(host.address)]
+        hint = f'; {loopback[0]} is this machine: HOSTS: ["localhost"] drives its Docker engine without SSH' if loopback and len(cfg.hosts) == 1 else ""
+        raise ValueError(f"{known_hosts} does not exist: add the hosts' keys (ssh-keyscan, checked) or set TRUST_ON_FIRST_USE: true{hint}")
     return known_hosts
+
+
+def _is_loopback(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False
 
 
 def _check_wheels(cfg: HostConfig, value: Any) -> str | None:

@@ -23,6 +23,7 @@ version is one line naming the case, the package and the install command.
 from __future__ import annotations
 
 import argparse
+import functools
 import subprocess
 import sys
 import tempfile
@@ -46,8 +47,12 @@ class Unmet:
     requirement: str
     name: str
     found: str | None
+    # Not installed under its name, but its module comes from another distribution (tensorflow from tensorflow-cpu).
+    provider: str | None = None
 
     def describe(self, who: str = "the case") -> str:
+        if self.found is None and self.provider is not None:
+            return f"package '{self.name}' is not installed, but its module comes from {self.provider} (needs {self.requirement})"
         if self.found is None:
             return f"package '{self.name}' is not installed (needs {self.requirement})"
         return f"package '{self.name}' {self.found} is installed, but {who} needs {self.requirement}"
@@ -93,11 +98,28 @@ def unmet_requirements(path: str | Path) -> list[Unmet]:
         try:
             found = metadata.version(requirement.name)
         except metadata.PackageNotFoundError:
-            unmet.append(Unmet(line, requirement.name, None))
+            unmet.append(Unmet(line, requirement.name, None, _provider(requirement.name)))
             continue
         if requirement.specifier and not requirement.specifier.contains(found, prereleases=True):
             unmet.append(Unmet(line, requirement.name, found))
     return unmet
+
+
+def _provider(name: str) -> str | None:
+    """``tensorflow-cpu 2.21.0`` for ``tensorflow``: the installed distribution that provides the
+    module a missing distribution would have provided (a drop-in build of another name)."""
+    module = name.lower().replace("-", "_").replace(".", "_")
+    for dist in _module_providers().get(module, []):
+        try:
+            return f"{dist} {metadata.version(dist)}"
+        except metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+@functools.lru_cache(maxsize=1)
+def _module_providers() -> dict[str, list[str]]:
+    return {module.lower(): dists for module, dists in metadata.packages_distributions().items()}
 
 
 def install_hint(path: Path) -> str:

@@ -7,6 +7,7 @@ group, not only the local end of the channel.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import posixpath
 import shlex
@@ -57,6 +58,14 @@ class SshHost:
     def error(self, message: str) -> HostError:
         return HostError(f"host {self.label}: {message}")
 
+    def _this_machine(self) -> str:
+        """For a loopback address: how to reach this machine's Docker engine without SSH."""
+        try:
+            loopback = ipaddress.ip_address(self.host.address).is_loopback
+        except ValueError:
+            loopback = False
+        return '; for this machine\'s Docker engine without SSH, write HOSTS: ["localhost"]' if loopback else ""
+
     # ---- connection ---------------------------------------------------------
     def connect(self) -> None:
         client = paramiko.SSHClient()
@@ -86,17 +95,18 @@ class SshHost:
         except paramiko.AuthenticationException as exc:
             client.close()
             key = f"key {self.key_file}" if self.key_file else "agent/default keys"
-            raise self.error(f"SSH authentication failed for user {self.user} with {key}: {exc}") from None
+            raise self.error(f"SSH authentication failed for user {self.user} with {key}: {exc}{self._this_machine()}") from None
         except paramiko.SSHException as exc:
             client.close()
             text = str(exc)
             if "not found in known_hosts" in text:
-                raise self.error(f"unknown host key (not in {self.known_hosts}); verify and add it, or set TRUST_ON_FIRST_USE: true") from None
+                hint = self._this_machine()
+                raise self.error(f"unknown host key (not in {self.known_hosts}); verify and add it, or set TRUST_ON_FIRST_USE: true{hint}") from None
             raise self.error(f"SSH failed: {text}") from None
         except (OSError, socket.timeout) as exc:
             client.close()
             reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
-            raise self.error(f"unreachable on port {self.host.port}: {reason}") from None
+            raise self.error(f"unreachable on port {self.host.port}: {reason}{self._this_machine()}") from None
         if self.trust_on_first_use and _known_key_count(client) > before:
             Path(self.known_hosts).parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             client.save_host_keys(self.known_hosts)
