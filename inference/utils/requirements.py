@@ -160,10 +160,7 @@ def check_backend_requirements(perf_dir: str | Path, vendor: str, compiler: str 
     where = f"backend '{compiler}' (inference_engine/{vendor}/{compiler})"
     if unmet and policy != "warn":
         more = f" (and {len(unmet) - 1} more)" if len(unmet) > 1 else ""
-        raise ConfigError(
-            f"{where}: {unmet[0].describe('the backend')}{more}, listed in its requirements.txt; "
-            f"install with: pip install -r {path} (or, with a compatible environment, BACKEND_REQUIREMENTS: warn in host.yaml)"
-        )
+        raise ConfigError(f"{where}: {unmet[0].describe('the backend')}{more}, listed in its requirements.txt; install with: pip install -r {path}")
     if not unmet or path in _WARNED:
         return []
     _WARNED.add(path)

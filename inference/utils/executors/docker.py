@@ -53,7 +53,7 @@ from utils.executors.containers import (
     vendor_container_options,
 )
 from utils.executors.docker_forward import EngineForward
-from utils.executors.images import ImageSpec, ensure_image
+from utils.executors.images import HostPip, ImageSpec, ensure_image, host_pip
 from utils.executors.transport import HostTransport, LocalTransport, SshTransport, sync_code
 from utils.host_config import is_local_engine
 from utils.requirements import all_requirement_files
@@ -220,17 +220,33 @@ class DockerSession(HostSession[ContainerHandle]):
         buildargs = {}
         if config.base_image:
             buildargs["BASE_IMAGE"] = config.base_image
-        if config.pip_source:
-            buildargs["PIP_INDEX_URL"] = config.pip_source
+        # This machine's pip configuration, unless host.yaml turns it off or sets a value itself.
+        pip = host_pip() if config.host_pip_config else HostPip()
+        if config.pip_source or pip.index_url:
+            buildargs["PIP_INDEX_URL"] = config.pip_source or pip.index_url
+        if pip.extra_index_urls:
+            buildargs["PIP_EXTRA_INDEX_URL"] = " ".join(pip.extra_index_urls)
+        if pip.trusted_hosts:
+            buildargs["PIP_TRUSTED_HOST"] = " ".join(pip.trusted_hosts)
+        wheels = Path(config.pip_wheels_dir) if config.pip_wheels_dir else None
+        ca_bundle = Path(config.ca_bundle) if config.ca_bundle else pip.cert
+        if config.host_pip_config:
+            logger.debug(
+                f"host {self.label}: the image build inherits this machine's pip configuration ({pip.describe()}"
+                + (f"; not reachable from a build: {', '.join(pip.unusable)}" if pip.unusable else "")
+                + "); host.yaml's PIP_SOURCE, PIP_WHEELS_DIR and CA_BUNDLE win, HOST_PIP_CONFIG: false turns it off"
+            )
         spec = ImageSpec(
             vendor=config.vendor,
             framework=framework,
             folder=config.flagperf_path / "docker_images" / config.vendor / framework,
             buildargs=buildargs,
-            wheels_dir=Path(config.pip_wheels_dir) if config.pip_wheels_dir else None,
-            ca_bundle=Path(config.ca_bundle) if config.ca_bundle else None,
+            wheels_dir=wheels,
+            ca_bundle=ca_bundle,
             # Only the requirements of this run's cases go into the image's case layer.
             requirements=tuple(all_requirement_files(config.flagperf_path, framework, cases=[s.case for s in config.cases])),
+            wheels_dirs=() if wheels is not None else pip.find_links,
+            backend_requirements=config.backend_requirements,
         )
         tag, _ = ensure_image(self.client, spec, self.label, self.build_log_dir / f"build_{slug(self.label)}.log")
         return tag

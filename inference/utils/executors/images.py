@@ -7,6 +7,16 @@ unchanged folder reuses the image on every host.
 Build context = docker_images/<vendor>/<framework>/ plus, when configured,
 ``wheels/`` (PIP_WHEELS_DIR: e.g. the offline torch wheel) and
 ``ca-certificates.crt`` (CA_BUNDLE: lets pip inside the build reach the index).
+Unless host.yaml says otherwise (HOST_PIP_CONFIG: false, or PIP_SOURCE,
+PIP_WHEELS_DIR, CA_BUNDLE for one setting each), the build inherits this
+machine's pip configuration (``host_pip``): its http(s) index URLs, the wheels
+of its find-links folders and its cert, so an image builds wherever pip works.
+
+A ByteMLPerf backend folder's requirements.txt follows BACKEND_REQUIREMENTS:
+``check`` installs it with the cases' files (one pip call: a pin that cannot
+install fails the build with pip's line); ``warn`` installs it line by line and
+reports each line that did not install as a warning (``LENIENT_INSTALL``);
+``skip`` leaves it out of the image.
 
 Case requirements (spec §3.2.0): when cases of this framework have a
 ``benchmarks/<case>/<framework>/requirements.txt``, a second, generated build
@@ -19,9 +29,13 @@ rebuilds only the layer. Vendors' Dockerfiles need no change for this.
 
 from __future__ import annotations
 
+import ast
+import functools
 import hashlib
 import io
 import re
+import subprocess
+import sys
 import tarfile
 import tempfile
 from dataclasses import dataclass
@@ -45,6 +59,10 @@ class ImageSpec:
     # The cases' requirement files to install on top; None = every case of this
     # framework under the perf dir (docker_images/<vendor>/<framework>/../../..).
     requirements: tuple[Path, ...] | None = None
+    # More folders of wheels (this machine's pip find-links), after wheels_dir's.
+    wheels_dirs: tuple[Path, ...] = ()
+    # host.yaml's BACKEND_REQUIREMENTS for the backend folders' files: check, warn or skip.
+    backend_requirements: str = "check"
 
     @property
     def dockerfile(self) -> Path:
@@ -55,15 +73,23 @@ class ImageSpec:
         from utils.requirements import all_backend_requirement_files, all_requirement_files
 
         # Every ByteMLPerf backend folder of the vendor brings its requirements.txt too (docs/bytemlperf_migration.md).
-        backends = tuple(all_backend_requirement_files(self.folder.parents[2], self.vendor))
+        skip = self.backend_requirements == "skip"
+        backends = () if skip else tuple(all_backend_requirement_files(self.folder.parents[2], self.vendor))
         if self.requirements is not None:
             return tuple(sorted(self.requirements)) + backends
         return tuple(all_requirement_files(self.folder.parents[2], self.framework)) + backends
 
     def _wheels(self) -> list[Path]:
-        if self.wheels_dir is None:
-            return []
-        return sorted(p for p in self.wheels_dir.iterdir() if p.is_file() and p.suffix == ".whl")
+        """The .whl files of wheels_dir and wheels_dirs (a name found twice: the first folder's)."""
+        found: dict[str, Path] = {}
+        for folder in ([self.wheels_dir] if self.wheels_dir is not None else []) + list(self.wheels_dirs):
+            for path in sorted(p for p in folder.iterdir() if p.is_file() and p.suffix == ".whl"):
+                found.setdefault(path.name, path)
+        return [found[name] for name in sorted(found)]
+
+    def _lenient(self, path: Path) -> bool:
+        """Installed line by line, each failure a warning: a backend folder's file under BACKEND_REQUIREMENTS: warn."""
+        return self.backend_requirements == "warn" and _case_name(path).startswith("backend-")
 
     def content_hash(self) -> str:
         """The hash in ``tag``: the vendor image's, plus every case requirement file when there are any."""
@@ -73,7 +99,7 @@ class ImageSpec:
             return vendor
         digest = hashlib.sha256(f"vendor:{vendor}".encode())
         for path in files:
-            digest.update(f"requirements:{_case_name(path)}".encode())
+            digest.update(f"{'lenient' if self._lenient(path) else 'requirements'}:{_case_name(path)}".encode())
             hash_file(path, digest)
         return digest.hexdigest()[:16]
 
@@ -108,8 +134,9 @@ class ImageSpec:
         """Dockerfile, requirements/<case>.txt for each file, and the CA bundle when configured."""
         with tarfile.open(target, "w") as tar:
             _add_bytes(tar, "Dockerfile", CASE_LAYER_DOCKERFILE.encode())
+            _add_bytes(tar, "lenient_install.py", LENIENT_INSTALL.encode())
             for path in self.requirement_files:
-                tar.add(path, arcname=f"requirements/{_case_name(path)}.txt")
+                tar.add(path, arcname=f"{'lenient' if self._lenient(path) else 'requirements'}/{_case_name(path)}.txt")
             if self.ca_bundle is not None:
                 tar.add(self.ca_bundle, arcname="ca-certificates.crt")
 
@@ -144,10 +171,41 @@ RUN set -eu; d=/tmp/inferperf-case-requirements; \\
     if [ -f $d/ca-certificates.crt ]; then export PIP_CERT=$d/ca-certificates.crt; fi; \\
     export PIP_BREAK_SYSTEM_PACKAGES=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1; \\
     python3 -m pip list --format=freeze | grep -iE '^(torch|numpy|tensorrt[a-z0-9_-]*|triton)==' > $d/constraints.txt || true; \\
-    set -- ; for f in $d/requirements/*.txt; do set -- "$@" -r "$f"; done; \\
-    python3 -m pip install -c $d/constraints.txt "$@" || { echo "inferperf: pip could not install the requirements on $(python3 -V 2>&1)"; exit 1; }; \\
+    set -- ; for f in $d/requirements/*.txt; do if [ -f "$f" ]; then set -- "$@" -r "$f"; fi; done; \\
+    if [ $# -gt 0 ]; then python3 -m pip install -c $d/constraints.txt "$@" \\
+        || { echo "inferperf: pip could not install the requirements on $(python3 -V 2>&1)"; exit 1; }; fi; \\
+    if [ -d $d/lenient ]; then python3 $d/lenient_install.py $d/constraints.txt $d/lenient/*.txt; fi; \\
     rm -rf $d /root/.cache
 """
+# BACKEND_REQUIREMENTS: warn, inside the build: each line of each file on its own (pip resolves
+# one line at a time, so an uninstallable pin costs only itself), and one WARNING line per line
+# that did not install, with what the image has instead; ensure_image repeats them on the host.
+LENIENT_INSTALL = """\
+import re, subprocess, sys
+from importlib import metadata
+
+constraints, files = sys.argv[1], sys.argv[2:]
+for path in files:
+    name = path.rsplit("/", 1)[-1][: -len(".txt")]
+    for raw in open(path, encoding="utf-8"):
+        line = raw.split(" #", 1)[0].strip()
+        if not line or line.startswith("#"):
+            continue
+        done = subprocess.run([sys.executable, "-m", "pip", "install", "-c", constraints, line], capture_output=True, text=True)
+        if done.returncode == 0:
+            print(f"inferperf: {name}: installed {line}", flush=True)
+            continue
+        package = re.split(r"[\\s<>=!~;\\[(]", line, maxsplit=1)[0]
+        try:
+            has = f"the image has {package} {metadata.version(package)}"
+        except metadata.PackageNotFoundError:
+            has = f"{package} is not in the image"
+        errors = [e[len("ERROR: "):] for e in (done.stdout + done.stderr).splitlines() if e.startswith("ERROR: ")]
+        errors = [e for e in errors if not e.startswith(("Could not find a version", "ResolutionImpossible"))] or errors
+        why = errors[0] if errors else f"pip exited {done.returncode}"
+        print(f"inferperf: warning: {name}: {line} not installed ({has}; pip: {why})", flush=True)
+"""
+LENIENT_WARNING = "inferperf: warning: "  # the start of LENIENT_INSTALL's lines that ensure_image repeats
 
 
 def _case_name(requirements_file: Path) -> str:
@@ -197,8 +255,84 @@ def ensure_image(client: docker.DockerClient, spec: ImageSpec, host_label: str, 
         logger.info(f"host {host_label}: installing the requirements of {cases} on top of {vendor_tag}")
         layer_log = build_log.with_name(f"{build_log.stem}_cases{build_log.suffix}")
         _build(client, spec.write_case_layer_context, tag, spec.case_layer_buildargs(), spec, f"the requirements of {cases}", host_label, layer_log)
+        for line in lenient_warnings(layer_log):
+            logger.warning(f"host {host_label}: image {tag}: {line}; going on (BACKEND_REQUIREMENTS: warn)")
     logger.info(f"host {host_label}: built image {tag}")
     return tag, True
+
+
+def lenient_warnings(build_log: Path) -> list[str]:
+    """LENIENT_INSTALL's warning lines in a build log, without their prefix."""
+    try:
+        text = build_log.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return []
+    return [line.strip()[len(LENIENT_WARNING) :] for line in text.splitlines() if line.strip().startswith(LENIENT_WARNING)]
+
+
+@dataclass(frozen=True)
+class HostPip:
+    """This machine's pip configuration as an image build can use it (``host_pip``)."""
+
+    index_url: str | None = None
+    extra_index_urls: tuple[str, ...] = ()
+    trusted_hosts: tuple[str, ...] = ()
+    find_links: tuple[Path, ...] = ()  # local folders of wheels
+    cert: Path | None = None
+    unusable: tuple[str, ...] = ()  # settings a container cannot reach (file:// indexes, URLs of find-links)
+
+    def describe(self) -> str:
+        parts = [f"index {self.index_url}"] if self.index_url else []
+        parts += [f"extra index {url}" for url in self.extra_index_urls]
+        parts += [f"find-links {folder}" for folder in self.find_links]
+        parts += [f"cert {self.cert}"] if self.cert else []
+        return ", ".join(parts) or "nothing a build can use"
+
+
+# pip's own precedence among `pip config list`'s sections: environment, then the install command's, then global.
+_PIP_SECTIONS = {":env:": 3, "install": 2, "global": 1}
+
+
+@functools.lru_cache(maxsize=4)
+def host_pip(python: str = sys.executable) -> HostPip:
+    """``python -m pip config list``, read as pip reads it (PIP_* variables over the install
+    section over global), keeping what a container build can reach: http(s) index URLs and
+    trusted hosts as build arguments, find-links folders as wheels, the cert file."""
+    try:
+        listed = subprocess.run([python, "-m", "pip", "config", "list"], capture_output=True, text=True, timeout=120, check=False).stdout
+    except (OSError, subprocess.SubprocessError):
+        return HostPip()
+    values: dict[str, tuple[int, str]] = {}
+    for line in listed.splitlines():
+        key, sep, raw = line.partition("=")
+        section, _, name = key.rpartition(".")
+        rank = _PIP_SECTIONS.get(section)
+        if not sep or rank is None:
+            continue
+        try:
+            value = str(ast.literal_eval(raw.strip()))
+        except (ValueError, SyntaxError):
+            continue
+        if rank > values.get(name, (0, ""))[0]:
+            values[name] = (rank, value)
+    get = {name: value.split() for name, (_, value) in values.items()}
+    web = ("http://", "https://")
+    unusable: list[str] = []
+    index = next(iter(get.get("index-url", [])), None)
+    if index is not None and not index.startswith(web):
+        unusable.append(f"index-url {index}")
+        index = None
+    extra = tuple(u for u in get.get("extra-index-url", []) if u.startswith(web))
+    unusable += [f"extra-index-url {u}" for u in get.get("extra-index-url", []) if not u.startswith(web)]
+    folders = []
+    for entry in get.get("find-links", []):
+        folder = Path(entry.removeprefix("file://"))
+        if not entry.startswith(web) and folder.is_dir():
+            folders.append(folder)
+        else:
+            unusable.append(f"find-links {entry}")
+    cert = Path(values["cert"][1]) if "cert" in values and Path(values["cert"][1]).is_file() else None
+    return HostPip(index, extra, tuple(get.get("trusted-host", [])), tuple(folders), cert, tuple(unusable))
 
 
 def _note_reused(spec: ImageSpec, build_log: Path, tag: str) -> None:
