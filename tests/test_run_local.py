@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from common.errors import ConfigError
-from tests.conftest import copy_inference_tree, local_host_yaml
+from tests.conftest import copy_inference_tree, local_host_yaml, wait_no_processes
 from utils.executors.containers import parse_container_options
 from utils.host_config import load_host_config
 
@@ -51,9 +51,8 @@ def summary(tmp_path: Path) -> dict:
 
 
 def no_leftover_processes(marker: str) -> None:
-    time.sleep(0.5)
-    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
-    leftovers = [line for line in ps.splitlines() if marker in line and ("run_inference.py" in line or "_monitor" in line)]
+    """None left once they had time to exit (polled up to 20 s: a fixed half-second wait raced a loaded machine)."""
+    leftovers = wait_no_processes(marker)
     assert not leftovers, leftovers
 
 
