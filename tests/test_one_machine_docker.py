@@ -111,9 +111,12 @@ def test_an_unreachable_loopback_host_says_localhost():
     from utils.host_config import Host
 
     with pytest.raises(Exception) as info:
-        SshHost(Host("127.0.0.9", 1), "root", None, "/nonexistent", trust_on_first_use=True).connect()
-    assert str(info.value).startswith("host 127.0.0.9:1: unreachable on port 1: ")
+        SshHost(Host("127.0.0.9", 22), "root", None, "/nonexistent", trust_on_first_use=True).connect()
+    assert str(info.value).startswith("host 127.0.0.9: unreachable on port 22: ")
     assert str(info.value).endswith('; for this machine\'s Docker engine without SSH, write HOSTS: ["localhost"]')
+    with pytest.raises(Exception) as info:  # an sshd on a port of its own is meant: no hint
+        SshHost(Host("127.0.0.9", 1), "root", None, "/nonexistent", trust_on_first_use=True).connect()
+    assert str(info.value).startswith("host 127.0.0.9:1: unreachable on port 1: ") and "localhost" not in str(info.value)
 
 
 # ---- the image, built from this machine's pip configuration ------------------------------------------------

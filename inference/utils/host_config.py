@@ -326,7 +326,7 @@ def _check_ssh_key_file(cfg: HostConfig, value: Any) -> str | None:
 def _check_known_hosts(cfg: HostConfig, value: Any) -> str:
     known_hosts = bounded_path("~/.ssh/known_hosts" if value is None else value, expand=True)
     if _uses_ssh(cfg) and not cfg.trust_on_first_use and not on_disk(Path(known_hosts).is_file, known_hosts):
-        loopback = [host.label for host in cfg.hosts if _is_loopback(host.address)]
+        loopback = [host.label for host in cfg.hosts if _is_loopback(host.address) and host.port == 22]  # not an sshd on its own port
         hint = f'; {loopback[0]} is this machine: HOSTS: ["localhost"] drives its Docker engine without SSH' if loopback and len(cfg.hosts) == 1 else ""
         raise ValueError(f"{known_hosts} does not exist: add the hosts' keys (ssh-keyscan, checked) or set TRUST_ON_FIRST_USE: true{hint}")
     return known_hosts

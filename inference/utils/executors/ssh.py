@@ -59,9 +59,10 @@ class SshHost:
         return HostError(f"host {self.label}: {message}")
 
     def _this_machine(self) -> str:
-        """For a loopback address: how to reach this machine's Docker engine without SSH."""
+        """For a loopback address on SSH's port (a new user's "127.0.0.1"): how to reach this
+        machine's Docker engine without SSH. An sshd on another loopback port is meant."""
         try:
-            loopback = ipaddress.ip_address(self.host.address).is_loopback
+            loopback = ipaddress.ip_address(self.host.address).is_loopback and self.host.port == 22
         except ValueError:
             loopback = False
         return '; for this machine\'s Docker engine without SSH, write HOSTS: ["localhost"]' if loopback else ""
