@@ -454,7 +454,7 @@ def run_ab(config: HostConfig, run: Run, args: argparse.Namespace, previous: dic
         return 130
     dir_a, dir_b = (v.run_dir for v in variants)
     try:
-        result = compare_runs(dir_a, dir_b, args.threshold, args.between_run_cv, args.allow_invalid)
+        result = compare_runs(dir_a, dir_b, args.threshold, args.between_run_cv, args.allow_invalid, paired=True)
     except CompareError as exc:
         logger.error(one_line(exc))
         return 1

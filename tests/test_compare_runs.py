@@ -87,7 +87,7 @@ def test_ab_runs_two_variants_abba_and_decides_between_them(tree):
     assert sorted(starts, key=starts.get) == [("A", 1), ("B", 1), ("B", 2), ("A", 2)]
     lines = {(line["row"], line["figure"]): line for line in decision["lines"]}
     core = lines[("inference", "core qps")]
-    assert (core["n_a"], core["n_b"], core["widened"]) == (2, 2, False)
+    assert (core["n_a"], core["n_b"], core["widened"], core["paired"]) == (2, 2, False, True)
     assert core["ratio"] == pytest.approx(core["b"] / core["a"])
     assert "B/A (95% CI)" in proc.stdout
 

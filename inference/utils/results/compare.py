@@ -64,6 +64,7 @@ class Line:
     decided: str  # decide.py's verdict
     invalid_in: str | None = None  # "A", "B" or "A and B"
     verdict: str = ""  # what is shown: decided, or "not comparable (...)" for an INVALID figure
+    paired: bool = False  # run.py ab: decided on the pairs of repetitions that ran together
 
     @property
     def regression(self) -> bool:
@@ -111,7 +112,7 @@ def _host(rec_a: dict, rec_b: dict) -> str:
     return rec_a["host"] if rec_a["host"] == rec_b["host"] else f"{rec_a['host']} -> {rec_b['host']}"
 
 
-def compare_pair(rec_a: dict, rec_b: dict, threshold: float, between_cv: float, allow_invalid: bool, out: Comparison) -> None:
+def compare_pair(rec_a: dict, rec_b: dict, threshold: float, between_cv: float, allow_invalid: bool, out: Comparison, paired: bool = False) -> None:
     """Every figure of one case x host that both runs measured, decided; what B lacks, as a problem."""
     case, host = _case(rec_a), _host(rec_a, rec_b)
     figures_a, figures_b = repetition_figures(rec_a), repetition_figures(rec_b)
@@ -126,10 +127,11 @@ def compare_pair(rec_a: dict, rec_b: dict, threshold: float, between_cv: float, 
                 out.notes.append(f"{where} is in A but not measured in B (too few queries for it)")
             continue
         kind = KINDS[figure]
-        d = decision.decide(samples_a, samples_b, kind.higher_is_better, threshold / 100, between_cv)
+        rule = decision.decide_paired if paired else decision.decide
+        d = rule(samples_a, samples_b, kind.higher_is_better, threshold / 100, between_cv)
         invalid = " and ".join(side for side, samples in (("A", samples_a), ("B", samples_b)) if not all(s.valid for s in samples)) or None
         line = Line(case, host, row, figure, kind.unit, kind.higher_is_better, math.exp(_log_mean(samples_a)), math.exp(_log_mean(samples_b)),
-                    d.n_a, d.n_b, d.ratio, d.low, d.high, d.widened, d.verdict, invalid, d.verdict)  # fmt: skip
+                    d.n_a, d.n_b, d.ratio, d.low, d.high, d.widened, d.verdict, invalid, d.verdict, d.paired)  # fmt: skip
         if invalid and not allow_invalid:
             line.verdict = f"not comparable ({d.verdict}; INVALID in {invalid})"
             out.problems.append(f"{case} on {host}: {row} {figure} is INVALID in {invalid} (--allow-invalid judges it anyway)")
@@ -140,8 +142,11 @@ def _log_mean(samples) -> float:
     return sum(math.log(s.value) for s in samples) / len(samples)
 
 
-def compare_runs(dir_a: Path, dir_b: Path, threshold: float, between_cv: float = decision.BETWEEN_RUN_CV, allow_invalid: bool = False) -> Comparison:
-    """Every line of the comparison, what is missing or failed in B, and notes."""
+def compare_runs(
+    dir_a: Path, dir_b: Path, threshold: float, between_cv: float = decision.BETWEEN_RUN_CV, allow_invalid: bool = False, paired: bool = False
+) -> Comparison:
+    """Every line of the comparison, what is missing or failed in B, and notes. ``paired``: the
+    runs' repetitions ran in pairs (run.py ab), so each figure is decided on its pairs."""
     run_a, run_b = load_run(dir_a), load_run(dir_b)
 
     def index(summary: dict) -> dict:
@@ -162,7 +167,7 @@ def compare_runs(dir_a: Path, dir_b: Path, threshold: float, between_cv: float =
         elif rec_a["status"] != "success":
             out.notes.append(f"{_case(rec_a)} on {rec_a['host']} {rec_a['status']} in A: not compared")
         else:
-            compare_pair(rec_a, rec_b, threshold, between_cv, allow_invalid, out)
+            compare_pair(rec_a, rec_b, threshold, between_cv, allow_invalid, out, paired)
     if not out.lines and not out.problems:
         raise CompareError(f"compare: {dir_a.name} and {dir_b.name} have no figure in common (different batch sizes or scenarios?)")
     if any(line.widened for line in out.lines):
@@ -181,7 +186,8 @@ def markdown(result: Comparison, name_a: str, name_b: str, threshold: float) -> 
     out = [
         f"# InferPerf compare: A = {name_a}, B = {name_b}",
         "",
-        "B/A: the ratio of the repetitions' geometric means, with its 95 % interval (Welch, on the log scale; "
+        "B/A: the ratio of the repetitions' geometric means, with its 95 % interval (Welch, on the log scale; 'paired': "
+        "Student's t on the ratios of repetitions that ran together, as run.py ab runs them; * one repetition, widened; "
         f"utils/results/decide.py). Threshold {threshold:g}%: the smallest change that counts. worse/better = the interval "
         f"excludes 1 and the change is beyond {threshold:g}%; inconclusive = the interval includes 1 but reaches beyond "
         f"{threshold:g}% on the worse side.",
@@ -193,7 +199,7 @@ def markdown(result: Comparison, name_a: str, name_b: str, threshold: float) -> 
         shown = f"**{line.verdict.upper()}**" if line.regression else line.verdict
         out.append(
             f"| {line.case} | {line.host} | {line.row} | {line.figure} | {_num(line.a, line.unit)} | {_num(line.b, line.unit)} | "
-            f"{line.ratio:.3f} [{line.low:.3f}, {line.high:.3f}] | {line.n_a}/{line.n_b}{'*' if line.widened else ''} | {shown} |"
+            f"{line.ratio:.3f} [{line.low:.3f}, {line.high:.3f}] | {line.n_a}/{line.n_b}{'*' if line.widened else ' paired' if line.paired else ''} | {shown} |"
         )
     if result.problems:
         out += ["", "Not comparable (exit 3 unless a regression):"] + [f"- {p}" for p in result.problems]
