@@ -65,7 +65,16 @@ class _Words:
 def test_a_tokenizer_counts_before_usage():
     record = RequestRecord(0, token_ns=[1, 2], text="abcd", usage={"prompt_tokens": 99, "completion_tokens": 2})
     count_tokens(record, "xyz", _Words())
-    assert (record.token_source, record.output_tokens, record.input_tokens) == ("tokenizer", 4, 3)
+    assert (record.token_source, record.output_tokens, record.input_tokens, record.usage_output_tokens) == ("tokenizer", 4, 3, 2)
+
+
+def test_prefer_usage_counts_with_the_server_even_with_a_tokenizer():
+    record = RequestRecord(0, token_ns=[1, 2], text="abcd", usage={"prompt_tokens": 99, "completion_tokens": 2})
+    count_tokens(record, "xyz", _Words(), prefer_usage=True)
+    assert (record.token_source, record.output_tokens, record.input_tokens) == ("usage", 2, 99)
+    without = RequestRecord(0, token_ns=[1, 2], text="abcd")
+    count_tokens(without, "xyz", _Words(), prefer_usage=True)  # no usage: the tokenizer after all
+    assert (without.token_source, without.output_tokens) == ("tokenizer", 4)
 
 
 def _faults(index: int, body: dict, in_flight: int) -> Plan:

@@ -205,7 +205,7 @@ def test_bad_slos_are_one_config_line(data, message):
 def test_a_step_asking_precision_is_invalid_without_it():
     block = step_figures([_record(i, 10, 4) for i in range(8)], None, precision=0.05)
     assert not block["verdict"]["valid"]
-    assert any("requests_per_s no interval" in r for r in block["verdict"]["reasons"])
+    assert any("requests_per_s has no interval" in r for r in block["verdict"]["reasons"])
 
 
 def test_the_stop_rule_waits_for_its_minimum_then_stops_without_precision():
@@ -245,3 +245,13 @@ def test_capacity_outside_the_range_says_so():
     assert search("concurrency", lambda c: "misses", 1, 8).capacity is None
     above = search("concurrency", lambda c: "meets", 1, 8)
     assert above.capacity == 8 and above.above_range and len(above.probes) == 2
+
+
+def test_a_tokenizer_count_far_from_usage_is_noted():
+    records = [_record(i, 10, 4) for i in range(4)]
+    for r in records:
+        r.token_source, r.usage_output_tokens = "tokenizer", 4  # the tokenizer said 5
+    assert "counted 20 output tokens where the server's usage says 16" in step_figures(records, None, None)["token_count_note"]
+    for r in records:
+        r.usage_output_tokens = 5
+    assert step_figures(records, None, None)["token_count_note"] is None

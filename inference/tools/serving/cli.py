@@ -40,6 +40,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--served-model", required=True, help="the model name the server serves (GET /v1/models)")
     p.add_argument("--api", choices=("completions", "chat"), default=None, help="default completions (chat with --multi-turn)")
     p.add_argument("--tokenizer", default=None, help="a Hugging Face tokenizer folder: count tokens with it (else the server's usage)")
+    p.add_argument(
+        "--count-tokens", choices=("tokenizer", "usage"), default="tokenizer", help="with --tokenizer: count with it (default) or with the server's usage"
+    )
     p.add_argument("--concurrency", default=None, help="closed-loop streams; a comma list sweeps (1,2,4)")
     p.add_argument("--request-rate", default=None, help="requests/s (inf: all at once); a comma list sweeps")
     p.add_argument("--arrival", choices=ARRIVALS, default="poisson")
@@ -255,7 +258,8 @@ def run_step(endpoint: Endpoint, plan: Plan, load: Load) -> tuple[dict, list]:
     sessions = plan.sessions(cap, a.seed)
     stop = StepStop(a.num_requests, a.precision, a.max_duration_s)
     result = asyncio.run(run_load(endpoint, sessions, load, seed=a.seed, stop=stop))
-    block = step_figures(result.records, plan.slo, a.precision, stop.reason)
+    stopped = stop.reason or (f"all {cap} requests issued" if a.precision is not None else None)
+    block = step_figures(result.records, plan.slo, a.precision, stopped)
     block["load"] = load.to_dict()
     block["label"] = load.label
     return block, result.records
@@ -331,7 +335,9 @@ def run(argv: list[str], results_root: Path) -> int:
     tokenizer = load_tokenizer(args.tokenizer)
     plan.text = workload.Text(tokenizer)
     served = check_endpoint(args.endpoint, args.served_model)
-    endpoint = Endpoint(args.endpoint, args.served_model, plan.chat, plan.extra, args.stall_timeout_s, args.request_timeout_s, tokenizer)
+    endpoint = Endpoint(
+        args.endpoint, args.served_model, plan.chat, plan.extra, args.stall_timeout_s, args.request_timeout_s, tokenizer, args.count_tokens == "usage"
+    )
     started = time.time()
     steps, records = [], {}
     for load in plan.loads:
@@ -393,6 +399,8 @@ def run(argv: list[str], results_root: Path) -> int:
     rows = summary_rows(steps + steps_capacity)
     run_id = time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
     header = f"# serving: {args.served_model} at {args.endpoint} (tokens counted by {', '.join(tokens) or 'nothing'})"
+    notes = sorted({s["token_count_note"] for s in steps + steps_capacity if s.get("token_count_note")})
+    header += "".join(f"\n\nnote: {n}" for n in notes)
     if found is not None:
         above = ", above the range" if found.above_range else ""
         header += f"\n\ncapacity ({found.kind}): {found.capacity} (interval {found.interval}, {len(found.probes)} probes{above})"

@@ -53,6 +53,7 @@ class RequestRecord:
     output_tokens: int | None = None
     token_source: str | None = None
     usage: dict | None = None
+    usage_output_tokens: int | None = None  # what the server's usage said, whichever counted
     error: dict | None = None  # {"kind": ..., "detail": ...}
     status: int | None = None
     conversation: int | None = None
@@ -255,11 +256,15 @@ def _reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def count_tokens(record: RequestRecord, prompt: Any, tokenizer: Any = None) -> None:
+def count_tokens(record: RequestRecord, prompt: Any, tokenizer: Any = None, prefer_usage: bool = False) -> None:
     """Fill ``input_tokens`` and ``output_tokens``: the tokenizer when given, else the server's
-    ``usage``, else the token events (output) and nothing (input)."""
+    ``usage``, else the token events (output) and nothing (input). ``prefer_usage``: the server's
+    ``usage`` first (re-tokenising generated text need not give back the generated ids: a random
+    model's 64 ids re-encode to about 85 tokens of its own tokenizer, and AIPerf warns the same)."""
     usage = record.usage or {}
-    if tokenizer is not None:
+    if isinstance(usage.get("completion_tokens"), int):
+        record.usage_output_tokens = usage["completion_tokens"]
+    if tokenizer is not None and not (prefer_usage and record.usage_output_tokens is not None):
         record.token_source = "tokenizer"
         record.output_tokens = len(tokenizer.encode(record.text, add_special_tokens=False)) if record.text else 0
         text = prompt if isinstance(prompt, str) else "\n".join(str(m.get("content", "")) for m in prompt)

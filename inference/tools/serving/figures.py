@@ -132,7 +132,7 @@ def step_figures(records: list[RequestRecord], slo: SLO | None, precision: float
             verdict.add(drift_reason(name, found))
             if precision is not None and (throughput[name]["plus_minus"] is None or throughput[name]["plus_minus"] > precision):
                 width = throughput[name]["plus_minus"]
-                shown_width = "no interval (fewer than 16 requests)" if width is None else f"±{width:.1%}"
+                shown_width = "has no interval (too few or too correlated requests)" if width is None else f"±{width:.1%}"
                 verdict.add(f"not precise enough: {name} {shown_width} (precision {precision:.0%})")
     if not ok:
         verdict.add("no request completed")
@@ -152,6 +152,7 @@ def step_figures(records: list[RequestRecord], slo: SLO | None, precision: float
         "duration_s": window_s,
         "stopped": stopped,
         "token_source": sorted({r.token_source for r in records if r.token_source}),
+        "token_count_note": token_count_note(ok),
         "input_tokens": sum(r.input_tokens or 0 for r in ok),
         "output_tokens": sum(r.output_tokens or 0 for r in ok),
         "ttft_ms": stats_block([r.ttft_ns for r in ok]),
@@ -176,6 +177,20 @@ def step_figures(records: list[RequestRecord], slo: SLO | None, precision: float
         }
     block["verdict"] = verdict.to_dict()
     return block
+
+
+def token_count_note(records: list[RequestRecord]) -> str | None:
+    """A sentence when the tokenizer's output counts differ from the server's usage by over 10 %."""
+    pairs = [(r.output_tokens, r.usage_output_tokens) for r in records if r.token_source == "tokenizer" and r.usage_output_tokens]
+    if not pairs:
+        return None
+    ours, theirs = sum(p[0] or 0 for p in pairs), sum(p[1] for p in pairs)
+    if abs(ours - theirs) <= 0.1 * theirs:
+        return None
+    return (
+        f"the tokenizer counted {ours} output tokens where the server's usage says {theirs}: re-tokenising the generated text "
+        "does not give back the generated ids (TPOT and tokens/s follow the tokenizer; --count-tokens usage counts the server's)"
+    )
 
 
 class StepStop:

@@ -96,6 +96,7 @@ class Endpoint:
     stall_timeout_s: float = 30.0
     request_timeout_s: float = 600.0
     tokenizer: Any = None
+    prefer_usage: bool = False  # count with the server's usage even when a tokenizer is given
 
     @property
     def route(self) -> str:
@@ -141,7 +142,7 @@ async def run_load(
                 record = RequestRecord(spec.index, scheduled_ns=scheduled_ns, conversation=spec.conversation, turn=spec.turn)
                 body = request_body(RequestSpec(spec.index, prompt, spec.max_tokens), endpoint.model, endpoint.chat, endpoint.extra)
                 await stream_request(http, endpoint.route, body, record, endpoint.chat, clock, timeout)
-                count_tokens(record, prompt, endpoint.tokenizer)
+                count_tokens(record, prompt, endpoint.tokenizer, endpoint.prefer_usage)
                 records.append(record)
                 scheduled_ns = None
                 if stop is not None and not halted and stop(records, clock()):
