@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -198,4 +199,65 @@ def test_backend_requirements_warn_installs_what_it_can_and_names_the_rest(tmp_p
     assert all(w.endswith("; going on (BACKEND_REQUIREMENTS: warn)") for w in warnings)
     layer_log = "".join(p.read_text() for p in (tmp_path / "result").glob("run*/build_localhost_cases.log"))
     assert "inferperf: backend-ORTCPU: installed onnxruntime" in layer_log, layer_log[-2000:]
+    assert_nothing_left(docker_client, workdir)
+
+
+# ---- SIGKILL of the pipeline in its container: the run's end sweeps this machine's cache ------------------
+
+
+def case_pipeline(docker_client, workdir: Path):
+    """The run_inference.py process of this test's case container (its mounts lie under ``workdir``), or None."""
+    import psutil
+
+    for container in docker_client.containers.list(filters={"label": "inferperf.run"}):
+        if not any(Path(m.get("Source", "/")).is_relative_to(workdir) for m in container.attrs.get("Mounts", [])):
+            continue
+        with contextlib.suppress(psutil.Error, KeyError):
+            init = psutil.Process(container.attrs["State"]["Pid"])
+            for process in (init, *init.children(recursive=True)):
+                if "run_inference.py" in " ".join(process.cmdline()):
+                    return process
+    return None
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_sigkill_of_the_pipeline_in_its_container_leaves_nothing_after_run_py(tmp_path, digits_data, wheels_dir, docker_client):
+    perf = copy_inference_tree(tmp_path / "inference")
+    workdir = tmp_path / "remote"
+    onnxs = workdir / "onnxs"
+    config = one_machine_yaml(
+        tmp_path,
+        MODE="docker",
+        CASES={"digits:pytorch": str(digits_data)},
+        REMOTE_WORKDIR=str(workdir),
+        SHM_SIZE="256m",
+        PIP_WHEELS_DIR=str(wheels_dir),
+        CA_BUNDLE=SYSTEM_CA,
+    )
+    for _attempt in range(5):
+        for old in onnxs.glob("digits_*") if onnxs.is_dir() else []:  # cached weights stay: the export runs again
+            old.unlink()
+        proc = subprocess.Popen(
+            [sys.executable, "run.py", "--config", str(config), *CHEAP_SET, "--set", "compile_only=true"],
+            cwd=perf,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        killed = None
+        while proc.poll() is None and killed is None:
+            if onnxs.is_dir() and any(p.name.startswith(".digits_") and p.name.endswith(".tmp") for p in onnxs.iterdir()):
+                killed = case_pipeline(docker_client, workdir)
+                if killed is not None:
+                    killed.kill()
+            time.sleep(0.005)
+        out, _ = proc.communicate(timeout=1200)
+        if killed is not None and "removed 1 temporary file(s) left by killed pipelines" in out:
+            break
+    else:
+        pytest.fail("never caught the pipeline writing its export or engine in 5 runs")
+    assert proc.returncode == 1, out[-3000:]
+    assert f"host localhost: removed 1 temporary file(s) left by killed pipelines in {onnxs}: .digits_" in out, out[-3000:]
+    assert not [p.name for p in onnxs.iterdir() if p.name.endswith(".tmp")]
     assert_nothing_left(docker_client, workdir)

@@ -510,6 +510,10 @@ class DockerSession(HostSession[ContainerHandle]):
         if self.client is not None:
             self._remove_all()
             self.sweep_run()
+            if getattr(self.remote, "local", False) and self.workdir:  # this machine's engine: its cache is here
+                from utils.executors.local import sweep_killed_writers
+
+                sweep_killed_writers(self.label, Path(self.workdir) / "onnxs")
         if self.remote.connected:
             try:
                 # Each case's files were fetched and removed: the run dir is empty, and one

@@ -136,17 +136,18 @@ class LocalSession(HostSession[ChildProcess]):
             children = list(self._children)
         for child in children:
             self.stop(child)
-        self._sweep_cache()
+        sweep_killed_writers(self.label, self.config.flagperf_path / "onnxs")
 
-    def _sweep_cache(self) -> None:
-        """A pipeline killed by SIGKILL (which it cannot catch) leaves its ``.NAME.*.tmp`` in onnxs/:
-        once every child of this run is gone, remove such leftovers rather than wait for the next run."""
-        cache = self.config.flagperf_path / "onnxs"
-        for directory in (cache, cache / "weights"):
-            removed = sweep_stale_temps(directory)
-            if removed:
-                names = ", ".join(p.name for p in removed[:3]) + (f" and {len(removed) - 3} more" if len(removed) > 3 else "")
-                logger.info(f"host {self.label}: removed {len(removed)} temporary file(s) left by killed pipelines in {directory}: {names}")
+
+def sweep_killed_writers(label: str, cache: Path) -> None:
+    """A pipeline killed by SIGKILL (which it cannot catch) leaves its ``.NAME.*.tmp`` in the cache
+    (onnxs/ and its weights/): once every pipeline of this run is gone, remove such leftovers rather
+    than wait for the next run. A live writer's, another run's included, is left alone (its lock)."""
+    for directory in (cache, cache / "weights"):
+        removed = sweep_stale_temps(directory)
+        if removed:
+            names = ", ".join(p.name for p in removed[:3]) + (f" and {len(removed) - 3} more" if len(removed) > 3 else "")
+            logger.info(f"host {label}: removed {len(removed)} temporary file(s) left by killed pipelines in {directory}: {names}")
 
 
 def _tee(source, sink_path: Path, echo) -> None:
