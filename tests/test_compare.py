@@ -196,3 +196,16 @@ def test_run_py_dispatches_compare(tmp_path, capsys):
     a = write_run(tmp_path, "A", [record()])
     assert run_main(["compare", str(a), str(a)]) == 0
     assert "No regression beyond 5%." in capsys.readouterr().out
+
+
+def test_the_report_draws_each_figures_repetitions_over_their_geometric_mean():
+    from utils.results.report.charts import repetitions_plot
+
+    merged = repeated(100.0, 121.0, valid=True)
+    plot = repetitions_plot(merged["repetitions"])
+    strips, means = plot["data"]
+    core = strips["y"].index("inference core qps")
+    assert strips["x"][core : core + 2] == [pytest.approx(100 / 110), pytest.approx(121 / 110)]
+    assert means["x"][0] == 1.0 and means["error_x"]["array"][0] == pytest.approx(merged["ci95"][Key.INFER_CORE_QPS][1] / 110 - 1)
+    assert "2 repetitions: each figure over its geometric mean" in json.dumps(plot["layout"])
+    assert repetitions_plot(None) is None and repetitions_plot(record().get("repetitions")) is None

@@ -64,6 +64,7 @@ def test_repeat_runs_each_case_again_in_a_fresh_process_and_merges_the_repetitio
     lo, hi = record["ci95"][Key.INFER_CORE_QPS]
     assert lo <= min(values) and hi >= max(values)  # two repetitions: a t-interval with 1 degree of freedom is wide
     assert "Repetitions (run.py --repeat" in (run / "summary.md").read_text()
+    assert "2 repetitions: each figure over its geometric mean" in (run / "report.html").read_text()
 
 
 def test_ab_runs_two_variants_abba_and_decides_between_them(tree):

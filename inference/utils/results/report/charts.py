@@ -112,6 +112,50 @@ def throughput_plot(rows: list[dict]) -> dict | None:
     }
 
 
+def repetitions_plot(block: dict | None) -> dict | None:
+    """A case run N times (run.py --repeat): each figure's repetitions as a strip, relative to their
+    geometric mean (1.0), with the t-interval across them as an error bar; hollow = an INVALID repetition."""
+    figures = [f for f in (block or {}).get("figures") or [] if f.get("geomean")]
+    if not figures:
+        return None
+    names = [f"{f['row']} {f['figure']}" for f in figures]
+    strips = {
+        "type": "scatter",
+        "mode": "markers",
+        "name": "repetitions",
+        "x": [v / f["geomean"] for f in figures for v in f["values"]],
+        "y": [name for name, f in zip(names, figures) for _ in f["values"]],
+        "text": [f"repetition {k}: {v:.4g} {f['unit']}" for f in figures for k, v in enumerate(f["values"], 1)],
+        "hovertemplate": "%{text}<extra></extra>",
+        "marker": {"size": 9, "color": COLOURS[0], "symbol": ["circle" if ok else "circle-open" for f in figures for ok in f["valid"]]},
+    }
+    spans = [f for f in figures if f.get("ci95")]
+    means = {
+        "type": "scatter",
+        "mode": "markers",
+        "name": "geometric mean ± 95 % across repetitions",
+        "x": [1.0] * len(spans),
+        "y": [f"{f['row']} {f['figure']}" for f in spans],
+        "error_x": {
+            "type": "data",
+            "symmetric": False,
+            "array": [f["ci95"][1] / f["geomean"] - 1 for f in spans],
+            "arrayminus": [1 - f["ci95"][0] / f["geomean"] for f in spans],
+        },
+        "marker": {"size": 11, "color": COLOURS[1 % len(COLOURS)], "symbol": "line-ns-open"},
+    }
+    return {
+        "data": [strips, means],
+        "layout": figure_layout(
+            f"{block.get('count')} repetitions: each figure over its geometric mean (hollow = invalid)",
+            WIDTH,
+            max(HEIGHT, 60 + 28 * len(figures)),
+            xaxis=axis("figure / geometric mean of its repetitions"),
+            yaxis=axis(None, automargin=True),
+        ),
+    }
+
+
 def ecdf_points(values: Any, limit: int = LATENCY_POINTS) -> tuple[Any, Any]:
     """(ms, fraction) of the empirical CDF of ``values`` (ns) at no more than ``limit`` of its
     steps: evenly spaced ranks for the body, geometrically spaced ones toward the slowest query

@@ -20,6 +20,7 @@ from utils.results.report.charts import (
     frontier_plot,
     latency_plot,
     phase_spans,
+    repetitions_plot,
     row_label,
     throughput_plot,
     timeline_plot,
@@ -207,7 +208,7 @@ def case_section(record: dict) -> dict:
             sys_samples, vendor_samples = monitor_files(log_dir)
             _add(section, "monitor timeline", timeline_plot(sys_samples, vendor_samples, []))
         return section
-    _add_plots(section, rows, result, log_dir)
+    _add_plots(section, rows, result, log_dir, record)
     _add_engine_and_checks(section, rows, result)
     return section
 
@@ -222,13 +223,14 @@ def _aggregate_note(record: dict) -> str:
     return f"Aggregate of {hosts}: throughput is the sum of the hosts, percentiles come from the hosts' raw latencies pooled" + overlap
 
 
-def _add_plots(section: dict, rows: list[dict], result: dict, log_dir: Path) -> None:
+def _add_plots(section: dict, rows: list[dict], result: dict, log_dir: Path, record: dict) -> None:
     """Throughput, the latency CDF, the frontier (two rows or more) and the monitors' timeline."""
     raw = read_latencies(log_dir)
     if not raw:
         section["notes"].append("no latencies.npz beside result.json (a result from before raw latencies were kept): latency plots are missing")
     section["best"] = result.get("best")
     _add(section, "throughput vs batch size", throughput_plot(rows))
+    _add(section, "repetitions", repetitions_plot(record.get("repetitions")))
     _add(section, "latency distribution", latency_plot(rows, raw, raw.get("inference")))
     frontier = frontier_plot(rows)
     if frontier:
