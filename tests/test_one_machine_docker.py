@@ -186,20 +186,27 @@ def test_backend_requirements_warn_installs_what_it_can_and_names_the_rest(tmp_p
     config = one_machine_yaml(
         tmp_path, MODE="docker", CASES={"digits:pytorch": str(digits_data)}, REMOTE_WORKDIR=str(workdir), SHM_SIZE="256m", BACKEND_REQUIREMENTS="warn"
     )
-    code, out = run_py(perf, config, env, "--set", "compile_only=true")
-    layer_tags = [line.split("built image ")[1].split()[0] for line in out.splitlines() if "built image " in line]
-    for tag in layer_tags:
-        with contextlib.suppress(Exception):
-            docker_client.images.remove(tag, force=True)  # the layer only: the vendor image beneath is shared
-    assert code == 0, out[-4000:]
-    warnings = [line.split("| WARNING | ")[1] for line in out.splitlines() if "| WARNING | host localhost: image " in line]
-    assert len(warnings) == 2, out[-4000:]
-    assert "backend-ORTCPU: numpy==1.19.2 not installed (the image has numpy 2." in warnings[0] and "Cannot install numpy==1.19.2" in warnings[0]
-    assert "backend-ORTCPU: tensorflow==2.4.0 not installed (tensorflow is not in the image; pip: No matching distribution found" in warnings[1]
-    assert all(w.endswith("; going on (BACKEND_REQUIREMENTS: warn)") for w in warnings)
-    layer_log = "".join(p.read_text() for p in (tmp_path / "result").glob("run*/build_localhost_cases.log"))
-    assert "inferperf: backend-ORTCPU: installed onnxruntime" in layer_log, layer_log[-2000:]
-    assert_nothing_left(docker_client, workdir)
+    layer_tags: list[str] = []
+    try:
+        code, out = run_py(perf, config, env, "--set", "compile_only=true")
+        layer_tags += [line.split("built image ")[1].split()[0] for line in out.splitlines() if "built image " in line]
+        assert code == 0, out[-4000:]
+        warnings = [line.split("| WARNING | ")[1] for line in out.splitlines() if "| WARNING | host localhost: image " in line]
+        assert len(warnings) == 2, out[-4000:]
+        assert "backend-ORTCPU: numpy==1.19.2 not installed (the image has numpy 2." in warnings[0] and "Cannot install numpy==1.19.2" in warnings[0]
+        assert "backend-ORTCPU: tensorflow==2.4.0 not installed (tensorflow is not in the image; pip: No matching distribution found" in warnings[1]
+        assert all(w.endswith("; going on (BACKEND_REQUIREMENTS: warn)") for w in warnings)
+        layer_log = "".join(p.read_text() for p in (tmp_path / "result").glob("run*/build_localhost_cases.log"))
+        assert "inferperf: backend-ORTCPU: installed onnxruntime" in layer_log, layer_log[-2000:]
+        assert_nothing_left(docker_client, workdir)
+        # The next run reuses the image, and names the same pins again (kept on the image as a label).
+        code, again = run_py(perf, config, env, "--set", "compile_only=true")
+        assert code == 0 and f"reusing image {layer_tags[-1]}" in again, again[-4000:]
+        assert [line.split("| WARNING | ")[1] for line in again.splitlines() if "| WARNING | host localhost: image " in line] == warnings
+    finally:
+        for tag in layer_tags:
+            with contextlib.suppress(Exception):
+                docker_client.images.remove(tag, force=True)  # the layer only: the vendor image beneath is shared
 
 
 # ---- SIGKILL of the pipeline in its container: the run's end sweeps this machine's cache ------------------

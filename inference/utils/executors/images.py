@@ -33,6 +33,7 @@ import ast
 import functools
 import hashlib
 import io
+import json
 import re
 import subprocess
 import sys
@@ -230,9 +231,11 @@ def ensure_image(client: docker.DockerClient, spec: ImageSpec, host_label: str, 
         raise HostError(f"host {host_label}: no Dockerfile at {spec.dockerfile}")
     tag = spec.tag
     try:
-        client.images.get(tag)
+        image = client.images.get(tag)
         logger.info(f"host {host_label}: reusing image {tag}")
         _note_reused(spec, build_log, tag)
+        for line in _unmet_label(image):  # BACKEND_REQUIREMENTS: warn, named at every run as in MODE local
+            logger.warning(f"host {host_label}: image {tag}: {line}; going on (BACKEND_REQUIREMENTS: warn)")
         return tag, False
     except ImageNotFound:
         pass
@@ -255,10 +258,32 @@ def ensure_image(client: docker.DockerClient, spec: ImageSpec, host_label: str, 
         logger.info(f"host {host_label}: installing the requirements of {cases} on top of {vendor_tag}")
         layer_log = build_log.with_name(f"{build_log.stem}_cases{build_log.suffix}")
         _build(client, spec.write_case_layer_context, tag, spec.case_layer_buildargs(), spec, f"the requirements of {cases}", host_label, layer_log)
-        for line in lenient_warnings(layer_log):
+        unmet = lenient_warnings(layer_log)
+        for line in unmet:
             logger.warning(f"host {host_label}: image {tag}: {line}; going on (BACKEND_REQUIREMENTS: warn)")
+        if unmet:
+            _label_unmet(client, tag, unmet)
     logger.info(f"host {host_label}: built image {tag}")
     return tag, True
+
+
+UNMET_LABEL = "inferperf.unmet-requirements"  # the layer's warnings, kept on the image for the runs that reuse it
+
+
+def _label_unmet(client: docker.DockerClient, tag: str, unmet: list[str]) -> None:
+    """Put ``unmet`` on the image as a label (a label-only build on top of it, under the same tag)."""
+    try:
+        client.images.build(fileobj=io.BytesIO(f"FROM {tag}\n".encode()), tag=tag, labels={UNMET_LABEL: json.dumps(unmet)}, rm=True, forcerm=True)
+    except (APIError, BuildError) as exc:  # the warnings were shown; only later runs would miss them
+        logger.debug(f"image {tag}: the unmet requirements were not kept as a label: {exc}")
+
+
+def _unmet_label(image) -> list[str]:
+    try:
+        lines = json.loads((image.labels or {}).get(UNMET_LABEL, "[]"))
+    except (ValueError, TypeError):
+        return []
+    return [str(line) for line in lines] if isinstance(lines, list) else []
 
 
 def lenient_warnings(build_log: Path) -> list[str]:
