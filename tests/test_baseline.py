@@ -404,3 +404,18 @@ def test_an_llm_record_gets_decode_mbu_from_the_cached_bandwidth_of_its_host(tmp
     record = merge_outcome(_outcome(tmp_path, "llama", {"case": "llama", "precision": "fp32", "llm": llm}), INFERENCE, "cpu")
     assert record["llm"]["table"][0]["decode_mbu"] == pytest.approx(40e6 * 50 / 40e9)
     assert "Decode MBU" in markdown_table([record])
+
+
+def test_the_nvidia_kernels_build_every_dtype_they_declare_on_any_device():
+    """Their GPU run is unproven here (no GPU); the factories and the int8 path run on the CPU."""
+    from benchmarks.base_common import vendor_kernels
+
+    kernels = vendor_kernels("nvidia")
+    assert kernels.gemm_dtypes == ("fp32", "tf32", "bf16", "fp16", "int8") and kernels.transfer_not_applicable is None
+    results = {dtype: kernels.gemm(dtype, 32, 16, 64, "cpu")() for dtype in ("fp32", "bf16", "fp16", "int8")}
+    assert {d: (tuple(r.shape), str(r.dtype)) for d, r in results.items()} == {
+        "fp32": ((32, 16), "torch.float32"),
+        "bf16": ((32, 16), "torch.bfloat16"),
+        "fp16": ((32, 16), "torch.float16"),
+        "int8": ((32, 16), "torch.int32"),  # int8 x int8 accumulated in int32, as gemm_bytes counts it
+    }
