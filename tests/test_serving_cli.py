@@ -260,3 +260,39 @@ def test_precision_keeps_measuring_past_the_minimum_and_says_why_it_stopped(tmp_
         width = step["throughput"][name]["plus_minus"]
         imprecise = any(reason.startswith(f"not precise enough: {name}") for reason in step["verdict"]["reasons"])
         assert imprecise == (width is None or width > 0.5)  # the verdict says so exactly when the figure missed ±50 %
+
+
+@pytest.mark.parametrize("sig, code, word", [("SIGINT", 130, "interrupted"), ("SIGTERM", 143, "terminated")])
+def test_an_interrupted_or_terminated_run_writes_nothing(tmp_path, sig, code, word):
+    import signal
+    import time
+
+    with LoopbackServer(steady(0.0, 200.0), model="m") as server:  # a token every 200 ms: the run is mid-stream when interrupted
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "run.py",
+                "--endpoint",
+                server.url,
+                "--served-model",
+                "m",
+                "--num-requests",
+                "50",
+                "--warmup",
+                "0",
+                "--output-dir",
+                str(tmp_path / "out"),
+            ],
+            cwd=INFERENCE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + 60
+        while server.requests == 0 and time.monotonic() < deadline:  # waits for the run, not for a duration
+            time.sleep(0.05)
+        proc.send_signal(getattr(signal, sig))
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == code
+    assert err.strip().splitlines() == [f"{word}: nothing written"]
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())

@@ -6,7 +6,8 @@ Writes ``<results>/run<id>/`` at once when it is done (nothing half-written): ``
 ``summary.json`` / ``summary.md`` (one row per step). Exit status: 0 done (failed requests are
 counted in the rows, not fatal); 2 bad option (an SLO bound below 0, a concurrency of 0, a model
 the server does not serve); 3 a prompt file or trace that is not valid JSON/JSONL; 4 the server
-does not speak the OpenAI API; 5 the endpoint is unreachable; 130 interrupted.
+does not speak the OpenAI API; 5 the endpoint is unreachable; 130 interrupted (SIGINT), 143
+terminated (SIGTERM).
 """
 
 from __future__ import annotations
@@ -418,17 +419,35 @@ def run(argv: list[str], results_root: Path) -> int:
     return 0
 
 
+class Terminated(BaseException):
+    """SIGTERM, raised where the run is so that it unwinds as an interrupt does."""
+
+
+def _terminate(signum, _frame) -> None:
+    raise Terminated()
+
+
 def main(argv: list[str] | None = None, results_root: Path | None = None) -> int:
+    import signal
+    import threading
+
     argv = sys.argv[1:] if argv is None else argv
     root = Path(results_root) if results_root is not None else Path(__file__).resolve().parents[2] / "result"
+    previous = signal.signal(signal.SIGTERM, _terminate) if threading.current_thread() is threading.main_thread() else None
     try:
         return run(argv, root)
+    except Terminated:
+        print("terminated: nothing written", file=sys.stderr)
+        return 143
     except InferPerfError as exc:
         print(f"error: {one_line(exc)}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("interrupted: nothing written", file=sys.stderr)
         return 130
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":
