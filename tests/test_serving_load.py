@@ -255,3 +255,30 @@ def test_a_tokenizer_count_far_from_usage_is_noted():
     for r in records:
         r.usage_output_tokens = 5
     assert step_figures(records, None, None)["token_count_note"] is None
+
+
+def test_the_report_orders_steps_by_load_and_joins_the_pareto_frontier():
+    from tools.serving.plots import ordered, report
+
+    def step(label, load, out, per_user):
+        block = step_figures([_record(i, 10, 4) for i in range(20)], SLO(ttft_ms=20), None)
+        block["throughput"]["output_tokens_per_s"]["value"] = out
+        block.update(label=label, load=load, tokens_per_s_per_user=per_user)
+        return block
+
+    steps = [
+        step("rate inf/s", {"request_rate": "inf"}, 90, 10),
+        step("concurrency 4", {"concurrency": 4}, 80, 20),
+        step("rate 2/s", {"request_rate": 2.0}, 30, 50),
+    ]
+    steps.append(step("concurrency 1", {"concurrency": 1}, 20, 60))
+    assert [s["label"] for s in ordered(steps)] == ["concurrency 1", "concurrency 4", "rate 2/s", "rate inf/s"]
+    from tools.serving.cli import pareto
+
+    front = pareto(steps)
+    assert sorted(p["label"] for p in front) == ["concurrency 1", "concurrency 4", "rate 2/s", "rate inf/s"]
+    steps.append(step("concurrency 2", {"concurrency": 2}, 25, 40))  # beaten by rate 2/s on both
+    assert "concurrency 2" not in [p["label"] for p in pareto(steps)]
+    page = report({"steps": steps, "pareto": pareto(steps), "served_model": "m", "endpoint": "u", "token_source": ["usage"]})
+    last = page.split("<svg")[4]
+    assert last.count('class="series"') == 2 and last.count('class="point"') == 5 + 4

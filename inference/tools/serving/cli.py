@@ -2,7 +2,8 @@
 user already runs, with the load modes, workloads, SLO and capacity search of ``tools/serving``.
 
 Writes ``<results>/run<id>/`` at once when it is done (nothing half-written): ``serving/result.json``
-(every step's figures, the capacity search, the Pareto points, each request's record) and
+(every step's figures, the capacity search, the Pareto points, each request's record),
+``serving/report.html`` (``tools/serving/plots.py``) and
 ``summary.json`` / ``summary.md`` (one row per step). Exit status: 0 done (failed requests are
 counted in the rows, not fatal); 2 bad option (an SLO bound below 0, a concurrency of 0, a model
 the server does not serve); 3 a prompt file or trace that is not valid JSON/JSONL; 4 the server
@@ -28,7 +29,7 @@ from typing import Any
 from common.errors import ConfigError, EngineError, HostError, InferPerfError, one_line, shown
 from common.files import atomic_dir, json_text
 from tools.serving import capacity as capacity_search
-from tools.serving import workload
+from tools.serving import plots, workload
 from tools.serving.figures import SLO, StepStop, step_figures
 from tools.serving.load import ARRIVALS, Endpoint, Load, run_load, sessions_of
 
@@ -410,6 +411,7 @@ def run(argv: list[str], results_root: Path) -> int:
     with atomic_dir(results_root, f"run{run_id}") as tmp:
         (tmp / "serving").mkdir()
         (tmp / "serving" / "result.json").write_text(json_text(result), encoding="utf-8")
+        (tmp / "serving" / "report.html").write_text(plots.report(result), encoding="utf-8")
         (tmp / "summary.json").write_text(json_text({"run_id": run_id, "kind": "serving", "rows": rows, "capacity": result["capacity"]}), encoding="utf-8")
         (tmp / "summary.md").write_text(markdown(rows, header), encoding="utf-8")
         final = results_root / f"run{run_id}"

@@ -1,0 +1,137 @@
+"""serving/report.html: the figures of a serving run as plain SVG (no script, opens anywhere).
+
+Four plots over the steps (sweep steps and capacity probes, ordered by load within each kind):
+TTFT p50 and p90 against load, TPOT p50 against load, output tokens/s and goodput (tokens/s
+meeting the SLO) against load, and tokens/s per user against output tokens/s with the Pareto
+frontier joined. Each throughput point carries its 95 % interval as a bar.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+
+W, H, PAD_L, PAD_R, PAD_T, PAD_B = 470, 300, 76, 16, 28, 56
+COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd")
+
+
+def _load_key(step: dict) -> tuple:
+    load = step.get("load") or {}
+    if load.get("concurrency") is not None:
+        return (0, float(load["concurrency"]))
+    rate = load.get("request_rate")
+    return (1, math.inf if rate == "inf" else float(rate or 0.0))
+
+
+def ordered(steps: list[dict]) -> list[dict]:
+    return sorted(steps, key=_load_key)
+
+
+def _scale(values: list[float], lo_pad: float = 0.0) -> tuple[float, float]:
+    finite = [v for v in values if v is not None and math.isfinite(v)]
+    if not finite:
+        return 0.0, 1.0
+    low, high = min(min(finite), lo_pad), max(finite)
+    return (low, high if high > low else low + 1.0)
+
+
+def _svg(
+    title: str,
+    x_labels: list[str] | None,
+    series: list[tuple[str, list[tuple[float, float | None, list[float] | None]]]],
+    y_name: str,
+    x_name: str,
+    kinds: list[int] | None = None,
+) -> str:
+    """series: (name, [(x, y, [lo, hi] or None)]); x is a position (categorical, ``kinds`` saying
+    which load kind each position is: a line never joins two kinds) or a value."""
+    xs = [x for _, pts in series for x, _, _ in pts]
+    ys = [v for _, pts in series for _, y, ci in pts for v in ([y] + list(ci or [])) if v is not None]
+    x0, x1 = _scale(xs, min(xs) if xs else 0.0)
+    y0, y1 = _scale(ys)
+    y0 = max(y0, 0.0)  # every plotted figure is >= 0; an interval's low end below 0 is cut at the axis
+    px = lambda x: PAD_L + (x - x0) / (x1 - x0) * (W - PAD_L - PAD_R) if x1 > x0 else (W + PAD_L - PAD_R) / 2
+    py = lambda y: H - PAD_B - (max(y, y0) - y0) / (y1 - y0) * (H - PAD_T - PAD_B)
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" role="img" aria-label="{html.escape(title)}">']
+    out.append(f'<text x="{W / 2}" y="16" text-anchor="middle" font-size="13">{html.escape(title)}</text>')
+    out.append(f'<line x1="{PAD_L}" y1="{H - PAD_B}" x2="{W - PAD_R}" y2="{H - PAD_B}" stroke="#444"/>')
+    out.append(f'<line x1="{PAD_L}" y1="{PAD_T}" x2="{PAD_L}" y2="{H - PAD_B}" stroke="#444"/>')
+    for k in range(5):
+        value = y0 + (y1 - y0) * k / 4
+        out.append(f'<text x="{PAD_L - 4}" y="{py(value) + 4:.1f}" text-anchor="end" font-size="10">{value:.3g}</text>')
+    if x_labels is not None:
+        for i, label in enumerate(x_labels):
+            out.append(f'<text x="{px(i):.1f}" y="{H - PAD_B + 14}" text-anchor="middle" font-size="9">{html.escape(label)}</text>')
+    else:
+        for k in range(5):
+            value = x0 + (x1 - x0) * k / 4
+            out.append(f'<text x="{px(value):.1f}" y="{H - PAD_B + 14}" text-anchor="middle" font-size="10">{value:.3g}</text>')
+    out.append(f'<text x="{W / 2}" y="{H - 8}" text-anchor="middle" font-size="11">{html.escape(x_name)}</text>')
+    out.append(f'<text x="12" y="{H / 2}" text-anchor="middle" font-size="11" transform="rotate(-90 12 {H / 2})">{html.escape(y_name)}</text>')
+    for n, (name, pts) in enumerate(series):
+        colour = COLOURS[n % len(COLOURS)]
+        shown = [(x, y, ci) for x, y, ci in pts if y is not None]
+        runs: list[list[tuple]] = []
+        for point in shown:
+            kind = kinds[int(point[0])] if kinds is not None else 0
+            if runs and runs[-1][-1][0] == kind:
+                runs[-1].append((kind, point))
+            else:
+                runs.append([(kind, point)])
+        for run in runs:
+            if len(run) > 1:
+                path = " ".join(f"{px(x):.1f},{py(y):.1f}" for _, (x, y, _) in run)
+                out.append(f'<polyline class="series" data-name="{html.escape(name)}" points="{path}" fill="none" stroke="{colour}"/>')
+        for x, y, ci in shown:
+            out.append(f'<circle class="point" cx="{px(x):.1f}" cy="{py(y):.1f}" r="3" fill="{colour}"><title>{html.escape(name)}: {y:.4g}</title></circle>')
+            if ci:
+                out.append(f'<line class="interval" x1="{px(x):.1f}" y1="{py(ci[0]):.1f}" x2="{px(x):.1f}" y2="{py(ci[1]):.1f}" stroke="{colour}"/>')
+        out.append(f'<text x="{W - PAD_R - 4}" y="{PAD_T + 12 + 13 * n}" text-anchor="end" font-size="10" fill="{colour}">{html.escape(name)}</text>')
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def report(result: dict) -> str:
+    steps = ordered(list(result.get("steps") or []) + list(result.get("capacity_steps") or []))
+    labels = [s["label"].replace("concurrency ", "c=").replace("rate ", "").replace(" poisson", "").replace(", max concurrency ", " ≤") for s in steps]
+    kinds = [_load_key(s)[0] for s in steps]
+
+    def line(get) -> list[tuple[float, float | None, list[float] | None]]:
+        return [(float(i), *get(s)) for i, s in enumerate(steps)]
+
+    ttft = _svg(
+        "TTFT against load",
+        labels,
+        [
+            ("p50", line(lambda s: (s["ttft_ms"]["p50"], (s["ttft_ms"].get("ci95") or {}).get("p50")))),
+            ("p90", line(lambda s: (s["ttft_ms"]["p90"], (s["ttft_ms"].get("ci95") or {}).get("p90")))),
+        ],
+        "ms",
+        "load",
+        kinds,
+    )
+    tpot = _svg("TPOT against load", labels, [("p50", line(lambda s: (s["tpot_ms"]["p50"], (s["tpot_ms"].get("ci95") or {}).get("p50"))))], "ms", "load", kinds)
+    series = [("output tokens/s", line(lambda s: (s["throughput"]["output_tokens_per_s"]["value"], s["throughput"]["output_tokens_per_s"]["ci95"])))]
+    if steps and "goodput_tokens_per_s" in steps[0]["throughput"]:
+        series.append(("goodput tokens/s", line(lambda s: (s["throughput"]["goodput_tokens_per_s"]["value"], s["throughput"]["goodput_tokens_per_s"]["ci95"]))))
+    goodput = _svg("Throughput and goodput against load", labels, series, "tokens/s", "load", kinds)
+    points = [(s["throughput"]["output_tokens_per_s"]["value"], s["tokens_per_s_per_user"], None) for s in steps if s.get("tokens_per_s_per_user")]
+    frontier = sorted((p["output_tokens_per_s"], p["tokens_per_s_per_user"], None) for p in result.get("pareto") or [])
+    pareto = _svg(
+        "Tokens/s per user against output tokens/s", None, [("steps", sorted(points)), ("Pareto frontier", frontier)], "tokens/s per user", "output tokens/s"
+    )
+    capacity = result.get("capacity")
+    head = f"<h1>Serving: {html.escape(str(result.get('served_model')))} at {html.escape(str(result.get('endpoint')))}</h1>"
+    counted = ", ".join(result.get("token_source") or []) or "nothing"
+    facts = f"<p>tokens counted by {html.escape(counted)}; client: {html.escape(str(result.get('client_location')))}"
+    if capacity:
+        facts += f"; capacity ({html.escape(capacity['kind'])}): {capacity['capacity']} in {capacity['interval']} after {capacity['probes']} probes"
+    facts += "</p>"
+    return (
+        "<!doctype html>\n<html><head><meta charset='utf-8'><title>serving</title></head><body>\n"
+        + head
+        + facts
+        + "\n"
+        + "\n".join((ttft, tpot, goodput, pareto))
+        + "\n</body></html>\n"
+    )
