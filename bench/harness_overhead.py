@@ -1,11 +1,15 @@
 """How much does the harness cost? run_inference.py's engine core QPS against a bare
 onnxruntime.InferenceSession.run loop on the same engine file, batches and threads.
 
-    python3 -m bench.harness_overhead [--case resnet50|digits|bert|vit|all] [--batch 8] [--repeat 5] [--rounds 2]
+    python3 -m bench.harness_overhead [--case resnet50|digits|bert|vit|all] [--batch 8] [--rounds 5]
 
-Harness and bare loop alternate (--rounds times each) because the machine is
-shared and noisy; the ratio printed is harness core QPS / bare QPS per round,
-and the median of the rounds. Target: >= 0.97.
+Harness and bare loop alternate, round by round, because the machine is shared and wanders:
+each round runs run_inference.py (the case's shipped measurement: settle, then until its
+precision), then a bare loop in a fresh process for as long as that round's inference window
+measured (its core time), cycling over the same batches. The ratio per round is harness core
+QPS / bare QPS; the figure is their geometric mean with a 95 % interval over the rounds'
+paired ratios (utils/results/decide.py's ``decide_paired``: each round's harness and bare loop
+ran next to each other). Target: >= 0.99.
 """
 
 from __future__ import annotations
@@ -14,7 +18,6 @@ import argparse
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -80,9 +83,16 @@ def run_harness(perf: Path, data: Path, log: Path, case: str) -> dict:
 
 
 def bare_loop(result: dict, perf: Path, data: Path, case: str) -> float:
-    """Run in a child whose import root is the copied inference/ tree."""
+    """Run in a child whose import root is the copied inference/ tree, for as long as the harness's window measured."""
+    seconds = float(result["inference"]["core_time_s"])
     proc = subprocess.run(
-        [sys.executable, "-m", "bench.harness_overhead", "--bare-loop", json.dumps([result["cache"]["engine"]["path"], str(perf), str(data), case])],
+        [
+            sys.executable,
+            "-m",
+            "bench.harness_overhead",
+            "--bare-loop",
+            json.dumps([result["cache"]["engine"]["path"], str(perf), str(data), case, seconds]),
+        ],
         cwd=REPO,
         env={**os.environ, "PYTHONPATH": str(perf)},
         capture_output=True,
@@ -92,7 +102,7 @@ def bare_loop(result: dict, perf: Path, data: Path, case: str) -> float:
     return float(proc.stdout.strip().splitlines()[-1])
 
 
-def _bare_loop_child(engine_path: str, perf: str, data: str, case: str) -> float:
+def _bare_loop_child(engine_path: str, perf: str, data: str, case: str, seconds: float) -> float:
     import importlib
 
     import onnxruntime as ort
@@ -113,12 +123,14 @@ def _bare_loop_child(engine_path: str, perf: str, data: str, case: str) -> float
     names = [i.name for i in session.get_inputs()]
     for _ in range(2):
         session.run(None, dict(zip(names, batches[0])))
-    samples = 0
+    samples, calls = 0, 0
     start = time.perf_counter()
-    for _ in range(config.repeat):
-        for batch in batches:
-            session.run(None, dict(zip(names, batch)))
-            samples += batch[0].shape[0]
+    end = start + seconds
+    while calls < len(batches) or time.perf_counter() < end:  # at least one pass, then as long as the harness measured
+        batch = batches[calls % len(batches)]
+        session.run(None, dict(zip(names, batch)))
+        samples += batch[0].shape[0]
+        calls += 1
     return samples / (time.perf_counter() - start)
 
 
@@ -128,7 +140,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--images", type=int, default=32)
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--num-workers", type=int, default=None, help="override the case's DataLoader workers")
     parser.add_argument("--bare-loop", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -137,28 +149,32 @@ def main() -> None:
         return
     medians = {case: measure(case, args) for case in (CASES if args.case == "all" else (args.case,))}
     if len(medians) > 1:
-        print("\n".join(f"{case}: median ratio {ratio:.3f}" for case, ratio in medians.items()))
+        print("\n".join(f"{case}: ratio {ratio:.3f}" for case, ratio in medians.items()))
 
 
 def measure(case: str, args: argparse.Namespace) -> float:
-    """Alternate harness and bare-loop rounds for one case; print them and return the median ratio."""
+    """Alternate harness and bare-loop rounds for one case; print them and return the ratio (geometric mean)."""
+    sys.path.insert(0, str(INFERENCE))
+    from utils.results.decide import Sample, decide_paired
+
     with tempfile.TemporaryDirectory(prefix="inferperf-bench-") as tmp_name:
         tmp = Path(tmp_name)
         perf = prepare_tree(tmp, case, args.batch, args.repeat, args.num_workers)
         data = prepare_data(tmp, perf, case, args.images)
         run_harness(perf, data, tmp / "log-warm", case)  # builds ONNX and engine caches
-        ratios = []
-        print(f"case={case} batch={args.batch} repeat={args.repeat} num_workers={args.num_workers if args.num_workers is not None else 'case default'}")
-        print(f"{'round':>5} {'harness core qps':>17} {'bare loop qps':>14} {'ratio':>7}")
+        harness_qps, bare_qps = [], []
+        print(f"case={case} batch={args.batch} num_workers={args.num_workers if args.num_workers is not None else 'case default'}")
+        print(f"{'round':>5} {'harness core qps':>17} {'window s':>9} {'bare loop qps':>14} {'ratio':>7}")
         for round_index in range(args.rounds):
             result = run_harness(perf, data, tmp / f"log{round_index}", case)
             harness = result["*p_inference_core(qps)"]
             bare = bare_loop(result, perf, data, case)
-            ratios.append(harness / bare)
-            print(f"{round_index:>5} {harness:>17.3f} {bare:>14.3f} {harness / bare:>7.3f}")
-        median = statistics.median(ratios)
-        print(f"median ratio harness/bare: {median:.3f} (target >= 0.97)")
-        return median
+            harness_qps.append(Sample(harness))
+            bare_qps.append(Sample(bare))
+            print(f"{round_index:>5} {harness:>17.3f} {result['inference']['core_time_s']:>9.2f} {bare:>14.3f} {harness / bare:>7.3f}")
+        ratio = decide_paired(bare_qps, harness_qps, True, 0.01)  # B = harness, A = bare: the ratio harness/bare
+        print(f"ratio harness/bare: {ratio.ratio:.3f} [{ratio.low:.3f}, {ratio.high:.3f}] over {args.rounds} rounds (target >= 0.99)")
+        return ratio.ratio
 
 
 if __name__ == "__main__":
