@@ -105,6 +105,8 @@ def test_a_rate_sweep_with_gamma_arrivals_and_a_cap(tmp_path):
         (["--prompt-file", str(FIXTURES / "prompts_tiny.jsonl"), "--output-len", "3"], "completions"),
         (["--shared-prefix", "2:10", "--input-len", "4"], "completions"),
         (["--multi-turn", "2", "--prompt-file", str(FIXTURES / "sharegpt_tiny.json")], "chat"),
+        (["--multi-turn", "3", "--input-len", "5"], "chat"),
+        (["--api", "chat", "--input-len", "5"], "chat"),
         (["--trace", str(FIXTURES / "trace_tiny.jsonl")], "completions"),
     ],
 )
@@ -302,3 +304,14 @@ def test_an_interrupted_or_terminated_run_writes_nothing(tmp_path, sig, code, wo
     assert proc.returncode == code
     assert err.strip().splitlines() == [f"{word}: nothing written"]
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+def test_a_rate_capacity_search_above_and_below_its_range(tmp_path):
+    with LoopbackServer(steady(0.0, 0.0), model="m") as server:
+        assert _run(tmp_path / "a", server.url, "--capacity", "rate:5:40", "--slo", "e2e_ms=5000,percentile=50", "--num-requests", "6", "--warmup", "0") == 0
+    capacity = _result(tmp_path / "a")["capacity"]
+    assert (capacity["kind"], capacity["capacity"], capacity["above_range"], capacity["probes"]) == ("rate", 40.0, True, 2)
+    with LoopbackServer(lambda i, body, n: Plan(status=500), model="m") as server:
+        assert _run(tmp_path / "b", server.url, "--capacity", "rate:5:40", "--slo", "e2e_ms=5000", "--num-requests", "6", "--warmup", "0") == 0
+    capacity = _result(tmp_path / "b")["capacity"]
+    assert (capacity["capacity"], capacity["interval"], capacity["probes"]) == (None, [None, 5.0], 1)

@@ -116,7 +116,8 @@ def check_endpoint(url: str, model: str, timeout_s: float = 10.0) -> list[str]:
         raise ConfigError(f"--endpoint: {shown(url)} is not an http:// or https:// URL")
     probe = url.rstrip("/") + "/models"
     try:
-        with urllib.request.urlopen(probe, timeout=timeout_s) as response:  # noqa: S310 - the user's own endpoint
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # as the client: no proxy from the environment
+        with opener.open(probe, timeout=timeout_s) as response:
             raw, kind = response.read(1 << 20), response.headers.get("Content-Type", "")
     except urllib.error.HTTPError as exc:
         raise EngineError(f"--endpoint {url}: not an OpenAI-compatible server (GET {probe} answered HTTP {exc.code})") from None
