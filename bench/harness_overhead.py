@@ -8,7 +8,7 @@ each round runs run_inference.py (the case's shipped measurement: settle, then u
 precision), then a bare loop in a fresh process for as long as that round's inference window
 measured (its core time), cycling over the same batches. The ratio per round is harness core
 QPS / bare QPS; the figure is their geometric mean with a 95 % interval over the rounds'
-paired ratios (utils/results/decide.py's ``decide_paired``: each round's harness and bare loop
+paired ratios (utils/results/decide.py, paired: each round's harness and bare loop
 ran next to each other). Target: >= 0.99.
 """
 
@@ -155,7 +155,7 @@ def main() -> None:
 def measure(case: str, args: argparse.Namespace) -> float:
     """Alternate harness and bare-loop rounds for one case; print them and return the ratio (geometric mean)."""
     sys.path.insert(0, str(INFERENCE))
-    from utils.results.decide import Sample, decide_paired
+    from utils.results.decide import Sample, decide
 
     with tempfile.TemporaryDirectory(prefix="inferperf-bench-") as tmp_name:
         tmp = Path(tmp_name)
@@ -172,7 +172,7 @@ def measure(case: str, args: argparse.Namespace) -> float:
             harness_qps.append(Sample(harness))
             bare_qps.append(Sample(bare))
             print(f"{round_index:>5} {harness:>17.3f} {result['inference']['core_time_s']:>9.2f} {bare:>14.3f} {harness / bare:>7.3f}")
-        ratio = decide_paired(bare_qps, harness_qps, True, 0.01)  # B = harness, A = bare: the ratio harness/bare
+        ratio = decide(bare_qps, harness_qps, True, 0.01, paired=True)  # B = harness, A = bare: the ratio harness/bare
         print(f"ratio harness/bare: {ratio.ratio:.3f} [{ratio.low:.3f}, {ratio.high:.3f}] over {args.rounds} rounds (target >= 0.99)")
         return ratio.ratio
 

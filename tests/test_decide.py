@@ -128,14 +128,14 @@ def test_paired_repetitions_cancel_the_machines_slow_minutes():
     minutes = [math.exp(rng.gauss(0, 0.12)) for _ in range(3)]
     a = [Sample(100 * m * math.exp(rng.gauss(0, 0.01))) for m in minutes]
     b = [Sample(85 * m * math.exp(rng.gauss(0, 0.01))) for m in minutes]
-    paired = d.decide_paired(a, b, True, 0.05)
+    paired = d.decide(a, b, True, 0.05, paired=True)
     logs = [math.log(y.value / x.value) for x, y in zip(a, b)]
     assert paired.paired and paired.df == 2 and paired.ratio == pytest.approx(math.exp(sum(logs) / 3))
     half = stats.t.ppf(0.975, 2) * stats.tstd(logs) / math.sqrt(3)
     assert math.log(paired.high / paired.ratio) == pytest.approx(half)
     assert paired.verdict == d.WORSE and decide(a, b, True, 0.05).verdict != d.WORSE
     # unequal counts (a repetition failed) or one pair: the unpaired rule
-    assert not d.decide_paired(a, b[:2], True, 0.05).paired and d.decide_paired(a[:1], b[:1], True, 0.05).widened
+    assert not d.decide(a, b[:2], True, 0.05, paired=True).paired and d.decide(a[:1], b[:1], True, 0.05, paired=True).widened
 
 
 def test_paired_false_alarms_stay_within_their_rate():
@@ -145,5 +145,5 @@ def test_paired_false_alarms_stay_within_their_rate():
         minutes = [math.exp(rng.gauss(0, 0.12)) for _ in range(4)]
         a = [Sample(100 * m * math.exp(rng.gauss(0, 0.03))) for m in minutes]
         b = [Sample(100 * m * math.exp(rng.gauss(0, 0.03))) for m in minutes]
-        alarms += d.decide_paired(a, b, True, 0.0).verdict == d.WORSE
+        alarms += d.decide(a, b, True, 0.0, paired=True).verdict == d.WORSE
     assert alarms / trials <= 0.025 + 3 * math.sqrt(0.025 * 0.975 / trials)

@@ -127,8 +127,7 @@ def compare_pair(rec_a: dict, rec_b: dict, threshold: float, between_cv: float, 
                 out.notes.append(f"{where} is in A but not measured in B (too few queries for it)")
             continue
         kind = KINDS[figure]
-        rule = decision.decide_paired if paired else decision.decide
-        d = rule(samples_a, samples_b, kind.higher_is_better, threshold / 100, between_cv)
+        d = decision.decide(samples_a, samples_b, kind.higher_is_better, threshold / 100, between_cv, paired=paired)
         invalid = " and ".join(side for side, samples in (("A", samples_a), ("B", samples_b)) if not all(s.valid for s in samples)) or None
         line = Line(case, host, row, figure, kind.unit, kind.higher_is_better, math.exp(_log_mean(samples_a)), math.exp(_log_mean(samples_b)),
                     d.n_a, d.n_b, d.ratio, d.low, d.high, d.widened, d.verdict, invalid, d.verdict, d.paired)  # fmt: skip

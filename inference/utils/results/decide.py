@@ -17,7 +17,7 @@ The decision (defined here once; ``compare`` and ``ab`` print it):
   ``BETWEEN_RUN_CV²``, the between-run noise measured on the 2-core machine (below), and it
   counts as a normal term (infinite degrees of freedom). The output says so.
 - **Paired (run.py ab).** Where repetition k of A and of B ran back to back (``run.py ab``,
-  ABBA), ``decide_paired`` uses the pairs' log ratios instead: a slow minute of the machine slows
+  ABBA), ``decide(..., paired=True)`` uses the pairs' log ratios instead: a slow minute of the machine slows
   both sides of a pair, so it cancels; Student's t over the pairs, ``n - 1`` degrees of freedom.
 - **The interval** of the ratio is Welch's: ``d ± t(ν) · sqrt(vA + vB)`` with the
   Welch-Satterthwaite ``ν``, exponentiated. At 95 % two-sided, two identical engines are
@@ -145,7 +145,7 @@ class Decision:
     n_b: int
     widened: bool  # a side had one repetition: the between-run term was added
     verdict: str
-    paired: bool = False  # decided on the pairs' ratios (decide_paired)
+    paired: bool = False  # decided on the pairs' log ratios (run.py ab)
 
     @property
     def change(self) -> float:
@@ -163,38 +163,32 @@ def decide(
     threshold: float,
     between_cv: float = BETWEEN_RUN_CV,
     confidence: float = CONFIDENCE,
+    paired: bool = False,
 ) -> Decision:
-    """The ratio B/A of one figure with its interval, and the verdict at ``threshold`` (a fraction)."""
-    side_a, side_b = side(a, between_cv), side(b, between_cv)
-    d = side_b.log_mean - side_a.log_mean
-    df = welch_df(side_a, side_b)
-    half = t_quantile(df, confidence) * math.sqrt(side_a.variance + side_b.variance)
-    low, high = d - half, d + half
-    verdict = _verdict(d, low, high, higher_is_better, threshold)
-    return Decision(math.exp(d), math.exp(low), math.exp(high), df, side_a.n, side_b.n, side_a.widened or side_b.widened, verdict)
+    """The ratio B/A of one figure with its interval, and the verdict at ``threshold`` (a fraction).
 
-
-def decide_paired(
-    a: Sequence[Sample],
-    b: Sequence[Sample],
-    higher_is_better: bool,
-    threshold: float,
-    between_cv: float = BETWEEN_RUN_CV,
-    confidence: float = CONFIDENCE,
-) -> Decision:
-    """``run.py ab``'s decision: repetition k of A and of B ran next to each other (ABBA), so the
-    machine's slow minutes fall on both and cancel in their ratio. The interval is Student's on the
-    mean of the pairs' log ratios (``n - 1`` degrees of freedom). Fewer than two pairs, or unequal
-    counts (a repetition failed): ``decide``'s unpaired rule."""
-    if len(a) != len(b) or len(a) < 2:
-        return decide(a, b, higher_is_better, threshold, between_cv, confidence)
-    ratios = [side([y], 0.0).log_mean - side([x], 0.0).log_mean for x, y in zip(a, b)]
-    n = len(ratios)
-    d = sum(ratios) / n
-    variance = sum((r - d) ** 2 for r in ratios) / (n - 1) / n
-    half = t_quantile(n - 1, confidence) * math.sqrt(variance)
+    ``paired`` (``run.py ab``): repetition k of A and of B ran next to each other (ABBA), so the
+    machine's slow minutes fall on both and cancel in their ratio; the interval is then Student's
+    on the mean of the pairs' log ratios (``n - 1`` degrees of freedom). With fewer than two pairs,
+    or unequal counts (a repetition failed), the unpaired rule applies."""
+    if paired and len(a) == len(b) >= 2:
+        ratios = [side([y], 0.0).log_mean - side([x], 0.0).log_mean for x, y in zip(a, b)]
+        n = len(ratios)
+        d = sum(ratios) / n
+        df: float = n - 1
+        variance = sum((r - d) ** 2 for r in ratios) / (n - 1) / n
+        n_a = n_b = n
+        widened = False
+    else:
+        paired = False
+        side_a, side_b = side(a, between_cv), side(b, between_cv)
+        d = side_b.log_mean - side_a.log_mean
+        df = welch_df(side_a, side_b)
+        variance = side_a.variance + side_b.variance
+        n_a, n_b, widened = side_a.n, side_b.n, side_a.widened or side_b.widened
+    half = t_quantile(df, confidence) * math.sqrt(variance)
     verdict = _verdict(d, d - half, d + half, higher_is_better, threshold)
-    return Decision(math.exp(d), math.exp(d - half), math.exp(d + half), n - 1, n, n, False, verdict, paired=True)
+    return Decision(math.exp(d), math.exp(d - half), math.exp(d + half), df, n_a, n_b, widened, verdict, paired)
 
 
 def _verdict(d: float, low: float, high: float, higher_is_better: bool, threshold: float) -> str:
