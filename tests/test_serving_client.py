@@ -86,6 +86,9 @@ def _faults(index: int, body: dict, in_flight: int) -> Plan:
         4: Plan(gaps_s=[0.0] * 5, fault="malformed", fault_at=1),
         5: Plan(gaps_s=[0.0] * 5, fault="stall", fault_at=2),
         6: Plan(gaps_s=[0.0] * 3),
+        7: Plan(gaps_s=[0.0] * 3, fault="error", fault_at=1),
+        8: Plan(gaps_s=[0.0] * 3, done_marker=False),  # finished, no [DONE]: complete
+        9: Plan(gaps_s=[0.0] * 3, fault="drop", fault_at=4),  # every token and its finish sent, then cut: dropped
     }
     return plans[index]
 
@@ -93,16 +96,17 @@ def _faults(index: int, body: dict, in_flight: int) -> Plan:
 def test_every_fault_is_an_error_with_its_reason_and_the_run_completes():
     with LoopbackServer(_faults, model="m") as server:
         endpoint = Endpoint(server.url, "m", stall_timeout_s=0.5, request_timeout_s=30)
-        specs = [RequestSpec(i, "a b", 4) for i in range(7)]
+        specs = [RequestSpec(i, "a b", 4) for i in range(10)]
         result = asyncio.run(run_load(endpoint, sessions_of(specs), Load(concurrency=1)))
     kinds = {r.index: (r.error or {}).get("kind") for r in result.records}
-    assert kinds == {0: None, 1: "http_429", 2: "http_500", 3: "dropped", 4: "malformed", 5: "stall", 6: None}
+    assert kinds == {0: None, 1: "http_429", 2: "http_500", 3: "dropped", 4: "malformed", 5: "stall", 6: None, 7: "stream_error", 8: None, 9: "dropped"}
     by_index = {r.index: r for r in result.records}
     assert "after 2 token events" in by_index[3].error["detail"]
     assert "not JSON" in by_index[4].error["detail"]
     assert "after 2 token events" in by_index[5].error["detail"]
     assert "scripted status 429" in by_index[1].error["detail"]
-    assert [r.ok for r in result.records].count(True) == 2
+    assert [r.ok for r in result.records].count(True) == 3
+    assert by_index[8].output_tokens == 4 and "scripted error mid-stream" in by_index[7].error["detail"]
 
 
 def test_the_total_request_timeout_is_a_timeout_not_a_stall():

@@ -10,8 +10,10 @@ Errors are kept with the request, never raised: ``kind`` is one of
   http_<N>    the server answered status N (429 and 500 included) instead of a stream;
   stall       no byte for ``stall_timeout_s`` in the middle of a request;
   timeout     the request took longer than ``request_timeout_s``;
-  dropped     the connection closed before the stream's ``data: [DONE]``;
+  dropped     the connection closed before the stream's ``data: [DONE]`` (a stream that ends
+              cleanly after a choice with a ``finish_reason`` is complete without it);
   malformed   an SSE event that is not JSON, or not a completion chunk;
+  stream_error the server put an error object in the stream;
   not_sse     a 200 answer that is not ``text/event-stream``.
 """
 
@@ -106,6 +108,10 @@ class MalformedSSE(Exception):
     pass
 
 
+class StreamError(Exception):
+    """The server reported an error inside a 200 stream (vLLM sends ``data: {"error": …}``)."""
+
+
 class SSEParser:
     """Server-sent events from bytes as they arrive: ``feed`` returns the ``data`` payloads of
     the events its bytes completed (a payload may span chunks; CRLF and LF line ends both)."""
@@ -113,6 +119,11 @@ class SSEParser:
     def __init__(self) -> None:
         self._buffer = b""
         self._data: list[bytes] = []
+
+    @property
+    def pending(self) -> bool:
+        """Bytes of an event not yet completed."""
+        return bool(self._buffer.strip() or self._data)
 
     def feed(self, chunk: bytes) -> list[bytes]:
         self._buffer += chunk
@@ -189,7 +200,7 @@ async def stream_request(
 
     parser = SSEParser()
     texts: list[str] = []
-    done = False
+    done = finished = False
     record.sent_ns = clock()
     try:
         async with session.post(url, json=body, timeout=timeout) as response:
@@ -222,17 +233,24 @@ async def stream_request(
                     if not isinstance(payload, dict):
                         raise MalformedSSE(f"an SSE event that is not a JSON object: {data[:60]!r}")
                     if "error" in payload and "choices" not in payload:
-                        raise MalformedSSE(f"the server sent an error in the stream: {json.dumps(payload['error'])[:120]}")
+                        raise StreamError(f"the server sent an error in the stream: {json.dumps(payload['error'])[:120]}")
                     if isinstance(payload.get("usage"), dict):
                         record.usage = payload["usage"]
+                    choices = payload.get("choices")
+                    if choices and isinstance(choices[0], dict) and choices[0].get("finish_reason") is not None:
+                        finished = True
                     text = chunk_text(payload, chat)
                     if text is not None:
                         record.token_ns.append(now)
                         texts.append(text)
-            if not done:
+            if not done and finished and stream.at_eof() and not parser.pending:
+                record.end_ns = clock()  # a server that ends a finished stream without [DONE] (TGI does)
+            elif not done:
                 record.error = {"kind": "dropped", "detail": f"the stream ended before [DONE] after {len(record.token_ns)} token events"}
     except MalformedSSE as exc:
         record.error = {"kind": "malformed", "detail": str(exc)}
+    except StreamError as exc:
+        record.error = {"kind": "stream_error", "detail": str(exc)}
     except aiohttp.SocketTimeoutError:
         record.error = {"kind": "stall", "detail": f"no data for {getattr(timeout, 'sock_read', None)} s after {len(record.token_ns)} token events"}
     except (asyncio.TimeoutError, TimeoutError):

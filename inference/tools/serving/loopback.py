@@ -4,7 +4,7 @@ It speaks HTTP/1.1 (keep-alive, chunked SSE) on asyncio streams and answers
 ``GET /v1/models``, ``POST /v1/completions`` and ``POST /v1/chat/completions``. Each request
 gets a ``Plan`` from the script: its status, TTFT, the gaps between its tokens, and a fault
 (``stall``: stop sending and hold the connection; ``drop``: cut the connection; ``malformed``:
-an event that is not JSON) after some token. ``usage`` counts one prompt token per
+an event that is not JSON; ``error``: an error object in the stream) after some token. ``usage`` counts one prompt token per
 whitespace-separated word.
 
 Timing is either real (``asyncio.sleep`` to an absolute schedule from the request's arrival)
@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-FAULTS = (None, "stall", "drop", "malformed")
+FAULTS = (None, "stall", "drop", "malformed", "error")
 
 
 @dataclass
@@ -37,6 +37,7 @@ class Plan:
     gaps_s: list[float] = field(default_factory=list)  # one per token after the first
     fault: str | None = None
     fault_at: int = 0  # tokens sent before the fault
+    done_marker: bool = True  # end with ``data: [DONE]`` (TGI-style servers do not)
 
     @property
     def tokens(self) -> int:
@@ -238,9 +239,12 @@ class LoopbackServer:
             await writer.drain()
             if mark is not None:
                 await self._read_after(mark)
+        if plan.fault is not None and plan.fault_at >= plan.tokens:  # after the last token (its finish_reason sent)
+            return await self._fault(writer, plan.fault)
         usage = {"prompt_tokens": prompt_tokens, "completion_tokens": plan.tokens, "total_tokens": prompt_tokens + plan.tokens}
         self._event(writer, {"id": "cmpl-loopback", "object": "text_completion", "model": self.model, "choices": [], "usage": usage})
-        self._chunk(writer, b"data: [DONE]\n\n")
+        if plan.done_marker:
+            self._chunk(writer, b"data: [DONE]\n\n")
         writer.write(b"0\r\n\r\n")
         await writer.drain()
         return True
@@ -252,6 +256,12 @@ class LoopbackServer:
             await asyncio.sleep(0.0002)
 
     async def _fault(self, writer: asyncio.StreamWriter, fault: str) -> bool:
+        if fault == "error":
+            self._event(writer, {"error": {"message": "scripted error mid-stream", "code": 500}})
+            self._chunk(writer, b"data: [DONE]\n\n")
+            writer.write(b"0\r\n\r\n")
+            await writer.drain()
+            return True
         if fault == "malformed":
             self._chunk(writer, b"data: {not json\n\n")
             self._chunk(writer, b"data: [DONE]\n\n")
