@@ -48,7 +48,8 @@ def result_json(folder: Path) -> dict:
 def test_repeat_runs_each_case_again_in_a_fresh_process_and_merges_the_repetitions(tree):
     root, perf, config = tree
     before = set((root / "result").glob("run*"))
-    proc = run_py(perf, "--config", str(config), "--repeat", "2", "--set", "batch_sizes=[16]")
+    # a case config's repetitions (here from --set; run.py --repeat in the ab test below)
+    proc = run_py(perf, "--config", str(config), "--set", "repetitions=2", "--set", "batch_sizes=[16]")
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     run = new_run(root, before)
     first, second = run / "digits:pytorch" / "127.0.0.1_noderank0", run / "digits:pytorch" / "127.0.0.1_noderank0_rep2"
