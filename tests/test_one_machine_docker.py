@@ -268,3 +268,22 @@ def test_sigkill_of_the_pipeline_in_its_container_leaves_nothing_after_run_py(tm
     assert f"host localhost: removed 1 temporary file(s) left by killed pipelines in {onnxs}: .digits_" in out, out[-3000:]
     assert not [p.name for p in onnxs.iterdir() if p.name.endswith(".tmp")]
     assert_nothing_left(docker_client, workdir)
+
+
+@pytest.mark.docker
+def test_a_missing_inferperf_base_image_names_the_script_before_any_build(tmp_path, docker_client):
+    """The Dockerfile's own default base (no BASE_IMAGE in host.yaml) is one of InferPerf's, in no registry."""
+    from common.errors import HostError
+    from utils.executors.images import ImageSpec, ensure_image
+
+    folder = tmp_path / "docker_images" / "acme" / "pytorch"
+    folder.mkdir(parents=True)
+    base = f"inferperf/no-such-base:{uuid.uuid4().hex[:12]}"
+    (folder / "Dockerfile").write_text(f"ARG BASE_IMAGE={base}\nFROM ${{BASE_IMAGE}}\n")
+    spec = ImageSpec("acme", "pytorch", folder, {}, requirements=())
+    with pytest.raises(HostError) as info:
+        ensure_image(docker_client, spec, "localhost", tmp_path / "build.log")
+    assert str(info.value) == (
+        f"host localhost: base image {base} not found on its engine and no registry is assumed; build it with scripts/build_base_image.sh on that host"
+    )
+    assert not (tmp_path / "build.log").exists()

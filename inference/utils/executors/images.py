@@ -135,7 +135,8 @@ class ImageSpec:
         """Dockerfile, requirements/<case>.txt for each file, and the CA bundle when configured."""
         with tarfile.open(target, "w") as tar:
             _add_bytes(tar, "Dockerfile", CASE_LAYER_DOCKERFILE.encode())
-            _add_bytes(tar, "lenient_install.py", LENIENT_INSTALL.encode())
+            if any(self._lenient(path) for path in self.requirement_files):
+                _add_bytes(tar, "lenient_install.py", LENIENT_INSTALL.encode())
             for path in self.requirement_files:
                 tar.add(path, arcname=f"{'lenient' if self._lenient(path) else 'requirements'}/{_case_name(path)}.txt")
             if self.ca_bundle is not None:
@@ -239,7 +240,7 @@ def ensure_image(client: docker.DockerClient, spec: ImageSpec, host_label: str, 
         return tag, False
     except ImageNotFound:
         pass
-    base = spec.buildargs.get("BASE_IMAGE")
+    base = spec.buildargs.get("BASE_IMAGE") or _local_default_base(spec.dockerfile)
     if base:
         try:
             client.images.get(base)
@@ -280,7 +281,7 @@ def _label_unmet(client: docker.DockerClient, tag: str, unmet: list[str]) -> Non
 
 def _unmet_label(image) -> list[str]:
     try:
-        lines = json.loads((image.labels or {}).get(UNMET_LABEL, "[]"))
+        lines = json.loads((getattr(image, "labels", None) or {}).get(UNMET_LABEL, "[]"))
     except (ValueError, TypeError):
         return []
     return [str(line) for line in lines] if isinstance(lines, list) else []
@@ -367,6 +368,14 @@ def _note_reused(spec: ImageSpec, build_log: Path, tag: str) -> None:
         names = ", ".join(f"requirements/{_case_name(f)}.txt" for f in spec.requirement_files)
         note = f"reused image {tag}, built earlier from {names} on top of {spec.vendor_tag}"
         _write_build_log(build_log.with_name(f"{build_log.stem}_cases{build_log.suffix}"), [{"stream": note}])
+
+
+def _local_default_base(dockerfile: Path) -> str | None:
+    """The Dockerfile's ``ARG BASE_IMAGE=`` default when it is one of InferPerf's own images
+    (``inferperf/…``, made by scripts/build_base_image.sh and in no registry): a machine without
+    it gets that script's name instead of the engine's failed pull. Other defaults may be pulled."""
+    match = re.search(r"^\s*ARG\s+BASE_IMAGE=(\S+)", dockerfile.read_text(encoding="utf-8", errors="replace"), re.MULTILINE)
+    return match.group(1) if match and match.group(1).startswith("inferperf/") else None
 
 
 def _exists(client: docker.DockerClient, tag: str) -> bool:
