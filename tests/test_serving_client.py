@@ -177,3 +177,19 @@ def test_multi_turn_carries_the_replies():
     assert [r.turn for r in result.records] == [0, 1]
     assert [m["role"] for m in second] == ["user", "assistant", "user"]
     assert second[1]["content"] == " t0 t1" and second[2]["content"] == "and then"
+
+
+def test_load_runs_stamp_arrivals_in_the_protocol_with_exact_times():
+    import sys
+
+    stepped = SteppedClock()
+    callers = []
+
+    def clock():
+        callers.append(sys._getframe(1).f_code.co_name)
+        return stepped()
+
+    with LoopbackServer(lambda i, body, n: Plan(ttft_s=0.030, gaps_s=[0.004, 0.011]), model="m", clock=stepped) as server:
+        result = asyncio.run(run_load(Endpoint(server.url, "m"), [[RequestSpec(0, "a b", 3)], [RequestSpec(1, "a", 3)]], Load(concurrency=1), clock=clock))
+    assert [(r.ttft_ns, r.itl_ns(), r.e2e_ns) for r in result.records] == [(30_000_000, [4_000_000, 11_000_000], 45_000_000)] * 2
+    assert callers.count("data_received") >= 6  # every token's arrival read where the bytes arrived

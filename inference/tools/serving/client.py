@@ -1,9 +1,10 @@
 """The streaming OpenAI-compatible client: one request, its SSE stream, and what it measured.
 
 Definitions of the figures are in ``tools/serving/__init__.py``. Each request is timed on
-one clock (injectable: the tests drive a fake one from the server side). A chunk's
-arrival is read once, when the connection hands it over; every event completed by that
-chunk carries that time.
+one clock (injectable: the tests drive a fake one from the server side). A chunk's arrival
+is read once, when its bytes reach the connection (``StampingProtocol``, on connections made by
+``stamping_connector``; else when the reading coroutine gets them); every event completed by
+the bytes read so far carries the latest arrival.
 
 Errors are kept with the request, never raised: ``kind`` is one of
   connect     the connection failed or was refused;
@@ -174,6 +175,52 @@ def chunk_text(payload: dict, chat: bool) -> str | None:
     return text
 
 
+class StampingProtocol:
+    """Sits between the socket transport and aiohttp's protocol and reads the clock the moment
+    bytes arrive (``data_received``, run as soon as the event loop sees the socket ready), so a
+    token's arrival is not delayed by whatever the loop runs before the reading coroutine resumes
+    (other streams' chunks, new requests being built)."""
+
+    def __init__(self, inner: Any, clock: Clock) -> None:
+        self.inner, self.clock = inner, clock
+        self.last_ns: int | None = None
+
+    def connection_made(self, transport: Any) -> None:
+        self.inner.connection_made(transport)
+
+    def data_received(self, data: bytes) -> None:
+        self.last_ns = self.clock()
+        self.inner.data_received(data)
+
+    def eof_received(self) -> Any:
+        return self.inner.eof_received()
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        self.inner.connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        self.inner.pause_writing()
+
+    def resume_writing(self) -> None:
+        self.inner.resume_writing()
+
+
+def stamping_connector(clock: Clock = time.perf_counter_ns, **options: Any) -> Any:
+    """An aiohttp TCP connector whose connections stamp arrivals (``StampingProtocol``). It hooks
+    ``TCPConnector._wrap_create_connection``; where an aiohttp lacks it, the connector is plain and
+    the client stamps when its coroutine resumes instead."""
+    import aiohttp
+
+    class Connector(aiohttp.TCPConnector):
+        async def _wrap_create_connection(self, factory: Any, *args: Any, **kwargs: Any) -> Any:
+            transport, protocol = await super()._wrap_create_connection(lambda: StampingProtocol(factory(), clock), *args, **kwargs)
+            return transport, protocol.inner if isinstance(protocol, StampingProtocol) else protocol
+
+    if not hasattr(aiohttp.TCPConnector, "_wrap_create_connection"):
+        return aiohttp.TCPConnector(**options)
+    return Connector(**options)
+
+
 def request_body(spec: RequestSpec, model: str, chat: bool, extra: dict | None = None) -> dict:
     body: dict[str, Any] = {"model": model, "max_tokens": spec.max_tokens, "stream": True, "stream_options": {"include_usage": True}}
     if chat:
@@ -216,9 +263,13 @@ async def stream_request(
                 record.end_ns = clock()
                 return record
             stream = response.content
+            transport = getattr(response.connection, "transport", None)
+            stamper = transport.get_protocol() if transport is not None else None
+            if not isinstance(stamper, StampingProtocol):
+                stamper = None
             while not done:
                 chunk = await stream.readany()
-                now = clock()
+                now = stamper.last_ns if stamper is not None and stamper.last_ns is not None else clock()
                 if not chunk:
                     break
                 for data in parser.feed(chunk):

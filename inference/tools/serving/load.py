@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Iterable, Iterator
 
 from common.errors import ConfigError, shown
-from tools.serving.client import Clock, RequestRecord, RequestSpec, count_tokens, request_body, stream_request
+from tools.serving.client import Clock, RequestRecord, RequestSpec, count_tokens, request_body, stamping_connector, stream_request
 
 ARRIVALS = ("poisson", "constant", "gamma")
 
@@ -122,6 +122,7 @@ async def run_load(
     clock: Clock = time.perf_counter_ns,
     sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
     stop: Stop | None = None,
+    stamp_arrivals: bool = True,
 ) -> LoadResult:
     """Issue ``sessions`` (each a chain of one or more requests) under ``load``; every request's
     record, in completion order. ``stop`` is asked after each request: once True nothing new starts."""
@@ -130,7 +131,7 @@ async def run_load(
     records: list[RequestRecord] = []
     halted = False
     timeout = aiohttp.ClientTimeout(total=endpoint.request_timeout_s, sock_read=endpoint.stall_timeout_s, sock_connect=min(10.0, endpoint.request_timeout_s))
-    connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=None)
+    connector = stamping_connector(clock, limit=0, ttl_dns_cache=None) if stamp_arrivals else aiohttp.TCPConnector(limit=0, ttl_dns_cache=None)
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as http:
         start = clock()
 
