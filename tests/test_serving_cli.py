@@ -172,6 +172,12 @@ def test_a_server_that_is_not_openai_compatible_exits_4(tmp_path, capsys):
     assert code == 4 and "not an OpenAI-compatible server" in err and server.url in err
 
 
+def test_an_endpoint_without_v1_is_told_where_the_routes_usually_are(tmp_path, capsys):
+    with LoopbackServer(model="m") as server:
+        code, err = _bad(tmp_path, capsys, server.url[: -len("/v1")])
+    assert code == 4 and "answered HTTP 404; the OpenAI routes usually sit under /v1" in err
+
+
 def test_a_model_the_server_does_not_serve_exits_2_naming_what_it_serves(tmp_path, capsys):
     with LoopbackServer(model="m") as server:
         code, err = _bad(tmp_path, capsys, server.url, model="llama-9000")

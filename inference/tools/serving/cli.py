@@ -120,7 +120,8 @@ def check_endpoint(url: str, model: str, timeout_s: float = 10.0) -> list[str]:
         with opener.open(probe, timeout=timeout_s) as response:
             raw, kind = response.read(1 << 20), response.headers.get("Content-Type", "")
     except urllib.error.HTTPError as exc:
-        raise EngineError(f"--endpoint {url}: not an OpenAI-compatible server (GET {probe} answered HTTP {exc.code})") from None
+        hint = "; the OpenAI routes usually sit under /v1" if not url.rstrip("/").endswith("/v1") else ""
+        raise EngineError(f"--endpoint {url}: not an OpenAI-compatible server (GET {probe} answered HTTP {exc.code}{hint})") from None
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
         raise HostError(f"--endpoint {url}: unreachable ({reason})") from None
