@@ -282,3 +282,19 @@ def test_the_report_orders_steps_by_load_and_joins_the_pareto_frontier():
     page = report({"steps": steps, "pareto": pareto(steps), "served_model": "m", "endpoint": "u", "token_source": ["usage"]})
     last = page.split("<svg")[4]
     assert last.count('class="series"') == 2 and last.count('class="point"') == 5 + 4
+
+
+def _at(i: int, sent_ms: float) -> RequestRecord:
+    sent = int(sent_ms * 1e6)
+    tokens = [sent + 5_000_000 + k * 1_000_000 for k in range(5)]
+    return RequestRecord(i, sent_ns=sent, token_ns=tokens, end_ns=tokens[-1], output_tokens=5, input_tokens=3, token_source="usage")
+
+
+def test_a_step_whose_throughput_steps_up_is_invalid_as_drifting():
+    slow = [_at(i, 100.0 * i) for i in range(60)]  # 10 requests/s for 6 s ...
+    fast = [_at(60 + i, 6000.0 + 20.0 * i) for i in range(300)]  # ... then 50 requests/s for 6 s
+    block = step_figures(slow + fast, None, precision=None)
+    assert block["drift"]["requests_per_s"]["drifting"]
+    assert any(r.startswith("drifting: requests_per_s rose") for r in block["verdict"]["reasons"])
+    steady_block = step_figures([_at(i, 20.0 * i) for i in range(600)], None, precision=None)
+    assert steady_block["verdict"]["valid"] and not steady_block["drift"]["requests_per_s"]["drifting"]
