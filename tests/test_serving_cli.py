@@ -321,3 +321,47 @@ def test_a_rate_capacity_search_above_and_below_its_range(tmp_path):
         assert _run(tmp_path / "b", server.url, "--capacity", "rate:5:40", "--slo", "e2e_ms=5000", "--num-requests", "6", "--warmup", "0") == 0
     capacity = _result(tmp_path / "b")["capacity"]
     assert (capacity["capacity"], capacity["interval"], capacity["probes"]) == (None, [None, 5.0], 1)
+
+
+# ---- --launch: start the server, benchmark it, stop it -----------------------------------------------
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _alive(marker: str) -> list[str]:
+    out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    return [line for line in out.splitlines() if marker in line and "ps -eo" not in line]
+
+
+def test_launch_starts_the_server_benchmarks_it_and_leaves_nothing_running(tmp_path, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", str(INFERENCE))  # the launched command imports tools.serving
+    port = _free_port()
+    marker = f"launch-test-{port}"
+    command = f"{sys.executable} -m tools.serving.loopback --port {port} --model {marker} --ttft-ms 1"
+    code = main(
+        ["--endpoint", f"http://127.0.0.1:{port}/v1", "--served-model", marker, "--launch", command, "--num-requests", "3", "--warmup", "0"]
+        + ["--output-dir", str(tmp_path / "out"), "--launch-log", str(tmp_path / "server.log")],
+        results_root=tmp_path / "unused",
+    )
+    assert code == 0
+    assert _result(tmp_path)["steps"][0]["completed"] == 3
+    assert "PORT" in (tmp_path / "server.log").read_text()
+    assert _alive(marker) == []
+
+
+def test_a_launched_server_that_exits_at_once_is_an_engine_error_naming_its_status(tmp_path, capsys):
+    command = f"{sys.executable} -c \"print('cannot bind'); raise SystemExit(3)\""
+    code, err = _bad(tmp_path, capsys, "http://127.0.0.1:9/v1", "--launch", command, "--launch-log", str(tmp_path / "s.log"))
+    assert code == 4 and "exited with status 3 before it was ready" in err and "last log line: cannot bind" in err
+
+
+def test_a_launched_server_never_ready_is_stopped_after_its_timeout(tmp_path, capsys):
+    marker = f"never-ready-{_free_port()}"
+    command = f'{sys.executable} -c "import time; time.sleep(120)" {marker}'
+    code, err = _bad(tmp_path, capsys, "http://127.0.0.1:9/v1", "--launch", command, "--launch-timeout-s", "1", "--launch-log", str(tmp_path / "s.log"))
+    assert code == 4 and "was not ready at http://127.0.0.1:9/v1 after 1 s" in err
+    assert _alive(marker) == []

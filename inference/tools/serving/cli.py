@@ -67,6 +67,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--request-timeout-s", type=float, default=600.0)
     p.add_argument("--extra-body", default='{"ignore_eos": true}', help="JSON merged into every request body")
     p.add_argument("--output-dir", default=None, help="where run<id>/ goes (default inference/result)")
+    p.add_argument("--launch", default=None, help="start this server command first (no shell), wait until --endpoint serves, stop it after")
+    p.add_argument("--launch-timeout-s", type=float, default=600.0, help="how long --launch's server may take to be ready")
+    p.add_argument("--launch-log", default=None, help="the launched server's output (default <results>/launch-<time>.log)")
     p.add_argument("--where", default=None, help="where the client ran relative to the server (same host, another host, ...); recorded")
     return p.parse_args(argv)
 
@@ -338,6 +341,20 @@ def run(argv: list[str], results_root: Path) -> int:
     plan = Plan(args)
     tokenizer = load_tokenizer(args.tokenizer)
     plan.text = workload.Text(tokenizer)
+    if args.launch is None:
+        return measure(args, plan, tokenizer, results_root)
+    if args.launch_timeout_s <= 0:
+        raise ConfigError(f"--launch-timeout-s: {args.launch_timeout_s} must be positive")
+    from tools.serving.launch import LaunchedServer
+
+    root = Path(args.output_dir) if args.output_dir else results_root
+    log = Path(args.launch_log) if args.launch_log else root / f"launch-{time.strftime('%Y%m%d-%H%M%S')}.log"
+    with LaunchedServer(args.launch, args.endpoint, log, args.launch_timeout_s) as server:
+        print(f"server ready at {args.endpoint} after {server.ready_s:.1f} s (its log: {log})", flush=True)
+        return measure(args, plan, tokenizer, results_root)
+
+
+def measure(args: argparse.Namespace, plan: Plan, tokenizer: Any, results_root: Path) -> int:
     served = check_endpoint(args.endpoint, args.served_model)
     endpoint = Endpoint(
         args.endpoint, args.served_model, plan.chat, plan.extra, args.stall_timeout_s, args.request_timeout_s, tokenizer, args.count_tokens == "usage"

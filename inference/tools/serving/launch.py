@@ -1,0 +1,125 @@
+"""Start a server, wait until it serves, and stop it with nothing left running.
+
+``run.py --endpoint URL --served-model NAME --launch "python -m vllm.entrypoints.openai.api_server …"``
+starts the command (split like a shell would, never run by one) in its own process group, its
+output in a log file, and waits until ``GET URL/models`` answers with a model list. The
+benchmark then runs as against any endpoint, and the server is stopped afterwards whatever
+happened: SIGTERM to its whole group, then SIGKILL after ``STOP_GRACE_S``. A server that exits
+before it is ready, or is not ready within the time allowed, is an engine error (exit 4) naming
+its status or the time and the last line of its log.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Callable
+
+from common.errors import ConfigError, EngineError
+from common.lifetime import PARENT_ENV
+
+STOP_GRACE_S = 10.0
+POLL_S = 0.5
+
+
+def _last_line(path: Path) -> str:
+    try:
+        lines = [line.strip() for line in path.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return ""
+    return f"; last log line: {lines[-1][:200]}" if lines else ""
+
+
+def serving(url: str, timeout_s: float = 2.0) -> bool:
+    """Whether ``url``/models answers with a model list (no proxy, as the client)."""
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(url.rstrip("/") + "/models", timeout=timeout_s) as response:
+            return isinstance(json.loads(response.read(1 << 20)).get("data"), list)
+    except (urllib.error.URLError, OSError, ValueError, AttributeError):
+        return False
+
+
+class LaunchedServer:
+    def __init__(
+        self,
+        command: str,
+        url: str,
+        log_path: Path,
+        ready_timeout_s: float = 600.0,
+        cwd: str | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        try:
+            self.argv = shlex.split(command)
+        except ValueError as exc:
+            raise ConfigError(f"--launch: {command!r} does not split into arguments ({exc})") from None
+        if not self.argv:
+            raise ConfigError("--launch: an empty command")
+        self.url, self.log_path, self.ready_timeout_s, self.cwd = url, Path(log_path), ready_timeout_s, cwd
+        self.clock, self.sleep = clock, sleep
+        self.proc: subprocess.Popen | None = None
+        self.ready_s: float | None = None
+
+    def __enter__(self) -> "LaunchedServer":
+        self.start()
+        try:
+            self.ready_s = self.wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        env = dict(os.environ, **{PARENT_ENV: str(os.getpid())})
+        with open(self.log_path, "ab") as log:
+            try:
+                self.proc = subprocess.Popen(
+                    self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=self.cwd, env=env, start_new_session=True
+                )
+            except OSError as exc:
+                raise EngineError(f"--launch: cannot start {self.argv[0]!r} ({exc.strerror or exc})") from None
+
+    def wait_ready(self) -> float:
+        """Seconds until the server answered; EngineError when it exited or ran out of time."""
+        started = self.clock()
+        while True:
+            status = self.proc.poll()
+            if status is not None:
+                raise EngineError(f"--launch: the server exited with status {status} before it was ready at {self.url}{_last_line(self.log_path)}")
+            if serving(self.url):
+                return self.clock() - started
+            if self.clock() - started > self.ready_timeout_s:
+                raise EngineError(f"--launch: the server was not ready at {self.url} after {self.ready_timeout_s:g} s{_last_line(self.log_path)}")
+            self.sleep(POLL_S)
+
+    def stop(self) -> int | None:
+        """SIGTERM to the server's process group, SIGKILL after the grace; its exit status."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            try:
+                self.proc.wait(STOP_GRACE_S)
+            except subprocess.TimeoutExpired:
+                pass
+        try:  # the group's other members (vLLM's engine core) too, whatever the leader did
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        return self.proc.wait()
