@@ -312,6 +312,14 @@ def test_an_interrupted_or_terminated_run_writes_nothing(tmp_path, sig, code, wo
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
 
 
+def test_capacity_probes_run_enough_requests_for_their_percentile(tmp_path):
+    with LoopbackServer(steady(0.0, 0.0), model="m") as server:
+        assert _run(tmp_path, server.url, "--capacity", "concurrency:1:2", "--slo", "ttft_ms=5000", "--num-requests", "8", "--warmup", "0") == 0
+        assert server.requests == 2 * 35  # 8 could never show 90 % attainment; 35 met requests can
+    capacity = _result(tmp_path)["capacity"]
+    assert (capacity["capacity"], capacity["above_range"]) == (2, True)
+
+
 def test_a_rate_capacity_search_above_and_below_its_range(tmp_path):
     with LoopbackServer(steady(0.0, 0.0), model="m") as server:
         assert _run(tmp_path / "a", server.url, "--capacity", "rate:5:40", "--slo", "e2e_ms=5000,percentile=50", "--num-requests", "6", "--warmup", "0") == 0

@@ -298,3 +298,14 @@ def test_a_step_whose_throughput_steps_up_is_invalid_as_drifting():
     assert any(r.startswith("drifting: requests_per_s rose") for r in block["verdict"]["reasons"])
     steady_block = step_figures([_at(i, 20.0 * i) for i in range(600)], None, precision=None)
     assert steady_block["verdict"]["valid"] and not steady_block["drift"]["requests_per_s"]["drifting"]
+
+
+def test_a_capacity_probe_runs_enough_requests_to_decide_its_percentile():
+    from tools.serving.cli import requests_to_decide
+
+    for percentile in (50, 90, 95, 99):
+        n = requests_to_decide(percentile)
+        assert slo_verdict(1.0, wilson(n, n), percentile / 100) == "meets"
+        assert slo_verdict(1.0, wilson(n - 1, n - 1), percentile / 100) == "undecided"
+    assert requests_to_decide(90) == 35 and requests_to_decide(100) == 1
+    assert slo_verdict(1.0, wilson(3, 3), 1.0) == "meets" and slo_verdict(0.99, wilson(99, 100), 1.0) == "misses"

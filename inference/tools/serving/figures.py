@@ -11,7 +11,8 @@ attainment, the verdict, and the stop rule that measures a step until it is prec
   attainment      requests meeting the SLO / requests issued (failures count as missing it),
                   with its Wilson 95 % interval. ``percentile`` (default 90) is the attainment
                   the SLO asks for: the step meets the SLO when the interval's low end reaches
-                  it, misses it when the high end stays below, and is undecided between.
+                  it, misses it when the high end stays below, and is undecided between
+                  (``percentile`` 100: meets only when every request met it).
   goodput         requests (and output tokens) meeting the SLO / window, with interval.
   tokens/s per user  1000 / TPOT (ms), the median over requests: the decode speed one user sees.
 """
@@ -87,6 +88,8 @@ def wilson(successes: int, total: int, z: float = 1.959964) -> list[float] | Non
 def slo_verdict(attained: float, interval: list[float] | None, target_share: float) -> str:
     if interval is None:
         return "undecided"
+    if target_share >= 1.0:  # every request must meet it: no interval can show that, the count does
+        return "meets" if attained >= 1.0 else "misses"
     if interval[0] >= target_share:
         return "meets"
     if interval[1] < target_share:
