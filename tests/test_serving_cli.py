@@ -326,7 +326,7 @@ def test_a_rate_capacity_search_above_and_below_its_range(tmp_path):
     capacity = _result(tmp_path / "a")["capacity"]
     assert (capacity["kind"], capacity["capacity"], capacity["above_range"], capacity["probes"]) == ("rate", 40.0, True, 2)
     with LoopbackServer(lambda i, body, n: Plan(status=500), model="m") as server:
-        assert _run(tmp_path / "b", server.url, "--capacity", "rate:5:40", "--slo", "e2e_ms=5000", "--num-requests", "6", "--warmup", "0") == 0
+        assert _run(tmp_path / "b", server.url, "--capacity", "rate:5:40", "--slo", "e2e_ms=5000,percentile=50", "--num-requests", "6", "--warmup", "0") == 0
     capacity = _result(tmp_path / "b")["capacity"]
     assert (capacity["capacity"], capacity["interval"], capacity["probes"]) == (None, [None, 5.0], 1)
 
