@@ -287,3 +287,16 @@ def test_a_missing_inferperf_base_image_names_the_script_before_any_build(tmp_pa
         f"host localhost: base image {base} not found on its engine and no registry is assumed; build it with scripts/build_base_image.sh on that host"
     )
     assert not (tmp_path / "build.log").exists()
+
+
+@pytest.mark.docker
+def test_a_missing_data_dir_on_this_machine_fails_before_the_image_build(tmp_path, docker_client):
+    perf = copy_inference_tree(tmp_path / "inference")
+    dockerfile = perf / "docker_images" / "cpu" / "pytorch" / "Dockerfile"
+    dockerfile.write_text(dockerfile.read_text() + f"# test build {uuid.uuid4().hex}\n")  # an image no engine has: it would build
+    missing = tmp_path / "no-data"
+    config = one_machine_yaml(tmp_path, MODE="docker", CASES={"digits:pytorch": str(missing)}, REMOTE_WORKDIR=str(tmp_path / "remote"))
+    code, out = run_py(perf, config, dict(os.environ))
+    assert code == 1, out[-3000:]
+    assert "building image" not in out, out[-3000:]
+    assert f"FAILED digits:pytorch on host localhost at step data: host localhost: data dir {missing} for digits:pytorch does not exist" in out

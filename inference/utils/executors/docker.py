@@ -140,6 +140,9 @@ class DockerSession(HostSession[ContainerHandle]):
         reported at the first step in the order ssh, docker, data, code, image."""
         self.preflight_step = "ssh"
         self.remote.connect()
+        if getattr(self.remote, "local", False):  # this machine: a missing data dir is known at once, not after an image build
+            self.preflight_step = "data"
+            self._check_data_dirs()
         files = Background(self._prepare_files, f"prepare-{self.label}")
         try:
             self.preflight_step = "docker"
@@ -185,15 +188,18 @@ class DockerSession(HostSession[ContainerHandle]):
 
     def _prepare_files(self, progress: Background) -> None:
         progress.step = "data"
-        for spec in self.config.cases:
-            if not self.remote.is_dir(spec.data_dir):
-                raise HostError(f"host {self.label}: data dir {spec.data_dir} for {spec.key} does not exist")
+        self._check_data_dirs()
         self.remote.makedirs(self.run_dir)
         self.user = self.remote.user_ids(self.run_dir)
         if self.config.clear_caches:
             self.drop_page_cache()
         progress.step = "code"
         self._sync_code()
+
+    def _check_data_dirs(self) -> None:
+        for spec in self.config.cases:
+            if not self.remote.is_dir(spec.data_dir):
+                raise HostError(f"host {self.label}: data dir {spec.data_dir} for {spec.key} does not exist")
 
     def drop_page_cache(self) -> None:
         """CLEAR_CACHES: drop the host's page cache (root only; otherwise one warning)."""
