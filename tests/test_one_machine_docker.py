@@ -141,8 +141,12 @@ def run_py(perf: Path, config: Path, env: dict, *extra: str) -> tuple[int, str]:
 def test_image_builds_from_a_host_pip_with_only_find_links_and_a_cert(tmp_path, digits_data, wheels_dir, docker_client):
     perf = copy_inference_tree(tmp_path / "inference")
     dockerfile = perf / "docker_images" / "cpu" / "pytorch" / "Dockerfile"
-    token = uuid.uuid4().hex  # a Dockerfile no engine has built: this test builds the image
-    dockerfile.write_text(dockerfile.read_text() + f"# test build {token}\n")
+    # A Dockerfile no engine has built, so this test builds the image; the label marks every image
+    # of the builder stage (untagged, about 1 GB) so that the test removes them too.
+    token = uuid.uuid4().hex
+    builder = "FROM ${BASE_IMAGE} AS builder\n"
+    assert builder in dockerfile.read_text()
+    dockerfile.write_text(dockerfile.read_text().replace(builder, f"{builder}LABEL inferperf.test={token}\n", 1))
     env = pip_env(tmp_path, f"[global]\nfind-links = {wheels_dir}\ncert = {SYSTEM_CA}\n")
     workdir = tmp_path / "remote"
     config = one_machine_yaml(
@@ -169,6 +173,9 @@ def test_image_builds_from_a_host_pip_with_only_find_links_and_a_cert(tmp_path, 
         for tag in tags:  # this test's images only: their Dockerfile is this test's
             with contextlib.suppress(Exception):
                 docker_client.images.remove(tag, force=True)
+        for image in docker_client.images.list(all=True, filters={"label": f"inferperf.test={token}"}):
+            with contextlib.suppress(Exception):
+                docker_client.images.remove(image.id, force=True)
 
 
 @pytest.mark.docker
