@@ -10,8 +10,9 @@ those of the code as it stands:
   throughput   ``tools.measure.precision.throughput_interval`` on windows of 24, 48 and 88
                queries (the quick start's windows: resnet50, bert and vit run 24 to 88), against
                the generating process's long-run rate (batch / E[latency]);
-  stopped      the stop rule (``StopRule`` over ``measure_figures``, looking after every query
-               from 24 queries on, ±10 % as the shipped cases ask, capped at 2000 queries): the
+  stopped      the stop rule (``StopRule`` over ``measure_figures``, looking every 0.5 s of the
+               window's time as shipped (every second query of 0.25 s) from 24 queries on, ±10 %
+               as the shipped cases ask, capped at 2000 queries): the
                interval of the window where it first stopped, and how many queries that took;
   percentile   ``common.stats.percentile_ci`` (the interval every reported percentile gets) for
                p50 and p90 on windows of 64 to 511 queries (below 512, where p90's block
@@ -33,7 +34,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "inference"))
 
 from common.stats import MIN_SAMPLES_FOR_PERCENTILE, percentile, percentile_ci  # noqa: E402
-from tools.measure.precision import StopRule, Target, Timeline, measure_figures, throughput_interval  # noqa: E402
+from tools.measure.precision import CHECK_EVERY_S, StopRule, Target, Timeline, measure_figures, throughput_interval  # noqa: E402
 from tools.measure.settings import PRECISION_REACHED  # noqa: E402
 
 PHIS = (0.7, 0.8, 0.9)
@@ -99,7 +100,7 @@ def stopped_window(process: Process, rng: np.random.Generator) -> tuple[int | No
     """Queries at the stop rule's first look under ±10 % (None: not reached by the cap), and whether that
     window's interval covers the true rate."""
     ends = np.cumsum(process.latencies(rng, STOP_MAX_QUERIES))
-    target = Target(throughput=("qps",), precision=STOP_PRECISION, check_every_s=0.0)
+    target = Target(throughput=("qps",), precision=STOP_PRECISION, check_every_s=CHECK_EVERY_S)
     rule = StopRule(target, clock=lambda: 0, max_s=math.inf)
     for n in range(STOP_MIN_QUERIES, STOP_MAX_QUERIES + 1):
         figures: dict = {}

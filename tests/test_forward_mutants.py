@@ -309,8 +309,8 @@ def test_too_short_counts_wall_time_including_foo(monkeypatch):
     assert result.whole_time_s == pytest.approx(0.9, abs=1e-12) and result.foo_time_s == pytest.approx(0.6)
     assert result.verdict.reasons == [
         "too short: 1.5 s measured, min_duration_s is 10",
-        "not precise enough: core qps has no interval after 1.5 s (it needs at least 16 queries; precision 2%)",
-        "not precise enough: whole qps has no interval after 1.5 s (it needs at least 16 queries; precision 2%)",
+        "not precise enough: core qps has no interval after 1.5 s (it needs at least 16 queries, more if correlated; precision 2%)",
+        "not precise enough: whole qps has no interval after 1.5 s (it needs at least 16 queries, more if correlated; precision 2%)",
     ]
 
 

@@ -23,6 +23,7 @@ from tools.checks.audit import AuditResult
 from tools.measure import scenarios
 from tools.measure import stage as performance
 from tools.measure.contention import ContentionReading
+from tools.measure.precision import METHOD
 from tools.measure.scenarios import ScenarioRun, run_scenario
 from tools.measure.stage import (
     AUDIT_BUDGET_S,
@@ -200,20 +201,21 @@ def test_judge_row_offline_valid_and_its_failures():
     assert judge(uneven, ContentionReading(0.5, 3, 1.0, 2), config) == [
         "too few queries: 24 measured, min_query_count is 30",
         "too short: 0.024 s measured, min_duration_s is 1",
-        "not precise enough: qps ±62.0% after 0.024 s (precision 2%)",
+        "not precise enough: qps has no interval after 0.024 s (it needs at least 16 queries, more if correlated; precision 2%)",
         "contention: other processes used 50% of the 3 CPU(s) available to the benchmark during the measured phase (limit 10%)",
         "contention: 2 other process(es) held a compute context on the benchmark's GPU during the measured phase",
     ]
 
 
 def test_judge_row_headline_percentiles():
-    assert judge(scenario_run("single_stream", 63)) == ["not precise enough: p90 has no interval after 0.063 s (it needs at least 64 queries; precision 2%)"]
+    too_few = "not precise enough: p90 has no interval after 0.063 s (it needs at least 64 queries, more if correlated; precision 2%)"
+    assert judge(scenario_run("single_stream", 63)) == [too_few]
     assert judge(scenario_run("single_stream", 64)) == []
     assert judge_row(
         scenario_run("single_stream", 0), None, SimpleNamespace(min_query_count=0, min_duration_s=0.0, contention_limit=1.0), QUIET, None
     ).reasons == [
-        "not precise enough: qps has no interval after 0 s (it needs at least 16 queries; precision 2%)",
-        "not precise enough: p90 has no interval after 0 s (it needs at least 64 queries; precision 2%)",
+        "not precise enough: qps has no interval after 0 s (it needs at least 16 queries, more if correlated; precision 2%)",
+        "not precise enough: p90 has no interval after 0 s (it needs at least 64 queries, more if correlated; precision 2%)",
     ]
 
 
@@ -223,7 +225,7 @@ def test_judge_row_server_bound_and_no_throughput_precision():
     assert judge(uneven, bound=5.0) == []  # p99 5 ms == the bound: met
     assert judge(scenario_run("server", 662, latency_ns=5_010_000), bound=5.0) == ["p99 latency 5.01 ms exceeds latency_bound_ms 5"]
     assert judge(scenario_run("server", 662, latency_ns=9 * MS), bound=None) == []
-    too_few = "not precise enough: p99 has no interval after 0.661 s (it needs at least 662 queries; precision 2%)"
+    too_few = "not precise enough: p99 has no interval after 0.661 s (it needs at least 662 queries, more if correlated; precision 2%)"
     assert judge(scenario_run("server", 661), bound=5.0) == [too_few]
 
 
@@ -258,8 +260,8 @@ def test_row_record_offline_in_full():
             "latency_target": None,
             "achieved": 0.0,
             "figures": {"qps": 0.0},
-            "method": "batch means over equal-time blocks (lag-1 merged), Student t; percentiles: binomial order statistics widened by block percentiles",
-            "batches": {"qps": 8},
+            "method": METHOD,
+            "batches": {"qps": 24},
             "lag1": {"qps": 0.0},
             "stop_reason": "minimums met",
             "checks": 0,

@@ -17,7 +17,17 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from common.stats import MIN_SAMPLES_FOR_PERCENTILE, batched_half_width, percentile_ci, percentile_interval, percentile_ranks, relative_half_width, t975
+from common.stats import (
+    MIN_SAMPLES_FOR_PERCENTILE,
+    batched_half_width,
+    correlated_ranks,
+    percentile,
+    percentile_ci,
+    percentile_interval,
+    percentile_ranks,
+    relative_half_width,
+    t975,
+)
 from tools.measure import loop as forward
 from tools.measure import precision
 from tools.measure.contention import ContentionReading
@@ -130,11 +140,22 @@ def test_batched_half_width_by_hand():
     assert percentile_ci(flat, values, 50, 2) == percentile_interval(values, 50) == [1.0, 1.0]
     # Where the blocks agree (half-width 0) the order-statistic interval stands on both sides ...
     assert percentile_ci(many, sorted(many), 50, 2) == percentile_interval(sorted(many), 50) and percentile_interval(sorted(many), 50)[0] < 19.5
-    # ... and where they spread, the interval reaches as far as they do.
-    ordered = [float(k) for k in range(8) for _ in range(16)]
-    found = percentile_ci(ordered, sorted(ordered), 50, 2)
-    point, half = 3.5, batched_half_width(ordered, 50, 2)
-    assert found == [min(3.0, point - half), max(4.0, point + half)]
+    # ... below 512 queries at the effective sample size: a sawtooth's ranks are correlated (correlated_ranks)
+    few = many[:400]
+    lo, hi = correlated_ranks(few, 50)
+    plain = percentile_ranks(400, 50)
+    assert percentile_ci(few, sorted(few), 50, 2) == [sorted(few)[lo], sorted(few)[hi]] and (hi - lo) > 3 * (plain[1] - plain[0])
+    # ... and where they spread, the interval reaches as far as they do: 8 blocks of 16 whose levels differ
+    # a little (k / 2) under a scramble of 0..15 inside each block (ranks barely correlated)
+    ordered = [k / 2 + (j * 7 % 16) for k in (3, 7, 0, 5, 1, 6, 2, 4) for j in range(16)]
+    values = sorted(ordered)
+    found = percentile_ci(ordered, values, 50, 2)
+    lo, hi = correlated_ranks(ordered, 50)
+    point, half = percentile(values, 50), batched_half_width(ordered, 50, 2)
+    assert half > 0 and found == [min(values[lo], point - half), max(values[hi], point + half)]
+    # levels that climb block after block are correlated across the window: no honest interval ("± n/a")
+    climbing = [float(k) for k in range(8) for _ in range(16)]
+    assert percentile_ci(climbing, sorted(climbing), 50, 2) is None
     assert percentile_ci([1.0], [1.0], 50, 2) is None
 
 
@@ -174,32 +195,36 @@ def test_lag1():
 def test_interval_by_hand_when_blocks_hold_whole_queries():
     # 16 queries of 1 s: 8 blocks of 2 queries, block rates = the mean of two batch sizes
     sizes = [4, 6, 5, 5, 3, 7, 6, 4, 5, 5, 4, 6, 7, 3, 5, 5]
+    # 16 queries of 1 s: 16 blocks of one query each, the rates are the batch sizes
+    interval = throughput_interval(Timeline.tiled([(k + 1) * 1e9 for k in range(16)], [5] * 16))
+    assert (interval.value, interval.lo, interval.hi, interval.batches, interval.lag1) == (5.0, 5.0, 5.0, 16, 0.0)
+    sizes = [2, 8, 2, 8, 4, 6, 4, 6, 2, 8, 2, 8, 4, 6, 4, 6]
     interval = throughput_interval(Timeline.tiled([(k + 1) * 1e9 for k in range(16)], sizes))
-    rates = np.array([(sizes[2 * j] + sizes[2 * j + 1]) / 2 for j in range(8)])  # all 5.0 here
-    assert rates.tolist() == [5.0] * 8
-    assert (interval.value, interval.lo, interval.hi, interval.batches, interval.lag1) == (5.0, 5.0, 5.0, 8, 0.0)
-    sizes = [2, 2, 8, 8, 2, 2, 8, 8, 4, 4, 6, 6, 4, 4, 6, 6]
-    interval = throughput_interval(Timeline.tiled([(k + 1) * 1e9 for k in range(16)], sizes))
-    rates = np.array([2, 8, 2, 8, 4, 6, 4, 6], dtype=float)
-    r = max(lag1(rates), 0.0)
-    half = scipy_stats.t.ppf(0.975, 7) * rates.std(ddof=1) / math.sqrt(8) * math.sqrt((1 + r) / (1 - r))
-    assert interval.batches == 8 and interval.lag1 == pytest.approx(lag1(rates))
+    rates = np.array(sizes, dtype=float)
+    measured = lag1(rates)
+    corrected = max(measured + (1 + 3 * measured) / 16, 0.0)
+    r = corrected + math.sqrt((1 - corrected**2) / 16)  # bias-corrected, raised one standard error
+    effective = 16 * (1 - r) / (1 + r)
+    half = scipy_stats.t.ppf(0.975, int(effective) - 1) * rates.std(ddof=1) / math.sqrt(16) * math.sqrt((1 + r) / (1 - r))
+    assert measured < 0 and interval.batches == 16 and interval.lag1 == pytest.approx(measured) and interval.effective == pytest.approx(effective)
     assert (interval.lo, interval.hi) == pytest.approx((5 - half, 5 + half), rel=1e-4)
     assert interval.relative == pytest.approx(half / 5, rel=1e-4)
 
 
-def test_interval_merges_correlated_blocks_and_needs_16_queries():
+def test_interval_refuses_a_window_short_against_its_correlation_and_needs_16_queries():
     assert throughput_interval(Timeline.tiled(list(range(1, 16)), 1)) is None
     assert throughput_interval(Timeline.tiled([0] * 20, 1)) is None  # no time passed
-    # a slow wave over 64 queries: 32 blocks are strongly correlated, 16 still are, 8 is the floor
+    # a slow wave over 64 queries: one period, correlated across the window: no honest interval
     wave = [1e9 * (1.5 + math.sin(2 * math.pi * k / 64)) for k in range(64)]
-    interval = throughput_interval(Timeline.tiled(np.cumsum(wave), 1))
-    assert interval.batches == 8 and interval.lag1 > precision.LAG1_LIMIT
-    # independent times: 64 queries give 32 blocks, no merging
+    assert throughput_interval(Timeline.tiled(np.cumsum(wave), 1)) is None
+    # four periods of it in 256 queries: the blocks are worth enough independent ones
+    waves = throughput_interval(Timeline.tiled(np.cumsum(wave * 4), 1))
+    assert waves is not None and waves.batches == precision.FINE_BLOCKS and waves.lag1 > 0.5 and waves.effective >= precision.MIN_EFFECTIVE_BLOCKS
+    # independent times: 64 queries, 64 blocks, worth most of them
     rng = random.Random(3)
     flat = throughput_interval(Timeline.tiled(np.cumsum([1e9 * rng.uniform(0.9, 1.1) for _ in range(64)]), 1))
-    assert flat.batches == 32 and flat.lag1 <= precision.LAG1_LIMIT
-    assert throughput_interval(Timeline.tiled(np.cumsum([1e9] * 40), 1)).batches == 16  # at least 2 queries a block
+    assert flat.batches == 64 and flat.lag1 < 0.5 and flat.effective > 20
+    assert throughput_interval(Timeline.tiled(np.cumsum([1e9] * 40), 1)).batches == 40  # about one query a block
 
 
 def test_interval_covers_a_known_mean_in_at_least_90_percent_of_200_runs():
@@ -236,8 +261,8 @@ def test_measure_figures_and_reasons():
     few = measure_figures(target, {"qps": Timeline.tiled([MS, 2 * MS], 2)}, [MS, MS])
     assert few.widths() == {"qps": None, "p90": None}
     assert precision_reasons(target, few, {}, 0.002) == [
-        "not precise enough: qps has no interval after 0.002 s (it needs at least 16 queries; precision 2%)",
-        "not precise enough: p90 has no interval after 0.002 s (it needs at least 64 queries; precision 5%)",
+        "not precise enough: qps has no interval after 0.002 s (it needs at least 16 queries, more if correlated; precision 2%)",
+        "not precise enough: p90 has no interval after 0.002 s (it needs at least 64 queries, more if correlated; precision 5%)",
     ]
     wide = Figures({"qps": Interval(100.0, 95.2, 104.8, 8, 0.0)}, {"p90": (10.0, [9.0, 12.0])})
     assert precision_reasons(target, wide, {}, 60.0) == [
@@ -255,7 +280,8 @@ def test_measure_figures_and_reasons():
     # The headline percentile is numpy's linear one, with its order-statistic interval, from unsorted latencies.
     latencies = [int(MS * (1 + (k * 37 % 100) / 50)) for k in range(200)]
     found = measure_figures(target, {"qps": steady}, latencies).percentile["p90"]
-    assert found[0] == pytest.approx(float(np.percentile(latencies, 90))) and found[1] == percentile_interval(sorted(latencies), 90)
+    lo, hi = correlated_ranks(latencies, 90)
+    assert found[0] == pytest.approx(float(np.percentile(latencies, 90))) and found[1] == [sorted(latencies)[lo], sorted(latencies)[hi]]
 
 
 def test_drift_by_hand():
@@ -631,9 +657,13 @@ def test_a_rate_that_stepped_once_is_measured_again_and_one_that_keeps_falling_s
         result = precision.measured_once_more_on_drift(
             lambda: forward.timed_forward(engine, _sleeping_loader(), None, config, "inference"), lambda r: r.precision, lambda r: r.verdict.reasons
         )
-        first = result.precision["remeasured"]
-        assert first["drift"]["core qps"] < -0.3 and any(r.startswith("drifting: core qps fell ") for r in first["reasons"])
-        assert any(r.startswith("drifting: core qps fell ") for r in result.verdict.reasons) is not steady, result.verdict.reasons
+        if steady:  # the first window drifted (-67 %), the second, after the step, is steady and VALID
+            first = result.precision["remeasured"]
+            assert first["drift"]["core qps"] < -0.3 and any(r.startswith("drifting: core qps fell ") for r in first["reasons"])
+            assert result.verdict.valid, result.verdict.reasons
+        else:  # a rate that keeps falling is correlated across every third: no interval, INVALID as not precise (drift not judged)
+            assert not result.verdict.valid and result.precision["drift"]["core qps"] is None and "remeasured" not in result.precision
+            assert any(r.startswith("not precise enough: core qps has no interval after ") for r in result.verdict.reasons), result.verdict.reasons
 
 
 def test_a_row_that_stepped_once_keeps_the_second_windows_latencies(monkeypatch):

@@ -3,8 +3,8 @@
 
 tests/test_precision.py shows the method working (coverage, the stop rule on a fake clock, each
 reason provoked for real); this file pins what a small slip in the code would change: the
-float64 timelines, empty timelines, a part's borders, sub-nanosecond queries, a lag-1 of exactly
-``LAG1_LIMIT``, the AR(1) widening, the drift test's thirds just inside and just outside their
+float64 timelines, empty timelines, a part's borders, sub-nanosecond queries, the honest lag-1 and
+the effective number of blocks at their limits, the AR(1) widening, the drift test's thirds just inside and just outside their
 intervals, ties of the stop rule and of the settle test, and the row's intervals as
 ``tools.measure.rows`` writes them (docs/testing.md, "Mutation testing").
 """
@@ -18,7 +18,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from common.stats import LatencyStats, t975
+from common.stats import LatencyStats
 from tools.measure import precision
 from tools.measure.precision import (
     Drift,
@@ -92,32 +92,51 @@ def test_around_an_interval_whose_value_is_below_one():
 
 # ---- the interval ---------------------------------------------------------------------------------
 def test_one_nanosecond_of_time_gives_an_interval():
-    # 15 queries of no duration at 0 and one of 1 ns: 16 samples in 1 ns
+    # 15 queries of no duration at 0 and one of 1 ns: 16 samples in 1 ns, 16 blocks of 1/16 ns
     interval = throughput_interval(Timeline.tiled([0] * 15 + [1], 1))
-    assert interval is not None and interval.batches == 8 and interval.value == pytest.approx(16e9)
+    assert interval is not None and interval.batches == 16 and interval.value == pytest.approx(16e9)
 
 
-def test_positive_correlation_widens_the_interval_by_the_ar1_factor():
-    # 16 queries of 1 s in pairs: 8 blocks whose rates climb 1, 2, ..., 8 (lag-1 0.625, below MAX_LAG1)
-    sizes = [r for r in range(1, 9) for _ in range(2)]
-    interval = throughput_interval(Timeline.tiled([(k + 1) * 1e9 for k in range(16)], sizes))
-    rates = np.arange(1.0, 9.0)
+RATES = [6, 2, 3, 5, 5, 5, 5, 7, 7, 1, 3, 4, 4, 2, 3, 2]  # lag-1 exactly 0.2
+
+
+def _by_hand(rates: list[float]) -> tuple[float, float, float]:
+    """(honest lag-1, effective blocks, half-width) of 1-s queries carrying ``rates`` samples, worked out apart from the code."""
+    k = len(rates)
     r = _lag1_by_hand(rates)
-    assert r == pytest.approx(26.25 / 42) and 0 < r < precision.MAX_LAG1
+    corrected = max(r + (1 + 3 * r) / k, 0.0)
+    honest = corrected + math.sqrt((1 - corrected**2) / k)
+    effective = k * (1 - honest) / (1 + honest)
     scipy_stats = pytest.importorskip("scipy.stats")
-    half = scipy_stats.t.ppf(0.975, 7) * rates.std(ddof=1) * math.sqrt((1 + r) / (1 - r) / 8)
-    assert interval.batches == 8 and interval.value == pytest.approx(4.5) and interval.lag1 == pytest.approx(r)
-    assert (interval.hi - interval.lo) / 2 == pytest.approx(half, rel=1e-4) and (interval.hi + interval.lo) / 2 == pytest.approx(4.5)
+    half = scipy_stats.t.ppf(0.975, int(effective) - 1) * float(np.std(rates, ddof=1)) * math.sqrt((1 + honest) / (1 - honest) / k)
+    return honest, effective, half
 
 
-def test_a_lag1_of_exactly_the_limit_is_not_merged():
-    # 32 queries of 1 s in pairs: 16 blocks whose lag-1 is exactly 0.2 (LAG1_LIMIT), so they stay 16
-    rates = [6, 2, 3, 5, 5, 5, 5, 7, 7, 1, 3, 4, 4, 2, 3, 2]
-    assert _lag1_by_hand(rates) == precision.LAG1_LIMIT == 0.2
-    interval = throughput_interval(Timeline.tiled([(k + 1) * 1e9 for k in range(32)], [r for r in rates for _ in range(2)]))
-    assert (interval.batches, interval.value, interval.lag1) == (16, 4.0, 0.2)
-    half = t975(15) * float(np.std(rates, ddof=1)) * math.sqrt((1.2 / 0.8) / 16)
-    assert (interval.lo, interval.hi) == pytest.approx((4.0 - half, 4.0 + half))
+def test_positive_correlation_widens_the_interval_by_the_honest_ar1_factor():
+    # 16 queries of 1 s: 16 blocks (one query each) whose lag-1 is 0.2, raised to 0.3 + sqrt(0.91 / 16)
+    assert _lag1_by_hand(RATES) == 0.2
+    honest, effective, half = _by_hand(RATES)
+    assert honest == pytest.approx(0.3 + math.sqrt(0.91 / 16)) and int(effective) == 4
+    interval = throughput_interval(Timeline.tiled([(k + 1) * 1e9 for k in range(16)], RATES))
+    assert (interval.batches, interval.value, interval.lag1) == (16, 4.0, pytest.approx(0.2))
+    assert interval.effective == pytest.approx(effective) and (interval.lo, interval.hi) == pytest.approx((4.0 - half, 4.0 + half), rel=1e-4)
+
+
+def test_too_few_effective_blocks_or_too_much_correlation_gives_no_interval(monkeypatch):
+    timeline = Timeline.tiled([(k + 1) * 1e9 for k in range(16)], RATES)
+    honest, effective, _ = _by_hand(RATES)
+    monkeypatch.setattr(precision, "MIN_EFFECTIVE_BLOCKS", effective * (1 - 1e-9))
+    assert throughput_interval(timeline) is not None  # exactly enough blocks
+    monkeypatch.setattr(precision, "MIN_EFFECTIVE_BLOCKS", effective * (1 + 1e-9))
+    assert throughput_interval(timeline) is None
+    monkeypatch.setattr(precision, "MIN_EFFECTIVE_BLOCKS", 1.0)
+    monkeypatch.setattr(precision, "MAX_LAG1", honest * (1 + 1e-9))
+    assert throughput_interval(timeline) is not None
+    monkeypatch.setattr(precision, "MAX_LAG1", honest)
+    assert throughput_interval(timeline) is None  # a lag-1 at the limit is too much
+    # a rate that climbs across the whole window (1, 1, 2, 2, ..., 8, 8) is correlated across it: no interval
+    monkeypatch.undo()
+    assert throughput_interval(Timeline.tiled([(k + 1) * 1e9 for k in range(16)], [r for r in range(1, 9) for _ in range(2)])) is None
 
 
 # ---- precision, the stop rule and its sentences ------------------------------------------------------
@@ -203,7 +222,7 @@ def test_drift_just_inside_and_just_outside_the_thirds_intervals(ratio):
     assert drift(timeline, abs(found.change) * (1 - 1e-9)).drifting is (ratio > 1)
     if ratio > 1:
         assert drift_reason("qps", found) == f"drifting: qps rose {found.change:.0%} from the first to the last third"
-        assert drift_reason("qps", found).startswith("drifting: qps rose 33%")
+        assert drift_reason("qps", found).startswith("drifting: qps rose 51%")
 
 
 def test_drift_needs_both_thirds_and_a_first_third_that_did_work():
@@ -220,7 +239,7 @@ def test_drift_of_slow_and_of_nanosecond_timelines():
     assert slow.first.value == pytest.approx(0.5) and slow.change == pytest.approx(0.0, abs=1e-12) and slow.drifting is False
     # 48 queries of 1 ns: each third holds exactly 16, the least an interval needs
     tiny = drift(Timeline.tiled(range(1, 49), 1), 0.02)
-    assert (tiny.first.batches, tiny.last.batches) == (8, 8) and tiny.first.value == pytest.approx(1e9) and tiny.drifting is False
+    assert (tiny.first.batches, tiny.last.batches) == (16, 16) and tiny.first.value == pytest.approx(1e9) and tiny.drifting is False
 
 
 # ---- settle -------------------------------------------------------------------------------------------
@@ -294,11 +313,17 @@ def test_row_intervals_of_an_offline_run_that_slowed_by_one_percent():
     run = _run("offline", durations)
     config = SimpleNamespace(precision=0.02, latency_precision=None)
     out = row_intervals(run, config, Settle(0.5, 10, True, 2, 0.01), qps=123.0)
-    interval = throughput_interval(Timeline.tiled(np.cumsum(durations), 1))
-    assert interval.hi > interval.lo and out["qps_ci95"] == pytest.approx([123.0 * interval.lo / interval.value, 123.0 * interval.hi / interval.value])
-    assert row_intervals(run, config)["qps_ci95"] == pytest.approx([run.qps * interval.lo / interval.value, run.qps * interval.hi / interval.value])
+    # one step and no noise: the blocks' lag-1 is near 1, the window is correlated across its length: no interval
+    assert throughput_interval(Timeline.tiled(np.cumsum(durations), 1)) is None and out["qps_ci95"] is None
+    noisy = [MS + 1000 * (k % 7) for k in range(600)]
+    interval = throughput_interval(Timeline.tiled(np.cumsum(noisy), 1))
+    assert interval.hi > interval.lo and row_intervals(_run("offline", noisy), config, qps=123.0)["qps_ci95"] == pytest.approx(
+        [123.0 * interval.lo / interval.value, 123.0 * interval.hi / interval.value]
+    )
     stats = LatencyStats.from_ns(durations)
     assert out["latency_ci95"] == {name: stats.ci95[name] for name in PERCENTILES} and out["latency_ci95"]["p50"] is not None
+    # below 512 queries the same step leaves p50 without an honest interval: ranks correlated across the window ("± n/a")
+    assert LatencyStats.from_ns(durations[100:500]).ci95["p50"] is None
     block = out["precision"]
     assert (block["target"], block["checks"], block["stop_reason"], block["settle_s"], block["settle_block"]) == (0.02, 5, "precision reached", 0.5, 2)
     # 1 % slower: outside the thirds' (zero-width) intervals but within the 2 % asked for; asked for nothing, it drifts

@@ -11,10 +11,15 @@ number below the population's q-quantile is Binomial(n, q), so the sorted
 sample's values at two ranks chosen from that binomial's tails bracket the
 quantile with probability at least 95 %, whatever the latency distribution
 (``percentile_ranks``). Latencies are not independent on a real machine (a slow
-second follows a slow second), and that interval assumes they are; so where the
-queries fill at least ``BATCHED_MIN_BLOCKS`` consecutive blocks, the interval is
-widened to the batched one when that is wider: each block's own percentile,
-Student's t over their spread (batch means for a quantile, ``batched_half_width``).
+second follows a slow second), and that interval assumes they are; so below
+``CORRELATED_BELOW`` queries the ranks are taken at the latencies' effective sample size, n (1 - r) / (1 + r), with r the
+lag-1 autocorrelation of their ranks in the order they ran, corrected for its
+small-sample bias and raised one standard error (``honest_lag1``): too few
+effective samples for a bounded interval and there is none (None: "± n/a").
+Where the queries fill at least ``BATCHED_MIN_BLOCKS`` consecutive blocks, the
+interval is also widened to the batched one when that is wider: each block's own
+percentile, Student's t over their spread (batch means for a quantile,
+``batched_half_width``).
 The Student-t quantile used by the throughput intervals (``tools.measure.precision``)
 is here too.
 """
@@ -22,6 +27,7 @@ is here too.
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from dataclasses import asdict, dataclass, field
 from typing import Sequence
 
@@ -110,6 +116,56 @@ def percentile_ranks(n: int, q: float, confidence: float = CONFIDENCE) -> tuple[
     return lo, hi
 
 
+LAG1_UPPER_SD = 1.0  # a lag-1 estimate is raised by this many of its standard errors (honest_lag1)
+
+
+def lag1(values: Sequence[float]) -> float:
+    """Lag-1 autocorrelation of a series (0 for a constant one)."""
+    n = len(values)
+    if n < 2:
+        return 0.0
+    mean = sum(values) / n
+    centred = [v - mean for v in values]
+    denominator = sum(c * c for c in centred)
+    return sum(a * b for a, b in zip(centred, centred[1:])) / denominator if denominator > 0 else 0.0
+
+
+def honest_lag1(r: float, count: int) -> float:
+    """The lag-1 autocorrelation an interval assumes, from ``r`` measured over ``count`` values:
+    r + (1 + 3r) / n (the sample lag-1's bias under AR(1), Marriott and Pope), raised by
+    ``LAG1_UPPER_SD`` standard errors sqrt((1 - r^2) / n), never below 0. A short series that
+    happens to look uncorrelated must not pass for an independent one."""
+    corrected = max(r + (1 + 3 * r) / count, 0.0)
+    return corrected + LAG1_UPPER_SD * math.sqrt(max(1 - corrected**2, 0.0) / count)
+
+
+def effective_size(count: int, r: float) -> float:
+    """How many independent values ``count`` AR(1)-correlated ones (lag-1 ``r``) are worth."""
+    return count * (1 - r) / (1 + r) if r < 1 else 0.0
+
+
+def _ranks(values: Sequence[float]) -> list[int]:
+    """Each value's rank in the sample (ties share the lowest), in the values' own order."""
+    ordered = sorted(values)
+    return [bisect_left(ordered, v) for v in values]
+
+
+def correlated_ranks(ordered: Sequence[float], q: float, confidence: float = CONFIDENCE) -> tuple[int, int] | None:
+    """``percentile_ranks`` for latencies in the order they ran, at their effective sample size:
+    the binomial ranks of ``effective_size`` samples, carried to the same quantile levels of all
+    ``len(ordered)``; None when the effective sample is too small for a bounded interval."""
+    n = len(ordered)
+    if n < 2:
+        return percentile_ranks(n, q, confidence)
+    m = int(effective_size(n, honest_lag1(lag1(_ranks(ordered)), n)))
+    ranks = percentile_ranks(min(m, n), q, confidence)
+    if ranks is None or m >= n:
+        return ranks
+    lo = math.floor(ranks[0] * n / m)
+    hi = math.ceil((ranks[1] + 1) * n / m) - 1
+    return (lo, hi) if hi <= n - 1 else None
+
+
 def percentile_interval(sorted_values: list[float], q: float, confidence: float = CONFIDENCE) -> list[float] | None:
     """[lo, hi] bracketing the population's ``q``-th percentile (``percentile_ranks``), or None."""
     ranks = percentile_ranks(len(sorted_values), q, confidence)
@@ -118,6 +174,7 @@ def percentile_interval(sorted_values: list[float], q: float, confidence: float 
     return [sorted_values[ranks[0]], sorted_values[ranks[1]]]
 
 
+CORRELATED_BELOW = 512  # below this many queries (8 blocks of p90's floor) the ranks are taken at the effective sample size
 BATCHED_MIN_BLOCKS = 8  # fewer blocks than this: the order-statistic interval alone
 BATCHED_MAX_BLOCKS = 32
 BLOCK_MIN_QUERIES = 16  # a block holds at least this many queries, and at least the percentile's floor
@@ -140,10 +197,12 @@ def batched_half_width(ordered: Sequence[float], q: float, need: int) -> float |
 
 
 def percentile_ci(ordered: Sequence[float], sorted_values: list[float], q: float, need: int) -> list[float] | None:
-    """The reported interval of the ``q``-th percentile: the order-statistic interval, widened
-    to the batched one around the percentile where that reaches further (None as
-    ``percentile_interval``)."""
-    interval = percentile_interval(sorted_values, q)
+    """The reported interval of the ``q``-th percentile: the order-statistic interval (below
+    ``CORRELATED_BELOW`` queries at the latencies' effective sample size, ``correlated_ranks``),
+    widened to the batched one around the percentile where that reaches further. None when the
+    effective sample is too small for a bounded interval: the percentile is shown, its ``±`` is "n/a"."""
+    ranks = correlated_ranks(ordered, q) if len(ordered) < CORRELATED_BELOW else percentile_ranks(len(sorted_values), q)
+    interval = None if ranks is None else [sorted_values[ranks[0]], sorted_values[ranks[1]]]
     half = batched_half_width(ordered, q, need)
     if interval is None or half is None:
         return interval

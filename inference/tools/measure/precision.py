@@ -10,15 +10,19 @@ Terms (defined here once; the reasoning and the measured figures are in docs/mea
                falls in it (so a block is never judged by how many whole queries
                happen to end in it), divided by the block's length. The blocks'
                rates average to the window's throughput.
-  interval   = the 95 % confidence interval of the window's throughput, by batch
-               means: Student's t over the block rates (equal-length blocks make
-               the ratio samples / time a plain mean of the rates). Timings are
-               autocorrelated (a busy second follows a busy second), which batch
-               means tolerate when blocks are long against the correlation time:
-               when the block rates' lag-1 autocorrelation exceeds ``LAG1_LIMIT``
-               neighbouring blocks are merged (their length doubled), down to
-               ``MIN_BATCHES``; correlation left there widens the interval by the
-               AR(1) factor sqrt((1 + r) / (1 - r)).
+  interval   = the 95 % confidence interval of the window's throughput: the mean of
+               the block rates (equal-length blocks make the ratio samples / time a
+               plain mean of the rates) with an AR(1) long-run variance. The window
+               is cut into fine blocks (about one query each, at most
+               ``FINE_BLOCKS``); their lag-1 autocorrelation r is corrected for its
+               small-sample bias (+(1 + 3r) / k) and raised by one standard error
+               (``common.stats.honest_lag1``) (a short window that happens to look uncorrelated
+               must not pass as independent); the variance of the mean is then
+               s^2 / k x (1 + r) / (1 - r), and Student's t is taken at the
+               effective number of independent blocks, k (1 - r) / (1 + r). Below
+               ``MIN_EFFECTIVE_BLOCKS`` of them (or r >= ``MAX_LAG1``) there is no
+               interval: the window is too short against its correlation time to
+               say how precise it is ("± n/a"; the stop rule measures on).
   precision  = the interval's half-width over the figure (``±1.2%``). A measurement
                keeps issuing queries after its minimums until every judged figure
                is within its precision, or ``max_duration_s`` stops it (INVALID).
@@ -43,17 +47,18 @@ from typing import Callable, Sequence, TypeVar
 
 import numpy as np
 
-from common.stats import MIN_SAMPLES_FOR_PERCENTILE, percentile, percentile_ci, relative_half_width, t975
+from common.stats import MIN_SAMPLES_FOR_PERCENTILE, effective_size, honest_lag1, lag1, percentile, percentile_ci, relative_half_width, t975
 from tools.measure.settings import MINIMUMS_MET, OUT_OF_REACH, PRECISION_REACHED
 
-START_BATCHES = 32  # blocks a window is first cut into
-MIN_BATCHES = 8  # merging never goes below this many
-MIN_QUERIES = 2 * MIN_BATCHES  # an interval needs at least two queries per block on average
-LAG1_LIMIT = 0.2  # merge neighbouring blocks above this lag-1 autocorrelation
-MAX_LAG1 = 0.9  # correlation left at MIN_BATCHES is counted at most this strongly
+MIN_QUERIES = 16  # no interval from fewer queries, whatever their correlation
+FINE_BLOCKS = 64  # the window is cut into about one block per query, at most this many
+MIN_EFFECTIVE_BLOCKS = 3.0  # fewer effectively independent blocks: no interval
+MAX_LAG1 = 0.97  # a corrected lag-1 at or above this: no interval (correlated across the whole window)
+EXACT = 1e-9  # block rates whose spread is below this share of their mean are one rate (zero width)
 CHECK_EVERY_S = 0.5  # the stop rule looks at the figures at most this often ...
 CHECK_COST_SHARE = 0.02  # ... and spends at most this share of the time doing so
 OUT_OF_REACH_FACTOR = 4.0  # stop early when reaching the precision would take this many times max_duration_s
+OUT_OF_REACH_MIN_EFFECTIVE = 16.0  # ... judged only from intervals worth this many independent blocks (t's small-sample width is not the figure's)
 SETTLE_BLOCK_S = 0.25  # a settle block lasts at least this long ...
 SETTLE_MIN_BLOCK = 2  # ... and holds at least this many queries ...
 SETTLE_MAX_BLOCK = 1024  # ... and at most this many
@@ -93,10 +98,15 @@ class Timeline:
         return float(np.dot(self.samples, np.clip((t - self.begin_ns) / length, 0.0, 1.0)))
 
     def block_rates(self, blocks: int) -> np.ndarray:
-        """Samples per second of each of ``blocks`` equal parts of the window."""
+        """Samples per second of each of ``blocks`` equal parts of the window (``work_at`` at every
+        border, a few borders at a time against all queries)."""
         edges = np.linspace(0.0, self.span_ns, blocks + 1)
-        work = np.diff([self.work_at(t) for t in edges])
-        return work / (self.span_ns / blocks) * 1e9
+        length = np.maximum(self.end_ns - self.begin_ns, 1e-9)
+        done = np.empty(blocks + 1)
+        step = max(1, 1_000_000 // max(self.queries, 1))
+        for i in range(0, blocks + 1, step):
+            done[i : i + step] = np.clip((edges[i : i + step, None] - self.begin_ns) / length, 0.0, 1.0) @ self.samples
+        return np.diff(done) / (self.span_ns / blocks) * 1e9
 
     def part(self, start_ns: float, stop_ns: float) -> "Timeline":
         """The window [start_ns, stop_ns] as a timeline of its own: queries clipped to it,
@@ -125,6 +135,7 @@ class Interval:
     hi: float
     batches: int
     lag1: float
+    effective: float = math.inf  # independent blocks the batches are worth (``effective_size``)
 
     @property
     def relative(self) -> float:
@@ -137,31 +148,25 @@ class Interval:
         return [figure * self.lo / self.value, figure * self.hi / self.value]
 
 
-def lag1(values: np.ndarray) -> float:
-    """Lag-1 autocorrelation (0 for a constant series)."""
-    centred = values - values.mean()
-    denominator = float(np.dot(centred, centred))
-    return float(np.dot(centred[:-1], centred[1:])) / denominator if denominator > 0 else 0.0
-
-
 def throughput_interval(timeline: Timeline) -> Interval | None:
-    """Batch-means interval of the timeline's throughput (see the module docstring); None below ``MIN_QUERIES``."""
+    """The timeline's throughput with its 95 % interval (see the module docstring); None below
+    ``MIN_QUERIES``, or when the blocks are worth fewer than ``MIN_EFFECTIVE_BLOCKS`` independent ones."""
     if timeline.queries < MIN_QUERIES or not timeline.span_ns > 0:
         return None
-    blocks = START_BATCHES
-    while blocks > MIN_BATCHES and timeline.queries < 2 * blocks:
-        blocks //= 2
+    blocks = min(timeline.queries, FINE_BLOCKS)
     rates = timeline.block_rates(blocks)
-    rho = lag1(rates)
-    while rho > LAG1_LIMIT and blocks // 2 >= MIN_BATCHES:
-        rates = rates.reshape(-1, 2).mean(axis=1)
-        blocks //= 2
-        rho = lag1(rates)
-    mean = float(rates.mean())
-    r = min(max(rho, 0.0), MAX_LAG1)
-    inflation = (1 + r) / (1 - r)
-    half = t975(blocks - 1) * float(rates.std(ddof=1)) * math.sqrt(inflation / blocks)
-    return Interval(mean, mean - half, mean + half, blocks, rho)
+    rho = float(lag1(rates))
+    mean, spread = float(rates.mean()), float(rates.std(ddof=1))
+    if spread <= EXACT * abs(mean):  # the same rate in every block, to rounding: its lag-1 is the rounding's
+        return Interval(mean, mean, mean, blocks, rho, float(blocks))
+    r = honest_lag1(rho, blocks)
+    if r >= MAX_LAG1:
+        return None
+    independent = effective_size(blocks, r)
+    if independent < MIN_EFFECTIVE_BLOCKS:
+        return None
+    half = t975(max(int(independent) - 1, 1)) * spread * math.sqrt((1 + r) / (1 - r) / blocks)
+    return Interval(mean, mean - half, mean + half, blocks, rho, independent)
 
 
 # ---- what must be precise, and the stop rule -------------------------------------------------
@@ -247,14 +252,17 @@ class StopRule:
             return None
         self.checks += 1
         started = self.clock()
-        missing = imprecise(self.target, measure())
+        figures = measure()
+        missing = imprecise(self.target, figures)
         cost = self.clock() - started
-        if None in missing.values():  # too few queries for an interval yet: counting is cheap, look again next time
-            self.next_ns = None
+        if None in missing.values():  # no interval yet (too few queries, or a window short against its correlation):
+            self.next_ns = now_ns + int(cost / CHECK_COST_SHARE) if cost > 0 else None  # look again as soon as the look's cost allows
             return None
         self.next_ns = now_ns + max(int(self.target.check_every_s * 1e9), int(cost / CHECK_COST_SHARE))
         if not missing:
             return PRECISION_REACHED
+        if any((iv := figures.throughput.get(name)) is not None and iv.effective < OUT_OF_REACH_MIN_EFFECTIVE for name in missing):
+            return None  # too few independent blocks to extrapolate a throughput's width from
         elapsed_s = elapsed_ns / 1e9
         if any(needed_s(width, self.target.limit(name), elapsed_s) > OUT_OF_REACH_FACTOR * self.max_s for name, width in missing.items()):
             return OUT_OF_REACH
@@ -270,7 +278,8 @@ def precision_reasons(target: Target, figures: Figures, drifts: dict[str, "Drift
         limit = f"precision {target.limit(name) * 100:g}%"
         if width is None:
             need = MIN_QUERIES if name in figures.throughput else MIN_SAMPLES_FOR_PERCENTILE[name][1]
-            reasons.append(f"not precise enough: {name} has no interval after {elapsed_s:.3g} s (it needs at least {need} queries; {limit})")
+            more = "more if correlated"
+            reasons.append(f"not precise enough: {name} has no interval after {elapsed_s:.3g} s (it needs at least {need} queries, {more}; {limit})")
         else:
             early = f"; out of reach: about {needed_s(width, target.limit(name), elapsed_s):.3g} s needed" if stop == OUT_OF_REACH else ""
             reasons.append(f"not precise enough: {name} ±{width:.1%} after {elapsed_s:.3g} s ({limit}{early})")
@@ -413,7 +422,10 @@ def settle(call: Callable[[], int], clock: Callable[[], int], max_s: float) -> S
 
 
 # ---- the result's record -----------------------------------------------------------------------
-METHOD = "batch means over equal-time blocks (lag-1 merged), Student t; percentiles: binomial order statistics widened by block percentiles"
+METHOD = (
+    "mean of equal-time blocks with an AR(1) long-run variance (lag-1 bias-corrected and raised one standard error), "
+    "Student t at the effective number of blocks; percentiles: binomial order statistics at the effective sample size, widened by block percentiles"
+)
 
 
 def precision_block(target: Target, figures: Figures, settled: Settle, drifts: dict[str, Drift | None], checks: int, stop: str) -> dict:
