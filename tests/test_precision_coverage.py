@@ -66,3 +66,12 @@ def test_independent_latencies_keep_nearly_the_order_statistic_interval():
     plain = percentile_interval(sorted(ordered), 90)
     values = sorted(ordered)
     assert values[lo] <= plain[0] and values[hi] >= plain[1] and (values[hi] - values[lo]) < 1.8 * (plain[1] - plain[0])
+
+
+def test_a_percentile_without_an_honest_interval_renders_plus_minus_n_a():
+    from utils.results.summary import percentile_cell as cell
+
+    assert cell({"p90": 12.3}, "p90", 100, {"p90": None}) == "12.30 ± n/a"  # measured; its interval refused
+    assert cell({"p90": 12.3}, "p90", 100, {"p90": [12.0, 12.6]}) == "12.30 ±2.4%"
+    assert cell({"p90": 12.3}, "p90", 100, {}) == "12.30"  # a result written before intervals existed
+    assert cell({"p90": None}, "p90", 10, {"p90": None}) == "n/a (<64 queries)"

@@ -341,7 +341,7 @@ Performance rows (LoadGen-style, queries from a preloaded pool; latency per quer
 
 | case | host | bs | scenario | clients | qps (samples/s) | p50 ms/query | p90 ms/query | p99 ms/query | queries | MFU | verdict |
 |---|---|---|---|---|---|---|---|---|---|---|---|
-| resnet50:pytorch | h1 | 8 | offline | 2 | 50.50 ±1.0% | 2.00 | 3.00 ±0.5% | n/a (<662 queries) | 70 | 1.00% est. | valid |
+| resnet50:pytorch | h1 | 8 | offline | 2 | 50.50 ±1.0% | 2.00 ± n/a | 3.00 ±0.5% | n/a (<662 queries) | 70 | 1.00% est. | valid |
 | resnet50:pytorch | h1 | 1 | server @12.35, bound met | 1 | n/a (no queries) | n/a (<2 queries) | n/a (<64 queries) | \
 n/a (<662 queries) | 0 | n/a (peak unknown) | INVALID (1) |
 | resnet50:pytorch | h1 | 1 | server @10, bound MISSED | 1 | 9.00 | 1.00 | 2.00 | 3.00 | 700 | 0.20% est. | INVALID (1) |

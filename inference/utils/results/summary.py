@@ -187,6 +187,8 @@ def percentile_cell(latency: dict, name: str, count: int | None, intervals: dict
     missing, ``n/a (<N queries)`` if ``count`` queries were measured (too few for it), else ``-``."""
     value = latency.get(name)
     if value is not None:
+        if name in (intervals or {}) and intervals[name] is None:  # measured, but no honest interval (docs/measurement.md)
+            return f"{_fmt(value, 2)} ± n/a"
         return plus_minus(value, (intervals or {}).get(name))
     return f"n/a (<{MIN_SAMPLES_FOR_PERCENTILE[name][1]} queries)" if count is not None else "-"
 
