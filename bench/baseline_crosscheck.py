@@ -105,11 +105,14 @@ def main(argv: list[str] | None = None) -> int:
         for name, value, figure in zip(ratios, found, judged):
             ratios[name].append(value)
             valid.setdefault(name, []).append(figure["verdict"]["valid"])
-        width = gemm["relative_half_width"] or 0.0
+
+        def width(figure: dict) -> str:
+            return "no interval" if figure["relative_half_width"] is None else f"±{figure['relative_half_width']:.1%}"
+
         print(
-            f"round {round_}: base_gemm {gemm['value'] / 1e9:.1f} GFLOP/s ±{width:.1%} ({'valid' if gemm['verdict']['valid'] else 'INVALID'}), "
+            f"round {round_}: base_gemm {gemm['value'] / 1e9:.1f} GFLOP/s {width(gemm)} ({'valid' if gemm['verdict']['valid'] else 'INVALID'}), "
             f"onnxruntime {ortmm / 1e9:.1f}, torch.mm {mm / 1e9:.1f}, numpy {npmm / 1e9:.1f} GFLOP/s; base_stream copy {copy['value'] / 1e9:.2f} GB/s "
-            f"±{(copy['relative_half_width'] or 0.0):.1%} ({'valid' if copy['verdict']['valid'] else 'INVALID'}), "
+            f"{width(copy)} ({'valid' if copy['verdict']['valid'] else 'INVALID'}), "
             f"numpy copyto {npcopy / 1e9:.2f}, torch copy_ {tcopy / 1e9:.2f} GB/s"
         )
     for name, values in ratios.items():
