@@ -219,7 +219,7 @@ def test_exported_onnx_matches_torch_and_the_engine_path_agrees(trained):
 def test_config_files_have_the_expected_keys_and_no_overlap():
     configurations, parameters = load_yaml("configurations.yaml"), load_yaml("parameters.yaml")
     resnet50 = yaml.safe_load((CONFIG_DIR.parent / "resnet50" / "configurations.yaml").read_text())
-    # resnet50 lowers min_query_count for its cost on 2 cores; digits keeps the framework's. Both ask
+    # resnet50 writes out min_query_count (the framework's 64); digits leaves it to the default. Both ask
     # the ±10 % the 2-core machine reaches (docs/measurement.md, "The shipped cases").
     assert set(configurations) == set(resnet50) - {"min_query_count"} and "min_query_count" not in configurations
     assert configurations["precision"] == resnet50["precision"] == 0.10
