@@ -34,6 +34,7 @@ BASE_PREFIX = "base_"
 def is_base_case(case: str) -> bool:
     return case.startswith(BASE_PREFIX)
 
+
 # What every started process learns of the run's hosts (utils/executors/base.py::child_env), for a
 # case that spans them (benchmarks/base_common.py's all-reduce): the hosts' addresses in HOSTS
 # order, comma-separated; this host's index there; the run id.
