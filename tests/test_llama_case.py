@@ -94,7 +94,7 @@ def test_case_end_to_end_through_run_inference(first_run):
     for cell in llm["table"]:
         assert cell["ttft_ms"]["p50"] > 0 and cell["tpot_ms"]["p50"] > 0 and cell["output_tokens_per_s"] > 0
         assert cell["kv_cache_mib"] == pytest.approx(2 * 2 * 2 * 16 * 4 * cell["batch_size"] * 20 / 2**20)
-        assert set(cell["verdict"]) == {"valid", "reasons"} and cell["precision"]["target"] == 0.5
+        assert {"valid", "reasons"} <= set(cell["verdict"]) <= {"valid", "reasons", "not_judged"} and cell["precision"]["target"] == 0.5
     server = llm["server"][0]
     assert server["target_qps"] == 20 and server["requests"] >= 8 and server["ttft_bound_met"] in (True, False, None)
     assert server["bound_percentile"] == "p50" and server["stop_reason"] in ("precision reached", "max_duration_s reached")

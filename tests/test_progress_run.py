@@ -68,15 +68,19 @@ def test_parser_finds_the_seven_steps_and_sane_progress_in_real_output(pipeline_
         lines = [p for p in progress if p["phase"] == phase]
         last = lines[-1]
         assert last["done"] == last["target"] > 0 and last["eta_s"] == 0.0, lines
-        # at most two lines a second of the phase, plus the last one
-        assert len(lines) <= 2 * last["elapsed_s"] + 2, lines
-        running = lines[:-1]
-        for p in running:
+        # A window that drifted is measured once more (docs/measurement.md, "Drift"): its lines start
+        # again from elapsed 0. Per window: at most two lines a second of the window, plus its last one.
+        windows: list[list[dict]] = []
+        for p in lines:
+            if not windows or p["elapsed_s"] < windows[-1][-1]["elapsed_s"]:
+                windows.append([])
+            windows[-1].append(p)
+        for window in windows:
+            assert len(window) <= 2 * window[-1]["elapsed_s"] + 2, window
+        for p in lines[:-1]:
             assert 0 < p["done"] <= p["target"] and p["target"] >= 64 and 0 <= p["eta_s"] <= 600, p
-        if running:
-            # the promised end (elapsed + ETA) of the latest running line is near the real one
-            p = running[-1]
-            assert abs(p["elapsed_s"] + p["eta_s"] - last["elapsed_s"]) <= 1.0 + 0.5 * last["elapsed_s"], (p, last)
+        # How near a running line's ETA comes to the real end depends on the machine's speed from second to
+        # second: tests/test_progress_units.py checks the ETA's arithmetic on a fake clock instead.
     assert any(p["eta_s"] > 0 for p in progress), "no PROGRESS line with a remaining time"
 
 

@@ -456,8 +456,17 @@ class Terminated(BaseException):
     """SIGTERM, raised where the run is so that it unwinds as an interrupt does."""
 
 
+class Interrupted(BaseException):
+    """SIGINT, raised where the run is, as SIGTERM is: not through asyncio.run's own SIGINT handling,
+    which cancels the main task and waits for it to unwind (a CI run once saw that wait outlast 60 s)."""
+
+
 def _terminate(signum, _frame) -> None:
     raise Terminated()
+
+
+def _interrupt(signum, _frame) -> None:
+    raise Interrupted()
 
 
 def main(argv: list[str] | None = None, results_root: Path | None = None) -> int:
@@ -466,12 +475,16 @@ def main(argv: list[str] | None = None, results_root: Path | None = None) -> int
 
     argv = sys.argv[1:] if argv is None else argv
     root = Path(results_root) if results_root is not None else Path(__file__).resolve().parents[2] / "result"
-    previous = signal.signal(signal.SIGTERM, _terminate) if threading.current_thread() is threading.main_thread() else None
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = {sig: signal.signal(sig, handler) for sig, handler in ((signal.SIGTERM, _terminate), (signal.SIGINT, _interrupt))} if main_thread else {}
     try:
         return run(argv, root)
     except Terminated:
         print("terminated: nothing written", file=sys.stderr)
         return 143
+    except Interrupted:
+        print("interrupted: nothing written", file=sys.stderr)
+        return 130
     except InferPerfError as exc:
         print(f"error: {one_line(exc)}", file=sys.stderr)
         return exc.exit_code
@@ -479,8 +492,8 @@ def main(argv: list[str] | None = None, results_root: Path | None = None) -> int
         print("interrupted: nothing written", file=sys.stderr)
         return 130
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 if __name__ == "__main__":
