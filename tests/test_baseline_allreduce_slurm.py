@@ -17,6 +17,10 @@ from tests.conftest import copy_inference_tree, wait_no_processes
 from tests.infra.docker_env import require
 from tests.infra.slurm import SlurmUnavailable, start_slurm
 
+# Four slurmd and four torch ranks on the 2-CPU machine: under the parallel part's load a CI run saw
+# Slurm cancel the shared-directory probe job on a node that had not answered in time; run alone.
+pytestmark = pytest.mark.serial
+
 
 @pytest.mark.parametrize("nodes", [2, 4])
 def test_allreduce_over_slurm_nodes_reports_algbw_and_busbw(tmp_path, nodes):
