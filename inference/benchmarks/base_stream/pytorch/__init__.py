@@ -3,14 +3,7 @@
 No data set, model or engine: the pipeline runs baseline_stage (benchmarks/base_common.py).
 """
 
-from benchmarks.base_common import CASE_FUNCTIONS, stream_stage
-
-build_dataloader = CASE_FUNCTIONS["build_dataloader"]
-create_model = CASE_FUNCTIONS["create_model"]
-evaluator = CASE_FUNCTIONS["evaluator"]
-model_forward = CASE_FUNCTIONS["model_forward"]
-export_model = CASE_FUNCTIONS["export_model"]
-engine_forward = CASE_FUNCTIONS["engine_forward"]
-baseline_stage = stream_stage
+from benchmarks.base_common import build_dataloader, create_model, engine_forward, evaluator, export_model, model_forward  # noqa: F401
+from benchmarks.base_common import stream_stage as baseline_stage
 
 __all__ = ["build_dataloader", "create_model", "evaluator", "model_forward", "export_model", "engine_forward", "baseline_stage"]
