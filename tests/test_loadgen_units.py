@@ -64,7 +64,7 @@ def test_the_stage_runs_a_row_under_the_generator_the_config_names(tmp_path):
     stage.rows_for(sleeping(0.0005), 2)
     stage.config.load_generator = "mlperf"
     stage.rows_for(sleeping(0.0005), 2)
-    inferperf, mlperf = stage.report.rows
+    inferperf, mlperf = (row.to_json() for row in stage.report.rows)
     assert inferperf["load_generator"] == "inferperf" and "loadgen" not in inferperf
     assert mlperf["load_generator"] == "mlperf" and mlperf["loadgen"]["result_validity"] == "VALID"
     assert mlperf["verdict"] == {"valid": True, "reasons": []}
@@ -76,7 +76,7 @@ def test_the_stage_runs_a_row_under_the_generator_the_config_names(tmp_path):
 def test_a_latency_bound_no_engine_meets_is_loadgens_invalid_in_the_row(tmp_path):
     stage = stage_for(tmp_path, scenario=["server"], target_qps=2000.0, latency_bound_ms=0.5, min_duration_s=0.5)
     stage.rows_for(sleeping(0.002), 2)  # every query takes 2 ms, the bound is 0.5 ms
-    (row,) = stage.report.rows
+    (row,) = (row.to_json() for row in stage.report.rows)
     assert row["loadgen"]["result_validity"] == "INVALID" and row["latency_bound_met"] is False
     (reason,) = [r for r in row["verdict"]["reasons"] if r.startswith("mlperf loadgen")]
     assert reason.startswith("mlperf loadgen: INVALID: ") and "latency constraint not met" in reason and "early stopping not met (" in reason
@@ -104,7 +104,7 @@ def test_an_engine_that_speeds_up_after_the_probe_misses_loadgens_min_duration(t
 
     stage = stage_for(tmp_path, min_duration_s=1.0, warmup=0)
     stage.rows_for(engine, 2)
-    (row,) = stage.report.rows
+    (row,) = (row.to_json() for row in stage.report.rows)
     assert row["loadgen"]["probe"]["latency_ns"] > 4_000_000
     assert row["loadgen"]["conditions"]["min_duration_met"] is False and row["stop_reason"] == "loadgen: minimums not met"
     assert any(r.startswith("mlperf loadgen: INVALID: min duration not met") for r in row["verdict"]["reasons"]), row["verdict"]

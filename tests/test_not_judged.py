@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+from common.record import PerformanceRow
 from common.stats import LatencyStats
 from tests.test_performance_units import CONFIG, QUIET, scenario_run
 from tools.measure.contention import ContentionReading
@@ -40,7 +41,7 @@ def test_a_window_too_short_for_drift_says_so_and_one_long_enough_is_judged():
 
 def test_the_result_labels_what_was_not_judged_where_it_applies():
     inference = SimpleNamespace(verdict=Verdict(not_judged=["contention: not judged (x)"]))
-    row = {"batch_size": 8, "scenario": "offline", "clients": 1, "verdict": {"valid": True, "reasons": [], "not_judged": [DRIFT]}}
+    row = PerformanceRow.from_json({"batch_size": 8, "scenario": "offline", "clients": 1, "verdict": {"valid": True, "reasons": [], "not_judged": [DRIFT]}})
     performance = SimpleNamespace(rows=[row], engine_reasons=[], engine_not_judged=["audits: not judged (audits: false in the case config)"])
     verdict = overall_verdict(None, inference, performance)
     assert verdict.valid and verdict.not_judged == [

@@ -12,11 +12,13 @@ one after another, so that the fake clock stays deterministic.
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
 import torch
 
+from common.record import PerformanceRow, Verdict
 from common.stats import LatencyStats
 from tools.checks import audit
 from tools.checks.audit import AuditResult
@@ -48,14 +50,25 @@ def test_constants():
 
 # ---- PerformanceReport.best -------------------------------------------------------------
 def row(bs, scenario, clients, qps, p90=None, mean=None, valid=True):
-    return {
-        "batch_size": bs,
-        "scenario": scenario,
-        "clients": clients,
-        "qps": qps,
-        "latency_ms": {"p90": p90, "mean": mean},
-        "verdict": {"valid": valid, "reasons": [] if valid else ["x"]},
-    }
+    return PerformanceRow.from_json(
+        {
+            "batch_size": bs,
+            "scenario": scenario,
+            "clients": clients,
+            "qps": qps,
+            "latency_ms": {"p90": p90, "mean": mean},
+            "verdict": {"valid": valid, "reasons": [] if valid else ["x"]},
+        }
+    )
+
+
+def record_of(*args, **kwargs) -> dict:
+    """row_record's row as result.json has it."""
+    return row_record(*args, **kwargs).to_json()
+
+
+def rows_of(stage) -> list[dict]:
+    return [r.to_json() for r in stage.report.rows]
 
 
 def test_best_prefers_valid_rows():
@@ -232,7 +245,7 @@ def test_judge_row_server_bound_and_no_throughput_precision():
 def test_row_record_offline_in_full():
     run = scenario_run("offline", 24, latency_ns=2 * MS, bs=4)
     test01 = {"passed": True, "detail": "fine"}
-    record = row_record(run, CONFIG, QUIET, test01)
+    record = record_of(run, CONFIG, QUIET, test01)
     stats = LatencyStats.from_ns([2 * MS] * 24)
     assert record == {
         "batch_size": 4,
@@ -274,6 +287,9 @@ def test_row_record_offline_in_full():
         },
         # 24 queries: 8 in a third, too few for its own interval, so drift could not be judged (and says so)
         "verdict": {"valid": True, "reasons": [], "not_judged": ["drift of qps: not judged (a third of the window is too short for its own interval)"]},
+        "started_at_unix": None,  # row_record alone: the stage adds the run's wall-clock window
+        "finished_at_unix": None,
+        "load_generator": "inferperf",
     }
 
 
@@ -281,15 +297,15 @@ def test_row_record_server_bound_and_test01():
     run = scenario_run("server", 662, latency_ns=5 * MS, target=100.0)
     failed = {"passed": False, "detail": "TEST01 failed"}
     search = {"upper_qps": 1.0, "trials": []}
-    record = row_record(run, CONFIG, QUIET, failed, search)
+    record = record_of(run, CONFIG, QUIET, failed, search)
     assert (record["latency_bound_ms"], record["latency_bound_met"], record["server_search"]) == (5.0, True, search)
     assert record["latency_ms"]["p99"] == 5.0 and record["target_qps"] == 100.0 and record["issued_qps"] == 90.0
     assert record["verdict"] == {"valid": False, "reasons": ["TEST01 failed"]}
-    slow = row_record(scenario_run("server", 662, latency_ns=6 * MS), CONFIG, QUIET, {"passed": None, "detail": "n"})
+    slow = record_of(scenario_run("server", 662, latency_ns=6 * MS), CONFIG, QUIET, {"passed": None, "detail": "n"})
     assert slow["latency_bound_met"] is False and slow["verdict"]["reasons"] == ["p99 latency 6 ms exceeds latency_bound_ms 5"]
-    few = row_record(scenario_run("server", 10), CONFIG, QUIET, None)
+    few = record_of(scenario_run("server", 10), CONFIG, QUIET, None)
     assert few["latency_bound_met"] is None and few["latency_bound_ms"] == 5.0
-    empty = row_record(scenario_run("offline", 0), SimpleNamespace(**{**vars(CONFIG), "min_query_count": 0}), QUIET, None)
+    empty = record_of(scenario_run("offline", 0), SimpleNamespace(**{**vars(CONFIG), "min_query_count": 0}), QUIET, None)
     assert empty["latency_ms"] == {"p50": None, "p90": None, "p99": None, "p99_9": None, "mean": None}
     assert empty["latency_notes"] == [] and empty["qps"] is None
 
@@ -470,7 +486,7 @@ def test_rows_for_offline_and_single_stream(monkeypatch, caplog_loguru):
     assert [c[0] is pool[0][0] for c in rig.calls[:3]] == [True] * 3
     assert rig.calls[3][0] is pool[0][0] and rig.calls[4][0] is pool[1][0]
     assert rig.syncs >= 2
-    rows = stage.report.rows
+    rows = rows_of(stage)
     assert [(r["scenario"], r["clients"]) for r in rows] == [("offline", 1), ("offline", 2), ("single_stream", 1)]
     assert [r["queries"] for r in rows] == [24, 24, 64]  # single_stream: at least p90's floor
     assert rows[0]["qps"] == 48 / 0.024 and rows[0]["batch_size"] == 2
@@ -504,7 +520,7 @@ def test_rows_for_without_audits_builds_its_own_pool(monkeypatch, caplog_loguru)
     stage, _ = make_stage(rig, audits=False, warmup=0, device="cuda:1")
     stage.rows_for(rig.engine, 4)
     assert len(rig.calls) == 1 + 24 and rig.calls[0][0].shape == (4, 2)
-    (r,) = stage.report.rows
+    (r,) = rows_of(stage)
     assert r["batch_size"] == 4 and r["accuracy_in_performance_mode"] is None
     assert rig.runs[0]["sample_pool_indices"] == frozenset() and rig.devices == ["cuda:1"]
     assert r["verdict"]["reasons"] == ["contention: other processes used 50% of the 1 CPU(s) available to the benchmark during the measured phase (limit 10%)"]
@@ -518,7 +534,7 @@ def test_rows_for_a_valid_row_and_a_zero_time_row(monkeypatch, caplog_loguru):
     rig = Rig(monkeypatch)
     stage, _ = make_stage(rig)
     stage.rows_for(rig.engine, 2)
-    assert stage.report.rows[0]["verdict"] == {
+    assert rows_of(stage)[0]["verdict"] == {
         "valid": True,
         "reasons": [],
         "not_judged": ["drift of qps: not judged (a third of the window is too short for its own interval)"],
@@ -526,7 +542,7 @@ def test_rows_for_a_valid_row_and_a_zero_time_row(monkeypatch, caplog_loguru):
     assert caplog_loguru[-1]["message"] == "performance bs=2 offline clients=1: 2000.00 qps, valid"
     rig.cost_ns = 0
     stage.rows_for(rig.engine, 2)
-    assert stage.report.rows[1]["qps"] is None
+    assert rows_of(stage)[1]["qps"] is None
     assert caplog_loguru[-1]["message"].startswith("performance bs=2 offline clients=1: n/a qps, INVALID: ")
 
 
@@ -534,7 +550,7 @@ def test_server_rows_use_the_target_and_the_seed(monkeypatch):
     rig = Rig(monkeypatch)
     stage, _ = make_stage(rig, scenario=["server"], target_qps=600.0, seed=5, min_query_count=10, latency_bound_ms=50.0, latency_precision=0.5)
     stage.rows_for(rig.engine, 2)
-    (r,) = stage.report.rows
+    (r,) = rows_of(stage)
     assert r["queries"] == 662 and r["target_qps"] == 600.0 and r["latency_bound_ms"] == 50.0
     assert rig.runs[0]["seed"] == 5 and rig.runs[0]["target_qps"] == 600.0 and rig.runs[0]["scenario"] == "server"
     clock = FakeClock()
@@ -570,7 +586,7 @@ def test_test01_fails_when_outputs_under_load_differ(monkeypatch):
         return [inputs[0] * 2.0 + (0.0 if k < 3 else 1000.0)], 0.0  # warm-up and references exact, then off
 
     stage.rows_for(drifting, 2)
-    (r,) = stage.report.rows
+    (r,) = rows_of(stage)
     test01 = r["accuracy_in_performance_mode"]
     assert test01["passed"] is False and test01["figures"]["compared"] >= 2
     assert r["verdict"]["reasons"] == [test01["detail"]]
@@ -580,7 +596,7 @@ def test_search_row_finds_the_highest_target_meeting_the_bound(monkeypatch):
     rig = Rig(monkeypatch, cost_ns=MS)
     stage, _ = make_stage(rig, scenario=["server"], server_search=True, clients=[1], latency_bound_ms=3.0, min_query_count=10, latency_precision=0.9)
     stage.rows_for(rig.engine, 2)
-    (r,) = stage.report.rows
+    (r,) = rows_of(stage)
     search = r["server_search"]
     assert rig.runs[0]["scenario"] == "offline" and rig.runs[0]["sample_pool_indices"] == frozenset()
     assert search["upper_qps"] == 20 / 0.01  # the offline run: 2 samples per 1 ms
@@ -601,7 +617,7 @@ def test_search_row_when_no_target_meets_the_bound(monkeypatch):
     stage, _ = make_stage(rig, scenario=["server"], server_search=True, latency_bound_ms=0.5, min_query_count=10, latency_precision=0.9)
     stage.report.engine_reasons.append("engine-wide")
     stage.rows_for(rig.engine, 2)
-    (r,) = stage.report.rows
+    (r,) = rows_of(stage)
     trials = r["server_search"]["trials"]
     assert len(trials) == 7 and not any(t["met"] for t in trials) and trials[-1]["target_qps"] == 2000.0 / 64
     assert r["target_qps"] == 2000.0 / 64 and r["contention"]["cpus"] == 8  # the last run's reading
@@ -616,7 +632,7 @@ def test_search_row_of_an_engine_that_takes_no_time(monkeypatch):
     rig = Rig(monkeypatch, cost_ns=0)
     stage, _ = make_stage(rig, scenario=["server"], server_search=True, latency_bound_ms=1.0, audits=False, max_duration_s=10_000.0)
     stage.rows_for(rig.engine, 2)
-    (r,) = stage.report.rows
+    (r,) = rows_of(stage)
     assert r["server_search"] == {"upper_qps": None, "trials": [{"target_qps": 1.0, "p99_ms": 0.0, "met": True}]}
     assert r["target_qps"] == 1.0
 
@@ -624,9 +640,10 @@ def test_search_row_of_an_engine_that_takes_no_time(monkeypatch):
 def test_engine_wide_adds_the_late_reason_once():
     stage = PerformanceStage.__new__(PerformanceStage)
     stage.report = PerformanceReport(engine_reasons=["e1", "own"])
-    row_ = {"verdict": {"valid": False, "reasons": ["own"]}}
-    assert stage._engine_wide(row_, "late")["verdict"] == {"valid": False, "reasons": ["own", "late", "e1"]}
-    assert stage._engine_wide({"verdict": {"valid": True, "reasons": []}})["verdict"]["reasons"] == ["e1", "own"]
+    row_ = row(1, "offline", 1, 1.0, valid=False)
+    own = replace(row_, verdict=Verdict(("own",)))
+    assert stage._engine_wide(own, "late").verdict.to_json() == {"valid": False, "reasons": ["own", "late", "e1"]}
+    assert stage._engine_wide(row(1, "offline", 1, 1.0)).verdict.reasons == ("e1", "own")
 
 
 # ---- edges found by mutation testing -----------------------------------------------------------
@@ -650,9 +667,9 @@ def test_make_pool_memory_of_one_byte_samples():
 
 
 def test_row_record_bound_met_only_for_server_rows_with_a_p99():
-    offline = row_record(scenario_run("offline", 662), CONFIG, QUIET, None)
+    offline = record_of(scenario_run("offline", 662), CONFIG, QUIET, None)
     assert offline["latency_bound_ms"] is None and offline["latency_bound_met"] is None
-    empty = row_record(scenario_run("server", 0), CONFIG, QUIET, None)
+    empty = record_of(scenario_run("server", 0), CONFIG, QUIET, None)
     assert empty["latency_bound_met"] is None and empty["latency_ms"]["p99"] is None
 
 
@@ -667,7 +684,7 @@ def test_references_are_copies_of_a_reused_output_buffer(monkeypatch):
         return [buffer], 0.0
 
     stage.rows_for(reusing, 2)
-    test01 = stage.report.rows[0]["accuracy_in_performance_mode"]
+    test01 = rows_of(stage)[0]["accuracy_in_performance_mode"]
     assert test01["passed"] is True and test01["figures"]["compared"] >= 2
 
 
@@ -682,7 +699,7 @@ def test_outputs_without_clone_are_kept_as_they_are(monkeypatch):
         return [np.asarray(inputs[0] * 2.0)], 0.0
 
     stage.rows_for(numpy_engine, 2)
-    assert stage.report.rows[0]["accuracy_in_performance_mode"]["passed"] is True
+    assert rows_of(stage)[0]["accuracy_in_performance_mode"]["passed"] is True
 
 
 def test_test01_uses_the_configured_tolerance_and_precision(monkeypatch):
@@ -696,7 +713,7 @@ def test_test01_uses_the_configured_tolerance_and_precision(monkeypatch):
         return [inputs[0] * (1.0 if k < 3 else 1.01)], 0.0  # 1 % off under load: over fp32's default
 
     stage.rows_for(drifting, 2)
-    test01 = stage.report.rows[0]["accuracy_in_performance_mode"]
+    test01 = rows_of(stage)[0]["accuracy_in_performance_mode"]
     assert test01["passed"] is True and test01["detail"].endswith(" of the RMS, fp32)")
 
 
@@ -713,6 +730,6 @@ def test_search_rows_carry_their_test01(monkeypatch, bound):
     rig = Rig(monkeypatch, cost_ns=MS)
     stage, _ = make_stage(rig, scenario=["server"], server_search=True, latency_bound_ms=bound, min_query_count=10)
     stage.rows_for(rig.engine, 2)
-    (r,) = stage.report.rows
+    (r,) = rows_of(stage)
     assert r["accuracy_in_performance_mode"]["passed"] is True
     assert r["accuracy_in_performance_mode"]["figures"]["compared"] >= 1

@@ -10,12 +10,13 @@ from __future__ import annotations
 import json
 import random
 from datetime import datetime, timezone
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
-from common.record import read_latencies
+from common.record import PerformanceRow, read_latencies, read_result
 from common.stats import LatencyStats
 from tools.measure.contention import ContentionReading
 from tools.measure.loop import PhaseResult
@@ -32,6 +33,8 @@ from tools.results.result import (
     write_failure,
     write_result,
 )
+
+GOLDEN_DIGITS = Path(__file__).parent / "fixtures" / "golden" / "results" / "digits"
 
 
 def phase(name, samples, whole, core, accuracy, reasons=(), latencies=(1_000_000, 3_000_000), span=None, **extra):
@@ -90,7 +93,7 @@ STARTED = datetime(2026, 3, 4, 5, 6, 7, 890, tzinfo=timezone.utc)
 def build(**kwargs):
     args = dict(config=config(), validation=None, inference=None, engine=None, engine_info={}, e2e_time_s=1.0, steps={}, cache={}, env={}, started_at=STARTED)
     args.update(kwargs)
-    record = build_result(**args)
+    record = build_result(**args).to_json()
     finished = datetime.fromisoformat(record.pop("finished_at"))
     assert finished.tzinfo is not None and abs((datetime.now(timezone.utc) - finished).total_seconds()) < 5
     return record
@@ -101,7 +104,7 @@ def test_build_result_whole_record():
         "validation", 10, 3.0, 2.0, 0.123456789, reasons=["slow"], span=(100.5, 103.5), core_qps_ci95=[4.876543219, 5.1], precision={"target": 0.02}
     )
     inference = phase("inference", 100, 7.0, 4.0, 0.5, reasons=["numeric bad", "contended"], latencies=(2_000_000,) * 3)
-    rows = [{"batch_size": 8, "scenario": "offline", "clients": 2, "verdict": {"reasons": ["numeric bad", "row"]}}]
+    rows = [PerformanceRow.from_json({"batch_size": 8, "scenario": "offline", "clients": 2, "verdict": {"reasons": ["numeric bad", "row"]}})]
     performance = Performance(rows, engine_reasons=["numeric bad"], raw=[[5, 6], [7]])
     engine = SimpleNamespace(precision="int8")
     record = build(
@@ -176,7 +179,7 @@ def test_build_result_whole_record():
         "achieved_tflops": 2e9 * 25.0 / 1e12,
         "validation": block(validation, 0.123456789),
         "inference": block(inference, 0.5),
-        "performance": rows,
+        "performance": [r.to_json() for r in rows],
         "best": {"b": 1},
         "numeric": {"passed": True},
         "audits": [{"name": "a"}],
@@ -200,8 +203,9 @@ def test_build_result_whole_record():
                 "performance_1": {"count": 1, "stored": 1},
             },
         },
-        "_raw_latencies_ns": {"validation": [1_000_000, 3_000_000], "inference": [2_000_000] * 3, "performance_0": [5, 6], "performance_1": [7]},
     }
+    raw = raw_latency_series(validation, inference, performance)
+    assert raw == {"validation": [1_000_000, 3_000_000], "inference": [2_000_000] * 3, "performance_0": [5, 6], "performance_1": [7]}
 
 
 def test_nothing_measured():
@@ -223,7 +227,7 @@ def test_nothing_measured():
     ):
         assert record[key] is None, key
     assert record["performance"] == [] and record["audits"] == [] and record["performance_notes"] == []
-    assert record["_raw_latencies_ns"] == {} and record["framework"] == "pytorch" and record["precision"] == "fp32"
+    assert record["framework"] == "pytorch" and record["precision"] == "fp32"
 
 
 def test_accuracy_note_nulls_accuracy_and_is_said_where_there_was_one():
@@ -277,7 +281,7 @@ def test_engine_precision(engine, fp16, device, expected):
 def test_overall_verdict_labels_and_engine_wide_reasons_once():
     validation = phase("validation", 1, 1.0, 1.0, None, reasons=["v", "e"])
     inference = phase("inference", 1, 1.0, 1.0, None, reasons=["e", "i"])
-    rows = [{"batch_size": 1, "scenario": "server", "clients": 4, "verdict": {"reasons": ["e", "r", "i"]}}]
+    rows = [PerformanceRow.from_json({"batch_size": 1, "scenario": "server", "clients": 4, "verdict": {"reasons": ["e", "r", "i"]}})]
     verdict = overall_verdict(validation, inference, Performance(rows, engine_reasons=["e"]))
     # the validation phase is information (docs/measurement.md, "What is judged"): its reasons are not the result's
     assert verdict.reasons == ["engine: e", "inference: i", "bs 1 server x4: r", "bs 1 server x4: i"]
@@ -308,7 +312,12 @@ def test_long_series_are_counted_and_capped():
     long = phase("inference", 1, 1.0, 1.0, None, latencies=range(MAX_RAW_LATENCIES + 5))
     record = build(inference=long)
     assert record["raw_latencies"]["series"] == {"inference": {"count": MAX_RAW_LATENCIES + 5, "stored": MAX_RAW_LATENCIES}}
-    assert record["_raw_latencies_ns"]["inference"] == capped(list(range(MAX_RAW_LATENCIES + 5)))
+
+
+def test_write_result_caps_each_series(tmp_path):
+    result = read_result(GOLDEN_DIGITS)
+    write_result(tmp_path, result, {"inference": list(range(MAX_RAW_LATENCIES + 5))})
+    assert read_latencies(tmp_path)["inference"].tolist() == capped(list(range(MAX_RAW_LATENCIES + 5)))
 
 
 def test_flagperf_view():
@@ -330,23 +339,23 @@ def test_flagperf_view():
 
 
 def test_write_result_latencies_and_log(tmp_path, caplog_loguru):
-    record = {"vendor": "cpu", "status": "success", "_raw_latencies_ns": {"inference": [3, 1, 2], "performance_0": [7]}}
-    path = write_result(tmp_path, record)
+    result = read_result(GOLDEN_DIGITS)
+    path = write_result(tmp_path, result, {"inference": [3, 1, 2], "performance_0": [7]})
     assert path == tmp_path / "result.json"
-    assert json.loads(path.read_text()) == {"vendor": "cpu", "status": "success"}
+    assert path.read_text() == (GOLDEN_DIGITS / "result.json").read_text()
     raw = read_latencies(tmp_path)
     assert sorted(raw) == ["inference", "performance_0"]
     assert raw["inference"].dtype == np.int64 and raw["inference"].tolist() == [3, 1, 2]
-    finish = json.dumps({**{k: None for k in flagperf_view({})}, "vendor": "cpu"})
+    finish = json.dumps(flagperf_view(result.to_json()))
     assert [r["message"] for r in caplog_loguru] == [f"Finish Info: {finish}", f"result written to {path}"]
     clear_previous(tmp_path)
     assert list(tmp_path.iterdir()) == [] and read_latencies(tmp_path) == {}
-    write_result(tmp_path, {"vendor": "cpu", "_raw_latencies_ns": {}})
+    write_result(tmp_path, result, {})
     # No latency file for an empty series; every result has its ByteMLPerf report beside it.
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bytemlperf.json", "result.json"]
-    write_result(tmp_path, {"vendor": "cpu"})  # a record built elsewhere, no raw series
-    assert json.loads((tmp_path / "result.json").read_text()) == {"vendor": "cpu"}
-    write_result(tmp_path, {"_raw_latencies_ns": {"empty": [], "one": [5]}})
+    write_result(tmp_path, result)  # no raw series
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bytemlperf.json", "result.json"]
+    write_result(tmp_path, result, {"empty": [], "one": [5]})
     raw = read_latencies(tmp_path)
     assert raw["empty"].dtype == np.int64 and raw["empty"].shape == (0,) and raw["one"].dtype == np.int64
 

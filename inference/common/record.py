@@ -8,8 +8,9 @@ The container side writes them (``tools/results/result.py``); the host side read
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Final
+from typing import Any, ClassVar, Final
 
 from common.files import atomic_path
 
@@ -89,3 +90,380 @@ def read_latencies(log_dir: str | Path) -> dict:
 
     with np.load(path) as data:
         return {name: data[name] for name in data.files}
+
+
+# ---- the records that cross the rooms -------------------------------------------------
+# Frozen dataclasses for what the container side writes and the host side reads. Each has
+# ``to_json()`` (the JSON object, keys in the order result.json has always had them) and
+# ``from_json()`` (checks the shape it needs and says what is wrong in one line).
+# docs/result_schema.md describes every key.
+
+Json = dict[str, Any]
+PERCENTILES: Final = ("p50", "p90", "p99", "p99_9")
+
+
+class RecordError(ValueError):
+    """A result file that is not the shape this version writes: one line naming the file and key."""
+
+
+def _need(data: Json, key: str, where: str) -> Any:
+    if key not in data:
+        raise RecordError(f"{where}: no key {key!r}")
+    return data[key]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A figure's verdict as recorded: ``reasons`` make it INVALID; ``not_judged`` are the checks that
+    could not run on it, with why. The builder that collects them is ``tools.measure.verdict.Verdict``."""
+
+    reasons: tuple[str, ...] = ()
+    not_judged: tuple[str, ...] = ()
+
+    @property
+    def valid(self) -> bool:
+        return not self.reasons
+
+    def to_json(self) -> Json:
+        out: Json = {"valid": self.valid, "reasons": list(self.reasons)}
+        if self.not_judged:  # optional key: absent when every check ran
+            out["not_judged"] = list(self.not_judged)
+        return out
+
+    @classmethod
+    def from_json(cls, data: Json | None) -> Verdict:
+        data = data or {}
+        return cls(tuple(data.get("reasons") or ()), tuple(data.get("not_judged") or ()))
+
+
+@dataclass(frozen=True)
+class LatencyBlock:
+    """A performance row's latency figures, ms: the percentiles and the mean (None: not measured)."""
+
+    p50: float | None = None
+    p90: float | None = None
+    p99: float | None = None
+    p99_9: float | None = None
+    mean: float | None = None
+
+    def get(self, name: str) -> float | None:
+        """A percentile or ``mean`` by name (a scenario's headline percentile is named in data)."""
+        if name not in (*PERCENTILES, "mean"):
+            raise KeyError(name)
+        return getattr(self, name)
+
+    def to_json(self) -> Json:
+        return {"p50": self.p50, "p90": self.p90, "p99": self.p99, "p99_9": self.p99_9, "mean": self.mean}
+
+    @classmethod
+    def from_json(cls, data: Json | None) -> LatencyBlock:
+        data = data or {}
+        return cls(**{name: data.get(name) for name in (*PERCENTILES, "mean")})
+
+
+RowKey = tuple[int, str, int]  # (batch_size, scenario, clients): a row's identity within a case
+
+
+@dataclass(frozen=True)
+class PerformanceRow:
+    """One performance row: a batch size x scenario x clients, from either load generator
+    (InferPerf's own, ``tools/measure/stage.py``, or MLPerf LoadGen, ``tools/measure/loadgen.py``),
+    both through ``tools.measure.rows.performance_row``. The nested blocks whose shape belongs to
+    one producer (contention, precision, server_search, accuracy_in_performance_mode, loadgen)
+    stay JSON objects."""
+
+    batch_size: int
+    scenario: str
+    clients: int
+    qps: float | None
+    qps_ci95: list[float] | None
+    queries: int
+    samples: int
+    duration_s: float
+    latency_ms: LatencyBlock
+    latency_ci95: dict[str, list[float] | None]
+    latency_notes: list[str]
+    stop_reason: str | None
+    window_qps: list[float]
+    contention: Json | None
+    target_qps: float | None
+    issued_qps: float | None
+    latency_bound_ms: float | None
+    latency_bound_met: bool | None
+    server_search: Json | None
+    accuracy_in_performance_mode: Json | None
+    precision: Json | None
+    verdict: Verdict
+    started_at_unix: float | None = None
+    finished_at_unix: float | None = None
+    load_generator: str = "inferperf"
+    loadgen: Json | None = None  # LoadGen's own summary and settings (load_generator mlperf only)
+
+    @property
+    def key(self) -> RowKey:
+        return (self.batch_size, self.scenario, self.clients)
+
+    @property
+    def label(self) -> str:
+        """How a reason or a log line names the row: ``bs 8 offline x1``."""
+        return f"bs {self.batch_size} {self.scenario} x{self.clients}"
+
+    def to_json(self) -> Json:
+        out: Json = {
+            "batch_size": self.batch_size,
+            "scenario": self.scenario,
+            "clients": self.clients,
+            "qps": self.qps,
+            "qps_ci95": self.qps_ci95,
+            "queries": self.queries,
+            "samples": self.samples,
+            "duration_s": self.duration_s,
+            "latency_ms": self.latency_ms.to_json(),
+            "latency_ci95": self.latency_ci95,
+            "latency_notes": self.latency_notes,
+            "stop_reason": self.stop_reason,
+            "window_qps": self.window_qps,
+            "contention": self.contention,
+            "target_qps": self.target_qps,
+            "issued_qps": self.issued_qps,
+            "latency_bound_ms": self.latency_bound_ms,
+            "latency_bound_met": self.latency_bound_met,
+            "server_search": self.server_search,
+            "accuracy_in_performance_mode": self.accuracy_in_performance_mode,
+            "precision": self.precision,
+            "verdict": self.verdict.to_json(),
+        }
+        window = {"started_at_unix": self.started_at_unix, "finished_at_unix": self.finished_at_unix}
+        if self.loadgen is None:  # InferPerf's own rows: the window, then the generator
+            return {**out, **window, "load_generator": self.load_generator}
+        # A LoadGen row names its generator and LoadGen's block first (result.json's order since schema 2).
+        return {**out, "load_generator": self.load_generator, "loadgen": self.loadgen, **window}
+
+    @classmethod
+    def from_json(cls, data: Json, where: str = "performance row") -> PerformanceRow:
+        for key in ("batch_size", "scenario", "clients", "verdict"):
+            _need(data, key, where)
+        return cls(
+            batch_size=data["batch_size"],
+            scenario=data["scenario"],
+            clients=data["clients"],
+            qps=data.get("qps"),
+            qps_ci95=data.get("qps_ci95"),
+            queries=data.get("queries", 0),
+            samples=data.get("samples", 0),
+            duration_s=data.get("duration_s", 0.0),
+            latency_ms=LatencyBlock.from_json(data.get("latency_ms")),
+            latency_ci95=data.get("latency_ci95") or dict.fromkeys(PERCENTILES),
+            latency_notes=list(data.get("latency_notes") or []),
+            stop_reason=data.get("stop_reason"),
+            window_qps=list(data.get("window_qps") or []),
+            contention=data.get("contention"),
+            target_qps=data.get("target_qps"),
+            issued_qps=data.get("issued_qps"),
+            latency_bound_ms=data.get("latency_bound_ms"),
+            latency_bound_met=data.get("latency_bound_met"),
+            server_search=data.get("server_search"),
+            accuracy_in_performance_mode=data.get("accuracy_in_performance_mode"),
+            precision=data.get("precision"),
+            verdict=Verdict.from_json(data["verdict"]),
+            started_at_unix=data.get("started_at_unix"),
+            finished_at_unix=data.get("finished_at_unix"),
+            load_generator=data.get("load_generator", "inferperf"),
+            loadgen=data.get("loadgen"),
+        )
+
+
+@dataclass(frozen=True)
+class PhaseBlock:
+    """The validation or inference phase of a case (FlagPerf's two loops), as result.json records it."""
+
+    judged: bool
+    samples: int
+    batches: int
+    passes: int
+    warmup_batches: int
+    whole_time_s: float
+    core_time_s: float
+    foo_time_s: float
+    whole_qps: float | None
+    core_qps: float | None
+    accuracy: float | None
+    accuracy_note: str | None
+    core_qps_ci95: list[float] | None
+    whole_qps_ci95: list[float] | None
+    latency_ms: Json | None  # common.stats.LatencyStats.to_dict(): count, mean, min, max, std, cv, percentiles, notes
+    latency_ci95: dict[str, list[float] | None] | None
+    precision: Json | None
+    window_qps: list[float]
+    contention: Json | None
+    verdict: Verdict
+    started_at_unix: float | None
+    finished_at_unix: float | None
+
+    def to_json(self) -> Json:
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["verdict"] = self.verdict.to_json()
+        return out
+
+    @classmethod
+    def from_json(cls, data: Json | None, where: str = "phase") -> PhaseBlock | None:
+        if data is None:
+            return None
+        values = {f.name: data.get(f.name) for f in fields(cls)}
+        values["verdict"] = Verdict.from_json(_need(data, "verdict", where))
+        values["window_qps"] = list(values["window_qps"] or [])
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    """result.json: FlagPerf's keys (``Key``, same names and meaning), then InferPerf's.
+
+    Built once by ``tools.results.result.build_result`` and parsed once by ``read_result`` on the
+    host. The blocks that belong to one part of the code stay JSON objects, typed as such:
+    ``numeric``, ``audits``, ``llm`` (an LLM case's table), ``baseline`` (a base case's peaks),
+    ``engine``, ``cache``, ``steps``, ``config``, ``env``, ``raw_latencies``."""
+
+    vendor: str
+    compiler: str
+    precision: str
+    batchsize: int | None
+    flops: float | None
+    e2e_time_s: float | None
+    val_whole_qps: float | None
+    val_core_qps: float | None
+    infer_whole_qps: float | None
+    infer_core_qps: float | None
+    val_average_acc: float | None
+    infer_average_acc: float | None
+    ci95: dict[str, list[float] | None]
+    verdict: Verdict
+    case: str
+    framework: str
+    accuracy_note: str | None
+    achieved_tflops: float | None
+    validation: PhaseBlock | None
+    inference: PhaseBlock | None
+    performance: tuple[PerformanceRow, ...]
+    best: Json | None
+    numeric: Json | None
+    audits: list[Json]
+    performance_notes: list[str]
+    llm: Json | None
+    baseline: Json | None
+    engine: Json | None
+    cache: Json
+    steps: Json
+    config: Json
+    env: Json
+    started_at: str
+    finished_at: str
+    raw_latencies: Json | None
+    status: str = "success"
+    schema_version: int = SCHEMA_VERSION
+
+    # FlagPerf's key for each of its figures (the attribute names are Python's).
+    FLAGPERF_FIELDS: ClassVar[tuple[tuple[str, str], ...]] = (
+        (Key.VENDOR, "vendor"),
+        (Key.COMPILER, "compiler"),
+        (Key.PRECISION, "precision"),
+        (Key.BATCHSIZE, "batchsize"),
+        (Key.FLOPS, "flops"),
+        (Key.E2E_TIME, "e2e_time_s"),
+        (Key.VAL_WHOLE_QPS, "val_whole_qps"),
+        (Key.VAL_CORE_QPS, "val_core_qps"),
+        (Key.INFER_WHOLE_QPS, "infer_whole_qps"),
+        (Key.INFER_CORE_QPS, "infer_core_qps"),
+        (Key.VAL_ACC, "val_average_acc"),
+        (Key.INFER_ACC, "infer_average_acc"),
+    )
+
+    def flagperf(self, key: str) -> Any:
+        """A figure by FlagPerf's key (``Key``)."""
+        return getattr(self, dict(self.FLAGPERF_FIELDS)[key])
+
+    def to_json(self) -> Json:
+        out: Json = {key: getattr(self, name) for key, name in self.FLAGPERF_FIELDS}
+        out.update(
+            {
+                "ci95": self.ci95,
+                "schema_version": self.schema_version,
+                "status": self.status,
+                "verdict": self.verdict.to_json(),
+                "case": self.case,
+                "framework": self.framework,
+                "accuracy_note": self.accuracy_note,
+                "achieved_tflops": self.achieved_tflops,
+                "validation": self.validation.to_json() if self.validation else None,
+                "inference": self.inference.to_json() if self.inference else None,
+                "performance": [row.to_json() for row in self.performance],
+                "best": self.best,
+                "numeric": self.numeric,
+                "audits": self.audits,
+                "performance_notes": self.performance_notes,
+                "llm": self.llm,
+                "baseline": self.baseline,
+                "engine": self.engine,
+                "cache": self.cache,
+                "steps": self.steps,
+                "config": self.config,
+                "env": self.env,
+                "started_at": self.started_at,
+                "finished_at": self.finished_at,
+                "raw_latencies": self.raw_latencies,
+            }
+        )
+        return out
+
+    @classmethod
+    def from_json(cls, data: Json, where: str = RESULT_FILE) -> CaseResult:
+        if not isinstance(data, dict):
+            raise RecordError(f"{where}: not a JSON object")
+        version = _need(data, "schema_version", where)
+        if version != SCHEMA_VERSION:
+            raise RecordError(f"{where}: schema_version {version!r}, this InferPerf reads {SCHEMA_VERSION}")
+        for key in (Key.VENDOR, Key.COMPILER, Key.PRECISION, "case", "framework", "verdict"):
+            _need(data, key, where)
+        return cls(
+            **{name: data.get(key) for key, name in cls.FLAGPERF_FIELDS},
+            ci95=data.get("ci95") or {},
+            verdict=Verdict.from_json(data["verdict"]),
+            case=data["case"],
+            framework=data["framework"],
+            accuracy_note=data.get("accuracy_note"),
+            achieved_tflops=data.get("achieved_tflops"),
+            validation=PhaseBlock.from_json(data.get("validation"), f"{where}: validation"),
+            inference=PhaseBlock.from_json(data.get("inference"), f"{where}: inference"),
+            performance=tuple(PerformanceRow.from_json(row, f"{where}: performance[{i}]") for i, row in enumerate(data.get("performance") or [])),
+            best=data.get("best"),
+            numeric=data.get("numeric"),
+            audits=list(data.get("audits") or []),
+            performance_notes=list(data.get("performance_notes") or []),
+            llm=data.get("llm"),
+            baseline=data.get("baseline"),
+            engine=data.get("engine"),
+            cache=data.get("cache") or {},
+            steps=data.get("steps") or {},
+            config=data.get("config") or {},
+            env=data.get("env") or {},
+            started_at=data.get("started_at", ""),
+            finished_at=data.get("finished_at", ""),
+            raw_latencies=data.get("raw_latencies"),
+            status=data.get("status", "success"),
+            schema_version=version,
+        )
+
+
+def read_result(log_dir: str | Path) -> CaseResult | None:
+    """``log_dir``/result.json as a ``CaseResult``; None when there is none. An unreadable or
+    misshapen file raises ``RecordError`` naming it."""
+    import json
+
+    path = Path(log_dir) / RESULT_FILE
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise RecordError(f"{path}: unreadable: {exc}") from None
+    return CaseResult.from_json(data, str(path))

@@ -354,6 +354,7 @@ class Pipeline:
         for key in ("intra_op_num_threads", "inter_op_num_threads"):
             if key in config.extra:
                 threads[key] = config.extra[key]
+        self.steps["summary"].status = "done"  # recorded as done in the result it writes
         record = result.build_result(
             config=config,
             validation=state.validation,
@@ -367,9 +368,8 @@ class Pipeline:
             env=environment(threads, oversubscribed(config.as_dict())),
             started_at=self.started_at,
         )
-        self.steps["summary"].status = "done"
-        record["steps"]["summary"]["status"] = "done"
-        result.write_result(Path(config.log_dir), record)
+        raw = result.raw_latency_series(state.validation, state.inference, state.performance)
+        result.write_result(Path(config.log_dir), record, raw)
         return record
 
 

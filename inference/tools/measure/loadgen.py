@@ -50,8 +50,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from common.record import LatencyBlock, PerformanceRow
 from common.stats import MIN_SAMPLES_FOR_PERCENTILE, LatencyStats, enough_for, too_few_note
-from tools.measure.rows import row_intervals
+from tools.measure.rows import latency_bound, latency_of, performance_row
 from tools.measure.scenarios import MINIMUMS_MET, ScenarioRun, _Sampler
 
 LOADGEN_SCENARIO = {"offline": "Offline", "single_stream": "SingleStream", "server": "Server"}
@@ -374,27 +375,30 @@ def _scenario_run(sut: PoolSUT, scenario: str, batch_size: int, clients: int, bl
     )
 
 
-def latency_block(result: LoadgenRun) -> tuple[dict, list[str]]:
+def latency_block(result: LoadgenRun) -> tuple[LatencyBlock, list[str]]:
     """The row's ``latency_ms`` and notes: LoadGen's own percentiles (single_stream, server), with
     InferPerf's floors; for offline, whose one LoadGen query has one latency, InferPerf's per-batch timings."""
     if result.run.scenario == "offline":
         stats = LatencyStats.from_ns(result.run.latencies_ns)
         if stats is None:
-            return {"p50": None, "p90": None, "p99": None, "p99_9": None, "mean": None}, []
+            return LatencyBlock(), []
         notes = ["offline: per-batch engine latency timed by the SUT (LoadGen times only its one query)", *stats.notes]
-        return {"p50": stats.p50, "p90": stats.p90, "p99": stats.p99, "p99_9": stats.p99_9, "mean": stats.mean}, notes
+        return latency_of(stats), notes
     own = result.loadgen["latency_ms"]
     count = result.loadgen["query_count"] or 0
     block = {name: own.get(name) if enough_for(name, count) else None for name in MIN_SAMPLES_FOR_PERCENTILE}
     notes = [too_few_note(name, count) for name in MIN_SAMPLES_FOR_PERCENTILE if not enough_for(name, count)]
-    return {**block, "mean": own.get("mean")}, notes
+    return LatencyBlock(**block, mean=own.get("mean")), notes
 
 
-def performance_row(stage: Any, step: Step, pool: list[list], batch_size: int, scenario: str, clients: int, references: dict, target_qps: float | None) -> dict:
-    """One row of ``tools.measure.stage.PerformanceStage`` under LoadGen: the same keys as an InferPerf row,
-    plus ``load_generator`` and the ``loadgen`` block; its raw latencies are kept like every row's."""
+def loadgen_row(
+    stage: Any, step: Step, pool: list[list], batch_size: int, scenario: str, clients: int, references: dict, target_qps: float | None
+) -> PerformanceRow:
+    """One row of ``tools.measure.stage.PerformanceStage`` under LoadGen, built by the same constructor as
+    an InferPerf row (``tools.measure.rows.performance_row``) with ``load_generator`` mlperf and the
+    ``loadgen`` block; its raw latencies are kept like every row's."""
     from tools.measure.contention import CpuContention
-    from tools.measure.verdict import Verdict, accelerator_reason, contention_reason, window_throughputs
+    from tools.measure.verdict import Verdict, accelerator_reason, contention_reason
 
     config = stage.config
     contention = CpuContention(str(config.device)).start()
@@ -415,41 +419,25 @@ def performance_row(stage: Any, step: Step, pool: list[list], batch_size: int, s
     reading = contention.stop()
     run = result.run
     latency, notes = latency_block(result)
-    test01 = stage._test01(run, references)
+    test01 = stage.test01(run, references)
     verdict = Verdict(invalid_reasons(result.loadgen))
     verdict.add(contention_reason(reading.share, reading.cpus, config.contention_limit))
     verdict.add(accelerator_reason(reading.gpu_other_processes))
     if test01 and test01.get("passed") is False:
         verdict.add(test01["detail"])
-    bound = config.latency_bound_ms if scenario == "server" else None
     stage.report.raw_latencies_ns.append(list(run.latencies_ns))
     # Intervals from the SUT's timings of LoadGen's queries, as information: LoadGen's verdict is the row's.
-    intervals = row_intervals(run, config, qps=result.loadgen["samples_per_second"])
-    return {
-        "batch_size": batch_size,
-        "scenario": scenario,
-        "clients": clients,
-        "qps": result.loadgen["samples_per_second"],
-        "qps_ci95": intervals["qps_ci95"],
-        "queries": run.queries,
-        "samples": run.samples,
-        "duration_s": run.duration_s,
-        "latency_ms": latency,
-        "latency_ci95": intervals["latency_ci95"],
-        "latency_notes": notes,
-        "stop_reason": run.stop_reason,
-        "window_qps": window_throughputs(run.completions_ns, [batch_size] * run.queries),
-        "contention": reading.to_dict(),
-        "target_qps": run.target_qps,
-        "issued_qps": run.issued_qps,
-        "latency_bound_ms": bound,
-        "latency_bound_met": None if bound is None else result.loadgen["conditions"].get("perf_constraints_met"),
-        "server_search": None,
-        "accuracy_in_performance_mode": test01,
-        "precision": intervals["precision"],
-        "verdict": verdict.to_dict(),
-        "load_generator": "mlperf",
-        "loadgen": {**result.loadgen, "probe": asdict(result.probe), "log_files": result.files},
-        "started_at_unix": started,
-        "finished_at_unix": finished,
-    }
+    return performance_row(
+        run,
+        config,
+        qps=result.loadgen["samples_per_second"],
+        latency=latency,
+        latency_notes=notes,
+        contention=reading,
+        verdict=verdict.record(),
+        latency_bound_met=None if latency_bound(run, config) is None else result.loadgen["conditions"].get("perf_constraints_met"),
+        accuracy_in_performance_mode=test01,
+        span=(started, finished),
+        load_generator="mlperf",
+        loadgen={**result.loadgen, "probe": asdict(result.probe), "log_files": result.files},
+    )

@@ -10,11 +10,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from common.record import LatencyBlock, PerformanceRow
+from common.record import Verdict as RecordedVerdict
 from common.stats import LatencyStats
 from tools.measure.precision import Settle, Target, drift, measure_figures, precision_block, throughput_interval
 from tools.measure.settings import MEASUREMENT_DEFAULTS
+from tools.measure.verdict import window_throughputs
 
 if TYPE_CHECKING:
+    from tools.measure.contention import ContentionReading
     from tools.measure.scenarios import ScenarioRun
 
 # Each scenario's headline percentile (LoadGen's metric) must be measured, so its
@@ -53,3 +57,65 @@ def row_intervals(run: ScenarioRun, config: Any, settled: Settle | None = None, 
         "latency_ci95": {name: stats.ci95.get(name) for name in PERCENTILES} if stats else dict.fromkeys(PERCENTILES),
         "precision": precision_block(target, figures, settled or Settle(), drifts, run.checks, run.stop_reason),
     }
+
+
+def latency_of(stats: LatencyStats | None) -> LatencyBlock:
+    """A row's latency block from its per-query timings (all None when there are none)."""
+    if stats is None:
+        return LatencyBlock()
+    return LatencyBlock(p50=stats.p50, p90=stats.p90, p99=stats.p99, p99_9=stats.p99_9, mean=stats.mean)
+
+
+def latency_bound(run: ScenarioRun, config: Any) -> float | None:
+    """The p99 bound a row is held to: server's ``latency_bound_ms``; the other scenarios have none."""
+    return config.latency_bound_ms if run.scenario == "server" else None
+
+
+def performance_row(
+    run: ScenarioRun,
+    config: Any,
+    *,
+    qps: float | None,
+    latency: LatencyBlock,
+    latency_notes: list[str],
+    contention: ContentionReading,
+    verdict: RecordedVerdict,
+    latency_bound_met: bool | None,
+    accuracy_in_performance_mode: dict | None,
+    span: tuple[float | None, float | None],
+    load_generator: str,
+    server_search: dict | None = None,
+    settled: Settle | None = None,
+    loadgen: dict | None = None,
+) -> PerformanceRow:
+    """The one constructor of a performance row, for both load generators: what they share comes from
+    the run; what each measures its own way (the figure, the latency, the verdict) is passed in."""
+    intervals = row_intervals(run, config, settled, qps=qps)
+    return PerformanceRow(
+        batch_size=run.batch_size,
+        scenario=run.scenario,
+        clients=run.clients,
+        qps=qps,
+        qps_ci95=intervals["qps_ci95"],
+        queries=run.queries,
+        samples=run.samples,
+        duration_s=run.duration_s,
+        latency_ms=latency,
+        latency_ci95=intervals["latency_ci95"],
+        latency_notes=list(latency_notes),
+        stop_reason=run.stop_reason,
+        window_qps=window_throughputs(run.completions_ns, [run.batch_size] * run.queries),
+        contention=contention.to_dict(),
+        target_qps=run.target_qps,
+        issued_qps=run.issued_qps,
+        latency_bound_ms=latency_bound(run, config),
+        latency_bound_met=latency_bound_met,
+        server_search=server_search,
+        accuracy_in_performance_mode=accuracy_in_performance_mode,
+        precision=intervals["precision"],
+        verdict=verdict,
+        started_at_unix=span[0],
+        finished_at_unix=span[1],
+        load_generator=load_generator,
+        loadgen=loadgen,
+    )

@@ -23,16 +23,17 @@ figure, the FlagPerf inference pass included.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from loguru import logger
 
+from common.record import PerformanceRow
 from common.stats import MIN_SAMPLES_FOR_PERCENTILE, LatencyStats
 from tools.measure.contention import CpuContention
 from tools.measure.loop import as_input_list
 from tools.measure.precision import Settle, drift, measure_figures, measured_once_more_on_drift, precision_reasons, settle
-from tools.measure.rows import HEADLINE, row_intervals, row_setting, row_target
+from tools.measure.rows import HEADLINE, latency_bound, latency_of, performance_row, row_setting, row_target
 from tools.measure.scenarios import ScenarioRun, run_scenario, server_search
 from tools.measure.settings import minus_foo
 from tools.measure.verdict import (
@@ -42,7 +43,6 @@ from tools.measure.verdict import (
     contention_reason,
     drift_not_judged,
     minimum_reasons,
-    window_throughputs,
 )
 
 POOL_BATCHES = 8  # distinct batches per batch size, memory permitting
@@ -54,7 +54,7 @@ EngineStep = Callable[[list], "tuple[list, float]"]
 
 @dataclass
 class PerformanceReport:
-    rows: list[dict] = field(default_factory=list)
+    rows: list[PerformanceRow] = field(default_factory=list)
     numeric: dict | None = None
     audits: list[dict] = field(default_factory=list)
     engine_reasons: list[str] = field(default_factory=list)  # invalidate every engine figure
@@ -67,27 +67,27 @@ class PerformanceReport:
         """The best-throughput and best-latency rows (valid ones when there are any)."""
         if not self.rows:
             return None
-        candidates = [r for r in self.rows if r["verdict"]["valid"]] or self.rows
-        by_qps = max(candidates, key=lambda r: r["qps"] or 0.0)
+        candidates = [r for r in self.rows if r.verdict.valid] or self.rows
+        by_qps = max(candidates, key=lambda r: r.qps or 0.0)
 
-        def latency(row: dict) -> float:
-            lat = row["latency_ms"]
-            value = lat.get("p90") if lat.get("p90") is not None else lat.get("mean")
+        def latency(row: PerformanceRow) -> float:
+            lat = row.latency_ms
+            value = lat.p90 if lat.p90 is not None else lat.mean
             return float("inf") if value is None else value
 
         by_latency = min(candidates, key=latency)
-        pick = ("batch_size", "scenario", "clients")
+
+        def identity(row: PerformanceRow) -> dict:
+            return {"batch_size": row.batch_size, "scenario": row.scenario, "clients": row.clients}
+
         return {
-            "from_valid_rows": bool(candidates) and candidates[0]["verdict"]["valid"],
-            "throughput": {**{k: by_qps[k] for k in pick}, "qps": by_qps["qps"]},
-            "latency": {
-                **{k: by_latency[k] for k in pick},
-                "p90_ms": by_latency["latency_ms"].get("p90"),
-                "mean_ms": by_latency["latency_ms"].get("mean"),
-            },
+            "from_valid_rows": bool(candidates) and candidates[0].verdict.valid,
+            "throughput": {**identity(by_qps), "qps": by_qps.qps},
+            "latency": {**identity(by_latency), "p90_ms": by_latency.latency_ms.p90, "mean_ms": by_latency.latency_ms.mean},
         }
 
     def to_dict(self) -> dict:
+        """What result.json takes from the stage (``tools.results.result.build_result``); ``rows`` typed."""
         return {"rows": self.rows, "numeric": self.numeric, "audits": self.audits, "best": self.best(), "notes": self.notes}
 
 
@@ -132,12 +132,6 @@ def make_pool(samples: list, batch_size: int, max_bytes: float, batches: int = P
 # ---- rows ------------------------------------------------------------------------
 
 
-def _latency_block(stats: LatencyStats | None) -> dict:
-    if stats is None:
-        return {"p50": None, "p90": None, "p99": None, "p99_9": None, "mean": None}
-    return {"p50": stats.p50, "p90": stats.p90, "p99": stats.p99, "p99_9": stats.p99_9, "mean": stats.mean}
-
-
 def judge_row(run: ScenarioRun, stats: LatencyStats | None, config: Any, contention, latency_bound_ms: float | None) -> Verdict:
     verdict = Verdict().extend(minimum_reasons(run.queries, run.duration_s, config.min_query_count, config.min_duration_s))
     target = row_target(run.scenario, config)
@@ -155,37 +149,35 @@ def judge_row(run: ScenarioRun, stats: LatencyStats | None, config: Any, content
     return verdict
 
 
-def row_record(run: ScenarioRun, config: Any, contention, test01: dict | None, search: dict | None = None, settled: Settle | None = None) -> dict:
+def row_record(
+    run: ScenarioRun,
+    config: Any,
+    contention,
+    test01: dict | None,
+    search: dict | None = None,
+    settled: Settle | None = None,
+    span: tuple[float | None, float | None] = (None, None),
+) -> PerformanceRow:
     stats = LatencyStats.from_ns(run.latencies_ns)
-    bound = config.latency_bound_ms if run.scenario == "server" else None
+    bound = latency_bound(run, config)
     verdict = judge_row(run, stats, config, contention, bound)
     if test01 and test01.get("passed") is False:
         verdict.add(test01["detail"])
-    intervals = row_intervals(run, config, settled)
-    return {
-        "batch_size": run.batch_size,
-        "scenario": run.scenario,
-        "clients": run.clients,
-        "qps": run.qps,
-        "qps_ci95": intervals["qps_ci95"],
-        "queries": run.queries,
-        "samples": run.samples,
-        "duration_s": run.duration_s,
-        "latency_ms": _latency_block(stats),
-        "latency_ci95": intervals["latency_ci95"],
-        "latency_notes": stats.notes if stats else [],
-        "stop_reason": run.stop_reason,
-        "window_qps": window_throughputs(run.completions_ns, [run.batch_size] * run.queries),
-        "contention": contention.to_dict(),
-        "target_qps": run.target_qps,
-        "issued_qps": run.issued_qps,
-        "latency_bound_ms": bound,
-        "latency_bound_met": None if bound is None or stats is None or stats.p99 is None else stats.p99 <= bound,
-        "server_search": search,
-        "accuracy_in_performance_mode": test01,
-        "precision": intervals["precision"],
-        "verdict": verdict.to_dict(),
-    }
+    return performance_row(
+        run,
+        config,
+        qps=run.qps,
+        latency=latency_of(stats),
+        latency_notes=stats.notes if stats else [],
+        contention=contention,
+        verdict=verdict.record(),
+        latency_bound_met=None if bound is None or stats is None or stats.p99 is None else stats.p99 <= bound,
+        accuracy_in_performance_mode=test01,
+        span=span,
+        load_generator="inferperf",
+        server_search=search,
+        settled=settled,
+    )
 
 
 def _clone(outputs: list) -> list:
@@ -267,8 +259,8 @@ class PerformanceStage:
                 else:
                     row = self._row(engine, pool, batch_size, scenario, clients, references, config.target_qps)
                 self.report.rows.append(row)
-                qps = f"{row['qps']:.2f}" if row["qps"] is not None else "n/a"
-                state = "valid" if row["verdict"]["valid"] else "INVALID: " + "; ".join(row["verdict"]["reasons"])
+                qps = f"{row.qps:.2f}" if row.qps is not None else "n/a"
+                state = "valid" if row.verdict.valid else "INVALID: " + "; ".join(row.verdict.reasons)
                 logger.info(f"performance bs={batch_size} {scenario} clients={clients}: {qps} qps, {state}")
 
     def _run(self, engine, pool, batch_size, scenario, clients, references, target_qps) -> tuple[ScenarioRun, Any]:
@@ -312,7 +304,8 @@ class PerformanceStage:
 
         return settle(one_query, clock, float(row_setting(self.config, "settle_max_s")))
 
-    def _test01(self, run: ScenarioRun, references: dict) -> dict | None:
+    def test01(self, run: ScenarioRun, references: dict) -> dict | None:
+        """LoadGen's TEST01 on the row's sampled outputs: the same answers as the references under load."""
         if not references:
             return None
         from tools.checks.audit import accuracy_in_performance_mode
@@ -321,35 +314,31 @@ class PerformanceStage:
         tolerances = tolerances_for(self.precision, self.config.numeric_tolerance)
         return accuracy_in_performance_mode(run.sampled_outputs, references, self.precision, tolerances).to_dict()
 
-    def _record(self, run: ScenarioRun, contention, test01: dict | None, search: dict | None = None) -> dict:
-        """row_record plus the run's wall-clock window; keeps its raw latencies (once per row, in row order)."""
-        row = row_record(run, self.config, contention, test01, search, self._settles.get(id(run)))
-        span = self._spans.get(id(run))
-        row["started_at_unix"], row["finished_at_unix"] = span if span else (None, None)
-        row["load_generator"] = "inferperf"
+    def _record(self, run: ScenarioRun, contention, test01: dict | None, search: dict | None = None) -> PerformanceRow:
+        """row_record with the run's wall-clock window; keeps its raw latencies (once per row, in row order)."""
+        row = row_record(run, self.config, contention, test01, search, self._settles.get(id(run)), self._spans.get(id(run), (None, None)))
         self.report.raw_latencies_ns.append(list(run.latencies_ns))
         return row
 
-    def _row(self, engine, pool, batch_size, scenario, clients, references, target_qps) -> dict:
+    def _row(self, engine, pool, batch_size, scenario, clients, references, target_qps) -> PerformanceRow:
         if getattr(self.config, "load_generator", None) == "mlperf":  # MLPerf LoadGen issues this row's queries
-            from tools.measure.loadgen import performance_row
+            from tools.measure.loadgen import loadgen_row
 
-            return self._engine_wide(performance_row(self, engine, pool, batch_size, scenario, clients, references, target_qps))
+            return self._engine_wide(loadgen_row(self, engine, pool, batch_size, scenario, clients, references, target_qps))
 
-        def measure() -> dict:
+        def measure() -> PerformanceRow:
             run, contention = self._run(engine, pool, batch_size, scenario, clients, references, target_qps)
-            return self._record(run, contention, self._test01(run, references))
+            return self._record(run, contention, self.test01(run, references))
 
-        def discard(first: dict) -> None:
-            logger.info(f"performance bs={batch_size} {scenario} clients={clients} drifted ({'; '.join(first['verdict']['reasons'])}): measuring it once more")
+        def discard(first: PerformanceRow) -> None:
+            logger.info(f"performance bs={batch_size} {scenario} clients={clients} drifted ({'; '.join(first.verdict.reasons)}): measuring it once more")
             self.report.raw_latencies_ns.pop()  # one raw latency list per row kept, in row order
 
-        return self._engine_wide(measured_once_more_on_drift(measure, lambda row: row["precision"], lambda row: row["verdict"]["reasons"], discard))
+        return self._engine_wide(measured_once_more_on_drift(measure, lambda row: row.precision, lambda row: list(row.verdict.reasons), discard))
 
-    def _engine_wide(self, row: dict, reason: str | None = None) -> dict:
+    def _engine_wide(self, row: PerformanceRow, reason: str | None = None) -> PerformanceRow:
         """Add a row's own late reason and the engine-wide ones to its verdict."""
-        row["verdict"] = Verdict.from_dict(row["verdict"]).add(reason).extend(self.report.engine_reasons).to_dict()
-        return row
+        return replace(row, verdict=Verdict.of(row.verdict).add(reason).extend(self.report.engine_reasons).record())
 
     def _search_row(self, engine, pool, batch_size, clients, references) -> dict:
         """server_search: the highest target_qps whose p99 meets latency_bound_ms,
@@ -376,7 +365,7 @@ class PerformanceStage:
         }
         if found.best is None:
             last = runs[-1]
-            row = self._record(last, contention_of[id(last)], self._test01(last, references), search)
+            row = self._record(last, contention_of[id(last)], self.test01(last, references), search)
             return self._engine_wide(row, f"server_search: no target_qps down to {found.trials[-1][0]:.3g} met latency_bound_ms {config.latency_bound_ms:g}")
         best = found.best
-        return self._engine_wide(self._record(best, contention_of[id(best)], self._test01(best, references), search))
+        return self._engine_wide(self._record(best, contention_of[id(best)], self.test01(best, references), search))

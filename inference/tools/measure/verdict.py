@@ -28,6 +28,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
+from common import record
+
 MIN_WINDOWS = 3
 MAX_WINDOWS = 10
 MIN_QUERIES_PER_WINDOW = 8
@@ -72,6 +74,15 @@ class Verdict:
     @classmethod
     def from_dict(cls, data: dict) -> "Verdict":
         return cls(list(data.get("reasons") or []), list(data.get("not_judged") or []))
+
+    def record(self) -> record.Verdict:
+        """The verdict as a result records it (``common.record.Verdict``, frozen)."""
+        return record.Verdict(tuple(self.reasons), tuple(self.not_judged))
+
+    @classmethod
+    def of(cls, recorded: record.Verdict) -> "Verdict":
+        """A builder that goes on from a recorded verdict."""
+        return cls(list(recorded.reasons), list(recorded.not_judged))
 
 
 def drift_not_judged(drifts: dict) -> list[str]:

@@ -14,7 +14,9 @@ from common.record import (
     MAX_RAW_LATENCIES,
     RESULT_FILE,
     SCHEMA_VERSION,
+    CaseResult,
     Key,
+    PhaseBlock,
     capped,
     flagperf_view,
     write_latencies,
@@ -25,7 +27,6 @@ if TYPE_CHECKING:  # kept light: run_inference.py imports this module to report 
     from tools.measure.loop import PhaseResult
     from tools.measure.verdict import Verdict
 
-_RAW_KEY = "_raw_latencies_ns"  # carried from build_result to write_result, never written
 # The performance-data table is for people; the top of it says where time goes.
 MAX_PERF_ROWS = 30
 
@@ -48,33 +49,33 @@ def _accuracy(phase: PhaseResult | None, note: str | None) -> float | None:
     return phase.accuracy
 
 
-def _phase_block(phase: PhaseResult | None, note: str | None, judged: bool) -> dict | None:
+def _phase_block(phase: PhaseResult | None, note: str | None, judged: bool) -> PhaseBlock | None:
     if phase is None:
         return None
-    return {
-        "judged": judged,  # False: information only, its verdict is not the result's (overall_verdict)
-        "samples": phase.samples,
-        "batches": phase.batches,
-        "passes": phase.passes,
-        "warmup_batches": phase.warmup_batches,
-        "whole_time_s": phase.whole_time_s,
-        "core_time_s": phase.core_time_s,
-        "foo_time_s": phase.foo_time_s,
-        "whole_qps": phase.whole_qps,
-        "core_qps": phase.core_qps,
-        "accuracy": _accuracy(phase, note),
-        "accuracy_note": note if phase.accuracy is not None else None,
-        "core_qps_ci95": phase.core_qps_ci95,
-        "whole_qps_ci95": phase.whole_qps_ci95,
-        "latency_ms": phase.latency.to_dict() if phase.latency else None,
-        "latency_ci95": phase.latency.ci95 if phase.latency else None,
-        "precision": phase.precision,
-        "window_qps": phase.window_qps,
-        "contention": phase.contention.to_dict() if phase.contention else None,
-        "verdict": phase.verdict.to_dict(),
-        "started_at_unix": phase.span_unix[0] if phase.span_unix else None,
-        "finished_at_unix": phase.span_unix[1] if phase.span_unix else None,
-    }
+    return PhaseBlock(
+        judged=judged,  # False: information only, its verdict is not the result's (overall_verdict)
+        samples=phase.samples,
+        batches=phase.batches,
+        passes=phase.passes,
+        warmup_batches=phase.warmup_batches,
+        whole_time_s=phase.whole_time_s,
+        core_time_s=phase.core_time_s,
+        foo_time_s=phase.foo_time_s,
+        whole_qps=phase.whole_qps,
+        core_qps=phase.core_qps,
+        accuracy=_accuracy(phase, note),
+        accuracy_note=note if phase.accuracy is not None else None,
+        core_qps_ci95=phase.core_qps_ci95,
+        whole_qps_ci95=phase.whole_qps_ci95,
+        latency_ms=phase.latency.to_dict() if phase.latency else None,
+        latency_ci95=phase.latency.ci95 if phase.latency else None,
+        precision=phase.precision,
+        window_qps=phase.window_qps,
+        contention=phase.contention.to_dict() if phase.contention else None,
+        verdict=phase.verdict.record(),
+        started_at_unix=phase.span_unix[0] if phase.span_unix else None,
+        finished_at_unix=phase.span_unix[1] if phase.span_unix else None,
+    )
 
 
 def _rounded_interval(interval: list[float] | None) -> list[float] | None:
@@ -115,8 +116,7 @@ def overall_verdict(validation: PhaseResult | None, inference: PhaseResult | Non
     if inference is not None:
         verdict.extend(f"inference: {r}" for r in inference.verdict.reasons if r not in engine_wide)
     for row in performance.rows if performance is not None else []:
-        label = f"bs {row['batch_size']} {row['scenario']} x{row['clients']}"
-        verdict.extend(f"{label}: {r}" for r in row["verdict"]["reasons"] if r not in engine_wide)
+        verdict.extend(f"{row.label}: {r}" for r in row.verdict.reasons if r not in engine_wide)
     for label, reasons in getattr(performance, "labelled_reasons", list)():  # an LLM case's cells (tools/measure/llm_stage.py)
         verdict.extend(f"{label}: {r}" for r in reasons if r not in engine_wide)
     # What was not judged, labelled the same way (docs/measurement.md, "Not judged"); an LLM cell's stays in its row.
@@ -124,7 +124,7 @@ def overall_verdict(validation: PhaseResult | None, inference: PhaseResult | Non
         verdict.skip(f"inference: {what}" for what in inference.verdict.not_judged)
     verdict.skip(f"engine: {what}" for what in getattr(performance, "engine_not_judged", []))
     for row in performance.rows if performance is not None else []:
-        verdict.skip(f"bs {row['batch_size']} {row['scenario']} x{row['clients']}: {what}" for what in row["verdict"].get("not_judged") or [])
+        verdict.skip(f"{row.label}: {what}" for what in row.verdict.not_judged)
     return verdict
 
 
@@ -141,7 +141,7 @@ def build_result(
     env: dict,
     started_at: datetime,
     performance: Any = None,
-) -> dict:
+) -> CaseResult:
     precision = engine_precision(engine, config)
     engine_info = dict(engine_info)
     if "performance_data" in engine_info:
@@ -151,46 +151,44 @@ def build_result(
     note = config.accuracy_note
     report = performance.to_dict() if performance is not None else {}
     raw = raw_latency_series(validation, inference, performance)
-    return {
-        # FlagPerf's keys, same names and meaning.
-        Key.VENDOR: config.vendor,
-        Key.COMPILER: config.compiler,
-        Key.PRECISION: precision,
-        Key.BATCHSIZE: config.batch_size,
-        Key.FLOPS: config.flops,
-        Key.E2E_TIME: _round(e2e_time_s),
-        Key.VAL_WHOLE_QPS: _round(validation.whole_qps if validation else None),
-        Key.VAL_CORE_QPS: _round(validation.core_qps if validation else None),
-        Key.INFER_WHOLE_QPS: _round(inference.whole_qps if inference else None),
-        Key.INFER_CORE_QPS: _round(core_qps),
-        Key.VAL_ACC: _round(_accuracy(validation, note), 6),
-        Key.INFER_ACC: _round(_accuracy(inference, note), 6),
+    return CaseResult(
+        # FlagPerf's keys, same names and meaning (common.record.Key).
+        vendor=config.vendor,
+        compiler=config.compiler,
+        precision=precision,
+        batchsize=config.batch_size,
+        flops=config.flops,
+        e2e_time_s=_round(e2e_time_s),
+        val_whole_qps=_round(validation.whole_qps if validation else None),
+        val_core_qps=_round(validation.core_qps if validation else None),
+        infer_whole_qps=_round(inference.whole_qps if inference else None),
+        infer_core_qps=_round(core_qps),
+        val_average_acc=_round(_accuracy(validation, note), 6),
+        infer_average_acc=_round(_accuracy(inference, note), 6),
         # InferPerf's additions.
-        "ci95": flagperf_intervals(validation, inference),
-        "schema_version": SCHEMA_VERSION,
-        "status": "success",
-        "verdict": overall_verdict(validation, inference, performance).to_dict(),
-        "case": config.case,
-        "framework": config.framework_full or config.framework,
-        "accuracy_note": note,
-        "achieved_tflops": achieved / 1e12 if achieved is not None else None,
-        "validation": _phase_block(validation, note, judged=False),
-        "inference": _phase_block(inference, note, judged=True),
-        "performance": report.get("rows", []),
-        "best": report.get("best"),
-        "numeric": report.get("numeric"),
-        "audits": report.get("audits", []),
-        "performance_notes": report.get("notes", []),
-        "llm": report.get("llm"),  # an LLM case's prefill/decode table, server rows and greedy check (docs/result_schema.md)
-        "baseline": report.get("baseline"),  # a base-tier case's measured peaks (benchmarks/base_common.py, docs/result_schema.md)
-        "engine": engine_info or None,
-        "cache": cache,
-        "steps": steps,
-        "config": config.as_dict(),
-        "env": env,
-        "started_at": started_at.isoformat(timespec="seconds"),
-        "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "raw_latencies": {
+        ci95=flagperf_intervals(validation, inference),
+        verdict=overall_verdict(validation, inference, performance).record(),
+        case=config.case,
+        framework=config.framework_full or config.framework,
+        accuracy_note=note,
+        achieved_tflops=achieved / 1e12 if achieved is not None else None,
+        validation=_phase_block(validation, note, judged=False),
+        inference=_phase_block(inference, note, judged=True),
+        performance=tuple(report.get("rows", [])),
+        best=report.get("best"),
+        numeric=report.get("numeric"),
+        audits=report.get("audits", []),
+        performance_notes=report.get("notes", []),
+        llm=report.get("llm"),  # an LLM case's prefill/decode table, server rows and greedy check (docs/result_schema.md)
+        baseline=report.get("baseline"),  # a base-tier case's measured peaks (benchmarks/base_common.py, docs/result_schema.md)
+        engine=engine_info or None,
+        cache=cache,
+        steps=steps,
+        config=config.as_dict(),
+        env=env,
+        started_at=started_at.isoformat(timespec="seconds"),
+        finished_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        raw_latencies={
             "file": LATENCY_FILE,
             "unit": "ns",
             "cap": MAX_RAW_LATENCIES,
@@ -198,16 +196,19 @@ def build_result(
         }
         if raw
         else None,
-        _RAW_KEY: {name: capped(v) for name, v in raw.items()},
-    }
+        status="success",
+        schema_version=SCHEMA_VERSION,
+    )
 
 
-def write_result(log_dir: Path, record: dict) -> Path:
+def write_result(log_dir: Path, result: CaseResult, raw_latencies_ns: dict[str, list[int]] | None = None) -> Path:
+    """result.json, with latencies.npz (``raw_latencies_ns``, each series capped) and bytemlperf.json
+    written before it, so that result.json never names a missing file."""
     path = log_dir / RESULT_FILE
-    raw = record.pop(_RAW_KEY, None)
-    if raw:  # before result.json, so result.json never names a missing file
-        write_latencies(log_dir / LATENCY_FILE, raw)
-    from tools.compat.bytemlperf.report import write_report  # bytemlperf.json, ByteMLPerf's report shape: also before result.json
+    if raw_latencies_ns:
+        write_latencies(log_dir / LATENCY_FILE, {name: capped(v) for name, v in raw_latencies_ns.items()})
+    record = result.to_json()
+    from tools.compat.bytemlperf.report import write_report  # bytemlperf.json, ByteMLPerf's report shape
 
     write_report(log_dir, record)
     write_json_atomic(path, record)
