@@ -78,7 +78,8 @@ def write_latencies(path: Path, series: dict[str, list[int]]) -> None:
     import numpy as np
 
     with atomic_path(path) as tmp, open(tmp, "wb") as handle:  # a handle: np.savez would append .npz to a name
-        np.savez_compressed(handle, **{name: np.asarray(v, dtype=np.int64) for name, v in series.items()})
+        arrays: dict[str, Any] = {name: np.asarray(v, dtype=np.int64) for name, v in series.items()}
+        np.savez_compressed(handle, **arrays)
 
 
 def read_latencies(log_dir: str | Path) -> dict:
@@ -164,6 +165,11 @@ class LatencyBlock:
 RowKey = tuple[int, str, int]  # (batch_size, scenario, clients): a row's identity within a case
 
 
+def row_key(row: Json) -> RowKey:
+    """A row's identity within a case, from its JSON (a summary record's row, an aggregate's)."""
+    return row["batch_size"], row["scenario"], row["clients"]
+
+
 @dataclass(frozen=True)
 class PerformanceRow:
     """One performance row: a batch size x scenario x clients, from either load generator
@@ -201,7 +207,7 @@ class PerformanceRow:
 
     @property
     def key(self) -> RowKey:
-        return (self.batch_size, self.scenario, self.clients)
+        return row_key(vars(self))
 
     @property
     def label(self) -> str:
@@ -309,7 +315,7 @@ class PhaseBlock:
     def from_json(cls, data: Json | None, where: str = "phase") -> PhaseBlock | None:
         if data is None:
             return None
-        values = {f.name: data.get(f.name) for f in fields(cls)}
+        values: dict[str, Any] = {f.name: data.get(f.name) for f in fields(cls)}
         values["verdict"] = Verdict.from_json(_need(data, "verdict", where))
         values["window_qps"] = list(values["window_qps"] or [])
         return cls(**values)
@@ -325,7 +331,7 @@ class CaseResult:
     ``engine``, ``cache``, ``steps``, ``config``, ``env``, ``raw_latencies``."""
 
     vendor: str
-    compiler: str
+    compiler: str | None
     precision: str
     batchsize: int | None
     flops: float | None
@@ -424,8 +430,9 @@ class CaseResult:
             raise RecordError(f"{where}: schema_version {version!r}, this InferPerf reads {SCHEMA_VERSION}")
         for key in (Key.VENDOR, Key.COMPILER, Key.PRECISION, "case", "framework", "verdict"):
             _need(data, key, where)
+        flagperf: dict[str, Any] = {name: data.get(key) for key, name in cls.FLAGPERF_FIELDS}
         return cls(
-            **{name: data.get(key) for key, name in cls.FLAGPERF_FIELDS},
+            **flagperf,
             ci95=data.get("ci95") or {},
             verdict=Verdict.from_json(data["verdict"]),
             case=data["case"],

@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
-from common import record
+from common import record as recorded
 
 MIN_WINDOWS = 3
 MAX_WINDOWS = 10
@@ -75,14 +75,14 @@ class Verdict:
     def from_dict(cls, data: dict) -> "Verdict":
         return cls(list(data.get("reasons") or []), list(data.get("not_judged") or []))
 
-    def record(self) -> record.Verdict:
+    def record(self) -> recorded.Verdict:
         """The verdict as a result records it (``common.record.Verdict``, frozen)."""
-        return record.Verdict(tuple(self.reasons), tuple(self.not_judged))
+        return recorded.Verdict(tuple(self.reasons), tuple(self.not_judged))
 
     @classmethod
-    def of(cls, recorded: record.Verdict) -> "Verdict":
+    def of(cls, verdict: recorded.Verdict) -> "Verdict":
         """A builder that goes on from a recorded verdict."""
-        return cls(list(recorded.reasons), list(recorded.not_judged))
+        return cls(list(verdict.reasons), list(verdict.not_judged))
 
 
 def drift_not_judged(drifts: dict) -> list[str]:

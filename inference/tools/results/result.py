@@ -79,7 +79,7 @@ def _phase_block(phase: PhaseResult | None, note: str | None, judged: bool) -> P
 
 
 def _rounded_interval(interval: list[float] | None) -> list[float] | None:
-    return None if interval is None else [_round(interval[0]), _round(interval[1])]
+    return None if interval is None else [round(interval[0], 4), round(interval[1], 4)]
 
 
 def flagperf_intervals(validation: PhaseResult | None, inference: PhaseResult | None) -> dict[str, list[float] | None]:

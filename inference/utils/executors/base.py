@@ -31,7 +31,7 @@ from loguru import logger
 from common import layout, lifetime
 from common.errors import ConfigError, HostError, one_line
 from common.monitor_protocol import DAEMON, SAMPLER, monitor_protocol
-from common.record import FAILURE_FILE, RESULT_FILE
+from common.record import FAILURE_FILE, RESULT_FILE, CaseResult, RecordError, read_result
 from utils.case_specs import CaseSpec
 from utils.host_config import HostConfig
 
@@ -124,7 +124,7 @@ class CaseOutcome:
     error: str | None = None
     exit_code: int | None = None
     wall_time_s: float | None = None
-    result: dict | None = None
+    result: CaseResult | None = None  # result.json, parsed once (read_outcome)
     monitors: dict[str, str] = field(default_factory=dict)  # name -> local file
 
     def fail(self, step: str, error: str, status: str = "failed") -> "CaseOutcome":
@@ -392,12 +392,12 @@ def read_outcome(outcome: CaseOutcome, exit_code: int | None, exit_words: str | 
     outcome.exit_code = exit_code
     result_path = outcome.local_dir / RESULT_FILE
     if exit_code == 0 and result_path.is_file():
-        try:
-            outcome.result = json.loads(result_path.read_text(encoding="utf-8"))
+        try:  # the one place the host parses a result.json (common.record.CaseResult)
+            outcome.result = read_result(outcome.local_dir)
             outcome.status, outcome.step, outcome.error = "success", None, None
             return outcome
-        except (OSError, json.JSONDecodeError) as exc:
-            return outcome.fail("summary", f"result.json unreadable: {exc}")
+        except RecordError as exc:
+            return outcome.fail("summary", str(exc))
     failure = _read_json(outcome.local_dir / FAILURE_FILE)
     if failure:
         status = "interrupted" if failure.get("exit_code") in (129, 130, 143) else "failed"

@@ -15,12 +15,10 @@ result is.
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
 from common.mfu import plausible_mfu, pooled_mfu
-from common.record import QPS_KEYS, RESULT_FILE, Key, read_latencies
+from common.record import QPS_KEYS, CaseResult, Key, read_latencies, read_result, row_key
 from common.stats import LatencyStats
 
 
@@ -45,19 +43,26 @@ def _pooled(raws: list[dict], key: str) -> list[int] | None:
     return pooled
 
 
-def _concurrent(results: list[dict]) -> bool | None:
-    spans = [((r.get("inference") or {}).get("started_at_unix"), (r.get("inference") or {}).get("finished_at_unix")) for r in results]
-    if any(a is None or b is None for a, b in spans):
+def _concurrent(results: list[CaseResult | None]) -> bool | None:
+    spans = [(r.inference.started_at_unix, r.inference.finished_at_unix) if r is not None and r.inference else (None, None) for r in results]
+    starts, ends = [a for a, _ in spans], [b for _, b in spans]
+    if any(a is None for a in starts) or any(b is None for b in ends):
         return None
-    return max(a for a, _ in spans) < min(b for _, b in spans)
+    return max(a for a in starts if a is not None) < min(b for b in ends if b is not None)
 
 
-def _weighted_accuracy(records: list[dict], results: list[dict], key: str, phase: str) -> float | None:
+def _phase_samples(result: CaseResult | None, phase: str) -> int:
+    block = (result.validation if phase == "validation" else result.inference) if result is not None else None
+    return (block.samples if block is not None else 0) or 0
+
+
+def _weighted_accuracy(records: list[dict], results: list[CaseResult | None], key: str, phase: str) -> float | None:
     values = [r.get(key) for r in records]
-    weights = [(res.get(phase) or {}).get("samples") or 0 for res in results]
-    if any(v is None for v in values) or not sum(weights):
+    weights = [_phase_samples(res, phase) for res in results]
+    known = [v for v in values if v is not None]
+    if len(known) < len(values) or not sum(weights):
         return None
-    return sum(v * w for v, w in zip(values, weights)) / sum(weights)
+    return sum(v * w for v, w in zip(known, weights)) / sum(weights)
 
 
 def aggregate_case(records: list[dict], load=None) -> dict:
@@ -107,14 +112,11 @@ def aggregate_case(records: list[dict], load=None) -> dict:
     reasons = [f"invalid on host(s) {', '.join(invalid)}"] if invalid else []
     agg["verdict"] = {"valid": not reasons, "reasons": reasons}
 
-    def row_key(row: dict) -> tuple:
-        return row["batch_size"], row["scenario"], row["clients"]
-
     per_host = [{row_key(row): (i, row) for i, row in enumerate(r.get("performance") or [])} for r in records]
-    for key in per_host[0]:
-        if not all(key in rows for rows in per_host):
+    for identity in per_host[0]:
+        if not all(identity in rows for rows in per_host):
             continue
-        matched = [rows[key] for rows in per_host]
+        matched = [rows[identity] for rows in per_host]
         latencies = _pooled([{"row": raw[f"performance_{i}"]} if f"performance_{i}" in raw else {} for raw, (i, _) in zip(raws, matched)], "row")
         block, count, notes = _latency_block(latencies) if latencies else (None, None, ["no raw latencies from every host"])
         rows = [row for _, row in matched]
@@ -122,9 +124,9 @@ def aggregate_case(records: list[dict], load=None) -> dict:
         bad = [h for h, row in zip(hosts, rows) if not row["verdict"]["valid"]]
         agg["performance"].append(
             {
-                "batch_size": key[0],
-                "scenario": key[1],
-                "clients": key[2],
+                "batch_size": identity[0],
+                "scenario": identity[1],
+                "clients": identity[2],
                 "qps": qps,
                 "queries": sum(row["queries"] for row in rows),
                 "samples": sum(row.get("samples") or 0 for row in rows),
@@ -140,12 +142,10 @@ def aggregate_case(records: list[dict], load=None) -> dict:
     return agg
 
 
-def _load(log_dir: str | None) -> tuple[dict, dict]:
+def _load(log_dir: str | None) -> tuple[CaseResult | None, dict]:
     if not log_dir:
-        return {}, {}
-    path = Path(log_dir) / RESULT_FILE
-    result = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-    return result, read_latencies(log_dir)
+        return None, {}
+    return read_result(log_dir), read_latencies(log_dir)
 
 
 def aggregate_records(records: list[dict], load=None) -> list[dict]:

@@ -22,6 +22,7 @@ from typing import Any
 from loguru import logger
 
 from common.files import write_json_atomic
+from common.record import CaseResult
 from common.stats import relative_half_width
 
 CACHE_DIR = "baselines"
@@ -37,8 +38,8 @@ def fingerprint(env: dict | None, vendor: str, device: str | None) -> tuple[str,
     return digest, fields
 
 
-def _of(result: dict, vendor: str) -> tuple[str, dict] | None:
-    return fingerprint(result.get("env"), result.get("vendor") or vendor, (result.get("config") or {}).get("device"))
+def _of(result: CaseResult, vendor: str) -> tuple[str, dict] | None:
+    return fingerprint(result.env, result.vendor or vendor, result.config.get("device"))
 
 
 def format_rate(value: Any, unit: str) -> str:
@@ -83,9 +84,9 @@ class MeasuredPeaks:
                 self.loaded[key] = {}
         return self.loaded[key]
 
-    def store(self, result: dict, vendor: str, run_id: str, host: str) -> list[str]:
+    def store(self, result: CaseResult, vendor: str, run_id: str, host: str) -> list[str]:
         """Cache a base case's VALID figures under its fingerprint; the names of those stored."""
-        baseline = result.get("baseline") or {}
+        baseline = result.baseline or {}
         found = _of(result, vendor)
         if found is None or not baseline.get("figures"):
             return []
@@ -95,7 +96,7 @@ class MeasuredPeaks:
         stored = []
         for figure in baseline["figures"]:
             if not figure.get("verdict", {}).get("valid") or not isinstance(figure.get("value"), (int, float)):
-                logger.warning(f"{result.get('case')} on {host}: {figure.get('name')} is INVALID, not cached as a measured peak")
+                logger.warning(f"{result.case} on {host}: {figure.get('name')} is INVALID, not cached as a measured peak")
                 continue
             if figure.get("kind") == "compute":
                 group, name = "compute", figure["dtype"]
@@ -111,7 +112,7 @@ class MeasuredPeaks:
                 "size": figure.get("size") or figure.get("array_bytes"),
                 "run_id": run_id,
                 "host": host,
-                "finished_at": result.get("finished_at"),
+                "finished_at": result.finished_at,
             }
             stored.append(figure["name"])
         if stored:
@@ -119,14 +120,14 @@ class MeasuredPeaks:
             write_json_atomic(self.path(key), entry)
         return stored
 
-    def compute_peak(self, result: dict, vendor: str, precision: str | None) -> dict | None:
+    def compute_peak(self, result: CaseResult, vendor: str, precision: str | None) -> dict | None:
         """The cached measured GEMM peak for ``precision`` on the result's fingerprint, or None."""
         found = _of(result, vendor)
         if found is None or not precision:
             return None
         return (self.entry(found[0]).get("compute") or {}).get(precision.lower())
 
-    def bandwidth(self, result: dict, vendor: str) -> dict | None:
+    def bandwidth(self, result: CaseResult, vendor: str) -> dict | None:
         found = _of(result, vendor)
         return (self.entry(found[0]).get("bandwidth") or {}) if found else None
 
@@ -139,9 +140,9 @@ def measured_source(peak: dict, dtype: str) -> str:
 def store_outcomes(outcomes: list, vendor: str, run_id: str) -> None:
     """Cache every base case's valid figures; run.py calls it before any record's MFU is computed."""
     for outcome in outcomes:
-        result = outcome.result or {}
+        result = outcome.result
         peaks = MeasuredPeaks.near(outcome.local_dir)
-        if peaks is not None and outcome.status == "success" and result.get("baseline"):
+        if peaks is not None and outcome.status == "success" and result is not None and result.baseline:
             stored = peaks.store(result, vendor, run_id, outcome.host)
             if stored:
                 logger.info(f"measured peaks cached for host {outcome.host}: {', '.join(stored)} ({peaks.root})")

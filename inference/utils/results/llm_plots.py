@@ -64,10 +64,10 @@ def _label(row: dict) -> str:
 
 def frontier_plot(rows: list[dict]) -> dict | None:
     """Output tokens/s against TPOT p50 over every cell and server row; the frontier joined."""
-    usable = [r for r in rows if r.get("output_tokens_per_s") is not None and _p50(r, "tpot") is not None]
+    usable = [(r, tpot) for r in rows if r.get("output_tokens_per_s") is not None and (tpot := _p50(r, "tpot")) is not None]
     if len(usable) < 2:
         return None
-    points = [(_p50(r, "tpot"), r["output_tokens_per_s"]) for r in usable]
+    points = [(float(tpot), float(r["output_tokens_per_s"])) for r, tpot in usable]
     front = pareto_front(points)
     return {
         "data": [
@@ -77,11 +77,11 @@ def frontier_plot(rows: list[dict]) -> dict | None:
                 "name": "cells and server rows",
                 "x": _round(p[0] for p in points),
                 "y": _round(p[1] for p in points),
-                "text": [_label(r) for r in usable],
+                "text": [_label(r) for r, _ in usable],
                 "textposition": "top right",
                 "textfont": {"size": 9},
                 "cliponaxis": False,
-                "marker": {"color": "#888888", "size": 7, "symbol": ["circle" if _valid(r) else "circle-open" for r in usable]},
+                "marker": {"color": "#888888", "size": 7, "symbol": ["circle" if _valid(r) else "circle-open" for r, _ in usable]},
                 "hovertemplate": "%{text}<br>TPOT %{x:.4g} ms, %{y:.4g} output tokens/s<extra></extra>",
             },
             {

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from common.mfu import plausible_mfu
+from common.record import CaseResult
 from common.stats import relative_half_width
 
 HEADER = (
@@ -25,9 +26,9 @@ def _mfu(flops_per_s: Any, peak: float | None, estimate: bool | None) -> dict:
     return {"mfu": shown, "mfu_note": note}
 
 
-def llm_record(result: dict, peak_flops: float | None, estimate: bool | None) -> dict | None:
-    """``result["llm"]`` with ``prefill_mfu``/``decode_mfu`` (and their notes) on every cell and row; None without one."""
-    llm = result.get("llm")
+def llm_record(result: CaseResult | None, peak_flops: float | None, estimate: bool | None) -> dict | None:
+    """``result.llm`` with ``prefill_mfu``/``decode_mfu`` (and their notes) on every cell and row; None without one."""
+    llm = result.llm if result is not None else None
     if not isinstance(llm, dict):
         return None
 

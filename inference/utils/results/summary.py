@@ -59,9 +59,9 @@ def memory_kind(perf_dir: Path, vendor: str) -> str:
 def merge_outcome(outcome: CaseOutcome, perf_dir: Path, vendor: str, peaks: baselines.MeasuredPeaks | None = None) -> dict:
     """One case x host as a summary record. ``peaks``: the measured peaks cached per host
     fingerprint (utils/results/baselines.py); a match is MFU's denominator instead of the estimate."""
-    result = outcome.result or {}
-    inference = result.get("inference") or {}
-    latency = inference.get("latency_ms") or {}
+    result = outcome.result
+    inference = result.inference if result is not None else None
+    latency = (inference.latency_ms if inference else None) or {}
     record: dict[str, Any] = {
         "case": outcome.case.label,  # the case, or a model entry's file name (docs/onnx_models.md)
         "framework": outcome.case.framework,
@@ -75,13 +75,13 @@ def merge_outcome(outcome: CaseOutcome, perf_dir: Path, vendor: str, peaks: base
         "log_dir": str(outcome.local_dir),
     }
     for key in FLAGPERF_KEYS:
-        record[key] = result.get(key)
-    record["verdict"] = result.get("verdict") if outcome.status == "success" else None
-    record["accuracy_note"] = result.get("accuracy_note")
+        record[key] = result.flagperf(key) if result is not None else None
+    record["verdict"] = result.verdict.to_json() if result is not None and outcome.status == "success" else None
+    record["accuracy_note"] = result.accuracy_note if result is not None else None
     record["latency_ms"] = {q: latency.get(q) for q in ("p50", "p90", "p99", "p99_9", "mean")} if latency else None
-    record["ci95"] = result.get("ci95")  # the FlagPerf throughputs' intervals, by FlagPerf key
-    record["latency_ci95"] = inference.get("latency_ci95")
-    record["precision_target"] = (inference.get("precision") or {}).get("target")  # the ± the inference phase was asked to reach
+    record["ci95"] = result.ci95 if result is not None else None  # the FlagPerf throughputs' intervals, by FlagPerf key
+    record["latency_ci95"] = inference.latency_ci95 if inference else None
+    record["precision_target"] = ((inference.precision if inference else None) or {}).get("target")  # the ± the inference phase was asked to reach
     record["latency_batches"] = latency.get("count") if latency else None
     record["latency_notes"] = latency.get("notes", []) if latency else []
 
@@ -93,31 +93,34 @@ def merge_outcome(outcome: CaseOutcome, perf_dir: Path, vendor: str, peaks: base
         used, total, peak = vendor_analysis(perf_dir, vendor, vendor_path)
     record["vendor_usage(GiB)"] = used
     record["vendor_max_mem(GiB)"] = total
-    peak_flops = peak_for(peak, result.get("precision"))
+    precision = result.precision if result is not None else None
+    peak_flops = peak_for(peak, precision)
     peaks = peaks if peaks is not None else baselines.MeasuredPeaks.near(outcome.local_dir)
-    measured = peaks.compute_peak(result, vendor, result.get("precision")) if peaks is not None else None
+    measured = peaks.compute_peak(result, vendor, precision) if peaks is not None and result is not None else None
     if measured is not None:
         peak_flops = float(measured["value"])
     record["peak_flops"] = peak_flops
     record["mfu_is_estimate"] = (False if measured else bool(isinstance(peak, dict) and peak.get("estimate"))) if peak_flops else None
-    record["peak_measured"] = baselines.measured_source(measured, result["precision"]) if measured else None
+    record["peak_measured"] = baselines.measured_source(measured, str(precision)) if measured else None
     record["peak_flops_source"] = record["peak_measured"] or (peak.get("source") if isinstance(peak, dict) else None)
-    record["baseline"] = result.get("baseline")
-    flops = result.get("flops")
+    record["baseline"] = result.baseline if result is not None else None
+    flops = result.flops if result is not None else None
     record["MFU"], record["MFU_note"] = plausible_mfu(
-        mfu(flops, result.get(Key.INFER_CORE_QPS), peak_flops), record["mfu_is_estimate"], record["peak_measured"]
+        mfu(flops, result.infer_core_qps if result is not None else None, peak_flops), record["mfu_is_estimate"], record["peak_measured"]
     )
     if record["MFU"] is None and outcome.status == "success" and flops and vendor_path and not peak_flops:
-        logger.warning(f"{outcome.case.key} on {outcome.host}: peak FLOPS unknown for precision {result.get('precision')}; MFU is null")
+        logger.warning(f"{outcome.case.key} on {outcome.host}: peak FLOPS unknown for precision {precision}; MFU is null")
+    rows = result.performance if result is not None else ()
     record["performance"] = [
-        {**row, **dict(zip(("MFU", "MFU_note"), plausible_mfu(mfu(flops, row.get("qps"), peak_flops), record["mfu_is_estimate"], record["peak_measured"])))}
-        for row in result.get("performance") or []
+        {**row.to_json(), **dict(zip(("MFU", "MFU_note"), plausible_mfu(mfu(flops, row.qps, peak_flops), record["mfu_is_estimate"], record["peak_measured"])))}
+        for row in rows
     ]
-    record["best"] = result.get("best")
-    record["numeric"] = result.get("numeric")
-    record["audits"] = result.get("audits") or []
+    record["best"] = result.best if result is not None else None
+    record["numeric"] = result.numeric if result is not None else None
+    record["audits"] = result.audits if result is not None else []
     record["llm"] = llm_summary.llm_record(result, peak_flops, record["mfu_is_estimate"])  # an LLM case's table and server rows
-    baselines.add_mbu(record["llm"], peaks.bandwidth(result, vendor) if peaks is not None else None)  # decode MBU against the measured bandwidth
+    bandwidth = peaks.bandwidth(result, vendor) if peaks is not None and result is not None else None
+    baselines.add_mbu(record["llm"], bandwidth)  # decode MBU against the measured bandwidth
     return record
 
 
@@ -187,7 +190,8 @@ def percentile_cell(latency: dict, name: str, count: int | None, intervals: dict
     missing, ``n/a (<N queries)`` if ``count`` queries were measured (too few for it), else ``-``."""
     value = latency.get(name)
     if value is not None:
-        if name in (intervals or {}) and intervals[name] is None:  # measured, but no honest interval (docs/measurement.md)
+        known = intervals or {}
+        if name in known and known[name] is None:  # measured, but no honest interval (docs/measurement.md)
             return f"{_fmt(value, 2)} ± n/a"
         return plus_minus(value, (intervals or {}).get(name))
     return f"n/a (<{MIN_SAMPLES_FOR_PERCENTILE[name][1]} queries)" if count is not None else "-"

@@ -11,7 +11,10 @@ another type needs a bundle that has it (``page.PLOTLY_BUNDLE``). Long series ar
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from common.record import CaseResult
 
 # The trace types the charts use: each must be in the inlined bundle (plotly.js-basic-dist-min).
 TRACE_TYPES = ("scatter", "bar")
@@ -147,7 +150,7 @@ def repetitions_plot(block: dict | None) -> dict | None:
     return {
         "data": [strips, means],
         "layout": figure_layout(
-            f"{block.get('count')} repetitions: each figure over its geometric mean (hollow = invalid)",
+            f"{(block or {}).get('count')} repetitions: each figure over its geometric mean (hollow = invalid)",
             WIDTH,
             max(HEIGHT, 60 + 28 * len(figures)),
             xaxis=axis("figure / geometric mean of its repetitions"),
@@ -253,11 +256,11 @@ def _headline_latency(row: dict) -> tuple[float | None, str]:
 
 def frontier_plot(rows: list[dict]) -> dict | None:
     """Throughput against latency over every row; the frontier joined. Needs two rows."""
-    usable = [(r, *_headline_latency(r)) for r in rows if r.get("qps") is not None]
-    usable = [(r, lat, name) for r, lat, name in usable if lat is not None]
+    measured = [(r, *_headline_latency(r)) for r in rows if r.get("qps") is not None]
+    usable = [(r, lat, name) for r, lat, name in measured if lat is not None]
     if len(usable) < 2:
         return None
-    points = [(lat, r["qps"]) for r, lat, _ in usable]
+    points = [(float(lat), float(r["qps"])) for r, lat, _ in usable]
     front = pareto_front(points)
     middle = (min(p[0] for p in points) + max(p[0] for p in points)) / 2
     rows_trace = {
@@ -297,16 +300,15 @@ def frontier_plot(rows: list[dict]) -> dict | None:
     }
 
 
-def phase_spans(result: dict) -> list[tuple[str, str, float, float]]:
+def phase_spans(result: CaseResult) -> list[tuple[str, str, float, float]]:
     """(kind, label, start, end) in unix seconds of every measured phase of a result."""
     spans = []
-    for phase in ("validation", "inference"):
-        block = result.get(phase) or {}
-        if block.get("started_at_unix") is not None and block.get("finished_at_unix") is not None:
-            spans.append((phase, phase, block["started_at_unix"], block["finished_at_unix"]))
-    for row in result.get("performance") or []:
-        if row.get("started_at_unix") is not None and row.get("finished_at_unix") is not None:
-            spans.append(("performance", row_label(row), row["started_at_unix"], row["finished_at_unix"]))
+    for phase, block in (("validation", result.validation), ("inference", result.inference)):
+        if block is not None and block.started_at_unix is not None and block.finished_at_unix is not None:
+            spans.append((phase, phase, block.started_at_unix, block.finished_at_unix))
+    for row in result.performance:
+        if row.started_at_unix is not None and row.finished_at_unix is not None:
+            spans.append(("performance", row_label(row.to_json()), row.started_at_unix, row.finished_at_unix))
     return spans
 
 
@@ -335,7 +337,7 @@ def timeline_plot(sys_samples: list[dict], vendor_samples: list[dict], spans: li
     if not samples:
         return None
     t0 = min(s["timestamp"] for s in samples)
-    panels = [
+    panels: list[tuple[str, list[tuple[list[dict], str, str]], dict[str, Any]]] = [
         ("utilisation %", [(sys_samples, "cpu_percent", "system CPU %"), (vendor_samples, "utilization", "device utilisation %")], {"range": [0, 105]}),
         (
             "memory (GiB)",

@@ -94,7 +94,7 @@ def render(summary: dict, perf_dir: Path | None = None) -> str:
     """The page of a run's ``summary`` (summary.json's content); ``perf_dir`` (inference/) gives the git commit and the vendor's memory kind."""
     all_rows = with_aggregates(summary.get("results") or [], summary.get("aggregates") or [])
     sections = [case_section(r) for r in all_rows]
-    roofline = roofline_section(all_rows, summary.get("vendor"))  # the measured roofs and each case's point (report/roofline.py)
+    roofline = roofline_section(all_rows, str(summary.get("vendor")))  # the measured roofs and each case's point (report/roofline.py)
     _plot_specs(sections + ([roofline] if roofline else []))
     environments: dict[str, list[tuple[str, str]]] = {}
     for section, record in zip(sections, all_rows):
@@ -111,7 +111,7 @@ def render(summary: dict, perf_dir: Path | None = None) -> str:
         sections=sections,
         environments=environments,
         commit=git_commit(perf_dir) if perf_dir else None,
-        memory_kind=memory_kind(perf_dir, summary.get("vendor")) if perf_dir else "device memory",
+        memory_kind=memory_kind(perf_dir, str(summary.get("vendor"))) if perf_dir else "device memory",
         plotly_js=script,
         plotly_missing=missing,
     )

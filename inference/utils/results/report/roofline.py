@@ -17,25 +17,21 @@ FLOP/s (``flops`` x core qps).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from common.record import RESULT_FILE, Key
+from common.record import CaseResult, Key, RecordError, read_result
 from utils.results.baselines import MeasuredPeaks, format_rate
 from utils.results.report.charts import COLOURS, HEIGHT, axis, figure_layout
 
 WIDTH = 720
 
 
-def _result(record: dict) -> dict:
+def _result(record: dict) -> CaseResult | None:
     log_dir = record.get("log_dir")
-    path = Path(log_dir) / RESULT_FILE if log_dir else None
-    if path is None or not path.is_file():
-        return {}
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
+        return read_result(log_dir) if log_dir else None
+    except RecordError:
+        return None  # the report's case section says why
 
 
 def roofs(records: list[dict], vendor: str) -> tuple[dict[str, float], float | None, str]:
@@ -55,7 +51,7 @@ def roofs(records: list[dict], vendor: str) -> tuple[dict[str, float], float | N
         for record in records:
             result = _result(record)
             peaks = MeasuredPeaks.near(Path(record["log_dir"])) if record.get("log_dir") else None
-            if not result or peaks is None:
+            if result is None or peaks is None:
                 continue
             cached = peaks.bandwidth(result, vendor) or {}
             for kernel, entry in cached.items():
@@ -78,7 +74,8 @@ def points(records: list[dict]) -> list[dict]:
         flops, qps, batch = record.get("flops"), record.get(Key.INFER_CORE_QPS), record.get("batchsize")
         if record.get("status") != "success" or not (flops and qps and batch) or record.get("aggregate"):
             continue
-        weights = ((_result(record).get("engine") or {}).get("onnx_bytes")) or None
+        result = _result(record)
+        weights = ((result.engine if result is not None else None) or {}).get("onnx_bytes") or None
         if not weights:
             continue
         found.append({"label": f"{record['case']} on {record['host']}", "intensity": flops * batch / weights, "flops_per_s": flops * qps})

@@ -13,7 +13,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from common.record import RESULT_FILE, Key, read_latencies
+from common.record import CaseResult, Key, RecordError, read_latencies, read_result
 from common.sampler import read_samples
 from utils.results.report.charts import (
     TOP_OPS,
@@ -76,25 +76,26 @@ def compile_rows(engine: dict | None) -> list[tuple[str, str]]:
         ("segments (fallback)", f"{len(segments)} ({sum(bool(s.get('is_fallback')) for s in segments)})"),
         ("fallback ops", ", ".join(map(str, report.get("fallback_ops") or [])) or "none"),
     ]
-    if (engine or {}).get("best_batch_sizes"):
-        rows.append(("engine's best batch sizes", ", ".join(map(str, engine["best_batch_sizes"]))))
+    best_sizes = (engine or {}).get("best_batch_sizes")
+    if best_sizes:
+        rows.append(("engine's best batch sizes", ", ".join(map(str, best_sizes))))
     return rows
 
 
-def check_rows(result: dict) -> list[tuple[str, str, str]]:
+def check_rows(result: CaseResult) -> list[tuple[str, str, str]]:
     """(check, passed, detail) for the numeric check and every audit."""
     rows = []
-    numeric = result.get("numeric")
+    numeric = result.numeric
     if numeric:
         worst = max((o.get("max_rel") or 0.0 for o in numeric.get("outputs") or []), default=None)
         detail = f"{numeric.get('samples')} samples, largest max_rel {worst:.2e}" if worst is not None else ""
         rows.append(("numeric (engine vs framework)", _passed(numeric.get("passed")), "; ".join(numeric.get("reasons") or []) or detail))
-    for audit in result.get("audits") or []:
+    for audit in result.audits:
         rows.append((audit.get("name", "audit"), _passed(audit.get("passed")), audit.get("detail") or ""))
-    for row in result.get("performance") or []:
-        test01 = row.get("accuracy_in_performance_mode")
+    for row in result.performance:
+        test01 = row.accuracy_in_performance_mode
         if test01:
-            rows.append((f"{test01.get('name')} ({row_label(row)})", _passed(test01.get("passed")), test01.get("detail") or ""))
+            rows.append((f"{test01.get('name')} ({row.label})", _passed(test01.get("passed")), test01.get("detail") or ""))
     return rows
 
 
@@ -199,10 +200,12 @@ def case_section(record: dict) -> dict:
         _add(section, "throughput vs batch size", throughput_plot(rows))
         return section
     log_dir = Path(record["log_dir"]) if record.get("log_dir") else None
-    result: dict = {}
-    if log_dir and (log_dir / RESULT_FILE).is_file():
-        result = json.loads((log_dir / RESULT_FILE).read_text(encoding="utf-8"))
-    if record["status"] != "success" or not result:
+    result = None
+    try:
+        result = read_result(log_dir) if log_dir else None
+    except RecordError as exc:
+        section["missing"].append(str(exc))
+    if record["status"] != "success" or result is None or log_dir is None:
         section["missing"].append("no result.json: the case did not complete, nothing to plot")
         if log_dir:
             sys_samples, vendor_samples = monitor_files(log_dir)
@@ -223,12 +226,12 @@ def _aggregate_note(record: dict) -> str:
     return f"Aggregate of {hosts}: throughput is the sum of the hosts, percentiles come from the hosts' raw latencies pooled" + overlap
 
 
-def _add_plots(section: dict, rows: list[dict], result: dict, log_dir: Path, record: dict) -> None:
+def _add_plots(section: dict, rows: list[dict], result: CaseResult, log_dir: Path, record: dict) -> None:
     """Throughput, the latency CDF, the frontier (two rows or more) and the monitors' timeline."""
     raw = read_latencies(log_dir)
     if not raw:
         section["notes"].append("no latencies.npz beside result.json (a result from before raw latencies were kept): latency plots are missing")
-    section["best"] = result.get("best")
+    section["best"] = result.best
     _add(section, "throughput vs batch size", throughput_plot(rows))
     _add(section, "repetitions", repetitions_plot(record.get("repetitions")))
     _add(section, "latency distribution", latency_plot(rows, raw, raw.get("inference")))
@@ -237,7 +240,7 @@ def _add_plots(section: dict, rows: list[dict], result: dict, log_dir: Path, rec
         _add(section, "throughput-latency frontier", frontier)
     from utils.results.llm_plots import llm_figures  # here: it draws with this module's helpers
 
-    for name, figure in llm_figures(result.get("llm")):  # an LLM case's plots
+    for name, figure in llm_figures(result.llm):  # an LLM case's plots
         _add(section, name, figure)
     sys_samples, vendor_samples = monitor_files(log_dir)
     spans = phase_spans(result)
@@ -246,9 +249,9 @@ def _add_plots(section: dict, rows: list[dict], result: dict, log_dir: Path, rec
     _add(section, "monitor timeline", timeline_plot(sys_samples, vendor_samples, spans))
 
 
-def _add_engine_and_checks(section: dict, rows: list[dict], result: dict) -> None:
+def _add_engine_and_checks(section: dict, rows: list[dict], result: CaseResult) -> None:
     """The compile report, a backend's own benchmark, the top ops, the checks, the notes and the environment."""
-    engine = result.get("engine") or {}
+    engine = result.engine or {}
     section["compile"] = compile_rows(engine)
     section["own_benchmark"] = own_benchmark_rows(engine, rows)
     section["ops"] = (engine.get("performance_data") or [])[:TOP_OPS]
@@ -256,9 +259,9 @@ def _add_engine_and_checks(section: dict, rows: list[dict], result: dict) -> Non
     if ops_plot:
         _add(section, "top ops", ops_plot)
     section["checks"] = check_rows(result)
-    section["notes"].extend(result.get("performance_notes") or [])
+    section["notes"].extend(result.performance_notes)
     env: list[tuple[str, str]] = []
-    _flatten("", result.get("env") or {}, env)
+    _flatten("", result.env, env)
     section["env"] = env
 
 
