@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, ClassVar, Final
+from typing import Any, Final
 
 from common.files import atomic_path
 
@@ -43,21 +43,22 @@ class Key:
     INFER_ACC: Final = "infer_average_acc"
 
 
-# In FlagPerf's order: the Finish Info line, summary columns.
-FLAGPERF_KEYS: Final = (
-    Key.VENDOR,
-    Key.COMPILER,
-    Key.PRECISION,
-    Key.BATCHSIZE,
-    Key.FLOPS,
-    Key.E2E_TIME,
-    Key.VAL_WHOLE_QPS,
-    Key.VAL_CORE_QPS,
-    Key.INFER_WHOLE_QPS,
-    Key.INFER_CORE_QPS,
-    Key.VAL_ACC,
-    Key.INFER_ACC,
+# In FlagPerf's order (the Finish Info line, summary columns): each key, and CaseResult's attribute for it.
+FLAGPERF_FIELDS: Final[tuple[tuple[str, str], ...]] = (
+    (Key.VENDOR, "vendor"),
+    (Key.COMPILER, "compiler"),
+    (Key.PRECISION, "precision"),
+    (Key.BATCHSIZE, "batchsize"),
+    (Key.FLOPS, "flops"),
+    (Key.E2E_TIME, "e2e_time_s"),
+    (Key.VAL_WHOLE_QPS, "val_whole_qps"),
+    (Key.VAL_CORE_QPS, "val_core_qps"),
+    (Key.INFER_WHOLE_QPS, "infer_whole_qps"),
+    (Key.INFER_CORE_QPS, "infer_core_qps"),
+    (Key.VAL_ACC, "val_average_acc"),
+    (Key.INFER_ACC, "infer_average_acc"),
 )
+FLAGPERF_KEYS: Final = tuple(key for key, _ in FLAGPERF_FIELDS)
 QPS_KEYS: Final = (Key.VAL_WHOLE_QPS, Key.VAL_CORE_QPS, Key.INFER_WHOLE_QPS, Key.INFER_CORE_QPS)
 
 
@@ -368,28 +369,13 @@ class CaseResult:
     status: str = "success"
     schema_version: int = SCHEMA_VERSION
 
-    # FlagPerf's key for each of its figures (the attribute names are Python's).
-    FLAGPERF_FIELDS: ClassVar[tuple[tuple[str, str], ...]] = (
-        (Key.VENDOR, "vendor"),
-        (Key.COMPILER, "compiler"),
-        (Key.PRECISION, "precision"),
-        (Key.BATCHSIZE, "batchsize"),
-        (Key.FLOPS, "flops"),
-        (Key.E2E_TIME, "e2e_time_s"),
-        (Key.VAL_WHOLE_QPS, "val_whole_qps"),
-        (Key.VAL_CORE_QPS, "val_core_qps"),
-        (Key.INFER_WHOLE_QPS, "infer_whole_qps"),
-        (Key.INFER_CORE_QPS, "infer_core_qps"),
-        (Key.VAL_ACC, "val_average_acc"),
-        (Key.INFER_ACC, "infer_average_acc"),
-    )
 
     def flagperf(self, key: str) -> Any:
         """A figure by FlagPerf's key (``Key``)."""
-        return getattr(self, dict(self.FLAGPERF_FIELDS)[key])
+        return getattr(self, dict(FLAGPERF_FIELDS)[key])
 
     def to_json(self) -> Json:
-        out: Json = {key: getattr(self, name) for key, name in self.FLAGPERF_FIELDS}
+        out: Json = {key: getattr(self, name) for key, name in FLAGPERF_FIELDS}
         out.update(
             {
                 "ci95": self.ci95,
@@ -430,7 +416,7 @@ class CaseResult:
             raise RecordError(f"{where}: schema_version {version!r}, this InferPerf reads {SCHEMA_VERSION}")
         for key in (Key.VENDOR, Key.COMPILER, Key.PRECISION, "case", "framework", "verdict"):
             _need(data, key, where)
-        flagperf: dict[str, Any] = {name: data.get(key) for key, name in cls.FLAGPERF_FIELDS}
+        flagperf: dict[str, Any] = {name: data.get(key) for key, name in FLAGPERF_FIELDS}
         return cls(
             **flagperf,
             ci95=data.get("ci95") or {},

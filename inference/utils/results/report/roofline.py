@@ -145,19 +145,6 @@ def roofline_section(records: list[dict], vendor: str) -> dict | None:
     figure, note = roofline_plot(records, vendor)
     if figure is None:
         return None
-    return {
-        "title": "Roofline",
-        "anchor": "roofline",
-        "status": "success",
-        "error": None,
-        "failed_step": None,
-        "plots": [{"name": "roofline", "figure": figure}],
-        "missing": [],
-        "perf_rows": [],
-        "compile": [],
-        "ops": [],
-        "checks": [],
-        "best": None,
-        "notes": [note],
-        "aggregate": False,
-    }
+    from utils.results.report.sections import new_section
+
+    return new_section("Roofline", "roofline", plots=[{"name": "roofline", "figure": figure}], notes=[note])

@@ -175,24 +175,22 @@ def own_benchmark_rows(engine: dict, rows: list[dict]) -> dict | None:
     return {"source": own.get("source") or "the engine", "rows": table, "error": own.get("error")}
 
 
+def new_section(title: str, anchor: str, status: str = "success", **given: Any) -> dict[str, Any]:
+    """A page section with nothing in it yet (the page template reads every key)."""
+    empty = {"plots": [], "missing": [], "perf_rows": [], "compile": [], "ops": [], "checks": [], "notes": []}
+    return {"title": title, "anchor": anchor, "status": status, "error": None, "failed_step": None, **empty, "best": None, "aggregate": False, **given}
+
+
 def case_section(record: dict) -> dict:
     """Everything the page shows for one case on one host, or for a multi-host aggregate."""
-    section: dict[str, Any] = {
-        "title": f"{record['case']}:{record['framework']} on {record['host']}",
-        "anchor": f"{record['case']}-{record['framework']}-{record['host']}".replace(":", "-").replace(".", "-").replace(" ", "-"),
-        "status": record["status"],
-        "error": record.get("error"),
-        "failed_step": record.get("failed_step"),
-        "plots": [],
-        "missing": [],
-        "perf_rows": [],
-        "compile": [],
-        "ops": [],
-        "checks": [],
-        "best": None,
-        "notes": [],
-        "aggregate": bool(record.get("aggregate")),
-    }
+    section = new_section(
+        f"{record['case']}:{record['framework']} on {record['host']}",
+        f"{record['case']}-{record['framework']}-{record['host']}".replace(":", "-").replace(".", "-").replace(" ", "-"),
+        record["status"],
+        error=record.get("error"),
+        failed_step=record.get("failed_step"),
+        aggregate=bool(record.get("aggregate")),
+    )
     rows = record.get("performance") or []
     section["perf_rows"] = performance_table(rows)
     if record.get("aggregate"):
