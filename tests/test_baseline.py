@@ -17,6 +17,7 @@ from benchmarks.base_common import TorchKernels, check_base_config, gemm_bytes, 
 from common.errors import ConfigError
 from common.mfu import plausible_mfu
 from tests.conftest import INFERENCE, TYPED_CASE_CONFIG
+from tests.result_records import case_result, write_result
 from tools.config.case import CaseConfig
 from tools.measure.baseline import KernelSettings, allreduce_bandwidth, gemm_flop, measure_kernel, stream_bytes
 from utils.case_specs import CaseSpec
@@ -213,10 +214,11 @@ ENV = {"cpu_model": "AMD EPYC 9B45", "cpus_usable": 2, "accelerator": None}
 
 
 def _outcome(tmp_path: Path, case: str, result: dict) -> CaseOutcome:
+    """A successful outcome whose result is a complete result.json (tests/result_records.py) with ``result``'s keys."""
     local = tmp_path / "result" / "run20260101" / f"{case}:pytorch" / "127.0.0.1_noderank0"
     local.mkdir(parents=True)
     outcome = CaseOutcome(CaseSpec(case, "pytorch", "/tmp"), "127.0.0.1", 0, local, status="success")
-    outcome.result = {"vendor": "cpu", "env": ENV, "config": {"device": "cpu"}, "finished_at": "2026-01-01T00:00:00+00:00", **result}
+    outcome.result = case_result({"vendor": "cpu", "env": ENV, "config": {"device": "cpu"}, "finished_at": "2026-01-01T00:00:00+00:00", **result})
     return outcome
 
 
@@ -339,7 +341,7 @@ def _roofline_records(tmp_path: Path) -> list[dict]:
     base = {"case": "base_gemm", "framework": "pytorch", "host": "h", "status": "success", "baseline": {"figures": [gemm, stream]}}
     log = tmp_path / "resnet50"
     log.mkdir()
-    (log / "result.json").write_text(json.dumps({"engine": {"onnx_bytes": 100_000_000}}))
+    write_result(log, engine={"onnx_bytes": 100_000_000})
     model = {"case": "resnet50", "framework": "pytorch", "host": "h", "status": "success", "flops": 8e9, "batchsize": 8}
     model.update({"*p_inference_core(qps)": 25.0, "log_dir": str(log)})
     return [base, model]

@@ -19,9 +19,10 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from common.record import read_latencies, write_latencies
+from common.record import CaseResult, PerformanceRow, read_latencies, write_latencies
 from common.stats import LatencyStats
 from tests.measure_config import CHEAP_SET
+from tests.result_records import case_result, performance_row, phase_block, write_result
 from utils.results.aggregate import aggregate_records, with_aggregates
 from utils.results.report import decimate, ecdf_points, pareto_front, phase_spans, plotly_js, script_json, write_report
 from utils.results.summary import write_summary
@@ -61,34 +62,36 @@ def make_run(
             raw[f"performance_{i}"] = values
             qps = bs * 1e9 / float(np.mean(values))
             stats = LatencyStats.from_ns(values)
-            perf.append(
-                {
-                    "batch_size": bs,
-                    "scenario": scenario,
-                    "clients": clients,
-                    "qps": qps,
-                    "queries": 700,
-                    "samples": 700 * bs,
-                    "duration_s": 1.0,
-                    "latency_ms": {k: getattr(stats, k) for k in ("p50", "p90", "p99", "p99_9", "mean")},
-                    "latency_notes": stats.notes,
-                    "window_qps": [qps * (1 + 0.01 * ((w * 7) % 5 - 2)) for w in range(10)],
-                    "target_qps": None,
-                    "latency_bound_met": None,
-                    "started_at_unix": T0 + 5 + i,
-                    "finished_at_unix": T0 + 5.8 + i,
-                    "accuracy_in_performance_mode": {"name": "accuracy_in_performance_mode", "passed": True, "detail": "all match"},
-                    "verdict": {"valid": i != 1, "reasons": [] if i != 1 else ["throughput not stable: synthetic"]},
-                }
+            perf.append(  # the row as result.json has it: every key, the ones not given at their defaults
+                PerformanceRow.from_json(
+                    {
+                        "batch_size": bs,
+                        "scenario": scenario,
+                        "clients": clients,
+                        "qps": qps,
+                        "queries": 700,
+                        "samples": 700 * bs,
+                        "duration_s": 1.0,
+                        "latency_ms": {k: getattr(stats, k) for k in ("p50", "p90", "p99", "p99_9", "mean")},
+                        "latency_notes": stats.notes,
+                        "window_qps": [qps * (1 + 0.01 * ((w * 7) % 5 - 2)) for w in range(10)],
+                        "target_qps": None,
+                        "latency_bound_met": None,
+                        "started_at_unix": T0 + 5 + i,
+                        "finished_at_unix": T0 + 5.8 + i,
+                        "accuracy_in_performance_mode": {"name": "accuracy_in_performance_mode", "passed": True, "detail": "all match"},
+                        "verdict": {"valid": i != 1, "reasons": [] if i != 1 else ["throughput not stable: synthetic"]},
+                    }
+                ).to_json()
             )
         inference_stats = LatencyStats.from_ns(raw["inference"])
         core_qps = 16 * 1e9 / float(np.mean(raw["inference"]))
-        result = {
+        result = {  # a complete result.json: the recorded digits result (tests/result_records.py) with these keys
             "case": case,
             "framework": "pytorch",
             "precision": "fp32",
-            "inference": {"samples": 800 * 16, "started_at_unix": T0 + 2, "finished_at_unix": T0 + 4},
-            "validation": {"samples": 800 * 16, "started_at_unix": T0 + 0.5, "finished_at_unix": T0 + 1.5},
+            "inference": phase_block("inference", samples=800 * 16, started_at_unix=T0 + 2, finished_at_unix=T0 + 4),
+            "validation": phase_block("validation", samples=800 * 16, started_at_unix=T0 + 0.5, finished_at_unix=T0 + 1.5),
             "performance": perf,
             "best": None,
             "numeric": {"passed": True, "samples": 32, "reasons": [], "outputs": [{"max_rel": 5e-7}]},
@@ -110,7 +113,7 @@ def make_run(
             },
             "env": {"hostname": host, "cpu_model": "AMD EPYC", "packages": {"onnxruntime": "1.31.1"}},
         }
-        (log_dir / "result.json").write_text(json.dumps(result))
+        write_result(log_dir, result)
         write_latencies(log_dir / "latencies.npz", raw)
         sys_lines = [{"timestamp": T0 + t, "cpu_percent": 50.0 + t, "mem_used_gib": 1.0 + 0.1 * t, "mem_total_gib": 16.0, "power_w": None} for t in range(10)]
         (log_dir / "sys_monitor.jsonl").write_text("".join(json.dumps(s) + "\n" for s in sys_lines))
@@ -429,11 +432,11 @@ def test_pareto_front_keeps_only_undominated_points():
 
 
 def test_phase_spans_come_from_result_json():
-    result = {
-        "validation": {"started_at_unix": 1.0, "finished_at_unix": 2.0},
-        "inference": {},
-        "performance": [{"batch_size": 4, "scenario": "offline", "clients": 2, "started_at_unix": 3.0, "finished_at_unix": 4.5}],
-    }
+    result = case_result(
+        validation=phase_block("validation", started_at_unix=1.0, finished_at_unix=2.0),
+        inference=phase_block("inference", started_at_unix=None, finished_at_unix=None),  # a phase without its span
+        performance=[performance_row(batch_size=4, scenario="offline", clients=2, started_at_unix=3.0, finished_at_unix=4.5)],
+    )
     assert phase_spans(result) == [("validation", "validation", 1.0, 2.0), ("performance", "bs 4 offline x2", 3.0, 4.5)]
 
 
@@ -592,7 +595,7 @@ def test_a_real_digits_run_writes_latencies_spans_and_the_report(tmp_path):
     assert len(raw["performance_1"]) == result["performance"][1]["queries"]
     p50 = LatencyStats.from_ns([int(v) for v in raw["performance_1"]]).p50
     assert p50 == pytest.approx(result["performance"][1]["latency_ms"]["p50"], rel=1e-12)
-    spans = phase_spans(result)
+    spans = phase_spans(CaseResult.from_json(result))
     assert [s[1] for s in spans] == ["validation", "inference", "bs 4 offline", "bs 16 offline"]
     assert all(a < b for _, _, a, b in spans) and all(spans[i][3] <= spans[i + 1][2] for i in range(len(spans) - 1))
     html = (run_dir / "report.html").read_text()

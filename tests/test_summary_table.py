@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from common.record import CaseResult
+from tests.result_records import case_result, performance_row, phase_block
 from utils.executors.base import CaseOutcome
 from utils.host_config import CaseSpec
 from utils.results.summary import markdown_table, merge_outcome
@@ -14,7 +16,8 @@ from utils.results.summary import markdown_table, merge_outcome
 INFERENCE = Path(__file__).resolve().parents[1] / "inference"
 
 
-def _result(**changes) -> dict:
+def _result(**changes) -> CaseResult:
+    """A complete result (the recorded digits result, tests/result_records.py) with this file's figures."""
     result = {
         "vendor": "cpu",
         "compiler": "onnxruntime",
@@ -30,8 +33,10 @@ def _result(**changes) -> dict:
         "infer_average_acc": None,
         "accuracy_note": "random weights",
         "verdict": {"valid": False, "reasons": ["inference: contention: other processes used 45% of the 2 CPU(s)"]},
-        "inference": {
-            "latency_ms": {
+        "ci95": {},  # this file's figures carry no intervals: the table shows none
+        "inference": phase_block(
+            "inference",
+            latency_ms={
                 "count": 40,
                 "p50": 310.0,
                 "p90": None,
@@ -39,41 +44,49 @@ def _result(**changes) -> dict:
                 "p99_9": None,
                 "mean": 312.0,
                 "notes": ["p90 needs at least 64 queries, got 40"],
-            }
-        },
+            },
+            latency_ci95=None,
+        ),
         "performance": [
-            {
-                "batch_size": 8,
-                "scenario": "offline",
-                "clients": 1,
-                "qps": 26.0,
-                "queries": 70,
-                "latency_ms": {"p50": 300.0, "p90": 305.0, "p99": None, "p99_9": None, "mean": 301.0},
-                "target_qps": None,
-                "latency_bound_met": None,
-                "verdict": {"valid": True, "reasons": []},
-            },
-            {
-                "batch_size": 1,
-                "scenario": "server",
-                "clients": 1,
-                "qps": 9.5,
-                "queries": 700,
-                "latency_ms": {"p50": 50.0, "p90": 80.0, "p99": 120.0, "p99_9": None, "mean": 55.0},
-                "target_qps": 10.0,
-                "latency_bound_met": False,
-                "verdict": {"valid": False, "reasons": ["p99 latency 120 ms exceeds latency_bound_ms 100"]},
-            },
+            performance_row(
+                {
+                    "batch_size": 8,
+                    "scenario": "offline",
+                    "clients": 1,
+                    "qps": 26.0,
+                    "queries": 70,
+                    "latency_ms": {"p50": 300.0, "p90": 305.0, "p99": None, "p99_9": None, "mean": 301.0},
+                    "target_qps": None,
+                    "latency_bound_met": None,
+                    "verdict": {"valid": True, "reasons": []},
+                    "qps_ci95": None,
+                    "latency_ci95": None,
+                }
+            ),
+            performance_row(
+                {
+                    "batch_size": 1,
+                    "scenario": "server",
+                    "clients": 1,
+                    "qps": 9.5,
+                    "queries": 700,
+                    "latency_ms": {"p50": 50.0, "p90": 80.0, "p99": 120.0, "p99_9": None, "mean": 55.0},
+                    "target_qps": 10.0,
+                    "latency_bound_met": False,
+                    "verdict": {"valid": False, "reasons": ["p99 latency 120 ms exceeds latency_bound_ms 100"]},
+                    "qps_ci95": None,
+                    "latency_ci95": None,
+                }
+            ),
         ],
         "best": None,
         "numeric": None,
         "audits": [],
     }
-    result.update(changes)
-    return result
+    return case_result(result, **changes)
 
 
-def _outcome(tmp_path: Path, result: dict | None, peak: dict | None) -> CaseOutcome:
+def _outcome(tmp_path: Path, result: CaseResult | None, peak: dict | None) -> CaseOutcome:
     outcome = CaseOutcome(CaseSpec("resnet50", "pytorch", "/data"), "10.0.0.1", 0, tmp_path)
     outcome.status = "success" if result else "failed"
     outcome.result = result
@@ -142,8 +155,9 @@ def test_table_says_na_with_reasons_units_and_verdicts(tmp_path):
     assert "| n/a (random weights) | n/a (random weights) |" in row  # never 0.0000
     assert "| 310.00 | n/a (<64 queries) | n/a (<662 queries) |" in row  # p50 measured, p90/p99 not
     assert "% est. |" in row and "0.0000" not in row
-    assert "| resnet50:pytorch | 10.0.0.1 | 8 | offline | 1 | 26.00 | 300.00 | 305.00 | n/a (<662 queries) | 70 |" in table
-    assert "| 1 | server @10, bound MISSED | 1 | 9.50 | 50.00 | 80.00 | 120.00 | 700 |" in table
+    # A recorded row always has latency_ci95 (common.record.PerformanceRow); these rows' are None: measured, no interval.
+    assert "| resnet50:pytorch | 10.0.0.1 | 8 | offline | 1 | 26.00 | 300.00 ± n/a | 305.00 ± n/a | n/a (<662 queries) | 70 |" in table
+    assert "| 1 | server @10, bound MISSED | 1 | 9.50 | 50.00 ± n/a | 80.00 ± n/a | 120.00 ± n/a | 700 |" in table
     assert "| valid |" in table and "| INVALID (1) |" in table
     assert "is INVALID:** inference: contention: other processes used 45%" in table
     assert "MFU est.: the peak FLOPS is an estimate" in table

@@ -18,6 +18,8 @@ from types import SimpleNamespace
 import pytest
 
 from common import record as result_record
+from common.record import CaseResult
+from tests.result_records import performance_row, phase_block, result_json
 from utils.executors.base import CaseOutcome
 from utils.host_config import CaseSpec
 from utils.results import summary
@@ -50,36 +52,44 @@ def fake_vendor(tmp_path, monkeypatch):
 
 
 def outcome(tmp_path, result, status="success", monitors=None):
-    out = CaseOutcome(CaseSpec("resnet50", "pytorch", "/data"), "10.0.0.7", 3, tmp_path / "logs", status=status, exit_code=0, wall_time_s=12.5, result=result)
+    """A CaseOutcome whose result is ``result`` (a result.json dict) parsed as read_outcome parses it."""
+    parsed = None if result is None else CaseResult.from_json(result)
+    out = CaseOutcome(CaseSpec("resnet50", "pytorch", "/data"), "10.0.0.7", 3, tmp_path / "logs", status=status, exit_code=0, wall_time_s=12.5, result=parsed)
     out.monitors.update(monitors or {})
     return out
 
 
-RESULT = {
-    "vendor": VENDOR,
-    "compiler": "c",
-    "precision": "FP16",
-    "batchsize": 4,
-    "flops": 2e9,
-    "e2e_time(second)": 9.0,
-    "p_validation_whole(qps)": 1.0,
-    "p_validation_core(qps)": 2.0,
-    "p_inference_whole(qps)": 3.0,
-    "*p_inference_core(qps)": 100.0,
-    "val_average_acc": 0.5,
-    "infer_average_acc": 0.25,
-    "verdict": {"valid": True, "reasons": []},
-    "accuracy_note": None,
-    "inference": {
-        "latency_ms": {"count": 70, "p50": 1.0, "p90": 2.0, "p99": None, "p99_9": None, "mean": 1.5, "notes": ["n"]},
-        "latency_ci95": {"p50": [0.9, 1.1], "p90": [1.9, 2.1], "p99": None, "p99_9": None},
-    },
-    "ci95": {"*p_inference_core(qps)": [99.0, 101.0]},
-    "performance": [{"batch_size": 4, "qps": 50.0}, {"batch_size": 8, "qps": None}],
-    "best": {"b": 1},
-    "numeric": {"n": 2},
-    "audits": [{"a": 3}],
-}
+# A complete result.json (the recorded digits result) with the figures this file checks;
+# the inference block's precision is dropped, as a case run without a precision target has none.
+RESULT = result_json(
+    {
+        "vendor": VENDOR,
+        "compiler": "c",
+        "precision": "FP16",
+        "batchsize": 4,
+        "flops": 2e9,
+        "e2e_time(second)": 9.0,
+        "p_validation_whole(qps)": 1.0,
+        "p_validation_core(qps)": 2.0,
+        "p_inference_whole(qps)": 3.0,
+        "*p_inference_core(qps)": 100.0,
+        "val_average_acc": 0.5,
+        "infer_average_acc": 0.25,
+        "verdict": {"valid": True, "reasons": []},
+        "accuracy_note": None,
+        "inference": phase_block(
+            "inference",
+            latency_ms={"count": 70, "p50": 1.0, "p90": 2.0, "p99": None, "p99_9": None, "mean": 1.5, "notes": ["n"]},
+            latency_ci95={"p50": [0.9, 1.1], "p90": [1.9, 2.1], "p99": None, "p99_9": None},
+            precision=None,
+        ),
+        "ci95": {"*p_inference_core(qps)": [99.0, 101.0]},
+        "performance": [performance_row(batch_size=4, qps=50.0), performance_row(batch_size=8, qps=None)],
+        "best": {"b": 1},
+        "numeric": {"n": 2},
+        "audits": [{"a": 3}],
+    }
+)
 PEAK = {"fp32": 2e12, "fp16": 4e12, "estimate": True, "source": "the source"}
 
 
@@ -120,9 +130,9 @@ def test_merge_outcome_whole_record(fake_vendor, monkeypatch):
         "baseline": None,
         "MFU": 2e9 * 100.0 / 4e12,
         "MFU_note": None,
-        "performance": [
-            {"batch_size": 4, "qps": 50.0, "MFU": 2e9 * 50.0 / 4e12, "MFU_note": None},
-            {"batch_size": 8, "qps": None, "MFU": None, "MFU_note": None},
+        "performance": [  # each row as result.json has it, with its MFU
+            {**RESULT["performance"][0], "batch_size": 4, "qps": 50.0, "MFU": 2e9 * 50.0 / 4e12, "MFU_note": None},
+            {**RESULT["performance"][1], "batch_size": 8, "qps": None, "MFU": None, "MFU_note": None},
         ],
         "best": {"b": 1},
         "numeric": {"n": 2},
@@ -140,7 +150,7 @@ def test_merge_outcome_without_monitors_or_result(tmp_path):
     assert (record["vendor_usage(GiB)"], record["vendor_max_mem(GiB)"]) == (None, None)
     failed = merge_outcome(outcome(tmp_path, RESULT, status="failed"), tmp_path, VENDOR)
     assert failed["verdict"] is None  # a failed case's verdict is not reported
-    latency_without_notes = {**RESULT, "inference": {"latency_ms": {"count": 3, "p50": 1.0}}, "audits": None}
+    latency_without_notes = {**RESULT, "inference": {**RESULT["inference"], "latency_ms": {"count": 3, "p50": 1.0}}, "audits": None}
     record = merge_outcome(outcome(tmp_path, latency_without_notes), tmp_path, VENDOR)
     assert record["latency_notes"] == [] and record["audits"] == []
     assert record["latency_ms"] == {"p50": 1.0, "p90": None, "p99": None, "p99_9": None, "mean": None}
