@@ -204,7 +204,8 @@ def case_section(record: dict) -> dict:
     except RecordError as exc:
         section["missing"].append(str(exc))
     if record["status"] != "success" or result is None or log_dir is None:
-        section["missing"].append("no result.json: the case did not complete, nothing to plot")
+        if not section["missing"]:  # a misshapen result.json has said why above
+            section["missing"].append("no result.json: the case did not complete, nothing to plot")
         if log_dir:
             sys_samples, vendor_samples = monitor_files(log_dir)
             _add(section, "monitor timeline", timeline_plot(sys_samples, vendor_samples, []))
