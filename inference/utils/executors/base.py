@@ -24,7 +24,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Generic, TypeVar
+from typing import Callable, ClassVar, Generic, TypeVar
 
 from loguru import logger
 
@@ -151,6 +151,37 @@ class HostSession(Generic[Handle]):
     lifecycle, the methods under "primitives" are what an executor supplies."""
 
     python = "python3"  # the interpreter on the target
+
+    # ---- facts: what run.py and utils/host_config.py ask of an executor instead of its MODE's name.
+    # Every executor the registry hands out declares each in its own class body
+    # (utils/executors/__init__.py::checked); none is inherited from another executor.
+    FACTS: ClassVar[tuple[str, ...]] = ("in_container", "uses_ssh", "runs_here")
+    # The pipeline runs in the vendor's image (docker_images/<vendor>/<framework>/Dockerfile, which
+    # must exist): the image installs the cases' and backends' packages, so they are not checked here.
+    in_container: ClassVar[bool]
+    # Hosts are reached over SSH (SSH_KEY_FILE and KNOWN_HOSTS must exist), except one that is this
+    # machine's Docker engine (utils/host_config.py::is_local_engine: data paths are then this machine's).
+    uses_ssh: ClassVar[bool]
+    # The pipeline runs on this machine in run.py's own Python: exactly one host (HOSTS defaults to
+    # 127.0.0.1), relative paths are inference/'s, no login name is needed, and the device, the
+    # base cases' memory and the engine's own preflight are checked here before the run.
+    runs_here: ClassVar[bool]
+
+    # ---- hooks on the class: the registry's questions that are not facts ----------------
+    @classmethod
+    def for_config(cls, config: HostConfig) -> type[HostSession]:
+        """The class that runs ``config``: this one, or a subclass a key of this MODE picks."""
+        return cls
+
+    @classmethod
+    def check_config(cls, config: HostConfig) -> None:
+        """Checks of the config that need the world outside (a scheduler) before any host is
+        touched; raise ConfigError naming the file and key."""
+
+    @classmethod
+    def create(cls, config: HostConfig, host_index: int, run_id: str, abort: threading.Event, run_dir: Path) -> HostSession:
+        """The session for host ``host_index``; ``run_dir`` is the run's folder here (image build logs)."""
+        return cls(config, host_index, run_id, abort)
 
     def __init__(self, config: HostConfig, host_index: int, run_id: str, abort: threading.Event) -> None:
         self.config = config

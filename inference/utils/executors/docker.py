@@ -55,7 +55,7 @@ from utils.executors.containers import (
 from utils.executors.docker_forward import EngineForward
 from utils.executors.images import HostPip, ImageSpec, ensure_image, host_pip
 from utils.executors.transport import HostTransport, LocalTransport, SshTransport, sync_code
-from utils.host_config import is_local_engine
+from utils.host_config import HostConfig, is_local_engine
 from utils.requirements import all_requirement_files
 
 CONTAINER_ROOT = "/workspace"
@@ -98,6 +98,14 @@ class DockerSession(HostSession[ContainerHandle]):
     - ``join_background()``: wait for the stops and removals under way;
     - ``case_dir_on_host``: the current case's log folder on the host.
     """
+
+    in_container = True
+    uses_ssh = True
+    runs_here = False
+
+    @classmethod
+    def create(cls, config: HostConfig, host_index: int, run_id: str, abort: threading.Event, run_dir: Path) -> DockerSession:
+        return cls(config, host_index, run_id, abort, build_log_dir=run_dir)
 
     def __init__(self, *args, build_log_dir: Path, **kwargs) -> None:
         super().__init__(*args, **kwargs)

@@ -33,11 +33,11 @@ from loguru import logger
 
 from common.errors import ConfigError, HostError
 from utils.case_specs import CaseSpec
-from utils.executors.base import slug
+from utils.executors.base import HostSession, slug
 from utils.executors.local import ChildProcess, LocalSession
 from utils.executors.slurm_client import SlurmClient
 from utils.executors.transport import LocalTransport, sync_code
-from utils.host_config import HostConfig
+from utils.host_config import Host, HostConfig
 
 JOB_MARGIN_S = 120.0  # the job outlives CASE_TIMEOUT by this much: monitors stop, files flush
 PROBE_TIMEOUT_S = 120.0
@@ -107,9 +107,14 @@ class SlurmJobs:
     job submitted is cancelled by ``cancel_job`` or, at the latest, ``cancel_jobs``."""
 
     config: HostConfig
-    host: object
+    host: Host
     label: str
     abort: threading.Event
+
+    @classmethod
+    def check_config(cls, config: HostConfig) -> None:
+        """The scheduler and the nodes, before any job is submitted (``check_slurm``)."""
+        check_slurm(config)
 
     def init_jobs(self) -> None:
         self.slurm = slurm_client(self.config)
@@ -203,7 +208,21 @@ class SlurmJobs:
 
 
 class SlurmSession(SlurmJobs, LocalSession):
-    """Inherits the local process primitives (srun runs on this machine) and adds the job."""
+    """MODE slurm's executor. Inherits the local process primitives (srun runs on this machine)
+    and adds the job; the pipeline runs natively on the node, or, with SLURM_CONTAINER: docker,
+    in the vendor's image through the node's engine (``SlurmDockerSession``, utils/executors/slurm_docker.py)."""
+
+    in_container = False
+    uses_ssh = False
+    runs_here = False
+
+    @classmethod
+    def for_config(cls, config: HostConfig) -> type[HostSession]:
+        if config.slurm_container == "docker":
+            from utils.executors.slurm_docker import SlurmDockerSession
+
+            return SlurmDockerSession
+        return cls
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)

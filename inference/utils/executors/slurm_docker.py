@@ -67,6 +67,10 @@ class SlurmDockerSession(SlurmJobs, DockerSession):
     transport, the work folder and the page-cache drop are the job's; the engine client is
     opened and released around each job."""
 
+    in_container = True
+    uses_ssh = False  # the node's engine, through the job's steps
+    runs_here = False
+
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.init_jobs()
