@@ -202,7 +202,7 @@ def load_run_config(args: argparse.Namespace) -> HostConfig:
     check_cases(config)
     if repeat is not None:  # --repeat wins over every case config's repetitions
         config.repetitions = {spec.key: repeat for spec in config.cases}
-    config.executor.check_config(config)  # the world outside: MODE slurm's scheduler and nodes
+    executors.session_class(config).check_config(config)  # the world outside: MODE slurm's scheduler and nodes
     return config
 
 

@@ -1,5 +1,5 @@
-"""The executor registry (utils/executors/__init__.py::EXECUTORS): a MODE is one line there plus
-its module, every executor declares every fact (HostSession.FACTS), and run.py and
+"""The executor registry (utils/executors/registry.py::EXECUTORS): a MODE is one line there plus
+its module, every executor declares every fact (ExecutorFacts.FACTS), and run.py and
 utils/host_config.py ask the facts, never MODE's name (docs/architecture.md, "An executor")."""
 
 from __future__ import annotations
@@ -64,14 +64,14 @@ class Forgetful(FakeSession):
 def fake_mode(tmp_path, monkeypatch):
     """Registers MODE fake (one EXECUTORS line) backed by a new module; returns a function that
     writes the module with the given facts."""
-    from utils import executors
+    from utils.executors import registry
 
     name = f"fake_executor_{tmp_path.name.replace('-', '_')}"
     folder = tmp_path / "modules"
     folder.mkdir()
     monkeypatch.syspath_prepend(str(folder))
-    monkeypatch.setitem(executors.EXECUTORS, "fake", executors.Executor(f"{name}:FakeSession"))
-    monkeypatch.setitem(executors.EXECUTORS, "forgetful", executors.Executor(f"{name}:Forgetful"))
+    monkeypatch.setitem(registry.EXECUTORS, "fake", registry.Executor(f"{name}:FakeSession"))
+    monkeypatch.setitem(registry.EXECUTORS, "forgetful", registry.Executor(f"{name}:Forgetful"))
 
     def write(in_container: bool = False, runs_here: bool = False) -> None:
         (folder / f"{name}.py").write_text(textwrap.dedent(FAKE_MODULE.format(in_container=in_container, runs_here=runs_here)))
@@ -82,11 +82,11 @@ def fake_mode(tmp_path, monkeypatch):
 
 
 def registered_classes() -> list[type]:
-    """Every class the registry can hand out: each MODE's, and the subclass a key picks."""
-    from utils import executors
-    from utils.executors.slurm_docker import SlurmDockerSession
+    """Every class the registry can hand out: each MODE's, and those its keys pick."""
+    from utils.executors import registry
 
-    return [*(executors.executor_class(mode) for mode in executors.modes()), SlurmDockerSession]
+    picked = [registry.executor_class(mode, {key: value}) for mode, line in registry.EXECUTORS.items() for key, value, _ in line.picks]
+    return [*(registry.executor_class(mode) for mode in registry.modes()), *picked]
 
 
 def test_every_executor_declares_every_fact_itself():
@@ -95,6 +95,7 @@ def test_every_executor_declares_every_fact_itself():
     classes = registered_classes()
     assert [c.__name__ for c in classes] == ["LocalSession", "DockerSession", "SlurmSession", "SlurmDockerSession"]
     for cls in classes:
+        assert issubclass(cls, HostSession)
         for fact in HostSession.FACTS:
             assert fact in vars(cls), f"{cls.__name__} does not declare {fact}"
             assert isinstance(vars(cls)[fact], bool)
@@ -109,25 +110,27 @@ def test_every_executor_declares_every_fact_itself():
 
 
 def test_a_fact_inherited_from_another_executor_is_refused(fake_mode):
-    from utils import executors
+    from utils.executors import registry
 
     fake_mode()
-    assert executors.executor_class("fake").__name__ == "FakeSession"
-    with pytest.raises(TypeError, match=r"Forgetful does not declare runs_here \(HostSession.FACTS\)"):
-        executors.executor_class("forgetful")
-    with pytest.raises(TypeError, match="is not a HostSession subclass"):
-        executors.checked(dict)
+    assert registry.executor_class("fake").__name__ == "FakeSession"
+    with pytest.raises(TypeError, match=r"Forgetful does not declare runs_here \(ExecutorFacts.FACTS\)"):
+        registry.executor_class("forgetful")
+    with pytest.raises(TypeError, match="is not an executor"):
+        registry.checked(dict)
 
 
 def test_every_executor_key_is_a_host_yaml_key_of_one_mode():
     from common.host_keys import KEY_FIELDS
-    from utils import executors
+    from utils.executors import registry
 
-    keys = [key for executor in executors.EXECUTORS.values() for key in executor.keys]
+    keys = [key for executor in registry.EXECUTORS.values() for key in executor.keys]
     assert keys and set(keys) <= set(KEY_FIELDS)
     assert len(keys) == len(set(keys))
-    assert executors.key_owner("SLURM_CONTAINER") == "slurm" and executors.key_owner("DOCKER_LOCAL") == "docker"
-    assert executors.key_owner("HOSTS") is None
+    assert registry.key_owner("SLURM_CONTAINER") == "slurm" and registry.key_owner("DOCKER_LOCAL") == "docker"
+    assert registry.key_owner("HOSTS") is None
+    # A key that picks another class is one of its MODE's own.
+    assert all(key in line.keys for line in registry.EXECUTORS.values() for key, _, _ in line.picks)
 
 
 @pytest.mark.parametrize("path", ["run.py", "utils/host_config.py"])

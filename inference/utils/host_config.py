@@ -10,7 +10,7 @@ the shared-memory size. A failure is one ConfigError naming the file and key.
 
 The checks of single values are ``utils/host_values.py``'s; CASES is read by
 ``utils/case_specs.py``. What a check needs to know of MODE it asks MODE's executor class
-(``utils/executors/__init__.py::EXECUTORS``, its facts in ``base.py::HostSession``): the valid
+(``utils/executors/registry.py``: ``EXECUTORS`` and the facts, ``ExecutorFacts``): the valid
 MODEs, and which keys belong to one MODE only, are the registry's.
 """
 
@@ -23,14 +23,15 @@ import re
 import sys
 from dataclasses import MISSING, InitVar, dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 from common.errors import ConfigError, shown
 from common.host_keys import KEY_FIELDS
 from common.layout import unknown_vendor
 from common.yamlio import load_yaml_mapping
-from utils import executors
 from utils.case_specs import CaseSpec, parse_cases
+from utils.executors import registry
+from utils.executors.registry import ExecutorFacts
 from utils.host_values import (
     MAX_NAME,
     MAX_TEXT,
@@ -44,9 +45,6 @@ from utils.host_values import (
     true_or_false,
     writable_dir,
 )
-
-if TYPE_CHECKING:
-    from utils.executors.base import HostSession
 
 LOG_LEVELS = ("TRACE", "DEBUG", "INFO", "WARNING", "ERROR")
 # FlagPerf keys that InferPerf accepts but has no use for.
@@ -136,7 +134,7 @@ class HostConfig:
         self._base = Path(inference_dir) if inference_dir is not None else Path(__file__).resolve().parents[1]
         for name, check in _CHECKS.items():
             key = _FIELD_KEYS[name]
-            owner = executors.key_owner(key)  # None for MODE itself: it is checked first
+            owner = registry.key_owner(key)  # None for MODE itself: it is checked first
             try:
                 if owner is not None and owner != self.mode:
                     setattr(self, name, _other_modes_key(owner, getattr(self, name), _FIELD_DEFAULTS[name]))
@@ -147,10 +145,11 @@ class HostConfig:
         del self._base
 
     @property
-    def executor(self) -> type[HostSession]:
-        """The executor class that runs this config (``utils/executors/__init__.py::session_class``);
-        run.py asks its facts (``HostSession.FACTS``) instead of MODE's name."""
-        return executors.session_class(self)
+    def executor(self) -> type[ExecutorFacts]:
+        """The executor class that runs this config: MODE's in ``EXECUTORS``, or the one its keys
+        pick (MODE slurm, SLURM_CONTAINER: docker). run.py asks its facts instead of MODE's name."""
+        keys = registry.EXECUTORS[self.mode].keys
+        return registry.executor_class(self.mode, {key: getattr(self, _KEY_NAMES[key]) for key in keys})
 
     @property
     def in_container(self) -> bool:
@@ -191,17 +190,17 @@ def _other_modes_key(owner: str, value: Any, default: Any) -> Any:
     return default
 
 
-def _mode_executor(cfg: HostConfig) -> type[HostSession]:
-    """MODE's executor class while the fields are checked (MODE is checked first); the subclass a
-    later key may pick (``HostConfig.executor``) is not known yet."""
-    return executors.executor_class(cfg.mode)
+def _mode_executor(cfg: HostConfig) -> type[ExecutorFacts]:
+    """MODE's executor class while the fields are checked (MODE is checked first); the one a later
+    key may pick (``HostConfig.executor``) is not known yet."""
+    return registry.executor_class(cfg.mode)
 
 
 # Checks of the fields, in this order; each is (host.yaml key, check(config, value)).
 def _check_mode(cfg: HostConfig, value: Any) -> str:
     mode = one_line_text(value, MAX_NAME) if value is not None else None
-    if mode is None or mode not in executors.modes():
-        raise ValueError(f"must be one of {', '.join(executors.modes())}, got {shown(value)}")
+    if mode is None or mode not in registry.modes():
+        raise ValueError(f"must be one of {', '.join(registry.modes())}, got {shown(value)}")
     return mode
 
 
@@ -495,6 +494,7 @@ _CHECKS: dict[str, Callable[[HostConfig, Any], Any]] = {
 }
 assert {name for name in KEY_FIELDS.values() if name} == set(_CHECKS), "every host.yaml field has one check"
 _FIELD_KEYS = {name: key for key, name in KEY_FIELDS.items() if name is not None}
+_KEY_NAMES = {key: name for name, key in _FIELD_KEYS.items()}
 # A field's value when host.yaml leaves its key out (HostConfig's own default; None where it has none).
 _FIELD_DEFAULTS = {f.name: None if f.default is MISSING else f.default for f in fields(HostConfig)}
 

@@ -24,7 +24,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, ClassVar, Generic, TypeVar
+from typing import Callable, Generic, TypeVar
 
 from loguru import logger
 
@@ -33,6 +33,7 @@ from common.errors import ConfigError, HostError, one_line
 from common.monitor_protocol import DAEMON, SAMPLER, monitor_protocol
 from common.record import FAILURE_FILE, RESULT_FILE
 from utils.case_specs import CaseSpec
+from utils.executors.registry import ExecutorFacts
 from utils.host_config import HostConfig
 
 MONITOR_STARTUP_S = 1.0  # a monitor still running this long after its start counts as alive
@@ -144,35 +145,16 @@ class Started(Generic[Handle]):
     monitor: MonitorSpec | None = None
 
 
-class HostSession(Generic[Handle]):
+class HostSession(ExecutorFacts, Generic[Handle]):
     """Prepare a host once, run cases on it one after another, always clean up.
 
     The base class of every executor (``HostSession[its handle type]``); ``run_case`` is the
-    lifecycle, the methods under "primitives" are what an executor supplies."""
+    lifecycle, the methods under "primitives" are what an executor supplies, and the class
+    declares the facts run.py and utils/host_config.py ask (``registry.py::ExecutorFacts``)."""
 
     python = "python3"  # the interpreter on the target
 
-    # ---- facts: what run.py and utils/host_config.py ask of an executor instead of its MODE's name.
-    # Every executor the registry hands out declares each in its own class body
-    # (utils/executors/__init__.py::checked); none is inherited from another executor.
-    FACTS: ClassVar[tuple[str, ...]] = ("in_container", "uses_ssh", "runs_here")
-    # The pipeline runs in the vendor's image (docker_images/<vendor>/<framework>/Dockerfile, which
-    # must exist): the image installs the cases' and backends' packages, so they are not checked here.
-    in_container: ClassVar[bool]
-    # Hosts are reached over SSH (SSH_KEY_FILE and KNOWN_HOSTS must exist), except one that is this
-    # machine's Docker engine (utils/host_config.py::is_local_engine: data paths are then this machine's).
-    uses_ssh: ClassVar[bool]
-    # The pipeline runs on this machine in run.py's own Python: exactly one host (HOSTS defaults to
-    # 127.0.0.1), relative paths are inference/'s, no login name is needed, and the device, the
-    # base cases' memory and the engine's own preflight are checked here before the run.
-    runs_here: ClassVar[bool]
-
-    # ---- hooks on the class: the registry's questions that are not facts ----------------
-    @classmethod
-    def for_config(cls, config: HostConfig) -> type[HostSession]:
-        """The class that runs ``config``: this one, or a subclass a key of this MODE picks."""
-        return cls
-
+    # ---- on the class: its facts (ExecutorFacts, declared by each executor), and two hooks ----
     @classmethod
     def check_config(cls, config: HostConfig) -> None:
         """Checks of the config that need the world outside (a scheduler) before any host is
@@ -375,7 +357,8 @@ class HostSession(Generic[Handle]):
             code = self.wait(item.handle, 0)
             if code is not None:
                 detail = self.output_tail(item.handle) or "no output"
-                return f"{item.monitor.source} exited at once with status {code}: {detail}"
+                source = item.monitor.source if item.monitor is not None else item.role
+                return f"{source} exited at once with status {code}: {detail}"
         return None
 
     def _wait_pipeline(self, pipeline: Started[Handle], outcome: CaseOutcome, monitors: list[Started[Handle]], monitors_checked_at: float) -> int | None:

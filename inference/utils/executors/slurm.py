@@ -33,7 +33,7 @@ from loguru import logger
 
 from common.errors import ConfigError, HostError
 from utils.case_specs import CaseSpec
-from utils.executors.base import HostSession, slug
+from utils.executors.base import slug
 from utils.executors.local import ChildProcess, LocalSession
 from utils.executors.slurm_client import SlurmClient
 from utils.executors.transport import LocalTransport, sync_code
@@ -43,6 +43,13 @@ JOB_MARGIN_S = 120.0  # the job outlives CASE_TIMEOUT by this much: monitors sto
 PROBE_TIMEOUT_S = 120.0
 PROBE_PARALLEL = 16  # probe jobs in flight at once
 JOB_STATE_WAIT_S = 10.0  # how long a step's end may precede its job's final state
+
+
+def shared_dir(config: HostConfig) -> str:
+    """SLURM_SHARED_DIR, which utils/host_config.py requires in MODE slurm."""
+    if config.slurm_shared_dir is None:
+        raise ConfigError(f"{config.path}: key 'SLURM_SHARED_DIR' is required in MODE slurm")
+    return config.slurm_shared_dir
 
 
 def slurm_client(config: HostConfig) -> SlurmClient:
@@ -64,7 +71,7 @@ def check_slurm(config: HostConfig) -> None:
 
 
 def _probe_node(config: HostConfig, client: SlurmClient, node: str) -> ConfigError | None:
-    shared = Path(config.slurm_shared_dir)
+    shared = Path(shared_dir(config))
     target = shared / f".probe-{slug(node)}-{secrets.token_hex(4)}"
     if config.slurm_container == "docker":  # the node needs docker, not a Python (checked in prepare)
         argv = ["sh", "-c", 'printf ok > "$1"', "sh", str(target)]
@@ -118,7 +125,7 @@ class SlurmJobs:
 
     def init_jobs(self) -> None:
         self.slurm = slurm_client(self.config)
-        self.shared = Path(self.config.slurm_shared_dir)
+        self.shared = Path(shared_dir(self.config))
         self.job_id: str | None = None
         self._jobs: set[str] = set()
         self._job_lock = threading.Lock()
@@ -209,20 +216,12 @@ class SlurmJobs:
 
 class SlurmSession(SlurmJobs, LocalSession):
     """MODE slurm's executor. Inherits the local process primitives (srun runs on this machine)
-    and adds the job; the pipeline runs natively on the node, or, with SLURM_CONTAINER: docker,
-    in the vendor's image through the node's engine (``SlurmDockerSession``, utils/executors/slurm_docker.py)."""
+    and adds the job; the pipeline runs natively on the node. With SLURM_CONTAINER: docker the
+    registry picks ``SlurmDockerSession`` instead (utils/executors/slurm_docker.py)."""
 
     in_container = False
     uses_ssh = False
     runs_here = False
-
-    @classmethod
-    def for_config(cls, config: HostConfig) -> type[HostSession]:
-        if config.slurm_container == "docker":
-            from utils.executors.slurm_docker import SlurmDockerSession
-
-            return SlurmDockerSession
-        return cls
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -287,7 +286,7 @@ class SlurmSession(SlurmJobs, LocalSession):
             raise HostError(f"node {self.label}: fetching {source} failed: {exc.strerror or exc}") from None
         super().fetch(spec, log_dir, local_dir)
 
-    def end_case(self, spec: CaseSpec) -> None:
+    def end_case(self, spec: CaseSpec | None) -> None:
         self.cancel_job()
 
     def cleanup(self) -> None:
