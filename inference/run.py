@@ -31,6 +31,7 @@ from common.errors import ConfigError, InferPerfError, one_line
 from common.files import storage_error
 from common.layout import BASE_PREFIX, framework_dir, is_base_case
 from common.monitor_protocol import monitor_protocol
+from utils import executors
 from utils.bytemlperf_workload import without_keys, workload_cases
 from utils.case_specs import CaseSpec, check_unique_cases, model_case
 from utils.executors.base import CaseOutcome, HostSession, case_result_dir
@@ -176,7 +177,7 @@ def model_cases(config: HostConfig, paths: list[str], selection: str | None) -> 
     specs = []
     for path in paths:
         try:
-            specs.append(model_case(Path(path).expanduser().absolute(), framework, Path.cwd(), config.mode))
+            specs.append(model_case(Path(path).expanduser().absolute(), framework, Path.cwd(), config.executor.runs_here))
         except ValueError as exc:
             raise ConfigError(f"--model {path}: {exc}") from None
     check_unique_cases(specs, "--model")
@@ -201,10 +202,7 @@ def load_run_config(args: argparse.Namespace) -> HostConfig:
     check_cases(config)
     if repeat is not None:  # --repeat wins over every case config's repetitions
         config.repetitions = {spec.key: repeat for spec in config.cases}
-    if config.mode == "slurm":
-        from utils.executors.slurm import check_slurm
-
-        check_slurm(config)
+    executors.session_class(config).check_config(config)  # the world outside: MODE slurm's scheduler and nodes
     return config
 
 
@@ -214,6 +212,7 @@ def check_cases(config: HostConfig) -> None:
     the vendor's monitor."""
     from tools.config import load_case_config, parse_overrides
 
+    executor = config.executor
     logger.disable("tools.config")  # the container logs the merge; here only errors matter
     try:
         for spec in config.cases:
@@ -226,19 +225,19 @@ def check_cases(config: HostConfig) -> None:
                 spec.data_dir,
                 "-",
                 parse_overrides([*config.overrides, *spec.overrides]),
-                check_device=config.mode == "local",  # elsewhere the device is on the hosts, not here
+                check_device=executor.runs_here,  # elsewhere the device is on the hosts, not here
             )
-            if spec.model is not None and not config.in_container:  # the model file is here: read it before anything is written
+            if spec.model is not None and not executor.in_container:  # the model file is here: read it before anything is written
                 from benchmarks.onnx_model.describe import describe
 
                 describe(case_config)
             config.repetitions[spec.key] = case_config.repetitions
             if case_config.compiler is not None:
-                _check_engine(config, case_config)
+                _check_engine(config, case_config, case_config.compiler)
             if is_base_case(spec.case):  # its dtypes and sizes; its memory where it runs here
                 from benchmarks.base_common import check_base_config
 
-                check_base_config(case_config, memory=config.mode == "local", hosts=len(config.hosts), hosts_origin=str(config.path))
+                check_base_config(case_config, memory=executor.runs_here, hosts=len(config.hosts), hosts_origin=str(config.path))
     finally:
         logger.enable("tools.config")
     _check_monitor(config)
@@ -246,25 +245,25 @@ def check_cases(config: HostConfig) -> None:
 
 def _check_case_files(config: HostConfig, spec: CaseSpec) -> None:
     """The case's code (and, in a container, the image's Dockerfile); natively, its packages."""
-    perf_dir = config.flagperf_path
+    perf_dir, in_container = config.flagperf_path, config.executor.in_container
     if not (perf_dir / "benchmarks" / spec.case / framework_dir(spec.framework)).is_dir():
         raise ConfigError(f"{config.path}: key CASES entry '{spec.key}': no benchmarks/{spec.case}/{framework_dir(spec.framework)}/")
-    if config.in_container and not (perf_dir / "docker_images" / config.vendor / spec.framework / "Dockerfile").is_file():
+    if in_container and not (perf_dir / "docker_images" / config.vendor / spec.framework / "Dockerfile").is_file():
         raise ConfigError(f"{config.path}: key CASES entry '{spec.key}': no docker_images/{config.vendor}/{spec.framework}/Dockerfile")
-    if not config.in_container:  # MODE docker installs them into the image (utils/executors/images.py)
+    if not in_container:  # an image installs them (utils/executors/images.py)
         check_case_requirements(perf_dir, spec.case, spec.framework)
 
 
-def _check_engine(config: HostConfig, case_config: CaseConfig) -> None:
-    """The case's engine, asked of the registry (inference_engine/registry.py). In MODE local the
-    engine runs in this very Python, so its own preflight runs now; elsewhere it runs on the
-    hosts, and the registry answers from the file layout without importing it."""
+def _check_engine(config: HostConfig, case_config: CaseConfig, compiler: str) -> None:
+    """The case's engine, asked of the registry (inference_engine/registry.py). Where the pipeline
+    runs here (MODE local) the engine runs in this very Python, so its own preflight runs now;
+    elsewhere it runs on the hosts, and the registry answers from the file layout without importing it."""
     from inference_engine import registry
 
-    perf_dir, vendor, compiler = config.flagperf_path, config.vendor, case_config.compiler
-    if not config.in_container:
+    perf_dir, vendor, executor = config.flagperf_path, config.vendor, config.executor
+    if not executor.in_container:
         check_backend_requirements(perf_dir, vendor, compiler, config.backend_requirements)  # a ByteMLPerf backend folder's (check, warn or skip)
-    if config.mode == "local":
+    if executor.runs_here:
         registry.preflight_engine(vendor, compiler, case_config)
         return
     if registry.check_engine(vendor, compiler, perf_dir / "inference_engine").is_dir():
@@ -279,24 +278,6 @@ def _check_monitor(config: HostConfig) -> None:
     monitor = config.flagperf_path / source
     if monitor.is_file():
         monitor_protocol(monitor, source)
-
-
-def make_session(config: HostConfig, index: int, run_id: str, abort: threading.Event, run_dir: Path) -> HostSession:
-    if config.mode == "local":
-        from utils.executors.local import LocalSession
-
-        return LocalSession(config, index, run_id, abort)
-    if config.mode == "slurm" and config.in_container:
-        from utils.executors.slurm_docker import SlurmDockerSession
-
-        return SlurmDockerSession(config, index, run_id, abort, build_log_dir=run_dir)
-    if config.mode == "slurm":
-        from utils.executors.slurm import SlurmSession
-
-        return SlurmSession(config, index, run_id, abort)
-    from utils.executors.docker import DockerSession
-
-    return DockerSession(config, index, run_id, abort, build_log_dir=run_dir)
 
 
 def host_worker(session: HostSession, plan: list[Planned]) -> list[CaseOutcome]:
@@ -522,9 +503,9 @@ def run_hosts(config: HostConfig, run: Run, verbose: bool, plan: list[Planned]) 
     host's case, and every session is cleaned up whatever happens. Returns the outcomes and
     whether the run was interrupted."""
     abort = threading.Event()
-    sessions = [make_session(config, i, run.run_id, abort, run.run_dir) for i in range(len(config.hosts))]
+    sessions = [executors.create(config, i, run.run_id, abort, run.run_dir) for i in range(len(config.hosts))]
     display = _progress_display(verbose, len(plan) * len(sessions))
-    if config.in_container:
+    if config.executor.in_container:
         logger.info("preparing the hosts: code sync and image check (an image build takes minutes the first time)")
     echo = _console_echo() if verbose else display.echo if display else None
     for session in sessions:

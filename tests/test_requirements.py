@@ -109,21 +109,23 @@ def test_install_pins_the_installed_torch(tmp_path):
 
 def test_run_py_checks_requirements_in_local_mode_only(tmp_path):
     import run
+    from utils.executors.docker import DockerSession
+    from utils.executors.local import LocalSession
+    from utils.executors.slurm import SlurmSession
+    from utils.executors.slurm_docker import SlurmDockerSession
 
     write_case(tmp_path, "foo", "not-installed-pkg-zz\n")
     spec = types.SimpleNamespace(case="foo", framework="pytorch", key="foo:pytorch", data_dir=str(tmp_path))
-    config = types.SimpleNamespace(
-        flagperf_path=tmp_path, cases=[spec], mode="local", in_container=False, vendor="cpu", path=tmp_path / "host.yaml", overrides=[]
-    )
+    config = types.SimpleNamespace(flagperf_path=tmp_path, cases=[spec], executor=LocalSession, vendor="cpu", path=tmp_path / "host.yaml", overrides=[])
     with pytest.raises(ConfigError, match=r"case 'foo:pytorch': package 'not-installed-pkg-zz' is not installed"):
         run.check_cases(config)
-    config.mode = "slurm"  # natively on the nodes (SLURM_CONTAINER: none): checked here too
+    config.executor = SlurmSession  # natively on the nodes (SLURM_CONTAINER: none): checked here too
     with pytest.raises(ConfigError, match=r"package 'not-installed-pkg-zz' is not installed"):
         run.check_cases(config)
     # In the vendor's image (MODE docker, or slurm with SLURM_CONTAINER: docker) the image carries
     # the packages; the check moves on to the next item (the Dockerfile)
-    for mode in ("docker", "slurm"):
-        config.mode, config.in_container = mode, True
+    for executor in (DockerSession, SlurmDockerSession):
+        config.executor = executor
         with pytest.raises(ConfigError, match=r"no docker_images/cpu/pytorch/Dockerfile"):
             run.check_cases(config)
 

@@ -1,5 +1,5 @@
 """SLURM_CONTAINER in host.yaml: its values, where it may appear, and what it switches
-(utils/host_config.py::HostConfig.in_container, run.py's choice of executor)."""
+(utils/host_config.py::HostConfig.in_container, the executor utils/executors/__init__.py::create picks)."""
 
 from __future__ import annotations
 
@@ -47,12 +47,12 @@ def test_it_belongs_to_mode_slurm_only(tmp_path):
 
 
 @pytest.mark.parametrize("value, expected", [("none", "SlurmSession"), ("docker", "SlurmDockerSession")])
-def test_run_py_picks_the_executor(tmp_path, value, expected):
-    import run
+def test_the_registry_picks_the_executor(tmp_path, value, expected):
+    from utils import executors
     from utils.host_config import HostConfig
 
     config = HostConfig(**slurm_fields(tmp_path, slurm_container=value), inference_dir=INFERENCE)
-    session = run.make_session(config, 0, "20260101-000000-abcd", threading.Event(), tmp_path)
+    session = executors.create(config, 0, "20260101-000000-abcd", threading.Event(), tmp_path)
     assert type(session).__name__ == expected
     assert session.node == "node01"
 
@@ -60,11 +60,11 @@ def test_run_py_picks_the_executor(tmp_path, value, expected):
 def test_the_engine_is_reached_through_an_unbuffered_step_of_the_current_job(tmp_path):
     """srun forwards a step's stdout by lines unless --unbuffered: a Docker API response
     without a final newline would never arrive."""
-    import run
+    from utils import executors
     from utils.host_config import HostConfig
 
     config = HostConfig(**slurm_fields(tmp_path, slurm_container="docker"), inference_dir=INFERENCE)
-    session = run.make_session(config, 0, "20260101-000000-abcd", threading.Event(), tmp_path)
+    session = executors.create(config, 0, "20260101-000000-abcd", threading.Event(), tmp_path)
     assert session.workdir == str(tmp_path)  # code/, onnxs/, runs/ in SLURM_SHARED_DIR
     session.job_id = "42"
     argv = session.step_argv("docker", unbuffered=True)
@@ -81,12 +81,12 @@ def test_clear_caches_drops_the_nodes_page_cache_in_a_step_of_the_job(tmp_path, 
 
     from loguru import logger
 
-    import run
     import utils.executors.slurm as slurm_session
+    from utils import executors
     from utils.host_config import HostConfig
 
     config = HostConfig(**slurm_fields(tmp_path, slurm_container=value, clear_caches=True), inference_dir=INFERENCE)
-    session = run.make_session(config, 0, "20260101-000000-abcd", threading.Event(), tmp_path)
+    session = executors.create(config, 0, "20260101-000000-abcd", threading.Event(), tmp_path)
     session.job_id = "7"
     calls, warnings = [], []
     sink = logger.add(lambda message: warnings.append(str(message)), level="WARNING")

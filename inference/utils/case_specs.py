@@ -55,10 +55,11 @@ MODEL_CASE = "onnx_model"
 MODEL_SUFFIXES = (".onnx", ".json")
 
 
-def model_case(path: Any, framework: Any, base: Path, mode: str) -> CaseSpec:
+def model_case(path: Any, framework: Any, base: Path, here: bool) -> CaseSpec:
     """An ONNX file, or a ByteMLPerf model-zoo JSON describing one, as a case of MODEL_CASE run in
-    ``framework``'s image; its folder is the case's data dir. Relative paths are relative to ``base``;
-    outside MODE local the path is on the hosts and must be absolute. Raises ValueError(reason)."""
+    ``framework``'s image; its folder is the case's data dir. ``here``: the hosts' paths are this
+    machine's (MODE local, or this machine's Docker engine): relative paths are relative to ``base``
+    and the file must exist; otherwise the path is on the hosts and must be absolute. Raises ValueError(reason)."""
     text = bounded_path(path)
     if not text.lower().endswith(MODEL_SUFFIXES):
         raise ValueError(f"{shown(text)} is not a model file (.onnx, or a ByteMLPerf model-zoo .json)")
@@ -66,17 +67,17 @@ def model_case(path: Any, framework: Any, base: Path, mode: str) -> CaseSpec:
         raise ValueError(f"must map the model file to a framework name such as pytorch, got {shown(framework)}")
     file = Path(text)
     if not file.is_absolute():
-        if mode != "local":
+        if not here:
             raise ValueError(f"model file {shown(text)} must be an absolute path on the hosts")
         file = (base / file).resolve()
-    if mode == "local" and not on_disk(file.is_file, file):
+    if here and not on_disk(file.is_file, file):
         raise ValueError(f"model file {file}: no such file")
     return CaseSpec(MODEL_CASE, framework, str(file.parent), file.name)
 
 
-def parse_cases(value: Any, config_path: Path, perf_dir: Path, mode: str) -> list[CaseSpec]:
+def parse_cases(value: Any, config_path: Path, perf_dir: Path, here: bool) -> list[CaseSpec]:
     """host.yaml's CASES mapping as case specs; relative data dirs are relative to ``perf_dir``
-    (MODE local only). Raises ValueError(reason) for the mapping as a whole, ConfigError naming
+    where ``here`` (the hosts' paths are this machine's: ``model_case``). Raises ValueError(reason) for the mapping as a whole, ConfigError naming
     ``config_path`` and the entry for one entry."""
     if isinstance(value, list) and value and all(isinstance(spec, CaseSpec) for spec in value):
         return value
@@ -91,7 +92,7 @@ def parse_cases(value: Any, config_path: Path, perf_dir: Path, mode: str) -> lis
         workload = workload_entry(config_path, perf_dir, key, data_dir)  # "<workload>.json[:framework]": data dir
         if isinstance(key, str) and key.lower().endswith(MODEL_SUFFIXES) and workload is None:
             try:
-                cases.append(model_case(key, data_dir, perf_dir, mode))
+                cases.append(model_case(key, data_dir, perf_dir, here))
             except ValueError as exc:
                 raise ConfigError(f"{config_path}: key CASES entry {shown(key)}: {exc}") from None
             continue
@@ -106,12 +107,13 @@ def parse_cases(value: Any, config_path: Path, perf_dir: Path, mode: str) -> lis
         except ValueError as exc:
             raise ConfigError(f"{config_path}: key CASES entry {key!r} must map to a data directory path: {exc}") from None
         if not data_dir.startswith("/"):
-            if mode != "local":
+            if not here:
                 raise ConfigError(f"{config_path}: key CASES entry {key!r}: data dir {shown(data_dir)} must be an absolute path on the hosts")
             data_dir = str((perf_dir / data_dir).resolve())
         if workload is not None:
             cases.append(CaseSpec(workload.case, workload.framework, data_dir, workload_overrides=workload.overrides))
             continue
+        assert match is not None  # refused above: an entry that is no workload is "<case>:<framework>"
         cases.append(CaseSpec(match.group(1), match.group(2), data_dir))
     check_unique_cases(cases, f"{config_path}: key CASES")
     return cases

@@ -9,7 +9,9 @@ system sees them, counts of hosts and cases, the timeout, the monitor interval,
 the shared-memory size. A failure is one ConfigError naming the file and key.
 
 The checks of single values are ``utils/host_values.py``'s; CASES is read by
-``utils/case_specs.py``.
+``utils/case_specs.py``. What a check needs to know of MODE it asks MODE's executor class
+(``utils/executors/registry.py``: ``EXECUTORS`` and the facts, ``ExecutorFacts``): the valid
+MODEs, and which keys belong to one MODE only, are the registry's.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import ipaddress
 import os
 import re
 import sys
-from dataclasses import InitVar, dataclass, field
+from dataclasses import MISSING, InitVar, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable
 
@@ -28,6 +30,8 @@ from common.host_keys import KEY_FIELDS
 from common.layout import unknown_vendor
 from common.yamlio import load_yaml_mapping
 from utils.case_specs import CaseSpec, parse_cases
+from utils.executors import registry
+from utils.executors.registry import ExecutorFacts
 from utils.host_values import (
     MAX_NAME,
     MAX_TEXT,
@@ -42,8 +46,6 @@ from utils.host_values import (
     writable_dir,
 )
 
-# Run modes; a new mode is one more entry here (and its session in run.py).
-MODES = ("local", "docker", "slurm")
 LOG_LEVELS = ("TRACE", "DEBUG", "INFO", "WARNING", "ERROR")
 # FlagPerf keys that InferPerf accepts but has no use for.
 IGNORED_KEYS = ("LOG_CALL_INFORMATION", "HOSTS_PORTS", "MASTER_PORT")
@@ -132,17 +134,28 @@ class HostConfig:
         self._base = Path(inference_dir) if inference_dir is not None else Path(__file__).resolve().parents[1]
         for name, check in _CHECKS.items():
             key = _FIELD_KEYS[name]
+            owner = registry.key_owner(key)  # None for MODE itself: it is checked first
             try:
-                setattr(self, name, check(self, getattr(self, name)))
+                if owner is not None and owner != self.mode:
+                    setattr(self, name, _other_modes_key(owner, getattr(self, name), _FIELD_DEFAULTS[name]))
+                else:
+                    setattr(self, name, check(self, getattr(self, name)))
             except ValueError as exc:
                 raise ConfigError(f"{self.path}: key '{key}' {exc}") from None
         del self._base
 
     @property
+    def executor(self) -> type[ExecutorFacts]:
+        """The executor class that runs this config: MODE's in ``EXECUTORS``, or the one its keys
+        pick (MODE slurm, SLURM_CONTAINER: docker). run.py asks its facts instead of MODE's name."""
+        keys = registry.EXECUTORS[self.mode].keys
+        return registry.executor_class(self.mode, {key: getattr(self, _KEY_NAMES[key]) for key in keys})
+
+    @property
     def in_container(self) -> bool:
-        """The pipeline runs in the vendor's image: MODE docker, or MODE slurm with
-        SLURM_CONTAINER: docker (the image's requirements are the image's business)."""
-        return self.mode == "docker" or (self.mode == "slurm" and self.slurm_container == "docker")
+        """The pipeline runs in the vendor's image (the executor's fact: MODE docker, or MODE
+        slurm with SLURM_CONTAINER: docker)."""
+        return self.executor.in_container
 
     @classmethod
     def from_yaml(cls, path: str | Path, inference_dir: Path) -> "HostConfig":
@@ -170,11 +183,24 @@ def _default_mode(data: dict) -> str:
     return "docker" if any(key in data for key in FLAGPERF_DOCKER_KEYS) else "local"
 
 
+def _other_modes_key(owner: str, value: Any, default: Any) -> Any:
+    """A key of another MODE's executor (``EXECUTORS``' keys): absent or at its default, else an error."""
+    if value is not None and value != default:
+        raise ValueError(f"applies to MODE {owner} only")
+    return default
+
+
+def _mode_executor(cfg: HostConfig) -> type[ExecutorFacts]:
+    """MODE's executor class while the fields are checked (MODE is checked first); the one a later
+    key may pick (``HostConfig.executor``) is not known yet."""
+    return registry.executor_class(cfg.mode)
+
+
 # Checks of the fields, in this order; each is (host.yaml key, check(config, value)).
 def _check_mode(cfg: HostConfig, value: Any) -> str:
     mode = one_line_text(value, MAX_NAME) if value is not None else None
-    if mode not in MODES:
-        raise ValueError(f"must be one of {', '.join(MODES)}, got {shown(value)}")
+    if mode is None or mode not in registry.modes():
+        raise ValueError(f"must be one of {', '.join(registry.modes())}, got {shown(value)}")
     return mode
 
 
@@ -201,7 +227,7 @@ def _check_vendor(cfg: HostConfig, value: Any) -> str:
     vendor = plain_name(value, "a vendor name")
     if not on_disk((cfg.flagperf_path / "inference_engine" / vendor).is_dir, vendor):
         raise ValueError(unknown_vendor(vendor))
-    if cfg.mode == "docker" and not on_disk((cfg.flagperf_path / "docker_images" / vendor).is_dir, vendor):
+    if _mode_executor(cfg).in_container and not on_disk((cfg.flagperf_path / "docker_images" / vendor).is_dir, vendor):
         raise ValueError(unknown_vendor(vendor, "docker_images"))
     return vendor
 
@@ -214,7 +240,8 @@ def _check_log_level(cfg: HostConfig, value: Any) -> str:
 
 
 def _check_hosts(cfg: HostConfig, value: Any) -> list[Host]:
-    if value is None and cfg.mode == "local":
+    runs_here = _mode_executor(cfg).runs_here
+    if value is None and runs_here:
         value = ["127.0.0.1"]
     if not isinstance(value, list) or not value:
         raise ValueError("must be a non-empty list of host names or IP addresses")
@@ -244,16 +271,17 @@ def _check_hosts(cfg: HostConfig, value: Any) -> list[Host]:
         if host in hosts:
             raise ValueError(f"lists {shown(entry)} twice")
         hosts.append(host)
-    if cfg.mode == "local" and len(hosts) != 1:
-        raise ValueError("must list exactly one host in MODE local (the pipeline runs on this machine)")
+    if runs_here and len(hosts) != 1:
+        raise ValueError(f"must list exactly one host in MODE {cfg.mode} (the pipeline runs on this machine)")
     return hosts
 
 
 def _check_cases(cfg: HostConfig, value: Any) -> list[CaseSpec]:
-    # On this machine's own Docker engine (HOSTS: ["localhost"]) the data is here: a relative
-    # path means what it means in MODE local, so switching MODE is the only edit.
-    here = cfg.mode == "docker" and all(is_local_engine(cfg, host) for host in cfg.hosts)
-    return parse_cases(value, cfg.path, cfg.flagperf_path, "local" if here else cfg.mode)
+    # Where the pipeline runs here, or on this machine's own Docker engine (HOSTS: ["localhost"]),
+    # the data is here: a relative path means what it means in MODE local, so switching MODE is the only edit.
+    executor = _mode_executor(cfg)
+    here = executor.runs_here or (executor.uses_ssh and not _uses_ssh(cfg))
+    return parse_cases(value, cfg.path, cfg.flagperf_path, here)
 
 
 def _check_shm_size(cfg: HostConfig, value: Any) -> str:
@@ -292,7 +320,7 @@ def _check_ssh_user(cfg: HostConfig, value: Any) -> str:
         try:
             return getpass.getuser()
         except (KeyError, OSError):  # no login name and no passwd entry for this uid
-            if cfg.mode == "local":
+            if _mode_executor(cfg).runs_here:
                 return ""
             raise ValueError("is required: the current user has no name") from None
     user = one_line_text(value, 256)
@@ -304,14 +332,14 @@ def _check_ssh_user(cfg: HostConfig, value: Any) -> str:
 def is_local_engine(config: "HostConfig", host: Host) -> bool:
     """``HOSTS: ["localhost"]`` (no port, or SSH_PORT) or DOCKER_LOCAL: true: this machine's
     Docker engine, driven through the SDK without SSH. ``127.0.0.x:PORT`` stays an SSH host."""
-    if getattr(config, "docker_local", False) is True:
+    if config.docker_local is True:  # True only once checked: an unchecked value may be anything
         return True
     return host.address == "localhost" and host.port == config.ssh_port
 
 
 def _uses_ssh(cfg: HostConfig) -> bool:
-    """MODE docker with at least one host reached over SSH (keys and known_hosts matter)."""
-    return cfg.mode == "docker" and not all(is_local_engine(cfg, host) for host in cfg.hosts)
+    """An executor that uses SSH, with at least one host reached over it (keys and known_hosts matter)."""
+    return _mode_executor(cfg).uses_ssh and not all(is_local_engine(cfg, host) for host in cfg.hosts)
 
 
 def _check_ssh_key_file(cfg: HostConfig, value: Any) -> str | None:
@@ -373,13 +401,6 @@ def _check_base_image(cfg: HostConfig, value: Any) -> str | None:
     return image
 
 
-def _check_docker_local(cfg: HostConfig, value: Any) -> bool:
-    local = true_or_false(value)
-    if local and cfg.mode != "docker":
-        raise ValueError("applies to MODE docker only")
-    return local
-
-
 def _check_backend_requirements(cfg: HostConfig, value: Any) -> str:
     from utils.requirements import BACKEND_REQUIREMENTS
 
@@ -388,18 +409,8 @@ def _check_backend_requirements(cfg: HostConfig, value: Any) -> str:
     return value
 
 
-def _slurm_only(cfg: HostConfig, value: Any, default: Any) -> bool:
-    """True when the value must be checked (MODE slurm); a slurm key in another mode is an error."""
-    if cfg.mode != "slurm":
-        if value is not None and value != default:
-            raise ValueError("applies to MODE slurm only")
-        return False
-    return True
-
-
-def _check_slurm_shared_dir(cfg: HostConfig, value: Any) -> str | None:
-    if not _slurm_only(cfg, value, None):
-        return None
+# The keys below are MODE slurm's (EXECUTORS): their checks run in MODE slurm only.
+def _check_slurm_shared_dir(cfg: HostConfig, value: Any) -> str:
     if value is None:
         raise ValueError("is required in MODE slurm: a directory this machine and every node mount")
     path = bounded_path(value, expand=True)
@@ -413,34 +424,28 @@ def _check_slurm_shared_dir(cfg: HostConfig, value: Any) -> str | None:
 
 
 def _check_slurm_name(cfg: HostConfig, value: Any) -> str | None:
-    if not _slurm_only(cfg, value, None) or value is None:
+    if value is None:
         return None
     return plain_name(value, "a Slurm name")
 
 
 def _check_slurm_gpus(cfg: HostConfig, value: Any) -> int:
-    if not _slurm_only(cfg, value, 0):
-        return 0
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 64:
         raise ValueError(f"must be a whole number of GPUs from 0 to 64, got {shown(value)}")
     return value
 
 
 def _check_slurm_pending(cfg: HostConfig, value: Any) -> float:
-    if not _slurm_only(cfg, value, 600.0):
-        return 600.0
     return seconds_between(1.0, 7 * 86400.0, " (7 days)")(value)
 
 
 def _check_slurm_python(cfg: HostConfig, value: Any) -> str:
-    if not _slurm_only(cfg, value or None, None) or not value:
+    if not value:
         return sys.executable
     return bounded_path(value, expand=True)
 
 
 def _check_slurm_container(cfg: HostConfig, value: Any) -> str:
-    if not _slurm_only(cfg, value, "none"):
-        return "none"
     if value not in ("none", "docker"):
         raise ValueError(f"must be none (natively on the node) or docker (the vendor container through the node's Docker engine), got {shown(value)}")
     return value
@@ -476,7 +481,7 @@ _CHECKS: dict[str, Callable[[HostConfig, Any], Any]] = {
     "ca_bundle": _check_ca_bundle,
     "remote_workdir": _check_remote_workdir,
     "log_call_information": _plain(true_or_false),
-    "docker_local": _check_docker_local,
+    "docker_local": _plain(true_or_false),
     "backend_requirements": _check_backend_requirements,
     "host_pip_config": _plain(true_or_false),
     "slurm_shared_dir": _check_slurm_shared_dir,
@@ -489,6 +494,9 @@ _CHECKS: dict[str, Callable[[HostConfig, Any], Any]] = {
 }
 assert {name for name in KEY_FIELDS.values() if name} == set(_CHECKS), "every host.yaml field has one check"
 _FIELD_KEYS = {name: key for key, name in KEY_FIELDS.items() if name is not None}
+_KEY_NAMES = {key: name for name, key in _FIELD_KEYS.items()}
+# A field's value when host.yaml leaves its key out (HostConfig's own default; None where it has none).
+_FIELD_DEFAULTS = {f.name: None if f.default is MISSING else f.default for f in fields(HostConfig)}
 
 # What a host.yaml that omits a key means (VENDOR and, in MODE docker, HOSTS have none).
 _DEFAULTS: dict[str, Any] = {

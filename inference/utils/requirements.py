@@ -30,9 +30,13 @@ import tempfile
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from common.errors import ConfigError
 from common.layout import framework_dir
+
+if TYPE_CHECKING:
+    from packaging.requirements import Requirement
 
 REQUIREMENTS_FILE = "requirements.txt"
 # host.yaml's BACKEND_REQUIREMENTS: what an unmet pin of a ByteMLPerf backend folder does.
@@ -72,11 +76,11 @@ def all_requirement_files(perf_dir: str | Path, framework: str | None = None, ca
     return files
 
 
-def read_requirements(path: str | Path) -> list[tuple[str, object]]:
+def read_requirements(path: str | Path) -> list[tuple[str, Requirement]]:
     """``(line, packaging Requirement)`` for each requirement whose marker applies here."""
     from packaging.requirements import InvalidRequirement, Requirement
 
-    entries = []
+    entries: list[tuple[str, Requirement]] = []
     for number, raw in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
         line = raw.split(" #", 1)[0].strip() if not raw.lstrip().startswith("#") else ""
         if not line:
@@ -161,7 +165,7 @@ def check_backend_requirements(perf_dir: str | Path, vendor: str, compiler: str 
     if unmet and policy != "warn":
         more = f" (and {len(unmet) - 1} more)" if len(unmet) > 1 else ""
         raise ConfigError(f"{where}: {unmet[0].describe('the backend')}{more}, listed in its requirements.txt; install with: pip install -r {path}")
-    if not unmet or path in _WARNED:
+    if path is None or not unmet or path in _WARNED:  # no requirements.txt: nothing unmet
         return []
     _WARNED.add(path)
     lines = [f"{where}: {item.describe('its requirements.txt')}; going on (BACKEND_REQUIREMENTS: warn)" for item in unmet]

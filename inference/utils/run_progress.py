@@ -100,14 +100,14 @@ class RunProgress:
     def feed(self, line: str) -> tuple[CaseProgress, Event]:
         event = parse_line(line)
         state = self.get(event.host, event.case)
-        if event.kind == "step":
+        if event.step is not None:  # kind "step"
             index, total, name, status = event.step
             state.step_index, state.step_total, state.step_name, state.step_state = index, total, name, status
             if status == "start":
                 state.phase, state.done, state.target, state.elapsed_s, state.eta_s = None, 0, None, None, None
             if status != "start" and index == total:
                 state.finished = True
-        elif event.kind == "progress":
+        elif event.progress is not None:  # kind "progress"
             p = event.progress
             state.phase = p["phase"]
             state.done = int(p.get("done") or 0)
@@ -190,17 +190,14 @@ class ProgressConsole:
         description = f"{escape(str(state.host))} {escape(str(state.case))}  [cyan]{escape(state.step_text)}[/cyan]"
         if state.phase:
             description += f"  {escape(state.phase)}"
-        fields = {
-            "description": description,
-            "total": state.target if state.phase and state.target else None,
-            "completed": state.done if state.phase else 0,
-            "count": f"{state.done}/{state.target}" if state.phase and state.target else "",
-            "eta": f"ETA {_duration(state.eta_s)}" if state.phase and state.eta_s is not None else "",
-        }
+        total = state.target if state.phase and state.target else None
+        completed = state.done if state.phase else 0
+        count = f"{state.done}/{state.target}" if state.phase and state.target else ""
+        eta = f"ETA {_duration(state.eta_s)}" if state.phase and state.eta_s is not None else ""
         if key not in self.tasks:
-            self.tasks[key] = self.progress.add_task(**fields)
+            self.tasks[key] = self.progress.add_task(description, total=total, completed=completed, count=count, eta=eta)
         else:
-            self.progress.update(self.tasks[key], **fields)
+            self.progress.update(self.tasks[key], description=description, total=total, completed=completed, count=count, eta=eta)
 
     def log(self, message: Any) -> None:
         """loguru sink: run.py's lines about cases and image builds."""

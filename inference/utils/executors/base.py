@@ -33,6 +33,7 @@ from common.errors import ConfigError, HostError, one_line
 from common.monitor_protocol import DAEMON, SAMPLER, monitor_protocol
 from common.record import FAILURE_FILE, RESULT_FILE, CaseResult, RecordError, read_result
 from utils.case_specs import CaseSpec
+from utils.executors.registry import ExecutorFacts
 from utils.host_config import HostConfig
 
 MONITOR_STARTUP_S = 1.0  # a monitor still running this long after its start counts as alive
@@ -144,13 +145,25 @@ class Started(Generic[Handle]):
     monitor: MonitorSpec | None = None
 
 
-class HostSession(Generic[Handle]):
+class HostSession(ExecutorFacts, Generic[Handle]):
     """Prepare a host once, run cases on it one after another, always clean up.
 
     The base class of every executor (``HostSession[its handle type]``); ``run_case`` is the
-    lifecycle, the methods under "primitives" are what an executor supplies."""
+    lifecycle, the methods under "primitives" are what an executor supplies, and the class
+    declares the facts run.py and utils/host_config.py ask (``registry.py::ExecutorFacts``)."""
 
     python = "python3"  # the interpreter on the target
+
+    # ---- on the class: its facts (ExecutorFacts, declared by each executor), and two hooks ----
+    @classmethod
+    def check_config(cls, config: HostConfig) -> None:
+        """Checks of the config that need the world outside (a scheduler) before any host is
+        touched; raise ConfigError naming the file and key."""
+
+    @classmethod
+    def create(cls, config: HostConfig, host_index: int, run_id: str, abort: threading.Event, run_dir: Path) -> HostSession:
+        """The session for host ``host_index``; ``run_dir`` is the run's folder here (image build logs)."""
+        return cls(config, host_index, run_id, abort)
 
     def __init__(self, config: HostConfig, host_index: int, run_id: str, abort: threading.Event) -> None:
         self.config = config
@@ -344,7 +357,8 @@ class HostSession(Generic[Handle]):
             code = self.wait(item.handle, 0)
             if code is not None:
                 detail = self.output_tail(item.handle) or "no output"
-                return f"{item.monitor.source} exited at once with status {code}: {detail}"
+                source = item.monitor.source if item.monitor is not None else item.role
+                return f"{source} exited at once with status {code}: {detail}"
         return None
 
     def _wait_pipeline(self, pipeline: Started[Handle], outcome: CaseOutcome, monitors: list[Started[Handle]], monitors_checked_at: float) -> int | None:

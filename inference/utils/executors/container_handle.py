@@ -50,10 +50,13 @@ def remove_container(container: Container) -> None:
 
 def stream_logs(handle: ContainerHandle, echo: Callable[[str], None]) -> None:
     """--verbose: copy the pipeline's output to stdout.log and the console as it comes."""
+    container, stdout = handle.container, handle.stdout
+    if container is None or stdout is None:  # started with its stdout.log only (the pipeline)
+        return
     try:
-        with open(handle.stdout, "ab") as sink:
+        with open(stdout, "ab") as sink:
             buffer = b""
-            for chunk in handle.container.logs(stream=True, follow=True):
+            for chunk in container.logs(stream=True, follow=True):
                 sink.write(chunk)
                 sink.flush()
                 buffer += chunk
@@ -70,11 +73,12 @@ def save_logs(handle: ContainerHandle) -> None:
     stopped): no connection held open for the whole run. Not streamed: docker-py's
     stream reader takes the connection's socket over, which then cannot go back to the
     pool cleanly."""
-    if handle.logs_saved or handle.container is None:
+    container, stdout = handle.container, handle.stdout
+    if handle.logs_saved or container is None or stdout is None:
         return
     try:
-        data = handle.container.logs(stdout=True, stderr=True, stream=False)
-        with open(handle.stdout, "ab") as sink:
+        data = container.logs(stdout=True, stderr=True, stream=False)
+        with open(stdout, "ab") as sink:
             sink.write(data)
         handle.logs_saved = True
     except (NotFound, APIError, requests.RequestException, OSError) as exc:
@@ -131,6 +135,13 @@ class ContainerHandle:
     def name(self) -> str:
         return self.container.name if self.container is not None else self.role
 
+    @property
+    def created(self) -> Container:
+        """The container; waiting and inspecting come only after it was created."""
+        if self.container is None:
+            raise HostError(f"host {self.label}: the {self.role} container was never created")
+        return self.container
+
     def started(self) -> None:
         """Wait for a background start; raise its HostError (a failed start)."""
         if self.starting is None:
@@ -148,7 +159,7 @@ class ContainerHandle:
         try:
             while True:
                 try:
-                    status = self.container.wait(timeout=WAIT_SLICE_S)
+                    status = self.created.wait(timeout=WAIT_SLICE_S)
                     self._code = int(status.get("StatusCode", -1))
                     return
                 except (requests.RequestException, OSError) as exc:
@@ -161,12 +172,14 @@ class ContainerHandle:
             self._error = "the container disappeared"
         except (APIError, requests.RequestException, OSError) as exc:
             self._error = f"connection to the Docker engine lost ({reason(exc)})"
+        except HostError:  # watched before it was created
+            self._error = "the container was never created"
         finally:
             self._done.set()
 
     def _engine_answers(self) -> bool:
         try:
-            self.container.reload()
+            self.created.reload()
         except NotFound:
             raise
         except (APIError, requests.RequestException, OSError):
@@ -177,15 +190,16 @@ class ContainerHandle:
         return self._done.is_set()
 
     def _inspect(self) -> None:
+        container = self.created
         try:
-            self.container.reload()
+            container.reload()
         except NotFound:
             self._error = "the container disappeared"
             self._done.set()
             return
         except (APIError, requests.RequestException, OSError) as exc:
             raise HostError(f"host {self.label}: connection to the Docker engine lost ({reason(exc)}) while {self.name} ran") from None
-        state = self.container.attrs.get("State", {})
+        state = container.attrs.get("State", {})
         if state.get("Status") in ("exited", "dead"):
             self._code = int(state.get("ExitCode", -1))
             self._done.set()

@@ -55,7 +55,7 @@ from utils.executors.containers import (
 from utils.executors.docker_forward import EngineForward
 from utils.executors.images import HostPip, ImageSpec, ensure_image, host_pip
 from utils.executors.transport import HostTransport, LocalTransport, SshTransport, sync_code
-from utils.host_config import is_local_engine
+from utils.host_config import HostConfig, is_local_engine
 from utils.requirements import all_requirement_files
 
 CONTAINER_ROOT = "/workspace"
@@ -99,6 +99,14 @@ class DockerSession(HostSession[ContainerHandle]):
     - ``case_dir_on_host``: the current case's log folder on the host.
     """
 
+    in_container = True
+    uses_ssh = True
+    runs_here = False
+
+    @classmethod
+    def create(cls, config: HostConfig, host_index: int, run_id: str, abort: threading.Event, run_dir: Path) -> DockerSession:
+        return cls(config, host_index, run_id, abort, build_log_dir=run_dir)
+
     def __init__(self, *args, build_log_dir: Path, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         config = self.config
@@ -140,10 +148,12 @@ class DockerSession(HostSession[ContainerHandle]):
         reported at the first step in the order ssh, docker, data, code, image."""
         self.preflight_step = "ssh"
         self.remote.connect()
-        if getattr(self.remote, "local", False):  # this machine: a missing data dir is known at once, not after an image build
+        if self.remote.local:  # this machine: a missing data dir is known at once, not after an image build
             self.preflight_step = "data"
             self._check_data_dirs()
         files = Background(self._prepare_files, f"prepare-{self.label}")
+        step: str | None
+        error: HostError | None
         try:
             self.preflight_step = "docker"
             self._open_engine()  # and sweep what a dead run.py left
@@ -177,6 +187,13 @@ class DockerSession(HostSession[ContainerHandle]):
         self.client, self.forward = self.remote.open_docker()
         one_connection_pool(self.client)
         self.client.ping()
+
+    @property
+    def engine(self) -> docker.DockerClient:
+        """The engine client ``connect_engine`` opened; HostError when none is open."""
+        if self.client is None:
+            raise HostError(f"host {self.label}: not connected to the Docker engine")
+        return self.client
 
     def release_engine(self) -> None:
         """Close the engine client and what forwards its connections (idempotent)."""
@@ -223,13 +240,14 @@ class DockerSession(HostSession[ContainerHandle]):
         if len(framework_dirs) != 1:
             raise HostError(f"host {self.label}: one run builds one image; CASES mixes frameworks {sorted(framework_dirs)}")
         framework = framework_dirs.pop()
-        buildargs = {}
+        buildargs: dict[str, str] = {}
         if config.base_image:
             buildargs["BASE_IMAGE"] = config.base_image
         # This machine's pip configuration, unless host.yaml turns it off or sets a value itself.
         pip = host_pip() if config.host_pip_config else HostPip()
-        if config.pip_source or pip.index_url:
-            buildargs["PIP_INDEX_URL"] = config.pip_source or pip.index_url
+        index_url = config.pip_source or pip.index_url
+        if index_url:
+            buildargs["PIP_INDEX_URL"] = index_url
         if pip.extra_index_urls:
             buildargs["PIP_EXTRA_INDEX_URL"] = " ".join(pip.extra_index_urls)
         if pip.trusted_hosts:
@@ -254,7 +272,7 @@ class DockerSession(HostSession[ContainerHandle]):
             wheels_dirs=() if wheels is not None else pip.find_links,
             backend_requirements=config.backend_requirements,
         )
-        tag, _ = ensure_image(self.client, spec, self.label, self.build_log_dir / f"build_{slug(self.label)}.log")
+        tag, _ = ensure_image(self.engine, spec, self.label, self.build_log_dir / f"build_{slug(self.label)}.log")
         return tag
 
     # ---- the lifecycle's primitives (utils/executors/base.py) ------------------------------
@@ -314,7 +332,7 @@ class DockerSession(HostSession[ContainerHandle]):
             environment=environment,
             user=self.user,
             labels={LABEL_RUN: self.run_id, LABEL_ROLE: role, LABEL_CONTROLLER: controller_id()},
-            version=self.client.api._version,
+            version=self.engine.api._version,
             **options,
         )
 
@@ -322,10 +340,10 @@ class DockerSession(HostSession[ContainerHandle]):
         """containers.run() is create + inspect + start; the inspect is not needed."""
         name = arguments["name"]
         try:
-            created = self.client.api.create_container(**_create_container_args(dict(arguments)))
+            created = self.engine.api.create_container(**_create_container_args(dict(arguments)))
         except (APIError, requests.RequestException) as exc:
             raise HostError(f"host {self.label}: Docker could not create the {role} container: {reason(exc)}") from None
-        container = self.client.containers.prepare_model({"Id": created["Id"], "Name": f"/{name}"})
+        container = self.engine.containers.prepare_model({"Id": created["Id"], "Name": f"/{name}"})
         with self._lock:
             self._containers.append(container)  # removed by end_case/cleanup even if it never starts
         return container
@@ -350,7 +368,7 @@ class DockerSession(HostSession[ContainerHandle]):
             container = self._create(role, arguments)
         handle.container = container
         try:
-            self.client.api.start(container.id)
+            self.engine.api.start(container.id)
         except (APIError, requests.RequestException) as exc:
             raise HostError(f"host {self.label}: Docker could not start the {role} container: {reason(exc)}") from None
 
@@ -427,7 +445,7 @@ class DockerSession(HostSession[ContainerHandle]):
             return
         for handle in stopped:  # the pipeline's output up to the drop, through the new connection
             if handle.container is not None and handle.stdout is not None and handle.streamer is None:
-                handle.container = self.client.containers.prepare_model({"Id": handle.container.id, "Name": f"/{handle.container.name}"})
+                handle.container = self.engine.containers.prepare_model({"Id": handle.container.id, "Name": f"/{handle.container.name}"})
                 save_logs(handle)
         self.sweep_run()
         logger.warning(f"host {self.label}: reconnected after the lost connection and removed the case's containers")
@@ -486,7 +504,7 @@ class DockerSession(HostSession[ContainerHandle]):
         """Remove containers left by an earlier run.py on this machine that died without
         cleaning up (SIGKILL, power loss): their controller label names a pid that is gone."""
         try:
-            containers = self.client.containers.list(all=True, filters={"label": LABEL_CONTROLLER})
+            containers = self.engine.containers.list(all=True, filters={"label": LABEL_CONTROLLER})
         except (DockerException, requests.RequestException):
             return
         for container in containers:
@@ -503,7 +521,7 @@ class DockerSession(HostSession[ContainerHandle]):
     def sweep_run(self) -> None:
         """Remove every container of this run and host on the engine, by label and name."""
         try:
-            for container in self.client.containers.list(all=True, filters={"label": f"{LABEL_RUN}={self.run_id}", "name": f"-{slug(self.label)}-"}):
+            for container in self.engine.containers.list(all=True, filters={"label": f"{LABEL_RUN}={self.run_id}", "name": f"-{slug(self.label)}-"}):
                 container.remove(force=True)
         except (DockerException, requests.RequestException) as exc:
             logger.warning(f"host {self.label}: container sweep failed: {reason(exc)}")
@@ -516,7 +534,7 @@ class DockerSession(HostSession[ContainerHandle]):
         if self.client is not None:
             self._remove_all()
             self.sweep_run()
-            if getattr(self.remote, "local", False) and self.workdir:  # this machine's engine: its cache is here
+            if self.remote.local and self.workdir:  # this machine's engine: its cache is here
                 from utils.executors.local import sweep_killed_writers
 
                 sweep_killed_writers(self.label, Path(self.workdir) / "onnxs")

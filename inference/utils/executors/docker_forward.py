@@ -130,9 +130,10 @@ class DockerOverSsh(EngineForward):
         with self._lock:
             self.channels_opened += 1
             self._open.add(pair)
+        watched: list[socket.socket | paramiko.Channel] = [conn, channel]
         try:
             while not self._closed.is_set():
-                readable, _, _ = select.select([conn, channel], [], [], 0.5)
+                readable, _, _ = select.select(watched, [], [], 0.5)
                 if conn in readable:
                     data = conn.recv(_BUFFER)
                     if not data:

@@ -37,7 +37,12 @@ class ChildProcess:
 
 
 class LocalSession(HostSession[ChildProcess]):
+    """MODE local's executor: the pipeline and monitors as child processes of run.py."""
+
     python = sys.executable
+    in_container = False
+    uses_ssh = False
+    runs_here = True
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)

@@ -37,12 +37,19 @@ from utils.executors.base import slug
 from utils.executors.local import ChildProcess, LocalSession
 from utils.executors.slurm_client import SlurmClient
 from utils.executors.transport import LocalTransport, sync_code
-from utils.host_config import HostConfig
+from utils.host_config import Host, HostConfig
 
 JOB_MARGIN_S = 120.0  # the job outlives CASE_TIMEOUT by this much: monitors stop, files flush
 PROBE_TIMEOUT_S = 120.0
 PROBE_PARALLEL = 16  # probe jobs in flight at once
 JOB_STATE_WAIT_S = 10.0  # how long a step's end may precede its job's final state
+
+
+def shared_dir(config: HostConfig) -> str:
+    """SLURM_SHARED_DIR, which utils/host_config.py requires in MODE slurm."""
+    if config.slurm_shared_dir is None:
+        raise ConfigError(f"{config.path}: key 'SLURM_SHARED_DIR' is required in MODE slurm")
+    return config.slurm_shared_dir
 
 
 def slurm_client(config: HostConfig) -> SlurmClient:
@@ -64,7 +71,7 @@ def check_slurm(config: HostConfig) -> None:
 
 
 def _probe_node(config: HostConfig, client: SlurmClient, node: str) -> ConfigError | None:
-    shared = Path(config.slurm_shared_dir)
+    shared = Path(shared_dir(config))
     target = shared / f".probe-{slug(node)}-{secrets.token_hex(4)}"
     if config.slurm_container == "docker":  # the node needs docker, not a Python (checked in prepare)
         argv = ["sh", "-c", 'printf ok > "$1"', "sh", str(target)]
@@ -107,13 +114,18 @@ class SlurmJobs:
     job submitted is cancelled by ``cancel_job`` or, at the latest, ``cancel_jobs``."""
 
     config: HostConfig
-    host: object
+    host: Host
     label: str
     abort: threading.Event
 
+    @classmethod
+    def check_config(cls, config: HostConfig) -> None:
+        """The scheduler and the nodes, before any job is submitted (``check_slurm``)."""
+        check_slurm(config)
+
     def init_jobs(self) -> None:
         self.slurm = slurm_client(self.config)
-        self.shared = Path(self.config.slurm_shared_dir)
+        self.shared = Path(shared_dir(self.config))
         self.job_id: str | None = None
         self._jobs: set[str] = set()
         self._job_lock = threading.Lock()
@@ -203,7 +215,13 @@ class SlurmJobs:
 
 
 class SlurmSession(SlurmJobs, LocalSession):
-    """Inherits the local process primitives (srun runs on this machine) and adds the job."""
+    """MODE slurm's executor. Inherits the local process primitives (srun runs on this machine)
+    and adds the job; the pipeline runs natively on the node. With SLURM_CONTAINER: docker the
+    registry picks ``SlurmDockerSession`` instead (utils/executors/slurm_docker.py)."""
+
+    in_container = False
+    uses_ssh = False
+    runs_here = False
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -268,7 +286,7 @@ class SlurmSession(SlurmJobs, LocalSession):
             raise HostError(f"node {self.label}: fetching {source} failed: {exc.strerror or exc}") from None
         super().fetch(spec, log_dir, local_dir)
 
-    def end_case(self, spec: CaseSpec) -> None:
+    def end_case(self, spec: CaseSpec | None) -> None:
         self.cancel_job()
 
     def cleanup(self) -> None:

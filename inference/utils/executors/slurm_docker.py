@@ -34,7 +34,7 @@ from utils.case_specs import CaseSpec
 from utils.executors.container_handle import ContainerHandle
 from utils.executors.docker import DockerSession
 from utils.executors.docker_forward import DockerOverCommand
-from utils.executors.slurm import SlurmJobs
+from utils.executors.slurm import SlurmJobs, shared_dir
 from utils.executors.transport import API_POOL_SIZE, LocalTransport
 
 
@@ -67,6 +67,10 @@ class SlurmDockerSession(SlurmJobs, DockerSession):
     transport, the work folder and the page-cache drop are the job's; the engine client is
     opened and released around each job."""
 
+    in_container = True
+    uses_ssh = False  # the node's engine, through the job's steps
+    runs_here = False
+
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.init_jobs()
@@ -75,7 +79,7 @@ class SlurmDockerSession(SlurmJobs, DockerSession):
         return SlurmTransport(self)
 
     def host_workdir(self) -> str:
-        return self.config.slurm_shared_dir
+        return shared_dir(self.config)
 
     # ---- preparation: one job for the engine's part -------------------------------
     def prepare(self) -> None:

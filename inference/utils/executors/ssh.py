@@ -113,6 +113,9 @@ class SshHost:
             client.save_host_keys(self.known_hosts)
             logger.warning(f"host {self.label}: trusted its host key on first use and saved it to {self.known_hosts}")
         transport = client.get_transport()
+        if transport is None:  # connect() returned without one: not connected after all
+            client.close()
+            raise self.error("SSH connection closed right after it opened")
         transport.set_keepalive(15)
         self.client = client
 
@@ -126,9 +129,10 @@ class SshHost:
 
     @property
     def transport(self) -> paramiko.Transport:
-        if self.client is None:
+        transport = self.client.get_transport() if self.client is not None else None
+        if transport is None:
             raise self.error("not connected")
-        return self.client.get_transport()
+        return transport
 
     # ---- commands -----------------------------------------------------------
     def run(self, argv: list[str], timeout: float = 60.0, check: bool = True) -> CommandResult:
@@ -189,7 +193,8 @@ class SshHost:
 
     def is_dir(self, path: str) -> bool:
         try:
-            return stat.S_ISDIR(self.sftp.stat(path).st_mode)
+            mode = self.sftp.stat(path).st_mode
+            return mode is not None and stat.S_ISDIR(mode)
         except OSError:
             return False
 
@@ -232,13 +237,13 @@ class SshHost:
     def get_files(self, remote_dir: str, local_dir: Path) -> list[str]:
         """Fetch the plain files of one remote directory (not recursive)."""
         local_dir.mkdir(parents=True, exist_ok=True)
-        fetched = []
+        fetched: list[str] = []
         try:
             entries = self.sftp.listdir_attr(remote_dir)
         except OSError:
             return fetched
         for entry in entries:
-            if stat.S_ISREG(entry.st_mode):
+            if entry.st_mode is not None and stat.S_ISREG(entry.st_mode):
                 self.sftp.get(posixpath.join(remote_dir, entry.filename), str(local_dir / entry.filename))
                 fetched.append(entry.filename)
         return fetched

@@ -270,7 +270,7 @@ class LocalTransport(HostTransport):
 
     def get_files(self, remote_dir: str, local_dir: Path) -> list[str]:
         local_dir.mkdir(parents=True, exist_ok=True)
-        fetched = []
+        fetched: list[str] = []
         try:
             entries = list(os.scandir(remote_dir))
         except OSError:
