@@ -48,7 +48,9 @@ class FakeSession(HostSession[str]):
         pass
 
     def fetch(self, spec, log_dir, local_dir):
-        (local_dir / "result.json").write_text('{{"case": "%s"}}' % spec.key)
+        from tests.result_records import write_result
+
+        write_result(local_dir, case=spec.label, framework=spec.framework)
 
     def cleanup(self):
         pass
@@ -198,9 +200,9 @@ def test_run_py_plans_and_runs_a_case_through_a_registered_mode(tmp_path, fake_m
     plan = build_plan([Variant("", tmp_path / "run", config.cases)], config.repetitions)
     sessions = [run.executors.create(config, i, "20260101-000000-abcd", threading.Event(), tmp_path / "run") for i in range(2)]
     outcomes = [outcome for session in sessions for outcome in run.host_worker(session, plan)]
-    assert [(o.host, o.status, o.result) for o in outcomes] == [
-        ("node1", "success", {"case": "digits:pytorch"}),
-        ("node2", "success", {"case": "digits:pytorch"}),
+    assert [(o.host, o.status, o.result and f"{o.result.case}:{o.result.framework}") for o in outcomes] == [
+        ("node1", "success", "digits:pytorch"),
+        ("node2", "success", "digits:pytorch"),
     ]
     assert sessions[0].started == ["mon-sys", "mon-cpu", "case"]  # the system and vendor monitors, then the pipeline
 
