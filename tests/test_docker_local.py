@@ -73,7 +73,7 @@ def local_workdir(tmp_path_factory) -> Path:
 
 
 def test_localhost_is_the_local_engine():
-    config = SimpleNamespace(ssh_port=22)
+    config = SimpleNamespace(ssh_port=22, docker_local=False)
     assert is_local_engine(config, Host("localhost", 22))
     assert not is_local_engine(config, Host("localhost", 2222))  # an sshd on another port: SSH
     assert not is_local_engine(config, Host("127.0.0.2", 22))

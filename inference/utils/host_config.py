@@ -8,7 +8,7 @@ that reaches a resource is bounded: lengths of names and paths before the file
 system sees them, counts of hosts and cases, the timeout, the monitor interval,
 the shared-memory size. A failure is one ConfigError naming the file and key.
 
-The checks of single values are ``utils/host_values.py``'s; CASES is read by
+The checks of single values are ``common/values.py``'s; CASES is read by
 ``utils/case_specs.py``.
 """
 
@@ -26,9 +26,7 @@ from typing import Any, Callable
 from common.errors import ConfigError, shown
 from common.host_keys import KEY_FIELDS
 from common.layout import unknown_vendor
-from common.yamlio import load_yaml_mapping
-from utils.case_specs import CaseSpec, parse_cases
-from utils.host_values import (
+from common.values import (
     MAX_NAME,
     MAX_TEXT,
     bounded_path,
@@ -41,6 +39,8 @@ from utils.host_values import (
     true_or_false,
     writable_dir,
 )
+from common.yamlio import load_yaml_mapping
+from utils.case_specs import CaseSpec, parse_cases
 
 # Run modes; a new mode is one more entry here (and its session in run.py).
 MODES = ("local", "docker", "slurm")
@@ -304,7 +304,7 @@ def _check_ssh_user(cfg: HostConfig, value: Any) -> str:
 def is_local_engine(config: "HostConfig", host: Host) -> bool:
     """``HOSTS: ["localhost"]`` (no port, or SSH_PORT) or DOCKER_LOCAL: true: this machine's
     Docker engine, driven through the SDK without SSH. ``127.0.0.x:PORT`` stays an SSH host."""
-    if getattr(config, "docker_local", False) is True:
+    if config.docker_local is True:
         return True
     return host.address == "localhost" and host.port == config.ssh_port
 
