@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from common.errors import ConfigError
+from common.values import bounded, one_or_list, optional
 from tests.conftest import TYPED_CASE_CONFIG as TYPED
 from tools.checks.numeric import tolerances_for
 from tools.config import CaseConfig, load_case_config, parse_overrides
-from tools.config.values import _bounded, _one_or_list, _optional
 
 SERVER = dict(latency_bound_ms=50, target_qps=100)
 SCENARIOS = "must be one of offline, single_stream, server"
@@ -45,39 +45,39 @@ def _reason(check, value) -> str:
 
 
 def test_bounded_excludes_or_includes_its_low_end_and_includes_its_high_end():
-    above = _bounded("a size", 2, 10)
+    above = bounded("a size", 2, 10)
     assert [above(2.5), above(10), above(3)] == [2.5, 10.0, 3.0]
     assert type(above(3)) is float
     assert _reason(above, 2) == "must be a size > 2 and <= 10, got 2"
     assert _reason(above, 10.001) == "must be a size > 2 and <= 10, got 10.001"
-    from_ = _bounded("a size", 2, 10, low_inclusive=True)
+    from_ = bounded("a size", 2, 10, low_inclusive=True)
     assert from_(2) == 2.0
     assert _reason(from_, 1.999) == "must be a size >= 2 and <= 10, got 1.999"
     assert _reason(from_, 11) == "must be a size >= 2 and <= 10, got 11"
-    count = _bounded("a count", 0, 1e8, integer=True)
+    count = bounded("a count", 0, 1e8, integer=True)
     assert count(100_000_000) == 100_000_000 and type(count(5)) is int
     assert _reason(count, 5.0) == "must be a count, got 5.0"
     assert _reason(count, 0) == "must be a count > 0 and <= 1e+08, got 0"
     for bad in (True, None, "3", [3]):
         assert _reason(above, bad) == f"must be a size, got {bad!r}"
     assert _reason(above, float("inf")) == "must be a size > 2 and <= 10, got inf"
-    assert _reason(_bounded("a share", 0.5, 0.75), 0.8) == "must be a share > 0.5 and <= 0.75, got 0.8"
+    assert _reason(bounded("a share", 0.5, 0.75), 0.8) == "must be a share > 0.5 and <= 0.75, got 0.8"
 
 
 def test_one_or_list_checks_each_entry_and_always_returns_a_list():
-    sizes = _one_or_list(_bounded("a size", 0, 10, integer=True))
+    sizes = one_or_list(bounded("a size", 0, 10, integer=True))
     assert sizes(3) == [3] and sizes([3, 1]) == [3, 1]
     assert _reason(sizes, 11) == "must be a size > 0 and <= 10, got 11"  # a single value: no "entry"
     assert _reason(sizes, [1, 11]) == "entry 11 must be a size > 0 and <= 10, got 11"
     assert _reason(sizes, [1, "2"]) == "entry '2' must be a size, got '2'"
     assert _reason(sizes, []) == "must not be an empty list"
     assert _reason(sizes, [2, 1, 2]) == "has repeated entries: [2, 1, 2]"
-    assert _one_or_list(lambda v: v % 3, unique=False)([1, 4]) == [1, 1]
-    assert _reason(_one_or_list(lambda v: v % 3), [1, 4]) == "has repeated entries: [1, 4]"  # after the check
+    assert one_or_list(lambda v: v % 3, unique=False)([1, 4]) == [1, 1]
+    assert _reason(one_or_list(lambda v: v % 3), [1, 4]) == "has repeated entries: [1, 4]"  # after the check
 
 
 def test_optional_passes_none_and_checks_the_rest():
-    check = _optional(_bounded("a rate", 0, 5))
+    check = optional(bounded("a rate", 0, 5))
     assert check(None) is None
     assert check(5) == 5.0
     assert _reason(check, 0) == "must be a rate > 0 and <= 5, got 0"

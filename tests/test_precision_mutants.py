@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from common.stats import LatencyStats
+from tools.config import setting
 from tools.measure import precision
 from tools.measure.precision import (
     Drift,
@@ -38,7 +39,7 @@ from tools.measure.precision import (
     settled,
     throughput_interval,
 )
-from tools.measure.rows import PERCENTILES, row_intervals, row_setting
+from tools.measure.rows import PERCENTILES, row_intervals
 from tools.measure.scenarios import ScenarioRun
 from tools.measure.settings import MEASUREMENT_DEFAULTS, OUT_OF_REACH
 
@@ -342,9 +343,9 @@ def test_row_intervals_of_single_stream_server_and_empty_runs():
     assert empty["precision"]["settle_s"] == 0.0 and empty["precision"]["figures"] == {"qps": None}
 
 
-def test_row_setting_falls_back_to_the_framework_default():
-    assert row_setting(SimpleNamespace(), "settle_max_s") == MEASUREMENT_DEFAULTS["settle_max_s"] == 10.0
-    assert row_setting(SimpleNamespace(settle_max_s=0.0), "settle_max_s") == 0.0
+def test_setting_falls_back_to_the_framework_default():
+    assert setting(SimpleNamespace(), "settle_max_s") == MEASUREMENT_DEFAULTS["settle_max_s"] == 10.0
+    assert setting(SimpleNamespace(settle_max_s=0.0), "settle_max_s") == 0.0
 
 
 # ---- a drifted window measured once more ---------------------------------------------------------

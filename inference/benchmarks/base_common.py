@@ -33,6 +33,7 @@ from typing import Any, Callable
 from loguru import logger
 
 from common.errors import ConfigError, DataError
+from tools.config import CaseConfig, origin_of
 
 # dtype name -> (torch dtype name, bytes per element of A and B, bytes per element of C)
 DTYPES: dict[str, tuple[str, int, int]] = {
@@ -127,27 +128,23 @@ def vendor_kernels(vendor: str) -> TorchKernels:
 
 
 # ---- the checks (run.py before any host; the container again before allocating) ---------------
-def _origin(config: Any, key: str) -> str:
-    return config.origin.get(key, "config")
-
-
-def _positive_ints(config: Any, key: str) -> list[int]:
+def _positive_ints(config: CaseConfig, key: str) -> list[int]:
     value = config.get(key)
     values = value if isinstance(value, list) else [value]
     if not values or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in values):
-        raise ConfigError(f"{_origin(config, key)}: key '{key}' must be a positive integer or a list of them, got {value!r}")
+        raise ConfigError(f"{origin_of(config, key)}: key '{key}' must be a positive integer or a list of them, got {value!r}")
     return values
 
 
-def gemm_dtypes(config: Any, kernels: TorchKernels) -> list[str]:
+def gemm_dtypes(config: CaseConfig, kernels: TorchKernels) -> list[str]:
     value = config.get("dtypes")
     dtypes = value if isinstance(value, list) else [value]
     if not dtypes or not all(isinstance(d, str) for d in dtypes):
-        raise ConfigError(f"{_origin(config, 'dtypes')}: key 'dtypes' must be a list of dtype names, got {value!r}")
+        raise ConfigError(f"{origin_of(config, 'dtypes')}: key 'dtypes' must be a list of dtype names, got {value!r}")
     for dtype in dtypes:
         if dtype not in kernels.gemm_dtypes:
             raise ConfigError(
-                f"{_origin(config, 'dtypes')}: key 'dtypes': {dtype!r} is not supported by vendor {config.vendor}'s kernels "
+                f"{origin_of(config, 'dtypes')}: key 'dtypes': {dtype!r} is not supported by vendor {config.vendor}'s kernels "
                 f"({kernels.name}: {', '.join(kernels.gemm_dtypes)})"
             )
     return dtypes
@@ -159,7 +156,7 @@ def gemm_bytes(dtype: str, size: int) -> int:
     return 2 * size * size * ab + size * size * c
 
 
-def stream_elements(config: Any) -> int:
+def stream_elements(config: CaseConfig) -> int:
     """Elements of each STREAM array: ``array_mib`` MiB of float64, or (``auto``) 4 x the
     last-level caches' total (STREAM's rule), at least 64 MiB."""
     value = config.get("array_mib", "auto")
@@ -189,16 +186,18 @@ def last_level_cache_bytes(root: Path = Path("/sys/devices/system/cpu")) -> int:
     return sum(size for (level, _), size in caches.items() if level == top)
 
 
-def check_memory(config: Any, kernels: TorchKernels, key: str, needed: int, what: str) -> None:
+def check_memory(config: CaseConfig, kernels: TorchKernels, key: str, needed: int, what: str) -> None:
     free = kernels.free_memory(config.device)
     if free is not None and needed > MEMORY_SHARE * free:
         raise ConfigError(
-            f"{_origin(config, key)}: key '{key}': {what} needs {needed / 2**30:.3g} GiB, more than {MEMORY_SHARE:.0%} "
+            f"{origin_of(config, key)}: key '{key}': {what} needs {needed / 2**30:.3g} GiB, more than {MEMORY_SHARE:.0%} "
             f"of the {free / 2**30:.3g} GiB free on {config.device}"
         )
 
 
-def check_base_config(config: Any, kernels: TorchKernels | None = None, memory: bool = True, hosts: int | None = None, hosts_origin: str = "host.yaml") -> None:
+def check_base_config(
+    config: CaseConfig, kernels: TorchKernels | None = None, memory: bool = True, hosts: int | None = None, hosts_origin: str = "host.yaml"
+) -> None:
     """Every bad input of a base case as one ConfigError naming the key (exit 2), before anything
     is allocated. ``memory``: also check the working set against this machine's free memory
     (where the case runs here). ``hosts``: how many hosts the run has (``hosts_origin`` names
@@ -252,13 +251,13 @@ def figure(name: str, kind: str, unit: str, rate: Any, **extra: Any) -> dict:
     return {"name": name, "kind": kind, "unit": unit, **rate.to_dict(), **extra}
 
 
-def _settings(config: Any):
+def _settings(config: CaseConfig):
     from tools.measure.baseline import KernelSettings
 
     return KernelSettings.from_config(config)
 
 
-def gemm_stage(config: Any, kernels: TorchKernels | None = None, clock: Callable[[], int] | None = None) -> BaselineReport:
+def gemm_stage(config: CaseConfig, kernels: TorchKernels | None = None, clock: Callable[[], int] | None = None) -> BaselineReport:
     """Each dtype: every size measured for ``sweep_s`` (information), then the best size until precise."""
     from dataclasses import replace
 
@@ -289,7 +288,7 @@ def gemm_stage(config: Any, kernels: TorchKernels | None = None, clock: Callable
     return report
 
 
-def stream_stage(config: Any, kernels: TorchKernels | None = None, clock: Callable[[], int] | None = None) -> BaselineReport:
+def stream_stage(config: CaseConfig, kernels: TorchKernels | None = None, clock: Callable[[], int] | None = None) -> BaselineReport:
     from tools.measure.baseline import measure_kernel, stream_bytes
 
     kernels = kernels or vendor_kernels(config.vendor)
@@ -312,7 +311,7 @@ def stream_stage(config: Any, kernels: TorchKernels | None = None, clock: Callab
     return report
 
 
-def transfer_stage(config: Any, kernels: TorchKernels | None = None, clock: Callable[[], int] | None = None) -> BaselineReport:
+def transfer_stage(config: CaseConfig, kernels: TorchKernels | None = None, clock: Callable[[], int] | None = None) -> BaselineReport:
     from tools.measure.baseline import measure_kernel
 
     kernels = kernels or vendor_kernels(config.vendor)
@@ -336,7 +335,7 @@ def transfer_stage(config: Any, kernels: TorchKernels | None = None, clock: Call
     return report
 
 
-def rendezvous(config: Any, environ: dict | None = None) -> tuple[list[str], int, str, int]:
+def rendezvous(config: CaseConfig, environ: dict | None = None) -> tuple[list[str], int, str, int]:
     """(hosts, this host's rank, master address, port) of a collective over the run's hosts, from
     what the executor passed (common/layout.py) and the keys ``master_addr`` (null: the first
     host) and ``master_port`` (0: derived from the run id, so that concurrent runs differ)."""
@@ -355,7 +354,7 @@ def rendezvous(config: Any, environ: dict | None = None) -> tuple[list[str], int
     return hosts, rank, config.get("master_addr") or hosts[0], port
 
 
-def allreduce_stage(config: Any, kernels: TorchKernels | None = None, clock: Callable[[], int] | None = None) -> BaselineReport:
+def allreduce_stage(config: CaseConfig, kernels: TorchKernels | None = None, clock: Callable[[], int] | None = None) -> BaselineReport:
     """All-reduce of each size in ``sizes_mib`` over the run's hosts, measured until precise with
     the same number of calls on every rank (``measure_collective``)."""
     from datetime import timedelta

@@ -13,16 +13,14 @@ import io
 import os
 import time
 import warnings
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import torch
 from loguru import logger
 
 from common.errors import ConfigError, DataError
+from tools.config import CaseConfig, CaseView, setting
 from tools.measure.loop import PhaseResult, timed_forward
-
-if TYPE_CHECKING:
-    from tools.config import CaseConfig, CaseView
 
 INPUT_NAME = "input"
 OUTPUT_NAME = "output"
@@ -124,7 +122,7 @@ def scan_files(top: str, suffixes: tuple[str, ...], seen_dirs: dict | None = Non
 
 def half_precision(config: CaseConfig) -> bool:
     # CPU kernels for fp16 convolutions are slow or missing, so fp16 only means something on an accelerator.
-    return bool(getattr(config, "fp16", False)) and str(config.device).startswith("cuda")
+    return bool(setting(config, "fp16")) and str(config.device).startswith("cuda")
 
 
 def place_model(model: torch.nn.Module, config: CaseConfig) -> torch.nn.Module:
@@ -176,10 +174,10 @@ def export_onnx(model: torch.nn.Module, config: CaseConfig, sample_shape: Sequen
     legacy path honours the opset, is silent once its deprecation warning is
     filtered, writes one self-contained file and needs no onnxscript.
     """
-    path = getattr(config, "export_onnx_path", None)
+    path = setting(config, "export_onnx_path")
     if not path:
         raise ConfigError("export_onnx_path: not set by the framework before export_model")
-    opset = int(getattr(config, "onnx_opset", 17))
+    opset = int(setting(config, "onnx_opset"))
     cpu_model = _cpu_fp32(model)
     from tools.compat.flagperf import has_dynamic_axis
 

@@ -47,10 +47,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from common.errors import EngineError
 from inference_engine.base import EngineBase
+
+if TYPE_CHECKING:
+    from tools.config import CaseConfig
 
 BYTES_PER_VALUE = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "int8": 1, "fp8": 1}
 
@@ -68,7 +71,7 @@ class LLMEngineBase(EngineBase):
     build_keys: tuple[str, ...] = ()  # config keys ``build`` reads: part of the export's cache key
 
     @classmethod
-    def build(cls, source_dir: Path, out_dir: Path, config: Any) -> None:
+    def build(cls, source_dir: Path, out_dir: Path, config: CaseConfig) -> None:
         raise NotImplementedError(f"{cls.__module__}: export_format {cls.export_format!r} needs a build() classmethod")
 
     # ---- the contract -------------------------------------------------------------

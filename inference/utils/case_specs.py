@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from common.errors import ConfigError, shown
-from utils.host_values import MAX_NAME, bounded_path, on_disk
+from common.values import MAX_NAME, bounded_path, on_disk
 
 MAX_CASES = 256
 _CASE_KEY = re.compile(rf"^([A-Za-z0-9_-]{{1,{MAX_NAME}}}):([A-Za-z0-9_.-]{{1,{MAX_NAME}}})$")

@@ -8,7 +8,7 @@ that reaches a resource is bounded: lengths of names and paths before the file
 system sees them, counts of hosts and cases, the timeout, the monitor interval,
 the shared-memory size. A failure is one ConfigError naming the file and key.
 
-The checks of single values are ``utils/host_values.py``'s; CASES is read by
+The checks of single values are ``common/values.py``'s; CASES is read by
 ``utils/case_specs.py``. What a check needs to know of MODE it asks MODE's executor class
 (``utils/executors/registry.py``: ``EXECUTORS`` and the facts, ``ExecutorFacts``): the valid
 MODEs, and which keys belong to one MODE only, are the registry's.
@@ -28,11 +28,7 @@ from typing import Any, Callable
 from common.errors import ConfigError, shown
 from common.host_keys import KEY_FIELDS
 from common.layout import unknown_vendor
-from common.yamlio import load_yaml_mapping
-from utils.case_specs import CaseSpec, parse_cases
-from utils.executors import registry
-from utils.executors.registry import ExecutorFacts
-from utils.host_values import (
+from common.values import (
     MAX_NAME,
     MAX_TEXT,
     bounded_path,
@@ -45,6 +41,10 @@ from utils.host_values import (
     true_or_false,
     writable_dir,
 )
+from common.yamlio import load_yaml_mapping
+from utils.case_specs import CaseSpec, parse_cases
+from utils.executors import registry
+from utils.executors.registry import ExecutorFacts
 
 LOG_LEVELS = ("TRACE", "DEBUG", "INFO", "WARNING", "ERROR")
 # FlagPerf keys that InferPerf accepts but has no use for.

@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from common.errors import ConfigError
+from common.values import MAX_REPETITIONS
 from utils.case_specs import CaseSpec
 
-MAX_REPEAT = 1000  # tools/config/values.py's MAX_REPETITIONS: the case config's bound too
+MAX_REPEAT = MAX_REPETITIONS  # --repeat: the case config's key repetitions has the same bound
 
 
 @dataclass(frozen=True)

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from loguru import logger
 
 from common.errors import ConfigError, shown
+from tools.config import CaseConfig, origin_of
 
 from .inputs import InputPlan, parse_input_shapes, plan_inputs
 from .model_file import ModelSignature, read_signature
@@ -34,38 +34,34 @@ class ModelDescription:
     warnings: list[str]
 
 
-def _origin(config: Any, key: str) -> str:
-    return config.origin.get(key, "config")
-
-
-def model_file(config: Any) -> Path:
+def model_file(config: CaseConfig) -> Path:
     """The config's ``model_path``: absolute, or relative to ``data_dir`` (the folder run.py gives the case).
     A ``.json`` file is a model-zoo entry; any other is read as an ONNX model."""
     value = config.get("model_path")
     if value is None:
-        raise ConfigError(f"{_origin(config, 'model_path')}: key 'model_path' is required: the ONNX file or model-zoo JSON to run (run.py --model FILE)")
+        raise ConfigError(f"{origin_of(config, 'model_path')}: key 'model_path' is required: the ONNX file or model-zoo JSON to run (run.py --model FILE)")
     if not isinstance(value, str) or not value.strip() or "\0" in value or len(value) > 4096:
-        raise ConfigError(f"{_origin(config, 'model_path')}: key 'model_path' must be a path, got {shown(value)}")
+        raise ConfigError(f"{origin_of(config, 'model_path')}: key 'model_path' must be a path, got {shown(value)}")
     path = Path(value)
     return path if path.is_absolute() else Path(config.data_dir) / path
 
 
-def describe(config: Any) -> ModelDescription:
+def describe(config: CaseConfig) -> ModelDescription:
     """Read and check the model the config names; raises ConfigError with one line naming the file, key or input."""
     for key in ("model_inputs", "exist_onnx_path"):
         if config.get(key) is not None:
-            raise ConfigError(f"{_origin(config, key)}: key {key!r} is set by the onnx_model case from key 'model_path'; remove it")
-    where = f"{_origin(config, 'model_path')}: key 'model_path'"
+            raise ConfigError(f"{origin_of(config, key)}: key {key!r} is set by the onnx_model case from key 'model_path'; remove it")
+    where = f"{origin_of(config, 'model_path')}: key 'model_path'"
     path = model_file(config)
     zoo = load_zoo_entry(path, where) if path.suffix.lower() == ".json" else None
     signature = read_signature(zoo.onnx_path if zoo else path, f"{zoo.path}: key 'onnx_model_path'" if zoo else where)
-    given = parse_input_shapes(config.get("input_shapes"), _origin(config, "input_shapes"))
-    plans, warnings = plan_inputs(signature, zoo, given, f"{_origin(config, 'input_shapes')}: key 'input_shapes'")
+    given = parse_input_shapes(config.get("input_shapes"), origin_of(config, "input_shapes"))
+    plans, warnings = plan_inputs(signature, zoo, given, f"{origin_of(config, 'input_shapes')}: key 'input_shapes'")
     _check_batch_sizes(config, plans, zoo)
     return ModelDescription(signature, zoo, plans, warnings)
 
 
-def _check_batch_sizes(config: Any, plans: list[InputPlan], zoo: ZooEntry | None) -> None:
+def _check_batch_sizes(config: CaseConfig, plans: list[InputPlan], zoo: ZooEntry | None) -> None:
     sweep = config.batch_sizes if isinstance(config.batch_sizes, list) else []
     sizes = sorted({config.batch_size, *sweep})
     for plan in plans:
@@ -73,15 +69,15 @@ def _check_batch_sizes(config: Any, plans: list[InputPlan], zoo: ZooEntry | None
         if wrong:
             key = "batch_size" if wrong[0] == config.batch_size else "batch_sizes"
             raise ConfigError(
-                f"{_origin(config, key)}: key {key!r} asks for batch size {wrong[0]}, but input '{plan.name}' has its batch axis "
+                f"{origin_of(config, key)}: key {key!r} asks for batch size {wrong[0]}, but input '{plan.name}' has its batch axis "
                 f"fixed at {plan.static_batch} in the model: run with --set batch_size={plan.static_batch}"
             )
     if zoo is not None and zoo.max_batch_size is not None and sizes[-1] > zoo.max_batch_size:
         key = "batch_size" if sizes[-1] == config.batch_size else "batch_sizes"
-        raise ConfigError(f"{_origin(config, key)}: key {key!r} asks for batch size {sizes[-1]}, above {zoo.path.name}'s max_batch_size {zoo.max_batch_size}")
+        raise ConfigError(f"{origin_of(config, key)}: key {key!r} asks for batch size {sizes[-1]}, above {zoo.path.name}'s max_batch_size {zoo.max_batch_size}")
 
 
-def configure(config: Any) -> ModelDescription:
+def configure(config: CaseConfig) -> ModelDescription:
     """The case's configure hook: describe the model, log what will be fed, and set the config up for the run."""
     description = describe(config)
     signature = description.signature

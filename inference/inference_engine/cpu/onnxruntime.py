@@ -30,6 +30,7 @@ from common.files import atomic_path
 from inference_engine.base import EngineBase
 from inference_engine.registry import reraise_interrupt
 from tools.cache import onnx_external_locations
+from tools.config import CaseConfig, origin_of
 
 _LEVELS = {"all": "ORT_ENABLE_ALL", "extended": "ORT_ENABLE_EXTENDED", "basic": "ORT_ENABLE_BASIC", "disable": "ORT_DISABLE_ALL"}
 _MODES = {"sequential": "ORT_SEQUENTIAL", "parallel": "ORT_PARALLEL"}
@@ -37,7 +38,7 @@ _PROVIDER = "CPUExecutionProvider"
 _PROTOBUF_LIMIT = 2 * 1024**3 - 64 * 1024**2
 
 
-def preflight(config: Any) -> None:
+def preflight(config: CaseConfig) -> None:
     try:
         import onnxruntime  # noqa: F401
     except ImportError as exc:
@@ -45,22 +46,20 @@ def preflight(config: Any) -> None:
         raise ConfigError("vendor 'cpu' compiler 'onnxruntime' needs the onnxruntime package (pip install onnxruntime)") from None
     level = config.get("graph_optimization_level") or "all"  # null in configurations.yaml: the default
     if level not in _LEVELS:
-        raise ConfigError(
-            f"{config.origin.get('graph_optimization_level', 'config')}: key 'graph_optimization_level' must be one of {', '.join(_LEVELS)}, got {level!r}"
-        )
+        raise ConfigError(f"{origin_of(config, 'graph_optimization_level')}: key 'graph_optimization_level' must be one of {', '.join(_LEVELS)}, got {level!r}")
     mode = config.get("execution_mode", "sequential")
     if mode not in _MODES:
-        raise ConfigError(f"{config.origin.get('execution_mode', 'config')}: key 'execution_mode' must be one of {', '.join(_MODES)}, got {mode!r}")
+        raise ConfigError(f"{origin_of(config, 'execution_mode')}: key 'execution_mode' must be one of {', '.join(_MODES)}, got {mode!r}")
     for key in ("intra_op_num_threads", "inter_op_num_threads"):
         value = config.get(key, 0)
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ConfigError(f"{config.origin.get(key, 'config')}: key '{key}' must be a non-negative integer, got {value!r}")
+            raise ConfigError(f"{origin_of(config, key)}: key '{key}' must be a non-negative integer, got {value!r}")
 
 
 class InferModel(EngineBase):
     engine_suffix = ".ort.onnx"
 
-    def __init__(self, config: Any, onnx_path: str | None, model: Any) -> None:
+    def __init__(self, config: CaseConfig, onnx_path: str | None, model: Any) -> None:
         super().__init__(config, onnx_path, model)
         import onnxruntime as ort
 

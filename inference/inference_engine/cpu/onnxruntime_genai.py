@@ -34,6 +34,7 @@ from typing import Any
 
 from common.errors import ConfigError, EngineError, one_line
 from inference_engine.llm_base import LLMEngineBase
+from tools.config import CaseConfig, origin_of
 
 _SOURCE = "inference_engine/cpu/onnxruntime_genai.py"
 _PRECISIONS = {"fp32": "fp32", "int4": "int8"}  # builder precision -> the tolerance class the checks use
@@ -41,13 +42,13 @@ INSTALL_HINT = "pip install -r inference/benchmarks/llama/pytorch/requirements.t
 BUILD_TIMEOUT_S = 3600
 
 
-def preflight(config: Any) -> None:
+def preflight(config: CaseConfig) -> None:
     prune = config.get("genai_prune_lm_head", True)
     if not isinstance(prune, bool):
-        raise ConfigError(f"{config.origin.get('genai_prune_lm_head', 'config')}: key 'genai_prune_lm_head' must be true or false, got {prune!r}")
+        raise ConfigError(f"{origin_of(config, 'genai_prune_lm_head')}: key 'genai_prune_lm_head' must be true or false, got {prune!r}")
     precision = config.get("genai_precision", "fp32")
     if precision not in _PRECISIONS:
-        raise ConfigError(f"{config.origin.get('genai_precision', 'config')}: key 'genai_precision' must be one of {', '.join(_PRECISIONS)}, got {precision!r}")
+        raise ConfigError(f"{origin_of(config, 'genai_precision')}: key 'genai_precision' must be one of {', '.join(_PRECISIONS)}, got {precision!r}")
     try:
         import onnxruntime_genai  # noqa: F401
     except ImportError as exc:
@@ -68,7 +69,7 @@ class InferModel(LLMEngineBase):
     build_keys = ("genai_precision", "genai_prune_lm_head")
 
     @classmethod
-    def build(cls, source_dir: Path, out_dir: Path, config: Any) -> None:
+    def build(cls, source_dir: Path, out_dir: Path, config: CaseConfig) -> None:
         precision = config.get("genai_precision", "fp32")
         command = [sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", str(source_dir), "-o", str(out_dir)]
         command += ["-p", precision, "-e", "cpu", "-c", str(out_dir.parent / "builder_cache")]
@@ -84,7 +85,7 @@ class InferModel(LLMEngineBase):
             last = next((line for line in reversed(lines) if "Error" in line), lines[-1] if lines else "no output")
             raise EngineError(f"{_SOURCE}: the GenAI model builder failed on {source_dir} (exit {done.returncode}): {one_line(last)}")
 
-    def __init__(self, config: Any, onnx_path: str | None, model: Any) -> None:
+    def __init__(self, config: CaseConfig, onnx_path: str | None, model: Any) -> None:
         super().__init__(config, onnx_path, model)
         if not onnx_path or not Path(onnx_path).is_file() or Path(onnx_path).name != self.entry_file:
             raise EngineError(f"{_SOURCE}: expects the GenAI folder's {self.entry_file} from the llama case's export, got {onnx_path!r}")

@@ -32,22 +32,19 @@ from loguru import logger
 
 from common.errors import ConfigError, EngineError
 from inference_engine.base import EngineBase
+from tools.config import CaseConfig, origin_of
 
 _MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 _SOURCE = "inference_engine/nvidia/inductor.py"
 
 
-def _origin(config: Any, key: str) -> str:
-    return config.origin.get(key, "config")
-
-
-def preflight(config: Any) -> None:
+def preflight(config: CaseConfig) -> None:
     mode = config.get("inductor_mode", "default")
     if mode not in _MODES:
-        raise ConfigError(f"{_origin(config, 'inductor_mode')}: key 'inductor_mode' must be one of {', '.join(_MODES)}, got {mode!r}")
+        raise ConfigError(f"{origin_of(config, 'inductor_mode')}: key 'inductor_mode' must be one of {', '.join(_MODES)}, got {mode!r}")
     dynamic = config.get("inductor_dynamic", False)
     if not isinstance(dynamic, bool):
-        raise ConfigError(f"{_origin(config, 'inductor_dynamic')}: key 'inductor_dynamic' must be true or false, got {dynamic!r}")
+        raise ConfigError(f"{origin_of(config, 'inductor_dynamic')}: key 'inductor_dynamic' must be true or false, got {dynamic!r}")
     import torch
 
     if str(config.device).startswith("cuda"):
@@ -95,7 +92,7 @@ def _onnx_example_shapes(onnx_path: str | None, batch_size: int) -> list[tuple[t
 class InferModel(EngineBase):
     engine_suffix = None
 
-    def __init__(self, config: Any, onnx_path: str | None, model: Any) -> None:
+    def __init__(self, config: CaseConfig, onnx_path: str | None, model: Any) -> None:
         super().__init__(config, onnx_path, model)
         if model is None:
             raise EngineError(

@@ -30,24 +30,21 @@ from loguru import logger
 
 from common.errors import ConfigError, EngineError
 from inference_engine.llm_base import LLMEngineBase, eos_token_ids
+from tools.config import CaseConfig, origin_of
 
 _SOURCE = "inference_engine/nvidia/inductor_llm.py"
 _MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 
-def _origin(config: Any, key: str) -> str:
-    return config.origin.get(key, "config")
-
-
-def preflight(config: Any) -> None:
+def preflight(config: CaseConfig) -> None:
     mode = config.get("inductor_mode", "reduce-overhead")
     if mode not in _MODES:
-        raise ConfigError(f"{_origin(config, 'inductor_mode')}: key 'inductor_mode' must be one of {', '.join(_MODES)}, got {mode!r}")
+        raise ConfigError(f"{origin_of(config, 'inductor_mode')}: key 'inductor_mode' must be one of {', '.join(_MODES)}, got {mode!r}")
     if not isinstance(config.get("llm_compile", True), bool):
-        raise ConfigError(f"{_origin(config, 'llm_compile')}: key 'llm_compile' must be true or false, got {config.get('llm_compile')!r}")
+        raise ConfigError(f"{origin_of(config, 'llm_compile')}: key 'llm_compile' must be true or false, got {config.get('llm_compile')!r}")
     block = config.get("llm_cache_block", 256)
     if isinstance(block, bool) or not isinstance(block, int) or not 1 <= block <= 1 << 20:
-        raise ConfigError(f"{_origin(config, 'llm_cache_block')}: key 'llm_cache_block' must be a positive integer, got {block!r}")
+        raise ConfigError(f"{origin_of(config, 'llm_cache_block')}: key 'llm_cache_block' must be a positive integer, got {block!r}")
     import torch
 
     if str(config.device).startswith("cuda") and not torch.cuda.is_available():
@@ -71,7 +68,7 @@ class _State:
 class InferModel(LLMEngineBase):
     export_format = None
 
-    def __init__(self, config: Any, onnx_path: str | None, model: Any) -> None:
+    def __init__(self, config: CaseConfig, onnx_path: str | None, model: Any) -> None:
         super().__init__(config, onnx_path, model)
         import torch
 

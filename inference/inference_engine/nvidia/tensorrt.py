@@ -47,6 +47,7 @@ from common.files import atomic_path, json_text
 from inference_engine.base import EngineBase
 from inference_engine.registry import reraise_interrupt
 from tools.cache import fingerprint
+from tools.config import CaseConfig, origin_of
 
 _SOURCE = "inference_engine/nvidia/tensorrt.py"
 _MIN_MAJOR = 10
@@ -64,25 +65,23 @@ _TORCH_DTYPES = {
 }
 
 
-def _origin(config: Any, key: str) -> str:
-    return config.origin.get(key, "config")
-
-
-def _check_keys(config: Any) -> None:
+def _check_keys(config: CaseConfig) -> None:
     batch_size = int(config.batch_size)
     max_bs = config.get("trt_max_batch_size", None)
     if max_bs is not None and (isinstance(max_bs, bool) or not isinstance(max_bs, int) or max_bs < batch_size):
-        raise ConfigError(f"{_origin(config, 'trt_max_batch_size')}: key 'trt_max_batch_size' must be an integer >= batch_size ({batch_size}), got {max_bs!r}")
+        raise ConfigError(
+            f"{origin_of(config, 'trt_max_batch_size')}: key 'trt_max_batch_size' must be an integer >= batch_size ({batch_size}), got {max_bs!r}"
+        )
     workspace = config.get("trt_workspace_gib", None)
     if workspace is not None and (isinstance(workspace, bool) or not isinstance(workspace, (int, float)) or workspace <= 0):
-        raise ConfigError(f"{_origin(config, 'trt_workspace_gib')}: key 'trt_workspace_gib' must be a positive number of GiB or null, got {workspace!r}")
+        raise ConfigError(f"{origin_of(config, 'trt_workspace_gib')}: key 'trt_workspace_gib' must be a positive number of GiB or null, got {workspace!r}")
     for key in ("trt_core_includes_copies", "trt_tf32"):
         value = config.get(key, True)
         if not isinstance(value, bool):
-            raise ConfigError(f"{_origin(config, key)}: key '{key}' must be true or false, got {value!r}")
+            raise ConfigError(f"{origin_of(config, key)}: key '{key}' must be true or false, got {value!r}")
 
 
-def preflight(config: Any) -> None:
+def preflight(config: CaseConfig) -> None:
     _check_keys(config)
     try:
         import tensorrt as trt
@@ -136,7 +135,7 @@ class InferModel(EngineBase):
     # a batch-size sweep gets one plan per batch size, through the engine cache.
     rebuild_per_batch_size = True
 
-    def __init__(self, config: Any, onnx_path: str | None, model: Any) -> None:
+    def __init__(self, config: CaseConfig, onnx_path: str | None, model: Any) -> None:
         super().__init__(config, onnx_path, model)
         import tensorrt as trt
         import torch
@@ -275,7 +274,7 @@ class InferModel(EngineBase):
             _write_atomic(self._meta_path(engine_path), json_text(meta).encode())
         return blob, meta
 
-    def _add_profile(self, builder: Any, network: Any, build_config: Any) -> dict:
+    def _add_profile(self, builder: Any, network: Any, build_config: CaseConfig) -> dict:
         """One optimisation profile over the batch axis; other axes must be static."""
         config = self.config
         opt = int(config.batch_size)
@@ -299,7 +298,7 @@ class InferModel(EngineBase):
             build_config.add_optimization_profile(profile)
         return shapes
 
-    def _attach_timing_cache(self, build_config: Any) -> Path | None:
+    def _attach_timing_cache(self, build_config: CaseConfig) -> Path | None:
         """Tactic timings are valid for one TensorRT version on one GPU model: the
         key in the file name keeps other machines' caches apart."""
         trt = self._trt

@@ -28,6 +28,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Sequence
 
 from common.errors import ConfigError, EngineError
+from tools.config.case import origin_of
 
 if TYPE_CHECKING:
     from tools.config import CaseConfig
@@ -56,7 +57,7 @@ def wants_adapter(engine: Any, config: CaseConfig) -> bool:
     """Whether ``config`` (key ``output_adapter``) or the engine's conventions select the adapter."""
     mode = config.get("output_adapter", "auto")
     if mode not in ADAPTER_MODES:
-        origin = config.origin.get("output_adapter", "config")
+        origin = origin_of(config, "output_adapter")
         raise ConfigError(f"{origin}: key 'output_adapter' must be one of {', '.join(ADAPTER_MODES)}, got {mode!r}")
     if mode != "auto":
         return mode == "flagperf"

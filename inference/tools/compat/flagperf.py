@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
 from common.errors import ConfigError, EngineError
+from tools.config.case import origin_of, setting
 from tools.measure.loop import PhaseResult
 from tools.measure.verdict import Verdict
 
@@ -113,10 +114,9 @@ def adopt_export(returned: Any, target: Path, case: str) -> None:
 def has_dynamic_axis(config: CaseConfig | CaseView) -> bool:
     """FlagPerf's vendor key: false means the engine is built for a static batch. Default true.
     Read from a CaseConfig (``get``, ``origin``) or from a FlagPerf namedtuple (an attribute)."""
-    value = config.get("has_dynamic_axis", True) if hasattr(config, "get") else getattr(config, "has_dynamic_axis", True)
+    value = setting(config, "has_dynamic_axis")
     if not isinstance(value, bool):
-        origin = getattr(config, "origin", {}).get("has_dynamic_axis", "config")
-        raise ConfigError(f"{origin}: key 'has_dynamic_axis' must be true or false, got {value!r}")
+        raise ConfigError(f"{origin_of(config, 'has_dynamic_axis')}: key 'has_dynamic_axis' must be true or false, got {value!r}")
     return value
 
 

@@ -10,18 +10,20 @@ plus the command-line keys of run_inference.py. Rules:
   - a vendor key new to configurations logs a warning, one that changes a
     value logs info, and one that repeats the base value is an error.
 
-The package: ``values`` (checks and bounds), ``case`` (``CaseConfig``), ``view``
+The package: ``values`` (the keys' checks and bounds), ``case`` (``CaseConfig``, its defaults, ``setting`` and ``origin_of``), ``view``
 (``CaseView``, what a case or engine may read), ``load`` (the merge and ``--set``),
 ``expr`` (number expressions). Its public names are importable from ``tools.config``.
 """
 
-from tools.config.case import CaseConfig
+from common.values import cpu_count
+from tools.config.case import CASE_DEFAULTS, CaseConfig, origin_of, setting
 from tools.config.load import OVERRIDE_ORIGIN, case_config_paths, load_case_config, merge_case_config, parse_overrides
-from tools.config.values import CLI_KEYS, REQUIRED_KEYS, check_device_available, check_extra, cpu_count
+from tools.config.values import CLI_KEYS, REQUIRED_KEYS, check_device_available, check_extra
 from tools.config.view import CaseView
 from tools.measure.settings import MEASUREMENT_DEFAULTS, SCENARIOS
 
 __all__ = [
+    "CASE_DEFAULTS",
     "CLI_KEYS",
     "MEASUREMENT_DEFAULTS",
     "OVERRIDE_ORIGIN",
@@ -35,5 +37,7 @@ __all__ = [
     "cpu_count",
     "load_case_config",
     "merge_case_config",
+    "origin_of",
     "parse_overrides",
+    "setting",
 ]

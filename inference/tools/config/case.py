@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
-from typing import Any
+from dataclasses import MISSING, dataclass, field, fields
+from typing import Any, NoReturn
 
 from common.errors import ConfigError, shown
-from tools.config.values import _CHECKS, MAX_CLIENTS_PER_CORE, check_extra, cpu_count
+from common.values import cpu_count
+from tools.config.values import _CHECKS, MAX_CLIENTS_PER_CORE, check_extra
 from tools.measure.settings import MEASUREMENT_DEFAULTS
 
 
@@ -48,7 +49,8 @@ class CaseConfig:
     latency_precision: float | None = MEASUREMENT_DEFAULTS["latency_precision"]  # the headline percentile's; null: precision
     settle_max_s: float = MEASUREMENT_DEFAULTS["settle_max_s"]
     repetitions: int = 1  # run.py runs the case this many times, interleaved, each a fresh process (run.py --repeat)
-    batch_sizes: list[int] | None = None  # null: [batch_size]
+    # null in a config: [batch_size] once validated, so readers get a list (or "best" until tools/compat/bytemlperf/hooks.py resolves it).
+    batch_sizes: list[int] = None  # type: ignore[assignment]
     scenario: Any = "offline"  # one of SCENARIOS or a list; a list after validation
     clients: Any = 1  # issuing threads, or a list to sweep; a list after validation
     target_qps: float | None = None  # server: Poisson arrival rate, samples per second
@@ -79,21 +81,21 @@ class CaseConfig:
             try:
                 setattr(self, name, check(getattr(self, name)))
             except ValueError as exc:
-                raise ConfigError(f"{self.origin.get(name, 'config')}: key '{name}' {exc}") from None
+                raise ConfigError(f"{origin_of(self, name)}: key '{name}' {exc}") from None
         for name, value in self.extra.items():
             try:
                 self.extra[name] = check_extra(name, value)
             except ValueError as exc:
-                raise ConfigError(f"{self.origin.get(name, 'config')}: key {shown(name)} {exc}") from None
+                raise ConfigError(f"{origin_of(self, name)}: key {shown(name)} {exc}") from None
         self._check_workload()
         if self.no_validation and self.exist_onnx_path is None:
             raise ConfigError(
-                f"{self.origin.get('no_validation', 'config')}: key 'no_validation' is true, so key "
+                f"{origin_of(self, 'no_validation')}: key 'no_validation' is true, so key "
                 "'exist_onnx_path' must name an ONNX file (validation and export are both skipped)"
             )
 
-    def _fail(self, key: str, message: str) -> None:
-        raise ConfigError(f"{self.origin.get(key, 'config')}: key '{key}' {message}")
+    def _fail(self, key: str, message: str) -> NoReturn:
+        raise ConfigError(f"{origin_of(self, key)}: key '{key}' {message}")
 
     def _check_workload(self) -> None:
         if self.max_duration_s < self.min_duration_s:
@@ -147,3 +149,31 @@ class CaseConfig:
 
     def _asdict(self) -> dict[str, Any]:
         return self.as_dict()
+
+
+# FlagPerf's keys without a default in ``CaseConfig``: its required keys (configurations.yaml must
+# set them; a FlagPerf-style config object that lacks one runs with this) and its vendor keys.
+_FLAGPERF_DEFAULTS: dict[str, Any] = {
+    "repeat": 1,
+    "log_freq": 0,
+    "fp16": False,
+    "has_dynamic_axis": True,  # false: the engine is built for a static batch (tools/compat/flagperf.py)
+}
+# The framework default of every key a config may lack: ``CaseConfig``'s own defaults and FlagPerf's, one table.
+CASE_DEFAULTS: dict[str, Any] = {
+    **_FLAGPERF_DEFAULTS,
+    **{f.name: f.default for f in fields(CaseConfig) if f.default is not MISSING},
+}
+
+
+def setting(config: object, key: str) -> Any:
+    """``config``'s ``key``, or its framework default (``CASE_DEFAULTS``): a ``CaseConfig`` has every
+    key, a FlagPerf-style config (a namedtuple, a vendor's own object) may lack the newer ones."""
+    return getattr(config, key, CASE_DEFAULTS[key])
+
+
+def origin_of(config: object, key: str) -> str:
+    """Where ``config``'s ``key`` came from (a file, or the command line), the first words of its
+    error; ``config`` where it does not say (a FlagPerf namedtuple has no ``origin``)."""
+    origins = getattr(config, "origin", None)
+    return origins.get(key, "config") if isinstance(origins, dict) else "config"

@@ -18,15 +18,16 @@ import ast
 import math
 import operator
 import sys
+from typing import Any, Callable
 
-_BINARY = {
+_BINARY: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
     ast.Add: operator.add,
     ast.Sub: operator.sub,
     ast.Mult: operator.mul,
     ast.Div: operator.truediv,
     ast.Pow: operator.pow,
 }
-_UNARY = {ast.UAdd: operator.pos, ast.USub: operator.neg}
+_UNARY: dict[type[ast.unaryop], Callable[[Any], Any]] = {ast.UAdd: operator.pos, ast.USub: operator.neg}
 _MAX_EXPONENT = 64
 _MAX_TEXT = 200
 _MAX_NODES = 256
@@ -62,7 +63,7 @@ def _bounded(result: object, text: object) -> int | float:
     if isinstance(result, float):
         if not math.isfinite(result):
             raise ValueError(f"{name} is not finite")
-    elif abs(result) > _MAX_MAGNITUDE:  # an int too big for a float
+    elif not isinstance(result, int) or abs(result) > _MAX_MAGNITUDE:  # an int too big for a float
         raise ValueError(f"{name} is out of range")
     return result
 

@@ -1,10 +1,13 @@
-"""The case config's value checks and bounds: one validator per kind of value, the typed keys' checks and the well-known extra keys'."""
+"""The case config's value checks and bounds: the typed keys' checks and the well-known extra keys'.
+
+The validators of each kind of value, and the bounds both sides share, are ``common/values.py``'s
+(host.yaml's checks are built from them too); what is here is the case config's own.
+"""
 
 from __future__ import annotations
 
 import functools
 import math
-import os
 import re
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -12,6 +15,22 @@ from typing import Any, Callable, Mapping
 from loguru import logger
 
 from common.errors import shown
+from common.values import (
+    MAX_NAME,
+    MAX_PATH,
+    MAX_PATH_PART,
+    MAX_REPETITIONS,
+    MAX_TEXT,
+    at_most,
+    bounded,
+    cpu_count,
+    non_negative_int,
+    one_or_list,
+    optional,
+    path_too_long,
+    positive_int,
+    true_or_false,
+)
 from tools.config.expr import parse_number
 from tools.measure.settings import SCENARIOS
 
@@ -36,58 +55,19 @@ REQUIRED_KEYS = (
 MAX_BATCH_SIZE = 1 << 16
 MAX_CLIENTS_PER_CORE = 4
 MAX_REPEAT = 1_000_000
-MAX_REPETITIONS = 1000  # runs of a case by run.py (fresh processes): more is days of work
 MAX_WARMUP = 10_000
 MAX_SEED = 2**32 - 1  # numpy's legacy seeding takes no more
 MAX_INPUT_SIZE = 1 << 31  # elements of one input sample
 MAX_FLOPS = 1e21  # FLOPs per sample: x QPS it must stay a finite number
-MAX_SWEEP = 64  # entries of a list key (batch_sizes, clients, ...)
-MAX_PATH = 4096  # PATH_MAX; and NAME_MAX per component:
-MAX_PATH_PART = 255
-MAX_STRING = 4096  # any other string of a case config
 MAX_EXTRA_INT = 2**63 - 1  # what C and torch APIs take
 MAX_EXTRA_ITEMS = 4096  # entries of a list or mapping of a case config
 MIN_ONNX_OPSET = 7
-MAX_KEY = 64  # length of a key name
+MAX_KEY = MAX_NAME  # length of a key name
 # Threads or worker processes of one key, on any machine: more than the logical
 # CPUs of any one server today (two 192-core sockets have 768) and far below
 # Linux's smallest default pid_max (32768). 100000 made a runtime segfault;
 # more threads than this machine's CPUs is only oversubscribed (a warning).
 MAX_THREADS = 1024
-
-
-def cpu_count() -> int:
-    """The CPUs this process may run on (its affinity mask), the bound of every thread count."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-
-
-def _positive_int(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"must be a positive integer, got {shown(value)}")
-    return value
-
-
-def _non_negative_int(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"must be a non-negative integer, got {shown(value)}")
-    return value
-
-
-def _at_most(check: Callable[[Any], int], high: int, why: str):
-    """``check`` (a positive or non-negative integer) and at most ``high``; the message says why."""
-    kind = "a positive integer" if check is _positive_int else "a non-negative integer"
-
-    def bounded(value: Any) -> int:
-        number = check(value)
-        if number > high:
-            raise ValueError(f"must be {kind} <= {high} ({why}), got {shown(value)}")
-        return number
-
-    return bounded
-
-
-def _optional_positive_int(value: Any) -> int | None:
-    return None if value is None else _at_most(_positive_int, MAX_INPUT_SIZE, "elements of one sample")(value)
 
 
 def _threads(value: Any) -> int:
@@ -97,7 +77,7 @@ def _threads(value: Any) -> int:
     runs as given): ``oversubscribed`` lists those counts, ``warn_oversubscribed``
     says so once, and result.json records them in ``env.oversubscribed``.
     """
-    number = _non_negative_int(value)
+    number = non_negative_int(value)
     if number > MAX_THREADS:
         raise ValueError(
             f"must be 0 (the default) or a count <= {MAX_THREADS}, got {shown(value)}: thousands of threads or processes exhaust process ids or crash a runtime"
@@ -135,7 +115,7 @@ def warn_oversubscribed(values: Mapping[str, Any], origin: Mapping[str, str]) ->
 
 
 def _onnx_opset(value: Any) -> int:
-    number = _positive_int(value)
+    number = positive_int(value)
     low, high, source = supported_onnx_opsets()
     if not low <= number <= high:
         raise ValueError(f"must be an ONNX opset from {low} to {high} (what {source} supports), got {shown(value)}")
@@ -162,8 +142,9 @@ def supported_onnx_opsets() -> tuple[int, int, str]:
                 if isinstance(target, ast.Name)
             }
             high = values.get("ONNX_TORCHSCRIPT_EXPORTER_MAX_OPSET", values.get("ONNX_MAX_OPSET"))
+            low = values.get("ONNX_MIN_OPSET", MIN_ONNX_OPSET)
             if isinstance(high, int):
-                return int(values.get("ONNX_MIN_OPSET", MIN_ONNX_OPSET)), high, "the installed torch.onnx exporter"
+                return low if isinstance(low, int) else MIN_ONNX_OPSET, high, "the installed torch.onnx exporter"
     except (OSError, SyntaxError, ValueError, ImportError):
         pass
     try:
@@ -174,16 +155,10 @@ def supported_onnx_opsets() -> tuple[int, int, str]:
         return MIN_ONNX_OPSET, 20, "torch 2.x's exporter"
 
 
-def _bool(value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise ValueError(f"must be true or false, got {shown(value)}")
-    return value
-
-
 def _optional_name(value: Any) -> str | None:
     if value is None:
         return None
-    if not isinstance(value, str) or not value.strip() or len(value) > 64 or not value.replace("_", "").replace("-", "").isalnum() or not value.isascii():
+    if not isinstance(value, str) or not value.strip() or len(value) > MAX_NAME or not value.replace("_", "").replace("-", "").isalnum() or not value.isascii():
         raise ValueError(f"must be a name of letters, digits, '_' or '-', or null, got {shown(value)}")
     return value
 
@@ -191,13 +166,9 @@ def _optional_name(value: Any) -> str | None:
 def _path(value: Any) -> str:
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"must be a path or null, got {shown(value)}")
-    if len(value) > MAX_PATH or "\0" in value or any(len(part) > MAX_PATH_PART for part in value.split("/")):
+    if "\0" in value or path_too_long(value):
         raise ValueError(f"must be a path of at most {MAX_PATH} characters and {MAX_PATH_PART} per name, without NUL, got {shown(value)}")
     return value
-
-
-def _optional_path(value: Any) -> str | None:
-    return None if value is None else _path(value)
 
 
 def _optional_flops(value: Any) -> float | None:
@@ -214,42 +185,7 @@ def _optional_flops(value: Any) -> float | None:
     return number
 
 
-def _bounded(kind: str, low: float, high: float, *, low_inclusive: bool = False, integer: bool = False):
-    def check(value: Any):
-        number = value
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or (integer and not isinstance(value, int)):
-            raise ValueError(f"must be {kind}, got {shown(value)}")
-        if not (low <= number if low_inclusive else low < number) or number > high:
-            bound = f"{'>=' if low_inclusive else '>'} {low:g} and <= {high:g}"
-            raise ValueError(f"must be {kind} {bound}, got {shown(value)}")
-        return int(number) if integer else float(number)
-
-    return check
-
-
-def _one_or_list(check: Callable[[Any], Any], *, unique: bool = True, max_items: int = MAX_SWEEP):
-    """A single value or a non-empty list of at most ``max_items`` of them; always returns a list."""
-
-    def check_list(value: Any) -> list:
-        values = value if isinstance(value, list) else [value]
-        if not values:
-            raise ValueError("must not be an empty list")
-        if len(values) > max_items:
-            raise ValueError(f"must list at most {max_items} entries, got {len(values)}")
-        checked = []
-        for item in values:
-            try:
-                checked.append(check(item))
-            except ValueError as exc:
-                raise ValueError(f"entry {shown(item)} {exc}" if isinstance(value, list) else str(exc)) from None
-        if unique and len(set(checked)) != len(checked):
-            raise ValueError(f"has repeated entries: {shown(value)}")
-        return checked
-
-    return check_list
-
-
-def _best_or(check: Callable[[Any], Any]):
+def _best_or(check: Callable[[Any], Any]) -> Callable[[Any], Any]:
     """``best``: the engine's own best batch sizes, resolved after the compile (tools/compat/bytemlperf/hooks.py)."""
 
     def checked(value: Any) -> Any:
@@ -289,10 +225,6 @@ def _open_fraction(value: Any) -> float:
     return float(value)
 
 
-def _optional(check: Callable[[Any], Any]):
-    return lambda value: None if value is None else check(value)
-
-
 def _device(value: Any) -> str:
     if not isinstance(value, str) or not (value == "cpu" or re.fullmatch(r"cuda(:\d{1,4})?", value)):
         raise ValueError(f"must be 'cpu' or 'cuda[:N]', got {shown(value)}")
@@ -319,65 +251,65 @@ def check_device_available(device: str) -> str | None:
 
 # Typed keys and their checks; everything else is passed through untyped.
 _CHECKS: dict[str, Callable[[Any], Any]] = {
-    "batch_size": _at_most(_positive_int, MAX_BATCH_SIZE, "the largest batch InferPerf runs"),
-    "input_size": _optional_positive_int,
-    "fp16": _bool,
+    "batch_size": at_most(positive_int, MAX_BATCH_SIZE, "the largest batch InferPerf runs"),
+    "input_size": optional(at_most(positive_int, MAX_INPUT_SIZE, "elements of one sample")),
+    "fp16": true_or_false,
     "compiler": _optional_name,
     "num_workers": _threads,
-    "log_freq": _at_most(_non_negative_int, 10**9, "batches between log lines"),
-    "repeat": _at_most(_positive_int, MAX_REPEAT, "minimum passes over the data"),
+    "log_freq": at_most(non_negative_int, 10**9, "batches between log lines"),
+    "repeat": at_most(positive_int, MAX_REPEAT, "minimum passes over the data"),
     # FlagPerf's ``repeat`` is passes over the data within one process; ``repetitions`` is how many
     # times run.py runs the case, each a fresh process (docs/measurement.md, "Repetitions").
-    "repetitions": _at_most(_positive_int, MAX_REPETITIONS, "fresh runs of the case"),
-    "no_validation": _bool,
-    "exist_onnx_path": _optional_path,
-    "exist_compiler_path": _optional_path,
-    "warmup": _at_most(_non_negative_int, MAX_WARMUP, "untimed calls"),
+    "repetitions": at_most(positive_int, MAX_REPETITIONS, "fresh runs of the case"),
+    "no_validation": true_or_false,
+    "exist_onnx_path": optional(_path),
+    "exist_compiler_path": optional(_path),
+    "warmup": at_most(non_negative_int, MAX_WARMUP, "untimed calls"),
     "flops": _optional_flops,
-    "seed": _at_most(_non_negative_int, MAX_SEED, "numpy's seeds are 32-bit"),
+    "seed": at_most(non_negative_int, MAX_SEED, "numpy's seeds are 32-bit"),
     "onnx_opset": _onnx_opset,
     "device": _device,
-    "min_query_count": _bounded("a positive integer", 0, 1e8, integer=True),
-    "min_duration_s": _bounded("a number of seconds", 0, 86400, low_inclusive=True),
-    "max_duration_s": _bounded("a number of seconds", 0, 86400),
-    "contention_limit": _bounded("a fraction", 0, 1),
-    "precision": _optional(_open_fraction),  # null: no precision asked (docs/measurement.md)
-    "latency_precision": _optional(_open_fraction),
-    "settle_max_s": _bounded("a number of seconds", 0, 86400, low_inclusive=True),
-    "batch_sizes": _optional(_best_or(_one_or_list(_bounded("a positive integer", 0, MAX_BATCH_SIZE, integer=True)))),
-    "scenario": _one_or_list(_scenario, max_items=len(SCENARIOS)),
-    "clients": _one_or_list(_bounded("a positive integer", 0, 4096, integer=True)),
-    "target_qps": _optional(_bounded("a positive number of samples per second", 0, 1e9)),
-    "latency_bound_ms": _optional(_bounded("a positive number of milliseconds", 0, 3.6e6)),
-    "server_search": _bool,
+    "min_query_count": bounded("a positive integer", 0, 1e8, integer=True),
+    "min_duration_s": bounded("a number of seconds", 0, 86400, low_inclusive=True),
+    "max_duration_s": bounded("a number of seconds", 0, 86400),
+    "contention_limit": bounded("a fraction", 0, 1),
+    "precision": optional(_open_fraction),  # null: no precision asked (docs/measurement.md)
+    "latency_precision": optional(_open_fraction),
+    "settle_max_s": bounded("a number of seconds", 0, 86400, low_inclusive=True),
+    "batch_sizes": optional(_best_or(one_or_list(bounded("a positive integer", 0, MAX_BATCH_SIZE, integer=True)))),
+    "scenario": one_or_list(_scenario, max_items=len(SCENARIOS)),
+    "clients": one_or_list(bounded("a positive integer", 0, 4096, integer=True)),
+    "target_qps": optional(bounded("a positive number of samples per second", 0, 1e9)),
+    "latency_bound_ms": optional(bounded("a positive number of milliseconds", 0, 3.6e6)),
+    "server_search": true_or_false,
     "load_generator": _load_generator,
-    "compile_only": _bool,
-    "numeric_check": _bool,
-    "numeric_batches": _bounded("a positive integer", 0, 64, integer=True),
-    "audits": _bool,
-    "allow_many_clients": _bool,
-    "pool_max_mb": _bounded("a positive number of MiB", 0, 65536),
+    "compile_only": true_or_false,
+    "numeric_check": true_or_false,
+    "numeric_batches": bounded("a positive integer", 0, 64, integer=True),
+    "audits": true_or_false,
+    "allow_many_clients": true_or_false,
+    "pool_max_mb": bounded("a positive number of MiB", 0, 65536),
 }
 
 # Well-known keys of parameters.yaml and vendor configs that size a resource,
 # checked wherever they appear (FlagPerf's training keys included: a case that
 # trains its model, as digits does, reads them).
 EXTRA_CHECKS: dict[str, Callable[[Any], Any]] = {
-    "train_epochs": _at_most(_non_negative_int, 10_000, "training epochs"),
-    "train_batch_size": _at_most(_positive_int, MAX_BATCH_SIZE, "the largest batch InferPerf runs"),
-    "learning_rate": _bounded("a positive learning rate", 0, 10),
-    "weight_decay": _bounded("a weight decay", 0, 1, low_inclusive=True),
-    "max_samples": _optional(_at_most(_positive_int, 10**9, "samples")),
-    "num_classes": _at_most(_positive_int, 100_000, "outputs of a classifier"),
-    "resize": _at_most(_positive_int, 8192, "pixels"),
-    "crop": _at_most(_positive_int, 8192, "pixels"),
-    "max_seq_length": _at_most(_positive_int, 65536, "tokens"),
-    "trt_max_batch_size": _optional(_at_most(_positive_int, MAX_BATCH_SIZE, "the largest batch InferPerf runs")),
-    "trt_workspace_gib": _optional(_bounded("a positive number of GiB", 0, 4096)),
+    "train_epochs": at_most(non_negative_int, 10_000, "training epochs"),
+    "train_batch_size": at_most(positive_int, MAX_BATCH_SIZE, "the largest batch InferPerf runs"),
+    "learning_rate": bounded("a positive learning rate", 0, 10),
+    "weight_decay": bounded("a weight decay", 0, 1, low_inclusive=True),
+    "max_samples": optional(at_most(positive_int, 10**9, "samples")),
+    "num_classes": at_most(positive_int, 100_000, "outputs of a classifier"),
+    "resize": at_most(positive_int, 8192, "pixels"),
+    "crop": at_most(positive_int, 8192, "pixels"),
+    "max_seq_length": at_most(positive_int, 65536, "tokens"),
+    "trt_max_batch_size": optional(at_most(positive_int, MAX_BATCH_SIZE, "the largest batch InferPerf runs")),
+    "trt_workspace_gib": optional(bounded("a positive number of GiB", 0, 4096)),
     # ByteMLPerf's workload keys without an InferPerf twin (utils/bytemlperf_workload.py).
-    "test_perf": _bool,
-    "test_accuracy": _bool,
-    "data_percent": _optional(_bounded("a whole percentage", 0, 100, integer=True)),
+    "test_perf": true_or_false,
+    "test_accuracy": true_or_false,
+    "data_percent": optional(bounded("a whole percentage", 0, 100, integer=True)),
 }
 # Any other key named like a thread or worker count (intra_op_num_threads,
 # inter_op_num_threads, torch_threads, a FlagPerf vendor's flagv_threads, ...).
@@ -395,8 +327,8 @@ def _plain_value(value: Any, depth: int = 0) -> Any:
         if not math.isfinite(value):
             raise ValueError(f"must be a finite number, got {shown(value)}")
     elif isinstance(value, str):
-        if len(value) > MAX_STRING or "\0" in value:
-            raise ValueError(f"must be a string of at most {MAX_STRING} characters without NUL, got {shown(value)}")
+        if len(value) > MAX_TEXT or "\0" in value:
+            raise ValueError(f"must be a string of at most {MAX_TEXT} characters without NUL, got {shown(value)}")
     elif isinstance(value, (list, dict)):
         if len(value) > MAX_EXTRA_ITEMS:
             raise ValueError(f"must have at most {MAX_EXTRA_ITEMS} entries, got {len(value)}")

@@ -28,6 +28,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from tools.config import CaseView, setting
 from tools.measure.contention import CpuContention
 from tools.measure.precision import Settle, StopRule, Target, Timeline, drift, imprecise, measure_figures, precision_block, precision_reasons, settle
 from tools.measure.settings import MAX_DURATION_REACHED, MEASUREMENT_DEFAULTS, MINIMUMS_MET, PRECISION_REACHED
@@ -70,9 +71,9 @@ class KernelSettings:
     device: str = "cpu"
 
     @classmethod
-    def from_config(cls, config: Any) -> "KernelSettings":
+    def from_config(cls, config: CaseView) -> "KernelSettings":
         def value(key: str) -> Any:
-            return getattr(config, key, MEASUREMENT_DEFAULTS[key])
+            return setting(config, key)
 
         precision = value("precision")
         return cls(
@@ -83,7 +84,7 @@ class KernelSettings:
             precision=None if precision is None else float(precision),
             settle_max_s=float(value("settle_max_s")),
             contention_limit=float(value("contention_limit")),
-            device=str(getattr(config, "device", "cpu")),
+            device=str(value("device")),
         )
 
 

@@ -39,11 +39,12 @@ from loguru import logger
 
 from common.errors import ConfigError
 from common.stats import too_few_note
+from tools.config import CaseConfig, origin_of, setting
 from tools.measure.contention import CpuContention
 from tools.measure.llm import Generation, GenerationFigures, ModelShape, generate_timed, plus_minus
 from tools.measure.precision import Settle, StopRule, Target, drift, measure_figures, precision_block, precision_reasons, settle, throughput_interval
 from tools.measure.scenarios import poisson_arrivals
-from tools.measure.settings import MAX_DURATION_REACHED, MEASUREMENT_DEFAULTS
+from tools.measure.settings import MAX_DURATION_REACHED
 from tools.measure.verdict import (
     Verdict,
     accelerator_reason,
@@ -58,11 +59,11 @@ from tools.measure.verdict import (
 PERCENTILES = ("p50", "p90", "p99")
 
 
-def _fail(config: Any, key: str, message: str) -> None:
-    raise ConfigError(f"{config.origin.get(key, 'config')}: key '{key}' {message}")
+def _fail(config: CaseConfig, key: str, message: str) -> None:
+    raise ConfigError(f"{origin_of(config, key)}: key '{key}' {message}")
 
 
-def _ints(config: Any, key: str, value: Any, low: int, high: int, count: tuple[int, int]) -> list[int]:
+def _ints(config: CaseConfig, key: str, value: Any, low: int, high: int, count: tuple[int, int]) -> list[int]:
     items = value if isinstance(value, list) else [value]
     if not count[0] <= len(items) <= count[1] or any(isinstance(v, bool) or not isinstance(v, int) or not low <= v <= high for v in items):
         what = f"a list of {count[0]} to {count[1]} integers" if count[0] != count[1] else f"a list of {count[0]} integers"
@@ -70,7 +71,7 @@ def _ints(config: Any, key: str, value: Any, low: int, high: int, count: tuple[i
     return [int(v) for v in items]
 
 
-def _int(config: Any, key: str, default: int, low: int, high: int) -> int:
+def _int(config: CaseConfig, key: str, default: int, low: int, high: int) -> int:
     value = config.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         _fail(config, key, f"must be an integer in {low}..{high}, got {value!r}")
@@ -110,7 +111,7 @@ class LLMWorkload:
             raise ValueError(f"greedy_agreement_target must be in (0, 1], got {self.greedy_agreement_target!r}")
 
     @classmethod
-    def from_config(cls, config: Any) -> "LLMWorkload":
+    def from_config(cls, config: CaseConfig) -> "LLMWorkload":
         get = config.get
         rates = get("server_target_qps", []) or []
         rates = rates if isinstance(rates, list) else [rates]
@@ -135,8 +136,8 @@ class LLMWorkload:
             )
         except ValueError as exc:
             key, message = str(exc).split(" ", 1)
-            raise ConfigError(f"{config.origin.get(key, 'config')}: key '{key}' {message}") from None
-        cap = float(get("max_duration_s", MEASUREMENT_DEFAULTS["max_duration_s"]))
+            raise ConfigError(f"{origin_of(config, key)}: key '{key}' {message}") from None
+        cap = float(setting(config, "max_duration_s"))
         if rates and workload.server_requests / min(rates) > cap:
             _fail(
                 config,
@@ -153,7 +154,7 @@ class LLMWorkload:
         return max(table, server)
 
 
-def _bound(config: Any, key: str, default: float) -> float:
+def _bound(config: CaseConfig, key: str, default: float) -> float:
     value = config.get(key, default)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 3.6e6:
         _fail(config, key, f"must be a positive number of milliseconds, got {value!r}")
@@ -219,9 +220,9 @@ class Limits:
     settle_max_s: float
 
     @classmethod
-    def from_config(cls, config: Any) -> "Limits":
+    def from_config(cls, config: CaseConfig) -> "Limits":
         def value(key: str) -> Any:
-            return getattr(config, key, MEASUREMENT_DEFAULTS.get(key))
+            return setting(config, key)
 
         return cls(
             min_queries=int(config.min_query_count),
@@ -442,7 +443,7 @@ def _bounds(record: dict, workload: LLMWorkload, verdict: Verdict) -> None:
 
 # ---- the whole stage ---------------------------------------------------------------
 def run_llm_stage(
-    engine: Any, reference: Any, config: Any, shape: ModelShape, prompts: PromptSource, precision: str, eos_ids: tuple[int, ...] = ()
+    engine: Any, reference: Any, config: CaseConfig, shape: ModelShape, prompts: PromptSource, precision: str, eos_ids: tuple[int, ...] = ()
 ) -> LLMReport:
     """Checks, then the table, then the server rows. ``reference`` is the framework model
     as ids -> logits (``tools/checks/generation.py``), or None without one; ``eos_ids`` the

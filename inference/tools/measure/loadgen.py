@@ -52,6 +52,7 @@ from typing import Any, Callable
 
 from common.record import LatencyBlock, PerformanceRow
 from common.stats import MIN_SAMPLES_FOR_PERCENTILE, LatencyStats, enough_for, too_few_note
+from tools.config import CaseConfig, setting
 from tools.measure.rows import latency_bound, latency_of, performance_row
 from tools.measure.scenarios import MINIMUMS_MET, ScenarioRun, _Sampler
 
@@ -99,7 +100,7 @@ def probe(step: Step, pool: list[list], sync: Callable[[], Any], clock: Callable
     return Probe(len(latencies), median, 1e9 / median)
 
 
-def loadgen_settings(lg: Any, scenario: str, config: Any, found: Probe, batch_size: int, clients: int, target_qps: float | None) -> Any:
+def loadgen_settings(lg: Any, scenario: str, config: CaseConfig, found: Probe, batch_size: int, clients: int, target_qps: float | None) -> Any:
     """LoadGen's TestSettings for one row (see the module docstring)."""
     settings = lg.TestSettings()
     settings.scenario = getattr(lg.TestScenario, LOADGEN_SCENARIO[scenario])
@@ -107,7 +108,7 @@ def loadgen_settings(lg: Any, scenario: str, config: Any, found: Probe, batch_si
     settings.min_duration_ms = round(config.min_duration_s * 1000)
     settings.max_duration_ms = round(config.max_duration_s * 1000)
     settings.min_query_count = max(int(config.min_query_count), HEADLINE_FLOOR.get(scenario, 1))
-    settings.schedule_rng_seed = int(getattr(config, "seed", 0) or 0)
+    settings.schedule_rng_seed = int(setting(config, "seed") or 0)
     if scenario == "single_stream":
         settings.single_stream_expected_latency_ns = max(1, round(found.latency_ns / PROBE_MARGIN))
     elif scenario == "offline":
@@ -117,6 +118,7 @@ def loadgen_settings(lg: Any, scenario: str, config: Any, found: Probe, batch_si
         settings.offline_expected_qps = max(found.qps * clients * PROBE_MARGIN, floor)
     else:
         settings.server_target_qps = float(target_qps) / batch_size
+        assert config.latency_bound_ms is not None  # required where a scenario is server (CaseConfig)
         settings.server_target_latency_ns = int(config.latency_bound_ms * 1e6)
         settings.server_target_latency_percentile = 0.99
     return settings
@@ -315,7 +317,7 @@ def run_loadgen(
     scenario: str,
     batch_size: int,
     clients: int,
-    config: Any,
+    config: CaseConfig,
     log_dir: str | Path,
     target_qps: float | None = None,
     sync: Callable[[], Any] = lambda: None,

@@ -38,10 +38,11 @@ from loguru import logger
 
 from common.errors import EngineError
 from common.stats import LatencyStats
+from tools.config import CaseView, setting
 from tools.measure.contention import ContentionReading, CpuContention
 from tools.measure.phase_progress import PhaseProgress
 from tools.measure.precision import Figures, Settle, StopRule, Target, Timeline, drift, measure_figures, precision_block, precision_reasons, settle
-from tools.measure.settings import MAX_DURATION_REACHED, MEASUREMENT_DEFAULTS, minus_foo
+from tools.measure.settings import MAX_DURATION_REACHED, minus_foo
 from tools.measure.verdict import (
     Verdict,
     accelerator_reason,
@@ -104,21 +105,21 @@ class LoopSettings:
     device: str
 
     @classmethod
-    def from_config(cls, config: Any) -> "LoopSettings":
+    def from_config(cls, config: CaseView) -> "LoopSettings":
         def value(key: str) -> Any:
-            return getattr(config, key, MEASUREMENT_DEFAULTS[key])
+            return setting(config, key)
 
         return cls(
             warmup=int(value("warmup")),
-            repeat=int(getattr(config, "repeat", 1)),
-            log_freq=int(getattr(config, "log_freq", 0)) or 0,
+            repeat=int(value("repeat")),
+            log_freq=int(value("log_freq")) or 0,
             min_queries=int(value("min_query_count")),
             min_duration_s=float(value("min_duration_s")),
             max_duration_s=float(value("max_duration_s")),
             contention_limit=float(value("contention_limit")),
             precision=None if value("precision") is None else float(value("precision")),
             settle_max_s=float(value("settle_max_s")),
-            device=str(getattr(config, "device", "cpu")),
+            device=str(value("device")),
         )
 
     def target(self) -> Target:
@@ -242,7 +243,7 @@ def _one_pass(step, dataloader, evaluator, raw: _Raw, phase: str, sync, clock, s
     return due
 
 
-def _measured_loop(step, dataloader, evaluator, config: Any, settings: LoopSettings, phase: str, sync, clock) -> tuple[_Raw, int, StopRule]:
+def _measured_loop(step, dataloader, evaluator, config: CaseView, settings: LoopSettings, phase: str, sync, clock) -> tuple[_Raw, int, StopRule]:
     """Step 2: passes until repeat, the minimums and the precision are met, or max_duration_s passes.
     Returns what was collected, the wall time of the loop in ns (foo_time included) and the stop rule."""
     raw = _Raw()
@@ -275,7 +276,7 @@ def timed_forward(
     step: Step,
     dataloader: Iterable,
     evaluator: Callable[[list, Any], float] | None,
-    config: Any,
+    config: CaseView,
     phase: str,
 ) -> PhaseResult:
     """Run ``step`` over passes of ``dataloader`` until its figures are precise, and measure it.

@@ -20,9 +20,12 @@ from __future__ import annotations
 import json
 import math
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from common.pipeline_lines import PROGRESS_PREFIX as PREFIX  # the line run.py reads
+
+if TYPE_CHECKING:
+    from tools.config import CaseView
 
 INTERVAL_S = 0.5
 INTERVAL_NS = int(INTERVAL_S * 1e9)
@@ -79,19 +82,19 @@ class PhaseProgress:
         self.start_ns = 0
 
     @classmethod
-    def for_passes(cls, phase: str, config: Any, dataloader: Any) -> "PhaseProgress":
+    def for_passes(cls, phase: str, config: CaseView, dataloader: Any) -> "PhaseProgress":
         """The reporter of tools.measure.loop's pass loop, its stop rule read from ``config``."""
-        from tools.measure.settings import MEASUREMENT_DEFAULTS
+        from tools.config.case import setting
 
         def value(key: str) -> Any:
-            return getattr(config, key, MEASUREMENT_DEFAULTS[key])
+            return setting(config, key)
 
         return cls(
             phase,
             min_queries=int(value("min_query_count")),
             min_duration_s=float(value("min_duration_s")),
             max_duration_s=float(value("max_duration_s")),
-            repeat=int(getattr(config, "repeat", 1)),
+            repeat=int(value("repeat")),
             per_pass=_length(dataloader),
         )
 

@@ -8,13 +8,13 @@ InferPerf's own (stage.py) and MLPerf LoadGen (loadgen.py), which both import it
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from common.record import LatencyBlock, PerformanceRow
 from common.record import Verdict as RecordedVerdict
 from common.stats import LatencyStats
+from tools.config import CaseConfig, CaseView, setting
 from tools.measure.precision import Settle, Target, drift, measure_figures, precision_block, throughput_interval
-from tools.measure.settings import MEASUREMENT_DEFAULTS
 from tools.measure.verdict import window_throughputs
 
 if TYPE_CHECKING:
@@ -27,23 +27,18 @@ HEADLINE = {"single_stream": "p90", "server": "p99"}
 PERCENTILES = ("p50", "p90", "p99", "p99_9")
 
 
-def row_setting(config: Any, key: str) -> Any:
-    """A measurement key of the config, or its framework default (a FlagPerf-style config may lack it)."""
-    return getattr(config, key, MEASUREMENT_DEFAULTS[key])
-
-
-def row_target(scenario: str, config: Any) -> Target:
+def row_target(scenario: str, config: CaseView) -> Target:
     """What a row judges: its throughput (not server's: the arrival schedule sets it, and LoadGen
     judges server on latency alone) and its scenario's headline percentile (``HEADLINE``)."""
     return Target(
         throughput=() if scenario == "server" else ("qps",),
-        precision=None if row_setting(config, "precision") is None else float(row_setting(config, "precision")),
+        precision=None if setting(config, "precision") is None else float(setting(config, "precision")),
         percentile=HEADLINE.get(scenario),
-        latency_precision=row_setting(config, "latency_precision"),
+        latency_precision=setting(config, "latency_precision"),
     )
 
 
-def row_intervals(run: ScenarioRun, config: Any, settled: Settle | None = None, qps: float | None = None) -> dict:
+def row_intervals(run: ScenarioRun, config: CaseView, settled: Settle | None = None, qps: float | None = None) -> dict:
     """A row's ``qps_ci95`` (around ``qps``, the row's figure: the run's own when None), ``latency_ci95``
     and ``precision`` block, from the run's query timings (docs/result_schema.md)."""
     target = row_target(run.scenario, config)
@@ -66,14 +61,14 @@ def latency_of(stats: LatencyStats | None) -> LatencyBlock:
     return LatencyBlock(p50=stats.p50, p90=stats.p90, p99=stats.p99, p99_9=stats.p99_9, mean=stats.mean)
 
 
-def latency_bound(run: ScenarioRun, config: Any) -> float | None:
+def latency_bound(run: ScenarioRun, config: CaseConfig) -> float | None:
     """The p99 bound a row is held to: server's ``latency_bound_ms``; the other scenarios have none."""
     return config.latency_bound_ms if run.scenario == "server" else None
 
 
 def performance_row(
     run: ScenarioRun,
-    config: Any,
+    config: CaseConfig,
     *,
     qps: float | None,
     latency: LatencyBlock,

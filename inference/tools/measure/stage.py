@@ -30,10 +30,11 @@ from loguru import logger
 
 from common.record import PerformanceRow
 from common.stats import MIN_SAMPLES_FOR_PERCENTILE, LatencyStats
+from tools.config import CaseConfig, setting
 from tools.measure.contention import CpuContention
 from tools.measure.loop import as_input_list
 from tools.measure.precision import Settle, drift, measure_figures, measured_once_more_on_drift, precision_reasons, settle
-from tools.measure.rows import HEADLINE, latency_bound, latency_of, performance_row, row_setting, row_target
+from tools.measure.rows import HEADLINE, latency_bound, latency_of, performance_row, row_target
 from tools.measure.scenarios import ScenarioRun, run_scenario, server_search
 from tools.measure.settings import minus_foo
 from tools.measure.verdict import (
@@ -132,7 +133,7 @@ def make_pool(samples: list, batch_size: int, max_bytes: float, batches: int = P
 # ---- rows ------------------------------------------------------------------------
 
 
-def judge_row(run: ScenarioRun, stats: LatencyStats | None, config: Any, contention, latency_bound_ms: float | None) -> Verdict:
+def judge_row(run: ScenarioRun, stats: LatencyStats | None, config: CaseConfig, contention, latency_bound_ms: float | None) -> Verdict:
     verdict = Verdict().extend(minimum_reasons(run.queries, run.duration_s, config.min_query_count, config.min_duration_s))
     target = row_target(run.scenario, config)
     timeline = run.timeline()
@@ -151,7 +152,7 @@ def judge_row(run: ScenarioRun, stats: LatencyStats | None, config: Any, content
 
 def row_record(
     run: ScenarioRun,
-    config: Any,
+    config: CaseConfig,
     contention,
     test01: dict | None,
     search: dict | None = None,
@@ -187,7 +188,7 @@ def _clone(outputs: list) -> list:
 class PerformanceStage:
     """Runs steps 1-4 of the module docstring for one compiled engine."""
 
-    def __init__(self, config: Any, dataloader: Any, sync: Callable[[], None], precision: str) -> None:
+    def __init__(self, config: CaseConfig, dataloader: Any, sync: Callable[[], None], precision: str) -> None:
         self.config = config
         self.sync = sync
         self.precision = precision
@@ -302,7 +303,7 @@ class PerformanceStage:
             self.sync()
             return minus_foo(clock() - t0, foo)[0]
 
-        return settle(one_query, clock, float(row_setting(self.config, "settle_max_s")))
+        return settle(one_query, clock, float(setting(self.config, "settle_max_s")))
 
     def test01(self, run: ScenarioRun, references: dict) -> dict | None:
         """LoadGen's TEST01 on the row's sampled outputs: the same answers as the references under load."""
@@ -321,7 +322,7 @@ class PerformanceStage:
         return row
 
     def _row(self, engine, pool, batch_size, scenario, clients, references, target_qps) -> PerformanceRow:
-        if getattr(self.config, "load_generator", None) == "mlperf":  # MLPerf LoadGen issues this row's queries
+        if setting(self.config, "load_generator") == "mlperf":  # MLPerf LoadGen issues this row's queries
             from tools.measure.loadgen import loadgen_row
 
             return self._engine_wide(loadgen_row(self, engine, pool, batch_size, scenario, clients, references, target_qps))
@@ -358,6 +359,7 @@ class PerformanceStage:
             stats = LatencyStats.from_ns(run.latencies_ns)
             return stats.p99 if stats else None
 
+        assert config.latency_bound_ms is not None  # required where a scenario is server (CaseConfig)
         found = server_search(run_at, upper_qps=ceiling.qps or 1.0, latency_bound_ms=config.latency_bound_ms, p99_ms=p99)
         search = {
             "upper_qps": ceiling.qps,

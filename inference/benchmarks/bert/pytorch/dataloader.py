@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import csv
 import os
+from typing import TYPE_CHECKING
 
 import torch
 from loguru import logger
@@ -26,6 +27,9 @@ from benchmarks.common import param
 from common.errors import ConfigError, DataError
 
 from .weights import INSTALL_HINT, model_dir
+
+if TYPE_CHECKING:
+    from tools.config import CaseConfig
 
 DATA_FILE = "sentence_triples.tsv"
 COLUMNS = ("anchor", "paraphrase", "non_paraphrase")
@@ -95,14 +99,14 @@ class TripleDataset(Dataset):
         return (self.input_ids[index], self.attention_mask[index]), index
 
 
-def max_seq_length(config) -> int:
+def max_seq_length(config: CaseConfig) -> int:
     value = param(config, "max_seq_length")
     if isinstance(value, bool) or not isinstance(value, int) or not 3 <= value <= 512:
         raise ConfigError(f"parameters.yaml max_seq_length: {value!r} must be an integer in 3..512 (the model's position embeddings stop at 512)")
     return value
 
 
-def build_dataset(config) -> TripleDataset:
+def build_dataset(config: CaseConfig) -> TripleDataset:
     length = max_seq_length(config)
     max_samples = param(config, "max_samples")
     if max_samples is not None and (isinstance(max_samples, bool) or not isinstance(max_samples, int) or max_samples <= 0):
@@ -113,7 +117,7 @@ def build_dataset(config) -> TripleDataset:
     return TripleDataset(ids.view(len(triples), 3, length), mask.view(len(triples), 3, length))
 
 
-def build_dataloader(config) -> DataLoader:
+def build_dataloader(config: CaseConfig) -> DataLoader:
     return DataLoader(
         build_dataset(config),
         batch_size=int(config.batch_size),

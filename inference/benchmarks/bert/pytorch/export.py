@@ -14,6 +14,7 @@ from loguru import logger
 
 from benchmarks.common import _cpu_fp32, _quiet
 from common.errors import ConfigError
+from tools.config import CaseConfig, setting
 
 from .dataloader import max_seq_length
 
@@ -32,11 +33,11 @@ def example_inputs(length: int) -> tuple[torch.Tensor, torch.Tensor]:
     return ids, mask
 
 
-def export_model(model, config) -> str:
-    path = getattr(config, "export_onnx_path", None)
+def export_model(model, config: CaseConfig) -> str:
+    path = setting(config, "export_onnx_path")
     if not path:
         raise ConfigError("export_onnx_path: not set by the framework before export_model")
-    opset = int(getattr(config, "onnx_opset", 17))
+    opset = int(setting(config, "onnx_opset"))
     example = example_inputs(max_seq_length(config))
     dynamic = {name: {0: "batch"} for name in (*INPUT_NAMES, OUTPUT_NAME)}
     start = time.perf_counter()

@@ -9,6 +9,8 @@ Token type ids are all zero for single sentences, so BertModel's default is used
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 from loguru import logger
 from torch import nn
@@ -17,6 +19,9 @@ from benchmarks.common import place_model
 from common.errors import ConfigError
 
 from .weights import INSTALL_HINT, model_dir
+
+if TYPE_CHECKING:
+    from tools.config import CaseConfig
 
 
 class SentenceEncoder(nn.Module):
@@ -53,7 +58,7 @@ def load_encoder(folder) -> nn.Module:
         raise ConfigError(f"bert: cannot load the weights in {folder}: {' '.join(str(exc).split())[:300]}") from None
 
 
-def create_model(config) -> nn.Module:
+def create_model(config: CaseConfig) -> nn.Module:
     folder = model_dir(config)
     model = SentenceEncoder(load_encoder(folder))
     count = sum(p.numel() for p in model.parameters())

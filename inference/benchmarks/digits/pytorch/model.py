@@ -22,6 +22,7 @@ from torch import nn
 from benchmarks.common import param, place_model
 from common.files import atomic_path
 from tools.cache import evict, reuse, seal
+from tools.config import CaseConfig, setting
 
 from .dataloader import load_split, npz_path
 
@@ -52,9 +53,9 @@ class DigitsCNN(nn.Module):
         return self.classifier(self.features(x))
 
 
-def hyper_parameters(config) -> dict:
+def hyper_parameters(config: CaseConfig) -> dict:
     hp = {key: param(config, key) for key in HYPER_PARAMETERS}
-    hp["seed"] = int(getattr(config, "seed", 0))
+    hp["seed"] = int(setting(config, "seed"))
     return hp
 
 
@@ -105,7 +106,7 @@ def train(x: torch.Tensor, y: torch.Tensor, hp: dict) -> DigitsCNN:
     return model.eval()
 
 
-def load_or_train(config) -> DigitsCNN:
+def load_or_train(config: CaseConfig) -> DigitsCNN:
     hp = hyper_parameters(config)
     path = os.path.join(config.cache_dir, "weights", f"digits_{cache_key(npz_path(config.data_dir), hp)}.pt")
     model = DigitsCNN()
@@ -129,5 +130,5 @@ def load_or_train(config) -> DigitsCNN:
     return model
 
 
-def create_model(config) -> nn.Module:
+def create_model(config: CaseConfig) -> nn.Module:
     return place_model(load_or_train(config), config)

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from loguru import logger
 
 from common.errors import ConfigError, DataError
+from tools.config import CaseConfig, origin_of
 
 from .settings import LlamaSettings
 from .weights import hf_config, load_tokenizer, prompt_id_range
@@ -116,7 +117,7 @@ def collate(items: list) -> tuple[list[torch.Tensor], PromptLabels]:
     return [ids], PromptLabels([answer for _, answer in items], int(ids.numel()))
 
 
-def build_dataset(config: Any) -> PromptSet:
+def build_dataset(config: CaseConfig) -> PromptSet:
     settings = LlamaSettings.from_config(config)
     tokenizer = load_tokenizer(config)
     folder = Path(config.data_dir) / settings.mmlu_dir
@@ -140,12 +141,12 @@ def build_dataset(config: Any) -> PromptSet:
     return PromptSet(prompts, answers)
 
 
-def build_dataloader(config: Any) -> DataLoader:
+def build_dataloader(config: CaseConfig) -> DataLoader:
     from torch.utils.data import DataLoader
 
     if int(config.batch_size) != 1:
         raise ConfigError(
-            f"{config.origin.get('batch_size', 'config')}: key 'batch_size' must be 1 for the llama case's prefill pass "
+            f"{origin_of(config, 'batch_size')}: key 'batch_size' must be 1 for the llama case's prefill pass "
             "(one prompt per query, as FlagPerf's LLM cases); sweep batch sizes with batch_sizes"
         )
     dataset = build_dataset(config)

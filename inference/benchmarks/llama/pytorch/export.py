@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loguru import logger
 
@@ -24,6 +24,9 @@ from tools.cache import fingerprint
 from tools.folder_cache import cached_folder
 
 from .weights import model_dir
+
+if TYPE_CHECKING:
+    from tools.config import CaseConfig
 
 PACKAGES = ("onnxruntime-genai", "onnxruntime", "onnx", "onnx-ir", "transformers", "torch")
 
@@ -38,7 +41,7 @@ def _versions() -> dict[str, str | None]:
     return found
 
 
-def export_key(config: Any, source: Path, build_keys: tuple[str, ...]) -> str:
+def export_key(config: CaseConfig, source: Path, build_keys: tuple[str, ...]) -> str:
     vendor_keys = {k: v for k, v in config.as_dict().items() if config.origin.get(k, "").endswith(f"{config.vendor}_configurations.yaml")}
     parts = {
         "build_keys": {key: config.get(key) for key in build_keys},
@@ -51,7 +54,7 @@ def export_key(config: Any, source: Path, build_keys: tuple[str, ...]) -> str:
     return fingerprint(parts)
 
 
-def export_cached(model: Any, config: Any) -> tuple[str | None, dict]:
+def export_cached(model: Any, config: CaseConfig) -> tuple[str | None, dict]:
     """(the entry file the engine opens, or None; the result's ``cache.onnx`` record)."""
     engine_class = load_engine_module(config.vendor, config.compiler).InferModel
     fmt = getattr(engine_class, "export_format", None)
@@ -71,6 +74,6 @@ def export_cached(model: Any, config: Any) -> tuple[str | None, dict]:
     return str(entry), record
 
 
-def export_model(model: Any, config: Any) -> str | None:
+def export_model(model: Any, config: CaseConfig) -> str | None:
     """The case API's export (FlagPerf: the case picks its path): the cached folder's entry file."""
     return export_cached(model, config)[0]

@@ -9,11 +9,14 @@ answer letter is the decoded argmax of the next-token logits (``evaluator.py``).
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from tools.measure.loop import PhaseResult, timed_forward
 
 from .model import framework_step
+
+if TYPE_CHECKING:
+    from tools.config import CaseConfig
 
 
 class _PerQuestion:
@@ -35,7 +38,7 @@ class _PerQuestion:
         return self.right / self.asked if self.asked else None
 
 
-def _timed(step: Callable, dataloader: Any, evaluator: Callable, config: Any, phase: str) -> PhaseResult:
+def _timed(step: Callable, dataloader: Any, evaluator: Callable, config: CaseConfig, phase: str) -> PhaseResult:
     answers = getattr(getattr(dataloader, "dataset", None), "answers", None) or [None]
     scored = all(answer is not None for answer in answers)
     if not scored:
@@ -48,9 +51,9 @@ def _timed(step: Callable, dataloader: Any, evaluator: Callable, config: Any, ph
     return replace(result, accuracy=tally.accuracy())
 
 
-def model_forward(model: Any, dataloader: Any, evaluator: Callable, config: Any) -> PhaseResult:
+def model_forward(model: Any, dataloader: Any, evaluator: Callable, config: CaseConfig) -> PhaseResult:
     return _timed(framework_step(model, config), dataloader, evaluator, config, "validation")
 
 
-def engine_forward(engine: Any, dataloader: Any, evaluator: Callable, config: Any) -> PhaseResult:
+def engine_forward(engine: Any, dataloader: Any, evaluator: Callable, config: CaseConfig) -> PhaseResult:
     return _timed(engine, dataloader, evaluator, config, "inference")

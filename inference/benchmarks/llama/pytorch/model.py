@@ -15,8 +15,10 @@ from .weights import hf_config, model_dir
 if TYPE_CHECKING:  # torch is imported where a model is built or run: a config error at init stays quick
     import torch
 
+    from tools.config import CaseConfig
 
-def create_model(config: Any) -> torch.nn.Module:
+
+def create_model(config: CaseConfig) -> torch.nn.Module:
     import torch
     from transformers import AutoModelForCausalLM
     from transformers.utils import logging as hf_logging
@@ -36,13 +38,13 @@ def create_model(config: Any) -> torch.nn.Module:
     return place_model(model, config)
 
 
-def model_shape(config: Any, model: Any = None) -> ModelShape:
+def model_shape(config: CaseConfig, model: Any = None) -> ModelShape:
     """The shape FLOPs and KV bytes are computed from; the parameter count from the model when there is one."""
     params = sum(p.numel() for p in model.parameters()) if model is not None else None
     return ModelShape.from_hf_config(hf_config(config), params)
 
 
-def reference_logits(model: torch.nn.Module, config: Any):
+def reference_logits(model: torch.nn.Module, config: CaseConfig):
     """The framework model as ids -> logits (numpy ``[batch, length, vocab]`` float32), no cache: the generation check's reference."""
     import torch
 
@@ -56,7 +58,7 @@ def reference_logits(model: torch.nn.Module, config: Any):
     return reference
 
 
-def framework_step(model: torch.nn.Module, config: Any):
+def framework_step(model: torch.nn.Module, config: CaseConfig):
     """The framework model as an engine-shaped step: ``[input_ids]`` -> ``[last position's logits]``."""
     import torch
 

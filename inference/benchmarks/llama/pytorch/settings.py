@@ -7,9 +7,12 @@ greedy check's) belong to the framework: ``tools/measure/llm_stage.py``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from common.errors import ConfigError
+
+if TYPE_CHECKING:
+    from tools.config import CaseConfig
 
 # The random model's shape (parameters.yaml random_model), as LlamaConfig's names.
 RANDOM_MODEL_KEYS = (
@@ -60,7 +63,7 @@ class LlamaSettings:
         raise ConfigError(f"{self.origin.get(key, 'parameters.yaml')}: key '{key}' {message}")
 
     @classmethod
-    def from_config(cls, config: Any) -> "LlamaSettings":
+    def from_config(cls, config: CaseConfig) -> "LlamaSettings":
         names = ("weight_dir", "mmlu_dir", "few_shots", "max_prompt_tokens", "random_model", "tokenizer_vocab", "synthetic_prompts")
         missing = [name for name in names if config.get(name, KeyError) is KeyError]
         if missing:

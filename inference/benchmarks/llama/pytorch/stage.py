@@ -7,19 +7,20 @@ from typing import Any
 from common.errors import ConfigError
 from inference_engine.llm_base import LLMEngineBase, eos_token_ids
 from inference_engine.registry import load_engine_module
+from tools.config import CaseConfig, origin_of
 
 from .settings import LlamaSettings
 from .weights import hf_config, load_tokenizer, model_dir, prompt_id_range
 
 
-def configure(config: Any) -> None:
+def configure(config: CaseConfig) -> None:
     """Check the keys, the engine and the checkpoint before any step reads them."""
     settings = LlamaSettings.from_config(config)
     if config.compiler is not None:
         engine_class = load_engine_module(config.vendor, config.compiler).InferModel
         if not issubclass(engine_class, LLMEngineBase):
             raise ConfigError(
-                f"{config.origin.get('compiler', 'config')}: key 'compiler' is {config.compiler!r}: inference_engine/{config.vendor}/{config.compiler}.py "
+                f"{origin_of(config, 'compiler')}: key 'compiler' is {config.compiler!r}: inference_engine/{config.vendor}/{config.compiler}.py "
                 "is not an LLM engine (inference_engine/llm_base.py); the llama case needs one, e.g. cpu: onnxruntime_genai, nvidia: inductor_llm"
             )
     from tools.measure.llm_stage import LLMWorkload
@@ -36,7 +37,7 @@ def configure(config: Any) -> None:
         )
 
 
-def performance_stage(engine: Any, model: Any, config: Any) -> Any:
+def performance_stage(engine: Any, model: Any, config: CaseConfig) -> Any:
     """The generation check, the prefill/decode table and the server rows (``tools/measure/llm_stage.py``)."""
     from tools.measure.llm_stage import PromptSource, run_llm_stage
     from tools.results.result import engine_precision

@@ -20,7 +20,7 @@ import json
 import os
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loguru import logger
 
@@ -30,6 +30,9 @@ from tools.cache import fingerprint
 from tools.folder_cache import cached_folder
 
 from .settings import LlamaSettings
+
+if TYPE_CHECKING:
+    from tools.config import CaseConfig
 
 HERE = Path(__file__).resolve().parent
 CORPUS = HERE / "tokenizer_corpus.txt"
@@ -113,7 +116,7 @@ def random_key(settings: LlamaSettings, seed: int) -> str:
     return fingerprint(parts)
 
 
-def model_dir(config: Any) -> Path:
+def model_dir(config: CaseConfig) -> Path:
     """The checkpoint folder (checked, or built and cached), found once per run."""
     resolved = config.get(RESOLVED_KEY)
     if resolved:
@@ -135,11 +138,11 @@ def model_dir(config: Any) -> Path:
     return folder
 
 
-def hf_config(config: Any) -> dict:
+def hf_config(config: CaseConfig) -> dict:
     return json.loads((model_dir(config) / "config.json").read_text(encoding="utf-8"))
 
 
-def load_tokenizer(config: Any) -> Any:
+def load_tokenizer(config: CaseConfig) -> Any:
     from transformers import AutoTokenizer
     from transformers.utils import logging as hf_logging
 

@@ -9,14 +9,13 @@ they are made when asked for, so a large data set costs no memory.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
 from benchmarks.onnx_model.inputs import InputPlan
 from common.errors import ConfigError, shown
+from tools.config import CaseConfig, origin_of
 
 MAX_SAMPLES = 1_000_000
 
@@ -55,16 +54,16 @@ class SyntheticInputs(Dataset):
         return tuple(torch.from_numpy(sample_values(plan, rng)) for plan in self.plans), index
 
 
-def _samples(config: Any) -> int:
+def _samples(config: CaseConfig) -> int:
     value = config.get("synthetic_samples", 64)
     if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_SAMPLES:
-        origin = config.origin.get("synthetic_samples", "config")
+        origin = origin_of(config, "synthetic_samples")
         raise ConfigError(f"{origin}: key 'synthetic_samples' must be a positive integer <= {MAX_SAMPLES}, got {shown(value)}")
     sweep = config.batch_sizes if isinstance(config.batch_sizes, list) else []
     return max(value, config.batch_size, *sweep)  # at least one full batch of every size
 
 
-def build_dataloader(config: Any) -> DataLoader:
+def build_dataloader(config: CaseConfig) -> DataLoader:
     plans = [InputPlan.from_dict(item) for item in config.model_inputs]
     return DataLoader(
         SyntheticInputs(plans, _samples(config), int(config.seed)),

@@ -4,10 +4,13 @@ reported as ``n/a (synthetic inputs)`` (``accuracy_note``, set by ``configure``)
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from common.errors import EngineError
 from tools.measure.loop import PhaseResult, timed_forward
+
+if TYPE_CHECKING:
+    from tools.config import CaseConfig
 
 
 def evaluator(outputs: list, y: Any) -> float:
@@ -15,15 +18,15 @@ def evaluator(outputs: list, y: Any) -> float:
     raise EngineError("onnx_model: synthetic inputs have no labels; there is no accuracy to evaluate")
 
 
-def model_forward(model, dataloader, evaluator, config) -> PhaseResult:
+def model_forward(model, dataloader, evaluator, config: CaseConfig) -> PhaseResult:
     return timed_forward(model, dataloader, None, config, phase="validation")
 
 
-def engine_forward(model, dataloader, evaluator, config) -> PhaseResult:
+def engine_forward(model, dataloader, evaluator, config: CaseConfig) -> PhaseResult:
     return timed_forward(model, dataloader, None, config, phase="inference")
 
 
-def export_model(model, config) -> str:
+def export_model(model, config: CaseConfig) -> str:
     """The model file is the export. Not reached in a run: ``configure`` sets ``exist_onnx_path``
     to the file, so the framework skips the export step and compiles the file as it is."""
     return str(config.exist_onnx_path)

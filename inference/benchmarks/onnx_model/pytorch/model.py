@@ -10,12 +10,15 @@ foo_time)`` out), so ``framework_step`` hands it over as it is.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 from loguru import logger
 
 from common.errors import ConfigError, EngineError
+
+if TYPE_CHECKING:
+    from tools.config import CaseConfig
 
 PROVIDER = "CPUExecutionProvider"
 
@@ -44,12 +47,12 @@ class OnnxRuntimeReference:
         return [torch.from_numpy(output) for output in self.session.run(None, feeds)], 0.0
 
 
-def create_model(config: Any) -> OnnxRuntimeReference:
+def create_model(config: CaseConfig) -> OnnxRuntimeReference:
     model = OnnxRuntimeReference(config.exist_onnx_path, int(config.get("intra_op_num_threads", 0)))
     logger.info(f"onnx_model: reference model is {model.version}")
     return model
 
 
-def framework_step(model: OnnxRuntimeReference, config: Any) -> OnnxRuntimeReference:
+def framework_step(model: OnnxRuntimeReference, config: CaseConfig) -> OnnxRuntimeReference:
     """The reference as the numeric check calls it (the case API's optional hook)."""
     return model

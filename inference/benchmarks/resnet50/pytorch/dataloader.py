@@ -8,6 +8,7 @@ only, so published top-1 figures are comparable without torchvision.
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -16,6 +17,9 @@ from torch.utils.data import DataLoader, Dataset
 
 from benchmarks.common import param, scan_files
 from common.errors import ConfigError, DataError
+
+if TYPE_CHECKING:
+    from tools.config import CaseConfig
 
 EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".webp")
 MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32).reshape(3, 1, 1)
@@ -82,7 +86,7 @@ class ImageFolderDataset(Dataset):
         return tensor, label
 
 
-def _sizes(config) -> tuple[int, int, int | None]:
+def _sizes(config: CaseConfig) -> tuple[int, int, int | None]:
     resize, crop = int(param(config, "resize")), int(param(config, "crop"))
     if not 0 < crop <= resize:
         raise ConfigError(f"parameters.yaml crop: {crop} must be in 1..resize ({resize})")
@@ -92,7 +96,7 @@ def _sizes(config) -> tuple[int, int, int | None]:
     return resize, crop, None if max_samples is None else int(max_samples)
 
 
-def build_dataloader(config) -> DataLoader:
+def build_dataloader(config: CaseConfig) -> DataLoader:
     resize, crop, max_samples = _sizes(config)
     dataset = ImageFolderDataset(config.data_dir, resize, crop, max_samples)
     num_classes = int(param(config, "num_classes"))

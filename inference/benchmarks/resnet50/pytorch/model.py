@@ -12,6 +12,7 @@ from loguru import logger
 from torch import nn
 
 from benchmarks.common import load_state_dict_strictly, param, place_model, resolve_weights_path
+from tools.config import CaseConfig, setting
 
 LAYERS = (3, 4, 6, 3)
 WIDTHS = (64, 128, 256, 512)
@@ -80,8 +81,8 @@ class ResNet50(nn.Module):
         return self.fc(torch.flatten(self.avgpool(x), 1))
 
 
-def create_model(config) -> nn.Module:
-    torch.manual_seed(int(getattr(config, "seed", 0)))
+def create_model(config: CaseConfig) -> nn.Module:
+    torch.manual_seed(int(setting(config, "seed")))
     model = ResNet50(num_classes=int(param(config, "num_classes")))
     path = resolve_weights_path(config)
     if path is None:

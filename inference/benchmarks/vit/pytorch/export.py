@@ -1,11 +1,16 @@
+from __future__ import annotations
+
 import contextlib
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import torch
 
 from benchmarks.common import export_onnx
 
 from .model import image_size
+
+if TYPE_CHECKING:
+    from tools.config import CaseConfig
 
 
 @contextlib.contextmanager
@@ -22,7 +27,7 @@ def mha_fastpath_disabled() -> Iterator[None]:
         torch.backends.mha.set_fastpath_enabled(previous)
 
 
-def export_model(model, config) -> str:
+def export_model(model, config: CaseConfig) -> str:
     crop = image_size(config)
     with mha_fastpath_disabled():
         return export_onnx(model, config, sample_shape=(3, crop, crop))

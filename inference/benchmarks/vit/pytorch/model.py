@@ -20,6 +20,7 @@ from torch import nn
 
 from benchmarks.common import load_state_dict_strictly, param, place_model, resolve_weights_path
 from common.errors import ConfigError
+from tools.config import CaseConfig, setting
 
 
 @dataclass(frozen=True)
@@ -110,14 +111,14 @@ class VisionTransformer(nn.Module):
         return self.heads(x[:, 0])
 
 
-def vit_size(config) -> tuple[str, VitSize]:
+def vit_size(config: CaseConfig) -> tuple[str, VitSize]:
     name = param(config, "model")
     if name not in SIZES:
         raise ConfigError(f"parameters.yaml model: {name!r} must be one of {', '.join(SIZES)}")
     return name, SIZES[name]
 
 
-def image_size(config) -> int:
+def image_size(config: CaseConfig) -> int:
     """The crop fed to the model: a whole number of patches on each side."""
     name, size = vit_size(config)
     crop = param(config, "crop")
@@ -131,8 +132,8 @@ def image_size(config) -> int:
     return crop
 
 
-def create_model(config) -> nn.Module:
-    torch.manual_seed(int(getattr(config, "seed", 0)))
+def create_model(config: CaseConfig) -> nn.Module:
+    torch.manual_seed(int(setting(config, "seed")))
     name, size = vit_size(config)
     model = VisionTransformer(size, image_size(config), int(param(config, "num_classes")))
     path = resolve_weights_path(config)

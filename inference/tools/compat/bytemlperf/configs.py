@@ -21,10 +21,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from common.errors import DataError, EngineError
 from common.layout import framework_dir
+
+if TYPE_CHECKING:
+    from tools.config import CaseConfig
 
 # ONNX TensorProto element type -> ByteMLPerf's input_type name (int64 is "LONG", as its model zoo writes).
 ONNX_TYPES = {1: "FLOAT32", 2: "UINT8", 3: "INT8", 6: "INT32", 7: "LONG", 9: "BOOL", 10: "FLOAT16", 11: "FLOAT64", 16: "BFLOAT16"}
@@ -73,7 +76,7 @@ class OnnxSignature:
 FRAMEWORK_WORDS = {"pytorch": "torch"}  # InferPerf's case framework -> ByteMLPerf's word in model names
 
 
-def byte_precision(config: Any) -> str:
+def byte_precision(config: CaseConfig) -> str:
     return "fp16" if config.fp16 else "fp32"
 
 
@@ -84,7 +87,7 @@ def model_name(case: str, framework: str, precision: str) -> str:
     return f"{case}-{FRAMEWORK_WORDS.get(base, base)}-{precision}"
 
 
-def model_info(config: Any, onnx_path: str, signature: OnnxSignature, sample_shapes: Callable[[], list[tuple[int, ...]]]) -> dict[str, Any]:
+def model_info(config: CaseConfig, onnx_path: str, signature: OnnxSignature, sample_shapes: Callable[[], list[tuple[int, ...]]]) -> dict[str, Any]:
     """``configs["model_info"]`` (module docstring). ``sample_shapes`` is asked only when the
     ONNX file leaves a non-batch axis symbolic (the data then says how long it is)."""
     per_sample = [dims[1:] for dims in signature.input_dims]
@@ -114,7 +117,7 @@ def _onnx_version() -> str:
     return onnx.__version__
 
 
-def workload(config: Any, batch_sizes: list[int]) -> dict[str, Any]:
+def workload(config: CaseConfig, batch_sizes: list[int]) -> dict[str, Any]:
     """``configs["workload"]``: ByteMLPerf's workload keys, with InferPerf's values."""
     return {
         "model": model_name(config.case, config.framework, byte_precision(config)),

@@ -28,20 +28,21 @@ from inference_engine.registry import ENGINE_ROOT
 from tools.compat.bytemlperf import configs as byte_configs
 from tools.compat.bytemlperf.backend import BackendFolder, backend_for, where_in
 from tools.compat.bytemlperf.profile import config_lookup, parse_profile, resolve_answers
+from tools.config import CaseConfig, origin_of
 
 MAX_BEST = 64
 MAX_BATCH = 1 << 16
 _TOLERANCE_NAMES = ("fp32", "tf32", "fp16", "bf16", "int8", "fp8")
 
 
-def folder_of(config: Any, root: Path = ENGINE_ROOT) -> BackendFolder:
+def folder_of(config: CaseConfig, root: Path = ENGINE_ROOT) -> BackendFolder:
     folder = backend_for(config.vendor, config.compiler, root)
     if folder is None:
         raise ConfigError(f"compiler '{config.compiler}' of vendor '{config.vendor}' is not a ByteMLPerf backend folder")
     return folder
 
 
-def interact_answers(folder: BackendFolder, config: Any, entries: list | None = None) -> dict[str, Any]:
+def interact_answers(folder: BackendFolder, config: CaseConfig, entries: list | None = None) -> dict[str, Any]:
     """The profile's answers from the config (ConfigError naming the key and the entry).
     InferPerf's own typed keys (CaseConfig's fields) never answer an entry of the same name."""
     from tools.config import CaseConfig
@@ -50,20 +51,20 @@ def interact_answers(folder: BackendFolder, config: Any, entries: list | None = 
     return resolve_answers(folder.profile if entries is None else entries, config_lookup(config, reserved), folder.name, folder.profile_file.name)
 
 
-def host_check(config: Any, root: Path = ENGINE_ROOT) -> BackendFolder:
+def host_check(config: CaseConfig, root: Path = ENGINE_ROOT) -> BackendFolder:
     """What can be checked without importing the backend (run.py in MODE docker, where its
     packages are the image's): the folder, its interact profile and the config's answers."""
     folder = folder_of(config, root)
     if config.exist_compiler_path is not None:
         raise ConfigError(
-            f"{config.origin.get('exist_compiler_path', 'config')}: key 'exist_compiler_path' cannot be used with {folder.label}: "
+            f"{origin_of(config, 'exist_compiler_path')}: key 'exist_compiler_path' cannot be used with {folder.label}: "
             "a ByteMLPerf backend compiles from the ONNX model itself"
         )
     interact_answers(folder, config)
     return folder
 
 
-def preflight(config: Any) -> None:
+def preflight(config: CaseConfig) -> None:
     """Before any work: host_check, and importing the backend's two modules."""
     host_check(config).classes()
 
@@ -72,7 +73,7 @@ class InferModel(EngineBase):
     engine_suffix = None  # the backend keeps its compiled objects itself
     rebuild_per_batch_size = False  # compiled once; load(batch_size) per batch size
 
-    def __init__(self, config: Any, onnx_path: str | None, model: Any) -> None:
+    def __init__(self, config: CaseConfig, onnx_path: str | None, model: Any) -> None:
         super().__init__(config, onnx_path, model)
         if onnx_path is None or not Path(onnx_path).is_file():
             raise EngineError(f"ONNX file not found: {onnx_path}")
@@ -230,17 +231,17 @@ class InferModel(EngineBase):
         }
 
 
-def _listed(config: Any) -> list[int]:
+def _listed(config: CaseConfig) -> list[int]:
     return list(config.batch_sizes) if isinstance(config.batch_sizes, list) else [config.batch_size]
 
 
-def _case_loader(config: Any) -> Any:
+def _case_loader(config: CaseConfig) -> Any:
     from tools.plugins import case_module
 
     return case_module(Path(config.perf_dir), config.case, config.framework).build_dataloader(config)
 
 
-def _precision(compile_precision: Any, config: Any) -> str:
+def _precision(compile_precision: Any, config: CaseConfig) -> str:
     """The numeric-check precision for the backend's ``compile_precision`` (FP16, BF16, INT8, int16_mix ...)."""
     text = str(compile_precision or ("fp16" if config.fp16 else "fp32")).lower()
     for name in _TOLERANCE_NAMES:

@@ -13,11 +13,14 @@ own benchmark        an engine's ``own_benchmark(batch_sizes, dataloader)``
 from __future__ import annotations
 
 import math
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 from loguru import logger
 
 from common.errors import one_line
+
+if TYPE_CHECKING:
+    from tools.config import CaseConfig
 
 BEST = "best"
 
@@ -46,7 +49,7 @@ class FirstBatches:
         return getattr(self.__dict__["loader"], name)
 
 
-def apply_data_percent(dataloader: Any, config: Any) -> Any:
+def apply_data_percent(dataloader: Any, config: CaseConfig) -> Any:
     """The loader cut to ``data_percent`` % of its batches (at least one); itself at 100 or unset."""
     percent = config.get("data_percent")
     if percent in (None, 100):
@@ -61,7 +64,7 @@ def apply_data_percent(dataloader: Any, config: Any) -> Any:
     return FirstBatches(dataloader, keep)
 
 
-def resolve_best(config: Any, engine_info: dict) -> None:
+def resolve_best(config: CaseConfig, engine_info: dict) -> None:
     """``batch_sizes: best`` becomes the engine's own list (or ``[batch_size]`` without one)."""
     if config.batch_sizes != BEST:
         return
@@ -72,7 +75,7 @@ def resolve_best(config: Any, engine_info: dict) -> None:
     )
 
 
-def own_benchmark(engine: Any, config: Any, dataloader: Any, engine_info: dict) -> None:
+def own_benchmark(engine: Any, config: CaseConfig, dataloader: Any, engine_info: dict) -> None:
     """An engine's own benchmark, if it has one, into ``engine_info["own_benchmark"]``; a
     failure of it is a warning (InferPerf's measurement of the engine stands without it)."""
     run = getattr(engine, "own_benchmark", None)

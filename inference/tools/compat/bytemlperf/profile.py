@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from common.errors import ConfigError, shown
+from tools.config.case import CaseConfig, origin_of
 
 TYPES = ("bool", "int", "float", "str")
 DIALOGS = ("Yes/No Dialog", "Radiolist Dialog", "Input Dialog")
@@ -190,21 +191,20 @@ def _depends(value: Any, earlier: list[ProfileEntry]) -> tuple[str, ...]:
 Lookup = Callable[[str], "tuple[bool, Any, str]"]
 
 
-def config_lookup(config: Any, reserved: frozenset[str]) -> Lookup:
+def config_lookup(config: CaseConfig, reserved: frozenset[str]) -> Lookup:
     """Answers from a case config: its ``interact_info`` mapping first, then a key named
     like the entry unless that name is one of InferPerf's own keys (``reserved``)."""
-    origins = getattr(config, "origin", {}) or {}
     answers = config.get(ANSWERS_KEY)
     if answers is not None and not isinstance(answers, dict):
-        raise ConfigError(f"{origins.get(ANSWERS_KEY, 'config')}: key '{ANSWERS_KEY}' must be a mapping of interact profile entries to values")
+        raise ConfigError(f"{origin_of(config, ANSWERS_KEY)}: key '{ANSWERS_KEY}' must be a mapping of interact profile entries to values")
 
     def lookup(name: str) -> tuple[bool, Any, str]:
         if answers and name in answers:
-            return True, answers[name], f"{origins.get(ANSWERS_KEY, 'config')}: key '{ANSWERS_KEY}.{name}'"
+            return True, answers[name], f"{origin_of(config, ANSWERS_KEY)}: key '{ANSWERS_KEY}.{name}'"
         if name not in reserved:
             value = config.get(name, _MISSING)
             if value is not _MISSING:
-                return True, value, f"{origins.get(name, 'config')}: key '{name}'"
+                return True, value, f"{origin_of(config, name)}: key '{name}'"
         return False, None, ""
 
     return lookup
