@@ -265,7 +265,9 @@ def _check_engine(config: HostConfig, case_config: CaseConfig) -> None:
     if not config.in_container:
         check_backend_requirements(perf_dir, vendor, compiler, config.backend_requirements)  # a ByteMLPerf backend folder's (check, warn or skip)
     if config.mode == "local":
-        registry.preflight_engine(vendor, compiler, case_config)
+        from tools.plugins import preflight_engine
+
+        preflight_engine(vendor, compiler, case_config)
         return
     if registry.check_engine(vendor, compiler, perf_dir / "inference_engine").is_dir():
         from tools.compat.bytemlperf.engine import host_check

@@ -155,7 +155,7 @@ class InferModel(EngineBase):
 
     def __call__(self, inputs: list) -> tuple[list, float]:
         rows = int(inputs[0].shape[0]) if inputs else self.loaded
-        if rows != self.loaded and self.need_reload:
+        if rows is not None and rows != self.loaded and self.need_reload:
             if not self._warned_reload:
                 logger.warning(f"{self.folder.label}: need_reload is set, so a batch of {rows} (loaded {self.loaded}) reloads inside the timed call")
                 self._warned_reload = True
@@ -235,7 +235,7 @@ def _listed(config: Any) -> list[int]:
 
 
 def _case_loader(config: Any) -> Any:
-    from tools.plugins import case_module
+    from tools.cases import case_module
 
     return case_module(Path(config.perf_dir), config.case, config.framework).build_dataloader(config)
 
