@@ -324,7 +324,7 @@ def is_plug_in(module: str) -> bool:
     return module.split(".")[0] in PLUG_INS and module not in PLUG_IN_API
 
 
-# The ByteMLPerf adapter is itself an engine: inference_engine.registry returns
+# The ByteMLPerf adapter is itself an engine: tools/plugins.py returns
 # tools.compat.bytemlperf.engine for a backend folder, and that module, with the folder
 # loader it uses, reads the engine base class and the registry's folder rules as any
 # engine module does. Nothing the pipeline imports at module level reaches them (below).

@@ -1,7 +1,7 @@
 """A ByteMLPerf backend folder as an InferPerf engine (``InferModel``; docs/bytemlperf_migration.md).
 
-``inference_engine.registry`` returns this module for a vendor/compiler pair
-that names a backend folder. Construction does what ByteMLPerf's perf engine
+``tools/plugins.py::engine_module`` returns this module for a vendor/compiler pair
+that names a backend folder (the registry recognises the folder and imports nothing of tools/). Construction does what ByteMLPerf's perf engine
 does before measuring: build ``configs``, answer the interact profile, call
 ``pre_optimize``, ``get_best_batch_size`` and ``compile(configs, dataloader)``
 (InferPerf times it), hand the compile report, workload and model info to the
