@@ -264,7 +264,9 @@ def _check_engine(config: HostConfig, case_config: CaseConfig, compiler: str) ->
     if not executor.in_container:
         check_backend_requirements(perf_dir, vendor, compiler, config.backend_requirements)  # a ByteMLPerf backend folder's (check, warn or skip)
     if executor.runs_here:
-        registry.preflight_engine(vendor, compiler, case_config)
+        from tools.plugins import preflight_engine
+
+        preflight_engine(vendor, compiler, case_config)
         return
     if registry.check_engine(vendor, compiler, perf_dir / "inference_engine").is_dir():
         from tools.compat.bytemlperf.engine import host_check

@@ -18,8 +18,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from common.files import atomic_path, hash_file, hash_tree, write_json_atomic
-from tools.cache import fingerprint, hash_state_dict
+from common.files import atomic_path, fingerprint, hash_file, hash_tree, write_json_atomic
+from tools.cache import hash_state_dict
 
 FAST = settings(max_examples=50, deadline=None, derandomize=True)
 

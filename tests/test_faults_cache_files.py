@@ -17,8 +17,9 @@ import pytest
 
 from common.errors import StorageError
 from common.files import atomic_dir, atomic_path, json_text, sweep_stale_temps, writable_dir, write_json_atomic
+from common.onnx_files import onnx_external_locations
 from tests.test_faults_cache_pipeline import tmpfs
-from tools.cache import evict, onnx_digests, onnx_external_locations, probe, reuse, seal, seal_path
+from tools.cache import evict, onnx_digests, probe, reuse, seal, seal_path
 
 INFERENCE = Path(__file__).resolve().parents[1] / "inference"
 
@@ -198,7 +199,7 @@ def test_json_is_strict_everywhere_non_finite_floats_become_null(tmp_path):
 
 
 def test_an_import_cut_short_by_ctrl_c_is_an_interruption_not_a_missing_package():
-    from inference_engine.registry import reraise_interrupt
+    from common.errors import reraise_interrupt
 
     try:
         try:

@@ -193,7 +193,7 @@ def test_engine_cache_key_covers_the_onnx_external_data(tree, digits_dir, tmp_pa
     engine_b = strict_json(tmp_path / "b" / "result.json")["cache"]["engine"]
     assert engine_b["status"] == "miss" and engine_b["path"] != engine_a["path"]
     # The cached engine is self-contained: it names no data file that is not in the cache.
-    from tools.cache import onnx_external_locations
+    from common.onnx_files import onnx_external_locations
 
     assert onnx_external_locations(engine_b["path"]) == []
 

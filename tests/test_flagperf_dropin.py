@@ -491,6 +491,64 @@ def test_adapter_selection_by_config_and_by_convention():
     assert str(info.value) == "v.yaml: key 'output_adapter' must be one of auto, flagperf, none, got 'yes'"
 
 
+def test_an_engine_not_derived_from_engine_base_is_seen_through_its_declared_api():
+    """A FlagPerf engine as written (no EngineBase) is adapted once: what it has answers, the rest
+    is EngineBase's "not supported" default, and anything else is still its own."""
+    from inference_engine.base import OPTIONAL_METHODS, EngineBase
+    from tools.compat.adapters import ForeignEngine, OutputAdapter, as_engine, engine_suffix
+
+    class Bare:
+        def __call__(self, inputs):
+            return inputs, 0.0
+
+    class Rich:
+        engine_suffix = ".plan"
+        precision = "fp16"
+        compiled = True
+        rebuild_per_batch_size = True
+        custom = "kept"
+
+        def __init__(self):
+            self.loaded = []
+
+        def __call__(self, inputs):
+            return inputs, 0.5
+
+        def version(self):
+            return "7.1"
+
+        def supported_ops(self):
+            return {"Relu"}
+
+        def prepare_batch_size(self, batch_size):
+            self.loaded.append(batch_size)
+
+        def get_performance_data(self, inputs):
+            return [{"node": "relu", "calls": len(inputs)}]
+
+    bare = as_engine(Bare())
+    assert isinstance(bare, ForeignEngine) and isinstance(bare, EngineBase) and type(bare.vendor_engine) is Bare
+    assert not any(bare.implements(name) for name in OPTIONAL_METHODS)
+    assert (bare.precision, bare.compiled, bare.rebuild_per_batch_size) == (None, None, False)
+    assert (bare.version(), bare.compile_report(), bare.supported_ops(), bare.best_batch_sizes(), bare.own_benchmark([1], [])) == (None,) * 5
+    assert bare.is_supported("Relu") is False and bare.get_performance_data([1]) is None and bare.prepare_batch_size(4) is None
+    assert bare([1]) == ([1], 0.0)
+
+    rich = as_engine(Rich())
+    assert [name for name in OPTIONAL_METHODS if rich.implements(name)] == ["version", "supported_ops", "get_performance_data", "prepare_batch_size"]
+    assert (rich.precision, rich.compiled, rich.rebuild_per_batch_size, rich.custom) == ("fp16", True, True, "kept")
+    assert rich.version() == "7.1" and rich.supported_ops() == {"Relu"} and rich.get_performance_data([1, 2]) == [{"node": "relu", "calls": 2}]
+    rich.prepare_batch_size(8)
+    assert rich.loaded == [8] and rich([3]) == ([3], 0.5)
+    assert (engine_suffix(Rich), engine_suffix(Bare), engine_suffix(EngineBase)) == (".plan", None, None)
+
+    own = EngineBase(None, None, None)
+    assert as_engine(own) is own and own.vendor_engine is own and not any(own.implements(name) for name in OPTIONAL_METHODS)
+    wrapped = OutputAdapter(rich, None, 4)  # an adapter over an adapter answers as the engine does
+    assert wrapped.implements("version") and not wrapped.implements("compile_report") and type(wrapped.vendor_engine) is Rich
+    assert as_engine(wrapped) is wrapped
+
+
 def test_drop_partial_batches():
     from torch.utils.data import DataLoader, TensorDataset
 

@@ -239,6 +239,7 @@ def _defines(path: Path, dotted: str) -> bool:
     for name in dotted.split("."):
         nodes = [n for n in scope if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name == name]
         nodes += [n for n in scope if isinstance(n, ast.Assign) and any(getattr(t, "id", "") == name for t in n.targets)]
+        nodes += [n for n in scope if isinstance(n, ast.AnnAssign) and getattr(n.target, "id", "") == name]
         if not nodes:
             return False
         scope = getattr(nodes[0], "body", [])

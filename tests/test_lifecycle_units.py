@@ -204,15 +204,32 @@ def module_name(path: Path, root: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+def _import_module_literal(node: ast.AST) -> str | None:
+    """The module a call ``importlib.import_module("a.b")`` (or ``import_module("a.b")``) names
+    by a string literal; None for any other node (a name built at run time is not followed)."""
+    if not isinstance(node, ast.Call) or not node.args:
+        return None
+    func, first = node.func, node.args[0]
+    named = (isinstance(func, ast.Attribute) and func.attr == "import_module") or (isinstance(func, ast.Name) and func.id == "import_module")
+    if named and isinstance(first, ast.Constant) and isinstance(first.value, str):
+        return first.value
+    return None
+
+
 def _imports(tree: ast.AST, package: str) -> list[tuple[str, bool]]:
     """(imported name, at module level) for every import statement of a module: module level,
-    in functions and in ``if TYPE_CHECKING:`` blocks alike. ``from X import Y`` gives ``X.Y``
-    (a submodule, or a name the caller resolves to X); relative imports are resolved."""
+    in functions and in ``if TYPE_CHECKING:`` blocks alike, and every ``importlib.import_module``
+    of a string literal. ``from X import Y`` gives ``X.Y`` (a submodule, or a name the caller
+    resolves to X); relative imports are resolved."""
     top = {id(node) for node in getattr(tree, "body", [])}
+    top_calls = {id(call) for node in getattr(tree, "body", []) if isinstance(node, (ast.Expr, ast.Assign, ast.AnnAssign)) for call in ast.walk(node)}
     found = []
     for node in ast.walk(tree):
         at_top = id(node) in top
-        if isinstance(node, ast.Import):
+        literal = _import_module_literal(node)
+        if literal is not None:
+            found.append((literal, id(node) in top_calls))
+        elif isinstance(node, ast.Import):
             found += [(alias.name, at_top) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
@@ -281,9 +298,33 @@ def test_the_circle_finder_sees_function_level_relative_and_package_imports(tmp_
     assert find_cycle(import_graph(tmp_path)) is None
 
 
+def test_the_circle_finder_follows_import_module_of_a_string_literal(tmp_path):
+    """inference_engine/registry.py once loaded tools/compat/bytemlperf/engine.py by
+    ``importlib.import_module("...")``, and that module imported the registry back."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "registry.py").write_text("import importlib\ndef load():\n    return importlib.import_module('pkg.adapter')\n")
+    (tmp_path / "pkg" / "adapter.py").write_text("from importlib import import_module\nfrom pkg.registry import load\nLATER = import_module('pkg.other')\n")
+    (tmp_path / "pkg" / "other.py").write_text("import importlib\nNAME = 'pkg.registry'\ndef f():\n    importlib.import_module(NAME)\n")
+    graph = import_graph(tmp_path)
+    assert graph["pkg.registry"] == {"pkg.adapter"} and graph["pkg.adapter"] == {"pkg.registry", "pkg.other"}
+    assert graph["pkg.other"] == set()  # a name built at run time is not followed
+    assert find_cycle(graph) == ["pkg.adapter", "pkg.registry", "pkg.adapter"]
+    assert import_graph(tmp_path, module_level_only=True)["pkg.registry"] == set()
+    assert import_graph(tmp_path, module_level_only=True)["pkg.adapter"] == {"pkg.registry", "pkg.other"}
+
+
 # ---- tools/ finds plug-ins through tools/plugins.py, by name, when it needs one ----------------
 PLUG_INS = ("inference_engine", "benchmarks")
-# The ByteMLPerf adapter is itself an engine: inference_engine.registry returns
+# The engine API is no plug-in: tools/ sees every engine through EngineBase (tools/compat/adapters.py).
+PLUG_IN_API = {"inference_engine", "inference_engine.base"}
+
+
+def is_plug_in(module: str) -> bool:
+    return module.split(".")[0] in PLUG_INS and module not in PLUG_IN_API
+
+
+# The ByteMLPerf adapter is itself an engine: tools/plugins.py returns
 # tools.compat.bytemlperf.engine for a backend folder, and that module, with the folder
 # loader it uses, reads the engine base class and the registry's folder rules as any
 # engine module does. Nothing the pipeline imports at module level reaches them (below).
@@ -293,9 +334,9 @@ ENGINE_ADAPTERS = {"tools.compat.bytemlperf.engine", "tools.compat.bytemlperf.ba
 def test_tools_imports_no_plug_in_at_module_level():
     graph = import_graph(module_level_only=True)
     offenders = {
-        name: sorted(m for m in imported if m.split(".")[0] in PLUG_INS)
+        name: sorted(m for m in imported if is_plug_in(m))
         for name, imported in graph.items()
-        if name.split(".")[0] == "tools" and name not in ENGINE_ADAPTERS and any(m.split(".")[0] in PLUG_INS for m in imported)
+        if name.split(".")[0] == "tools" and name not in ENGINE_ADAPTERS and any(is_plug_in(m) for m in imported)
     }
     assert offenders == {}
 
@@ -310,4 +351,61 @@ def test_the_container_entry_loads_no_plug_in_until_it_asks_for_one():
             seen.add(name)
             todo += graph.get(name, ())
     assert "tools.pipeline" in seen
-    assert sorted(m for m in seen if m.split(".")[0] in PLUG_INS) == []
+    assert sorted(m for m in seen if is_plug_in(m)) == []
+
+
+# ---- what a plug-in may import (tools/plugins.py PLUGIN_IMPORTS, docs/architecture.md) -----------
+def plug_in_files(root: Path = INFERENCE) -> list[tuple[str, str, Path]]:
+    """(kind, the module its own folder is, path) of every file under inference_engine/ (engines,
+    their bases and registry) and benchmarks/ (cases and their bases)."""
+    found = []
+    for kind, area in (("engine", "inference_engine"), ("case", "benchmarks")):
+        for path in sorted((root / area).rglob("*.py")):
+            parts = path.relative_to(root / area).parts
+            own = f"{area}.{parts[0]}" if len(parts) > 1 else module_name(path, root)
+            found.append((kind, own, path))
+    return found
+
+
+def plug_in_offenders(root: Path = INFERENCE) -> dict[str, list[str]]:
+    """Each plug-in file's imports of code under ``root`` that PLUGIN_IMPORTS does not allow."""
+    from tools.plugins import PLUGIN_IMPORTS
+
+    roots = {p.stem for p in root.iterdir() if p.suffix == ".py" or p.is_dir()}
+    offenders = {}
+    for kind, own, path in plug_in_files(root):
+        name = module_name(path, root)
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        allowed = (own, *PLUGIN_IMPORTS[kind])
+        bad = sorted(
+            target
+            for target, _ in _imports(ast.parse(path.read_text(encoding="utf-8")), package)
+            if target.split(".")[0] in roots and not any(target == a or target.startswith(a + ".") for a in allowed)
+        )
+        if bad:
+            offenders[str(path.relative_to(root))] = bad
+    return offenders
+
+
+def test_plug_ins_import_only_what_is_declared():
+    assert plug_in_offenders() == {}
+
+
+def test_the_plug_in_import_rule_refuses_a_back_arrow(tmp_path):
+    """The arrows issue 27 removed: an engine reaching for tools.cache or the registry, a case for
+    another engine's module or the host side."""
+    for folder in ("common", "tools", "utils", "inference_engine/acme", "benchmarks/demo/pytorch"):
+        (tmp_path / folder).mkdir(parents=True)
+    (tmp_path / "inference_engine" / "base.py").write_text("from tools.config import CaseView\n")
+    (tmp_path / "inference_engine" / "acme" / "fast.py").write_text(
+        "import numpy\nfrom common.errors import EngineError\nfrom inference_engine.base import EngineBase\nfrom . import helpers\n"
+        "from tools.cache import fingerprint\nfrom inference_engine.registry import reraise_interrupt\n"
+    )
+    (tmp_path / "benchmarks" / "demo" / "pytorch" / "__init__.py").write_text(
+        "from .model import create_model\nfrom benchmarks.common import param\nfrom tools.measure.loop import timed_forward\n"
+        "def f():\n    from inference_engine.acme.fast import InferModel\n    from utils.host_config import HostConfig\n"
+    )
+    assert plug_in_offenders(tmp_path) == {
+        "inference_engine/acme/fast.py": ["inference_engine.registry.reraise_interrupt", "tools.cache.fingerprint"],
+        "benchmarks/demo/pytorch/__init__.py": ["inference_engine.acme.fast.InferModel", "utils.host_config.HostConfig"],
+    }

@@ -1,5 +1,6 @@
-"""tools/plugins.py: the container side finds a vendor's engine and a case's package by
-name, when a step asks, and importing the pipeline loads no plug-in at all."""
+"""tools/plugins.py and tools/cases.py: the container side finds a vendor's engine and a case's
+package by name, when a step asks, and importing the pipeline loads no plug-in at all (the
+engine API, inference_engine/base.py, is no plug-in)."""
 
 from __future__ import annotations
 
@@ -19,10 +20,12 @@ def test_importing_the_pipeline_loads_no_plug_in_until_a_step_asks_for_one():
     script = (
         "import sys\n"
         "import tools.pipeline\n"
-        "plug_ins = lambda: sorted(m for m in sys.modules if m.split('.')[0] in ('inference_engine', 'benchmarks'))\n"
+        "api = ('inference_engine', 'inference_engine.base')\n"
+        "plug_ins = lambda: sorted(m for m in sys.modules if m.split('.')[0] in ('inference_engine', 'benchmarks') and m not in api)\n"
         "print(plug_ins())\n"
         "from pathlib import Path\n"
-        "from tools.plugins import case_module, engine_module\n"
+        "from tools.cases import case_module\n"
+        "from tools.plugins import engine_module\n"
         "case_module(Path(tools.pipeline.__file__).parents[1], 'digits', 'pytorch_2.1')\n"
         "engine_module('cpu', 'onnxruntime')\n"
         "print(plug_ins())\n"
@@ -36,7 +39,8 @@ def test_importing_the_pipeline_loads_no_plug_in_until_a_step_asks_for_one():
 
 
 def test_an_unknown_vendor_or_case_is_one_config_error(tmp_path):
-    from tools.plugins import case_module, check_vendor
+    from tools.cases import case_module
+    from tools.plugins import check_vendor
 
     check_vendor("cpu")
     with pytest.raises(ConfigError, match=r"^unknown vendor 'acme': no inference_engine/acme/$"):
@@ -46,7 +50,7 @@ def test_an_unknown_vendor_or_case_is_one_config_error(tmp_path):
 
 
 def test_a_case_package_missing_a_case_function_is_refused_by_name(tmp_path, monkeypatch):
-    from tools.plugins import CASE_FUNCTIONS, case_module
+    from tools.cases import CASE_FUNCTIONS, case_module
 
     (tmp_path / "benchmarks" / "halfcase" / "pytorch").mkdir(parents=True)
     package = types.ModuleType("benchmarks.halfcase.pytorch")
@@ -65,8 +69,42 @@ def test_a_case_package_missing_a_case_function_is_refused_by_name(tmp_path, mon
 
 
 def test_the_framework_step_is_the_case_s_own_when_it_has_one():
-    from tools.plugins import framework_step
+    from tools.cases import Case
 
-    own = types.SimpleNamespace(framework_step=lambda model, config: ("own", model, config))
-    assert framework_step(None, "config", own) is None  # no model (no_validation): no step
-    assert framework_step("model", "config", own) == ("own", "model", "config")
+    own = Case(types.SimpleNamespace(framework_step=lambda model, config: ("own", model, config)))
+    assert own.framework_step(None, "config") is None  # no model (no_validation): no step
+    assert own.framework_step("model", "config") == ("own", "model", "config")
+
+
+def test_a_case_without_hooks_gets_each_hook_s_default(monkeypatch):
+    from tools.cases import Case
+
+    made = []
+    monkeypatch.setattr("tools.cases.make_step", lambda model, config: made.append((model, config)) or "default step")
+    bare = Case(types.SimpleNamespace(configure="not callable: no hook"))
+    config = types.SimpleNamespace(key=1)
+    bare.configure(config)
+    assert vars(config) == {"key": 1}
+    assert bare.export_cached("model", config) is None and bare.performance_stage("engine", "model", config) is None
+    assert bare.framework_step("model", config) == "default step" and made == [("model", config)]
+    assert bare.is_base_tier is False
+    with pytest.raises(ConfigError, match="not a base-tier case"):
+        bare.baseline_stage(config)
+
+
+def test_a_case_s_hooks_are_called_with_their_arguments():
+    from tools.cases import Case
+
+    calls = []
+    module = types.SimpleNamespace(
+        configure=lambda config: calls.append(("configure", config)),
+        export_cached=lambda model, config: ("path.onnx", {"status": "hit"}),
+        performance_stage=lambda engine, model, config: ("report", engine, model, config),
+        baseline_stage=lambda config: ("baseline", config),
+    )
+    case = Case(module)
+    case.configure("c")
+    assert calls == [("configure", "c")]
+    assert case.export_cached("m", "c") == ("path.onnx", {"status": "hit"})
+    assert case.performance_stage("e", "m", "c") == ("report", "e", "m", "c")
+    assert case.is_base_tier and case.baseline_stage("c") == ("baseline", "c")

@@ -19,6 +19,7 @@ import torch
 from loguru import logger
 
 from common.errors import ConfigError, DataError
+from common.torch_step import half_precision, make_step
 from tools.config import CaseConfig, CaseView, setting
 from tools.measure.loop import PhaseResult, timed_forward
 
@@ -120,28 +121,9 @@ def scan_files(top: str, suffixes: tuple[str, ...], seen_dirs: dict | None = Non
     return found
 
 
-def half_precision(config: CaseConfig) -> bool:
-    # CPU kernels for fp16 convolutions are slow or missing, so fp16 only means something on an accelerator.
-    return bool(setting(config, "fp16")) and str(config.device).startswith("cuda")
-
-
 def place_model(model: torch.nn.Module, config: CaseConfig) -> torch.nn.Module:
     model = model.eval().to(config.device)
     return model.half() if half_precision(config) else model
-
-
-def make_step(model: torch.nn.Module, config: CaseConfig) -> Callable[[list], tuple[list, float]]:
-    """The framework-side step: CPU tensors in, CPU fp32 logits out, the same shape as an engine call."""
-    device = config.device
-    dtype = torch.float16 if half_precision(config) else None
-
-    def step(inputs: list) -> tuple[list, float]:
-        moved = [t.to(device, dtype=dtype) if dtype is not None and t.is_floating_point() else t.to(device) for t in inputs]
-        with torch.inference_mode():
-            logits = model(*moved)
-        return [logits.float().cpu()], 0.0
-
-    return step
 
 
 def validation_forward(model: torch.nn.Module, dataloader: Any, evaluator: Callable, config: CaseConfig) -> PhaseResult:

@@ -60,6 +60,19 @@ def one_line(exc: BaseException) -> str:
     return text
 
 
+def reraise_interrupt(exc: BaseException) -> None:
+    """An import cut short by Ctrl-C can surface as ImportError (pybind11 modules such as
+    onnxruntime's report "initialization failed", the KeyboardInterrupt only in the
+    context): re-raise the interruption instead of blaming a missing package."""
+    seen = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, KeyboardInterrupt):
+            raise cause
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+
+
 def shown(value: object, limit: int = 80) -> str:
     """``repr(value)`` for an error message, never much longer than ``limit`` characters.
 

@@ -55,6 +55,12 @@ def hash_file(path: str | Path, digest: "hashlib._Hash | None" = None) -> "hashl
     return digest
 
 
+def fingerprint(parts: dict[str, Any], length: int = 16) -> str:
+    """A short stable key for a JSON-serialisable description of an artefact."""
+    blob = json.dumps(parts, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:length]
+
+
 def tree_files(
     root: str | Path,
     suffixes: tuple[str, ...] | None = None,
@@ -164,9 +170,9 @@ def _locked_temp(directory: Path, name: str, is_dir: bool) -> tuple[Path, int]:
                 tmp = Path(raw)
         except OSError as exc:
             raise (storage_error(exc, directory / name, "creating a temporary file for") or exc) from None
-        fd = _locked(tmp, is_dir)
-        if fd is not None:
-            return tmp, fd
+        lock = _locked(tmp, is_dir)
+        if lock is not None:
+            return tmp, lock
 
 
 @contextmanager

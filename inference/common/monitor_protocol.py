@@ -52,12 +52,17 @@ def monitor_protocol(path: Path, source: str | None = None) -> str:
 def _declared(tree: ast.Module) -> object | None:
     """The value of a module-level ``MONITOR_PROTOCOL = ...`` (a literal), or None."""
     for node in tree.body:
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) and node.value else []
+        if isinstance(node, ast.Assign):
+            targets, value = node.targets, node.value
+        elif isinstance(node, ast.AnnAssign) and node.value:
+            targets, value = [node.target], node.value
+        else:
+            continue
         if any(isinstance(t, ast.Name) and t.id == DECLARATION for t in targets):
             try:
-                return ast.literal_eval(node.value)
+                return ast.literal_eval(value)
             except ValueError:
-                return f"<{ast.unparse(node.value)}>"
+                return f"<{ast.unparse(value)}>"
     return None
 
 

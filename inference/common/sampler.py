@@ -9,7 +9,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, NoReturn
 
 from common import lifetime
 from common.files import json_text
@@ -54,7 +54,7 @@ def run_sampler(sample: Callable[[], dict], output: Path, interval: float) -> in
 
 
 def read_samples(path: str | Path) -> list[dict]:
-    samples = []
+    samples: list[dict] = []
     try:
         lines = Path(path).read_text(encoding="utf-8").splitlines()
     except OSError:
@@ -69,6 +69,6 @@ def read_samples(path: str | Path) -> list[dict]:
     return samples
 
 
-def fail(message: str) -> "NoReturn":  # noqa: F821
+def fail(message: str) -> NoReturn:
     print(message, file=sys.stderr)
     sys.exit(1)

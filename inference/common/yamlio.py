@@ -129,8 +129,9 @@ def _load(text: str, where: str):
     try:
         return yaml.load(text, Loader=_StrictLoader)
     except _TooBig as exc:
-        mark = exc.node.start_mark
-        raise YamlTooLarge(f"{where} (line {mark.line + 1}): refused: {exc.problem}") from None
+        start = exc.node.start_mark
+        at = f" (line {start.line + 1})" if start is not None else ""
+        raise YamlTooLarge(f"{where}{at}: refused: {exc.problem}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f" (line {mark.line + 1})" if mark is not None else ""

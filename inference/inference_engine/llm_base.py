@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from common.errors import EngineError
 from inference_engine.base import EngineBase
@@ -66,12 +66,23 @@ def eos_token_ids(hf_config: dict) -> tuple[int, ...]:
 
 
 class LLMEngineBase(EngineBase):
-    export_format: str | None = None  # the runtime's own format, built by ``build``; None: the PyTorch model
-    entry_file: str | None = None  # the file of the built folder the runtime opens
-    build_keys: tuple[str, ...] = ()  # config keys ``build`` reads: part of the export's cache key
+    """The generation contract (module docstring) on top of EngineBase's; the optional members
+    below default to "the engine compiles the framework's PyTorch model"."""
+
+    export_format: ClassVar[str | None] = None
+    """The runtime's own format, built by ``build`` (benchmarks/llama caches it); None: the engine
+    reads the framework's PyTorch model instead."""
+
+    entry_file: ClassVar[str | None] = None
+    """The file of the built folder the runtime opens (handed to ``__init__`` as ``onnx_path``)."""
+
+    build_keys: ClassVar[tuple[str, ...]] = ()
+    """The config keys ``build`` reads: part of the export's cache key."""
 
     @classmethod
     def build(cls, source_dir: Path, out_dir: Path, config: CaseConfig) -> None:
+        """Turn the Hugging Face checkpoint ``source_dir`` into ``export_format`` inside ``out_dir``
+        (required when ``export_format`` is set)."""
         raise NotImplementedError(f"{cls.__module__}: export_format {cls.export_format!r} needs a build() classmethod")
 
     # ---- the contract -------------------------------------------------------------

@@ -3,8 +3,10 @@
 Nothing registers itself: ``inference_engine/<vendor>/<compiler>.py`` existing (or a
 ByteMLPerf backend folder ``<vendor>/<XXX>/``) is the registration. Importing this module
 imports no plug-in: ``vendor_names``, ``compilers``, ``get_registered_devices`` and
-``check_engine`` read the layout only; ``load_engine_module`` and ``preflight_engine``
-import the one engine asked for, where it is to run.
+``check_engine`` read the layout only; ``load_engine_module`` imports the one engine module
+asked for, where it is to run. A ByteMLPerf backend folder is no module: the framework runs
+it through its adapter (``tools/plugins.py::engine_module``), so this registry imports
+nothing of ``tools/`` and nothing there imports it back in a circle.
 """
 
 from __future__ import annotations
@@ -12,13 +14,9 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING
 
-from common.errors import ConfigError, EngineError
+from common.errors import ConfigError, EngineError, reraise_interrupt
 from common.layout import unknown_vendor
-
-if TYPE_CHECKING:
-    from tools.config import CaseView
 
 ENGINE_ROOT = Path(__file__).resolve().parent
 
@@ -40,19 +38,6 @@ def compilers(vendor: str, root: Path = ENGINE_ROOT) -> list[str]:
 def get_registered_devices(root: Path = ENGINE_ROOT) -> dict[str, list[str]]:
     """Map each vendor to the compilers it provides (vendors without any left out)."""
     return {vendor: names for vendor in vendor_names(root) if (names := compilers(vendor, root))}
-
-
-def reraise_interrupt(exc: BaseException) -> None:
-    """An import cut short by Ctrl-C can surface as ImportError (pybind11 modules such as
-    onnxruntime's report "initialization failed", the KeyboardInterrupt only in the
-    context): re-raise the interruption instead of blaming a missing package."""
-    seen = set()
-    cause: BaseException | None = exc
-    while cause is not None and id(cause) not in seen:
-        if isinstance(cause, KeyboardInterrupt):
-            raise cause
-        seen.add(id(cause))
-        cause = cause.__cause__ or cause.__context__
 
 
 def is_bytemlperf_backend(path: Path) -> bool:
@@ -79,10 +64,14 @@ def check_engine(vendor: str, compiler: str, root: Path = ENGINE_ROOT) -> Path:
 
 
 def load_engine_module(vendor: str, compiler: str, root: Path = ENGINE_ROOT) -> ModuleType:
-    """Import the engine module (checked to define ``InferModel``); a ByteMLPerf backend folder
-    is run through its adapter (tools/compat/bytemlperf/)."""
+    """Import the engine module ``inference_engine/<vendor>/<compiler>.py`` (checked to define
+    ``InferModel``). A ByteMLPerf backend folder is an EngineError here: it is run through its
+    adapter, which ``tools/plugins.py::engine_module`` chooses."""
     if check_engine(vendor, compiler, root).is_dir():
-        return importlib.import_module("tools.compat.bytemlperf.engine")
+        raise EngineError(
+            f"inference_engine/{vendor}/{compiler}/ is a ByteMLPerf backend folder, not an engine module: "
+            "tools/plugins.py::engine_module runs it through tools/compat/bytemlperf/engine.py"
+        )
     try:
         module = importlib.import_module(f"inference_engine.{vendor}.{compiler}")
     except ImportError as exc:
@@ -91,15 +80,4 @@ def load_engine_module(vendor: str, compiler: str, root: Path = ENGINE_ROOT) -> 
     engine_class = getattr(module, "InferModel", None)
     if not isinstance(engine_class, type) or not callable(getattr(engine_class, "__call__", None)):
         raise EngineError(f"inference_engine/{vendor}/{compiler}.py: must define a class InferModel with __call__")
-    return module
-
-
-def preflight_engine(vendor: str, compiler: str, config: CaseView, root: Path = ENGINE_ROOT) -> ModuleType:
-    """Load the engine and run its optional ``preflight(config)`` (inference_engine/base.py):
-    a ConfigError when this machine cannot run it. For where the engine runs: the pipeline,
-    and run.py in MODE local (the same Python on the same machine)."""
-    module = load_engine_module(vendor, compiler, root)
-    preflight = getattr(module, "preflight", None)
-    if callable(preflight):
-        preflight(config)
     return module

@@ -21,12 +21,10 @@ from typing import Any, Iterable
 from loguru import logger
 
 from common.files import hash_file, write_json_atomic
+from common.onnx_files import has_external_marker, onnx_external_locations, read_external_locations
 
 SEAL_SUFFIX = ".sha256.json"
 SEAL_SCHEMA = 1
-# The string every ONNX external-data entry carries as a key; a model file
-# without it has no external data, and need not be parsed to find out.
-_EXTERNAL_MARKER = b"location"
 
 
 def hash_state_dict(model: Any) -> str:
@@ -42,47 +40,7 @@ def hash_state_dict(model: Any) -> str:
     return digest.hexdigest()
 
 
-def fingerprint(parts: dict[str, Any], length: int = 16) -> str:
-    """A short stable key for a JSON-serialisable description of an artefact."""
-    blob = json.dumps(parts, sort_keys=True, default=str).encode()
-    return hashlib.sha256(blob).hexdigest()[:length]
-
-
-# ---- ONNX external data -------------------------------------------------------
-def _scan(path: Path, digest: "hashlib._Hash | None" = None) -> bool:
-    """Whether the file holds the external-data marker, feeding ``digest`` on the way (one read)."""
-    found, tail = False, b""
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            if digest is not None:
-                digest.update(chunk)
-            found = found or _EXTERNAL_MARKER in tail + chunk
-            tail = chunk[-len(_EXTERNAL_MARKER) :]
-    return found
-
-
-def onnx_external_locations(onnx_path: str | Path) -> list[str]:
-    """The external-data file names an ONNX model references (relative to its
-    folder, sorted, each once), read with onnx's API without loading the data.
-    [] for a self-contained model, or one onnx cannot parse (the engine says so)."""
-    path = Path(onnx_path)
-    return _locations(path) if _scan(path) else []
-
-
-def _locations(path: Path) -> list[str]:
-    try:
-        import onnx
-        from onnx import external_data_helper as ext
-
-        model = onnx.load(str(path), load_external_data=False)
-        # initializers and attribute tensors, subgraphs included (onnx has no public name for it)
-        all_tensors = getattr(ext, "_get_all_tensors", None)
-        tensors = all_tensors(model) if all_tensors else model.graph.initializer
-        return sorted({ext.ExternalDataInfo(t).location for t in tensors if ext.uses_external_data(t)})
-    except Exception:  # noqa: BLE001 - an unparsable model is the engine's error to report
-        return []
-
-
+# ---- ONNX external data (common/onnx_files.py) -------------------------------------
 def onnx_external_files(onnx_path: str | Path) -> list[Path]:
     base = Path(onnx_path).parent
     return [base / location for location in onnx_external_locations(onnx_path)]
@@ -94,9 +52,9 @@ def onnx_digests(onnx_path: str | Path) -> dict[str, str | None]:
     what an engine compiled from it depends on."""
     path = Path(onnx_path)
     model = hashlib.sha256()
-    has_external = _scan(path, model)
+    has_external = has_external_marker(path, model)
     digests: dict[str, str | None] = {"": model.hexdigest()}
-    for location in _locations(path) if has_external else []:
+    for location in read_external_locations(path) if has_external else []:
         data = path.parent / location
         digests[location] = hash_file(data).hexdigest() if data.is_file() else None
     return digests

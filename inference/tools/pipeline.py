@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from loguru import logger
 
@@ -27,6 +27,7 @@ from common.layout import is_base_case
 from common.pipeline_lines import STEPS, step_line  # the step lines run.py reads
 from tools.artefacts.engine import EngineBuilder
 from tools.artefacts.onnx_export import export_to_cache
+from tools.cases import Case, load_case
 from tools.compat import flagperf
 from tools.compat.adapters import OutputAdapter
 from tools.compat.bytemlperf import hooks as bytemlperf
@@ -36,8 +37,11 @@ from tools.env import environment
 from tools.measure.loop import PhaseResult, as_input_list
 from tools.measure.precision import measured_once_more_on_drift
 from tools.measure.settings import VALIDATION_PASS
-from tools.plugins import case_module, check_vendor, engine_module, framework_step
+from tools.plugins import check_vendor, preflight_engine
 from tools.results import compile_report, result
+
+if TYPE_CHECKING:
+    from inference_engine.base import EngineBase
 
 
 @dataclass
@@ -63,17 +67,38 @@ class PipelineState:
     """What the steps hand to each other."""
 
     config: CaseConfig | None = None
-    case_module: ModuleType | None = None
+    case: Case | None = None  # the case package and its hooks (tools/cases.py)
     engine_module: ModuleType | None = None
     dataloader: Any = None
     model: Any = None
-    engine: Any = None
+    engine: EngineBase | None = None  # the vendor's engine, seen through EngineBase (tools/compat/adapters.py)
     onnx_path: str | None = None
     validation: PhaseResult | None = None
     inference: PhaseResult | None = None
     performance: Any = None  # tools.measure.stage.PerformanceReport
     cache: dict[str, dict] = field(default_factory=dict)
     engine_info: dict[str, Any] = field(default_factory=dict)
+
+    # What the steps after init rely on: set by init (config, case) and vendor_compile (engine).
+    @property
+    def the_config(self) -> CaseConfig:
+        assert self.config is not None, "the init step sets the config"
+        return self.config
+
+    @property
+    def the_case(self) -> Case:
+        assert self.case is not None, "the init step loads the case"
+        return self.case
+
+    @property
+    def the_engine(self) -> EngineBase:
+        assert self.engine is not None, "the vendor_compile step builds the engine"
+        return self.engine
+
+    @property
+    def the_inference(self) -> PhaseResult:
+        assert self.inference is not None, "engine_inference measures it"
+        return self.inference
 
 
 class Pipeline:
@@ -91,10 +116,10 @@ class Pipeline:
     # ---- driver -------------------------------------------------------------
     def run(self) -> dict:
         self._step("init", self.init)
-        if callable(getattr(self.state.case_module, "baseline_stage", None)):
+        if self.state.the_case.is_base_tier:
             return self._run_baseline()
         self._step("dataset_and_model", self.dataset_and_model)
-        config = self.state.config
+        config = self.state.the_config
         self._step(
             "framework_validation",
             self.framework_validation,
@@ -132,11 +157,11 @@ class Pipeline:
         return self._step("summary", self.summary)
 
     def baseline(self) -> None:
-        self.state.performance = self.state.case_module.baseline_stage(self.state.config)
+        self.state.performance = self.state.the_case.baseline_stage(self.state.the_config)
 
-    def _step(self, name: str, action, skip_if: bool = False, why: str | None = None):
+    def _step(self, name: str, action: Callable[[], Any] | None, skip_if: bool = False, why: str | None = None) -> Any:
         record = self.steps[name]
-        if skip_if:
+        if skip_if or action is None:
             record.status, record.note = "skipped", why
             logger.info(step_line(name, "skipped", f"({why})"))
             return None
@@ -175,20 +200,15 @@ class Pipeline:
         config.cache_dir = str(self._cache_dir(self.perf_dir / "onnxs"))
         _sweep(Path(config.cache_dir), Path(config.cache_dir) / "weights", Path(args.log_dir))
         self.state.config = config
-        self.state.case_module = case_module(self.perf_dir, args.case, args.framework)
-        configure = getattr(self.state.case_module, "configure", None)  # optional case hook: the config, before any step uses it
-        if callable(configure):
-            configure(config)  # benchmarks/onnx_model: model_path -> exist_onnx_path and the input plans
+        self.state.case = load_case(self.perf_dir, args.case, args.framework)
+        self.state.case.configure(config)  # benchmarks/onnx_model: model_path -> exist_onnx_path and the input plans
 
         if config.exist_compiler_path is not None:
             config.exist_compiler_path = self._existing(config.exist_compiler_path, "exist_compiler_path", "engine")
         elif config.exist_onnx_path is not None:
             config.exist_onnx_path = self._existing(config.exist_onnx_path, "exist_onnx_path", "ONNX")
         if config.compiler is not None:
-            self.state.engine_module = engine_module(args.vendor, config.compiler)
-            preflight = getattr(self.state.engine_module, "preflight", None)
-            if callable(preflight):
-                preflight(config)
+            self.state.engine_module = preflight_engine(args.vendor, config.compiler, config)
         threads = config.get("intra_op_num_threads", 0)
         if threads:
             import torch
@@ -219,12 +239,12 @@ class Pipeline:
         if not path.is_absolute():
             path = self.perf_dir / path
         if not path.is_file():
-            origin = self.state.config.origin.get(key, "config")
+            origin = self.state.the_config.origin.get(key, "config")
             raise DataError(f"{origin}: key '{key}': {what} file not found: {path}")
         return str(path)
 
     def dataset_and_model(self) -> None:
-        config, case = self.state.config, self.state.case_module
+        config, case = self.state.the_config, self.state.the_case.module
         dataloader = case.build_dataloader(config)
         size = _dataset_size(dataloader)
         if size == 0:
@@ -257,44 +277,41 @@ class Pipeline:
         data after the warm-up, no settle phase, no minimums, no precision; its intervals are reported
         as measured."""
         state = self.state
-        config = replace(state.config, **VALIDATION_PASS)
-        state.validation = _phase_result(
-            state.case_module.model_forward(state.model, state.dataloader, state.case_module.evaluator, config),
-            "model_forward",
-        )
+        config = replace(state.the_config, **VALIDATION_PASS)
+        case = state.the_case.module
+        state.validation = _phase_result(case.model_forward(state.model, state.dataloader, case.evaluator, config), "model_forward")
         _log_phase(state.validation)
 
     def onnx_export(self) -> None:
-        config, state = self.state.config, self.state
-        own = getattr(state.case_module, "export_cached", None)  # optional case hook: an LLM runtime's own format (benchmarks/llama)
-        if callable(own):
-            state.onnx_path, state.cache["onnx"] = own(state.model, config)
-            return
-        state.onnx_path, state.cache["onnx"] = export_to_cache(self.perf_dir, state.model, config, state.case_module)
+        config, state = self.state.the_config, self.state
+        own = state.the_case.export_cached(state.model, config)  # an LLM runtime's own format (benchmarks/llama)
+        if own is None:
+            own = export_to_cache(self.perf_dir, state.model, config, state.the_case.module)
+        state.onnx_path, state.cache["onnx"] = own
 
     def vendor_compile(self) -> None:
-        config, state = self.state.config, self.state
+        config, state = self.state.the_config, self.state
         if state.onnx_path is None and config.exist_onnx_path is not None:
             state.onnx_path = config.exist_onnx_path
             state.cache["onnx"] = {"status": "user", "path": config.exist_onnx_path}
+        assert state.engine_module is not None, "the init step loads the engine module when there is a compiler"
         self.builder = EngineBuilder(state.engine_module, state.onnx_path, state.model)
         state.engine, status, duration = self.builder.build(config)
         state.cache["engine"] = {"status": status, "path": config.engine_path}
         if self.builder.evicted:
             state.cache["engine"]["evicted"] = self.builder.evicted
-        adapted = isinstance(state.engine, OutputAdapter)
-        state.engine_info = compile_report.describe_engine(state.engine.engine if adapted else state.engine, state.onnx_path, duration)
-        if adapted:
+        state.engine_info = compile_report.describe_engine(state.engine, state.onnx_path, duration)  # names the vendor's class
+        if isinstance(state.engine, OutputAdapter):
             state.engine_info["output_adapter"] = "flagperf"
         bytemlperf.resolve_best(config, state.engine_info)  # batch_sizes: best
         logger.info(f"compiled with {config.vendor}/{config.compiler} in {duration:.2f} s (engine cache: {status})")
 
     def engine_inference(self) -> None:
         state = self.state
+        case, engine = state.the_case.module, state.the_engine
 
         def measure() -> PhaseResult:
-            found = state.case_module.engine_forward(state.engine, state.dataloader, state.case_module.evaluator, state.config)
-            return _phase_result(found, "engine_forward")
+            return _phase_result(case.engine_forward(engine, state.dataloader, case.evaluator, state.the_config), "engine_forward")
 
         def discard(first: PhaseResult) -> None:
             logger.info(f"inference drifted ({'; '.join(first.verdict.reasons)}): measuring it once more")
@@ -302,11 +319,10 @@ class Pipeline:
         state.inference = measured_once_more_on_drift(measure, lambda phase: phase.precision, lambda phase: phase.verdict.reasons, discard)
         _log_phase(state.inference)
         self._performance()
-        profile = getattr(state.engine, "get_performance_data", None)
-        if callable(profile):
+        if engine.implements("get_performance_data"):
             first_x, _ = next(iter(state.dataloader))
             try:
-                state.engine_info["performance_data"] = profile(as_input_list(first_x))
+                state.engine_info["performance_data"] = engine.get_performance_data(as_input_list(first_x))
             except Exception as exc:  # optional API: a broken profiler must not lose the run
                 logger.warning(f"engine get_performance_data failed, omitted: {exc}")
 
@@ -315,13 +331,13 @@ class Pipeline:
         from tools.measure.stage import PerformanceStage
         from tools.torch_sync import sync_for_config
 
-        config, state = self.state.config, self.state
-        own = getattr(state.case_module, "performance_stage", None)  # optional case hook: an LLM case's table and scenarios (tools/measure/llm_stage.py)
-        if callable(own):
-            state.performance = own(state.engine, state.model, config)
-            state.inference.verdict.extend(state.performance.engine_reasons)
+        config, state, engine = self.state.the_config, self.state, self.state.the_engine
+        own = state.the_case.performance_stage(engine, state.model, config)  # an LLM case's table and scenarios (tools/measure/llm_stage.py)
+        if own is not None:
+            state.performance = own
+            state.the_inference.verdict.extend(own.engine_reasons)
             return
-        stage = PerformanceStage(config, state.dataloader, sync_for_config(config), result.engine_precision(state.engine, config))
+        stage = PerformanceStage(config, state.dataloader, sync_for_config(config), result.engine_precision(engine, config))
         state.performance = stage.report
         if not stage.usable:
             stage.report.notes.append("performance rows skipped: the data loader does not yield tensors")
@@ -329,27 +345,25 @@ class Pipeline:
             return
         base_pool = stage.pool(config.batch_size)
         if config.numeric_check:
-            stage.numeric_check(state.engine, framework_step(state.model, config, state.case_module), base_pool)
+            stage.numeric_check(engine, state.the_case.framework_step(state.model, config), base_pool)
         if config.audits:
-            stage.anti_caching(state.engine, base_pool)
-        state.inference.verdict.extend(stage.report.engine_reasons)
+            stage.anti_caching(engine, base_pool)
+        state.the_inference.verdict.extend(stage.report.engine_reasons)
         if config.get("test_perf") is False:  # ByteMLPerf's workload key
             stage.report.notes.append("performance rows skipped (test_perf: false)")
             return
-        rebuild = bool(getattr(state.engine, "rebuild_per_batch_size", False))
+        assert self.builder is not None and config.batch_sizes is not None, "vendor_compile built the engine; the config set batch_sizes"
         for batch_size in config.batch_sizes:
-            engine = state.engine
-            if rebuild and batch_size != config.batch_size:
-                engine, status, duration = self.builder.build(replace(config, batch_size=batch_size))
+            sized = engine
+            if engine.rebuild_per_batch_size and batch_size != config.batch_size:
+                sized, status, duration = self.builder.build(replace(config, batch_size=batch_size))
                 logger.info(f"engine for batch size {batch_size}: cache {status}, {duration:.2f} s")
-            prepare = getattr(engine, "prepare_batch_size", None)  # optional: e.g. a ByteMLPerf backend's load(batch_size), untimed
-            if callable(prepare):
-                prepare(batch_size)
-            stage.rows_for(engine, batch_size, base_pool if batch_size == config.batch_size else None)
-        bytemlperf.own_benchmark(state.engine, config, state.dataloader, state.engine_info)  # a backend's own benchmark(), beside the rows
+            sized.prepare_batch_size(batch_size)  # e.g. a ByteMLPerf backend's load(batch_size), untimed
+            stage.rows_for(sized, batch_size, base_pool if batch_size == config.batch_size else None)
+        bytemlperf.own_benchmark(engine, config, state.dataloader, state.engine_info)  # a backend's own benchmark(), beside the rows
 
     def summary(self) -> dict:
-        config, state = self.state.config, self.state
+        config, state = self.state.the_config, self.state
         threads = {"torch": _torch_threads()}
         for key in ("intra_op_num_threads", "inter_op_num_threads"):
             if key in config.extra:

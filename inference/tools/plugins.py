@@ -1,30 +1,56 @@
-"""Where the container side finds its plug-ins: a vendor's engine and a case's code, by name, when a step needs one.
+"""Where the container side finds a vendor's engine, by name, when a step needs one.
 
 Plug-ins are folders, as in FlagPerf:
   engines  ``inference_engine/<vendor>/<compiler>.py`` (or a ByteMLPerf backend folder
-           there), found by ``inference_engine/registry.py``;
-  cases    ``benchmarks/<case>/<framework>/``, a package defining ``CASE_FUNCTIONS``
-           (``pytorch_2.1`` names the image; the code is in ``benchmarks/<case>/pytorch``).
-Nothing else in tools/ imports ``inference_engine`` or ``benchmarks``, and nothing
-here imports them at module level (tests/test_lifecycle_units.py): a plug-in
-package is loaded when the pipeline asks for it here, not when tools/ is imported.
+           there), found by ``inference_engine/registry.py``; their API is
+           ``inference_engine/base.py``'s ``EngineBase``;
+  cases    ``benchmarks/<case>/<framework>/``, loaded by ``tools/cases.py`` (their API).
+Nothing else in tools/ imports an engine module or a case, and nothing here imports them at
+module level (tests/test_lifecycle_units.py): a plug-in is loaded when the pipeline asks for
+it here, not when tools/ is imported. What a plug-in may import is declared here
+(``PLUGIN_IMPORTS``, docs/architecture.md "What a plug-in may import").
 """
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING
 
 from common import layout
 from common.errors import ConfigError
 
 if TYPE_CHECKING:
-    from tools.config import CaseConfig
+    from tools.config import CaseView
 
-# The case API (FlagPerf spec §3.2.2): every case package defines these.
-CASE_FUNCTIONS = ("build_dataloader", "create_model", "evaluator", "model_forward", "export_model", "engine_forward")
+# What a plug-in file may import of the code under inference/ (anything outside it, the
+# standard library and installed packages, is free). A module is allowed when it is one of
+# these or inside one; besides these, a plug-in imports its own folder (an engine
+# ``inference_engine/<vendor>/``, a case ``benchmarks/<case>/``).
+PLUGIN_IMPORTS: dict[str, tuple[str, ...]] = {
+    # shared code, and the engine API: the base classes (base-tier kernels: TorchKernels),
+    # ByteMLPerf's base class names for its backend folders, the config's types (CaseView).
+    "engine": ("common", "inference_engine.base", "inference_engine.llm_base", "benchmarks.base_common", "general_perf", "tools.config"),
+    "case": (
+        "common",
+        # the case API: the bases every case builds on, and other cases' helpers
+        "benchmarks",
+        # an LLM case builds its engine's own format and reads its contract
+        "inference_engine.registry",
+        "inference_engine.llm_base",
+        # the framework's services to cases: measuring, caching, the config's types
+        "tools.measure.loop",
+        "tools.measure.baseline",
+        "tools.measure.precision",
+        "tools.measure.llm",
+        "tools.measure.llm_stage",
+        "tools.results.result",
+        "tools.cache",
+        "tools.folder_cache",
+        "tools.compat.flagperf",
+        "tools.config",
+    ),
+}
 
 
 def check_vendor(vendor: str) -> None:
@@ -36,10 +62,27 @@ def check_vendor(vendor: str) -> None:
 
 
 def engine_module(vendor: str, compiler: str) -> ModuleType:
-    """The module defining ``InferModel`` for ``vendor``/``compiler`` (one-line ConfigError or EngineError)."""
-    from inference_engine.registry import load_engine_module
+    """The module defining ``InferModel`` for ``vendor``/``compiler`` (one-line ConfigError or
+    EngineError): the vendor's engine module, or for a ByteMLPerf backend folder its adapter
+    (tools/compat/bytemlperf/engine.py)."""
+    from inference_engine.registry import check_engine, load_engine_module
 
+    if check_engine(vendor, compiler).is_dir():
+        from tools.compat.bytemlperf import engine as backend_adapter
+
+        return backend_adapter
     return load_engine_module(vendor, compiler)
+
+
+def preflight_engine(vendor: str, compiler: str, config: CaseView) -> ModuleType:
+    """Load the engine and run its module's optional ``preflight(config)`` (inference_engine/base.py):
+    a ConfigError when this machine cannot run it. For where the engine runs: the pipeline's init
+    step, and run.py in MODE local (the same Python on the same machine)."""
+    module = engine_module(vendor, compiler)
+    preflight = getattr(module, "preflight", None)  # the module-level hook, read here only
+    if callable(preflight):
+        preflight(config)
+    return module
 
 
 def engine_source(vendor: str, compiler: str) -> Path:
@@ -47,43 +90,3 @@ def engine_source(vendor: str, compiler: str) -> Path:
     from inference_engine.registry import engine_file
 
     return engine_file(vendor, compiler)
-
-
-def derives_from_engine_base(engine: Any) -> bool:
-    """Whether ``engine`` is an instance of InferPerf's engine base class (``inference_engine/base.py``)."""
-    from inference_engine.base import EngineBase
-
-    return isinstance(engine, EngineBase)
-
-
-def case_dir(perf_dir: Path, case: str, framework: str) -> Path:
-    """``benchmarks/<case>/<framework's code folder>/`` under ``perf_dir``."""
-    return perf_dir / "benchmarks" / case / layout.framework_dir(framework)
-
-
-def case_module(perf_dir: Path, case: str, framework: str) -> ModuleType:
-    """The case package, checked to define every one of ``CASE_FUNCTIONS``."""
-    fw = layout.framework_dir(framework)
-    if not case_dir(perf_dir, case, framework).is_dir():
-        raise ConfigError(f"unknown case '{case}' for framework '{framework}': no benchmarks/{case}/{fw}/")
-    module = importlib.import_module(f"benchmarks.{case}.{fw}")
-    missing = [name for name in CASE_FUNCTIONS if not callable(getattr(module, name, None))]
-    if missing:
-        raise ConfigError(f"benchmarks/{case}/{fw}/__init__.py: missing case function '{missing[0]}'")
-    return module
-
-
-def framework_step(model: Any, config: CaseConfig, case: ModuleType | None = None) -> Callable[[list], tuple[list, float]] | None:
-    """The framework model as an engine-shaped step, for the numeric check; None without a model.
-
-    A case may provide its own (optional hook ``framework_step(model, config)``:
-    benchmarks/onnx_model runs ONNX Runtime on CPU); otherwise benchmarks/common.py's.
-    """
-    if model is None:
-        return None
-    own = getattr(case, "framework_step", None)
-    if callable(own):
-        return own(model, config)
-    from benchmarks.common import make_step
-
-    return make_step(model, config)

@@ -106,7 +106,7 @@ def read_signature(path: Path, where: str) -> ModelSignature:
 
 
 def _external_data(path: Path) -> list[str]:
-    from tools.cache import onnx_external_locations
+    from common.onnx_files import onnx_external_locations
 
     return onnx_external_locations(path)
 

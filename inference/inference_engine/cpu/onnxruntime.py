@@ -25,11 +25,10 @@ from typing import Any
 
 from loguru import logger
 
-from common.errors import ConfigError, EngineError
+from common.errors import ConfigError, EngineError, reraise_interrupt
 from common.files import atomic_path
+from common.onnx_files import onnx_external_locations
 from inference_engine.base import EngineBase
-from inference_engine.registry import reraise_interrupt
-from tools.cache import onnx_external_locations
 from tools.config import CaseConfig, origin_of
 
 _LEVELS = {"all": "ORT_ENABLE_ALL", "extended": "ORT_ENABLE_EXTENDED", "basic": "ORT_ENABLE_BASIC", "disable": "ORT_DISABLE_ALL"}

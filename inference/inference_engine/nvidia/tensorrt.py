@@ -42,11 +42,9 @@ from typing import Any
 
 from loguru import logger
 
-from common.errors import ConfigError, EngineError
-from common.files import atomic_path, json_text
+from common.errors import ConfigError, EngineError, reraise_interrupt
+from common.files import atomic_path, fingerprint, json_text
 from inference_engine.base import EngineBase
-from inference_engine.registry import reraise_interrupt
-from tools.cache import fingerprint
 from tools.config import CaseConfig, origin_of
 
 _SOURCE = "inference_engine/nvidia/tensorrt.py"

@@ -18,13 +18,14 @@ from typing import TYPE_CHECKING, Any
 from loguru import logger
 
 from common.errors import EngineError, one_line
-from common.files import hash_file
-from tools.cache import evict, fingerprint, onnx_digests, onnx_external_files, probe, seal
-from tools.compat.adapters import adapt_engine
+from common.files import fingerprint, hash_file
+from tools.cache import evict, onnx_digests, onnx_external_files, probe, seal
+from tools.compat.adapters import adapt_engine, engine_suffix
 from tools.env import cpu_model, package_versions
 from tools.plugins import engine_source
 
 if TYPE_CHECKING:
+    from inference_engine.base import EngineBase
     from tools.config import CaseConfig
 
 
@@ -40,7 +41,7 @@ class EngineBuilder:
         self.model = model
         self.evicted: str | None = None
 
-    def build(self, config: CaseConfig) -> tuple[Any, str, float]:
+    def build(self, config: CaseConfig) -> tuple[EngineBase, str, float]:
         """The engine for ``config`` (adapted the FlagPerf way when it asks for it), its cache
         status (user, hit, miss, rebuilt, none) and the seconds it took; sets ``config.engine_path``."""
         status = self._locate(config)
@@ -53,14 +54,14 @@ class EngineBuilder:
             # Sealed, yet the engine cannot load it (written by a writer that lied about
             # success, say): the entry goes, so it cannot fail every later run too.
             logger.warning(f"cached engine {config.engine_path} could not be loaded ({one_line(exc)}): evicted and rebuilt")
-            evict(config.engine_path)
+            evict(_entry(config))
             self.evicted = f"could not be loaded ({one_line(exc)})"
             status, start = "miss", time.perf_counter()
             engine = self._construct(config)
         duration = time.perf_counter() - start
         return engine, self._settle(engine, status, config), duration
 
-    def _construct(self, config: CaseConfig) -> Any:
+    def _construct(self, config: CaseConfig) -> EngineBase:
         return adapt_engine(self.engine_class(config, self.onnx_path, self.model), config, self.onnx_path)
 
     def _locate(self, config: CaseConfig) -> str:
@@ -68,7 +69,7 @@ class EngineBuilder:
         if config.exist_compiler_path is not None:
             config.engine_path = config.exist_compiler_path
             return "user"
-        suffix = getattr(self.engine_class, "engine_suffix", None)
+        suffix = engine_suffix(self.engine_class)
         if not suffix:
             return "none"
         key = self.key(config)
@@ -81,22 +82,25 @@ class EngineBuilder:
         return "miss"
 
     @staticmethod
-    def _settle(engine: Any, status: str, config: CaseConfig) -> str:
+    def _settle(engine: EngineBase, status: str, config: CaseConfig) -> str:
         """The final status once the engine exists; seals what it wrote."""
-        compiled = getattr(engine, "compiled", None)
-        if status == "hit" and compiled is True:
+        if status not in ("hit", "miss"):
+            return status  # the user's file, or no cache entry
+        path = _entry(config)
+        if status == "hit" and engine.compiled is True:
             # The engine judged the cached file stale (another GPU, another TensorRT) and rebuilt it.
             status = "rebuilt"
-        if status == "miss" and not Path(config.engine_path).is_file():
-            logger.warning(f"engine declared engine_suffix but wrote no {config.engine_path}; nothing cached")
+        if status == "miss" and not Path(path).is_file():
+            logger.warning(f"engine declared engine_suffix but wrote no {path}; nothing cached")
             status = "none"
         if status in ("miss", "rebuilt"):
             # An ONNX-format engine (ONNX Runtime's) may keep its weights in a file beside it.
-            seal(config.engine_path, onnx_external_files(config.engine_path) if config.engine_path.endswith(".onnx") else [])
+            seal(path, onnx_external_files(path) if path.endswith(".onnx") else [])
         return status
 
     def key(self, config: CaseConfig) -> str:
         """The cache key of the engine ``config`` asks for."""
+        assert config.compiler is not None, "an engine is built only with a compiler"
         vendor_keys = {k: v for k, v in config.as_dict().items() if config.origin.get(k, "").endswith(f"{config.vendor}_configurations.yaml")}
         onnx = self.onnx_path
         digests = onnx_digests(onnx) if onnx and Path(onnx).is_file() else {"": onnx}
@@ -115,6 +119,12 @@ class EngineBuilder:
             # built from other weights must miss, even though the model file is the same.
             parts["onnx_external_data"] = digests
         return fingerprint(parts)
+
+
+def _entry(config: CaseConfig) -> str:
+    """The cache entry's path, which ``_locate`` set for a hit or a miss."""
+    assert config.engine_path is not None, "the engine's cache entry is located before it is used"
+    return config.engine_path
 
 
 def _gpu_name(device: str) -> str | None:

@@ -11,19 +11,20 @@ killed export never leaves a half-written entry.
 from __future__ import annotations
 
 from pathlib import Path
-from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from loguru import logger
 
 from common import layout
 from common.errors import EngineError, one_line
-from common.files import atomic_dir, hash_tree
-from tools.cache import fingerprint, hash_state_dict, onnx_external_locations, probe, seal
+from common.files import atomic_dir, fingerprint, hash_tree
+from common.onnx_files import onnx_external_locations
+from tools.cache import hash_state_dict, probe, seal
+from tools.cases import case_dir
 from tools.compat import flagperf
-from tools.plugins import case_dir
 
 if TYPE_CHECKING:
+    from tools.cases import CaseModule
     from tools.config import CaseConfig
 
 # Beyond this an ONNX model cannot be one protobuf file; its weights go to one external file.
@@ -47,7 +48,7 @@ def export_key(perf_dir: Path, model: Any, config: CaseConfig) -> str:
     return fingerprint(parts)
 
 
-def export_to_cache(perf_dir: Path, model: Any, config: CaseConfig, case: ModuleType) -> tuple[str, dict]:
+def export_to_cache(perf_dir: Path, model: Any, config: CaseConfig, case: CaseModule) -> tuple[str, dict]:
     """The cached export of ``model`` (exported by ``case.export_model`` on a miss): its path
     and the result's cache record ``{status: hit|miss, path, key[, evicted]}``."""
     key = export_key(perf_dir, model, config)
@@ -67,7 +68,7 @@ def export_to_cache(perf_dir: Path, model: Any, config: CaseConfig, case: Module
     return str(target), record
 
 
-def _export_into_cache(target: Path, model: Any, config: CaseConfig, case: ModuleType) -> None:
+def _export_into_cache(target: Path, model: Any, config: CaseConfig, case: CaseModule) -> None:
     """Export into a private locked folder (whatever the exporter writes there,
     external data included, goes when the step ends: also after a SIGKILL, at
     the next run's sweep), then move the model, and its one external-data file

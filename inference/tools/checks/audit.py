@@ -139,7 +139,7 @@ class DistinctInputs:
         # ulps of the tensor's largest magnitude (1e-3 suffices for fp32 data).
         self._deltas = []
         for b in self._sources:
-            row = []
+            row: list[float | None] = []
             for t in b:
                 if t.is_floating_point() and t.numel():
                     finite = t[torch.isfinite(t)]

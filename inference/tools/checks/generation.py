@@ -48,7 +48,14 @@ def greedy_agreement(engine_tokens: Any, reference_tokens: Any, target: float) -
     first = [int(np.argmin(row)) if not row.all() else None for row in same]
     share = float(same.mean()) if same.size else None
     passed = share is not None and share >= target
-    record = {"positions": int(same.size), "agreeing": int(same.sum()), "share": share, "target": target, "passed": passed, "first_difference": first}
+    record: dict[str, Any] = {
+        "positions": int(same.size),
+        "agreeing": int(same.sum()),
+        "share": share,
+        "target": target,
+        "passed": passed,
+        "first_difference": first,
+    }
     if not passed:
         shown = "n/a" if share is None else f"{share:.2%}"
         record["reason"] = f"greedy agreement {shown} of {same.size} positions with the framework model, below the target {target:.0%}"

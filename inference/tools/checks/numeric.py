@@ -178,7 +178,7 @@ def _samples_in(batch: list) -> int:
 class _Reasons:
     """Reasons keyed by what went wrong, each kept once with the number of batches it happened in."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._items: dict[tuple, list] = {}
 
     def add(self, key: tuple, text: str) -> None:

@@ -21,6 +21,12 @@ FlagPerf's conventions: its ``InferModel`` does not derive from
 ``inference_engine.base.EngineBase``, or the config sets FlagPerf's
 ``has_dynamic_axis``. InferPerf's own engines derive from EngineBase, so their
 contract stays strict (a bare tensor is still an error).
+
+Every engine the framework holds is an ``EngineBase`` (``as_engine``): one that does not
+derive from it is wrapped once, in a ``ForeignEngine`` (or the ``OutputAdapter``, which is
+one), whose declared members answer from what the engine has, and the base's defaults
+("not supported") for what it lacks. This module is the one place that probes an engine's
+optional members by name; the rest of the framework calls the declared API.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Sequence
 
 from common.errors import ConfigError, EngineError
+from inference_engine.base import EngineBase, OptionalMethod
 from tools.config.case import origin_of
 
 if TYPE_CHECKING:
@@ -61,22 +68,85 @@ def wants_adapter(engine: Any, config: CaseConfig) -> bool:
         raise ConfigError(f"{origin}: key 'output_adapter' must be one of {', '.join(ADAPTER_MODES)}, got {mode!r}")
     if mode != "auto":
         return mode == "flagperf"
-    from tools.plugins import derives_from_engine_base
-
-    return not derives_from_engine_base(engine) or "has_dynamic_axis" in config.as_dict()
+    return not isinstance(engine, EngineBase) or "has_dynamic_axis" in config.as_dict()
 
 
-class OutputAdapter:
+def engine_suffix(engine_class: Any) -> str | None:
+    """The class's ``engine_suffix`` (EngineBase's declared default for a class that lacks it),
+    read before the engine is built."""
+    if isinstance(engine_class, type) and issubclass(engine_class, EngineBase):
+        return engine_class.engine_suffix
+    return getattr(engine_class, "engine_suffix", None)
+
+
+def as_engine(engine: Any) -> EngineBase:
+    """``engine`` itself when it is an EngineBase, else wrapped in a ForeignEngine."""
+    return engine if isinstance(engine, EngineBase) else ForeignEngine(engine)
+
+
+class ForeignEngine(EngineBase):
+    """An engine seen through EngineBase's declared API: the members the wrapped engine has
+    are its own, the rest are the base's defaults. Attributes are read once, when it is
+    wrapped (after the engine's construction); any other attribute is the engine's own."""
+
+    def __init__(self, engine: Any) -> None:  # the wrapped engine was constructed already
+        self.engine = engine
+        self.precision = getattr(engine, "precision", None)
+        self.compiled = getattr(engine, "compiled", None)
+        self.rebuild_per_batch_size = bool(getattr(engine, "rebuild_per_batch_size", False))
+
+    def __getattr__(self, name: str) -> Any:
+        # config, onnx_path and whatever else the engine keeps stay the engine's own.
+        return getattr(self.__dict__["engine"], name)
+
+    def __call__(self, inputs: list) -> Any:
+        return self.engine(inputs)
+
+    def implements(self, method: OptionalMethod) -> bool:
+        inner = self.engine
+        return inner.implements(method) if isinstance(inner, EngineBase) else callable(getattr(inner, method, None))
+
+    def _own(self, method: OptionalMethod, *args: Any) -> Any:
+        """The wrapped engine's ``method(*args)``; None when it has none."""
+        return getattr(self.engine, method)(*args) if self.implements(method) else None
+
+    def version(self) -> str | None:
+        return self._own("version")
+
+    def compile_report(self) -> dict | None:
+        return self._own("compile_report")
+
+    def is_supported(self, op_type: str) -> bool:
+        return bool(self._own("is_supported", op_type))
+
+    def supported_ops(self) -> set[str] | None:
+        return self._own("supported_ops")
+
+    def get_performance_data(self, inputs: list) -> list[dict] | None:
+        return self._own("get_performance_data", inputs)
+
+    def best_batch_sizes(self) -> list[int] | None:
+        return self._own("best_batch_sizes")
+
+    def prepare_batch_size(self, batch_size: int) -> None:
+        self._own("prepare_batch_size", batch_size)
+
+    def own_benchmark(self, batch_sizes: list[int], dataloader: Any) -> dict | None:
+        return self._own("own_benchmark", batch_sizes, dataloader)
+
+    @property
+    def vendor_engine(self) -> object:
+        inner = self.engine
+        return inner.vendor_engine if isinstance(inner, EngineBase) else inner
+
+
+class OutputAdapter(ForeignEngine):
     """Wraps an engine; calls it and returns outputs in InferPerf's shape (module docstring)."""
 
     def __init__(self, engine: Any, output_shapes: Sequence[tuple] | None, batch_size: int) -> None:
-        self.engine = engine
+        super().__init__(engine)
         self.output_shapes = list(output_shapes) if output_shapes else None
         self.batch_size = batch_size
-
-    def __getattr__(self, name: str) -> Any:
-        # version(), precision, compile_report(), ... stay the engine's own.
-        return getattr(self.__dict__["engine"], name)
 
     def __call__(self, inputs: list) -> Any:
         result = self.engine(inputs)
@@ -133,10 +203,11 @@ class OutputAdapter:
         return output
 
 
-def adapt_engine(engine: Any, config: CaseConfig, onnx_path: str | None) -> Any:
-    """The engine itself, or wrapped in an OutputAdapter when ``wants_adapter`` says so."""
+def adapt_engine(engine: Any, config: CaseConfig, onnx_path: str | None) -> EngineBase:
+    """The engine wrapped in an OutputAdapter when ``wants_adapter`` says so, else as an
+    EngineBase (``as_engine``)."""
     if not wants_adapter(engine, config):
-        return engine
+        return as_engine(engine)
     shapes = onnx_output_shapes(onnx_path)
     from loguru import logger
 

@@ -12,18 +12,20 @@ from typing import Any, Callable
 
 from loguru import logger
 
+from tools.compat.adapters import as_engine
+
 # ONNX ops that carry data rather than compute: every runtime materialises them
 # as initializers while loading, so no kernel registry lists them.
 DATA_OPS = frozenset({"Constant"})
 
 
 def _support_predicate(engine: Any) -> Callable[[str], bool] | None:
-    is_supported = getattr(engine, "is_supported", None)
-    if callable(is_supported):
-        return lambda op: op in DATA_OPS or bool(is_supported(op))
-    supported_ops = getattr(engine, "supported_ops", None)
-    if callable(supported_ops):
-        ops = set(supported_ops()) | DATA_OPS
+    """The engine's op support (``is_supported`` first, else ``supported_ops``); None when it says nothing."""
+    declared = as_engine(engine)
+    if declared.implements("is_supported"):
+        return lambda op: op in DATA_OPS or bool(declared.is_supported(op))
+    if declared.implements("supported_ops"):
+        ops = set(declared.supported_ops() or ()) | DATA_OPS
         return lambda op: op in ops
     return None
 
@@ -90,10 +92,8 @@ def graph_segments(onnx_path: str, supported: Callable[[str], bool]) -> dict:
     }
 
 
-def _optional(engine: Any, name: str) -> Any:
-    method = getattr(engine, name, None)
-    if not callable(method):
-        return None
+def _optional(method: Callable[[], Any], name: str) -> Any:
+    """An optional API's answer (None: not supported); a failure is a warning and None."""
     try:
         return method()
     except Exception as exc:  # an optional API must not lose the run
@@ -102,15 +102,19 @@ def _optional(engine: Any, name: str) -> Any:
 
 
 def describe_engine(engine: Any, onnx_path: str | None, compile_duration_s: float) -> dict:
-    info: dict[str, Any] = {"class": f"{type(engine).__module__}.{type(engine).__qualname__}"}
+    """What the engine says about itself (``engine``: an EngineBase, or any engine, which is seen
+    through it) and the op coverage the framework computes; ``class`` names the vendor's class."""
+    engine = as_engine(engine)
+    vendor = type(engine.vendor_engine)
+    info: dict[str, Any] = {"class": f"{vendor.__module__}.{vendor.__qualname__}"}
     if onnx_path and Path(onnx_path).is_file():  # the weights' bytes, about: the roofline's memory traffic per call (utils/results/report/roofline.py)
         info["onnx_bytes"] = Path(onnx_path).stat().st_size
-    version = _optional(engine, "version")
+    version = _optional(engine.version, "version")
     if version is not None:
         info["version"] = str(version)
-    report = dict(_optional(engine, "compile_report") or {})
+    report = dict(_optional(engine.compile_report, "compile_report") or {})
     report.setdefault("compile_duration", compile_duration_s)
-    report.setdefault("compile_precision", str(getattr(engine, "precision", "unknown")).upper())
+    report.setdefault("compile_precision", str(engine.precision if engine.precision is not None else "unknown").upper())
     supported = _support_predicate(engine)
     if supported is not None and onnx_path:
         try:
@@ -124,7 +128,7 @@ def describe_engine(engine: Any, onnx_path: str | None, compile_duration_s: floa
                 logger.warning(f"ops falling back off the engine: {', '.join(coverage['fallback_ops'])} (sg_percent {coverage['sg_percent']})")
     report.setdefault("compile_status", "success")
     info["compile_report"] = report
-    best = _optional(engine, "best_batch_sizes")
+    best = _optional(engine.best_batch_sizes, "best_batch_sizes")
     if best is not None:
         info["best_batch_sizes"] = [int(b) for b in best]
     return info

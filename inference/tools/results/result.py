@@ -38,7 +38,10 @@ def _round(value: float | None, digits: int = 4) -> float | None:
 def engine_precision(engine: Any, config: CaseConfig) -> str:
     """The precision the engine actually ran (its own word first)."""
     if engine is not None:
-        return str(getattr(engine, "precision", "fp16" if config.fp16 else "fp32"))
+        from tools.compat.adapters import as_engine
+
+        declared = as_engine(engine).precision
+        return str(declared) if declared is not None else "fp16" if config.fp16 else "fp32"
     return "fp16" if config.fp16 and config.device != "cpu" else "fp32"
 
 

@@ -17,10 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 from loguru import logger
 
-from common.files import hash_file, hash_tree
+from common.files import fingerprint, hash_file, hash_tree
 from inference_engine import llm_base
 from inference_engine.registry import engine_file, load_engine_module
-from tools.cache import fingerprint
 from tools.folder_cache import cached_folder
 
 from .weights import model_dir

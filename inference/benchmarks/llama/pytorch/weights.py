@@ -25,8 +25,7 @@ from typing import TYPE_CHECKING, Any
 from loguru import logger
 
 from common.errors import ConfigError
-from common.files import hash_file, hash_tree
-from tools.cache import fingerprint
+from common.files import fingerprint, hash_file, hash_tree
 from tools.folder_cache import cached_folder
 
 from .settings import LlamaSettings

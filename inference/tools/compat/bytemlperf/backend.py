@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-from common.errors import ConfigError, EngineError, one_line
-from inference_engine.registry import ENGINE_ROOT, is_bytemlperf_backend, reraise_interrupt
+from common.errors import ConfigError, EngineError, one_line, reraise_interrupt
+from inference_engine.registry import ENGINE_ROOT, is_bytemlperf_backend
 from tools.compat.bytemlperf.profile import ProfileEntry, load_profile
 
 # NumPy 1.24 removed these aliases (2.0 brought back long and bool); ByteMLPerf's own backends use np.long and np.bool.

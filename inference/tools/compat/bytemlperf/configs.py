@@ -90,9 +90,10 @@ def model_name(case: str, framework: str, precision: str) -> str:
 def model_info(config: CaseConfig, onnx_path: str, signature: OnnxSignature, sample_shapes: Callable[[], list[tuple[int, ...]]]) -> dict[str, Any]:
     """``configs["model_info"]`` (module docstring). ``sample_shapes`` is asked only when the
     ONNX file leaves a non-batch axis symbolic (the data then says how long it is)."""
-    per_sample = [dims[1:] for dims in signature.input_dims]
-    if any(None in dims for dims in per_sample):
+    if any(None in dims[1:] for dims in signature.input_dims):
         per_sample = [tuple(shape[1:]) for shape in sample_shapes()]
+    else:  # every non-batch axis is fixed
+        per_sample = [tuple(d for d in dims[1:] if d is not None) for dims in signature.input_dims]
     batch_sizes = config.batch_sizes if isinstance(config.batch_sizes, list) else []
     return {
         "model": model_name(config.case, config.framework, byte_precision(config)),

@@ -1,7 +1,7 @@
 """A ByteMLPerf backend folder as an InferPerf engine (``InferModel``; docs/bytemlperf_migration.md).
 
-``inference_engine.registry`` returns this module for a vendor/compiler pair
-that names a backend folder. Construction does what ByteMLPerf's perf engine
+``tools/plugins.py::engine_module`` returns this module for a vendor/compiler pair
+that names a backend folder (the registry recognises the folder and imports nothing of tools/). Construction does what ByteMLPerf's perf engine
 does before measuring: build ``configs``, answer the interact profile, call
 ``pre_optimize``, ``get_best_batch_size`` and ``compile(configs, dataloader)``
 (InferPerf times it), hand the compile report, workload and model info to the
@@ -156,7 +156,7 @@ class InferModel(EngineBase):
 
     def __call__(self, inputs: list) -> tuple[list, float]:
         rows = int(inputs[0].shape[0]) if inputs else self.loaded
-        if rows != self.loaded and self.need_reload:
+        if rows is not None and rows != self.loaded and self.need_reload:
             if not self._warned_reload:
                 logger.warning(f"{self.folder.label}: need_reload is set, so a batch of {rows} (loaded {self.loaded}) reloads inside the timed call")
                 self._warned_reload = True
@@ -236,7 +236,7 @@ def _listed(config: CaseConfig) -> list[int]:
 
 
 def _case_loader(config: CaseConfig) -> Any:
-    from tools.plugins import case_module
+    from tools.cases import case_module
 
     return case_module(Path(config.perf_dir), config.case, config.framework).build_dataloader(config)
 

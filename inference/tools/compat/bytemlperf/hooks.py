@@ -20,6 +20,7 @@ from loguru import logger
 from common.errors import one_line
 
 if TYPE_CHECKING:
+    from inference_engine.base import EngineBase
     from tools.config import CaseConfig
 
 BEST = "best"
@@ -75,14 +76,13 @@ def resolve_best(config: CaseConfig, engine_info: dict) -> None:
     )
 
 
-def own_benchmark(engine: Any, config: CaseConfig, dataloader: Any, engine_info: dict) -> None:
+def own_benchmark(engine: EngineBase, config: CaseConfig, dataloader: Any, engine_info: dict) -> None:
     """An engine's own benchmark, if it has one, into ``engine_info["own_benchmark"]``; a
     failure of it is a warning (InferPerf's measurement of the engine stands without it)."""
-    run = getattr(engine, "own_benchmark", None)
-    if not callable(run):
+    if not engine.implements("own_benchmark"):
         return
     try:
-        found = run(list(config.batch_sizes), dataloader)
+        found = engine.own_benchmark(list(config.batch_sizes), dataloader)
     except Exception as exc:  # noqa: BLE001 - optional API: it must not lose the run
         logger.warning(f"engine's own benchmark failed, omitted: {one_line(exc)}")
         engine_info["own_benchmark"] = {"error": one_line(exc), "rows": []}
