@@ -17,6 +17,8 @@ import pytest
 from common import lifetime
 from common.errors import ConfigError
 from common.monitor_protocol import monitor_protocol
+from common.record import CaseResult
+from tests.result_records import write_result
 from utils.case_specs import CaseSpec
 from utils.executors.base import CaseOutcome, describe_exit, exit_signal, read_outcome
 
@@ -49,9 +51,9 @@ def outcome(tmp_path: Path) -> CaseOutcome:
 
 
 def test_read_outcome_success(tmp_path):
-    (tmp_path / "result.json").write_text(json.dumps({"status": "success", "vendor": "cpu"}))
+    written = write_result(tmp_path, vendor="cpu")
     got = read_outcome(outcome(tmp_path), 0)
-    assert got.status == "success" and got.result == {"status": "success", "vendor": "cpu"} and got.error is None
+    assert got.status == "success" and got.result == CaseResult.from_json(json.loads(written.read_text())) and got.error is None
 
 
 def test_read_outcome_prefers_the_pipelines_own_failure_record(tmp_path):
@@ -78,7 +80,7 @@ def test_read_outcome_result_on_a_failed_exit_is_not_success(tmp_path):
 def test_read_outcome_unreadable_result(tmp_path):
     (tmp_path / "result.json").write_text("{not json")
     got = read_outcome(outcome(tmp_path), 0)
-    assert got.status == "failed" and got.step == "summary" and "result.json unreadable" in got.error
+    assert got.status == "failed" and got.step == "summary" and got.error.startswith(f"{tmp_path / 'result.json'}: unreadable: ")
 
 
 # ---- monitors -----------------------------------------------------------------------------

@@ -5,18 +5,25 @@ step is made, so importing this module costs nothing on the host side."""
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 Step = Callable[[list], tuple[list, float]]
 
 
-def half_precision(config: Any) -> bool:
+class Placement(Protocol):
+    """What placing a model reads of the case config (``tools.config.CaseConfig`` has both)."""
+
+    fp16: bool
+    device: str
+
+
+def half_precision(config: Placement) -> bool:
     """Whether the model runs in fp16: ``fp16`` asked for, on an accelerator. CPU kernels for
     fp16 convolutions are slow or missing, so fp16 only means something on an accelerator."""
-    return bool(getattr(config, "fp16", False)) and str(config.device).startswith("cuda")
+    return bool(config.fp16) and str(config.device).startswith("cuda")
 
 
-def make_step(model: Any, config: Any) -> Step:
+def make_step(model: Any, config: Placement) -> Step:
     """The framework-side step: CPU tensors in, CPU fp32 logits out, the same shape as an engine call."""
     import torch
 
