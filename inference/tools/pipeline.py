@@ -25,6 +25,7 @@ from common.errors import ConfigError, DataError, EngineError, StorageError
 from common.files import storage_error, sweep_stale_temps, writable_dir
 from common.layout import is_base_case
 from common.pipeline_lines import STEPS, step_line  # the step lines run.py reads
+from common.record import CaseResult
 from tools.artefacts.engine import EngineBuilder
 from tools.artefacts.onnx_export import export_to_cache
 from tools.cases import Case, load_case
@@ -114,7 +115,7 @@ class Pipeline:
         self.read_only_cache: Path | None = None  # onnxs/ on a read-only mount: hits are used, a miss fails
 
     # ---- driver -------------------------------------------------------------
-    def run(self) -> dict:
+    def run(self) -> CaseResult:
         self._step("init", self.init)
         if self.state.the_case.is_base_tier:
             return self._run_baseline()
@@ -147,7 +148,7 @@ class Pipeline:
         )
         return self._step("summary", self.summary)
 
-    def _run_baseline(self) -> dict:
+    def _run_baseline(self) -> CaseResult:
         """A base-tier case (benchmarks/base_common.py) measures the chip: no data set, model or
         engine; its ``baseline_stage(config)`` runs as the engine_inference step."""
         why = "a base-tier case: no data set, model or engine"
@@ -362,7 +363,7 @@ class Pipeline:
             stage.rows_for(sized, batch_size, base_pool if batch_size == config.batch_size else None)
         bytemlperf.own_benchmark(engine, config, state.dataloader, state.engine_info)  # a backend's own benchmark(), beside the rows
 
-    def summary(self) -> dict:
+    def summary(self) -> CaseResult:
         config, state = self.state.the_config, self.state
         threads = {"torch": _torch_threads()}
         for key in ("intra_op_num_threads", "inter_op_num_threads"):

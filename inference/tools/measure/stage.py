@@ -341,7 +341,7 @@ class PerformanceStage:
         """Add a row's own late reason and the engine-wide ones to its verdict."""
         return replace(row, verdict=Verdict.of(row.verdict).add(reason).extend(self.report.engine_reasons).record())
 
-    def _search_row(self, engine, pool, batch_size, clients, references) -> dict:
+    def _search_row(self, engine, pool, batch_size, clients, references) -> PerformanceRow:
         """server_search: the highest target_qps whose p99 meets latency_bound_ms,
         bisecting below the offline throughput at the same batch size and clients."""
         config = self.config

@@ -177,7 +177,7 @@ def own_benchmark_rows(engine: dict, rows: list[dict]) -> dict | None:
 
 def new_section(title: str, anchor: str, status: str = "success", **given: Any) -> dict[str, Any]:
     """A page section with nothing in it yet (the page template reads every key)."""
-    empty = {"plots": [], "missing": [], "perf_rows": [], "compile": [], "ops": [], "checks": [], "notes": []}
+    empty: dict[str, list] = {"plots": [], "missing": [], "perf_rows": [], "compile": [], "ops": [], "checks": [], "notes": []}
     return {"title": title, "anchor": anchor, "status": status, "error": None, "failed_step": None, **empty, "best": None, "aggregate": False, **given}
 
 
