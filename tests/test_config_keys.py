@@ -21,7 +21,7 @@ from tools.config import CaseConfig, load_case_config, parse_overrides
 from tools.config.values import _bounded, _one_or_list, _optional
 
 SERVER = dict(latency_bound_ms=50, target_qps=100)
-SCENARIOS = "must be one of offline, single_stream, server"
+SCENARIOS = "must be one of offline, single_stream, multi_stream, server"
 
 
 def make(**overrides) -> CaseConfig:

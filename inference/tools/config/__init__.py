@@ -15,11 +15,12 @@ The package: ``values`` (checks and bounds), ``case`` (``CaseConfig``), ``view``
 ``expr`` (number expressions). Its public names are importable from ``tools.config``.
 """
 
+from common.scenario import SCENARIOS
 from tools.config.case import CaseConfig
 from tools.config.load import OVERRIDE_ORIGIN, case_config_paths, load_case_config, merge_case_config, parse_overrides
 from tools.config.values import CLI_KEYS, REQUIRED_KEYS, check_device_available, check_extra, cpu_count
 from tools.config.view import CaseView
-from tools.measure.settings import MEASUREMENT_DEFAULTS, SCENARIOS
+from tools.measure.settings import MEASUREMENT_DEFAULTS
 
 __all__ = [
     "CLI_KEYS",

@@ -12,8 +12,8 @@ from typing import Any, Callable, Mapping
 from loguru import logger
 
 from common.errors import shown
+from common.scenario import SCENARIOS
 from tools.config.expr import parse_number
-from tools.measure.settings import SCENARIOS
 
 CLI_KEYS = ("perf_dir", "data_dir", "log_dir", "vendor", "case", "framework")
 # Keys that configurations.yaml must define, as in FlagPerf's standard case.
@@ -350,6 +350,7 @@ _CHECKS: dict[str, Callable[[Any], Any]] = {
     "target_qps": _optional(_bounded("a positive number of samples per second", 0, 1e9)),
     "latency_bound_ms": _optional(_bounded("a positive number of milliseconds", 0, 3.6e6)),
     "server_search": _bool,
+    "multi_stream_samples_per_query": _bounded("a positive integer", 0, 1e6, integer=True),
     "load_generator": _load_generator,
     "compile_only": _bool,
     "numeric_check": _bool,

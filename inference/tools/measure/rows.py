@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from common.scenario import Scenario, scenario
 from common.stats import LatencyStats
 from tools.measure.precision import Settle, Target, drift, measure_figures, precision_block, throughput_interval
 from tools.measure.settings import MEASUREMENT_DEFAULTS
@@ -17,9 +18,6 @@ from tools.measure.settings import MEASUREMENT_DEFAULTS
 if TYPE_CHECKING:
     from tools.measure.scenarios import ScenarioRun
 
-# Each scenario's headline percentile (LoadGen's metric) must be measured, so its
-# runs issue at least that percentile's floor of queries.
-HEADLINE = {"single_stream": "p90", "server": "p99"}
 PERCENTILES = ("p50", "p90", "p99", "p99_9")
 
 
@@ -28,13 +26,14 @@ def row_setting(config: Any, key: str) -> Any:
     return getattr(config, key, MEASUREMENT_DEFAULTS[key])
 
 
-def row_target(scenario: str, config: Any) -> Target:
-    """What a row judges: its throughput (not server's: the arrival schedule sets it, and LoadGen
-    judges server on latency alone) and its scenario's headline percentile (``HEADLINE``)."""
+def row_target(name: str | Scenario, config: Any) -> Target:
+    """What a row judges: its throughput where its scenario judges one (not server's: the arrival
+    schedule sets it, and LoadGen judges server on latency alone) and its scenario's headline percentile."""
+    chosen = scenario(name)
     return Target(
-        throughput=() if scenario == "server" else ("qps",),
+        throughput=("qps",) if chosen.judges_throughput else (),
         precision=None if row_setting(config, "precision") is None else float(row_setting(config, "precision")),
-        percentile=HEADLINE.get(scenario),
+        percentile=chosen.headline,
         latency_precision=row_setting(config, "latency_precision"),
     )
 
