@@ -71,7 +71,7 @@ def _ints(config: Any, key: str, value: Any, low: int, high: int, count: tuple[i
     return [int(v) for v in items]
 
 
-def _int(config: Any, key: str, default: int, low: int, high: int) -> int:
+def _int(config: Any, key: str, default: int | None, low: int, high: int) -> int:
     value = config.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         _fail(config, key, f"must be an integer in {low}..{high}, got {value!r}")

@@ -214,7 +214,8 @@ class PoolSUT:
         case (no foo_time, no output to sample) appends without the lock. One completion call per
         issue: offline's one query completes as a whole."""
         step, pool, sync, clock, respond = self.step, self.pool, self.sync, time.perf_counter_ns, self.lg.QuerySampleResponse
-        latencies, completions, start, eligible = self.latencies_ns, self.completions_ns, self.start, self.eligible
+        latencies, completions, eligible = self.latencies_ns, self.completions_ns, self.eligible
+        start = self.start if self.start is not None else clock()  # set by issue_query before this
         responses = []
         for sample_id, index in zip(ids, indices):
             if self.error is None:

@@ -216,6 +216,8 @@ class PerformanceStage:
         return self.samples is not None
 
     def pool(self, batch_size: int) -> list[list]:
+        if self.samples is None:
+            raise ValueError("no query pool: the data loader does not yield tensors (check usable first)")
         return make_pool(self.samples, batch_size, self.max_bytes)
 
     # -- 2. numeric ---------------------------------------------------------------
