@@ -21,7 +21,7 @@ from tools.checks.numeric import tolerances_for
 from tools.config import CaseConfig, load_case_config, parse_overrides
 
 SERVER = dict(latency_bound_ms=50, target_qps=100)
-SCENARIOS = "must be one of offline, single_stream, server"
+SCENARIOS = "must be one of offline, single_stream, multi_stream, server"
 
 
 def make(**overrides) -> CaseConfig:

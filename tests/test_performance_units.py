@@ -19,6 +19,7 @@ import pytest
 import torch
 
 from common.record import PerformanceRow, Verdict
+from common.scenario import SCENARIOS
 from common.stats import LatencyStats
 from tools.checks import audit
 from tools.checks.audit import AuditResult
@@ -29,7 +30,6 @@ from tools.measure.precision import METHOD
 from tools.measure.scenarios import ScenarioRun, run_scenario
 from tools.measure.stage import (
     AUDIT_BUDGET_S,
-    HEADLINE,
     POOL_BATCHES,
     REFERENCE_BATCHES,
     PerformanceReport,
@@ -45,7 +45,7 @@ MS = 1_000_000
 
 def test_constants():
     assert (POOL_BATCHES, REFERENCE_BATCHES, AUDIT_BUDGET_S) == (8, 2, 2.0)
-    assert HEADLINE == {"single_stream": "p90", "server": "p99"}
+    assert {s.name: s.headline for s in SCENARIOS.values()} == {"offline": None, "single_stream": "p90", "multi_stream": "p99", "server": "p99"}
 
 
 # ---- PerformanceReport.best -------------------------------------------------------------
@@ -552,7 +552,7 @@ def test_server_rows_use_the_target_and_the_seed(monkeypatch):
     stage.rows_for(rig.engine, 2)
     (r,) = rows_of(stage)
     assert r["queries"] == 662 and r["target_qps"] == 600.0 and r["latency_bound_ms"] == 50.0
-    assert rig.runs[0]["seed"] == 5 and rig.runs[0]["target_qps"] == 600.0 and rig.runs[0]["scenario"] == "server"
+    assert rig.runs[0]["seed"] == 5 and rig.runs[0]["target_qps"] == 600.0 and rig.runs[0]["scenario"] is SCENARIOS["server"]
     clock = FakeClock()
 
     def engine(inputs):
@@ -598,7 +598,7 @@ def test_search_row_finds_the_highest_target_meeting_the_bound(monkeypatch):
     stage.rows_for(rig.engine, 2)
     (r,) = rows_of(stage)
     search = r["server_search"]
-    assert rig.runs[0]["scenario"] == "offline" and rig.runs[0]["sample_pool_indices"] == frozenset()
+    assert rig.runs[0]["scenario"] is SCENARIOS["offline"] and rig.runs[0]["sample_pool_indices"] == frozenset()
     assert search["upper_qps"] == 20 / 0.01  # the offline run: 2 samples per 1 ms
     trials = search["trials"]
     assert trials[0]["target_qps"] == 2000.0 and len(trials) in (1, 7)

@@ -72,7 +72,7 @@ def test_fixed_cost_step_gives_exact_counts_latencies_and_qps(scenario):
     calls: list = []
     pool = make_pool(3)
     result = run(costing(clock, 2 * MS, calls=calls), pool, clock, scenario=scenario, batch_size=4, min_query_count=10)
-    assert result.scenario == scenario
+    assert result.scenario.name == scenario
     assert result.queries == 10
     assert result.samples == 40
     assert result.clients == 1
@@ -551,9 +551,11 @@ BASE = dict(scenario="offline", batch_size=2, min_query_count=1, min_duration_s=
 @pytest.mark.parametrize(
     "changes, pool, match",
     [
-        (dict(scenario="multi_stream"), None, "unknown scenario 'multi_stream'"),
+        (dict(scenario="multi-stream"), None, "unknown scenario 'multi-stream': expected one of offline, single_stream, multi_stream, server"),
         (dict(clients=0), None, "clients must be"),
         (dict(scenario="single_stream", clients=2), None, "clients must be 1"),
+        (dict(scenario="multi_stream", clients=2), None, "multi_stream: issues one query at a time, so clients must be 1, got 2"),
+        (dict(scenario="multi_stream", samples_per_query=5), None, "samples_per_query must be a positive multiple of batch_size 2, got 5"),
         (dict(min_query_count=0), None, "min_query_count"),
         (dict(min_duration_s=-0.1), None, "min_duration_s"),
         (dict(max_duration_s=-1.0), None, "max_duration_s"),
@@ -582,4 +584,4 @@ def test_target_qps_is_ignored_outside_the_server_scenario():
 
 
 def test_scenario_names():
-    assert SCENARIOS == ("offline", "single_stream", "server")
+    assert tuple(SCENARIOS) == ("offline", "single_stream", "multi_stream", "server")

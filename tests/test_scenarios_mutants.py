@@ -308,7 +308,7 @@ BASE = dict(scenario="offline", batch_size=2, min_query_count=1, min_duration_s=
 @pytest.mark.parametrize(
     "changes, the_pool, message",
     [
-        (dict(scenario="multi"), None, "unknown scenario 'multi': expected one of offline, single_stream, server"),
+        (dict(scenario="multi"), None, "unknown scenario 'multi': expected one of offline, single_stream, multi_stream, server"),
         (dict(), [["a"], ("b",)], "offline: pool batch 1 must be a list of inputs, got tuple"),
         (dict(sample_pool_indices={2, -1}), None, "offline: sample_pool_indices ['-1', '2'] are not indices of the pool (0..1)"),
         (dict(scenario="server", target_qps=None), None, "server: target_qps (samples/s) must be > 0, got None"),

@@ -205,6 +205,7 @@ class PerformanceRow:
     finished_at_unix: float | None = None
     load_generator: str = "inferperf"
     loadgen: Json | None = None  # LoadGen's own summary and settings (load_generator mlperf only)
+    samples_per_query: int | None = None  # a query of several batches (multi_stream); None: one batch
 
     @property
     def key(self) -> RowKey:
@@ -242,9 +243,12 @@ class PerformanceRow:
         }
         window = {"started_at_unix": self.started_at_unix, "finished_at_unix": self.finished_at_unix}
         if self.loadgen is None:  # InferPerf's own rows: the window, then the generator
-            return {**out, **window, "load_generator": self.load_generator}
-        # A LoadGen row names its generator and LoadGen's block first (result.json's order since schema 2).
-        return {**out, "load_generator": self.load_generator, "loadgen": self.loadgen, **window}
+            out = {**out, **window, "load_generator": self.load_generator}
+        else:  # a LoadGen row names its generator and LoadGen's block first (result.json's order since schema 2)
+            out = {**out, "load_generator": self.load_generator, "loadgen": self.loadgen, **window}
+        if self.samples_per_query is not None:
+            out["samples_per_query"] = self.samples_per_query
+        return out
 
     @classmethod
     def from_json(cls, data: Json, where: str = "performance row") -> PerformanceRow:
@@ -277,6 +281,7 @@ class PerformanceRow:
             finished_at_unix=data.get("finished_at_unix"),
             load_generator=data.get("load_generator", "inferperf"),
             loadgen=data.get("loadgen"),
+            samples_per_query=data.get("samples_per_query"),
         )
 
 

@@ -15,12 +15,13 @@ The package: ``values`` (the keys' checks and bounds), ``case`` (``CaseConfig``,
 ``expr`` (number expressions). Its public names are importable from ``tools.config``.
 """
 
+from common.scenario import SCENARIOS
 from common.values import cpu_count
 from tools.config.case import CASE_DEFAULTS, CaseConfig, origin_of, setting
 from tools.config.load import OVERRIDE_ORIGIN, case_config_paths, load_case_config, merge_case_config, parse_overrides
 from tools.config.values import CLI_KEYS, REQUIRED_KEYS, check_device_available, check_extra
 from tools.config.view import CaseView
-from tools.measure.settings import MEASUREMENT_DEFAULTS, SCENARIOS
+from tools.measure.settings import MEASUREMENT_DEFAULTS
 
 __all__ = [
     "CASE_DEFAULTS",

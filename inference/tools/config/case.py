@@ -6,6 +6,7 @@ from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, NoReturn
 
 from common.errors import ConfigError, shown
+from common.scenario import MULTI_STREAM_SAMPLES_PER_QUERY, scenario
 from common.values import cpu_count
 from tools.config.values import _CHECKS, MAX_CLIENTS_PER_CORE, check_extra
 from tools.measure.settings import MEASUREMENT_DEFAULTS
@@ -51,11 +52,12 @@ class CaseConfig:
     repetitions: int = 1  # run.py runs the case this many times, interleaved, each a fresh process (run.py --repeat)
     # null in a config: [batch_size] once validated, so readers get a list (or "best" until tools/compat/bytemlperf/hooks.py resolves it).
     batch_sizes: list[int] = None  # type: ignore[assignment]
-    scenario: Any = "offline"  # one of SCENARIOS or a list; a list after validation
+    scenario: Any = "offline"  # names of common.scenario.SCENARIOS, one or a list; a list after validation
     clients: Any = 1  # issuing threads, or a list to sweep; a list after validation
     target_qps: float | None = None  # server: Poisson arrival rate, samples per second
     latency_bound_ms: float | None = None  # server: the p99 bound
     server_search: bool = False  # server: find the highest target_qps meeting the bound
+    multi_stream_samples_per_query: int = MULTI_STREAM_SAMPLES_PER_QUERY  # multi_stream: samples per query (LoadGen's key), whole batches
     load_generator: str = "inferperf"  # the performance rows' issuer: InferPerf's own scenarios, or "mlperf" (MLPerf LoadGen)
     compile_only: bool = False  # stop after the vendor compile
     numeric_check: bool = True  # compare engine outputs with the framework model's
@@ -102,12 +104,21 @@ class CaseConfig:
             self._fail("max_duration_s", f"is {self.max_duration_s:g}, less than min_duration_s {self.min_duration_s:g}")
         if self.batch_sizes is None:
             self.batch_sizes = [self.batch_size]
-        if "server" in self.scenario:
-            # Named where scenario was set: that is what asks for the bound.
-            if self.latency_bound_ms is None:
-                self._fail("scenario", "includes server, so key 'latency_bound_ms' is required (the p99 bound in ms)")
-            if self.target_qps is None and not self.server_search:
-                self._fail("scenario", "includes server, so key 'target_qps' is required (or server_search: true)")
+        for chosen in map(scenario, self.scenario):
+            # Named where scenario was set: that is what asks for the bound, the rate and the query size.
+            if chosen.bound_key is not None and getattr(self, chosen.bound_key) is None:
+                self._fail("scenario", f"includes {chosen.name}, so key '{chosen.bound_key}' is required (the {chosen.headline} bound in ms)")
+            if chosen.scheduled and self.target_qps is None and not self.server_search:
+                self._fail("scenario", f"includes {chosen.name}, so key 'target_qps' is required (or server_search: true)")
+            if chosen.samples_per_query_key is not None and isinstance(self.batch_sizes, list):
+                samples = getattr(self, chosen.samples_per_query_key)
+                for size in self.batch_sizes:
+                    if samples % size:
+                        self._fail(
+                            "scenario",
+                            f"includes {chosen.name}, so key '{chosen.samples_per_query_key}' ({samples}) must be a whole number of batches, "
+                            f"but batch size {size} does not divide it",
+                        )
         if self.load_generator == "mlperf" and self.server_search:
             self._fail("server_search", "is true, but load_generator mlperf runs server rows at a fixed target_qps; set target_qps instead")
         cores = cpu_count()

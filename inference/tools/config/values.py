@@ -15,6 +15,7 @@ from typing import Any, Callable, Mapping
 from loguru import logger
 
 from common.errors import shown
+from common.scenario import SCENARIOS
 from common.values import (
     MAX_NAME,
     MAX_PATH,
@@ -32,7 +33,6 @@ from common.values import (
     true_or_false,
 )
 from tools.config.expr import parse_number
-from tools.measure.settings import SCENARIOS
 
 CLI_KEYS = ("perf_dir", "data_dir", "log_dir", "vendor", "case", "framework")
 # Keys that configurations.yaml must define, as in FlagPerf's standard case.
@@ -282,6 +282,7 @@ _CHECKS: dict[str, Callable[[Any], Any]] = {
     "target_qps": optional(bounded("a positive number of samples per second", 0, 1e9)),
     "latency_bound_ms": optional(bounded("a positive number of milliseconds", 0, 3.6e6)),
     "server_search": true_or_false,
+    "multi_stream_samples_per_query": bounded("a positive integer", 0, 1e6, integer=True),
     "load_generator": _load_generator,
     "compile_only": true_or_false,
     "numeric_check": true_or_false,

@@ -221,7 +221,10 @@ class GenerationFigures:
 
     def per_request(self) -> tuple[list[float], list[float], list[float], list[float]]:
         """TTFT, TPOT, ITL and e2e samples in ns, one per request (ITL: per gap)."""
-        ttft, tpot, itl, e2e = [], [], [], []
+        ttft: list[float] = []
+        tpot: list[float] = []
+        itl: list[float] = []
+        e2e: list[float] = []
         for index, g in enumerate(self.generations):
             arrival = self.arrivals_ns[index] if self.arrivals_ns is not None else g.issued_ns
             per = g.tpot_ns()

@@ -38,6 +38,7 @@ from typing import Any, Callable, Iterator
 from loguru import logger
 
 from common.errors import ConfigError
+from common.scenario import OFFLINE, SERVER, scenario
 from common.stats import too_few_note
 from tools.config import CaseConfig, origin_of, setting
 from tools.measure.contention import CpuContention
@@ -71,7 +72,7 @@ def _ints(config: CaseConfig, key: str, value: Any, low: int, high: int, count: 
     return [int(v) for v in items]
 
 
-def _int(config: CaseConfig, key: str, default: int, low: int, high: int) -> int:
+def _int(config: CaseConfig, key: str, default: int | None, low: int, high: int) -> int:
     value = config.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         _fail(config, key, f"must be an integer in {low}..{high}, got {value!r}")
@@ -308,7 +309,7 @@ def measure_cell(
     reading = contention.stop()
     positions = engine.kv_cache_positions(batch, length + output_length)
     figures.extra = {
-        "scenario": "offline",
+        "scenario": OFFLINE.name,
         "batch_size": batch,
         "input_length": length,
         "output_length": output_length,
@@ -326,7 +327,8 @@ def _ms(block: dict, name: str = "p50") -> str:
 
 def _log_cell(record: dict) -> None:
     state = "valid" if record["verdict"]["valid"] else "INVALID: " + "; ".join(record["verdict"]["reasons"])
-    where = f"bs={record['batch_size']} in={record['input_length']}" if record["scenario"] == "offline" else f"server @{record['target_qps']:g} req/s"
+    chosen = scenario(record["scenario"])
+    where = f"{chosen.name} @{record['target_qps']:g} req/s" if chosen.scheduled else f"bs={record['batch_size']} in={record['input_length']}"
     rate = record[THROUGHPUT]
     shown = f"{rate:.1f}" if rate is not None else "n/a"
     logger.info(f"llm {where}: TTFT p50 {_ms(record['ttft_ms'])}, TPOT p50 {_ms(record['tpot_ms'])}, {shown} output tokens/s, {state}")
@@ -402,7 +404,7 @@ def run_server(
         gens.append(generate_timed(engine, prompts.batch(1, request.input_length, index), request.output_length, clock))
     reading = contention.stop()
     figures.extra = {
-        "scenario": "server",
+        "scenario": SERVER.name,
         "target_qps": rate,
         "issued_qps": (len(arrivals) - 1) * 1e9 / (arrivals[-1] - start) if len(arrivals) > 1 and arrivals[-1] > start else None,
         "input_length_range": workload.server_input_length,

@@ -10,7 +10,10 @@ The same engine and the same pool of batches as InferPerf's own scenarios
           already in memory: loading and unloading are no-ops.
   SUT     one client (every scenario): the engine runs inside LoadGen's issue
           call, on LoadGen's thread (no thread hand-off in the timed path), and a
-          query's samples complete in one call when the last is done. For server
+          query's samples complete in one call when the last is done. multi_stream:
+          a LoadGen query is ``multi_stream_samples_per_query / batch_size`` pool
+          batches, run back to back and timed as one query, as InferPerf's runner
+          does (LoadGen's ``multi_stream_samples_per_query`` counts pool batches). For server
           this is InferPerf's one-client server exactly: one issuer that waits for
           each scheduled arrival and runs it, so a backlog delays later issues, and
           LoadGen counts latency from the scheduled arrival (checked: at twice the
@@ -26,9 +29,11 @@ The same engine and the same pool of batches as InferPerf's own scenarios
           guess misses the minimum duration, while a slower one only runs longer),
           with ``PROBE_MARGIN`` so that a slightly faster test still meets them.
   settings min_duration_s, max_duration_s and min_query_count from the case
-          config (single_stream and server raise the query count to their
-          headline percentile's floor, as InferPerf's rows do); server:
-          ``target_qps / batch_size`` queries/s, ``latency_bound_ms`` at p99.
+          config (a scenario with a headline percentile raises the query count to
+          its floor, as InferPerf's rows do); then the settings its record names
+          (``common.scenario.LoadgenFacts``): the probe's guesses, server's
+          ``target_qps / batch_size`` queries/s and ``latency_bound_ms``, the
+          headline percentile, multi_stream's samples per query.
 
 LoadGen's verdict is the row's: its VALID/INVALID with the unmet conditions,
 its early-stopping estimates and its percentiles (read from its detail log,
@@ -51,15 +56,13 @@ from pathlib import Path
 from typing import Any, Callable
 
 from common.record import LatencyBlock, PerformanceRow
+from common.scenario import Scenario
+from common.scenario import scenario as named
 from common.stats import MIN_SAMPLES_FOR_PERCENTILE, LatencyStats, enough_for, too_few_note
 from tools.config import CaseConfig, setting
 from tools.measure.rows import latency_bound, latency_of, performance_row
 from tools.measure.scenarios import MINIMUMS_MET, ScenarioRun, _Sampler
 
-LOADGEN_SCENARIO = {"offline": "Offline", "single_stream": "SingleStream", "server": "Server"}
-# Per scenario: LoadGen's detail-log key of the row's throughput (in LoadGen samples = pool batches per second).
-RATE_KEY = {"offline": "result_samples_per_second", "single_stream": "result_qps_with_loadgen_overhead", "server": "result_completed_samples_per_sec"}
-HEADLINE_FLOOR = {"single_stream": MIN_SAMPLES_FOR_PERCENTILE["p90"][1], "server": MIN_SAMPLES_FOR_PERCENTILE["p99"][1]}
 PERCENTILE_KEYS = {"p50": "50.00", "p90": "90.00", "p95": "95.00", "p97": "97.00", "p99": "99.00", "p99_9": "99.90"}
 PROBE_QUERIES = 8
 PROBE_S = 0.25
@@ -100,27 +103,35 @@ def probe(step: Step, pool: list[list], sync: Callable[[], Any], clock: Callable
     return Probe(len(latencies), median, 1e9 / median)
 
 
-def loadgen_settings(lg: Any, scenario: str, config: CaseConfig, found: Probe, batch_size: int, clients: int, target_qps: float | None) -> Any:
-    """LoadGen's TestSettings for one row (see the module docstring)."""
+def loadgen_settings(lg: Any, scenario: str | Scenario, config: CaseConfig, found: Probe, batch_size: int, clients: int, target_qps: float | None) -> Any:
+    """LoadGen's TestSettings for one row (see the module docstring): each setting its scenario's record names."""
+    chosen = named(scenario)
+    facts = chosen.loadgen
     settings = lg.TestSettings()
-    settings.scenario = getattr(lg.TestScenario, LOADGEN_SCENARIO[scenario])
+    settings.scenario = getattr(lg.TestScenario, facts.scenario)
     settings.mode = lg.TestMode.PerformanceOnly
     settings.min_duration_ms = round(config.min_duration_s * 1000)
     settings.max_duration_ms = round(config.max_duration_s * 1000)
-    settings.min_query_count = max(int(config.min_query_count), HEADLINE_FLOOR.get(scenario, 1))
+    settings.min_query_count = chosen.min_query_count(int(config.min_query_count))
     settings.schedule_rng_seed = int(setting(config, "seed") or 0)
-    if scenario == "single_stream":
-        settings.single_stream_expected_latency_ns = max(1, round(found.latency_ns / PROBE_MARGIN))
-    elif scenario == "offline":
+    calls = chosen.calls_per_query(config, batch_size)  # LoadGen's samples are pool batches
+    if facts.samples_per_query_setting is not None:
+        setattr(settings, facts.samples_per_query_setting, calls)
+    if facts.expected_latency_setting is not None:  # a query is ``calls`` engine calls of the probe's median
+        setattr(settings, facts.expected_latency_setting, max(1, round(found.latency_ns * calls / PROBE_MARGIN)))
+    if facts.expected_qps_setting is not None:
         # The probe is one client's rate: several may scale up to ``clients`` times it (a guess too
         # high only lengthens the run). Enough samples for min_query_count queries too.
         floor = config.min_query_count / max(config.min_duration_s * 1.1, 1e-3)
-        settings.offline_expected_qps = max(found.qps * clients * PROBE_MARGIN, floor)
-    else:
-        settings.server_target_qps = float(target_qps) / batch_size
-        assert config.latency_bound_ms is not None  # required where a scenario is server (CaseConfig)
-        settings.server_target_latency_ns = int(config.latency_bound_ms * 1e6)
-        settings.server_target_latency_percentile = 0.99
+        setattr(settings, facts.expected_qps_setting, max(found.qps * clients * PROBE_MARGIN, floor))
+    if facts.target_qps_setting is not None:
+        if target_qps is None:
+            raise ValueError(f"load_generator mlperf: {chosen.name} needs target_qps (samples/s)")
+        setattr(settings, facts.target_qps_setting, float(target_qps) / batch_size)
+    if facts.target_latency_setting is not None and chosen.bound_key is not None:
+        setattr(settings, facts.target_latency_setting, int(getattr(config, chosen.bound_key) * 1e6))
+    if facts.percentile_setting is not None and chosen.headline_fraction is not None:
+        setattr(settings, facts.percentile_setting, chosen.headline_fraction)
     return settings
 
 
@@ -131,14 +142,30 @@ class PoolSUT:
     (server with several clients: minus LoadGen's issue, so the wait in the SUT's
     queue shows; with one client a backlog waits in LoadGen, before its issue call,
     and only LoadGen's own latencies, from the scheduled arrival, include it), less foo_time;
-    ``completions_ns``: from the first issue. An engine error stops the work:
+    ``completions_ns``: from the first issue. With ``calls_per_query`` > 1 (multi_stream, one
+    client) an issue is one query of that many samples, timed as one: from the first engine call
+    to the last completion. An engine error stops the work:
     every later sample is completed at once and the error is raised after the test.
     """
 
-    def __init__(self, lg: Any, step: Step, pool: list[list], *, scenario: str, clients: int, sync: Callable[[], Any], sampler, eligible: frozenset) -> None:
+    def __init__(
+        self,
+        lg: Any,
+        step: Step,
+        pool: list[list],
+        *,
+        scenario: str | Scenario,
+        clients: int,
+        sync: Callable[[], Any],
+        sampler,
+        eligible: frozenset,
+        calls_per_query: int = 1,
+    ) -> None:
         self.lg, self.step, self.pool, self.sync = lg, step, pool, sync
         self.inline = clients == 1
-        self.from_issue = scenario == "server"  # (several clients) the wait in the SUT's queue counts
+        self.from_issue = named(scenario).scheduled  # (several clients) the wait in the SUT's queue counts
+        self.calls_per_query = calls_per_query
+        self.whole_query = calls_per_query > 1
         self.clients = clients
         self.sampler, self.eligible = sampler, eligible
         self.latencies_ns: list[int] = []
@@ -168,6 +195,9 @@ class PoolSUT:
         now = time.perf_counter_ns()
         if self.start is None:
             self.start = now
+        if self.whole_query:
+            self._serve_query(ids, indices)
+            return
         if self.inline:
             self._serve_inline(ids, indices)
             return
@@ -186,7 +216,8 @@ class PoolSUT:
         case (no foo_time, no output to sample) appends without the lock. One completion call per
         issue: offline's one query completes as a whole."""
         step, pool, sync, clock, respond = self.step, self.pool, self.sync, time.perf_counter_ns, self.lg.QuerySampleResponse
-        latencies, completions, start, eligible = self.latencies_ns, self.completions_ns, self.start, self.eligible
+        latencies, completions, eligible = self.latencies_ns, self.completions_ns, self.eligible
+        start = self.start if self.start is not None else clock()  # set by issue_query before this
         responses = []
         for sample_id, index in zip(ids, indices):
             if self.error is None:
@@ -196,7 +227,7 @@ class PoolSUT:
                     sync()
                     t1 = clock()
                     if foo or index in eligible:
-                        self._record(index, outputs, foo, t0, t1)
+                        self._record([(0, index, outputs)], foo, t0, t1)
                     else:
                         latencies.append(t1 - t0)
                         completions.append(t1 - start)
@@ -204,6 +235,27 @@ class PoolSUT:
                     self.error = exc
             responses.append(respond(sample_id, 0, 0))
         self.lg.QuerySamplesComplete(responses)
+
+    def _serve_query(self, ids: list[int], indices: list[int]) -> None:
+        """One multi_stream query of several pool batches on LoadGen's thread: back to back, one
+        ``sync()`` after the last, one latency from the first call to that completion."""
+        step, pool, clock, respond = self.step, self.pool, time.perf_counter_ns, self.lg.QuerySampleResponse
+        kept = []
+        foo = 0.0
+        if self.error is None:
+            try:
+                t0 = clock()
+                for offset, index in enumerate(indices):
+                    outputs, call_foo = step(pool[index])
+                    foo += call_foo or 0.0
+                    if index in self.eligible:
+                        kept.append((offset, index, outputs))
+                self.sync()
+                t1 = clock()
+                self._record(kept, foo, t0, t1)
+            except BaseException as exc:  # noqa: BLE001 - raised again after LoadGen's test ends
+                self.error = exc
+        self.lg.QuerySamplesComplete([respond(sample_id, 0, 0) for sample_id in ids])
 
     def _serve(self, sample_id: int, index: int, issued: int) -> Any:
         """Run one sample's engine call (unless an earlier one failed); its response for LoadGen."""
@@ -213,20 +265,24 @@ class PoolSUT:
                 outputs, foo = self.step(self.pool[index])
                 self.sync()
                 t1 = time.perf_counter_ns()
-                self._record(index, outputs, foo, issued if self.from_issue else t0, t1)
+                self._record([(0, index, outputs)], foo, issued if self.from_issue else t0, t1)
             except BaseException as exc:  # noqa: BLE001 - raised again after LoadGen's test ends
                 self.error = self.error or exc
         return self.lg.QuerySampleResponse(sample_id, 0, 0)
 
-    def _record(self, pool_index: int, outputs: list, foo: float | None, begin: int, end: int) -> None:
+    def _record(self, calls: list[tuple[int, int, list]], foo: float | None, begin: int, end: int) -> None:
+        """One query's timing; ``calls``: its engine calls as (offset in the query, pool index, outputs),
+        offered to the sampler numbered by engine call."""
         foo_ns = int(foo * 1e9) if foo else 0
+        start = self.start if self.start is not None else begin
         with self._lock:
             self.foo_ns += foo_ns
             query = len(self.latencies_ns)
             self.latencies_ns.append(max(end - begin - foo_ns, 0))
-            self.completions_ns.append(end - self.start)
-            if self.sampler is not None and pool_index in self.eligible:
-                self.sampler.offer(query, pool_index, outputs)
+            self.completions_ns.append(end - start)
+            for offset, pool_index, outputs in calls:
+                if self.sampler is not None and pool_index in self.eligible:
+                    self.sampler.offer(query * self.calls_per_query + offset, pool_index, outputs)
 
 
 def read_detail(path: Path) -> tuple[dict, list[str], list[str]]:
@@ -254,10 +310,11 @@ def _ms(value: Any) -> float | None:
     return None if value is None else value / 1e6
 
 
-def summarize(values: dict, errors: list[str], warnings: list[str], scenario: str, batch_size: int) -> dict:
+def summarize(values: dict, errors: list[str], warnings: list[str], scenario: str | Scenario, batch_size: int) -> dict:
     """The row's ``loadgen`` block from the detail log's values (see docs/result_schema.md)."""
+    facts = named(scenario).loadgen
     early_text = values.get("early_stopping_result") or ""
-    rate = values.get(RATE_KEY[scenario])
+    rate = values.get(facts.rate_key) if facts.rate_key is not None else None
     scheduled = values.get("result_scheduled_samples_per_sec")
     return {
         "version": values.get("loadgen_version"),
@@ -272,10 +329,10 @@ def summarize(values: dict, errors: list[str], warnings: list[str], scenario: st
         "samples_per_second": None if rate is None else rate * batch_size,
         "scheduled_samples_per_second": None if scheduled is None else scheduled * batch_size,
         "latency_ms": {
-            "min": _ms(values.get("result_min_latency_ns")),
-            "mean": _ms(values.get("result_mean_latency_ns")),
-            "max": _ms(values.get("result_max_latency_ns")),
-            **{name: _ms(values.get(f"result_{q}_percentile_latency_ns")) for name, q in PERCENTILE_KEYS.items()},
+            "min": _ms(values.get(f"result_min_{facts.latency_summary}_ns")),
+            "mean": _ms(values.get(f"result_mean_{facts.latency_summary}_ns")),
+            "max": _ms(values.get(f"result_max_{facts.latency_summary}_ns")),
+            **{name: _ms(values.get(facts.latency_key.format(q=q))) for name, q in PERCENTILE_KEYS.items()},
         },
         "settings": {key.removeprefix("effective_"): value for key, value in values.items() if isinstance(key, str) and key.startswith("effective_")},
         "errors": errors,
@@ -314,7 +371,7 @@ def run_loadgen(
     step: Step,
     pool: list[list],
     *,
-    scenario: str,
+    scenario: str | Scenario,
     batch_size: int,
     clients: int,
     config: CaseConfig,
@@ -327,18 +384,20 @@ def run_loadgen(
     """One performance row under LoadGen (see the module docstring); LoadGen's logs go to ``log_dir``."""
     import mlperf_loadgen as lg
 
-    if scenario not in LOADGEN_SCENARIO:
-        raise ValueError(f"load_generator mlperf: unknown scenario {scenario!r}")
+    chosen = named(scenario)
+    if chosen.one_query_at_a_time and clients != 1:
+        raise ValueError(f"{chosen.name}: issues one query at a time, so clients must be 1, got {clients}")
     found = probe(step, pool, sync)
-    settings = loadgen_settings(lg, scenario, config, found, batch_size, clients, target_qps)
+    settings = loadgen_settings(lg, chosen, config, found, batch_size, clients, target_qps)
+    calls = chosen.calls_per_query(config, batch_size)
     log_settings = lg.LogSettings()
     log_settings.log_output.outdir = str(log_dir)
-    log_settings.log_output.prefix = log_prefix(batch_size, scenario, clients)
+    log_settings.log_output.prefix = log_prefix(batch_size, chosen.name, clients)
     log_settings.log_output.copy_summary_to_stdout = False
     log_settings.enable_trace = False
     Path(log_dir).mkdir(parents=True, exist_ok=True)
     sampler = _Sampler(max_sampled) if sample_pool_indices and max_sampled else None
-    sut = PoolSUT(lg, step, pool, scenario=scenario, clients=clients, sync=sync, sampler=sampler, eligible=frozenset(sample_pool_indices))
+    sut = PoolSUT(lg, step, pool, scenario=chosen, clients=clients, sync=sync, sampler=sampler, eligible=frozenset(sample_pool_indices), calls_per_query=calls)
     handle = lg.ConstructFastSUT(sut.issue_query, sut.flush_queries)
     library = lg.ConstructQSL(len(pool), len(pool), lambda indices: None, lambda indices: None)
     try:
@@ -350,41 +409,43 @@ def run_loadgen(
     if sut.error is not None:
         raise sut.error
     prefix = Path(log_dir) / log_settings.log_output.prefix
-    block = summarize(*read_detail(Path(f"{prefix}detail.txt")), scenario, batch_size)
+    block = summarize(*read_detail(Path(f"{prefix}detail.txt")), chosen, batch_size)
     files = sorted(p.name for p in prefix.parent.glob(prefix.name + "*"))
-    return LoadgenRun(_scenario_run(sut, scenario, batch_size, clients, block, target_qps, sampler), block, found, files)
+    return LoadgenRun(_scenario_run(sut, chosen, batch_size, clients, block, target_qps, sampler, calls), block, found, files)
 
 
-def _scenario_run(sut: PoolSUT, scenario: str, batch_size: int, clients: int, block: dict, target_qps, sampler) -> ScenarioRun:
+def _scenario_run(sut: PoolSUT, chosen: Scenario, batch_size: int, clients: int, block: dict, target_qps, sampler, calls: int = 1) -> ScenarioRun:
     order = sorted(range(len(sut.completions_ns)), key=sut.completions_ns.__getitem__)
     completions = [sut.completions_ns[i] for i in order]
     window = completions[-1] if completions else 0
     met = all(block["conditions"].get(k) is not False for k in ("min_duration_met", "min_queries_met"))
     return ScenarioRun(
-        scenario=scenario,
+        scenario=chosen,
         batch_size=batch_size,
         clients=clients,
         queries=len(order),
-        samples=len(order) * batch_size,
+        samples=len(order) * batch_size * calls,
         duration_s=max(window - sut.foo_ns / clients, 0) / 1e9,
         latencies_ns=[sut.latencies_ns[i] for i in order],
         completions_ns=completions,
         foo_time_s=sut.foo_ns / 1e9,
         stop_reason=MINIMUMS_MET if met else "loadgen: minimums not met",
-        target_qps=float(target_qps) if scenario == "server" else None,
+        target_qps=float(target_qps) if chosen.scheduled and target_qps is not None else None,
         issued_qps=block["scheduled_samples_per_second"],
         sampled_outputs=sampler.result() if sampler else {},
+        samples_per_query=batch_size * calls,
     )
 
 
 def latency_block(result: LoadgenRun) -> tuple[LatencyBlock, list[str]]:
-    """The row's ``latency_ms`` and notes: LoadGen's own percentiles (single_stream, server), with
-    InferPerf's floors; for offline, whose one LoadGen query has one latency, InferPerf's per-batch timings."""
-    if result.run.scenario == "offline":
+    """The row's ``latency_ms`` and notes: LoadGen's own percentiles (per query), with InferPerf's
+    floors; for offline, whose one LoadGen query has one latency, InferPerf's per-batch timings."""
+    chosen = result.run.scenario
+    if chosen.loadgen.one_query:
         stats = LatencyStats.from_ns(result.run.latencies_ns)
         if stats is None:
             return LatencyBlock(), []
-        notes = ["offline: per-batch engine latency timed by the SUT (LoadGen times only its one query)", *stats.notes]
+        notes = [f"{chosen.name}: per-batch engine latency timed by the SUT (LoadGen times only its one query)", *stats.notes]
         return latency_of(stats), notes
     own = result.loadgen["latency_ms"]
     count = result.loadgen["query_count"] or 0
@@ -428,11 +489,13 @@ def loadgen_row(
     if test01 and test01.get("passed") is False:
         verdict.add(test01["detail"])
     stage.report.raw_latencies_ns.append(list(run.latencies_ns))
+    # LoadGen's rate where it logs one (not multi_stream's: InferPerf's timing of LoadGen's queries).
+    qps = result.loadgen["samples_per_second"] if run.scenario.loadgen.rate_key is not None else run.qps
     # Intervals from the SUT's timings of LoadGen's queries, as information: LoadGen's verdict is the row's.
     return performance_row(
         run,
         config,
-        qps=result.loadgen["samples_per_second"],
+        qps=qps,
         latency=latency,
         latency_notes=notes,
         contention=reading,

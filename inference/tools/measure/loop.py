@@ -132,6 +132,8 @@ def as_input_list(x: Any) -> list:
 
 def _batch_len(y: Any, inputs: Sequence) -> int:
     for candidate in (y, inputs[0] if inputs else None):
+        if candidate is None:
+            continue
         try:
             return len(candidate)
         except TypeError:

@@ -43,7 +43,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Sequence, TypeVar
+from typing import Callable, Sequence, TypeVar, cast
 
 import numpy as np
 
@@ -155,7 +155,7 @@ def throughput_interval(timeline: Timeline) -> Interval | None:
         return None
     blocks = min(timeline.queries, FINE_BLOCKS)
     rates = timeline.block_rates(blocks)
-    rho = float(lag1(rates))
+    rho = float(lag1(cast(Sequence[float], rates)))  # an array of the block rates
     mean, spread = float(rates.mean()), float(rates.std(ddof=1))
     if spread <= EXACT * abs(mean):  # the same rate in every block, to rounding: its lag-1 is the rounding's
         return Interval(mean, mean, mean, blocks, rho, float(blocks))
@@ -185,6 +185,13 @@ class Target:
             return self.latency_precision
         return self.precision
 
+    def required(self, figure: str) -> float:
+        """``limit`` of a figure judged against a precision (one is asked: ``precision`` is not None)."""
+        limit = self.limit(figure)
+        if limit is None:
+            raise ValueError(f"{figure}: no precision asked")
+        return limit
+
 
 @dataclass
 class Figures:
@@ -200,14 +207,14 @@ class Figures:
         return out
 
 
-def measure_figures(target: Target, timelines: dict[str, Timeline], latencies_ns: Sequence[int] | None = None) -> Figures:
+def measure_figures(target: Target, timelines: dict[str, Timeline], latencies_ns: Sequence[float] | None = None) -> Figures:
     """Each judged figure's interval: throughputs from their timelines, the headline percentile from the latencies."""
     # A throughput whose clock never moved (every call's foo_time covered it) is null: no more queries can help.
     timeless = [name for name in target.throughput if not timelines[name].span_ns > 0 and timelines[name].queries >= MIN_QUERIES]
     figures = Figures({name: throughput_interval(timelines[name]) for name in target.throughput if name not in timeless}, timeless=timeless)
     if target.percentile is not None:
         q, need = MIN_SAMPLES_FOR_PERCENTILE[target.percentile]
-        ordered = list(latencies_ns or ())
+        ordered: list[float] = list(latencies_ns or ())
         values = sorted(ordered) if len(ordered) >= need else []
         if values:
             figures.percentile[target.percentile] = (float(percentile(values, q)), percentile_ci(ordered, values, q, need))
@@ -221,7 +228,7 @@ def imprecise(target: Target, figures: Figures) -> dict[str, float | None]:
     Nothing when no precision is asked."""
     if target.precision is None:
         return {}
-    return {name: width for name, width in figures.widths().items() if width is None or width > target.limit(name)}
+    return {name: width for name, width in figures.widths().items() if width is None or width > target.required(name)}
 
 
 def needed_s(width: float, limit: float, elapsed_s: float) -> float:
@@ -264,7 +271,8 @@ class StopRule:
         if any((iv := figures.throughput.get(name)) is not None and iv.effective < OUT_OF_REACH_MIN_EFFECTIVE for name in missing):
             return None  # too few independent blocks to extrapolate a throughput's width from
         elapsed_s = elapsed_ns / 1e9
-        if any(needed_s(width, self.target.limit(name), elapsed_s) > OUT_OF_REACH_FACTOR * self.max_s for name, width in missing.items()):
+        widths = {name: width for name, width in missing.items() if width is not None}  # all of them: None returned above
+        if any(needed_s(width, self.target.required(name), elapsed_s) > OUT_OF_REACH_FACTOR * self.max_s for name, width in widths.items()):
             return OUT_OF_REACH
         return None
 
@@ -275,13 +283,13 @@ def precision_reasons(target: Target, figures: Figures, drifts: dict[str, "Drift
     throughput whose first and last thirds disagree."""
     reasons = [f"not precise enough: {name} took no measurable time" for name in figures.timeless]
     for name, width in imprecise(target, figures).items():
-        limit = f"precision {target.limit(name) * 100:g}%"
+        limit = f"precision {target.required(name) * 100:g}%"
         if width is None:
             need = MIN_QUERIES if name in figures.throughput else MIN_SAMPLES_FOR_PERCENTILE[name][1]
             more = "more if correlated"
             reasons.append(f"not precise enough: {name} has no interval after {elapsed_s:.3g} s (it needs at least {need} queries, {more}; {limit})")
         else:
-            early = f"; out of reach: about {needed_s(width, target.limit(name), elapsed_s):.3g} s needed" if stop == OUT_OF_REACH else ""
+            early = f"; out of reach: about {needed_s(width, target.required(name), elapsed_s):.3g} s needed" if stop == OUT_OF_REACH else ""
             reasons.append(f"not precise enough: {name} ±{width:.1%} after {elapsed_s:.3g} s ({limit}{early})")
     return reasons + [reason for name, found in drifts.items() if (reason := drift_reason(name, found))]
 

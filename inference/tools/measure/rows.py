@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from common.record import LatencyBlock, PerformanceRow
 from common.record import Verdict as RecordedVerdict
+from common.scenario import Scenario, scenario
 from common.stats import LatencyStats
 from tools.config import CaseConfig, CaseView, setting
 from tools.measure.precision import Settle, Target, drift, measure_figures, precision_block, throughput_interval
@@ -21,19 +22,17 @@ if TYPE_CHECKING:
     from tools.measure.contention import ContentionReading
     from tools.measure.scenarios import ScenarioRun
 
-# Each scenario's headline percentile (LoadGen's metric) must be measured, so its
-# runs issue at least that percentile's floor of queries.
-HEADLINE = {"single_stream": "p90", "server": "p99"}
 PERCENTILES = ("p50", "p90", "p99", "p99_9")
 
 
-def row_target(scenario: str, config: CaseView) -> Target:
-    """What a row judges: its throughput (not server's: the arrival schedule sets it, and LoadGen
-    judges server on latency alone) and its scenario's headline percentile (``HEADLINE``)."""
+def row_target(name: str | Scenario, config: CaseView) -> Target:
+    """What a row judges: its throughput where its scenario judges one (not server's: the arrival
+    schedule sets it, and LoadGen judges server on latency alone) and its scenario's headline percentile."""
+    chosen = scenario(name)
     return Target(
-        throughput=() if scenario == "server" else ("qps",),
+        throughput=("qps",) if chosen.judges_throughput else (),
         precision=None if setting(config, "precision") is None else float(setting(config, "precision")),
-        percentile=HEADLINE.get(scenario),
+        percentile=chosen.headline,
         latency_precision=setting(config, "latency_precision"),
     )
 
@@ -62,8 +61,9 @@ def latency_of(stats: LatencyStats | None) -> LatencyBlock:
 
 
 def latency_bound(run: ScenarioRun, config: CaseConfig) -> float | None:
-    """The p99 bound a row is held to: server's ``latency_bound_ms``; the other scenarios have none."""
-    return config.latency_bound_ms if run.scenario == "server" else None
+    """The latency bound a row is held to: its scenario's ``bound_key`` (server's ``latency_bound_ms``); None where it has none."""
+    key = run.scenario.bound_key
+    return getattr(config, key) if key is not None else None
 
 
 def performance_row(
@@ -88,7 +88,7 @@ def performance_row(
     intervals = row_intervals(run, config, settled, qps=qps)
     return PerformanceRow(
         batch_size=run.batch_size,
-        scenario=run.scenario,
+        scenario=run.scenario.name,
         clients=run.clients,
         qps=qps,
         qps_ci95=intervals["qps_ci95"],
@@ -99,7 +99,7 @@ def performance_row(
         latency_ci95=intervals["latency_ci95"],
         latency_notes=list(latency_notes),
         stop_reason=run.stop_reason,
-        window_qps=window_throughputs(run.completions_ns, [run.batch_size] * run.queries),
+        window_qps=window_throughputs(run.completions_ns, [run.samples_per_query] * run.queries),
         contention=contention.to_dict(),
         target_qps=run.target_qps,
         issued_qps=run.issued_qps,
@@ -113,4 +113,6 @@ def performance_row(
         finished_at_unix=span[1],
         load_generator=load_generator,
         loadgen=loadgen,
+        # A query of several batches (multi_stream) says how many samples it holds.
+        samples_per_query=run.samples_per_query if run.scenario.samples_per_query_key is not None else None,
     )

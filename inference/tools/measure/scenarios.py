@@ -14,10 +14,15 @@ Terms (defined here once):
              backlog shows up as latency), minus the query's foo_time. The
              completion time is taken after ``sync()`` (device synchronise).
 
-Scenarios (``SCENARIOS``):
+Scenarios (``common.scenario.SCENARIOS``; each one's runner in ``RUNNERS``):
   offline       ``clients`` issuers pull query indices from a shared counter and
                 issue back to back; QPS = samples / window (wall clock).
   single_stream one query at a time, the next issued as the previous completes.
+  multi_stream  as single_stream, but a query is ``multi_stream_samples_per_query``
+                samples: that many / ``batch_size`` engine calls on consecutive
+                pool batches, back to back, one ``sync()`` after the last; its
+                latency is from the first call to the last completion (MLPerf's
+                MultiStream, whose result is the p99 of this per-query latency).
   server        arrivals form a Poisson process at ``target_qps / batch_size``
                 queries/s, an absolute schedule from the window start; each of
                 ``clients`` workers takes the next arrival and sleeps until it
@@ -48,9 +53,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
+from common.scenario import MULTI_STREAM, MULTI_STREAM_SAMPLES_PER_QUERY, OFFLINE, SCENARIOS, SERVER, SINGLE_STREAM, Scenario
+from common.scenario import scenario as named
 from tools.measure.phase_progress import PhaseProgress
 from tools.measure.precision import Figures, StopRule, Target, Timeline, measure_figures
-from tools.measure.settings import MAX_DURATION_REACHED, MINIMUMS_MET, OUT_OF_REACH, PRECISION_REACHED, SCENARIOS, minus_foo
+from tools.measure.settings import MAX_DURATION_REACHED, MINIMUMS_MET, OUT_OF_REACH, PRECISION_REACHED, minus_foo
 
 # the stop reasons are defined in tools.measure.settings and named here too (tools.measure.loadgen imports MINIMUMS_MET from here)
 __all__ = [
@@ -58,6 +65,7 @@ __all__ = [
     "MINIMUMS_MET",
     "OUT_OF_REACH",
     "PRECISION_REACHED",
+    "RUNNERS",
     "SCENARIOS",
     "ScenarioRun",
     "run_scenario",
@@ -66,13 +74,17 @@ __all__ = [
 ]
 
 Step = Callable[[list], "tuple[list, float]"]
+# What a runner returns: (latencies_ns, completions_ns, foo_ns, window_ns, stop_reason,
+# (arrivals issued, last issued arrival offset in s)).
+_Raw = tuple[list[int], list[int], int, int, str, tuple[int, float]]
 
 
 @dataclass
 class ScenarioRun:
-    """One scenario run. Times in ``latencies_ns``/``completions_ns`` are integer ns."""
+    """One scenario run. Times in ``latencies_ns``/``completions_ns`` are integer ns; ``scenario``
+    may be given by name and is its record after construction."""
 
-    scenario: str
+    scenario: Scenario
     batch_size: int
     clients: int
     queries: int
@@ -86,6 +98,11 @@ class ScenarioRun:
     issued_qps: float | None = None
     checks: int = 0  # how often the stop rule looked at the figures
     sampled_outputs: dict[int, tuple[int, list]] = field(default_factory=dict, repr=False)
+    samples_per_query: int = 0  # 0: one batch (batch_size samples); multi_stream: its query's samples
+
+    def __post_init__(self) -> None:
+        self.scenario = named(self.scenario)
+        self.samples_per_query = self.samples_per_query or self.batch_size
 
     @property
     def qps(self) -> float | None:
@@ -93,14 +110,14 @@ class ScenarioRun:
         return self.samples / self.duration_s if self.duration_s > 0 else None
 
     def timeline(self) -> Timeline:
-        return timeline_of(self.scenario, self.clients, self.batch_size, self.latencies_ns, self.completions_ns)
+        return timeline_of(self.scenario, self.clients, self.samples_per_query, self.latencies_ns, self.completions_ns)
 
 
-def timeline_of(scenario: str, clients: int, batch_size: int, latencies_ns: list[int], completions_ns: list[int]) -> Timeline:
+def timeline_of(scenario: Scenario, clients: int, samples_per_query: int, latencies_ns: list[int], completions_ns: list[int]) -> Timeline:
     """The run's queries on its window's clock (module docstring, "Timeline")."""
-    if clients == 1 and scenario != "server":
-        return Timeline.tiled(completions_ns, batch_size)
-    return Timeline.spans(completions_ns, latencies_ns, batch_size)
+    if clients == 1 and not scenario.scheduled:
+        return Timeline.tiled(completions_ns, samples_per_query)
+    return Timeline.spans(completions_ns, latencies_ns, samples_per_query)
 
 
 @dataclass
@@ -110,16 +127,17 @@ class _Window:
     min_queries: int
     min_ns: int
     max_ns: int
-    scenario: str
+    scenario: Scenario
     clients: int
-    batch_size: int
+    samples_per_query: int
     target: Target | None
     rule: StopRule | None
     latencies: list[int] = field(default_factory=list)
     completions: list[int] = field(default_factory=list)
 
     def figures(self) -> Figures:
-        timeline = timeline_of(self.scenario, self.clients, self.batch_size, self.latencies, self.completions)
+        assert self.target is not None  # asked only through the rule, which exists with a target
+        timeline = timeline_of(self.scenario, self.clients, self.samples_per_query, self.latencies, self.completions)
         return measure_figures(self.target, {name: timeline for name in self.target.throughput}, self.latencies)
 
     def stop(self, now_ns: int, elapsed_ns: int) -> str | None:
@@ -190,23 +208,36 @@ class _Sampler:
         return {query: (pool_index, outputs) for query, pool_index, outputs in sorted(self.kept.values(), key=lambda v: v[0])}
 
 
-def _validate(pool, scenario, batch_size, clients, min_query_count, min_duration_s, max_duration_s, target_qps, sample_pool_indices, max_sampled) -> None:
-    if scenario not in SCENARIOS:
-        raise ValueError(f"unknown scenario {scenario!r}: expected one of {', '.join(SCENARIOS)}")
+def _validate(
+    pool,
+    chosen: Scenario,
+    batch_size,
+    clients,
+    min_query_count,
+    min_duration_s,
+    max_duration_s,
+    target_qps,
+    sample_pool_indices,
+    max_sampled,
+    samples_per_query,
+) -> None:
+    scenario = chosen.name
     if not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"{scenario}: batch_size must be an integer >= 1, got {batch_size!r}")
     if not isinstance(clients, int) or clients < 1:
         raise ValueError(f"{scenario}: clients must be an integer >= 1, got {clients!r}")
-    if scenario == "single_stream" and clients != 1:
-        raise ValueError(f"single_stream: issues one query at a time, so clients must be 1, got {clients}")
+    if chosen.one_query_at_a_time and clients != 1:
+        raise ValueError(f"{scenario}: issues one query at a time, so clients must be 1, got {clients}")
+    if chosen.samples_per_query_key is not None and not (isinstance(samples_per_query, int) and samples_per_query > 0 and samples_per_query % batch_size == 0):
+        raise ValueError(f"{scenario}: samples_per_query must be a positive multiple of batch_size {batch_size}, got {samples_per_query!r}")
     if not isinstance(min_query_count, int) or min_query_count < 1:
         raise ValueError(f"{scenario}: min_query_count must be an integer >= 1, got {min_query_count!r}")
     if not min_duration_s >= 0:
         raise ValueError(f"{scenario}: min_duration_s must be >= 0, got {min_duration_s!r}")
     if not max_duration_s > 0:
         raise ValueError(f"{scenario}: max_duration_s must be > 0, got {max_duration_s!r}")
-    if scenario == "server" and (target_qps is None or not target_qps > 0):
-        raise ValueError(f"server: target_qps (samples/s) must be > 0, got {target_qps!r}")
+    if chosen.scheduled and (target_qps is None or not target_qps > 0):
+        raise ValueError(f"{scenario}: target_qps (samples/s) must be > 0, got {target_qps!r}")
     if not pool:
         raise ValueError(f"{scenario}: the pool of batches is empty")
     for index, batch in enumerate(pool):
@@ -223,9 +254,10 @@ def run_scenario(
     step: Step,
     pool: list[list],
     *,
-    scenario: str,
+    scenario: str | Scenario,
     batch_size: int,
     clients: int = 1,
+    samples_per_query: int | None = None,
     min_query_count: int,
     min_duration_s: float,
     max_duration_s: float,
@@ -247,6 +279,7 @@ def run_scenario(
     is taken, at most ``max_sampled`` of them spread over the run, into
     ``sampled_outputs``. ``target_qps`` (samples/s) and ``seed`` (of the
     arrival schedule) are used by the server scenario only, ignored otherwise;
+    ``samples_per_query`` (a multiple of ``batch_size``) by multi_stream only (None: LoadGen's 8);
     ``clock`` (ns) and ``sleep`` (s) are injectable for tests. ``target``: the
     figures that must be precise before the run may stop (None: the minimums only).
 
@@ -257,26 +290,23 @@ def run_scenario(
     Server latencies include the sleep's wake-up lateness (typically tens of
     µs on Linux) since they count from the scheduled arrival.
     """
-    _validate(pool, scenario, batch_size, clients, min_query_count, min_duration_s, max_duration_s, target_qps, sample_pool_indices, max_sampled)
+    chosen = named(scenario)
+    spq = (samples_per_query or MULTI_STREAM_SAMPLES_PER_QUERY) if chosen.samples_per_query_key else batch_size
+    _validate(pool, chosen, batch_size, clients, min_query_count, min_duration_s, max_duration_s, target_qps, sample_pool_indices, max_sampled, spq)
     rule = StopRule(target, clock, max_duration_s) if target is not None else None
-    limits = _Window(min_query_count, round(min_duration_s * 1e9), round(max_duration_s * 1e9), scenario, clients, batch_size, target, rule)
+    limits = _Window(min_query_count, round(min_duration_s * 1e9), round(max_duration_s * 1e9), chosen, clients, spq, target, rule)
     sampler = _Sampler(max_sampled) if sample_pool_indices and max_sampled else None
-    eligible = frozenset(sample_pool_indices)
     # PROGRESS lines (tools/measure/phase_progress.py), at most every 0.5 s, from the clock readings the runners take anyway
     progress = PhaseProgress(
-        f"performance bs={batch_size} {scenario} clients={clients}", min_queries=min_query_count, min_duration_s=min_duration_s, max_duration_s=max_duration_s
+        f"performance bs={batch_size} {chosen.name} clients={clients}",
+        min_queries=min_query_count,
+        min_duration_s=min_duration_s,
+        max_duration_s=max_duration_s,
     )
-    if scenario == "server":
-        schedule = poisson_arrivals(target_qps / batch_size, random.Random(seed))
-        if clients == 1:
-            raw = _server_one(step, pool, limits, schedule, sync, sampler, eligible, clock, sleep, progress)
-        else:
-            raw = _threads(step, pool, limits, clients, schedule, sync, sampler, eligible, clock, sleep, progress)
-    elif clients == 1:
-        raw = _back_to_back_one(step, pool, limits, sync, sampler, eligible, clock, progress)
-    else:
-        raw = _threads(step, pool, limits, clients, None, sync, sampler, eligible, clock, sleep, progress)
-    latencies, completions, foo_ns, window_ns, reason, arrivals = raw
+    job = _Job(
+        step, pool, limits, clients, spq // batch_size, target_qps, batch_size, seed, sync, sampler, frozenset(sample_pool_indices), clock, sleep, progress
+    )
+    latencies, completions, foo_ns, window_ns, reason, arrivals = RUNNERS[chosen](job)
     progress.finish(len(latencies), window_ns / 1e9)
     if clients > 1:  # appended as threads finished; put them in completion order
         order = sorted(range(len(completions)), key=completions.__getitem__)
@@ -284,28 +314,66 @@ def run_scenario(
         completions = [completions[i] for i in order]
     queries = len(latencies)
     issued_qps = None
-    if scenario == "server" and arrivals[0] >= 2 and arrivals[1] > 0:
+    if chosen.scheduled and arrivals[0] >= 2 and arrivals[1] > 0:
         issued_qps = (arrivals[0] - 1) * batch_size / arrivals[1]
     return ScenarioRun(
-        scenario=scenario,
+        scenario=chosen,
         batch_size=batch_size,
         clients=clients,
         queries=queries,
-        samples=queries * batch_size,
+        samples=queries * spq,
         duration_s=max(window_ns - foo_ns / clients, 0) / 1e9,
         latencies_ns=latencies,
         completions_ns=completions,
         foo_time_s=foo_ns / 1e9,
         stop_reason=reason,
-        target_qps=float(target_qps) if scenario == "server" else None,
+        target_qps=float(target_qps) if chosen.scheduled and target_qps is not None else None,
         issued_qps=issued_qps,
         checks=rule.checks if rule is not None else 0,
         sampled_outputs=sampler.result() if sampler else {},
+        samples_per_query=spq,
     )
 
 
-# Each runner returns (latencies_ns, completions_ns, foo_ns, window_ns, stop_reason,
-# (arrivals issued, last issued arrival offset in s)).
+@dataclass
+class _Job:
+    """What a runner needs: the engine, the pool, the window's rule and the scenario's parameters."""
+
+    step: Step
+    pool: list[list]
+    limits: _Window
+    clients: int
+    calls_per_query: int
+    target_qps: float | None
+    batch_size: int
+    seed: int
+    sync: Callable[[], Any]
+    sampler: _Sampler | None
+    eligible: frozenset
+    clock: Callable[[], int]
+    sleep: Callable[[float], Any]
+    progress: PhaseProgress
+
+
+def _offline(job: _Job) -> _Raw:
+    if job.clients == 1:
+        return _back_to_back_one(job.step, job.pool, job.limits, job.sync, job.sampler, job.eligible, job.clock, job.progress)
+    return _threads(job.step, job.pool, job.limits, job.clients, None, job.sync, job.sampler, job.eligible, job.clock, job.sleep, job.progress)
+
+
+def _single_stream(job: _Job) -> _Raw:
+    return _back_to_back_one(job.step, job.pool, job.limits, job.sync, job.sampler, job.eligible, job.clock, job.progress)
+
+
+def _server(job: _Job) -> _Raw:
+    assert job.target_qps is not None  # _validate refused a server run without one
+    schedule = poisson_arrivals(job.target_qps / job.batch_size, random.Random(job.seed))
+    if job.clients == 1:
+        return _server_one(job.step, job.pool, job.limits, schedule, job.sync, job.sampler, job.eligible, job.clock, job.sleep, job.progress)
+    return _threads(job.step, job.pool, job.limits, job.clients, schedule, job.sync, job.sampler, job.eligible, job.clock, job.sleep, job.progress)
+
+
+# Each runner returns a ``_Raw``.
 
 
 def _back_to_back_one(step, pool, limits, sync, sampler, eligible, clock, progress):
@@ -337,6 +405,47 @@ def _back_to_back_one(step, pool, limits, sync, sampler, eligible, clock, progre
         add_completion(now - start)
         if sampler is not None and pool_index in eligible:
             sampler.offer(i, pool_index, outputs)
+        i += 1
+        if now >= due:
+            due = progress.update(i, now)
+    window = completions[-1] if completions else 0
+    return latencies, completions, foo_ns, window, reason, (0, 0.0)
+
+
+def _multi_stream(job: _Job) -> _Raw:
+    """multi_stream: one query at a time, each ``calls_per_query`` engine calls on consecutive pool
+    batches, one ``sync()`` after the last; its latency from the first call to that completion."""
+    limits, step, pool, sync, clock, sampler, eligible, progress = job.limits, job.step, job.pool, job.sync, job.clock, job.sampler, job.eligible, job.progress
+    min_queries, min_ns, max_ns, stop = limits.min_queries, limits.min_ns, limits.max_ns, limits.stop
+    latencies, completions = limits.latencies, limits.completions
+    calls, n = job.calls_per_query, len(pool)
+    foo_ns = 0
+    i = 0
+    start = now = clock()
+    due = progress.begin(start)
+    while True:
+        elapsed = now - start
+        if i >= min_queries and elapsed >= min_ns and (reason := stop(now, elapsed)) is not None:
+            break
+        if elapsed >= max_ns:
+            reason = MAX_DURATION_REACHED
+            break
+        kept = []
+        foo = 0.0
+        t0 = clock()
+        for call in range(i * calls, (i + 1) * calls):
+            outputs, call_foo = step(pool[call % n])
+            foo += call_foo or 0.0
+            if sampler is not None and call % n in eligible:
+                kept.append((call, outputs))
+        sync()
+        now = clock()
+        latency, f = minus_foo(now - t0, foo)
+        foo_ns += f
+        latencies.append(latency)
+        completions.append(now - start)
+        for call, outputs in kept:  # numbered by engine call, so a query's two eligible batches both count
+            sampler.offer(call, call % n, outputs)  # type: ignore[union-attr]  # kept only with a sampler
         i += 1
         if now >= due:
             due = progress.update(i, now)
@@ -464,6 +573,15 @@ def _threads(step, pool, limits, clients, schedule, sync, sampler, eligible, clo
     window = max(completions) if completions else 0
     arrivals = (state["next"], state["offset"]) if schedule is not None else (0, 0.0)
     return latencies, completions, state["foo_ns"], window, state["reason"], arrivals
+
+
+# Each scenario's runner, by its record (common/scenario.py); tests/test_scenario_records.py checks every scenario has one.
+RUNNERS: dict[Scenario, Callable[[_Job], _Raw]] = {
+    OFFLINE: _offline,
+    SINGLE_STREAM: _single_stream,
+    MULTI_STREAM: _multi_stream,
+    SERVER: _server,
+}
 
 
 def server_search(

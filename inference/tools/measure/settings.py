@@ -1,5 +1,6 @@
-"""The measurement's vocabulary, defined once: the scenarios, the framework defaults of the
-measurement keys, and "a query's latency minus the engine's foo_time".
+"""The measurement's vocabulary, defined once: the stop reasons, the framework defaults of the
+measurement keys, and "a query's latency minus the engine's foo_time" (the scenarios are
+records in ``common/scenario.py``).
 
 Imported by the config (to validate), the timing loop, the scenarios and the
 progress lines; it imports nothing of the project, so no import circle can
@@ -9,8 +10,6 @@ pass through it.
 from __future__ import annotations
 
 from typing import Any
-
-SCENARIOS = ("offline", "single_stream", "server")
 
 # Why a measured loop stopped (``stop_reason``).
 MINIMUMS_MET = "minimums met"  # the minimums are met and nothing more was asked (LoadGen's rows)

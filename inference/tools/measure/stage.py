@@ -10,8 +10,8 @@ Order, for the compiled engine:
   3. audits      anti-caching (``tools.checks.audit``) on the base batch size;
   4. rows        one row per batch size x scenario x clients (``tools.measure.scenarios``),
                  each after a settle phase on the pool and measured until its judged
-                 figures are precise (``tools.measure.precision``: offline qps,
-                 single_stream qps and p90, server p99), with its contention reading,
+                 figures are precise (``tools.measure.precision``: what its scenario
+                 judges, ``common.scenario``), with its contention reading,
                  intervals, throughput windows, per-query latency percentiles and
                  verdict; accuracy-in-performance-mode
                  (MLPerf TEST01) compares outputs sampled under load with untimed
@@ -29,12 +29,13 @@ from typing import Any, Callable
 from loguru import logger
 
 from common.record import PerformanceRow
-from common.stats import MIN_SAMPLES_FOR_PERCENTILE, LatencyStats
+from common.scenario import OFFLINE, SERVER, scenario
+from common.stats import LatencyStats
 from tools.config import CaseConfig, setting
 from tools.measure.contention import CpuContention
 from tools.measure.loop import as_input_list
 from tools.measure.precision import Settle, drift, measure_figures, measured_once_more_on_drift, precision_reasons, settle
-from tools.measure.rows import HEADLINE, latency_bound, latency_of, performance_row, row_target
+from tools.measure.rows import latency_bound, latency_of, performance_row, row_target
 from tools.measure.scenarios import ScenarioRun, run_scenario, server_search
 from tools.measure.settings import minus_foo
 from tools.measure.verdict import (
@@ -144,9 +145,11 @@ def judge_row(run: ScenarioRun, stats: LatencyStats | None, config: CaseConfig, 
     verdict.add(accelerator_reason(contention.gpu_other_processes))
     verdict.skip([*drift_not_judged(drifts), contention_not_judged(contention.share)])
     # A headline percentile with too few queries (below its floor) has no interval: precision_reasons said so.
-    if run.scenario == "server" and latency_bound_ms is not None and stats is not None and stats.p99 is not None:
-        if stats.p99 > latency_bound_ms:
-            verdict.add(f"p99 latency {stats.p99:.3g} ms exceeds latency_bound_ms {latency_bound_ms:g}")
+    headline = run.scenario.headline
+    measured = getattr(stats, headline) if stats is not None and headline is not None else None
+    if run.scenario.bound_key is not None and latency_bound_ms is not None and measured is not None:
+        if measured > latency_bound_ms:
+            verdict.add(f"{headline} latency {measured:.3g} ms exceeds {run.scenario.bound_key} {latency_bound_ms:g}")
     return verdict
 
 
@@ -206,6 +209,8 @@ class PerformanceStage:
         return self.samples is not None
 
     def pool(self, batch_size: int) -> list[list]:
+        if self.samples is None:
+            raise ValueError("no query pool: the data loader does not yield tensors (check usable first)")
         return make_pool(self.samples, batch_size, self.max_bytes)
 
     # -- 2. numeric ---------------------------------------------------------------
@@ -253,38 +258,38 @@ class PerformanceStage:
             for index in range(min(REFERENCE_BATCHES, len(pool))):
                 references[index] = _clone(engine(list(pool[index]))[0])
             self.sync()
-        for scenario in config.scenario:
-            for clients in [1] if scenario == "single_stream" else config.clients:
-                if scenario == "server" and config.server_search:
+        for chosen in map(scenario, config.scenario):
+            for clients in [1] if chosen.one_query_at_a_time else config.clients:
+                if chosen.scheduled and config.server_search:
                     row = self._search_row(engine, pool, batch_size, clients, references)
                 else:
-                    row = self._row(engine, pool, batch_size, scenario, clients, references, config.target_qps)
+                    row = self._row(engine, pool, batch_size, chosen.name, clients, references, config.target_qps)
                 self.report.rows.append(row)
                 qps = f"{row.qps:.2f}" if row.qps is not None else "n/a"
                 state = "valid" if row.verdict.valid else "INVALID: " + "; ".join(row.verdict.reasons)
-                logger.info(f"performance bs={batch_size} {scenario} clients={clients}: {qps} qps, {state}")
+                logger.info(f"performance bs={batch_size} {chosen.name} clients={clients}: {qps} qps, {state}")
 
-    def _run(self, engine, pool, batch_size, scenario, clients, references, target_qps) -> tuple[ScenarioRun, Any]:
+    def _run(self, engine, pool, batch_size, name, clients, references, target_qps) -> tuple[ScenarioRun, Any]:
         config = self.config
-        headline = HEADLINE.get(scenario)
-        min_queries = max(config.min_query_count, MIN_SAMPLES_FOR_PERCENTILE[headline][1]) if headline else config.min_query_count
+        chosen = scenario(name)
         settled = self._settle(engine, pool)
         contention = CpuContention(str(config.device)).start()
         started_unix = time.time()
         run = run_scenario(
             engine,
             pool,
-            scenario=scenario,
+            scenario=chosen,
             batch_size=batch_size,
             clients=clients,
-            min_query_count=min_queries,
+            samples_per_query=chosen.samples_per_query(config, batch_size),
+            min_query_count=chosen.min_query_count(config.min_query_count),
             min_duration_s=config.min_duration_s,
             max_duration_s=config.max_duration_s,
             target_qps=target_qps,
             seed=config.seed,
             sync=self.sync,
             sample_pool_indices=frozenset(references),
-            target=row_target(scenario, config),
+            target=row_target(chosen, config),
         )
         self._spans[id(run)] = (started_unix, time.time())
         self._settles[id(run)] = settled
@@ -321,18 +326,18 @@ class PerformanceStage:
         self.report.raw_latencies_ns.append(list(run.latencies_ns))
         return row
 
-    def _row(self, engine, pool, batch_size, scenario, clients, references, target_qps) -> PerformanceRow:
+    def _row(self, engine, pool, batch_size, name, clients, references, target_qps) -> PerformanceRow:
         if setting(self.config, "load_generator") == "mlperf":  # MLPerf LoadGen issues this row's queries
             from tools.measure.loadgen import loadgen_row
 
-            return self._engine_wide(loadgen_row(self, engine, pool, batch_size, scenario, clients, references, target_qps))
+            return self._engine_wide(loadgen_row(self, engine, pool, batch_size, name, clients, references, target_qps))
 
         def measure() -> PerformanceRow:
-            run, contention = self._run(engine, pool, batch_size, scenario, clients, references, target_qps)
+            run, contention = self._run(engine, pool, batch_size, name, clients, references, target_qps)
             return self._record(run, contention, self.test01(run, references))
 
         def discard(first: PerformanceRow) -> None:
-            logger.info(f"performance bs={batch_size} {scenario} clients={clients} drifted ({'; '.join(first.verdict.reasons)}): measuring it once more")
+            logger.info(f"performance bs={batch_size} {name} clients={clients} drifted ({'; '.join(first.verdict.reasons)}): measuring it once more")
             self.report.raw_latencies_ns.pop()  # one raw latency list per row kept, in row order
 
         return self._engine_wide(measured_once_more_on_drift(measure, lambda row: row.precision, lambda row: list(row.verdict.reasons), discard))
@@ -345,12 +350,12 @@ class PerformanceStage:
         """server_search: the highest target_qps whose p99 meets latency_bound_ms,
         bisecting below the offline throughput at the same batch size and clients."""
         config = self.config
-        ceiling, _ = self._run(engine, pool, batch_size, "offline", clients, {}, None)
+        ceiling, _ = self._run(engine, pool, batch_size, OFFLINE.name, clients, {}, None)
         contention_of: dict[int, Any] = {}
         runs: list[ScenarioRun] = []
 
         def run_at(qps: float) -> ScenarioRun:
-            run, reading = self._run(engine, pool, batch_size, "server", clients, references, qps)
+            run, reading = self._run(engine, pool, batch_size, SERVER.name, clients, references, qps)
             contention_of[id(run)] = reading
             runs.append(run)
             return run

@@ -392,6 +392,7 @@ def measure(args: argparse.Namespace, plan: Plan, tokenizer: Any, results_root: 
             print(f"capacity probe {load.label}: SLO {block['slo']['verdict']} ({block['slo']['attainment']:.0%})", flush=True)
             return block["slo"]["verdict"]
 
+        assert plan.slo is not None  # --capacity needs --slo (refused with the options otherwise)
         decidable = max(args.num_requests, requests_to_decide(plan.slo.percentile))
 
         found = capacity_search.search(kind, probe, low, high)

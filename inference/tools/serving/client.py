@@ -212,7 +212,8 @@ def stamping_connector(clock: Clock = time.perf_counter_ns, **options: Any) -> A
     import aiohttp
 
     class Connector(aiohttp.TCPConnector):
-        async def _wrap_create_connection(self, factory: Any, *args: Any, **kwargs: Any) -> Any:
+        # aiohttp's private hook, whose keyword-only signature changes between releases: taken as *args, **kwargs
+        async def _wrap_create_connection(self, factory: Any, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
             transport, protocol = await super()._wrap_create_connection(lambda: StampingProtocol(factory(), clock), *args, **kwargs)
             return transport, protocol.inner if isinstance(protocol, StampingProtocol) else protocol
 

@@ -158,10 +158,10 @@ def step_figures(records: list[RequestRecord], slo: SLO | None, precision: float
         "token_count_note": token_count_note(ok),
         "input_tokens": sum(r.input_tokens or 0 for r in ok),
         "output_tokens": sum(r.output_tokens or 0 for r in ok),
-        "ttft_ms": stats_block([r.ttft_ns for r in ok]),
+        "ttft_ms": stats_block([t for r in ok if (t := r.ttft_ns) is not None]),
         "tpot_ms": stats_block(tpots),
         "itl_ms": stats_block([g for r in ok for g in r.itl_ns()]),
-        "e2e_ms": stats_block([r.e2e_ns for r in ok]),
+        "e2e_ms": stats_block([t for r in ok if (t := r.e2e_ns) is not None]),
         "tokens_per_s_per_user": percentile(per_user, 50.0) if per_user else None,
         "schedule_lag_ms_p99": percentile(lags, 99.0) if lags else None,
         "throughput": throughput,
@@ -170,13 +170,13 @@ def step_figures(records: list[RequestRecord], slo: SLO | None, precision: float
     if slo is not None:
         met = sum(1 for r in records if slo.met(r))
         share = met / len(records) if records else 0.0
-        interval = wilson(met, len(records))
+        attained = wilson(met, len(records))
         block["slo"] = {
             **slo.to_dict(),
             "met": met,
             "attainment": share,
-            "attainment_ci95": interval,
-            "verdict": slo_verdict(share, interval, slo.percentile / 100),
+            "attainment_ci95": attained,
+            "verdict": slo_verdict(share, attained, slo.percentile / 100),
         }
     block["verdict"] = verdict.to_dict()
     return block

@@ -94,6 +94,7 @@ class LaunchedServer:
 
     def wait_ready(self) -> float:
         """Seconds until the server answered; EngineError when it exited or ran out of time."""
+        assert self.proc is not None  # started by __enter__
         started = self.clock()
         while True:
             status = self.proc.poll()

@@ -152,6 +152,7 @@ class LoopbackServer:
     # ---- HTTP ----------------------------------------------------------------------------
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
+        assert task is not None  # a connection handler runs as a task
         self._handlers.add(task)
         try:
             while True:
@@ -251,8 +252,10 @@ class LoopbackServer:
 
     async def _read_after(self, mark: int, limit_s: float = 10.0) -> None:
         """Wait until the client has read the stepped clock since it was set (its arrival stamp)."""
+        clock = self.clock
+        assert clock is not None  # a mark is taken only from a stepped clock
         deadline = time.monotonic() + limit_s
-        while self.clock.reads <= mark and time.monotonic() < deadline:
+        while clock.reads <= mark and time.monotonic() < deadline:
             await asyncio.sleep(0.0002)
 
     async def _fault(self, writer: asyncio.StreamWriter, fault: str) -> bool:
@@ -271,6 +274,7 @@ class LoopbackServer:
         if fault == "drop":
             writer.transport.abort()
             return False
+        assert self._stopping is not None  # made by serve() before it accepts a connection
         await self._stopping.wait()  # stall: hold the connection, send nothing, until the server stops
         return False
 
@@ -304,6 +308,7 @@ def main(argv: list[str] | None = None) -> int:
             loop.add_signal_handler(sig, stopping.set)
         serving = asyncio.ensure_future(server.serve(lambda port: print(f"PORT {port}", flush=True)))
         await stopping.wait()
+        assert server._stopping is not None  # serve() made it before its first await
         server._stopping.set()
         await serving
 

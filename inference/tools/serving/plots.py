@@ -116,7 +116,9 @@ def report(result: dict) -> str:
         series.append(("goodput tokens/s", line(lambda s: (s["throughput"]["goodput_tokens_per_s"]["value"], s["throughput"]["goodput_tokens_per_s"]["ci95"]))))
     goodput = _svg("Throughput and goodput against load", labels, series, "tokens/s", "load", kinds)
     points = [(s["throughput"]["output_tokens_per_s"]["value"], s["tokens_per_s_per_user"], None) for s in steps if s.get("tokens_per_s_per_user")]
-    frontier = sorted((p["output_tokens_per_s"], p["tokens_per_s_per_user"], None) for p in result.get("pareto") or [])
+    frontier: list[tuple[float, float | None, list[float] | None]] = sorted(
+        (p["output_tokens_per_s"], p["tokens_per_s_per_user"], None) for p in result.get("pareto") or []
+    )
     pareto = _svg(
         "Tokens/s per user against output tokens/s", None, [("steps", sorted(points)), ("Pareto frontier", frontier)], "tokens/s per user", "output tokens/s"
     )

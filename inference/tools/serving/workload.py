@@ -217,8 +217,9 @@ def read_trace(path: str | Path, output_len: LengthSpec | None, seed: int, text:
         specs.append(RequestSpec(len(specs), prompt, out, input_tokens=text.count(prompt), arrival_s=float(item["timestamp"]) / 1e3))
     if not specs:
         raise DataError(f"{path}: no requests in the trace")
-    first = min(s.arrival_s for s in specs)
-    for s in specs:
-        s.arrival_s -= first
-    specs.sort(key=lambda s: s.arrival_s)
+    arrivals = [s.arrival_s or 0.0 for s in specs]  # every trace record has its timestamp
+    first = min(arrivals)
+    for s, arrival in zip(specs, arrivals):
+        s.arrival_s = arrival - first
+    specs.sort(key=lambda s: s.arrival_s or 0.0)
     return specs

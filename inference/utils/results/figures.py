@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from common.record import Key
+from common.scenario import scenario
 from utils.results.decide import Sample, across
 
 
@@ -57,8 +58,9 @@ def row_label(row: dict) -> str:
 
 
 def llm_label(row: dict) -> str:
-    if row.get("scenario") == "server":
-        return f"llm server @{row.get('target_qps', 0):g}"
+    chosen = scenario(row["scenario"])
+    if chosen.scheduled:
+        return f"llm {chosen.name} @{row.get('target_qps', 0):g}"
     return f"llm bs {row.get('batch_size')} in {row.get('input_length')} out {row.get('output_length')}"
 
 
@@ -97,7 +99,7 @@ def record_figures(record: dict) -> dict[tuple[str, str], Sample]:
         add("inference", f"{name} ms", latency.get(name), intervals.get(name), whole)
     for row in record.get("performance") or []:
         label, valid = row_label(row), _valid(row.get("verdict"))
-        if row.get("scenario") != "server":
+        if scenario(row["scenario"]).judges_throughput:
             add(label, "qps", row.get("qps"), row.get("qps_ci95"), valid)
         latency, intervals = row.get("latency_ms") or {}, row.get("latency_ci95") or {}
         for name in PERCENTILES:

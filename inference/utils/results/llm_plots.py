@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from common.scenario import scenario
 from utils.results.report.charts import COLOURS, HEIGHT, WIDTH, pareto_front
 from utils.results.report.charts import axis as _axis  # the report's public chart helpers (utils/results/report/charts.py)
 from utils.results.report.charts import figure_layout as _layout
@@ -57,8 +58,9 @@ def ttft_tpot_plot(table: list[dict]) -> dict | None:
 
 
 def _label(row: dict) -> str:
-    if row["scenario"] == "server":
-        return f"server @{row['target_qps']:g} req/s"
+    chosen = scenario(row["scenario"])
+    if chosen.scheduled:
+        return f"{chosen.name} @{row['target_qps']:g} req/s"
     return f"bs {row['batch_size']} in {row['input_length']}"
 
 

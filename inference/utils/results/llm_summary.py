@@ -12,6 +12,7 @@ from typing import Any
 
 from common.mfu import plausible_mfu
 from common.record import CaseResult
+from common.scenario import scenario as named
 from common.stats import relative_half_width
 
 HEADER = (
@@ -59,14 +60,15 @@ def _rate(row: dict, key: str) -> str:
 
 
 def _row_line(record: dict, row: dict, estimate: bool | None) -> str:
-    if row["scenario"] == "server":
-        scenario = f"server @{row['target_qps']:g} req/s"
+    chosen = named(row["scenario"])
+    if chosen.scheduled:
+        scenario = f"{chosen.name} @{row['target_qps']:g} req/s"
         if row.get("ttft_bound_met") is not None:
             met = row["ttft_bound_met"] and row.get("tpot_bound_met")
             scenario += f", {row['bound_percentile']} bounds {'met' if met else 'MISSED'}"
         shape = ("1", f"{row['input_length_range'][0]}-{row['input_length_range'][1]}", f"{row['output_length_range'][0]}-{row['output_length_range'][1]}")
     else:
-        scenario, shape = "offline", (str(row["batch_size"]), str(row["input_length"]), str(row["output_length"]))
+        scenario, shape = chosen.name, (str(row["batch_size"]), str(row["input_length"]), str(row["output_length"]))
     mfu = row.get("prefill_mfu")
     mfu_cell = "n/a" if mfu is None else f"{mfu * 100:.2f}%" + (" est." if estimate else "")
     verdict = "valid" if row["verdict"]["valid"] else f"INVALID ({len(row['verdict']['reasons'])})"

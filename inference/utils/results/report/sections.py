@@ -15,6 +15,7 @@ from typing import Any
 
 from common.record import CaseResult, Key, RecordError, read_latencies, read_result
 from common.sampler import read_samples
+from common.scenario import scenario
 from utils.results.report.charts import (
     TOP_OPS,
     frontier_plot,
@@ -160,11 +161,12 @@ def performance_table(rows: list[dict]) -> list[dict]:
 
 
 def own_benchmark_rows(engine: dict, rows: list[dict]) -> dict | None:
-    """A backend's own benchmark() (engine.own_benchmark) beside InferPerf's offline row of the same batch size."""
+    """A backend's own benchmark() (engine.own_benchmark) beside InferPerf's row of the same batch size whose
+    result is its throughput (offline), with one client."""
     own = engine.get("own_benchmark")
     if not own:
         return None
-    ours = {r["batch_size"]: r for r in rows if r.get("scenario") == "offline" and r.get("clients") == 1}
+    ours = {r["batch_size"]: r for r in rows if scenario(r["scenario"]).result_is_throughput and r.get("clients") == 1}
     table = []
     for item in own.get("rows") or []:
         row = ours.get(item.get("BS")) or {}
