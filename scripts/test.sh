@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Set up everything the test suite needs and run it: Debian packages (docker.io,
 # openssh-server, debootstrap), the Python environment, dockerd, and the local
-# base image; ruff (lint, format); then the tests (in parallel, then the serial ones)
+# base image; ruff (lint, format) and mypy; then the tests (in parallel, then the serial ones)
 # and the 15 slowest. Extra arguments go to pytest (both parts).
 # Needs root: run as root, or as a user it runs itself again with sudo (scripts/root.sh).
 set -euo pipefail
@@ -25,6 +25,9 @@ cd "$root"
 # Lint and format first (configured in pyproject.toml): a finding fails the run.
 "$root/.venv/bin/ruff" check inference tests bench scripts
 "$root/.venv/bin/ruff" format --check inference tests bench scripts
+# The type checker on the framework's rooms (pyproject.toml [tool.mypy]: common/, tools/, utils/,
+# the engine bases and run.py; the case and vendor plug-ins are read, not reported): no error passes.
+"$root/.venv/bin/mypy"
 # The tests, in two parts; both always run, and the run fails if either does.
 # 1. Everything that tolerates a busy neighbour, on several workers (pytest-xdist):
 #    tests of one file share a worker (their module fixtures are built once), and
