@@ -265,7 +265,7 @@ def test_compile_only_stops_after_the_compile(tree, digits_data, tmp_path):
 @pytest.mark.parametrize(
     "setting, key, words",
     [
-        ("scenario=burst", "scenario", "must be one of offline, single_stream, server"),
+        ("scenario=burst", "scenario", "must be one of offline, single_stream, multi_stream, server"),
         ("batch_sizes=[]", "batch_sizes", "must not be an empty list"),
         ("batch_sizes=[8,0]", "batch_sizes", "entry 0 must be a positive integer"),
         ("target_qps=0", "target_qps", "must be a positive number of samples per second"),
