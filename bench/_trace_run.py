@@ -26,7 +26,9 @@ def record(name: str, start: float, end: float, **extra) -> None:
     if getattr(_QUIET, "on", False):
         return
     with _LOCK:
-        EVENTS.append({"name": name, "start": start - T0, "end": end - T0, "thread": threading.current_thread().name, **extra})
+        EVENTS.append(
+            {"name": name, "start": start - T0, "end": end - T0, "thread": threading.current_thread().name, **extra}
+        )
 
 
 def wrap(owner, attr: str, name: str | None = None, detail=None) -> None:
@@ -70,11 +72,21 @@ def install() -> None:
         "sweep_orphans",
     ):
         if hasattr(ds.DockerSession, attr):
-            wrap(ds.DockerSession, attr, f"session.{attr}", detail=(lambda self, role, *a, **k: role) if attr == "start" else None)
+            wrap(
+                ds.DockerSession,
+                attr,
+                f"session.{attr}",
+                detail=(lambda self, role, *a, **k: role) if attr == "start" else None,
+            )
     for attr in ("run_case", "_dead_monitor", "_wait_pipeline"):
         wrap(hs.HostSession, attr, f"template.{attr}")
     for attr in ("connect", "run", "exists", "is_dir", "makedirs", "get_files", "remove_tree", "put_tree"):
-        wrap(cm.SshHost, attr, f"ssh.{attr}", detail=(lambda self, argv, *a, **k: " ".join(argv)[:60]) if attr == "run" else None)
+        wrap(
+            cm.SshHost,
+            attr,
+            f"ssh.{attr}",
+            detail=(lambda self, argv, *a, **k: " ".join(argv)[:60]) if attr == "run" else None,
+        )
     transport = getattr(ds, "LocalHost", None)
     if transport is not None:
         for attr in ("makedirs", "exists", "is_dir", "get_files", "remove_tree", "run"):
@@ -136,7 +148,9 @@ def main() -> int:
     if stacks:
         import faulthandler
 
-        faulthandler.dump_traceback_later(float(stacks), exit=False, file=open(f"/tmp/inferperf-stacks-{os.getpid()}.txt", "w"))
+        faulthandler.dump_traceback_later(
+            float(stacks), exit=False, file=open(f"/tmp/inferperf-stacks-{os.getpid()}.txt", "w")
+        )
     profile = os.environ.get("INFERPERF_PROFILE")  # a file: CPU profile of run.main (needs yappi)
     if profile:
         import yappi
@@ -152,7 +166,9 @@ def main() -> int:
         if profile:
             yappi.stop()
             with open(profile, "w") as handle:
-                yappi.get_func_stats().sort("tsub").print_all(out=handle, columns={0: ("name", 60), 1: ("ncall", 8), 2: ("tsub", 8), 3: ("ttot", 8)})
+                yappi.get_func_stats().sort("tsub").print_all(
+                    out=handle, columns={0: ("name", 60), 1: ("ncall", 8), 2: ("tsub", 8), 3: ("ttot", 8)}
+                )
                 yappi.get_thread_stats().print_all(out=handle)
         with open(out, "w") as handle:
             json.dump({"t0": T0, "exit": code, "events": EVENTS}, handle)

@@ -47,7 +47,12 @@ def ort_matmul(n: int):
     from onnx import TensorProto, helper
 
     inputs = [helper.make_tensor_value_info(name, TensorProto.FLOAT, [n, n]) for name in ("A", "B")]
-    graph = helper.make_graph([helper.make_node("MatMul", ["A", "B"], ["C"])], "mm", inputs, [helper.make_tensor_value_info("C", TensorProto.FLOAT, [n, n])])
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["A", "B"], ["C"])],
+        "mm",
+        inputs,
+        [helper.make_tensor_value_info("C", TensorProto.FLOAT, [n, n])],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
@@ -90,7 +95,13 @@ def main(argv: list[str] | None = None) -> int:
     session = ort_matmul(n)
     print(f"{torch.get_num_threads()} torch threads; GEMM {n}^3 {dtype}; STREAM copy over {args.array_mib} MiB arrays")
     valid: dict[str, list[bool]] = {}
-    names = ("gemm / bare onnxruntime run", "gemm / bare torch.mm", "gemm / bare numpy @ (fp32)", "copy / bare numpy copyto", "copy / bare torch copy_")
+    names = (
+        "gemm / bare onnxruntime run",
+        "gemm / bare torch.mm",
+        "gemm / bare numpy @ (fp32)",
+        "copy / bare numpy copyto",
+        "copy / bare torch copy_",
+    )
     ratios: dict[str, list[float]] = {name: [] for name in names}
     for round_ in range(1, args.rounds + 1):
         gemm = gemm_stage(gemm_config).figures[0]
@@ -101,7 +112,13 @@ def main(argv: list[str] | None = None) -> int:
         npcopy = bare_rate(lambda: np.copyto(sc, sa), moved, args.seconds)
         tcopy = bare_rate(lambda: tc.copy_(ta), moved, args.seconds)
         judged = (gemm, gemm, gemm, copy, copy)
-        found = (gemm["value"] / ortmm, gemm["value"] / mm, gemm["value"] / npmm, copy["value"] / npcopy, copy["value"] / tcopy)
+        found = (
+            gemm["value"] / ortmm,
+            gemm["value"] / mm,
+            gemm["value"] / npmm,
+            copy["value"] / npcopy,
+            copy["value"] / tcopy,
+        )
         for name, value, figure in zip(ratios, found, judged):
             ratios[name].append(value)
             valid.setdefault(name, []).append(figure["verdict"]["valid"])
@@ -116,9 +133,13 @@ def main(argv: list[str] | None = None) -> int:
             f"numpy copyto {npcopy / 1e9:.2f}, torch copy_ {tcopy / 1e9:.2f} GB/s"
         )
     for name, values in ratios.items():
-        quiet = [v for v, ok in zip(values, valid[name]) if ok]  # rounds whose baseline was VALID (no contention, precise)
+        quiet = [
+            v for v, ok in zip(values, valid[name]) if ok
+        ]  # rounds whose baseline was VALID (no contention, precise)
         shown = f"median of valid rounds {statistics.median(quiet):.3f}" if quiet else "no valid round"
-        print(f"{name}: {shown}; all rounds {', '.join(f'{v:.3f}' + ('' if ok else '*') for v, ok in zip(values, valid[name]))} (* baseline INVALID)")
+        print(
+            f"{name}: {shown}; all rounds {', '.join(f'{v:.3f}' + ('' if ok else '*') for v, ok in zip(values, valid[name]))} (* baseline INVALID)"
+        )
     return 0
 
 

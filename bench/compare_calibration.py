@@ -82,11 +82,21 @@ def make_tree(root: Path, case: str, data: Path, slowdown: float) -> tuple[Path,
     return perf, host_yaml
 
 
-def one_pair(perf: Path, host_yaml: Path, root: Path, b_compiler: str, repeat: int, threshold: float, sets: list[str]) -> dict:
+def one_pair(
+    perf: Path, host_yaml: Path, root: Path, b_compiler: str, repeat: int, threshold: float, sets: list[str]
+) -> dict:
     before = set((root / "result").glob("run*"))
     extra = [arg for item in sets for arg in ("--set", item)]
     argv = [sys.executable, "run.py", "ab", "--config", str(host_yaml), *extra, "--set-a", "compiler=onnxruntime"]
-    argv += ["--set-b", f"compiler={b_compiler}", "--repeat", str(repeat), "--threshold", str(threshold), "--allow-invalid"]
+    argv += [
+        "--set-b",
+        f"compiler={b_compiler}",
+        "--repeat",
+        str(repeat),
+        "--threshold",
+        str(threshold),
+        "--allow-invalid",
+    ]
     started = time.monotonic()
     proc = subprocess.run(argv, cwd=perf, capture_output=True, text=True, timeout=3600)
     seconds = time.monotonic() - started
@@ -97,7 +107,13 @@ def one_pair(perf: Path, host_yaml: Path, root: Path, b_compiler: str, repeat: i
     lines = {(line["row"], line["figure"]): line for line in json.loads(decision_file.read_text())["lines"]}
     core = lines[("inference", "core qps")]
     shutil.rmtree(run, ignore_errors=True)  # the runs' files: only the decision is kept
-    return {"exit": proc.returncode, "core": core["decided"], "ratio": core["ratio"], "width": core["high"] / core["low"], "seconds": seconds}
+    return {
+        "exit": proc.returncode,
+        "core": core["decided"],
+        "ratio": core["ratio"],
+        "width": core["high"] / core["low"],
+        "seconds": seconds,
+    }
 
 
 def summarise(kind: str, pairs: list[dict]) -> str:
@@ -113,12 +129,18 @@ def summarise(kind: str, pairs: list[dict]) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--case", default="digits", choices=sorted(DATA))
-    parser.add_argument("--data", default=None, help="the case's data directory (default: data/<its folder> beside inference/)")
+    parser.add_argument(
+        "--data", default=None, help="the case's data directory (default: data/<its folder> beside inference/)"
+    )
     parser.add_argument("--pairs", type=int, default=10, help="A/A pairs and A/B pairs, each (default 10)")
     parser.add_argument("--repeat", type=int, default=3, help="repetitions per side of each pair (default 3)")
-    parser.add_argument("--slowdown", type=float, default=0.15, help="the A/B engine's extra busy time per call (default 0.15)")
+    parser.add_argument(
+        "--slowdown", type=float, default=0.15, help="the A/B engine's extra busy time per call (default 0.15)"
+    )
     parser.add_argument("--threshold", type=float, default=5.0)
-    parser.add_argument("--set", action="append", default=[], dest="sets", metavar="KEY=VALUE", help="a case config key for both sides")
+    parser.add_argument(
+        "--set", action="append", default=[], dest="sets", metavar="KEY=VALUE", help="a case config key for both sides"
+    )
     args = parser.parse_args()
     data = Path(args.data or REPO / "data" / DATA[args.case]).resolve()
     with tempfile.TemporaryDirectory(prefix="calibration-") as tmp:
@@ -129,9 +151,16 @@ def main() -> int:
             for kind, engine in zip(found, ("onnxruntime_copy", "busy_onnxruntime")):
                 pair = one_pair(perf, host_yaml, root, engine, args.repeat, args.threshold, args.sets)
                 found[kind].append(pair)
-                print(f"{kind} pair {index + 1}: exit {pair['exit']}, core qps {pair['core']}, B/A {pair['ratio']:.3f}, {pair['seconds']:.0f} s", flush=True)
-    print(f"\n{args.case}, --repeat {args.repeat} per side, threshold {args.threshold:g} %, {' '.join(args.sets) or 'shipped settings'}\n")
-    print("| kind | pairs | core qps called worse | run.py ab exit 1 | median B/A | median ± of B/A | time per decision |")
+                print(
+                    f"{kind} pair {index + 1}: exit {pair['exit']}, core qps {pair['core']}, B/A {pair['ratio']:.3f}, {pair['seconds']:.0f} s",
+                    flush=True,
+                )
+    print(
+        f"\n{args.case}, --repeat {args.repeat} per side, threshold {args.threshold:g} %, {' '.join(args.sets) or 'shipped settings'}\n"
+    )
+    print(
+        "| kind | pairs | core qps called worse | run.py ab exit 1 | median B/A | median ± of B/A | time per decision |"
+    )
     print("|---|---|---|---|---|---|---|")
     for kind, pairs in found.items():
         print(summarise(kind, pairs))

@@ -46,7 +46,14 @@ def prepare_tree(tmp: Path, case: str, batch: int, repeat: int, num_workers: int
 def prepare_data(tmp: Path, perf: Path, case: str, images: int) -> Path:
     data = tmp / "data"
     if case in ("resnet50", "vit"):
-        command = ["benchmarks.resnet50.pytorch.synthetic", str(data), "--classes", "4", "--per-class", str(max(1, images // 4))]
+        command = [
+            "benchmarks.resnet50.pytorch.synthetic",
+            str(data),
+            "--classes",
+            "4",
+            "--per-class",
+            str(max(1, images // 4)),
+        ]
     else:  # digits, bert: the case's own preparation
         command = [f"benchmarks.{case}.pytorch.prepare", str(data)]
     subprocess.run([sys.executable, "-m", *command], cwd=perf, check=True, capture_output=True)
@@ -163,7 +170,9 @@ def measure(case: str, args: argparse.Namespace) -> float:
         data = prepare_data(tmp, perf, case, args.images)
         run_harness(perf, data, tmp / "log-warm", case)  # builds ONNX and engine caches
         harness_qps, bare_qps = [], []
-        print(f"case={case} batch={args.batch} num_workers={args.num_workers if args.num_workers is not None else 'case default'}")
+        print(
+            f"case={case} batch={args.batch} num_workers={args.num_workers if args.num_workers is not None else 'case default'}"
+        )
         print(f"{'round':>5} {'harness core qps':>17} {'window s':>9} {'bare loop qps':>14} {'ratio':>7}")
         for round_index in range(args.rounds):
             result = run_harness(perf, data, tmp / f"log{round_index}", case)
@@ -171,9 +180,13 @@ def measure(case: str, args: argparse.Namespace) -> float:
             bare = bare_loop(result, perf, data, case)
             harness_qps.append(Sample(harness))
             bare_qps.append(Sample(bare))
-            print(f"{round_index:>5} {harness:>17.3f} {result['inference']['core_time_s']:>9.2f} {bare:>14.3f} {harness / bare:>7.3f}")
+            print(
+                f"{round_index:>5} {harness:>17.3f} {result['inference']['core_time_s']:>9.2f} {bare:>14.3f} {harness / bare:>7.3f}"
+            )
         ratio = decide(bare_qps, harness_qps, True, 0.01, paired=True)  # B = harness, A = bare: the ratio harness/bare
-        print(f"ratio harness/bare: {ratio.ratio:.3f} [{ratio.low:.3f}, {ratio.high:.3f}] over {args.rounds} rounds (target >= 0.99)")
+        print(
+            f"ratio harness/bare: {ratio.ratio:.3f} [{ratio.low:.3f}, {ratio.high:.3f}] over {args.rounds} rounds (target >= 0.99)"
+        )
         return ratio.ratio
 
 

@@ -141,10 +141,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--windows", type=int, default=400, help="simulated windows per cell")
     parser.add_argument("--seed", type=int, default=31)
-    parser.add_argument("--stop-windows", type=int, default=200, help="windows per stop-rule cell (each runs the rule query by query)")
+    parser.add_argument(
+        "--stop-windows", type=int, default=200, help="windows per stop-rule cell (each runs the rule query by query)"
+    )
     args = parser.parse_args(argv)
-    print(f"Coverage of the nominal 95 % intervals ({args.windows} windows a cell; AR(1) latencies, CV {CV:.0%}; seed {args.seed})\n")
-    print("| marginal | lag-1 | " + " | ".join(f"throughput, {n} q" for n in THROUGHPUT_QUERIES) + " | stopped at ±10 % | queries at stop (median, p90) |")
+    print(
+        f"Coverage of the nominal 95 % intervals ({args.windows} windows a cell; AR(1) latencies, CV {CV:.0%}; seed {args.seed})\n"
+    )
+    print(
+        "| marginal | lag-1 | "
+        + " | ".join(f"throughput, {n} q" for n in THROUGHPUT_QUERIES)
+        + " | stopped at ±10 % | queries at stop (median, p90) |"
+    )
     print("|---|---|" + "---|" * (len(THROUGHPUT_QUERIES) + 2))
     for marginal in MARGINALS:
         for phi in PHIS:
@@ -164,7 +172,10 @@ def main(argv: list[str] | None = None) -> int:
             process = Process(marginal, phi)
             rng = np.random.default_rng([args.seed, MARGINALS.index(marginal), int(phi * 10), 1])
             for name in ("p50", "p90"):
-                cells = [_cell(*percentile_cell(process, rng, n, name, args.windows), args.windows) for n in PERCENTILE_QUERIES]
+                cells = [
+                    _cell(*percentile_cell(process, rng, n, name, args.windows), args.windows)
+                    for n in PERCENTILE_QUERIES
+                ]
                 print(f"| {marginal} | {phi} | {name} | " + " | ".join(cells) + " |")
     return 0
 

@@ -72,7 +72,9 @@ def bare_loop(engine_path: str, inputs: list, threads: dict, seconds: float) -> 
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads["intra_op_num_threads"]
     options.inter_op_num_threads = threads["inter_op_num_threads"]
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # the engine file is already optimised
+    options.graph_optimization_level = (
+        ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    )  # the engine file is already optimised
     session = ort.InferenceSession(engine_path, options, providers=["CPUExecutionProvider"])
     feed = dict(zip([i.name for i in session.get_inputs()], inputs))
     for _ in range(5):
@@ -127,7 +129,9 @@ def precision_table(ends: list[int], batch: int) -> list[tuple[float, int, float
         if not upto or ends[-1] < horizon * 1e9 * 0.99:
             continue
         interval = throughput_interval(Timeline.tiled(upto, batch))
-        rows.append((horizon, len(upto), interval.relative if interval else None, interval.batches if interval else None))
+        rows.append(
+            (horizon, len(upto), interval.relative if interval else None, interval.batches if interval else None)
+        )
     return rows
 
 
@@ -161,7 +165,9 @@ def tradeoff_table(ends: list[int], batch: int, max_s: float, min_s: float, min_
         t = max(min_s * 1e9, enough)
         while pending and t <= max_s * 1e9:
             last = int(np.searchsorted(end_ns, start + t, side="right")) + 1
-            near = Timeline(whole.begin_ns[first:last], whole.end_ns[first:last], whole.samples[first:last], whole.span_ns)
+            near = Timeline(
+                whole.begin_ns[first:last], whole.end_ns[first:last], whole.samples[first:last], whole.span_ns
+            )
             window = near.part(start, start + t)
             interval = throughput_interval(window)
             for p in sorted(pending):
@@ -177,7 +183,17 @@ def tradeoff_table(ends: list[int], batch: int, max_s: float, min_s: float, min_
     rows = []
     for p in TRADEOFF_PRECISIONS:
         times = [x for x in reach[p] if x is not None]
-        rows.append((p, len(reach[p]), len(times), float(np.median(times)) if times else None, max(times) if times else None, drifting[p], covering[p]))
+        rows.append(
+            (
+                p,
+                len(reach[p]),
+                len(times),
+                float(np.median(times)) if times else None,
+                max(times) if times else None,
+                drifting[p],
+                covering[p],
+            )
+        )
     return rows
 
 
@@ -190,9 +206,14 @@ def _child(spec: dict) -> None:
     centred = lat - lat.mean()
     lag1 = float(np.dot(centred[:-1], centred[1:]) / np.dot(centred, centred)) if len(lat) > 2 else float("nan")
     print(f"case={spec['case']} batch={spec['batch']} seconds={spec['seconds']:g} engine={Path(engine_path).name}")
-    print(f"queries: {len(lat)}, {len(lat) * spec['batch'] * 1e9 / ends[-1]:.2f} samples/s, latency mean {lat.mean() / 1e6:.1f} ms, ", end="")
+    print(
+        f"queries: {len(lat)}, {len(lat) * spec['batch'] * 1e9 / ends[-1]:.2f} samples/s, latency mean {lat.mean() / 1e6:.1f} ms, ",
+        end="",
+    )
     print(f"CV {lat.std() / lat.mean():.1%}, lag-1 autocorrelation {lag1:.2f}")
-    print("\n| window | CV of window throughput | worst window from the median | CV, samples spread | worst, samples spread |")
+    print(
+        "\n| window | CV of window throughput | worst window from the median | CV, samples spread | worst, samples spread |"
+    )
     print("|---|---|---|---|---|")
     for window, cv, worst, cv_spread, worst_spread in window_table(ends, spec["batch"]):
         print(f"| {window:g} s | {cv:.1%} | {worst:.1%} | {cv_spread:.1%} | {worst_spread:.1%} |")
@@ -206,7 +227,9 @@ def _child(spec: dict) -> None:
         head = f"reached within {max_s:g} s | median s to reach | slowest s | drifting at the stop | interval covers the loop's rate"
         print(f"\n| precision | windows | {head} |")
         print("|---|---|---|---|---|---|---|")
-        for p, windows, reached, median, slowest, drifted, covered in tradeoff_table(ends, spec["batch"], max_s, min_s, min_queries):
+        for p, windows, reached, median, slowest, drifted, covered in tradeoff_table(
+            ends, spec["batch"], max_s, min_s, min_queries
+        ):
             shown = (f"{median:.1f}", f"{slowest:.1f}") if median is not None else ("-", "-")
             print(f"| {p:.0%} | {windows} | {reached} | {shown[0]} | {shown[1]} | {drifted} | {covered} of {reached} |")
     if spec.get("save"):
@@ -218,9 +241,17 @@ def main() -> int:
     parser.add_argument("--case", default="resnet50", choices=sorted(DATA))
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--seconds", type=float, default=60.0)
-    parser.add_argument("--data", help="the case's data directory (default: data/<its set>, from scripts/prepare_data.sh)")
-    parser.add_argument("--tradeoff", action="store_true", help="replay the stop rule from start points every 10 s (needs --seconds >= 2 x --max-duration)")
-    parser.add_argument("--max-duration", type=float, default=60.0, help="the replayed windows' cap, s (max_duration_s)")
+    parser.add_argument(
+        "--data", help="the case's data directory (default: data/<its set>, from scripts/prepare_data.sh)"
+    )
+    parser.add_argument(
+        "--tradeoff",
+        action="store_true",
+        help="replay the stop rule from start points every 10 s (needs --seconds >= 2 x --max-duration)",
+    )
+    parser.add_argument(
+        "--max-duration", type=float, default=60.0, help="the replayed windows' cap, s (max_duration_s)"
+    )
     parser.add_argument("--min-duration", type=float, default=2.0, help="the replayed windows' min_duration_s")
     parser.add_argument("--min-queries", type=int, default=24, help="the replayed windows' min_query_count")
     parser.add_argument("--save", help="write the loop's completion times to this .npz (ends, batch)")
@@ -233,11 +264,22 @@ def main() -> int:
     if not data.is_dir():
         sys.exit(f"noise_floor: no data directory {data} (run scripts/prepare_data.sh, or pass --data)")
     with tempfile.TemporaryDirectory(prefix="inferperf-noise-") as log:
-        spec = {"case": args.case, "batch": args.batch, "seconds": args.seconds, "data": str(data), "log": log, "tradeoff": args.tradeoff}
-        spec.update(max_duration=args.max_duration, min_duration=args.min_duration, min_queries=args.min_queries, save=args.save)
+        spec = {
+            "case": args.case,
+            "batch": args.batch,
+            "seconds": args.seconds,
+            "data": str(data),
+            "log": log,
+            "tradeoff": args.tradeoff,
+        }
+        spec.update(
+            max_duration=args.max_duration, min_duration=args.min_duration, min_queries=args.min_queries, save=args.save
+        )
         # The child's import root is inference/, as run_inference.py's is.
         env = {**os.environ, "PYTHONPATH": str(INFERENCE)}
-        return subprocess.run([sys.executable, "-m", "bench.noise_floor", "--child", json.dumps(spec)], cwd=REPO, env=env).returncode
+        return subprocess.run(
+            [sys.executable, "-m", "bench.noise_floor", "--child", json.dumps(spec)], cwd=REPO, env=env
+        ).returncode
 
 
 if __name__ == "__main__":

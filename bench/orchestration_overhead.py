@@ -87,7 +87,12 @@ def main() -> None:
         tmp = Path(tmp_name)
         perf = make_tree(tmp)
         data = tmp / "digits"
-        subprocess.run([sys.executable, "-m", "benchmarks.digits.pytorch.prepare", str(data)], cwd=perf, check=True, capture_output=True)
+        subprocess.run(
+            [sys.executable, "-m", "benchmarks.digits.pytorch.prepare", str(data)],
+            cwd=perf,
+            check=True,
+            capture_output=True,
+        )
         wheels = Path("/opt/wheels") if any(Path("/opt/wheels").glob("torch-2.13.0*.whl")) else None
         hosts = start_sshd_hosts(tmp / "ssh", 4)
         try:

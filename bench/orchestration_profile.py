@@ -35,7 +35,13 @@ TRACER = Path(__file__).resolve().parent / "_trace_run.py"
 def traced_run(config: Path, perf: Path, out: Path) -> tuple[float, dict]:
     env = dict(os.environ, INFERPERF_TRACE_T0=repr(time.time()))
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, str(TRACER), str(out), "--", "--config", str(config)], cwd=perf, capture_output=True, text=True, env=env)
+    proc = subprocess.run(
+        [sys.executable, str(TRACER), str(out), "--", "--config", str(config)],
+        cwd=perf,
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     wall = time.perf_counter() - start
     if proc.returncode != 0:
         sys.exit(f"run.py failed ({proc.returncode}):\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}")
@@ -56,7 +62,9 @@ def report(wall: float, trace: dict, result: dict) -> None:
     t0, events = trace["t0"], trace["events"]
     first = lambda name: next((e for e in events if e["name"] == name), None)  # noqa: E731
     spans = [e for e in events if e["name"].startswith(("run.", "session.", "template.", "import"))]
-    print(f"\nrun.py wall {wall:.2f} s, pipeline e2e {result['e2e_time(second)']:.2f} s, overhead {wall - result['e2e_time(second)']:.2f} s")
+    print(
+        f"\nrun.py wall {wall:.2f} s, pipeline e2e {result['e2e_time(second)']:.2f} s, overhead {wall - result['e2e_time(second)']:.2f} s"
+    )
     print(f"{'start':>7} {'dur':>6}  span")
     for e in sorted(spans, key=lambda e: e["start"]):
         if e["name"] in ("session.output_tail",):
@@ -74,7 +82,11 @@ def report(wall: float, trace: dict, result: dict) -> None:
         print(f"  {name:<22} {len(durations):>4} {sum(durations):7.3f}")
     for e in events:
         if e["name"] == "trace.inspect" and e["detail"].endswith("-case"):
-            created, started, finished = _iso(e["created"]) - t0, _iso(e["state"]["StartedAt"]) - t0, _iso(e["state"]["FinishedAt"]) - t0
+            created, started, finished = (
+                _iso(e["created"]) - t0,
+                _iso(e["state"]["StartedAt"]) - t0,
+                _iso(e["state"]["FinishedAt"]) - t0,
+            )
             pipe_start = finished - result["e2e_time(second)"]  # result.json's started_at has whole seconds only
             print(
                 f"\ncase container: created {created:.3f}, started {started:.3f}, "
@@ -91,8 +103,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=2, help="traced runs after the warm-up; the last one is shown")
     parser.add_argument("--local", action="store_true", help='HOSTS: ["localhost"]: the local engine, no SSH')
-    parser.add_argument("--hosts", type=int, default=1, help="sshd hosts (without --local): with more than one, a per-host table")
-    parser.add_argument("--sleepy", type=float, default=None, metavar="S", help="profile bench/scaling.py's sleep-bound case (S seconds) instead of digits")
+    parser.add_argument(
+        "--hosts", type=int, default=1, help="sshd hosts (without --local): with more than one, a per-host table"
+    )
+    parser.add_argument(
+        "--sleepy",
+        type=float,
+        default=None,
+        metavar="S",
+        help="profile bench/scaling.py's sleep-bound case (S seconds) instead of digits",
+    )
     args = parser.parse_args()
     ensure_base_image(client=ensure_docker())
     with tempfile.TemporaryDirectory(prefix="inferperf-prof-") as tmp_name:
@@ -100,7 +120,12 @@ def main() -> None:
         if args.sleepy is None:
             perf = make_tree(tmp)
             data = tmp / "digits"
-            subprocess.run([sys.executable, "-m", "benchmarks.digits.pytorch.prepare", str(data)], cwd=perf, check=True, capture_output=True)
+            subprocess.run(
+                [sys.executable, "-m", "benchmarks.digits.pytorch.prepare", str(data)],
+                cwd=perf,
+                check=True,
+                capture_output=True,
+            )
         else:
             from bench.scaling import make_tree as sleepy_tree
 
@@ -143,13 +168,28 @@ def per_host(trace: dict) -> None:
         if e["thread"].startswith("host") and e["name"].startswith(("session.", "template.", "run.host_worker")):
             key = e["name"].split(".", 1)[1] + (f"[{e['detail']}]" if e.get("detail") else "")
             rows[e["thread"]].setdefault(key, (e["start"], e["end"] - e["start"]))
-    columns = ["prepare", "start[mon-sys]", "start[mon-cpu]", "_dead_monitor", "start[case]", "_wait_pipeline", "fetch", "end_case"]
+    columns = [
+        "prepare",
+        "start[mon-sys]",
+        "start[mon-cpu]",
+        "_dead_monitor",
+        "start[case]",
+        "_wait_pipeline",
+        "fetch",
+        "end_case",
+    ]
     print("\nper host: start time +duration (s)")
     print(f"{'thread':<8} " + " ".join(f"{c[:15]:>15}" for c in columns))
     for thread, spans in sorted(rows.items()):
-        print(f"{thread:<8} " + " ".join(f"{spans[c][0]:7.2f}+{spans[c][1]:<7.2f}" if c in spans else f"{'-':>15}" for c in columns))
+        print(
+            f"{thread:<8} "
+            + " ".join(f"{spans[c][0]:7.2f}+{spans[c][1]:<7.2f}" if c in spans else f"{'-':>15}" for c in columns)
+        )
     main = [e for e in trace["events"] if e["name"] in ("session.cleanup", "run.write_summary", "run._write_report")]
-    print("teardown on the main thread: " + ", ".join(f"{e['name']} {e['start']:.2f}+{e['end'] - e['start']:.2f}" for e in main))
+    print(
+        "teardown on the main thread: "
+        + ", ".join(f"{e['name']} {e['start']:.2f}+{e['end'] - e['start']:.2f}" for e in main)
+    )
 
 
 def write_local_config(tmp: Path, perf: Path, data: Path, wheels: Path | None, case: str = "digits:pytorch") -> Path:

@@ -85,7 +85,10 @@ print(json.dumps(out))
 
 
 def newest_run() -> Path:
-    runs = sorted((p for p in (INFERENCE / "result").glob("run*") if (p / "summary.json").is_file()), key=lambda p: p.stat().st_mtime)
+    runs = sorted(
+        (p for p in (INFERENCE / "result").glob("run*") if (p / "summary.json").is_file()),
+        key=lambda p: p.stat().st_mtime,
+    )
     if not runs:
         sys.exit(f"no run directory with a summary.json under {INFERENCE / 'result'}")
     return runs[-1]
@@ -95,7 +98,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("run_dir", nargs="?", type=Path, default=None)
     parser.add_argument("--processes", type=int, default=3, help="fresh interpreters (default %(default)s)")
-    parser.add_argument("--repeats", type=int, default=5, help="warm write_report calls per interpreter (default %(default)s)")
+    parser.add_argument(
+        "--repeats", type=int, default=5, help="warm write_report calls per interpreter (default %(default)s)"
+    )
     parser.add_argument("--plots", action="store_true", help="also time each plot function on the first case")
     args = parser.parse_args(argv)
     source = (args.run_dir or newest_run()).resolve()
@@ -106,7 +111,12 @@ def main(argv: list[str] | None = None) -> int:
         shutil.copytree(source, run_dir, ignore=shutil.ignore_patterns("report.html"))
         results = []
         for index in range(args.processes):
-            code = CHILD.format(inference=str(INFERENCE), run_dir=str(run_dir), repeats=args.repeats, plots=args.plots and index == args.processes - 1)
+            code = CHILD.format(
+                inference=str(INFERENCE),
+                run_dir=str(run_dir),
+                repeats=args.repeats,
+                plots=args.plots and index == args.processes - 1,
+            )
             done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=INFERENCE)
             if done.returncode != 0:
                 sys.exit(f"write_report failed:\n{done.stderr[-3000:]}")
@@ -116,9 +126,13 @@ def main(argv: list[str] | None = None) -> int:
         warm = f"{r['warm']:8.3f}" if r["warm"] is not None else f"{'-':>8}"
         print(f"{index:>6} {r['import']:8.3f} {r['first']:8.3f} {warm}")
     median = lambda key: statistics.median(r[key] for r in results if r[key] is not None)  # noqa: E731
-    print(f"{'median':>6} {median('import'):8.3f} {median('first'):8.3f} {median('warm') if args.repeats else float('nan'):8.3f}")
+    print(
+        f"{'median':>6} {median('import'):8.3f} {median('first'):8.3f} {median('warm') if args.repeats else float('nan'):8.3f}"
+    )
     size, script = results[-1]["size"], results[-1]["plotly_js"]
-    print(f"report.html {size / 1024:.0f} KiB, of which plotly.js {script / 1024:.0f} KiB and the rest {(size - script) / 1024:.0f} KiB")
+    print(
+        f"report.html {size / 1024:.0f} KiB, of which plotly.js {script / 1024:.0f} KiB and the rest {(size - script) / 1024:.0f} KiB"
+    )
     for name, seconds in (results[-1].get("plots") or {}).items():
         print(f"  {name:<16} {seconds * 1000:7.2f} ms")
     return 0

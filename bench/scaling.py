@@ -123,7 +123,9 @@ def write_config(tmp: Path, perf: Path, hosts, data: Path, names: list[str], whe
     return path
 
 
-def write_slurm_config(tmp: Path, perf: Path, cluster: SlurmCluster, count: int, data: Path, names: list[str], container: bool = False) -> Path:
+def write_slurm_config(
+    tmp: Path, perf: Path, cluster: SlurmCluster, count: int, data: Path, names: list[str], container: bool = False
+) -> Path:
     config = {
         "MODE": "slurm",
         "VENDOR": "cpu",
@@ -164,7 +166,9 @@ def process_cpu_s(pids: list[int]) -> float:
     return total
 
 
-Rows = dict[int, list[tuple[float, float, float, float]]]  # hosts -> (wall, cpu, slurm daemons cpu, rest of machine cpu) per round
+Rows = dict[
+    int, list[tuple[float, float, float, float]]
+]  # hosts -> (wall, cpu, slurm daemons cpu, rest of machine cpu) per round
 
 
 def machine_cpu_s() -> float:
@@ -174,7 +178,9 @@ def machine_cpu_s() -> float:
     return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
 
 
-def timed_run(config: Path, perf: Path, expected: int, env: dict | None = None, daemons: list[int] = ()) -> tuple[float, float, float, float]:
+def timed_run(
+    config: Path, perf: Path, expected: int, env: dict | None = None, daemons: list[int] = ()
+) -> tuple[float, float, float, float]:
     """run.py's wall time, its own CPU time (user + system, its children included) and
     the CPU time the processes ``daemons`` spent meanwhile, and the CPU the rest of this
     machine spent meanwhile (the hosts' sshd, dockerd, containerd, containers, Slurm, and
@@ -226,7 +232,9 @@ def measure_docker(tmp: Path, perf: Path, names: list[str], counts: list[int], r
     return rows
 
 
-def measure_slurm(tmp: Path, perf: Path, names: list[str], counts: list[int], rounds: int, container: bool = False) -> Rows:
+def measure_slurm(
+    tmp: Path, perf: Path, names: list[str], counts: list[int], rounds: int, container: bool = False
+) -> Rows:
     if container:
         ensure_base_image(client=ensure_docker())
     print(f"starting a Slurm cluster of {max(counts)} nodes ...", flush=True)
@@ -254,7 +262,9 @@ def main() -> None:
     modes = ("docker", "slurm", "slurm-docker")  # slurm-docker: MODE slurm with SLURM_CONTAINER: docker
     parser.add_argument("--mode", choices=modes, default="docker", help="MODE of the runs (default %(default)s)")
     parser.add_argument("--hosts", default="1,4,8", help="comma-separated host counts (default %(default)s)")
-    parser.add_argument("--sleep", type=float, default=10.0, help="seconds each case sleeps in its container (slurm: in its job)")
+    parser.add_argument(
+        "--sleep", type=float, default=10.0, help="seconds each case sleeps in its container (slurm: in its job)"
+    )
     parser.add_argument("--cases", type=int, default=1, help="cases per run (each host runs them one after another)")
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
@@ -268,7 +278,9 @@ def main() -> None:
             rows = measure_slurm(tmp, perf, names, counts, args.rounds, container=args.mode == "slurm-docker")
     per_case = args.sleep * len(names)
     slurm = args.mode.startswith("slurm")
-    print(f"\nMODE {args.mode}: sleep {args.sleep:g} s x {len(names)} case(s) per host; median of {args.rounds} round(s)")
+    print(
+        f"\nMODE {args.mode}: sleep {args.sleep:g} s x {len(names)} case(s) per host; median of {args.rounds} round(s)"
+    )
     print(
         f"{'hosts':>5} {'wall s':>7} {'x 1 host':>8} {'overhead s':>10} {'cpu s':>6} {'cpu/host/case':>13} {'marginal cpu/host/case':>22}"
         + (f" {'slurm daemons cpu s':>19}" if slurm else "")

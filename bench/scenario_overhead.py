@@ -54,7 +54,14 @@ def bare_loop(queries: int) -> float:
 
 def scenario_cost(scenario: str, queries: int, batch: int, target_qps: float | None = None) -> float:
     run = run_scenario(
-        noop, POOL, scenario=scenario, batch_size=batch, min_query_count=queries, min_duration_s=0.0, max_duration_s=600.0, target_qps=target_qps
+        noop,
+        POOL,
+        scenario=scenario,
+        batch_size=batch,
+        min_query_count=queries,
+        min_duration_s=0.0,
+        max_duration_s=600.0,
+        target_qps=target_qps,
     )
     assert run.queries == queries, (scenario, run.queries)
     return run.duration_s / run.queries * 1e6
@@ -140,7 +147,9 @@ def main() -> int:
         f"{rated[0]['queries']} queries, seed {args.seed} (Poisson noise of the rate ~{noise:.1%})"
     )
     print(f"{'issued/target':>14} {'actual/target':>14} {'gap cv':>7} {'lateness p50 us':>16} {'p99 us':>8}")
-    print(f"{med['issued_ratio']:>14.4f} {med['actual_ratio']:>14.4f} {med['cv']:>7.3f} {med['lateness_p50_us']:>16.1f} {med['lateness_p99_us']:>8.1f}")
+    print(
+        f"{med['issued_ratio']:>14.4f} {med['actual_ratio']:>14.4f} {med['cv']:>7.3f} {med['lateness_p50_us']:>16.1f} {med['lateness_p99_us']:>8.1f}"
+    )
     for key in ("issued_ratio", "actual_ratio"):
         if abs(med[key] - 1) > RATE_TOLERANCE:
             failures.append(f"server rated: {key} {med[key]:.4f} off by more than {RATE_TOLERANCE:.0%}")

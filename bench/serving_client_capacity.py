@@ -47,7 +47,18 @@ from tools.serving.load import Endpoint, Load, run_load, sessions_of  # noqa: E4
 
 def start_server(ttft_ms: float, itl_ms: float) -> tuple[subprocess.Popen, str]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tools.serving.loopback", "--stamp", "--ttft-ms", str(ttft_ms), "--itl-ms", str(itl_ms), "--model", "bench"],
+        [
+            sys.executable,
+            "-m",
+            "tools.serving.loopback",
+            "--stamp",
+            "--ttft-ms",
+            str(ttft_ms),
+            "--itl-ms",
+            str(itl_ms),
+            "--model",
+            "bench",
+        ],
         cwd=INFERENCE,
         stdout=subprocess.PIPE,
         text=True,
@@ -69,7 +80,9 @@ def level(url: str, streams: int, requests: int, output_len: int, server_pid: in
     specs = [RequestSpec(i, "w " * 16, output_len) for i in range(requests)]
     endpoint = Endpoint(url, "bench", extra={"ignore_eos": True})
     cpu0, server0, wall0 = time.process_time(), cpu_of(server_pid), time.perf_counter()
-    result = asyncio.run(run_load(endpoint, sessions_of(specs), Load(concurrency=streams), stamp_arrivals=stamp_arrivals))
+    result = asyncio.run(
+        run_load(endpoint, sessions_of(specs), Load(concurrency=streams), stamp_arrivals=stamp_arrivals)
+    )
     cpu, server_cpu, wall = time.process_time() - cpu0, cpu_of(server_pid) - server0, time.perf_counter() - wall0
     errors, tokens = [], 0
     for record in result.records:
@@ -134,7 +147,10 @@ class _BareStream(asyncio.Protocol):
 def bare_level(url: str, streams: int, requests: int, output_len: int) -> dict:
     host, port = url.split("//")[1].split("/")[0].split(":")
     body = json.dumps({"model": "bench", "prompt": "w " * 16, "max_tokens": output_len, "stream": True}).encode()
-    request = f"POST /v1/completions HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body
+    request = (
+        f"POST /v1/completions HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+        + body
+    )
     errors: list[float] = []
 
     async def run() -> tuple[int, float]:
@@ -144,13 +160,21 @@ def bare_level(url: str, streams: int, requests: int, output_len: int) -> dict:
         for i in range(streams):
             done = loop.create_future()
             futures.append(done)
-            await loop.create_connection(lambda d=done, n=requests // streams + (i < requests % streams): _BareStream(request, n, d, errors), host, int(port))
+            await loop.create_connection(
+                lambda d=done, n=requests // streams + (i < requests % streams): _BareStream(request, n, d, errors),
+                host,
+                int(port),
+            )
         tokens = sum(await asyncio.gather(*futures))
         return tokens, time.perf_counter() - start
 
     tokens, wall = asyncio.run(run())
     errors.sort()
-    return {"tokens_per_s": tokens / wall, "error_ms_p50": percentile(errors, 50.0), "error_ms_p99": percentile(errors, 99.0)}
+    return {
+        "tokens_per_s": tokens / wall,
+        "error_ms_p50": percentile(errors, 50.0),
+        "error_ms_p99": percentile(errors, 99.0),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -190,7 +214,11 @@ def main(argv: list[str] | None = None) -> int:
         proc.wait(10)
     for r in rows:
         r["own_error_ms_p99"] = r["error_ms_p99"] - r["bare_error_ms_p99"] if r["error_ms_p99"] is not None else None
-    within = [r for r in rows if r["own_error_ms_p99"] is not None and r["own_error_ms_p99"] <= args.limit_ms and not r["failed"]]
+    within = [
+        r
+        for r in rows
+        if r["own_error_ms_p99"] is not None and r["own_error_ms_p99"] <= args.limit_ms and not r["failed"]
+    ]
     best = max(within, key=lambda r: r["tokens_per_s"]) if within else None
     if best is None:
         print(f"no level kept the client's own p99 timing error within {args.limit_ms} ms of the bare reader's")

@@ -72,7 +72,9 @@ def inferperf(args: argparse.Namespace, tokenizer, concurrency: int, seed: int) 
     text = workload.Text(tokenizer)
     length = workload.LengthSpec("fixed", args.input_len)
     out = workload.LengthSpec("fixed", args.output_len)
-    endpoint = Endpoint(args.endpoint, args.served_model, extra={"ignore_eos": True}, tokenizer=tokenizer, prefer_usage=True)
+    endpoint = Endpoint(
+        args.endpoint, args.served_model, extra={"ignore_eos": True}, tokenizer=tokenizer, prefer_usage=True
+    )
     cpu = time.process_time()
     warm = workload.synthetic(args.warmup, length, out, seed + 1, text)
     asyncio.run(run_load(endpoint, sessions_of(warm), Load(concurrency=concurrency)))
@@ -127,7 +129,9 @@ def aiperf(args: argparse.Namespace, concurrency: int, seed: int) -> dict:
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
         if done.returncode != 0:
-            raise SystemExit(f"aiperf failed ({done.returncode}): {(done.stderr or done.stdout).strip().splitlines()[-1:]}")
+            raise SystemExit(
+                f"aiperf failed ({done.returncode}): {(done.stderr or done.stdout).strip().splitlines()[-1:]}"
+            )
         exports = sorted(Path(out).rglob("*aiperf.json"))
         if not exports:
             raise SystemExit(f"aiperf wrote no JSON export under {out}: {sorted(p.name for p in Path(out).rglob('*'))}")
@@ -155,7 +159,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--input-len", type=int, default=128)
     parser.add_argument("--output-len", type=int, default=64)
     parser.add_argument("--json", default=None)
-    parser.add_argument("--client-cpus", default=None, help="pin both clients to these CPUs (e.g. 1; vLLM's CPU build computes on 0)")
+    parser.add_argument(
+        "--client-cpus", default=None, help="pin both clients to these CPUs (e.g. 1; vLLM's CPU build computes on 0)"
+    )
     args = parser.parse_args(argv)
     if args.make_model:
         make_model(Path(args.make_model))
@@ -175,7 +181,11 @@ def main(argv: list[str] | None = None) -> int:
         for round_ in range(args.rounds):
             order = ("inferperf", "aiperf") if round_ % 2 == 0 else ("aiperf", "inferperf")
             for name in order:
-                got = inferperf(args, tokenizer, concurrency, round_) if name == "inferperf" else aiperf(args, concurrency, round_)
+                got = (
+                    inferperf(args, tokenizer, concurrency, round_)
+                    if name == "inferperf"
+                    else aiperf(args, concurrency, round_)
+                )
                 runs[name].append(got)
                 print(f"concurrency {concurrency} round {round_} {name}: {got}", flush=True)
         row = {"concurrency": concurrency}

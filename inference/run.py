@@ -72,10 +72,20 @@ def parse_args(argv: list[str] | None, ab: bool = False) -> argparse.Namespace:
         from utils.results.compare import add_decision_options
 
         for name in ("a", "b"):
-            parser.add_argument(f"--set-{name}", action="append", default=[], metavar="KEY=VALUE", help=f"a case config key of variant {name.upper()}")
+            parser.add_argument(
+                f"--set-{name}",
+                action="append",
+                default=[],
+                metavar="KEY=VALUE",
+                help=f"a case config key of variant {name.upper()}",
+            )
         add_decision_options(parser)
-    parser.add_argument("--config", default=str(INFERENCE_DIR / "configs" / "host.yaml"), help="host.yaml to use (default: %(default)s)")
-    parser.add_argument("--cases", default=None, help="comma-separated case or case:framework names to run (default all)")
+    parser.add_argument(
+        "--config", default=str(INFERENCE_DIR / "configs" / "host.yaml"), help="host.yaml to use (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--cases", default=None, help="comma-separated case or case:framework names to run (default all)"
+    )
     parser.add_argument(
         "--set",
         action="append",
@@ -106,9 +116,15 @@ def parse_args(argv: list[str] | None, ab: bool = False) -> argparse.Namespace:
         help="run every case N times, interleaved, each a fresh process; the headline figures and their ± are then "
         "the repetitions' (default: each case config's repetitions, 1; docs/measurement.md, 'Repetitions')",
     )
-    parser.add_argument("--strict", action="store_true", help="exit 3 when any result's verdict is invalid or left a check not judged")
-    parser.add_argument("--verbose", "-v", action="store_true", help="also show every pipeline's log lines on the console")
-    parser.add_argument("--list", action="store_true", help="list the cases, vendors and compilers available, then exit")
+    parser.add_argument(
+        "--strict", action="store_true", help="exit 3 when any result's verdict is invalid or left a check not judged"
+    )
+    parser.add_argument(
+        "--verbose", "-v", action="store_true", help="also show every pipeline's log lines on the console"
+    )
+    parser.add_argument(
+        "--list", action="store_true", help="list the cases, vendors and compilers available, then exit"
+    )
     parser.add_argument("--version", action="version", version=f"InferPerf {__version__}")
     return parser.parse_args(argv)
 
@@ -126,7 +142,9 @@ def list_available(perf_dir: Path) -> str:
     from tools.compat.bytemlperf.backend import describe_backends
 
     lines = ["cases:"]
-    for case in sorted(p for p in (perf_dir / "benchmarks").iterdir() if p.is_dir() and not p.name.startswith(("_", "."))):
+    for case in sorted(
+        p for p in (perf_dir / "benchmarks").iterdir() if p.is_dir() and not p.name.startswith(("_", "."))
+    ):
         frameworks = sorted(f.name for f in case.iterdir() if f.is_dir() and not f.name.startswith(("_", ".")))
         configured = (perf_dir / "configs" / case.name / "configurations.yaml").is_file()
         lines.append(f"  {case.name}: {', '.join(frameworks) or '-'}" + ("" if configured else "  (no configs/ entry)"))
@@ -134,8 +152,12 @@ def list_available(perf_dir: Path) -> str:
     engines = perf_dir / "inference_engine"
     for vendor in vendor_names(engines):
         images_dir = perf_dir / "docker_images" / vendor
-        images = sorted(d.name for d in images_dir.iterdir() if (d / "Dockerfile").is_file()) if images_dir.is_dir() else []
-        lines.append(f"  {vendor}: {', '.join(compilers(vendor, engines)) or '-'}; images: {', '.join(images) or 'none'}")
+        images = (
+            sorted(d.name for d in images_dir.iterdir() if (d / "Dockerfile").is_file()) if images_dir.is_dir() else []
+        )
+        lines.append(
+            f"  {vendor}: {', '.join(compilers(vendor, engines)) or '-'}; images: {', '.join(images) or 'none'}"
+        )
         lines.extend(describe_backends(engines / vendor))  # ByteMLPerf backend folders and their interact profiles
     return "\n".join(lines)
 
@@ -144,7 +166,9 @@ def select_cases(config: HostConfig, selection: str | None) -> list[CaseSpec]:
     if not selection:
         return config.cases
     wanted = [s.strip() for s in selection.split(",") if s.strip()]
-    chosen = [c for c in config.cases if c.case in wanted or c.key in wanted or (BASE_TIER in wanted and is_base_case(c.case))]
+    chosen = [
+        c for c in config.cases if c.case in wanted or c.key in wanted or (BASE_TIER in wanted and is_base_case(c.case))
+    ]
     if BASE_TIER in wanted and not any(is_base_case(c.case) for c in chosen):
         chosen += base_tier(config)
     unknown = [w for w in wanted if w != BASE_TIER and not any(w in (c.case, c.key) for c in config.cases)]
@@ -161,7 +185,11 @@ def base_tier(config: HostConfig) -> list[CaseSpec]:
     read no data: their data directory is only checked to exist on the hosts (/tmp)."""
     frameworks = {spec.framework for spec in config.cases}
     framework = frameworks.pop() if len(frameworks) == 1 else "pytorch"
-    found = sorted(p.name for p in (config.flagperf_path / "benchmarks").glob(f"{BASE_PREFIX}*") if (p / framework_dir(framework)).is_dir())
+    found = sorted(
+        p.name
+        for p in (config.flagperf_path / "benchmarks").glob(f"{BASE_PREFIX}*")
+        if (p / framework_dir(framework)).is_dir()
+    )
     if len(config.hosts) < 2:  # the interconnect needs two hosts or more
         found = [case for case in found if case != "base_allreduce"]
     return [CaseSpec(case, framework, "/tmp") for case in found]
@@ -177,7 +205,9 @@ def model_cases(config: HostConfig, paths: list[str], selection: str | None) -> 
     specs = []
     for path in paths:
         try:
-            specs.append(model_case(Path(path).expanduser().absolute(), framework, Path.cwd(), config.executor.runs_here))
+            specs.append(
+                model_case(Path(path).expanduser().absolute(), framework, Path.cwd(), config.executor.runs_here)
+            )
         except ValueError as exc:
             raise ConfigError(f"--model {path}: {exc}") from None
     check_unique_cases(specs, "--model")
@@ -197,7 +227,10 @@ def load_run_config(args: argparse.Namespace) -> HostConfig:
     config.cases = without_keys(config.cases, config.overrides)  # --set wins over a workload's key
     if args.set_a is not None:  # run.py ab: variant A's cases, then B's, checked together below
         check_variants(args.set_a, args.set_b)
-        config.cases = [*with_sets(without_keys(config.cases, args.set_a), args.set_a), *with_sets(without_keys(config.cases, args.set_b), args.set_b)]
+        config.cases = [
+            *with_sets(without_keys(config.cases, args.set_a), args.set_a),
+            *with_sets(without_keys(config.cases, args.set_b), args.set_b),
+        ]
     repeat = parse_repeat(args.repeat)
     check_cases(config)
     if repeat is not None:  # --repeat wins over every case config's repetitions
@@ -227,7 +260,9 @@ def check_cases(config: HostConfig) -> None:
                 parse_overrides([*config.overrides, *spec.overrides]),
                 check_device=executor.runs_here,  # elsewhere the device is on the hosts, not here
             )
-            if spec.model is not None and not executor.in_container:  # the model file is here: read it before anything is written
+            if (
+                spec.model is not None and not executor.in_container
+            ):  # the model file is here: read it before anything is written
                 from benchmarks.onnx_model.describe import describe
 
                 describe(case_config)
@@ -237,7 +272,9 @@ def check_cases(config: HostConfig) -> None:
             if is_base_case(spec.case):  # its dtypes and sizes; its memory where it runs here
                 from benchmarks.base_common import check_base_config
 
-                check_base_config(case_config, memory=executor.runs_here, hosts=len(config.hosts), hosts_origin=str(config.path))
+                check_base_config(
+                    case_config, memory=executor.runs_here, hosts=len(config.hosts), hosts_origin=str(config.path)
+                )
     finally:
         logger.enable("tools.config")
     _check_monitor(config)
@@ -247,9 +284,13 @@ def _check_case_files(config: HostConfig, spec: CaseSpec) -> None:
     """The case's code (and, in a container, the image's Dockerfile); natively, its packages."""
     perf_dir, in_container = config.flagperf_path, config.executor.in_container
     if not (perf_dir / "benchmarks" / spec.case / framework_dir(spec.framework)).is_dir():
-        raise ConfigError(f"{config.path}: key CASES entry '{spec.key}': no benchmarks/{spec.case}/{framework_dir(spec.framework)}/")
+        raise ConfigError(
+            f"{config.path}: key CASES entry '{spec.key}': no benchmarks/{spec.case}/{framework_dir(spec.framework)}/"
+        )
     if in_container and not (perf_dir / "docker_images" / config.vendor / spec.framework / "Dockerfile").is_file():
-        raise ConfigError(f"{config.path}: key CASES entry '{spec.key}': no docker_images/{config.vendor}/{spec.framework}/Dockerfile")
+        raise ConfigError(
+            f"{config.path}: key CASES entry '{spec.key}': no docker_images/{config.vendor}/{spec.framework}/Dockerfile"
+        )
     if not in_container:  # an image installs them (utils/executors/images.py)
         check_case_requirements(perf_dir, spec.case, spec.framework)
 
@@ -262,7 +303,9 @@ def _check_engine(config: HostConfig, case_config: CaseConfig, compiler: str) ->
 
     perf_dir, vendor, executor = config.flagperf_path, config.vendor, config.executor
     if not executor.in_container:
-        check_backend_requirements(perf_dir, vendor, compiler, config.backend_requirements)  # a ByteMLPerf backend folder's (check, warn or skip)
+        check_backend_requirements(
+            perf_dir, vendor, compiler, config.backend_requirements
+        )  # a ByteMLPerf backend folder's (check, warn or skip)
     if executor.runs_here:
         from tools.plugins import preflight_engine
 
@@ -293,7 +336,12 @@ def host_worker(session: HostSession, plan: list[Planned]) -> list[CaseOutcome]:
     except Exception as exc:  # one host's failure is reported and must not stop the others
         message = one_line(exc) if isinstance(exc, InferPerfError) else f"host {session.label}: {one_line(exc)}"
         logger.error(message)
-        return [CaseOutcome(i.spec, session.label, session.noderank, case_dir(i)).fail(session.preflight_step or "preflight", message) for i in plan]
+        return [
+            CaseOutcome(i.spec, session.label, session.noderank, case_dir(i)).fail(
+                session.preflight_step or "preflight", message
+            )
+            for i in plan
+        ]
     outcomes = []
     for item in plan:
         spec = item.spec
@@ -304,14 +352,24 @@ def host_worker(session: HostSession, plan: list[Planned]) -> list[CaseOutcome]:
                 )
             )
             continue
-        name = spec.key + (f" {item.variant}" if item.variant else "") + (f" repetition {item.repetition}" if item.repetition > 1 else "")
+        name = (
+            spec.key
+            + (f" {item.variant}" if item.variant else "")
+            + (f" repetition {item.repetition}" if item.repetition > 1 else "")
+        )
         logger.debug(f"host {session.label}: running {name}")  # run.log; the console shows progress
         try:
             outcome = session.run_case(spec, case_dir(item))
         except Exception as exc:
-            outcome = CaseOutcome(spec, session.label, session.noderank, case_dir(item)).fail("container", one_line(exc))
+            outcome = CaseOutcome(spec, session.label, session.noderank, case_dir(item)).fail(
+                "container", one_line(exc)
+            )
         level = "INFO" if outcome.status == "success" else "ERROR"
-        logger.log(level, f"host {session.label}: {name} {outcome.status}" + (f" at step {outcome.step}: {outcome.error}" if outcome.error else ""))
+        logger.log(
+            level,
+            f"host {session.label}: {name} {outcome.status}"
+            + (f" at step {outcome.step}: {outcome.error}" if outcome.error else ""),
+        )
         outcomes.append(outcome)
     return outcomes
 
@@ -376,7 +434,9 @@ def main(argv: list[str] | None = None) -> int:
         from utils.results.compare import main as compare_main
 
         return compare_main(argv[1:], INFERENCE_DIR / "result")
-    if any(a == "--endpoint" or a.startswith("--endpoint=") for a in argv):  # a running OpenAI-compatible server: tools/serving/cli.py
+    if any(
+        a == "--endpoint" or a.startswith("--endpoint=") for a in argv
+    ):  # a running OpenAI-compatible server: tools/serving/cli.py
         from tools.serving.cli import main as serving_main
 
         return serving_main(argv, INFERENCE_DIR / "result")
@@ -398,7 +458,9 @@ def main(argv: list[str] | None = None) -> int:
             # A signal that cut an import short can surface as an ImportError: it is still the signal's doing.
             signum = received[0] if received else signal.SIGINT
             word = "interrupted" if signum == signal.SIGINT else "stopped"
-            logger.error(f"{word} by {signal.Signals(signum).name} during the start-up checks: nothing was run or written")
+            logger.error(
+                f"{word} by {signal.Signals(signum).name} during the start-up checks: nothing was run or written"
+            )
             return 128 + signum
         if isinstance(exc, InferPerfError):
             logger.error(one_line(exc))
@@ -426,13 +488,23 @@ def run_ab(config: HostConfig, run: Run, args: argparse.Namespace, previous: dic
     from utils.results.compare import CompareError, compare_runs, write_comparison
 
     half = len(config.cases) // 2
-    variants = [Variant(name, run.run_dir / name, cases) for name, cases in (("A", config.cases[:half]), ("B", config.cases[half:]))]
+    variants = [
+        Variant(name, run.run_dir / name, cases)
+        for name, cases in (("A", config.cases[:half]), ("B", config.cases[half:]))
+    ]
     for variant in variants:
         variant.run_dir.mkdir()
     outcomes, interrupted = run_hosts(config, run, args.verbose, build_plan(variants, config.repetitions))
     for variant in variants:
         mine = [o for o in outcomes if variant.run_dir in o.local_dir.parents]
-        finish_run(config, Run(f"{run.run_id}-{variant.name}", variant.run_dir, run.started_at), mine, interrupted, False, previous)
+        finish_run(
+            config,
+            Run(f"{run.run_id}-{variant.name}", variant.run_dir, run.started_at),
+            mine,
+            interrupted,
+            False,
+            previous,
+        )
     if interrupted:
         return 130
     dir_a, dir_b = (v.run_dir for v in variants)
@@ -482,7 +554,9 @@ def open_run(config: HostConfig) -> Run:
     logger.remove()
     logger.add(_console_sink, level=config.log_level, format=CONSOLE_FORMAT)
     logger.add(run_log, level="DEBUG", format="{time:YYYY-MM-DD HH:mm:ss.SSS} | {level: <7} | {message}")
-    logger.info(f"run {run_id}: {len(config.cases)} case(s) x {len(config.hosts)} host(s), mode {config.mode}, vendor {config.vendor}")
+    logger.info(
+        f"run {run_id}: {len(config.cases)} case(s) x {len(config.hosts)} host(s), mode {config.mode}, vendor {config.vendor}"
+    )
     return run
 
 
@@ -562,7 +636,9 @@ def collect_outcomes(plan: list[Planned], sessions: list[HostSession], futures: 
     return outcomes
 
 
-def finish_run(config: HostConfig, run: Run, outcomes: list[CaseOutcome], interrupted: bool, strict: bool, previous_handlers: dict) -> int:
+def finish_run(
+    config: HostConfig, run: Run, outcomes: list[CaseOutcome], interrupted: bool, strict: bool, previous_handlers: dict
+) -> int:
     """summary.json/md and report.html, one line per failure, the exit status."""
     from utils.results.baselines import store_outcomes
     from utils.results.summary import summary_records, write_summary
@@ -582,10 +658,15 @@ def finish_run(config: HostConfig, run: Run, outcomes: list[CaseOutcome], interr
     report_path = _write_report(run.run_dir, config.flagperf_path)
     failed = [r for r in records if r["status"] != "success"]
     for r in failed:
-        logger.error(f"FAILED {r['case']}:{r['framework']} on host {r['host']} at step {r['failed_step']}: {r['error']}")
+        logger.error(
+            f"FAILED {r['case']}:{r['framework']} on host {r['host']} at step {r['failed_step']}: {r['error']}"
+        )
     invalid = [r for r in records if r.get("verdict") and not r["verdict"]["valid"]]
     if invalid:
-        logger.warning(f"{len(invalid)} result(s) INVALID: see the reasons under the table" + ("" if strict else " (--strict makes this exit 3)"))
+        logger.warning(
+            f"{len(invalid)} result(s) INVALID: see the reasons under the table"
+            + ("" if strict else " (--strict makes this exit 3)")
+        )
     unjudged = [r for r in records if r.get("verdict") and r["verdict"].get("not_judged")]
     if unjudged and strict:  # --strict: a check that could not run is no pass
         logger.warning(f"{len(unjudged)} result(s) with checks not judged (--strict): see the list under the table")

@@ -132,7 +132,9 @@ def _run(args: argparse.Namespace, state: dict) -> int:
     lifetime.watch(lambda reason: logger.error(f"stopping: {reason}"))
     from tools.pipeline import Pipeline, PipelineArgs
 
-    state["pipeline"] = Pipeline(PipelineArgs(args.perf_dir, args.data_dir, args.log_dir, args.vendor, args.case, args.framework, args.overrides))
+    state["pipeline"] = Pipeline(
+        PipelineArgs(args.perf_dir, args.data_dir, args.log_dir, args.vendor, args.case, args.framework, args.overrides)
+    )
     state["pipeline"].run()
     return 0
 
@@ -188,7 +190,11 @@ def _report(state: dict, exc: BaseException) -> int:
         result.clear_previous(log_dir)  # a failed run leaves no result.json, nor its latencies
         result.write_failure(log_dir, step=step, error=message, exit_code=code, case=args.case, vendor=args.vendor)
     except BaseException as failure_error:  # noqa: BLE001 - the one line above is already out
-        reason = str(failure_error) if getattr(failure_error, "exit_code", None) else f"{type(failure_error).__name__}: {failure_error}"
+        reason = (
+            str(failure_error)
+            if getattr(failure_error, "exit_code", None)
+            else f"{type(failure_error).__name__}: {failure_error}"
+        )
         print(f"failure.json not written in {log_dir}: {reason}", file=sys.stderr)
     return code
 

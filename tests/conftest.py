@@ -8,7 +8,10 @@ from loguru import logger
 def caplog_loguru():
     """Loguru records emitted during the test, as dicts with level and message."""
     records: list[dict] = []
-    handler = logger.add(lambda message: records.append({"level": message.record["level"].name, "message": message.record["message"]}), level="DEBUG")
+    handler = logger.add(
+        lambda message: records.append({"level": message.record["level"].name, "message": message.record["message"]}),
+        level="DEBUG",
+    )
     yield records
     logger.remove(handler)
 
@@ -63,7 +66,13 @@ def wait_no_processes(marker: str, timeout: float = 20.0) -> list[str]:
 
 
 def run_py(perf: Path, config: Path, *extra: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "run.py", "--config", str(config), *extra], cwd=perf, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "run.py", "--config", str(config), *extra],
+        cwd=perf,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 # One real Slurm cluster for the whole session (tests/infra/slurm.py), shared by every module.

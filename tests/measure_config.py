@@ -25,7 +25,9 @@ CHEAP_MEASUREMENT = {
 # The cases tests run end to end (the LLM case keeps its own schedule-sized caps).
 CHEAP_CASES = ("digits", "onnx_model", "bert")
 
-CHEAP_SET: tuple[str, ...] = tuple(arg for key, value in CHEAP_MEASUREMENT.items() for arg in ("--set", f"{key}={value}"))
+CHEAP_SET: tuple[str, ...] = tuple(
+    arg for key, value in CHEAP_MEASUREMENT.items() for arg in ("--set", f"{key}={value}")
+)
 
 
 def cheapen_tree(perf: Path, cases: tuple[str, ...] = CHEAP_CASES) -> None:

@@ -71,7 +71,10 @@ def float_pool(batches=3, dtype=torch.float32, scale=1.0):
 
 def token_pool(batches=2, rows=4, seq=8):
     g = torch.Generator().manual_seed(1)
-    return [[torch.randint(0, 30000, (rows, seq), generator=g), torch.ones(rows, seq, dtype=torch.int64)] for _ in range(batches)]
+    return [
+        [torch.randint(0, 30000, (rows, seq), generator=g), torch.ones(rows, seq, dtype=torch.int64)]
+        for _ in range(batches)
+    ]
 
 
 def assert_distinct_and_unseen(engine, pool):
@@ -107,7 +110,9 @@ def test_memoising_engine_fails_naming_the_speedup():
     assert res.passed is False
     speedup = res.figures["speedup"]
     assert speedup == MISS_NS / HIT_NS
-    assert res.detail == (f"anti-caching audit: repeating one input ran {speedup:.1f}x faster than distinct inputs (limit 1.10x): the engine may cache results")
+    assert res.detail == (
+        f"anti-caching audit: repeating one input ran {speedup:.1f}x faster than distinct inputs (limit 1.10x): the engine may cache results"
+    )
     assert_distinct_and_unseen(engine, pool)
 
 
@@ -147,7 +152,9 @@ def test_single_integer_sample_cannot_be_audited():
     engine = HonestEngine()
     res = anti_caching_audit(engine, pool, budget_s=0.1, clock=engine.clock)
     assert res.passed is None
-    assert res.detail == ("anti-caching audit: not run, the pool holds a single sample of integer inputs, which cannot be rearranged into a new one")
+    assert res.detail == (
+        "anti-caching audit: not run, the pool holds a single sample of integer inputs, which cannot be rearranged into a new one"
+    )
     assert engine.calls == 0
 
 
@@ -176,7 +183,9 @@ def scripted_engine(clock, pool, same_ns, distinct_ns, foo_s=0.0, extra_ns=0):
     return step
 
 
-@pytest.mark.parametrize("distinct_ns, passed, calls", [(1_100_000, True, 22), (1_110_000, False, 22), (900_000, True, 24)])
+@pytest.mark.parametrize(
+    "distinct_ns, passed, calls", [(1_100_000, True, 22), (1_110_000, False, 22), (900_000, True, 24)]
+)
 def test_threshold_is_on_medians_exactly(distinct_ns, passed, calls):
     pool = float_pool(batches=2)
     clock = FakeClock()

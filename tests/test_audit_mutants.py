@@ -144,7 +144,9 @@ def test_integer_availability(pool, available):
     if available:
         assert maker.unavailable is None
     else:
-        assert maker.unavailable == ("the inputs have no common batch axis to rearrange and no floating tensor to offset")
+        assert maker.unavailable == (
+            "the inputs have no common batch axis to rearrange and no floating tensor to offset"
+        )
         assert maker.next() is None
 
 
@@ -240,7 +242,9 @@ def test_budget_boundary_and_clock_offset():
     pool = [[floats(0.5, 0.25)], [floats(1.0, 2.0)]]
     clock = Clock()
     # warm-up 10 ms, rounds of 40 ms: after round 1, 50 + 40 = 90 ms is not over a 90 ms budget
-    result = anti_caching_audit(kinds_engine(clock, pool[0], 10_000_000, 10_000_000), pool, clock=clock, budget_s=0.09, min_calls=2)
+    result = anti_caching_audit(
+        kinds_engine(clock, pool[0], 10_000_000, 10_000_000), pool, clock=clock, budget_s=0.09, min_calls=2
+    )
     assert result.figures["calls"] == 4
 
 
@@ -252,7 +256,14 @@ def test_max_calls_is_the_cap():
         "name": "anti_caching",
         "passed": None,
         "detail": "anti-caching audit: not run, the engine calls took no measurable time",
-        "figures": {"same_input_ms": 0.0, "distinct_inputs_ms": 0.0, "speedup": None, "limit": 1.1, "calls": 200, "first_call_ms": 0.0},
+        "figures": {
+            "same_input_ms": 0.0,
+            "distinct_inputs_ms": 0.0,
+            "speedup": None,
+            "limit": 1.1,
+            "calls": 200,
+            "first_call_ms": 0.0,
+        },
     }
 
 
@@ -264,27 +275,52 @@ def test_repeats_free_but_distinct_costly_fails():
         "name": "anti_caching",
         "passed": False,
         "detail": "anti-caching audit: repeating one input took no measurable time while distinct inputs took 0.500 ms: the engine may cache results",
-        "figures": {"same_input_ms": 0.0, "distinct_inputs_ms": 0.5, "speedup": None, "limit": 1.1, "calls": 16, "first_call_ms": 0.0},
+        "figures": {
+            "same_input_ms": 0.0,
+            "distinct_inputs_ms": 0.5,
+            "speedup": None,
+            "limit": 1.1,
+            "calls": 16,
+            "first_call_ms": 0.0,
+        },
     }
 
 
 def test_passing_and_failing_results_in_full():
     pool = [[floats(0.5, 0.25)], [floats(1.0, 2.0)]]
     clock = Clock()
-    result = anti_caching_audit(kinds_engine(clock, pool[0], 2_000_000, 2_100_000), pool, clock=clock, budget_s=0.0, min_calls=4, threshold=0.25)
+    result = anti_caching_audit(
+        kinds_engine(clock, pool[0], 2_000_000, 2_100_000), pool, clock=clock, budget_s=0.0, min_calls=4, threshold=0.25
+    )
     assert result.to_dict() == {
         "name": "anti_caching",
         "passed": True,
         "detail": "anti-caching audit: repeating one input ran at 1.05x the speed of distinct inputs over 4 calls each (limit 1.25x)",
-        "figures": {"same_input_ms": 2.0, "distinct_inputs_ms": 2.1, "speedup": 2.1 / 2.0, "limit": 1.25, "calls": 4, "first_call_ms": 2.0},
+        "figures": {
+            "same_input_ms": 2.0,
+            "distinct_inputs_ms": 2.1,
+            "speedup": 2.1 / 2.0,
+            "limit": 1.25,
+            "calls": 4,
+            "first_call_ms": 2.0,
+        },
     }
     clock = Clock()
-    result = anti_caching_audit(kinds_engine(clock, pool[0], 1_000_000, 3_000_000), pool, clock=clock, budget_s=0.0, min_calls=4)
+    result = anti_caching_audit(
+        kinds_engine(clock, pool[0], 1_000_000, 3_000_000), pool, clock=clock, budget_s=0.0, min_calls=4
+    )
     assert result.to_dict() == {
         "name": "anti_caching",
         "passed": False,
         "detail": "anti-caching audit: repeating one input ran 3.0x faster than distinct inputs (limit 1.10x): the engine may cache results",
-        "figures": {"same_input_ms": 1.0, "distinct_inputs_ms": 3.0, "speedup": 3.0, "limit": 1.1, "calls": 16, "first_call_ms": 1.0},
+        "figures": {
+            "same_input_ms": 1.0,
+            "distinct_inputs_ms": 3.0,
+            "speedup": 3.0,
+            "limit": 1.1,
+            "calls": 16,
+            "first_call_ms": 1.0,
+        },
     }
 
 
@@ -303,7 +339,10 @@ def test_a_failure_on_few_calls_is_confirmed_on_sixteen_before_it_stands():
     result = anti_caching_audit(step, pool, clock=clock, budget_s=0.0, min_calls=4)
     assert audit.CONFIRM_CALLS == 16
     assert result.passed is True and result.figures["calls"] == 16 and len(log) == 1 + 32, result
-    assert result.detail == "anti-caching audit: repeating one input ran at 1.00x the speed of distinct inputs over 16 calls each (limit 1.10x)"
+    assert (
+        result.detail
+        == "anti-caching audit: repeating one input ran at 1.00x the speed of distinct inputs over 16 calls each (limit 1.10x)"
+    )
 
 
 def test_no_confirmation_at_sixteen_calls_or_without_a_failure():
@@ -314,14 +353,18 @@ def test_no_confirmation_at_sixteen_calls_or_without_a_failure():
         result = anti_caching_audit(engine, pool, clock=clock, budget_s=0.0, min_calls=calls)
         assert (result.passed, result.figures["calls"]) == (expected, calls)
     clock = Clock()
-    result = anti_caching_audit(kinds_engine(clock, pool[0], 1_000_000, 2_000_000), pool, clock=clock, budget_s=0.0, min_calls=18)
+    result = anti_caching_audit(
+        kinds_engine(clock, pool[0], 1_000_000, 2_000_000), pool, clock=clock, budget_s=0.0, min_calls=18
+    )
     assert (result.passed, result.figures["calls"]) == (False, 18)  # more than 16 already: judged as measured
 
 
 def test_confirmation_stops_when_no_new_input_can_be_made():
     pool = [[torch.tensor([[1, 2], [3, 4]])], [torch.tensor([[5, 6], [7, 8]])]]  # a handful of row rearrangements
     clock = Clock()
-    result = anti_caching_audit(kinds_engine(clock, pool[0], 1_000, 3_000), pool, clock=clock, budget_s=0.0, min_calls=2)
+    result = anti_caching_audit(
+        kinds_engine(clock, pool[0], 1_000, 3_000), pool, clock=clock, budget_s=0.0, min_calls=2
+    )
     made = audit.DistinctInputs(pool).made
     assert result.passed is False and 2 <= result.figures["calls"] < 16, (result, made)
 

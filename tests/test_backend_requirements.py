@@ -42,7 +42,9 @@ def test_check_warn_and_skip(tmp_path):
     numpy = metadata.version("numpy")
     with pytest.raises(ConfigError) as info:
         check_backend_requirements(perf, VENDOR, "TFCPU")
-    assert str(info.value).endswith("install with: pip install -r " + str(perf / "inference_engine" / VENDOR / "TFCPU" / "requirements.txt"))
+    assert str(info.value).endswith(
+        "install with: pip install -r " + str(perf / "inference_engine" / VENDOR / "TFCPU" / "requirements.txt")
+    )
     assert check_backend_requirements(perf, VENDOR, "TFCPU", "skip") == []
     requirements._WARNED.clear()
     lines = check_backend_requirements(perf, VENDOR, "TFCPU", "warn")
@@ -50,7 +52,9 @@ def test_check_warn_and_skip(tmp_path):
     tail = "; going on (BACKEND_REQUIREMENTS: warn)"
     expected = [f"package 'numpy' {numpy} is installed, but its requirements.txt needs numpy==1.19.2"]
     try:
-        expected.append(f"package 'tensorflow' {metadata.version('tensorflow')} is installed, but its requirements.txt needs tensorflow==2.4.0")
+        expected.append(
+            f"package 'tensorflow' {metadata.version('tensorflow')} is installed, but its requirements.txt needs tensorflow==2.4.0"
+        )
     except metadata.PackageNotFoundError:
         expected.append("package 'tensorflow' is not installed (needs tensorflow==2.4.0)")
     assert lines == [where + line + tail for line in expected]
@@ -90,7 +94,9 @@ def test_run_py_warns_and_runs_the_backend_unmodified(tmp_path, digits_data_dir)
     result = json.loads(next((tmp_path / "result").glob("run*/digits:pytorch/*/result.json")).read_text())
     assert result["engine"]["compile_report"]["backend"] == "ORTCPU"
 
-    skipped = run_py(perf, local_host_yaml(tmp_path, perf, digits_data_dir, VENDOR=VENDOR, BACKEND_REQUIREMENTS="skip"), *FAST)
+    skipped = run_py(
+        perf, local_host_yaml(tmp_path, perf, digits_data_dir, VENDOR=VENDOR, BACKEND_REQUIREMENTS="skip"), *FAST
+    )
     assert skipped.returncode == 0 and "BACKEND_REQUIREMENTS" not in skipped.stdout + skipped.stderr
 
 
@@ -101,4 +107,7 @@ def test_a_module_from_a_distribution_of_another_name_is_named(tmp_path):
     path = tmp_path / "requirements.txt"
     path.write_text("yaml==5.1\n")  # the module yaml comes from the distribution PyYAML
     (unmet,) = unmet_requirements(path)
-    assert unmet.describe() == f"package 'yaml' is not installed, but its module comes from PyYAML {metadata.version('PyYAML')} (needs yaml==5.1)"
+    assert (
+        unmet.describe()
+        == f"package 'yaml' is not installed, but its module comes from PyYAML {metadata.version('PyYAML')} (needs yaml==5.1)"
+    )

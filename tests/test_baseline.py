@@ -13,7 +13,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from benchmarks.base_common import TorchKernels, check_base_config, gemm_bytes, gemm_stage, last_level_cache_bytes, stream_stage, transfer_stage
+from benchmarks.base_common import (
+    TorchKernels,
+    check_base_config,
+    gemm_bytes,
+    gemm_stage,
+    last_level_cache_bytes,
+    stream_stage,
+    transfer_stage,
+)
 from common.errors import ConfigError
 from common.mfu import plausible_mfu
 from tests.conftest import INFERENCE, TYPED_CASE_CONFIG
@@ -49,13 +57,27 @@ NO_CONTENTION = type("NoContention", (), {"start": lambda self: self, "stop": la
 
 
 def settings(**changes) -> KernelSettings:
-    return KernelSettings(**{"warmup": 1, "min_queries": 16, "min_duration_s": 0.05, "max_duration_s": 5.0, "precision": 0.02, "settle_max_s": 0.0, **changes})
+    return KernelSettings(
+        **{
+            "warmup": 1,
+            "min_queries": 16,
+            "min_duration_s": 0.05,
+            "max_duration_s": 5.0,
+            "precision": 0.02,
+            "settle_max_s": 0.0,
+            **changes,
+        }
+    )
 
 
 def base_config(case: str, **keys) -> CaseConfig:
     typed = {**TYPED_CASE_CONFIG, "vendor": "cpu", "case": case, "compiler": None, "batch_size": 1}
     extra = {"dtypes": ["fp32"], "sizes": [64], "sweep_s": 0.0, **keys.pop("extra", {})}
-    return CaseConfig(**typed, extra=extra, **{"min_query_count": 16, "min_duration_s": 0.0, "max_duration_s": 5.0, "settle_max_s": 0.0, **keys})
+    return CaseConfig(
+        **typed,
+        extra=extra,
+        **{"min_query_count": 16, "min_duration_s": 0.0, "max_duration_s": 5.0, "settle_max_s": 0.0, **keys},
+    )
 
 
 # ---- the arithmetic ------------------------------------------------------------------------------
@@ -81,7 +103,9 @@ def test_a_rate_that_halves_mid_window_drifts_and_is_invalid():
 
     rate = measure_kernel(call, 1e9, settings(max_duration_s=0.5, warmup=0), clock=clock, contention=NO_CONTENTION)
     assert not rate.verdict.valid
-    assert any("drifting: rate fell" in r for r in rate.verdict.reasons) or any("not precise enough" in r for r in rate.verdict.reasons)
+    assert any("drifting: rate fell" in r for r in rate.verdict.reasons) or any(
+        "not precise enough" in r for r in rate.verdict.reasons
+    )
 
 
 def test_stream_counts_copy_as_two_arrays_and_triad_as_three():
@@ -89,7 +113,9 @@ def test_stream_counts_copy_as_two_arrays_and_triad_as_three():
     assert stream_bytes("triad", 1000, 8) == 24_000
     assert stream_bytes("add", 10, 4) == 120 and stream_bytes("scale", 10, 4) == 80
     clock = FakeClock(step_ns=2_000_000)
-    rate = measure_kernel(clock.kernel(), stream_bytes("triad", 2**20, 8), settings(), clock=clock, contention=NO_CONTENTION)
+    rate = measure_kernel(
+        clock.kernel(), stream_bytes("triad", 2**20, 8), settings(), clock=clock, contention=NO_CONTENTION
+    )
     assert rate.value == pytest.approx(3 * 2**20 * 8 / 2e-3)
 
 
@@ -115,7 +141,9 @@ def test_a_real_small_gemm_is_within_a_factor_of_the_bare_torch_loop():
     torch.set_num_threads(1)  # the same threads for both; one thread, as a busy core stalls a 2-thread GEMM 10-100x
     try:
         for _ in range(3):  # side by side, interleaved; the best of each: a shared machine's bursts hit either one
-            report = gemm_stage(base_config("base_gemm", extra={"sizes": [n]}, precision=None, min_duration_s=0.2), TorchKernels())
+            report = gemm_stage(
+                base_config("base_gemm", extra={"sizes": [n]}, precision=None, min_duration_s=0.2), TorchKernels()
+            )
             measured.append(report.figures[0]["value"])
             calls, start = 50, time.perf_counter()
             for _ in range(calls):
@@ -191,10 +219,22 @@ def _run_py(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess:
     config = tmp_path / "host.yaml"
     config.write_text(
         yaml.safe_dump(
-            {"MODE": "local", "VENDOR": "cpu", "FLAGPERF_LOG_PATH": str(tmp_path / "result"), "HOSTS": ["127.0.0.1"], "CASES": {"digits:pytorch": "/tmp"}}
+            {
+                "MODE": "local",
+                "VENDOR": "cpu",
+                "FLAGPERF_LOG_PATH": str(tmp_path / "result"),
+                "HOSTS": ["127.0.0.1"],
+                "CASES": {"digits:pytorch": "/tmp"},
+            }
         )
     )
-    return subprocess.run([sys.executable, "run.py", "--config", str(config), *extra], cwd=INFERENCE, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "run.py", "--config", str(config), *extra],
+        cwd=INFERENCE,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 @pytest.mark.parametrize(
@@ -218,12 +258,21 @@ def _outcome(tmp_path: Path, case: str, result: dict) -> CaseOutcome:
     local = tmp_path / "result" / "run20260101" / f"{case}:pytorch" / "127.0.0.1_noderank0"
     local.mkdir(parents=True)
     outcome = CaseOutcome(CaseSpec(case, "pytorch", "/tmp"), "127.0.0.1", 0, local, status="success")
-    outcome.result = case_result({"vendor": "cpu", "env": ENV, "config": {"device": "cpu"}, "finished_at": "2026-01-01T00:00:00+00:00", **result})
+    outcome.result = case_result(
+        {"vendor": "cpu", "env": ENV, "config": {"device": "cpu"}, "finished_at": "2026-01-01T00:00:00+00:00", **result}
+    )
     return outcome
 
 
 def _gemm_result(value: float, valid: bool = True) -> dict:
-    figure = {"name": "fp32 GEMM", "kind": "compute", "dtype": "fp32", "unit": "FLOP/s", "value": value, "ci95": [value * 0.98, value * 1.02]}
+    figure = {
+        "name": "fp32 GEMM",
+        "kind": "compute",
+        "dtype": "fp32",
+        "unit": "FLOP/s",
+        "value": value,
+        "ci95": [value * 0.98, value * 1.02],
+    }
     figure.update(size=[1024] * 3, calls=100, verdict={"valid": valid, "reasons": [] if valid else ["contention: ..."]})
     return {"case": "base_gemm", "precision": "fp32", "baseline": {"figures": [figure], "not_applicable": None}}
 
@@ -257,11 +306,18 @@ def test_an_invalid_baseline_is_not_cached(tmp_path):
 
 def test_over_100_percent_of_a_measured_peak_gives_its_reason(tmp_path):
     baselines.store_outcomes([_outcome(tmp_path, "base_gemm", _gemm_result(100e9))], "cpu", "run1")
-    record = merge_outcome(_outcome(tmp_path, "resnet50", _model_result(50.0)), INFERENCE, "cpu")  # 400 GFLOP/s achieved
+    record = merge_outcome(
+        _outcome(tmp_path, "resnet50", _model_result(50.0)), INFERENCE, "cpu"
+    )  # 400 GFLOP/s achieved
     assert record["MFU"] is None
-    assert record["MFU_note"].startswith("400% of the measured fp32 GEMM peak (100 GFLOP/s ±2.0%): the baseline is wrong")
+    assert record["MFU_note"].startswith(
+        "400% of the measured fp32 GEMM peak (100 GFLOP/s ±2.0%): the baseline is wrong"
+    )
     table = markdown_table([record])
-    assert "n/a (over 100% of the measured peak: the baseline is wrong, see below)" in table and record["MFU_note"] in table
+    assert (
+        "n/a (over 100% of the measured peak: the baseline is wrong, see below)" in table
+        and record["MFU_note"] in table
+    )
     assert plausible_mfu(1.5, False, "measured x")[1].startswith("150% of the measured x")
     assert plausible_mfu(1.5, True)[1].startswith("150% of the estimated peak")
 
@@ -269,7 +325,11 @@ def test_over_100_percent_of_a_measured_peak_gives_its_reason(tmp_path):
 def test_the_fingerprint_covers_the_hardware_and_the_vendor():
     one = baselines.fingerprint(ENV, "cpu", "cpu")
     assert one == baselines.fingerprint({**ENV, "hostname": "other", "python": "3.12"}, "cpu", "cpu")
-    for env, vendor, device in ((ENV, "nvidia", "cuda:0"), ({**ENV, "cpus_usable": 4}, "cpu", "cpu"), ({**ENV, "accelerator": {"name": "H100"}}, "cpu", "cpu")):
+    for env, vendor, device in (
+        (ENV, "nvidia", "cuda:0"),
+        ({**ENV, "cpus_usable": 4}, "cpu", "cpu"),
+        ({**ENV, "accelerator": {"name": "H100"}}, "cpu", "cpu"),
+    ):
         assert baselines.fingerprint(env, vendor, device)[0] != one[0]
     assert baselines.fingerprint(None, "cpu", "cpu") is None
     assert baselines.format_rate(485e9, "FLOP/s") == "485 GFLOP/s" and baselines.format_rate(2.1e13, "B/s") == "21 TB/s"
@@ -278,15 +338,47 @@ def test_the_fingerprint_covers_the_hardware_and_the_vendor():
 # ---- a base case through the pipeline ------------------------------------------------------------
 def test_base_gemm_runs_through_run_inference_and_writes_its_figures(tmp_path):
     log = tmp_path / "log"
-    command = [sys.executable, "run_inference.py", "--perf_dir", ".", "--data_dir", "/nonexistent", "--log_dir", str(log)]
-    command += ["--vendor", "cpu", "--case", "base_gemm", "--framework", "pytorch", "--set", "sizes=[64,128]", "--set", "dtypes=[fp32]"]
-    command += ["--set", "min_duration_s=0.1", "--set", "max_duration_s=2.0", "--set", "precision=null", "--set", "settle_max_s=0"]
+    command = [
+        sys.executable,
+        "run_inference.py",
+        "--perf_dir",
+        ".",
+        "--data_dir",
+        "/nonexistent",
+        "--log_dir",
+        str(log),
+    ]
+    command += [
+        "--vendor",
+        "cpu",
+        "--case",
+        "base_gemm",
+        "--framework",
+        "pytorch",
+        "--set",
+        "sizes=[64,128]",
+        "--set",
+        "dtypes=[fp32]",
+    ]
+    command += [
+        "--set",
+        "min_duration_s=0.1",
+        "--set",
+        "max_duration_s=2.0",
+        "--set",
+        "precision=null",
+        "--set",
+        "settle_max_s=0",
+    ]
     done = subprocess.run(command, cwd=INFERENCE, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads((log / "result.json").read_text())
     (found,) = result["baseline"]["figures"]
     assert found["name"] == "fp32 GEMM" and found["value"] > 0 and [row["size"] for row in found["sweep"]] == [64, 128]
-    assert result["steps"]["dataset_and_model"]["status"] == "skipped" and result["steps"]["engine_inference"]["status"] == "done"
+    assert (
+        result["steps"]["dataset_and_model"]["status"] == "skipped"
+        and result["steps"]["engine_inference"]["status"] == "done"
+    )
     # the cpu vendor's own file (inference_engine/cpu/base/kernels.py): its engine's library, ONNX Runtime, for fp32
     assert result["baseline"]["kernels"] == "onnxruntime MLAS (fp32), torch (bf16, fp16)"
 
@@ -305,7 +397,9 @@ def test_a_collective_stops_when_the_ranks_agree_and_every_rank_makes_the_same_c
         decisions.append(more)
         return group_decision([more, len(decisions) < 6], [late, False])
 
-    rate = measure_collective(clock.kernel(), 2**20, settings(min_queries=8, min_duration_s=0.0), agree, clock=clock, contention=NO_CONTENTION)
+    rate = measure_collective(
+        clock.kernel(), 2**20, settings(min_queries=8, min_duration_s=0.0), agree, clock=clock, contention=NO_CONTENTION
+    )
     assert rate.calls == 6 * 8 and rate.value == pytest.approx(2**20 / 1e-3)
     assert decisions[:2] == [True, False]  # precise after its first 16 calls; it went on for its peer
 
@@ -327,7 +421,9 @@ def test_an_interconnect_case_with_one_host_is_one_line_and_exit_2(tmp_path):
     host = {"MODE": "local", "VENDOR": "cpu", "FLAGPERF_LOG_PATH": str(tmp_path / "result"), "HOSTS": ["127.0.0.1"]}
     host["CASES"] = {"base_allreduce:pytorch": "/tmp"}
     config.write_text(yaml.safe_dump(host))
-    done = subprocess.run([sys.executable, "run.py", "--config", str(config)], cwd=INFERENCE, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "run.py", "--config", str(config)], cwd=INFERENCE, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 2, done.stderr
     errors = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
     assert len(errors) == 1 and f"{config}: key 'HOSTS' lists 1 host: base_allreduce" in errors[0]
@@ -337,8 +433,22 @@ def test_an_interconnect_case_with_one_host_is_one_line_and_exit_2(tmp_path):
 # ---- the roofline in report.html --------------------------------------------------------------------
 def _roofline_records(tmp_path: Path) -> list[dict]:
     gemm = _gemm_result(400e9)["baseline"]["figures"][0]
-    stream = {"name": "STREAM triad", "kind": "bandwidth", "kernel": "triad", "unit": "B/s", "value": 40e9, "ci95": [39e9, 41e9], "verdict": {"valid": True}}
-    base = {"case": "base_gemm", "framework": "pytorch", "host": "h", "status": "success", "baseline": {"figures": [gemm, stream]}}
+    stream = {
+        "name": "STREAM triad",
+        "kind": "bandwidth",
+        "kernel": "triad",
+        "unit": "B/s",
+        "value": 40e9,
+        "ci95": [39e9, 41e9],
+        "verdict": {"valid": True},
+    }
+    base = {
+        "case": "base_gemm",
+        "framework": "pytorch",
+        "host": "h",
+        "status": "success",
+        "baseline": {"figures": [gemm, stream]},
+    }
     log = tmp_path / "resnet50"
     log.mkdir()
     write_result(log, engine={"onnx_bytes": 100_000_000})
@@ -354,7 +464,9 @@ def test_the_roofline_has_the_measured_roofs_and_each_case_at_its_intensity(tmp_
     roof, cases = figure["data"]
     assert roof["x"][1] == pytest.approx(10.0) and roof["y"][1] == pytest.approx(400e9)  # ridge: 400 GFLOP/s / 40 GB/s
     assert roof["y"][0] == pytest.approx(40e9 * roof["x"][0])  # the bandwidth slope left of the ridge
-    assert cases["x"] == [pytest.approx(8e9 * 8 / 1e8)] and cases["y"] == [pytest.approx(8e9 * 25)]  # 640 FLOP/B, 200 GFLOP/s
+    assert cases["x"] == [pytest.approx(8e9 * 8 / 1e8)] and cases["y"] == [
+        pytest.approx(8e9 * 25)
+    ]  # 640 FLOP/B, 200 GFLOP/s
     assert "compute-bound" in cases["hovertext"][0] and "upper bound" in note
 
 
@@ -364,12 +476,22 @@ def test_no_roofline_without_measured_peaks_and_the_page_shows_it_when_there_are
 
     records = _roofline_records(tmp_path)
     assert roofline_plot(records[1:], "cpu")[0] is None
-    html = render({"results": records, "aggregates": [], "vendor": "cpu", "run_id": "r", "mode": "local", "hosts": ["h"]})
+    html = render(
+        {"results": records, "aggregates": [], "vendor": "cpu", "run_id": "r", "mode": "local", "hosts": ["h"]}
+    )
     assert 'id="roofline"' in html and "Roofline: 40 GB/s STREAM bandwidth roof" in html
 
 
 # ---- MBU of LLM decode --------------------------------------------------------------------------------
-MODEL = {"precision": "fp32", "params": 19_000_000, "embedding_params": 1_000_000, "layers": 4, "kv_heads": 2, "head_dim": 64, "bytes_per_kv_value": 4}
+MODEL = {
+    "precision": "fp32",
+    "params": 19_000_000,
+    "embedding_params": 1_000_000,
+    "layers": 4,
+    "kv_heads": 2,
+    "head_dim": 64,
+    "bytes_per_kv_value": 4,
+}
 
 
 def test_decode_bytes_per_token_are_the_weights_over_the_batch_plus_the_kv_cache_at_the_mean_context():
@@ -377,7 +499,10 @@ def test_decode_bytes_per_token_are_the_weights_over_the_batch_plus_the_kv_cache
     kv_per_position = 2 * 4 * 2 * 64 * 4  # K and V x layers x kv heads x head_dim x bytes
     assert baselines.decode_bytes_per_token(MODEL, 1, 128, 32) == weights + kv_per_position * 144
     assert baselines.decode_bytes_per_token(MODEL, 4, 128, 32) == weights / 4 + kv_per_position * 144
-    assert baselines.decode_bytes_per_token({**MODEL, "precision": "fp16", "bytes_per_kv_value": None}, 1, 0, 0) == 18_000_000 * 2
+    assert (
+        baselines.decode_bytes_per_token({**MODEL, "precision": "fp16", "bytes_per_kv_value": None}, 1, 0, 0)
+        == 18_000_000 * 2
+    )
     assert baselines.decode_bytes_per_token({**MODEL, "precision": "fp8"}, 1, 0, 0) is None
 
 
@@ -385,10 +510,15 @@ def test_mbu_is_decode_bytes_per_second_over_the_measured_bandwidth_and_over_100
     cells = [{"batch_size": 1, "input_length": 0, "output_length": 0, "decode_tokens_per_s": 100.0}]
     llm = {"model": {**MODEL, "embedding_params": 0, "params": 10_000_000}, "table": cells}
     baselines.add_mbu(llm, {"triad": {"value": 8e9, "ci95": [7.8e9, 8.2e9]}})
-    assert cells[0]["decode_mbu"] == pytest.approx(40e6 * 100 / 8e9) and llm["mbu_bandwidth"] == "measured STREAM triad (8 GB/s ±2.5%)"
+    assert (
+        cells[0]["decode_mbu"] == pytest.approx(40e6 * 100 / 8e9)
+        and llm["mbu_bandwidth"] == "measured STREAM triad (8 GB/s ±2.5%)"
+    )
     cells[0]["decode_tokens_per_s"] = 400.0
     baselines.add_mbu(llm, {"copy": {"value": 8e9}})
-    assert cells[0]["decode_mbu"] is None and cells[0]["decode_mbu_note"].startswith("200% of the measured STREAM copy (8 GB/s)")
+    assert cells[0]["decode_mbu"] is None and cells[0]["decode_mbu_note"].startswith(
+        "200% of the measured STREAM copy (8 GB/s)"
+    )
     lines = baselines.mbu_lines([{"case": "llama", "host": "h", "llm": llm}])
     assert "decode MBU n/a (200% of the measured STREAM copy" in lines[-1]
     untouched = {"table": [{"batch_size": 1}]}
@@ -397,13 +527,29 @@ def test_mbu_is_decode_bytes_per_second_over_the_measured_bandwidth_and_over_100
 
 
 def test_an_llm_record_gets_decode_mbu_from_the_cached_bandwidth_of_its_host(tmp_path):
-    triad = {"name": "STREAM triad", "kind": "bandwidth", "kernel": "triad", "unit": "B/s", "value": 40e9, "ci95": [39e9, 41e9]}
+    triad = {
+        "name": "STREAM triad",
+        "kind": "bandwidth",
+        "kernel": "triad",
+        "unit": "B/s",
+        "value": 40e9,
+        "ci95": [39e9, 41e9],
+    }
     triad.update(array_bytes=2**27, calls=50, verdict={"valid": True, "reasons": []})
     stream = {"case": "base_stream", "precision": "fp32", "baseline": {"figures": [triad], "not_applicable": None}}
     baselines.store_outcomes([_outcome(tmp_path, "base_stream", stream)], "cpu", "run1")
-    cell = {"scenario": "offline", "batch_size": 1, "input_length": 0, "output_length": 0, "decode_tokens_per_s": 50.0, "verdict": {"valid": True}}
+    cell = {
+        "scenario": "offline",
+        "batch_size": 1,
+        "input_length": 0,
+        "output_length": 0,
+        "decode_tokens_per_s": 50.0,
+        "verdict": {"valid": True},
+    }
     llm = {"model": {**MODEL, "embedding_params": 0, "params": 10_000_000}, "table": [cell], "server": []}
-    record = merge_outcome(_outcome(tmp_path, "llama", {"case": "llama", "precision": "fp32", "llm": llm}), INFERENCE, "cpu")
+    record = merge_outcome(
+        _outcome(tmp_path, "llama", {"case": "llama", "precision": "fp32", "llm": llm}), INFERENCE, "cpu"
+    )
     assert record["llm"]["table"][0]["decode_mbu"] == pytest.approx(40e6 * 50 / 40e9)
     assert "Decode MBU" in markdown_table([record])
 

@@ -47,9 +47,19 @@ def test_allreduce_over_slurm_nodes_reports_algbw_and_busbw(tmp_path, nodes):
         host_yaml.write_text(yaml.safe_dump(config))
         # The node names do not resolve: the rendezvous is this machine. Two 2-CPU ranks or four
         # share its CPUs, so contention is not judged here and no precision is asked.
-        settings = ["sizes_mib=[1]", "master_addr=127.0.0.1", "precision=null", "min_duration_s=0.2", "contention_limit=1.0"]
-        command = [sys.executable, "run.py", "--config", str(host_yaml)] + [item for s in settings for item in ("--set", s)]
-        done = subprocess.run(command, cwd=perf, env={**os.environ, **cluster.env}, capture_output=True, text=True, timeout=600)
+        settings = [
+            "sizes_mib=[1]",
+            "master_addr=127.0.0.1",
+            "precision=null",
+            "min_duration_s=0.2",
+            "contention_limit=1.0",
+        ]
+        command = [sys.executable, "run.py", "--config", str(host_yaml)] + [
+            item for s in settings for item in ("--set", s)
+        ]
+        done = subprocess.run(
+            command, cwd=perf, env={**os.environ, **cluster.env}, capture_output=True, text=True, timeout=600
+        )
         assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-3000:])
         summary = json.loads(next((tmp_path / "result").glob("run*/summary.json")).read_text())
         records = summary["results"]

@@ -22,7 +22,9 @@ def test_base_gemm_runs_in_the_vendor_container(tmp_path, local_workdir, wheels_
     config = write_local_yaml(tmp_path, Path("/tmp"), local_workdir, wheels_dir, CASES={"base_gemm:pytorch": "/tmp"})
     settings = ["sizes=[128]", "dtypes=[fp32]", "precision=null", "min_duration_s=0.2", "settle_max_s=0"]
     command = [sys.executable, "run.py", "--config", str(config)] + [item for s in settings for item in ("--set", s)]
-    done = subprocess.run(command, cwd=INFERENCE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=1200)
+    done = subprocess.run(
+        command, cwd=INFERENCE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=1200
+    )
     assert done.returncode == 0, done.stdout[-4000:]
     record = summary_of(tmp_path)["results"][0]
     assert record["status"] == "success" and record["sys_monitor"]["samples"] >= 1

@@ -66,12 +66,20 @@ def test_backend_runs_in_the_vendor_container(tmp_path, digits_data, wheels_dir,
     "requirements, expected",
     [
         # The fixture as written (ByteMLPerf's CPU backend's pins): numpy==1.19.2 meets the image's own numpy first.
-        (None, "pip: Cannot install numpy==1.19.2 because these package versions have conflicting dependencies. (the image keeps numpy=="),
-        ("tensorflow==2.4.0\n", "pip: No matching distribution found for tensorflow==2.4.0 (the image's Python is 3.11."),
+        (
+            None,
+            "pip: Cannot install numpy==1.19.2 because these package versions have conflicting dependencies. (the image keeps numpy==",
+        ),
+        (
+            "tensorflow==2.4.0\n",
+            "pip: No matching distribution found for tensorflow==2.4.0 (the image's Python is 3.11.",
+        ),
     ],
     ids=["numpy-pin", "tensorflow-pin"],
 )
-def test_a_pin_that_cannot_install_is_one_line(tmp_path, digits_data, wheels_dir, docker_client, requirements, expected):
+def test_a_pin_that_cannot_install_is_one_line(
+    tmp_path, digits_data, wheels_dir, docker_client, requirements, expected
+):
     perf = _tree(tmp_path, "TFCPU")
     if requirements is not None:
         (perf / "inference_engine" / "cpu" / "TFCPU" / "requirements.txt").write_text(requirements)

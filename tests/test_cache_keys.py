@@ -84,10 +84,14 @@ def test_hash_tree_covers_sorted_relative_names_and_contents(tmp_path):
         },
     )
     common = _write(tmp_path / "lib", {"common.py": b"D"})
-    expected = _expected_tree_hash([("case/a.py", b"C"), ("case/model.py", b"A"), ("case/sub/b.py", b"B"), ("common.py", b"D")])
+    expected = _expected_tree_hash(
+        [("case/a.py", b"C"), ("case/model.py", b"A"), ("case/sub/b.py", b"B"), ("common.py", b"D")]
+    )
     assert hash_tree([case, common / "common.py"]) == expected
     assert hash_tree([str(case), str(common / "common.py")]) == expected
-    with_txt = _expected_tree_hash([("case/a.py", b"C"), ("case/model.py", b"A"), ("case/notes.txt", b"ignored"), ("case/sub/b.py", b"B")])
+    with_txt = _expected_tree_hash(
+        [("case/a.py", b"C"), ("case/model.py", b"A"), ("case/notes.txt", b"ignored"), ("case/sub/b.py", b"B")]
+    )
     assert hash_tree([case], suffixes=(".py", ".txt")) == with_txt
     assert hash_tree([]) == hashlib.sha256().hexdigest()
 
@@ -184,7 +188,9 @@ def test_hash_state_dict_copies_device_tensors_to_the_host():
 
 JSON = st.recursive(
     st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=5)),
-    lambda children: st.one_of(st.lists(children, max_size=3), st.dictionaries(st.text(max_size=3), children, max_size=3)),
+    lambda children: st.one_of(
+        st.lists(children, max_size=3), st.dictionaries(st.text(max_size=3), children, max_size=3)
+    ),
     max_leaves=6,
 )
 
@@ -210,7 +216,10 @@ def test_fingerprint_changes_when_any_value_changes(parts, data):
 def test_fingerprint_known_values_and_non_json_values():
     # Pinned: a change here silently invalidates (or worse, aliases) every cached artefact.
     assert fingerprint({}) == "44136fa355b3678a"
-    assert fingerprint({"torch": "2.13.0", "opset": 17}) == hashlib.sha256(b'{"opset": 17, "torch": "2.13.0"}').hexdigest()[:16]
+    assert (
+        fingerprint({"torch": "2.13.0", "opset": 17})
+        == hashlib.sha256(b'{"opset": 17, "torch": "2.13.0"}').hexdigest()[:16]
+    )
     assert len(fingerprint({"a": 1}, length=64)) == 64
     assert fingerprint({"p": Path("/a/b")}) == fingerprint({"p": "/a/b"})  # default=str
 

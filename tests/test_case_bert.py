@@ -210,7 +210,9 @@ def test_missing_weights_package_names_it_and_how_to_install(monkeypatch, tmp_pa
     from benchmarks.bert.pytorch import weights
 
     real = importlib.util.find_spec
-    monkeypatch.setattr(weights.importlib.util, "find_spec", lambda name: None if name == weights.MODULE else real(name))
+    monkeypatch.setattr(
+        weights.importlib.util, "find_spec", lambda name: None if name == weights.MODULE else real(name)
+    )
     with pytest.raises(ConfigError) as info:
         weights.model_dir(types.SimpleNamespace(weights=None, data_dir=str(tmp_path)))
     message = str(info.value)

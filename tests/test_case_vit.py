@@ -83,7 +83,14 @@ def torchvision_vit_shapes(size: vit.VitSize, image: int = 224, classes: int = 1
                 f"{p}.mlp.3.bias": (d,),
             }
         )
-    shapes.update({"encoder.ln.weight": (d,), "encoder.ln.bias": (d,), "heads.head.weight": (classes, d), "heads.head.bias": (classes,)})
+    shapes.update(
+        {
+            "encoder.ln.weight": (d,),
+            "encoder.ln.bias": (d,),
+            "heads.head.weight": (classes, d),
+            "heads.head.bias": (classes,),
+        }
+    )
     return shapes
 
 
@@ -126,7 +133,11 @@ def reference_vit(state: dict, size: vit.VitSize, x: torch.Tensor) -> torch.Tens
         q, k, v = (y @ s["self_attention.in_proj_weight"].T + s["self_attention.in_proj_bias"]).chunk(3, dim=-1)
         heads = lambda t: t.reshape(n, -1, h, d // h).transpose(1, 2)  # noqa: E731
         attention = torch.softmax(heads(q) @ heads(k).transpose(-1, -2) / (d // h) ** 0.5, dim=-1) @ heads(v)
-        z = z + attention.transpose(1, 2).reshape(n, -1, d) @ s["self_attention.out_proj.weight"].T + s["self_attention.out_proj.bias"]
+        z = (
+            z
+            + attention.transpose(1, 2).reshape(n, -1, d) @ s["self_attention.out_proj.weight"].T
+            + s["self_attention.out_proj.bias"]
+        )
         y = F.layer_norm(z, (d,), s["ln_2.weight"], s["ln_2.bias"], eps=1e-6)
         y = F.gelu(y @ s["mlp.0.weight"].T + s["mlp.0.bias"]) @ s["mlp.3.weight"].T + s["mlp.3.bias"]
         z = z + y
@@ -164,7 +175,9 @@ def test_random_weights_are_announced_and_void_the_accuracy(tmp_path, tiny, capl
 def test_resnet50_random_weights_set_the_accuracy_note_too(tmp_path):
     import benchmarks.resnet50.pytorch as resnet50
 
-    config = types.SimpleNamespace(weights=None, num_classes=10, seed=0, device="cpu", fp16=False, data_dir=str(tmp_path), accuracy_note=None)
+    config = types.SimpleNamespace(
+        weights=None, num_classes=10, seed=0, device="cpu", fp16=False, data_dir=str(tmp_path), accuracy_note=None
+    )
     resnet50.create_model(config)
     assert config.accuracy_note == "random weights"
 
@@ -186,12 +199,18 @@ def test_wrong_checkpoints_are_config_errors(tmp_path, tiny):
     state = vit.VisionTransformer(TINY, image_size=32, num_classes=10).state_dict()
     del state["heads.head.bias"]
     torch.save(state, tmp_path / "partial.pth")
-    with pytest.raises(ConfigError, match=r"partial\.pth: not a torchvision vit_t_8 \(crop 32\) state_dict .*heads\.head\.bias"):
-        case.create_model(make_config(tmp_path, model=tiny, crop=32, num_classes=10, weights=str(tmp_path / "partial.pth")))
+    with pytest.raises(
+        ConfigError, match=r"partial\.pth: not a torchvision vit_t_8 \(crop 32\) state_dict .*heads\.head\.bias"
+    ):
+        case.create_model(
+            make_config(tmp_path, model=tiny, crop=32, num_classes=10, weights=str(tmp_path / "partial.pth"))
+        )
     # a checkpoint for another image size: the position embedding does not fit
     torch.save(vit.VisionTransformer(TINY, image_size=48, num_classes=10).state_dict(), tmp_path / "at48.pth")
     with pytest.raises(ConfigError, match=r"shape mismatch in \['encoder\.pos_embedding'\]"):
-        case.create_model(make_config(tmp_path, model=tiny, crop=32, num_classes=10, weights=str(tmp_path / "at48.pth")))
+        case.create_model(
+            make_config(tmp_path, model=tiny, crop=32, num_classes=10, weights=str(tmp_path / "at48.pth"))
+        )
     with pytest.raises(ConfigError, match=r"weights: .*nowhere\.pth: no such file"):
         case.create_model(make_config(tmp_path, model=tiny, crop=32, weights=str(tmp_path / "nowhere.pth")))
 
@@ -249,7 +268,9 @@ def test_export_traces_composite_attention_and_agrees_with_the_framework(tmp_pat
     path = case.export_model(model, config)
     assert torch.backends.mha.get_fastpath_enabled() == before  # restored for framework validation
     graph = onnx.load(path).graph
-    assert [i.name for i in graph.input] == ["input"] and graph.input[0].type.tensor_type.shape.dim[0].dim_param == "batch"
+    assert [i.name for i in graph.input] == ["input"] and graph.input[0].type.tensor_type.shape.dim[
+        0
+    ].dim_param == "batch"
     session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
     for batch in (1, 3):
         x = torch.randn(batch, 3, 32, 32)

@@ -17,7 +17,15 @@ from utils.results.compare import main as compare_main
 from utils.results.figures import merge_repetitions, record_figures, repetition_figures, row_label
 
 
-def record(qps: float = 100.0, p50: float = 10.0, width: float = 0.02, valid: bool = True, case: str = "digits", status: str = "success", llm=False) -> dict:
+def record(
+    qps: float = 100.0,
+    p50: float = 10.0,
+    width: float = 0.02,
+    valid: bool = True,
+    case: str = "digits",
+    status: str = "success",
+    llm=False,
+) -> dict:
     """A summary record of one repetition: the inference phase, an offline and a server row, optionally an LLM row."""
     ci = lambda v: [v * (1 - width), v * (1 + width)]  # noqa: E731
     verdict = {"valid": valid, "reasons": [] if valid else ["contention: other processes used 40 %"]}
@@ -82,21 +90,31 @@ def test_record_figures_name_every_figure_with_its_interval_and_validity():
 def test_repetitions_merge_into_their_geometric_mean_with_every_window_kept():
     merged = repeated(100.0, 121.0)
     mean, interval, _ = d.across([d.Sample(100.0), d.Sample(121.0)])
-    assert merged[Key.INFER_CORE_QPS] == pytest.approx(110.0) and merged["ci95"][Key.INFER_CORE_QPS] == pytest.approx(list(interval))
+    assert merged[Key.INFER_CORE_QPS] == pytest.approx(110.0) and merged["ci95"][Key.INFER_CORE_QPS] == pytest.approx(
+        list(interval)
+    )
     assert merged["MFU"] == pytest.approx(0.1 * 110.0 / 100.0)  # MFU follows the throughput
     row = merged["performance"][0]
     assert row["qps"] == pytest.approx(220.0) and row["latency_ms"]["p50"] == pytest.approx(1000 / 110.0)
     block = merged["repetitions"]
     assert block["count"] == 2
     core = next(f for f in block["figures"] if (f["row"], f["figure"]) == ("inference", "core qps"))
-    assert core["values"] == [100.0, 121.0] and core["intervals"] == [[98.0, 102.0], [121 * 0.98, 121 * 1.02]] and core["higher_is_better"]
+    assert (
+        core["values"] == [100.0, 121.0]
+        and core["intervals"] == [[98.0, 102.0], [121 * 0.98, 121 * 1.02]]
+        and core["higher_is_better"]
+    )
     assert [s.value for s in repetition_figures(merged)[("inference", "core qps")]] == [100.0, 121.0]
     assert merge_repetitions([record()]) == record()  # one repetition: the record as it was
 
 
 def test_a_failed_or_invalid_repetition_says_which():
     failed = merge_repetitions([record(), record(status="failed")])
-    assert failed["status"] == "failed" and failed["error"] == "repetition 2 of 2: engine crashed" and failed["verdict"] is None
+    assert (
+        failed["status"] == "failed"
+        and failed["error"] == "repetition 2 of 2: engine crashed"
+        and failed["verdict"] is None
+    )
     invalid = merge_repetitions([record(), record(valid=False)])
     assert invalid["verdict"] == {"valid": False, "reasons": ["repetition 2: contention: other processes used 40 %"]}
     assert repetition_figures(invalid)[("inference", "core qps")][1].valid is False
@@ -121,7 +139,9 @@ def test_a_slower_candidate_is_a_regression_with_its_ratio_and_interval(tmp_path
     out = capsys.readouterr().out
     lines = {(line.row, line.figure): line for line in compare_runs(a, b, 5.0).lines}
     core = lines[("inference", "core qps")]
-    assert core.verdict == d.WORSE and core.ratio == pytest.approx(math.exp(sum(map(math.log, (80, 81, 79))) / 3) / 100, rel=1e-3)
+    assert core.verdict == d.WORSE and core.ratio == pytest.approx(
+        math.exp(sum(map(math.log, (80, 81, 79))) / 3) / 100, rel=1e-3
+    )
     assert core.low < core.ratio < core.high < 0.95
     assert lines[("inference", "p50 ms")].verdict == d.WORSE  # latency 25 % higher
     assert lines[("bs 1 server x1 @40", "p99 ms")].verdict == d.WORSE  # a server row's p99 gates
@@ -141,12 +161,16 @@ def test_one_repetition_a_side_is_widened_and_says_so(tmp_path, capsys):
     assert "one repetition on a side" in out and "1/1*" in out and d.INCONCLUSIVE in out
     b2 = write_run(tmp_path, "runC", [record(50.0)])  # 50 %: beyond it
     assert compare_main([str(a), str(b2)], tmp_path) == 1
-    assert compare_main([str(a), str(b), "--between-run-cv", "0"], tmp_path) == 1  # no between-run term: the windows alone
+    assert (
+        compare_main([str(a), str(b), "--between-run-cv", "0"], tmp_path) == 1
+    )  # no between-run term: the windows alone
 
 
 def test_an_invalid_missing_or_failed_candidate_is_exit_3(tmp_path, capsys):
     a = write_run(tmp_path, "runA", [repeated(100, 101, 99), repeated(50, 51, 49, case="resnet50")])
-    invalid = write_run(tmp_path, "invalid", [repeated(100, 101, 99, valid=False), repeated(50, 51, 49, case="resnet50")])
+    invalid = write_run(
+        tmp_path, "invalid", [repeated(100, 101, 99, valid=False), repeated(50, 51, 49, case="resnet50")]
+    )
     assert compare_main([str(a), str(invalid)], tmp_path) == 3
     out = capsys.readouterr().out
     assert "not comparable (no detectable change; INVALID in B)" in out and "--allow-invalid judges it anyway" in out
@@ -161,7 +185,12 @@ def test_an_invalid_missing_or_failed_candidate_is_exit_3(tmp_path, capsys):
     for rec in without:
         rec["performance"] = rec["performance"][1:]
     no_row = merge_repetitions(without)
-    assert compare_main([str(a), str(write_run(tmp_path, "norow", [no_row, repeated(50, 51, 49, case="resnet50")]))], tmp_path) == 3
+    assert (
+        compare_main(
+            [str(a), str(write_run(tmp_path, "norow", [no_row, repeated(50, 51, 49, case="resnet50")]))], tmp_path
+        )
+        == 3
+    )
     assert f"{row_label(record()['performance'][0])} qps is in A but missing in B" in capsys.readouterr().out
     # a regression of a valid figure beside an invalid one: the regression's exit
     worse = write_run(tmp_path, "worse", [repeated(70, 71, 69), record(case="resnet50", status="failed")])
@@ -206,6 +235,8 @@ def test_the_report_draws_each_figures_repetitions_over_their_geometric_mean():
     strips, means = plot["data"]
     core = strips["y"].index("inference core qps")
     assert strips["x"][core : core + 2] == [pytest.approx(100 / 110), pytest.approx(121 / 110)]
-    assert means["x"][0] == 1.0 and means["error_x"]["array"][0] == pytest.approx(merged["ci95"][Key.INFER_CORE_QPS][1] / 110 - 1)
+    assert means["x"][0] == 1.0 and means["error_x"]["array"][0] == pytest.approx(
+        merged["ci95"][Key.INFER_CORE_QPS][1] / 110 - 1
+    )
     assert "2 repetitions: each figure over its geometric mean" in json.dumps(plot["layout"])
     assert repetitions_plot(None) is None and repetitions_plot(record().get("repetitions")) is None

@@ -54,7 +54,9 @@ def test_repeat_runs_each_case_again_in_a_fresh_process_and_merges_the_repetitio
     run = new_run(root, before)
     first, second = run / "digits:pytorch" / "127.0.0.1_noderank0", run / "digits:pytorch" / "127.0.0.1_noderank0_rep2"
     r1, r2 = result_json(first), result_json(second)
-    assert r2["inference"]["started_at_unix"] > r1["inference"]["finished_at_unix"]  # one after the other, each its own process
+    assert (
+        r2["inference"]["started_at_unix"] > r1["inference"]["finished_at_unix"]
+    )  # one after the other, each its own process
     (record,) = json.loads((run / "summary.json").read_text())["results"]
     block = record["repetitions"]
     assert block["count"] == 2 and block["log_dirs"] == [str(first), str(second)]
@@ -77,7 +79,9 @@ def test_ab_runs_two_variants_abba_and_decides_between_them(tree):
     )  # fmt: skip
     run = new_run(root, before)
     decision = json.loads((run / "B" / "compare_A.json").read_text())
-    assert proc.returncode == decision["exit_code"] and proc.returncode in (0, 1), proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert proc.returncode == decision["exit_code"] and proc.returncode in (0, 1), (
+        proc.stdout[-3000:] + proc.stderr[-2000:]
+    )
     starts = {}
     for variant, compiler in (("A", "onnxruntime"), ("B", "slow_onnxruntime")):
         base = run / variant / "digits:pytorch" / "127.0.0.1_noderank0"

@@ -88,7 +88,10 @@ def test_fixed_dimensions_and_intermediate_graph_outputs(tmp_path):
         nodes,
         "g",
         [helper.make_tensor_value_info("X", TensorProto.FLOAT, [2, 3])],
-        [helper.make_tensor_value_info("a", TensorProto.FLOAT, [2, 3]), helper.make_tensor_value_info("Y", TensorProto.FLOAT, [2, 3])],
+        [
+            helper.make_tensor_value_info("a", TensorProto.FLOAT, [2, 3]),
+            helper.make_tensor_value_info("Y", TensorProto.FLOAT, [2, 3]),
+        ],
     )
     path = tmp_path / "fixed.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
@@ -126,7 +129,11 @@ def test_sg_percent_and_runs_for_each_support_set(tmp_path, supported, percent, 
 
 
 def test_sg_percent_is_rounded_to_two_decimals(tmp_path):
-    nodes = [helper.make_node("Relu", ["X"], ["a"]), helper.make_node("Sigmoid", ["a"], ["b"]), helper.make_node("Relu", ["b"], ["Y"])]
+    nodes = [
+        helper.make_node("Relu", ["X"], ["a"]),
+        helper.make_node("Sigmoid", ["a"], ["b"]),
+        helper.make_node("Relu", ["b"], ["Y"]),
+    ]
     assert graph_segments(save(tmp_path, nodes), lambda op: op == "Relu")["sg_percent"] == 66.67
     assert graph_segments(save(tmp_path, nodes, "b.onnx"), lambda op: op == "Sigmoid")["sg_percent"] == 33.33
 
@@ -154,11 +161,19 @@ def test_unused_outputs_end_no_segment_and_external_weights_are_not_read(tmp_pat
 
 def test_an_empty_graph_is_fully_accelerated(tmp_path):
     graph = helper.make_graph(
-        [], "g", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [1])], [helper.make_tensor_value_info("X", TensorProto.FLOAT, [1])]
+        [],
+        "g",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [1])],
     )
     path = tmp_path / "empty.onnx"
     onnx.save(helper.make_model(graph), str(path))
-    assert graph_segments(str(path), lambda op: False) == {"sg_percent": 100.0, "node_count": 0, "fallback_ops": [], "segments": []}
+    assert graph_segments(str(path), lambda op: False) == {
+        "sg_percent": 100.0,
+        "node_count": 0,
+        "fallback_ops": [],
+        "segments": [],
+    }
 
 
 def test_failed_shape_inference_leaves_intermediate_shapes_unknown(tmp_path, monkeypatch, caplog_loguru):
@@ -171,7 +186,9 @@ def test_failed_shape_inference_leaves_intermediate_shapes_unknown(tmp_path, mon
     assert result["segments"][0]["output_tensor_map"] == {"a": None, "b": None}
     assert result["segments"][2]["output_tensor_map"] == {"Y": [-1, 4]}
     assert result["sg_percent"] == 80.0
-    assert ("DEBUG", "shape inference failed, segment shapes omitted: no shapes today") in [(r["level"], r["message"]) for r in caplog_loguru]
+    assert ("DEBUG", "shape inference failed, segment shapes omitted: no shapes today") in [
+        (r["level"], r["message"]) for r in caplog_loguru
+    ]
 
 
 # --- describe_engine ---------------------------------------------------------------
@@ -272,7 +289,10 @@ def test_failing_optional_apis_are_omitted_with_a_warning(tmp_path, caplog_logur
         "compile_report": {"compile_duration": 0.25, "compile_precision": "UNKNOWN", "compile_status": "success"},
     }
     warnings = [r["message"] for r in caplog_loguru if r["level"] == "WARNING"]
-    assert warnings == ["engine version() failed, omitted: boom", "engine best_batch_sizes() failed, omitted: bad sizes"]
+    assert warnings == [
+        "engine version() failed, omitted: boom",
+        "engine best_batch_sizes() failed, omitted: bad sizes",
+    ]
 
 
 def test_an_unreadable_onnx_file_loses_only_the_coverage(tmp_path, caplog_loguru):

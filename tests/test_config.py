@@ -54,7 +54,9 @@ def test_merge_typed_values_and_parameters_as_attributes(tmp_path):
 
 def test_key_in_configurations_and_parameters_is_an_error(tmp_path):
     root = make_tree(tmp_path, params="batch_size: 4\n")
-    with pytest.raises(ConfigError, match=r"parameters\.yaml: key 'batch_size' is also defined in .*configurations\.yaml"):
+    with pytest.raises(
+        ConfigError, match=r"parameters\.yaml: key 'batch_size' is also defined in .*configurations\.yaml"
+    ):
         load(root)
 
 
@@ -139,7 +141,14 @@ def test_unknown_case(tmp_path):
 
 @pytest.mark.parametrize(
     "text, value",
-    [("4.12e9", 4.12e9), ("2*512*0.33e9", 2 * 512 * 0.33e9), ("(1+2)*3", 9.0), (7, 7.0), ("2**10", 1024.0), ("1_000", 1000.0)],
+    [
+        ("4.12e9", 4.12e9),
+        ("2*512*0.33e9", 2 * 512 * 0.33e9),
+        ("(1+2)*3", 9.0),
+        (7, 7.0),
+        ("2**10", 1024.0),
+        ("1_000", 1000.0),
+    ],
 )
 def test_parse_number(text, value):
     assert parse_number(text) == pytest.approx(value)

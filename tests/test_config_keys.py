@@ -85,12 +85,32 @@ def test_optional_passes_none_and_checks_the_rest():
 
 def test_measurement_defaults():
     config = make()
-    assert (config.min_query_count, config.min_duration_s, config.max_duration_s, config.contention_limit) == (64, 2.0, 60.0, 0.10)
+    assert (config.min_query_count, config.min_duration_s, config.max_duration_s, config.contention_limit) == (
+        64,
+        2.0,
+        60.0,
+        0.10,
+    )
     assert (config.precision, config.latency_precision, config.settle_max_s, config.warmup) == (0.02, None, 10.0, 2)
     assert config.batch_sizes == [8]  # null means [batch_size]
-    assert (config.scenario, config.clients, config.target_qps, config.latency_bound_ms) == (["offline"], [1], None, None)
-    assert (config.server_search, config.compile_only, config.numeric_check, config.audits) == (False, False, True, True)
-    assert (config.numeric_batches, config.numeric_tolerance, config.allow_many_clients, config.pool_max_mb) == (2, None, False, 256.0)
+    assert (config.scenario, config.clients, config.target_qps, config.latency_bound_ms) == (
+        ["offline"],
+        [1],
+        None,
+        None,
+    )
+    assert (config.server_search, config.compile_only, config.numeric_check, config.audits) == (
+        False,
+        False,
+        True,
+        True,
+    )
+    assert (config.numeric_batches, config.numeric_tolerance, config.allow_many_clients, config.pool_max_mb) == (
+        2,
+        None,
+        False,
+        256.0,
+    )
 
 
 @pytest.mark.parametrize(
@@ -221,10 +241,16 @@ def test_the_server_scenario_needs_a_latency_bound_and_a_rate(scenario):
     # Named where scenario was set: that is what asks for the bound.
     with pytest.raises(ConfigError) as info:
         make(scenario=scenario, target_qps=10)
-    assert str(info.value) == "config: key 'scenario' includes server, so key 'latency_bound_ms' is required (the p99 bound in ms)"
+    assert (
+        str(info.value)
+        == "config: key 'scenario' includes server, so key 'latency_bound_ms' is required (the p99 bound in ms)"
+    )
     with pytest.raises(ConfigError) as info:
         make(scenario=scenario, latency_bound_ms=10, origin={"scenario": "/b.yaml", "target_qps": "/c.yaml"})
-    assert str(info.value) == "/b.yaml: key 'scenario' includes server, so key 'target_qps' is required (or server_search: true)"
+    assert (
+        str(info.value)
+        == "/b.yaml: key 'scenario' includes server, so key 'target_qps' is required (or server_search: true)"
+    )
     config = make(scenario=scenario, latency_bound_ms=10, server_search=True)
     assert config.target_qps is None and config.server_search is True
     assert make(scenario=scenario, **SERVER).target_qps == 100.0
@@ -237,7 +263,9 @@ def test_other_scenarios_need_neither():
 
 def test_clients_are_bounded_by_four_per_core(two_cores):
     assert make(clients=[1, 8]).clients == [1, 8]
-    message = "config: key 'clients' is 9, more than 4 x the 2 cores here; set allow_many_clients: true if that is intended"
+    message = (
+        "config: key 'clients' is 9, more than 4 x the 2 cores here; set allow_many_clients: true if that is intended"
+    )
     for clients in (9, [9, 1]):
         with pytest.raises(ConfigError) as info:
             make(clients=clients)
@@ -262,7 +290,10 @@ def test_cores_fall_back_to_cpu_count_without_affinity(monkeypatch, count, cores
 THREADS_REFUSED = "must be 0 (the default) or a count <= 1024, got {}: thousands of threads or processes exhaust process ids or crash a runtime"
 
 
-@pytest.mark.parametrize("key", ["num_workers", "intra_op_num_threads", "inter_op_num_threads", "torch_threads", "flagv_threads", "loader_workers"])
+@pytest.mark.parametrize(
+    "key",
+    ["num_workers", "intra_op_num_threads", "inter_op_num_threads", "torch_threads", "flagv_threads", "loader_workers"],
+)
 def test_thread_counts_have_one_bound_whatever_the_cpus(two_cores, key):
     typed = key == "num_workers"
 
@@ -284,18 +315,29 @@ def test_thread_counts_have_one_bound_whatever_the_cpus(two_cores, key):
 def test_oversubscribed_lists_thread_counts_above_the_cpus(two_cores):
     from tools.config.values import oversubscribed
 
-    values = {"num_workers": 8, "intra_op_num_threads": 2, "inter_op_num_threads": 3, "torch_threads": 0, "batch_size": 64, "my_workers": True}
+    values = {
+        "num_workers": 8,
+        "intra_op_num_threads": 2,
+        "inter_op_num_threads": 3,
+        "torch_threads": 0,
+        "batch_size": 64,
+        "my_workers": True,
+    }
     assert oversubscribed(values) == [
         {"key": "num_workers", "value": 8, "cpus": 2, "run_with": 8},
         {"key": "inter_op_num_threads", "value": 3, "cpus": 2, "run_with": 3},
     ]
-    assert oversubscribed({"num_workers": 2, "threads": 64, "workers": 64}) == []  # 2 = the CPUs; bare names are not thread keys
+    assert (
+        oversubscribed({"num_workers": 2, "threads": 64, "workers": 64}) == []
+    )  # 2 = the CPUs; bare names are not thread keys
 
 
 def test_oversubscription_warns_once_per_key_with_where_and_how_many(two_cores, caplog_loguru):
     from tools.config.values import warn_oversubscribed
 
-    found = warn_oversubscribed({"num_workers": 8, "intra_op_num_threads": 1, "flagv_threads": 4}, {"num_workers": "/c.yaml"})
+    found = warn_oversubscribed(
+        {"num_workers": 8, "intra_op_num_threads": 1, "flagv_threads": 4}, {"num_workers": "/c.yaml"}
+    )
     assert [item["key"] for item in found] == ["num_workers", "flagv_threads"]
     assert [(r["level"], r["message"]) for r in caplog_loguru] == [
         (
@@ -323,7 +365,9 @@ def test_numeric_tolerance_is_checked_by_tools_numeric():
 def test_parse_overrides_reads_yaml_values():
     assert parse_overrides(None) == {}
     assert parse_overrides([]) == {}
-    assert parse_overrides(["batch_sizes=[1,8]", "scenario=server", " fp16 =true", "x=", "y= ", "s=a=b", "n=1e3", "q='7'"]) == {
+    assert parse_overrides(
+        ["batch_sizes=[1,8]", "scenario=server", " fp16 =true", "x=", "y= ", "s=a=b", "n=1e3", "q='7'"]
+    ) == {
         "batch_sizes": [1, 8],
         "scenario": "server",
         "fp16": True,
@@ -390,16 +434,27 @@ def test_overrides_win_over_every_file_and_are_named_as_the_origin(root):
     for empty in (None, {}):
         config = load(root, empty)
         assert config.batch_size == 16
-        assert config.origin["batch_size"] == str(root / "configs" / "toy" / "vendor_config" / "acme_configurations.yaml")
+        assert config.origin["batch_size"] == str(
+            root / "configs" / "toy" / "vendor_config" / "acme_configurations.yaml"
+        )
 
 
 @pytest.mark.parametrize(
     "overrides, message",
     [
-        ({"weights": "/x"}, "command line (--set): key 'weights' is a case parameter ({params}) and may not be overridden"),
-        ({"threads": 1, "vendor": "x"}, "command line (--set): key 'vendor' collides with the command-line option --vendor"),
+        (
+            {"weights": "/x"},
+            "command line (--set): key 'weights' is a case parameter ({params}) and may not be overridden",
+        ),
+        (
+            {"threads": 1, "vendor": "x"},
+            "command line (--set): key 'vendor' collides with the command-line option --vendor",
+        ),
         ({"HOSTS": ["a"]}, "command line (--set): key 'HOSTS' is a host.yaml key and may not appear in case configs"),
-        ({"cache_dir": "/c"}, "command line (--set): key 'cache_dir' is set by the framework and may not be configured"),
+        (
+            {"cache_dir": "/c"},
+            "command line (--set): key 'cache_dir' is set by the framework and may not be configured",
+        ),
         ({"batch_size": 0}, "command line (--set): key 'batch_size' must be a positive integer, got 0"),
     ],
 )

@@ -52,7 +52,9 @@ class Logs:
 
     def __enter__(self):
         self.records: list[tuple[str, str]] = []
-        self._id = logger.add(lambda m: self.records.append((m.record["level"].name, m.record["message"])), level="DEBUG")
+        self._id = logger.add(
+            lambda m: self.records.append((m.record["level"].name, m.record["message"])), level="DEBUG"
+        )
         return self.records
 
     def __exit__(self, *exc):
@@ -95,7 +97,10 @@ def test_merge_is_base_then_parameters_then_vendor_and_origin_names_the_file(fil
     }
     # A new vendor key warns, a changed one is logged at info, nothing else is said.
     assert sorted(records) == sorted(
-        [("WARNING", f"{VENDOR_PATH}: adds key '{k}' = {v!r}, which configurations.yaml does not define") for k, v in new.items()]
+        [
+            ("WARNING", f"{VENDOR_PATH}: adds key '{k}' = {v!r}, which configurations.yaml does not define")
+            for k, v in new.items()
+        ]
         + [("INFO", f"{VENDOR_PATH}: overrides '{k}': {base[k]!r} -> {v!r}") for k, v in changed.items()]
     )
 
@@ -120,7 +125,9 @@ def test_a_vendor_key_repeating_the_base_value_is_refused(files, data):
     vendor = {key: copy.deepcopy(base[key]), **{k: v for k, v in vendor.items() if k != key}}
     with pytest.raises(ConfigError) as info:
         merge(base, params, vendor)
-    assert str(info.value) == (f"{VENDOR_PATH}: key '{key}' repeats the value {base[key]!r} of configurations.yaml; remove the no-op override")
+    assert str(info.value) == (
+        f"{VENDOR_PATH}: key '{key}' repeats the value {base[key]!r} of configurations.yaml; remove the no-op override"
+    )
 
 
 @FAST
@@ -311,7 +318,10 @@ def test_extra_keys_attribute_get_and_as_dict():
     assert data["weights"] == "/w.pth" and data["resize"] == 256 and data["batch_size"] == 8
     assert data["vendor"] == "acme" and data["cache_dir"] == "" and data["device"] == "cpu"
     assert "extra" not in data and "origin" not in data
-    assert set(data) == {f for f in CaseConfig.__dataclass_fields__ if f not in ("extra", "origin")} | {"weights", "resize"}
+    assert set(data) == {f for f in CaseConfig.__dataclass_fields__ if f not in ("extra", "origin")} | {
+        "weights",
+        "resize",
+    }
 
 
 def test_a_config_survives_pickle_and_deepcopy():
@@ -360,7 +370,9 @@ def test_parameters_and_vendor_files_are_optional_and_command_line_keys_are_set(
     assert config.compiler == "onnxruntime" and config.input_size == 150528
     assert config.extra == {}
     # input_size is optional (FlagPerf's configs lack it) but BASE sets it, so it has an origin too.
-    assert config.origin == {key: str(root / "configs" / "toy" / "configurations.yaml") for key in (*REQUIRED_KEYS, "input_size")}
+    assert config.origin == {
+        key: str(root / "configs" / "toy" / "configurations.yaml") for key in (*REQUIRED_KEYS, "input_size")
+    }
 
 
 def test_origin_of_each_key_is_its_file(tmp_path):
@@ -380,7 +392,9 @@ def test_keys_the_framework_sets_may_not_be_configured(tmp_path, key):
     root = tree(tmp_path, params=f"{key}: /x\n")
     with pytest.raises(ConfigError) as info:
         load_case_config(str(root), "toy", "pytorch", "acme", "/d", "/l")
-    assert str(info.value) == (f"{root / 'configs' / 'toy' / 'parameters.yaml'}: key '{key}' is set by the framework and may not be configured")
+    assert str(info.value) == (
+        f"{root / 'configs' / 'toy' / 'parameters.yaml'}: key '{key}' is set by the framework and may not be configured"
+    )
 
 
 @pytest.mark.parametrize("key", ["extra", "origin", "get", "as_dict"])
@@ -389,4 +403,6 @@ def test_case_keys_named_like_internal_fields_are_refused(tmp_path, key):
     root = tree(tmp_path, params=f"{key}: 5\n")
     with pytest.raises(ConfigError) as info:
         load_case_config(str(root), "toy", "pytorch", "acme", "/d", "/l")
-    assert str(info.value) == (f"{root / 'configs' / 'toy' / 'parameters.yaml'}: key '{key}' is a reserved name and cannot be read as config.{key}; rename it")
+    assert str(info.value) == (
+        f"{root / 'configs' / 'toy' / 'parameters.yaml'}: key '{key}' is a reserved name and cannot be read as config.{key}; rename it"
+    )

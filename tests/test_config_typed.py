@@ -66,9 +66,19 @@ def _calls(tree: ast.AST):
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef):
             yield "def", node.name, node
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr" and len(node.args) == 3:
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "getattr"
+            and len(node.args) == 3
+        ):
             target = node.args[0]
-            if isinstance(target, ast.Name) and target.id == "config" or isinstance(target, ast.Attribute) and target.attr == "config":
+            if (
+                isinstance(target, ast.Name)
+                and target.id == "config"
+                or isinstance(target, ast.Attribute)
+                and target.attr == "config"
+            ):
                 yield "getattr", "", node
 
 

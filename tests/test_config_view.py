@@ -32,7 +32,11 @@ FLAGPERF_KEYS = (
 
 
 def flagperf_config(keys=FLAGPERF_KEYS, **extra):
-    values = dict.fromkeys(keys, None) | {k: v for k, v in {"vendor": "cpu", "batch_size": 8, "fp16": False}.items() if k in keys} | extra
+    values = (
+        dict.fromkeys(keys, None)
+        | {k: v for k, v in {"vendor": "cpu", "batch_size": 8, "fp16": False}.items() if k in keys}
+        | extra
+    )
     return namedtuple("Config", list(values))(**values)
 
 
@@ -62,7 +66,11 @@ def protocol_members() -> set[str]:
 
 
 def test_the_view_is_flagperf_keys_which_are_case_configs_required_fields():
-    required = {f.name for f in dataclasses.fields(CaseConfig) if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
+    required = {
+        f.name
+        for f in dataclasses.fields(CaseConfig)
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    }
     assert required == set(FLAGPERF_KEYS)
     assert protocol_members() == required | {"_fields", "_asdict"}
 

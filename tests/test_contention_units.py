@@ -109,7 +109,9 @@ def _child(user, system, pid=0, fails=False, error=None):
 
 
 def test_own_seconds_counts_threads_children_and_live_descendants(monkeypatch):
-    monkeypatch.setattr(contention.os, "times", lambda: SimpleNamespace(user=1.0, system=2.0, children_user=4.0, children_system=8.0))
+    monkeypatch.setattr(
+        contention.os, "times", lambda: SimpleNamespace(user=1.0, system=2.0, children_user=4.0, children_system=8.0)
+    )
     psutil = FakePsutil([], [])
     gone = _child(0, 0, fails=True, error=FakePsutil.Error)
     psutil.children_ = [gone, _child(0.5, 0.25)]

@@ -40,7 +40,12 @@ def _cpu(vendor, family, model, name, flags, mhz, cores, **extra) -> dict:
 
 def _write_log(path: Path, description: dict, used=(1.5, 3.25, 2.0), total=16.0) -> str:
     """A monitor JSONL file of three samples, plus an error record and a line cut short."""
-    lines = [json.dumps({"timestamp": 1.0 + i, **description, "utilization": 50.0, "mem_used_gib": u, "mem_total_gib": total}) for i, u in enumerate(used)]
+    lines = [
+        json.dumps(
+            {"timestamp": 1.0 + i, **description, "utilization": 50.0, "mem_used_gib": u, "mem_total_gib": total}
+        )
+        for i, u in enumerate(used)
+    ]
     lines.insert(1, json.dumps({"timestamp": 1.5, "error": "OSError: boom"}))
     path.write_text("\n".join(lines) + '\n{"timestamp": 9, "mem_us', encoding="utf-8")
     return str(path)
@@ -51,8 +56,18 @@ AVX2 = ("sse", "sse2", "avx", "avx2", "fma")
 
 ZEN4_EPYC = _cpu("AuthenticAMD", 25, 0x11, "AMD EPYC 9654 96-Core Processor", AVX512 + ("avx512_bf16",), 3000.0, 2)
 ZEN5_EPYC = _cpu("AuthenticAMD", 26, 0x02, "AMD EPYC 9655 96-Core Processor", AVX512, 2500.0, 4)
-SAPPHIRE_RAPIDS = _cpu("GenuineIntel", 6, 0x8F, "Intel(R) Xeon(R) Platinum 8480+", AVX512 + ("avx512_fp16", "amx_tile", "amx_bf16"), 2000.0, 8)
-XEON_SILVER_CASCADE_LAKE = _cpu("GenuineIntel", 6, 0x55, "Intel(R) Xeon(R) Silver 4210R CPU @ 2.40GHz", AVX512, 2400.0, 10)
+SAPPHIRE_RAPIDS = _cpu(
+    "GenuineIntel",
+    6,
+    0x8F,
+    "Intel(R) Xeon(R) Platinum 8480+",
+    AVX512 + ("avx512_fp16", "amx_tile", "amx_bf16"),
+    2000.0,
+    8,
+)
+XEON_SILVER_CASCADE_LAKE = _cpu(
+    "GenuineIntel", 6, 0x55, "Intel(R) Xeon(R) Silver 4210R CPU @ 2.40GHz", AVX512, 2400.0, 10
+)
 HASWELL = _cpu("GenuineIntel", 6, 0x3F, "Intel(R) Xeon(R) CPU E5-2680 v3 @ 2.50GHz", AVX2, 2500.0, 12)
 
 
@@ -237,7 +252,9 @@ def test_parse_cpuinfo_identity_and_highest_mhz():
     assert info["model_name"] == "AMD EPYC 9654 96-Core Processor"
     assert info["mhz"] == 3700.125
     assert info["flags"] == {"fpu", "sse", "sse2", "avx", "avx2", "fma", "avx512f", "hypervisor"}
-    arm = parse_cpuinfo("processor\t: 0\nBogoMIPS\t: 50.00\nFeatures\t: fp asimd asimdhp sve\nCPU implementer\t: 0x41\n")
+    arm = parse_cpuinfo(
+        "processor\t: 0\nBogoMIPS\t: 50.00\nFeatures\t: fp asimd asimdhp sve\nCPU implementer\t: 0x41\n"
+    )
     assert (arm["vendor_id"], arm["cpu_family"], arm["model"], arm["mhz"]) == (None, None, None, None)
     assert simd_summary(arm["flags"]) == "asimd"
 

@@ -21,30 +21,54 @@ def cpu(vendor="GenuineIntel", family=6, model=0x55, flags=AVX512, **extra):
     [
         ({}, ("generic_sse", "generic: monitor log predates microarchitecture fields, simd sse")),
         ({"simd": "sve2"}, ("generic_sse", "generic: monitor log predates microarchitecture fields, simd sve2")),
-        ({"simd": "avx2_fma"}, ("generic_avx2_fma", "generic: monitor log predates microarchitecture fields, simd avx2_fma")),
-        (cpu(family=None, model=5, simd="avx"), ("generic_avx", "generic: vendor GenuineIntel, no family/model, simd avx")),
+        (
+            {"simd": "avx2_fma"},
+            ("generic_avx2_fma", "generic: monitor log predates microarchitecture fields, simd avx2_fma"),
+        ),
+        (
+            cpu(family=None, model=5, simd="avx"),
+            ("generic_avx", "generic: vendor GenuineIntel, no family/model, simd avx"),
+        ),
         (cpu(family=6, model="5"), ("generic_sse", "generic: vendor GenuineIntel, no family/model, simd sse")),
         (cpu("AuthenticAMD", 0x17, 0x2F), ("zen", "AuthenticAMD family 0x17 model 0x2F")),
         (cpu("AuthenticAMD", 0x17, 0x30), ("zen2", "AuthenticAMD family 0x17 model 0x30")),
         (cpu("AuthenticAMD", 0x19, 0x21, ["avx2"]), ("zen3", "AuthenticAMD family 0x19 model 0x21 without avx512f")),
         (cpu("AuthenticAMD", 0x19, 0x61), ("zen4", "AuthenticAMD family 0x19 model 0x61 with avx512f")),
-        (cpu("CentaurHauls", 6, 0x0F, ["avx"], simd="avx"), ("generic_avx", "generic: CentaurHauls family 0x6 model 0xF not in the table, simd avx")),
-        (cpu(model=0x55), ("intel_avx512_2fma", "GenuineIntel family 0x6 model 0x55, two-FMA SKU by name '' (heuristic)")),
+        (
+            cpu("CentaurHauls", 6, 0x0F, ["avx"], simd="avx"),
+            ("generic_avx", "generic: CentaurHauls family 0x6 model 0xF not in the table, simd avx"),
+        ),
+        (
+            cpu(model=0x55),
+            ("intel_avx512_2fma", "GenuineIntel family 0x6 model 0x55, two-FMA SKU by name '' (heuristic)"),
+        ),
         (
             cpu(model=0x55, device="Intel(R) Xeon(R) Silver 4110 CPU @ 2.10GHz"),
-            ("intel_avx512_1fma", "GenuineIntel family 0x6 model 0x55, one-FMA SKU by name 'Intel(R) Xeon(R) Silver 4110 CPU @ 2.10GHz' (heuristic)"),
+            (
+                "intel_avx512_1fma",
+                "GenuineIntel family 0x6 model 0x55, one-FMA SKU by name 'Intel(R) Xeon(R) Silver 4110 CPU @ 2.10GHz' (heuristic)",
+            ),
         ),
         (
             cpu(model=0x55, model_name="Intel(R) Xeon(R) Silver 4110", device="Intel(R) Xeon(R) Gold 6148"),
-            ("intel_avx512_1fma", "GenuineIntel family 0x6 model 0x55, one-FMA SKU by name 'Intel(R) Xeon(R) Silver 4110' (heuristic)"),
+            (
+                "intel_avx512_1fma",
+                "GenuineIntel family 0x6 model 0x55, one-FMA SKU by name 'Intel(R) Xeon(R) Silver 4110' (heuristic)",
+            ),
         ),
         (
             cpu(model=0x6A, model_name="Intel(R) Core(TM) i9-10940X"),
             ("intel_avx512_1fma", "GenuineIntel family 0x6 model 0x6A, client 'Core' name (heuristic)"),
         ),
-        (cpu(model=0x6A, model_name="Intel(R) Xeon(R) 28-core 8380"), ("intel_avx512_2fma", "GenuineIntel family 0x6 model 0x6A with avx512f, server core")),
+        (
+            cpu(model=0x6A, model_name="Intel(R) Xeon(R) 28-core 8380"),
+            ("intel_avx512_2fma", "GenuineIntel family 0x6 model 0x6A with avx512f, server core"),
+        ),
         (cpu(model=0x9E, flags=["avx2", "fma"]), ("intel_avx2", "GenuineIntel family 0x6 model 0x9E with avx2+fma")),
-        (cpu(model=0xBE, flags=["avx2", "fma"]), ("intel_ecore", "GenuineIntel family 0x6 model 0xBE: E-core-only part")),
+        (
+            cpu(model=0xBE, flags=["avx2", "fma"]),
+            ("intel_ecore", "GenuineIntel family 0x6 model 0xBE: E-core-only part"),
+        ),
     ],
 )
 def test_identify(description, expected):
@@ -73,7 +97,12 @@ def test_analysis_log_messages(tmp_path, caplog_loguru):
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
     assert analysis_log(str(empty)) == (None, None, None)
-    sample = {"timestamp": 1.0, "mem_used_gib": 2.0, "mem_total_gib": 8.0, **cpu("AuthenticAMD", 0x19, 0x61, mhz=1000.0, cores=2, mhz_source="cpufreq_max")}
+    sample = {
+        "timestamp": 1.0,
+        "mem_used_gib": 2.0,
+        "mem_total_gib": 8.0,
+        **cpu("AuthenticAMD", 0x19, 0x61, mhz=1000.0, cores=2, mhz_source="cpufreq_max"),
+    }
     log = tmp_path / "cpu.jsonl"
     log.write_text(json.dumps(sample) + "\n")
     used, total, peak = analysis_log(str(log))

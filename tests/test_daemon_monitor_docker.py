@@ -17,7 +17,9 @@ from tests.test_orchestration_docker import assert_nothing_left, digits_data, do
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 
-def test_flagperf_daemon_monitor_runs_unmodified_in_its_container(tmp_path, digits_data, local_workdir, wheels_dir, docker_client):  # noqa: F811
+def test_flagperf_daemon_monitor_runs_unmodified_in_its_container(
+    tmp_path, digits_data, local_workdir, wheels_dir, docker_client
+):  # noqa: F811
     perf = copy_inference_tree(tmp_path / "inference")
     (perf / "docker_images" / "cpu" / "cpu_monitor.py").write_text(FLAGPERF_MONITOR)
     (perf / "docker_images" / "cpu" / "cpu_analysis.py").write_text(FLAGPERF_ANALYSIS)

@@ -65,7 +65,10 @@ def test_one_repetition_is_widened_by_the_between_run_spread():
     assert decide(samples(100.0, interval=0.02), samples(80.0, interval=0.02), True, 0.05).verdict == d.INCONCLUSIVE
     assert decide(samples(100.0, interval=0.02), samples(50.0, interval=0.02), True, 0.05).verdict == d.WORSE
     # with no between-run term, a 20 % change beyond both windows' ±2 % is called
-    assert decide(samples(100.0, interval=0.02), samples(80.0, interval=0.02), True, 0.05, between_cv=0.0).verdict == d.WORSE
+    assert (
+        decide(samples(100.0, interval=0.02), samples(80.0, interval=0.02), True, 0.05, between_cv=0.0).verdict
+        == d.WORSE
+    )
     # a mixed comparison: one side's term exact, the other's by Welch-Satterthwaite
     mixed = decide(samples(100.0), samples(80.0, 81.0, 79.0), True, 0.05)
     assert mixed.widened and mixed.df == pytest.approx(welch_df(side(samples(100.0)), side(samples(80.0, 81.0, 79.0))))
@@ -96,7 +99,10 @@ def test_two_identical_engines_are_called_worse_at_most_2_5_percent_of_the_time(
     of "worse" is at most alpha / 2, whatever the number of repetitions."""
     rng = random.Random(1000 + n)
     trials = 4000
-    alarms = sum(decide(_lognormal_runs(rng, n, 100.0, 0.12), _lognormal_runs(rng, n, 100.0, 0.12), True, 0.0).verdict == d.WORSE for _ in range(trials))
+    alarms = sum(
+        decide(_lognormal_runs(rng, n, 100.0, 0.12), _lognormal_runs(rng, n, 100.0, 0.12), True, 0.0).verdict == d.WORSE
+        for _ in range(trials)
+    )
     assert alarms / trials <= 0.025 + 3 * math.sqrt(0.025 * 0.975 / trials)  # within 3 sigma of the nominal rate
 
 
@@ -114,7 +120,11 @@ def test_power_grows_with_repetitions():
     rng = random.Random(3)
 
     def power(n: int) -> float:
-        found = sum(decide(_lognormal_runs(rng, n, 100.0, 0.05), _lognormal_runs(rng, n, 85.0, 0.05), True, 0.05).verdict == d.WORSE for _ in range(1000))
+        found = sum(
+            decide(_lognormal_runs(rng, n, 100.0, 0.05), _lognormal_runs(rng, n, 85.0, 0.05), True, 0.05).verdict
+            == d.WORSE
+            for _ in range(1000)
+        )
         return found / 1000
 
     low, high = power(2), power(8)
@@ -135,7 +145,10 @@ def test_paired_repetitions_cancel_the_machines_slow_minutes():
     assert math.log(paired.high / paired.ratio) == pytest.approx(half)
     assert paired.verdict == d.WORSE and decide(a, b, True, 0.05).verdict != d.WORSE
     # unequal counts (a repetition failed) or one pair: the unpaired rule
-    assert not d.decide(a, b[:2], True, 0.05, paired=True).paired and d.decide(a[:1], b[:1], True, 0.05, paired=True).widened
+    assert (
+        not d.decide(a, b[:2], True, 0.05, paired=True).paired
+        and d.decide(a[:1], b[:1], True, 0.05, paired=True).widened
+    )
 
 
 def test_paired_false_alarms_stay_within_their_rate():

@@ -54,9 +54,16 @@ def write_local_yaml(tmp_path: Path, data: Path, workdir: Path, wheels: Path, **
 
 
 def run_py(config: Path, perf: Path = INFERENCE, timeout: float = 1200) -> tuple[int, str]:
-    cheap = CHEAP_SET if perf == INFERENCE else ()  # the shipped tree measures cheaply; a test's own tree keeps its settings
+    cheap = (
+        CHEAP_SET if perf == INFERENCE else ()
+    )  # the shipped tree measures cheaply; a test's own tree keeps its settings
     proc = subprocess.run(
-        [sys.executable, "run.py", "--config", str(config), *cheap], cwd=perf, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout
+        [sys.executable, "run.py", "--config", str(config), *cheap],
+        cwd=perf,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=timeout,
     )
     return proc.returncode, proc.stdout
 
@@ -138,7 +145,9 @@ def test_local_engine_end_to_end(tmp_path, digits_data, local_workdir, wheels_di
 @pytest.mark.slow
 def test_local_engine_timeout_cleans_up(tmp_path, digits_data, local_workdir, wheels_dir, docker_client):
     perf = long_running_tree(tmp_path / "inference")
-    config = write_local_yaml(tmp_path, digits_data, local_workdir, wheels_dir, FLAGPERF_PATH=str(perf), CASE_TIMEOUT=25)
+    config = write_local_yaml(
+        tmp_path, digits_data, local_workdir, wheels_dir, FLAGPERF_PATH=str(perf), CASE_TIMEOUT=25
+    )
     code, out = run_py(config, perf)
     assert code == 1, out[-4000:]
     record = summary_of(tmp_path)["results"][0]
@@ -152,7 +161,9 @@ def test_local_engine_timeout_cleans_up(tmp_path, digits_data, local_workdir, wh
 # Any Docker-mode run.py on this machine removes a dead run.py's containers; beside the other Docker
 # tests one of theirs may get there first (a CI run saw it), and this run would find nothing to say.
 @pytest.mark.serial
-def test_containers_of_a_sigkilled_run_py_are_removed_by_the_next_run(tmp_path, digits_data, local_workdir, wheels_dir, docker_client):
+def test_containers_of_a_sigkilled_run_py_are_removed_by_the_next_run(
+    tmp_path, digits_data, local_workdir, wheels_dir, docker_client
+):
     """run.py killed by SIGKILL cannot clean up: its containers carry its pid in a label,
     and the next run from this machine removes those whose run.py is gone."""
     import signal
@@ -160,10 +171,19 @@ def test_containers_of_a_sigkilled_run_py_are_removed_by_the_next_run(tmp_path, 
 
     perf = long_running_tree(tmp_path / "inference")
     config = write_local_yaml(tmp_path, digits_data, local_workdir, wheels_dir, FLAGPERF_PATH=str(perf))
-    proc = subprocess.Popen([sys.executable, "run.py", "--config", str(config)], cwd=perf, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "run.py", "--config", str(config)],
+        cwd=perf,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline:
-        labelled = [c for c in docker_client.containers.list() if c.labels.get("inferperf.controller", "").endswith(f":{proc.pid}")]
+        labelled = [
+            c
+            for c in docker_client.containers.list()
+            if c.labels.get("inferperf.controller", "").endswith(f":{proc.pid}")
+        ]
         if any(c.labels.get("inferperf.role") == "case" for c in labelled):
             break
         time.sleep(0.5)
@@ -171,12 +191,22 @@ def test_containers_of_a_sigkilled_run_py_are_removed_by_the_next_run(tmp_path, 
         pytest.fail("the case container never started")
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
-    orphans = [c for c in docker_client.containers.list(all=True) if c.labels.get("inferperf.controller", "").endswith(f":{proc.pid}")]
+    orphans = [
+        c
+        for c in docker_client.containers.list(all=True)
+        if c.labels.get("inferperf.controller", "").endswith(f":{proc.pid}")
+    ]
     assert orphans, "SIGKILL should have left the run's containers behind"
     # The next run (a short one, cut by its own CASE_TIMEOUT) removes them and says so.
     (tmp_path / "again").mkdir()
-    config = write_local_yaml(tmp_path / "again", digits_data, local_workdir, wheels_dir, FLAGPERF_PATH=str(perf), CASE_TIMEOUT=5)
+    config = write_local_yaml(
+        tmp_path / "again", digits_data, local_workdir, wheels_dir, FLAGPERF_PATH=str(perf), CASE_TIMEOUT=5
+    )
     code, out = run_py(config, perf)
     assert f"left running by a run.py (pid {proc.pid}) that died" in out, out[-3000:]
-    left = [c for c in docker_client.containers.list(all=True) if c.labels.get("inferperf.controller", "").endswith(f":{proc.pid}")]
+    left = [
+        c
+        for c in docker_client.containers.list(all=True)
+        if c.labels.get("inferperf.controller", "").endswith(f":{proc.pid}")
+    ]
     assert left == []

@@ -76,7 +76,9 @@ def fake_mode(tmp_path, monkeypatch):
     monkeypatch.setitem(registry.EXECUTORS, "forgetful", registry.Executor(f"{name}:Forgetful"))
 
     def write(in_container: bool = False, runs_here: bool = False) -> None:
-        (folder / f"{name}.py").write_text(textwrap.dedent(FAKE_MODULE.format(in_container=in_container, runs_here=runs_here)))
+        (folder / f"{name}.py").write_text(
+            textwrap.dedent(FAKE_MODULE.format(in_container=in_container, runs_here=runs_here))
+        )
         sys.modules.pop(name, None)
 
     yield write
@@ -87,7 +89,11 @@ def registered_classes() -> list[type]:
     """Every class the registry can hand out: each MODE's, and those its keys pick."""
     from utils.executors import registry
 
-    picked = [registry.executor_class(mode, {key: value}) for mode, line in registry.EXECUTORS.items() for key, value, _ in line.picks]
+    picked = [
+        registry.executor_class(mode, {key: value})
+        for mode, line in registry.EXECUTORS.items()
+        for key, value, _ in line.picks
+    ]
     return [*(registry.executor_class(mode) for mode in registry.modes()), *picked]
 
 
@@ -149,7 +155,10 @@ def test_a_registered_mode_is_valid_host_yaml_without_other_edits(tmp_path, fake
     assert config.mode == "fake" and config.executor.__name__ == "FakeSession" and not config.in_container
     with pytest.raises(ConfigError) as info:
         HostConfig(**host_fields(tmp_path, mode="k8s"), inference_dir=INFERENCE)
-    assert str(info.value) == f"{tmp_path / 'host.yaml'}: key 'MODE' must be one of local, docker, slurm, fake, forgetful, got 'k8s'"
+    assert (
+        str(info.value)
+        == f"{tmp_path / 'host.yaml'}: key 'MODE' must be one of local, docker, slurm, fake, forgetful, got 'k8s'"
+    )
     # Another MODE's keys are refused in it, one line naming the file and key.
     with pytest.raises(ConfigError) as info:
         HostConfig(**host_fields(tmp_path, mode="fake", slurm_partition="debug"), inference_dir=INFERENCE)
@@ -198,7 +207,9 @@ def test_run_py_plans_and_runs_a_case_through_a_registered_mode(tmp_path, fake_m
     config = run.load_run_config(run.parse_args(["--config", str(host_yaml)]))
     assert config.executor.__name__ == "FakeSession"
     plan = build_plan([Variant("", tmp_path / "run", config.cases)], config.repetitions)
-    sessions = [run.executors.create(config, i, "20260101-000000-abcd", threading.Event(), tmp_path / "run") for i in range(2)]
+    sessions = [
+        run.executors.create(config, i, "20260101-000000-abcd", threading.Event(), tmp_path / "run") for i in range(2)
+    ]
     outcomes = [outcome for session in sessions for outcome in run.host_worker(session, plan)]
     assert [(o.host, o.status, o.result and f"{o.result.case}:{o.result.framework}") for o in outcomes] == [
         ("node1", "success", "digits:pytorch"),
@@ -215,7 +226,10 @@ def test_in_the_image_a_registered_mode_needs_the_dockerfile_not_the_packages(tm
     fake_mode(in_container=True)
     checked = tmp_path / "requirements_checked"
     monkeypatch.setattr(run, "check_case_requirements", lambda *args: checked.touch())
-    config = HostConfig(**host_fields(tmp_path, mode="fake", hosts=["node1"], cases={"digits:pytorch": "/data"}), inference_dir=INFERENCE)
+    config = HostConfig(
+        **host_fields(tmp_path, mode="fake", hosts=["node1"], cases={"digits:pytorch": "/data"}),
+        inference_dir=INFERENCE,
+    )
     assert config.in_container
     run.check_cases(config)  # cpu/pytorch has its Dockerfile
     assert not checked.exists()

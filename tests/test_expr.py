@@ -74,7 +74,9 @@ def _extend(children):
         lambda t: (f"({t[1][0]}){t[0]}({t[2][0]})", _apply(t[0], t[1][1], t[2][1]))
     )
     negate = children.map(lambda c: (f"-({c[0]})", c[1] if isinstance(c[1], str) else -c[1]))
-    power = st.tuples(children, st.integers(min_value=0, max_value=3)).map(lambda t: (f"({t[0][0]})**{t[1]}", _apply("**", t[0][1], t[1])))
+    power = st.tuples(children, st.integers(min_value=0, max_value=3)).map(
+        lambda t: (f"({t[0][0]})**{t[1]}", _apply("**", t[0][1], t[1]))
+    )
     return st.one_of(binary, negate, power)
 
 

@@ -64,7 +64,9 @@ with atomic_path(sys.argv[2] + "/engine.plan") as tmp, atomic_dir(sys.argv[2], "
 
 
 def test_a_writer_in_another_process_is_safe_until_sigkill_then_swept(tmp_path):
-    writer = subprocess.Popen([sys.executable, "-c", _WRITER, str(INFERENCE), str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    writer = subprocess.Popen(
+        [sys.executable, "-c", _WRITER, str(INFERENCE), str(tmp_path)], stdout=subprocess.PIPE, text=True
+    )
     try:
         assert writer.stdout is not None and writer.stdout.readline().strip() == "writing"
         live = sorted(p.name for p in tmp_path.iterdir())
@@ -140,7 +142,10 @@ def test_seal_probe_and_evict(tmp_path, caplog_loguru):
     data.write_bytes(b"weightz")
     assert probe(entry, "ONNX export") == (False, "failed its checksum (m.onnx.data)")
     assert list(tmp_path.iterdir()) == []
-    assert {"level": "WARNING", "message": f"cached ONNX export {entry} failed its checksum (m.onnx.data): evicted and rebuilt"} in caplog_loguru
+    assert {
+        "level": "WARNING",
+        "message": f"cached ONNX export {entry} failed its checksum (m.onnx.data): evicted and rebuilt",
+    } in caplog_loguru
     entry.write_bytes(b"model")
     seal(entry)
     seal_path(entry).write_text("{ not json")
@@ -223,7 +228,13 @@ def test_sweep_is_fast_on_a_busy_directory(tmp_path, monkeypatch):
     touched: list[str] = []
     for name in ("stat", "open", "lstat"):
         real = getattr(files.os, name)
-        monkeypatch.setattr(files.os, name, lambda path, *a, _real=real, _name=name, **k: touched.append(f"{_name} {os.fspath(path)}") or _real(path, *a, **k))
+        monkeypatch.setattr(
+            files.os,
+            name,
+            lambda path, *a, _real=real, _name=name, **k: (
+                touched.append(f"{_name} {os.fspath(path)}") or _real(path, *a, **k)
+            ),
+        )
     assert [p.name for p in sweep_stale_temps(tmp_path)] == [".model.onnx.dead.tmp"]
     monkeypatch.undo()
     assert touched and all(".model.onnx.dead.tmp" in entry for entry in touched), touched[:5]

@@ -49,7 +49,9 @@ def command(perf: Path, data: Path, log: Path, *extra: str, case: str = "digits"
 
 
 def run(perf: Path, data: Path, log: Path, *extra: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(command(perf, data, log, *extra), cwd=perf, capture_output=True, text=True, timeout=300, env=env)
+    return subprocess.run(
+        command(perf, data, log, *extra), cwd=perf, capture_output=True, text=True, timeout=300, env=env
+    )
 
 
 def strict_json(path: Path):
@@ -151,7 +153,9 @@ def test_corrupt_engine_and_unsealed_onnx_are_evicted_and_rebuilt(tree, digits_d
     assert any(f"cached engine {engine} failed its checksum: evicted and rebuilt" in l for l in warnings), warnings
     assert any(f"cached ONNX export {onnx} has no checksum file: evicted and rebuilt" in l for l in warnings), warnings
     result = strict_json(log / "result.json")
-    assert result["cache"]["engine"]["status"] == "miss" and result["cache"]["engine"]["evicted"] == "failed its checksum"
+    assert (
+        result["cache"]["engine"]["status"] == "miss" and result["cache"]["engine"]["evicted"] == "failed its checksum"
+    )
     assert result["cache"]["onnx"]["status"] == "miss" and result["cache"]["onnx"]["evicted"] == "has no checksum file"
     assert result["infer_average_acc"] >= 0.95
     assert stat.S_IMODE(engine.stat().st_mode) == 0o644
@@ -177,7 +181,14 @@ def test_engine_cache_key_covers_the_onnx_external_data(tree, digits_dir, tmp_pa
         for tensor in copy.graph.initializer:
             tensor.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(tensor) * np.float32(scale), tensor.name))
         (user / "model.onnx.data").unlink(missing_ok=True)
-        onnx.save_model(copy, str(user / "model.onnx"), save_as_external_data=True, all_tensors_to_one_file=True, location="model.onnx.data", size_threshold=0)
+        onnx.save_model(
+            copy,
+            str(user / "model.onnx"),
+            save_as_external_data=True,
+            all_tensors_to_one_file=True,
+            location="model.onnx.data",
+            size_threshold=0,
+        )
 
     save(1.0)
     proto = (user / "model.onnx").read_bytes()
@@ -204,7 +215,10 @@ def test_sigkill_during_export_leaves_a_temp_that_the_next_run_removes(tree, dig
         for old in onnxs.glob("digits_*"):  # the weights stay cached: only export and compile run again
             old.unlink()
         proc = subprocess.Popen(
-            command(tree, digits_dir, tmp_path / "log", *FAST, *COMPILE_ONLY), cwd=tree, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            command(tree, digits_dir, tmp_path / "log", *FAST, *COMPILE_ONLY),
+            cwd=tree,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         left: list[str] = []
         while proc.poll() is None and not left:
@@ -251,9 +265,18 @@ def test_sigint_while_onnxruntime_imports_exits_130_and_never_blames_the_package
     hook.mkdir()
     (hook / "sitecustomize.py").write_text(_SLOW_IMPORT)
     marker = tmp_path / "importing"
-    env = dict(os.environ, PYTHONPATH=f"{hook}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", IMPORT_MARKER=str(marker))
+    env = dict(
+        os.environ, PYTHONPATH=f"{hook}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", IMPORT_MARKER=str(marker)
+    )
     log = tmp_path / "log"
-    proc = subprocess.Popen(command(tree, digits_dir, log, *FAST), cwd=tree, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        command(tree, digits_dir, log, *FAST),
+        cwd=tree,
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     deadline = time.monotonic() + 120
     while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -270,7 +293,9 @@ def test_sigint_while_onnxruntime_imports_exits_130_and_never_blames_the_package
 def test_sigint_at_real_startup_times_exits_130(tree, digits_dir, tmp_path, delay):
     """The real import, no hook: wherever Ctrl-C lands in start-up, it is an interruption."""
     log = tmp_path / "log"
-    proc = subprocess.Popen(command(tree, digits_dir, log, *FAST), cwd=tree, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        command(tree, digits_dir, log, *FAST), cwd=tree, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     assert proc.stdout is not None
     for line in proc.stdout:
         if "[1/7 init] start" in line:
@@ -285,7 +310,9 @@ def test_sigint_at_real_startup_times_exits_130(tree, digits_dir, tmp_path, dela
 
 def test_sigterm_exits_143_with_a_terminated_failure_record(tree, digits_dir, tmp_path):
     log = tmp_path / "log"
-    proc = subprocess.Popen(command(tree, digits_dir, log, *FAST), cwd=tree, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        command(tree, digits_dir, log, *FAST), cwd=tree, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     assert proc.stdout is not None
     seen = []
     for line in proc.stdout:
@@ -314,7 +341,9 @@ def test_cache_dir_that_is_a_plain_file(tmp_path, digits_dir):
     perf = copy_tree(tmp_path / "inference")
     (perf / "onnxs").write_text("not a folder")
     log = tmp_path / "log"
-    assert_clean_failure(run(perf, digits_dir, log, *FAST), log, 6, f"cache directory {perf / 'onnxs'}: exists and is not a directory")
+    assert_clean_failure(
+        run(perf, digits_dir, log, *FAST), log, 6, f"cache directory {perf / 'onnxs'}: exists and is not a directory"
+    )
 
 
 def test_read_only_cache_dir(tmp_path, digits_dir):
@@ -323,7 +352,12 @@ def test_read_only_cache_dir(tmp_path, digits_dir):
     log = tmp_path / "log"
     with tmpfs(perf / "onnxs", "1m", read_only=True):
         proc = run(perf, digits_dir, log, *FAST)
-    assert_clean_failure(proc, log, 6, f"cache directory {perf / 'onnxs'} is read-only and this run must write to it (a cache miss): read-only file system")
+    assert_clean_failure(
+        proc,
+        log,
+        6,
+        f"cache directory {perf / 'onnxs'} is read-only and this run must write to it (a cache miss): read-only file system",
+    )
 
 
 def test_disk_full_in_the_cache_during_export(tmp_path, digits_dir, warm):

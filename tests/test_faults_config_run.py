@@ -62,7 +62,9 @@ def host_yaml(tmp_path: Path, perf: Path, extra_text: str = "", **overrides) -> 
 DROP = object()
 
 
-def run_py(perf: Path, config: Path, *extra: str, memory: int | None = None) -> tuple[subprocess.CompletedProcess, float]:
+def run_py(
+    perf: Path, config: Path, *extra: str, memory: int | None = None
+) -> tuple[subprocess.CompletedProcess, float]:
     def limit() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
 
@@ -102,13 +104,19 @@ def set_key(path: Path, key: str, text: str) -> Path:
 
 def case_file(perf: Path, which: str) -> Path:
     root = perf / "configs" / "digits"
-    return {"base": root / "configurations.yaml", "params": root / "parameters.yaml", "vendor": root / "vendor_config" / "cpu_configurations.yaml"}[which]
+    return {
+        "base": root / "configurations.yaml",
+        "params": root / "parameters.yaml",
+        "vendor": root / "vendor_config" / "cpu_configurations.yaml",
+    }[which]
 
 
 def bomb(levels: int = 9, name: str = "a") -> str:
     """YAML "billion laughs": 9 aliases of 9 aliases ... = 9**levels strings once expanded."""
     items = ['["x","x","x","x","x","x","x","x","x"]']
-    items = [f"&{name}0 {items[0]}"] + [f"&{name}{i} [" + ",".join([f"*{name}{i - 1}"] * 9) + "]" for i in range(1, levels)]
+    items = [f"&{name}0 {items[0]}"] + [
+        f"&{name}{i} [" + ",".join([f"*{name}{i - 1}"] * 9) + "]" for i in range(1, levels)
+    ]
     return "[" + ", ".join(items) + "]"
 
 
@@ -131,16 +139,28 @@ def test_the_baseline_host_yaml_and_case_configs_pass_the_checks(tmp_path, tree)
     "overrides, fragments",
     [
         # monitors busy-looped at 1 µs
-        ({"MONITOR_INTERVAL": 0.000001}, ["key 'MONITOR_INTERVAL' must be a positive number of seconds >= 0.05 and <= 60", "got 1e-06"]),
+        (
+            {"MONITOR_INTERVAL": 0.000001},
+            ["key 'MONITOR_INTERVAL' must be a positive number of seconds >= 0.05 and <= 60", "got 1e-06"],
+        ),
         ({"MONITOR_INTERVAL": 86400}, ["key 'MONITOR_INTERVAL'", "<= 60"]),
-        ({"CASE_TIMEOUT": 0.5}, ["key 'CASE_TIMEOUT' must be a positive number of seconds >= 1 and <= 604800", "got 0.5"]),
+        (
+            {"CASE_TIMEOUT": 0.5},
+            ["key 'CASE_TIMEOUT' must be a positive number of seconds >= 1 and <= 604800", "got 0.5"],
+        ),
         ({"CASE_TIMEOUT": 10**9}, ["key 'CASE_TIMEOUT'", "got 1000000000"]),
         ({"CASE_TIMEOUT": math.inf}, ["key 'CASE_TIMEOUT'", "got inf"]),
         ({"CASE_TIMEOUT": math.nan}, ["key 'CASE_TIMEOUT'", "got nan"]),  # nan <= 0 is False: accepted before
-        ({"SHM_SIZE": "999999999G"}, ["key 'SHM_SIZE' must be a size like 32G or 512m, from 1m to 1024g", "'999999999G'"]),
+        (
+            {"SHM_SIZE": "999999999G"},
+            ["key 'SHM_SIZE' must be a size like 32G or 512m, from 1m to 1024g", "'999999999G'"],
+        ),
         ({"SHM_SIZE": "10"}, ["key 'SHM_SIZE'", "got '10'"]),
         ({"SHM_SIZE": None}, ["key 'SHM_SIZE'", "got None"]),  # a TypeError traceback before
-        ({"FLAGPERF_LOG_LEVEL": None}, ["key 'FLAGPERF_LOG_LEVEL' must be a non-empty string"]),  # AttributeError before
+        (
+            {"FLAGPERF_LOG_LEVEL": None},
+            ["key 'FLAGPERF_LOG_LEVEL' must be a non-empty string"],
+        ),  # AttributeError before
         # "file name too long" traceback before: names are bounded before the file system sees them
         ({"VENDOR": "v" * 1_000_000}, ["key 'VENDOR' must be a vendor name of at most 64", "(1000000 chars)"]),
         ({"CASES": {"d" * 300 + ":pytorch": "/data"}}, ["key CASES entry", "(308 chars) must look like"]),
@@ -148,14 +168,24 @@ def test_the_baseline_host_yaml_and_case_configs_pass_the_checks(tmp_path, tree)
             {"MODE": "docker", "TRUST_ON_FIRST_USE": True, "KNOWN_HOSTS": "/tmp/" + "k" * 300},
             ["key 'KNOWN_HOSTS' must be a path of at most 4096 characters and 255 per name"],
         ),
-        ({"FLAGPERF_PATH": str(INFERENCE) + "\x00"}, ["key 'FLAGPERF_PATH' must be one line without control characters"]),
+        (
+            {"FLAGPERF_PATH": str(INFERENCE) + "\x00"},
+            ["key 'FLAGPERF_PATH' must be one line without control characters"],
+        ),
         ({"SSH_USER": "u" * 100_000}, ["key 'SSH_USER' must be at most 256 characters", "(100000 chars)"]),
         ({"SSH_PORT": 10**30}, ["key 'SSH_PORT' must be a TCP port number"]),
         (
-            {"MODE": "docker", "TRUST_ON_FIRST_USE": True, "HOSTS": [f"10.0.{i // 250}.{i % 250 + 1}" for i in range(300)]},
+            {
+                "MODE": "docker",
+                "TRUST_ON_FIRST_USE": True,
+                "HOSTS": [f"10.0.{i // 250}.{i % 250 + 1}" for i in range(300)],
+            },
             ["key 'HOSTS' lists 300 hosts, more than 256"],
         ),
-        ({"CASES": {f"digits{i}:pytorch": "/data" for i in range(300)}}, ["key 'CASES' lists 300 cases, more than 256"]),
+        (
+            {"CASES": {f"digits{i}:pytorch": "/data" for i in range(300)}},
+            ["key 'CASES' lists 300 cases, more than 256"],
+        ),
         ({"LOG_CALL_INFORMATION": "x" * 10}, ["key 'LOG_CALL_INFORMATION' must be true or false"]),
     ],
     ids=lambda v: None if isinstance(v, list) else str(v)[:40],
@@ -171,7 +201,9 @@ def test_log_path_naming_an_existing_file(tmp_path, tree):
     existing.write_text("not a directory")
     config = host_yaml(tmp_path, tree, FLAGPERF_LOG_PATH=str(existing))
     proc, elapsed = run_py(tree, config)
-    assert_one_config_error(proc, elapsed, tmp_path, str(config), f"key 'FLAGPERF_LOG_PATH' {existing} exists and is not a directory")
+    assert_one_config_error(
+        proc, elapsed, tmp_path, str(config), f"key 'FLAGPERF_LOG_PATH' {existing} exists and is not a directory"
+    )
     assert existing.read_text() == "not a directory"
 
 
@@ -180,7 +212,12 @@ def test_log_path_below_a_file(tmp_path, tree):
     existing.write_text("x")
     config = host_yaml(tmp_path, tree, FLAGPERF_LOG_PATH=str(existing / "run" / "here"))
     proc, elapsed = run_py(tree, config)
-    assert_one_config_error(proc, elapsed, tmp_path, f"key 'FLAGPERF_LOG_PATH' {existing}/run/here cannot be created: {existing} is not a directory")
+    assert_one_config_error(
+        proc,
+        elapsed,
+        tmp_path,
+        f"key 'FLAGPERF_LOG_PATH' {existing}/run/here cannot be created: {existing} is not a directory",
+    )
 
 
 def _unwritable_dir(tmp_path: Path) -> Path:
@@ -201,7 +238,12 @@ def test_log_path_in_an_unwritable_place(tmp_path, tree):
     locked = _unwritable_dir(tmp_path)
     config = host_yaml(tmp_path, tree, FLAGPERF_LOG_PATH=str(locked / "inferperf_results"))
     proc, elapsed = run_py(tree, config)
-    assert_one_config_error(proc, elapsed, tmp_path, f"key 'FLAGPERF_LOG_PATH' {locked}/inferperf_results cannot be created: {locked} is not writable")
+    assert_one_config_error(
+        proc,
+        elapsed,
+        tmp_path,
+        f"key 'FLAGPERF_LOG_PATH' {locked}/inferperf_results cannot be created: {locked} is not writable",
+    )
 
 
 @pytest.mark.parametrize("where", ["VENDOR", "CASE_TIMEOUT"])
@@ -209,7 +251,9 @@ def test_alias_bomb_in_host_yaml_under_a_memory_limit(tmp_path, tree, where):
     # Before: the key's check put the value (387 million strings once expanded) in its message: MemoryError.
     config = host_yaml(tmp_path, tree, extra_text=f"{where}: {bomb()}\n", **{where: DROP})
     proc, elapsed = run_py(tree, config, memory=MEMORY)
-    assert_one_config_error(proc, elapsed, tmp_path, str(config), "refused: more than 100000 values once aliases are expanded")
+    assert_one_config_error(
+        proc, elapsed, tmp_path, str(config), "refused: more than 100000 values once aliases are expanded"
+    )
 
 
 def test_host_yaml_over_one_mebibyte(tmp_path, tree):
@@ -228,7 +272,10 @@ def test_deeply_nested_host_yaml(tmp_path, tree):
 @pytest.mark.parametrize(
     "text, fragment",
     [
-        ("MASTER_PORT: " + "9" * 5000, "cannot read the value: Exceeds the limit (4300 digits)"),  # ValueError traceback before
+        (
+            "MASTER_PORT: " + "9" * 5000,
+            "cannot read the value: Exceeds the limit (4300 digits)",
+        ),  # ValueError traceback before
         ("MASTER_PORT: 2024-13-45", "cannot read the value: month must be in 1..12"),
         ("? [1, 2]\n: x", "a list cannot be a key"),  # TypeError traceback before
         ("HOSTS_PORTS: &loop [*loop]", "refused: an alias refers to a collection that contains it"),
@@ -249,10 +296,25 @@ def test_unreadable_yaml_values_in_host_yaml(tmp_path, tree, text, fragment):
         # never finished: the exponent was capped, the base was not
         ("base", "flops", '"((((9**64)**64)**64)**64)**64"', ["is out of range"]),
         ("base", "flops", '"1e308*10"', ["'1e308*10' is not finite"]),
-        ("base", "flops", "1.7e+308", ["must be a positive number of FLOPs per sample <= 1e+21"]),  # x QPS = inf in result.json
+        (
+            "base",
+            "flops",
+            "1.7e+308",
+            ["must be a positive number of FLOPs per sample <= 1e+21"],
+        ),  # x QPS = inf in result.json
         ("base", "batch_size", str(10**30), ["must be a positive integer <= 65536"]),
-        ("base", "num_workers", "100000", ["must be 0 (the default) or a count <= 1024, got 100000", "exhaust process ids"]),
-        ("vendor", "intra_op_num_threads", "100000", ["must be 0 (the default) or a count <= 1024, got 100000", "exhaust process ids"]),
+        (
+            "base",
+            "num_workers",
+            "100000",
+            ["must be 0 (the default) or a count <= 1024, got 100000", "exhaust process ids"],
+        ),
+        (
+            "vendor",
+            "intra_op_num_threads",
+            "100000",
+            ["must be 0 (the default) or a count <= 1024, got 100000", "exhaust process ids"],
+        ),
         ("vendor", "inter_op_num_threads", "100000", ["a count <= 1024"]),
         ("vendor", "torch_threads", "100000", ["a count <= 1024"]),
         ("base", "onnx_opset", "99", ["must be an ONNX opset from 7 to"]),
@@ -266,12 +328,27 @@ def test_unreadable_yaml_values_in_host_yaml(tmp_path, tree, text, fragment):
         ("base", "min_duration_s", "1.0e+9", ["must be a number of seconds >= 0 and <= 86400"]),
         ("base", "max_duration_s", ".inf", ["must be a number of seconds > 0 and <= 86400, got inf"]),
         ("base", "min_query_count", str(10**12), ["must be a positive integer > 0 and <= 1e+08"]),
-        ("base", "batch_sizes", "[" + ",".join(map(str, range(1, 101))) + "]", ["must list at most 64 entries, got 100"]),
+        (
+            "base",
+            "batch_sizes",
+            "[" + ",".join(map(str, range(1, 101))) + "]",
+            ["must list at most 64 entries, got 100"],
+        ),
         ("base", "pool_max_mb", "1.0e+12", ["must be a positive number of MiB > 0 and <= 65536"]),
-        ("base", "exist_compiler_path", "/" + "e" * 5000, ["must be a path of at most 4096 characters and 255 per name"]),
+        (
+            "base",
+            "exist_compiler_path",
+            "/" + "e" * 5000,
+            ["must be a path of at most 4096 characters and 255 per name"],
+        ),
         ("params", "some_ratio", ".nan", ["key 'some_ratio' must be a finite number, got nan"]),
         ("params", "some_count", str(10**30), ["key 'some_count' must be an integer within +-2**63"]),
-        ("params", "note", '"' + "n" * 100_000 + '"', ["key 'note' must be a string of at most 4096 characters", "(100000 chars)"]),
+        (
+            "params",
+            "note",
+            '"' + "n" * 100_000 + '"',
+            ["key 'note' must be a string of at most 4096 characters", "(100000 chars)"],
+        ),
     ],
     ids=lambda v: str(v)[:30],
 )
@@ -286,7 +363,9 @@ def test_alias_bomb_in_a_case_config_under_a_memory_limit(tmp_path, own_tree):
     path = case_file(own_tree, "base")
     path.write_text(path.read_text() + f"anchors: {bomb()}\ndevice: *a8\n")
     proc, elapsed = run_py(own_tree, host_yaml(tmp_path, own_tree), memory=MEMORY)
-    assert_one_config_error(proc, elapsed, tmp_path, str(path), "refused: more than 100000 values once aliases are expanded")
+    assert_one_config_error(
+        proc, elapsed, tmp_path, str(path), "refused: more than 100000 values once aliases are expanded"
+    )
 
 
 @pytest.mark.parametrize(
@@ -312,4 +391,9 @@ def test_cuda_device_on_a_machine_without_cuda(tmp_path, tree):
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
     proc, elapsed = run_py(tree, host_yaml(tmp_path, tree), "--set", "device=cuda")
-    assert_one_config_error(proc, elapsed, tmp_path, "command line (--set): key 'device' is 'cuda', but this machine has no usable CUDA device")
+    assert_one_config_error(
+        proc,
+        elapsed,
+        tmp_path,
+        "command line (--set): key 'device' is 'cuda', but this machine has no usable CUDA device",
+    )

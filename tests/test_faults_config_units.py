@@ -136,7 +136,9 @@ def test_billion_laughs_is_refused_before_anything_walks_it(tmp_path):
 
 
 def test_aliases_that_expand_modestly_are_fine(tmp_path):
-    data = load_yaml_mapping(write(tmp_path, laughs(4) + "base: &b {x: 1}\nmerged: {<<: *b, y: 2}\nscalar: &s 5\nagain: *s\n"))
+    data = load_yaml_mapping(
+        write(tmp_path, laughs(4) + "base: &b {x: 1}\nmerged: {<<: *b, y: 2}\nscalar: &s 5\nagain: *s\n")
+    )
     assert len(data["l3"]) == 9 and data["merged"] == {"x": 1, "y": 2} and data["again"] == 5
 
 
@@ -218,7 +220,9 @@ def test_shown_bounds_long_values_without_building_them():
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    assert peak < 1 << 20 and len(text) < 120 and text.endswith("(9 items)")  # not walked: bounded memory, not a stopwatch
+    assert (
+        peak < 1 << 20 and len(text) < 120 and text.endswith("(9 items)")
+    )  # not walked: bounded memory, not a stopwatch
     assert len(shown({"k": "v" * 10_000})) < 120
 
 
@@ -277,7 +281,12 @@ def test_host_config_validates_itself_when_constructed(tmp_path):
     [
         ("MONITOR_INTERVAL", "monitor_interval", [0.05, 60], [0.0499, 60.01, 0, -1, "1", True]),
         ("CASE_TIMEOUT", "case_timeout", [1, 604800], [0.99, 604801, float("inf"), float("nan")]),
-        ("SHM_SIZE", "shm_size", ["1m", "1024g", "1048576", "1.5G", 1073741824], ["1023k", "1025g", "32T", "", "G", "1e9"]),
+        (
+            "SHM_SIZE",
+            "shm_size",
+            ["1m", "1024g", "1048576", "1.5G", 1073741824],
+            ["1023k", "1025g", "32T", "", "G", "1e9"],
+        ),
         ("VENDOR", "vendor", ["cpu"], ["c" * 65, "cpu/..", "", None]),
         ("HOSTS", "hosts", [["127.0.0.1"]], [[], ["127.0.0.1", "127.0.0.2"], ["h" * 300]]),
     ],
@@ -311,7 +320,10 @@ def test_unwritable_log_path_is_named(tmp_path, monkeypatch):
     monkeypatch.setattr(os, "access", lambda p, mode: False if Path(p) == parent else real_access(p, mode))
     with pytest.raises(ConfigError) as info:
         HostConfig(**host_fields(tmp_path, log_path=parent / "a" / "b"))
-    assert str(info.value) == f"{tmp_path / 'host.yaml'}: key 'FLAGPERF_LOG_PATH' {parent}/a/b cannot be created: {parent} is not writable"
+    assert (
+        str(info.value)
+        == f"{tmp_path / 'host.yaml'}: key 'FLAGPERF_LOG_PATH' {parent}/a/b cannot be created: {parent} is not writable"
+    )
     with pytest.raises(ConfigError, match=f"key 'FLAGPERF_LOG_PATH' {parent} is not writable$"):
         HostConfig(**host_fields(tmp_path, log_path=parent))
 
@@ -321,7 +333,14 @@ def test_from_yaml_is_load_host_config(tmp_path):
 
     path = tmp_path / "host.yaml"
     path.write_text(
-        yaml.safe_dump({"VENDOR": "cpu", "FLAGPERF_PATH": str(INFERENCE), "FLAGPERF_LOG_PATH": str(tmp_path / "r"), "CASES": {"digits:pytorch": "/data"}})
+        yaml.safe_dump(
+            {
+                "VENDOR": "cpu",
+                "FLAGPERF_PATH": str(INFERENCE),
+                "FLAGPERF_LOG_PATH": str(tmp_path / "r"),
+                "CASES": {"digits:pytorch": "/data"},
+            }
+        )
     )
     assert load_host_config(path, INFERENCE) == HostConfig.from_yaml(path, INFERENCE)
     assert load_host_config(path, INFERENCE).mode == "local"
@@ -375,19 +394,26 @@ WHY = "thousands of threads or processes exhaust process ids or crash a runtime"
 # The 100000-thread segfault: refused by one bound that does not depend on the machine
 # (commit 5bf66f5); more than the CPUs here is legal and only warned about
 # (tests/test_config_keys.py covers the warning and env.oversubscribed).
-@pytest.mark.parametrize("key", ["intra_op_num_threads", "inter_op_num_threads", "torch_threads", "flagv_threads", "loader_workers"])
+@pytest.mark.parametrize(
+    "key", ["intra_op_num_threads", "inter_op_num_threads", "torch_threads", "flagv_threads", "loader_workers"]
+)
 def test_every_thread_count_key_is_bounded_by_one_machine_independent_limit(two_cores, key):
     assert make(extra={key: 0}).get(key) == 0
     assert make(extra={key: 3}).get(key) == 3  # more than the 2 CPUs: oversubscribed, not refused
     assert make(extra={key: 1024}).get(key) == 1024
-    assert reason(extra={key: 1025}) == f"/c.yaml: key '{key}' must be 0 (the default) or a count <= 1024, got 1025: {WHY}"
+    assert (
+        reason(extra={key: 1025}) == f"/c.yaml: key '{key}' must be 0 (the default) or a count <= 1024, got 1025: {WHY}"
+    )
     assert reason(extra={key: 100_000}).endswith(f"got 100000: {WHY}")
     assert "must be a non-negative integer, got '4'" in reason(extra={key: "4"})
 
 
 def test_num_workers_is_bounded_by_one_machine_independent_limit(two_cores):
     assert make(num_workers=8).num_workers == 8  # FlagPerf's published value, on 2 CPUs
-    assert reason(num_workers=100_000) == f"/c.yaml: key 'num_workers' must be 0 (the default) or a count <= 1024, got 100000: {WHY}"
+    assert (
+        reason(num_workers=100_000)
+        == f"/c.yaml: key 'num_workers' must be 0 (the default) or a count <= 1024, got 100000: {WHY}"
+    )
 
 
 def test_onnx_opset_is_bounded_by_the_installed_exporter():
@@ -401,7 +427,10 @@ def test_onnx_opset_is_bounded_by_the_installed_exporter():
     except ImportError:
         pass
     assert make(onnx_opset=high).onnx_opset == high and make(onnx_opset=low).onnx_opset == low
-    assert reason(onnx_opset=high + 1) == f"/c.yaml: key 'onnx_opset' must be an ONNX opset from {low} to {high} (what {source} supports), got {high + 1}"
+    assert (
+        reason(onnx_opset=high + 1)
+        == f"/c.yaml: key 'onnx_opset' must be an ONNX opset from {low} to {high} (what {source} supports), got {high + 1}"
+    )
     assert "from" in reason(onnx_opset=low - 1)
 
 
@@ -409,18 +438,30 @@ def test_onnx_opset_is_bounded_by_the_installed_exporter():
     "key, value, message",
     [
         ("batch_size", 65537, "must be a positive integer <= 65536 (the largest batch InferPerf runs), got 65537"),
-        ("batch_size", 10**30, "must be a positive integer <= 65536 (the largest batch InferPerf runs), got 1000000000000000000000000000000"),
+        (
+            "batch_size",
+            10**30,
+            "must be a positive integer <= 65536 (the largest batch InferPerf runs), got 1000000000000000000000000000000",
+        ),
         ("repeat", 1_000_001, "must be a positive integer <= 1000000 (minimum passes over the data), got 1000001"),
         ("warmup", 10_001, "must be a non-negative integer <= 10000 (untimed calls), got 10001"),
         ("seed", 2**32, "must be a non-negative integer <= 4294967295 (numpy's seeds are 32-bit), got 4294967296"),
         ("input_size", 2**31 + 1, "must be a positive integer <= 2147483648 (elements of one sample), got 2147483649"),
-        ("log_freq", 10**9 + 1, "must be a non-negative integer <= 1000000000 (batches between log lines), got 1000000001"),
+        (
+            "log_freq",
+            10**9 + 1,
+            "must be a non-negative integer <= 1000000000 (batches between log lines), got 1000000001",
+        ),
         ("flops", 1e22, "must be a positive number of FLOPs per sample <= 1e+21, got 1e+22"),
         ("flops", float("inf"), "must be a positive number of FLOPs per sample, got inf"),
         ("flops", "((((9**64)**64)**64)**64)**64", "'((((9**64)**64)**64)**64)**64' is out of range"),
         ("device", "cuda:x", "must be 'cpu' or 'cuda[:N]', got 'cuda:x'"),
         ("compiler", "c" * 65, "must be a name of letters, digits, '_' or '-', or null, got '" + "c" * 65 + "'"),
-        ("exist_onnx_path", "/m\x00.onnx", "must be a path of at most 4096 characters and 255 per name, without NUL, got '/m\\x00.onnx'"),
+        (
+            "exist_onnx_path",
+            "/m\x00.onnx",
+            "must be a path of at most 4096 characters and 255 per name, without NUL, got '/m\\x00.onnx'",
+        ),
         ("clients", list(range(1, 66)), "must list at most 64 entries, got 65"),
         ("scenario", ["offline"] * 5, "must list at most 4 entries, got 5"),  # at most one of each scenario
     ],
@@ -431,7 +472,13 @@ def test_typed_keys_that_size_a_resource_are_bounded(key, value, message):
 
 def test_bounds_are_inclusive():
     config = make(batch_size=65536, repeat=1_000_000, warmup=10_000, seed=2**32 - 1, flops=1e21)
-    assert (config.batch_size, config.repeat, config.warmup, config.seed, config.flops) == (65536, 1_000_000, 10_000, 2**32 - 1, 1e21)
+    assert (config.batch_size, config.repeat, config.warmup, config.seed, config.flops) == (
+        65536,
+        1_000_000,
+        10_000,
+        2**32 - 1,
+        1e21,
+    )
 
 
 @pytest.mark.parametrize(
@@ -450,7 +497,11 @@ def test_bounds_are_inclusive():
         ("trt_workspace_gib", 1e6, "must be a positive number of GiB > 0 and <= 4096, got 1000000.0"),
         ("anything", float("nan"), "must be a finite number, got nan"),
         ("anything", 2**63, "must be an integer within +-2**63, got 9223372036854775808"),
-        ("anything", "s" * 5000, "must be a string of at most 4096 characters without NUL, got '" + "s" * 80 + "…' (5000 chars)"),
+        (
+            "anything",
+            "s" * 5000,
+            "must be a string of at most 4096 characters without NUL, got '" + "s" * 80 + "…' (5000 chars)",
+        ),
         ("anything", [1, float("inf")], "entry inf must be a finite number, got inf"),
         ("anything", {"k": [float("nan")]}, "entry [nan] must be a finite number, got nan"),
         ("anything", list(range(5000)), "must have at most 4096 entries, got 5000"),
@@ -517,9 +568,15 @@ def test_device_availability_is_checked_where_the_config_is_loaded(tmp_path, mon
     )
     with pytest.raises(ConfigError) as info:
         load_case_config(str(tmp_path / "inference"), "toy", "pytorch", "acme", "/d", "/l")
-    assert str(info.value) == f"{case / 'configurations.yaml'}: key 'device' is 'cuda:3', but this machine has 2 CUDA device(s) (cuda:0..cuda:1)"
+    assert (
+        str(info.value)
+        == f"{case / 'configurations.yaml'}: key 'device' is 'cuda:3', but this machine has 2 CUDA device(s) (cuda:0..cuda:1)"
+    )
     # Where the case runs elsewhere (the host driving MODE docker), the device is not this machine's.
-    assert load_case_config(str(tmp_path / "inference"), "toy", "pytorch", "acme", "/d", "/l", check_device=False).device == "cuda:3"
+    assert (
+        load_case_config(str(tmp_path / "inference"), "toy", "pytorch", "acme", "/d", "/l", check_device=False).device
+        == "cuda:3"
+    )
 
 
 def test_case_and_vendor_names_are_bounded_before_the_file_system(tmp_path):

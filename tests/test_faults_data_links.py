@@ -40,7 +40,9 @@ def test_links_are_followed_in_os_walk_order(imagenet, tmp_path):
     classes, samples = find_samples(str(imagenet))
     assert classes == ["cls0", "cls1"]
     names = [os.path.relpath(p, imagenet) for p, _ in samples]
-    assert names == [f"cls0/img{i}.png" for i in range(4)] + ["cls1/linked/img8.png", "cls1/linked/img9.png"] + [f"cls1/sub/img{i}.png" for i in range(4, 8)]
+    assert names == [f"cls0/img{i}.png" for i in range(4)] + ["cls1/linked/img8.png", "cls1/linked/img9.png"] + [
+        f"cls1/sub/img{i}.png" for i in range(4, 8)
+    ]
     assert [label for _, label in samples] == [0] * 4 + [1] * 6
 
 

@@ -40,7 +40,9 @@ def drop_connections(host) -> int:
     return len(sessions)
 
 
-def test_dropped_ssh_connection_fails_the_case_and_leaves_nothing(tmp_path, hosts, digits_data, remote_workdir, wheels_dir, docker_client):  # noqa: F811
+def test_dropped_ssh_connection_fails_the_case_and_leaves_nothing(
+    tmp_path, hosts, digits_data, remote_workdir, wheels_dir, docker_client
+):  # noqa: F811
     perf = long_running_tree(tmp_path / "inference")
     config = write_host_yaml(tmp_path, hosts[:1], digits_data, remote_workdir, wheels_dir, FLAGPERF_PATH=str(perf))
     proc = start_run(config, perf)

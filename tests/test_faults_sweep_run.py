@@ -26,7 +26,16 @@ import psutil
 import pytest
 
 from tests.conftest import copy_inference_tree
-from tests.test_faults_cache_pipeline import _SLOW_IMPORT, COMPILE_ONLY, FAST, assert_clean_failure, run, strict_json, temps, tmpfs
+from tests.test_faults_cache_pipeline import (
+    _SLOW_IMPORT,
+    COMPILE_ONLY,
+    FAST,
+    assert_clean_failure,
+    run,
+    strict_json,
+    temps,
+    tmpfs,
+)
 from tests.test_faults_config_run import assert_one_config_error, host_yaml, run_py
 
 ROOT = os.geteuid() == 0
@@ -43,7 +52,12 @@ def tree(tmp_path) -> Path:
 
 def start_run_py(perf: Path, config: Path, *extra: str, env: dict | None = None) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "run.py", "--config", str(config), *extra], cwd=perf, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        [sys.executable, "run.py", "--config", str(config), *extra],
+        cwd=perf,
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
 
 
@@ -55,7 +69,9 @@ def test_log_path_under_proc_is_one_config_line_before_any_work(tmp_path, tree):
         pytest.skip("no /proc here")
     config = host_yaml(tmp_path, tree, FLAGPERF_LOG_PATH="/proc/inferperf")
     proc, elapsed = run_py(tree, config)
-    assert_one_config_error(proc, elapsed, tmp_path, "key 'FLAGPERF_LOG_PATH' /proc/inferperf cannot be created: /proc refuses new folders")
+    assert_one_config_error(
+        proc, elapsed, tmp_path, "key 'FLAGPERF_LOG_PATH' /proc/inferperf cannot be created: /proc refuses new folders"
+    )
     assert not Path("/proc/inferperf").exists()
 
 
@@ -114,7 +130,9 @@ def test_sigint_while_run_py_imports_onnxruntime_exits_130_with_one_line(tmp_pat
     hook.mkdir()
     (hook / "sitecustomize.py").write_text(_SLOW_IMPORT)
     marker = tmp_path / "importing"
-    env = dict(os.environ, PYTHONPATH=f"{hook}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", IMPORT_MARKER=str(marker))
+    env = dict(
+        os.environ, PYTHONPATH=f"{hook}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", IMPORT_MARKER=str(marker)
+    )
     config = host_yaml(tmp_path, tree, CASES={"digits:pytorch": str(digits_data_dir)})
     proc = start_run_py(tree, config, env=env)
     deadline = time.monotonic() + 120
@@ -264,9 +282,13 @@ def test_warm_cache_on_a_read_only_mount_is_used_and_a_miss_names_it(tmp_path, t
         assert hit.returncode == 0, hit.stdout[-3000:] + hit.stderr[-3000:]
         assert f"cache directory {onnxs} is read-only: its valid entries are used" in hit.stdout
         record = strict_json(tmp_path / "hit" / "result.json")
-        assert {name: entry["status"] for name, entry in record["cache"].items()} == dict.fromkeys(record["cache"], "hit"), record["cache"]
+        assert {name: entry["status"] for name, entry in record["cache"].items()} == dict.fromkeys(
+            record["cache"], "hit"
+        ), record["cache"]
         log = tmp_path / "miss"
         miss = run(tree, digits_data_dir, log, *FAST, "--set", "batch_size=8")
-        assert_clean_failure(miss, log, 6, f"cache directory {onnxs} is read-only and this run must write to it (a cache miss)")
+        assert_clean_failure(
+            miss, log, 6, f"cache directory {onnxs} is read-only and this run must write to it (a cache miss)"
+        )
         assert sorted(p.name for p in onnxs.rglob("*")) == before
     assert json.loads((tmp_path / "hit" / "result.json").read_text())["case"] == "digits"

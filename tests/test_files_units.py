@@ -80,7 +80,10 @@ def test_storage_error_names_each_storage_errno_and_the_path_when_the_system_nam
 
 def test_storage_error_prefers_the_path_the_system_refused_over_the_one_written(tmp_path):
     exc = OSError(errno.EROFS, "Read-only file system", "/mnt/ro/cache")
-    assert str(storage_error(exc, tmp_path / "x.json", "creating directory")) == "read-only file system creating directory /mnt/ro/cache"
+    assert (
+        str(storage_error(exc, tmp_path / "x.json", "creating directory"))
+        == "read-only file system creating directory /mnt/ro/cache"
+    )
     # PermissionError and NotADirectoryError carry the refused name the same way
     exc = PermissionError(errno.EACCES, "Permission denied", "/srv/results")
     assert str(storage_error(exc, tmp_path / "x.json")) == "permission denied writing /srv/results"
@@ -93,14 +96,23 @@ def test_storage_error_keeps_the_target_when_the_refused_name_is_a_temporary(tmp
 
 def test_storage_error_for_a_full_disk_names_the_target_not_the_file_the_system_named(tmp_path):
     exc = OSError(errno.ENOSPC, "No space left on device", "/data/onnx/model.onnx.data")
-    assert str(storage_error(exc, tmp_path / "model.onnx", "exporting")) == f"no space left on device exporting {tmp_path / 'model.onnx'}"
+    assert (
+        str(storage_error(exc, tmp_path / "model.onnx", "exporting"))
+        == f"no space left on device exporting {tmp_path / 'model.onnx'}"
+    )
 
 
 def test_storage_error_reads_mkdir_over_a_plain_file_as_not_a_directory(tmp_path):
     exc = FileExistsError(errno.EEXIST, "File exists", "/cache/engine")
-    assert str(storage_error(exc, tmp_path / "engine", "creating directory")) == "not a directory creating directory /cache/engine"
+    assert (
+        str(storage_error(exc, tmp_path / "engine", "creating directory"))
+        == "not a directory creating directory /cache/engine"
+    )
     exc = FileExistsError(errno.EEXIST, "File exists")
-    assert str(storage_error(exc, tmp_path / "engine", "creating directory")) == f"not a directory creating directory {tmp_path / 'engine'}"
+    assert (
+        str(storage_error(exc, tmp_path / "engine", "creating directory"))
+        == f"not a directory creating directory {tmp_path / 'engine'}"
+    )
 
 
 def test_storage_error_is_none_for_other_errors_on_a_roomy_file_system(tmp_path):
@@ -389,7 +401,10 @@ def test_writable_dir_under_a_plain_file(tmp_path):
     (tmp_path / "plain").write_text("x")
     with pytest.raises(StorageError) as caught:
         writable_dir(tmp_path / "plain" / "sub", "results")
-    assert str(caught.value) == f"results {tmp_path / 'plain' / 'sub'}: not writable: a parent exists and is not a directory"
+    assert (
+        str(caught.value)
+        == f"results {tmp_path / 'plain' / 'sub'}: not writable: a parent exists and is not a directory"
+    )
     assert caught.value.__cause__ is None and caught.value.__suppress_context__ is True
 
 
@@ -439,7 +454,9 @@ def test_sweep_goes_on_past_entries_that_are_not_temporaries(tmp_path):
         (tmp_path / dead[i]).write_text("left by a killed writer")
     order = scandir_order(tmp_path)
     first_kept = next(i for i, name in enumerate(order) if not name.endswith(".tmp"))
-    assert any(name.endswith(".tmp") for name in order[first_kept:]), f"precondition: a temporary after a result in {order}"
+    assert any(name.endswith(".tmp") for name in order[first_kept:]), (
+        f"precondition: a temporary after a result in {order}"
+    )
     assert sorted(p.name for p in sweep_stale_temps(tmp_path)) == sorted(dead)
     assert sorted(os.listdir(tmp_path)) == [f"keep{i}.json" for i in range(10)]
 

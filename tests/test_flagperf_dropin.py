@@ -183,7 +183,12 @@ def _env() -> dict:
 def digits_data(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("digits_data")
     subprocess.run(
-        [sys.executable, "-m", "benchmarks.digits.pytorch.prepare", str(out)], cwd=INFERENCE, env=_env(), check=True, capture_output=True, timeout=120
+        [sys.executable, "-m", "benchmarks.digits.pytorch.prepare", str(out)],
+        cwd=INFERENCE,
+        env=_env(),
+        check=True,
+        capture_output=True,
+        timeout=120,
     )
     return out
 
@@ -205,7 +210,9 @@ def flag_tree(tmp_path_factory) -> Path:
     (configs / "configurations.yaml").write_text(FLAG_CONFIG)
     # Shaped like FlagPerf's vendor files: the compiler, has_dynamic_axis as every nvidia file
     # sets it, and a vendor's own keys; a vendor batch size as iluvatar's, zixiao's and metax's.
-    (configs / "vendor_config" / "flagv_configurations.yaml").write_text("compiler: stackrt\nhas_dynamic_axis: false\nflagv_threads: 1\n")
+    (configs / "vendor_config" / "flagv_configurations.yaml").write_text(
+        "compiler: stackrt\nhas_dynamic_axis: false\nflagv_threads: 1\n"
+    )
     # InferPerf's own digits case on the FlagPerf engine with a static batch.
     (tree / "configs" / "digits" / "vendor_config" / "flagv_configurations.yaml").write_text(
         f"compiler: flatrt\nbatch_size: {BATCH}\nhas_dynamic_axis: false\nflat_max_batch: {2 * BATCH}\n"
@@ -218,7 +225,9 @@ def _one_cpu() -> None:
     os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
 
 
-def _run(tree: Path, data: Path, log_dir: Path, case: str, framework: str = "pytorch", one_cpu: bool = False) -> subprocess.CompletedProcess:
+def _run(
+    tree: Path, data: Path, log_dir: Path, case: str, framework: str = "pytorch", one_cpu: bool = False
+) -> subprocess.CompletedProcess:
     return subprocess.run(
         [
             sys.executable,
@@ -271,9 +280,13 @@ def test_flagperf_case_and_stacking_engine_run_unmodified(flag_tree, digits_data
     # FlagPerf's num_workers: 8 on one CPU: run as given, said once, recorded in the environment.
     assert validation["workers"] == inference["workers"] == FLAG_WORKERS == result["config"]["num_workers"]
     assert result["env"]["cpus_usable"] == 1
-    assert result["env"]["oversubscribed"] == [{"key": "num_workers", "value": FLAG_WORKERS, "cpus": 1, "run_with": FLAG_WORKERS}]
+    assert result["env"]["oversubscribed"] == [
+        {"key": "num_workers", "value": FLAG_WORKERS, "cpus": 1, "run_with": FLAG_WORKERS}
+    ]
     warnings = [line for line in run.stdout.splitlines() if "more than the 1 CPUs" in line]
-    assert len(warnings) == 1 and "WARNING" in warnings[0] and "key 'num_workers' is 8" in warnings[0], run.stdout[-3000:]
+    assert len(warnings) == 1 and "WARNING" in warnings[0] and "key 'num_workers' is 8" in warnings[0], run.stdout[
+        -3000:
+    ]
     # The case saw FlagPerf's base framework name and a namedtuple-like config.
     assert validation["framework"] == inference["framework"] == "pytorch"
     assert "batch_size" in inference["fields"] and "flagv_threads" in inference["fields"]
@@ -349,7 +362,10 @@ def test_sync_by_vendor_when_the_config_sets_no_device(monkeypatch):
     assert sync_for_config(SimpleNamespace(vendor="kunlunxin", device="cpu", origin={})) is _noop
     # A device the config names wins over the vendor rule.
     assert sync_for_config(SimpleNamespace(vendor="nvidia", device="cpu", origin={"device": "x.yaml"})) is _noop
-    assert sync_for_config(SimpleNamespace(vendor="acme", device="cuda", origin={"device": "x.yaml"})) is torch.cuda.synchronize
+    assert (
+        sync_for_config(SimpleNamespace(vendor="acme", device="cuda", origin={"device": "x.yaml"}))
+        is torch.cuda.synchronize
+    )
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert sync_for_config(SimpleNamespace(vendor="nvidia", device="cpu", origin={})) is _noop
 
@@ -530,22 +546,49 @@ def test_an_engine_not_derived_from_engine_base_is_seen_through_its_declared_api
     assert isinstance(bare, ForeignEngine) and isinstance(bare, EngineBase) and type(bare.vendor_engine) is Bare
     assert not any(bare.implements(name) for name in OPTIONAL_METHODS)
     assert (bare.precision, bare.compiled, bare.rebuild_per_batch_size) == (None, None, False)
-    assert (bare.version(), bare.compile_report(), bare.supported_ops(), bare.best_batch_sizes(), bare.own_benchmark([1], [])) == (None,) * 5
-    assert bare.is_supported("Relu") is False and bare.get_performance_data([1]) is None and bare.prepare_batch_size(4) is None
+    assert (
+        bare.version(),
+        bare.compile_report(),
+        bare.supported_ops(),
+        bare.best_batch_sizes(),
+        bare.own_benchmark([1], []),
+    ) == (None,) * 5
+    assert (
+        bare.is_supported("Relu") is False
+        and bare.get_performance_data([1]) is None
+        and bare.prepare_batch_size(4) is None
+    )
     assert bare([1]) == ([1], 0.0)
 
     rich = as_engine(Rich())
-    assert [name for name in OPTIONAL_METHODS if rich.implements(name)] == ["version", "supported_ops", "get_performance_data", "prepare_batch_size"]
+    assert [name for name in OPTIONAL_METHODS if rich.implements(name)] == [
+        "version",
+        "supported_ops",
+        "get_performance_data",
+        "prepare_batch_size",
+    ]
     assert (rich.precision, rich.compiled, rich.rebuild_per_batch_size, rich.custom) == ("fp16", True, True, "kept")
-    assert rich.version() == "7.1" and rich.supported_ops() == {"Relu"} and rich.get_performance_data([1, 2]) == [{"node": "relu", "calls": 2}]
+    assert (
+        rich.version() == "7.1"
+        and rich.supported_ops() == {"Relu"}
+        and rich.get_performance_data([1, 2]) == [{"node": "relu", "calls": 2}]
+    )
     rich.prepare_batch_size(8)
     assert rich.loaded == [8] and rich([3]) == ([3], 0.5)
     assert (engine_suffix(Rich), engine_suffix(Bare), engine_suffix(EngineBase)) == (".plan", None, None)
 
     own = EngineBase(None, None, None)
-    assert as_engine(own) is own and own.vendor_engine is own and not any(own.implements(name) for name in OPTIONAL_METHODS)
+    assert (
+        as_engine(own) is own
+        and own.vendor_engine is own
+        and not any(own.implements(name) for name in OPTIONAL_METHODS)
+    )
     wrapped = OutputAdapter(rich, None, 4)  # an adapter over an adapter answers as the engine does
-    assert wrapped.implements("version") and not wrapped.implements("compile_report") and type(wrapped.vendor_engine) is Rich
+    assert (
+        wrapped.implements("version")
+        and not wrapped.implements("compile_report")
+        and type(wrapped.vendor_engine) is Rich
+    )
     assert as_engine(wrapped) is wrapped
 
 
@@ -576,13 +619,20 @@ def test_vendor_analysis_accepts_flagperf_shapes(tmp_path, monkeypatch, returned
     vendor_dir = tmp_path / "docker_images" / "flagv"
     vendor_dir.mkdir(parents=True)
     (vendor_dir / "flagv_analysis.py").write_text("")
-    monkeypatch.setattr(summary.importlib, "import_module", lambda name: SimpleNamespace(analysis_log=lambda path: returned))
+    monkeypatch.setattr(
+        summary.importlib, "import_module", lambda name: SimpleNamespace(analysis_log=lambda path: returned)
+    )
     assert summary.vendor_analysis(tmp_path, "flagv", "/log") == expected
 
 
 def test_host_yaml_without_mode_defaults_the_flagperf_way():
     from utils.host_config import _default_mode
 
-    flagperf = {"VENDOR": "nvidia", "HOSTS": ["10.1.2.155"], "ACCE_CONTAINER_OPT": " --gpus all", "MASTER_PORT": "29501"}
+    flagperf = {
+        "VENDOR": "nvidia",
+        "HOSTS": ["10.1.2.155"],
+        "ACCE_CONTAINER_OPT": " --gpus all",
+        "MASTER_PORT": "29501",
+    }
     assert _default_mode(flagperf) == "docker"
     assert _default_mode({"VENDOR": "cpu", "HOSTS": ["127.0.0.1"]}) == "local"

@@ -86,7 +86,15 @@ class Loader:
 
 def config(**values):
     base = dict(
-        device="cpu", warmup=0, repeat=1, log_freq=0, min_query_count=1, min_duration_s=0.0, max_duration_s=600.0, contention_limit=1.0, settle_max_s=0.0
+        device="cpu",
+        warmup=0,
+        repeat=1,
+        log_freq=0,
+        min_query_count=1,
+        min_duration_s=0.0,
+        max_duration_s=600.0,
+        contention_limit=1.0,
+        settle_max_s=0.0,
     )
     base.update(values)
     return SimpleNamespace(**base)
@@ -176,14 +184,22 @@ def test_core_is_call_plus_sync_minus_foo_and_every_figure_exact(monkeypatch, ca
 def test_bare_config_takes_the_measurement_defaults(monkeypatch, caplog_loguru):
     rig = Rig(monkeypatch, share=0.105, cpus=3)  # above the default contention_limit of 10 %
     calls: list = []
-    result = forward.timed_forward(rig.step(50_000_000 - SYNC_NS, calls=calls), Loader([2] * 8), None, SimpleNamespace(), "validation")
+    result = forward.timed_forward(
+        rig.step(50_000_000 - SYNC_NS, calls=calls), Loader([2] * 8), None, SimpleNamespace(), "validation"
+    )
     # defaults: 2 warm-up calls; the settle phase in blocks of 5 calls (0.25 s at 50 ms), settled after two equal
     # blocks; repeat 1, 64 queries and 2 s: 8 passes of 8 x 50 ms = 3.2 s, at ±0 % (every call alike)
     assert rig.devices == ["cpu"]
     assert len(calls) == 2 + 10 + 64 and result.passes == 8 and result.batches == 64 and result.warmup_batches == 2
-    assert (result.precision["settle_queries"], result.precision["settle_block"], result.precision["settle_s"]) == (10, 5, 0.5)
+    assert (result.precision["settle_queries"], result.precision["settle_block"], result.precision["settle_s"]) == (
+        10,
+        5,
+        0.5,
+    )
     assert result.precision["target"] == 0.02 and result.precision["stop_reason"] == "precision reached"
-    assert result.verdict.reasons == ["contention: other processes used 10% of the 3 CPU(s) available to the benchmark during the measured phase (limit 10%)"]
+    assert result.verdict.reasons == [
+        "contention: other processes used 10% of the 3 CPU(s) available to the benchmark during the measured phase (limit 10%)"
+    ]
     assert not [r for r in caplog_loguru if "batch " in r["message"]]  # log_freq 0: no per-batch lines
     infos = [r["message"] for r in caplog_loguru if r["level"] == "INFO"]
     assert infos == ["validation: 8 passes over the data (64 queries) to reach the measurement minimums and precision"]
@@ -192,13 +208,19 @@ def test_bare_config_takes_the_measurement_defaults(monkeypatch, caplog_loguru):
 
 def test_config_values_are_read(monkeypatch):
     rig = Rig(monkeypatch, share=0.45, cpus=4, gpu=0)
-    result = forward.timed_forward(rig.step(1_000_000), Loader([2] * 4), None, config(device="cuda:3", repeat=3, contention_limit=0.5), "inference")
+    result = forward.timed_forward(
+        rig.step(1_000_000), Loader([2] * 4), None, config(device="cuda:3", repeat=3, contention_limit=0.5), "inference"
+    )
     assert rig.devices == ["cuda:3"]
-    assert result.passes == 4 and result.batches == 16  # repeat 3 passes, then one more for the 16 queries an interval needs
+    assert (
+        result.passes == 4 and result.batches == 16
+    )  # repeat 3 passes, then one more for the 16 queries an interval needs
     assert result.verdict.reasons == []  # 45 % <= 50 %: no contention
     rig.reading = ContentionReading(0.55, 4, 1.0, 3)
     rig.unix = iter([1.0, 2.0])
-    result = forward.timed_forward(rig.step(1_000_000), Loader([2] * 4), None, config(contention_limit=0.5), "inference")
+    result = forward.timed_forward(
+        rig.step(1_000_000), Loader([2] * 4), None, config(contention_limit=0.5), "inference"
+    )
     assert result.verdict.reasons == [
         "contention: other processes used 55% of the 4 CPU(s) available to the benchmark during the measured phase (limit 50%)",
         "contention: 3 other process(es) held a compute context on the benchmark's GPU during the measured phase",
@@ -232,7 +254,9 @@ def test_samples_count_y_first_then_the_input(monkeypatch):
 
 def test_running_accuracy_log_lines(monkeypatch, caplog_loguru):
     rig = Rig(monkeypatch)
-    forward.timed_forward(rig.step(1_500_000 - SYNC_NS), Loader([2] * 8), lambda o, y: 0.75, config(log_freq=8), "validation")
+    forward.timed_forward(
+        rig.step(1_500_000 - SYNC_NS), Loader([2] * 8), lambda o, y: 0.75, config(log_freq=8), "validation"
+    )
     forward.timed_forward(rig.step(2_500_000 - SYNC_NS), Loader([2] * 17), None, config(log_freq=17), "inference")
     lines = [r["message"] for r in caplog_loguru if "batch " in r["message"]]
     assert lines == [
@@ -246,7 +270,9 @@ def test_warmup_runs_on_the_first_batch_and_once_on_the_tail(monkeypatch):
     rig = Rig(monkeypatch)
     calls: list = []
     loader = Loader([4, 4, 2], dataset_len=10, batch_size=4)
-    result = forward.timed_forward(rig.step(1_000, calls=calls), loader, None, config(warmup=2, precision=0.5), "inference")
+    result = forward.timed_forward(
+        rig.step(1_000, calls=calls), loader, None, config(warmup=2, precision=0.5), "inference"
+    )
     first = loader.batches[0][0]
     assert [c[0] is first for c in calls[:2]] == [True, True]
     assert torch.equal(calls[2][0], first[:2]) and calls[2][0].shape == (2, 2)
@@ -288,14 +314,22 @@ def test_empty_loader(monkeypatch):
 
 def test_min_duration_is_met_at_exactly_its_value(monkeypatch):
     rig = Rig(monkeypatch)
-    result = forward.timed_forward(rig.step(62_500_000 - SYNC_NS), Loader([1] * 16), None, config(min_duration_s=1.0), "inference")
+    result = forward.timed_forward(
+        rig.step(62_500_000 - SYNC_NS), Loader([1] * 16), None, config(min_duration_s=1.0), "inference"
+    )
     assert result.passes == 1 and result.batches == 16
     assert result.verdict.reasons == []
 
 
 def test_max_duration_stops_at_exactly_its_value(monkeypatch):
     rig = Rig(monkeypatch)
-    result = forward.timed_forward(rig.step(250_000_000 - SYNC_NS), Loader([1, 1]), None, config(min_query_count=1000, max_duration_s=1.5), "inference")
+    result = forward.timed_forward(
+        rig.step(250_000_000 - SYNC_NS),
+        Loader([1, 1]),
+        None,
+        config(min_query_count=1000, max_duration_s=1.5),
+        "inference",
+    )
     assert result.passes == 3 and result.batches == 6
 
 
@@ -303,7 +337,11 @@ def test_too_short_counts_wall_time_including_foo(monkeypatch):
     rig = Rig(monkeypatch)
     # 0.25 s per call of which 0.1 s declared foo: 3 passes of 2 calls reach max_duration_s (1.5 s)
     result = forward.timed_forward(
-        rig.step(250_000_000 - SYNC_NS, foo_s=0.1), Loader([1, 1]), None, config(min_duration_s=10.0, max_duration_s=1.5), "inference"
+        rig.step(250_000_000 - SYNC_NS, foo_s=0.1),
+        Loader([1, 1]),
+        None,
+        config(min_duration_s=10.0, max_duration_s=1.5),
+        "inference",
     )
     assert result.batches == 6
     assert result.whole_time_s == pytest.approx(0.9, abs=1e-12) and result.foo_time_s == pytest.approx(0.6)
@@ -322,7 +360,9 @@ def test_passes_equal_to_repeat_log_nothing(monkeypatch, caplog_loguru):
 
 def test_repeat_defaults_to_one_pass(monkeypatch):
     rig = Rig(monkeypatch)
-    result = forward.timed_forward(rig.step(1_000), Loader([1] * 16), None, SimpleNamespace(min_query_count=1, min_duration_s=0.0), "inference")
+    result = forward.timed_forward(
+        rig.step(1_000), Loader([1] * 16), None, SimpleNamespace(min_query_count=1, min_duration_s=0.0), "inference"
+    )
     assert result.passes == 1 and result.batches == 16
     # the default settle phase: blocks of at most 1024 calls (0.25 s at 2 µs would be 125000), two alike
     assert (result.precision["settle_queries"], result.precision["settle_block"]) == (2048, 1024)
@@ -338,7 +378,9 @@ def test_core_never_goes_below_zero(monkeypatch):
 def test_log_values_round_at_the_displayed_digit(monkeypatch, caplog_loguru):
     rig = Rig(monkeypatch)
     # 16 calls (the fewest an interval needs) each declaring 62531251 ns: 1.000500016 s in all
-    forward.timed_forward(rig.step(1_235_000 - SYNC_NS, foo_s=0.0625312515), Loader([1]), None, config(log_freq=1), "inference")
+    forward.timed_forward(
+        rig.step(1_235_000 - SYNC_NS, foo_s=0.0625312515), Loader([1]), None, config(log_freq=1), "inference"
+    )
     messages = [r["message"] for r in caplog_loguru]
     assert "inference: batch 1, core 0.00 ms, running acc nan" in messages  # foo exceeds the call
     assert "inference: engine declared 1.001 s of foo_time (excluded from whole and core)" in messages

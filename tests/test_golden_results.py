@@ -38,7 +38,17 @@ WRITE = os.environ.get("INFERPERF_GOLDEN_WRITE") == "1"
 
 
 def test_every_kind_of_case_has_a_fixture():
-    assert KINDS == ["base_gemm", "bert", "bytemlperf_workload", "digits", "llm_llama", "loadgen_digits", "model_cnn", "vision_resnet50", "vision_vit"]
+    assert KINDS == [
+        "base_gemm",
+        "bert",
+        "bytemlperf_workload",
+        "digits",
+        "llm_llama",
+        "loadgen_digits",
+        "model_cnn",
+        "vision_resnet50",
+        "vision_vit",
+    ]
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -115,11 +125,15 @@ def _summary(kinds: list[str | None], tmp_path: Path, monkeypatch) -> tuple[str,
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     outcomes = [_outcome(kind, run_dir) for kind in kinds]
-    host = SimpleNamespace(mode="local", vendor="cpu", hosts=[SimpleNamespace(label="127.0.0.1")], flagperf_path=INFERENCE)
+    host = SimpleNamespace(
+        mode="local", vendor="cpu", hosts=[SimpleNamespace(label="127.0.0.1")], flagperf_path=INFERENCE
+    )
     records = summary.summary_records(outcomes, INFERENCE, "cpu")
     json_path, md_path = summary.write_summary(run_dir, "rungolden", host, records, STARTED)
     place = str(run_dir)
-    return json_path.read_text(encoding="utf-8").replace(place, "<RUN>"), md_path.read_text(encoding="utf-8").replace(place, "<RUN>")
+    return json_path.read_text(encoding="utf-8").replace(place, "<RUN>"), md_path.read_text(encoding="utf-8").replace(
+        place, "<RUN>"
+    )
 
 
 @pytest.mark.parametrize("kind", [*KINDS, "failed"])

@@ -16,9 +16,13 @@ def test_a_reused_image_names_its_vendor_image_and_the_requirement_layers(tmp_pa
     client = types.SimpleNamespace(images=FakeImages(present={spec.tag}))
     assert ensure_image(client, spec, "h1", tmp_path / "logs" / "build_h1.log") == (spec.tag, False)
     assert client.images.builds == []  # nothing built
-    assert (tmp_path / "logs" / "build_h1.log").read_text() == f"reused image {spec.vendor_tag}, built earlier from {spec.dockerfile}\n"
+    assert (
+        tmp_path / "logs" / "build_h1.log"
+    ).read_text() == f"reused image {spec.vendor_tag}, built earlier from {spec.dockerfile}\n"
     cases_log = (tmp_path / "logs" / "build_h1_cases.log").read_text()
-    assert cases_log == f"reused image {spec.tag}, built earlier from requirements/bert.txt on top of {spec.vendor_tag}\n"
+    assert (
+        cases_log == f"reused image {spec.tag}, built earlier from requirements/bert.txt on top of {spec.vendor_tag}\n"
+    )
 
 
 def test_a_reused_image_without_requirements_writes_no_cases_log(tmp_path):

@@ -28,10 +28,15 @@ INFERENCE = Path(__file__).resolve().parents[1] / "inference"
 def test_step_lines_read_back_as_written():
     for index, name in enumerate(STEPS, start=1):
         for state in STEP_STATES:
-            line = f"2026-11-23 04:49:36.903 | INFO    | {step_line(name, state, 'in 1.19 s' if state == 'done' else '')}"
+            line = (
+                f"2026-11-23 04:49:36.903 | INFO    | {step_line(name, state, 'in 1.19 s' if state == 'done' else '')}"
+            )
             step = parse_step(line)
             assert (step.index, step.total, step.name, step.state) == (index, len(STEPS), name, state)
-    assert step_line("onnx_export", "skipped", "(exist_onnx_path is set)") == "[4/7 onnx_export] skipped (exist_onnx_path is set)"
+    assert (
+        step_line("onnx_export", "skipped", "(exist_onnx_path is set)")
+        == "[4/7 onnx_export] skipped (exist_onnx_path is set)"
+    )
     assert parse_step("a line that says [2/7 nothing") is None
     with pytest.raises(ValueError):
         step_line("compile", "start")
@@ -46,7 +51,12 @@ def test_both_sides_use_the_one_definition():
 
     assert pipeline.STEPS is STEPS and phase_progress.PREFIX is PROGRESS_PREFIX
     event = parse_line(f"[127.0.0.1 digits:pytorch] t | INFO    | {step_line('vendor_compile', 'start')}")
-    assert (event.kind, event.host, event.case, event.step) == ("step", "127.0.0.1", "digits:pytorch", (5, 7, "vendor_compile", "start"))
+    assert (event.kind, event.host, event.case, event.step) == (
+        "step",
+        "127.0.0.1",
+        "digits:pytorch",
+        (5, 7, "vendor_compile", "start"),
+    )
     progress = parse_line(PROGRESS_PREFIX + json.dumps({"phase": "inference", "done": 3}))
     assert progress.kind == "progress" and progress.progress["done"] == 3
 
@@ -64,7 +74,9 @@ def test_every_transport_implements_the_whole_interface_with_its_signatures():
             if isinstance(declared, property):
                 assert isinstance(given, property), (cls, name)
             else:
-                assert list(inspect.signature(given).parameters.items()) == list(inspect.signature(declared).parameters.items()), (cls, name)
+                assert list(inspect.signature(given).parameters.items()) == list(
+                    inspect.signature(declared).parameters.items()
+                ), (cls, name)
 
 
 def test_a_transport_missing_a_method_cannot_be_made():
@@ -90,7 +102,11 @@ def test_code_is_copied_once_per_version_through_a_transport(tmp_path):
     transport = LocalTransport(Host("localhost", 22))
     first = sync_code(transport, source, str(workdir))
     copied = Path(first.inference_dir)
-    assert first.copied == 1 and first.version == code_version(source) and copied == workdir / "code" / first.version / "inference"
+    assert (
+        first.copied == 1
+        and first.version == code_version(source)
+        and copied == workdir / "code" / first.version / "inference"
+    )
     assert sorted(str(p.relative_to(copied)) for p in copied.rglob("*")) == ["onnxs", "tools", "tools/a.py"]
     assert (copied.parent / ".complete").read_text() == first.version
     assert sync_code(transport, source, str(workdir)).copied is None  # reused
@@ -146,7 +162,9 @@ def test_registry_checks_an_engine_without_importing_it():
     found, vendor, compiler, modules = proc.stdout.splitlines()
     assert found == "onnxruntime.py"
     assert vendor.startswith("ConfigError unknown vendor 'acme': no inference_engine/acme/ (known: cpu, ")
-    assert compiler.startswith("ConfigError unknown compiler 'tvm' for vendor 'cpu': no inference_engine/cpu/tvm.py (known: onnxruntime")
+    assert compiler.startswith(
+        "ConfigError unknown compiler 'tvm' for vendor 'cpu': no inference_engine/cpu/tvm.py (known: onnxruntime"
+    )
     assert modules == "['inference_engine.registry']"
 
 
@@ -184,14 +202,20 @@ def test_run_py_asks_the_registry_and_imports_no_engine_outside_mode_local(tmp_p
 def test_framework_folder_and_unknown_vendor_are_defined_once():
     assert framework_dir("pytorch_2.1") == "pytorch" and framework_dir("pytorch") == "pytorch"
     assert unknown_vendor("acme") == "unknown vendor 'acme': no inference_engine/acme/"
-    assert unknown_vendor("acme", "docker_images", ["cpu"]) == "unknown vendor 'acme': no docker_images/acme/ (known: cpu)"
+    assert (
+        unknown_vendor("acme", "docker_images", ["cpu"]) == "unknown vendor 'acme': no docker_images/acme/ (known: cpu)"
+    )
     elsewhere = []
     for path in INFERENCE.rglob("*.py"):
         if path == INFERENCE / "common" / "layout.py":
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             text = ast.unparse(node) if isinstance(node, (ast.Subscript, ast.JoinedStr, ast.Constant)) else ""
-            if ".split('_', 1)[0]" in text or ".split('_')[0]" in text or text.lstrip("f'\"").startswith("unknown vendor"):
+            if (
+                ".split('_', 1)[0]" in text
+                or ".split('_')[0]" in text
+                or text.lstrip("f'\"").startswith("unknown vendor")
+            ):
                 elsewhere.append(f"{path.relative_to(INFERENCE)}:{node.lineno}")
     assert elsewhere == []
 
@@ -201,7 +225,11 @@ def test_shipped_monitors_declare_their_protocol():
     for vendor in ("cpu", "nvidia"):
         tree = ast.parse((INFERENCE / "docker_images" / vendor / f"{vendor}_monitor.py").read_text(encoding="utf-8"))
         assigns = [n for n in tree.body if isinstance(n, ast.Assign)]
-        declared = [ast.literal_eval(n.value) for n in assigns if any(getattr(t, "id", "") == "MONITOR_PROTOCOL" for t in n.targets)]
+        declared = [
+            ast.literal_eval(n.value)
+            for n in assigns
+            if any(getattr(t, "id", "") == "MONITOR_PROTOCOL" for t in n.targets)
+        ]
         assert declared == ["sampler"], vendor
 
 
@@ -218,7 +246,10 @@ def test_run_py_refuses_a_bad_monitor_declaration_before_any_host(tmp_path):
     monitor.write_text("MONITOR_PROTOCOL = 'daemon'\n")
     run._check_monitor(config)
     monitor.write_text("MONITOR_PROTOCOL = 'poll'\n")
-    with pytest.raises(ConfigError, match=r"^docker_images/acme/acme_monitor.py: MONITOR_PROTOCOL must be 'sampler' or 'daemon', got 'poll'$"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^docker_images/acme/acme_monitor.py: MONITOR_PROTOCOL must be 'sampler' or 'daemon', got 'poll'$",
+    ):
         run._check_monitor(config)
 
 
@@ -238,7 +269,9 @@ def _defines(path: Path, dotted: str) -> bool:
     scope = ast.parse(path.read_text(encoding="utf-8")).body
     for name in dotted.split("."):
         nodes = [n for n in scope if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name == name]
-        nodes += [n for n in scope if isinstance(n, ast.Assign) and any(getattr(t, "id", "") == name for t in n.targets)]
+        nodes += [
+            n for n in scope if isinstance(n, ast.Assign) and any(getattr(t, "id", "") == name for t in n.targets)
+        ]
         nodes += [n for n in scope if isinstance(n, ast.AnnAssign) and getattr(n.target, "id", "") == name]
         if not nodes:
             return False
@@ -265,7 +298,13 @@ def test_architecture_names_only_what_exists():
 
 def test_architecture_names_every_room():
     text = ARCHITECTURE.read_text(encoding="utf-8")
-    rooms = [p for side in ("tools", "utils") for p in (INFERENCE / side).iterdir() if p.is_dir() and p.name != "__pycache__"]
+    rooms = [
+        p for side in ("tools", "utils") for p in (INFERENCE / side).iterdir() if p.is_dir() and p.name != "__pycache__"
+    ]
     assert [r.name for r in rooms if f"`{r.parent.name}/{r.name}/`" not in text] == []
-    top = [p.name for p in INFERENCE.iterdir() if p.is_dir() and not p.name.startswith((".", "_")) and p.name not in ("onnxs", "result")]
+    top = [
+        p.name
+        for p in INFERENCE.iterdir()
+        if p.is_dir() and not p.name.startswith((".", "_")) and p.name not in ("onnxs", "result")
+    ]
     assert [name for name in top if f"`{name}/" not in text] == []

@@ -30,7 +30,13 @@ def host_yaml(tmp_path: Path, perf: Path, data: Path, **overrides) -> Path:
 
 
 def start(perf: Path, config: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "run.py", "--config", str(config)], cwd=perf, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "run.py", "--config", str(config)],
+        cwd=perf,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def wait_for(pattern: str, root: Path, timeout: float = 180) -> Path:
@@ -110,7 +116,9 @@ def test_ctrl_c_in_the_first_second_is_an_interrupt_not_a_monitor_failure(tmp_pa
 def test_pipeline_killed_from_outside_reads_killed_by_sigkill(tmp_path, tree, digits_data_dir):
     proc = start(tree, host_yaml(tmp_path, tree, digits_data_dir))
     wait_for_measuring(tmp_path)
-    ps = subprocess.run(["pgrep", "-f", f"run_inference.py --perf_dir {tree}"], capture_output=True, text=True).stdout.split()
+    ps = subprocess.run(
+        ["pgrep", "-f", f"run_inference.py --perf_dir {tree}"], capture_output=True, text=True
+    ).stdout.split()
     assert ps, "pipeline process not found"
     for pid in ps:
         os.kill(int(pid), signal.SIGKILL)
@@ -118,7 +126,9 @@ def test_pipeline_killed_from_outside_reads_killed_by_sigkill(tmp_path, tree, di
     assert proc.returncode == 1
     record = the_record(tmp_path)
     assert record["failed_step"] == "pipeline"
-    assert record["error"] == "pipeline exited with status -9: killed by SIGKILL (out of memory, or killed from outside)"
+    assert (
+        record["error"] == "pipeline exited with status -9: killed by SIGKILL (out of memory, or killed from outside)"
+    )
     assert wait_no_processes(str(tmp_path)) == []
 
 

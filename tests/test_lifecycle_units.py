@@ -53,7 +53,11 @@ def outcome(tmp_path: Path) -> CaseOutcome:
 def test_read_outcome_success(tmp_path):
     written = write_result(tmp_path, vendor="cpu")
     got = read_outcome(outcome(tmp_path), 0)
-    assert got.status == "success" and got.result == CaseResult.from_json(json.loads(written.read_text())) and got.error is None
+    assert (
+        got.status == "success"
+        and got.result == CaseResult.from_json(json.loads(written.read_text()))
+        and got.error is None
+    )
 
 
 def test_read_outcome_prefers_the_pipelines_own_failure_record(tmp_path):
@@ -80,7 +84,11 @@ def test_read_outcome_result_on_a_failed_exit_is_not_success(tmp_path):
 def test_read_outcome_unreadable_result(tmp_path):
     (tmp_path / "result.json").write_text("{not json")
     got = read_outcome(outcome(tmp_path), 0)
-    assert got.status == "failed" and got.step == "summary" and got.error.startswith(f"{tmp_path / 'result.json'}: unreadable: ")
+    assert (
+        got.status == "failed"
+        and got.step == "summary"
+        and got.error.startswith(f"{tmp_path / 'result.json'}: unreadable: ")
+    )
 
 
 # ---- monitors -----------------------------------------------------------------------------
@@ -90,18 +98,34 @@ def test_monitor_protocol_is_declared_or_follows_one_rule(tmp_path):
         return tmp_path / name
 
     # declared: the declaration wins over what the file imports or says
-    assert monitor_protocol(monitor("a.py", 'MONITOR_PROTOCOL = "daemon"\nfrom common.sampler import run_sampler\n')) == "daemon"
-    assert monitor_protocol(monitor("b.py", "import sys\nMONITOR_PROTOCOL: str = 'sampler'\nprint('--output start stop')\n")) == "sampler"
+    assert (
+        monitor_protocol(monitor("a.py", 'MONITOR_PROTOCOL = "daemon"\nfrom common.sampler import run_sampler\n'))
+        == "daemon"
+    )
+    assert (
+        monitor_protocol(
+            monitor("b.py", "import sys\nMONITOR_PROTOCOL: str = 'sampler'\nprint('--output start stop')\n")
+        )
+        == "sampler"
+    )
     # undeclared: built on common.sampler is a sampler (any import form); anything else is FlagPerf's daemon
     assert monitor_protocol(monitor("c.py", "from common.sampler import monitor_args, run_sampler\n")) == "sampler"
     assert monitor_protocol(monitor("d.py", "def main():\n    from common import sampler\n")) == "sampler"
     assert monitor_protocol(monitor("e.py", "import common.sampler\n")) == "sampler"
     assert monitor_protocol(monitor("f.py", "parser.add_argument('-o', choices=['start', 'stop'])\n")) == "daemon"
-    assert monitor_protocol(monitor("g.py", "# --output, monitor_args: words in a comment decide nothing\nprint('hello')\n")) == "daemon"
+    assert (
+        monitor_protocol(
+            monitor("g.py", "# --output, monitor_args: words in a comment decide nothing\nprint('hello')\n")
+        )
+        == "daemon"
+    )
     # a file that cannot be read or parsed is started as a sampler and fails with its own error
     assert monitor_protocol(tmp_path / "missing.py") == "sampler"
     assert monitor_protocol(monitor("h.py", "def broken(:\n")) == "sampler"
-    with pytest.raises(ConfigError, match=r"^docker_images/v/v_monitor.py: MONITOR_PROTOCOL must be 'sampler' or 'daemon', got 'daemonic'$"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^docker_images/v/v_monitor.py: MONITOR_PROTOCOL must be 'sampler' or 'daemon', got 'daemonic'$",
+    ):
         monitor_protocol(monitor("i.py", "MONITOR_PROTOCOL = 'daemonic'\n"), "docker_images/v/v_monitor.py")
     with pytest.raises(ConfigError, match=r"MONITOR_PROTOCOL must be .* got '<NAME>'"):
         monitor_protocol(monitor("j.py", "MONITOR_PROTOCOL = NAME\n"))
@@ -128,7 +152,10 @@ def test_monitor_stops_when_its_parent_dies(tmp_path):
     env = {**os.environ, lifetime.PARENT_ENV: str(parent.pid)}
     # The monitor's parent is this test process, not `parent`: getppid() != parent from the start.
     monitor = subprocess.Popen(
-        [sys.executable, "-m", "common.sys_monitor", "--output", str(out), "--interval", "0.1"], cwd=INFERENCE, env=env, start_new_session=True
+        [sys.executable, "-m", "common.sys_monitor", "--output", str(out), "--interval", "0.1"],
+        cwd=INFERENCE,
+        env=env,
+        start_new_session=True,
     )
     try:
         assert monitor.wait(timeout=20) == 0
@@ -143,7 +170,10 @@ def test_lifetime_bound_ends_a_monitor(tmp_path):
     env = {**os.environ, lifetime.MAX_SECONDS_ENV: "1"}
     started = time.monotonic()
     monitor = subprocess.Popen(
-        [sys.executable, "-m", "common.sys_monitor", "--output", str(out), "--interval", "0.1"], cwd=INFERENCE, env=env, start_new_session=True
+        [sys.executable, "-m", "common.sys_monitor", "--output", str(out), "--interval", "0.1"],
+        cwd=INFERENCE,
+        env=env,
+        start_new_session=True,
     )
     try:
         assert monitor.wait(timeout=30) == 0
@@ -212,7 +242,9 @@ def _import_module_literal(node: ast.AST) -> str | None:
     if not isinstance(node, ast.Call) or not node.args:
         return None
     func, first = node.func, node.args[0]
-    named = (isinstance(func, ast.Attribute) and func.attr == "import_module") or (isinstance(func, ast.Name) and func.id == "import_module")
+    named = (isinstance(func, ast.Attribute) and func.attr == "import_module") or (
+        isinstance(func, ast.Name) and func.id == "import_module"
+    )
     if named and isinstance(first, ast.Constant) and isinstance(first.value, str):
         return first.value
     return None
@@ -224,7 +256,12 @@ def _imports(tree: ast.AST, package: str) -> list[tuple[str, bool]]:
     of a string literal. ``from X import Y`` gives ``X.Y`` (a submodule, or a name the caller
     resolves to X); relative imports are resolved."""
     top = {id(node) for node in getattr(tree, "body", [])}
-    top_calls = {id(call) for node in getattr(tree, "body", []) if isinstance(node, (ast.Expr, ast.Assign, ast.AnnAssign)) for call in ast.walk(node)}
+    top_calls = {
+        id(call)
+        for node in getattr(tree, "body", [])
+        if isinstance(node, (ast.Expr, ast.Assign, ast.AnnAssign))
+        for call in ast.walk(node)
+    }
     found = []
     for node in ast.walk(tree):
         at_top = id(node) in top
@@ -254,7 +291,11 @@ def import_graph(root: Path = INFERENCE, module_level_only: bool = False) -> dic
     graph = {}
     for name, path in files.items():
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-        imported = {resolve(target) for target, at_top in _imports(ast.parse(path.read_text(encoding="utf-8")), package) if at_top or not module_level_only}
+        imported = {
+            resolve(target)
+            for target, at_top in _imports(ast.parse(path.read_text(encoding="utf-8")), package)
+            if at_top or not module_level_only
+        }
         graph[name] = {m for m in imported if m and m != name}
     return graph
 
@@ -291,7 +332,9 @@ def test_the_circle_finder_sees_function_level_relative_and_package_imports(tmp_
     (tmp_path / "pkg" / "__init__.py").write_text("from pkg.a import A\n")
     (tmp_path / "pkg" / "a.py").write_text("from . import b\nA = 1\n")
     (tmp_path / "pkg" / "b.py").write_text("def f():\n    from pkg.c import C\n")
-    (tmp_path / "pkg" / "c.py").write_text("import json\nfrom typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.a import A\nC = 2\n")
+    (tmp_path / "pkg" / "c.py").write_text(
+        "import json\nfrom typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.a import A\nC = 2\n"
+    )
     graph = import_graph(tmp_path)
     assert graph == {"pkg": {"pkg.a"}, "pkg.a": {"pkg.b"}, "pkg.b": {"pkg.c"}, "pkg.c": {"pkg.a"}}
     assert find_cycle(graph) == ["pkg.a", "pkg.b", "pkg.c", "pkg.a"]
@@ -305,9 +348,15 @@ def test_the_circle_finder_follows_import_module_of_a_string_literal(tmp_path):
     ``importlib.import_module("...")``, and that module imported the registry back."""
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pkg" / "__init__.py").write_text("")
-    (tmp_path / "pkg" / "registry.py").write_text("import importlib\ndef load():\n    return importlib.import_module('pkg.adapter')\n")
-    (tmp_path / "pkg" / "adapter.py").write_text("from importlib import import_module\nfrom pkg.registry import load\nLATER = import_module('pkg.other')\n")
-    (tmp_path / "pkg" / "other.py").write_text("import importlib\nNAME = 'pkg.registry'\ndef f():\n    importlib.import_module(NAME)\n")
+    (tmp_path / "pkg" / "registry.py").write_text(
+        "import importlib\ndef load():\n    return importlib.import_module('pkg.adapter')\n"
+    )
+    (tmp_path / "pkg" / "adapter.py").write_text(
+        "from importlib import import_module\nfrom pkg.registry import load\nLATER = import_module('pkg.other')\n"
+    )
+    (tmp_path / "pkg" / "other.py").write_text(
+        "import importlib\nNAME = 'pkg.registry'\ndef f():\n    importlib.import_module(NAME)\n"
+    )
     graph = import_graph(tmp_path)
     assert graph["pkg.registry"] == {"pkg.adapter"} and graph["pkg.adapter"] == {"pkg.registry", "pkg.other"}
     assert graph["pkg.other"] == set()  # a name built at run time is not followed
@@ -409,5 +458,8 @@ def test_the_plug_in_import_rule_refuses_a_back_arrow(tmp_path):
     )
     assert plug_in_offenders(tmp_path) == {
         "inference_engine/acme/fast.py": ["inference_engine.registry.reraise_interrupt", "tools.cache.fingerprint"],
-        "benchmarks/demo/pytorch/__init__.py": ["inference_engine.acme.fast.InferModel", "utils.host_config.HostConfig"],
+        "benchmarks/demo/pytorch/__init__.py": [
+            "inference_engine.acme.fast.InferModel",
+            "utils.host_config.HostConfig",
+        ],
     }

@@ -70,7 +70,16 @@ def tree(tmp_path_factory) -> Path:
 
 
 def run_case(perf: Path, log: Path, *sets: str) -> subprocess.CompletedProcess:
-    command = [sys.executable, "run_inference.py", "--perf_dir", ".", "--data_dir", str(perf.parent / "data"), "--log_dir", str(log)]
+    command = [
+        sys.executable,
+        "run_inference.py",
+        "--perf_dir",
+        ".",
+        "--data_dir",
+        str(perf.parent / "data"),
+        "--log_dir",
+        str(log),
+    ]
     command += ["--vendor", "cpu", "--case", "llama", "--framework", "pytorch"]
     chosen = {item.split("=", 1)[0]: item for item in (*FAST, *sets)}  # a later item replaces a FAST one
     for item in chosen.values():
@@ -94,10 +103,15 @@ def test_case_end_to_end_through_run_inference(first_run):
     for cell in llm["table"]:
         assert cell["ttft_ms"]["p50"] > 0 and cell["tpot_ms"]["p50"] > 0 and cell["output_tokens_per_s"] > 0
         assert cell["kv_cache_mib"] == pytest.approx(2 * 2 * 2 * 16 * 4 * cell["batch_size"] * 20 / 2**20)
-        assert {"valid", "reasons"} <= set(cell["verdict"]) <= {"valid", "reasons", "not_judged"} and cell["precision"]["target"] == 0.5
+        assert {"valid", "reasons"} <= set(cell["verdict"]) <= {"valid", "reasons", "not_judged"} and cell["precision"][
+            "target"
+        ] == 0.5
     server = llm["server"][0]
     assert server["target_qps"] == 20 and server["requests"] >= 8 and server["ttft_bound_met"] in (True, False, None)
-    assert server["bound_percentile"] == "p50" and server["stop_reason"] in ("precision reached", "max_duration_s reached")
+    assert server["bound_percentile"] == "p50" and server["stop_reason"] in (
+        "precision reached",
+        "max_duration_s reached",
+    )
     assert llm["greedy"]["share"] == 1.0 and llm["greedy"]["positions"] == 4 * 8 and result["numeric"]["passed"]
     assert result["accuracy_note"] == "random weights" and result["infer_average_acc"] is None
     assert result["flops"] > 0 and result["*p_inference_core(qps)"] > 0  # prompt tokens/s, FlagPerf's prefill figure
@@ -158,7 +172,9 @@ def genai(first_run):
     from inference_engine.cpu import onnxruntime_genai as og_engine
 
     entry = str(Path(first_run["cache"]["onnx"]["path"]) / "genai_config.json")
-    model = AutoModelForCausalLM.from_pretrained(first_run["config"]["resolved_model_dir"], local_files_only=True, dtype=torch.float32).eval()
+    model = AutoModelForCausalLM.from_pretrained(
+        first_run["config"]["resolved_model_dir"], local_files_only=True, dtype=torch.float32
+    ).eval()
     config = types.SimpleNamespace(origin={}, get=lambda key, default=None: default)
     return entry, model, og_engine.InferModel, config
 
@@ -180,7 +196,9 @@ def test_greedy_agreement_catches_an_engine_that_perturbs_its_logits(genai):
 
         def step(self, state):
             logits = np.asarray(state.generator.get_logits(), dtype=np.float32)
-            noise = np.random.default_rng(state.generator.token_count()).normal(0.0, 0.1 * logits.std(), size=logits.shape)
+            noise = np.random.default_rng(state.generator.token_count()).normal(
+                0.0, 0.1 * logits.std(), size=logits.shape
+            )
             state.generator.set_logits((logits + noise).astype(np.float32))
             return super().step(state)
 
@@ -203,11 +221,15 @@ def test_nvidia_llm_engine_code_runs_on_cpu_and_needs_a_gpu_for_cuda(genai):
 
     _, model, _, _ = genai
     keys = {"llm_compile": False, "llm_cache_block": 32}
-    config = types.SimpleNamespace(device="cpu", fp16=False, origin={}, get=lambda key, default=None: keys.get(key, default))
+    config = types.SimpleNamespace(
+        device="cpu", fp16=False, origin={}, get=lambda key, default=None: keys.get(key, default)
+    )
     engine = inductor_llm.InferModel(config, None, model)
     prompts = np.random.default_rng(1).integers(3, 400, size=(3, 20))
     eos = eos_token_ids(model.config.to_dict())
-    greedy, numeric, reasons = check_generation(engine, _reference(model), prompts, 12, "fp32", tolerances_for("fp32"), 0.99, eos)
+    greedy, numeric, reasons = check_generation(
+        engine, _reference(model), prompts, 12, "fp32", tolerances_for("fp32"), 0.99, eos
+    )
     assert greedy["share"] == 1.0 and numeric["passed"] and reasons == []
     assert engine.kv_cache_positions(3, 20 + 12) == 3 * 32  # the static cache's bucket
     gpu = types.SimpleNamespace(device="cuda", origin={}, get=lambda key, default=None: default)
@@ -234,12 +256,16 @@ def test_nvidia_llm_engine_on_cuda_compiled(genai):
 
     _, model, _, _ = genai
     keys = {"inductor_mode": "reduce-overhead", "llm_compile": True, "llm_cache_block": 64}
-    config = types.SimpleNamespace(device="cuda", fp16=True, origin={}, get=lambda key, default=None: keys.get(key, default))
+    config = types.SimpleNamespace(
+        device="cuda", fp16=True, origin={}, get=lambda key, default=None: keys.get(key, default)
+    )
     inductor_llm.preflight(config)
     engine = inductor_llm.InferModel(config, None, model)
     prompts = np.random.default_rng(2).integers(3, 400, size=(4, 24))
     eos = eos_token_ids(model.config.to_dict())
-    greedy, numeric, reasons = check_generation(engine, _reference(engine.model), prompts, 16, "fp16", tolerances_for("fp16"), 0.98, eos)
+    greedy, numeric, reasons = check_generation(
+        engine, _reference(engine.model), prompts, 16, "fp16", tolerances_for("fp16"), 0.98, eos
+    )
     assert greedy["passed"] and numeric["passed"], reasons
     from torch._dynamo.utils import counters
 

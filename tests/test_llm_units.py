@@ -80,7 +80,14 @@ def test_figures_on_a_fake_clock_are_exact():
 def test_flops_and_kv_bytes_follow_the_model_shape():
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    cfg = dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, vocab_size=100)
+    cfg = dict(
+        hidden_size=64,
+        intermediate_size=96,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=100,
+    )
     model = LlamaForCausalLM(LlamaConfig(**cfg))
     shape = ModelShape.from_hf_config(cfg)
     assert shape.params == sum(p.numel() for p in model.parameters())
@@ -150,7 +157,17 @@ def test_server_counts_ttft_from_the_scheduled_arrival():
     assert record["tpot_ms"]["mean"] == pytest.approx(50.0)
     assert record["ttft_bound_met"] is False and not record["verdict"]["valid"]
     assert any("p50 TTFT" in r and "exceeds ttft_bound_ms 300" in r for r in record["verdict"]["reasons"])
-    relaxed = run_server(SleepyEngine(0.02, 0.005, sleep=clock.sleep), shape, prompts, workload, 2.0, limits, [], clock=clock, sleep=clock.sleep)
+    relaxed = run_server(
+        SleepyEngine(0.02, 0.005, sleep=clock.sleep),
+        shape,
+        prompts,
+        workload,
+        2.0,
+        limits,
+        [],
+        clock=clock,
+        sleep=clock.sleep,
+    )
     assert relaxed["ttft_ms"]["mean"] == pytest.approx(20.0) and relaxed["ttft_bound_met"] is True
     assert relaxed["issued_qps"] == pytest.approx(2.0, rel=0.6)  # 12 Poisson gaps
 
@@ -175,12 +192,18 @@ def test_server_stops_early_when_its_precision_is_out_of_reach():
     shape, prompts = ModelShape(1, 8, 2, 1, 4, 16, 32, 1000, 256), PromptSource(3, 50, 0)
     config = _config(latency_precision=0.01)
     workload, limits = LLMWorkload.from_config(config), Limits.from_config(config)
-    record = run_server(JitteryEngine(clock.sleep), shape, prompts, workload, 1.0, limits, [], clock=clock, sleep=clock.sleep)
+    record = run_server(
+        JitteryEngine(clock.sleep), shape, prompts, workload, 1.0, limits, [], clock=clock, sleep=clock.sleep
+    )
     # 20 requests, not 12: until then a throughput's blocks were worth too few independent ones for any interval
     assert record["stop_reason"] == "precision out of reach" and record["requests"] == 20 and record["duration_s"] < 100
-    assert any(r.startswith("not precise enough: p50 ±") and "out of reach: about" in r for r in record["verdict"]["reasons"])
+    assert any(
+        r.startswith("not precise enough: p50 ±") and "out of reach: about" in r for r in record["verdict"]["reasons"]
+    )
     loose = Limits.from_config(_config(latency_precision=10.0))
-    again = run_server(JitteryEngine(clock.sleep), shape, prompts, workload, 1.0, loose, [], clock=clock, sleep=clock.sleep)
+    again = run_server(
+        JitteryEngine(clock.sleep), shape, prompts, workload, 1.0, loose, [], clock=clock, sleep=clock.sleep
+    )
     assert again["stop_reason"] == "precision reached" and again["requests"] == 20
     assert not any("not precise enough" in r for r in again["verdict"]["reasons"])
 
@@ -194,7 +217,10 @@ def test_server_stops_early_when_its_precision_is_out_of_reach():
         (dict(server_input_length=[9, 3]), "key 'server_input_length' must be [min, max] with min <= max"),
         (dict(server_bound_percentile="p95"), "key 'server_bound_percentile' must be one of p50, p90, p99"),
         (dict(ttft_bound_ms="fast"), "key 'ttft_bound_ms' must be a positive number of milliseconds"),
-        (dict(server_target_qps=[1, 4], server_requests=200, max_duration_s=60), "key 'server_requests' is 200: at 1 requests/s they arrive over 200 s"),
+        (
+            dict(server_target_qps=[1, 4], server_requests=200, max_duration_s=60),
+            "key 'server_requests' is 200: at 1 requests/s they arrive over 200 s",
+        ),
     ],
 )
 def test_bad_llm_keys_are_one_line(override, message):
@@ -207,7 +233,11 @@ class ScriptedEngine(LLMEngineBase):
     """Generates the given tokens (what a runtime that never selects EOS gives); logits: the reference's at the prompt's end."""
 
     def __init__(self, tokens, last_logits) -> None:
-        self.tokens, self.last_logits, self.precision = np.asarray(tokens), np.asarray(last_logits, dtype=np.float32), "fp32"
+        self.tokens, self.last_logits, self.precision = (
+            np.asarray(tokens),
+            np.asarray(last_logits, dtype=np.float32),
+            "fp32",
+        )
 
     def prefill(self, input_ids, max_new_tokens):
         return {"i": 0}
@@ -241,7 +271,12 @@ def test_greedy_check_masks_eos_as_the_engine_contract_does():
     greedy, numeric, reasons = check_generation(engine, reference, *args, eos_ids=(1,))
     assert greedy["share"] == 1.0 and greedy["eos_ids_masked"] == [1] and numeric["passed"] and reasons == []
     greedy, _, reasons = check_generation(engine, reference, *args)
-    assert greedy["share"] == 0.75 and greedy["first_difference"] == [2] and reasons and "greedy agreement 75.00% of 4" in reasons[0]
+    assert (
+        greedy["share"] == 0.75
+        and greedy["first_difference"] == [2]
+        and reasons
+        and "greedy agreement 75.00% of 4" in reasons[0]
+    )
 
 
 def test_eos_token_ids_of_a_config():

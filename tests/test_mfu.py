@@ -49,6 +49,9 @@ def test_plausible_mfu_keeps_up_to_one_and_explains_above():
     assert plausible_mfu(None, True) == (None, None)
     assert plausible_mfu(0.25, None) == (0.25, None)
     assert plausible_mfu(1.0, False) == (1.0, None)
-    assert plausible_mfu(1.5, True) == (None, "150% of the estimated peak: the estimate is too low (a nominal clock below the real one)")
+    assert plausible_mfu(1.5, True) == (
+        None,
+        "150% of the estimated peak: the estimate is too low (a nominal clock below the real one)",
+    )
     assert plausible_mfu(1.5, False) == (None, "150% of the peak: flops or the peak FLOPS is wrong")
     assert plausible_mfu(1.5, None) == (None, "150% of the peak: flops or the peak FLOPS is wrong")

@@ -41,8 +41,17 @@ def test_a_window_too_short_for_drift_says_so_and_one_long_enough_is_judged():
 
 def test_the_result_labels_what_was_not_judged_where_it_applies():
     inference = SimpleNamespace(verdict=Verdict(not_judged=["contention: not judged (x)"]))
-    row = PerformanceRow.from_json({"batch_size": 8, "scenario": "offline", "clients": 1, "verdict": {"valid": True, "reasons": [], "not_judged": [DRIFT]}})
-    performance = SimpleNamespace(rows=[row], engine_reasons=[], engine_not_judged=["audits: not judged (audits: false in the case config)"])
+    row = PerformanceRow.from_json(
+        {
+            "batch_size": 8,
+            "scenario": "offline",
+            "clients": 1,
+            "verdict": {"valid": True, "reasons": [], "not_judged": [DRIFT]},
+        }
+    )
+    performance = SimpleNamespace(
+        rows=[row], engine_reasons=[], engine_not_judged=["audits: not judged (audits: false in the case config)"]
+    )
     verdict = overall_verdict(None, inference, performance)
     assert verdict.valid and verdict.not_judged == [
         "inference: contention: not judged (x)",

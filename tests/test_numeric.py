@@ -74,7 +74,9 @@ def test_all_zero_reference():
     off[1, 2] = 1e-6
     rep = compare_outputs([[zeros]], [[off]], "fp32", FP32)
     assert not rep.passed
-    assert rep.reasons == ["numeric check: output0 of the framework is all zeros but the engine's differs by up to 1.0e-06"]
+    assert rep.reasons == [
+        "numeric check: output0 of the framework is all zeros but the engine's differs by up to 1.0e-06"
+    ]
 
 
 def test_top1_agreement_exact_fraction_pooled():
@@ -85,7 +87,10 @@ def test_top1_agreement_exact_fraction_pooled():
     rep = compare_outputs([[ref1], [ref2]], [[act1], [ref2.clone()]], "fp32", FP32)
     assert rep.outputs[0].top1_agreement == 5 / 6
     assert rep.samples == 6
-    assert "numeric check: output0's top-1 class agrees with the framework on 83.3% of samples (limit 99.0% at fp32)" in rep.reasons
+    assert (
+        "numeric check: output0's top-1 class agrees with the framework on 83.3% of samples (limit 99.0% at fp32)"
+        in rep.reasons
+    )
     single = compare_outputs([[ref1]], [[act1]], "fp32", FP32)
     assert single.outputs[0].top1_agreement == 0.75
 
@@ -107,7 +112,9 @@ def test_shape_mismatch_is_a_failed_report():
     rep = compare_outputs(ref, act, "fp32", FP32)
     assert not rep.passed
     assert rep.outputs == []
-    assert rep.reasons == ["numeric check: output0 has shape [2, 1000] but the framework's has [2, 10] (in 2 of 2 batches)"]
+    assert rep.reasons == [
+        "numeric check: output0 has shape [2, 1000] but the framework's has [2, 10] (in 2 of 2 batches)"
+    ]
 
 
 def test_output_count_mismatch_is_a_failed_report_and_compares_the_rest():

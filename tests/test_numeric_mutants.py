@@ -24,10 +24,26 @@ def t(values, dtype=torch.float32):
     [
         ("fp64", None, "precision 'fp64': no numeric tolerance known (known: fp32, tf32, fp16, bf16, int8, fp8)"),
         ("fp32", [1], "numeric_tolerance must be a mapping, got [1]"),
-        ("fp32", {"fp16": {"maxrel": 1}}, "numeric_tolerance.fp16.maxrel: unknown tolerance (known: max_rel, mean_rel, top1_agreement)"),
-        ("fp32", {"fp16": 0.5}, "numeric_tolerance.fp16 must be a mapping of max_rel, mean_rel, top1_agreement, got 0.5"),
-        ("fp32", {"fp99": {}}, "numeric_tolerance.fp99: unknown key (use max_rel, mean_rel, top1_agreement or a precision: fp32, tf32, fp16, bf16, int8, fp8)"),
-        ("fp32", {"top1_agreement": 1.01}, "numeric_tolerance.top1_agreement is a fraction and must be at most 1, got 1.01"),
+        (
+            "fp32",
+            {"fp16": {"maxrel": 1}},
+            "numeric_tolerance.fp16.maxrel: unknown tolerance (known: max_rel, mean_rel, top1_agreement)",
+        ),
+        (
+            "fp32",
+            {"fp16": 0.5},
+            "numeric_tolerance.fp16 must be a mapping of max_rel, mean_rel, top1_agreement, got 0.5",
+        ),
+        (
+            "fp32",
+            {"fp99": {}},
+            "numeric_tolerance.fp99: unknown key (use max_rel, mean_rel, top1_agreement or a precision: fp32, tf32, fp16, bf16, int8, fp8)",
+        ),
+        (
+            "fp32",
+            {"top1_agreement": 1.01},
+            "numeric_tolerance.top1_agreement is a fraction and must be at most 1, got 1.01",
+        ),
         ("fp32", {"max_rel": float("inf")}, "numeric_tolerance.max_rel must be a positive number, got inf"),
     ],
 )
@@ -147,7 +163,14 @@ def test_every_all_zero_reference_is_reported():
 
 
 def test_label_and_against_word_every_reason():
-    rep = compare_outputs([[t([[1.0, 0.0]])]], [[t([[0.0, 1.0]])]], "bf16", DEFAULT_TOLERANCES["bf16"], label="query 3", against="accuracy mode")
+    rep = compare_outputs(
+        [[t([[1.0, 0.0]])]],
+        [[t([[0.0, 1.0]])]],
+        "bf16",
+        DEFAULT_TOLERANCES["bf16"],
+        label="query 3",
+        against="accuracy mode",
+    )
     assert rep.reasons == [
         "query 3: output0 differs from accuracy mode by 1.4e+00 of its RMS (limit 5.0e-02 at bf16)",
         "query 3: output0 differs from accuracy mode by 1.4e+00 of its RMS on average (limit 1.0e-02 at bf16)",

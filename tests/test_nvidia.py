@@ -44,7 +44,9 @@ def _nvml_works() -> bool:
 HAS_CUDA = torch.cuda.is_available()
 HAS_TENSORRT = _has_tensorrt()
 needs_gpu = pytest.mark.skipif(not HAS_CUDA, reason="needs an NVIDIA GPU: torch.cuda.is_available() is False")
-needs_tensorrt = pytest.mark.skipif(not (HAS_TENSORRT and HAS_CUDA), reason="needs TensorRT and a GPU: 'import tensorrt' failed or no CUDA device")
+needs_tensorrt = pytest.mark.skipif(
+    not (HAS_TENSORRT and HAS_CUDA), reason="needs TensorRT and a GPU: 'import tensorrt' failed or no CUDA device"
+)
 
 
 def _env() -> dict:
@@ -138,7 +140,13 @@ def test_unknown_device_has_no_peak_and_warns(name, caplog_loguru):
 def _line(ts: float, *devices: tuple[int, str, int]) -> str:
     return (
         json.dumps(
-            {"timestamp": ts, "devices": [{"index": i, "name": n, "memory_used_bytes": used, "memory_total_bytes": 80 * 2**30} for i, n, used in devices]}
+            {
+                "timestamp": ts,
+                "devices": [
+                    {"index": i, "name": n, "memory_used_bytes": used, "memory_total_bytes": 80 * 2**30}
+                    for i, n, used in devices
+                ],
+            }
         )
         + "\n"
     )
@@ -190,7 +198,16 @@ def test_analysis_log_empty_or_missing(tmp_path):
 # ---- monitor -----------------------------------------------------------------------
 def _monitor(output: Path, *extra: str, env: dict | None = None) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "docker_images.nvidia.nvidia_monitor", "--output", str(output), "--interval", "0.05", *extra],
+        [
+            sys.executable,
+            "-m",
+            "docker_images.nvidia.nvidia_monitor",
+            "--output",
+            str(output),
+            "--interval",
+            "0.05",
+            *extra,
+        ],
         cwd=INFERENCE,
         env=env or _env(),
         stdout=subprocess.PIPE,
@@ -288,7 +305,10 @@ def test_tensorrt_preflight_checks_its_keys_first(tmp_path):
 
     config = make_config(tmp_path, compiler="tensorrt", batch_size=8, extra={"trt_max_batch_size": 4})
     config.origin["trt_max_batch_size"] = "nvidia_configurations.yaml"
-    with pytest.raises(ConfigError, match=r"nvidia_configurations.yaml: key 'trt_max_batch_size' must be an integer >= batch_size \(8\)"):
+    with pytest.raises(
+        ConfigError,
+        match=r"nvidia_configurations.yaml: key 'trt_max_batch_size' must be an integer >= batch_size \(8\)",
+    ):
         engine.preflight(config)
     with pytest.raises(ConfigError, match="trt_core_includes_copies"):
         engine.preflight(make_config(tmp_path, compiler="tensorrt", extra={"trt_core_includes_copies": "yes"}))
@@ -382,9 +402,13 @@ def test_inductor_cpu_through_the_pipeline(tmp_path, digits_data):
     shutil.copytree(
         INFERENCE,
         tree,
-        ignore=lambda d, names: ({"__pycache__"} | ({"onnxs", "result"} if Path(d).resolve() == INFERENCE else set())) & set(names),
+        ignore=lambda d, names: (
+            ({"__pycache__"} | ({"onnxs", "result"} if Path(d).resolve() == INFERENCE else set())) & set(names)
+        ),
     )
-    (tree / "configs" / "digits" / "vendor_config" / "nvidia_configurations.yaml").write_text("compiler: inductor\ndevice: cpu\n")
+    (tree / "configs" / "digits" / "vendor_config" / "nvidia_configurations.yaml").write_text(
+        "compiler: inductor\ndevice: cpu\n"
+    )
     log_dir = tmp_path / "log"
     run = subprocess.run(
         [
@@ -416,7 +440,10 @@ def test_inductor_cpu_through_the_pipeline(tmp_path, digits_data):
     report = result["engine"]["compile_report"]
     assert report["backend"] == "inductor" and report["graph_breaks"] == 0
     assert result["cache"]["engine"]["status"] == "none"  # nothing serialized
-    assert result["inference"]["samples"] == 360 * result["inference"]["passes"] and result["inference"]["passes"] >= result["config"]["repeat"]
+    assert (
+        result["inference"]["samples"] == 360 * result["inference"]["passes"]
+        and result["inference"]["passes"] >= result["config"]["repeat"]
+    )
     # The partial last batch is a new shape, but the framework's warm-up already showed it
     # to the compiler, so nothing is compiled inside the measured loop.
     assert 360 % result["config"]["batch_size"] != 0

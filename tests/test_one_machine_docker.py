@@ -89,13 +89,21 @@ def test_the_shipped_host_yaml_needs_only_mode_docker(tmp_path):
     config = load_host_config(one_machine_yaml(tmp_path, MODE="docker"), INFERENCE)
     assert [h.label for h in config.hosts] == ["localhost"] and config.in_container
     data = {spec.key: spec.data_dir for spec in config.cases}
-    assert data["digits:pytorch"] == str((INFERENCE.parent / "data" / "digits").resolve())  # relative paths: this machine's
+    assert data["digits:pytorch"] == str(
+        (INFERENCE.parent / "data" / "digits").resolve()
+    )  # relative paths: this machine's
 
 
 def test_a_loopback_address_is_ssh_and_its_error_says_localhost(tmp_path):
     from utils.host_config import load_host_config
 
-    path = one_machine_yaml(tmp_path, MODE="docker", HOSTS=["127.0.0.1"], KNOWN_HOSTS=str(tmp_path / "none"), CASES={"digits:pytorch": "/data"})
+    path = one_machine_yaml(
+        tmp_path,
+        MODE="docker",
+        HOSTS=["127.0.0.1"],
+        KNOWN_HOSTS=str(tmp_path / "none"),
+        CASES={"digits:pytorch": "/data"},
+    )
     with pytest.raises(ConfigError) as info:
         load_host_config(path, INFERENCE)
     assert str(info.value) == (
@@ -117,7 +125,9 @@ def test_an_unreachable_loopback_host_says_localhost():
     assert str(info.value).endswith('; for this machine\'s Docker engine without SSH, write HOSTS: ["localhost"]')
     with pytest.raises(Exception) as info:  # an sshd on a port of its own is meant: no hint
         SshHost(Host("127.0.0.9", 1), "root", None, "/nonexistent", trust_on_first_use=True).connect()
-    assert str(info.value).startswith("host 127.0.0.9:1: unreachable on port 1: ") and "localhost" not in str(info.value)
+    assert str(info.value).startswith("host 127.0.0.9:1: unreachable on port 1: ") and "localhost" not in str(
+        info.value
+    )
 
 
 # ---- the image, built from this machine's pip configuration ------------------------------------------------
@@ -150,7 +160,12 @@ def test_image_builds_from_a_host_pip_with_only_find_links_and_a_cert(tmp_path, 
     env = pip_env(tmp_path, f"[global]\nfind-links = {wheels_dir}\ncert = {SYSTEM_CA}\n")
     workdir = tmp_path / "remote"
     config = one_machine_yaml(
-        tmp_path, MODE="docker", CASES={"digits:pytorch": str(digits_data)}, REMOTE_WORKDIR=str(workdir), SHM_SIZE="256m", FLAGPERF_LOG_LEVEL="DEBUG"
+        tmp_path,
+        MODE="docker",
+        CASES={"digits:pytorch": str(digits_data)},
+        REMOTE_WORKDIR=str(workdir),
+        SHM_SIZE="256m",
+        FLAGPERF_LOG_LEVEL="DEBUG",
     )
     tags: list[str] = []
     try:
@@ -164,11 +179,20 @@ def test_image_builds_from_a_host_pip_with_only_find_links_and_a_cert(tmp_path, 
         assert_nothing_left(docker_client, workdir)
 
         # The control: the same machine with HOST_PIP_CONFIG: false has no torch CPU wheel to build from.
-        off = one_machine_yaml(tmp_path, MODE="docker", CASES={"digits:pytorch": str(digits_data)}, REMOTE_WORKDIR=str(workdir), HOST_PIP_CONFIG=False)
+        off = one_machine_yaml(
+            tmp_path,
+            MODE="docker",
+            CASES={"digits:pytorch": str(digits_data)},
+            REMOTE_WORKDIR=str(workdir),
+            HOST_PIP_CONFIG=False,
+        )
         code, out = run_py(perf, off, env, "--set", "compile_only=true")
         tags += [line.split("building image ")[1].split()[0] for line in out.splitlines() if "building image " in line]
         assert code == 1, out[-4000:]
-        assert "No matching distribution found for torch==2.13.0+cpu" in out or "Could not find a version that satisfies" in out, out[-3000:]
+        assert (
+            "No matching distribution found for torch==2.13.0+cpu" in out
+            or "Could not find a version that satisfies" in out
+        ), out[-3000:]
     finally:
         for tag in tags:  # this test's images only: their Dockerfile is this test's
             with contextlib.suppress(Exception):
@@ -180,28 +204,47 @@ def test_image_builds_from_a_host_pip_with_only_find_links_and_a_cert(tmp_path, 
 
 @pytest.mark.docker
 @pytest.mark.slow
-def test_backend_requirements_warn_installs_what_it_can_and_names_the_rest(tmp_path, digits_data, wheels_dir, docker_client):
+def test_backend_requirements_warn_installs_what_it_can_and_names_the_rest(
+    tmp_path, digits_data, wheels_dir, docker_client
+):
     perf = copy_inference_tree(tmp_path / "inference")
     backend = perf / "inference_engine" / "cpu" / "ORTCPU"
     shutil.copytree(FIXTURES / "ORTCPU", backend)
     # ByteMLPerf's CPU backend's pins; the comment makes a layer no engine has built (warnings come from the build).
-    (backend / "requirements.txt").write_text(f"# test {uuid.uuid4().hex}\nnumpy==1.19.2\ntensorflow==2.4.0\nonnxruntime\n")
+    (backend / "requirements.txt").write_text(
+        f"# test {uuid.uuid4().hex}\nnumpy==1.19.2\ntensorflow==2.4.0\nonnxruntime\n"
+    )
     vendor_config = perf / "configs" / "digits" / "vendor_config" / "cpu_configurations.yaml"
-    vendor_config.write_text(vendor_config.read_text() + "compiler: ORTCPU\ngraph_level: extended\ninteract_info:\n  calibrate: true\n")
+    vendor_config.write_text(
+        vendor_config.read_text() + "compiler: ORTCPU\ngraph_level: extended\ninteract_info:\n  calibrate: true\n"
+    )
     env = pip_env(tmp_path, f"[global]\nfind-links = {wheels_dir}\ncert = {SYSTEM_CA}\n")
     workdir = tmp_path / "remote"
     config = one_machine_yaml(
-        tmp_path, MODE="docker", CASES={"digits:pytorch": str(digits_data)}, REMOTE_WORKDIR=str(workdir), SHM_SIZE="256m", BACKEND_REQUIREMENTS="warn"
+        tmp_path,
+        MODE="docker",
+        CASES={"digits:pytorch": str(digits_data)},
+        REMOTE_WORKDIR=str(workdir),
+        SHM_SIZE="256m",
+        BACKEND_REQUIREMENTS="warn",
     )
     layer_tags: list[str] = []
     try:
         code, out = run_py(perf, config, env, "--set", "compile_only=true")
         layer_tags += [line.split("built image ")[1].split()[0] for line in out.splitlines() if "built image " in line]
         assert code == 0, out[-4000:]
-        warnings = [line.split("| WARNING | ")[1] for line in out.splitlines() if "| WARNING | host localhost: image " in line]
+        warnings = [
+            line.split("| WARNING | ")[1] for line in out.splitlines() if "| WARNING | host localhost: image " in line
+        ]
         assert len(warnings) == 2, out[-4000:]
-        assert "backend-ORTCPU: numpy==1.19.2 not installed (the image has numpy 2." in warnings[0] and "Cannot install numpy==1.19.2" in warnings[0]
-        assert "backend-ORTCPU: tensorflow==2.4.0 not installed (tensorflow is not in the image; pip: No matching distribution found" in warnings[1]
+        assert (
+            "backend-ORTCPU: numpy==1.19.2 not installed (the image has numpy 2." in warnings[0]
+            and "Cannot install numpy==1.19.2" in warnings[0]
+        )
+        assert (
+            "backend-ORTCPU: tensorflow==2.4.0 not installed (tensorflow is not in the image; pip: No matching distribution found"
+            in warnings[1]
+        )
         assert all(w.endswith("; going on (BACKEND_REQUIREMENTS: warn)") for w in warnings)
         layer_log = "".join(p.read_text() for p in (tmp_path / "result").glob("run*/build_localhost_cases.log"))
         assert "inferperf: backend-ORTCPU: installed onnxruntime" in layer_log, layer_log[-2000:]
@@ -209,7 +252,9 @@ def test_backend_requirements_warn_installs_what_it_can_and_names_the_rest(tmp_p
         # The next run reuses the image, and names the same pins again (kept on the image as a label).
         code, again = run_py(perf, config, env, "--set", "compile_only=true")
         assert code == 0 and f"reusing image {layer_tags[-1]}" in again, again[-4000:]
-        assert [line.split("| WARNING | ")[1] for line in again.splitlines() if "| WARNING | host localhost: image " in line] == warnings
+        assert [
+            line.split("| WARNING | ")[1] for line in again.splitlines() if "| WARNING | host localhost: image " in line
+        ] == warnings
     finally:
         for tag in layer_tags:
             with contextlib.suppress(Exception):
@@ -236,7 +281,9 @@ def case_pipeline(docker_client, workdir: Path):
 
 @pytest.mark.docker
 @pytest.mark.slow
-def test_sigkill_of_the_pipeline_in_its_container_leaves_nothing_after_run_py(tmp_path, digits_data, wheels_dir, docker_client):
+def test_sigkill_of_the_pipeline_in_its_container_leaves_nothing_after_run_py(
+    tmp_path, digits_data, wheels_dir, docker_client
+):
     perf = copy_inference_tree(tmp_path / "inference")
     workdir = tmp_path / "remote"
     onnxs = workdir / "onnxs"
@@ -261,7 +308,9 @@ def test_sigkill_of_the_pipeline_in_its_container_leaves_nothing_after_run_py(tm
         )
         killed = None
         while proc.poll() is None and killed is None:
-            if onnxs.is_dir() and any(p.name.startswith(".digits_") and p.name.endswith(".tmp") for p in onnxs.iterdir()):
+            if onnxs.is_dir() and any(
+                p.name.startswith(".digits_") and p.name.endswith(".tmp") for p in onnxs.iterdir()
+            ):
                 killed = case_pipeline(docker_client, workdir)
                 if killed is not None:
                     killed.kill()
@@ -272,7 +321,9 @@ def test_sigkill_of_the_pipeline_in_its_container_leaves_nothing_after_run_py(tm
     else:
         pytest.fail("never caught the pipeline writing its export or engine in 5 runs")
     assert proc.returncode == 1, out[-3000:]
-    assert f"host localhost: removed 1 temporary file(s) left by killed pipelines in {onnxs}: .digits_" in out, out[-3000:]
+    assert f"host localhost: removed 1 temporary file(s) left by killed pipelines in {onnxs}: .digits_" in out, out[
+        -3000:
+    ]
     assert not [p.name for p in onnxs.iterdir() if p.name.endswith(".tmp")]
     assert_nothing_left(docker_client, workdir)
 
@@ -300,10 +351,17 @@ def test_a_missing_inferperf_base_image_names_the_script_before_any_build(tmp_pa
 def test_a_missing_data_dir_on_this_machine_fails_before_the_image_build(tmp_path, docker_client):
     perf = copy_inference_tree(tmp_path / "inference")
     dockerfile = perf / "docker_images" / "cpu" / "pytorch" / "Dockerfile"
-    dockerfile.write_text(dockerfile.read_text() + f"# test build {uuid.uuid4().hex}\n")  # an image no engine has: it would build
+    dockerfile.write_text(
+        dockerfile.read_text() + f"# test build {uuid.uuid4().hex}\n"
+    )  # an image no engine has: it would build
     missing = tmp_path / "no-data"
-    config = one_machine_yaml(tmp_path, MODE="docker", CASES={"digits:pytorch": str(missing)}, REMOTE_WORKDIR=str(tmp_path / "remote"))
+    config = one_machine_yaml(
+        tmp_path, MODE="docker", CASES={"digits:pytorch": str(missing)}, REMOTE_WORKDIR=str(tmp_path / "remote")
+    )
     code, out = run_py(perf, config, dict(os.environ))
     assert code == 1, out[-3000:]
     assert "building image" not in out, out[-3000:]
-    assert f"FAILED digits:pytorch on host localhost at step data: host localhost: data dir {missing} for digits:pytorch does not exist" in out
+    assert (
+        f"FAILED digits:pytorch on host localhost at step data: host localhost: data dir {missing} for digits:pytorch does not exist"
+        in out
+    )

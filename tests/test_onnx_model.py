@@ -55,7 +55,16 @@ def export_cnn(path: Path) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         example = (torch.zeros(2, 3, 32, 32),)
-        torch.onnx.export(model, example, str(path), input_names=["pixel_values"], output_names=["logits"], dynamic_axes=axes, opset_version=17, dynamo=False)
+        torch.onnx.export(
+            model,
+            example,
+            str(path),
+            input_names=["pixel_values"],
+            output_names=["logits"],
+            dynamic_axes=axes,
+            opset_version=17,
+            dynamo=False,
+        )
 
 
 def export_bert(path: Path) -> None:
@@ -63,7 +72,14 @@ def export_bert(path: Path) -> None:
     import torch
     from transformers import BertConfig, BertModel
 
-    config = BertConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, max_position_embeddings=256)
+    config = BertConfig(
+        vocab_size=VOCAB,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=256,
+    )
 
     class Encoder(torch.nn.Module):
         def __init__(self) -> None:
@@ -76,7 +92,10 @@ def export_bert(path: Path) -> None:
 
     torch.manual_seed(0)
     names = ["input_ids", "attention_mask", "token_type_ids"]
-    axes = {name: {0: "batch", 1: "sequence"} for name in names} | {"last_hidden_state": {0: "batch", 1: "sequence"}, "pooler_output": {0: "batch"}}
+    axes = {name: {0: "batch", 1: "sequence"} for name in names} | {
+        "last_hidden_state": {0: "batch", 1: "sequence"},
+        "pooler_output": {0: "batch"},
+    }
     ids = torch.ones(2, 16, dtype=torch.int64)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -111,12 +130,23 @@ def save_external_mlp(path: Path) -> None:
     w1 = numpy_helper.from_array(rng.standard_normal((64, 256)).astype(np.float32), "w1")
     w2 = numpy_helper.from_array(rng.standard_normal((256, 8)).astype(np.float32), "w2")
     model = onnx_model(
-        [helper.make_node("MatMul", ["x", "w1"], ["h"]), helper.make_node("Relu", ["h"], ["r"]), helper.make_node("MatMul", ["r", "w2"], ["y"])],
+        [
+            helper.make_node("MatMul", ["x", "w1"], ["h"]),
+            helper.make_node("Relu", ["h"], ["r"]),
+            helper.make_node("MatMul", ["r", "w2"], ["y"]),
+        ],
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 64])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 8])],
         [w1, w2],
     )
-    onnx.save_model(model, str(path), save_as_external_data=True, all_tensors_to_one_file=True, location=f"{path.stem}.weights", size_threshold=0)
+    onnx.save_model(
+        model,
+        str(path),
+        save_as_external_data=True,
+        all_tensors_to_one_file=True,
+        location=f"{path.stem}.weights",
+        size_threshold=0,
+    )
 
 
 def save_string_model(path: Path) -> None:
@@ -221,7 +251,9 @@ def test_input_shapes_syntax(text, parsed):
     assert parse_input_shapes(text, "here") == parsed
 
 
-@pytest.mark.parametrize("text", ["input_ids", "input_ids:", ":Nx3", "a:Nx0", "a:NxN", "a:Nx3x", "a:Nx2,a:Nx3", "a:Nx99999999", 12])
+@pytest.mark.parametrize(
+    "text", ["input_ids", "input_ids:", ":Nx3", "a:Nx0", "a:NxN", "a:Nx3x", "a:Nx2,a:Nx3", "a:Nx99999999", 12]
+)
 def test_malformed_input_shapes_are_one_line(text):
     from benchmarks.onnx_model.inputs import parse_input_shapes
 
@@ -237,12 +269,19 @@ def test_bert_inputs_are_valid_tokens_ones_and_zeros(models):
     config = case_config(models, model_path="bert.onnx", batch_size=4)
     description = configure(config)
     ids, mask, segments = description.plans
-    assert (ids.fill, ids.low, ids.high, ids.sample_shape) == ("integers", 0, VOCAB, [128])  # the vocabulary from the word-embedding Gather
+    assert (ids.fill, ids.low, ids.high, ids.sample_shape) == (
+        "integers",
+        0,
+        VOCAB,
+        [128],
+    )  # the vocabulary from the word-embedding Gather
     assert (mask.fill, segments.fill) == ("ones", "zeros")
     assert config.exist_onnx_path == str(models / "bert.onnx") and config.accuracy_note == "synthetic inputs"
     (batch_ids, batch_mask, batch_segments), index = next(iter(build_dataloader(config)))
     assert batch_ids.shape == (4, 128) and str(batch_ids.dtype) == "torch.int64"
-    assert 0 <= int(batch_ids.min()) and int(batch_ids.max()) < VOCAB and len(set(batch_ids[:, :8].flatten().tolist())) > 8
+    assert (
+        0 <= int(batch_ids.min()) and int(batch_ids.max()) < VOCAB and len(set(batch_ids[:, :8].flatten().tolist())) > 8
+    )
     assert bool((batch_mask == 1).all()) and bool((batch_segments == 0).all())
     assert not bool((batch_ids[0] == batch_ids[1]).all())  # distinct samples
     outputs, _ = OnnxRuntimeReference(config.exist_onnx_path)([batch_ids, batch_mask, batch_segments])
@@ -254,7 +293,9 @@ def test_one_input_shape_sets_the_shared_symbol_for_the_others(models):
 
     plans = describe(case_config(models, model_path="bert.onnx", input_shapes="input_ids:Nx40")).plans
     assert [p.sample_shape for p in plans] == [[40], [40], [40]]
-    with pytest.raises(ConfigError, match="dimension 'sequence' is 41 for input 'attention_mask' but 40 for input 'input_ids'"):
+    with pytest.raises(
+        ConfigError, match="dimension 'sequence' is 41 for input 'attention_mask' but 40 for input 'input_ids'"
+    ):
         describe(case_config(models, model_path="bert.onnx", input_shapes="input_ids:Nx40,attention_mask:Nx41"))
 
 
@@ -264,7 +305,9 @@ def test_image_defaults_follow_the_layout(models, tmp_path):
     (cnn,) = describe(case_config(models, model_path="cnn.onnx")).plans
     assert cnn.sample_shape == [3, 224, 224] and cnn.fill == "uniform"
     static = describe(case_config(models, model_path="static.onnx", batch_size=2)).plans[0]
-    assert static.sample_shape == [224, 224, 3] and static.static_batch == 2  # channel last: fixed at 3, spatial axes 224
+    assert (
+        static.sample_shape == [224, 224, 3] and static.static_batch == 2
+    )  # channel last: fixed at 3, spatial axes 224
     zoo = {"model_path": str(models / "static.onnx"), "input_shape": {"image": [1, 48, 64, 3]}, "layout": "NHWC"}
     (tmp_path / "static.json").write_text(json.dumps(zoo))
     assert describe(case_config(tmp_path, model_path="static.json", batch_size=2)).plans[0].sample_shape == [48, 64, 3]
@@ -276,7 +319,9 @@ def test_zoo_json_describes_the_model(models):
     description = describe(case_config(models, model_path="bert-onnx-fp32.json", batch_sizes=[1, 4]))
     assert description.signature.path == models / "bert.onnx"  # ByteMLPerf's path, found by its name beside the JSON
     assert [p.sample_shape for p in description.plans] == [[24], [24], [24]]
-    with pytest.raises(ConfigError, match=r"key 'batch_sizes' asks for batch size 8, above bert-onnx-fp32.json's max_batch_size 4"):
+    with pytest.raises(
+        ConfigError, match=r"key 'batch_sizes' asks for batch size 8, above bert-onnx-fp32.json's max_batch_size 4"
+    ):
         describe(case_config(models, model_path="bert-onnx-fp32.json", batch_sizes=[1, 8]))
 
 
@@ -286,7 +331,10 @@ def test_zoo_json_describes_the_model(models):
         ({"model_path": "bert.pt"}, r"key 'model_path' names 'bert.pt', not an .onnx file"),
         ({"input_type": "LONG,LONG"}, r"key 'input_type' lists 2 types for 3 inputs"),
         ({"input_type": "LONG,LONG,QUATERNION"}, r"key 'input_type': 'QUATERNION' is not one of"),
-        ({"input_shape": {"input_ids": [1, 24], "attention_mask": [1, 24], "segments": [1, 24]}}, r"key 'inputs' and key 'input_shape' name different inputs"),
+        (
+            {"input_shape": {"input_ids": [1, 24], "attention_mask": [1, 24], "segments": [1, 24]}},
+            r"key 'inputs' and key 'input_shape' name different inputs",
+        ),
         ({"layout": "CHWN"}, r"key 'layout' must be one of NCHW, NHWC"),
         ({"max_batch_size": 0}, r"key 'max_batch_size' must be a positive integer"),
     ],
@@ -294,7 +342,11 @@ def test_zoo_json_describes_the_model(models):
 def test_bad_zoo_json_names_its_key(models, tmp_path, change, message):
     from benchmarks.onnx_model.describe import describe
 
-    zoo = {**json.loads((models / "bert-onnx-fp32.json").read_text()), "model_path": str(models / "bert.onnx"), **change}
+    zoo = {
+        **json.loads((models / "bert-onnx-fp32.json").read_text()),
+        "model_path": str(models / "bert.onnx"),
+        **change,
+    }
     (tmp_path / "zoo.json").write_text(json.dumps(zoo))
     with pytest.raises(ConfigError, match=message):
         describe(case_config(tmp_path, model_path="zoo.json"))
@@ -303,7 +355,9 @@ def test_bad_zoo_json_names_its_key(models, tmp_path, change, message):
 def test_static_batch_must_match_every_batch_size(models):
     from benchmarks.onnx_model.describe import describe
 
-    with pytest.raises(ConfigError, match=r"key 'batch_size' asks for batch size 1, but input 'image' has its batch axis fixed at 2"):
+    with pytest.raises(
+        ConfigError, match=r"key 'batch_size' asks for batch size 1, but input 'image' has its batch axis fixed at 2"
+    ):
         describe(case_config(models, model_path="static.onnx"))
     with pytest.raises(ConfigError, match=r"key 'batch_sizes' asks for batch size 4"):
         describe(case_config(models, model_path="static.onnx", batch_size=2, batch_sizes=[2, 4]))
@@ -319,7 +373,15 @@ def test_positions_stay_below_their_table():
 
 # ---- end to end ---------------------------------------------------------------------------------
 def test_run_py_model_cnn_and_external_data_with_a_batch_size_sweep(models, tree, tmp_path):
-    proc = run_py(tree, host_yaml(tmp_path, tree), "--model", str(models / "cnn.onnx"), "--model", str(models / "mlp.onnx"), *sets("batch_sizes=[1,4]"))
+    proc = run_py(
+        tree,
+        host_yaml(tmp_path, tree),
+        "--model",
+        str(models / "cnn.onnx"),
+        "--model",
+        str(models / "mlp.onnx"),
+        *sets("batch_sizes=[1,4]"),
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     records = {r["case"]: r for r in summary(tmp_path)["results"]}
     assert set(records) == {"cnn.onnx", "mlp.onnx"}
@@ -329,7 +391,10 @@ def test_run_py_model_cnn_and_external_data_with_a_batch_size_sweep(models, tree
         assert [row["batch_size"] for row in record["performance"]] == [1, 4]
         assert record["numeric"]["passed"] is True, record["numeric"]
         result = result_of(record)
-        assert result["case"] == "onnx_model" and result["cache"]["onnx"] == {"status": "user", "path": str(models / name)}
+        assert result["case"] == "onnx_model" and result["cache"]["onnx"] == {
+            "status": "user",
+            "path": str(models / name),
+        }
         assert Path(record["log_dir"]).parent.name == f"{name}:pytorch"
     assert records["mlp.onnx"]["numeric"]["outputs"][0]["shape"] == [1, 8]
     assert "| cnn.onnx:pytorch | 127.0.0.1 | success |" in proc.stdout
@@ -347,7 +412,11 @@ def test_host_yaml_cases_run_bert_and_its_zoo_json(models, tree, tmp_path):
         numeric = record["numeric"]
         assert numeric["passed"] is True and [o["shape"] for o in numeric["outputs"]] == [[2, seq, 32], [2, 32]]
         plans = result_of(record)["config"]["model_inputs"]
-        expected = [("input_ids", "integers", VOCAB), ("attention_mask", "ones", None), ("token_type_ids", "zeros", None)]
+        expected = [
+            ("input_ids", "integers", VOCAB),
+            ("attention_mask", "ones", None),
+            ("token_type_ids", "zeros", None),
+        ]
         assert [(p["name"], p["fill"], p["high"]) for p in plans] == expected
 
 
@@ -357,8 +426,27 @@ def test_run_inference_external_data_and_the_engine_cache(models, tree, tmp_path
     save_external_mlp(folder / "ext.onnx")
 
     def run(log: str) -> dict:
-        argv = [sys.executable, "run_inference.py", "--perf_dir", str(tree), "--data_dir", str(folder), "--log_dir", str(tmp_path / log)]
-        argv += ["--vendor", "cpu", "--case", "onnx_model", "--framework", "pytorch", "--set", "model_path=ext.onnx", *sets()]
+        argv = [
+            sys.executable,
+            "run_inference.py",
+            "--perf_dir",
+            str(tree),
+            "--data_dir",
+            str(folder),
+            "--log_dir",
+            str(tmp_path / log),
+        ]
+        argv += [
+            "--vendor",
+            "cpu",
+            "--case",
+            "onnx_model",
+            "--framework",
+            "pytorch",
+            "--set",
+            "model_path=ext.onnx",
+            *sets(),
+        ]
         proc = subprocess.run(argv, cwd=tree, capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0, proc.stdout[-3000:]
         return json.loads((tmp_path / log / "result.json").read_text())
@@ -379,9 +467,18 @@ def test_run_inference_external_data_and_the_engine_cache(models, tree, tmp_path
     "args, message",
     [
         (["--model", "{models}/notes.onnx"], r"notes.onnx is not an ONNX model \(DecodeError"),
-        (["--model", "{models}/strings.onnx"], r"strings.onnx: input 'text' has type string, which cannot be synthesised"),
-        (["--model", "{models}/bert.onnx", "--set", "input_shapes=input_ids:Nx12x"], r"key 'input_shapes' entry 'input_ids:Nx12x'"),
-        (["--model", "{models}/cnn.onnx", "--set", "input_shapes=pixel_values:Nx4x32x32"], r"'pixel_values' axis 1 is given as 4, but the model fixes it at 3"),
+        (
+            ["--model", "{models}/strings.onnx"],
+            r"strings.onnx: input 'text' has type string, which cannot be synthesised",
+        ),
+        (
+            ["--model", "{models}/bert.onnx", "--set", "input_shapes=input_ids:Nx12x"],
+            r"key 'input_shapes' entry 'input_ids:Nx12x'",
+        ),
+        (
+            ["--model", "{models}/cnn.onnx", "--set", "input_shapes=pixel_values:Nx4x32x32"],
+            r"'pixel_values' axis 1 is given as 4, but the model fixes it at 3",
+        ),
         (["--model", "{models}/missing.onnx"], r"--model .*missing.onnx: model file .*missing.onnx: no such file"),
         (["--model", "{models}/static.onnx"], r"input 'image' has its batch axis fixed at 2"),
         (["--model", "{models}/cnn.onnx", "--cases", "digits"], r"--model and --cases cannot be combined"),
@@ -402,23 +499,43 @@ def test_host_yaml_model_entries_are_checked(models, tree, tmp_path):
     from utils.host_config import load_host_config
 
     bad = {str(models / "bert.onnx"): "py torch"}
-    with pytest.raises(ConfigError, match=r"key CASES entry '.*bert.onnx': must map the model file to a framework name"):
+    with pytest.raises(
+        ConfigError, match=r"key CASES entry '.*bert.onnx': must map the model file to a framework name"
+    ):
         load_host_config(host_yaml(tmp_path, tree, bad), tree)
     twice = {str(models / "bert.onnx"): "pytorch", str(tmp_path / "bert.onnx"): "pytorch"}
     (tmp_path / "bert.onnx").write_bytes((models / "bert.onnx").read_bytes())
     with pytest.raises(ConfigError, match=r"two entries run as 'bert.onnx:pytorch'"):
         load_host_config(host_yaml(tmp_path, tree, twice), tree)
-    relative = load_host_config(host_yaml(tmp_path, tree, {os.path.relpath(models / "cnn.onnx", tree): "pytorch"}), tree).cases[0]
-    assert (relative.case, relative.data_dir, relative.model, relative.key) == ("onnx_model", str(models), "cnn.onnx", "cnn.onnx:pytorch")
+    relative = load_host_config(
+        host_yaml(tmp_path, tree, {os.path.relpath(models / "cnn.onnx", tree): "pytorch"}), tree
+    ).cases[0]
+    assert (relative.case, relative.data_dir, relative.model, relative.key) == (
+        "onnx_model",
+        str(models),
+        "cnn.onnx",
+        "cnn.onnx:pytorch",
+    )
     assert relative.overrides == ('model_path="cnn.onnx"',)
     # A zoo entry naming its file by onnx_model_path alone is a model, not a ByteMLPerf workload.
-    (tmp_path / "only.json").write_text(json.dumps({"model": "bert-onnx-fp32", "onnx_model_path": str(models / "bert.onnx")}))
+    (tmp_path / "only.json").write_text(
+        json.dumps({"model": "bert-onnx-fp32", "onnx_model_path": str(models / "bert.onnx")})
+    )
     zoo = load_host_config(host_yaml(tmp_path, tree, {str(tmp_path / "only.json"): "pytorch"}), tree).cases[0]
     assert (zoo.case, zoo.model) == ("onnx_model", "only.json")
 
 
 def test_run_inference_bad_model_leaves_failure_json(models, tree, tmp_path):
-    argv = [sys.executable, "run_inference.py", "--perf_dir", str(tree), "--data_dir", str(models), "--log_dir", str(tmp_path / "log")]
+    argv = [
+        sys.executable,
+        "run_inference.py",
+        "--perf_dir",
+        str(tree),
+        "--data_dir",
+        str(models),
+        "--log_dir",
+        str(tmp_path / "log"),
+    ]
     argv += ["--vendor", "cpu", "--case", "onnx_model", "--framework", "pytorch", "--set", "model_path=strings.onnx"]
     proc = subprocess.run(argv, cwd=tree, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
@@ -449,7 +566,9 @@ def test_inductor_refuses_a_framework_model_that_is_not_pytorch(models):
 
     config = case_config(models, model_path="cnn.onnx")
     configure(config)
-    with pytest.raises(EngineError, match=r"Inductor compiles a PyTorch model; this case's framework model is a OnnxRuntimeReference"):
+    with pytest.raises(
+        EngineError, match=r"Inductor compiles a PyTorch model; this case's framework model is a OnnxRuntimeReference"
+    ):
         InferModel(config, config.exist_onnx_path, create_model(config))
 
 

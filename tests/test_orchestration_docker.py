@@ -50,7 +50,17 @@ def wheels_dir(tmp_path_factory) -> Path:
             shutil.copy2(local, target / TORCH_WHEEL)
         return target
     proc = subprocess.run(
-        [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-d", str(target), "torch==2.13.0+cpu"],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--only-binary=:all:",
+            "-d",
+            str(target),
+            "torch==2.13.0+cpu",
+        ],
         capture_output=True,
         text=True,
     )
@@ -107,7 +117,9 @@ def write_host_yaml(tmp_path: Path, hosts, data: Path, workdir: Path, wheels: Pa
 
 
 def start_run(config: Path, perf: Path = INFERENCE) -> subprocess.Popen:
-    cheap = CHEAP_SET if perf == INFERENCE else ()  # the shipped tree measures cheaply; a test's own tree keeps its settings
+    cheap = (
+        CHEAP_SET if perf == INFERENCE else ()
+    )  # the shipped tree measures cheaply; a test's own tree keeps its settings
     return subprocess.Popen(
         [sys.executable, "run.py", "--config", str(config), *cheap],
         cwd=perf,
@@ -136,7 +148,11 @@ def assert_nothing_left(docker_client, workdir: Path) -> None:
     """No container of this test's runs is left (each mounts its code from under ``workdir``;
     other tests' runs may be under way on the same engine), and no case process either."""
     everything = docker_client.containers.list(all=True, filters={"label": "inferperf.run"})
-    ours = [c for c in everything if any(Path(m.get("Source", "/")).is_relative_to(workdir) for m in c.attrs.get("Mounts", []))]
+    ours = [
+        c
+        for c in everything
+        if any(Path(m.get("Source", "/")).is_relative_to(workdir) for m in c.attrs.get("Mounts", []))
+    ]
     assert not ours, [c.name for c in ours]
     if not everything:  # processes cannot be told apart by test: look only when no other run is on the engine
         # Container processes are visible from the host; these write to the container's log mount.
@@ -197,7 +213,9 @@ def test_two_hosts_end_to_end(tmp_path, hosts, digits_data, remote_workdir, whee
     assert "building image" not in out
 
 
-def test_unreachable_host_does_not_stop_the_other(tmp_path, hosts, digits_data, remote_workdir, wheels_dir, docker_client):
+def test_unreachable_host_does_not_stop_the_other(
+    tmp_path, hosts, digits_data, remote_workdir, wheels_dir, docker_client
+):
     good = hosts[0]
     config = write_host_yaml(
         tmp_path,
@@ -217,11 +235,20 @@ def test_unreachable_host_does_not_stop_the_other(tmp_path, hosts, digits_data, 
     assert_nothing_left(docker_client, remote_workdir)
 
 
-def test_wrong_key_and_unknown_host_key_are_refused(tmp_path, hosts, digits_data, remote_workdir, wheels_dir, docker_client):
+def test_wrong_key_and_unknown_host_key_are_refused(
+    tmp_path, hosts, digits_data, remote_workdir, wheels_dir, docker_client
+):
     # A third host that only accepts a different key; a fourth missing from known_hosts.
     other_key = make_unrelated_client_key(tmp_path)
-    wrong_key_host = start_sshd(tmp_path / "h3", address="127.0.0.4", client_key_path=other_key, known_hosts_path=hosts[0].known_hosts_path)
-    unknown_host = start_sshd(tmp_path / "h4", address="127.0.0.5", client_key_path=hosts[0].client_key_path, known_hosts_path=tmp_path / "elsewhere")
+    wrong_key_host = start_sshd(
+        tmp_path / "h3", address="127.0.0.4", client_key_path=other_key, known_hosts_path=hosts[0].known_hosts_path
+    )
+    unknown_host = start_sshd(
+        tmp_path / "h4",
+        address="127.0.0.5",
+        client_key_path=hosts[0].client_key_path,
+        known_hosts_path=tmp_path / "elsewhere",
+    )
     try:
         good = hosts[0]
         config = write_host_yaml(
@@ -269,7 +296,9 @@ def test_docker_engine_down_on_one_host(tmp_path, hosts, digits_data, remote_wor
 def test_dockerfile_that_fails_to_build(tmp_path, hosts, digits_data, remote_workdir, wheels_dir, docker_client):
     perf = copy_tree(tmp_path / "inference")
     dockerfile = perf / "docker_images" / "cpu" / "pytorch" / "Dockerfile"
-    dockerfile.write_text("ARG BASE_IMAGE=inferperf/debian-python:bookworm\nFROM ${BASE_IMAGE}\nRUN echo broken-on-purpose && false\n")
+    dockerfile.write_text(
+        "ARG BASE_IMAGE=inferperf/debian-python:bookworm\nFROM ${BASE_IMAGE}\nRUN echo broken-on-purpose && false\n"
+    )
     config = write_host_yaml(tmp_path, hosts[:1], digits_data, remote_workdir, wheels_dir, FLAGPERF_PATH=str(perf))
     code, out = finish(start_run(config, perf))
     assert code == 1
@@ -284,7 +313,9 @@ def test_dockerfile_that_fails_to_build(tmp_path, hosts, digits_data, remote_wor
 def test_container_killed_mid_run(tmp_path, hosts, digits_data, remote_workdir, wheels_dir, docker_client):
     perf = long_running_tree(tmp_path / "inference")
     victim = hosts[0]
-    config = write_host_yaml(tmp_path, hosts, digits_data, remote_workdir, wheels_dir, FLAGPERF_PATH=str(perf), CASE_TIMEOUT=60)
+    config = write_host_yaml(
+        tmp_path, hosts, digits_data, remote_workdir, wheels_dir, FLAGPERF_PATH=str(perf), CASE_TIMEOUT=60
+    )
     proc = start_run(config, perf)
     container = wait_for_container(docker_client, f"-127.0.0.2-{victim.port}-")
     time.sleep(3)

@@ -45,7 +45,12 @@ MS = 1_000_000
 
 def test_constants():
     assert (POOL_BATCHES, REFERENCE_BATCHES, AUDIT_BUDGET_S) == (8, 2, 2.0)
-    assert {s.name: s.headline for s in SCENARIOS.values()} == {"offline": None, "single_stream": "p90", "multi_stream": "p99", "server": "p99"}
+    assert {s.name: s.headline for s in SCENARIOS.values()} == {
+        "offline": None,
+        "single_stream": "p90",
+        "multi_stream": "p99",
+        "server": "p99",
+    }
 
 
 # ---- PerformanceReport.best -------------------------------------------------------------
@@ -225,7 +230,11 @@ def test_judge_row_headline_percentiles():
     assert judge(scenario_run("single_stream", 63)) == [too_few]
     assert judge(scenario_run("single_stream", 64)) == []
     assert judge_row(
-        scenario_run("single_stream", 0), None, SimpleNamespace(min_query_count=0, min_duration_s=0.0, contention_limit=1.0), QUIET, None
+        scenario_run("single_stream", 0),
+        None,
+        SimpleNamespace(min_query_count=0, min_duration_s=0.0, contention_limit=1.0),
+        QUIET,
+        None,
     ).reasons == [
         "not precise enough: qps has no interval after 0 s (it needs at least 16 queries, more if correlated; precision 2%)",
         "not precise enough: p90 has no interval after 0 s (it needs at least 64 queries, more if correlated; precision 2%)",
@@ -236,7 +245,9 @@ def test_judge_row_server_bound_and_no_throughput_precision():
     uneven = scenario_run("server", 662, latency_ns=5 * MS)
     uneven.completions_ns = [k * k for k in range(662)]  # throughput wildly uneven: not judged for a server
     assert judge(uneven, bound=5.0) == []  # p99 5 ms == the bound: met
-    assert judge(scenario_run("server", 662, latency_ns=5_010_000), bound=5.0) == ["p99 latency 5.01 ms exceeds latency_bound_ms 5"]
+    assert judge(scenario_run("server", 662, latency_ns=5_010_000), bound=5.0) == [
+        "p99 latency 5.01 ms exceeds latency_bound_ms 5"
+    ]
     assert judge(scenario_run("server", 662, latency_ns=9 * MS), bound=None) == []
     too_few = "not precise enough: p99 has no interval after 0.661 s (it needs at least 662 queries, more if correlated; precision 2%)"
     assert judge(scenario_run("server", 661), bound=5.0) == [too_few]
@@ -286,7 +297,11 @@ def test_row_record_offline_in_full():
             "drift": {"qps": None},  # a third of 24 queries is too short for an interval
         },
         # 24 queries: 8 in a third, too few for its own interval, so drift could not be judged (and says so)
-        "verdict": {"valid": True, "reasons": [], "not_judged": ["drift of qps: not judged (a third of the window is too short for its own interval)"]},
+        "verdict": {
+            "valid": True,
+            "reasons": [],
+            "not_judged": ["drift of qps: not judged (a third of the window is too short for its own interval)"],
+        },
         "started_at_unix": None,  # row_record alone: the stage adds the run's wall-clock window
         "finished_at_unix": None,
         "load_generator": "inferperf",
@@ -302,10 +317,14 @@ def test_row_record_server_bound_and_test01():
     assert record["latency_ms"]["p99"] == 5.0 and record["target_qps"] == 100.0 and record["issued_qps"] == 90.0
     assert record["verdict"] == {"valid": False, "reasons": ["TEST01 failed"]}
     slow = record_of(scenario_run("server", 662, latency_ns=6 * MS), CONFIG, QUIET, {"passed": None, "detail": "n"})
-    assert slow["latency_bound_met"] is False and slow["verdict"]["reasons"] == ["p99 latency 6 ms exceeds latency_bound_ms 5"]
+    assert slow["latency_bound_met"] is False and slow["verdict"]["reasons"] == [
+        "p99 latency 6 ms exceeds latency_bound_ms 5"
+    ]
     few = record_of(scenario_run("server", 10), CONFIG, QUIET, None)
     assert few["latency_bound_met"] is None and few["latency_bound_ms"] == 5.0
-    empty = record_of(scenario_run("offline", 0), SimpleNamespace(**{**vars(CONFIG), "min_query_count": 0}), QUIET, None)
+    empty = record_of(
+        scenario_run("offline", 0), SimpleNamespace(**{**vars(CONFIG), "min_query_count": 0}), QUIET, None
+    )
     assert empty["latency_ms"] == {"p50": None, "p90": None, "p99": None, "p99_9": None, "mean": None}
     assert empty["latency_notes"] == [] and empty["qps"] is None
 
@@ -424,7 +443,9 @@ def test_numeric_check_skips_and_failures(monkeypatch, caplog_loguru):
         raise TypeError("takes 2 arguments")
 
     stage.numeric_check(rig.engine, broken, pool)
-    assert stage.report.notes[-1] == ("numeric check skipped: the framework model could not be called on the pool: takes 2 arguments")
+    assert stage.report.notes[-1] == (
+        "numeric check skipped: the framework model could not be called on the pool: takes 2 arguments"
+    )
     assert stage.report.numeric is None and stage.report.engine_reasons == [] and rig.calls == []
 
     framework_calls = []
@@ -457,7 +478,11 @@ def test_anti_caching_is_engine_wide_only_when_failed(monkeypatch, caplog_loguru
     rig = Rig(monkeypatch)
     stage, _ = make_stage(rig)
     results = iter(
-        [AuditResult("anti_caching", True, "ok", {"a": 1}), AuditResult("anti_caching", None, "not run", {}), AuditResult("anti_caching", False, "caches", {})]
+        [
+            AuditResult("anti_caching", True, "ok", {"a": 1}),
+            AuditResult("anti_caching", None, "not run", {}),
+            AuditResult("anti_caching", False, "caches", {}),
+        ]
     )
     seen = []
 
@@ -502,7 +527,11 @@ def test_rows_for_offline_and_single_stream(monkeypatch, caplog_loguru):
     )
     assert rig.devices == ["cpu"] * 3
     assert [r["contention"]["cpus"] for r in rows] == [1, 2, 3]  # each row has its own reading
-    assert [(r["started_at_unix"], r["finished_at_unix"]) for r in rows] == [(1000.0, 1001.0), (1002.0, 1003.0), (1004.0, 1005.0)]
+    assert [(r["started_at_unix"], r["finished_at_unix"]) for r in rows] == [
+        (1000.0, 1001.0),
+        (1002.0, 1003.0),
+        (1004.0, 1005.0),
+    ]
     assert [len(x) for x in stage.report.raw_latencies_ns] == [24, 24, 64]
     assert stage.report.raw_latencies_ns[0] == [MS] * 24
     for r in rows:
@@ -523,7 +552,9 @@ def test_rows_for_without_audits_builds_its_own_pool(monkeypatch, caplog_loguru)
     (r,) = rows_of(stage)
     assert r["batch_size"] == 4 and r["accuracy_in_performance_mode"] is None
     assert rig.runs[0]["sample_pool_indices"] == frozenset() and rig.devices == ["cuda:1"]
-    assert r["verdict"]["reasons"] == ["contention: other processes used 50% of the 1 CPU(s) available to the benchmark during the measured phase (limit 10%)"]
+    assert r["verdict"]["reasons"] == [
+        "contention: other processes used 50% of the 1 CPU(s) available to the benchmark during the measured phase (limit 10%)"
+    ]
     assert caplog_loguru[-1]["message"] == (
         "performance bs=4 offline clients=1: 4000.00 qps, INVALID: contention: other processes used 50% of the 1 "
         "CPU(s) available to the benchmark during the measured phase (limit 10%)"
@@ -548,11 +579,23 @@ def test_rows_for_a_valid_row_and_a_zero_time_row(monkeypatch, caplog_loguru):
 
 def test_server_rows_use_the_target_and_the_seed(monkeypatch):
     rig = Rig(monkeypatch)
-    stage, _ = make_stage(rig, scenario=["server"], target_qps=600.0, seed=5, min_query_count=10, latency_bound_ms=50.0, latency_precision=0.5)
+    stage, _ = make_stage(
+        rig,
+        scenario=["server"],
+        target_qps=600.0,
+        seed=5,
+        min_query_count=10,
+        latency_bound_ms=50.0,
+        latency_precision=0.5,
+    )
     stage.rows_for(rig.engine, 2)
     (r,) = rows_of(stage)
     assert r["queries"] == 662 and r["target_qps"] == 600.0 and r["latency_bound_ms"] == 50.0
-    assert rig.runs[0]["seed"] == 5 and rig.runs[0]["target_qps"] == 600.0 and rig.runs[0]["scenario"] is SCENARIOS["server"]
+    assert (
+        rig.runs[0]["seed"] == 5
+        and rig.runs[0]["target_qps"] == 600.0
+        and rig.runs[0]["scenario"] is SCENARIOS["server"]
+    )
     clock = FakeClock()
 
     def engine(inputs):
@@ -594,7 +637,15 @@ def test_test01_fails_when_outputs_under_load_differ(monkeypatch):
 
 def test_search_row_finds_the_highest_target_meeting_the_bound(monkeypatch):
     rig = Rig(monkeypatch, cost_ns=MS)
-    stage, _ = make_stage(rig, scenario=["server"], server_search=True, clients=[1], latency_bound_ms=3.0, min_query_count=10, latency_precision=0.9)
+    stage, _ = make_stage(
+        rig,
+        scenario=["server"],
+        server_search=True,
+        clients=[1],
+        latency_bound_ms=3.0,
+        min_query_count=10,
+        latency_precision=0.9,
+    )
     stage.rows_for(rig.engine, 2)
     (r,) = rows_of(stage)
     search = r["server_search"]
@@ -614,7 +665,9 @@ def test_search_row_finds_the_highest_target_meeting_the_bound(monkeypatch):
 
 def test_search_row_when_no_target_meets_the_bound(monkeypatch):
     rig = Rig(monkeypatch, cost_ns=MS)
-    stage, _ = make_stage(rig, scenario=["server"], server_search=True, latency_bound_ms=0.5, min_query_count=10, latency_precision=0.9)
+    stage, _ = make_stage(
+        rig, scenario=["server"], server_search=True, latency_bound_ms=0.5, min_query_count=10, latency_precision=0.9
+    )
     stage.report.engine_reasons.append("engine-wide")
     stage.rows_for(rig.engine, 2)
     (r,) = rows_of(stage)
@@ -630,7 +683,9 @@ def test_search_row_when_no_target_meets_the_bound(monkeypatch):
 
 def test_search_row_of_an_engine_that_takes_no_time(monkeypatch):
     rig = Rig(monkeypatch, cost_ns=0)
-    stage, _ = make_stage(rig, scenario=["server"], server_search=True, latency_bound_ms=1.0, audits=False, max_duration_s=10_000.0)
+    stage, _ = make_stage(
+        rig, scenario=["server"], server_search=True, latency_bound_ms=1.0, audits=False, max_duration_s=10_000.0
+    )
     stage.rows_for(rig.engine, 2)
     (r,) = rows_of(stage)
     assert r["server_search"] == {"upper_qps": None, "trials": [{"target_qps": 1.0, "p99_ms": 0.0, "met": True}]}

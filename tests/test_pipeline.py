@@ -25,7 +25,9 @@ def copy_tree(target: Path, with_cache: Path | None = None) -> Path:
     return target
 
 
-def run_pipeline(perf: Path, data: Path, log: Path, case: str = "digits", vendor: str = "cpu", framework: str = "pytorch"):
+def run_pipeline(
+    perf: Path, data: Path, log: Path, case: str = "digits", vendor: str = "cpu", framework: str = "pytorch"
+):
     proc = subprocess.run(
         [
             sys.executable,
@@ -111,7 +113,9 @@ def test_full_run_writes_flagperf_result_with_real_accuracy(warm_tree):
     reported = [latency[q] for q in ("p50", "p90", "p99") if latency[q] is not None]
     assert reported == sorted(reported) and reported[-1] <= latency["max"] and latency["p50"] is not None
     missing = [q for q in ("p90", "p99", "p99_9") if latency[q] is None]
-    assert len(latency["notes"]) == len(missing) and all(f"{q} needs at least" in n for q, n in zip(missing, latency["notes"]))
+    assert len(latency["notes"]) == len(missing) and all(
+        f"{q} needs at least" in n for q, n in zip(missing, latency["notes"])
+    )
     assert result["inference"]["batches"] == latency["count"] > 0
     assert result["env"]["packages"]["onnxruntime"]
     assert result["env"]["cpu_model"]
@@ -119,7 +123,10 @@ def test_full_run_writes_flagperf_result_with_real_accuracy(warm_tree):
     assert result["cache"]["onnx"]["status"] == "miss" and result["cache"]["engine"]["status"] == "miss"
     log_text = (warm_tree["log"] / "container.out.log").read_text()
     finish = [l for l in log_text.splitlines() if "Finish Info: " in l]
-    assert finish and json.loads(finish[-1].split("Finish Info: ", 1)[1])["infer_average_acc"] == result["infer_average_acc"]
+    assert (
+        finish
+        and json.loads(finish[-1].split("Finish Info: ", 1)[1])["infer_average_acc"] == result["infer_average_acc"]
+    )
 
 
 def test_second_identical_run_reuses_onnx_and_engine(tree, digits_data, tmp_path):
@@ -228,7 +235,10 @@ def test_bad_data_dir(tree, tmp_path, kind):
     assert not (tmp_path / "log" / "result.json").exists()
 
 
-@pytest.mark.parametrize("option, value, message", [("vendor", "acme", "unknown vendor 'acme'"), ("case", "nosuchcase", "unknown case 'nosuchcase'")])
+@pytest.mark.parametrize(
+    "option, value, message",
+    [("vendor", "acme", "unknown vendor 'acme'"), ("case", "nosuchcase", "unknown case 'nosuchcase'")],
+)
 def test_unknown_vendor_or_case(tree, digits_data, tmp_path, option, value, message):
     kwargs = {option: value}
     proc = run_pipeline(tree, digits_data, tmp_path / "log", **kwargs)

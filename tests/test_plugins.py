@@ -45,7 +45,9 @@ def test_an_unknown_vendor_or_case_is_one_config_error(tmp_path):
     check_vendor("cpu")
     with pytest.raises(ConfigError, match=r"^unknown vendor 'acme': no inference_engine/acme/$"):
         check_vendor("acme")
-    with pytest.raises(ConfigError, match=r"^unknown case 'nosuch' for framework 'pytorch_2.1': no benchmarks/nosuch/pytorch/$"):
+    with pytest.raises(
+        ConfigError, match=r"^unknown case 'nosuch' for framework 'pytorch_2.1': no benchmarks/nosuch/pytorch/$"
+    ):
         case_module(INFERENCE, "nosuch", "pytorch_2.1")
 
 
@@ -58,7 +60,9 @@ def test_a_case_package_missing_a_case_function_is_refused_by_name(tmp_path, mon
         setattr(package, name, lambda *args: None)
     setattr(package, CASE_FUNCTIONS[4], "not callable")
     monkeypatch.setitem(sys.modules, "benchmarks.halfcase.pytorch", package)
-    with pytest.raises(ConfigError, match=rf"^benchmarks/halfcase/pytorch/__init__.py: missing case function '{CASE_FUNCTIONS[3]}'$"):
+    with pytest.raises(
+        ConfigError, match=rf"^benchmarks/halfcase/pytorch/__init__.py: missing case function '{CASE_FUNCTIONS[3]}'$"
+    ):
         case_module(tmp_path, "halfcase", "pytorch")
     setattr(package, CASE_FUNCTIONS[3], lambda *args: None)
     with pytest.raises(ConfigError, match=rf"missing case function '{CASE_FUNCTIONS[4]}'$"):

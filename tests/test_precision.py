@@ -88,7 +88,9 @@ def test_percentile_intervals_cover_the_true_quantile():
     rng = np.random.default_rng(11)
     for n, q in ((64, 90), (662, 99), (200, 50)):
         truth = math.exp(scipy_stats.norm.ppf(q / 100))
-        covered = sum(lo <= truth <= hi for lo, hi in (percentile_interval(sorted(rng.lognormal(size=n)), q) for _ in range(400)))
+        covered = sum(
+            lo <= truth <= hi for lo, hi in (percentile_interval(sorted(rng.lognormal(size=n)), q) for _ in range(400))
+        )
         assert covered / 400 >= 0.93, (n, q, covered)
 
 
@@ -132,19 +134,26 @@ def test_batched_half_width_by_hand():
     assert batched_half_width(ordered, 50, 2) == pytest.approx(t975(7) * spread / math.sqrt(8))
     assert batched_half_width(ordered[:-1], 50, 2) is None  # 127 queries: 7 whole blocks
     assert batched_half_width(ordered, 90, 17) is None  # blocks of the floor, 17: 7 fit
-    assert batched_half_width(ordered + [99.0] * 15, 50, 2) == batched_half_width(ordered, 50, 2)  # a partial block is left out
+    assert batched_half_width(ordered + [99.0] * 15, 50, 2) == batched_half_width(
+        ordered, 50, 2
+    )  # a partial block is left out
     many = [float(i % 40) for i in range(40 * 64)]  # 2560 queries: 32 blocks (the most) of 80
     assert batched_half_width(many, 50, 2) == 0.0  # every block holds the same two cycles: the same median
     flat = [1.0] * 200
     values = sorted(flat)
     assert percentile_ci(flat, values, 50, 2) == percentile_interval(values, 50) == [1.0, 1.0]
     # Where the blocks agree (half-width 0) the order-statistic interval stands on both sides ...
-    assert percentile_ci(many, sorted(many), 50, 2) == percentile_interval(sorted(many), 50) and percentile_interval(sorted(many), 50)[0] < 19.5
+    assert (
+        percentile_ci(many, sorted(many), 50, 2) == percentile_interval(sorted(many), 50)
+        and percentile_interval(sorted(many), 50)[0] < 19.5
+    )
     # ... below 512 queries at the effective sample size: a sawtooth's ranks are correlated (correlated_ranks)
     few = many[:400]
     lo, hi = correlated_ranks(few, 50)
     plain = percentile_ranks(400, 50)
-    assert percentile_ci(few, sorted(few), 50, 2) == [sorted(few)[lo], sorted(few)[hi]] and (hi - lo) > 3 * (plain[1] - plain[0])
+    assert percentile_ci(few, sorted(few), 50, 2) == [sorted(few)[lo], sorted(few)[hi]] and (hi - lo) > 3 * (
+        plain[1] - plain[0]
+    )
     # ... and where they spread, the interval reaches as far as they do: 8 blocks of 16 whose levels differ
     # a little (k / 2) under a scramble of 0..15 inside each block (ranks barely correlated)
     ordered = [k / 2 + (j * 7 % 16) for k in (3, 7, 0, 5, 1, 6, 2, 4) for j in range(16)]
@@ -161,7 +170,11 @@ def test_batched_half_width_by_hand():
 
 def test_relative_half_width():
     assert relative_half_width(10.0, [9.0, 12.0]) == 0.15
-    assert relative_half_width(None, [1, 2]) is None and relative_half_width(1.0, None) is None and relative_half_width(0.0, [0, 1]) is None
+    assert (
+        relative_half_width(None, [1, 2]) is None
+        and relative_half_width(1.0, None) is None
+        and relative_half_width(0.0, [0, 1]) is None
+    )
 
 
 # ---- timelines and block rates ---------------------------------------------------------------
@@ -172,7 +185,10 @@ def test_tiled_timeline_spreads_each_query_over_its_time():
     assert timeline.block_rates(2).tolist() == [0.5e9, 0.5e9]  # 2 samples in each 4 ns half
     assert timeline.block_rates(4).tolist() == [0.5e9] * 4
     assert Timeline.tiled([], 3).queries == 0 and Timeline.tiled([], 3).span_ns == 0.0
-    assert Timeline.tiled([5, 10], 4, span_ns=20).span_ns == 20 and Timeline.tiled([5, 10], 4).samples.tolist() == [4.0, 4.0]
+    assert Timeline.tiled([5, 10], 4, span_ns=20).span_ns == 20 and Timeline.tiled([5, 10], 4).samples.tolist() == [
+        4.0,
+        4.0,
+    ]
 
 
 def test_spans_timeline_and_parts():
@@ -183,7 +199,9 @@ def test_spans_timeline_and_parts():
     assert part.begin_ns.tolist() == [0, 1] and part.end_ns.tolist() == [1, 3] and part.span_ns == 3
     assert part.samples.tolist() == [0.5, 1.0]  # half of the second query, half of the third
     instant = Timeline(np.array([1.0, 5.0]), np.array([1.0, 5.0]), np.array([3.0, 4.0]), 6.0).part(2, 6)
-    assert instant.samples.tolist() == [4.0] and instant.begin_ns.tolist() == [3.0]  # a query of no duration counts where it ends
+    assert instant.samples.tolist() == [4.0] and instant.begin_ns.tolist() == [
+        3.0
+    ]  # a query of no duration counts where it ends
 
 
 def test_lag1():
@@ -205,8 +223,15 @@ def test_interval_by_hand_when_blocks_hold_whole_queries():
     corrected = max(measured + (1 + 3 * measured) / 16, 0.0)
     r = corrected + math.sqrt((1 - corrected**2) / 16)  # bias-corrected, raised one standard error
     effective = 16 * (1 - r) / (1 + r)
-    half = scipy_stats.t.ppf(0.975, int(effective) - 1) * rates.std(ddof=1) / math.sqrt(16) * math.sqrt((1 + r) / (1 - r))
-    assert measured < 0 and interval.batches == 16 and interval.lag1 == pytest.approx(measured) and interval.effective == pytest.approx(effective)
+    half = (
+        scipy_stats.t.ppf(0.975, int(effective) - 1) * rates.std(ddof=1) / math.sqrt(16) * math.sqrt((1 + r) / (1 - r))
+    )
+    assert (
+        measured < 0
+        and interval.batches == 16
+        and interval.lag1 == pytest.approx(measured)
+        and interval.effective == pytest.approx(effective)
+    )
     assert (interval.lo, interval.hi) == pytest.approx((5 - half, 5 + half), rel=1e-4)
     assert interval.relative == pytest.approx(half / 5, rel=1e-4)
 
@@ -219,7 +244,12 @@ def test_interval_refuses_a_window_short_against_its_correlation_and_needs_16_qu
     assert throughput_interval(Timeline.tiled(np.cumsum(wave), 1)) is None
     # four periods of it in 256 queries: the blocks are worth enough independent ones
     waves = throughput_interval(Timeline.tiled(np.cumsum(wave * 4), 1))
-    assert waves is not None and waves.batches == precision.FINE_BLOCKS and waves.lag1 > 0.5 and waves.effective >= precision.MIN_EFFECTIVE_BLOCKS
+    assert (
+        waves is not None
+        and waves.batches == precision.FINE_BLOCKS
+        and waves.lag1 > 0.5
+        and waves.effective >= precision.MIN_EFFECTIVE_BLOCKS
+    )
     # independent times: 64 queries, 64 blocks, worth most of them
     rng = random.Random(3)
     flat = throughput_interval(Timeline.tiled(np.cumsum([1e9 * rng.uniform(0.9, 1.1) for _ in range(64)]), 1))
@@ -276,28 +306,44 @@ def test_measure_figures_and_reasons():
     assert timeless.timeless == ["qps"] and timeless.widths() == {}
     assert precision_reasons(Target(), timeless, {}, 1.0) == ["not precise enough: qps took no measurable time"]
     assert target.limit("qps") == 0.02 and target.limit("p90") == 0.05 and Target(percentile="p90").limit("p90") == 0.02
-    assert measure_figures(Target(), {"qps": Timeline.tiled([0] * 15 + [1], 1)}).timeless == []  # 1 ns is measurable time
+    assert (
+        measure_figures(Target(), {"qps": Timeline.tiled([0] * 15 + [1], 1)}).timeless == []
+    )  # 1 ns is measurable time
     # The headline percentile is numpy's linear one, with its order-statistic interval, from unsorted latencies.
     latencies = [int(MS * (1 + (k * 37 % 100) / 50)) for k in range(200)]
     found = measure_figures(target, {"qps": steady}, latencies).percentile["p90"]
     lo, hi = correlated_ranks(latencies, 90)
-    assert found[0] == pytest.approx(float(np.percentile(latencies, 90))) and found[1] == [sorted(latencies)[lo], sorted(latencies)[hi]]
+    assert found[0] == pytest.approx(float(np.percentile(latencies, 90))) and found[1] == [
+        sorted(latencies)[lo],
+        sorted(latencies)[hi],
+    ]
 
 
 def test_drift_by_hand():
     slower = Timeline.tiled(np.cumsum([MS] * 150 + [2 * MS] * 150), 1)  # 150 ms at 1 ms, then 300 ms at 2 ms
     found = drift(slower, 0.02)
     # thirds of 150 ms: the first all at 1000 q/s, the last all at 500 q/s
-    assert (found.first.value, found.last.value, found.change, found.drifting) == (pytest.approx(1000.0), pytest.approx(500.0), pytest.approx(-0.5), True)
+    assert (found.first.value, found.last.value, found.change, found.drifting) == (
+        pytest.approx(1000.0),
+        pytest.approx(500.0),
+        pytest.approx(-0.5),
+        True,
+    )
     assert drift_reason("qps", found) == "drifting: qps fell 50% from the first to the last third"
     faster = drift(Timeline.tiled(np.cumsum([2 * MS] * 150 + [MS] * 300), 1), 0.02)
     assert drift_reason("core qps", faster) == "drifting: core qps rose 100% from the first to the last third"
     # 1 % slower: outside the (zero-width) intervals, but within the precision asked for
     slight = drift(Timeline.tiled(np.cumsum([MS] * 300 + [1_010_000] * 300), 1), 0.02)
-    assert slight.change == pytest.approx(-1 / 101, rel=1e-6) and not slight.drifting and drift_reason("qps", slight) is None
+    assert (
+        slight.change == pytest.approx(-1 / 101, rel=1e-6)
+        and not slight.drifting
+        and drift_reason("qps", slight) is None
+    )
     assert drift(Timeline.tiled(np.cumsum([MS] * 40), 1), 0.02) is None  # a third of 40 queries is too short
     assert drift_reason("qps", None) is None
-    assert drift(Timeline.tiled(np.cumsum([MS] * 300 + [1_010_000] * 300), 1), None).drifting  # no precision asked: the intervals alone decide
+    assert drift(
+        Timeline.tiled(np.cumsum([MS] * 300 + [1_010_000] * 300), 1), None
+    ).drifting  # no precision asked: the intervals alone decide
     thirds = {"first_third": [found.first.lo, found.first.hi], "last_third": [found.last.lo, found.last.hi]}
     assert found.to_dict() == {"change": found.change, **thirds, "drifting": True}
 
@@ -448,12 +494,17 @@ def test_settle_waits_for_the_rate_to_stop_trending():
     last, before = durations[found.queries - 13 : found.queries], durations[found.queries - 26 : found.queries - 13]
     assert abs(sum(before) / sum(last) - 1) <= max(precision.SETTLE_FLOOR, 0.05)
     assert not settled(durations[: found.queries - 13], 13)[0]  # one block earlier it was still trending
-    assert found.seconds == sum(durations[: found.queries]) / 1e9 and found.last_change == settled(durations[: found.queries], 13)[1]
+    assert (
+        found.seconds == sum(durations[: found.queries]) / 1e9
+        and found.last_change == settled(durations[: found.queries], 13)[1]
+    )
 
 
 def test_block_noise_and_settled_by_hand():
     assert precision._block_noise([MS, 3 * MS]) == pytest.approx(0.5)  # sd sqrt(2) ms, / sqrt(2) queries, / mean 2 ms
-    assert precision._block_noise([MS, MS, 4 * MS]) == pytest.approx(math.sqrt(3 / 3) / 2)  # var (1+1+4)/2 = 3 ms², mean 2 ms
+    assert precision._block_noise([MS, MS, 4 * MS]) == pytest.approx(
+        math.sqrt(3 / 3) / 2
+    )  # var (1+1+4)/2 = 3 ms², mean 2 ms
     assert precision._block_noise([5 * MS]) == 0.0 and precision._block_noise([0, 0]) == 0.0
     # two blocks of one query each: 10 % faster is beyond the 3 % floor (no noise in a block of one)
     assert settled([10 * MS, 9 * MS], 1) == (False, pytest.approx(10 / 9 - 1))
@@ -480,7 +531,9 @@ def test_settle_stops_at_its_bound_and_can_be_off():
 
     slower_and_slower.d = 10 * MS
     found = settle(slower_and_slower, clock, 0.5)
-    assert not found.settled and found.seconds >= 0.5 and found.block == 23 and found.last_change is None  # 0.25 s / 11 ms
+    assert (
+        not found.settled and found.seconds >= 0.5 and found.block == 23 and found.last_change is None
+    )  # 0.25 s / 11 ms
     assert settle(slower_and_slower, clock, 0.0) == Settle()
     assert settled([MS] * 3, 2) == (False, None) and settled([MS] * 4, 0) == (False, None)
 
@@ -536,11 +589,24 @@ def test_drift_an_engine_that_slows_down_is_invalid(monkeypatch):
     config = _phase_config(precision=0.05, min_duration_s=1.5, max_duration_s=1.5)
     result = forward.timed_forward(slowing, _sleeping_loader(), None, config, "inference")
     assert any(r.startswith("drifting: core qps fell ") for r in result.verdict.reasons), result.verdict.reasons
-    assert result.precision["drift"]["core qps"]["drifting"] and result.precision["drift"]["core qps"]["change"] == pytest.approx(-2 / 3, abs=0.01)
+    assert result.precision["drift"]["core qps"]["drifting"] and result.precision["drift"]["core qps"][
+        "change"
+    ] == pytest.approx(-2 / 3, abs=0.01)
 
     started[0] = rig.now
-    run = run_scenario(slowing, [[np.zeros(2)]], scenario="offline", batch_size=2, min_query_count=16, min_duration_s=1.5, max_duration_s=1.5, **_on(rig))
-    config = SimpleNamespace(min_query_count=16, min_duration_s=1.5, contention_limit=1.0, precision=0.05, latency_precision=None)
+    run = run_scenario(
+        slowing,
+        [[np.zeros(2)]],
+        scenario="offline",
+        batch_size=2,
+        min_query_count=16,
+        min_duration_s=1.5,
+        max_duration_s=1.5,
+        **_on(rig),
+    )
+    config = SimpleNamespace(
+        min_query_count=16, min_duration_s=1.5, contention_limit=1.0, precision=0.05, latency_precision=None
+    )
     row_reasons = judge_row(run, None, config, ContentionReading(0.0, 2, 1.0, None), None).reasons
     # the thirds of the window exactly: all 2 ms calls in the first, all 6 ms calls in the last
     assert "drifting: qps fell 67% from the first to the last third" in row_reasons, row_reasons
@@ -572,7 +638,9 @@ def test_precision_not_reached_with_heavy_tailed_jitter_and_a_short_cap(monkeypa
         **_on(rig),
     )
     assert run.stop_reason in ("max_duration_s reached", "precision out of reach")
-    config = SimpleNamespace(min_query_count=16, min_duration_s=0.5, contention_limit=1.0, precision=0.01, latency_precision=None)
+    config = SimpleNamespace(
+        min_query_count=16, min_duration_s=0.5, contention_limit=1.0, precision=0.01, latency_precision=None
+    )
     row_reasons = judge_row(run, None, config, ContentionReading(0.0, 2, 1.0, None), None).reasons
     assert any(r.startswith("not precise enough: qps ±") for r in row_reasons), row_reasons
 
@@ -588,7 +656,9 @@ def test_a_steady_engine_is_valid_and_stops_on_its_precision(monkeypatch):
         rig.now += round(2 * MS * rng.lognormvariate(0, 0.5))
         return [inputs[0]], 0.0
 
-    result = forward.timed_forward(steady, _sleeping_loader(), None, _phase_config(precision=0.05, min_duration_s=0.01), "inference")
+    result = forward.timed_forward(
+        steady, _sleeping_loader(), None, _phase_config(precision=0.05, min_duration_s=0.01), "inference"
+    )
     assert result.precision["stop_reason"] == "precision reached", result.verdict.reasons
     assert result.verdict.valid and result.precision["achieved"] <= 0.05
     assert result.batches > 16 and result.whole_time_s < 3.0  # the precision, not the minimums or the cap, stopped it
@@ -598,8 +668,12 @@ def test_a_steady_engine_is_valid_and_stops_on_its_precision(monkeypatch):
 
 def test_row_targets():
     config = SimpleNamespace(precision=0.03, latency_precision=0.1)
-    assert row_target("offline", config) == Target(throughput=("qps",), precision=0.03, percentile=None, latency_precision=0.1)
-    assert row_target("single_stream", config).percentile == "p90" and row_target("single_stream", config).throughput == ("qps",)
+    assert row_target("offline", config) == Target(
+        throughput=("qps",), precision=0.03, percentile=None, latency_precision=0.1
+    )
+    assert row_target("single_stream", config).percentile == "p90" and row_target(
+        "single_stream", config
+    ).throughput == ("qps",)
     assert row_target("server", config).throughput == () and row_target("server", config).percentile == "p99"
     assert row_target("offline", SimpleNamespace()).precision == 0.02  # the framework default
 
@@ -622,18 +696,36 @@ def test_no_precision_asked_is_one_pass_and_judges_nothing(monkeypatch):
     loader = [([np.zeros((2, 1))], [0, 0])] * 2
     config = _phase_config(precision=None, min_query_count=1, min_duration_s=0.0, settle_max_s=0.0)
     result = forward.timed_forward(steady, loader, None, config, "validation")
-    assert (result.passes, result.batches, result.precision["stop_reason"], result.precision["target"]) == (1, 2, "minimums met", None)
+    assert (result.passes, result.batches, result.precision["stop_reason"], result.precision["target"]) == (
+        1,
+        2,
+        "minimums met",
+        None,
+    )
     assert result.verdict.valid and result.core_qps_ci95 is None  # two queries: no interval, and none asked for
-    asked = forward.timed_forward(steady, loader, None, _phase_config(precision=0.05, min_query_count=1, min_duration_s=0.0, settle_max_s=0.0), "validation")
+    asked = forward.timed_forward(
+        steady,
+        loader,
+        None,
+        _phase_config(precision=0.05, min_query_count=1, min_duration_s=0.0, settle_max_s=0.0),
+        "validation",
+    )
     assert asked.passes >= 8 and asked.precision["stop_reason"] == "precision reached"  # 16 queries before any interval
 
     never = StopRule(Target(precision=None))
     assert never.decide(0, 0, lambda: pytest.fail("no precision asked: nothing to measure")) == "minimums met"
     wide = Figures({"qps": Interval(100.0, 50.0, 150.0, 8, 0.0)})
-    assert imprecise(Target(precision=None), wide) == {} and precision_reasons(Target(precision=None), wide, {}, 1.0) == []
+    assert (
+        imprecise(Target(precision=None), wide) == {} and precision_reasons(Target(precision=None), wide, {}, 1.0) == []
+    )
     assert row_target("offline", SimpleNamespace(precision=None, latency_precision=0.1)).precision is None
-    unasked = Target(precision=None, percentile="p90", latency_precision=0.1)  # a latency_precision alone asks for nothing
-    assert unasked.limit("p90") is None and precision_block(unasked, wide, Settle(), {}, 0, "minimums met")["latency_target"] is None
+    unasked = Target(
+        precision=None, percentile="p90", latency_precision=0.1
+    )  # a latency_precision alone asks for nothing
+    assert (
+        unasked.limit("p90") is None
+        and precision_block(unasked, wide, Settle(), {}, 0, "minimums met")["latency_target"] is None
+    )
 
 
 def test_a_rate_that_stepped_once_is_measured_again_and_one_that_keeps_falling_stays_invalid(monkeypatch):
@@ -655,15 +747,25 @@ def test_a_rate_that_stepped_once_is_measured_again_and_one_that_keeps_falling_s
     for engine, steady in ((stepped, True), (falling, False)):
         started[0] = rig.now
         result = precision.measured_once_more_on_drift(
-            lambda: forward.timed_forward(engine, _sleeping_loader(), None, config, "inference"), lambda r: r.precision, lambda r: r.verdict.reasons
+            lambda: forward.timed_forward(engine, _sleeping_loader(), None, config, "inference"),
+            lambda r: r.precision,
+            lambda r: r.verdict.reasons,
         )
         if steady:  # the first window drifted (-67 %), the second, after the step, is steady and VALID
             first = result.precision["remeasured"]
-            assert first["drift"]["core qps"] < -0.3 and any(r.startswith("drifting: core qps fell ") for r in first["reasons"])
+            assert first["drift"]["core qps"] < -0.3 and any(
+                r.startswith("drifting: core qps fell ") for r in first["reasons"]
+            )
             assert result.verdict.valid, result.verdict.reasons
         else:  # a rate that keeps falling is correlated across every third: no interval, INVALID as not precise (drift not judged)
-            assert not result.verdict.valid and result.precision["drift"]["core qps"] is None and "remeasured" not in result.precision
-            assert any(r.startswith("not precise enough: core qps has no interval after ") for r in result.verdict.reasons), result.verdict.reasons
+            assert (
+                not result.verdict.valid
+                and result.precision["drift"]["core qps"] is None
+                and "remeasured" not in result.precision
+            )
+            assert any(
+                r.startswith("not precise enough: core qps has no interval after ") for r in result.verdict.reasons
+            ), result.verdict.reasons
 
 
 def test_a_row_that_stepped_once_keeps_the_second_windows_latencies(monkeypatch):
@@ -672,7 +774,9 @@ def test_a_row_that_stepped_once_keeps_the_second_windows_latencies(monkeypatch)
     from tests.test_performance_units import Rig, make_stage
 
     rig = Rig(monkeypatch)
-    stage, _ = make_stage(rig, batch_sizes=[2], audits=False, min_query_count=16, min_duration_s=1.5, max_duration_s=1.5, precision=0.2)
+    stage, _ = make_stage(
+        rig, batch_sizes=[2], audits=False, min_query_count=16, min_duration_s=1.5, max_duration_s=1.5, precision=0.2
+    )
     stage.config.latency_precision, stage.config.contention_limit = None, 1.0
     started = [rig.clock.t]
 
@@ -682,5 +786,8 @@ def test_a_row_that_stepped_once_keeps_the_second_windows_latencies(monkeypatch)
 
     row = stage._row(stepped, stage.pool(2), 2, "offline", 1, {}, None)
     assert not any("drifting" in r for r in row["verdict"]["reasons"]), row["verdict"]["reasons"]
-    assert row["precision"]["remeasured"]["drift"]["qps"] == pytest.approx(-2 / 3, abs=0.01) and len(stage.report.raw_latencies_ns) == 1
+    assert (
+        row["precision"]["remeasured"]["drift"]["qps"] == pytest.approx(-2 / 3, abs=0.01)
+        and len(stage.report.raw_latencies_ns) == 1
+    )
     assert len(stage.report.raw_latencies_ns[0]) == row["queries"] == 1500 // 6  # the kept window: 6 ms calls for 1.5 s

@@ -53,13 +53,23 @@ def _lag1_by_hand(values) -> float:
 
 # ---- timelines ------------------------------------------------------------------------------------
 def test_timelines_are_float64_whatever_they_are_given():
-    for timeline in (Timeline.tiled([2, 4, 8], [1, 1, 2]), Timeline.spans([5, 6, 9], [5, 2, 20], [1, 2, 3]), Timeline.tiled([3], 2)):
+    for timeline in (
+        Timeline.tiled([2, 4, 8], [1, 1, 2]),
+        Timeline.spans([5, 6, 9], [5, 2, 20], [1, 2, 3]),
+        Timeline.tiled([3], 2),
+    ):
         assert timeline.begin_ns.dtype == timeline.end_ns.dtype == timeline.samples.dtype == np.float64
 
 
 def test_empty_timelines_and_a_given_span():
     for empty in (Timeline.tiled([], 1), Timeline.spans([], [], 1)):
-        assert (empty.queries, empty.span_ns, empty.begin_ns.tolist(), empty.end_ns.tolist(), empty.samples.tolist()) == (0, 0.0, [], [], [])
+        assert (
+            empty.queries,
+            empty.span_ns,
+            empty.begin_ns.tolist(),
+            empty.end_ns.tolist(),
+            empty.samples.tolist(),
+        ) == (0, 0.0, [], [], [])
     given = Timeline.spans([5, 6], [5, 2], [1, 2], span_ns=20)
     assert given.span_ns == 20.0 and given.begin_ns.tolist() == [0.0, 4.0] and given.samples.tolist() == [1.0, 2.0]
 
@@ -70,14 +80,21 @@ def test_queries_of_no_duration_and_under_a_nanosecond():
     assert (zero.work_at(0), zero.work_at(0.5), zero.work_at(1)) == (0.0, 2.5, 3.0)
     # [2, 3] has 0.75 ns of its 1 ns inside [2.25, 4] (3 of its 4 samples); [2, 2.5] 0.25 of its 0.5 ns (2 of 4)
     short = Timeline(np.array([2.0, 2.0]), np.array([3.0, 2.5]), np.array([4.0, 4.0]), 4.0).part(2.25, 4.0)
-    assert short.samples.tolist() == [3.0, 2.0] and short.begin_ns.tolist() == [0.0, 0.0] and short.end_ns.tolist() == [0.75, 0.25]
+    assert (
+        short.samples.tolist() == [3.0, 2.0]
+        and short.begin_ns.tolist() == [0.0, 0.0]
+        and short.end_ns.tolist() == [0.75, 0.25]
+    )
     assert short.span_ns == 1.75
 
 
 def test_a_part_owns_an_instant_query_at_its_stop_not_at_its_start():
     instants = Timeline(np.array([2.0, 4.0, 6.0]), np.array([2.0, 4.0, 6.0]), np.array([1.0, 2.0, 4.0]), 8.0)
     inside = instants.part(2.0, 6.0)
-    assert inside.samples.tolist() == [2.0, 4.0] and inside.end_ns.tolist() == [2.0, 4.0]  # the one at 2 belongs to the part before
+    assert inside.samples.tolist() == [2.0, 4.0] and inside.end_ns.tolist() == [
+        2.0,
+        4.0,
+    ]  # the one at 2 belongs to the part before
     assert instants.part(0.0, 2.0).samples.tolist() == [1.0] and instants.part(6.0, 8.0).samples.tolist() == []
 
 
@@ -109,7 +126,11 @@ def _by_hand(rates: list[float]) -> tuple[float, float, float]:
     honest = corrected + math.sqrt((1 - corrected**2) / k)
     effective = k * (1 - honest) / (1 + honest)
     scipy_stats = pytest.importorskip("scipy.stats")
-    half = scipy_stats.t.ppf(0.975, int(effective) - 1) * float(np.std(rates, ddof=1)) * math.sqrt((1 + honest) / (1 - honest) / k)
+    half = (
+        scipy_stats.t.ppf(0.975, int(effective) - 1)
+        * float(np.std(rates, ddof=1))
+        * math.sqrt((1 + honest) / (1 - honest) / k)
+    )
     return honest, effective, half
 
 
@@ -120,7 +141,9 @@ def test_positive_correlation_widens_the_interval_by_the_honest_ar1_factor():
     assert honest == pytest.approx(0.3 + math.sqrt(0.91 / 16)) and int(effective) == 4
     interval = throughput_interval(Timeline.tiled([(k + 1) * 1e9 for k in range(16)], RATES))
     assert (interval.batches, interval.value, interval.lag1) == (16, 4.0, pytest.approx(0.2))
-    assert interval.effective == pytest.approx(effective) and (interval.lo, interval.hi) == pytest.approx((4.0 - half, 4.0 + half), rel=1e-4)
+    assert interval.effective == pytest.approx(effective) and (interval.lo, interval.hi) == pytest.approx(
+        (4.0 - half, 4.0 + half), rel=1e-4
+    )
 
 
 def test_too_few_effective_blocks_or_too_much_correlation_gives_no_interval(monkeypatch):
@@ -137,12 +160,19 @@ def test_too_few_effective_blocks_or_too_much_correlation_gives_no_interval(monk
     assert throughput_interval(timeline) is None  # a lag-1 at the limit is too much
     # a rate that climbs across the whole window (1, 1, 2, 2, ..., 8, 8) is correlated across it: no interval
     monkeypatch.undo()
-    assert throughput_interval(Timeline.tiled([(k + 1) * 1e9 for k in range(16)], [r for r in range(1, 9) for _ in range(2)])) is None
+    assert (
+        throughput_interval(
+            Timeline.tiled([(k + 1) * 1e9 for k in range(16)], [r for r in range(1, 9) for _ in range(2)])
+        )
+        is None
+    )
 
 
 # ---- precision, the stop rule and its sentences ------------------------------------------------------
 def test_a_width_equal_to_its_precision_is_precise():
-    assert imprecise(Target(precision=0.02), Figures({"qps": Interval(100.0, 98.0, 102.0, 8, 0.0)})) == {}  # ±2 % exactly
+    assert (
+        imprecise(Target(precision=0.02), Figures({"qps": Interval(100.0, 98.0, 102.0, 8, 0.0)})) == {}
+    )  # ±2 % exactly
     assert imprecise(Target(precision=0.02), Figures({"qps": Interval(100.0, 97.0, 103.0, 8, 0.0)})) == {"qps": 0.03}
     # the headline percentile is judged on its own precision, not the throughputs'
     target = Target(precision=0.02, percentile="p90", latency_precision=0.05)
@@ -186,14 +216,22 @@ def test_reasons_for_a_percentile_out_of_reach_and_for_drifts():
         "not precise enough: p90 ±15.0% after 6 s (precision 5%; out of reach: about 54 s needed)"  # 6 x (15 / 5)^2
     )
     steady = Interval(100.0, 100.0, 100.0, 8, 0.0)
-    drifts = {"qps": Drift(-0.5, steady, steady, True), "core qps": None, "whole qps": Drift(0.01, steady, steady, False)}
-    assert precision_reasons(Target(), Figures({"qps": steady}), drifts, 1.0) == ["drifting: qps fell 50% from the first to the last third"]
+    drifts = {
+        "qps": Drift(-0.5, steady, steady, True),
+        "core qps": None,
+        "whole qps": Drift(0.01, steady, steady, False),
+    }
+    assert precision_reasons(Target(), Figures({"qps": steady}), drifts, 1.0) == [
+        "drifting: qps fell 50% from the first to the last third"
+    ]
 
 
 # ---- drift ------------------------------------------------------------------------------------------
 def _thirds(timeline: Timeline) -> tuple[Interval, Interval]:
     third = timeline.span_ns / 3
-    return throughput_interval(timeline.part(0.0, third)), throughput_interval(timeline.part(timeline.span_ns - third, timeline.span_ns))
+    return throughput_interval(timeline.part(0.0, third)), throughput_interval(
+        timeline.part(timeline.span_ns - third, timeline.span_ns)
+    )
 
 
 def _noisy(last_samples: float) -> Timeline:
@@ -213,9 +251,13 @@ def test_drift_just_inside_and_just_outside_the_thirds_intervals(ratio):
     first, last = _thirds(timeline)
     first_half, last_half = (first.hi - first.lo) / 2, (last.hi - last.lo) / 2
     gap = last.value - first.value
-    assert gap / (first_half + last_half) == pytest.approx(ratio) and last_half > first_half > 0  # the case is what it says
+    assert (
+        gap / (first_half + last_half) == pytest.approx(ratio) and last_half > first_half > 0
+    )  # the case is what it says
     found = drift(timeline, None)
-    assert [found.first.value, found.first.lo, found.last.value, found.last.hi] == pytest.approx([first.value, first.lo, last.value, last.hi])
+    assert [found.first.value, found.first.lo, found.last.value, found.last.hi] == pytest.approx(
+        [first.value, first.lo, last.value, last.hi]
+    )
     assert found.change == pytest.approx(gap / first.value)
     assert found.drifting is (ratio > 1)
     # the precision asked for must be exceeded, not met
@@ -229,7 +271,10 @@ def test_drift_just_inside_and_just_outside_the_thirds_intervals(ratio):
 def test_drift_needs_both_thirds_and_a_first_third_that_did_work():
     fast_then_slow = Timeline.tiled(np.cumsum([MS] * 48 + [16 * MS] * 3), 1)  # the last third holds 2 queries
     slow_then_fast = Timeline.tiled(np.cumsum([16 * MS] * 3 + [MS] * 48), 1)  # the first third holds 2 queries
-    assert [(f is None, t is None) for f, t in (_thirds(fast_then_slow), _thirds(slow_then_fast))] == [(False, True), (True, False)]
+    assert [(f is None, t is None) for f, t in (_thirds(fast_then_slow), _thirds(slow_then_fast))] == [
+        (False, True),
+        (True, False),
+    ]
     assert drift(fast_then_slow, 0.02) is None and drift(slow_then_fast, 0.02) is None
     idle_first = Timeline.tiled(np.cumsum([MS] * 60), [0] * 21 + [1] * 39)  # no samples in the first third
     assert _thirds(idle_first)[0].value == 0.0 and drift(idle_first, 0.02) is None
@@ -237,10 +282,18 @@ def test_drift_needs_both_thirds_and_a_first_third_that_did_work():
 
 def test_drift_of_slow_and_of_nanosecond_timelines():
     slow = drift(Timeline.tiled(np.cumsum([2e9] * 60), 1), 0.02)  # half a sample per second, steady
-    assert slow.first.value == pytest.approx(0.5) and slow.change == pytest.approx(0.0, abs=1e-12) and slow.drifting is False
+    assert (
+        slow.first.value == pytest.approx(0.5)
+        and slow.change == pytest.approx(0.0, abs=1e-12)
+        and slow.drifting is False
+    )
     # 48 queries of 1 ns: each third holds exactly 16, the least an interval needs
     tiny = drift(Timeline.tiled(range(1, 49), 1), 0.02)
-    assert (tiny.first.batches, tiny.last.batches) == (16, 16) and tiny.first.value == pytest.approx(1e9) and tiny.drifting is False
+    assert (
+        (tiny.first.batches, tiny.last.batches) == (16, 16)
+        and tiny.first.value == pytest.approx(1e9)
+        and tiny.drifting is False
+    )
 
 
 # ---- settle -------------------------------------------------------------------------------------------
@@ -274,19 +327,39 @@ def test_settle_stops_exactly_at_its_bound():
 
     found = settle(slower_and_slower, clock, 1.0)
     assert found.settled is False and found.block == 10  # ceil(0.25 s / 25 ms)
-    assert (found.queries, found.seconds, found.last_change) == (10, 1.0, None)  # one block done, none to compare it with
-    assert found.to_dict() == {"settle_s": 1.0, "settle_queries": 10, "settled": False, "settle_block": 10, "settle_change": None}
+    assert (found.queries, found.seconds, found.last_change) == (
+        10,
+        1.0,
+        None,
+    )  # one block done, none to compare it with
+    assert found.to_dict() == {
+        "settle_s": 1.0,
+        "settle_queries": 10,
+        "settled": False,
+        "settle_block": 10,
+        "settle_change": None,
+    }
 
 
 # ---- the precision block ---------------------------------------------------------------------------
 def test_precision_block_latency_target_achieved_and_drift():
     steady = Interval(100.0, 99.0, 101.0, 8, 0.0)
     assert precision_block(Target(), Figures({"qps": steady}), Settle(), {}, 0, "x")["latency_target"] is None
-    own = precision_block(Target(percentile="p90", latency_precision=0.05), Figures({"qps": steady}, {"p90": (None, None)}), Settle(), {}, 0, "x")
+    own = precision_block(
+        Target(percentile="p90", latency_precision=0.05),
+        Figures({"qps": steady}, {"p90": (None, None)}),
+        Settle(),
+        {},
+        0,
+        "x",
+    )
     assert own["latency_target"] == 0.05 and own["achieved"] is None and own["figures"] == {"qps": 0.01, "p90": None}
     found = Drift(-0.25, steady, Interval(75.0, 74.0, 76.0, 8, 0.0), True)
     block = precision_block(Target(), Figures({"qps": steady}), Settle(), {"qps": found, "core qps": None}, 0, "x")
-    assert block["drift"] == {"qps": {"change": -0.25, "first_third": [99.0, 101.0], "last_third": [74.0, 76.0], "drifting": True}, "core qps": None}
+    assert block["drift"] == {
+        "qps": {"change": -0.25, "first_third": [99.0, 101.0], "last_third": [74.0, 76.0], "drifting": True},
+        "core qps": None,
+    }
     assert block["achieved"] == 0.01
 
 
@@ -318,28 +391,52 @@ def test_row_intervals_of_an_offline_run_that_slowed_by_one_percent():
     assert throughput_interval(Timeline.tiled(np.cumsum(durations), 1)) is None and out["qps_ci95"] is None
     noisy = [MS + 1000 * (k % 7) for k in range(600)]
     interval = throughput_interval(Timeline.tiled(np.cumsum(noisy), 1))
-    assert interval.hi > interval.lo and row_intervals(_run("offline", noisy), config, qps=123.0)["qps_ci95"] == pytest.approx(
-        [123.0 * interval.lo / interval.value, 123.0 * interval.hi / interval.value]
-    )
+    assert interval.hi > interval.lo and row_intervals(_run("offline", noisy), config, qps=123.0)[
+        "qps_ci95"
+    ] == pytest.approx([123.0 * interval.lo / interval.value, 123.0 * interval.hi / interval.value])
     stats = LatencyStats.from_ns(durations)
-    assert out["latency_ci95"] == {name: stats.ci95[name] for name in PERCENTILES} and out["latency_ci95"]["p50"] is not None
+    assert (
+        out["latency_ci95"] == {name: stats.ci95[name] for name in PERCENTILES}
+        and out["latency_ci95"]["p50"] is not None
+    )
     # below 512 queries the same step leaves p50 without an honest interval: ranks correlated across the window ("± n/a")
     assert LatencyStats.from_ns(durations[100:500]).ci95["p50"] is None
     block = out["precision"]
-    assert (block["target"], block["checks"], block["stop_reason"], block["settle_s"], block["settle_block"]) == (0.02, 5, "precision reached", 0.5, 2)
+    assert (block["target"], block["checks"], block["stop_reason"], block["settle_s"], block["settle_block"]) == (
+        0.02,
+        5,
+        "precision reached",
+        0.5,
+        2,
+    )
     # 1 % slower: outside the thirds' (zero-width) intervals but within the 2 % asked for; asked for nothing, it drifts
-    assert block["drift"]["qps"]["drifting"] is False and block["drift"]["qps"]["change"] == pytest.approx(-1 / 101, rel=1e-6)
-    assert row_intervals(run, SimpleNamespace(precision=None, latency_precision=None))["precision"]["drift"]["qps"]["drifting"] is True
+    assert block["drift"]["qps"]["drifting"] is False and block["drift"]["qps"]["change"] == pytest.approx(
+        -1 / 101, rel=1e-6
+    )
+    assert (
+        row_intervals(run, SimpleNamespace(precision=None, latency_precision=None))["precision"]["drift"]["qps"][
+            "drifting"
+        ]
+        is True
+    )
 
 
 def test_row_intervals_of_single_stream_server_and_empty_runs():
     config = SimpleNamespace(precision=0.05, latency_precision=0.1)
     single = row_intervals(_run("single_stream", [MS + 1000 * (k % 7) for k in range(100)]), config)["precision"]
-    assert set(single["figures"]) == {"qps", "p90"} and single["figures"]["p90"] is not None and single["latency_target"] == 0.1
+    assert (
+        set(single["figures"]) == {"qps", "p90"}
+        and single["figures"]["p90"] is not None
+        and single["latency_target"] == 0.1
+    )
     server = row_intervals(_run("server", [2 * MS] * 700, clients=2), config)["precision"]  # p99 needs 662
     assert server["drift"] == {} and set(server["figures"]) == {"p99"} and server["figures"]["p99"] is not None
     empty = row_intervals(_run("offline", []), config)
-    assert empty["qps_ci95"] is None and empty["latency_ci95"] == dict.fromkeys(PERCENTILES) and empty["precision"]["drift"] == {"qps": None}
+    assert (
+        empty["qps_ci95"] is None
+        and empty["latency_ci95"] == dict.fromkeys(PERCENTILES)
+        and empty["precision"]["drift"] == {"qps": None}
+    )
     assert empty["precision"]["settle_s"] == 0.0 and empty["precision"]["figures"] == {"qps": None}
 
 
@@ -351,7 +448,13 @@ def test_setting_falls_back_to_the_framework_default():
 # ---- a drifted window measured once more ---------------------------------------------------------
 def test_drifting_reads_only_the_drifting_figures_of_a_block():
     assert precision.drifting(None) == {} and precision.drifting({}) == {} and precision.drifting({"drift": None}) == {}
-    block = {"drift": {"core qps": {"change": -0.25, "drifting": True}, "whole qps": {"change": 0.01, "drifting": False}, "qps": None}}
+    block = {
+        "drift": {
+            "core qps": {"change": -0.25, "drifting": True},
+            "whole qps": {"change": 0.01, "drifting": False},
+            "qps": None,
+        }
+    }
     assert precision.drifting(block) == {"core qps": -0.25}
     assert precision.drifting({"drift": {"qps": {"change": 0.4}}}) == {}  # no verdict: not drifting
 
@@ -374,11 +477,17 @@ def test_a_steady_window_is_measured_once_and_a_drifted_one_twice():
     discarded = []
 
     measure, calls = _attempts(steady, steady)
-    found = precision.measured_once_more_on_drift(measure, lambda r: r["block"], lambda r: r["reasons"], discarded.append)
-    assert len(calls) == 1 and found["reasons"] == ["reason 0"] and "remeasured" not in found["block"] and discarded == []
+    found = precision.measured_once_more_on_drift(
+        measure, lambda r: r["block"], lambda r: r["reasons"], discarded.append
+    )
+    assert (
+        len(calls) == 1 and found["reasons"] == ["reason 0"] and "remeasured" not in found["block"] and discarded == []
+    )
 
     measure, calls = _attempts(moved, dict(steady))
-    found = precision.measured_once_more_on_drift(measure, lambda r: r["block"], lambda r: r["reasons"], discarded.append)
+    found = precision.measured_once_more_on_drift(
+        measure, lambda r: r["block"], lambda r: r["reasons"], discarded.append
+    )
     assert len(calls) == 2 and found["reasons"] == ["reason 1"]
     assert found["block"]["remeasured"] == {"drift": {"qps": -0.3}, "reasons": ["reason 0"]}
     assert [d["reasons"] for d in discarded] == [["reason 0"]]
@@ -386,8 +495,13 @@ def test_a_steady_window_is_measured_once_and_a_drifted_one_twice():
     # The second window drifts too: it is still the result (INVALID by its own reasons), measured no third time.
     measure, calls = _attempts(moved, {"drift": {"qps": {"change": -0.2, "drifting": True}}})
     found = precision.measured_once_more_on_drift(measure, lambda r: r["block"], lambda r: r["reasons"])
-    assert len(calls) == 2 and found["reasons"] == ["reason 1"] and found["block"]["remeasured"]["drift"] == {"qps": -0.3}
+    assert (
+        len(calls) == 2 and found["reasons"] == ["reason 1"] and found["block"]["remeasured"]["drift"] == {"qps": -0.3}
+    )
 
     # A result without a precision block (a case that timed itself) is measured once more, nothing recorded.
     measure, calls = _attempts(moved, None)
-    assert precision.measured_once_more_on_drift(measure, lambda r: r["block"], lambda r: r["reasons"])["block"] is None and len(calls) == 2
+    assert (
+        precision.measured_once_more_on_drift(measure, lambda r: r["block"], lambda r: r["reasons"])["block"] is None
+        and len(calls) == 2
+    )

@@ -14,7 +14,15 @@ import yaml
 from tests.conftest import copy_inference_tree, run_py
 from utils.run_progress import RunProgress, parse_line
 
-STEPS = ["init", "dataset_and_model", "framework_validation", "onnx_export", "vendor_compile", "engine_inference", "summary"]
+STEPS = [
+    "init",
+    "dataset_and_model",
+    "framework_validation",
+    "onnx_export",
+    "vendor_compile",
+    "engine_inference",
+    "summary",
+]
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +68,9 @@ def test_parser_finds_the_seven_steps_and_sane_progress_in_real_output(pipeline_
             steps.append(event.step)
         elif event.kind == "progress":
             progress.append(event.progress)
-    assert [(i, name, s) for i, _, name, s in steps] == [(i + 1, n, s) for i, n in enumerate(STEPS) for s in ("start", "done")]
+    assert [(i, name, s) for i, _, name, s in steps] == [
+        (i + 1, n, s) for i, n in enumerate(STEPS) for s in ("start", "done")
+    ]
     assert case.finished and case.step_text == "7/7 summary"
     phases = {p["phase"] for p in progress}
     assert {"validation", "inference", "performance bs=16 offline clients=1"} <= phases
@@ -116,7 +126,9 @@ def test_non_tty_run_prints_no_pipeline_line_and_one_line_per_case(console_run, 
         assert parse_line(line).kind not in ("step", "progress"), line
         assert not line.startswith("[127.0.0.1 "), line
     log_lines = [l for l in proc.stderr.splitlines() if l.strip()]
-    assert re.search(r"\| INFO +\| run \S+: 1 case\(s\) x 1 host\(s\), mode local, vendor cpu$", log_lines[0]), log_lines
+    assert re.search(r"\| INFO +\| run \S+: 1 case\(s\) x 1 host\(s\), mode local, vendor cpu$", log_lines[0]), (
+        log_lines
+    )
     assert [l for l in log_lines if "digits:pytorch" in l] == [log_lines[1]]
     assert log_lines[1].endswith("| host 127.0.0.1: digits:pytorch success"), log_lines
     # the rest: at most the one warning about invalid results (this machine is shared)

@@ -30,14 +30,20 @@ def test_estimate_counts_whole_passes_until_repeat_queries_and_duration():
     assert estimate(4, 4.0, **rule) == (24, 20.0)  # 3 passes of 8 for 24 queries
     assert estimate(4, 4.0, **{**rule, "repeat": 5}) == (40, 36.0)  # repeat passes first
     # 100 queries/s: 2 s are 200 queries = 20 passes of 10
-    assert estimate(50, 0.5, min_queries=1, min_duration_s=2.0, max_duration_s=600.0, repeat=1, per_pass=10) == (200, 1.5)
+    assert estimate(50, 0.5, min_queries=1, min_duration_s=2.0, max_duration_s=600.0, repeat=1, per_pass=10) == (
+        200,
+        1.5,
+    )
 
 
 def test_estimate_is_capped_by_max_duration_and_never_stops_mid_pass():
     # min_duration 100 s, but max_duration 1 s at 100 queries/s: the pass boundary after 100 queries
     assert estimate(50, 0.5, min_queries=1, min_duration_s=100.0, max_duration_s=1.0, per_pass=10) == (100, 0.5)
     # already past the estimate: the pass under way is finished
-    assert estimate(55, 0.5, min_queries=1, min_duration_s=0.0, max_duration_s=600.0, per_pass=10) == (60, pytest.approx(5 / 110))
+    assert estimate(55, 0.5, min_queries=1, min_duration_s=0.0, max_duration_s=600.0, per_pass=10) == (
+        60,
+        pytest.approx(5 / 110),
+    )
 
 
 def test_estimate_of_a_scenario_run_stops_between_queries():
@@ -161,10 +167,26 @@ ECHOED = [
 
 def test_parse_line_with_and_without_the_session_prefix():
     event = parse_line(ECHOED[0])
-    assert (event.kind, event.host, event.case, event.step) == ("step", "127.0.0.1", "digits:pytorch", (1, 7, "init", "start"))
-    assert parse_line("2026-11-23 04:49:41.365 | INFO    | [2/7 dataset_and_model] done in 3.27 s").step == (2, 7, "dataset_and_model", "done")
+    assert (event.kind, event.host, event.case, event.step) == (
+        "step",
+        "127.0.0.1",
+        "digits:pytorch",
+        (1, 7, "init", "start"),
+    )
+    assert parse_line("2026-11-23 04:49:41.365 | INFO    | [2/7 dataset_and_model] done in 3.27 s").step == (
+        2,
+        7,
+        "dataset_and_model",
+        "done",
+    )
     assert parse_line("x | INFO    | [4/7 onnx_export] skipped (exist_onnx_path is set)").step[3] == "skipped"
-    assert parse_line(ECHOED[4]).progress == {"phase": "validation", "done": 547, "target": 2208, "elapsed_s": 0.5, "eta_s": 1.5}
+    assert parse_line(ECHOED[4]).progress == {
+        "phase": "validation",
+        "done": 547,
+        "target": 2208,
+        "elapsed_s": 0.5,
+        "eta_s": 1.5,
+    }
     assert parse_line(ECHOED[1]).kind == "warning"
     assert parse_line("PROGRESS {not json").kind == "line"
     assert parse_line("a line that says [2/7 nothing").kind == "line"
@@ -174,7 +196,14 @@ def test_run_progress_tracks_step_and_phase_per_case_and_host():
     state = RunProgress()
     for line in ECHOED:
         case, _ = state.feed(line)
-    assert (case.step_text, case.phase, case.done, case.target, case.eta_s, case.warnings) == ("3/7 framework_validation", "validation", 547, 2208, 1.5, 1)
+    assert (case.step_text, case.phase, case.done, case.target, case.eta_s, case.warnings) == (
+        "3/7 framework_validation",
+        "validation",
+        547,
+        2208,
+        1.5,
+        1,
+    )
     case, _ = state.feed("[127.0.0.1 digits:pytorch] t | INFO    | [6/7 engine_inference] start")
     assert case.phase is None and case.done == 0  # a new step forgets the last phase
     case, _ = state.feed("[127.0.0.1 digits:pytorch] t | INFO    | [7/7 summary] done in 0.03 s")
@@ -199,7 +228,9 @@ def test_progress_console_draws_cases_and_builds_and_drops_finished_ones():
     display.log("host 127.0.0.1: digits:pytorch success\n")
     assert [t.description for t in display.progress.tasks] == [display._overall_text()]
     assert display.finished == 1 and "1/2" in display._overall_text()
-    display.echo('[127.0.0.1 digits:pytorch] PROGRESS {"phase": "x", "done": 1, "target": 2, "elapsed_s": 1, "eta_s": 1}')
+    display.echo(
+        '[127.0.0.1 digits:pytorch] PROGRESS {"phase": "x", "done": 1, "target": 2, "elapsed_s": 1, "eta_s": 1}'
+    )
     assert len(display.progress.tasks) == 1  # a finished case is not drawn again
 
 

@@ -29,7 +29,13 @@ from utils.results.summary import write_summary
 
 INFERENCE = Path(__file__).resolve().parents[1] / "inference"
 T0 = 1_800_000_000.0
-PLOTS = {"throughput vs batch size", "latency distribution", "throughput-latency frontier", "monitor timeline", "top ops"}
+PLOTS = {
+    "throughput vs batch size",
+    "latency distribution",
+    "throughput-latency frontier",
+    "monitor timeline",
+    "top ops",
+}
 
 
 def latencies_ns(seed: int, n: int, median_ms: float) -> list[int]:
@@ -79,7 +85,11 @@ def make_run(
                         "latency_bound_met": None,
                         "started_at_unix": T0 + 5 + i,
                         "finished_at_unix": T0 + 5.8 + i,
-                        "accuracy_in_performance_mode": {"name": "accuracy_in_performance_mode", "passed": True, "detail": "all match"},
+                        "accuracy_in_performance_mode": {
+                            "name": "accuracy_in_performance_mode",
+                            "passed": True,
+                            "detail": "all match",
+                        },
                         "verdict": {"valid": i != 1, "reasons": [] if i != 1 else ["throughput not stable: synthetic"]},
                     }
                 ).to_json()
@@ -91,7 +101,9 @@ def make_run(
             "framework": "pytorch",
             "precision": "fp32",
             "inference": phase_block("inference", samples=800 * 16, started_at_unix=T0 + 2, finished_at_unix=T0 + 4),
-            "validation": phase_block("validation", samples=800 * 16, started_at_unix=T0 + 0.5, finished_at_unix=T0 + 1.5),
+            "validation": phase_block(
+                "validation", samples=800 * 16, started_at_unix=T0 + 0.5, finished_at_unix=T0 + 1.5
+            ),
             "performance": perf,
             "best": None,
             "numeric": {"passed": True, "samples": 32, "reasons": [], "outputs": [{"max_rel": 5e-7}]},
@@ -109,16 +121,36 @@ def make_run(
                 },
                 "performance_data": ops
                 if ops is not None
-                else [{"node": f"n{k}", "op_type": "Conv", "calls": 5, "mean_ms": 1.0 / (k + 1), "total_ms": 5.0 / (k + 1)} for k in range(4)],
+                else [
+                    {
+                        "node": f"n{k}",
+                        "op_type": "Conv",
+                        "calls": 5,
+                        "mean_ms": 1.0 / (k + 1),
+                        "total_ms": 5.0 / (k + 1),
+                    }
+                    for k in range(4)
+                ],
             },
             "env": {"hostname": host, "cpu_model": "AMD EPYC", "packages": {"onnxruntime": "1.31.1"}},
         }
         write_result(log_dir, result)
         write_latencies(log_dir / "latencies.npz", raw)
-        sys_lines = [{"timestamp": T0 + t, "cpu_percent": 50.0 + t, "mem_used_gib": 1.0 + 0.1 * t, "mem_total_gib": 16.0, "power_w": None} for t in range(10)]
+        sys_lines = [
+            {
+                "timestamp": T0 + t,
+                "cpu_percent": 50.0 + t,
+                "mem_used_gib": 1.0 + 0.1 * t,
+                "mem_total_gib": 16.0,
+                "power_w": None,
+            }
+            for t in range(10)
+        ]
         (log_dir / "sys_monitor.jsonl").write_text("".join(json.dumps(s) + "\n" for s in sys_lines))
         (log_dir / "cpu_monitor.jsonl").write_text(
-            "".join(json.dumps({"timestamp": T0 + t, "utilization": 40.0, "mem_used_gib": 1.2}) + "\n" for t in range(10))
+            "".join(
+                json.dumps({"timestamp": T0 + t, "utilization": 40.0, "mem_used_gib": 1.2}) + "\n" for t in range(10)
+            )
         )
         records.append(
             {
@@ -162,7 +194,9 @@ def make_run(
                 "audits": [],
             }
         )
-    config = SimpleNamespace(mode="local", vendor="cpu", hosts=[SimpleNamespace(label=h) for h in hosts], flagperf_path=INFERENCE)
+    config = SimpleNamespace(
+        mode="local", vendor="cpu", hosts=[SimpleNamespace(label=h) for h in hosts], flagperf_path=INFERENCE
+    )
     from datetime import datetime, timezone
 
     write_summary(run_dir, name, config, records, datetime(2026, 1, 1, tzinfo=timezone.utc))
@@ -201,7 +235,14 @@ class _Page(HTMLParser):
             if tag == "div" and attrs.get("class") == "plot":
                 text = specs[attrs["id"] + "-spec"]
                 assert "<" not in text and ">" not in text, text[:200]  # nothing in it can end the <script>
-                out.append({"id": attrs["id"], "name": attrs["aria-label"], "style": attrs.get("style", ""), "spec": json.loads(text)})
+                out.append(
+                    {
+                        "id": attrs["id"],
+                        "name": attrs["aria-label"],
+                        "style": attrs.get("style", ""),
+                        "spec": json.loads(text),
+                    }
+                )
         return out
 
 
@@ -226,10 +267,20 @@ def test_report_is_self_contained_with_every_plot(tmp_path):
     assert not [t for t, attrs in page.tags if t in ("link", "iframe", "img") or (t == "script" and "src" in attrs)]
     # plotly.js's basic bundle inlined once, from the vendored file; then the one script that draws every plot
     code = [text for attrs, text in page.scripts if not attrs]
-    assert len(code) == 2 and code[0].strip() == str(plotly_js()).strip() and "plotly.js (basic - minified) v4." in code[0][:200]
+    assert (
+        len(code) == 2
+        and code[0].strip() == str(plotly_js()).strip()
+        and "plotly.js (basic - minified) v4." in code[0][:200]
+    )
     assert "Plotly.newPlot" in code[1] and html.count("Plotly.newPlot(div") == 1
     plots = page.plots()
-    assert [p["name"] for p in plots] == ["throughput vs batch size", "latency distribution", "throughput-latency frontier", "monitor timeline", "top ops"]
+    assert [p["name"] for p in plots] == [
+        "throughput vs batch size",
+        "latency distribution",
+        "throughput-latency frontier",
+        "monitor timeline",
+        "top ops",
+    ]
     for p in plots:
         layout = p["spec"]["layout"]
         assert p["spec"]["data"] and layout["title"]["text"] and f"width:{layout['width']}px" in p["style"]
@@ -253,7 +304,9 @@ def _specs(run_dir: Path) -> dict[str, dict]:
 
 
 def test_each_plot_spec_holds_its_data(tmp_path):
-    run_dir = make_run(tmp_path, "run9", rows=((1, "offline", 1), (4, "offline", 1), (16, "offline", 1), (4, "server", 2)))
+    run_dir = make_run(
+        tmp_path, "run9", rows=((1, "offline", 1), (4, "offline", 1), (16, "offline", 1), (4, "server", 2))
+    )
     result = json.loads(next(run_dir.glob("digits:pytorch/*/result.json")).read_text())
     rows, raw = result["performance"], read_latencies(next(run_dir.glob("digits:pytorch/*")))
     specs = _specs(run_dir)
@@ -282,11 +335,21 @@ def test_each_plot_spec_holds_its_data(tmp_path):
         "bs 16 offline (n=700)",
         "bs 4 server x2 (n=700)",
     ]
-    assert latency["layout"]["xaxis"]["type"] == "log" and [a["text"] for a in latency["layout"]["annotations"]] == ["p50", "p90", "p99"]
-    for trace, series in zip(latency["data"], ["inference", "performance_0", "performance_1", "performance_2", "performance_3"]):
+    assert latency["layout"]["xaxis"]["type"] == "log" and [a["text"] for a in latency["layout"]["annotations"]] == [
+        "p50",
+        "p90",
+        "p99",
+    ]
+    for trace, series in zip(
+        latency["data"], ["inference", "performance_0", "performance_1", "performance_2", "performance_3"]
+    ):
         ms = np.sort(raw[series]) / 1e6
         assert trace["line"]["shape"] == "hv" and len(trace["x"]) <= 500 and trace["x"] == sorted(trace["x"])
-        assert trace["x"][0] == pytest.approx(ms[0], rel=1e-4) and trace["x"][-1] == pytest.approx(ms[-1], rel=1e-4) and trace["y"][-1] == 1.0
+        assert (
+            trace["x"][0] == pytest.approx(ms[0], rel=1e-4)
+            and trace["x"][-1] == pytest.approx(ms[-1], rel=1e-4)
+            and trace["y"][-1] == 1.0
+        )
         median = trace["x"][next(i for i, y in enumerate(trace["y"]) if y >= 0.5)]
         assert median == pytest.approx(np.percentile(ms, 50), rel=0.02)
 
@@ -304,11 +367,20 @@ def test_each_plot_spec_holds_its_data(tmp_path):
 
     # timeline: utilisation and memory panels, the phases shaded in each, one legend entry per kind
     timeline = specs["monitor timeline"]
-    assert {t["name"] for t in timeline["data"]} == {"system CPU %", "device utilisation %", "system memory used", "device memory used"}
+    assert {t["name"] for t in timeline["data"]} == {
+        "system CPU %",
+        "device utilisation %",
+        "system memory used",
+        "device memory used",
+    }
     assert "yaxis3" not in timeline["layout"]  # no power readings: two panels
     shapes = timeline["layout"]["shapes"]
     assert len(shapes) == 2 * (2 + len(rows)) and {s["fillcolor"] for s in shapes} == {"#9ecae1", "#a1d99b", "#fdd0a2"}
-    assert sorted(s["name"] for s in shapes if s.get("showlegend")) == ["inference (measured)", "performance (measured)", "validation (measured)"]
+    assert sorted(s["name"] for s in shapes if s.get("showlegend")) == [
+        "inference (measured)",
+        "performance (measured)",
+        "validation (measured)",
+    ]
     validation = next(s for s in shapes if s["yref"] == "y domain" and s["fillcolor"] == "#9ecae1")
     assert (validation["x0"], validation["x1"]) == (0.5, 1.5)  # seconds since the first monitor sample (T0)
 
@@ -327,10 +399,14 @@ def test_a_hostile_case_name_or_op_name_stays_inside_its_script(tmp_path):
     page = _page(html)
     assert len(page.scripts) == 2 + 5 and "__pwned" not in "".join(text for attrs, text in page.scripts if not attrs)
     plots = page.plots()  # each spec parses whole, and holds the names unchanged
-    assert len(plots) == 5 and all(p["spec"]["config"]["toImageButtonOptions"]["filename"].startswith(hostile + ":pytorch on ") for p in plots)
+    assert len(plots) == 5 and all(
+        p["spec"]["config"]["toImageButtonOptions"]["filename"].startswith(hostile + ":pytorch on ") for p in plots
+    )
     (bars,) = plots[-1]["spec"]["data"]
     assert bars["text"] == [f"Conv</SCRIPT >: {hostile}"]
-    assert html.count("<script") == 7 and html.lower().count("</script") == 7  # the name appears escaped everywhere else
+    assert (
+        html.count("<script") == 7 and html.lower().count("</script") == 7
+    )  # the name appears escaped everywhere else
     assert "&lt;/script&gt;&lt;script&gt;window.__pwned=1" in html
 
 
@@ -367,10 +443,16 @@ def test_a_long_case_makes_a_small_spec(tmp_path):
     from utils.results.report import latency_plot, timeline_plot
 
     raw = {"performance_0": latencies_ns(1, 100_000, 0.3), "performance_1": latencies_ns(2, 100_000, 40.0)}
-    rows = [{"batch_size": 1, "scenario": "offline", "clients": 1}, {"batch_size": 64, "scenario": "offline", "clients": 1}]
+    rows = [
+        {"batch_size": 1, "scenario": "offline", "clients": 1},
+        {"batch_size": 64, "scenario": "offline", "clients": 1},
+    ]
     latency = latency_plot(rows, raw, np.array(latencies_ns(3, 100_000, 1.0)))
     assert [len(t["x"]) for t in latency["data"]] == [500, 500, 500] or max(len(t["x"]) for t in latency["data"]) <= 500
-    sys_samples = [{"timestamp": T0 + t / 10, "cpu_percent": 50.0, "mem_used_gib": 1.0, "power_w": 200.0 + t % 3} for t in range(36_000)]
+    sys_samples = [
+        {"timestamp": T0 + t / 10, "cpu_percent": 50.0, "mem_used_gib": 1.0, "power_w": 200.0 + t % 3}
+        for t in range(36_000)
+    ]
     sys_samples[5]["cpu_percent"] = float("nan")  # a monitor's bad reading is dropped, not written as NaN
     timeline = timeline_plot(sys_samples, [], [("inference", "inference", T0 + 3, T0 + 20)])
     assert {t["name"] for t in timeline["data"]} == {"system CPU %", "system memory used", "package power"}
@@ -385,8 +467,14 @@ def test_report_shows_the_multi_host_aggregate_and_invalid_reasons(tmp_path):
     assert "all 2 hosts" in html and "inference: contention: synthetic" in html
     assert "invalid on host(s) 10.0.0.2" in html
     plots = _page(html).plots()
-    assert len(plots) == 11 and len({p["id"] for p in plots}) == 11  # 5 per host, the aggregate's throughput; ids unique
-    (aggregate,) = [p for p in plots if p["spec"]["config"]["toImageButtonOptions"]["filename"].startswith("digits:pytorch on all 2 hosts")]
+    assert (
+        len(plots) == 11 and len({p["id"] for p in plots}) == 11
+    )  # 5 per host, the aggregate's throughput; ids unique
+    (aggregate,) = [
+        p
+        for p in plots
+        if p["spec"]["config"]["toImageButtonOptions"]["filename"].startswith("digits:pytorch on all 2 hosts")
+    ]
     assert aggregate["name"] == "throughput vs batch size" and sum(len(t["x"]) for t in aggregate["spec"]["data"]) == 3
 
 
@@ -400,7 +488,9 @@ def test_report_without_plotly_still_written_and_says_why(tmp_path, monkeypatch)
     import run
     from utils.results.report import page
 
-    monkeypatch.setattr(page, "PLOTLY_BUNDLE", tmp_path / "gone" / "plotly-basic.min.js")  # a checkout that lost the file
+    monkeypatch.setattr(
+        page, "PLOTLY_BUNDLE", tmp_path / "gone" / "plotly-basic.min.js"
+    )  # a checkout that lost the file
     page.plotly_js.cache_clear()
     run_dir = make_run(tmp_path, "run11")
     try:
@@ -435,7 +525,9 @@ def test_phase_spans_come_from_result_json():
     result = case_result(
         validation=phase_block("validation", started_at_unix=1.0, finished_at_unix=2.0),
         inference=phase_block("inference", started_at_unix=None, finished_at_unix=None),  # a phase without its span
-        performance=[performance_row(batch_size=4, scenario="offline", clients=2, started_at_unix=3.0, finished_at_unix=4.5)],
+        performance=[
+            performance_row(batch_size=4, scenario="offline", clients=2, started_at_unix=3.0, finished_at_unix=4.5)
+        ],
     )
     assert phase_spans(result) == [("validation", "validation", 1.0, 2.0), ("performance", "bs 4 offline x2", 3.0, 4.5)]
 
@@ -472,9 +564,14 @@ def test_aggregate_sums_throughput_and_pools_raw_latencies(tmp_path):
 def test_no_aggregate_for_a_single_host_or_failed_hosts(tmp_path):
     run_dir = make_run(tmp_path, "run5")
     assert json.loads((run_dir / "summary.json").read_text())["aggregates"] == []
-    records = [{"case": "a", "framework": "f", "status": "failed"}, {"case": "a", "framework": "f", "status": "success"}]
+    records = [
+        {"case": "a", "framework": "f", "status": "failed"},
+        {"case": "a", "framework": "f", "status": "success"},
+    ]
     assert aggregate_records(records) == []
-    assert with_aggregates([{"case": "a", "framework": "f"}, {"case": "b", "framework": "f"}], [{"case": "a", "framework": "f", "x": 1}]) == [
+    assert with_aggregates(
+        [{"case": "a", "framework": "f"}, {"case": "b", "framework": "f"}], [{"case": "a", "framework": "f", "x": 1}]
+    ) == [
         {"case": "a", "framework": "f"},
         {"case": "a", "framework": "f", "x": 1},
         {"case": "b", "framework": "f"},
@@ -534,15 +631,32 @@ def test_report_renders_in_headless_chromium(tmp_path):
     page = write_report(run_dir, INFERENCE)
     probed = tmp_path / "probed.html"
     probed.write_text(page.read_text(encoding="utf-8").replace("<head>", "<head>" + PROBE, 1), encoding="utf-8")
-    common = [browser, "--headless", "--disable-gpu", "--no-sandbox", "--user-data-dir=" + str(tmp_path / "profile"), "--virtual-time-budget=30000"]
+    common = [
+        browser,
+        "--headless",
+        "--disable-gpu",
+        "--no-sandbox",
+        "--user-data-dir=" + str(tmp_path / "profile"),
+        "--virtual-time-budget=30000",
+    ]
     dom = subprocess.run(common + ["--dump-dom", probed.as_uri()], capture_output=True, text=True, timeout=120)
     assert dom.returncode == 0, dom.stderr[-2000:]
     probe = json.loads(dom.stdout.split('<pre id="probe">', 1)[1].split("</pre>", 1)[0].replace("&quot;", '"'))
     titles = probe.pop("titles")
-    assert probe == {"plots": 11, "missing": [], "errors": [], "pwned": False}  # 5 plots per host, throughput for the aggregate
-    assert titles.count("Throughput vs batch size (hollow = invalid verdict)") == 3 and titles.count("Throughput-latency frontier") == 2
+    assert probe == {
+        "plots": 11,
+        "missing": [],
+        "errors": [],
+        "pwned": False,
+    }  # 5 plots per host, throughput for the aggregate
+    assert (
+        titles.count("Throughput vs batch size (hollow = invalid verdict)") == 3
+        and titles.count("Throughput-latency frontier") == 2
+    )
     shot = tmp_path / "shot.png"
-    subprocess.run(common + ["--window-size=1280,2000", f"--screenshot={shot}", page.as_uri()], capture_output=True, timeout=120)
+    subprocess.run(
+        common + ["--window-size=1280,2000", f"--screenshot={shot}", page.as_uri()], capture_output=True, timeout=120
+    )
     pixels = np.frombuffer(shot.read_bytes(), dtype=np.uint8)
     assert shot.stat().st_size > 20_000 and pixels.size  # a blank page compresses to a few kB
 
@@ -577,7 +691,18 @@ def test_a_real_digits_run_writes_latencies_spans_and_the_report(tmp_path):
         )
     )
     done = subprocess.run(
-        [sys.executable, "run.py", "--config", str(config), "--set", "min_duration_s=0.3", "--set", "min_query_count=32", "--set", "batch_sizes=[4,16]"]
+        [
+            sys.executable,
+            "run.py",
+            "--config",
+            str(config),
+            "--set",
+            "min_duration_s=0.3",
+            "--set",
+            "min_query_count=32",
+            "--set",
+            "batch_sizes=[4,16]",
+        ]
         + list(CHEAP_SET),
         cwd=perf,
         capture_output=True,
@@ -591,7 +716,10 @@ def test_a_real_digits_run_writes_latencies_spans_and_the_report(tmp_path):
     result = json.loads((log_dir / "result.json").read_text())
     raw = read_latencies(log_dir)
     assert sorted(raw) == ["inference", "performance_0", "performance_1", "validation"]
-    assert result["raw_latencies"]["series"]["inference"] == {"count": result["inference"]["batches"], "stored": result["inference"]["batches"]}
+    assert result["raw_latencies"]["series"]["inference"] == {
+        "count": result["inference"]["batches"],
+        "stored": result["inference"]["batches"],
+    }
     assert len(raw["performance_1"]) == result["performance"][1]["queries"]
     p50 = LatencyStats.from_ns([int(v) for v in raw["performance_1"]]).p50
     assert p50 == pytest.approx(result["performance"][1]["latency_ms"]["p50"], rel=1e-12)

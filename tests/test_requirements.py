@@ -58,7 +58,9 @@ def test_unmet_requirements_are_missing_or_of_another_version(tmp_path):
 def test_check_names_case_package_file_and_install_command(tmp_path):
     write_case(tmp_path, "foo", "pytest\nnot-installed-pkg-zz==1.0\nnot-installed-pkg-yy\n")
     with pytest.raises(ConfigError) as info:
-        req.check_case_requirements(tmp_path, "foo", "pytorch_2.1")  # a framework version maps to benchmarks/foo/pytorch
+        req.check_case_requirements(
+            tmp_path, "foo", "pytorch_2.1"
+        )  # a framework version maps to benchmarks/foo/pytorch
     message = str(info.value)
     assert message.startswith(
         "case 'foo:pytorch_2.1': package 'not-installed-pkg-zz' is not installed (needs not-installed-pkg-zz==1.0) "
@@ -116,7 +118,14 @@ def test_run_py_checks_requirements_in_local_mode_only(tmp_path):
 
     write_case(tmp_path, "foo", "not-installed-pkg-zz\n")
     spec = types.SimpleNamespace(case="foo", framework="pytorch", key="foo:pytorch", data_dir=str(tmp_path))
-    config = types.SimpleNamespace(flagperf_path=tmp_path, cases=[spec], executor=LocalSession, vendor="cpu", path=tmp_path / "host.yaml", overrides=[])
+    config = types.SimpleNamespace(
+        flagperf_path=tmp_path,
+        cases=[spec],
+        executor=LocalSession,
+        vendor="cpu",
+        path=tmp_path / "host.yaml",
+        overrides=[],
+    )
     with pytest.raises(ConfigError, match=r"case 'foo:pytorch': package 'not-installed-pkg-zz' is not installed"):
         run.check_cases(config)
     config.executor = SlurmSession  # natively on the nodes (SLURM_CONTAINER: none): checked here too
@@ -139,7 +148,14 @@ def image_spec(tmp_path: Path, requirements=None, **kwargs):
     folder = tmp_path / "inference" / "docker_images" / "cpu" / "pytorch"
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "Dockerfile").write_text("FROM scratch\n")
-    return ImageSpec(vendor="cpu", framework="pytorch", folder=folder, buildargs=kwargs.pop("buildargs", {}), requirements=requirements, **kwargs)
+    return ImageSpec(
+        vendor="cpu",
+        framework="pytorch",
+        folder=folder,
+        buildargs=kwargs.pop("buildargs", {}),
+        requirements=requirements,
+        **kwargs,
+    )
 
 
 def test_image_tag_covers_requirement_files_and_keeps_the_vendor_tag(tmp_path):
@@ -166,7 +182,11 @@ def test_case_layer_context_and_build_args(tmp_path):
     spec = image_spec(
         tmp_path,
         ca_bundle=ca,
-        buildargs={"BASE_IMAGE": "base:1", "PIP_INDEX_URL": "https://mirror/simple", "TORCH_REQUIREMENT": "torch==2.13.0+cpu"},
+        buildargs={
+            "BASE_IMAGE": "base:1",
+            "PIP_INDEX_URL": "https://mirror/simple",
+            "TORCH_REQUIREMENT": "torch==2.13.0+cpu",
+        },
     )
     target = tmp_path / "ctx.tar"
     spec.write_case_layer_context(target)
@@ -248,8 +268,19 @@ def test_case_layer_builds_on_a_real_engine(tmp_path):
     spec = image_spec(tmp_path)
     tag = f"inferperf/case-layer-test:{spec.tag.split(':')[1]}"
     try:
-        _build(client, spec.write_case_layer_context, tag, {"VENDOR_IMAGE": base}, spec, "the layer", "local", tmp_path / "b.log")
-        out = client.containers.run(tag, ["sh", "-c", "ls /tmp; python3 -m pip --version"], remove=True, network_mode="none")
+        _build(
+            client,
+            spec.write_case_layer_context,
+            tag,
+            {"VENDOR_IMAGE": base},
+            spec,
+            "the layer",
+            "local",
+            tmp_path / "b.log",
+        )
+        out = client.containers.run(
+            tag, ["sh", "-c", "ls /tmp; python3 -m pip --version"], remove=True, network_mode="none"
+        )
         assert b"inferperf-case-requirements" not in out  # the context is removed after the install
         assert b"pip " in out
     finally:

@@ -84,14 +84,31 @@ class Performance:
         self.raw_latencies_ns = list(raw)
 
     def to_dict(self):
-        return {"rows": self.rows, "numeric": {"passed": True}, "audits": [{"name": "a"}], "best": {"b": 1}, "notes": ["a note"]}
+        return {
+            "rows": self.rows,
+            "numeric": {"passed": True},
+            "audits": [{"name": "a"}],
+            "best": {"b": 1},
+            "notes": ["a note"],
+        }
 
 
 STARTED = datetime(2026, 3, 4, 5, 6, 7, 890, tzinfo=timezone.utc)
 
 
 def build(**kwargs):
-    args = dict(config=config(), validation=None, inference=None, engine=None, engine_info={}, e2e_time_s=1.0, steps={}, cache={}, env={}, started_at=STARTED)
+    args = dict(
+        config=config(),
+        validation=None,
+        inference=None,
+        engine=None,
+        engine_info={},
+        e2e_time_s=1.0,
+        steps={},
+        cache={},
+        env={},
+        started_at=STARTED,
+    )
     args.update(kwargs)
     record = build_result(**args).to_json()
     finished = datetime.fromisoformat(record.pop("finished_at"))
@@ -101,10 +118,22 @@ def build(**kwargs):
 
 def test_build_result_whole_record():
     validation = phase(
-        "validation", 10, 3.0, 2.0, 0.123456789, reasons=["slow"], span=(100.5, 103.5), core_qps_ci95=[4.876543219, 5.1], precision={"target": 0.02}
+        "validation",
+        10,
+        3.0,
+        2.0,
+        0.123456789,
+        reasons=["slow"],
+        span=(100.5, 103.5),
+        core_qps_ci95=[4.876543219, 5.1],
+        precision={"target": 0.02},
     )
     inference = phase("inference", 100, 7.0, 4.0, 0.5, reasons=["numeric bad", "contended"], latencies=(2_000_000,) * 3)
-    rows = [PerformanceRow.from_json({"batch_size": 8, "scenario": "offline", "clients": 2, "verdict": {"reasons": ["numeric bad", "row"]}})]
+    rows = [
+        PerformanceRow.from_json(
+            {"batch_size": 8, "scenario": "offline", "clients": 2, "verdict": {"reasons": ["numeric bad", "row"]}}
+        )
+    ]
     performance = Performance(rows, engine_reasons=["numeric bad"], raw=[[5, 6], [7]])
     engine = SimpleNamespace(precision="int8")
     record = build(
@@ -205,7 +234,12 @@ def test_build_result_whole_record():
         },
     }
     raw = raw_latency_series(validation, inference, performance)
-    assert raw == {"validation": [1_000_000, 3_000_000], "inference": [2_000_000] * 3, "performance_0": [5, 6], "performance_1": [7]}
+    assert raw == {
+        "validation": [1_000_000, 3_000_000],
+        "inference": [2_000_000] * 3,
+        "performance_0": [5, 6],
+        "performance_1": [7],
+    }
 
 
 def test_nothing_measured():
@@ -250,7 +284,15 @@ def test_inference_accuracy_rounds_to_six_digits():
 
 def test_phase_block_without_latency_or_contention():
     bare = PhaseResult(
-        phase="inference", samples=0, batches=0, whole_time_s=0.0, core_time_s=0.0, foo_time_s=0.0, warmup_batches=0, accuracy=None, latency=None
+        phase="inference",
+        samples=0,
+        batches=0,
+        whole_time_s=0.0,
+        core_time_s=0.0,
+        foo_time_s=0.0,
+        warmup_batches=0,
+        accuracy=None,
+        latency=None,
     )
     block = build(inference=bare)["inference"]
     assert block["latency_ms"] is None and block["contention"] is None and block["whole_qps"] is None
@@ -281,7 +323,11 @@ def test_engine_precision(engine, fp16, device, expected):
 def test_overall_verdict_labels_and_engine_wide_reasons_once():
     validation = phase("validation", 1, 1.0, 1.0, None, reasons=["v", "e"])
     inference = phase("inference", 1, 1.0, 1.0, None, reasons=["e", "i"])
-    rows = [PerformanceRow.from_json({"batch_size": 1, "scenario": "server", "clients": 4, "verdict": {"reasons": ["e", "r", "i"]}})]
+    rows = [
+        PerformanceRow.from_json(
+            {"batch_size": 1, "scenario": "server", "clients": 4, "verdict": {"reasons": ["e", "r", "i"]}}
+        )
+    ]
     verdict = overall_verdict(validation, inference, Performance(rows, engine_reasons=["e"]))
     # the validation phase is information (docs/measurement.md, "What is judged"): its reasons are not the result's
     assert verdict.reasons == ["engine: e", "inference: i", "bs 1 server x4: r", "bs 1 server x4: i"]
@@ -311,7 +357,9 @@ def test_raw_series_skip_empty_phases():
 def test_long_series_are_counted_and_capped():
     long = phase("inference", 1, 1.0, 1.0, None, latencies=range(MAX_RAW_LATENCIES + 5))
     record = build(inference=long)
-    assert record["raw_latencies"]["series"] == {"inference": {"count": MAX_RAW_LATENCIES + 5, "stored": MAX_RAW_LATENCIES}}
+    assert record["raw_latencies"]["series"] == {
+        "inference": {"count": MAX_RAW_LATENCIES + 5, "stored": MAX_RAW_LATENCIES}
+    }
 
 
 def test_write_result_caps_each_series(tmp_path):

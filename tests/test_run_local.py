@@ -41,7 +41,13 @@ def host_yaml(tmp_path: Path, perf: Path, data: Path, **overrides) -> Path:
 
 
 def run(config: Path, perf: Path, *extra: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "run.py", "--config", str(config), *extra], cwd=perf, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "run.py", "--config", str(config), *extra],
+        cwd=perf,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def summary(tmp_path: Path) -> dict:
@@ -88,10 +94,16 @@ def test_local_run_merges_results_and_monitors(tmp_path, tree, digits_data):
         ({"HOSTS": ["127.0.0.1", "127.0.0.2"]}, "key 'HOSTS' must list exactly one host in MODE local"),
         ({"SSH_PORT": "ssh"}, "key 'SSH_PORT' must be a TCP port number"),
         ({"CASES": {"digits": "/data"}}, "key CASES entry 'digits' must look like"),
-        ({"CASES": {"nosuchcase:pytorch": "/data"}}, "key CASES entry 'nosuchcase:pytorch': no benchmarks/nosuchcase/pytorch/"),
+        (
+            {"CASES": {"nosuchcase:pytorch": "/data"}},
+            "key CASES entry 'nosuchcase:pytorch': no benchmarks/nosuchcase/pytorch/",
+        ),
         ({"CASE_TIMEOUT": -1}, "key 'CASE_TIMEOUT' must be a positive number"),
         ({"SSH_PASSWORD": "hunter2"}, "unknown key 'SSH_PASSWORD'"),
-        ({"MODE": "docker", "KNOWN_HOSTS": "/nonexistent/known_hosts"}, "key 'KNOWN_HOSTS' /nonexistent/known_hosts does not exist"),
+        (
+            {"MODE": "docker", "KNOWN_HOSTS": "/nonexistent/known_hosts"},
+            "key 'KNOWN_HOSTS' /nonexistent/known_hosts does not exist",
+        ),
     ],
 )
 def test_bad_host_yaml_is_one_line_and_exit_2(tmp_path, tree, digits_data, overrides, message):
@@ -152,10 +164,16 @@ def test_case_timeout_stops_the_pipeline(tmp_path, tree, digits_data):
 def test_signal_to_run_py_stops_everything(tmp_path, tree, digits_data, sig):
     perf = long_tree(tmp_path, tree)
     proc = subprocess.Popen(
-        [sys.executable, "run.py", "--config", str(host_yaml(tmp_path, perf, digits_data))], cwd=perf, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [sys.executable, "run.py", "--config", str(host_yaml(tmp_path, perf, digits_data))],
+        cwd=perf,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not list((tmp_path / "result").glob("run*/digits:pytorch/*/container.out.log")):
+    while time.monotonic() < deadline and not list(
+        (tmp_path / "result").glob("run*/digits:pytorch/*/container.out.log")
+    ):
         time.sleep(0.2)
     time.sleep(3)
     proc.send_signal(sig)
@@ -183,15 +201,23 @@ def test_vendor_monitor_that_exits_at_once_is_named(tmp_path, tree, digits_data)
     [
         ("--gpus all", {"device_requests": [{"Count": -1, "DeviceIDs": [], "Capabilities": [["gpu"]]}]}),
         ("--gpus 2", {"device_requests": [{"Count": 2, "DeviceIDs": [], "Capabilities": [["gpu"]]}]}),
-        ("--gpus device=0,1 --ipc host", {"device_requests": [{"Count": 0, "DeviceIDs": ["0", "1"], "Capabilities": [["gpu"]]}], "ipc_mode": "host"}),
-        ("--device /dev/davinci0 -e ASCEND=1 --cap-add SYS_PTRACE", {"devices": ["/dev/davinci0"], "environment": {"ASCEND": "1"}, "cap_add": ["SYS_PTRACE"]}),
+        (
+            "--gpus device=0,1 --ipc host",
+            {"device_requests": [{"Count": 0, "DeviceIDs": ["0", "1"], "Capabilities": [["gpu"]]}], "ipc_mode": "host"},
+        ),
+        (
+            "--device /dev/davinci0 -e ASCEND=1 --cap-add SYS_PTRACE",
+            {"devices": ["/dev/davinci0"], "environment": {"ASCEND": "1"}, "cap_add": ["SYS_PTRACE"]},
+        ),
         ("", {}),
     ],
 )
 def test_container_options_map_to_sdk_arguments(text, expected):
     mapped = parse_container_options(text, "host.yaml")
     keys = ("Count", "DeviceIDs", "Capabilities")
-    mapped = {k: ([{key: d[key] for key in keys} for d in v] if k == "device_requests" else v) for k, v in mapped.items()}
+    mapped = {
+        k: ([{key: d[key] for key in keys} for d in v] if k == "device_requests" else v) for k, v in mapped.items()
+    }
     assert mapped == expected
 
 

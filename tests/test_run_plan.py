@@ -19,7 +19,13 @@ def order(plan) -> list[tuple[str, str, int]]:
 
 def test_repetitions_are_interleaved_across_cases():
     plan = build_plan([Variant("", Path("/r"), [DIGITS, BERT])], {"digits:pytorch": 3, "bert:pytorch": 2})
-    assert order(plan) == [("-", "digits", 1), ("-", "bert", 1), ("-", "digits", 2), ("-", "bert", 2), ("-", "digits", 3)]
+    assert order(plan) == [
+        ("-", "digits", 1),
+        ("-", "bert", 1),
+        ("-", "digits", 2),
+        ("-", "bert", 2),
+        ("-", "digits", 3),
+    ]
     assert {item.run_dir for item in plan} == {Path("/r")}
     assert order(build_plan([Variant("", Path("/r"), [DIGITS])], {})) == [("-", "digits", 1)]  # one when not given
 
@@ -42,7 +48,14 @@ def test_a_variant_set_is_added_to_a_cases_own_sets():
 
 
 @pytest.mark.parametrize(
-    "text, message", [("0", "from 1 to"), ("-2", "from 1 to"), ("x", "whole number"), ("1.5", "whole number"), (str(MAX_REPEAT + 1), "from 1 to")]
+    "text, message",
+    [
+        ("0", "from 1 to"),
+        ("-2", "from 1 to"),
+        ("x", "whole number"),
+        ("1.5", "whole number"),
+        (str(MAX_REPEAT + 1), "from 1 to"),
+    ],
 )
 def test_bad_repeat_is_one_line(text, message):
     with pytest.raises(ConfigError, match=message) as info:

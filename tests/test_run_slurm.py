@@ -70,7 +70,14 @@ def env_for(cluster, path: str | None = None) -> dict:
 
 
 def start(perf: Path, config: Path, env: dict) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "run.py", "--config", str(config)], cwd=perf, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "run.py", "--config", str(config)],
+        cwd=perf,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def the_record(tmp_path: Path) -> dict:
@@ -149,7 +156,14 @@ def test_drained_node_is_named_and_nothing_stays_submitted(tmp_path, cluster, sh
     cluster.drain("maintenance")
     perf = copy_inference_tree(tmp_path / "inference")
     config = host_yaml(tmp_path, cluster, perf, shared_data, SLURM_PENDING_TIMEOUT=3)
-    proc = subprocess.run([sys.executable, "run.py", "--config", str(config)], cwd=perf, env=env_for(cluster), capture_output=True, text=True, timeout=180)
+    proc = subprocess.run(
+        [sys.executable, "run.py", "--config", str(config)],
+        cwd=perf,
+        env=env_for(cluster),
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert proc.returncode == 2, proc.stderr[-2000:]
     errors = [line for line in proc.stderr.splitlines() if "ERROR" in line]
     assert len(errors) == 1 and cluster.node in errors[0] and "PENDING" in errors[0], proc.stderr
@@ -161,7 +175,14 @@ def test_drained_node_is_named_and_nothing_stays_submitted(tmp_path, cluster, sh
 def test_bad_partition_is_refused_before_anything_is_submitted(tmp_path, cluster, shared_data):
     perf = copy_inference_tree(tmp_path / "inference")
     config = host_yaml(tmp_path, cluster, perf, shared_data, SLURM_PARTITION="nosuchpart")
-    proc = subprocess.run([sys.executable, "run.py", "--config", str(config)], cwd=perf, env=env_for(cluster), capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "run.py", "--config", str(config)],
+        cwd=perf,
+        env=env_for(cluster),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2
     errors = [line for line in proc.stderr.splitlines() if "ERROR" in line]
     assert len(errors) == 1 and "SLURM_PARTITION" in errors[0] and "nosuchpart" in errors[0], proc.stderr
@@ -178,7 +199,12 @@ def test_missing_sbatch_is_one_line(tmp_path, cluster, shared_data):
         if found:
             (bare / tool).symlink_to(found)
     proc = subprocess.run(
-        [sys.executable, "run.py", "--config", str(config)], cwd=perf, env=env_for(cluster, str(bare)), capture_output=True, text=True, timeout=120
+        [sys.executable, "run.py", "--config", str(config)],
+        cwd=perf,
+        env=env_for(cluster, str(bare)),
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 2
     errors = [line for line in proc.stderr.splitlines() if "ERROR" in line]
@@ -204,13 +230,20 @@ def test_shared_dir_the_node_does_not_see_is_one_line_naming_key_and_node(tmp_pa
             assert cluster.node_listdir(hidden) == [], "the tmpfs does not hide the directory from the node"
             (hidden / "seen-here-only").unlink()
             proc = subprocess.run(
-                [sys.executable, "run.py", "--config", str(config)], cwd=perf, env=env_for(cluster), capture_output=True, text=True, timeout=300
+                [sys.executable, "run.py", "--config", str(config)],
+                cwd=perf,
+                env=env_for(cluster),
+                capture_output=True,
+                text=True,
+                timeout=300,
             )
             on_node = cluster.node_listdir(hidden)
         assert proc.returncode == 2, proc.stderr[-3000:]
         errors = [line for line in proc.stderr.splitlines() if "ERROR" in line]
         assert len(errors) == 1, proc.stderr
-        assert "'SLURM_SHARED_DIR'" in errors[0] and f"node {cluster.node}" in errors[0] and str(hidden) in errors[0], errors[0]
+        assert "'SLURM_SHARED_DIR'" in errors[0] and f"node {cluster.node}" in errors[0] and str(hidden) in errors[0], (
+            errors[0]
+        )
         assert "Traceback" not in proc.stderr
         # The probe really ran on the node and wrote its file -- into the node's own view.
         assert len(on_node) == 1 and on_node[0].startswith(".probe-"), on_node
@@ -234,7 +267,14 @@ def test_cluster_of_several_nodes_without_mount_namespaces(tmp_path):
         ours = os.readlink("/proc/self/ns/mnt")
         for node in cluster.nodes:
             proc = cluster.run(
-                "srun", f"--nodelist={node}", "--nodes=1", "--ntasks=1", "sh", "-c", 'echo "$SLURMD_NODENAME"; readlink /proc/self/ns/mnt', timeout=60
+                "srun",
+                f"--nodelist={node}",
+                "--nodes=1",
+                "--ntasks=1",
+                "sh",
+                "-c",
+                'echo "$SLURMD_NODENAME"; readlink /proc/self/ns/mnt',
+                timeout=60,
             )
             assert proc.stdout.split() == [node, ours]
         assert not cluster.mount_namespaces

@@ -67,10 +67,17 @@ def assert_nothing_left(tmp_path: Path, cluster, client) -> None:
     assert wait_no_processes("dial-stdio") == []
 
 
-def test_case_runs_in_the_vendor_container_inside_a_slurm_job(tmp_path, cluster, shared_data, wheels_dir, docker_client):  # noqa: F811
+def test_case_runs_in_the_vendor_container_inside_a_slurm_job(
+    tmp_path, cluster, shared_data, wheels_dir, docker_client
+):  # noqa: F811
     perf = copy_inference_tree(tmp_path / "inference")
     proc = subprocess.run(
-        [sys.executable, "run.py", "--config", str(host_yaml(tmp_path, cluster, perf, shared_data, wheels_dir, CLEAR_CACHES=True))],
+        [
+            sys.executable,
+            "run.py",
+            "--config",
+            str(host_yaml(tmp_path, cluster, perf, shared_data, wheels_dir, CLEAR_CACHES=True)),
+        ],
         cwd=perf,
         env=env_for(cluster),
         capture_output=True,
@@ -83,10 +90,19 @@ def test_case_runs_in_the_vendor_container_inside_a_slurm_job(tmp_path, cluster,
     assert record["infer_average_acc"] >= 0.95
     assert record["sys_monitor"]["samples"] >= 1
     assert "CLEAR_CACHES" not in proc.stderr, proc.stderr[-2000:]  # dropped on the node, in the prepare job
-    jobs = re.findall(r"(prepare|digits:pytorch) runs in slurm job (\d+) on node " + re.escape(cluster.node), proc.stderr)
+    jobs = re.findall(
+        r"(prepare|digits:pytorch) runs in slurm job (\d+) on node " + re.escape(cluster.node), proc.stderr
+    )
     assert [what for what, _ in jobs] == ["prepare", "digits:pytorch"] and jobs[0][1] != jobs[1][1], proc.stderr[-2000:]
     local = next((tmp_path / "result").glob("run*/digits:pytorch/*_noderank0"))
-    for name in ("result.json", "container.out.log", "stdout.log", "sys_monitor.jsonl", "cpu_monitor.jsonl", "slurm-job.out"):
+    for name in (
+        "result.json",
+        "container.out.log",
+        "stdout.log",
+        "sys_monitor.jsonl",
+        "cpu_monitor.jsonl",
+        "slurm-job.out",
+    ):
         assert (local / name).is_file(), name
     # It ran in the image, not natively: the environment record says so.
     assert json.loads((local / "result.json").read_text())["env"]["in_container"] is True
@@ -95,7 +111,9 @@ def test_case_runs_in_the_vendor_container_inside_a_slurm_job(tmp_path, cluster,
 
 def start(perf: Path, config: Path, cluster) -> subprocess.Popen:
     argv = [sys.executable, "run.py", "--config", str(config)]
-    return subprocess.Popen(argv, cwd=perf, env=env_for(cluster), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        argv, cwd=perf, env=env_for(cluster), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
 
 
 def test_ctrl_c_stops_the_containers_and_cancels_the_job(tmp_path, cluster, shared_data, wheels_dir, docker_client):  # noqa: F811
@@ -116,7 +134,9 @@ def test_ctrl_c_stops_the_containers_and_cancels_the_job(tmp_path, cluster, shar
     assert_nothing_left(tmp_path, cluster, docker_client)
 
 
-def test_job_cancelled_from_outside_is_named_and_its_containers_are_removed(tmp_path, cluster, shared_data, wheels_dir, docker_client):  # noqa: F811
+def test_job_cancelled_from_outside_is_named_and_its_containers_are_removed(
+    tmp_path, cluster, shared_data, wheels_dir, docker_client
+):  # noqa: F811
     """scancel by an administrator ends the job's steps and the engine connection with
     them; the containers are the engine's and would live on: a short job removes them."""
     perf = long_running_tree(tmp_path / "inference")

@@ -17,7 +17,17 @@ import pytest
 import torch
 
 from common.errors import ConfigError
-from common.scenario import MULTI_STREAM, MULTI_STREAM_SAMPLES_PER_QUERY, OFFLINE, SCENARIOS, SERVER, SINGLE_STREAM, LoadgenFacts, Scenario, scenario
+from common.scenario import (
+    MULTI_STREAM,
+    MULTI_STREAM_SAMPLES_PER_QUERY,
+    OFFLINE,
+    SCENARIOS,
+    SERVER,
+    SINGLE_STREAM,
+    LoadgenFacts,
+    Scenario,
+    scenario,
+)
 from common.stats import MIN_SAMPLES_FOR_PERCENTILE
 from tests.conftest import TYPED_CASE_CONFIG
 from tests.test_scenarios import MS, FakeClock, costing, make_pool
@@ -41,13 +51,18 @@ def test_the_registry_holds_each_record_under_its_name_and_refuses_an_unknown_on
     for bad in ("Server", "multi-stream", None, 3):
         with pytest.raises(ValueError) as info:
             scenario(bad)
-        assert str(info.value) == f"unknown scenario {bad!r}: expected one of offline, single_stream, multi_stream, server"
+        assert (
+            str(info.value) == f"unknown scenario {bad!r}: expected one of offline, single_stream, multi_stream, server"
+        )
 
 
 @pytest.mark.parametrize("record", list(SCENARIOS.values()), ids=list(SCENARIOS))
 def test_every_scenario_states_every_fact_and_has_a_runner(record):
     # No field has a default: a record that leaves one out does not construct.
-    assert all(f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING for f in dataclasses.fields(Scenario))
+    assert all(
+        f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        for f in dataclasses.fields(Scenario)
+    )
     assert all(f.default is dataclasses.MISSING for f in dataclasses.fields(LoadgenFacts))
     for f in dataclasses.fields(Scenario):
         value = getattr(record, f.name)
@@ -67,12 +82,23 @@ def test_every_loadgen_mapping_names_loadgens_real_members_and_settings(record):
     facts = record.loadgen
     assert isinstance(getattr(lg.TestScenario, facts.scenario), lg.TestScenario)
     settings = lg.TestSettings()
-    named = [v for f in dataclasses.fields(LoadgenFacts) if f.name.endswith("_setting") and (v := getattr(facts, f.name)) is not None]
+    named = [
+        v
+        for f in dataclasses.fields(LoadgenFacts)
+        if f.name.endswith("_setting") and (v := getattr(facts, f.name)) is not None
+    ]
     assert named and all(hasattr(settings, name) for name in named), named
     assert facts.latency_key.format(q="99.00").startswith("result_99.00_percentile_")
     assert facts.latency_summary in ("latency", "query_latency")
     # The settings loadgen_settings makes for the scenario are LoadGen's own for it.
-    config = types.SimpleNamespace(min_duration_s=1.0, max_duration_s=5.0, min_query_count=10, seed=0, latency_bound_ms=20.0, multi_stream_samples_per_query=8)
+    config = types.SimpleNamespace(
+        min_duration_s=1.0,
+        max_duration_s=5.0,
+        min_query_count=10,
+        seed=0,
+        latency_bound_ms=20.0,
+        multi_stream_samples_per_query=8,
+    )
     made = loadgen.loadgen_settings(lg, record, config, loadgen.Probe(8, 1_000_000, 1000.0), 4, 1, 400.0)
     assert made.scenario == getattr(lg.TestScenario, facts.scenario)
     assert made.min_query_count == record.min_query_count(10)
@@ -95,7 +121,12 @@ def test_multi_stream_is_loadgens_multistream():
     # mlperf.conf: *.MultiStream.samples_per_query = 8, min_query_count = 662, target_latency_percentile = 99
     assert settings.multi_stream_samples_per_query == MULTI_STREAM_SAMPLES_PER_QUERY == 8
     assert settings.min_query_count == MULTI_STREAM.min_query_count(1) == MIN_SAMPLES_FOR_PERCENTILE["p99"][1] == 662
-    assert (MULTI_STREAM.headline, MULTI_STREAM.one_query_at_a_time, MULTI_STREAM.scheduled, MULTI_STREAM.judges_throughput) == ("p99", True, False, True)
+    assert (
+        MULTI_STREAM.headline,
+        MULTI_STREAM.one_query_at_a_time,
+        MULTI_STREAM.scheduled,
+        MULTI_STREAM.judges_throughput,
+    ) == ("p99", True, False, True)
 
 
 def test_the_facts_the_code_reads():
@@ -103,13 +134,24 @@ def test_the_facts_the_code_reads():
     assert [s.name for s in SCENARIOS.values() if s.scheduled] == [SERVER.name]
     assert [s.name for s in SCENARIOS.values() if s.result_is_throughput] == [OFFLINE.name]
     assert [s.name for s in SCENARIOS.values() if s.one_query_at_a_time] == [SINGLE_STREAM.name, MULTI_STREAM.name]
-    assert SERVER.bound_key == "latency_bound_ms" and [s.bound_key for s in (OFFLINE, SINGLE_STREAM, MULTI_STREAM)] == [None] * 3
+    assert (
+        SERVER.bound_key == "latency_bound_ms"
+        and [s.bound_key for s in (OFFLINE, SINGLE_STREAM, MULTI_STREAM)] == [None] * 3
+    )
     assert [s.min_query_count(24) for s in SCENARIOS.values()] == [24, 64, 662, 662]
-    assert row_target("multi_stream", types.SimpleNamespace(precision=0.1, latency_precision=None)).throughput == ("qps",)
+    assert row_target("multi_stream", types.SimpleNamespace(precision=0.1, latency_precision=None)).throughput == (
+        "qps",
+    )
     assert row_target("multi_stream", types.SimpleNamespace(precision=0.1, latency_precision=None)).percentile == "p99"
     config = types.SimpleNamespace(multi_stream_samples_per_query=8)
-    assert (MULTI_STREAM.samples_per_query(config, 2), MULTI_STREAM.calls_per_query(config, 2), SERVER.calls_per_query(config, 2)) == (8, 4, 1)
-    with pytest.raises(ValueError, match="multi_stream: multi_stream_samples_per_query 8 is not a multiple of batch size 3"):
+    assert (
+        MULTI_STREAM.samples_per_query(config, 2),
+        MULTI_STREAM.calls_per_query(config, 2),
+        SERVER.calls_per_query(config, 2),
+    ) == (8, 4, 1)
+    with pytest.raises(
+        ValueError, match="multi_stream: multi_stream_samples_per_query 8 is not a multiple of batch size 3"
+    ):
         MULTI_STREAM.calls_per_query(config, 3)
 
 
@@ -126,9 +168,16 @@ def _name_compares(tree: ast.AST) -> list[int]:
 
 def test_no_code_compares_a_scenario_name():
     """Branches read a record's facts; a comparison with a scenario's name anywhere in inference/ fails here."""
-    offenders = {str(p.relative_to(INFERENCE)): lines for p in sorted(INFERENCE.rglob("*.py")) if (lines := _name_compares(ast.parse(p.read_text())))}
+    offenders = {
+        str(p.relative_to(INFERENCE)): lines
+        for p in sorted(INFERENCE.rglob("*.py"))
+        if (lines := _name_compares(ast.parse(p.read_text())))
+    }
     assert offenders == {}
-    assert _name_compares(ast.parse('if row["scenario"] == "server": pass\nif "offline" in names: pass')) == [1, 2]  # the check can fail
+    assert _name_compares(ast.parse('if row["scenario"] == "server": pass\nif "offline" in names: pass')) == [
+        1,
+        2,
+    ]  # the check can fail
 
 
 # ---- MultiStream under InferPerf's generator, on the fake clock --------------------------------------
@@ -181,7 +230,9 @@ def test_multi_stream_stops_on_the_p99_floor_and_its_precision():
         sleep=clock.sleep,
         target=target,
     )
-    assert run.queries == 662 and run.samples == 662 * 8 and run.stop_reason == "precision reached"  # LoadGen's 8 samples by default
+    assert (
+        run.queries == 662 and run.samples == 662 * 8 and run.stop_reason == "precision reached"
+    )  # LoadGen's 8 samples by default
 
 
 # ---- the config and the stage ------------------------------------------------------------------------
@@ -196,7 +247,9 @@ def test_multi_stream_is_selectable_and_its_query_must_be_whole_batches():
         "/c.yaml: key 'scenario' includes multi_stream, so key 'multi_stream_samples_per_query' (8) must be a whole number of batches, "
         "but batch size 3 does not divide it"
     )
-    assert CaseConfig(**TYPED_CASE_CONFIG, scenario="multi_stream", batch_sizes=[3], multi_stream_samples_per_query=6).batch_sizes == [3]
+    assert CaseConfig(
+        **TYPED_CASE_CONFIG, scenario="multi_stream", batch_sizes=[3], multi_stream_samples_per_query=6
+    ).batch_sizes == [3]
     with pytest.raises(ConfigError, match="key 'multi_stream_samples_per_query' must be a positive integer"):
         CaseConfig(**TYPED_CASE_CONFIG, multi_stream_samples_per_query=0)
 
@@ -242,7 +295,12 @@ def test_a_multi_stream_row_under_either_generator(tmp_path, generator):
     stage = _stage(tmp_path, load_generator=generator)
     stage.rows_for(_engine, 2)
     (row,) = stage.report.rows  # one client only, whatever clients lists: one query at a time
-    assert (row["scenario"], row["clients"], row["samples_per_query"], row["load_generator"]) == ("multi_stream", 1, 4, generator)
+    assert (row["scenario"], row["clients"], row["samples_per_query"], row["load_generator"]) == (
+        "multi_stream",
+        1,
+        4,
+        generator,
+    )
     assert row["queries"] >= 662 and row["samples"] == row["queries"] * 4
     assert row["latency_ms"]["p99"] is not None and row["precision"]["figures"].keys() == {"qps", "p99"}
     assert row["accuracy_in_performance_mode"]["passed"] is True
@@ -251,8 +309,12 @@ def test_a_multi_stream_row_under_either_generator(tmp_path, generator):
         block = row["loadgen"]
         assert block["result_validity"] == "VALID" and row["verdict"] == {"valid": True, "reasons": []}
         assert block["settings"]["samples_per_query"] == 2  # LoadGen's samples are pool batches: 4 samples = 2 batches
-        assert block["query_count"] == row["queries"] and block["samples_per_second"] is None  # LoadGen logs no MultiStream rate
-        assert row["qps"] == pytest.approx(row["samples"] / row["duration_s"])  # InferPerf's timing of LoadGen's queries
+        assert (
+            block["query_count"] == row["queries"] and block["samples_per_second"] is None
+        )  # LoadGen logs no MultiStream rate
+        assert row["qps"] == pytest.approx(
+            row["samples"] / row["duration_s"]
+        )  # InferPerf's timing of LoadGen's queries
         assert set(block["early_stopping_estimate_ms"]) == {"p99"}
         assert block["latency_ms"]["p99"] >= block["latency_ms"]["p50"] > 0.3  # per query: two calls of at least 0.2 ms
         assert (tmp_path / "mlperf_log_bs2_multi_stream_x1_summary.txt").is_file()

@@ -64,10 +64,19 @@ def _probe(tmp_path: Path, root_sh: Path | str = SCRIPTS / "root.sh") -> Path:
 
 def _bash(args: list[str], path: str, as_nobody: bool, **env: str) -> subprocess.CompletedProcess:
     prefix = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"] if as_nobody else []
-    return subprocess.run([*prefix, "bash", *args], env={"PATH": path, "HOME": "/", **env}, cwd="/", capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [*prefix, "bash", *args],
+        env={"PATH": path, "HOME": "/", **env},
+        cwd="/",
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
-needs_root = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root and setpriv to become another user")
+needs_root = pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root and setpriv to become another user"
+)
 
 
 @needs_root
@@ -92,15 +101,25 @@ def test_real_scripts_ask_for_root_only_for_root_steps(no_sudo_path):
     if deps.returncode == 0:
         assert deps.stdout.startswith("install_system_deps: all packages already installed") and deps.stderr == ""
     else:
-        assert (deps.returncode, deps.stderr) == (1, "install_system_deps.sh: ERROR: needs root: run it as root (there is no sudo here to ask)\n")
+        assert (deps.returncode, deps.stderr) == (
+            1,
+            "install_system_deps.sh: ERROR: needs root: run it as root (there is no sudo here to ask)\n",
+        )
     # nobody cannot reach the engine's socket, so start_dockerd.sh must start one: a root step.
     if shutil.which("dockerd", path=no_sudo_path) is None:
         pytest.skip("docker.io is not installed (scripts/install_system_deps.sh)")
     dockerd = _bash([str(SCRIPTS / "start_dockerd.sh")], no_sudo_path, as_nobody=True)
-    assert (dockerd.returncode, dockerd.stderr) == (1, "start_dockerd.sh: ERROR: needs root: run it as root (there is no sudo here to ask)\n")
+    assert (dockerd.returncode, dockerd.stderr) == (
+        1,
+        "start_dockerd.sh: ERROR: needs root: run it as root (there is no sudo here to ask)\n",
+    )
     # test.sh needs root before anything else (it installs packages, starts dockerd, runs the suite).
     test_sh = _bash([str(SCRIPTS / "test.sh"), "-k", "nothing"], no_sudo_path, as_nobody=True)
-    assert (test_sh.returncode, test_sh.stdout, test_sh.stderr) == (1, "", "test.sh: ERROR: needs root: run it as root (there is no sudo here to ask)\n")
+    assert (test_sh.returncode, test_sh.stdout, test_sh.stderr) == (
+        1,
+        "",
+        "test.sh: ERROR: needs root: run it as root (there is no sudo here to ask)\n",
+    )
 
 
 @pytest.mark.docker
@@ -122,9 +141,22 @@ def test_a_user_with_sudo_runs_the_root_steps_under_sudo(open_dir):
         "su alice -c 'cd /tmp && TORCH_INDEX_URL=https://x/y OTHER=1 bash /probe/probe.sh a \"b c\"'\n"
     )
     ca = "/etc/ssl/certs/ca-certificates.crt"
-    mounts = ["-v", f"{SCRIPTS}:/repo/scripts:ro", "-v", f"{open_dir}:/probe:ro"] + (["-v", f"{ca}:{ca}:ro"] if os.path.isfile(ca) else [])
+    mounts = ["-v", f"{SCRIPTS}:/repo/scripts:ro", "-v", f"{open_dir}:/probe:ro"] + (
+        ["-v", f"{ca}:{ca}:ro"] if os.path.isfile(ca) else []
+    )
     run = subprocess.run(
-        ["docker", "run", "--rm", "--network", "host", *mounts, "inferperf/debian-python:bookworm", "bash", "-c", script],
+        [
+            "docker",
+            "run",
+            "--rm",
+            "--network",
+            "host",
+            *mounts,
+            "inferperf/debian-python:bookworm",
+            "bash",
+            "-c",
+            script,
+        ],
         capture_output=True,
         text=True,
         timeout=300,

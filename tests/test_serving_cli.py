@@ -65,7 +65,18 @@ def test_the_same_seed_sends_the_same_requests(tmp_path):
     for attempt in range(2):
         with LoopbackServer(steady(0.0, 0.0), model="m") as server:
             assert (
-                _run(tmp_path / str(attempt), server.url, "--num-requests", "5", "--warmup", "0", "--input-len", "uniform:2:30", "--output-len", "uniform:1:9")
+                _run(
+                    tmp_path / str(attempt),
+                    server.url,
+                    "--num-requests",
+                    "5",
+                    "--warmup",
+                    "0",
+                    "--input-len",
+                    "uniform:2:30",
+                    "--output-len",
+                    "uniform:1:9",
+                )
                 == 0
             )
             bodies.append([(b["prompt"], b["max_tokens"]) for b in server.bodies])
@@ -147,7 +158,9 @@ def test_capacity_search_against_a_server_whose_latency_rises_with_its_load(tmp_
     assert page.count("<svg") == 4 and "capacity (concurrency): 2 in [2, 3] after 5 probes" in page
     ttft_plot = page.split("<svg")[1]
     assert ttft_plot.count('class="point"') == 5  # p50 of each probe (p90 is null below 64 requests)
-    assert ["c=1", "c=2", "c=3", "c=4", "c=8"] == [label for label in ("c=1", "c=2", "c=3", "c=4", "c=8") if f">{label}<" in ttft_plot]
+    assert ["c=1", "c=2", "c=3", "c=4", "c=8"] == [
+        label for label in ("c=1", "c=2", "c=3", "c=4", "c=8") if f">{label}<" in ttft_plot
+    ]
 
 
 # ---- bad input: one line, the documented status, nothing written ---------------------------------
@@ -190,7 +203,11 @@ def test_a_model_the_server_does_not_serve_exits_2_naming_what_it_serves(tmp_pat
     [
         (["--concurrency", "0"], 2, "--concurrency: '0' must be a positive integer"),
         (["--slo", "ttft_ms=-5"], 2, "--slo.ttft_ms: -5.0 is negative"),
-        (["--prompt-file", str(FIXTURES / "trace_tiny.jsonl").replace("trace_tiny.jsonl", "missing.jsonl")], 2, "is not a file"),
+        (
+            ["--prompt-file", str(FIXTURES / "trace_tiny.jsonl").replace("trace_tiny.jsonl", "missing.jsonl")],
+            2,
+            "is not a file",
+        ),
         (["--capacity", "concurrency:1:8"], 2, "--capacity needs --slo"),
         (["--request-rate", "-1"], 2, "--request-rate: '-1' must be positive"),
     ],
@@ -268,7 +285,12 @@ def test_precision_keeps_measuring_past_the_minimum_and_says_why_it_stopped(tmp_
     result = _result(tmp_path)
     step = result["steps"][0]
     assert step["requests"] >= 16  # an interval needs 16 requests: the minimum of 4 was not enough
-    assert step["stopped"] in ("precision reached", "max_duration_s reached", "precision out of reach", "all 200 requests issued")
+    assert step["stopped"] in (
+        "precision reached",
+        "max_duration_s reached",
+        "precision out of reach",
+        "all 200 requests issued",
+    )
     assert result["client_location"] == "same host (loopback)"
     for name in ("requests_per_s", "output_tokens_per_s"):
         width = step["throughput"][name]["plus_minus"]
@@ -281,7 +303,9 @@ def test_an_interrupted_or_terminated_run_writes_nothing(tmp_path, sig, code, wo
     import signal
     import time
 
-    with LoopbackServer(steady(0.0, 200.0), model="m") as server:  # a token every 200 ms: the run is mid-stream when interrupted
+    with LoopbackServer(
+        steady(0.0, 200.0), model="m"
+    ) as server:  # a token every 200 ms: the run is mid-stream when interrupted
         proc = subprocess.Popen(
             [
                 sys.executable,
@@ -314,7 +338,21 @@ def test_an_interrupted_or_terminated_run_writes_nothing(tmp_path, sig, code, wo
 
 def test_capacity_probes_run_enough_requests_for_their_percentile(tmp_path):
     with LoopbackServer(steady(0.0, 0.0), model="m") as server:
-        assert _run(tmp_path, server.url, "--capacity", "concurrency:1:2", "--slo", "ttft_ms=5000", "--num-requests", "8", "--warmup", "0") == 0
+        assert (
+            _run(
+                tmp_path,
+                server.url,
+                "--capacity",
+                "concurrency:1:2",
+                "--slo",
+                "ttft_ms=5000",
+                "--num-requests",
+                "8",
+                "--warmup",
+                "0",
+            )
+            == 0
+        )
         assert server.requests == 2 * 35  # 8 could never show 90 % attainment; 35 met requests can
     capacity = _result(tmp_path)["capacity"]
     assert (capacity["capacity"], capacity["above_range"]) == (2, True)
@@ -322,11 +360,44 @@ def test_capacity_probes_run_enough_requests_for_their_percentile(tmp_path):
 
 def test_a_rate_capacity_search_above_and_below_its_range(tmp_path):
     with LoopbackServer(steady(0.0, 0.0), model="m") as server:
-        assert _run(tmp_path / "a", server.url, "--capacity", "rate:5:40", "--slo", "e2e_ms=5000,percentile=50", "--num-requests", "6", "--warmup", "0") == 0
+        assert (
+            _run(
+                tmp_path / "a",
+                server.url,
+                "--capacity",
+                "rate:5:40",
+                "--slo",
+                "e2e_ms=5000,percentile=50",
+                "--num-requests",
+                "6",
+                "--warmup",
+                "0",
+            )
+            == 0
+        )
     capacity = _result(tmp_path / "a")["capacity"]
-    assert (capacity["kind"], capacity["capacity"], capacity["above_range"], capacity["probes"]) == ("rate", 40.0, True, 2)
+    assert (capacity["kind"], capacity["capacity"], capacity["above_range"], capacity["probes"]) == (
+        "rate",
+        40.0,
+        True,
+        2,
+    )
     with LoopbackServer(lambda i, body, n: Plan(status=500), model="m") as server:
-        assert _run(tmp_path / "b", server.url, "--capacity", "rate:5:40", "--slo", "e2e_ms=5000,percentile=50", "--num-requests", "6", "--warmup", "0") == 0
+        assert (
+            _run(
+                tmp_path / "b",
+                server.url,
+                "--capacity",
+                "rate:5:40",
+                "--slo",
+                "e2e_ms=5000,percentile=50",
+                "--num-requests",
+                "6",
+                "--warmup",
+                "0",
+            )
+            == 0
+        )
     capacity = _result(tmp_path / "b")["capacity"]
     assert (capacity["capacity"], capacity["interval"], capacity["probes"]) == (None, [None, 5.0], 1)
 
@@ -351,7 +422,18 @@ def test_launch_starts_the_server_benchmarks_it_and_leaves_nothing_running(tmp_p
     marker = f"launch-test-{port}"
     command = f"{sys.executable} -m tools.serving.loopback --port {port} --model {marker} --ttft-ms 1"
     code = main(
-        ["--endpoint", f"http://127.0.0.1:{port}/v1", "--served-model", marker, "--launch", command, "--num-requests", "3", "--warmup", "0"]
+        [
+            "--endpoint",
+            f"http://127.0.0.1:{port}/v1",
+            "--served-model",
+            marker,
+            "--launch",
+            command,
+            "--num-requests",
+            "3",
+            "--warmup",
+            "0",
+        ]
         + ["--output-dir", str(tmp_path / "out"), "--launch-log", str(tmp_path / "server.log")],
         results_root=tmp_path / "unused",
     )
@@ -363,13 +445,25 @@ def test_launch_starts_the_server_benchmarks_it_and_leaves_nothing_running(tmp_p
 
 def test_a_launched_server_that_exits_at_once_is_an_engine_error_naming_its_status(tmp_path, capsys):
     command = f"{sys.executable} -c \"print('cannot bind'); raise SystemExit(3)\""
-    code, err = _bad(tmp_path, capsys, "http://127.0.0.1:9/v1", "--launch", command, "--launch-log", str(tmp_path / "s.log"))
+    code, err = _bad(
+        tmp_path, capsys, "http://127.0.0.1:9/v1", "--launch", command, "--launch-log", str(tmp_path / "s.log")
+    )
     assert code == 4 and "exited with status 3 before it was ready" in err and "last log line: cannot bind" in err
 
 
 def test_a_launched_server_never_ready_is_stopped_after_its_timeout(tmp_path, capsys):
     marker = f"never-ready-{_free_port()}"
     command = f'{sys.executable} -c "import time; time.sleep(120)" {marker}'
-    code, err = _bad(tmp_path, capsys, "http://127.0.0.1:9/v1", "--launch", command, "--launch-timeout-s", "1", "--launch-log", str(tmp_path / "s.log"))
+    code, err = _bad(
+        tmp_path,
+        capsys,
+        "http://127.0.0.1:9/v1",
+        "--launch",
+        command,
+        "--launch-timeout-s",
+        "1",
+        "--launch-log",
+        str(tmp_path / "s.log"),
+    )
     assert code == 4 and "was not ready at http://127.0.0.1:9/v1 after 1 s" in err
     assert _alive(marker) == []

@@ -9,7 +9,16 @@ import asyncio
 import aiohttp
 import pytest
 
-from tools.serving.client import MalformedSSE, RequestRecord, RequestSpec, SSEParser, chunk_text, count_tokens, request_body, stream_request
+from tools.serving.client import (
+    MalformedSSE,
+    RequestRecord,
+    RequestSpec,
+    SSEParser,
+    chunk_text,
+    count_tokens,
+    request_body,
+    stream_request,
+)
 from tools.serving.load import Endpoint, Load, run_load, sessions_of
 from tools.serving.loopback import LoopbackServer, Plan, SteppedClock, steady
 
@@ -65,7 +74,12 @@ class _Words:
 def test_a_tokenizer_counts_before_usage():
     record = RequestRecord(0, token_ns=[1, 2], text="abcd", usage={"prompt_tokens": 99, "completion_tokens": 2})
     count_tokens(record, "xyz", _Words())
-    assert (record.token_source, record.output_tokens, record.input_tokens, record.usage_output_tokens) == ("tokenizer", 4, 3, 2)
+    assert (record.token_source, record.output_tokens, record.input_tokens, record.usage_output_tokens) == (
+        "tokenizer",
+        4,
+        3,
+        2,
+    )
 
 
 def test_prefer_usage_counts_with_the_server_even_with_a_tokenizer():
@@ -99,7 +113,18 @@ def test_every_fault_is_an_error_with_its_reason_and_the_run_completes():
         specs = [RequestSpec(i, "a b", 4) for i in range(10)]
         result = asyncio.run(run_load(endpoint, sessions_of(specs), Load(concurrency=1)))
     kinds = {r.index: (r.error or {}).get("kind") for r in result.records}
-    assert kinds == {0: None, 1: "http_429", 2: "http_500", 3: "dropped", 4: "malformed", 5: "stall", 6: None, 7: "stream_error", 8: None, 9: "dropped"}
+    assert kinds == {
+        0: None,
+        1: "http_429",
+        2: "http_500",
+        3: "dropped",
+        4: "malformed",
+        5: "stall",
+        6: None,
+        7: "stream_error",
+        8: None,
+        9: "dropped",
+    }
     by_index = {r.index: r for r in result.records}
     assert "after 2 token events" in by_index[3].error["detail"]
     assert "not JSON" in by_index[4].error["detail"]
@@ -142,7 +167,9 @@ def test_chunk_text_skips_role_preamble_finish_only_and_usage():
     assert chunk_text({"choices": [{"delta": {"role": "assistant", "content": ""}}]}, chat=True) is None
     assert chunk_text({"choices": [{"text": "", "finish_reason": "length"}]}, chat=False) is None
     assert chunk_text({"choices": [], "usage": {}}, chat=False) is None
-    assert chunk_text({"choices": [{"text": "", "finish_reason": None}]}, chat=False) == ""  # a token that decodes to nothing
+    assert (
+        chunk_text({"choices": [{"text": "", "finish_reason": None}]}, chat=False) == ""
+    )  # a token that decodes to nothing
     assert chunk_text({"choices": [{"delta": {"content": "x"}}]}, chat=True) == "x"
     with pytest.raises(MalformedSSE):
         chunk_text({"id": 1}, chat=False)
@@ -189,7 +216,18 @@ def test_load_runs_stamp_arrivals_in_the_protocol_with_exact_times():
         callers.append(sys._getframe(1).f_code.co_name)
         return stepped()
 
-    with LoopbackServer(lambda i, body, n: Plan(ttft_s=0.030, gaps_s=[0.004, 0.011]), model="m", clock=stepped) as server:
-        result = asyncio.run(run_load(Endpoint(server.url, "m"), [[RequestSpec(0, "a b", 3)], [RequestSpec(1, "a", 3)]], Load(concurrency=1), clock=clock))
-    assert [(r.ttft_ns, r.itl_ns(), r.e2e_ns) for r in result.records] == [(30_000_000, [4_000_000, 11_000_000], 45_000_000)] * 2
+    with LoopbackServer(
+        lambda i, body, n: Plan(ttft_s=0.030, gaps_s=[0.004, 0.011]), model="m", clock=stepped
+    ) as server:
+        result = asyncio.run(
+            run_load(
+                Endpoint(server.url, "m"),
+                [[RequestSpec(0, "a b", 3)], [RequestSpec(1, "a", 3)]],
+                Load(concurrency=1),
+                clock=clock,
+            )
+        )
+    assert [(r.ttft_ns, r.itl_ns(), r.e2e_ns) for r in result.records] == [
+        (30_000_000, [4_000_000, 11_000_000], 45_000_000)
+    ] * 2
     assert callers.count("data_received") >= 6  # every token's arrival read where the bytes arrived

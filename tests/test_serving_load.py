@@ -31,7 +31,10 @@ def test_a_seed_makes_the_same_requests_and_another_seed_others():
     assert all(4 <= len(s.prompt.split()) <= 40 and 4 <= s.max_tokens <= 40 for s in a)
 
 
-@pytest.mark.parametrize("text, message", [("0", "at least 1"), ("uniform:9:3", "MIN <= MAX"), ("zipf:1:2", "not a length"), ("x", "not a length")])
+@pytest.mark.parametrize(
+    "text, message",
+    [("0", "at least 1"), ("uniform:9:3", "MIN <= MAX"), ("zipf:1:2", "not a length"), ("x", "not a length")],
+)
 def test_bad_lengths_are_one_config_line(text, message):
     with pytest.raises(ConfigError, match=message):
         workload.LengthSpec.parse(text, "--input-len")
@@ -65,7 +68,10 @@ def test_shared_prefix_groups_share_their_prefix():
 
 def test_the_shipped_sharegpt_and_jsonl_files_read():
     share = workload.read_prompts(FIXTURES / "sharegpt_tiny.json")
-    assert len(share) == 3 and share[0][0] == ["What is the capital of France and why is it famous", "Name one museum there"]
+    assert len(share) == 3 and share[0][0] == [
+        "What is the capital of France and why is it famous",
+        "Name one museum there",
+    ]
     assert share[0][1] == len("Paris is the capital of France and is famous for art food and the Eiffel Tower".split())
     lines = workload.read_prompts(FIXTURES / "prompts_tiny.jsonl")
     assert [n for _, n in lines] == [24, 8, None, 1]
@@ -148,7 +154,15 @@ def _record(i: int, ttft_ms: float, gap_ms: float, tokens: int = 5, ok: bool = T
     sent = i * 100_000_000
     first = sent + int(ttft_ms * 1e6)
     token_ns = [first + int(k * gap_ms * 1e6) for k in range(tokens)]
-    record = RequestRecord(i, sent_ns=sent, token_ns=token_ns, end_ns=token_ns[-1], output_tokens=tokens, input_tokens=10, token_source="usage")
+    record = RequestRecord(
+        i,
+        sent_ns=sent,
+        token_ns=token_ns,
+        end_ns=token_ns[-1],
+        output_tokens=tokens,
+        input_tokens=10,
+        token_source="usage",
+    )
     if not ok:
         record.error = {"kind": "http_500", "detail": "x"}
     return record
@@ -251,7 +265,10 @@ def test_a_tokenizer_count_far_from_usage_is_noted():
     records = [_record(i, 10, 4) for i in range(4)]
     for r in records:
         r.token_source, r.usage_output_tokens = "tokenizer", 4  # the tokenizer said 5
-    assert "counted 20 output tokens where the server's usage says 16" in step_figures(records, None, None)["token_count_note"]
+    assert (
+        "counted 20 output tokens where the server's usage says 16"
+        in step_figures(records, None, None)["token_count_note"]
+    )
     for r in records:
         r.usage_output_tokens = 5
     assert step_figures(records, None, None)["token_count_note"] is None
@@ -279,7 +296,9 @@ def test_the_report_orders_steps_by_load_and_joins_the_pareto_frontier():
     assert sorted(p["label"] for p in front) == ["concurrency 1", "concurrency 4", "rate 2/s", "rate inf/s"]
     steps.append(step("concurrency 2", {"concurrency": 2}, 25, 40))  # beaten by rate 2/s on both
     assert "concurrency 2" not in [p["label"] for p in pareto(steps)]
-    page = report({"steps": steps, "pareto": pareto(steps), "served_model": "m", "endpoint": "u", "token_source": ["usage"]})
+    page = report(
+        {"steps": steps, "pareto": pareto(steps), "served_model": "m", "endpoint": "u", "token_source": ["usage"]}
+    )
     last = page.split("<svg")[4]
     assert last.count('class="series"') == 2 and last.count('class="point"') == 5 + 4
 
@@ -287,7 +306,9 @@ def test_the_report_orders_steps_by_load_and_joins_the_pareto_frontier():
 def _at(i: int, sent_ms: float) -> RequestRecord:
     sent = int(sent_ms * 1e6)
     tokens = [sent + 5_000_000 + k * 1_000_000 for k in range(5)]
-    return RequestRecord(i, sent_ns=sent, token_ns=tokens, end_ns=tokens[-1], output_tokens=5, input_tokens=3, token_source="usage")
+    return RequestRecord(
+        i, sent_ns=sent, token_ns=tokens, end_ns=tokens[-1], output_tokens=5, input_tokens=3, token_source="usage"
+    )
 
 
 def test_a_step_whose_throughput_steps_up_is_invalid_as_drifting():

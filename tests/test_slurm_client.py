@@ -68,7 +68,9 @@ def sleeper(cluster, client, marker: str, **kwargs) -> str:
 
 
 def running(client, job_id: str, timeout: float = 30) -> JobState:
-    return wait_for(lambda: (lambda s: s if s.state == "RUNNING" else None)(client.state(job_id)), timeout, f"job {job_id} RUNNING")
+    return wait_for(
+        lambda: (lambda s: s if s.state == "RUNNING" else None)(client.state(job_id)), timeout, f"job {job_id} RUNNING"
+    )
 
 
 # ---- check ------------------------------------------------------------------
@@ -103,7 +105,9 @@ def test_missing_sbatch_is_one_line(cluster, tmp_path):
     with pytest.raises(HostError, match=r"^MODE slurm: sbatch not found on PATH"):
         client.submit(["true"], job_name="x", output_path=str(tmp_path / "o"), workdir=str(tmp_path))
     # and with sbatch back, the next missing command is named instead
-    os.symlink(subprocess.run(["which", "sbatch"], stdout=subprocess.PIPE, text=True).stdout.strip(), bin_dir / "sbatch")
+    os.symlink(
+        subprocess.run(["which", "sbatch"], stdout=subprocess.PIPE, text=True).stdout.strip(), bin_dir / "sbatch"
+    )
     os.unlink(bin_dir / "scancel")
     with pytest.raises(HostError, match=r"^MODE slurm: scancel not found on PATH"):
         client.check("debug")
@@ -152,7 +156,9 @@ def test_successful_job_completes_with_exit_0(cluster, client):
 def test_failed_job_from_a_script_reports_its_exit_code(cluster, client, tmp_path):
     script = tmp_path / "fail.sh"
     script.write_text("#!/bin/sh\necho failing\nexit 3\n")
-    job = client.submit(script, job_name="fail", output_path=f"{cluster.shared_dir}/fail.log", workdir=cluster.shared_dir)
+    job = client.submit(
+        script, job_name="fail", output_path=f"{cluster.shared_dir}/fail.log", workdir=cluster.shared_dir
+    )
     final = client.wait(job, timeout_s=60)
     assert (final.state, final.exit_code) == ("FAILED", 3)
     with pytest.raises(SlurmJobError) as info:
@@ -168,7 +174,12 @@ def test_finished_job_state_from_the_completion_log(cluster, client):
     # (here: no slurmdbd, so `sacct --completion` on the jobcomp/filetxt log).
     accounted = client._from_sacct(job)
     assert accounted is not None
-    assert (accounted.state, accounted.exit_code, accounted.node, accounted.source) == ("COMPLETED", 0, cluster.node, "sacct")
+    assert (accounted.state, accounted.exit_code, accounted.node, accounted.source) == (
+        "COMPLETED",
+        0,
+        cluster.node,
+        "sacct",
+    )
     with pytest.raises(SlurmJobError, match=r"^slurm job 999999 unknown to controller"):
         client.state("999999")
 
@@ -176,7 +187,9 @@ def test_finished_job_state_from_the_completion_log(cluster, client):
 def test_gpus_on_a_cluster_without_gpus_is_a_one_line_sbatch_error(cluster, client):
     before = all_job_ids(cluster)
     with pytest.raises(HostError) as info:
-        client.submit(["true"], job_name="needs-gpu", gpus_per_node=1, output_path="/dev/null", workdir=cluster.shared_dir)
+        client.submit(
+            ["true"], job_name="needs-gpu", gpus_per_node=1, output_path="/dev/null", workdir=cluster.shared_dir
+        )
     assert re.match(r"^slurm controller \S+: sbatch of job needs-gpu exited 1: .*gres", str(info.value))
     assert "\n" not in str(info.value)
     assert all_job_ids(cluster) == before
@@ -263,7 +276,9 @@ def test_overall_timeout_cancels_a_running_job(cluster, client):
     running(client, job)
     with pytest.raises(SlurmJobError) as info:
         client.wait(job, timeout_s=2)
-    assert re.fullmatch(rf"slurm job {job} on node {cluster.node} still RUNNING after [2-9] s: cancelled", str(info.value))
+    assert re.fullmatch(
+        rf"slurm job {job} on node {cluster.node} still RUNNING after [2-9] s: cancelled", str(info.value)
+    )
     assert info.value.why == "timeout" and client.state(job).state == "CANCELLED"
 
 

@@ -13,7 +13,9 @@ from tests.test_faults_config_units import INFERENCE, host_fields
 
 
 def slurm_fields(tmp_path: Path, **overrides) -> dict:
-    return host_fields(tmp_path, mode="slurm", hosts=["node01"], slurm_shared_dir=str(tmp_path), slurm_partition="debug", **overrides)
+    return host_fields(
+        tmp_path, mode="slurm", hosts=["node01"], slurm_shared_dir=str(tmp_path), slurm_partition="debug", **overrides
+    )
 
 
 @pytest.mark.parametrize("value, in_container", [("none", False), ("docker", True)])
@@ -92,7 +94,11 @@ def test_clear_caches_drops_the_nodes_page_cache_in_a_step_of_the_job(tmp_path, 
     sink = logger.add(lambda message: warnings.append(str(message)), level="WARNING")
     try:
         for status in (0, 1):
-            monkeypatch.setattr(slurm_session.subprocess, "run", lambda argv, **kw: calls.append(argv) or subprocess.CompletedProcess(argv, status))
+            monkeypatch.setattr(
+                slurm_session.subprocess,
+                "run",
+                lambda argv, **kw: calls.append(argv) or subprocess.CompletedProcess(argv, status),
+            )
             if value == "docker":
                 session.drop_page_cache()  # in the prepare job
             else:

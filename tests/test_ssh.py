@@ -55,7 +55,9 @@ def test_timeout_stops_the_remote_process_too(sshd):
     finally:
         ssh.close()
     deadline = time.monotonic() + 20  # polled: the remote shell may take a moment to go on a loaded machine
-    while (left := subprocess.run(["pgrep", "-f", f"sleep {marker}"], capture_output=True, text=True).stdout.strip()) and time.monotonic() < deadline:
+    while (
+        left := subprocess.run(["pgrep", "-f", f"sleep {marker}"], capture_output=True, text=True).stdout.strip()
+    ) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert left == "", "remote process survived the timeout"
 

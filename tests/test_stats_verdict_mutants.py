@@ -38,12 +38,21 @@ PROPERTY = settings(max_examples=150, deadline=None, derandomize=True)
 
 # ---- common.stats -------------------------------------------------------------------
 def test_constants_are_loadgens_floors():
-    assert MIN_SAMPLES_FOR_PERCENTILE == {"p50": (50.0, 2), "p90": (90.0, 64), "p99": (99.0, 662), "p99_9": (99.9, 6620)}
+    assert MIN_SAMPLES_FOR_PERCENTILE == {
+        "p50": (50.0, 2),
+        "p90": (90.0, 64),
+        "p99": (99.0, 662),
+        "p99_9": (99.9, 6620),
+    }
     assert (MIN_WINDOWS, MAX_WINDOWS, MIN_QUERIES_PER_WINDOW) == (3, 10, 8)
 
 
 @PROPERTY
-@given(values=st.lists(st.floats(-1e6, 1e6, allow_nan=False), min_size=1, max_size=60), q=st.floats(0.0, 100.0), q2=st.floats(0.0, 100.0))
+@given(
+    values=st.lists(st.floats(-1e6, 1e6, allow_nan=False), min_size=1, max_size=60),
+    q=st.floats(0.0, 100.0),
+    q2=st.floats(0.0, 100.0),
+)
 def test_percentile_is_numpys_linear_method_monotone_and_bounded(values, q, q2):
     ordered = sorted(values)
     got = percentile(ordered, q)
@@ -82,7 +91,11 @@ def test_from_ns_every_field_for_a_small_sample():
         "p90": None,
         "p99": None,
         "p99_9": None,
-        "notes": ["p90 needs at least 64 queries, got 3", "p99 needs at least 662 queries, got 3", "p99_9 needs at least 6620 queries, got 3"],
+        "notes": [
+            "p90 needs at least 64 queries, got 3",
+            "p99 needs at least 662 queries, got 3",
+            "p99_9 needs at least 6620 queries, got 3",
+        ],
     }
 
 

@@ -128,7 +128,9 @@ def test_an_mfu_above_100_percent_is_never_shown_as_a_number(tmp_path):
     peak = 2 * 2500e6 * 32
     assert 8e9 * 25.0 / peak == pytest.approx(1.25)
     assert record["MFU"] is None
-    assert record["MFU_note"] == "125% of the estimated peak: the estimate is too low (a nominal clock below the real one)"
+    assert (
+        record["MFU_note"] == "125% of the estimated peak: the estimate is too low (a nominal clock below the real one)"
+    )
     rows = record["performance"]
     assert rows[0]["MFU"] is None and rows[0]["MFU_note"].startswith("130% of the estimated peak")
     assert rows[1]["MFU"] == pytest.approx(8e9 * 9.5 / peak) and rows[1]["MFU_note"] is None
@@ -156,7 +158,10 @@ def test_table_says_na_with_reasons_units_and_verdicts(tmp_path):
     assert "| 310.00 | n/a (<64 queries) | n/a (<662 queries) |" in row  # p50 measured, p90/p99 not
     assert "% est. |" in row and "0.0000" not in row
     # A recorded row always has latency_ci95 (common.record.PerformanceRow); these rows' are None: measured, no interval.
-    assert "| resnet50:pytorch | 10.0.0.1 | 8 | offline | 1 | 26.00 | 300.00 ± n/a | 305.00 ± n/a | n/a (<662 queries) | 70 |" in table
+    assert (
+        "| resnet50:pytorch | 10.0.0.1 | 8 | offline | 1 | 26.00 | 300.00 ± n/a | 305.00 ± n/a | n/a (<662 queries) | 70 |"
+        in table
+    )
     assert "| 1 | server @10, bound MISSED | 1 | 9.50 | 50.00 ± n/a | 80.00 ± n/a | 120.00 ± n/a | 700 |" in table
     assert "| valid |" in table and "| INVALID (1) |" in table
     assert "is INVALID:** inference: contention: other processes used 45%" in table

@@ -54,7 +54,16 @@ def fake_vendor(tmp_path, monkeypatch):
 def outcome(tmp_path, result, status="success", monitors=None):
     """A CaseOutcome whose result is ``result`` (a result.json dict) parsed as read_outcome parses it."""
     parsed = None if result is None else CaseResult.from_json(result)
-    out = CaseOutcome(CaseSpec("resnet50", "pytorch", "/data"), "10.0.0.7", 3, tmp_path / "logs", status=status, exit_code=0, wall_time_s=12.5, result=parsed)
+    out = CaseOutcome(
+        CaseSpec("resnet50", "pytorch", "/data"),
+        "10.0.0.7",
+        3,
+        tmp_path / "logs",
+        status=status,
+        exit_code=0,
+        wall_time_s=12.5,
+        result=parsed,
+    )
     out.monitors.update(monitors or {})
     return out
 
@@ -150,7 +159,11 @@ def test_merge_outcome_without_monitors_or_result(tmp_path):
     assert (record["vendor_usage(GiB)"], record["vendor_max_mem(GiB)"]) == (None, None)
     failed = merge_outcome(outcome(tmp_path, RESULT, status="failed"), tmp_path, VENDOR)
     assert failed["verdict"] is None  # a failed case's verdict is not reported
-    latency_without_notes = {**RESULT, "inference": {**RESULT["inference"], "latency_ms": {"count": 3, "p50": 1.0}}, "audits": None}
+    latency_without_notes = {
+        **RESULT,
+        "inference": {**RESULT["inference"], "latency_ms": {"count": 3, "p50": 1.0}},
+        "audits": None,
+    }
     record = merge_outcome(outcome(tmp_path, latency_without_notes), tmp_path, VENDOR)
     assert record["latency_notes"] == [] and record["audits"] == []
     assert record["latency_ms"] == {"p50": 1.0, "p90": None, "p99": None, "p99_9": None, "mean": None}
@@ -207,7 +220,10 @@ def test_vendor_analysis_contract(fake_vendor, caplog_loguru):
     )
     module.value = ValueError("bad log")
     assert vendor_analysis(perf_dir, VENDOR, "the/log") == (None, None, None)
-    assert caplog_loguru[-1] == {"level": "ERROR", "message": f"{source}: analysis_log(the/log) failed: ValueError: bad log"}
+    assert caplog_loguru[-1] == {
+        "level": "ERROR",
+        "message": f"{source}: analysis_log(the/log) failed: ValueError: bad log",
+    }
     del module.analysis_log
     assert vendor_analysis(perf_dir, VENDOR, "p") == (None, None, None)
     assert caplog_loguru[-1] == {"level": "ERROR", "message": f"{source}: must define analysis_log(path)"}
@@ -399,7 +415,12 @@ def test_cells_of_a_measured_row_without_estimate_or_p50():
 
 
 def test_write_summary_files(tmp_path):
-    host_config = SimpleNamespace(mode="local", vendor="cpu", hosts=[SimpleNamespace(label="h1"), SimpleNamespace(label="h2")], flagperf_path=INFERENCE)
+    host_config = SimpleNamespace(
+        mode="local",
+        vendor="cpu",
+        hosts=[SimpleNamespace(label="h1"), SimpleNamespace(label="h2")],
+        flagperf_path=INFERENCE,
+    )
     started = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
     before = datetime.now(timezone.utc).replace(microsecond=0)
     json_path, md_path = write_summary(tmp_path, "run42", host_config, records(), started)
@@ -420,7 +441,9 @@ def test_write_summary_files(tmp_path):
         "results": records(),
         "aggregates": [],
     }
-    assert md_path.read_text(encoding="utf-8") == ("# InferPerf run run42 (cpu, local)\n\n" + EXPECTED_TABLE.replace("HBM", "host RAM (whole machine)"))
+    assert md_path.read_text(encoding="utf-8") == (
+        "# InferPerf run run42 (cpu, local)\n\n" + EXPECTED_TABLE.replace("HBM", "host RAM (whole machine)")
+    )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["summary.json", "summary.md"]
     other = tmp_path / "other"
     other.mkdir()

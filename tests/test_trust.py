@@ -93,7 +93,9 @@ def tree(tmp_path_factory) -> Path:
     return perf
 
 
-def pipeline(tree: Path, data: Path, log: Path, *sets: str, vendor: str = "cpu") -> tuple[subprocess.CompletedProcess, dict | None]:
+def pipeline(
+    tree: Path, data: Path, log: Path, *sets: str, vendor: str = "cpu"
+) -> tuple[subprocess.CompletedProcess, dict | None]:
     proc = subprocess.run(
         [
             sys.executable,
@@ -129,11 +131,17 @@ def test_memoising_engine_is_caught_by_the_anti_caching_audit(tree, digits_data,
     assert audit["name"] == "anti_caching" and audit["passed"] is False
     assert audit["figures"]["speedup"] > 1.10
     assert not result["verdict"]["valid"]
-    assert any(r.startswith("engine: anti-caching audit: repeating one input ran") for r in result["verdict"]["reasons"])
+    assert any(
+        r.startswith("engine: anti-caching audit: repeating one input ran") for r in result["verdict"]["reasons"]
+    )
     # Engine-wide: the FlagPerf pass and every performance row are invalid too.
     assert any("anti-caching" in r for r in result["inference"]["verdict"]["reasons"])
-    assert result["performance"] and all(any("anti-caching" in r for r in row["verdict"]["reasons"]) for row in result["performance"])
-    assert result["validation"]["verdict"]["reasons"] == [] or all("anti-caching" not in r for r in result["validation"]["verdict"]["reasons"])
+    assert result["performance"] and all(
+        any("anti-caching" in r for r in row["verdict"]["reasons"]) for row in result["performance"]
+    )
+    assert result["validation"]["verdict"]["reasons"] == [] or all(
+        "anti-caching" not in r for r in result["validation"]["verdict"]["reasons"]
+    )
 
 
 def test_perturbing_engine_fails_the_numeric_check(tree, digits_data, tmp_path):
@@ -199,9 +207,13 @@ def test_honest_engine_sweeps_batch_sizes_and_scenarios(tree, digits_data, tmp_p
         # Poisson arrivals at 2000 samples/s: the achieved rate follows the target, not the engine's ceiling.
         assert row["qps"] == pytest.approx(2000, rel=0.2)
     best = result["best"]
-    assert best["throughput"]["qps"] == max(r["qps"] for r in (rows if not best["from_valid_rows"] else [r for r in rows if r["verdict"]["valid"]]))
+    assert best["throughput"]["qps"] == max(
+        r["qps"] for r in (rows if not best["from_valid_rows"] else [r for r in rows if r["verdict"]["valid"]])
+    )
     # The FlagPerf keys keep their meaning: the pass over the data at batch_size 16.
-    assert result["batchsize"] == 16 and result["*p_inference_core(qps)"] == pytest.approx(result["inference"]["core_qps"], rel=1e-3)
+    assert result["batchsize"] == 16 and result["*p_inference_core(qps)"] == pytest.approx(
+        result["inference"]["core_qps"], rel=1e-3
+    )
 
 
 def test_a_run_stopped_before_its_minimums_is_invalid(tree, digits_data, tmp_path):
@@ -218,7 +230,9 @@ def test_a_run_stopped_before_its_minimums_is_invalid(tree, digits_data, tmp_pat
     )
     assert proc.returncode == 0, proc.stdout[-3000:]
     reasons = result["verdict"]["reasons"]
-    assert any(r.startswith("inference: too few queries: ") and r.endswith("min_query_count is 100000000") for r in reasons)
+    assert any(
+        r.startswith("inference: too few queries: ") and r.endswith("min_query_count is 100000000") for r in reasons
+    )
     # The validation phase is information (docs/measurement.md, "What is judged"): FlagPerf's one pass
     # over the 360-sample test split, whatever the minimums say, and never a reason in the result's verdict.
     assert not any(r.startswith("validation:") for r in reasons)
@@ -232,7 +246,9 @@ def test_a_run_stopped_before_its_minimums_is_invalid(tree, digits_data, tmp_pat
 
 def _spawn_orphan_hogs(count: int, seconds: float) -> None:
     hog = f"import time\nend = time.time() + {seconds}\nwhile time.time() < end: pass"
-    subprocess.run(["sh", "-c", " ".join(f"{sys.executable} -c '{hog}' &" for _ in range(count)) + " exit 0"], check=True)
+    subprocess.run(
+        ["sh", "-c", " ".join(f"{sys.executable} -c '{hog}' &" for _ in range(count)) + " exit 0"], check=True
+    )
 
 
 @pytest.mark.slow
@@ -240,7 +256,9 @@ def _spawn_orphan_hogs(count: int, seconds: float) -> None:
 def test_a_cpu_hog_makes_the_result_invalid_and_names_the_share(tree, digits_data, tmp_path):
     _spawn_orphan_hogs(os.cpu_count() or 2, 60)
     try:
-        proc, result = pipeline(tree, digits_data, tmp_path / "log", "--set", "min_duration_s=1", "--set", "min_query_count=32")
+        proc, result = pipeline(
+            tree, digits_data, tmp_path / "log", "--set", "min_duration_s=1", "--set", "min_query_count=32"
+        )
     finally:
         subprocess.run(["pkill", "-f", "end = time.time\\(\\) \\+ 60"], check=False)
     assert proc.returncode == 0, proc.stdout[-3000:]
@@ -281,7 +299,9 @@ def test_bad_workload_keys_fail_with_one_line_and_write_nothing(tree, digits_dat
     proc, result = pipeline(tree, digits_data, tmp_path / "log", "--set", setting)
     assert proc.returncode == 2
     errors = [line for line in proc.stdout.splitlines() if "| ERROR" in line]
-    assert len(errors) == 1 and f"command line (--set): key '{key}'" in errors[0] and words in errors[0], proc.stdout[-2000:]
+    assert len(errors) == 1 and f"command line (--set): key '{key}'" in errors[0] and words in errors[0], proc.stdout[
+        -2000:
+    ]
     assert result is None and "Traceback" not in proc.stdout + proc.stderr
 
 
@@ -313,7 +333,10 @@ def test_run_py_rejects_a_bad_override_before_anything_runs(tree, digits_data, t
         timeout=120,
     )
     assert proc.returncode == 2
-    assert proc.stderr.strip().count("\n") == 0 and "command line (--set): key 'scenario' includes server, so key 'latency_bound_ms' is required" in proc.stderr
+    assert (
+        proc.stderr.strip().count("\n") == 0
+        and "command line (--set): key 'scenario' includes server, so key 'latency_bound_ms' is required" in proc.stderr
+    )
     assert not (tmp_path / "result").exists()
 
 
@@ -333,10 +356,19 @@ def test_run_py_strict_exits_3_on_an_invalid_result_and_the_table_says_why(tree,
     assert summary["invalid"] == 1 and summary["succeeded"] == 1
     record = summary["results"][0]
     assert record["verdict"]["valid"] is False and record["mfu_is_estimate"] is True
-    assert record["performance"][0]["MFU"] == pytest.approx(record["flops"] * record["performance"][0]["qps"] / record["peak_flops"])
+    assert record["performance"][0]["MFU"] == pytest.approx(
+        record["flops"] * record["performance"][0]["qps"] / record["peak_flops"]
+    )
     table = next((tmp_path / "result").glob("run*/summary.md")).read_text()
     assert "| INVALID (" in table and "too few queries" in table and "% est. |" in table
     assert "host RAM (whole machine) used/total GiB" in table
     # Without --strict the same invalid result does not change the exit code.
-    proc = subprocess.run([sys.executable, "run.py", "--config", str(config), *sets], cwd=tree, env=_env(), capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "run.py", "--config", str(config), *sets],
+        cwd=tree,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0 and "INVALID" in proc.stdout

@@ -158,7 +158,11 @@ def _set_engine(tree: Path, source: str) -> None:
 
 def test_registry_discovers_acme_by_layout(acme_tree):
     out = subprocess.run(
-        [sys.executable, "-c", "import json; from inference_engine.registry import get_registered_devices as g; print(json.dumps(g()))"],
+        [
+            sys.executable,
+            "-c",
+            "import json; from inference_engine.registry import get_registered_devices as g; print(json.dumps(g()))",
+        ],
         cwd=acme_tree,
         env=_env(),
         capture_output=True,
@@ -203,7 +207,11 @@ def test_acme_monitor_and_analysis_follow_the_layout(acme_tree, tmp_path):
     rc = sample_then_stop(monitor, log)
     assert rc == 0
     analysis = subprocess.run(
-        [sys.executable, "-c", f"from docker_images.acme.acme_analysis import analysis_log; print(list(analysis_log({str(log)!r})))"],
+        [
+            sys.executable,
+            "-c",
+            f"from docker_images.acme.acme_analysis import analysis_log; print(list(analysis_log({str(log)!r})))",
+        ],
         cwd=acme_tree,
         env=_env(),
         capture_output=True,

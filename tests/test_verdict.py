@@ -121,7 +121,15 @@ def _loader(batches: int, size: int):
 
 def _config(**overrides):
     values = dict(
-        device="cpu", warmup=0, repeat=1, log_freq=0, min_query_count=1, min_duration_s=0.0, max_duration_s=600.0, contention_limit=1.0, settle_max_s=0.0
+        device="cpu",
+        warmup=0,
+        repeat=1,
+        log_freq=0,
+        min_query_count=1,
+        min_duration_s=0.0,
+        max_duration_s=600.0,
+        contention_limit=1.0,
+        settle_max_s=0.0,
     )
     values.update(overrides)
     return SimpleNamespace(**values)
@@ -158,7 +166,9 @@ def test_min_duration_counts_wall_time_and_max_duration_stops_with_a_reason(monk
     assert ok.batches == 56 and ok.passes == 7  # passes end at 8, 16, ... 56 ms: the first past 50 ms
     assert ok.verdict.valid and len(ok.window_qps) == 7 and ok.window_qps == pytest.approx([2000.0] * 7)
 
-    capped = forward.timed_forward(step, _loader(8, 2), None, _config(min_query_count=1000, min_duration_s=0.0, max_duration_s=0.02), "inference")
+    capped = forward.timed_forward(
+        step, _loader(8, 2), None, _config(min_query_count=1000, min_duration_s=0.0, max_duration_s=0.02), "inference"
+    )
     assert capped.batches == 24  # stopped at the first pass boundary past 20 ms
     assert "too few queries: 24 measured, min_query_count is 1000" in capped.verdict.reasons
 
@@ -236,7 +246,9 @@ def test_contention_does_not_count_the_benchmark_itself():
     share = _wait_until_quiet()
     if share is None or share > 0.1:
         pytest.skip(f"machine not quiet enough to tell ({share})")
-    child = subprocess.Popen([sys.executable, "-c", "import time\nend = time.time() + 1.5\nwhile time.time() < end: pass"])
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import time\nend = time.time() + 1.5\nwhile time.time() < end: pass"]
+    )
     with CpuContention() as measured:
         end = time.time() + 1.2
         while time.time() < end:
@@ -303,4 +315,6 @@ def test_accelerator_reason():
     from tools.measure.verdict import accelerator_reason
 
     assert accelerator_reason(None) is None and accelerator_reason(0) is None
-    assert accelerator_reason(2) == ("contention: 2 other process(es) held a compute context on the benchmark's GPU during the measured phase")
+    assert accelerator_reason(2) == (
+        "contention: 2 other process(es) held a compute context on the benchmark's GPU during the measured phase"
+    )

@@ -123,7 +123,9 @@ def vendor_kernels(vendor: str) -> TorchKernels:
     module = importlib.import_module(f"inference_engine.{vendor}.base.kernels")
     kernels = getattr(module, "Kernels", None)
     if not callable(kernels):
-        raise ConfigError(f"inference_engine/{vendor}/base/kernels.py: must define class Kernels (see docs/vendor_guide.md, base tier)")
+        raise ConfigError(
+            f"inference_engine/{vendor}/base/kernels.py: must define class Kernels (see docs/vendor_guide.md, base tier)"
+        )
     return kernels()
 
 
@@ -132,7 +134,9 @@ def _positive_ints(config: CaseConfig, key: str) -> list[int]:
     value = config.get(key)
     values = value if isinstance(value, list) else [value]
     if not values or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in values):
-        raise ConfigError(f"{origin_of(config, key)}: key '{key}' must be a positive integer or a list of them, got {value!r}")
+        raise ConfigError(
+            f"{origin_of(config, key)}: key '{key}' must be a positive integer or a list of them, got {value!r}"
+        )
     return values
 
 
@@ -196,7 +200,11 @@ def check_memory(config: CaseConfig, kernels: TorchKernels, key: str, needed: in
 
 
 def check_base_config(
-    config: CaseConfig, kernels: TorchKernels | None = None, memory: bool = True, hosts: int | None = None, hosts_origin: str = "host.yaml"
+    config: CaseConfig,
+    kernels: TorchKernels | None = None,
+    memory: bool = True,
+    hosts: int | None = None,
+    hosts_origin: str = "host.yaml",
 ) -> None:
     """Every bad input of a base case as one ConfigError naming the key (exit 2), before anything
     is allocated. ``memory``: also check the working set against this machine's free memory
@@ -205,7 +213,9 @@ def check_base_config(
     if config.case == "base_allreduce":
         _positive_ints(config, "sizes_mib")
         if hosts is not None and hosts < 2:
-            raise ConfigError(f"{hosts_origin}: key 'HOSTS' lists {hosts} host: base_allreduce measures the interconnect between 2 or more hosts")
+            raise ConfigError(
+                f"{hosts_origin}: key 'HOSTS' lists {hosts} host: base_allreduce measures the interconnect between 2 or more hosts"
+            )
         return
     kernels = kernels or vendor_kernels(config.vendor)
     if config.case == "base_gemm":
@@ -214,11 +224,19 @@ def check_base_config(
         if memory:
             largest = max(sizes)
             for dtype in dtypes:
-                check_memory(config, kernels, "sizes", gemm_bytes(dtype, largest), f"a {largest}^3 {dtype} GEMM (A, B and C)")
+                check_memory(
+                    config, kernels, "sizes", gemm_bytes(dtype, largest), f"a {largest}^3 {dtype} GEMM (A, B and C)"
+                )
     elif config.case == "base_stream":
         elements = stream_elements(config)
         if memory:
-            check_memory(config, kernels, "array_mib", 3 * elements * 8, f"STREAM's three arrays of {elements * 8 / 2**20:.0f} MiB")
+            check_memory(
+                config,
+                kernels,
+                "array_mib",
+                3 * elements * 8,
+                f"STREAM's three arrays of {elements * 8 / 2**20:.0f} MiB",
+            )
     elif config.case == "base_transfer":
         mib = _positive_ints(config, "transfer_mib")[0]
         if memory and kernels.transfer_not_applicable is None:
@@ -243,7 +261,12 @@ class BaselineReport:
         return [(figure["name"], figure["verdict"]["reasons"]) for figure in self.figures]
 
     def to_dict(self) -> dict:
-        baseline = {"case": self.case, "kernels": self.kernels, "figures": self.figures, "not_applicable": self.not_applicable}
+        baseline = {
+            "case": self.case,
+            "kernels": self.kernels,
+            "figures": self.figures,
+            "not_applicable": self.not_applicable,
+        }
         return {"baseline": baseline, "notes": self.notes, "rows": []}
 
 
@@ -257,7 +280,9 @@ def _settings(config: CaseConfig):
     return KernelSettings.from_config(config)
 
 
-def gemm_stage(config: CaseConfig, kernels: TorchKernels | None = None, clock: Callable[[], int] | None = None) -> BaselineReport:
+def gemm_stage(
+    config: CaseConfig, kernels: TorchKernels | None = None, clock: Callable[[], int] | None = None
+) -> BaselineReport:
     """Each dtype: every size measured for ``sweep_s`` (information), then the best size until precise."""
     from dataclasses import replace
 
@@ -267,7 +292,14 @@ def gemm_stage(config: CaseConfig, kernels: TorchKernels | None = None, clock: C
     kernels = kernels or vendor_kernels(config.vendor)
     check_base_config(config, kernels)
     settings = _settings(config)
-    sweep = replace(settings, warmup=1, settle_max_s=0.0, precision=None, min_queries=MIN_QUERIES, min_duration_s=float(config.get("sweep_s", 0.3)))
+    sweep = replace(
+        settings,
+        warmup=1,
+        settle_max_s=0.0,
+        precision=None,
+        min_queries=MIN_QUERIES,
+        min_duration_s=float(config.get("sweep_s", 0.3)),
+    )
     timing = {} if clock is None else {"clock": clock}
     device = config.device
     report = BaselineReport(config.case, kernels.name, notes=[threads_note()])
@@ -283,12 +315,16 @@ def gemm_stage(config: CaseConfig, kernels: TorchKernels | None = None, clock: C
         call = kernels.gemm(dtype, best, best, best, device)
         rate = measure_kernel(call, gemm_flop(best, best, best), settings, lambda: kernels.sync(device), **timing)
         del call
-        report.figures.append(figure(f"{dtype} GEMM", "compute", "FLOP/s", rate, dtype=dtype, size=[best, best, best], sweep=swept))
+        report.figures.append(
+            figure(f"{dtype} GEMM", "compute", "FLOP/s", rate, dtype=dtype, size=[best, best, best], sweep=swept)
+        )
         _log(report.figures[-1])
     return report
 
 
-def stream_stage(config: CaseConfig, kernels: TorchKernels | None = None, clock: Callable[[], int] | None = None) -> BaselineReport:
+def stream_stage(
+    config: CaseConfig, kernels: TorchKernels | None = None, clock: Callable[[], int] | None = None
+) -> BaselineReport:
     from tools.measure.baseline import measure_kernel, stream_bytes
 
     kernels = kernels or vendor_kernels(config.vendor)
@@ -300,18 +336,28 @@ def stream_stage(config: CaseConfig, kernels: TorchKernels | None = None, clock:
     report = BaselineReport(config.case, kernels.name)
     report.notes.append(
         f"STREAM arrays of {elements * 8 / 2**20:.0f} MiB float64 each"
-        + (f", {elements * 8 / llc:.1f} x the {llc / 2**20:.0f} MiB last-level cache" if llc else " (last-level cache size unknown)")
+        + (
+            f", {elements * 8 / llc:.1f} x the {llc / 2**20:.0f} MiB last-level cache"
+            if llc
+            else " (last-level cache size unknown)"
+        )
     )
     for kernel in config.get("kernels", ["copy", "triad"]):
         call = kernels.stream(kernel, elements, config.device)
-        rate = measure_kernel(call, stream_bytes(kernel, elements, 8), settings, lambda: kernels.sync(config.device), **timing)
+        rate = measure_kernel(
+            call, stream_bytes(kernel, elements, 8), settings, lambda: kernels.sync(config.device), **timing
+        )
         del call
-        report.figures.append(figure(f"STREAM {kernel}", "bandwidth", "B/s", rate, kernel=kernel, array_bytes=elements * 8))
+        report.figures.append(
+            figure(f"STREAM {kernel}", "bandwidth", "B/s", rate, kernel=kernel, array_bytes=elements * 8)
+        )
         _log(report.figures[-1])
     return report
 
 
-def transfer_stage(config: CaseConfig, kernels: TorchKernels | None = None, clock: Callable[[], int] | None = None) -> BaselineReport:
+def transfer_stage(
+    config: CaseConfig, kernels: TorchKernels | None = None, clock: Callable[[], int] | None = None
+) -> BaselineReport:
     from tools.measure.baseline import measure_kernel
 
     kernels = kernels or vendor_kernels(config.vendor)
@@ -330,7 +376,11 @@ def transfer_stage(config: CaseConfig, kernels: TorchKernels | None = None, cloc
             rate = measure_kernel(call, nbytes, settings, lambda: kernels.sync(config.device), **timing)
             del call
             memory = "pinned" if pinned else "pageable"
-            report.figures.append(figure(f"{direction} {memory}", "transfer", "B/s", rate, direction=direction, pinned=pinned, bytes=nbytes))
+            report.figures.append(
+                figure(
+                    f"{direction} {memory}", "transfer", "B/s", rate, direction=direction, pinned=pinned, bytes=nbytes
+                )
+            )
             _log(report.figures[-1])
     return report
 
@@ -346,7 +396,9 @@ def rendezvous(config: CaseConfig, environ: dict | None = None) -> tuple[list[st
     environ = os.environ if environ is None else environ
     hosts = [h for h in environ.get(HOSTS_ENV, "").split(",") if h]
     if len(hosts) < 2:
-        raise ConfigError(f"key 'HOSTS' lists {len(hosts) or 1} host: base_allreduce measures the interconnect between 2 or more hosts")
+        raise ConfigError(
+            f"key 'HOSTS' lists {len(hosts) or 1} host: base_allreduce measures the interconnect between 2 or more hosts"
+        )
     rank = int(environ.get(NODERANK_ENV, "0"))
     port = int(config.get("master_port", 0) or 0)
     if not port:
@@ -354,7 +406,9 @@ def rendezvous(config: CaseConfig, environ: dict | None = None) -> tuple[list[st
     return hosts, rank, config.get("master_addr") or hosts[0], port
 
 
-def allreduce_stage(config: CaseConfig, kernels: TorchKernels | None = None, clock: Callable[[], int] | None = None) -> BaselineReport:
+def allreduce_stage(
+    config: CaseConfig, kernels: TorchKernels | None = None, clock: Callable[[], int] | None = None
+) -> BaselineReport:
     """All-reduce of each size in ``sizes_mib`` over the run's hosts, measured until precise with
     the same number of calls on every rank (``measure_collective``)."""
     from datetime import timedelta
@@ -379,7 +433,11 @@ def allreduce_stage(config: CaseConfig, kernels: TorchKernels | None = None, clo
         world_size=len(hosts),
         timeout=timedelta(seconds=float(config.get("rendezvous_timeout_s", 600))),
     )
-    report = BaselineReport(config.case, f"torch.distributed {backend}", notes=[f"{len(hosts)} ranks: {', '.join(hosts)}; this is rank {rank}"])
+    report = BaselineReport(
+        config.case,
+        f"torch.distributed {backend}",
+        notes=[f"{len(hosts)} ranks: {', '.join(hosts)}; this is rank {rank}"],
+    )
     try:
         device = config.device
         flags = torch.zeros(2, dtype=torch.int32, device=device)
@@ -393,11 +451,31 @@ def allreduce_stage(config: CaseConfig, kernels: TorchKernels | None = None, clo
         for mib in sorted(_positive_ints(config, "sizes_mib")):
             nbytes = mib * 2**20
             tensor = torch.ones(nbytes // 4, dtype=torch.float32, device=device)
-            rate = measure_collective(partial(dist.all_reduce, tensor), nbytes, _settings(config), agree, lambda: kernels.sync(device), **timing)
-            found = figure(f"all-reduce {mib} MiB busbw", "interconnect", "B/s", rate, bytes=nbytes, ranks=len(hosts), backend=backend)
+            rate = measure_collective(
+                partial(dist.all_reduce, tensor),
+                nbytes,
+                _settings(config),
+                agree,
+                lambda: kernels.sync(device),
+                **timing,
+            )
+            found = figure(
+                f"all-reduce {mib} MiB busbw",
+                "interconnect",
+                "B/s",
+                rate,
+                bytes=nbytes,
+                ranks=len(hosts),
+                backend=backend,
+            )
             algbw, busbw = allreduce_bandwidth(nbytes, rate.seconds / rate.calls, len(hosts))
             factor = busbw / algbw
-            found.update(algbw=rate.value, algbw_ci95=rate.ci95, value=rate.value * factor, ci95=[v * factor for v in rate.ci95] if rate.ci95 else None)
+            found.update(
+                algbw=rate.value,
+                algbw_ci95=rate.ci95,
+                value=rate.value * factor,
+                ci95=[v * factor for v in rate.ci95] if rate.ci95 else None,
+            )
             report.figures.append(found)
             _log(found)
     finally:
@@ -417,7 +495,10 @@ def _not_used(*_args: Any, **_kwargs: Any) -> Any:
     raise DataError("a base-tier case has no data set, model or engine: the pipeline runs its baseline_stage instead")
 
 
-CASE_FUNCTIONS = {name: _not_used for name in ("build_dataloader", "create_model", "evaluator", "model_forward", "export_model", "engine_forward")}
+CASE_FUNCTIONS = {
+    name: _not_used
+    for name in ("build_dataloader", "create_model", "evaluator", "model_forward", "export_model", "engine_forward")
+}
 # The same, as names a base case imports (spec §3.2.2's six functions, none of them used).
 build_dataloader = create_model = evaluator = model_forward = export_model = engine_forward = _not_used
 

@@ -62,12 +62,18 @@ def load_state_dict_strictly(model: torch.nn.Module, path: str, what: str) -> No
     unexpected = sorted(set(state) - set(expected))
     wrong = sorted(k for k in set(expected) & set(state) if tuple(expected[k].shape) != tuple(state[k].shape))
     if missing or unexpected or wrong:
-        detail = f"missing {missing[:3]}, unexpected {unexpected[:3]}" if missing or unexpected else f"shape mismatch in {wrong[:3]}"
+        detail = (
+            f"missing {missing[:3]}, unexpected {unexpected[:3]}"
+            if missing or unexpected
+            else f"shape mismatch in {wrong[:3]}"
+        )
         raise ConfigError(f"parameters.yaml weights: {path}: not a {what} state_dict ({detail})")
     model.load_state_dict(state, strict=True)
 
 
-def scan_files(top: str, suffixes: tuple[str, ...], seen_dirs: dict | None = None, seen_files: dict | None = None) -> list[str]:
+def scan_files(
+    top: str, suffixes: tuple[str, ...], seen_dirs: dict | None = None, seen_files: dict | None = None
+) -> list[str]:
     """The files under ``top`` whose lower-cased names end with ``suffixes``, in
     os.walk's sorted order (by folder path, then name), following links as a data
     set laid out with links needs, and counting nothing twice: a folder reached a
@@ -115,7 +121,9 @@ def scan_files(top: str, suffixes: tuple[str, ...], seen_dirs: dict | None = Non
                 raise DataError(f"{path}: cannot read: {exc.strerror or type(exc).__name__} (a broken link?)") from None
             key = (info.st_dev, info.st_ino)
             if key in seen_files:
-                raise DataError(f"{path}: the same file as {seen_files[key]} (a link): each sample must be counted once; remove one")
+                raise DataError(
+                    f"{path}: the same file as {seen_files[key]} (a link): each sample must be counted once; remove one"
+                )
             seen_files[key] = path
             found.append(path)
     return found

@@ -51,7 +51,9 @@ def pooled_mfu(flops: Any, qps: Any, peaks: list[Any]) -> float | None:
     return mfu(flops, qps, sum(peaks))
 
 
-def plausible_mfu(value: float | None, estimate: bool | None, measured: str | None = None) -> tuple[float | None, str | None]:
+def plausible_mfu(
+    value: float | None, estimate: bool | None, measured: str | None = None
+) -> tuple[float | None, str | None]:
     """``(MFU, note)``: an MFU above 100 % is impossible, since the peak (or ``flops``) is wrong,
     so it becomes ``(None, why)``. ``measured``: the peak is a measured baseline (its description,
     utils/results/baselines.py), which a case cannot beat unless the baseline itself is wrong."""

@@ -44,7 +44,9 @@ def monitor_protocol(path: Path, source: str | None = None) -> str:
     declared = _declared(tree)
     if declared is not None:
         if declared not in PROTOCOLS:
-            raise ConfigError(f"{source or path}: {DECLARATION} must be {' or '.join(repr(p) for p in PROTOCOLS)}, got {declared!r}")
+            raise ConfigError(
+                f"{source or path}: {DECLARATION} must be {' or '.join(repr(p) for p in PROTOCOLS)}, got {declared!r}"
+            )
         return declared
     return SAMPLER if _imports_sampler(tree) else DAEMON
 

@@ -49,7 +49,9 @@ class StepLine:
 def step_line(name: str, state: str, detail: str = "") -> str:
     """The text of a step line (the logger adds its time and level): ``[3/7 name] state detail``."""
     if name not in STEPS or state not in STEP_STATES:
-        raise ValueError(f"step line for {name!r} {state!r}: the step must be one of STEPS and the state one of STEP_STATES")
+        raise ValueError(
+            f"step line for {name!r} {state!r}: the step must be one of STEPS and the state one of STEP_STATES"
+        )
     text = f"[{STEPS.index(name) + 1}/{len(STEPS)} {name}] {state}"
     return f"{text} {detail}" if detail else text
 

@@ -374,7 +374,6 @@ class CaseResult:
     status: str = "success"
     schema_version: int = SCHEMA_VERSION
 
-
     def flagperf(self, key: str) -> Any:
         """A figure by FlagPerf's key (``Key``)."""
         return getattr(self, dict(FLAGPERF_FIELDS)[key])
@@ -432,7 +431,10 @@ class CaseResult:
             achieved_tflops=data.get("achieved_tflops"),
             validation=PhaseBlock.from_json(data.get("validation"), f"{where}: validation"),
             inference=PhaseBlock.from_json(data.get("inference"), f"{where}: inference"),
-            performance=tuple(PerformanceRow.from_json(row, f"{where}: performance[{i}]") for i, row in enumerate(data.get("performance") or [])),
+            performance=tuple(
+                PerformanceRow.from_json(row, f"{where}: performance[{i}]")
+                for i, row in enumerate(data.get("performance") or [])
+            ),
             best=data.get("best"),
             numeric=data.get("numeric"),
             audits=list(data.get("audits") or []),

@@ -174,7 +174,9 @@ def percentile_interval(sorted_values: list[float], q: float, confidence: float 
     return [sorted_values[ranks[0]], sorted_values[ranks[1]]]
 
 
-CORRELATED_BELOW = 512  # below this many queries (8 blocks of p90's floor) the ranks are taken at the effective sample size
+CORRELATED_BELOW = (
+    512  # below this many queries (8 blocks of p90's floor) the ranks are taken at the effective sample size
+)
 BATCHED_MIN_BLOCKS = 8  # fewer blocks than this: the order-statistic interval alone
 BATCHED_MAX_BLOCKS = 32
 BLOCK_MIN_QUERIES = 16  # a block holds at least this many queries, and at least the percentile's floor

@@ -31,7 +31,9 @@ def make_step(model: Any, config: Placement) -> Step:
     dtype = torch.float16 if half_precision(config) else None
 
     def step(inputs: list) -> tuple[list, float]:
-        moved = [t.to(device, dtype=dtype) if dtype is not None and t.is_floating_point() else t.to(device) for t in inputs]
+        moved = [
+            t.to(device, dtype=dtype) if dtype is not None and t.is_floating_point() else t.to(device) for t in inputs
+        ]
         with torch.inference_mode():
             logits = model(*moved)
         return [logits.float().cpu()], 0.0

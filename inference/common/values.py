@@ -61,7 +61,9 @@ def at_most(check: Callable[[Any], int], high: int, why: str) -> Callable[[Any],
     return bounded
 
 
-def bounded(kind: str, low: float, high: float, *, low_inclusive: bool = False, integer: bool = False) -> Callable[[Any], Any]:
+def bounded(
+    kind: str, low: float, high: float, *, low_inclusive: bool = False, integer: bool = False
+) -> Callable[[Any], Any]:
     """A number (an integer if ``integer``) above ``low`` (or from it) and at most ``high``."""
 
     def check(value: Any) -> Any:
@@ -79,9 +81,13 @@ def bounded(kind: str, low: float, high: float, *, low_inclusive: bool = False, 
 def seconds_between(low: float, high: float, why: str = "") -> Callable[[Any], float]:
     def check(value: Any) -> float:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-            raise ValueError(f"must be a positive number of seconds >= {low:g} and <= {high:g}{why}, got {shown(value)}")
+            raise ValueError(
+                f"must be a positive number of seconds >= {low:g} and <= {high:g}{why}, got {shown(value)}"
+            )
         if not low <= value <= high:
-            raise ValueError(f"must be a positive number of seconds >= {low:g} and <= {high:g}{why}, got {shown(value)}")
+            raise ValueError(
+                f"must be a positive number of seconds >= {low:g} and <= {high:g}{why}, got {shown(value)}"
+            )
         return float(value)
 
     return check
@@ -103,7 +109,9 @@ def optional(check: Callable[[Any], T]) -> Callable[[Any], T | None]:
     return lambda value: None if value is None else check(value)
 
 
-def one_or_list(check: Callable[[Any], Any], *, unique: bool = True, max_items: int = MAX_SWEEP) -> Callable[[Any], list]:
+def one_or_list(
+    check: Callable[[Any], Any], *, unique: bool = True, max_items: int = MAX_SWEEP
+) -> Callable[[Any], list]:
     """A single value or a non-empty list of at most ``max_items`` of them; always returns a list."""
 
     def check_list(value: Any) -> list:
@@ -134,7 +142,11 @@ def true_or_false(value: Any) -> bool:
 
 def one_line_text(value: Any, limit: int = MAX_TEXT) -> str:
     """A non-empty one-line string (an int is taken as its digits, as FlagPerf writes ports)."""
-    if isinstance(value, bool) or not isinstance(value, (str, int)) or (isinstance(value, int) and value.bit_length() > 64):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (str, int))
+        or (isinstance(value, int) and value.bit_length() > 64)
+    ):
         raise ValueError(f"must be a non-empty string, got {shown(value)}")
     if str(value).strip() == "":
         raise ValueError(f"must be a non-empty string, got {shown(value)}")
@@ -167,7 +179,9 @@ def bounded_path(value: Any, *, expand: bool = False) -> str:
     text = one_line_text(os.fspath(value) if isinstance(value, os.PathLike) else value, MAX_PATH)
     text = os.path.expanduser(text) if expand else text
     if path_too_long(text):
-        raise ValueError(f"must be a path of at most {MAX_PATH} characters and {MAX_PATH_PART} per name, got {shown(value)}")
+        raise ValueError(
+            f"must be a path of at most {MAX_PATH} characters and {MAX_PATH_PART} per name, got {shown(value)}"
+        )
     return text
 
 
@@ -190,7 +204,9 @@ def writable_dir(path: Path) -> None:
             raise ValueError(f"{path} exists and is not a directory")
         raise ValueError(f"{path} cannot be created: {existing} is not a directory")
     if not os.access(existing, os.W_OK | os.X_OK):
-        raise ValueError(f"{path} is not writable" if existing == path else f"{path} cannot be created: {existing} is not writable")
+        raise ValueError(
+            f"{path} is not writable" if existing == path else f"{path} cannot be created: {existing} is not writable"
+        )
     # access() answers from the mode bits (and, for root, always yes): /proc, /sys and other
     # pseudo file systems refuse a new entry anyway. A real probe, removed at once, says so now.
     try:

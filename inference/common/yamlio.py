@@ -53,7 +53,9 @@ class _StrictLoader(yaml.SafeLoader):
         except (ValueError, TypeError, OverflowError) as exc:
             # A value PyYAML's constructors cannot build: an integer of more than
             # 4300 digits, a date such as 2024-13-45.
-            raise yaml.constructor.ConstructorError(None, None, f"cannot read the value: {_clip(str(exc))}", node.start_mark) from None
+            raise yaml.constructor.ConstructorError(
+                None, None, f"cannot read the value: {_clip(str(exc))}", node.start_mark
+            ) from None
 
 
 def _mapping_without_duplicates(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
@@ -65,7 +67,9 @@ def _mapping_without_duplicates(loader: _StrictLoader, node: yaml.MappingNode, d
         try:
             duplicate = key in seen
         except TypeError:  # a list or mapping as a key
-            raise yaml.constructor.ConstructorError(None, None, f"a {type(key).__name__} cannot be a key", key_node.start_mark) from None
+            raise yaml.constructor.ConstructorError(
+                None, None, f"a {type(key).__name__} cannot be a key", key_node.start_mark
+            ) from None
         if duplicate:
             raise yaml.constructor.ConstructorError(None, None, f"duplicate key {shown(key)}", key_node.start_mark)
         seen.add(key)

@@ -38,7 +38,14 @@ if TYPE_CHECKING:
 
 # The optional methods, as ``implements`` names them.
 OptionalMethod = Literal[
-    "version", "compile_report", "is_supported", "supported_ops", "get_performance_data", "best_batch_sizes", "prepare_batch_size", "own_benchmark"
+    "version",
+    "compile_report",
+    "is_supported",
+    "supported_ops",
+    "get_performance_data",
+    "best_batch_sizes",
+    "prepare_batch_size",
+    "own_benchmark",
 ]
 OPTIONAL_METHODS: tuple[OptionalMethod, ...] = (
     "version",

@@ -42,7 +42,11 @@ def get_registered_devices(root: Path = ENGINE_ROOT) -> dict[str, list[str]]:
 
 def is_bytemlperf_backend(path: Path) -> bool:
     """A ByteMLPerf backend folder ``<vendor>/XXX/`` holding ``compile_backend_xxx.py`` (docs/bytemlperf_migration.md)."""
-    return path.is_dir() and not path.name.startswith(("_", ".")) and (path / f"compile_backend_{path.name.lower()}.py").is_file()
+    return (
+        path.is_dir()
+        and not path.name.startswith(("_", "."))
+        and (path / f"compile_backend_{path.name.lower()}.py").is_file()
+    )
 
 
 def engine_file(vendor: str, compiler: str, root: Path = ENGINE_ROOT) -> Path:
@@ -59,7 +63,9 @@ def check_engine(vendor: str, compiler: str, root: Path = ENGINE_ROOT) -> Path:
     path = engine_file(vendor, compiler, root)
     if not path.is_file():
         known = ", ".join(compilers(vendor, root)) or "none"
-        raise ConfigError(f"unknown compiler '{compiler}' for vendor '{vendor}': no inference_engine/{vendor}/{compiler}.py (known: {known})")
+        raise ConfigError(
+            f"unknown compiler '{compiler}' for vendor '{vendor}': no inference_engine/{vendor}/{compiler}.py (known: {known})"
+        )
     return path
 
 

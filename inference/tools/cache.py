@@ -118,7 +118,9 @@ def probe(entry: str | Path, what: str) -> tuple[bool, str | None]:
     rebuilds. (False, None) when there is no entry."""
     entry = Path(entry)
     if not entry.is_file():
-        if seal_path(entry).exists():  # a seal without its entry (unlink would fail on a read-only cache even with nothing to remove)
+        if seal_path(
+            entry
+        ).exists():  # a seal without its entry (unlink would fail on a read-only cache even with nothing to remove)
             seal_path(entry).unlink(missing_ok=True)
         return False, None
     problem, companions = _seal_problem(entry)

@@ -42,13 +42,17 @@ class CaseModule(Protocol):
     def evaluator(self, outputs: list, y: Any) -> float:
         """One batch's accuracy from the outputs of a step (model or engine)."""
 
-    def model_forward(self, model: Any, dataloader: Any, evaluator: Callable[[list, Any], float], config: CaseConfig) -> Any:
+    def model_forward(
+        self, model: Any, dataloader: Any, evaluator: Callable[[list, Any], float], config: CaseConfig
+    ) -> Any:
         """Step 3: the framework model's pass over the data."""
 
     def export_model(self, model: Any, config: CaseConfig) -> Any:
         """Step 4: write the ONNX file at ``config.export_onnx_path`` (FlagPerf: or return its path)."""
 
-    def engine_forward(self, engine: Any, dataloader: Any, evaluator: Callable[[list, Any], float], config: CaseConfig) -> Any:
+    def engine_forward(
+        self, engine: Any, dataloader: Any, evaluator: Callable[[list, Any], float], config: CaseConfig
+    ) -> Any:
         """Step 6: the vendor engine's pass over the data."""
 
 

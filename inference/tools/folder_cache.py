@@ -25,7 +25,9 @@ def _files(folder: Path, entry: str) -> list[Path]:
     return [p for p in sorted(folder.iterdir()) if p.is_file() and p.name != entry and not p.name.endswith(SEAL_SUFFIX)]
 
 
-def cached_folder(parent: str | Path, name: str, entry: str, build: Callable[[Path], None], what: str) -> tuple[Path, str, str | None]:
+def cached_folder(
+    parent: str | Path, name: str, entry: str, build: Callable[[Path], None], what: str
+) -> tuple[Path, str, str | None]:
     """``parent/name/entry``, built by ``build(folder)`` unless a sealed copy is there.
 
     Returns (the entry's path, ``"hit"`` or ``"miss"``, why a cached copy was

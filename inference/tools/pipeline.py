@@ -125,7 +125,11 @@ class Pipeline:
             "framework_validation",
             self.framework_validation,
             skip_if=config.no_validation or config.compile_only or config.get("test_accuracy") is False,
-            why="no_validation: true" if config.no_validation else "compile_only: true" if config.compile_only else "test_accuracy: false",
+            why="no_validation: true"
+            if config.no_validation
+            else "compile_only: true"
+            if config.compile_only
+            else "test_accuracy: false",
         )
         no_compiler = config.compiler is None
         self._step(
@@ -175,7 +179,9 @@ class Pipeline:
             cache = self.read_only_cache
             if cache is not None and str(cache) in str(exc):
                 problem = exc if isinstance(exc, StorageError) else storage_error(exc, exc.filename or cache) or exc
-                raise StorageError(f"cache directory {cache} is read-only and this run must write to it (a cache miss): {problem}") from None
+                raise StorageError(
+                    f"cache directory {cache} is read-only and this run must write to it (a cache miss): {problem}"
+                ) from None
             raise
         record.status, record.duration_s = "done", time.perf_counter() - start
         logger.info(step_line(name, "done", f"in {record.duration_s:.2f} s"))
@@ -258,7 +264,9 @@ class Pipeline:
         if self._static_batch(config):
             # FlagPerf's static-batch engines (has_dynamic_axis: false) take only full batches.
             dataloader = flagperf.DropPartialBatches(dataloader, config.batch_size)
-            logger.info(f"static batch of {config.batch_size}: the partial last batch is dropped (FlagPerf's drop_last)")
+            logger.info(
+                f"static batch of {config.batch_size}: the partial last batch is dropped (FlagPerf's drop_last)"
+            )
         self.state.dataloader = bytemlperf.apply_data_percent(dataloader, config)  # ByteMLPerf's data_percent
         if config.no_validation:
             logger.info("no_validation: true, so no framework model is created")
@@ -270,7 +278,10 @@ class Pipeline:
         """has_dynamic_axis: false, or a given ONNX file whose batch axis is fixed at batch_size."""
         if not flagperf.has_dynamic_axis(config):
             return True
-        return config.exist_onnx_path is not None and flagperf.onnx_static_batch(config.exist_onnx_path) == config.batch_size
+        return (
+            config.exist_onnx_path is not None
+            and flagperf.onnx_static_batch(config.exist_onnx_path) == config.batch_size
+        )
 
     def framework_validation(self) -> None:
         """Step 3, the framework model's accuracy pass. Its throughputs are information, not judged
@@ -280,7 +291,9 @@ class Pipeline:
         state = self.state
         config = replace(state.the_config, **VALIDATION_PASS)
         case = state.the_case.module
-        state.validation = _phase_result(case.model_forward(state.model, state.dataloader, case.evaluator, config), "model_forward")
+        state.validation = _phase_result(
+            case.model_forward(state.model, state.dataloader, case.evaluator, config), "model_forward"
+        )
         _log_phase(state.validation)
 
     def onnx_export(self) -> None:
@@ -301,7 +314,9 @@ class Pipeline:
         state.cache["engine"] = {"status": status, "path": config.engine_path}
         if self.builder.evicted:
             state.cache["engine"]["evicted"] = self.builder.evicted
-        state.engine_info = compile_report.describe_engine(state.engine, state.onnx_path, duration)  # names the vendor's class
+        state.engine_info = compile_report.describe_engine(
+            state.engine, state.onnx_path, duration
+        )  # names the vendor's class
         if isinstance(state.engine, OutputAdapter):
             state.engine_info["output_adapter"] = "flagperf"
         bytemlperf.resolve_best(config, state.engine_info)  # batch_sizes: best
@@ -312,12 +327,16 @@ class Pipeline:
         case, engine = state.the_case.module, state.the_engine
 
         def measure() -> PhaseResult:
-            return _phase_result(case.engine_forward(engine, state.dataloader, case.evaluator, state.the_config), "engine_forward")
+            return _phase_result(
+                case.engine_forward(engine, state.dataloader, case.evaluator, state.the_config), "engine_forward"
+            )
 
         def discard(first: PhaseResult) -> None:
             logger.info(f"inference drifted ({'; '.join(first.verdict.reasons)}): measuring it once more")
 
-        state.inference = measured_once_more_on_drift(measure, lambda phase: phase.precision, lambda phase: phase.verdict.reasons, discard)
+        state.inference = measured_once_more_on_drift(
+            measure, lambda phase: phase.precision, lambda phase: phase.verdict.reasons, discard
+        )
         _log_phase(state.inference)
         self._performance()
         if engine.implements("get_performance_data"):
@@ -333,12 +352,16 @@ class Pipeline:
         from tools.torch_sync import sync_for_config
 
         config, state, engine = self.state.the_config, self.state, self.state.the_engine
-        own = state.the_case.performance_stage(engine, state.model, config)  # an LLM case's table and scenarios (tools/measure/llm_stage.py)
+        own = state.the_case.performance_stage(
+            engine, state.model, config
+        )  # an LLM case's table and scenarios (tools/measure/llm_stage.py)
         if own is not None:
             state.performance = own
             state.the_inference.verdict.extend(own.engine_reasons)
             return
-        stage = PerformanceStage(config, state.dataloader, sync_for_config(config), result.engine_precision(engine, config))
+        stage = PerformanceStage(
+            config, state.dataloader, sync_for_config(config), result.engine_precision(engine, config)
+        )
         state.performance = stage.report
         if not stage.usable:
             stage.report.notes.append("performance rows skipped: the data loader does not yield tensors")
@@ -353,7 +376,9 @@ class Pipeline:
         if config.get("test_perf") is False:  # ByteMLPerf's workload key
             stage.report.notes.append("performance rows skipped (test_perf: false)")
             return
-        assert self.builder is not None and config.batch_sizes is not None, "vendor_compile built the engine; the config set batch_sizes"
+        assert self.builder is not None and config.batch_sizes is not None, (
+            "vendor_compile built the engine; the config set batch_sizes"
+        )
         for batch_size in config.batch_sizes:
             sized = engine
             if engine.rebuild_per_batch_size and batch_size != config.batch_size:
@@ -361,7 +386,9 @@ class Pipeline:
                 logger.info(f"engine for batch size {batch_size}: cache {status}, {duration:.2f} s")
             sized.prepare_batch_size(batch_size)  # e.g. a ByteMLPerf backend's load(batch_size), untimed
             stage.rows_for(sized, batch_size, base_pool if batch_size == config.batch_size else None)
-        bytemlperf.own_benchmark(engine, config, state.dataloader, state.engine_info)  # a backend's own benchmark(), beside the rows
+        bytemlperf.own_benchmark(
+            engine, config, state.dataloader, state.engine_info
+        )  # a backend's own benchmark(), beside the rows
 
     def summary(self) -> CaseResult:
         config, state = self.state.the_config, self.state
@@ -393,7 +420,9 @@ def _sweep(*directories: Path) -> None:
     for directory in directories:
         removed = sweep_stale_temps(directory)
         if removed:
-            names = ", ".join(p.name for p in removed[:3]) + (f" and {len(removed) - 3} more" if len(removed) > 3 else "")
+            names = ", ".join(p.name for p in removed[:3]) + (
+                f" and {len(removed) - 3} more" if len(removed) > 3 else ""
+            )
             logger.info(f"removed {len(removed)} temporary file(s) left by killed runs in {directory}: {names}")
 
 
@@ -434,7 +463,9 @@ def _log_phase(phase: PhaseResult) -> None:
     acc = f"{phase.accuracy:.4f}" if phase.accuracy is not None else "n/a"
     lat = phase.latency
     if lat is None:  # timed by the case (FlagPerf style)
-        logger.info(f"{phase.phase}: whole {phase.whole_qps:.2f} qps, core {phase.core_qps:.2f} qps (as the case timed them), acc {acc}")
+        logger.info(
+            f"{phase.phase}: whole {phase.whole_qps:.2f} qps, core {phase.core_qps:.2f} qps (as the case timed them), acc {acc}"
+        )
     else:
         p99 = f"{lat.p99:.2f} ms" if lat.p99 is not None else "n/a"
         logger.info(

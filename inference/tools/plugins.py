@@ -30,7 +30,14 @@ if TYPE_CHECKING:
 PLUGIN_IMPORTS: dict[str, tuple[str, ...]] = {
     # shared code, and the engine API: the base classes (base-tier kernels: TorchKernels),
     # ByteMLPerf's base class names for its backend folders, the config's types (CaseView).
-    "engine": ("common", "inference_engine.base", "inference_engine.llm_base", "benchmarks.base_common", "general_perf", "tools.config"),
+    "engine": (
+        "common",
+        "inference_engine.base",
+        "inference_engine.llm_base",
+        "benchmarks.base_common",
+        "general_perf",
+        "tools.config",
+    ),
     "case": (
         "common",
         # the case API: the bases every case builds on, and other cases' helpers

@@ -33,7 +33,17 @@ from typing import Any
 from common.errors import ConfigError, shown
 from common.layout import framework_dir
 
-WORKLOAD_KEYS = ("model", "test_perf", "test_accuracy", "test_numeric", "clients", "iterations", "batch_sizes", "data_percent", "compile_only")
+WORKLOAD_KEYS = (
+    "model",
+    "test_perf",
+    "test_accuracy",
+    "test_numeric",
+    "clients",
+    "iterations",
+    "batch_sizes",
+    "data_percent",
+    "compile_only",
+)
 FRAMEWORKS = {"torch": "pytorch"}  # ByteMLPerf's framework word -> InferPerf's case framework
 PRECISIONS = {"fp32": False, "fp16": True}  # -> fp16
 # A model-zoo entry (a model description) has these; a workload never does.
@@ -60,7 +70,10 @@ def read_json(path: Path) -> Any:
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read the workload: {exc.strerror or exc}") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"{path}: not valid JSON: {getattr(exc, 'msg', exc)}" + (f" at line {exc.lineno}" if hasattr(exc, "lineno") else "")) from None
+        raise ConfigError(
+            f"{path}: not valid JSON: {getattr(exc, 'msg', exc)}"
+            + (f" at line {exc.lineno}" if hasattr(exc, "lineno") else "")
+        ) from None
 
 
 def is_workload_file(path: Path) -> bool:
@@ -90,7 +103,9 @@ def load_workload(path: Path, perf_dir: Path, framework: str | None = None) -> W
         raise ConfigError(f"{path}: a ByteMLPerf workload is a JSON object, got {type(data).__name__}")
     for key in data:
         if key not in WORKLOAD_KEYS:
-            raise ConfigError(f"{path}: unknown workload key {shown(key)} (ByteMLPerf's keys: {', '.join(WORKLOAD_KEYS)})")
+            raise ConfigError(
+                f"{path}: unknown workload key {shown(key)} (ByteMLPerf's keys: {', '.join(WORKLOAD_KEYS)})"
+            )
     if "model" not in data:
         raise ConfigError(f"{path}: key 'model' is required (a name like resnet50-torch-fp32)")
     model = data["model"]
@@ -107,16 +122,28 @@ def load_workload(path: Path, perf_dir: Path, framework: str | None = None) -> W
 def _model_case(path: Path, model: Any, perf_dir: Path) -> tuple[str, str, bool]:
     match = re.fullmatch(r"([a-z0-9][a-z0-9_.-]*)-([a-z0-9]+)-([a-z0-9]+)", model) if isinstance(model, str) else None
     if not match:
-        raise ConfigError(f"{path}: key 'model' must be ByteMLPerf's <name>-<framework>-<precision> (e.g. resnet50-torch-fp32), got {shown(model)}")
+        raise ConfigError(
+            f"{path}: key 'model' must be ByteMLPerf's <name>-<framework>-<precision> (e.g. resnet50-torch-fp32), got {shown(model)}"
+        )
     name, word, precision = match.groups()
     framework = FRAMEWORKS.get(word)
     case_dir = perf_dir / "benchmarks" / name / (framework or "")
     if framework is None or not case_dir.is_dir() or name == "onnx_model":
-        known = sorted(p.parent.name for p in (perf_dir / "benchmarks").glob("*/pytorch") if p.parent.name != "onnx_model")
-        why = f"framework '{word}' (InferPerf runs torch models)" if framework is None else f"no benchmarks/{name}/{framework}/"
-        raise ConfigError(f"{path}: model {model!r} has no InferPerf case: {why}; cases here: {', '.join(f'{k}-torch-fp32' for k in known)}")
+        known = sorted(
+            p.parent.name for p in (perf_dir / "benchmarks").glob("*/pytorch") if p.parent.name != "onnx_model"
+        )
+        why = (
+            f"framework '{word}' (InferPerf runs torch models)"
+            if framework is None
+            else f"no benchmarks/{name}/{framework}/"
+        )
+        raise ConfigError(
+            f"{path}: model {model!r} has no InferPerf case: {why}; cases here: {', '.join(f'{k}-torch-fp32' for k in known)}"
+        )
     if precision not in PRECISIONS:
-        raise ConfigError(f"{path}: model {model!r}: precision '{precision}' is not one InferPerf runs ({', '.join(PRECISIONS)})")
+        raise ConfigError(
+            f"{path}: model {model!r}: precision '{precision}' is not one InferPerf runs ({', '.join(PRECISIONS)})"
+        )
     return name, framework, PRECISIONS[precision]
 
 
@@ -136,11 +163,19 @@ def _mapped(path: Path, key: str, value: Any, data: dict) -> list[str]:
             raise fail(f"a whole number from 1 to {high}")
         if key == "clients":
             iterations = data.get("iterations")
-            extra = [f"min_query_count={value * iterations}"] if isinstance(iterations, int) and not isinstance(iterations, bool) else []
+            extra = (
+                [f"min_query_count={value * iterations}"]
+                if isinstance(iterations, int) and not isinstance(iterations, bool)
+                else []
+            )
             return [f"clients={value}", *extra]
         return [] if key == "iterations" else [f"data_percent={value}"]
     # batch_sizes
-    if not isinstance(value, list) or not value or not all(isinstance(b, int) and not isinstance(b, bool) and 1 <= b <= MAX_BATCH for b in value):
+    if (
+        not isinstance(value, list)
+        or not value
+        or not all(isinstance(b, int) and not isinstance(b, bool) and 1 <= b <= MAX_BATCH for b in value)
+    ):
         raise fail(f"a non-empty list of batch sizes from 1 to {MAX_BATCH}")
     return [f"batch_sizes={json.dumps(sorted(set(value)))}"]
 
@@ -160,7 +195,11 @@ def workload_entry(config_path: Path, perf_dir: Path, key: Any, value: Any = Non
         workload = load_workload(path, perf_dir, framework)
     except ConfigError as exc:
         raise ConfigError(f"{config_path}: key CASES entry {key!r}: {exc}") from None
-    if isinstance(value, str) and "/" not in value and (perf_dir / "benchmarks" / workload.case / framework_dir(value)).is_dir():
+    if (
+        isinstance(value, str)
+        and "/" not in value
+        and (perf_dir / "benchmarks" / workload.case / framework_dir(value)).is_dir()
+    ):
         raise ConfigError(
             f"{config_path}: key CASES entry {key!r} maps to {value!r}, a framework: a workload maps to the case's data directory "
             f'(the framework comes from its model name, or from the key: "{text}:{value}": DATA_DIR)'
@@ -171,7 +210,9 @@ def workload_entry(config_path: Path, perf_dir: Path, key: Any, value: Any = Non
 def workload_cases(cases: list, paths: list[str], perf_dir: Path, config_path: Path) -> list:
     """run.py --workload PATH.json ...: each workload's case, in the data directory host.yaml's
     CASES gives that case (relative paths are the shell's)."""
-    from dataclasses import replace  # the spec keeps its type (utils.host_config.CaseSpec) without importing it: no import circle
+    from dataclasses import (
+        replace,
+    )  # the spec keeps its type (utils.host_config.CaseSpec) without importing it: no import circle
 
     specs = []
     for text in paths:
@@ -185,7 +226,9 @@ def workload_cases(cases: list, paths: list[str], perf_dir: Path, config_path: P
                 f"--workload {text}: case '{workload.case}' (model {workload.model}) has no CASES entry in {config_path} to take its data directory from; "
                 f'add "{workload.case}:{workload.framework}": DATA_DIR there, or list the workload in CASES as "{text}": DATA_DIR'
             )
-        specs.append(replace(known[0], case=workload.case, workload_overrides=workload.overrides))  # known[0].model is None
+        specs.append(
+            replace(known[0], case=workload.case, workload_overrides=workload.overrides)
+        )  # known[0].model is None
     return specs
 
 
@@ -194,4 +237,7 @@ def without_keys(cases: list, overrides: list[str]) -> list:
     from dataclasses import replace
 
     given = {item.partition("=")[0].strip() for item in overrides}
-    return [replace(spec, workload_overrides=tuple(i for i in spec.workload_overrides if i.partition("=")[0] not in given)) for spec in cases]
+    return [
+        replace(spec, workload_overrides=tuple(i for i in spec.workload_overrides if i.partition("=")[0] not in given))
+        for spec in cases
+    ]

@@ -105,10 +105,14 @@ def parse_cases(value: Any, config_path: Path, perf_dir: Path, here: bool) -> li
         try:
             data_dir = bounded_path(data_dir)
         except ValueError as exc:
-            raise ConfigError(f"{config_path}: key CASES entry {key!r} must map to a data directory path: {exc}") from None
+            raise ConfigError(
+                f"{config_path}: key CASES entry {key!r} must map to a data directory path: {exc}"
+            ) from None
         if not data_dir.startswith("/"):
             if not here:
-                raise ConfigError(f"{config_path}: key CASES entry {key!r}: data dir {shown(data_dir)} must be an absolute path on the hosts")
+                raise ConfigError(
+                    f"{config_path}: key CASES entry {key!r}: data dir {shown(data_dir)} must be an absolute path on the hosts"
+                )
             data_dir = str((perf_dir / data_dir).resolve())
         if workload is not None:
             cases.append(CaseSpec(workload.case, workload.framework, data_dir, workload_overrides=workload.overrides))

@@ -50,7 +50,13 @@ LOG_LEVELS = ("TRACE", "DEBUG", "INFO", "WARNING", "ERROR")
 # FlagPerf keys that InferPerf accepts but has no use for.
 IGNORED_KEYS = ("LOG_CALL_INFORMATION", "HOSTS_PORTS", "MASTER_PORT")
 # Keys only FlagPerf's host.yaml carries (all about containers on remote hosts).
-FLAGPERF_DOCKER_KEYS = ("ACCE_CONTAINER_OPT", "HOSTS_PORTS", "MASTER_PORT", "PIP_SOURCE", "ACCE_VISIBLE_DEVICE_ENV_NAME")
+FLAGPERF_DOCKER_KEYS = (
+    "ACCE_CONTAINER_OPT",
+    "HOSTS_PORTS",
+    "MASTER_PORT",
+    "PIP_SOURCE",
+    "ACCE_VISIBLE_DEVICE_ENV_NAME",
+)
 
 # Bounds on what reaches a resource.
 MAX_HOSTS = 256
@@ -354,9 +360,17 @@ def _check_ssh_key_file(cfg: HostConfig, value: Any) -> str | None:
 def _check_known_hosts(cfg: HostConfig, value: Any) -> str:
     known_hosts = bounded_path("~/.ssh/known_hosts" if value is None else value, expand=True)
     if _uses_ssh(cfg) and not cfg.trust_on_first_use and not on_disk(Path(known_hosts).is_file, known_hosts):
-        loopback = [host.label for host in cfg.hosts if _is_loopback(host.address) and host.port == 22]  # not an sshd on its own port
-        hint = f'; {loopback[0]} is this machine: HOSTS: ["localhost"] drives its Docker engine without SSH' if loopback and len(cfg.hosts) == 1 else ""
-        raise ValueError(f"{known_hosts} does not exist: add the hosts' keys (ssh-keyscan, checked) or set TRUST_ON_FIRST_USE: true{hint}")
+        loopback = [
+            host.label for host in cfg.hosts if _is_loopback(host.address) and host.port == 22
+        ]  # not an sshd on its own port
+        hint = (
+            f'; {loopback[0]} is this machine: HOSTS: ["localhost"] drives its Docker engine without SSH'
+            if loopback and len(cfg.hosts) == 1
+            else ""
+        )
+        raise ValueError(
+            f"{known_hosts} does not exist: add the hosts' keys (ssh-keyscan, checked) or set TRUST_ON_FIRST_USE: true{hint}"
+        )
     return known_hosts
 
 
@@ -447,7 +461,9 @@ def _check_slurm_python(cfg: HostConfig, value: Any) -> str:
 
 def _check_slurm_container(cfg: HostConfig, value: Any) -> str:
     if value not in ("none", "docker"):
-        raise ValueError(f"must be none (natively on the node) or docker (the vendor container through the node's Docker engine), got {shown(value)}")
+        raise ValueError(
+            f"must be none (natively on the node) or docker (the vendor container through the node's Docker engine), got {shown(value)}"
+        )
     return value
 
 

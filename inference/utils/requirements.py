@@ -67,7 +67,9 @@ def requirements_path(perf_dir: str | Path, case: str, framework: str) -> Path |
     return path if path.is_file() else None
 
 
-def all_requirement_files(perf_dir: str | Path, framework: str | None = None, cases: list[str] | None = None) -> list[Path]:
+def all_requirement_files(
+    perf_dir: str | Path, framework: str | None = None, cases: list[str] | None = None
+) -> list[Path]:
     """Every case's requirement file (optionally of one framework or some cases), sorted by path."""
     pattern = f"*/{framework_dir(framework) if framework else '*'}/{REQUIREMENTS_FILE}"
     files = sorted((Path(perf_dir) / "benchmarks").glob(pattern))
@@ -86,7 +88,9 @@ def read_requirements(path: str | Path) -> list[tuple[str, Requirement]]:
         if not line:
             continue
         if line.startswith("-"):
-            raise ConfigError(f"{path}:{number}: pip options ({line.split()[0]}) are not supported; list one package per line")
+            raise ConfigError(
+                f"{path}:{number}: pip options ({line.split()[0]}) are not supported; list one package per line"
+            )
         try:
             requirement = Requirement(line)
         except InvalidRequirement as exc:
@@ -139,7 +143,9 @@ def check_case_requirements(perf_dir: str | Path, case: str, framework: str) -> 
     if unmet:
         more = f" (and {len(unmet) - 1} more)" if len(unmet) > 1 else ""
         relative = path.relative_to(Path(perf_dir)) if path.is_relative_to(Path(perf_dir)) else path
-        raise ConfigError(f"case '{case}:{framework}': {unmet[0].describe()}{more}, listed in {relative}; install with: {install_hint(path)}")
+        raise ConfigError(
+            f"case '{case}:{framework}': {unmet[0].describe()}{more}, listed in {relative}; install with: {install_hint(path)}"
+        )
 
 
 def backend_requirements_path(perf_dir: str | Path, vendor: str, compiler: str | None) -> Path | None:
@@ -150,7 +156,9 @@ def backend_requirements_path(perf_dir: str | Path, vendor: str, compiler: str |
     return path if path.is_file() else None
 
 
-def check_backend_requirements(perf_dir: str | Path, vendor: str, compiler: str | None, policy: str = "check") -> list[str]:
+def check_backend_requirements(
+    perf_dir: str | Path, vendor: str, compiler: str | None, policy: str = "check"
+) -> list[str]:
     """A ByteMLPerf backend folder's requirements.txt against this environment (host.yaml's
     BACKEND_REQUIREMENTS): ``check``, one ConfigError line for the first unmet requirement;
     ``warn``, one WARNING line per unmet requirement with the version installed, and go on
@@ -164,11 +172,15 @@ def check_backend_requirements(perf_dir: str | Path, vendor: str, compiler: str 
     where = f"backend '{compiler}' (inference_engine/{vendor}/{compiler})"
     if unmet and policy != "warn":
         more = f" (and {len(unmet) - 1} more)" if len(unmet) > 1 else ""
-        raise ConfigError(f"{where}: {unmet[0].describe('the backend')}{more}, listed in its requirements.txt; install with: pip install -r {path}")
+        raise ConfigError(
+            f"{where}: {unmet[0].describe('the backend')}{more}, listed in its requirements.txt; install with: pip install -r {path}"
+        )
     if path is None or not unmet or path in _WARNED:  # no requirements.txt: nothing unmet
         return []
     _WARNED.add(path)
-    lines = [f"{where}: {item.describe('its requirements.txt')}; going on (BACKEND_REQUIREMENTS: warn)" for item in unmet]
+    lines = [
+        f"{where}: {item.describe('its requirements.txt')}; going on (BACKEND_REQUIREMENTS: warn)" for item in unmet
+    ]
     from loguru import logger
 
     for line in lines:
@@ -182,7 +194,9 @@ _WARNED: set[Path] = set()
 def all_backend_requirement_files(perf_dir: str | Path, vendor: str) -> list[Path]:
     """Every ByteMLPerf backend folder's requirements.txt of one vendor (an image installs them all)."""
     folders = (Path(perf_dir) / "inference_engine" / vendor).glob(f"*/{REQUIREMENTS_FILE}")
-    return sorted(p for p in folders if (p.parent / f"compile_backend_{p.parent.name.lower()}.py").is_file())  # registry's rule
+    return sorted(
+        p for p in folders if (p.parent / f"compile_backend_{p.parent.name.lower()}.py").is_file()
+    )  # registry's rule
 
 
 def torch_constraint() -> str | None:

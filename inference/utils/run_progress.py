@@ -195,9 +195,13 @@ class ProgressConsole:
         count = f"{state.done}/{state.target}" if state.phase and state.target else ""
         eta = f"ETA {_duration(state.eta_s)}" if state.phase and state.eta_s is not None else ""
         if key not in self.tasks:
-            self.tasks[key] = self.progress.add_task(description, total=total, completed=completed, count=count, eta=eta)
+            self.tasks[key] = self.progress.add_task(
+                description, total=total, completed=completed, count=count, eta=eta
+            )
         else:
-            self.progress.update(self.tasks[key], description=description, total=total, completed=completed, count=count, eta=eta)
+            self.progress.update(
+                self.tasks[key], description=description, total=total, completed=completed, count=count, eta=eta
+            )
 
     def log(self, message: Any) -> None:
         """loguru sink: run.py's lines about cases and image builds."""
@@ -221,7 +225,10 @@ class ProgressConsole:
                 from rich.markup import escape
 
                 self.builds[match["host"]] = self.progress.add_task(
-                    escape(f"{match['host']} building image {match['tag']} (the first time: minutes)"), total=None, count="", eta=""
+                    escape(f"{match['host']} building image {match['tag']} (the first time: minutes)"),
+                    total=None,
+                    count="",
+                    eta="",
                 )
                 return
             match = _IMAGE_READY.match(text)

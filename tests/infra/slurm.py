@@ -133,9 +133,18 @@ class SlurmCluster:
 
     def run(self, *argv: str, timeout: float = 30.0, check: bool = True) -> subprocess.CompletedProcess:
         """Run a Slurm client command (``scontrol``, ``squeue`` ...) against this cluster."""
-        proc = subprocess.run(list(argv), env=self.client_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=timeout)
+        proc = subprocess.run(
+            list(argv),
+            env=self.client_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=timeout,
+        )
         if check and proc.returncode != 0:
-            raise SlurmUnavailable(f"{' '.join(argv)} exited {proc.returncode}: {proc.stderr.strip() or proc.stdout.strip()}")
+            raise SlurmUnavailable(
+                f"{' '.join(argv)} exited {proc.returncode}: {proc.stderr.strip() or proc.stdout.strip()}"
+            )
         return proc
 
     def node_state(self, node: Optional[str] = None) -> str:
@@ -166,7 +175,9 @@ class SlurmCluster:
         and what they write stays in the tmpfs, invisible to this machine.  Unmounted
         on exit.  Needs :attr:`mount_namespaces`."""
         if not self.mount_namespaces:
-            raise SlurmUnavailable("the slurmd processes share this machine's mount namespace (unshare --mount unavailable)")
+            raise SlurmUnavailable(
+                "the slurmd processes share this machine's mount namespace (unshare --mount unavailable)"
+            )
         pid = self.slurmd_pid(node)
         target = str(Path(directory).resolve())
         _nsenter(pid, "mount", "-t", "tmpfs", "-o", "size=4m,mode=1777", "inferperf-hidden", target)
@@ -177,7 +188,11 @@ class SlurmCluster:
 
     def node_listdir(self, directory: PathLike, node: Optional[str] = None) -> List[str]:
         """The names in ``directory`` as that node's jobs see it (its mount namespace)."""
-        out = _nsenter(self.slurmd_pid(node), "ls", "-A", str(Path(directory).resolve())) if self.mount_namespaces else None
+        out = (
+            _nsenter(self.slurmd_pid(node), "ls", "-A", str(Path(directory).resolve()))
+            if self.mount_namespaces
+            else None
+        )
         return out.split() if out is not None else sorted(os.listdir(directory))
 
     def job_ids(self) -> List[str]:
@@ -210,7 +225,9 @@ class SlurmCluster:
                 return
             for name, proc in self.processes.items():
                 if proc.poll() is not None:
-                    raise SlurmUnavailable(f"{name} exited with status {proc.returncode} before the nodes became idle\n{self.logs()}")
+                    raise SlurmUnavailable(
+                        f"{name} exited with status {proc.returncode} before the nodes became idle\n{self.logs()}"
+                    )
             time.sleep(0.25)
         raise SlurmUnavailable(f"nodes not idle after {timeout:.0f} s (last state: {state or 'none'})\n{self.logs()}")
 
@@ -292,7 +309,13 @@ def _slurmd_log(cluster: SlurmCluster, node: str) -> str:
 
 def _nsenter(pid: int, *argv: str) -> str:
     """Run ``argv`` in the mount namespace of ``pid``; its stdout, or SlurmUnavailable."""
-    proc = subprocess.run(["nsenter", "-t", str(pid), "-m", "--", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=30)
+    proc = subprocess.run(
+        ["nsenter", "-t", str(pid), "-m", "--", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=30,
+    )
     if proc.returncode != 0:
         raise SlurmUnavailable(f"nsenter -t {pid} -m {' '.join(argv)} exited {proc.returncode}: {proc.stderr.strip()}")
     return proc.stdout
@@ -310,18 +333,28 @@ def mount_namespaces_available() -> bool:
     return proc.returncode == 0
 
 
-def _slurm_conf(root: Path, nodes: List[str], cpus: int, mem_mb: int, ctld_port: int, slurmd_ports: Dict[str, int], munge_socket: Path) -> str:
+def _slurm_conf(
+    root: Path,
+    nodes: List[str],
+    cpus: int,
+    mem_mb: int,
+    ctld_port: int,
+    slurmd_ports: Dict[str, int],
+    munge_socket: Path,
+) -> str:
     single = len(nodes) == 1
     host = socket.gethostname().split(".")[0]
     node_list = ",".join(nodes)
     parts = [
-        f"PartitionName={p} Nodes={node_list} Default={'YES' if i == 0 else 'NO'} MaxTime=INFINITE State=UP OverSubscribe=NO" for i, p in enumerate(PARTITIONS)
+        f"PartitionName={p} Nodes={node_list} Default={'YES' if i == 0 else 'NO'} MaxTime=INFINITE State=UP OverSubscribe=NO"
+        for i, p in enumerate(PARTITIONS)
     ]
     if single:
         node_lines = [f"NodeName={nodes[0]} NodeAddr=127.0.0.1 CPUs={cpus} RealMemory={mem_mb} State=UNKNOWN"]
     else:  # several slurmd on this machine: one port each (multiple-slurmd build)
         node_lines = [
-            f"NodeName={n} NodeHostname={host} NodeAddr=127.0.0.1 Port={slurmd_ports[n]} CPUs={cpus} RealMemory={mem_mb} State=UNKNOWN" for n in nodes
+            f"NodeName={n} NodeHostname={host} NodeAddr=127.0.0.1 Port={slurmd_ports[n]} CPUs={cpus} RealMemory={mem_mb} State=UNKNOWN"
+            for n in nodes
         ]
     return "\n".join(
         [
@@ -370,7 +403,13 @@ def _slurm_conf(root: Path, nodes: List[str], cpus: int, mem_mb: int, ctld_port:
     )
 
 
-def start_slurm(workdir: Optional[PathLike] = None, *, timeout: float = 60.0, nodes: int = 1, mount_namespaces: Optional[bool] = None) -> SlurmCluster:
+def start_slurm(
+    workdir: Optional[PathLike] = None,
+    *,
+    timeout: float = 60.0,
+    nodes: int = 1,
+    mount_namespaces: Optional[bool] = None,
+) -> SlurmCluster:
     """Start munged, slurmctld and ``nodes`` slurmd in ``workdir`` (a new temporary
     directory when None) and wait until every node is idle.
 
@@ -386,7 +425,9 @@ def start_slurm(workdir: Optional[PathLike] = None, *, timeout: float = 60.0, no
     missing = [b for b in (MUNGED, SLURMCTLD, SLURMD) if not os.path.exists(b)]
     missing += [c for c in CLIENTS if shutil.which(c) is None]
     if missing:
-        raise SlurmUnavailable(f"missing {', '.join(missing)}; install slurm-wlm and munge (scripts/install_system_deps.sh)")
+        raise SlurmUnavailable(
+            f"missing {', '.join(missing)}; install slurm-wlm and munge (scripts/install_system_deps.sh)"
+        )
     if nodes < 1:
         raise ValueError(f"nodes must be >= 1, got {nodes}")
     use_ns = mount_namespaces_available() if mount_namespaces is None else mount_namespaces
@@ -452,15 +493,23 @@ def start_slurm(workdir: Optional[PathLike] = None, *, timeout: float = 60.0, no
                 ports[names[len(ports)]] = port
         cluster.node_ports = ports
         cluster.slurmd_port = ports[names[0]]
-        Path(cluster.conf_path).write_text(_slurm_conf(root, names, cpus, mem_mb, cluster.controller_port, ports, munge_socket))
+        Path(cluster.conf_path).write_text(
+            _slurm_conf(root, names, cpus, mem_mb, cluster.controller_port, ports, munge_socket)
+        )
         env = cluster.env
         # -i: ignore any saved state (the directory is new anyway); -D: foreground.
-        cluster.processes["slurmctld"] = _spawn([SLURMCTLD, "-D", "-i", "-f", cluster.conf_path], root / "slurmctld.out", env)
-        _wait_for(lambda: cluster.run("sinfo", "-h", timeout=10, check=False).returncode == 0, cluster, "slurmctld", timeout)
+        cluster.processes["slurmctld"] = _spawn(
+            [SLURMCTLD, "-D", "-i", "-f", cluster.conf_path], root / "slurmctld.out", env
+        )
+        _wait_for(
+            lambda: cluster.run("sinfo", "-h", timeout=10, check=False).returncode == 0, cluster, "slurmctld", timeout
+        )
         prefix = UNSHARE if use_ns else []  # unshare execs slurmd: the pid stays slurmd's
         for name in names:
             key = _slurmd_key(cluster, name)
-            cluster.processes[key] = _spawn([*prefix, SLURMD, "-D", "-f", cluster.conf_path, "-N", name], root / f"{key}.out", env)
+            cluster.processes[key] = _spawn(
+                [*prefix, SLURMD, "-D", "-f", cluster.conf_path, "-N", name], root / f"{key}.out", env
+            )
         cluster.wait_idle(timeout)
     except BaseException:
         cluster.stop(remove=workdir is None)
@@ -470,7 +519,14 @@ def start_slurm(workdir: Optional[PathLike] = None, *, timeout: float = 60.0, no
 
 def _spawn(argv: List[str], out: Path, env: Dict[str, str]) -> subprocess.Popen:
     with open(out, "ab") as f:
-        return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT, env={**os.environ, **env}, start_new_session=True)
+        return subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=f,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **env},
+            start_new_session=True,
+        )
 
 
 def _wait_for(ready, cluster: SlurmCluster, name: str, timeout: float) -> None:
@@ -478,7 +534,9 @@ def _wait_for(ready, cluster: SlurmCluster, name: str, timeout: float) -> None:
     while time.monotonic() < deadline:
         proc = cluster.processes[name]
         if proc.poll() is not None:
-            raise SlurmUnavailable(f"{name} exited with status {proc.returncode} at start\n{_tail(Path(cluster.root) / (name + '.out'))}\n{cluster.logs()}")
+            raise SlurmUnavailable(
+                f"{name} exited with status {proc.returncode} at start\n{_tail(Path(cluster.root) / (name + '.out'))}\n{cluster.logs()}"
+            )
         try:
             if ready():
                 return

@@ -217,7 +217,9 @@ class SshdHost:
         self.stop()
 
 
-def _sshd_config(address: str, port: int, host_key: Path, authorized_keys: Path, pidfile: Path, extra: Sequence[str] = ()) -> str:
+def _sshd_config(
+    address: str, port: int, host_key: Path, authorized_keys: Path, pidfile: Path, extra: Sequence[str] = ()
+) -> str:
     return "\n".join(
         [
             *extra,
@@ -307,7 +309,9 @@ def start_sshd(
         use_port = port if port is not None else free_port(address)
         config.write_text(_sshd_config(address, use_port, host_key, auth_keys, pidfile, extra_config))
         # Validate the config first: clearer error than a dead process.
-        check = subprocess.run([SSHD_BIN, "-t", "-f", str(config)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        check = subprocess.run(
+            [SSHD_BIN, "-t", "-f", str(config)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
         if check.returncode != 0:
             raise SshdError(f"sshd config test failed: {check.stdout.strip()}")
         with open(log, "ab") as logf:
@@ -365,7 +369,11 @@ def start_sshd_hosts(workdir: PathLike, count: int, first_octet: int = 2, **kwar
     try:
         for i in range(count):
             address = f"127.0.0.{first_octet + i}"
-            hosts.append(start_sshd(workdir / f"host{i + 1}", address=address, client_key_path=key, known_hosts_path=kh, **kwargs))
+            hosts.append(
+                start_sshd(
+                    workdir / f"host{i + 1}", address=address, client_key_path=key, known_hosts_path=kh, **kwargs
+                )
+            )
     except BaseException:
         stop_all(hosts)
         raise

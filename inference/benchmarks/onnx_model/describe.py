@@ -39,7 +39,9 @@ def model_file(config: CaseConfig) -> Path:
     A ``.json`` file is a model-zoo entry; any other is read as an ONNX model."""
     value = config.get("model_path")
     if value is None:
-        raise ConfigError(f"{origin_of(config, 'model_path')}: key 'model_path' is required: the ONNX file or model-zoo JSON to run (run.py --model FILE)")
+        raise ConfigError(
+            f"{origin_of(config, 'model_path')}: key 'model_path' is required: the ONNX file or model-zoo JSON to run (run.py --model FILE)"
+        )
     if not isinstance(value, str) or not value.strip() or "\0" in value or len(value) > 4096:
         raise ConfigError(f"{origin_of(config, 'model_path')}: key 'model_path' must be a path, got {shown(value)}")
     path = Path(value)
@@ -50,7 +52,9 @@ def describe(config: CaseConfig) -> ModelDescription:
     """Read and check the model the config names; raises ConfigError with one line naming the file, key or input."""
     for key in ("model_inputs", "exist_onnx_path"):
         if config.get(key) is not None:
-            raise ConfigError(f"{origin_of(config, key)}: key {key!r} is set by the onnx_model case from key 'model_path'; remove it")
+            raise ConfigError(
+                f"{origin_of(config, key)}: key {key!r} is set by the onnx_model case from key 'model_path'; remove it"
+            )
     where = f"{origin_of(config, 'model_path')}: key 'model_path'"
     path = model_file(config)
     zoo = load_zoo_entry(path, where) if path.suffix.lower() == ".json" else None
@@ -74,7 +78,9 @@ def _check_batch_sizes(config: CaseConfig, plans: list[InputPlan], zoo: ZooEntry
             )
     if zoo is not None and zoo.max_batch_size is not None and sizes[-1] > zoo.max_batch_size:
         key = "batch_size" if sizes[-1] == config.batch_size else "batch_sizes"
-        raise ConfigError(f"{origin_of(config, key)}: key {key!r} asks for batch size {sizes[-1]}, above {zoo.path.name}'s max_batch_size {zoo.max_batch_size}")
+        raise ConfigError(
+            f"{origin_of(config, key)}: key {key!r} asks for batch size {sizes[-1]}, above {zoo.path.name}'s max_batch_size {zoo.max_batch_size}"
+        )
 
 
 def configure(config: CaseConfig) -> ModelDescription:

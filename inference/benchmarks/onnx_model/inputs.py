@@ -38,7 +38,9 @@ CHANNEL_DEFAULT = 3
 OTHER_DEFAULT = 128
 MAX_DIM = 1 << 20  # elements along one axis
 BATCH_WORDS = ("N", "n", "?")
-SHAPES_SYNTAX = "NAME:DxD...[,NAME:DxD...] with N (or any size) for the batch axis, e.g. input_ids:Nx128,attention_mask:Nx128"
+SHAPES_SYNTAX = (
+    "NAME:DxD...[,NAME:DxD...] with N (or any size) for the batch axis, e.g. input_ids:Nx128,attention_mask:Nx128"
+)
 _DIM = re.compile(r"^\d{1,9}$")
 # An input's shape as given: (dims with None for the batch axis, where for errors, what for the log).
 Explicit = tuple[list[int | None], str, str]
@@ -70,7 +72,9 @@ class InputPlan:
         values = f"{self.fill} in [{self.low:g}, {self.high:g})" if self.fill in ("uniform", "integers") else self.fill
         if self.fill == "positions":
             values = "positions 0, 1, 2, ..." + (f" (mod {self.high:g})" if self.high else "")
-        return f"input '{self.name}' {self.dtype} {shape}: {values}" + (f" ({'; '.join(self.notes)})" if self.notes else "")
+        return f"input '{self.name}' {self.dtype} {shape}: {values}" + (
+            f" ({'; '.join(self.notes)})" if self.notes else ""
+        )
 
 
 def parse_input_shapes(value: Any, where: str) -> dict[str, list[int | None]]:
@@ -104,7 +108,10 @@ def parse_input_shapes(value: Any, where: str) -> dict[str, list[int | None]]:
 
 
 def plan_inputs(
-    signature: ModelSignature, zoo: ZooEntry | None, given: dict[str, list[int | None]], given_where: str = "key 'input_shapes'"
+    signature: ModelSignature,
+    zoo: ZooEntry | None,
+    given: dict[str, list[int | None]],
+    given_where: str = "key 'input_shapes'",
 ) -> tuple[list[InputPlan], list[str]]:
     """Each model input's plan, and warnings (where the zoo JSON disagrees with the model);
     ``given_where`` names where ``given`` (input_shapes) came from in errors."""
@@ -113,17 +120,25 @@ def plan_inputs(
     for source, wanted in ((given_where, given), (f"{zoo.path if zoo else ''}: key 'input_shape'", zoo_shapes)):
         stray = [name for name in wanted if name not in names]
         if stray:
-            raise ConfigError(f"{source} names {stray[0]!r}, which is not an input of {signature.path.name} (its inputs: {', '.join(names)})")
+            raise ConfigError(
+                f"{source} names {stray[0]!r}, which is not an input of {signature.path.name} (its inputs: {', '.join(names)})"
+            )
     warnings = []
     explicit: dict[str, Explicit] = {}
     for item in signature.inputs:
         _check_type(item, signature)
         if zoo and item.name in zoo.input_type and zoo.input_type[item.name] != item.type_name:
-            warnings.append(f"{zoo.path.name} says input '{item.name}' is {zoo.input_type[item.name]}; the model declares {item.type_name}, which is used")
+            warnings.append(
+                f"{zoo.path.name} says input '{item.name}' is {zoo.input_type[item.name]}; the model declares {item.type_name}, which is used"
+            )
         if item.name in given:
             explicit[item.name] = (given[item.name], given_where, "input_shapes")
         elif item.name in zoo_shapes:
-            explicit[item.name] = ([None, *zoo_shapes[item.name][1:]], f"{zoo.path}: key 'input_shape'", f"{zoo.path.name} input_shape")
+            explicit[item.name] = (
+                [None, *zoo_shapes[item.name][1:]],
+                f"{zoo.path}: key 'input_shape'",
+                f"{zoo.path.name} input_shape",
+            )
         _check_rank(item, explicit.get(item.name), signature)
     symbols = _given_symbols(signature.inputs, explicit)
     layout = zoo.layout if zoo else None
@@ -134,7 +149,9 @@ def plan_inputs(
 def _check_type(item: GraphInput, signature: ModelSignature) -> None:
     if not item.supported:
         known = ", ".join(sorted(set(SUPPORTED_TYPES.values())))
-        raise ConfigError(f"{signature.path}: input '{item.name}' has type {item.type_name}, which cannot be synthesised (numeric tensors only: {known})")
+        raise ConfigError(
+            f"{signature.path}: input '{item.name}' has type {item.type_name}, which cannot be synthesised (numeric tensors only: {known})"
+        )
 
 
 def _check_rank(item: GraphInput, explicit: Explicit | None, signature: ModelSignature) -> None:
@@ -145,15 +162,21 @@ def _check_rank(item: GraphInput, explicit: Explicit | None, signature: ModelSig
             )
         item.dims = [None] * len(explicit[0])  # every axis as the user gave it
     if not item.dims:
-        raise ConfigError(f"{signature.path}: input '{item.name}' is a scalar (rank 0), which cannot be batched along axis 0")
+        raise ConfigError(
+            f"{signature.path}: input '{item.name}' is a scalar (rank 0), which cannot be batched along axis 0"
+        )
     if explicit is None:
         return
     dims, where = explicit[0], explicit[1]
     if len(dims) != len(item.dims):
-        raise ConfigError(f"{where}: input '{item.name}' has {len(item.dims)} dimensions {item.shape_text()} (batch axis included), not {len(dims)}")
+        raise ConfigError(
+            f"{where}: input '{item.name}' has {len(item.dims)} dimensions {item.shape_text()} (batch axis included), not {len(dims)}"
+        )
     for axis, (declared, size) in enumerate(zip(item.dims, dims)):
         if axis and isinstance(declared, int) and size != declared:
-            raise ConfigError(f"{where}: input '{item.name}' axis {axis} is given as {size}, but the model fixes it at {declared} {item.shape_text()}")
+            raise ConfigError(
+                f"{where}: input '{item.name}' axis {axis} is given as {size}, but the model fixes it at {declared} {item.shape_text()}"
+            )
 
 
 def _given_symbols(inputs: list[GraphInput], explicit: dict[str, Explicit]) -> dict[str, tuple[int, str]]:
@@ -175,7 +198,9 @@ def _given_symbols(inputs: list[GraphInput], explicit: dict[str, Explicit]) -> d
     return symbols
 
 
-def _plan(item: GraphInput, explicit: Explicit | None, symbols: dict[str, tuple[int, str]], layout: str | None) -> InputPlan:
+def _plan(
+    item: GraphInput, explicit: Explicit | None, symbols: dict[str, tuple[int, str]], layout: str | None
+) -> InputPlan:
     dims = item.dims or []
     notes: list[str] = []
     shape: list[int] = []
@@ -223,7 +248,11 @@ def _fill(item: GraphInput) -> tuple[str, float, float | None, str | None]:
     if dtype in FLOATING:
         return "uniform", -1.0, 1.0, None
     if "mask" in name:
-        return ("zeros", 0, None, "a padding mask: nothing padded") if "pad" in name else ("ones", 0, None, "a mask: attend everywhere")
+        return (
+            ("zeros", 0, None, "a padding mask: nothing padded")
+            if "pad" in name
+            else ("ones", 0, None, "a mask: attend everywhere")
+        )
     if dtype == "bool":
         return "zeros", 0, None, None
     if "token_type" in name or "segment" in name:

@@ -62,7 +62,9 @@ def load_zoo_entry(path: Path, where: str) -> ZooEntry:
     if not path.is_file():
         raise ConfigError(f"{where}: {path}: no such file")
     if path.stat().st_size > MAX_ZOO_BYTES:
-        raise ConfigError(f"{path}: a model-zoo JSON of {path.stat().st_size} bytes; a description is at most {MAX_ZOO_BYTES}")
+        raise ConfigError(
+            f"{path}: a model-zoo JSON of {path.stat().st_size} bytes; a description is at most {MAX_ZOO_BYTES}"
+        )
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except UnicodeDecodeError as exc:
@@ -70,7 +72,9 @@ def load_zoo_entry(path: Path, where: str) -> ZooEntry:
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
     if not isinstance(data, dict):
-        raise ConfigError(f"{path}: a model-zoo JSON must be an object with ByteMLPerf's keys, got {type(data).__name__}")
+        raise ConfigError(
+            f"{path}: a model-zoo JSON must be an object with ByteMLPerf's keys, got {type(data).__name__}"
+        )
     entry = ZooEntry(path=path, onnx_path=_onnx_file(path, data), name=_text(path, data, "model"))
     entry.inputs = _names(path, data, "inputs")
     entry.outputs = _names(path, data, "outputs")
@@ -78,7 +82,9 @@ def load_zoo_entry(path: Path, where: str) -> ZooEntry:
     entry.input_type = _types(path, data.get("input_type"), list(entry.input_shape) or entry.inputs or [])
     if entry.inputs is not None and entry.input_shape and set(entry.inputs) != set(entry.input_shape):
         extra = sorted(set(entry.inputs) ^ set(entry.input_shape))[0]
-        raise ConfigError(f"{path}: key 'inputs' and key 'input_shape' name different inputs ({extra!r} is in one only)")
+        raise ConfigError(
+            f"{path}: key 'inputs' and key 'input_shape' name different inputs ({extra!r} is in one only)"
+        )
     max_batch = data.get("max_batch_size")
     if max_batch is not None and (isinstance(max_batch, bool) or not isinstance(max_batch, int) or max_batch <= 0):
         raise ConfigError(f"{path}: key 'max_batch_size' must be a positive integer, got {shown(max_batch)}")
@@ -101,9 +107,13 @@ def _onnx_file(path: Path, data: dict) -> Path:
     key = "onnx_model_path" if data.get("onnx_model_path") is not None else "model_path"
     value = _text(path, data, key)
     if not value:
-        raise ConfigError(f"{path}: key 'onnx_model_path' (or 'model_path') must name the ONNX file this entry describes")
+        raise ConfigError(
+            f"{path}: key 'onnx_model_path' (or 'model_path') must name the ONNX file this entry describes"
+        )
     if not value.lower().endswith(".onnx"):
-        raise ConfigError(f"{path}: key {key!r} names {value!r}, not an .onnx file: export the model to ONNX and name it with key 'onnx_model_path'")
+        raise ConfigError(
+            f"{path}: key {key!r} names {value!r}, not an .onnx file: export the model to ONNX and name it with key 'onnx_model_path'"
+        )
     given = Path(value)
     candidates = [given] if given.is_absolute() else [path.parent / given, path.parent / given.name]
     for candidate in candidates:
@@ -130,8 +140,14 @@ def _shapes(path: Path, value: Any) -> dict[str, list[int]]:
         raise ConfigError(f"{path}: key 'input_shape' must map input names to shapes, got {shown(value)}")
     shapes = {}
     for name, dims in value.items():
-        if not isinstance(dims, list) or not dims or not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in dims):
-            raise ConfigError(f"{path}: key 'input_shape': input {name!r} must have a list of positive sizes, got {shown(dims)}")
+        if (
+            not isinstance(dims, list)
+            or not dims
+            or not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in dims)
+        ):
+            raise ConfigError(
+                f"{path}: key 'input_shape': input {name!r} must have a list of positive sizes, got {shown(dims)}"
+            )
         shapes[name] = dims
     return shapes
 
@@ -146,5 +162,7 @@ def _types(path: Path, value: Any, order: list[str]) -> dict[str, str]:
     if unknown:
         raise ConfigError(f"{path}: key 'input_type': {unknown[0]!r} is not one of {', '.join(ZOO_TYPES)}")
     if len(words) != len(order):
-        raise ConfigError(f"{path}: key 'input_type' lists {len(words)} types for {len(order)} inputs (key 'input_shape', else key 'inputs')")
+        raise ConfigError(
+            f"{path}: key 'input_type' lists {len(words)} types for {len(order)} inputs (key 'input_shape', else key 'inputs')"
+        )
     return {name: ZOO_TYPES[word] for name, word in zip(order, words)}

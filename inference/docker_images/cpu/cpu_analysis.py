@@ -49,16 +49,28 @@ MICROARCHITECTURES: dict[str, Microarchitecture] = {
     # AMD family 17h models < 30h (Zen, Zen+): four 128-bit FP pipes, two of them FMA.
     "zen": Microarchitecture("AMD Zen/Zen+", 16, "2 x 128-bit FMA", f"{_AMD_17H}; {_AGNER}"),
     # AMD family 17h models >= 30h (Zen 2): the FP pipes widened to 256 bits.
-    "zen2": Microarchitecture("AMD Zen 2", 32, "2 x 256-bit FMA", "AMD Software Optimization Guide for AMD Family 17h Models 30h and Greater Processors"),
+    "zen2": Microarchitecture(
+        "AMD Zen 2",
+        32,
+        "2 x 256-bit FMA",
+        "AMD Software Optimization Guide for AMD Family 17h Models 30h and Greater Processors",
+    ),
     # AMD family 19h without AVX-512 (Zen 3, Zen 3+).
-    "zen3": Microarchitecture("AMD Zen 3", 32, "2 x 256-bit FMA", "AMD Software Optimization Guide for AMD Family 19h Processors"),
+    "zen3": Microarchitecture(
+        "AMD Zen 3", 32, "2 x 256-bit FMA", "AMD Software Optimization Guide for AMD Family 19h Processors"
+    ),
     # AMD family 19h with AVX-512 (Zen 4): 512-bit instructions execute as two
     # 256-bit halves on the same two FMA pipes, so AVX-512 does not double the rate.
     "zen4": Microarchitecture(
-        "AMD Zen 4", 32, "2 x 256-bit FMA, 512-bit ops double-pumped", f"AMD Software Optimization Guide for the AMD Zen4 Microarchitecture; {_AGNER}"
+        "AMD Zen 4",
+        32,
+        "2 x 256-bit FMA, 512-bit ops double-pumped",
+        f"AMD Software Optimization Guide for the AMD Zen4 Microarchitecture; {_AGNER}",
     ),
     # AMD family 1Ah (Zen 5) desktop and server (Granite Ridge, Fire Range, Turin, Strix Halo): full 512-bit FP datapath.
-    "zen5": Microarchitecture("AMD Zen 5", 64, "2 x 512-bit FMA", "AMD Software Optimization Guide for the AMD Zen5 Microarchitecture"),
+    "zen5": Microarchitecture(
+        "AMD Zen 5", 64, "2 x 512-bit FMA", "AMD Software Optimization Guide for the AMD Zen5 Microarchitecture"
+    ),
     # Zen 5 in the mobile APUs (Strix Point, Krackan Point) keeps the 256-bit datapath of Zen 4.
     "zen5_256": Microarchitecture(
         "AMD Zen 5, 256-bit datapath (mobile)",
@@ -69,7 +81,10 @@ MICROARCHITECTURES: dict[str, Microarchitecture] = {
     # Intel AVX-512 server cores with two 512-bit FMA units (ports 0+1 fused, and port 5):
     # Skylake-SP/Cascade Lake Gold 6xxx/Platinum, Ice Lake-SP, Sapphire/Emerald/Granite Rapids, Xeon Phi.
     "intel_avx512_2fma": Microarchitecture(
-        "Intel AVX-512, two FMA units", 64, "2 x 512-bit FMA", f"{_INTEL_ORM} (Skylake Server microarchitecture); Intel ARK '# of AVX-512 FMA Units'"
+        "Intel AVX-512, two FMA units",
+        64,
+        "2 x 512-bit FMA",
+        f"{_INTEL_ORM} (Skylake Server microarchitecture); Intel ARK '# of AVX-512 FMA Units'",
     ),
     # Intel AVX-512 cores with one 512-bit FMA unit (ports 0+1 fused; port 5 has none):
     # Skylake-SP/Cascade Lake Bronze, Silver, most Gold 5xxx; client Cannon/Ice/Tiger/Rocket Lake.
@@ -81,7 +96,12 @@ MICROARCHITECTURES: dict[str, Microarchitecture] = {
         f"{_INTEL_ORM} (Skylake Server microarchitecture); Intel ARK '# of AVX-512 FMA Units'",
     ),
     # Intel Haswell and later big cores without AVX-512 (Broadwell, Skylake client ... Raptor/Meteor/Arrow Lake P-cores).
-    "intel_avx2": Microarchitecture("Intel AVX2+FMA (Haswell and later)", 32, "2 x 256-bit FMA", f"{_INTEL_ORM} (Haswell microarchitecture); {_AGNER}"),
+    "intel_avx2": Microarchitecture(
+        "Intel AVX2+FMA (Haswell and later)",
+        32,
+        "2 x 256-bit FMA",
+        f"{_INTEL_ORM} (Haswell microarchitecture); {_AGNER}",
+    ),
     # Intel E-core-only parts (Gracemont, Crestmont: Alder Lake-N, Sierra Forest, Grand Ridge).
     "intel_ecore": Microarchitecture(
         "Intel E-core (Gracemont/Crestmont)",
@@ -91,15 +111,22 @@ MICROARCHITECTURES: dict[str, Microarchitecture] = {
     ),
     # Intel Sandy Bridge, Ivy Bridge: AVX without FMA, one 256-bit add and one 256-bit multiply.
     "intel_sandybridge": Microarchitecture(
-        "Intel Sandy/Ivy Bridge (AVX)", 16, "1 x 256-bit add + 1 x 256-bit mul", f"{_INTEL_ORM} (Sandy Bridge microarchitecture); {_AGNER}"
+        "Intel Sandy/Ivy Bridge (AVX)",
+        16,
+        "1 x 256-bit add + 1 x 256-bit mul",
+        f"{_INTEL_ORM} (Sandy Bridge microarchitecture); {_AGNER}",
     ),
     # Intel before AVX (Core 2, Nehalem, Westmere): one 128-bit add and one 128-bit multiply.
-    "intel_sse": Microarchitecture("Intel SSE only (Nehalem and earlier)", 8, "1 x 128-bit add + 1 x 128-bit mul", _AGNER),
+    "intel_sse": Microarchitecture(
+        "Intel SSE only (Nehalem and earlier)", 8, "1 x 128-bit add + 1 x 128-bit mul", _AGNER
+    ),
     # Anything not identified above: by the widest SIMD extension present.
     "generic_avx512f": Microarchitecture("generic AVX-512", 64, "2 x 512-bit FMA assumed", _GENERIC),
     "generic_avx2_fma": Microarchitecture("generic AVX2+FMA", 32, "2 x 256-bit FMA assumed", _GENERIC),
     "generic_avx": Microarchitecture("generic AVX", 16, "256-bit add + 256-bit mul assumed", _GENERIC),
-    "generic_asimd": Microarchitecture("generic Arm NEON", 32, "4 x 128-bit FMA assumed (Neoverse V1/V2; N1/N2 have 2)", _GENERIC),
+    "generic_asimd": Microarchitecture(
+        "generic Arm NEON", 32, "4 x 128-bit FMA assumed (Neoverse V1/V2; N1/N2 have 2)", _GENERIC
+    ),
     "generic_sse": Microarchitecture("generic SSE", 8, "128-bit add + 128-bit mul assumed", _GENERIC),
 }
 

@@ -111,7 +111,9 @@ def physical_cores(cpus: set[int], sysfs_cpu: Path = Path("/sys/devices/system/c
     return len(cores) or None
 
 
-def cgroup_cpu_limit(proc_cgroup: Path = Path("/proc/self/cgroup"), root: Path = Path("/sys/fs/cgroup")) -> float | None:
+def cgroup_cpu_limit(
+    proc_cgroup: Path = Path("/proc/self/cgroup"), root: Path = Path("/sys/fs/cgroup")
+) -> float | None:
     """CPUs' worth of time this process's cgroup may use (docker --cpus), or None if unlimited.
 
     cgroup v2 ``cpu.max`` ("quota period" or "max period") and v1

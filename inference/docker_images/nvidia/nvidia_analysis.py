@@ -36,15 +36,57 @@ T = 1e12
 # Patterns are matched against NVML's device name with word boundaries (so
 # "A10" never matches "A100" or "A10G", nor "H200" "GH200"), most specific first.
 PEAK_FLOPS: list[tuple[str, str, dict[str, float]]] = [
-    ("H100 NVL", r"\bH100\b.*\bNVL\b", {"fp32": 60 * T, "tf32": 417.5 * T, "fp16": 835.5 * T, "bf16": 835.5 * T, "fp8": 1670.5 * T, "int8": 1670.5 * T}),
-    ("H100 PCIe", r"\bH100\b.*\bPCIe\b", {"fp32": 51 * T, "tf32": 378 * T, "fp16": 756.5 * T, "bf16": 756.5 * T, "fp8": 1513 * T, "int8": 1513 * T}),
+    (
+        "H100 NVL",
+        r"\bH100\b.*\bNVL\b",
+        {
+            "fp32": 60 * T,
+            "tf32": 417.5 * T,
+            "fp16": 835.5 * T,
+            "bf16": 835.5 * T,
+            "fp8": 1670.5 * T,
+            "int8": 1670.5 * T,
+        },
+    ),
+    (
+        "H100 PCIe",
+        r"\bH100\b.*\bPCIe\b",
+        {"fp32": 51 * T, "tf32": 378 * T, "fp16": 756.5 * T, "bf16": 756.5 * T, "fp8": 1513 * T, "int8": 1513 * T},
+    ),
     # NVML calls the SXM part "NVIDIA H100 80GB HBM3" (or "... SXM5 ..."): the remaining H100s.
-    ("H100 SXM", r"\bH100\b", {"fp32": 67 * T, "tf32": 494.5 * T, "fp16": 989.5 * T, "bf16": 989.5 * T, "fp8": 1979 * T, "int8": 1979 * T}),
-    ("H200 NVL", r"\bH200\b.*\bNVL\b", {"fp32": 60 * T, "tf32": 417.5 * T, "fp16": 835.5 * T, "bf16": 835.5 * T, "fp8": 1670.5 * T, "int8": 1670.5 * T}),
-    ("H200 SXM", r"\bH200\b", {"fp32": 67 * T, "tf32": 494.5 * T, "fp16": 989.5 * T, "bf16": 989.5 * T, "fp8": 1979 * T, "int8": 1979 * T}),
+    (
+        "H100 SXM",
+        r"\bH100\b",
+        {"fp32": 67 * T, "tf32": 494.5 * T, "fp16": 989.5 * T, "bf16": 989.5 * T, "fp8": 1979 * T, "int8": 1979 * T},
+    ),
+    (
+        "H200 NVL",
+        r"\bH200\b.*\bNVL\b",
+        {
+            "fp32": 60 * T,
+            "tf32": 417.5 * T,
+            "fp16": 835.5 * T,
+            "bf16": 835.5 * T,
+            "fp8": 1670.5 * T,
+            "int8": 1670.5 * T,
+        },
+    ),
+    (
+        "H200 SXM",
+        r"\bH200\b",
+        {"fp32": 67 * T, "tf32": 494.5 * T, "fp16": 989.5 * T, "bf16": 989.5 * T, "fp8": 1979 * T, "int8": 1979 * T},
+    ),
     ("A100", r"\bA100\b", {"fp32": 19.5 * T, "tf32": 156 * T, "fp16": 312 * T, "bf16": 312 * T, "int8": 624 * T}),
-    ("L40S", r"\bL40S\b", {"fp32": 91.6 * T, "tf32": 183 * T, "fp16": 362.05 * T, "bf16": 362.05 * T, "fp8": 733 * T, "int8": 733 * T}),
-    ("L4", r"\bL4\b", {"fp32": 30.3 * T, "tf32": 60 * T, "fp16": 121 * T, "bf16": 121 * T, "fp8": 242.5 * T, "int8": 242.5 * T}),
+    (
+        "L40S",
+        r"\bL40S\b",
+        {"fp32": 91.6 * T, "tf32": 183 * T, "fp16": 362.05 * T, "bf16": 362.05 * T, "fp8": 733 * T, "int8": 733 * T},
+    ),
+    (
+        "L4",
+        r"\bL4\b",
+        {"fp32": 30.3 * T, "tf32": 60 * T, "fp16": 121 * T, "bf16": 121 * T, "fp8": 242.5 * T, "int8": 242.5 * T},
+    ),
     ("A10", r"\bA10\b", {"fp32": 31.2 * T, "tf32": 62.5 * T, "fp16": 125 * T, "bf16": 125 * T, "int8": 250 * T}),
 ]
 
@@ -60,7 +102,9 @@ def match_device(name: str) -> tuple[str, dict[str, float]] | None:
 def peak_flops(name: str) -> dict[str, float] | None:
     found = match_device(name)
     if found is None:
-        logger.warning(f"nvidia_analysis: no peak-FLOPS entry for GPU '{name}'; MFU will not be computed (add it to PEAK_FLOPS)")
+        logger.warning(
+            f"nvidia_analysis: no peak-FLOPS entry for GPU '{name}'; MFU will not be computed (add it to PEAK_FLOPS)"
+        )
         return None
     return found[1]
 

@@ -31,7 +31,12 @@ from common.onnx_files import onnx_external_locations
 from inference_engine.base import EngineBase
 from tools.config import CaseConfig, origin_of
 
-_LEVELS = {"all": "ORT_ENABLE_ALL", "extended": "ORT_ENABLE_EXTENDED", "basic": "ORT_ENABLE_BASIC", "disable": "ORT_DISABLE_ALL"}
+_LEVELS = {
+    "all": "ORT_ENABLE_ALL",
+    "extended": "ORT_ENABLE_EXTENDED",
+    "basic": "ORT_ENABLE_BASIC",
+    "disable": "ORT_DISABLE_ALL",
+}
 _MODES = {"sequential": "ORT_SEQUENTIAL", "parallel": "ORT_PARALLEL"}
 _PROVIDER = "CPUExecutionProvider"
 _PROTOBUF_LIMIT = 2 * 1024**3 - 64 * 1024**2
@@ -42,13 +47,19 @@ def preflight(config: CaseConfig) -> None:
         import onnxruntime  # noqa: F401
     except ImportError as exc:
         reraise_interrupt(exc)
-        raise ConfigError("vendor 'cpu' compiler 'onnxruntime' needs the onnxruntime package (pip install onnxruntime)") from None
+        raise ConfigError(
+            "vendor 'cpu' compiler 'onnxruntime' needs the onnxruntime package (pip install onnxruntime)"
+        ) from None
     level = config.get("graph_optimization_level") or "all"  # null in configurations.yaml: the default
     if level not in _LEVELS:
-        raise ConfigError(f"{origin_of(config, 'graph_optimization_level')}: key 'graph_optimization_level' must be one of {', '.join(_LEVELS)}, got {level!r}")
+        raise ConfigError(
+            f"{origin_of(config, 'graph_optimization_level')}: key 'graph_optimization_level' must be one of {', '.join(_LEVELS)}, got {level!r}"
+        )
     mode = config.get("execution_mode", "sequential")
     if mode not in _MODES:
-        raise ConfigError(f"{origin_of(config, 'execution_mode')}: key 'execution_mode' must be one of {', '.join(_MODES)}, got {mode!r}")
+        raise ConfigError(
+            f"{origin_of(config, 'execution_mode')}: key 'execution_mode' must be one of {', '.join(_MODES)}, got {mode!r}"
+        )
     for key in ("intra_op_num_threads", "inter_op_num_threads"):
         value = config.get(key, 0)
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -66,7 +77,9 @@ class InferModel(EngineBase):
         if config.fp16:
             # MLAS on x86 has no fp16 Conv/Gemm kernels; a converted model would run
             # through inserted casts and report a precision it did not compute in.
-            logger.warning("fp16 requested, but ONNX Runtime's CPU provider has no fp16 Conv/MatMul kernels on x86: running fp32")
+            logger.warning(
+                "fp16 requested, but ONNX Runtime's CPU provider has no fp16 Conv/MatMul kernels on x86: running fp32"
+            )
         self.precision = "fp32"
         self.optimization_level = config.get("graph_optimization_level") or "all"
         engine_path = Path(config.engine_path) if config.engine_path else None
@@ -113,7 +126,9 @@ class InferModel(EngineBase):
             try:
                 session = self._ort.InferenceSession(source, options, providers=[_PROVIDER])
             except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph types
-                raise EngineError(f"{onnx_path}: onnxruntime could not compile the model: {str(exc).splitlines()[0]}") from None
+                raise EngineError(
+                    f"{onnx_path}: onnxruntime could not compile the model: {str(exc).splitlines()[0]}"
+                ) from None
         return session
 
     @staticmethod
@@ -123,11 +138,15 @@ class InferModel(EngineBase):
         try:
             model = onnx.load(str(onnx_path), load_external_data=True)
         except Exception as exc:  # noqa: BLE001 - a missing or short data file
-            raise EngineError(f"{onnx_path}: cannot read the model's external data: {' '.join(str(exc).split())[:200]}") from None
+            raise EngineError(
+                f"{onnx_path}: cannot read the model's external data: {' '.join(str(exc).split())[:200]}"
+            ) from None
         if model.ByteSize() < _PROTOBUF_LIMIT:
             return model.SerializeToString()
         if engine_path is not None:
-            options.add_session_config_entry("session.optimized_model_external_initializers_file_name", engine_path.name + ".data")
+            options.add_session_config_entry(
+                "session.optimized_model_external_initializers_file_name", engine_path.name + ".data"
+            )
         return str(onnx_path)
 
     def _load(self, engine_path: Path) -> Any:
@@ -135,7 +154,9 @@ class InferModel(EngineBase):
             # Already optimised at compile time: loading must not optimise again.
             return self._ort.InferenceSession(str(engine_path), self._options("disable"), providers=[_PROVIDER])
         except Exception as exc:
-            raise EngineError(f"{engine_path}: onnxruntime could not load the engine: {str(exc).splitlines()[0]}") from None
+            raise EngineError(
+                f"{engine_path}: onnxruntime could not load the engine: {str(exc).splitlines()[0]}"
+            ) from None
 
     def __call__(self, inputs: list) -> tuple[list, float]:
         import torch
@@ -153,7 +174,11 @@ class InferModel(EngineBase):
     def supported_ops(self) -> set[str]:
         from onnxruntime.capi import _pybind_state
 
-        return {kernel.op_name for kernel in _pybind_state.get_all_opkernel_def() if kernel.provider == _PROVIDER and kernel.domain in ("", "ai.onnx")}
+        return {
+            kernel.op_name
+            for kernel in _pybind_state.get_all_opkernel_def()
+            if kernel.provider == _PROVIDER and kernel.domain in ("", "ai.onnx")
+        }
 
     def compile_report(self) -> dict:
         return {
@@ -192,7 +217,13 @@ class InferModel(EngineBase):
             op = event.get("args", {}).get("op_name", "")
             totals[(node, op)].append(event.get("dur", 0) / 1000.0)
         rows = [
-            {"node": node, "op_type": op, "calls": len(durations), "mean_ms": sum(durations) / len(durations), "total_ms": sum(durations)}
+            {
+                "node": node,
+                "op_type": op,
+                "calls": len(durations),
+                "mean_ms": sum(durations) / len(durations),
+                "total_ms": sum(durations),
+            }
             for (node, op), durations in totals.items()
         ]
         return sorted(rows, key=lambda row: row["total_ms"], reverse=True)

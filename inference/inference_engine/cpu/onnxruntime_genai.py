@@ -45,14 +45,20 @@ BUILD_TIMEOUT_S = 3600
 def preflight(config: CaseConfig) -> None:
     prune = config.get("genai_prune_lm_head", True)
     if not isinstance(prune, bool):
-        raise ConfigError(f"{origin_of(config, 'genai_prune_lm_head')}: key 'genai_prune_lm_head' must be true or false, got {prune!r}")
+        raise ConfigError(
+            f"{origin_of(config, 'genai_prune_lm_head')}: key 'genai_prune_lm_head' must be true or false, got {prune!r}"
+        )
     precision = config.get("genai_precision", "fp32")
     if precision not in _PRECISIONS:
-        raise ConfigError(f"{origin_of(config, 'genai_precision')}: key 'genai_precision' must be one of {', '.join(_PRECISIONS)}, got {precision!r}")
+        raise ConfigError(
+            f"{origin_of(config, 'genai_precision')}: key 'genai_precision' must be one of {', '.join(_PRECISIONS)}, got {precision!r}"
+        )
     try:
         import onnxruntime_genai  # noqa: F401
     except ImportError as exc:
-        raise ConfigError(f"vendor 'cpu' compiler 'onnxruntime_genai' needs the package onnxruntime-genai ({exc}); install it with: {INSTALL_HINT}") from None
+        raise ConfigError(
+            f"vendor 'cpu' compiler 'onnxruntime_genai' needs the package onnxruntime-genai ({exc}); install it with: {INSTALL_HINT}"
+        ) from None
 
 
 class _State:
@@ -77,18 +83,32 @@ class InferModel(LLMEngineBase):
             command += ["--extra_options", "prune_lm_head=true"]
         env = {**os.environ, "TQDM_DISABLE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
         try:
-            done = subprocess.run(command, cwd=out_dir.parent, env=env, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S, check=False)
+            done = subprocess.run(
+                command,
+                cwd=out_dir.parent,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=BUILD_TIMEOUT_S,
+                check=False,
+            )
         except subprocess.TimeoutExpired:
-            raise EngineError(f"{_SOURCE}: the GenAI model builder took over {BUILD_TIMEOUT_S} s on {source_dir}") from None
+            raise EngineError(
+                f"{_SOURCE}: the GenAI model builder took over {BUILD_TIMEOUT_S} s on {source_dir}"
+            ) from None
         if done.returncode != 0 or not (out_dir / cls.entry_file).is_file():
             lines = [line for line in (done.stderr + done.stdout).splitlines() if line.strip()]
             last = next((line for line in reversed(lines) if "Error" in line), lines[-1] if lines else "no output")
-            raise EngineError(f"{_SOURCE}: the GenAI model builder failed on {source_dir} (exit {done.returncode}): {one_line(last)}")
+            raise EngineError(
+                f"{_SOURCE}: the GenAI model builder failed on {source_dir} (exit {done.returncode}): {one_line(last)}"
+            )
 
     def __init__(self, config: CaseConfig, onnx_path: str | None, model: Any) -> None:
         super().__init__(config, onnx_path, model)
         if not onnx_path or not Path(onnx_path).is_file() or Path(onnx_path).name != self.entry_file:
-            raise EngineError(f"{_SOURCE}: expects the GenAI folder's {self.entry_file} from the llama case's export, got {onnx_path!r}")
+            raise EngineError(
+                f"{_SOURCE}: expects the GenAI folder's {self.entry_file} from the llama case's export, got {onnx_path!r}"
+            )
         import onnxruntime_genai as og
 
         self._og = og
@@ -108,7 +128,11 @@ class InferModel(LLMEngineBase):
         return f"onnxruntime-genai {self._og.__version__}"
 
     def compile_report(self) -> dict:
-        return {"compile_precision": self.builder_precision.upper(), "format": self.export_format, "folder": str(self.folder)}
+        return {
+            "compile_precision": self.builder_precision.upper(),
+            "format": self.export_format,
+            "folder": str(self.folder),
+        }
 
     def prefill(self, input_ids: Any, max_new_tokens: int) -> _State:
         import numpy as np

@@ -41,10 +41,14 @@ _SOURCE = "inference_engine/nvidia/inductor.py"
 def preflight(config: CaseConfig) -> None:
     mode = config.get("inductor_mode", "default")
     if mode not in _MODES:
-        raise ConfigError(f"{origin_of(config, 'inductor_mode')}: key 'inductor_mode' must be one of {', '.join(_MODES)}, got {mode!r}")
+        raise ConfigError(
+            f"{origin_of(config, 'inductor_mode')}: key 'inductor_mode' must be one of {', '.join(_MODES)}, got {mode!r}"
+        )
     dynamic = config.get("inductor_dynamic", False)
     if not isinstance(dynamic, bool):
-        raise ConfigError(f"{origin_of(config, 'inductor_dynamic')}: key 'inductor_dynamic' must be true or false, got {dynamic!r}")
+        raise ConfigError(
+            f"{origin_of(config, 'inductor_dynamic')}: key 'inductor_dynamic' must be true or false, got {dynamic!r}"
+        )
     import torch
 
     if str(config.device).startswith("cuda"):
@@ -101,7 +105,9 @@ class InferModel(EngineBase):
         import torch
 
         if not isinstance(model, torch.nn.Module):  # benchmarks/onnx_model's is ONNX Runtime running the file
-            raise EngineError(f"{_SOURCE}: Inductor compiles a PyTorch model; this case's framework model is a {type(model).__name__}: use compiler: tensorrt")
+            raise EngineError(
+                f"{_SOURCE}: Inductor compiles a PyTorch model; this case's framework model is a {type(model).__name__}: use compiler: tensorrt"
+            )
 
         self._torch = torch
         self.device = torch.device(config.device)
@@ -111,7 +117,9 @@ class InferModel(EngineBase):
         if config.fp16 and not on_cuda:
             # CPU fp16 convolution/matmul kernels are missing or emulated; a
             # "fp16" CPU number would measure conversions, not fp16 compute.
-            logger.warning("fp16 requested, but Inductor runs on device 'cpu' where fp16 conv/matmul kernels are slow or missing: running fp32")
+            logger.warning(
+                "fp16 requested, but Inductor runs on device 'cpu' where fp16 conv/matmul kernels are slow or missing: running fp32"
+            )
         self.half = bool(config.fp16) and on_cuda
         self.precision = "fp16" if self.half else self._fp32_precision(torch) if on_cuda else "fp32"
         # The framework already placed the model (benchmarks/common.place_model);
@@ -129,7 +137,9 @@ class InferModel(EngineBase):
         examples = _onnx_example_shapes(onnx_path, int(config.batch_size))
         self.compile_duration = 0.0
         if examples is None:
-            logger.warning(f"{_SOURCE}: no readable ONNX input shapes ({onnx_path}); compiling on the first batch instead, reported as foo_time")
+            logger.warning(
+                f"{_SOURCE}: no readable ONNX input shapes ({onnx_path}); compiling on the first batch instead, reported as foo_time"
+            )
         else:
             import numpy as np
 
@@ -137,7 +147,9 @@ class InferModel(EngineBase):
             start = time.perf_counter()
             self._run_untimed(inputs)
             self.compile_duration = time.perf_counter() - start
-            logger.info(f"Inductor ({self.mode}, dynamic={self.dynamic}) compiled for {[s for s, _ in examples]} in {self.compile_duration:.2f} s")
+            logger.info(
+                f"Inductor ({self.mode}, dynamic={self.dynamic}) compiled for {[s for s, _ in examples]} in {self.compile_duration:.2f} s"
+            )
 
     def _fp32_precision(self, torch: Any) -> str:
         """PyTorch lets cuDNN convolutions use TF32 by default on Ampere and later;
@@ -151,7 +163,10 @@ class InferModel(EngineBase):
 
     def _to_device(self, inputs: list) -> list:
         torch = self._torch
-        return [t.to(self.device, dtype=torch.float16) if self.half and t.is_floating_point() else t.to(self.device) for t in inputs]
+        return [
+            t.to(self.device, dtype=torch.float16) if self.half and t.is_floating_point() else t.to(self.device)
+            for t in inputs
+        ]
 
     def _forward(self, inputs: list) -> list:
         torch = self._torch
@@ -178,7 +193,9 @@ class InferModel(EngineBase):
             self._run_untimed(inputs)
             foo_time = time.perf_counter() - start
             self.lazy_compiles.append({"shapes": [list(s) for s, _ in signature], "duration_s": foo_time})
-            logger.info(f"Inductor compiled for new input shapes {[list(s) for s, _ in signature]} in {foo_time:.2f} s (foo_time)")
+            logger.info(
+                f"Inductor compiled for new input shapes {[list(s) for s, _ in signature]} in {foo_time:.2f} s (foo_time)"
+            )
         return self._forward(inputs), foo_time
 
     # ---- optional richer API -------------------------------------------------

@@ -39,12 +39,18 @@ _MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagra
 def preflight(config: CaseConfig) -> None:
     mode = config.get("inductor_mode", "reduce-overhead")
     if mode not in _MODES:
-        raise ConfigError(f"{origin_of(config, 'inductor_mode')}: key 'inductor_mode' must be one of {', '.join(_MODES)}, got {mode!r}")
+        raise ConfigError(
+            f"{origin_of(config, 'inductor_mode')}: key 'inductor_mode' must be one of {', '.join(_MODES)}, got {mode!r}"
+        )
     if not isinstance(config.get("llm_compile", True), bool):
-        raise ConfigError(f"{origin_of(config, 'llm_compile')}: key 'llm_compile' must be true or false, got {config.get('llm_compile')!r}")
+        raise ConfigError(
+            f"{origin_of(config, 'llm_compile')}: key 'llm_compile' must be true or false, got {config.get('llm_compile')!r}"
+        )
     block = config.get("llm_cache_block", 256)
     if isinstance(block, bool) or not isinstance(block, int) or not 1 <= block <= 1 << 20:
-        raise ConfigError(f"{origin_of(config, 'llm_cache_block')}: key 'llm_cache_block' must be a positive integer, got {block!r}")
+        raise ConfigError(
+            f"{origin_of(config, 'llm_cache_block')}: key 'llm_cache_block' must be a positive integer, got {block!r}"
+        )
     import torch
 
     if str(config.device).startswith("cuda") and not torch.cuda.is_available():
@@ -73,7 +79,9 @@ class InferModel(LLMEngineBase):
         import torch
 
         if model is None or not isinstance(model, torch.nn.Module) or not hasattr(model, "config"):
-            raise EngineError(f"{_SOURCE}: needs the framework's transformers causal LM (no_validation: false), got {type(model).__name__}")
+            raise EngineError(
+                f"{_SOURCE}: needs the framework's transformers causal LM (no_validation: false), got {type(model).__name__}"
+            )
         self._torch = torch
         self.device = torch.device(config.device)
         on_cuda = self.device.type == "cuda"
@@ -87,10 +95,18 @@ class InferModel(LLMEngineBase):
         self.model = model.eval().to(self.device, dtype=torch.float16 if self.half else torch.float32)
         self._caches: dict[tuple[int, int], Any] = {}
         eos = eos_token_ids(model.config.to_dict())
-        self._eos = torch.tensor(eos, dtype=torch.long, device=self.device) if eos else None  # never selected (the contract)
+        self._eos = (
+            torch.tensor(eos, dtype=torch.long, device=self.device) if eos else None
+        )  # never selected (the contract)
         start = time.perf_counter()
-        self._decode = torch.compile(self._decode_eager, mode=self.mode, backend="inductor", dynamic=False) if self.compile else self._decode_eager
-        self.compile_duration = time.perf_counter() - start  # compilation itself happens at the first step of a shape (the untimed warm-up)
+        self._decode = (
+            torch.compile(self._decode_eager, mode=self.mode, backend="inductor", dynamic=False)
+            if self.compile
+            else self._decode_eager
+        )
+        self.compile_duration = (
+            time.perf_counter() - start
+        )  # compilation itself happens at the first step of a shape (the untimed warm-up)
 
     # ---- the KV cache ----------------------------------------------------------------
     def _bucket(self, length: int) -> int:
@@ -122,7 +138,12 @@ class InferModel(LLMEngineBase):
         batch, length = ids.shape
         cache = self._cache(int(batch), int(length) + int(max_new_tokens))
         with torch.no_grad():  # not inference_mode: the static cache is reset in place between queries
-            out = self.model(input_ids=ids, cache_position=torch.arange(length, device=self.device), past_key_values=cache, use_cache=True)
+            out = self.model(
+                input_ids=ids,
+                cache_position=torch.arange(length, device=self.device),
+                past_key_values=cache,
+                use_cache=True,
+            )
             logits = out.logits[:, -1, :].float()
         self._sync()
         return _State(cache, int(batch), int(length), logits)
@@ -170,5 +191,9 @@ class InferModel(LLMEngineBase):
             "compile_precision": self.precision.upper(),
             "backend": "inductor" if self.compile else "eager",
             "device": str(self.device),
-            "optimizations": {"mode": self.mode if self.compile else None, "static_kv_cache": True, "cache_block": self.block},
+            "optimizations": {
+                "mode": self.mode if self.compile else None,
+                "static_kv_cache": True,
+                "cache_block": self.block,
+            },
         }

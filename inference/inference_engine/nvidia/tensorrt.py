@@ -71,8 +71,12 @@ def _check_keys(config: CaseConfig) -> None:
             f"{origin_of(config, 'trt_max_batch_size')}: key 'trt_max_batch_size' must be an integer >= batch_size ({batch_size}), got {max_bs!r}"
         )
     workspace = config.get("trt_workspace_gib", None)
-    if workspace is not None and (isinstance(workspace, bool) or not isinstance(workspace, (int, float)) or workspace <= 0):
-        raise ConfigError(f"{origin_of(config, 'trt_workspace_gib')}: key 'trt_workspace_gib' must be a positive number of GiB or null, got {workspace!r}")
+    if workspace is not None and (
+        isinstance(workspace, bool) or not isinstance(workspace, (int, float)) or workspace <= 0
+    ):
+        raise ConfigError(
+            f"{origin_of(config, 'trt_workspace_gib')}: key 'trt_workspace_gib' must be a positive number of GiB or null, got {workspace!r}"
+        )
     for key in ("trt_core_includes_copies", "trt_tf32"):
         value = config.get(key, True)
         if not isinstance(value, bool):
@@ -91,7 +95,9 @@ def preflight(config: CaseConfig) -> None:
         ) from None
     major = int(str(trt.__version__).split(".")[0])
     if major < _MIN_MAJOR:
-        raise ConfigError(f"vendor 'nvidia' compiler 'tensorrt' needs TensorRT >= {_MIN_MAJOR} (name-based I/O API), found {trt.__version__}")
+        raise ConfigError(
+            f"vendor 'nvidia' compiler 'tensorrt' needs TensorRT >= {_MIN_MAJOR} (name-based I/O API), found {trt.__version__}"
+        )
     import torch
 
     if not torch.cuda.is_available():
@@ -148,7 +154,10 @@ class InferModel(EngineBase):
         self._support = None  # (builder, network, parser) kept alive for is_supported()
         self.network_layer_count: int | None = None
         self.timing_cache: dict | None = None
-        self.gpu = {"name": torch.cuda.get_device_name(self.device), "compute_capability": list(torch.cuda.get_device_capability(self.device))}
+        self.gpu = {
+            "name": torch.cuda.get_device_name(self.device),
+            "compute_capability": list(torch.cuda.get_device_capability(self.device)),
+        }
 
         engine_path = Path(config.engine_path) if config.engine_path else None
         start = time.perf_counter()
@@ -176,7 +185,9 @@ class InferModel(EngineBase):
             dtype = self.engine.get_tensor_dtype(name)
             torch_name = _TORCH_DTYPES.get(dtype.name)
             if torch_name is None:
-                raise EngineError(f"{_SOURCE}: I/O tensor '{name}' has TensorRT type {dtype.name}, which this engine cannot bind")
+                raise EngineError(
+                    f"{_SOURCE}: I/O tensor '{name}' has TensorRT type {dtype.name}, which this engine cannot bind"
+                )
             self._dtypes[name] = getattr(torch, torch_name)
             mode = self.engine.get_tensor_mode(name)
             (self.input_names if mode == trt.TensorIOMode.INPUT else self.output_names).append(name)
@@ -203,7 +214,9 @@ class InferModel(EngineBase):
                 meta = json.loads(meta_path.read_text(encoding="utf-8"))
             except (OSError, ValueError) as exc:
                 logger.warning(f"{meta_path}: unreadable engine metadata ({exc}); ignored")
-        stale = meta and (meta.get("tensorrt") != trt.__version__ or meta.get("compute_capability") != self.gpu["compute_capability"])
+        stale = meta and (
+            meta.get("tensorrt") != trt.__version__ or meta.get("compute_capability") != self.gpu["compute_capability"]
+        )
         user_plan = self.config.exist_compiler_path is not None
         if stale:
             where = f"TensorRT {meta.get('tensorrt')} on compute capability {meta.get('compute_capability')}"
@@ -252,7 +265,9 @@ class InferModel(EngineBase):
 
         serialized = builder.build_serialized_network(network, build_config)
         if serialized is None:
-            raise EngineError(f"{onnx_path}: TensorRT could not build an engine: {self._logger.last_error or 'see the TensorRT log above'}")
+            raise EngineError(
+                f"{onnx_path}: TensorRT could not build an engine: {self._logger.last_error or 'see the TensorRT log above'}"
+            )
         blob = bytes(memoryview(serialized))
         if cache_path is not None:
             _write_atomic(cache_path, memoryview(build_config.get_timing_cache().serialize()))
@@ -284,10 +299,14 @@ class InferModel(EngineBase):
             shape = list(tensor.shape)
             if not shape or all(d >= 0 for d in shape):
                 if shape and shape[0] != opt:
-                    logger.warning(f"ONNX input '{tensor.name}' has a static batch of {shape[0]}, not batch_size {opt}: other batch sizes will fail")
+                    logger.warning(
+                        f"ONNX input '{tensor.name}' has a static batch of {shape[0]}, not batch_size {opt}: other batch sizes will fail"
+                    )
                 continue
             if shape[0] >= 0 or any(d < 0 for d in shape[1:]):
-                raise EngineError(f"{self.onnx_path}: input '{tensor.name}' has shape {shape}; {_SOURCE} supports a dynamic batch axis (axis 0) only")
+                raise EngineError(
+                    f"{self.onnx_path}: input '{tensor.name}' has shape {shape}; {_SOURCE} supports a dynamic batch axis (axis 0) only"
+                )
             rest = shape[1:]
             low_shape, opt_shape, high_shape = (1, *rest), (opt, *rest), (high, *rest)
             profile.set_shape(tensor.name, low_shape, opt_shape, high_shape)
@@ -318,7 +337,10 @@ class InferModel(EngineBase):
     def _upload(self, inputs: list) -> list:
         if len(inputs) != len(self.input_names):
             raise EngineError(f"engine expects {len(self.input_names)} inputs {self.input_names}, got {len(inputs)}")
-        return [t.to(self.device, dtype=self._dtypes[name], non_blocking=True).contiguous() for name, t in zip(self.input_names, inputs)]
+        return [
+            t.to(self.device, dtype=self._dtypes[name], non_blocking=True).contiguous()
+            for name, t in zip(self.input_names, inputs)
+        ]
 
     def _bind(self, context: Any, device_inputs: list, cache: dict) -> list:
         """Set input shapes and all tensor addresses; return the output buffers."""
@@ -338,7 +360,9 @@ class InferModel(EngineBase):
             for name in self.output_names:
                 shape = tuple(context.get_tensor_shape(name))
                 if any(d < 0 for d in shape):
-                    raise EngineError(f"output '{name}' has a data-dependent shape {list(shape)}, which {_SOURCE} does not support")
+                    raise EngineError(
+                        f"output '{name}' has a data-dependent shape {list(shape)}, which {_SOURCE} does not support"
+                    )
                 outputs.append(torch.empty(shape, dtype=self._dtypes[name], device=self.device))
             cache[signature] = outputs
         for name, tensor in zip(self.output_names, outputs):
@@ -463,8 +487,12 @@ class InferModel(EngineBase):
                 self._bind(context, self._upload(inputs), cache)
                 context.execute_async_v3(self.stream.cuda_stream)
                 self.stream.synchronize()
-        rows = [{"node": stage, "op_type": "stage", "calls": len(ms), "mean_ms": sum(ms) / len(ms), "total_ms": sum(ms)} for stage, ms in stages.items()]
+        rows = [
+            {"node": stage, "op_type": "stage", "calls": len(ms), "mean_ms": sum(ms) / len(ms), "total_ms": sum(ms)}
+            for stage, ms in stages.items()
+        ]
         layers = [
-            {"node": layer, "op_type": "trt_layer", "calls": len(ms), "mean_ms": sum(ms) / len(ms), "total_ms": sum(ms)} for layer, ms in profiler.times.items()
+            {"node": layer, "op_type": "trt_layer", "calls": len(ms), "mean_ms": sum(ms) / len(ms), "total_ms": sum(ms)}
+            for layer, ms in profiler.times.items()
         ]
         return rows + sorted(layers, key=lambda row: row["total_ms"], reverse=True)

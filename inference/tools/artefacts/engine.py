@@ -53,7 +53,9 @@ class EngineBuilder:
                 raise
             # Sealed, yet the engine cannot load it (written by a writer that lied about
             # success, say): the entry goes, so it cannot fail every later run too.
-            logger.warning(f"cached engine {config.engine_path} could not be loaded ({one_line(exc)}): evicted and rebuilt")
+            logger.warning(
+                f"cached engine {config.engine_path} could not be loaded ({one_line(exc)}): evicted and rebuilt"
+            )
             evict(_entry(config))
             self.evicted = f"could not be loaded ({one_line(exc)})"
             status, start = "miss", time.perf_counter()
@@ -73,7 +75,9 @@ class EngineBuilder:
         if not suffix:
             return "none"
         key = self.key(config)
-        config.engine_path = str(Path(config.cache_dir) / f"{config.case}_{config.vendor}_{config.compiler}_{key}{suffix}")
+        config.engine_path = str(
+            Path(config.cache_dir) / f"{config.case}_{config.vendor}_{config.compiler}_{key}{suffix}"
+        )
         usable, evicted = probe(config.engine_path, "engine")
         self.evicted = self.evicted or evicted
         if usable:
@@ -101,7 +105,11 @@ class EngineBuilder:
     def key(self, config: CaseConfig) -> str:
         """The cache key of the engine ``config`` asks for."""
         assert config.compiler is not None, "an engine is built only with a compiler"
-        vendor_keys = {k: v for k, v in config.as_dict().items() if config.origin.get(k, "").endswith(f"{config.vendor}_configurations.yaml")}
+        vendor_keys = {
+            k: v
+            for k, v in config.as_dict().items()
+            if config.origin.get(k, "").endswith(f"{config.vendor}_configurations.yaml")
+        }
         onnx = self.onnx_path
         digests = onnx_digests(onnx) if onnx and Path(onnx).is_file() else {"": onnx}
         parts = {

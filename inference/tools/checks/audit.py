@@ -112,7 +112,9 @@ class DistinctInputs:
         self._n = int(first[0].shape[0])
         self._seen = {input_key(b) for b in pool}
         if self._rows[0].shape[0] <= 1:
-            self.unavailable = "the pool holds a single sample of integer inputs, which cannot be rearranged into a new one"
+            self.unavailable = (
+                "the pool holds a single sample of integer inputs, which cannot be rearranged into a new one"
+            )
         self._gen = torch.Generator().manual_seed(20240611)
 
     @staticmethod
@@ -198,10 +200,14 @@ def _timed_ms(step: Callable, inputs: list, sync: Callable[[], None], clock: Cal
     sync()
     t1 = clock()
     if not (isinstance(result, tuple) and len(result) == 2):
-        raise EngineError(f"anti-caching audit: the engine call must return (outputs, foo_time), got {type(result).__name__}")
+        raise EngineError(
+            f"anti-caching audit: the engine call must return (outputs, foo_time), got {type(result).__name__}"
+        )
     foo = result[1]
     if isinstance(foo, bool) or not isinstance(foo, (int, float)) or foo < 0:
-        raise EngineError(f"anti-caching audit: the engine's foo_time must be a non-negative number of seconds, got {foo!r}")
+        raise EngineError(
+            f"anti-caching audit: the engine's foo_time must be a non-negative number of seconds, got {foo!r}"
+        )
     return max(t1 - t0 - foo * 1e9, 0.0) / 1e6
 
 
@@ -331,7 +337,9 @@ def _judge_arms(timed: _ArmTimes, threshold: float) -> AuditResult:
                 f"{distinct_med:.3f} ms: the engine may cache results",
                 figures,
             )
-        return AuditResult(ANTI_CACHING, None, "anti-caching audit: not run, the engine calls took no measurable time", figures)
+        return AuditResult(
+            ANTI_CACHING, None, "anti-caching audit: not run, the engine calls took no measurable time", figures
+        )
     speedup = figures["speedup"]
     if distinct_med > limit * same_med:
         return AuditResult(
@@ -392,7 +400,11 @@ def accuracy_in_performance_mode(
         "without_reference": missing,
     }
     if compared == 0:
-        why = "no outputs were sampled during the performance run" if not samples else ("no sampled query has an accuracy-mode reference")
+        why = (
+            "no outputs were sampled during the performance run"
+            if not samples
+            else ("no sampled query has an accuracy-mode reference")
+        )
         return AuditResult(name, None, f"accuracy in performance mode: not run, {why}", figures)
     if failures:
         return AuditResult(

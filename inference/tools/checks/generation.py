@@ -58,12 +58,21 @@ def greedy_agreement(engine_tokens: Any, reference_tokens: Any, target: float) -
     }
     if not passed:
         shown = "n/a" if share is None else f"{share:.2%}"
-        record["reason"] = f"greedy agreement {shown} of {same.size} positions with the framework model, below the target {target:.0%}"
+        record["reason"] = (
+            f"greedy agreement {shown} of {same.size} positions with the framework model, below the target {target:.0%}"
+        )
     return record
 
 
 def check_generation(
-    engine: Any, reference: Reference, prompts: Any, n: int, precision: str, tolerances: dict, target: float, eos_ids: tuple[int, ...] = ()
+    engine: Any,
+    reference: Reference,
+    prompts: Any,
+    n: int,
+    precision: str,
+    tolerances: dict,
+    target: float,
+    eos_ids: tuple[int, ...] = (),
 ) -> tuple[dict, dict, list[str]]:
     """(greedy agreement record, prefill logits NumericReport as a dict, reasons that fail the engine)."""
     import numpy as np
@@ -83,7 +92,11 @@ def check_generation(
     finally:
         engine.release(state)
     numeric = compare_outputs(
-        [[torch.from_numpy(ref_logits[:, length - 1, :].copy())]], [[torch.from_numpy(actual)]], precision, tolerances, label="prefill logits check"
+        [[torch.from_numpy(ref_logits[:, length - 1, :].copy())]],
+        [[torch.from_numpy(actual)]],
+        precision,
+        tolerances,
+        label="prefill logits check",
     )
     reasons = ([greedy["reason"]] if not greedy["passed"] else []) + list(numeric.reasons)
     share = "n/a" if greedy["share"] is None else f"{greedy['share']:.2%}"

@@ -77,7 +77,9 @@ def tolerances_for(precision: str, overrides: dict | None = None) -> dict[str, f
     """
     key = str(precision).lower()
     if key not in DEFAULT_TOLERANCES:
-        raise ValueError(f"precision {precision!r}: no numeric tolerance known (known: {', '.join(DEFAULT_TOLERANCES)})")
+        raise ValueError(
+            f"precision {precision!r}: no numeric tolerance known (known: {', '.join(DEFAULT_TOLERANCES)})"
+        )
     limits = dict(DEFAULT_TOLERANCES[key])
     if overrides is None:
         return limits
@@ -86,13 +88,17 @@ def tolerances_for(precision: str, overrides: dict | None = None) -> dict[str, f
     flat = [k for k in overrides if k in TOLERANCE_KEYS]
     nested = [k for k in overrides if k in DEFAULT_TOLERANCES]
     if flat and nested:
-        raise ValueError(f"numeric_tolerance.{flat[0]}: mixes flat limits with per-precision ones ({nested[0]}); use one form")
+        raise ValueError(
+            f"numeric_tolerance.{flat[0]}: mixes flat limits with per-precision ones ({nested[0]}); use one form"
+        )
     if flat:
         limits.update(_check_limits(overrides, "numeric_tolerance"))
         return limits
     for name, values in overrides.items():
         if name not in DEFAULT_TOLERANCES:
-            raise ValueError(f"numeric_tolerance.{name}: unknown key (use {', '.join(TOLERANCE_KEYS)} or a precision: {', '.join(DEFAULT_TOLERANCES)})")
+            raise ValueError(
+                f"numeric_tolerance.{name}: unknown key (use {', '.join(TOLERANCE_KEYS)} or a precision: {', '.join(DEFAULT_TOLERANCES)})"
+            )
         checked = _check_limits(values, f"numeric_tolerance.{name}")
         if name == key:
             limits.update(checked)
@@ -240,11 +246,17 @@ class _Comparison:
             return [f"{label}: {d.name} of {against} is all zeros but the engine's differs by up to {d.max_abs:.1e}"]
         reasons = []
         if max_limit is not None and d.max_rel > max_limit:
-            reasons.append(f"{label}: {d.name} differs from {against} by {d.max_rel:.1e} of its RMS (limit {max_limit:.1e} {where})")
+            reasons.append(
+                f"{label}: {d.name} differs from {against} by {d.max_rel:.1e} of its RMS (limit {max_limit:.1e} {where})"
+            )
         if mean_limit is not None and d.mean_rel > mean_limit:
-            reasons.append(f"{label}: {d.name} differs from {against} by {d.mean_rel:.1e} of its RMS on average (limit {mean_limit:.1e} {where})")
+            reasons.append(
+                f"{label}: {d.name} differs from {against} by {d.mean_rel:.1e} of its RMS on average (limit {mean_limit:.1e} {where})"
+            )
         if top1_limit is not None and d.top1_agreement is not None and d.top1_agreement < top1_limit:
-            reasons.append(f"{label}: {d.name}'s top-1 class agrees with {against} on {d.top1_agreement:.1%} of samples (limit {top1_limit:.1%} {where})")
+            reasons.append(
+                f"{label}: {d.name}'s top-1 class agrees with {against} on {d.top1_agreement:.1%} of samples (limit {top1_limit:.1%} {where})"
+            )
         return reasons
 
 

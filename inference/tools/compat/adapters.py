@@ -199,7 +199,10 @@ class OutputAdapter(ForeignEngine):
         if output.dim() >= 1 and output.shape[0] > rows and (shape is None or len(shape) == output.dim()):
             output = output[:rows]
         if output.dim() >= 1 and output.shape[0] < rows:
-            raise EngineError(f"engine output {index} has {output.shape[0]} rows for a batch of {rows}" + (f" (ONNX output shape {shape})" if shape else ""))
+            raise EngineError(
+                f"engine output {index} has {output.shape[0]} rows for a batch of {rows}"
+                + (f" (ONNX output shape {shape})" if shape else "")
+            )
         return output
 
 

@@ -93,7 +93,9 @@ def case_timed_phase(value: Any, phase: str) -> CaseTimedPhase:
 # declares these as numbers, since the framework's own loop always counts them; until it
 # declares them Optional, they are passed as one untyped mapping rather than as None
 # arguments the type checker would refuse.
-_NOT_COUNTED: dict[str, Any] = dict.fromkeys(("samples", "batches", "whole_time_s", "core_time_s", "foo_time_s", "warmup_batches", "passes"))
+_NOT_COUNTED: dict[str, Any] = dict.fromkeys(
+    ("samples", "batches", "whole_time_s", "core_time_s", "foo_time_s", "warmup_batches", "passes")
+)
 
 
 def adopt_export(returned: Any, target: Path, case: str) -> None:
@@ -117,7 +119,9 @@ def has_dynamic_axis(config: CaseConfig | CaseView) -> bool:
     Read from a CaseConfig (``get``, ``origin``) or from a FlagPerf namedtuple (an attribute)."""
     value = setting(config, "has_dynamic_axis")
     if not isinstance(value, bool):
-        raise ConfigError(f"{origin_of(config, 'has_dynamic_axis')}: key 'has_dynamic_axis' must be true or false, got {value!r}")
+        raise ConfigError(
+            f"{origin_of(config, 'has_dynamic_axis')}: key 'has_dynamic_axis' must be true or false, got {value!r}"
+        )
     return value
 
 

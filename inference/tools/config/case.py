@@ -46,8 +46,12 @@ class CaseConfig:
     min_duration_s: float = MEASUREMENT_DEFAULTS["min_duration_s"]
     max_duration_s: float = MEASUREMENT_DEFAULTS["max_duration_s"]
     contention_limit: float = MEASUREMENT_DEFAULTS["contention_limit"]
-    precision: float | None = MEASUREMENT_DEFAULTS["precision"]  # 95 % half-width / figure to reach; null: none asked (docs/measurement.md)
-    latency_precision: float | None = MEASUREMENT_DEFAULTS["latency_precision"]  # the headline percentile's; null: precision
+    precision: float | None = MEASUREMENT_DEFAULTS[
+        "precision"
+    ]  # 95 % half-width / figure to reach; null: none asked (docs/measurement.md)
+    latency_precision: float | None = MEASUREMENT_DEFAULTS[
+        "latency_precision"
+    ]  # the headline percentile's; null: precision
     settle_max_s: float = MEASUREMENT_DEFAULTS["settle_max_s"]
     repetitions: int = 1  # run.py runs the case this many times, interleaved, each a fresh process (run.py --repeat)
     # null in a config: [batch_size] once validated, so readers get a list (or "best" until tools/compat/bytemlperf/hooks.py resolves it).
@@ -57,8 +61,12 @@ class CaseConfig:
     target_qps: float | None = None  # server: Poisson arrival rate, samples per second
     latency_bound_ms: float | None = None  # server: the p99 bound
     server_search: bool = False  # server: find the highest target_qps meeting the bound
-    multi_stream_samples_per_query: int = MULTI_STREAM_SAMPLES_PER_QUERY  # multi_stream: samples per query (LoadGen's key), whole batches
-    load_generator: str = "inferperf"  # the performance rows' issuer: InferPerf's own scenarios, or "mlperf" (MLPerf LoadGen)
+    multi_stream_samples_per_query: int = (
+        MULTI_STREAM_SAMPLES_PER_QUERY  # multi_stream: samples per query (LoadGen's key), whole batches
+    )
+    load_generator: str = (
+        "inferperf"  # the performance rows' issuer: InferPerf's own scenarios, or "mlperf" (MLPerf LoadGen)
+    )
     compile_only: bool = False  # stop after the vendor compile
     numeric_check: bool = True  # compare engine outputs with the framework model's
     numeric_batches: int = 2
@@ -101,15 +109,22 @@ class CaseConfig:
 
     def _check_workload(self) -> None:
         if self.max_duration_s < self.min_duration_s:
-            self._fail("max_duration_s", f"is {self.max_duration_s:g}, less than min_duration_s {self.min_duration_s:g}")
+            self._fail(
+                "max_duration_s", f"is {self.max_duration_s:g}, less than min_duration_s {self.min_duration_s:g}"
+            )
         if self.batch_sizes is None:
             self.batch_sizes = [self.batch_size]
         for chosen in map(scenario, self.scenario):
             # Named where scenario was set: that is what asks for the bound, the rate and the query size.
             if chosen.bound_key is not None and getattr(self, chosen.bound_key) is None:
-                self._fail("scenario", f"includes {chosen.name}, so key '{chosen.bound_key}' is required (the {chosen.headline} bound in ms)")
+                self._fail(
+                    "scenario",
+                    f"includes {chosen.name}, so key '{chosen.bound_key}' is required (the {chosen.headline} bound in ms)",
+                )
             if chosen.scheduled and self.target_qps is None and not self.server_search:
-                self._fail("scenario", f"includes {chosen.name}, so key 'target_qps' is required (or server_search: true)")
+                self._fail(
+                    "scenario", f"includes {chosen.name}, so key 'target_qps' is required (or server_search: true)"
+                )
             if chosen.samples_per_query_key is not None and isinstance(self.batch_sizes, list):
                 samples = getattr(self, chosen.samples_per_query_key)
                 for size in self.batch_sizes:
@@ -120,7 +135,10 @@ class CaseConfig:
                             f"but batch size {size} does not divide it",
                         )
         if self.load_generator == "mlperf" and self.server_search:
-            self._fail("server_search", "is true, but load_generator mlperf runs server rows at a fixed target_qps; set target_qps instead")
+            self._fail(
+                "server_search",
+                "is true, but load_generator mlperf runs server rows at a fixed target_qps; set target_qps instead",
+            )
         cores = cpu_count()
         if not self.allow_many_clients and max(self.clients) > MAX_CLIENTS_PER_CORE * cores:
             self._fail(

@@ -38,7 +38,9 @@ def _reject_reserved(path: Path, data: dict) -> None:
             raise ConfigError(f"{path}: key '{key}' is a host.yaml key and may not appear in case configs")
 
 
-def merge_case_config(base: dict, base_path: Path, params: dict, params_path: Path, vendor: dict, vendor_path: Path) -> tuple[dict, dict]:
+def merge_case_config(
+    base: dict, base_path: Path, params: dict, params_path: Path, vendor: dict, vendor_path: Path
+) -> tuple[dict, dict]:
     """Apply the spec's merge rules; return the merged mapping and key -> origin file."""
     for path, data in ((base_path, base), (params_path, params), (vendor_path, vendor)):
         _reject_reserved(path, data)
@@ -58,7 +60,9 @@ def merge_case_config(base: dict, base_path: Path, params: dict, params_path: Pa
         if key not in base:
             logger.warning(f"{vendor_path}: adds key '{key}' = {shown(value)}, which {base_path.name} does not define")
         elif base[key] == value and type(base[key]) is type(value):
-            raise ConfigError(f"{vendor_path}: key '{key}' repeats the value {shown(value)} of {base_path.name}; remove the no-op override")
+            raise ConfigError(
+                f"{vendor_path}: key '{key}' repeats the value {shown(value)} of {base_path.name}; remove the no-op override"
+            )
         else:
             logger.info(f"{vendor_path}: overrides '{key}': {shown(base[key])} -> {shown(value)}")
         merged[key] = value
@@ -117,7 +121,9 @@ def load_case_config(
         _reject_reserved(Path(OVERRIDE_ORIGIN), overrides)
         for key, value in overrides.items():
             if key in params:
-                raise ConfigError(f"{OVERRIDE_ORIGIN}: key '{key}' is a case parameter ({params_path}) and may not be overridden")
+                raise ConfigError(
+                    f"{OVERRIDE_ORIGIN}: key '{key}' is a case parameter ({params_path}) and may not be overridden"
+                )
             merged[key] = value
             origin[key] = OVERRIDE_ORIGIN
 
@@ -126,7 +132,9 @@ def load_case_config(
     shadowed = {"extra", "origin", "get", "as_dict", "_fields", "_asdict"}  # names of CaseConfig's own machinery
     for key in merged:
         if key in shadowed:
-            raise ConfigError(f"{origin[key]}: key '{key}' is a reserved name and cannot be read as config.{key}; rename it")
+            raise ConfigError(
+                f"{origin[key]}: key '{key}' is a reserved name and cannot be read as config.{key}; rename it"
+            )
         if key in runtime_only:
             raise ConfigError(f"{origin[key]}: key '{key}' is set by the framework and may not be configured")
     typed = {key: value for key, value in merged.items() if key in typed_names}

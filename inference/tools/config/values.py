@@ -158,7 +158,13 @@ def supported_onnx_opsets() -> tuple[int, int, str]:
 def _optional_name(value: Any) -> str | None:
     if value is None:
         return None
-    if not isinstance(value, str) or not value.strip() or len(value) > MAX_NAME or not value.replace("_", "").replace("-", "").isalnum() or not value.isascii():
+    if (
+        not isinstance(value, str)
+        or not value.strip()
+        or len(value) > MAX_NAME
+        or not value.replace("_", "").replace("-", "").isalnum()
+        or not value.isascii()
+    ):
         raise ValueError(f"must be a name of letters, digits, '_' or '-', or null, got {shown(value)}")
     return value
 
@@ -167,7 +173,9 @@ def _path(value: Any) -> str:
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"must be a path or null, got {shown(value)}")
     if "\0" in value or path_too_long(value):
-        raise ValueError(f"must be a path of at most {MAX_PATH} characters and {MAX_PATH_PART} per name, without NUL, got {shown(value)}")
+        raise ValueError(
+            f"must be a path of at most {MAX_PATH} characters and {MAX_PATH_PART} per name, without NUL, got {shown(value)}"
+        )
     return value
 
 
@@ -192,7 +200,9 @@ def _best_or(check: Callable[[Any], Any]) -> Callable[[Any], Any]:
         if value == "best":
             return value
         if isinstance(value, str):
-            raise ValueError(f"must be a batch size, a list of them, or 'best' (the engine's best batch sizes), got {shown(value)}")
+            raise ValueError(
+                f"must be a batch size, a list of them, or 'best' (the engine's best batch sizes), got {shown(value)}"
+            )
         return check(value)
 
     return checked
@@ -204,7 +214,10 @@ def _scenario(value: Any) -> str:
     return value
 
 
-LOAD_GENERATORS = ("inferperf", "mlperf")  # who issues a performance row's queries: tools/measure/scenarios.py or MLPerf LoadGen
+LOAD_GENERATORS = (
+    "inferperf",
+    "mlperf",
+)  # who issues a performance row's queries: tools/measure/scenarios.py or MLPerf LoadGen
 
 
 def _load_generator(value: Any) -> str:
@@ -214,7 +227,9 @@ def _load_generator(value: Any) -> str:
         import importlib.util
 
         if importlib.util.find_spec("mlperf_loadgen") is None:
-            raise ValueError("is 'mlperf', but MLPerf LoadGen is not installed here (pip install mlcommons-loadgen==6.0.17)")
+            raise ValueError(
+                "is 'mlperf', but MLPerf LoadGen is not installed here (pip install mlcommons-loadgen==6.0.17)"
+            )
     return value
 
 
@@ -241,7 +256,9 @@ def check_device_available(device: str) -> str | None:
         return "is a CUDA device, but torch is not installed here"
     if not torch.cuda.is_available():
         build = "a CPU-only torch build" if torch.version.cuda is None else f"torch built for CUDA {torch.version.cuda}"
-        return f"is {device!r}, but this machine has no usable CUDA device ({build}, torch.cuda.is_available() is False)"
+        return (
+            f"is {device!r}, but this machine has no usable CUDA device ({build}, torch.cuda.is_available() is False)"
+        )
     index = int(device.partition(":")[2] or 0)
     count = torch.cuda.device_count()
     if index >= count:

@@ -30,7 +30,18 @@ from typing import Any, Callable
 
 from tools.config import CaseView, setting
 from tools.measure.contention import CpuContention
-from tools.measure.precision import Settle, StopRule, Target, Timeline, drift, imprecise, measure_figures, precision_block, precision_reasons, settle
+from tools.measure.precision import (
+    Settle,
+    StopRule,
+    Target,
+    Timeline,
+    drift,
+    imprecise,
+    measure_figures,
+    precision_block,
+    precision_reasons,
+    settle,
+)
 from tools.measure.settings import MAX_DURATION_REACHED, MEASUREMENT_DEFAULTS, MINIMUMS_MET, PRECISION_REACHED
 from tools.measure.verdict import Verdict, accelerator_reason, contention_reason, minimum_reasons, minimums_met
 

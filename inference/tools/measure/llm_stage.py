@@ -43,7 +43,17 @@ from common.stats import too_few_note
 from tools.config import CaseConfig, origin_of, setting
 from tools.measure.contention import CpuContention
 from tools.measure.llm import Generation, GenerationFigures, ModelShape, generate_timed, plus_minus
-from tools.measure.precision import Settle, StopRule, Target, drift, measure_figures, precision_block, precision_reasons, settle, throughput_interval
+from tools.measure.precision import (
+    Settle,
+    StopRule,
+    Target,
+    drift,
+    measure_figures,
+    precision_block,
+    precision_reasons,
+    settle,
+    throughput_interval,
+)
 from tools.measure.scenarios import poisson_arrivals
 from tools.measure.settings import MAX_DURATION_REACHED
 from tools.measure.verdict import (

@@ -41,7 +41,18 @@ from common.stats import LatencyStats
 from tools.config import CaseView, setting
 from tools.measure.contention import ContentionReading, CpuContention
 from tools.measure.phase_progress import PhaseProgress
-from tools.measure.precision import Figures, Settle, StopRule, Target, Timeline, drift, measure_figures, precision_block, precision_reasons, settle
+from tools.measure.precision import (
+    Figures,
+    Settle,
+    StopRule,
+    Target,
+    Timeline,
+    drift,
+    measure_figures,
+    precision_block,
+    precision_reasons,
+    settle,
+)
 from tools.measure.settings import MAX_DURATION_REACHED, minus_foo
 from tools.measure.verdict import (
     Verdict,

@@ -47,7 +47,16 @@ from typing import Callable, Sequence, TypeVar, cast
 
 import numpy as np
 
-from common.stats import MIN_SAMPLES_FOR_PERCENTILE, effective_size, honest_lag1, lag1, percentile, percentile_ci, relative_half_width, t975
+from common.stats import (
+    MIN_SAMPLES_FOR_PERCENTILE,
+    effective_size,
+    honest_lag1,
+    lag1,
+    percentile,
+    percentile_ci,
+    relative_half_width,
+    t975,
+)
 from tools.measure.settings import MINIMUMS_MET, OUT_OF_REACH, PRECISION_REACHED
 
 MIN_QUERIES = 16  # no interval from fewer queries, whatever their correlation

@@ -53,7 +53,15 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
-from common.scenario import MULTI_STREAM, MULTI_STREAM_SAMPLES_PER_QUERY, OFFLINE, SCENARIOS, SERVER, SINGLE_STREAM, Scenario
+from common.scenario import (
+    MULTI_STREAM,
+    MULTI_STREAM_SAMPLES_PER_QUERY,
+    OFFLINE,
+    SCENARIOS,
+    SERVER,
+    SINGLE_STREAM,
+    Scenario,
+)
 from common.scenario import scenario as named
 from tools.measure.phase_progress import PhaseProgress
 from tools.measure.precision import Figures, StopRule, Target, Timeline, measure_figures

@@ -34,7 +34,14 @@ from common.stats import LatencyStats
 from tools.config import CaseConfig, setting
 from tools.measure.contention import CpuContention
 from tools.measure.loop import as_input_list
-from tools.measure.precision import Settle, drift, measure_figures, measured_once_more_on_drift, precision_reasons, settle
+from tools.measure.precision import (
+    Settle,
+    drift,
+    measure_figures,
+    measured_once_more_on_drift,
+    precision_reasons,
+    settle,
+)
 from tools.measure.rows import latency_bound, latency_of, performance_row, row_target
 from tools.measure.scenarios import ScenarioRun, run_scenario, server_search
 from tools.measure.settings import minus_foo

@@ -69,8 +69,17 @@ def graph_segments(onnx_path: str, supported: Callable[[str], bool]) -> dict:
     for sg_idx, (ok, members) in enumerate(runs):
         member_set = set(members)
         produced = {out for i in members for out in nodes[i].output if out}
-        inputs = {name for i in members for name in nodes[i].input if name and name not in produced and name not in initializers}
-        outputs = {name for name in produced if name in graph_outputs or any(c not in member_set for c in consumers.get(name, ()))}
+        inputs = {
+            name
+            for i in members
+            for name in nodes[i].input
+            if name and name not in produced and name not in initializers
+        }
+        outputs = {
+            name
+            for name in produced
+            if name in graph_outputs or any(c not in member_set for c in consumers.get(name, ()))
+        }
         segments.append(
             {
                 "sg_idx": sg_idx,
@@ -107,7 +116,9 @@ def describe_engine(engine: Any, onnx_path: str | None, compile_duration_s: floa
     engine = as_engine(engine)
     vendor = type(engine.vendor_engine)
     info: dict[str, Any] = {"class": f"{vendor.__module__}.{vendor.__qualname__}"}
-    if onnx_path and Path(onnx_path).is_file():  # the weights' bytes, about: the roofline's memory traffic per call (utils/results/report/roofline.py)
+    if (
+        onnx_path and Path(onnx_path).is_file()
+    ):  # the weights' bytes, about: the roofline's memory traffic per call (utils/results/report/roofline.py)
         info["onnx_bytes"] = Path(onnx_path).stat().st_size
     version = _optional(engine.version, "version")
     if version is not None:
@@ -125,7 +136,9 @@ def describe_engine(engine: Any, onnx_path: str | None, compile_duration_s: floa
             report.update(coverage)
             report["compile_status"] = "success" if not coverage["fallback_ops"] else "partial"
             if coverage["fallback_ops"]:
-                logger.warning(f"ops falling back off the engine: {', '.join(coverage['fallback_ops'])} (sg_percent {coverage['sg_percent']})")
+                logger.warning(
+                    f"ops falling back off the engine: {', '.join(coverage['fallback_ops'])} (sg_percent {coverage['sg_percent']})"
+                )
     report.setdefault("compile_status", "success")
     info["compile_report"] = report
     best = _optional(engine.best_batch_sizes, "best_batch_sizes")

@@ -93,10 +93,15 @@ def flagperf_intervals(validation: PhaseResult | None, inference: PhaseResult | 
         Key.INFER_WHOLE_QPS: (inference, "whole_qps_ci95"),
         Key.INFER_CORE_QPS: (inference, "core_qps_ci95"),
     }
-    return {key: _rounded_interval(getattr(phase, name, None) if phase is not None else None) for key, (phase, name) in pick.items()}
+    return {
+        key: _rounded_interval(getattr(phase, name, None) if phase is not None else None)
+        for key, (phase, name) in pick.items()
+    }
 
 
-def raw_latency_series(validation: PhaseResult | None, inference: PhaseResult | None, performance: Any) -> dict[str, list[int]]:
+def raw_latency_series(
+    validation: PhaseResult | None, inference: PhaseResult | None, performance: Any
+) -> dict[str, list[int]]:
     series: dict[str, list[int]] = {}
     for name, phase in (("validation", validation), ("inference", inference)):
         if phase is not None and phase.core_latencies_ns:
@@ -120,7 +125,9 @@ def overall_verdict(validation: PhaseResult | None, inference: PhaseResult | Non
         verdict.extend(f"inference: {r}" for r in inference.verdict.reasons if r not in engine_wide)
     for row in performance.rows if performance is not None else []:
         verdict.extend(f"{row.label}: {r}" for r in row.verdict.reasons if r not in engine_wide)
-    for label, reasons in getattr(performance, "labelled_reasons", list)():  # an LLM case's cells (tools/measure/llm_stage.py)
+    for label, reasons in getattr(
+        performance, "labelled_reasons", list
+    )():  # an LLM case's cells (tools/measure/llm_stage.py)
         verdict.extend(f"{label}: {r}" for r in reasons if r not in engine_wide)
     # What was not judged, labelled the same way (docs/measurement.md, "Not judged"); an LLM cell's stays in its row.
     if inference is not None:
@@ -182,8 +189,12 @@ def build_result(
         numeric=report.get("numeric"),
         audits=report.get("audits", []),
         performance_notes=report.get("notes", []),
-        llm=report.get("llm"),  # an LLM case's prefill/decode table, server rows and greedy check (docs/result_schema.md)
-        baseline=report.get("baseline"),  # a base-tier case's measured peaks (benchmarks/base_common.py, docs/result_schema.md)
+        llm=report.get(
+            "llm"
+        ),  # an LLM case's prefill/decode table, server rows and greedy check (docs/result_schema.md)
+        baseline=report.get(
+            "baseline"
+        ),  # a base-tier case's measured peaks (benchmarks/base_common.py, docs/result_schema.md)
         engine=engine_info or None,
         cache=cache,
         steps=steps,

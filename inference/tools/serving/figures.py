@@ -26,7 +26,15 @@ from typing import Any
 from common.errors import ConfigError, shown
 from common.stats import percentile
 from tools.measure.llm import stats_block
-from tools.measure.precision import StopRule, Target, Timeline, drift, drift_reason, measure_figures, throughput_interval
+from tools.measure.precision import (
+    StopRule,
+    Target,
+    Timeline,
+    drift,
+    drift_reason,
+    measure_figures,
+    throughput_interval,
+)
 from tools.measure.settings import MAX_DURATION_REACHED, MINIMUMS_MET, PRECISION_REACHED
 from tools.measure.verdict import Verdict
 from tools.serving.client import RequestRecord

@@ -24,7 +24,15 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Iterable, Iterator
 
 from common.errors import ConfigError, shown
-from tools.serving.client import Clock, RequestRecord, RequestSpec, count_tokens, request_body, stamping_connector, stream_request
+from tools.serving.client import (
+    Clock,
+    RequestRecord,
+    RequestSpec,
+    count_tokens,
+    request_body,
+    stamping_connector,
+    stream_request,
+)
 
 ARRIVALS = ("poisson", "constant", "gamma")
 

@@ -41,7 +41,14 @@ POLL_S = 0.25  # how often the wait loop looks at abort, deadline and the proces
 LIFETIME_GRACE_S = 300.0  # children may outlive CASE_TIMEOUT by this much, no more
 
 # The pipeline's own exit statuses (README, "Exit status").
-_PIPELINE_EXIT = {1: "unexpected error (see traceback.txt)", 2: "config error", 3: "data error", 4: "engine error", 6: "storage error", 130: "interrupted"}
+_PIPELINE_EXIT = {
+    1: "unexpected error (see traceback.txt)",
+    2: "config error",
+    3: "data error",
+    4: "engine error",
+    6: "storage error",
+    130: "interrupted",
+}
 _SIGNAL_WORDS = {
     signal.SIGKILL: "killed by SIGKILL (out of memory, or killed from outside)",
     signal.SIGSEGV: "segmentation fault (SIGSEGV)",
@@ -89,7 +96,11 @@ def slug(text: str) -> str:
 def case_result_dir(run_dir: Path, spec: CaseSpec, host_label: str, noderank: int, repetition: int = 1) -> Path:
     """Where one case's files from one host land: result/run<id>/<case:fw>/<host>_noderank<i>/, and
     ``..._noderank<i>_rep<k>/`` for repetition k > 1 (run.py --repeat, utils/run_plan.py)."""
-    return run_dir / spec.key / (f"{slug(host_label)}_noderank{noderank}" + (f"_rep{repetition}" if repetition > 1 else ""))
+    return (
+        run_dir
+        / spec.key
+        / (f"{slug(host_label)}_noderank{noderank}" + (f"_rep{repetition}" if repetition > 1 else ""))
+    )
 
 
 @dataclass
@@ -161,7 +172,9 @@ class HostSession(ExecutorFacts, Generic[Handle]):
         touched; raise ConfigError naming the file and key."""
 
     @classmethod
-    def create(cls, config: HostConfig, host_index: int, run_id: str, abort: threading.Event, run_dir: Path) -> HostSession:
+    def create(
+        cls, config: HostConfig, host_index: int, run_id: str, abort: threading.Event, run_dir: Path
+    ) -> HostSession:
         """The session for host ``host_index``; ``run_dir`` is the run's folder here (image build logs)."""
         return cls(config, host_index, run_id, abort)
 
@@ -287,7 +300,9 @@ class HostSession(ExecutorFacts, Generic[Handle]):
         }
         if parent_pid is not None:
             env[lifetime.PARENT_ENV] = str(parent_pid)
-        env[layout.HOSTS_ENV] = ",".join(host.address for host in self.config.hosts)  # a case spanning the hosts (base_allreduce)
+        env[layout.HOSTS_ENV] = ",".join(
+            host.address for host in self.config.hosts
+        )  # a case spanning the hosts (base_allreduce)
         env[layout.NODERANK_ENV] = str(self.noderank)
         env[layout.RUN_ID_ENV] = self.run_id
         return env
@@ -318,13 +333,19 @@ class HostSession(ExecutorFacts, Generic[Handle]):
             for monitor in self.monitor_specs():
                 outcome.monitors[monitor.name] = str(local_dir / monitor.output)
                 argv = monitor.argv(self.python, log_dir, self.config.monitor_interval)
-                monitors.append(Started(f"mon-{monitor.name}", self.start(f"mon-{monitor.name}", argv, spec, env, None), monitor))
+                monitors.append(
+                    Started(f"mon-{monitor.name}", self.start(f"mon-{monitor.name}", argv, spec, env, None), monitor)
+                )
             if self.abort.is_set():
-                outcome.fail("interrupted", "run interrupted (SIGINT/SIGTERM) before the pipeline started", "interrupted")
+                outcome.fail(
+                    "interrupted", "run interrupted (SIGINT/SIGTERM) before the pipeline started", "interrupted"
+                )
             else:
                 # The pipeline starts at once; the monitors' start-up check runs while it
                 # imports (MONITOR_STARTUP_S after the monitors started, or when it ends sooner).
-                pipeline = Started("case", self.start("case", self.pipeline_argv(log_dir, spec), spec, env, local_dir / "stdout.log"))
+                pipeline = Started(
+                    "case", self.start("case", self.pipeline_argv(log_dir, spec), spec, env, local_dir / "stdout.log")
+                )
                 code = self._wait_pipeline(pipeline, outcome, monitors, started_at + MONITOR_STARTUP_S)
                 if code not in (None, 0):
                     detail = self.exit_detail(pipeline.handle)  # before end_case releases what it asks about
@@ -361,7 +382,13 @@ class HostSession(ExecutorFacts, Generic[Handle]):
                 return f"{source} exited at once with status {code}: {detail}"
         return None
 
-    def _wait_pipeline(self, pipeline: Started[Handle], outcome: CaseOutcome, monitors: list[Started[Handle]], monitors_checked_at: float) -> int | None:
+    def _wait_pipeline(
+        self,
+        pipeline: Started[Handle],
+        outcome: CaseOutcome,
+        monitors: list[Started[Handle]],
+        monitors_checked_at: float,
+    ) -> int | None:
         """Wait for the pipeline within CASE_TIMEOUT, watching for an interrupt, and check
         once, at ``monitors_checked_at`` or when the pipeline ends sooner, that every
         monitor lives. An interrupt is never read as a monitor's fault."""
@@ -381,7 +408,11 @@ class HostSession(ExecutorFacts, Generic[Handle]):
             if code is not None:
                 return code
             if time.monotonic() >= deadline:
-                outcome.fail("timeout", f"case exceeded CASE_TIMEOUT of {self.config.case_timeout:.0f} s and was stopped", "timeout")
+                outcome.fail(
+                    "timeout",
+                    f"case exceeded CASE_TIMEOUT of {self.config.case_timeout:.0f} s and was stopped",
+                    "timeout",
+                )
                 return None
 
 

@@ -198,7 +198,9 @@ class ContainerHandle:
             self._done.set()
             return
         except (APIError, requests.RequestException, OSError) as exc:
-            raise HostError(f"host {self.label}: connection to the Docker engine lost ({reason(exc)}) while {self.name} ran") from None
+            raise HostError(
+                f"host {self.label}: connection to the Docker engine lost ({reason(exc)}) while {self.name} ran"
+            ) from None
         state = container.attrs.get("State", {})
         if state.get("Status") in ("exited", "dead"):
             self._code = int(state.get("ExitCode", -1))

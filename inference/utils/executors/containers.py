@@ -83,7 +83,9 @@ def parse_container_options(text: str, source: str) -> dict[str, Any]:
             if not match:
                 raise ConfigError(f"{key}: --ulimit {spec!r} must be NAME=SOFT[:HARD]")
             soft = int(match.group(2))
-            kwargs.setdefault("ulimits", []).append(Ulimit(name=match.group(1), soft=soft, hard=int(match.group(3) or soft)))
+            kwargs.setdefault("ulimits", []).append(
+                Ulimit(name=match.group(1), soft=soft, hard=int(match.group(3) or soft))
+            )
         elif name == "--privileged":
             raise ConfigError(
                 f"{key}: --privileged is not allowed from host.yaml; a vendor that needs it sets privileged: true in docker_images/<vendor>/container.yaml"

@@ -104,7 +104,9 @@ class DockerSession(HostSession[ContainerHandle]):
     runs_here = False
 
     @classmethod
-    def create(cls, config: HostConfig, host_index: int, run_id: str, abort: threading.Event, run_dir: Path) -> DockerSession:
+    def create(
+        cls, config: HostConfig, host_index: int, run_id: str, abort: threading.Event, run_dir: Path
+    ) -> DockerSession:
         return cls(config, host_index, run_id, abort, build_log_dir=run_dir)
 
     def __init__(self, *args, build_log_dir: Path, **kwargs) -> None:
@@ -135,7 +137,9 @@ class DockerSession(HostSession[ContainerHandle]):
         config = self.config
         if is_local_engine(config, self.host):
             return LocalTransport(self.host)
-        return SshTransport(self.host, config.ssh_user, config.ssh_key_file, config.known_hosts, config.trust_on_first_use)
+        return SshTransport(
+            self.host, config.ssh_user, config.ssh_key_file, config.known_hosts, config.trust_on_first_use
+        )
 
     def host_workdir(self) -> str:
         """The folder on the host that holds code/, onnxs/ and runs/ (layout above)."""
@@ -178,7 +182,9 @@ class DockerSession(HostSession[ContainerHandle]):
             self.connect_engine()
         except (DockerException, requests.RequestException) as exc:
             where = self.remote.engine_words
-            raise HostError(f"host {self.label}: {where} not reachable ({reason(exc)}); is dockerd running and the docker CLI installed?") from None
+            raise HostError(
+                f"host {self.label}: {where} not reachable ({reason(exc)}); is dockerd running and the docker CLI installed?"
+            ) from None
         self.sweep_orphans()
 
     def connect_engine(self) -> None:
@@ -238,7 +244,9 @@ class DockerSession(HostSession[ContainerHandle]):
         config = self.config
         framework_dirs = {spec.framework for spec in config.cases}
         if len(framework_dirs) != 1:
-            raise HostError(f"host {self.label}: one run builds one image; CASES mixes frameworks {sorted(framework_dirs)}")
+            raise HostError(
+                f"host {self.label}: one run builds one image; CASES mixes frameworks {sorted(framework_dirs)}"
+            )
         framework = framework_dirs.pop()
         buildargs: dict[str, str] = {}
         if config.base_image:
@@ -268,7 +276,9 @@ class DockerSession(HostSession[ContainerHandle]):
             wheels_dir=wheels,
             ca_bundle=ca_bundle,
             # Only the requirements of this run's cases go into the image's case layer.
-            requirements=tuple(all_requirement_files(config.flagperf_path, framework, cases=[s.case for s in config.cases])),
+            requirements=tuple(
+                all_requirement_files(config.flagperf_path, framework, cases=[s.case for s in config.cases])
+            ),
             wheels_dirs=() if wheels is not None else pip.find_links,
             backend_requirements=config.backend_requirements,
         )
@@ -287,13 +297,17 @@ class DockerSession(HostSession[ContainerHandle]):
         self.remote.makedirs(self.case_dir_on_host)
         return f"{CONTAINER_ROOT}/log"
 
-    def start(self, role: str, argv: list[str], spec: CaseSpec, env: dict[str, str], stdout: Path | None) -> ContainerHandle:
+    def start(
+        self, role: str, argv: list[str], spec: CaseSpec, env: dict[str, str], stdout: Path | None
+    ) -> ContainerHandle:
         """A monitor is created and started in the background (the two monitors and the
         case container's creation overlap); its first wait() reports a failed start. The case container, created meanwhile with
         the same command line, only needs starting."""
         if role != "case":
             handle = ContainerHandle(self.label, role, poll=True)
-            handle.starting = Background(lambda _: self._create_and_start(handle, role, argv, spec, env), f"start-{role}")
+            handle.starting = Background(
+                lambda _: self._create_and_start(handle, role, argv, spec, env), f"start-{role}"
+            )
             if self._precreated is None:
                 self._precreate_case(spec, env)
             return handle
@@ -353,7 +367,9 @@ class DockerSession(HostSession[ContainerHandle]):
         arguments = self._container_arguments("case", argv, spec, env)
         self._precreated = (arguments, Background(lambda _: self._create("case", arguments), "create-case"))
 
-    def _create_and_start(self, handle: ContainerHandle, role: str, argv: list[str], spec: CaseSpec, env: dict[str, str]) -> None:
+    def _create_and_start(
+        self, handle: ContainerHandle, role: str, argv: list[str], spec: CaseSpec, env: dict[str, str]
+    ) -> None:
         arguments = self._container_arguments(role, argv, spec, env)
         container = None
         if role == "case" and self._precreated is not None:
@@ -441,11 +457,15 @@ class DockerSession(HostSession[ContainerHandle]):
             self.remote.connect()
             self._open_engine()
         except HostError as exc:
-            logger.warning(f"host {self.label}: the case's containers may run on until their lifetime ends: {one_line(exc)}")
+            logger.warning(
+                f"host {self.label}: the case's containers may run on until their lifetime ends: {one_line(exc)}"
+            )
             return
         for handle in stopped:  # the pipeline's output up to the drop, through the new connection
             if handle.container is not None and handle.stdout is not None and handle.streamer is None:
-                handle.container = self.engine.containers.prepare_model({"Id": handle.container.id, "Name": f"/{handle.container.name}"})
+                handle.container = self.engine.containers.prepare_model(
+                    {"Id": handle.container.id, "Name": f"/{handle.container.name}"}
+                )
                 save_logs(handle)
         self.sweep_run()
         logger.warning(f"host {self.label}: reconnected after the lost connection and removed the case's containers")
@@ -514,14 +534,18 @@ class DockerSession(HostSession[ContainerHandle]):
             pid = owner.rpartition(":")[2]
             try:
                 container.remove(force=True)
-                logger.warning(f"host {self.label}: removed {container.name}, left running by a run.py (pid {pid}) that died")
+                logger.warning(
+                    f"host {self.label}: removed {container.name}, left running by a run.py (pid {pid}) that died"
+                )
             except (DockerException, requests.RequestException):
                 pass
 
     def sweep_run(self) -> None:
         """Remove every container of this run and host on the engine, by label and name."""
         try:
-            for container in self.engine.containers.list(all=True, filters={"label": f"{LABEL_RUN}={self.run_id}", "name": f"-{slug(self.label)}-"}):
+            for container in self.engine.containers.list(
+                all=True, filters={"label": f"{LABEL_RUN}={self.run_id}", "name": f"-{slug(self.label)}-"}
+            ):
                 container.remove(force=True)
         except (DockerException, requests.RequestException) as exc:
             logger.warning(f"host {self.label}: container sweep failed: {reason(exc)}")

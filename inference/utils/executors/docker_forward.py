@@ -209,7 +209,14 @@ class DockerOverCommand(EngineForward):
 
     def _serve(self, conn: socket.socket) -> None:
         try:
-            proc = subprocess.Popen(self.argv, stdin=conn.fileno(), stdout=conn.fileno(), stderr=subprocess.PIPE, env=self.env, start_new_session=True)
+            proc = subprocess.Popen(
+                self.argv,
+                stdin=conn.fileno(),
+                stdout=conn.fileno(),
+                stderr=subprocess.PIPE,
+                env=self.env,
+                start_new_session=True,
+            )
         except OSError as exc:
             logger.warning(f"host {self.label}: cannot run {self.argv[0]} for the Docker engine: {exc.strerror or exc}")
             conn.close()

@@ -258,7 +258,16 @@ def ensure_image(client: docker.DockerClient, spec: ImageSpec, host_label: str, 
         cases = ", ".join(_case_name(f) for f in files)
         logger.info(f"host {host_label}: installing the requirements of {cases} on top of {vendor_tag}")
         layer_log = build_log.with_name(f"{build_log.stem}_cases{build_log.suffix}")
-        _build(client, spec.write_case_layer_context, tag, spec.case_layer_buildargs(), spec, f"the requirements of {cases}", host_label, layer_log)
+        _build(
+            client,
+            spec.write_case_layer_context,
+            tag,
+            spec.case_layer_buildargs(),
+            spec,
+            f"the requirements of {cases}",
+            host_label,
+            layer_log,
+        )
         unmet = lenient_warnings(layer_log)
         for line in unmet:
             logger.warning(f"host {host_label}: image {tag}: {line}; going on (BACKEND_REQUIREMENTS: warn)")
@@ -274,7 +283,13 @@ UNMET_LABEL = "inferperf.unmet-requirements"  # the layer's warnings, kept on th
 def _label_unmet(client: docker.DockerClient, tag: str, unmet: list[str]) -> None:
     """Put ``unmet`` on the image as a label (a label-only build on top of it, under the same tag)."""
     try:
-        client.images.build(fileobj=io.BytesIO(f"FROM {tag}\n".encode()), tag=tag, labels={UNMET_LABEL: json.dumps(unmet)}, rm=True, forcerm=True)
+        client.images.build(
+            fileobj=io.BytesIO(f"FROM {tag}\n".encode()),
+            tag=tag,
+            labels={UNMET_LABEL: json.dumps(unmet)},
+            rm=True,
+            forcerm=True,
+        )
     except (APIError, BuildError) as exc:  # the warnings were shown; only later runs would miss them
         logger.debug(f"image {tag}: the unmet requirements were not kept as a label: {exc}")
 
@@ -293,7 +308,9 @@ def lenient_warnings(build_log: Path) -> list[str]:
         text = build_log.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return []
-    return [line.strip()[len(LENIENT_WARNING) :] for line in text.splitlines() if line.strip().startswith(LENIENT_WARNING)]
+    return [
+        line.strip()[len(LENIENT_WARNING) :] for line in text.splitlines() if line.strip().startswith(LENIENT_WARNING)
+    ]
 
 
 @dataclass(frozen=True)
@@ -325,7 +342,9 @@ def host_pip(python: str = sys.executable) -> HostPip:
     section over global), keeping what a container build can reach: http(s) index URLs and
     trusted hosts as build arguments, find-links folders as wheels, the cert file."""
     try:
-        listed = subprocess.run([python, "-m", "pip", "config", "list"], capture_output=True, text=True, timeout=120, check=False).stdout
+        listed = subprocess.run(
+            [python, "-m", "pip", "config", "list"], capture_output=True, text=True, timeout=120, check=False
+        ).stdout
     except (OSError, subprocess.SubprocessError):
         return HostPip()
     values: dict[str, tuple[int, str]] = {}
@@ -374,7 +393,9 @@ def _local_default_base(dockerfile: Path) -> str | None:
     """The Dockerfile's ``ARG BASE_IMAGE=`` default when it is one of InferPerf's own images
     (``inferperf/…``, made by scripts/build_base_image.sh and in no registry): a machine without
     it gets that script's name instead of the engine's failed pull. Other defaults may be pulled."""
-    match = re.search(r"^\s*ARG\s+BASE_IMAGE=(\S+)", dockerfile.read_text(encoding="utf-8", errors="replace"), re.MULTILINE)
+    match = re.search(
+        r"^\s*ARG\s+BASE_IMAGE=(\S+)", dockerfile.read_text(encoding="utf-8", errors="replace"), re.MULTILINE
+    )
     return match.group(1) if match and match.group(1).startswith("inferperf/") else None
 
 
@@ -386,7 +407,9 @@ def _exists(client: docker.DockerClient, tag: str) -> bool:
         return False
 
 
-def _build(client, write_context, tag: str, buildargs: dict, spec: ImageSpec, what, host_label: str, build_log: Path) -> None:
+def _build(
+    client, write_context, tag: str, buildargs: dict, spec: ImageSpec, what, host_label: str, build_log: Path
+) -> None:
     from common.errors import HostError
 
     with tempfile.TemporaryDirectory(prefix="inferperf-ctx-") as tmp:
@@ -419,7 +442,9 @@ def _pip_failure(chunks: list) -> str | None:
     text = "".join(str(chunk.get("stream") or chunk.get("error") or "") for chunk in chunks)
     lines = [line.strip() for line in re.sub(r"\x1b\[[0-9;]*m", "", text).splitlines()]  # pip colours its errors
     errors = [line[len("ERROR: ") :] for line in lines if line.startswith("ERROR: ")]
-    python = next((line.split(" on ", 1)[1] for line in lines if line.startswith("inferperf: pip could not install")), None)
+    python = next(
+        (line.split(" on ", 1)[1] for line in lines if line.startswith("inferperf: pip could not install")), None
+    )
     if not errors:
         return None
     # The line that names the requirement, not the version list before it nor the resolver's "ResolutionImpossible" after.

@@ -70,25 +70,39 @@ class LocalSession(HostSession[ChildProcess]):
     def parent_pid(self) -> int | None:
         return os.getpid()
 
-    def start(self, role: str, argv: list[str], spec: CaseSpec, env: dict[str, str], stdout: Path | None) -> ChildProcess:
+    def start(
+        self, role: str, argv: list[str], spec: CaseSpec, env: dict[str, str], stdout: Path | None
+    ) -> ChildProcess:
         child_env = {**os.environ, **env}
         try:
             if stdout is None:
                 err_path = self._log_dir / f"{role}.stderr"
                 with open(err_path, "wb") as err:
                     process = subprocess.Popen(
-                        argv, cwd=self.config.flagperf_path, stdout=subprocess.DEVNULL, stderr=err, env=child_env, start_new_session=True
+                        argv,
+                        cwd=self.config.flagperf_path,
+                        stdout=subprocess.DEVNULL,
+                        stderr=err,
+                        env=child_env,
+                        start_new_session=True,
                     )
                 child = ChildProcess(process, err_path)
             else:
                 process = subprocess.Popen(
-                    argv, cwd=self.config.flagperf_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=child_env, start_new_session=True
+                    argv,
+                    cwd=self.config.flagperf_path,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    env=child_env,
+                    start_new_session=True,
                 )
                 tee = threading.Thread(target=_tee, args=(process.stdout, stdout, self.echo_for(spec)), daemon=True)
                 tee.start()
                 child = ChildProcess(process, None, tee)
         except OSError as exc:
-            raise HostError(f"host {self.label}: cannot start {argv[2] if len(argv) > 2 else argv[0]}: {exc.strerror or exc}") from None
+            raise HostError(
+                f"host {self.label}: cannot start {argv[2] if len(argv) > 2 else argv[0]}: {exc.strerror or exc}"
+            ) from None
         with self._lock:
             self._children.append(child)
         return child
@@ -151,8 +165,12 @@ def sweep_killed_writers(label: str, cache: Path) -> None:
     for directory in (cache, cache / "weights"):
         removed = sweep_stale_temps(directory)
         if removed:
-            names = ", ".join(p.name for p in removed[:3]) + (f" and {len(removed) - 3} more" if len(removed) > 3 else "")
-            logger.info(f"host {label}: removed {len(removed)} temporary file(s) left by killed pipelines in {directory}: {names}")
+            names = ", ".join(p.name for p in removed[:3]) + (
+                f" and {len(removed) - 3} more" if len(removed) > 3 else ""
+            )
+            logger.info(
+                f"host {label}: removed {len(removed)} temporary file(s) left by killed pipelines in {directory}: {names}"
+            )
 
 
 def _tee(source, sink_path: Path, echo) -> None:

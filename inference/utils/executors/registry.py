@@ -51,7 +51,15 @@ EXECUTORS: dict[str, Executor] = {
     "docker": Executor("utils.executors.docker:DockerSession", keys=("DOCKER_LOCAL",)),
     "slurm": Executor(
         "utils.executors.slurm:SlurmSession",
-        keys=("SLURM_SHARED_DIR", "SLURM_PARTITION", "SLURM_ACCOUNT", "SLURM_GPUS_PER_NODE", "SLURM_PENDING_TIMEOUT", "SLURM_PYTHON", "SLURM_CONTAINER"),
+        keys=(
+            "SLURM_SHARED_DIR",
+            "SLURM_PARTITION",
+            "SLURM_ACCOUNT",
+            "SLURM_GPUS_PER_NODE",
+            "SLURM_PENDING_TIMEOUT",
+            "SLURM_PYTHON",
+            "SLURM_CONTAINER",
+        ),
         picks=(("SLURM_CONTAINER", "docker", "utils.executors.slurm_docker:SlurmDockerSession"),),
     ),
 }
@@ -88,5 +96,7 @@ def checked(cls: object) -> type[ExecutorFacts]:
         raise TypeError(f"{cls!r} is not an executor (a subclass of utils/executors/base.py::HostSession)")
     missing = [fact for fact in ExecutorFacts.FACTS if fact not in vars(cls)]
     if missing:
-        raise TypeError(f"executor {cls.__module__}.{cls.__qualname__} does not declare {', '.join(missing)} (ExecutorFacts.FACTS)")
+        raise TypeError(
+            f"executor {cls.__module__}.{cls.__qualname__} does not declare {', '.join(missing)} (ExecutorFacts.FACTS)"
+        )
     return cls

@@ -76,7 +76,12 @@ def _probe_node(config: HostConfig, client: SlurmClient, node: str) -> ConfigErr
     if config.slurm_container == "docker":  # the node needs docker, not a Python (checked in prepare)
         argv = ["sh", "-c", 'printf ok > "$1"', "sh", str(target)]
     else:
-        argv = [config.slurm_python, "-c", "import pathlib, sys; pathlib.Path(sys.argv[1]).write_text('ok')", str(target)]
+        argv = [
+            config.slurm_python,
+            "-c",
+            "import pathlib, sys; pathlib.Path(sys.argv[1]).write_text('ok')",
+            str(target),
+        ]
     try:
         job = client.submit(
             argv,
@@ -168,7 +173,9 @@ class SlurmJobs:
         """CLEAR_CACHES on the node, as a step of the current job (never on this machine)."""
         argv = self.step_argv("drop-caches") + ["sh", "-c", "sync && echo 3 > /proc/sys/vm/drop_caches"]
         try:
-            done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=120, start_new_session=True)
+            done = subprocess.run(
+                argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=120, start_new_session=True
+            )
             ok = done.returncode == 0
         except (OSError, subprocess.TimeoutExpired):
             ok = False
@@ -236,7 +243,9 @@ class SlurmSession(SlurmJobs, LocalSession):
         self.preflight_step = "data"
         for spec in self.config.cases:
             if not Path(spec.data_dir).is_dir():
-                raise HostError(f"node {self.label}: data dir {spec.data_dir} for {spec.key} is not visible here (it must be shared with the nodes)")
+                raise HostError(
+                    f"node {self.label}: data dir {spec.data_dir} for {spec.key} is not visible here (it must be shared with the nodes)"
+                )
         self.preflight_step = "code"
         self.code_dir = self._sync_code()
         self.run_root.mkdir(parents=True, exist_ok=True)
@@ -269,7 +278,9 @@ class SlurmSession(SlurmJobs, LocalSession):
             self._caches_dropped = True
         return str(log)
 
-    def start(self, role: str, argv: list[str], spec: CaseSpec, env: dict[str, str], stdout: Path | None) -> ChildProcess:
+    def start(
+        self, role: str, argv: list[str], spec: CaseSpec, env: dict[str, str], stdout: Path | None
+    ) -> ChildProcess:
         return super().start(role, self.step_argv(role, chdir=self.perf_dir()) + argv, spec, env, stdout)
 
     def exit_detail(self, handle: ChildProcess) -> str | None:

@@ -231,9 +231,13 @@ class SlurmClient:
         return shutil.which(command, path=self.env.get("PATH", os.defpath))
 
     def _missing(self, command: str) -> HostError:
-        return HostError(f"MODE slurm: {command} not found on PATH; install Slurm's client commands (Debian: slurm-client) or fix PATH")
+        return HostError(
+            f"MODE slurm: {command} not found on PATH; install Slurm's client commands (Debian: slurm-client) or fix PATH"
+        )
 
-    def _run(self, argv: Sequence[str], timeout: float | None = None, extra_env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess:
+    def _run(
+        self, argv: Sequence[str], timeout: float | None = None, extra_env: Mapping[str, str] | None = None
+    ) -> subprocess.CompletedProcess:
         """Run a Slurm command; missing binary or timeout -> one-line HostError."""
         timeout = self.query_timeout_s if timeout is None else timeout
         env = {**self.env, **extra_env} if extra_env else self.env
@@ -242,10 +246,18 @@ class SlurmClient:
             raise self._missing(argv[0])
         try:
             return subprocess.run(
-                [exe, *argv[1:]], env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=timeout
+                [exe, *argv[1:]],
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                timeout=timeout,
             )
         except subprocess.TimeoutExpired:
-            raise HostError(f"slurm controller {self.controller}: `{shlex.join(argv)}` did not answer within {timeout:.0f} s") from None
+            raise HostError(
+                f"slurm controller {self.controller}: `{shlex.join(argv)}` did not answer within {timeout:.0f} s"
+            ) from None
         except OSError as exc:
             raise HostError(f"MODE slurm: cannot run {argv[0]}: {exc.strerror or exc}") from None
 
@@ -348,7 +360,9 @@ class SlurmClient:
             )
         job_id = proc.stdout.strip().split(";", 1)[0]
         if not re.fullmatch(r"\d+(_\d+)?", job_id):
-            raise HostError(f"slurm controller {self.controller}: sbatch of job {job_name} printed no job id: {_last_line(proc.stdout + proc.stderr)}")
+            raise HostError(
+                f"slurm controller {self.controller}: sbatch of job {job_name} printed no job id: {_last_line(proc.stdout + proc.stderr)}"
+            )
         return job_id
 
     # ---- watching -----------------------------------------------------------
@@ -367,19 +381,29 @@ class SlurmClient:
         accounted = self._from_sacct(job_id)
         if accounted is not None:
             return accounted
-        raise SlurmJobError(f"slurm job {job_id} unknown to controller {self.controller} (not in squeue, scontrol show job or sacct)", "lost")
+        raise SlurmJobError(
+            f"slurm job {job_id} unknown to controller {self.controller} (not in squeue, scontrol show job or sacct)",
+            "lost",
+        )
 
     def _from_squeue(self, job_id: str) -> JobState | None:
         proc = self._run(["squeue", "--noheader", "--states=all", f"--jobs={job_id}", "--format=%i|%T|%N|%l|%r"])
         if proc.returncode != 0:
             if "Invalid job id" in proc.stderr:
                 return None
-            raise HostError(f"slurm controller {self.controller}: squeue for job {job_id} exited {proc.returncode}: {_last_line(proc.stderr)}")
+            raise HostError(
+                f"slurm controller {self.controller}: squeue for job {job_id} exited {proc.returncode}: {_last_line(proc.stderr)}"
+            )
         for line in proc.stdout.splitlines():
             fields = line.split("|", 4)
             if len(fields) == 5 and fields[0].strip() == job_id:
                 return JobState(
-                    job_id, _base_state(fields[1]), _node(fields[2]), reason=fields[4].strip(), time_limit_s=parse_time_limit(fields[3]), source="squeue"
+                    job_id,
+                    _base_state(fields[1]),
+                    _node(fields[2]),
+                    reason=fields[4].strip(),
+                    time_limit_s=parse_time_limit(fields[3]),
+                    source="squeue",
                 )
         return None
 
@@ -403,7 +427,14 @@ class SlurmClient:
         )
 
     def _from_sacct(self, job_id: str) -> JobState | None:
-        query = ["sacct", "--noheader", "--parsable2", "--allocations", f"--jobs={job_id}", "--format=JobID,State,NodeList,ExitCode,Timelimit"]
+        query = [
+            "sacct",
+            "--noheader",
+            "--parsable2",
+            "--allocations",
+            f"--jobs={job_id}",
+            "--format=JobID,State,NodeList,ExitCode,Timelimit",
+        ]
         proc = self._run(query)
         if proc.returncode != 0 and "accounting storage is disabled" in proc.stderr:
             # No slurmdbd: the job completion log (JobCompType=jobcomp/filetxt).
@@ -415,7 +446,9 @@ class SlurmClient:
             if len(fields) >= 4 and fields[0].strip() == job_id:
                 code, sig = _exit_pair(fields[3])
                 limit = parse_time_limit(fields[4]) if len(fields) > 4 else None
-                return JobState(job_id, _base_state(fields[1]), _node(fields[2]), code, sig, time_limit_s=limit, source="sacct")
+                return JobState(
+                    job_id, _base_state(fields[1]), _node(fields[2]), code, sig, time_limit_s=limit, source="sacct"
+                )
         return None
 
     def wait(
@@ -452,17 +485,25 @@ class SlurmClient:
                 pending_since = now if pending_since is None else pending_since
                 if pending_timeout_s is not None and now - pending_since >= pending_timeout_s:
                     reason = current.reason if current.reason and current.reason != "None" else "none given"
-                    self._cancel_and_raise(current, "pending_timeout", f"PENDING for {now - pending_since:.0f} s (reason: {reason}): cancelled")
+                    self._cancel_and_raise(
+                        current,
+                        "pending_timeout",
+                        f"PENDING for {now - pending_since:.0f} s (reason: {reason}): cancelled",
+                    )
             else:
                 pending_since = None
             if timeout_s is not None and now - started >= timeout_s:
-                self._cancel_and_raise(current, "timeout", f"still {current.state} after {now - started:.0f} s: cancelled")
+                self._cancel_and_raise(
+                    current, "timeout", f"still {current.state} after {now - started:.0f} s: cancelled"
+                )
             if abort_event is not None:
                 abort_event.wait(self.poll_s)
             else:
                 time.sleep(self.poll_s)
 
-    def wait_running(self, job_id: str | int, pending_timeout_s: float | None = None, abort_event: threading.Event | None = None) -> JobState:
+    def wait_running(
+        self, job_id: str | int, pending_timeout_s: float | None = None, abort_event: threading.Event | None = None
+    ) -> JobState:
         """Poll until the job RUNS (its allocation is ready) and return that state.
 
         Cancels it and raises :class:`SlurmJobError` when it stays PENDING for
@@ -481,7 +522,9 @@ class SlurmClient:
             waited = time.monotonic() - started
             if pending_timeout_s is not None and waited >= pending_timeout_s:
                 reason = current.reason if current.reason and current.reason != "None" else "none given"
-                self._cancel_and_raise(current, "pending_timeout", f"{current.state} for {waited:.0f} s (reason: {reason}): cancelled")
+                self._cancel_and_raise(
+                    current, "pending_timeout", f"{current.state} for {waited:.0f} s (reason: {reason}): cancelled"
+                )
             if abort_event is not None:
                 abort_event.wait(min(self.poll_s, 0.5))
             else:
@@ -524,4 +567,6 @@ class SlurmClient:
                 benign = ("already completing or completed", "Invalid job id")
                 errors = [line for line in text.splitlines() if line.strip() and not any(b in line for b in benign)]
                 if errors:
-                    raise HostError(f"slurm controller {self.controller}: scancel {' '.join(chunk)} exited {proc.returncode}: {errors[-1].strip()}")
+                    raise HostError(
+                        f"slurm controller {self.controller}: scancel {' '.join(chunk)} exited {proc.returncode}: {errors[-1].strip()}"
+                    )

@@ -109,7 +109,9 @@ class SlurmDockerSession(SlurmJobs, DockerSession):
         except HostError:
             raise
         except Exception as exc:
-            raise HostError(f"node {self.label}: the node's Docker engine not reachable in job {self.job_id}: {exc}") from None
+            raise HostError(
+                f"node {self.label}: the node's Docker engine not reachable in job {self.job_id}: {exc}"
+            ) from None
         return log_dir
 
     def wait(self, handle: ContainerHandle, timeout: float) -> int | None:

@@ -76,7 +76,9 @@ class SshHost:
             except (OSError, paramiko.SSHException) as exc:
                 raise self.error(f"cannot read known_hosts {self.known_hosts}: {exc}") from None
         # RejectPolicy unless the user opted in to trust-on-first-use in host.yaml.
-        client.set_missing_host_key_policy(paramiko.AutoAddPolicy() if self.trust_on_first_use else paramiko.RejectPolicy())
+        client.set_missing_host_key_policy(
+            paramiko.AutoAddPolicy() if self.trust_on_first_use else paramiko.RejectPolicy()
+        )
         before = _known_key_count(client)
         try:
             client.connect(
@@ -92,17 +94,23 @@ class SshHost:
             )
         except paramiko.BadHostKeyException:
             client.close()
-            raise self.error(f"host key does not match the one in {self.known_hosts} (possible man-in-the-middle); refusing to connect") from None
+            raise self.error(
+                f"host key does not match the one in {self.known_hosts} (possible man-in-the-middle); refusing to connect"
+            ) from None
         except paramiko.AuthenticationException as exc:
             client.close()
             key = f"key {self.key_file}" if self.key_file else "agent/default keys"
-            raise self.error(f"SSH authentication failed for user {self.user} with {key}: {exc}{self._this_machine()}") from None
+            raise self.error(
+                f"SSH authentication failed for user {self.user} with {key}: {exc}{self._this_machine()}"
+            ) from None
         except paramiko.SSHException as exc:
             client.close()
             text = str(exc)
             if "not found in known_hosts" in text:
                 hint = self._this_machine()
-                raise self.error(f"unknown host key (not in {self.known_hosts}); verify and add it, or set TRUST_ON_FIRST_USE: true{hint}") from None
+                raise self.error(
+                    f"unknown host key (not in {self.known_hosts}); verify and add it, or set TRUST_ON_FIRST_USE: true{hint}"
+                ) from None
             raise self.error(f"SSH failed: {text}") from None
         except (OSError, socket.timeout) as exc:
             client.close()

@@ -217,7 +217,9 @@ class LocalTransport(HostTransport):
 
     def run(self, argv: list[str], timeout: float = 60.0, check: bool = True) -> CommandResult:
         try:
-            process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, start_new_session=True)
+            process = subprocess.Popen(
+                argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, start_new_session=True
+            )
         except OSError as exc:
             raise self.error(f"cannot run {shlex.join(argv)}: {exc.strerror or exc}") from None
         try:

@@ -44,7 +44,10 @@ def _pooled(raws: list[dict], key: str) -> list[int] | None:
 
 
 def _concurrent(results: list[CaseResult | None]) -> bool | None:
-    spans = [(r.inference.started_at_unix, r.inference.finished_at_unix) if r is not None and r.inference else (None, None) for r in results]
+    spans = [
+        (r.inference.started_at_unix, r.inference.finished_at_unix) if r is not None and r.inference else (None, None)
+        for r in results
+    ]
     starts, ends = [a for a, _ in spans], [b for _, b in spans]
     if any(a is None for a in starts) or any(b is None for b in ends):
         return None
@@ -98,12 +101,16 @@ def aggregate_case(records: list[dict], load=None) -> dict:
     agg[Key.VAL_ACC] = _weighted_accuracy(records, list(results), Key.VAL_ACC, "validation")
     agg[Key.INFER_ACC] = _weighted_accuracy(records, list(results), Key.INFER_ACC, "inference")
     pooled = _pooled(list(raws), "inference")
-    agg["latency_ms"], agg["latency_batches"], agg["latency_notes"] = _latency_block(pooled) if pooled else (None, None, [])
+    agg["latency_ms"], agg["latency_batches"], agg["latency_notes"] = (
+        _latency_block(pooled) if pooled else (None, None, [])
+    )
     if not pooled:
         agg["latency_notes"] = ["no raw latencies from every host (latencies.npz)"]
     peaks = [r.get("peak_flops") for r in records]
     estimate = any(r.get("mfu_is_estimate") for r in records)
-    agg["MFU"], agg["MFU_note"] = plausible_mfu(pooled_mfu(first.get("flops"), agg[Key.INFER_CORE_QPS], peaks), estimate)
+    agg["MFU"], agg["MFU_note"] = plausible_mfu(
+        pooled_mfu(first.get("flops"), agg[Key.INFER_CORE_QPS], peaks), estimate
+    )
     agg["mfu_is_estimate"] = estimate if agg["MFU"] is not None else None
     agg["peak_flops_source"] = first.get("peak_flops_source")
     agg["vendor_usage(GiB)"] = agg["vendor_max_mem(GiB)"] = None
@@ -117,8 +124,16 @@ def aggregate_case(records: list[dict], load=None) -> dict:
         if not all(identity in rows for rows in per_host):
             continue
         matched = [rows[identity] for rows in per_host]
-        latencies = _pooled([{"row": raw[f"performance_{i}"]} if f"performance_{i}" in raw else {} for raw, (i, _) in zip(raws, matched)], "row")
-        block, count, notes = _latency_block(latencies) if latencies else (None, None, ["no raw latencies from every host"])
+        latencies = _pooled(
+            [
+                {"row": raw[f"performance_{i}"]} if f"performance_{i}" in raw else {}
+                for raw, (i, _) in zip(raws, matched)
+            ],
+            "row",
+        )
+        block, count, notes = (
+            _latency_block(latencies) if latencies else (None, None, ["no raw latencies from every host"])
+        )
         rows = [row for _, row in matched]
         qps = _sum([row.get("qps") for row in rows])
         bad = [h for h, row in zip(hosts, rows) if not row["verdict"]["valid"]]
@@ -133,7 +148,9 @@ def aggregate_case(records: list[dict], load=None) -> dict:
                 "latency_ms": block or {},
                 "latency_notes": notes,
                 "pooled_queries": count,
-                "target_qps": _sum([row.get("target_qps") for row in rows]) if rows[0].get("target_qps") is not None else None,
+                "target_qps": _sum([row.get("target_qps") for row in rows])
+                if rows[0].get("target_qps") is not None
+                else None,
                 "latency_bound_met": None,
                 **dict(zip(("MFU", "MFU_note"), plausible_mfu(pooled_mfu(first.get("flops"), qps, peaks), estimate))),
                 "verdict": {"valid": not bad, "reasons": [f"invalid on host(s) {', '.join(bad)}"] if bad else []},

@@ -33,7 +33,11 @@ def fingerprint(env: dict | None, vendor: str, device: str | None) -> tuple[str,
     """(short hash, the fields hashed) of the hardware a result ran on; None without an ``env``."""
     if not isinstance(env, dict) or not env.get("cpu_model"):
         return None
-    fields = {"vendor": vendor, "device": (device or "cpu").split(":")[0], **{key: env.get(key) for key in FINGERPRINT_KEYS}}
+    fields = {
+        "vendor": vendor,
+        "device": (device or "cpu").split(":")[0],
+        **{key: env.get(key) for key in FINGERPRINT_KEYS},
+    }
     digest = hashlib.sha256(json.dumps(fields, sort_keys=True, default=str).encode()).hexdigest()[:16]
     return digest, fields
 
@@ -96,7 +100,9 @@ class MeasuredPeaks:
         stored = []
         for figure in baseline["figures"]:
             if not figure.get("verdict", {}).get("valid") or not isinstance(figure.get("value"), (int, float)):
-                logger.warning(f"{result.case} on {host}: {figure.get('name')} is INVALID, not cached as a measured peak")
+                logger.warning(
+                    f"{result.case} on {host}: {figure.get('name')} is INVALID, not cached as a measured peak"
+                )
                 continue
             if figure.get("kind") == "compute":
                 group, name = "compute", figure["dtype"]
@@ -160,7 +166,9 @@ def decode_bytes_per_token(model: dict, batch: int, input_length: int, output_le
     if not per_param or not batch or not model.get("params"):
         return None
     weights = (model["params"] - (model.get("embedding_params") or 0)) * per_param
-    kv_per_position = 2 * model["layers"] * model["kv_heads"] * model["head_dim"] * (model.get("bytes_per_kv_value") or per_param)
+    kv_per_position = (
+        2 * model["layers"] * model["kv_heads"] * model["head_dim"] * (model.get("bytes_per_kv_value") or per_param)
+    )
     return weights / batch + kv_per_position * (input_length + output_length / 2)
 
 
@@ -170,9 +178,13 @@ def add_mbu(llm: dict | None, bandwidth: dict | None) -> None:
     memory = (bandwidth or {}).get("triad") or (bandwidth or {}).get("copy")
     if not llm or not memory:
         return
-    llm["mbu_bandwidth"] = f"measured STREAM {'triad' if (bandwidth or {}).get('triad') else 'copy'} ({with_width(memory, 'B/s')})"
+    llm["mbu_bandwidth"] = (
+        f"measured STREAM {'triad' if (bandwidth or {}).get('triad') else 'copy'} ({with_width(memory, 'B/s')})"
+    )
     for cell in llm.get("table") or []:
-        per_token = decode_bytes_per_token(llm.get("model") or {}, cell.get("batch_size"), cell.get("input_length", 0), cell.get("output_length", 0))
+        per_token = decode_bytes_per_token(
+            llm.get("model") or {}, cell.get("batch_size"), cell.get("input_length", 0), cell.get("output_length", 0)
+        )
         rate = cell.get("decode_tokens_per_s")
         cell["decode_bytes_per_token"] = per_token
         value = per_token * rate / memory["value"] if per_token and rate else None
@@ -209,7 +221,9 @@ def markdown_lines(records: list[dict]) -> list[str]:
                 else "-"
             )
             verdict = "valid" if f["verdict"]["valid"] else f"INVALID ({len(f['verdict']['reasons'])})"
-            lines.append(f"| {r['case']}:{r['framework']} | {r['host']} | {f['name']} | {with_width(f, f['unit'])} | {shown} | {f['calls']} | {verdict} |")
+            lines.append(
+                f"| {r['case']}:{r['framework']} | {r['host']} | {f['name']} | {with_width(f, f['unit'])} | {shown} | {f['calls']} | {verdict} |"
+            )
     for r in not_applicable:
         lines.append(f"- {r['case']} on {r['host']}: not applicable ({r['baseline']['not_applicable']})")
     return lines + mbu_lines(records)
@@ -223,9 +237,21 @@ def mbu_lines(records: list[dict]) -> list[str]:
         for cell in llm.get("table") or []:
             if cell.get("decode_mbu") is None and not cell.get("decode_mbu_note"):
                 continue
-            shown = f"{cell['decode_mbu']:.1%} of the {llm['mbu_bandwidth']}" if cell.get("decode_mbu") is not None else f"n/a ({cell['decode_mbu_note']})"
+            shown = (
+                f"{cell['decode_mbu']:.1%} of the {llm['mbu_bandwidth']}"
+                if cell.get("decode_mbu") is not None
+                else f"n/a ({cell['decode_mbu_note']})"
+            )
             lines.append(
                 f"- {r['case']} on {r['host']}, bs {cell['batch_size']} in {cell['input_length']} out {cell['output_length']}: decode MBU {shown} "
                 f"({format_rate(cell['decode_bytes_per_token'], 'B/s').replace('/s', '')} per token x {cell['decode_tokens_per_s']:.1f} tokens/s)"
             )
-    return ["", "Decode MBU (weights once per step over the batch + the sequence's KV cache, per token, x decode tokens/s):", *lines] if lines else []
+    return (
+        [
+            "",
+            "Decode MBU (weights once per step over the batch + the sequence's KV cache, per token, x decode tokens/s):",
+            *lines,
+        ]
+        if lines
+        else []
+    )

@@ -112,7 +112,15 @@ def _host(rec_a: dict, rec_b: dict) -> str:
     return rec_a["host"] if rec_a["host"] == rec_b["host"] else f"{rec_a['host']} -> {rec_b['host']}"
 
 
-def compare_pair(rec_a: dict, rec_b: dict, threshold: float, between_cv: float, allow_invalid: bool, out: Comparison, paired: bool = False) -> None:
+def compare_pair(
+    rec_a: dict,
+    rec_b: dict,
+    threshold: float,
+    between_cv: float,
+    allow_invalid: bool,
+    out: Comparison,
+    paired: bool = False,
+) -> None:
     """Every figure of one case x host that both runs measured, decided; what B lacks, as a problem."""
     case, host = _case(rec_a), _host(rec_a, rec_b)
     figures_a, figures_b = repetition_figures(rec_a), repetition_figures(rec_b)
@@ -128,12 +136,19 @@ def compare_pair(rec_a: dict, rec_b: dict, threshold: float, between_cv: float, 
             continue
         kind = KINDS[figure]
         d = decision.decide(samples_a, samples_b, kind.higher_is_better, threshold / 100, between_cv, paired=paired)
-        invalid = " and ".join(side for side, samples in (("A", samples_a), ("B", samples_b)) if not all(s.valid for s in samples)) or None
+        invalid = (
+            " and ".join(
+                side for side, samples in (("A", samples_a), ("B", samples_b)) if not all(s.valid for s in samples)
+            )
+            or None
+        )
         line = Line(case, host, row, figure, kind.unit, kind.higher_is_better, math.exp(_log_mean(samples_a)), math.exp(_log_mean(samples_b)),
                     d.n_a, d.n_b, d.ratio, d.low, d.high, d.widened, d.verdict, invalid, d.verdict, d.paired)  # fmt: skip
         if invalid and not allow_invalid:
             line.verdict = f"not comparable ({d.verdict}; INVALID in {invalid})"
-            out.problems.append(f"{case} on {host}: {row} {figure} is INVALID in {invalid} (--allow-invalid judges it anyway)")
+            out.problems.append(
+                f"{case} on {host}: {row} {figure} is INVALID in {invalid} (--allow-invalid judges it anyway)"
+            )
         out.lines.append(line)
 
 
@@ -142,7 +157,12 @@ def _log_mean(samples) -> float:
 
 
 def compare_runs(
-    dir_a: Path, dir_b: Path, threshold: float, between_cv: float = decision.BETWEEN_RUN_CV, allow_invalid: bool = False, paired: bool = False
+    dir_a: Path,
+    dir_b: Path,
+    threshold: float,
+    between_cv: float = decision.BETWEEN_RUN_CV,
+    allow_invalid: bool = False,
+    paired: bool = False,
 ) -> Comparison:
     """Every line of the comparison, what is missing or failed in B, and notes. ``paired``: the
     runs' repetitions ran in pairs (run.py ab), so each figure is decided on its pairs."""
@@ -162,13 +182,17 @@ def compare_runs(
     for k in common:
         rec_a, rec_b = a[k], b[k]
         if rec_b["status"] != "success":
-            out.problems.append(f"{_case(rec_b)} on {rec_b['host']} {rec_b['status']} in B at step {rec_b.get('failed_step')}: {rec_b.get('error')}")
+            out.problems.append(
+                f"{_case(rec_b)} on {rec_b['host']} {rec_b['status']} in B at step {rec_b.get('failed_step')}: {rec_b.get('error')}"
+            )
         elif rec_a["status"] != "success":
             out.notes.append(f"{_case(rec_a)} on {rec_a['host']} {rec_a['status']} in A: not compared")
         else:
             compare_pair(rec_a, rec_b, threshold, between_cv, allow_invalid, out, paired)
     if not out.lines and not out.problems:
-        raise CompareError(f"compare: {dir_a.name} and {dir_b.name} have no figure in common (different batch sizes or scenarios?)")
+        raise CompareError(
+            f"compare: {dir_a.name} and {dir_b.name} have no figure in common (different batch sizes or scenarios?)"
+        )
     if any(line.widened for line in out.lines):
         out.notes.append(
             f"one repetition on a side: it cannot see the noise between runs, so its side was widened by the between-run spread "
@@ -205,7 +229,12 @@ def markdown(result: Comparison, name_a: str, name_b: str, threshold: float) -> 
     if result.notes:
         out += [""] + [f"- {n}" for n in result.notes]
     regressions = sum(line.regression for line in result.lines)
-    out += ["", f"{regressions} regression(s) beyond {threshold:g}%." if regressions else f"No regression beyond {threshold:g}%."]
+    out += [
+        "",
+        f"{regressions} regression(s) beyond {threshold:g}%."
+        if regressions
+        else f"No regression beyond {threshold:g}%.",
+    ]
     return "\n".join(out) + "\n"
 
 
@@ -225,7 +254,9 @@ def _cv(text: str) -> float:
 
 def add_decision_options(parser: argparse.ArgumentParser) -> None:
     """The options of a decision, shared by ``compare`` and ``ab``."""
-    parser.add_argument("--threshold", type=_threshold, default=5.0, help="the smallest change, in percent, that counts (default 5)")
+    parser.add_argument(
+        "--threshold", type=_threshold, default=5.0, help="the smallest change, in percent, that counts (default 5)"
+    )
     parser.add_argument(
         "--between-run-cv",
         type=_cv,

@@ -211,7 +211,9 @@ def _verdict(d: float, low: float, high: float, higher_is_better: bool, threshol
     return INCONCLUSIVE if reaches_worse else NO_CHANGE
 
 
-def across(samples: Sequence[Sample], confidence: float = CONFIDENCE) -> tuple[float, tuple[float, float] | None, float | None]:
+def across(
+    samples: Sequence[Sample], confidence: float = CONFIDENCE
+) -> tuple[float, tuple[float, float] | None, float | None]:
     """A figure across its repetitions: the geometric mean, its 95 % t-interval (None below two
     repetitions) and the repetitions' spread (the standard deviation of their logs, about the
     coefficient of variation; None below two)."""

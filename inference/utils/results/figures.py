@@ -48,13 +48,21 @@ THROUGHPUTS = ("core qps", "qps", "output tokens/s")  # a throughput missing in 
 
 def row_key(row: dict) -> tuple:
     """A performance row's identity across runs."""
-    return row["batch_size"], row["scenario"], row["clients"], row.get("target_qps"), row.get("load_generator") or "inferperf"
+    return (
+        row["batch_size"],
+        row["scenario"],
+        row["clients"],
+        row.get("target_qps"),
+        row.get("load_generator") or "inferperf",
+    )
 
 
 def row_label(row: dict) -> str:
     generator = row.get("load_generator") or "inferperf"
     rate = "" if row.get("target_qps") is None else f" @{row['target_qps']:g}"
-    return f"bs {row['batch_size']} {row['scenario']} x{row['clients']}{rate}" + ("" if generator == "inferperf" else f" {generator}")
+    return f"bs {row['batch_size']} {row['scenario']} x{row['clients']}{rate}" + (
+        "" if generator == "inferperf" else f" {generator}"
+    )
 
 
 def llm_label(row: dict) -> str:
@@ -68,7 +76,9 @@ def _interval(value: Any) -> tuple[float, float] | None:
     """``[lo, hi]`` as a pair of positive finite numbers with lo <= hi, else None."""
     if not isinstance(value, (list, tuple)) or len(value) != 2:
         return None
-    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and abs(v) != float("inf") for v in value):
+    if not all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and abs(v) != float("inf") for v in value
+    ):
         return None
     return (float(value[0]), float(value[1])) if value[0] <= value[1] else None
 
@@ -93,7 +103,13 @@ def record_figures(record: dict) -> dict[tuple[str, str], Sample]:
             found[(row, figure)] = Sample(number, _interval(interval), valid)
 
     whole = _valid(record.get("verdict"))
-    add("inference", "core qps", record.get(Key.INFER_CORE_QPS), (record.get("ci95") or {}).get(Key.INFER_CORE_QPS), whole)
+    add(
+        "inference",
+        "core qps",
+        record.get(Key.INFER_CORE_QPS),
+        (record.get("ci95") or {}).get(Key.INFER_CORE_QPS),
+        whole,
+    )
     latency, intervals = record.get("latency_ms") or {}, record.get("latency_ci95") or {}
     for name in PERCENTILES:
         add("inference", f"{name} ms", latency.get(name), intervals.get(name), whole)
@@ -122,7 +138,11 @@ def repetition_figures(record: dict) -> dict[tuple[str, str], list[Sample]]:
         return {key: [sample] for key, sample in record_figures(record).items()}
     out: dict[tuple[str, str], list[Sample]] = {}
     for entry in block["figures"]:
-        samples = [Sample(float(v), _interval(i), bool(ok)) for v, i, ok in zip(entry["values"], entry["intervals"], entry["valid"]) if _number(v) is not None]
+        samples = [
+            Sample(float(v), _interval(i), bool(ok))
+            for v, i, ok in zip(entry["values"], entry["intervals"], entry["valid"])
+            if _number(v) is not None
+        ]
         if samples:
             out[(entry["row"], entry["figure"])] = samples
     return out
@@ -146,7 +166,11 @@ def merge_repetitions(records: list[dict]) -> dict:
     merged["repetitions"] = block
     if failed:
         k, first = failed[0]
-        merged.update(status=first["status"], failed_step=first["failed_step"], error=f"repetition {k} of {len(records)}: {first['error']}")
+        merged.update(
+            status=first["status"],
+            failed_step=first["failed_step"],
+            error=f"repetition {k} of {len(records)}: {first['error']}",
+        )
         merged["verdict"] = None
         return merged
     merged["verdict"] = _merged_verdict(records)

@@ -8,7 +8,9 @@ from typing import Any
 
 from common.scenario import scenario
 from utils.results.report.charts import COLOURS, HEIGHT, WIDTH, pareto_front
-from utils.results.report.charts import axis as _axis  # the report's public chart helpers (utils/results/report/charts.py)
+from utils.results.report.charts import (
+    axis as _axis,
+)  # the report's public chart helpers (utils/results/report/charts.py)
 from utils.results.report.charts import figure_layout as _layout
 from utils.results.report.charts import rounded as _round
 from utils.results.report.charts import row_valid as _valid
@@ -40,7 +42,12 @@ def ttft_tpot_plot(table: list[dict]) -> dict | None:
                     "y": _round(_p50(c, metric) for c, _ in usable),
                     "hovertemplate": f"{metric.upper()} p50, input {length}, bs %{{x}}: %{{y:.4g}} ms<extra></extra>",
                     "line": {"color": colour, "dash": dash},
-                    "marker": {"size": 8, "color": colour, "symbol": [s for _, s in usable], "line": {"color": colour, "width": 2}},
+                    "marker": {
+                        "size": 8,
+                        "color": colour,
+                        "symbol": [s for _, s in usable],
+                        "line": {"color": colour, "width": 2},
+                    },
                 }
             )
     sizes = sorted({c["batch_size"] for c in cells})
@@ -66,7 +73,9 @@ def _label(row: dict) -> str:
 
 def frontier_plot(rows: list[dict]) -> dict | None:
     """Output tokens/s against TPOT p50 over every cell and server row; the frontier joined."""
-    usable = [(r, tpot) for r in rows if r.get("output_tokens_per_s") is not None and (tpot := _p50(r, "tpot")) is not None]
+    usable = [
+        (r, tpot) for r in rows if r.get("output_tokens_per_s") is not None and (tpot := _p50(r, "tpot")) is not None
+    ]
     if len(usable) < 2:
         return None
     points = [(float(tpot), float(r["output_tokens_per_s"])) for r, tpot in usable]
@@ -83,7 +92,11 @@ def frontier_plot(rows: list[dict]) -> dict | None:
                 "textposition": "top right",
                 "textfont": {"size": 9},
                 "cliponaxis": False,
-                "marker": {"color": "#888888", "size": 7, "symbol": ["circle" if _valid(r) else "circle-open" for r, _ in usable]},
+                "marker": {
+                    "color": "#888888",
+                    "size": 7,
+                    "symbol": ["circle" if _valid(r) else "circle-open" for r, _ in usable],
+                },
                 "hovertemplate": "%{text}<br>TPOT %{x:.4g} ms, %{y:.4g} output tokens/s<extra></extra>",
             },
             {
@@ -112,4 +125,7 @@ def llm_figures(llm: Any) -> list[tuple[str, dict | None]]:
     if not isinstance(llm, dict):
         return []
     table, server = llm.get("table") or [], llm.get("server") or []
-    return [("LLM TTFT and TPOT vs batch size", ttft_tpot_plot(table)), ("LLM throughput-latency frontier", frontier_plot(table + server))]
+    return [
+        ("LLM TTFT and TPOT vs batch size", ttft_tpot_plot(table)),
+        ("LLM throughput-latency frontier", frontier_plot(table + server)),
+    ]

@@ -40,7 +40,11 @@ def llm_record(result: CaseResult | None, peak_flops: float | None, estimate: bo
             added[f"{phase}_mfu"], added[f"{phase}_mfu_note"] = figure["mfu"], figure["mfu_note"]
         return {**row, **added}
 
-    return {**llm, "table": [with_mfu(c) for c in llm.get("table") or []], "server": [with_mfu(r) for r in llm.get("server") or []]}
+    return {
+        **llm,
+        "table": [with_mfu(c) for c in llm.get("table") or []],
+        "server": [with_mfu(r) for r in llm.get("server") or []],
+    }
 
 
 def _ms(block: dict | None, name: str) -> str:
@@ -66,7 +70,11 @@ def _row_line(record: dict, row: dict, estimate: bool | None) -> str:
         if row.get("ttft_bound_met") is not None:
             met = row["ttft_bound_met"] and row.get("tpot_bound_met")
             scenario += f", {row['bound_percentile']} bounds {'met' if met else 'MISSED'}"
-        shape = ("1", f"{row['input_length_range'][0]}-{row['input_length_range'][1]}", f"{row['output_length_range'][0]}-{row['output_length_range'][1]}")
+        shape = (
+            "1",
+            f"{row['input_length_range'][0]}-{row['input_length_range'][1]}",
+            f"{row['output_length_range'][0]}-{row['output_length_range'][1]}",
+        )
     else:
         scenario, shape = chosen.name, (str(row["batch_size"]), str(row["input_length"]), str(row["output_length"]))
     mfu = row.get("prefill_mfu")
@@ -83,10 +91,19 @@ def _row_line(record: dict, row: dict, estimate: bool | None) -> str:
 
 def markdown_lines(records: list[dict]) -> list[str]:
     """The LLM table for summary.md ([] when no record has an ``llm`` block)."""
-    rows = [(r, row) for r in records if r.get("llm") for row in (r["llm"].get("table") or []) + (r["llm"].get("server") or [])]
+    rows = [
+        (r, row)
+        for r in records
+        if r.get("llm")
+        for row in (r["llm"].get("table") or []) + (r["llm"].get("server") or [])
+    ]
     if not rows and not any(r.get("llm") for r in records):
         return []
-    lines = ["", "LLM generation (offline: batches back to back, TTFT from the batch's issue; server: Poisson arrivals, TTFT from arrival):", ""]
+    lines = [
+        "",
+        "LLM generation (offline: batches back to back, TTFT from the batch's issue; server: Poisson arrivals, TTFT from arrival):",
+        "",
+    ]
     lines += [HEADER, "|" + "---|" * (HEADER.count("|") - 1)]
     lines += [_row_line(r, row, r.get("mfu_is_estimate")) for r, row in rows]
     for r in records:

@@ -56,7 +56,9 @@ def memory_kind(perf_dir: Path, vendor: str) -> str:
     return str(getattr(module, "MEMORY_KIND", "device memory"))
 
 
-def merge_outcome(outcome: CaseOutcome, perf_dir: Path, vendor: str, peaks: baselines.MeasuredPeaks | None = None) -> dict:
+def merge_outcome(
+    outcome: CaseOutcome, perf_dir: Path, vendor: str, peaks: baselines.MeasuredPeaks | None = None
+) -> dict:
     """One case x host as a summary record. ``peaks``: the measured peaks cached per host
     fingerprint (utils/results/baselines.py); a match is MFU's denominator instead of the estimate."""
     result = outcome.result
@@ -81,7 +83,9 @@ def merge_outcome(outcome: CaseOutcome, perf_dir: Path, vendor: str, peaks: base
     record["latency_ms"] = {q: latency.get(q) for q in ("p50", "p90", "p99", "p99_9", "mean")} if latency else None
     record["ci95"] = result.ci95 if result is not None else None  # the FlagPerf throughputs' intervals, by FlagPerf key
     record["latency_ci95"] = inference.latency_ci95 if inference else None
-    record["precision_target"] = ((inference.precision if inference else None) or {}).get("target")  # the ± the inference phase was asked to reach
+    record["precision_target"] = ((inference.precision if inference else None) or {}).get(
+        "target"
+    )  # the ± the inference phase was asked to reach
     record["latency_batches"] = latency.get("count") if latency else None
     record["latency_notes"] = latency.get("notes", []) if latency else []
 
@@ -100,25 +104,41 @@ def merge_outcome(outcome: CaseOutcome, perf_dir: Path, vendor: str, peaks: base
     if measured is not None:
         peak_flops = float(measured["value"])
     record["peak_flops"] = peak_flops
-    record["mfu_is_estimate"] = (False if measured else bool(isinstance(peak, dict) and peak.get("estimate"))) if peak_flops else None
+    record["mfu_is_estimate"] = (
+        (False if measured else bool(isinstance(peak, dict) and peak.get("estimate"))) if peak_flops else None
+    )
     record["peak_measured"] = baselines.measured_source(measured, str(precision)) if measured else None
     record["peak_flops_source"] = record["peak_measured"] or (peak.get("source") if isinstance(peak, dict) else None)
     record["baseline"] = result.baseline if result is not None else None
     flops = result.flops if result is not None else None
     record["MFU"], record["MFU_note"] = plausible_mfu(
-        mfu(flops, result.infer_core_qps if result is not None else None, peak_flops), record["mfu_is_estimate"], record["peak_measured"]
+        mfu(flops, result.infer_core_qps if result is not None else None, peak_flops),
+        record["mfu_is_estimate"],
+        record["peak_measured"],
     )
     if record["MFU"] is None and outcome.status == "success" and flops and vendor_path and not peak_flops:
-        logger.warning(f"{outcome.case.key} on {outcome.host}: peak FLOPS unknown for precision {precision}; MFU is null")
+        logger.warning(
+            f"{outcome.case.key} on {outcome.host}: peak FLOPS unknown for precision {precision}; MFU is null"
+        )
     rows = result.performance if result is not None else ()
     record["performance"] = [
-        {**row.to_json(), **dict(zip(("MFU", "MFU_note"), plausible_mfu(mfu(flops, row.qps, peak_flops), record["mfu_is_estimate"], record["peak_measured"])))}
+        {
+            **row.to_json(),
+            **dict(
+                zip(
+                    ("MFU", "MFU_note"),
+                    plausible_mfu(mfu(flops, row.qps, peak_flops), record["mfu_is_estimate"], record["peak_measured"]),
+                )
+            ),
+        }
         for row in rows
     ]
     record["best"] = result.best if result is not None else None
     record["numeric"] = result.numeric if result is not None else None
     record["audits"] = result.audits if result is not None else []
-    record["llm"] = llm_summary.llm_record(result, peak_flops, record["mfu_is_estimate"])  # an LLM case's table and server rows
+    record["llm"] = llm_summary.llm_record(
+        result, peak_flops, record["mfu_is_estimate"]
+    )  # an LLM case's table and server rows
     bandwidth = peaks.bandwidth(result, vendor) if peaks is not None and result is not None else None
     baselines.add_mbu(record["llm"], bandwidth)  # decode MBU against the measured bandwidth
     return record
@@ -181,7 +201,11 @@ def _na(value: Any, reason: str, digits: int = 2) -> str:
 def plus_minus(value: Any, interval: Any, digits: int = 2) -> str:
     """A figure with its 95 % interval as ``16.90 ±1.2%`` (half the interval's width over the figure),
     or the figure alone when it has no interval."""
-    width = relative_half_width(value, interval) if isinstance(value, (int, float)) and isinstance(interval, (list, tuple)) else None
+    width = (
+        relative_half_width(value, interval)
+        if isinstance(value, (int, float)) and isinstance(interval, (list, tuple))
+        else None
+    )
     return _fmt(value, digits) if width is None else f"{_fmt(value, digits)} ±{width:.1%}"
 
 
@@ -238,7 +262,11 @@ def markdown_table(records: list[dict], memory_kind: str = "device memory") -> s
         ci95 = r.get("ci95") or {}
         count = r.get("latency_batches")
         status = r["status"] if r["status"] == "success" else f"{r['status']} at {r['failed_step']}"
-        memory = f"{_fmt(r['vendor_usage(GiB)'])}/{_fmt(r['vendor_max_mem(GiB)'])}" if r["vendor_usage(GiB)"] is not None else "-"
+        memory = (
+            f"{_fmt(r['vendor_usage(GiB)'])}/{_fmt(r['vendor_max_mem(GiB)'])}"
+            if r["vendor_usage(GiB)"] is not None
+            else "-"
+        )
         ok = r["status"] == "success"
         lines.append(
             f"| {r['case']}:{r['framework']} | {r['host']} | {status} | {_verdict_cell(r.get('verdict'))} | {_fmt(r['precision'])} | "
@@ -274,20 +302,34 @@ def markdown_table(records: list[dict], memory_kind: str = "device memory") -> s
                 f"{row['queries']} | {_mfu_cell(row.get('MFU'), r.get('mfu_is_estimate'), row.get('MFU_note'), r.get('peak_measured'))} | "
                 f"{_verdict_cell(row['verdict'])} |"
             )
-    if any(r.get("ci95") or r.get("latency_ci95") or any(row.get("qps_ci95") for row in r.get("performance") or []) for r in records):
-        targets = ", ".join(f"{r['case']} ±{r['precision_target']:.0%}" for r in records if isinstance(r.get("precision_target"), (int, float)))
+    if any(
+        r.get("ci95") or r.get("latency_ci95") or any(row.get("qps_ci95") for row in r.get("performance") or [])
+        for r in records
+    ):
+        targets = ", ".join(
+            f"{r['case']} ±{r['precision_target']:.0%}"
+            for r in records
+            if isinstance(r.get("precision_target"), (int, float))
+        )
         lines += [
             "",
             "±: half the 95% confidence interval's width over the figure (docs/measurement.md): inside one window unless the case "
-            "ran repetitions (then across them; the spread between runs is in the Repetitions table)." + (f" Precision asked: {targets}." if targets else ""),
+            "ran repetitions (then across them; the spread between runs is in the Repetitions table)."
+            + (f" Precision asked: {targets}." if targets else ""),
         ]
     lines += llm_summary.markdown_lines(records)
     lines += repetition_lines(records)
     lines += baselines.markdown_lines(records)
     estimates = {r.get("peak_flops_source") for r in records if r.get("mfu_is_estimate")}
     if estimates:
-        lines += ["", "MFU est.: the peak FLOPS is an estimate, not a datasheet figure: " + "; ".join(sorted(e for e in estimates if e))]
-        lines.append("Measure this host's peaks with `run.py --cases base`: later runs here then take MFU against them.")
+        lines += [
+            "",
+            "MFU est.: the peak FLOPS is an estimate, not a datasheet figure: "
+            + "; ".join(sorted(e for e in estimates if e)),
+        ]
+        lines.append(
+            "Measure this host's peaks with `run.py --cases base`: later runs here then take MFU against them."
+        )
     over = [r for r in records if r.get("peak_measured") and r.get("MFU_note")]
     for r in over:
         lines.append(f"- **{r['case']}:{r['framework']} on {r['host']}: MFU {r['MFU_note']}**")
@@ -295,23 +337,30 @@ def markdown_table(records: list[dict], memory_kind: str = "device memory") -> s
     if invalid:
         lines.append("")
         for r in invalid:
-            lines.append(f"- **{r['case']}:{r['framework']} on {r['host']} is INVALID:** " + "; ".join(r["verdict"]["reasons"]))
+            lines.append(
+                f"- **{r['case']}:{r['framework']} on {r['host']} is INVALID:** " + "; ".join(r["verdict"]["reasons"])
+            )
     unjudged = [r for r in records if r.get("verdict") and r["verdict"].get("not_judged")]
     if unjudged:
         lines.append("")
         for r in unjudged:
             lines.append(
-                f"- {r['case']}:{r['framework']} on {r['host']}, not judged (run.py --strict fails on these): " + "; ".join(r["verdict"]["not_judged"])
+                f"- {r['case']}:{r['framework']} on {r['host']}, not judged (run.py --strict fails on these): "
+                + "; ".join(r["verdict"]["not_judged"])
             )
     failures = [r for r in records if r["status"] != "success"]
     if failures:
         lines.append("")
         for r in failures:
-            lines.append(f"- **{r['case']}:{r['framework']} on {r['host']}** {r['status']} at step `{r['failed_step']}`: {r['error']}")
+            lines.append(
+                f"- **{r['case']}:{r['framework']} on {r['host']}** {r['status']} at step `{r['failed_step']}`: {r['error']}"
+            )
     return "\n".join(lines) + "\n"
 
 
-def write_summary(run_dir: Path, run_id: str, host_config: HostConfig, records: list[dict], started_at: datetime) -> tuple[Path, Path]:
+def write_summary(
+    run_dir: Path, run_id: str, host_config: HostConfig, records: list[dict], started_at: datetime
+) -> tuple[Path, Path]:
     from utils.results.aggregate import aggregate_records, with_aggregates
 
     aggregates = aggregate_records(records)  # multi-host cases: summed throughput, pooled percentiles
@@ -335,7 +384,9 @@ def write_summary(run_dir: Path, run_id: str, host_config: HostConfig, records: 
     with atomic_path(md_path) as tmp:
         tmp.write_text(
             f"# InferPerf run {run_id} ({host_config.vendor}, {host_config.mode})\n\n"
-            + markdown_table(with_aggregates(records, aggregates), memory_kind(host_config.flagperf_path, host_config.vendor)),
+            + markdown_table(
+                with_aggregates(records, aggregates), memory_kind(host_config.flagperf_path, host_config.vendor)
+            ),
             encoding="utf-8",
         )
     return json_path, md_path

@@ -51,7 +51,9 @@ def read_triples(path: str) -> list[tuple[str, str, str]]:
             continue
         cells = [cell.strip() for cell in row]
         if len(cells) != 3 or not all(cells):
-            raise DataError(f"{path}: line {number}: expected 3 non-empty tab-separated sentences, got {len(cells)} field(s)")
+            raise DataError(
+                f"{path}: line {number}: expected 3 non-empty tab-separated sentences, got {len(cells)} field(s)"
+            )
         triples.append((cells[0], cells[1], cells[2]))
     if not triples:
         raise DataError(f"{path}: no triples after the header")
@@ -102,14 +104,18 @@ class TripleDataset(Dataset):
 def max_seq_length(config: CaseConfig) -> int:
     value = param(config, "max_seq_length")
     if isinstance(value, bool) or not isinstance(value, int) or not 3 <= value <= 512:
-        raise ConfigError(f"parameters.yaml max_seq_length: {value!r} must be an integer in 3..512 (the model's position embeddings stop at 512)")
+        raise ConfigError(
+            f"parameters.yaml max_seq_length: {value!r} must be an integer in 3..512 (the model's position embeddings stop at 512)"
+        )
     return value
 
 
 def build_dataset(config: CaseConfig) -> TripleDataset:
     length = max_seq_length(config)
     max_samples = param(config, "max_samples")
-    if max_samples is not None and (isinstance(max_samples, bool) or not isinstance(max_samples, int) or max_samples <= 0):
+    if max_samples is not None and (
+        isinstance(max_samples, bool) or not isinstance(max_samples, int) or max_samples <= 0
+    ):
         raise ConfigError(f"parameters.yaml max_samples: {max_samples!r} must be null or a positive integer")
     triples = read_triples(os.path.join(config.data_dir, DATA_FILE))[:max_samples]
     tokenizer = load_tokenizer(model_dir(config), length)

@@ -48,12 +48,16 @@ def load_encoder(folder) -> nn.Module:
         from transformers import BertModel
         from transformers.utils import logging as hf_logging
     except ImportError:
-        raise ConfigError(f"bert: the package 'transformers' is not installed; install it with: {INSTALL_HINT}") from None
+        raise ConfigError(
+            f"bert: the package 'transformers' is not installed; install it with: {INSTALL_HINT}"
+        ) from None
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
     try:
         # local_files_only: a hub download is never attempted, whatever the folder holds.
-        return BertModel.from_pretrained(str(folder), local_files_only=True, attn_implementation="sdpa", add_pooling_layer=False)
+        return BertModel.from_pretrained(
+            str(folder), local_files_only=True, attn_implementation="sdpa", add_pooling_layer=False
+        )
     except (OSError, ValueError) as exc:
         raise ConfigError(f"bert: cannot load the weights in {folder}: {' '.join(str(exc).split())[:300]}") from None
 

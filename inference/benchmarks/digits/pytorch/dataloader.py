@@ -24,7 +24,9 @@ def npz_path(data_dir: str) -> str:
 
 
 def _bad(path: str, data_dir: str, problem: str) -> DataError:
-    return DataError(f"{path}: {problem}; create it with `python3 -m benchmarks.digits.pytorch.prepare {data_dir}` (from inference/)")
+    return DataError(
+        f"{path}: {problem}; create it with `python3 -m benchmarks.digits.pytorch.prepare {data_dir}` (from inference/)"
+    )
 
 
 def load_split(data_dir: str, split: str) -> tuple[torch.Tensor, torch.Tensor]:

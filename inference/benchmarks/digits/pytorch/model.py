@@ -90,7 +90,9 @@ def train(x: torch.Tensor, y: torch.Tensor, hp: dict) -> DigitsCNN:
         torch.manual_seed(hp["seed"])
         shuffle = torch.Generator().manual_seed(hp["seed"])
         model = DigitsCNN()
-        optimizer = torch.optim.Adam(model.parameters(), lr=float(hp["learning_rate"]), weight_decay=float(hp["weight_decay"]))
+        optimizer = torch.optim.Adam(
+            model.parameters(), lr=float(hp["learning_rate"]), weight_decay=float(hp["weight_decay"])
+        )
         # Cosine decay to zero: the last epochs settle instead of bouncing, so accuracy is stable across seeds.
         schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=max(epochs, 1))
         model.train()
@@ -123,7 +125,9 @@ def load_or_train(config: CaseConfig) -> DigitsCNN:
     model = train(x, y, hp)
     with torch.inference_mode():
         train_acc = (model(x).argmax(1) == y).float().mean().item()
-    logger.info(f"digits: trained on {len(x)} images in {time.perf_counter() - start:.1f} s (train top-1 {train_acc:.4f}), cached at {path}")
+    logger.info(
+        f"digits: trained on {len(x)} images in {time.perf_counter() - start:.1f} s (train top-1 {train_acc:.4f}), cached at {path}"
+    )
     with atomic_path(path) as tmp:
         torch.save(model.state_dict(), tmp)
     seal(path)

@@ -46,7 +46,9 @@ def prepare_digits(out_dir: str) -> str:
     digits = load_digits()
     images = (digits.images.astype(np.float32) / MAX_INTENSITY)[:, None, :, :]
     labels = digits.target.astype(np.int64)
-    x_train, x_test, y_train, y_test = train_test_split(images, labels, test_size=TEST_FRACTION, stratify=labels, random_state=SPLIT_SEED)
+    x_train, x_test, y_train, y_test = train_test_split(
+        images, labels, test_size=TEST_FRACTION, stratify=labels, random_state=SPLIT_SEED
+    )
     path = os.path.join(out_dir, FILENAME)
     write_npz(path, {"x_train": x_train, "y_train": y_train, "x_test": x_test, "y_test": y_test})
     return path

@@ -57,7 +57,9 @@ def read_rows(path: Path) -> list[list[str]]:
         raise DataError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     for number, row in enumerate(rows, start=1):
         if len(row) != 6 or row[5].strip() not in CHOICES:
-            raise DataError(f"{path}: row {number}: expected 6 fields (question, A, B, C, D, answer letter A-D), got {len(row)} field(s)")
+            raise DataError(
+                f"{path}: row {number}: expected 6 fields (question, A, B, C, D, answer letter A-D), got {len(row)} field(s)"
+            )
     return rows
 
 
@@ -112,7 +114,9 @@ def collate(items: list) -> tuple[list[torch.Tensor], PromptLabels]:
 
     lengths = {len(ids) for ids, _ in items}
     if len(lengths) != 1:
-        raise DataError(f"llama: a batch holds prompts of {len(lengths)} lengths; batch_size must be 1 for prompts of varying length")
+        raise DataError(
+            f"llama: a batch holds prompts of {len(lengths)} lengths; batch_size must be 1 for prompts of varying length"
+        )
     ids = torch.stack([ids for ids, _ in items])
     return [ids], PromptLabels([answer for _, answer in items], int(ids.numel()))
 
@@ -133,7 +137,10 @@ def build_dataset(config: CaseConfig) -> PromptSet:
         length = length[0] if isinstance(length, list) and length else 128
         low, high = prompt_id_range(tokenizer, int(hf_config(config)["vocab_size"]))
         source = PromptSource(low, high, int(config.seed))
-        prompts = [source.batch(1, int(length), index, PromptSource.PASS)[0].tolist() for index in range(settings.synthetic_prompts)]
+        prompts = [
+            source.batch(1, int(length), index, PromptSource.PASS)[0].tolist()
+            for index in range(settings.synthetic_prompts)
+        ]
         answers = [None] * len(prompts)
         if config.accuracy_note is None:
             config.accuracy_note = "no data"
@@ -156,5 +163,9 @@ def build_dataloader(config: CaseConfig) -> DataLoader:
         from .model import model_shape
 
         shape = model_shape(config)
-        config.flops = sum(shape.prefill_flops(1, len(p)) for p in dataset.prompts) / sum(len(p) for p in dataset.prompts)
-    return DataLoader(dataset, batch_size=1, shuffle=False, drop_last=False, num_workers=int(config.num_workers), collate_fn=collate)
+        config.flops = sum(shape.prefill_flops(1, len(p)) for p in dataset.prompts) / sum(
+            len(p) for p in dataset.prompts
+        )
+    return DataLoader(
+        dataset, batch_size=1, shuffle=False, drop_last=False, num_workers=int(config.num_workers), collate_fn=collate
+    )

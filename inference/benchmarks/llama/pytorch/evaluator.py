@@ -16,5 +16,7 @@ def evaluator(outputs: Sequence[Any], y: Any, decode: Callable[[list[int]], str]
     if logits.dim() != 2 or logits.shape[0] != len(y.answers):
         raise ValueError(f"evaluator: expected logits [{len(y.answers)}, vocab], got {list(logits.shape)}")
     chosen = logits.argmax(dim=-1).tolist()
-    right = sum("".join(c for c in decode([token]) if c in CHOICES) == answer for token, answer in zip(chosen, y.answers))
+    right = sum(
+        "".join(c for c in decode([token]) if c in CHOICES) == answer for token, answer in zip(chosen, y.answers)
+    )
     return right / len(y.answers) if y.answers else 0.0

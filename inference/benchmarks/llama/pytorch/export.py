@@ -41,7 +41,11 @@ def _versions() -> dict[str, str | None]:
 
 
 def export_key(config: CaseConfig, source: Path, build_keys: tuple[str, ...]) -> str:
-    vendor_keys = {k: v for k, v in config.as_dict().items() if config.origin.get(k, "").endswith(f"{config.vendor}_configurations.yaml")}
+    vendor_keys = {
+        k: v
+        for k, v in config.as_dict().items()
+        if config.origin.get(k, "").endswith(f"{config.vendor}_configurations.yaml")
+    }
     parts = {
         "build_keys": {key: config.get(key) for key in build_keys},
         "checkpoint": hash_tree([source], suffixes=None, relative_to_parent=False),
@@ -64,7 +68,11 @@ def export_cached(model: Any, config: CaseConfig) -> tuple[str | None, dict]:
     key = export_key(config, source, tuple(getattr(engine_class, "build_keys", ())))
     safe = "".join(c if c.isalnum() else "_" for c in fmt)
     entry, status, evicted = cached_folder(
-        config.cache_dir, f"{config.case}_{safe}_{key}", engine_class.entry_file, lambda out: engine_class.build(source, out, config), f"{fmt} model"
+        config.cache_dir,
+        f"{config.case}_{safe}_{key}",
+        engine_class.entry_file,
+        lambda out: engine_class.build(source, out, config),
+        f"{fmt} model",
     )
     logger.info(("reusing cached " if status == "hit" else "built ") + f"{fmt} model {entry.parent} (key {key})")
     record = {"status": status, "path": str(entry.parent), "key": key, "format": fmt}

@@ -30,9 +30,13 @@ def create_model(config: CaseConfig) -> torch.nn.Module:
     folder = model_dir(config)
     try:
         # local_files_only: a hub download is never attempted, whatever the folder holds.
-        model = AutoModelForCausalLM.from_pretrained(str(folder), local_files_only=True, dtype=torch.float32, attn_implementation="sdpa")
+        model = AutoModelForCausalLM.from_pretrained(
+            str(folder), local_files_only=True, dtype=torch.float32, attn_implementation="sdpa"
+        )
     except (OSError, ValueError) as exc:
-        raise ConfigError(f"llama: cannot load the checkpoint in {folder}: {' '.join(str(exc).split())[:300]}") from None
+        raise ConfigError(
+            f"llama: cannot load the checkpoint in {folder}: {' '.join(str(exc).split())[:300]}"
+        ) from None
     count = sum(p.numel() for p in model.parameters())
     logger.info(f"llama: loaded {type(model).__name__} ({count / 1e6:.1f} M parameters) from {folder}")
     return place_model(model, config)

@@ -42,7 +42,12 @@ class LlamaSettings:
             self._fail("weight_dir", f"must be null or a folder path, got {self.weight_dir!r}")
         if not isinstance(self.mmlu_dir, str) or not self.mmlu_dir:
             self._fail("mmlu_dir", f"must be a folder name under data_dir, got {self.mmlu_dir!r}")
-        for key, low, high in (("few_shots", 0, 64), ("max_prompt_tokens", 8, 1 << 20), ("tokenizer_vocab", 300, 1 << 20), ("synthetic_prompts", 1, 1 << 16)):
+        for key, low, high in (
+            ("few_shots", 0, 64),
+            ("max_prompt_tokens", 8, 1 << 20),
+            ("tokenizer_vocab", 300, 1 << 20),
+            ("synthetic_prompts", 1, 1 << 16),
+        ):
             value = getattr(self, key)
             if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
                 self._fail(key, f"must be an integer in {low}..{high}, got {value!r}")
@@ -51,20 +56,38 @@ class LlamaSettings:
     def _check_random_model(self) -> None:
         shape = self.random_model
         if not isinstance(shape, dict) or set(shape) != set(RANDOM_MODEL_KEYS):
-            self._fail("random_model", f"must map exactly {', '.join(RANDOM_MODEL_KEYS)} to positive integers, got {shape!r}")
+            self._fail(
+                "random_model", f"must map exactly {', '.join(RANDOM_MODEL_KEYS)} to positive integers, got {shape!r}"
+            )
         if any(isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 1 << 20 for v in shape.values()):
             self._fail("random_model", f"values must be positive integers, got {shape!r}")
-        if shape["hidden_size"] % shape["num_attention_heads"] or shape["num_attention_heads"] % shape["num_key_value_heads"]:
-            self._fail("random_model", "num_attention_heads must divide hidden_size, and num_key_value_heads num_attention_heads")
+        if (
+            shape["hidden_size"] % shape["num_attention_heads"]
+            or shape["num_attention_heads"] % shape["num_key_value_heads"]
+        ):
+            self._fail(
+                "random_model",
+                "num_attention_heads must divide hidden_size, and num_key_value_heads num_attention_heads",
+            )
         if (shape["hidden_size"] // shape["num_attention_heads"]) % 2:
-            self._fail("random_model", "hidden_size / num_attention_heads (the head size) must be even for rotary embeddings")
+            self._fail(
+                "random_model", "hidden_size / num_attention_heads (the head size) must be even for rotary embeddings"
+            )
 
     def _fail(self, key: str, message: str) -> None:
         raise ConfigError(f"{self.origin.get(key, 'parameters.yaml')}: key '{key}' {message}")
 
     @classmethod
     def from_config(cls, config: CaseConfig) -> "LlamaSettings":
-        names = ("weight_dir", "mmlu_dir", "few_shots", "max_prompt_tokens", "random_model", "tokenizer_vocab", "synthetic_prompts")
+        names = (
+            "weight_dir",
+            "mmlu_dir",
+            "few_shots",
+            "max_prompt_tokens",
+            "random_model",
+            "tokenizer_vocab",
+            "synthetic_prompts",
+        )
         missing = [name for name in names if config.get(name, KeyError) is KeyError]
         if missing:
             raise ConfigError(f"configs/llama/parameters.yaml: missing key '{missing[0]}'")

@@ -48,4 +48,6 @@ def performance_stage(engine: Any, model: Any, config: CaseConfig) -> Any:
     low, high = prompt_id_range(load_tokenizer(config), shape.vocab)
     reference = reference_logits(model, config) if model is not None else None
     prompts = PromptSource(low, high, int(config.seed))
-    return run_llm_stage(engine, reference, config, shape, prompts, engine_precision(engine, config), eos_token_ids(hf_config(config)))
+    return run_llm_stage(
+        engine, reference, config, shape, prompts, engine_precision(engine, config), eos_token_ids(hf_config(config))
+    )

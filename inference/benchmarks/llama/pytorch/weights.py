@@ -66,7 +66,9 @@ def check_checkpoint(folder: Path, origin: str) -> None:
         raise ConfigError(f"{origin}: {config_file}: not readable JSON ({' '.join(str(exc).split())[:120]})") from None
     missing = [key for key in CONFIG_KEYS if not isinstance(config, dict) or key not in config]
     if missing:
-        raise ConfigError(f"{origin}: {config_file}: missing key '{missing[0]}' (not a decoder-only transformer's config)")
+        raise ConfigError(
+            f"{origin}: {config_file}: missing key '{missing[0]}' (not a decoder-only transformer's config)"
+        )
 
 
 def train_tokenizer(vocab_size: int) -> Any:
@@ -85,7 +87,12 @@ def train_tokenizer(vocab_size: int) -> Any:
         show_progress=False,
     )
     tokenizer.train_from_iterator(CORPUS.read_text(encoding="utf-8").splitlines(), trainer)
-    return PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token=SPECIAL_TOKENS[0], eos_token=SPECIAL_TOKENS[1], unk_token=SPECIAL_TOKENS[2])
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer,
+        bos_token=SPECIAL_TOKENS[0],
+        eos_token=SPECIAL_TOKENS[1],
+        unk_token=SPECIAL_TOKENS[2],
+    )
 
 
 def build_random(folder: Path, settings: LlamaSettings, seed: int) -> None:
@@ -122,17 +129,27 @@ def model_dir(config: CaseConfig) -> Path:
         return Path(resolved)
     settings = LlamaSettings.from_config(config)
     if settings.weight_dir is not None:
-        path = settings.weight_dir if os.path.isabs(settings.weight_dir) else os.path.join(config.data_dir, settings.weight_dir)
+        path = (
+            settings.weight_dir
+            if os.path.isabs(settings.weight_dir)
+            else os.path.join(config.data_dir, settings.weight_dir)
+        )
         folder = Path(path)
         check_checkpoint(folder, f"{config.origin.get('weight_dir', 'parameters.yaml')}: key 'weight_dir'")
     else:
         key = random_key(settings, int(config.seed))
         parent = Path(config.cache_dir) / "weights"
         entry, status, _ = cached_folder(
-            parent, f"llama_random_{key}", "config.json", lambda out: build_random(out, settings, int(config.seed)), "random Llama checkpoint"
+            parent,
+            f"llama_random_{key}",
+            "config.json",
+            lambda out: build_random(out, settings, int(config.seed)),
+            "random Llama checkpoint",
         )
         folder = entry.parent
-        logger.info(("reusing the cached" if status == "hit" else "built the") + f" random-weight Llama checkpoint {folder}")
+        logger.info(
+            ("reusing the cached" if status == "hit" else "built the") + f" random-weight Llama checkpoint {folder}"
+        )
     config.extra[RESOLVED_KEY] = str(folder)
     return folder
 
@@ -160,5 +177,7 @@ def prompt_id_range(tokenizer: Any, vocab: int) -> tuple[int, int]:
     high = min(vocab, len(tokenizer), *[s for s in special if s >= 256] or [vocab])
     low = 1 + max([s for s in special if s < 256], default=-1)
     if high - low < 2:
-        raise ConfigError(f"llama: the tokenizer leaves no ordinary token ids for synthetic prompts (range {low}..{high})")
+        raise ConfigError(
+            f"llama: the tokenizer leaves no ordinary token ids for synthetic prompts (range {low}..{high})"
+        )
     return low, high

@@ -58,7 +58,9 @@ def _samples(config: CaseConfig) -> int:
     value = config.get("synthetic_samples", 64)
     if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_SAMPLES:
         origin = origin_of(config, "synthetic_samples")
-        raise ConfigError(f"{origin}: key 'synthetic_samples' must be a positive integer <= {MAX_SAMPLES}, got {shown(value)}")
+        raise ConfigError(
+            f"{origin}: key 'synthetic_samples' must be a positive integer <= {MAX_SAMPLES}, got {shown(value)}"
+        )
     sweep = config.batch_sizes if isinstance(config.batch_sizes, list) else []
     return max(value, config.batch_size, *sweep)  # at least one full batch of every size
 

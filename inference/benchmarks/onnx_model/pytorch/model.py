@@ -28,7 +28,9 @@ class OnnxRuntimeReference:
         try:
             import onnxruntime as ort
         except ImportError:
-            raise ConfigError("the onnx_model case needs the onnxruntime package as its reference (pip install onnxruntime)") from None
+            raise ConfigError(
+                "the onnx_model case needs the onnxruntime package as its reference (pip install onnxruntime)"
+            ) from None
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
         options.intra_op_num_threads = threads
@@ -36,7 +38,9 @@ class OnnxRuntimeReference:
         try:
             self.session = ort.InferenceSession(path, options, providers=[PROVIDER])
         except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph/NotImplemented types
-            raise EngineError(f"{path}: ONNX Runtime (CPU) cannot load it as the reference: {str(exc).splitlines()[0]}") from None
+            raise EngineError(
+                f"{path}: ONNX Runtime (CPU) cannot load it as the reference: {str(exc).splitlines()[0]}"
+            ) from None
         self.input_names = [i.name for i in self.session.get_inputs()]
         self.version = f"onnxruntime {ort.__version__} ({PROVIDER}, basic graph optimisation)"
 

@@ -41,7 +41,9 @@ def find_samples(data_dir: str) -> tuple[list[str], list[tuple[str, int]]]:
     seen_files: dict = {}
     samples = []
     for label, name in enumerate(classes):
-        samples += [(path, label) for path in scan_files(os.path.join(data_dir, name), EXTENSIONS, seen_dirs, seen_files)]
+        samples += [
+            (path, label) for path in scan_files(os.path.join(data_dir, name), EXTENSIONS, seen_dirs, seen_files)
+        ]
     if not samples:
         raise DataError(f"data_dir {data_dir}: no images found (extensions {', '.join(EXTENSIONS)})")
     return classes, samples
@@ -101,7 +103,9 @@ def build_dataloader(config: CaseConfig) -> DataLoader:
     dataset = ImageFolderDataset(config.data_dir, resize, crop, max_samples)
     num_classes = int(param(config, "num_classes"))
     if len(dataset.classes) > num_classes:
-        raise DataError(f"data_dir {config.data_dir}: {len(dataset.classes)} class folders but parameters.yaml num_classes is {num_classes}")
+        raise DataError(
+            f"data_dir {config.data_dir}: {len(dataset.classes)} class folders but parameters.yaml num_classes is {num_classes}"
+        )
     return DataLoader(
         dataset,
         batch_size=int(config.batch_size),

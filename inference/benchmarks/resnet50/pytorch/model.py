@@ -58,7 +58,9 @@ class ResNet50(nn.Module):
         inplanes = 64
         for index, (blocks, planes) in enumerate(zip(LAYERS, WIDTHS)):
             stride = 1 if index == 0 else 2
-            downsample = nn.Sequential(_conv1x1(inplanes, planes * EXPANSION, stride), nn.BatchNorm2d(planes * EXPANSION))
+            downsample = nn.Sequential(
+                _conv1x1(inplanes, planes * EXPANSION, stride), nn.BatchNorm2d(planes * EXPANSION)
+            )
             layer = [Bottleneck(inplanes, planes, stride, downsample)]
             inplanes = planes * EXPANSION
             layer += [Bottleneck(inplanes, planes) for _ in range(1, blocks)]
@@ -86,7 +88,9 @@ def create_model(config: CaseConfig) -> nn.Module:
     model = ResNet50(num_classes=int(param(config, "num_classes")))
     path = resolve_weights_path(config)
     if path is None:
-        logger.warning("resnet50: parameters.yaml weights is null, so the weights are RANDOM: throughput is meaningful, accuracy is not")
+        logger.warning(
+            "resnet50: parameters.yaml weights is null, so the weights are RANDOM: throughput is meaningful, accuracy is not"
+        )
         config.accuracy_note = "random weights"
     else:
         load_state_dict_strictly(model, path, "torchvision resnet50")

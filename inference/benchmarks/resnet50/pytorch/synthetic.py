@@ -11,7 +11,9 @@ import numpy as np
 from PIL import Image
 
 
-def make_synthetic_imagenet(out_dir: str, classes: int = 4, per_class: int = 4, seed: int = 0, size: tuple[int, int] = (300, 260)) -> str:
+def make_synthetic_imagenet(
+    out_dir: str, classes: int = 4, per_class: int = 4, seed: int = 0, size: tuple[int, int] = (300, 260)
+) -> str:
     """Write ``classes`` x ``per_class`` random images of ``size`` (width, height); return ``out_dir``."""
     rng = np.random.default_rng(seed)
     width, height = size

@@ -46,7 +46,9 @@ class MLPBlock(nn.Sequential):
     """Linear -> GELU -> Dropout -> Linear -> Dropout: state_dict keys ``0.*`` and ``3.*``."""
 
     def __init__(self, in_dim: int, mlp_dim: int, dropout: float = 0.0):
-        super().__init__(nn.Linear(in_dim, mlp_dim), nn.GELU(), nn.Dropout(dropout), nn.Linear(mlp_dim, in_dim), nn.Dropout(dropout))
+        super().__init__(
+            nn.Linear(in_dim, mlp_dim), nn.GELU(), nn.Dropout(dropout), nn.Linear(mlp_dim, in_dim), nn.Dropout(dropout)
+        )
         for m in self.modules():
             if isinstance(m, nn.Linear):
                 nn.init.xavier_uniform_(m.weight)
@@ -75,7 +77,10 @@ class Encoder(nn.Module):
         self.pos_embedding = nn.Parameter(torch.empty(1, seq_length, size.hidden_dim).normal_(std=0.02))
         self.dropout = nn.Dropout(0.0)
         self.layers = nn.Sequential(
-            OrderedDict((f"encoder_layer_{i}", EncoderBlock(size.num_heads, size.hidden_dim, size.mlp_dim)) for i in range(size.num_layers))
+            OrderedDict(
+                (f"encoder_layer_{i}", EncoderBlock(size.num_heads, size.hidden_dim, size.mlp_dim))
+                for i in range(size.num_layers)
+            )
         )
         self.ln = nn.LayerNorm(size.hidden_dim, eps=1e-6)
 

@@ -15,12 +15,23 @@ import torch
 import yaml  # noqa: F401
 
 print(
-    "python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, "onnx", onnx.__version__, "onnxruntime", onnxruntime.__version__
+    "python",
+    sys.version.split()[0],
+    "torch",
+    torch.__version__,
+    "cuda",
+    torch.version.cuda,
+    "onnx",
+    onnx.__version__,
+    "onnxruntime",
+    onnxruntime.__version__,
 )
 if sys.version_info < (3, 11):
     sys.exit(f"InferPerf needs Python >= 3.11; this base image has {sys.version.split()[0]}")
 if "dynamo" not in inspect.signature(torch.onnx.export).parameters:
-    sys.exit(f"torch {torch.__version__} has no torch.onnx.export(dynamo=...) (benchmarks/common.py uses it); use PyTorch >= 2.5")
+    sys.exit(
+        f"torch {torch.__version__} has no torch.onnx.export(dynamo=...) (benchmarks/common.py uses it); use PyTorch >= 2.5"
+    )
 try:
     trt = importlib.import_module("tensorrt")
 except ImportError as exc:

@@ -18,7 +18,9 @@ from benchmarks.base_common import TorchKernels
 class Kernels(TorchKernels):
     name = "onnxruntime MLAS (fp32), torch (bf16, fp16)"
     gemm_dtypes = ("fp32", "bf16", "fp16")  # no int8 GEMM here
-    transfer_not_applicable = "the cpu vendor has no device memory apart from host RAM: see base_stream for its bandwidth"
+    transfer_not_applicable = (
+        "the cpu vendor has no device memory apart from host RAM: see base_stream for its bandwidth"
+    )
 
     def gemm(self, dtype, m, n, k, device):
         if dtype != "fp32":
@@ -30,7 +32,10 @@ class Kernels(TorchKernels):
         graph = helper.make_graph(
             [helper.make_node("MatMul", ["A", "B"], ["C"])],
             "gemm",
-            [helper.make_tensor_value_info("A", TensorProto.FLOAT, [m, k]), helper.make_tensor_value_info("B", TensorProto.FLOAT, [k, n])],
+            [
+                helper.make_tensor_value_info("A", TensorProto.FLOAT, [m, k]),
+                helper.make_tensor_value_info("B", TensorProto.FLOAT, [k, n]),
+            ],
             [helper.make_tensor_value_info("C", TensorProto.FLOAT, [m, n])],
         )
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
@@ -38,7 +43,11 @@ class Kernels(TorchKernels):
         session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
         generator = np.random.default_rng(0)
         binding = session.io_binding()
-        binding.bind_ortvalue_input("A", ort.OrtValue.ortvalue_from_numpy(generator.standard_normal((m, k), dtype=np.float32)))
-        binding.bind_ortvalue_input("B", ort.OrtValue.ortvalue_from_numpy(generator.standard_normal((k, n), dtype=np.float32)))
+        binding.bind_ortvalue_input(
+            "A", ort.OrtValue.ortvalue_from_numpy(generator.standard_normal((m, k), dtype=np.float32))
+        )
+        binding.bind_ortvalue_input(
+            "B", ort.OrtValue.ortvalue_from_numpy(generator.standard_normal((k, n), dtype=np.float32))
+        )
         binding.bind_ortvalue_output("C", ort.OrtValue.ortvalue_from_numpy(np.empty((m, n), dtype=np.float32)))
         return lambda: session.run_with_iobinding(binding)

@@ -48,7 +48,10 @@ def describe_backends(vendor_dir: Path) -> list[str]:
         except ConfigError as exc:
             lines.append(f"    {name} (ByteMLPerf backend): interact profile unreadable: {exc}")
             continue
-        lines.append(f"    {name} (ByteMLPerf backend): interact profile {folder.profile_file.name}" + ("" if entries else ": no entries"))
+        lines.append(
+            f"    {name} (ByteMLPerf backend): interact profile {folder.profile_file.name}"
+            + ("" if entries else ": no entries")
+        )
         lines.extend(f"      {entry.describe()}" for entry in entries)
     return lines
 
@@ -89,12 +92,16 @@ class BackendFolder:
     def _class(self, kind: str, prefix: str) -> type:
         path = self.module_file(kind)
         if not path.is_file():
-            raise ConfigError(f"{self.label}: {path.name} is missing (a backend folder holds compile_backend_xxx.py and runtime_backend_xxx.py)")
+            raise ConfigError(
+                f"{self.label}: {path.name} is missing (a backend folder holds compile_backend_xxx.py and runtime_backend_xxx.py)"
+            )
         module = self._import(path)
         name = prefix + self.name
         found = getattr(module, name, None)
         if not isinstance(found, type):
-            raise EngineError(f"{self.label}: {path.name} defines no class {name} (ByteMLPerf's naming: {prefix} + the folder name)")
+            raise EngineError(
+                f"{self.label}: {path.name} defines no class {name} (ByteMLPerf's naming: {prefix} + the folder name)"
+            )
         return found
 
     def _import(self, path: Path):
@@ -110,12 +117,15 @@ class BackendFolder:
             if missing and missing not in ("inference_engine", "general_perf"):
                 pin = self.pinned(missing)
                 raise ConfigError(
-                    f"{self.label}: {path.name} imports '{missing}', which is not installed here" + (f" (its requirements.txt pins {pin})" if pin else "")
+                    f"{self.label}: {path.name} imports '{missing}', which is not installed here"
+                    + (f" (its requirements.txt pins {pin})" if pin else "")
                 ) from None
             raise EngineError(f"{self.label}: {path.name} cannot import {exc.name!r}: {one_line(exc)}") from None
         except Exception as exc:  # noqa: BLE001 - any failure of the module's top level is the backend's
             sys.modules.pop(module_name, None)
-            raise EngineError(f"{self.label}: importing {path.name} failed{where_in(exc, self.path)}: {_short(one_line(exc))}{_hint(exc)}") from None
+            raise EngineError(
+                f"{self.label}: importing {path.name} failed{where_in(exc, self.path)}: {_short(one_line(exc))}{_hint(exc)}"
+            ) from None
 
     def pinned(self, package: str) -> str | None:
         """The requirements.txt line naming ``package`` (import and distribution names compared loosely)."""

@@ -30,7 +30,17 @@ if TYPE_CHECKING:
     from tools.config import CaseConfig
 
 # ONNX TensorProto element type -> ByteMLPerf's input_type name (int64 is "LONG", as its model zoo writes).
-ONNX_TYPES = {1: "FLOAT32", 2: "UINT8", 3: "INT8", 6: "INT32", 7: "LONG", 9: "BOOL", 10: "FLOAT16", 11: "FLOAT64", 16: "BFLOAT16"}
+ONNX_TYPES = {
+    1: "FLOAT32",
+    2: "UINT8",
+    3: "INT8",
+    6: "INT32",
+    7: "LONG",
+    9: "BOOL",
+    10: "FLOAT16",
+    11: "FLOAT64",
+    16: "BFLOAT16",
+}
 NUMPY_TYPES = {
     "FLOAT32": "float32",
     "FLOAT16": "float16",
@@ -69,7 +79,9 @@ class OnnxSignature:
         for value in inputs:
             tensor = value.type.tensor_type
             types.append(ONNX_TYPES.get(tensor.elem_type, f"ONNX_TYPE_{tensor.elem_type}"))
-            dims.append(tuple(d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None for d in tensor.shape.dim))
+            dims.append(
+                tuple(d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None for d in tensor.shape.dim)
+            )
         return cls(tuple(v.name for v in inputs), tuple(types), tuple(dims), tuple(v.name for v in graph.output))
 
 
@@ -87,7 +99,9 @@ def model_name(case: str, framework: str, precision: str) -> str:
     return f"{case}-{FRAMEWORK_WORDS.get(base, base)}-{precision}"
 
 
-def model_info(config: CaseConfig, onnx_path: str, signature: OnnxSignature, sample_shapes: Callable[[], list[tuple[int, ...]]]) -> dict[str, Any]:
+def model_info(
+    config: CaseConfig, onnx_path: str, signature: OnnxSignature, sample_shapes: Callable[[], list[tuple[int, ...]]]
+) -> dict[str, Any]:
     """``configs["model_info"]`` (module docstring). ``sample_shapes`` is asked only when the
     ONNX file leaves a non-batch axis symbolic (the data then says how long it is)."""
     if any(None in dims[1:] for dims in signature.input_dims):
@@ -214,5 +228,7 @@ def _read(loader: Any, inputs: int) -> tuple[list, Any]:
     if not parts:
         raise DataError("the data loader yielded no batches for the ByteMLPerf backend")
     samples = [np.concatenate([p[i] for p in parts])[:MAX_DATASET_SAMPLES] for i in range(inputs)]
-    joined = np.concatenate(labels)[:MAX_DATASET_SAMPLES] if all(isinstance(label, np.ndarray) for label in labels) else None
+    joined = (
+        np.concatenate(labels)[:MAX_DATASET_SAMPLES] if all(isinstance(label, np.ndarray) for label in labels) else None
+    )
     return samples, joined

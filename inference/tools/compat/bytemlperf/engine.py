@@ -38,7 +38,9 @@ _TOLERANCE_NAMES = ("fp32", "tf32", "fp16", "bf16", "int8", "fp8")
 def folder_of(config: CaseConfig, root: Path = ENGINE_ROOT) -> BackendFolder:
     folder = backend_for(config.vendor, config.compiler, root)
     if folder is None:
-        raise ConfigError(f"compiler '{config.compiler}' of vendor '{config.vendor}' is not a ByteMLPerf backend folder")
+        raise ConfigError(
+            f"compiler '{config.compiler}' of vendor '{config.vendor}' is not a ByteMLPerf backend folder"
+        )
     return folder
 
 
@@ -48,7 +50,12 @@ def interact_answers(folder: BackendFolder, config: CaseConfig, entries: list | 
     from tools.config import CaseConfig
 
     reserved = frozenset(f.name for f in fields(CaseConfig))
-    return resolve_answers(folder.profile if entries is None else entries, config_lookup(config, reserved), folder.name, folder.profile_file.name)
+    return resolve_answers(
+        folder.profile if entries is None else entries,
+        config_lookup(config, reserved),
+        folder.name,
+        folder.profile_file.name,
+    )
 
 
 def host_check(config: CaseConfig, root: Path = ENGINE_ROOT) -> BackendFolder:
@@ -82,7 +89,9 @@ class InferModel(EngineBase):
         self.compiler = self._call(compile_class, "__init__")
         self.runtime = self._call(runtime_class, "__init__")
         self.signature = byte_configs.OnnxSignature.read(onnx_path)
-        self.dataset = byte_configs.ByteMLPerfDataset(lambda: _case_loader(config), self.signature.input_names, config.batch_size, config.case)
+        self.dataset = byte_configs.ByteMLPerfDataset(
+            lambda: _case_loader(config), self.signature.input_names, config.batch_size, config.case
+        )
         info = byte_configs.model_info(config, onnx_path, self.signature, self.dataset.sample_shapes)
         configs: dict[str, Any] = {"workload": byte_configs.workload(config, _listed(config)), "model_info": info}
         configs["interact_info"] = self.answers = interact_answers(self.folder, config, self._profile(configs))
@@ -95,9 +104,15 @@ class InferModel(EngineBase):
         report = self._call(self.compiler, "compile", configs, self.dataset)
         self.compile_duration = time.perf_counter() - start
         if not isinstance(report, dict):
-            raise EngineError(f"{self.folder.label}: compile() must return its compile report (a dict), got {type(report).__name__}")
+            raise EngineError(
+                f"{self.folder.label}: compile() must return its compile report (a dict), got {type(report).__name__}"
+            )
         self.report, self.configs = report, configs
-        self.runtime.configs, self.runtime.workload, self.runtime.model_info = report, configs["workload"], configs["model_info"]
+        self.runtime.configs, self.runtime.workload, self.runtime.model_info = (
+            report,
+            configs["workload"],
+            configs["model_info"],
+        )
         self.need_reload = bool(getattr(self.runtime, "need_reload", False))
         self.precision = _precision(report.get("compile_precision"), config)
         self.loaded: int | None = None
@@ -107,7 +122,9 @@ class InferModel(EngineBase):
         self._tensor, self._contiguous = torch.from_numpy, np.ascontiguousarray  # bound once: __call__ is timed
         self._warned_reload = False
         self.prepare_batch_size(config.batch_size)
-        logger.info(f"{self.folder.label}: compiled in {self.compile_duration:.2f} s, precision {report.get('compile_precision')}")
+        logger.info(
+            f"{self.folder.label}: compiled in {self.compile_duration:.2f} s, precision {report.get('compile_precision')}"
+        )
 
     # ---- calling into the backend ----------------------------------------------------------
     def _call(self, target: Any, method: str, *args: Any, optional: bool = False) -> Any:
@@ -124,7 +141,9 @@ class InferModel(EngineBase):
         except Exception as exc:  # noqa: BLE001 - the vendor's code: any failure is reported as the backend's
             failure = exc
         owner = target.__name__ if isinstance(target, type) else type(target).__name__
-        raise EngineError(f"{self.folder.label}: {owner}.{method}() failed{where_in(failure, self.folder.path)}: {one_line(failure)}") from None
+        raise EngineError(
+            f"{self.folder.label}: {owner}.{method}() failed{where_in(failure, self.folder.path)}: {one_line(failure)}"
+        ) from None
 
     def _optional(self, target: Any, method: str, *args: Any, default: Any = None) -> Any:
         """An optional API: not implemented gives ``default``."""
@@ -144,7 +163,9 @@ class InferModel(EngineBase):
             return None
         ok = isinstance(best, (list, tuple)) and 0 < len(best) <= MAX_BEST
         if not ok or not all(isinstance(b, int) and not isinstance(b, bool) and 0 < b <= MAX_BATCH for b in best):
-            raise EngineError(f"{self.folder.label}: get_best_batch_size() must return None or a list of batch sizes 1..{MAX_BATCH}, got {best!r}")
+            raise EngineError(
+                f"{self.folder.label}: get_best_batch_size() must return None or a list of batch sizes 1..{MAX_BATCH}, got {best!r}"
+            )
         return list(dict.fromkeys(int(b) for b in best))
 
     # ---- InferPerf's engine contract ------------------------------------------------------
@@ -158,14 +179,18 @@ class InferModel(EngineBase):
         rows = int(inputs[0].shape[0]) if inputs else self.loaded
         if rows is not None and rows != self.loaded and self.need_reload:
             if not self._warned_reload:
-                logger.warning(f"{self.folder.label}: need_reload is set, so a batch of {rows} (loaded {self.loaded}) reloads inside the timed call")
+                logger.warning(
+                    f"{self.folder.label}: need_reload is set, so a batch of {rows} (loaded {self.loaded}) reloads inside the timed call"
+                )
                 self._warned_reload = True
             self.prepare_batch_size(rows)
         feeds = {name: tensor.numpy() for name, tensor in zip(self.signature.input_names, inputs)}
         try:
             outputs = self.runtime.predict(feeds)
         except Exception as exc:  # noqa: BLE001
-            raise EngineError(f"{self.folder.label}: predict() failed{where_in(exc, self.folder.path)}: {one_line(exc)}") from None
+            raise EngineError(
+                f"{self.folder.label}: predict() failed{where_in(exc, self.folder.path)}: {one_line(exc)}"
+            ) from None
         return [self._tensor(self._contiguous(out)) for out in self._ordered(outputs)], 0.0
 
     def _ordered(self, outputs: Any) -> list:
@@ -177,12 +202,16 @@ class InferModel(EngineBase):
                 return [outputs[name] for name in names]
             if len(outputs) == len(names):
                 return list(outputs.values())
-            raise EngineError(f"{self.folder.label}: predict() returned outputs {sorted(outputs)}, the ONNX model has {list(names)}")
+            raise EngineError(
+                f"{self.folder.label}: predict() returned outputs {sorted(outputs)}, the ONNX model has {list(names)}"
+            )
         if isinstance(outputs, (list, tuple)):
             return list(outputs)
         if hasattr(outputs, "shape"):
             return [outputs]
-        raise EngineError(f"{self.folder.label}: predict() must return a dict or list of arrays, got {type(outputs).__name__}")
+        raise EngineError(
+            f"{self.folder.label}: predict() must return a dict or list of arrays, got {type(outputs).__name__}"
+        )
 
     # ---- optional richer API -----------------------------------------------------------------
     def version(self) -> str | None:
@@ -209,7 +238,9 @@ class InferModel(EngineBase):
     def own_benchmark(self, batch_sizes: list[int], dataloader: Any) -> dict | None:
         """The backend's ``benchmark(dataloader)`` per batch size (after ``load``), normalised to
         BS/QPS/AVG Latency/P99 Latency; None when the backend does not implement it."""
-        dataset = byte_configs.ByteMLPerfDataset(lambda: dataloader, self.signature.input_names, self.config.batch_size, self.config.case)
+        dataset = byte_configs.ByteMLPerfDataset(
+            lambda: dataloader, self.signature.input_names, self.config.batch_size, self.config.case
+        )
         rows: list[dict] = []
         for batch_size in batch_sizes:
             self.prepare_batch_size(batch_size)

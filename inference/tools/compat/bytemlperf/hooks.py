@@ -72,7 +72,8 @@ def resolve_best(config: CaseConfig, engine_info: dict) -> None:
     best = engine_info.get("best_batch_sizes")
     config.batch_sizes = list(best) if best else [config.batch_size]
     logger.info(
-        f"batch_sizes: best -> {config.batch_sizes}" + (" (the engine's best batch sizes)" if best else " (the engine names no best batch sizes: batch_size)")
+        f"batch_sizes: best -> {config.batch_sizes}"
+        + (" (the engine's best batch sizes)" if best else " (the engine names no best batch sizes: batch_size)")
     )
 
 

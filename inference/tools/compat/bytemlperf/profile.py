@@ -102,7 +102,9 @@ def load_profile(path: Path) -> list[ProfileEntry]:
     except FileNotFoundError:
         return []
     except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read the interact profile: {getattr(exc, 'strerror', None) or exc}") from None
+        raise ConfigError(
+            f"{path}: cannot read the interact profile: {getattr(exc, 'strerror', None) or exc}"
+        ) from None
     if not text.strip():
         return []
     try:
@@ -136,7 +138,9 @@ def _entry(raw: Any, earlier: list[ProfileEntry]) -> ProfileEntry:
         raise ValueError(f"must be a JSON object, got {shown(raw)}")
     name = raw.get("name")
     if not isinstance(name, str) or not name.isidentifier() or len(name) > 64:
-        raise ValueError(f"needs a 'name' of letters, digits and '_' (it is answered as a config key), got {shown(name)}")
+        raise ValueError(
+            f"needs a 'name' of letters, digits and '_' (it is answered as a config key), got {shown(name)}"
+        )
     if any(e.name == name for e in earlier):
         raise ValueError("is listed twice")
     kind = raw.get("type")
@@ -150,7 +154,9 @@ def _entry(raw: Any, earlier: list[ProfileEntry]) -> ProfileEntry:
     note = raw.get("note") or ""
     if not isinstance(note, str):
         raise ValueError(f"has a 'note' that is not a string: {shown(note)}")
-    entry = ProfileEntry(name=name, type=kind, note=note, dialog_type=dialog, depends=_depends(raw.get("depends"), earlier))
+    entry = ProfileEntry(
+        name=name, type=kind, note=note, dialog_type=dialog, depends=_depends(raw.get("depends"), earlier)
+    )
     options = raw.get("options")
     if options is not None or dialog == "Radiolist Dialog":
         if not isinstance(options, list) or not options:
@@ -196,7 +202,9 @@ def config_lookup(config: CaseConfig, reserved: frozenset[str]) -> Lookup:
     like the entry unless that name is one of InferPerf's own keys (``reserved``)."""
     answers = config.get(ANSWERS_KEY)
     if answers is not None and not isinstance(answers, dict):
-        raise ConfigError(f"{origin_of(config, ANSWERS_KEY)}: key '{ANSWERS_KEY}' must be a mapping of interact profile entries to values")
+        raise ConfigError(
+            f"{origin_of(config, ANSWERS_KEY)}: key '{ANSWERS_KEY}' must be a mapping of interact profile entries to values"
+        )
 
     def lookup(name: str) -> tuple[bool, Any, str]:
         if answers and name in answers:

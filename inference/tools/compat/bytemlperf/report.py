@@ -41,7 +41,9 @@ def bytemlperf_report(record: dict) -> dict:
     framework = str(record.get("framework") or config.get("framework") or "")
     report: dict[str, Any] = {
         "Model": model_name(str(record.get("case")), framework, str(record.get("precision"))).upper(),
-        "Backend": compiled.get("backend") if compiled.get("backend_kind") == "bytemlperf" else f"{record.get('vendor')}/{record.get('compiler')}",
+        "Backend": compiled.get("backend")
+        if compiled.get("backend_kind") == "bytemlperf"
+        else f"{record.get('vendor')}/{record.get('compiler')}",
         "Host Info": (record.get("env") or {}).get("cpu_model"),
         "Dataset": str(record.get("case", "")).upper(),
     }

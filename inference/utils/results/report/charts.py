@@ -27,13 +27,29 @@ LATENCY_POINTS = 500  # per CDF curve
 TIMELINE_POINTS = 2000  # per monitor series
 FONT = {"family": "system-ui, -apple-system, 'Segoe UI', sans-serif", "size": 11, "color": "#222"}
 GRID = "#e6e6e6"
-COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"]  # plotly's and matplotlib's
+COLOURS = [
+    "#1f77b4",
+    "#ff7f0e",
+    "#2ca02c",
+    "#d62728",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#7f7f7f",
+    "#bcbd22",
+    "#17becf",
+]  # plotly's and matplotlib's
 
 
 def figure_layout(title: str, width: int, height: int, **more: Any) -> dict:
     """A chart's layout in the report's style (title left, white, small fonts), ``more`` added or replacing."""
     layout = {
-        "title": {"text": title, "font": {"size": 13}, "x": 0.015, "xanchor": "left"},  # left: the modebar is on the right
+        "title": {
+            "text": title,
+            "font": {"size": 13},
+            "x": 0.015,
+            "xanchor": "left",
+        },  # left: the modebar is on the right
         "width": width,
         "height": height,
         "margin": {"l": 60, "r": 16, "t": 40, "b": 46},
@@ -49,7 +65,15 @@ def figure_layout(title: str, width: int, height: int, **more: Any) -> dict:
 
 def axis(title: str | None = None, **more: Any) -> dict:
     """An axis in the report's style (framed, light grid, ticks outside), ``more`` added or replacing."""
-    axis = {"automargin": True, "showline": True, "linecolor": "#999", "mirror": True, "gridcolor": GRID, "zeroline": False, "ticks": "outside"}
+    axis = {
+        "automargin": True,
+        "showline": True,
+        "linecolor": "#999",
+        "mirror": True,
+        "gridcolor": GRID,
+        "zeroline": False,
+        "ticks": "outside",
+    }
     if title:
         axis["title"] = {"text": title}
     axis.update(more)
@@ -99,7 +123,12 @@ def throughput_plot(rows: list[dict]) -> dict | None:
                 "text": [f"{row_label(p)}: {'valid' if v else 'INVALID'}" for p, v in zip(points, valid)],
                 "hovertemplate": "%{text}<br>%{y:.4g} samples/s<extra></extra>",
                 "line": {"color": colour},
-                "marker": {"size": 9, "color": colour, "symbol": ["circle" if v else "circle-open" for v in valid], "line": {"color": colour, "width": 2}},
+                "marker": {
+                    "size": 9,
+                    "color": colour,
+                    "symbol": ["circle" if v else "circle-open" for v in valid],
+                    "line": {"color": colour, "width": 2},
+                },
             }
         )
     sizes = sorted({r["batch_size"] for r in rows})
@@ -130,7 +159,11 @@ def repetitions_plot(block: dict | None) -> dict | None:
         "y": [name for name, f in zip(names, figures) for _ in f["values"]],
         "text": [f"repetition {k}: {v:.4g} {f['unit']}" for f in figures for k, v in enumerate(f["values"], 1)],
         "hovertemplate": "%{text}<extra></extra>",
-        "marker": {"size": 9, "color": COLOURS[0], "symbol": ["circle" if ok else "circle-open" for f in figures for ok in f["valid"]]},
+        "marker": {
+            "size": 9,
+            "color": COLOURS[0],
+            "symbol": ["circle" if ok else "circle-open" for f in figures for ok in f["valid"]],
+        },
     }
     spans = [f for f in figures if f.get("ci95")]
     means = {
@@ -212,7 +245,16 @@ def latency_plot(rows: list[dict], raw: dict, inference_ns: Any = None) -> dict 
             xaxis=axis("latency per query (ms, log scale)", type="log"),
             yaxis=axis("fraction of queries", range=[0, 1.01]),
             shapes=[
-                {"type": "line", "xref": "paper", "x0": 0, "x1": 1, "yref": "y", "y0": q, "y1": q, "line": {"color": "grey", "width": 0.8, "dash": "dot"}}
+                {
+                    "type": "line",
+                    "xref": "paper",
+                    "x0": 0,
+                    "x1": 1,
+                    "yref": "y",
+                    "y0": q,
+                    "y1": q,
+                    "line": {"color": "grey", "width": 0.8, "dash": "dot"},
+                }
                 for q in marks
             ],
             annotations=[
@@ -229,7 +271,14 @@ def latency_plot(rows: list[dict], raw: dict, inference_ns: Any = None) -> dict 
                 }
                 for q in marks
             ],
-            legend={"x": 1, "xanchor": "right", "y": 0.02, "yanchor": "bottom", "font": {"size": 9}, "bgcolor": "rgba(255,255,255,0.75)"},
+            legend={
+                "x": 1,
+                "xanchor": "right",
+                "y": 0.02,
+                "yanchor": "bottom",
+                "font": {"size": 9},
+                "bgcolor": "rgba(255,255,255,0.75)",
+            },
         ),
     }
 
@@ -295,7 +344,14 @@ def frontier_plot(rows: list[dict]) -> dict | None:
             HEIGHT,
             xaxis=axis("latency per query (ms: p90, else p50, else mean)"),
             yaxis=axis("throughput (samples/s)"),
-            legend={"x": 1, "xanchor": "right", "y": 0.02, "yanchor": "bottom", "font": {"size": 10}, "bgcolor": "rgba(255,255,255,0.75)"},
+            legend={
+                "x": 1,
+                "xanchor": "right",
+                "y": 0.02,
+                "yanchor": "bottom",
+                "font": {"size": 10},
+                "bgcolor": "rgba(255,255,255,0.75)",
+            },
         ),
     }
 
@@ -330,7 +386,9 @@ def decimate(points: list[tuple[float, float]], limit: int = TIMELINE_POINTS) ->
     return out
 
 
-def timeline_plot(sys_samples: list[dict], vendor_samples: list[dict], spans: list[tuple[str, str, float, float]]) -> dict | None:
+def timeline_plot(
+    sys_samples: list[dict], vendor_samples: list[dict], spans: list[tuple[str, str, float, float]]
+) -> dict | None:
     """CPU/accelerator utilisation, memory and power over the case, one panel each on a shared
     time axis, the measured phases shaded."""
     samples = [s for s in sys_samples + vendor_samples if _number(s.get("timestamp"))]
@@ -338,15 +396,24 @@ def timeline_plot(sys_samples: list[dict], vendor_samples: list[dict], spans: li
         return None
     t0 = min(s["timestamp"] for s in samples)
     panels: list[tuple[str, list[tuple[list[dict], str, str]], dict[str, Any]]] = [
-        ("utilisation %", [(sys_samples, "cpu_percent", "system CPU %"), (vendor_samples, "utilization", "device utilisation %")], {"range": [0, 105]}),
+        (
+            "utilisation %",
+            [(sys_samples, "cpu_percent", "system CPU %"), (vendor_samples, "utilization", "device utilisation %")],
+            {"range": [0, 105]},
+        ),
         (
             "memory (GiB)",
-            [(sys_samples, "mem_used_gib", "system memory used"), (vendor_samples, "mem_used_gib", "device memory used")],
+            [
+                (sys_samples, "mem_used_gib", "system memory used"),
+                (vendor_samples, "mem_used_gib", "device memory used"),
+            ],
             {"rangemode": "tozero"},
         ),
     ]
     if any(_number(s.get("power_w")) for s in sys_samples + vendor_samples):
-        panels.append(("power (W)", [(sys_samples, "power_w", "package power"), (vendor_samples, "power_w", "device power")], {}))
+        panels.append(
+            ("power (W)", [(sys_samples, "power_w", "package power"), (vendor_samples, "power_w", "device power")], {})
+        )
     count, gap = len(panels), 0.05
     share = (1 - gap * (count - 1)) / count
     height = int(96 * (1.9 * count + 0.6)) + 60
@@ -355,7 +422,14 @@ def timeline_plot(sys_samples: list[dict], vendor_samples: list[dict], spans: li
         "Monitors over the case (shaded: measured phases)",
         672,
         height,
-        legend={"orientation": "h", "x": 0, "xanchor": "left", "y": -44 / (height - 40 - 100), "yanchor": "top", "font": {"size": 10}},
+        legend={
+            "orientation": "h",
+            "x": 0,
+            "xanchor": "left",
+            "y": -44 / (height - 40 - 100),
+            "yanchor": "top",
+            "font": {"size": 10},
+        },
         margin={"l": 60, "r": 16, "t": 40, "b": 100},
     )
     traces: list[dict] = []
@@ -380,7 +454,9 @@ def _monitor_traces(lines: list[tuple[list[dict], str, str]], t0: float, suffix:
     """One line per (samples, key, label) that has readings, on the panel's axes; long series decimated."""
     traces = []
     for source, key, label in lines:
-        points = sorted((s["timestamp"] - t0, s[key]) for s in source if _number(s.get(key)) and _number(s.get("timestamp")))
+        points = sorted(
+            (s["timestamp"] - t0, s[key]) for s in source if _number(s.get(key)) and _number(s.get("timestamp"))
+        )
         if points:
             points = decimate(points)
             traces.append(
@@ -448,7 +524,9 @@ def top_ops_plot(ops: list[dict]) -> dict | None:
             720,
             int(96 * (0.3 * len(ops) + 1.0)) + 24,
             xaxis=axis("total time in the profiled calls (ms)", rangemode="tozero"),
-            yaxis=axis(None, tickvals=positions, ticktext=labels, autorange="reversed", tickfont={"size": 9}, showgrid=False),
+            yaxis=axis(
+                None, tickvals=positions, ticktext=labels, autorange="reversed", tickfont={"size": 9}, showgrid=False
+            ),
             bargap=0.25,
         ),
     }

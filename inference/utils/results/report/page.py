@@ -87,14 +87,21 @@ def _plot_specs(sections: list[dict]) -> None:
                 "modeBarButtonsToRemove": MODEBAR_REMOVE,
                 "toImageButtonOptions": {"filename": f"{section['title']} {plot['name']}", "scale": 2},
             }
-            plot.update(id=f"plot{number}", width=figure["layout"]["width"], height=figure["layout"]["height"], spec=script_json(figure))
+            plot.update(
+                id=f"plot{number}",
+                width=figure["layout"]["width"],
+                height=figure["layout"]["height"],
+                spec=script_json(figure),
+            )
 
 
 def render(summary: dict, perf_dir: Path | None = None) -> str:
     """The page of a run's ``summary`` (summary.json's content); ``perf_dir`` (inference/) gives the git commit and the vendor's memory kind."""
     all_rows = with_aggregates(summary.get("results") or [], summary.get("aggregates") or [])
     sections = [case_section(r) for r in all_rows]
-    roofline = roofline_section(all_rows, str(summary.get("vendor")))  # the measured roofs and each case's point (report/roofline.py)
+    roofline = roofline_section(
+        all_rows, str(summary.get("vendor"))
+    )  # the measured roofs and each case's point (report/roofline.py)
     _plot_specs(sections + ([roofline] if roofline else []))
     environments: dict[str, list[tuple[str, str]]] = {}
     for section, record in zip(sections, all_rows):
@@ -104,7 +111,11 @@ def render(summary: dict, perf_dir: Path | None = None) -> str:
         sections.insert(0, roofline)
     has_plots = any(s["plots"] for s in sections)
     script = plotly_js() if has_plots else None
-    missing = f"plotly.js ({PLOTLY_BUNDLE.name}) is missing beside {Path(__file__).name} in this checkout" if has_plots and not script else None
+    missing = (
+        f"plotly.js ({PLOTLY_BUNDLE.name}) is missing beside {Path(__file__).name} in this checkout"
+        if has_plots and not script
+        else None
+    )
     return _template().render(
         summary=summary,
         rows=summary_rows(all_rows),

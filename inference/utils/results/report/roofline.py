@@ -78,7 +78,13 @@ def points(records: list[dict]) -> list[dict]:
         weights = ((result.engine if result is not None else None) or {}).get("onnx_bytes") or None
         if not weights:
             continue
-        found.append({"label": f"{record['case']} on {record['host']}", "intensity": flops * batch / weights, "flops_per_s": flops * qps})
+        found.append(
+            {
+                "label": f"{record['case']} on {record['host']}",
+                "intensity": flops * batch / weights,
+                "flops_per_s": flops * qps,
+            }
+        )
     return found
 
 
@@ -86,7 +92,10 @@ def roofline_plot(records: list[dict], vendor: str) -> tuple[dict | None, str | 
     """(the plotly figure, a note) or (None, why there is none)."""
     compute, memory, source = roofs(records, vendor)
     if not compute or not memory:
-        return None, "no roofline: no measured compute and bandwidth peaks for this host (run.py --cases base measures them)"
+        return (
+            None,
+            "no roofline: no measured compute and bandwidth peaks for this host (run.py --cases base measures them)",
+        )
     cases = points(records)
     low = min([0.1] + [p["intensity"] / 3 for p in cases])
     high = max([1000.0] + [p["intensity"] * 3 for p in cases])

@@ -33,10 +33,17 @@ from utils.results.summary import accuracy_cell, fmt, mfu_cell, percentile_cell
 def git_commit(path: Path) -> str | None:
     """The checkout's commit (``+dirty`` when it has changes), or None outside git."""
     try:
-        commit = subprocess.run(["git", "-C", str(path), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
+        commit = subprocess.run(
+            ["git", "-C", str(path), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10
+        )
         if commit.returncode != 0:
             return None
-        dirty = subprocess.run(["git", "-C", str(path), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True, timeout=10)
+        dirty = subprocess.run(
+            ["git", "-C", str(path), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
         return commit.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
     except (OSError, subprocess.SubprocessError):
         return None
@@ -90,13 +97,21 @@ def check_rows(result: CaseResult) -> list[tuple[str, str, str]]:
     if numeric:
         worst = max((o.get("max_rel") or 0.0 for o in numeric.get("outputs") or []), default=None)
         detail = f"{numeric.get('samples')} samples, largest max_rel {worst:.2e}" if worst is not None else ""
-        rows.append(("numeric (engine vs framework)", _passed(numeric.get("passed")), "; ".join(numeric.get("reasons") or []) or detail))
+        rows.append(
+            (
+                "numeric (engine vs framework)",
+                _passed(numeric.get("passed")),
+                "; ".join(numeric.get("reasons") or []) or detail,
+            )
+        )
     for audit in result.audits:
         rows.append((audit.get("name", "audit"), _passed(audit.get("passed")), audit.get("detail") or ""))
     for row in result.performance:
         test01 = row.accuracy_in_performance_mode
         if test01:
-            rows.append((f"{test01.get('name')} ({row.label})", _passed(test01.get("passed")), test01.get("detail") or ""))
+            rows.append(
+                (f"{test01.get('name')} ({row.label})", _passed(test01.get("passed")), test01.get("detail") or "")
+            )
     return rows
 
 
@@ -132,7 +147,9 @@ def summary_rows(records: list[dict]) -> list[dict]:
                 "p99": percentile_cell(latency, "p99", count),
                 "val_acc": accuracy_cell(r.get(Key.VAL_ACC), r.get("accuracy_note")),
                 "infer_acc": accuracy_cell(r.get(Key.INFER_ACC), r.get("accuracy_note")),
-                "memory": f"{fmt(r.get('vendor_usage(GiB)'))}/{fmt(r.get('vendor_max_mem(GiB)'))}" if r.get("vendor_usage(GiB)") is not None else "-",
+                "memory": f"{fmt(r.get('vendor_usage(GiB)'))}/{fmt(r.get('vendor_max_mem(GiB)'))}"
+                if r.get("vendor_usage(GiB)") is not None
+                else "-",
                 "mfu": mfu_cell(r.get("MFU"), r.get("mfu_is_estimate")) if ok else "-",
             }
         )
@@ -171,7 +188,14 @@ def own_benchmark_rows(engine: dict, rows: list[dict]) -> dict | None:
     for item in own.get("rows") or []:
         row = ours.get(item.get("BS")) or {}
         latency = row.get("latency_ms") or {}
-        cells = (row.get("qps"), item.get("QPS"), latency.get("mean"), item.get("AVG Latency"), latency.get("p99"), item.get("P99 Latency"))
+        cells = (
+            row.get("qps"),
+            item.get("QPS"),
+            latency.get("mean"),
+            item.get("AVG Latency"),
+            latency.get("p99"),
+            item.get("P99 Latency"),
+        )
         shown = [fmt(v, 3) if isinstance(v, float) else v if v is not None else "-" for v in cells]
         table.append({"bs": item.get("BS"), "cells": shown, "error": item.get("error")})
     return {"source": own.get("source") or "the engine", "rows": table, "error": own.get("error")}
@@ -179,15 +203,35 @@ def own_benchmark_rows(engine: dict, rows: list[dict]) -> dict | None:
 
 def new_section(title: str, anchor: str, status: str = "success", **given: Any) -> dict[str, Any]:
     """A page section with nothing in it yet (the page template reads every key)."""
-    empty: dict[str, list] = {"plots": [], "missing": [], "perf_rows": [], "compile": [], "ops": [], "checks": [], "notes": []}
-    return {"title": title, "anchor": anchor, "status": status, "error": None, "failed_step": None, **empty, "best": None, "aggregate": False, **given}
+    empty: dict[str, list] = {
+        "plots": [],
+        "missing": [],
+        "perf_rows": [],
+        "compile": [],
+        "ops": [],
+        "checks": [],
+        "notes": [],
+    }
+    return {
+        "title": title,
+        "anchor": anchor,
+        "status": status,
+        "error": None,
+        "failed_step": None,
+        **empty,
+        "best": None,
+        "aggregate": False,
+        **given,
+    }
 
 
 def case_section(record: dict) -> dict:
     """Everything the page shows for one case on one host, or for a multi-host aggregate."""
     section = new_section(
         f"{record['case']}:{record['framework']} on {record['host']}",
-        f"{record['case']}-{record['framework']}-{record['host']}".replace(":", "-").replace(".", "-").replace(" ", "-"),
+        f"{record['case']}-{record['framework']}-{record['host']}".replace(":", "-")
+        .replace(".", "-")
+        .replace(" ", "-"),
         record["status"],
         error=record.get("error"),
         failed_step=record.get("failed_step"),
@@ -224,14 +268,19 @@ def _aggregate_note(record: dict) -> str:
         None: ".",
     }[record.get("concurrent")]
     hosts = ", ".join(record.get("hosts") or [])
-    return f"Aggregate of {hosts}: throughput is the sum of the hosts, percentiles come from the hosts' raw latencies pooled" + overlap
+    return (
+        f"Aggregate of {hosts}: throughput is the sum of the hosts, percentiles come from the hosts' raw latencies pooled"
+        + overlap
+    )
 
 
 def _add_plots(section: dict, rows: list[dict], result: CaseResult, log_dir: Path, record: dict) -> None:
     """Throughput, the latency CDF, the frontier (two rows or more) and the monitors' timeline."""
     raw = read_latencies(log_dir)
     if not raw:
-        section["notes"].append("no latencies.npz beside result.json (a result from before raw latencies were kept): latency plots are missing")
+        section["notes"].append(
+            "no latencies.npz beside result.json (a result from before raw latencies were kept): latency plots are missing"
+        )
     section["best"] = result.best
     _add(section, "throughput vs batch size", throughput_plot(rows))
     _add(section, "repetitions", repetitions_plot(record.get("repetitions")))
