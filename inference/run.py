@@ -5,7 +5,8 @@
 Exit status: 0 when every case succeeded on every host, 1 when any failed
 (each failure is named with its case, host and step), 2 for a bad config,
 3 with --strict when every case ran but a result's verdict is invalid,
-6 when the summary cannot be written (disk full, read-only), 130 when interrupted. Results: <FLAGPERF_LOG_PATH>/run<id>/summary.{json,md} and report.html
+6 when the summary cannot be written (disk full, read-only), 130 when interrupted. Results:
+<FLAGPERF_LOG_PATH>/run<id>/summary.{json,md} and report.html
 (utils/results/report/). ``run.py compare RUN_A RUN_B [--threshold 5]`` compares two runs (utils/results/compare.py).
 """
 
@@ -55,7 +56,8 @@ exit status: 0 every case succeeded; 1 a case failed (named with its host and st
   2 bad config or command line; 3 with --strict, a result is invalid; 6 the summary could
   not be written (disk full or read-only); 130 interrupted
 compare two runs: run.py compare RUN_A RUN_B [--threshold 5]
-benchmark a running server: run.py --endpoint http://HOST:PORT/v1 --served-model NAME [--concurrency 1,2,4] (run.py --endpoint X --served-model Y --help)
+benchmark a running server: run.py --endpoint http://HOST:PORT/v1 --served-model NAME [--concurrency 1,2,4] \
+(run.py --endpoint X --served-model Y --help)
 """
 
 
@@ -100,14 +102,20 @@ def parse_args(argv: list[str] | None, ab: bool = False) -> argparse.Namespace:
         action="append",
         default=[],
         metavar="FILE",
-        help="benchmark this ONNX file (or ByteMLPerf model-zoo JSON) with synthetic inputs instead of CASES; repeatable (docs/onnx_models.md)",
+        help=(
+            "benchmark this ONNX file (or ByteMLPerf model-zoo JSON) with synthetic inputs instead of CASES; "
+            "repeatable (docs/onnx_models.md)"
+        ),
     )
     parser.add_argument(
         "--workload",
         action="append",
         default=[],
         metavar="FILE",
-        help="run this ByteMLPerf workload JSON instead of CASES (its case's data directory from CASES); repeatable (docs/bytemlperf_migration.md)",
+        help=(
+            "run this ByteMLPerf workload JSON instead of CASES (its case's data directory from CASES); repeatable "
+            "(docs/bytemlperf_migration.md)"
+        ),
     )
     parser.add_argument(
         "--repeat",
@@ -555,7 +563,8 @@ def open_run(config: HostConfig) -> Run:
     logger.add(_console_sink, level=config.log_level, format=CONSOLE_FORMAT)
     logger.add(run_log, level="DEBUG", format="{time:YYYY-MM-DD HH:mm:ss.SSS} | {level: <7} | {message}")
     logger.info(
-        f"run {run_id}: {len(config.cases)} case(s) x {len(config.hosts)} host(s), mode {config.mode}, vendor {config.vendor}"
+        f"run {run_id}: {len(config.cases)} case(s) x {len(config.hosts)} host(s), mode {config.mode}, vendor "
+        f"{config.vendor}"
     )
     return run
 

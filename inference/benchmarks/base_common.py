@@ -124,7 +124,8 @@ def vendor_kernels(vendor: str) -> TorchKernels:
     kernels = getattr(module, "Kernels", None)
     if not callable(kernels):
         raise ConfigError(
-            f"inference_engine/{vendor}/base/kernels.py: must define class Kernels (see docs/vendor_guide.md, base tier)"
+            f"inference_engine/{vendor}/base/kernels.py: must define class Kernels (see docs/vendor_guide.md, base "
+            "tier)"
         )
     return kernels()
 
@@ -148,7 +149,8 @@ def gemm_dtypes(config: CaseConfig, kernels: TorchKernels) -> list[str]:
     for dtype in dtypes:
         if dtype not in kernels.gemm_dtypes:
             raise ConfigError(
-                f"{origin_of(config, 'dtypes')}: key 'dtypes': {dtype!r} is not supported by vendor {config.vendor}'s kernels "
+                f"{origin_of(config, 'dtypes')}: key 'dtypes': {dtype!r} is not supported by vendor {config.vendor}'s "
+                "kernels "
                 f"({kernels.name}: {', '.join(kernels.gemm_dtypes)})"
             )
     return dtypes
@@ -194,7 +196,8 @@ def check_memory(config: CaseConfig, kernels: TorchKernels, key: str, needed: in
     free = kernels.free_memory(config.device)
     if free is not None and needed > MEMORY_SHARE * free:
         raise ConfigError(
-            f"{origin_of(config, key)}: key '{key}': {what} needs {needed / 2**30:.3g} GiB, more than {MEMORY_SHARE:.0%} "
+            f"{origin_of(config, key)}: key '{key}': {what} needs {needed / 2**30:.3g} GiB, more than "
+            f"{MEMORY_SHARE:.0%} "
             f"of the {free / 2**30:.3g} GiB free on {config.device}"
         )
 
@@ -214,7 +217,8 @@ def check_base_config(
         _positive_ints(config, "sizes_mib")
         if hosts is not None and hosts < 2:
             raise ConfigError(
-                f"{hosts_origin}: key 'HOSTS' lists {hosts} host: base_allreduce measures the interconnect between 2 or more hosts"
+                f"{hosts_origin}: key 'HOSTS' lists {hosts} host: base_allreduce measures the interconnect between 2 "
+                "or more hosts"
             )
         return
     kernels = kernels or vendor_kernels(config.vendor)
@@ -397,7 +401,8 @@ def rendezvous(config: CaseConfig, environ: dict | None = None) -> tuple[list[st
     hosts = [h for h in environ.get(HOSTS_ENV, "").split(",") if h]
     if len(hosts) < 2:
         raise ConfigError(
-            f"key 'HOSTS' lists {len(hosts) or 1} host: base_allreduce measures the interconnect between 2 or more hosts"
+            f"key 'HOSTS' lists {len(hosts) or 1} host: base_allreduce measures the interconnect between 2 or more "
+            "hosts"
         )
     rank = int(environ.get(NODERANK_ENV, "0"))
     port = int(config.get("master_port", 0) or 0)

@@ -60,7 +60,10 @@ def plausible_mfu(
     if value is None or value <= 1.0:
         return value, None
     if measured:
-        why = "the baseline is wrong (measured under load or with fewer threads) or flops is; run run.py --cases base again"
+        why = (
+            "the baseline is wrong (measured under load or with fewer threads) or flops is; run run.py --cases base "
+            "again"
+        )
         return None, f"{value:.0%} of the {measured}: {why}"
     if estimate:
         return None, f"{value:.0%} of the estimated peak: the estimate is too low (a nominal clock below the real one)"

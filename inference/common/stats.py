@@ -12,7 +12,8 @@ sample's values at two ranks chosen from that binomial's tails bracket the
 quantile with probability at least 95 %, whatever the latency distribution
 (``percentile_ranks``). Latencies are not independent on a real machine (a slow
 second follows a slow second), and that interval assumes they are; so below
-``CORRELATED_BELOW`` queries the ranks are taken at the latencies' effective sample size, n (1 - r) / (1 + r), with r the
+``CORRELATED_BELOW`` queries the ranks are taken at the latencies' effective sample size, n (1 - r) / (1 + r), with r
+the
 lag-1 autocorrelation of their ranks in the order they ran, corrected for its
 small-sample bias and raised one standard error (``honest_lag1``): too few
 effective samples for a bounded interval and there is none (None: "± n/a").

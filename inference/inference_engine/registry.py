@@ -41,7 +41,8 @@ def get_registered_devices(root: Path = ENGINE_ROOT) -> dict[str, list[str]]:
 
 
 def is_bytemlperf_backend(path: Path) -> bool:
-    """A ByteMLPerf backend folder ``<vendor>/XXX/`` holding ``compile_backend_xxx.py`` (docs/bytemlperf_migration.md)."""
+    """A ByteMLPerf backend folder ``<vendor>/XXX/`` holding ``compile_backend_xxx.py``
+    (docs/bytemlperf_migration.md)."""
     return (
         path.is_dir()
         and not path.name.startswith(("_", "."))
@@ -64,7 +65,8 @@ def check_engine(vendor: str, compiler: str, root: Path = ENGINE_ROOT) -> Path:
     if not path.is_file():
         known = ", ".join(compilers(vendor, root)) or "none"
         raise ConfigError(
-            f"unknown compiler '{compiler}' for vendor '{vendor}': no inference_engine/{vendor}/{compiler}.py (known: {known})"
+            f"unknown compiler '{compiler}' for vendor '{vendor}': no inference_engine/{vendor}/{compiler}.py (known: "
+            f"{known})"
         )
     return path
 

@@ -454,7 +454,8 @@ def _phase_result(value: Any, function: str) -> PhaseResult:
     if flagperf.is_flagperf_triple(value):
         return flagperf.case_timed_phase(value, "validation" if function == "model_forward" else "inference")
     raise EngineError(
-        f"case function {function} must return tools.measure.loop.timed_forward(...)'s result or FlagPerf's (whole_qps, core_qps, acc), "
+        f"case function {function} must return tools.measure.loop.timed_forward(...)'s result or FlagPerf's "
+        "(whole_qps, core_qps, acc), "
         f"got {type(value).__name__}"
     )
 
@@ -464,7 +465,8 @@ def _log_phase(phase: PhaseResult) -> None:
     lat = phase.latency
     if lat is None:  # timed by the case (FlagPerf style)
         logger.info(
-            f"{phase.phase}: whole {phase.whole_qps:.2f} qps, core {phase.core_qps:.2f} qps (as the case timed them), acc {acc}"
+            f"{phase.phase}: whole {phase.whole_qps:.2f} qps, core {phase.core_qps:.2f} qps (as the case timed them), "
+            f"acc {acc}"
         )
     else:
         p99 = f"{lat.p99:.2f} ms" if lat.p99 is not None else "n/a"

@@ -123,7 +123,8 @@ def _model_case(path: Path, model: Any, perf_dir: Path) -> tuple[str, str, bool]
     match = re.fullmatch(r"([a-z0-9][a-z0-9_.-]*)-([a-z0-9]+)-([a-z0-9]+)", model) if isinstance(model, str) else None
     if not match:
         raise ConfigError(
-            f"{path}: key 'model' must be ByteMLPerf's <name>-<framework>-<precision> (e.g. resnet50-torch-fp32), got {shown(model)}"
+            f"{path}: key 'model' must be ByteMLPerf's <name>-<framework>-<precision> (e.g. resnet50-torch-fp32), got "
+            f"{shown(model)}"
         )
     name, word, precision = match.groups()
     framework = FRAMEWORKS.get(word)
@@ -138,7 +139,8 @@ def _model_case(path: Path, model: Any, perf_dir: Path) -> tuple[str, str, bool]
             else f"no benchmarks/{name}/{framework}/"
         )
         raise ConfigError(
-            f"{path}: model {model!r} has no InferPerf case: {why}; cases here: {', '.join(f'{k}-torch-fp32' for k in known)}"
+            f"{path}: model {model!r} has no InferPerf case: {why}; cases here: "
+            f"{', '.join(f'{k}-torch-fp32' for k in known)}"
         )
     if precision not in PRECISIONS:
         raise ConfigError(
@@ -201,7 +203,8 @@ def workload_entry(config_path: Path, perf_dir: Path, key: Any, value: Any = Non
         and (perf_dir / "benchmarks" / workload.case / framework_dir(value)).is_dir()
     ):
         raise ConfigError(
-            f"{config_path}: key CASES entry {key!r} maps to {value!r}, a framework: a workload maps to the case's data directory "
+            f"{config_path}: key CASES entry {key!r} maps to {value!r}, a framework: a workload maps to the case's "
+            "data directory "
             f'(the framework comes from its model name, or from the key: "{text}:{value}": DATA_DIR)'
         )
     return workload
@@ -223,8 +226,10 @@ def workload_cases(cases: list, paths: list[str], perf_dir: Path, config_path: P
         known = [spec for spec in cases if spec.case == workload.case and spec.model is None]
         if not known:
             raise ConfigError(
-                f"--workload {text}: case '{workload.case}' (model {workload.model}) has no CASES entry in {config_path} to take its data directory from; "
-                f'add "{workload.case}:{workload.framework}": DATA_DIR there, or list the workload in CASES as "{text}": DATA_DIR'
+                f"--workload {text}: case '{workload.case}' (model {workload.model}) has no CASES entry in "
+                f"{config_path} to take its data directory from; "
+                f'add "{workload.case}:{workload.framework}": DATA_DIR there, or list the workload in CASES as '
+                f'"{text}": DATA_DIR'
             )
         specs.append(
             replace(known[0], case=workload.case, workload_overrides=workload.overrides)

@@ -77,7 +77,8 @@ def model_case(path: Any, framework: Any, base: Path, here: bool) -> CaseSpec:
 
 def parse_cases(value: Any, config_path: Path, perf_dir: Path, here: bool) -> list[CaseSpec]:
     """host.yaml's CASES mapping as case specs; relative data dirs are relative to ``perf_dir``
-    where ``here`` (the hosts' paths are this machine's: ``model_case``). Raises ValueError(reason) for the mapping as a whole, ConfigError naming
+    where ``here`` (the hosts' paths are this machine's: ``model_case``). Raises ValueError(reason) for the mapping as a
+    whole, ConfigError naming
     ``config_path`` and the entry for one entry."""
     if isinstance(value, list) and value and all(isinstance(spec, CaseSpec) for spec in value):
         return value
@@ -111,7 +112,8 @@ def parse_cases(value: Any, config_path: Path, perf_dir: Path, here: bool) -> li
         if not data_dir.startswith("/"):
             if not here:
                 raise ConfigError(
-                    f"{config_path}: key CASES entry {key!r}: data dir {shown(data_dir)} must be an absolute path on the hosts"
+                    f"{config_path}: key CASES entry {key!r}: data dir {shown(data_dir)} must be an absolute path on "
+                    "the hosts"
                 )
             data_dir = str((perf_dir / data_dir).resolve())
         if workload is not None:

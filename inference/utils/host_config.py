@@ -369,7 +369,8 @@ def _check_known_hosts(cfg: HostConfig, value: Any) -> str:
             else ""
         )
         raise ValueError(
-            f"{known_hosts} does not exist: add the hosts' keys (ssh-keyscan, checked) or set TRUST_ON_FIRST_USE: true{hint}"
+            f"{known_hosts} does not exist: add the hosts' keys (ssh-keyscan, checked) or set TRUST_ON_FIRST_USE: "
+            f"true{hint}"
         )
     return known_hosts
 
@@ -462,7 +463,8 @@ def _check_slurm_python(cfg: HostConfig, value: Any) -> str:
 def _check_slurm_container(cfg: HostConfig, value: Any) -> str:
     if value not in ("none", "docker"):
         raise ValueError(
-            f"must be none (natively on the node) or docker (the vendor container through the node's Docker engine), got {shown(value)}"
+            "must be none (natively on the node) or docker (the vendor container through the node's Docker engine), "
+            f"got {shown(value)}"
         )
     return value
 

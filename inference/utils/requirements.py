@@ -56,7 +56,10 @@ class Unmet:
 
     def describe(self, who: str = "the case") -> str:
         if self.found is None and self.provider is not None:
-            return f"package '{self.name}' is not installed, but its module comes from {self.provider} (needs {self.requirement})"
+            return (
+                f"package '{self.name}' is not installed, but its module comes from {self.provider} (needs "
+                f"{self.requirement})"
+            )
         if self.found is None:
             return f"package '{self.name}' is not installed (needs {self.requirement})"
         return f"package '{self.name}' {self.found} is installed, but {who} needs {self.requirement}"
@@ -144,12 +147,14 @@ def check_case_requirements(perf_dir: str | Path, case: str, framework: str) -> 
         more = f" (and {len(unmet) - 1} more)" if len(unmet) > 1 else ""
         relative = path.relative_to(Path(perf_dir)) if path.is_relative_to(Path(perf_dir)) else path
         raise ConfigError(
-            f"case '{case}:{framework}': {unmet[0].describe()}{more}, listed in {relative}; install with: {install_hint(path)}"
+            f"case '{case}:{framework}': {unmet[0].describe()}{more}, listed in {relative}; install with: "
+            f"{install_hint(path)}"
         )
 
 
 def backend_requirements_path(perf_dir: str | Path, vendor: str, compiler: str | None) -> Path | None:
-    """A ByteMLPerf backend folder's requirements.txt (inference_engine/<vendor>/<compiler>/), if the compiler is one."""
+    """A ByteMLPerf backend folder's requirements.txt (inference_engine/<vendor>/<compiler>/), if the compiler is
+    one."""
     if not compiler:
         return None
     path = Path(perf_dir) / "inference_engine" / vendor / compiler / REQUIREMENTS_FILE
@@ -173,7 +178,8 @@ def check_backend_requirements(
     if unmet and policy != "warn":
         more = f" (and {len(unmet) - 1} more)" if len(unmet) > 1 else ""
         raise ConfigError(
-            f"{where}: {unmet[0].describe('the backend')}{more}, listed in its requirements.txt; install with: pip install -r {path}"
+            f"{where}: {unmet[0].describe('the backend')}{more}, listed in its requirements.txt; install with: pip "
+            f"install -r {path}"
         )
     if path is None or not unmet or path in _WARNED:  # no requirements.txt: nothing unmet
         return []

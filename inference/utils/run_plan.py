@@ -83,5 +83,6 @@ def check_variants(set_a: list[str], set_b: list[str]) -> None:
         raise ConfigError("ab: give the variants with --set-a KEY=VALUE and --set-b KEY=VALUE")
     if sorted(set_a) == sorted(set_b):
         raise ConfigError(
-            f"ab: --set-a and --set-b are the same variant ({' '.join(sorted(set_a)) or 'no --set'}): nothing to compare"
+            f"ab: --set-a and --set-b are the same variant ({' '.join(sorted(set_a)) or 'no --set'}): nothing to "
+            "compare"
         )

@@ -40,7 +40,8 @@ def model_file(config: CaseConfig) -> Path:
     value = config.get("model_path")
     if value is None:
         raise ConfigError(
-            f"{origin_of(config, 'model_path')}: key 'model_path' is required: the ONNX file or model-zoo JSON to run (run.py --model FILE)"
+            f"{origin_of(config, 'model_path')}: key 'model_path' is required: the ONNX file or model-zoo JSON to run "
+            "(run.py --model FILE)"
         )
     if not isinstance(value, str) or not value.strip() or "\0" in value or len(value) > 4096:
         raise ConfigError(f"{origin_of(config, 'model_path')}: key 'model_path' must be a path, got {shown(value)}")
@@ -73,13 +74,15 @@ def _check_batch_sizes(config: CaseConfig, plans: list[InputPlan], zoo: ZooEntry
         if wrong:
             key = "batch_size" if wrong[0] == config.batch_size else "batch_sizes"
             raise ConfigError(
-                f"{origin_of(config, key)}: key {key!r} asks for batch size {wrong[0]}, but input '{plan.name}' has its batch axis "
+                f"{origin_of(config, key)}: key {key!r} asks for batch size {wrong[0]}, but input '{plan.name}' has "
+                "its batch axis "
                 f"fixed at {plan.static_batch} in the model: run with --set batch_size={plan.static_batch}"
             )
     if zoo is not None and zoo.max_batch_size is not None and sizes[-1] > zoo.max_batch_size:
         key = "batch_size" if sizes[-1] == config.batch_size else "batch_sizes"
         raise ConfigError(
-            f"{origin_of(config, key)}: key {key!r} asks for batch size {sizes[-1]}, above {zoo.path.name}'s max_batch_size {zoo.max_batch_size}"
+            f"{origin_of(config, key)}: key {key!r} asks for batch size {sizes[-1]}, above {zoo.path.name}'s "
+            f"max_batch_size {zoo.max_batch_size}"
         )
 
 
@@ -95,7 +98,8 @@ def configure(config: CaseConfig) -> ModelDescription:
     external = f", weights in {', '.join(signature.external_data)}" if signature.external_data else ""
     logger.info(
         f"onnx_model: {signature.path}{source} ({_size(signature.size_bytes)}, opset {signature.opset}{external}); "
-        f"{len(signature.inputs)} input(s), outputs {', '.join(signature.outputs)}; the reference is ONNX Runtime on CPU"
+        f"{len(signature.inputs)} input(s), outputs {', '.join(signature.outputs)}; the reference is ONNX Runtime on "
+        "CPU"
     )
     for plan in description.plans:
         logger.info(plan.describe())

@@ -121,7 +121,8 @@ def plan_inputs(
         stray = [name for name in wanted if name not in names]
         if stray:
             raise ConfigError(
-                f"{source} names {stray[0]!r}, which is not an input of {signature.path.name} (its inputs: {', '.join(names)})"
+                f"{source} names {stray[0]!r}, which is not an input of {signature.path.name} (its inputs: "
+                f"{', '.join(names)})"
             )
     warnings = []
     explicit: dict[str, Explicit] = {}
@@ -129,7 +130,8 @@ def plan_inputs(
         _check_type(item, signature)
         if zoo and item.name in zoo.input_type and zoo.input_type[item.name] != item.type_name:
             warnings.append(
-                f"{zoo.path.name} says input '{item.name}' is {zoo.input_type[item.name]}; the model declares {item.type_name}, which is used"
+                f"{zoo.path.name} says input '{item.name}' is {zoo.input_type[item.name]}; the model declares "
+                f"{item.type_name}, which is used"
             )
         if item.name in given:
             explicit[item.name] = (given[item.name], given_where, "input_shapes")
@@ -150,7 +152,8 @@ def _check_type(item: GraphInput, signature: ModelSignature) -> None:
     if not item.supported:
         known = ", ".join(sorted(set(SUPPORTED_TYPES.values())))
         raise ConfigError(
-            f"{signature.path}: input '{item.name}' has type {item.type_name}, which cannot be synthesised (numeric tensors only: {known})"
+            f"{signature.path}: input '{item.name}' has type {item.type_name}, which cannot be synthesised (numeric "
+            f"tensors only: {known})"
         )
 
 
@@ -158,7 +161,8 @@ def _check_rank(item: GraphInput, explicit: Explicit | None, signature: ModelSig
     if item.dims is None:
         if explicit is None:
             raise ConfigError(
-                f"{signature.path}: input '{item.name}' declares no shape; give it with --set input_shapes={item.name}:Nx... (key 'input_shapes')"
+                f"{signature.path}: input '{item.name}' declares no shape; give it with --set "
+                f"input_shapes={item.name}:Nx... (key 'input_shapes')"
             )
         item.dims = [None] * len(explicit[0])  # every axis as the user gave it
     if not item.dims:
@@ -170,17 +174,20 @@ def _check_rank(item: GraphInput, explicit: Explicit | None, signature: ModelSig
     dims, where = explicit[0], explicit[1]
     if len(dims) != len(item.dims):
         raise ConfigError(
-            f"{where}: input '{item.name}' has {len(item.dims)} dimensions {item.shape_text()} (batch axis included), not {len(dims)}"
+            f"{where}: input '{item.name}' has {len(item.dims)} dimensions {item.shape_text()} (batch axis included), "
+            f"not {len(dims)}"
         )
     for axis, (declared, size) in enumerate(zip(item.dims, dims)):
         if axis and isinstance(declared, int) and size != declared:
             raise ConfigError(
-                f"{where}: input '{item.name}' axis {axis} is given as {size}, but the model fixes it at {declared} {item.shape_text()}"
+                f"{where}: input '{item.name}' axis {axis} is given as {size}, but the model fixes it at {declared} "
+                f"{item.shape_text()}"
             )
 
 
 def _given_symbols(inputs: list[GraphInput], explicit: dict[str, Explicit]) -> dict[str, tuple[int, str]]:
-    """Symbol -> (size, input that gave it), from the explicit shapes; two different sizes for one symbol is an error."""
+    """Symbol -> (size, input that gave it), from the explicit shapes; two different sizes for one symbol is an
+    error."""
     symbols: dict[str, tuple[int, str]] = {}
     for item in inputs:
         if item.name not in explicit:
@@ -192,7 +199,8 @@ def _given_symbols(inputs: list[GraphInput], explicit: dict[str, Explicit]) -> d
             if declared in symbols and symbols[declared][0] != size:
                 other = symbols[declared][1]
                 raise ConfigError(
-                    f"{explicit[item.name][1]}: dimension '{declared}' is {size} for input '{item.name}' but {symbols[declared][0]} for input '{other}'"
+                    f"{explicit[item.name][1]}: dimension '{declared}' is {size} for input '{item.name}' but "
+                    f"{symbols[declared][0]} for input '{other}'"
                 )
             symbols[declared] = (size, item.name)
     return symbols

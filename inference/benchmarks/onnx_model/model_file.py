@@ -91,7 +91,8 @@ def read_signature(path: Path, where: str) -> ModelSignature:
     if not_tensors:
         kind = not_tensors[0].type.WhichOneof("value").replace("_type", "")
         raise ConfigError(
-            f"{path}: output '{not_tensors[0].name}' is a {kind}, not a tensor: engines' outputs are compared as tensors"
+            f"{path}: output '{not_tensors[0].name}' is a {kind}, not a tensor: engines' outputs are compared as "
+            "tensors"
         )
     initializers = {t.name for t in graph.initializer}
     inputs = [_graph_input(value) for value in graph.input if value.name not in initializers]

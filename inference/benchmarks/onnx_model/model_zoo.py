@@ -112,7 +112,8 @@ def _onnx_file(path: Path, data: dict) -> Path:
         )
     if not value.lower().endswith(".onnx"):
         raise ConfigError(
-            f"{path}: key {key!r} names {value!r}, not an .onnx file: export the model to ONNX and name it with key 'onnx_model_path'"
+            f"{path}: key {key!r} names {value!r}, not an .onnx file: export the model to ONNX and name it with key "
+            "'onnx_model_path'"
         )
     given = Path(value)
     candidates = [given] if given.is_absolute() else [path.parent / given, path.parent / given.name]
@@ -163,6 +164,7 @@ def _types(path: Path, value: Any, order: list[str]) -> dict[str, str]:
         raise ConfigError(f"{path}: key 'input_type': {unknown[0]!r} is not one of {', '.join(ZOO_TYPES)}")
     if len(words) != len(order):
         raise ConfigError(
-            f"{path}: key 'input_type' lists {len(words)} types for {len(order)} inputs (key 'input_shape', else key 'inputs')"
+            f"{path}: key 'input_type' lists {len(words)} types for {len(order)} inputs (key 'input_shape', else key "
+            "'inputs')"
         )
     return {name: ZOO_TYPES[word] for name, word in zip(order, words)}

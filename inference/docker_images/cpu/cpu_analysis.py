@@ -42,7 +42,10 @@ class Microarchitecture:
 _AMD_17H = "AMD Software Optimization Guide for AMD Family 17h Processors"
 _INTEL_ORM = "Intel 64 and IA-32 Architectures Optimization Reference Manual"
 _AGNER = "Agner Fog, The microarchitecture of Intel, AMD and VIA CPUs"
-_GENERIC = "generic: unknown microarchitecture, figure from the widest SIMD extension assuming two full-width FMA (or add + multiply) pipes"
+_GENERIC = (
+    "generic: unknown microarchitecture, figure from the widest SIMD extension assuming two full-width FMA (or add + "
+    "multiply) pipes"
+)
 
 # fp32 FLOP per cycle per core = FMA units x (vector bits / 32) x 2.
 MICROARCHITECTURES: dict[str, Microarchitecture] = {
@@ -67,7 +70,8 @@ MICROARCHITECTURES: dict[str, Microarchitecture] = {
         "2 x 256-bit FMA, 512-bit ops double-pumped",
         f"AMD Software Optimization Guide for the AMD Zen4 Microarchitecture; {_AGNER}",
     ),
-    # AMD family 1Ah (Zen 5) desktop and server (Granite Ridge, Fire Range, Turin, Strix Halo): full 512-bit FP datapath.
+    # AMD family 1Ah (Zen 5) desktop and server (Granite Ridge, Fire Range, Turin, Strix Halo): full 512-bit FP
+    # datapath.
     "zen5": Microarchitecture(
         "AMD Zen 5", 64, "2 x 512-bit FMA", "AMD Software Optimization Guide for the AMD Zen5 Microarchitecture"
     ),
@@ -76,7 +80,8 @@ MICROARCHITECTURES: dict[str, Microarchitecture] = {
         "AMD Zen 5, 256-bit datapath (mobile)",
         32,
         "2 x 256-bit FMA, 512-bit ops double-pumped",
-        "AMD Software Optimization Guide for the AMD Zen5 Microarchitecture; Chips and Cheese, AMD's Strix Point: Zen 5 Hits Mobile",
+        "AMD Software Optimization Guide for the AMD Zen5 Microarchitecture; Chips and Cheese, AMD's Strix Point: Zen "
+        "5 Hits Mobile",
     ),
     # Intel AVX-512 server cores with two 512-bit FMA units (ports 0+1 fused, and port 5):
     # Skylake-SP/Cascade Lake Gold 6xxx/Platinum, Ice Lake-SP, Sapphire/Emerald/Granite Rapids, Xeon Phi.
@@ -95,7 +100,8 @@ MICROARCHITECTURES: dict[str, Microarchitecture] = {
         "1 x 512-bit FMA (or 2 x 256-bit)",
         f"{_INTEL_ORM} (Skylake Server microarchitecture); Intel ARK '# of AVX-512 FMA Units'",
     ),
-    # Intel Haswell and later big cores without AVX-512 (Broadwell, Skylake client ... Raptor/Meteor/Arrow Lake P-cores).
+    # Intel Haswell and later big cores without AVX-512 (Broadwell, Skylake client ... Raptor/Meteor/Arrow Lake
+    # P-cores).
     "intel_avx2": Microarchitecture(
         "Intel AVX2+FMA (Haswell and later)",
         32,

@@ -53,12 +53,14 @@ def preflight(config: CaseConfig) -> None:
     level = config.get("graph_optimization_level") or "all"  # null in configurations.yaml: the default
     if level not in _LEVELS:
         raise ConfigError(
-            f"{origin_of(config, 'graph_optimization_level')}: key 'graph_optimization_level' must be one of {', '.join(_LEVELS)}, got {level!r}"
+            f"{origin_of(config, 'graph_optimization_level')}: key 'graph_optimization_level' must be one of "
+            f"{', '.join(_LEVELS)}, got {level!r}"
         )
     mode = config.get("execution_mode", "sequential")
     if mode not in _MODES:
         raise ConfigError(
-            f"{origin_of(config, 'execution_mode')}: key 'execution_mode' must be one of {', '.join(_MODES)}, got {mode!r}"
+            f"{origin_of(config, 'execution_mode')}: key 'execution_mode' must be one of {', '.join(_MODES)}, got "
+            f"{mode!r}"
         )
     for key in ("intra_op_num_threads", "inter_op_num_threads"):
         value = config.get(key, 0)

@@ -46,18 +46,21 @@ def preflight(config: CaseConfig) -> None:
     prune = config.get("genai_prune_lm_head", True)
     if not isinstance(prune, bool):
         raise ConfigError(
-            f"{origin_of(config, 'genai_prune_lm_head')}: key 'genai_prune_lm_head' must be true or false, got {prune!r}"
+            f"{origin_of(config, 'genai_prune_lm_head')}: key 'genai_prune_lm_head' must be true or false, got "
+            f"{prune!r}"
         )
     precision = config.get("genai_precision", "fp32")
     if precision not in _PRECISIONS:
         raise ConfigError(
-            f"{origin_of(config, 'genai_precision')}: key 'genai_precision' must be one of {', '.join(_PRECISIONS)}, got {precision!r}"
+            f"{origin_of(config, 'genai_precision')}: key 'genai_precision' must be one of {', '.join(_PRECISIONS)}, "
+            f"got {precision!r}"
         )
     try:
         import onnxruntime_genai  # noqa: F401
     except ImportError as exc:
         raise ConfigError(
-            f"vendor 'cpu' compiler 'onnxruntime_genai' needs the package onnxruntime-genai ({exc}); install it with: {INSTALL_HINT}"
+            f"vendor 'cpu' compiler 'onnxruntime_genai' needs the package onnxruntime-genai ({exc}); install it with: "
+            f"{INSTALL_HINT}"
         ) from None
 
 
@@ -107,7 +110,8 @@ class InferModel(LLMEngineBase):
         super().__init__(config, onnx_path, model)
         if not onnx_path or not Path(onnx_path).is_file() or Path(onnx_path).name != self.entry_file:
             raise EngineError(
-                f"{_SOURCE}: expects the GenAI folder's {self.entry_file} from the llama case's export, got {onnx_path!r}"
+                f"{_SOURCE}: expects the GenAI folder's {self.entry_file} from the llama case's export, got "
+                f"{onnx_path!r}"
             )
         import onnxruntime_genai as og
 

@@ -42,7 +42,8 @@ def preflight(config: CaseConfig) -> None:
     mode = config.get("inductor_mode", "default")
     if mode not in _MODES:
         raise ConfigError(
-            f"{origin_of(config, 'inductor_mode')}: key 'inductor_mode' must be one of {', '.join(_MODES)}, got {mode!r}"
+            f"{origin_of(config, 'inductor_mode')}: key 'inductor_mode' must be one of {', '.join(_MODES)}, got "
+            f"{mode!r}"
         )
     dynamic = config.get("inductor_dynamic", False)
     if not isinstance(dynamic, bool):
@@ -100,13 +101,15 @@ class InferModel(EngineBase):
         super().__init__(config, onnx_path, model)
         if model is None:
             raise EngineError(
-                f"{_SOURCE}: Inductor compiles the framework model, but there is none (no_validation: true); set no_validation: false or use compiler: tensorrt"
+                f"{_SOURCE}: Inductor compiles the framework model, but there is none (no_validation: true); set "
+                "no_validation: false or use compiler: tensorrt"
             )
         import torch
 
         if not isinstance(model, torch.nn.Module):  # benchmarks/onnx_model's is ONNX Runtime running the file
             raise EngineError(
-                f"{_SOURCE}: Inductor compiles a PyTorch model; this case's framework model is a {type(model).__name__}: use compiler: tensorrt"
+                f"{_SOURCE}: Inductor compiles a PyTorch model; this case's framework model is a "
+                f"{type(model).__name__}: use compiler: tensorrt"
             )
 
         self._torch = torch
@@ -118,7 +121,8 @@ class InferModel(EngineBase):
             # CPU fp16 convolution/matmul kernels are missing or emulated; a
             # "fp16" CPU number would measure conversions, not fp16 compute.
             logger.warning(
-                "fp16 requested, but Inductor runs on device 'cpu' where fp16 conv/matmul kernels are slow or missing: running fp32"
+                "fp16 requested, but Inductor runs on device 'cpu' where fp16 conv/matmul kernels are slow or missing: "
+                "running fp32"
             )
         self.half = bool(config.fp16) and on_cuda
         self.precision = "fp16" if self.half else self._fp32_precision(torch) if on_cuda else "fp32"
@@ -138,7 +142,8 @@ class InferModel(EngineBase):
         self.compile_duration = 0.0
         if examples is None:
             logger.warning(
-                f"{_SOURCE}: no readable ONNX input shapes ({onnx_path}); compiling on the first batch instead, reported as foo_time"
+                f"{_SOURCE}: no readable ONNX input shapes ({onnx_path}); compiling on the first batch instead, "
+                "reported as foo_time"
             )
         else:
             import numpy as np
@@ -148,7 +153,8 @@ class InferModel(EngineBase):
             self._run_untimed(inputs)
             self.compile_duration = time.perf_counter() - start
             logger.info(
-                f"Inductor ({self.mode}, dynamic={self.dynamic}) compiled for {[s for s, _ in examples]} in {self.compile_duration:.2f} s"
+                f"Inductor ({self.mode}, dynamic={self.dynamic}) compiled for {[s for s, _ in examples]} in "
+                f"{self.compile_duration:.2f} s"
             )
 
     def _fp32_precision(self, torch: Any) -> str:
@@ -194,7 +200,8 @@ class InferModel(EngineBase):
             foo_time = time.perf_counter() - start
             self.lazy_compiles.append({"shapes": [list(s) for s, _ in signature], "duration_s": foo_time})
             logger.info(
-                f"Inductor compiled for new input shapes {[list(s) for s, _ in signature]} in {foo_time:.2f} s (foo_time)"
+                f"Inductor compiled for new input shapes {[list(s) for s, _ in signature]} in {foo_time:.2f} s "
+                "(foo_time)"
             )
         return self._forward(inputs), foo_time
 

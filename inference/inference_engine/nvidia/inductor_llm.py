@@ -40,11 +40,13 @@ def preflight(config: CaseConfig) -> None:
     mode = config.get("inductor_mode", "reduce-overhead")
     if mode not in _MODES:
         raise ConfigError(
-            f"{origin_of(config, 'inductor_mode')}: key 'inductor_mode' must be one of {', '.join(_MODES)}, got {mode!r}"
+            f"{origin_of(config, 'inductor_mode')}: key 'inductor_mode' must be one of {', '.join(_MODES)}, got "
+            f"{mode!r}"
         )
     if not isinstance(config.get("llm_compile", True), bool):
         raise ConfigError(
-            f"{origin_of(config, 'llm_compile')}: key 'llm_compile' must be true or false, got {config.get('llm_compile')!r}"
+            f"{origin_of(config, 'llm_compile')}: key 'llm_compile' must be true or false, got "
+            f"{config.get('llm_compile')!r}"
         )
     block = config.get("llm_cache_block", 256)
     if isinstance(block, bool) or not isinstance(block, int) or not 1 <= block <= 1 << 20:
@@ -55,7 +57,8 @@ def preflight(config: CaseConfig) -> None:
 
     if str(config.device).startswith("cuda") and not torch.cuda.is_available():
         raise ConfigError(
-            f"vendor 'nvidia' compiler 'inductor_llm' with device {config.device!r} needs a CUDA GPU, but torch.cuda.is_available() is False "
+            f"vendor 'nvidia' compiler 'inductor_llm' with device {config.device!r} needs a CUDA GPU, but "
+            "torch.cuda.is_available() is False "
             "(no driver, no GPU passed to the container, or a CPU-only torch)"
         )
 
@@ -80,7 +83,8 @@ class InferModel(LLMEngineBase):
 
         if model is None or not isinstance(model, torch.nn.Module) or not hasattr(model, "config"):
             raise EngineError(
-                f"{_SOURCE}: needs the framework's transformers causal LM (no_validation: false), got {type(model).__name__}"
+                f"{_SOURCE}: needs the framework's transformers causal LM (no_validation: false), got "
+                f"{type(model).__name__}"
             )
         self._torch = torch
         self.device = torch.device(config.device)

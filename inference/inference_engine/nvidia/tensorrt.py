@@ -68,14 +68,16 @@ def _check_keys(config: CaseConfig) -> None:
     max_bs = config.get("trt_max_batch_size", None)
     if max_bs is not None and (isinstance(max_bs, bool) or not isinstance(max_bs, int) or max_bs < batch_size):
         raise ConfigError(
-            f"{origin_of(config, 'trt_max_batch_size')}: key 'trt_max_batch_size' must be an integer >= batch_size ({batch_size}), got {max_bs!r}"
+            f"{origin_of(config, 'trt_max_batch_size')}: key 'trt_max_batch_size' must be an integer >= batch_size "
+            f"({batch_size}), got {max_bs!r}"
         )
     workspace = config.get("trt_workspace_gib", None)
     if workspace is not None and (
         isinstance(workspace, bool) or not isinstance(workspace, (int, float)) or workspace <= 0
     ):
         raise ConfigError(
-            f"{origin_of(config, 'trt_workspace_gib')}: key 'trt_workspace_gib' must be a positive number of GiB or null, got {workspace!r}"
+            f"{origin_of(config, 'trt_workspace_gib')}: key 'trt_workspace_gib' must be a positive number of GiB or "
+            f"null, got {workspace!r}"
         )
     for key in ("trt_core_includes_copies", "trt_tf32"):
         value = config.get(key, True)
@@ -90,13 +92,15 @@ def preflight(config: CaseConfig) -> None:
     except ImportError as exc:
         reraise_interrupt(exc)
         raise ConfigError(
-            f"vendor 'nvidia' compiler 'tensorrt' needs the TensorRT Python package, but 'import tensorrt' failed ({exc}); "
+            "vendor 'nvidia' compiler 'tensorrt' needs the TensorRT Python package, but 'import tensorrt' failed "
+            f"({exc}); "
             "use the NGC image of docker_images/nvidia/pytorch, or compiler: inductor"
         ) from None
     major = int(str(trt.__version__).split(".")[0])
     if major < _MIN_MAJOR:
         raise ConfigError(
-            f"vendor 'nvidia' compiler 'tensorrt' needs TensorRT >= {_MIN_MAJOR} (name-based I/O API), found {trt.__version__}"
+            f"vendor 'nvidia' compiler 'tensorrt' needs TensorRT >= {_MIN_MAJOR} (name-based I/O API), found "
+            f"{trt.__version__}"
         )
     import torch
 
@@ -195,8 +199,10 @@ class InferModel(EngineBase):
         self._outputs_cache: dict[tuple, list] = {}
         self._events = [torch.cuda.Event(enable_timing=True) for _ in range(4)]
         logger.info(
-            f"TensorRT {trt.__version__} engine {'built' if self.compiled else 'loaded'} in {self.compile_duration:.2f} s: "
-            f"{self.engine.num_layers} layers, precision {self.precision}, inputs {self.input_names}, outputs {self.output_names}"
+            f"TensorRT {trt.__version__} engine {'built' if self.compiled else 'loaded'} in "
+            f"{self.compile_duration:.2f} s: "
+            f"{self.engine.num_layers} layers, precision {self.precision}, inputs {self.input_names}, outputs "
+            f"{self.output_names}"
         )
 
     # ---- build / load -----------------------------------------------------------
@@ -266,7 +272,8 @@ class InferModel(EngineBase):
         serialized = builder.build_serialized_network(network, build_config)
         if serialized is None:
             raise EngineError(
-                f"{onnx_path}: TensorRT could not build an engine: {self._logger.last_error or 'see the TensorRT log above'}"
+                f"{onnx_path}: TensorRT could not build an engine: "
+                f"{self._logger.last_error or 'see the TensorRT log above'}"
             )
         blob = bytes(memoryview(serialized))
         if cache_path is not None:
@@ -300,12 +307,14 @@ class InferModel(EngineBase):
             if not shape or all(d >= 0 for d in shape):
                 if shape and shape[0] != opt:
                     logger.warning(
-                        f"ONNX input '{tensor.name}' has a static batch of {shape[0]}, not batch_size {opt}: other batch sizes will fail"
+                        f"ONNX input '{tensor.name}' has a static batch of {shape[0]}, not batch_size {opt}: other "
+                        "batch sizes will fail"
                     )
                 continue
             if shape[0] >= 0 or any(d < 0 for d in shape[1:]):
                 raise EngineError(
-                    f"{self.onnx_path}: input '{tensor.name}' has shape {shape}; {_SOURCE} supports a dynamic batch axis (axis 0) only"
+                    f"{self.onnx_path}: input '{tensor.name}' has shape {shape}; {_SOURCE} supports a dynamic batch "
+                    "axis (axis 0) only"
                 )
             rest = shape[1:]
             low_shape, opt_shape, high_shape = (1, *rest), (opt, *rest), (high, *rest)
@@ -397,7 +406,10 @@ class InferModel(EngineBase):
 
     # ---- optional richer API -------------------------------------------------
     def version(self) -> str:
-        return f"TensorRT {self._trt.__version__} on {self.gpu['name']} (sm_{''.join(map(str, self.gpu['compute_capability']))})"
+        return (
+            f"TensorRT {self._trt.__version__} on {self.gpu['name']} "
+            f"(sm_{''.join(map(str, self.gpu['compute_capability']))})"
+        )
 
     def is_supported(self, op_type: str) -> bool:
         if self._support is None:

@@ -246,7 +246,8 @@ def anti_caching_audit(
         return AuditResult(
             ANTI_CACHING,
             None,
-            f"anti-caching audit: not run, only {maker.made} inputs the engine had not seen could be made from the pool (needs {min_calls})",
+            f"anti-caching audit: not run, only {maker.made} inputs the engine had not seen could be made from the "
+            f"pool (needs {min_calls})",
             {"distinct_inputs_made": maker.made},
         )
     result = _judge_arms(timed, threshold)
@@ -345,13 +346,15 @@ def _judge_arms(timed: _ArmTimes, threshold: float) -> AuditResult:
         return AuditResult(
             ANTI_CACHING,
             False,
-            f"anti-caching audit: repeating one input ran {speedup:.1f}x faster than distinct inputs (limit {limit:.2f}x): the engine may cache results",
+            f"anti-caching audit: repeating one input ran {speedup:.1f}x faster than distinct inputs (limit "
+            f"{limit:.2f}x): the engine may cache results",
             figures,
         )
     return AuditResult(
         ANTI_CACHING,
         True,
-        f"anti-caching audit: repeating one input ran at {speedup:.2f}x the speed of distinct inputs over {calls} calls each (limit {limit:.2f}x)",
+        f"anti-caching audit: repeating one input ran at {speedup:.2f}x the speed of distinct inputs over {calls} "
+        f"calls each (limit {limit:.2f}x)",
         figures,
     )
 
@@ -410,12 +413,14 @@ def accuracy_in_performance_mode(
         return AuditResult(
             name,
             False,
-            f"accuracy in performance mode: {len(failures)} of {compared} outputs sampled under load differ from accuracy mode, e.g. {failures[0][1]}",
+            f"accuracy in performance mode: {len(failures)} of {compared} outputs sampled under load differ from "
+            f"accuracy mode, e.g. {failures[0][1]}",
             figures,
         )
     return AuditResult(
         name,
         True,
-        f"accuracy in performance mode: all {compared} outputs sampled under load match accuracy mode (largest difference {worst:.1e} of the RMS, {precision})",
+        f"accuracy in performance mode: all {compared} outputs sampled under load match accuracy mode (largest "
+        f"difference {worst:.1e} of the RMS, {precision})",
         figures,
     )

@@ -42,7 +42,10 @@ def greedy_agreement(engine_tokens: Any, reference_tokens: Any, target: float) -
             "share": None,
             "target": target,
             "passed": False,
-            "reason": f"the engine gave tokens of shape {list(engine_tokens.shape)}, the reference {list(reference_tokens.shape)}",
+            "reason": (
+                f"the engine gave tokens of shape {list(engine_tokens.shape)}, "
+                f"the reference {list(reference_tokens.shape)}"
+            ),
         }
     same = engine_tokens == reference_tokens
     first = [int(np.argmin(row)) if not row.all() else None for row in same]

@@ -97,7 +97,8 @@ def tolerances_for(precision: str, overrides: dict | None = None) -> dict[str, f
     for name, values in overrides.items():
         if name not in DEFAULT_TOLERANCES:
             raise ValueError(
-                f"numeric_tolerance.{name}: unknown key (use {', '.join(TOLERANCE_KEYS)} or a precision: {', '.join(DEFAULT_TOLERANCES)})"
+                f"numeric_tolerance.{name}: unknown key (use {', '.join(TOLERANCE_KEYS)} or a precision: "
+                f"{', '.join(DEFAULT_TOLERANCES)})"
             )
         checked = _check_limits(values, f"numeric_tolerance.{name}")
         if name == key:
@@ -247,15 +248,18 @@ class _Comparison:
         reasons = []
         if max_limit is not None and d.max_rel > max_limit:
             reasons.append(
-                f"{label}: {d.name} differs from {against} by {d.max_rel:.1e} of its RMS (limit {max_limit:.1e} {where})"
+                f"{label}: {d.name} differs from {against} by {d.max_rel:.1e} of its RMS (limit {max_limit:.1e} "
+                f"{where})"
             )
         if mean_limit is not None and d.mean_rel > mean_limit:
             reasons.append(
-                f"{label}: {d.name} differs from {against} by {d.mean_rel:.1e} of its RMS on average (limit {mean_limit:.1e} {where})"
+                f"{label}: {d.name} differs from {against} by {d.mean_rel:.1e} of its RMS on average (limit "
+                f"{mean_limit:.1e} {where})"
             )
         if top1_limit is not None and d.top1_agreement is not None and d.top1_agreement < top1_limit:
             reasons.append(
-                f"{label}: {d.name}'s top-1 class agrees with {against} on {d.top1_agreement:.1%} of samples (limit {top1_limit:.1%} {where})"
+                f"{label}: {d.name}'s top-1 class agrees with {against} on {d.top1_agreement:.1%} of samples (limit "
+                f"{top1_limit:.1%} {where})"
             )
         return reasons
 

@@ -29,7 +29,10 @@ from tools.measure.verdict import Verdict
 if TYPE_CHECKING:
     from tools.config import CaseConfig, CaseView
 
-CASE_TIMED_REASON = "timing defined by the case (FlagPerf style): no per-query latencies, so percentiles, minimums and stability cannot be judged"
+CASE_TIMED_REASON = (
+    "timing defined by the case (FlagPerf style): no per-query latencies, so percentiles, minimums and stability "
+    "cannot be judged"
+)
 
 
 @dataclass

@@ -10,7 +10,8 @@ plus the command-line keys of run_inference.py. Rules:
   - a vendor key new to configurations logs a warning, one that changes a
     value logs info, and one that repeats the base value is an error.
 
-The package: ``values`` (the keys' checks and bounds), ``case`` (``CaseConfig``, its defaults, ``setting`` and ``origin_of``), ``view``
+The package: ``values`` (the keys' checks and bounds), ``case`` (``CaseConfig``, its defaults, ``setting`` and
+``origin_of``), ``view``
 (``CaseView``, what a case or engine may read), ``load`` (the merge and ``--set``),
 ``expr`` (number expressions). Its public names are importable from ``tools.config``.
 """

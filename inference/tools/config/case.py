@@ -54,7 +54,8 @@ class CaseConfig:
     ]  # the headline percentile's; null: precision
     settle_max_s: float = MEASUREMENT_DEFAULTS["settle_max_s"]
     repetitions: int = 1  # run.py runs the case this many times, interleaved, each a fresh process (run.py --repeat)
-    # null in a config: [batch_size] once validated, so readers get a list (or "best" until tools/compat/bytemlperf/hooks.py resolves it).
+    # null in a config: [batch_size] once validated, so readers get a list (or "best" until
+    # tools/compat/bytemlperf/hooks.py resolves it).
     batch_sizes: list[int] = None  # type: ignore[assignment]
     scenario: Any = "offline"  # names of common.scenario.SCENARIOS, one or a list; a list after validation
     clients: Any = 1  # issuing threads, or a list to sweep; a list after validation
@@ -119,7 +120,8 @@ class CaseConfig:
             if chosen.bound_key is not None and getattr(self, chosen.bound_key) is None:
                 self._fail(
                     "scenario",
-                    f"includes {chosen.name}, so key '{chosen.bound_key}' is required (the {chosen.headline} bound in ms)",
+                    f"includes {chosen.name}, so key '{chosen.bound_key}' is required (the {chosen.headline} bound in "
+                    "ms)",
                 )
             if chosen.scheduled and self.target_qps is None and not self.server_search:
                 self._fail(
@@ -131,7 +133,8 @@ class CaseConfig:
                     if samples % size:
                         self._fail(
                             "scenario",
-                            f"includes {chosen.name}, so key '{chosen.samples_per_query_key}' ({samples}) must be a whole number of batches, "
+                            f"includes {chosen.name}, so key '{chosen.samples_per_query_key}' ({samples}) must be a "
+                            "whole number of batches, "
                             f"but batch size {size} does not divide it",
                         )
         if self.load_generator == "mlperf" and self.server_search:
@@ -143,7 +146,8 @@ class CaseConfig:
         if not self.allow_many_clients and max(self.clients) > MAX_CLIENTS_PER_CORE * cores:
             self._fail(
                 "clients",
-                f"is {max(self.clients)}, more than {MAX_CLIENTS_PER_CORE} x the {cores} cores here; set allow_many_clients: true if that is intended",
+                f"is {max(self.clients)}, more than {MAX_CLIENTS_PER_CORE} x the {cores} cores here; set "
+                "allow_many_clients: true if that is intended",
             )
         if self.numeric_tolerance is not None:
             from tools.checks.numeric import tolerances_for

@@ -30,7 +30,8 @@ def _reject_reserved(path: Path, data: dict) -> None:
     for key in data:
         if not (isinstance(key, str) and key.isidentifier() and len(key) <= MAX_KEY):
             raise ConfigError(
-                f"{path}: key {shown(key)} must be a name of letters, digits and '_' of at most {MAX_KEY} characters (a case reads it as config.<key>)"
+                f"{path}: key {shown(key)} must be a name of letters, digits and '_' of at most {MAX_KEY} characters "
+                "(a case reads it as config.<key>)"
             )
         if key in CLI_KEYS:
             raise ConfigError(f"{path}: key '{key}' collides with the command-line option --{key}")
@@ -61,7 +62,8 @@ def merge_case_config(
             logger.warning(f"{vendor_path}: adds key '{key}' = {shown(value)}, which {base_path.name} does not define")
         elif base[key] == value and type(base[key]) is type(value):
             raise ConfigError(
-                f"{vendor_path}: key '{key}' repeats the value {shown(value)} of {base_path.name}; remove the no-op override"
+                f"{vendor_path}: key '{key}' repeats the value {shown(value)} of {base_path.name}; remove the no-op "
+                "override"
             )
         else:
             logger.info(f"{vendor_path}: overrides '{key}': {shown(base[key])} -> {shown(value)}")

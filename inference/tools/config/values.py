@@ -80,7 +80,8 @@ def _threads(value: Any) -> int:
     number = non_negative_int(value)
     if number > MAX_THREADS:
         raise ValueError(
-            f"must be 0 (the default) or a count <= {MAX_THREADS}, got {shown(value)}: thousands of threads or processes exhaust process ids or crash a runtime"
+            f"must be 0 (the default) or a count <= {MAX_THREADS}, got {shown(value)}: thousands of threads or "
+            "processes exhaust process ids or crash a runtime"
         )
     return number
 
@@ -104,12 +105,15 @@ def oversubscribed(values: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def warn_oversubscribed(values: Mapping[str, Any], origin: Mapping[str, str]) -> list[dict[str, Any]]:
-    """One warning per oversubscribed key (where it was set, the value, the CPUs); returns ``oversubscribed(values)``."""
+    """One warning per oversubscribed key (where it was set, the value, the CPUs); returns
+    ``oversubscribed(values)``."""
     found = oversubscribed(values)
     for item in found:
         logger.warning(
-            f"{origin.get(item['key'], 'config')}: key '{item['key']}' is {item['value']}, more than the {item['cpus']} CPUs "
-            f"this process may use; running with {item['run_with']} as given (oversubscribed: slower, not wrong; recorded in result.json env.oversubscribed)"
+            f"{origin.get(item['key'], 'config')}: key '{item['key']}' is {item['value']}, more than the "
+            f"{item['cpus']} CPUs "
+            f"this process may use; running with {item['run_with']} as given (oversubscribed: slower, not wrong; "
+            "recorded in result.json env.oversubscribed)"
         )
     return found
 
@@ -174,7 +178,8 @@ def _path(value: Any) -> str:
         raise ValueError(f"must be a path or null, got {shown(value)}")
     if "\0" in value or path_too_long(value):
         raise ValueError(
-            f"must be a path of at most {MAX_PATH} characters and {MAX_PATH_PART} per name, without NUL, got {shown(value)}"
+            f"must be a path of at most {MAX_PATH} characters and {MAX_PATH_PART} per name, without NUL, got "
+            f"{shown(value)}"
         )
     return value
 

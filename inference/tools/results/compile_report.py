@@ -137,7 +137,8 @@ def describe_engine(engine: Any, onnx_path: str | None, compile_duration_s: floa
             report["compile_status"] = "success" if not coverage["fallback_ops"] else "partial"
             if coverage["fallback_ops"]:
                 logger.warning(
-                    f"ops falling back off the engine: {', '.join(coverage['fallback_ops'])} (sg_percent {coverage['sg_percent']})"
+                    f"ops falling back off the engine: {', '.join(coverage['fallback_ops'])} (sg_percent "
+                    f"{coverage['sg_percent']})"
                 )
     report.setdefault("compile_status", "success")
     info["compile_report"] = report

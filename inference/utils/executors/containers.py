@@ -88,7 +88,8 @@ def parse_container_options(text: str, source: str) -> dict[str, Any]:
             )
         elif name == "--privileged":
             raise ConfigError(
-                f"{key}: --privileged is not allowed from host.yaml; a vendor that needs it sets privileged: true in docker_images/<vendor>/container.yaml"
+                f"{key}: --privileged is not allowed from host.yaml; a vendor that needs it sets privileged: true in "
+                "docker_images/<vendor>/container.yaml"
             )
         else:
             raise ConfigError(f"{key}: option {token!r} cannot be mapped to a Docker SDK argument")

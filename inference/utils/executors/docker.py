@@ -183,7 +183,8 @@ class DockerSession(HostSession[ContainerHandle]):
         except (DockerException, requests.RequestException) as exc:
             where = self.remote.engine_words
             raise HostError(
-                f"host {self.label}: {where} not reachable ({reason(exc)}); is dockerd running and the docker CLI installed?"
+                f"host {self.label}: {where} not reachable ({reason(exc)}); is dockerd running and the docker CLI "
+                "installed?"
             ) from None
         self.sweep_orphans()
 
@@ -301,7 +302,8 @@ class DockerSession(HostSession[ContainerHandle]):
         self, role: str, argv: list[str], spec: CaseSpec, env: dict[str, str], stdout: Path | None
     ) -> ContainerHandle:
         """A monitor is created and started in the background (the two monitors and the
-        case container's creation overlap); its first wait() reports a failed start. The case container, created meanwhile with
+        case container's creation overlap); its first wait() reports a failed start. The case container, created
+        meanwhile with
         the same command line, only needs starting."""
         if role != "case":
             handle = ContainerHandle(self.label, role, poll=True)

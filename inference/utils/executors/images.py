@@ -172,7 +172,8 @@ RUN set -eu; d=/tmp/inferperf-case-requirements; \\
     [ -n "${PIP_TRUSTED_HOST}" ] || unset PIP_TRUSTED_HOST; \\
     if [ -f $d/ca-certificates.crt ]; then export PIP_CERT=$d/ca-certificates.crt; fi; \\
     export PIP_BREAK_SYSTEM_PACKAGES=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1; \\
-    python3 -m pip list --format=freeze | grep -iE '^(torch|numpy|tensorrt[a-z0-9_-]*|triton)==' > $d/constraints.txt || true; \\
+    python3 -m pip list --format=freeze | grep -iE '^(torch|numpy|tensorrt[a-z0-9_-]*|triton)==' \
+> $d/constraints.txt || true; \\
     set -- ; for f in $d/requirements/*.txt; do if [ -f "$f" ]; then set -- "$@" -r "$f"; fi; done; \\
     if [ $# -gt 0 ]; then python3 -m pip install -c $d/constraints.txt "$@" \\
         || { echo "inferperf: pip could not install the requirements on $(python3 -V 2>&1)"; exit 1; }; fi; \\
@@ -193,7 +194,8 @@ for path in files:
         line = raw.split(" #", 1)[0].strip()
         if not line or line.startswith("#"):
             continue
-        done = subprocess.run([sys.executable, "-m", "pip", "install", "-c", constraints, line], capture_output=True, text=True)
+        done = subprocess.run([sys.executable, "-m", "pip", "install", "-c", constraints, line], \
+capture_output=True, text=True)
         if done.returncode == 0:
             print(f"inferperf: {name}: installed {line}", flush=True)
             continue
@@ -211,7 +213,8 @@ LENIENT_WARNING = "inferperf: warning: "  # the start of LENIENT_INSTALL's lines
 
 
 def _case_name(requirements_file: Path) -> str:
-    """benchmarks/<case>/<framework>/requirements.txt -> <case>; inference_engine/<vendor>/<XXX>/requirements.txt -> backend-XXX"""
+    """benchmarks/<case>/<framework>/requirements.txt -> <case>; inference_engine/<vendor>/<XXX>/requirements.txt ->
+    backend-XXX"""
     if requirements_file.parents[2].name == "inference_engine":
         return f"backend-{requirements_file.parent.name}"
     return requirements_file.parent.parent.name
@@ -438,7 +441,8 @@ def _build(
 
 
 def _pip_failure(chunks: list) -> str | None:
-    """pip's last ERROR line in a failed build (e.g. no distribution of a pin for the image's Python), with that Python."""
+    """pip's last ERROR line in a failed build (e.g. no distribution of a pin for the image's Python), with that
+    Python."""
     text = "".join(str(chunk.get("stream") or chunk.get("error") or "") for chunk in chunks)
     lines = [line.strip() for line in re.sub(r"\x1b\[[0-9;]*m", "", text).splitlines()]  # pip colours its errors
     errors = [line[len("ERROR: ") :] for line in lines if line.startswith("ERROR: ")]
@@ -447,7 +451,8 @@ def _pip_failure(chunks: list) -> str | None:
     )
     if not errors:
         return None
-    # The line that names the requirement, not the version list before it nor the resolver's "ResolutionImpossible" after.
+    # The line that names the requirement, not the version list before it nor the resolver's "ResolutionImpossible"
+    # after.
     telling = [e for e in errors if not e.startswith(("Could not find a version", "ResolutionImpossible"))] or errors
     kept = [line.split(")", 1)[1].strip() for line in lines if line.startswith("The user requested (constraint)")]
     notes = [f"the image keeps {', '.join(kept)}"] if kept else []

@@ -169,7 +169,8 @@ def sweep_killed_writers(label: str, cache: Path) -> None:
                 f" and {len(removed) - 3} more" if len(removed) > 3 else ""
             )
             logger.info(
-                f"host {label}: removed {len(removed)} temporary file(s) left by killed pipelines in {directory}: {names}"
+                f"host {label}: removed {len(removed)} temporary file(s) left by killed pipelines in {directory}: "
+                f"{names}"
             )
 
 

@@ -244,7 +244,8 @@ class SlurmSession(SlurmJobs, LocalSession):
         for spec in self.config.cases:
             if not Path(spec.data_dir).is_dir():
                 raise HostError(
-                    f"node {self.label}: data dir {spec.data_dir} for {spec.key} is not visible here (it must be shared with the nodes)"
+                    f"node {self.label}: data dir {spec.data_dir} for {spec.key} is not visible here (it must be "
+                    "shared with the nodes)"
                 )
         self.preflight_step = "code"
         self.code_dir = self._sync_code()

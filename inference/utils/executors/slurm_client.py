@@ -232,7 +232,8 @@ class SlurmClient:
 
     def _missing(self, command: str) -> HostError:
         return HostError(
-            f"MODE slurm: {command} not found on PATH; install Slurm's client commands (Debian: slurm-client) or fix PATH"
+            f"MODE slurm: {command} not found on PATH; install Slurm's client commands (Debian: slurm-client) or fix "
+            "PATH"
         )
 
     def _run(
@@ -285,7 +286,8 @@ class SlurmClient:
                 partitions.append(name)
         if partition is not None and partition not in partitions:
             raise ConfigError(
-                f"SLURM_PARTITION: partition {partition!r} does not exist on controller {self.controller} (partitions: {', '.join(partitions) or 'none'})"
+                f"SLURM_PARTITION: partition {partition!r} does not exist on controller {self.controller} (partitions: "
+                f"{', '.join(partitions) or 'none'})"
             )
         return partitions
 
@@ -356,12 +358,14 @@ class SlurmClient:
         if proc.returncode != 0:
             where = f" to partition {partition}" if partition else ""
             raise HostError(
-                f"slurm controller {self.controller}: sbatch of job {job_name}{where} exited {proc.returncode}: {_last_line(proc.stderr or proc.stdout)}"
+                f"slurm controller {self.controller}: sbatch of job {job_name}{where} exited {proc.returncode}: "
+                f"{_last_line(proc.stderr or proc.stdout)}"
             )
         job_id = proc.stdout.strip().split(";", 1)[0]
         if not re.fullmatch(r"\d+(_\d+)?", job_id):
             raise HostError(
-                f"slurm controller {self.controller}: sbatch of job {job_name} printed no job id: {_last_line(proc.stdout + proc.stderr)}"
+                f"slurm controller {self.controller}: sbatch of job {job_name} printed no job id: "
+                f"{_last_line(proc.stdout + proc.stderr)}"
             )
         return job_id
 
@@ -392,7 +396,8 @@ class SlurmClient:
             if "Invalid job id" in proc.stderr:
                 return None
             raise HostError(
-                f"slurm controller {self.controller}: squeue for job {job_id} exited {proc.returncode}: {_last_line(proc.stderr)}"
+                f"slurm controller {self.controller}: squeue for job {job_id} exited {proc.returncode}: "
+                f"{_last_line(proc.stderr)}"
             )
         for line in proc.stdout.splitlines():
             fields = line.split("|", 4)
@@ -568,5 +573,6 @@ class SlurmClient:
                 errors = [line for line in text.splitlines() if line.strip() and not any(b in line for b in benign)]
                 if errors:
                     raise HostError(
-                        f"slurm controller {self.controller}: scancel {' '.join(chunk)} exited {proc.returncode}: {errors[-1].strip()}"
+                        f"slurm controller {self.controller}: scancel {' '.join(chunk)} exited {proc.returncode}: "
+                        f"{errors[-1].strip()}"
                     )

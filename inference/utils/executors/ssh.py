@@ -95,7 +95,8 @@ class SshHost:
         except paramiko.BadHostKeyException:
             client.close()
             raise self.error(
-                f"host key does not match the one in {self.known_hosts} (possible man-in-the-middle); refusing to connect"
+                f"host key does not match the one in {self.known_hosts} (possible man-in-the-middle); refusing to "
+                "connect"
             ) from None
         except paramiko.AuthenticationException as exc:
             client.close()
@@ -109,7 +110,8 @@ class SshHost:
             if "not found in known_hosts" in text:
                 hint = self._this_machine()
                 raise self.error(
-                    f"unknown host key (not in {self.known_hosts}); verify and add it, or set TRUST_ON_FIRST_USE: true{hint}"
+                    f"unknown host key (not in {self.known_hosts}); verify and add it, or set TRUST_ON_FIRST_USE: "
+                    f"true{hint}"
                 ) from None
             raise self.error(f"SSH failed: {text}") from None
         except (OSError, socket.timeout) as exc:

@@ -193,7 +193,8 @@ def add_mbu(llm: dict | None, bandwidth: dict | None) -> None:
             if value is None or value <= 1
             else (
                 None,
-                f"{value:.0%} of the {llm['mbu_bandwidth']}: the bandwidth baseline is wrong or the engine reads less than the model's weights per step",
+                f"{value:.0%} of the {llm['mbu_bandwidth']}: the bandwidth baseline is wrong or the engine reads less "
+                "than the model's weights per step",
             )
         )
 
@@ -222,7 +223,8 @@ def markdown_lines(records: list[dict]) -> list[str]:
             )
             verdict = "valid" if f["verdict"]["valid"] else f"INVALID ({len(f['verdict']['reasons'])})"
             lines.append(
-                f"| {r['case']}:{r['framework']} | {r['host']} | {f['name']} | {with_width(f, f['unit'])} | {shown} | {f['calls']} | {verdict} |"
+                f"| {r['case']}:{r['framework']} | {r['host']} | {f['name']} | {with_width(f, f['unit'])} | {shown} | "
+                f"{f['calls']} | {verdict} |"
             )
     for r in not_applicable:
         lines.append(f"- {r['case']} on {r['host']}: not applicable ({r['baseline']['not_applicable']})")
@@ -243,13 +245,16 @@ def mbu_lines(records: list[dict]) -> list[str]:
                 else f"n/a ({cell['decode_mbu_note']})"
             )
             lines.append(
-                f"- {r['case']} on {r['host']}, bs {cell['batch_size']} in {cell['input_length']} out {cell['output_length']}: decode MBU {shown} "
-                f"({format_rate(cell['decode_bytes_per_token'], 'B/s').replace('/s', '')} per token x {cell['decode_tokens_per_s']:.1f} tokens/s)"
+                f"- {r['case']} on {r['host']}, bs {cell['batch_size']} in {cell['input_length']} out "
+                f"{cell['output_length']}: decode MBU {shown} "
+                f"({format_rate(cell['decode_bytes_per_token'], 'B/s').replace('/s', '')} per token x "
+                f"{cell['decode_tokens_per_s']:.1f} tokens/s)"
             )
     return (
         [
             "",
-            "Decode MBU (weights once per step over the batch + the sequence's KV cache, per token, x decode tokens/s):",
+            "Decode MBU (weights once per step over the batch + the sequence's KV cache, per token, x decode "
+            "tokens/s):",
             *lines,
         ]
         if lines

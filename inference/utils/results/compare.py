@@ -142,8 +142,10 @@ def compare_pair(
             )
             or None
         )
-        line = Line(case, host, row, figure, kind.unit, kind.higher_is_better, math.exp(_log_mean(samples_a)), math.exp(_log_mean(samples_b)),
-                    d.n_a, d.n_b, d.ratio, d.low, d.high, d.widened, d.verdict, invalid, d.verdict, d.paired)  # fmt: skip
+        line = Line(case, host, row, figure, kind.unit, kind.higher_is_better,
+                    math.exp(_log_mean(samples_a)), math.exp(_log_mean(samples_b)),
+                    d.n_a, d.n_b, d.ratio, d.low, d.high, d.widened, d.verdict,
+                    invalid, d.verdict, d.paired)  # fmt: skip
         if invalid and not allow_invalid:
             line.verdict = f"not comparable ({d.verdict}; INVALID in {invalid})"
             out.problems.append(
@@ -183,7 +185,8 @@ def compare_runs(
         rec_a, rec_b = a[k], b[k]
         if rec_b["status"] != "success":
             out.problems.append(
-                f"{_case(rec_b)} on {rec_b['host']} {rec_b['status']} in B at step {rec_b.get('failed_step')}: {rec_b.get('error')}"
+                f"{_case(rec_b)} on {rec_b['host']} {rec_b['status']} in B at step {rec_b.get('failed_step')}: "
+                f"{rec_b.get('error')}"
             )
         elif rec_a["status"] != "success":
             out.notes.append(f"{_case(rec_a)} on {rec_a['host']} {rec_a['status']} in A: not compared")
@@ -195,7 +198,8 @@ def compare_runs(
         )
     if any(line.widened for line in out.lines):
         out.notes.append(
-            f"one repetition on a side: it cannot see the noise between runs, so its side was widened by the between-run spread "
+            "one repetition on a side: it cannot see the noise between runs, so its side was widened by the "
+            "between-run spread "
             f"of {between_cv:.0%} (docs/measurement.md, 'Between runs'); run.py --repeat N measures it instead"
         )
     return out
@@ -209,10 +213,14 @@ def markdown(result: Comparison, name_a: str, name_b: str, threshold: float) -> 
     out = [
         f"# InferPerf compare: A = {name_a}, B = {name_b}",
         "",
-        "B/A: the ratio of the repetitions' geometric means, with its 95 % interval (Welch, on the log scale; 'paired': "
-        "Student's t on the ratios of repetitions that ran together, as run.py ab runs them; * one repetition, widened; "
-        f"utils/results/decide.py). Threshold {threshold:g}%: the smallest change that counts. worse/better = the interval "
-        f"excludes 1 and the change is beyond {threshold:g}%; inconclusive = the interval includes 1 but reaches beyond "
+        "B/A: the ratio of the repetitions' geometric means, with its 95 % interval (Welch, on the log scale; "
+        "'paired': "
+        "Student's t on the ratios of repetitions that ran together, as run.py ab runs them; * one repetition, "
+        "widened; "
+        f"utils/results/decide.py). Threshold {threshold:g}%: the smallest change that counts. worse/better = the "
+        "interval "
+        f"excludes 1 and the change is beyond {threshold:g}%; inconclusive = the interval includes 1 but reaches "
+        "beyond "
         f"{threshold:g}% on the worse side.",
         "",
         "| case | host | row | figure | A | B | B/A (95% CI) | reps A/B | verdict |",
@@ -221,8 +229,10 @@ def markdown(result: Comparison, name_a: str, name_b: str, threshold: float) -> 
     for line in result.lines:
         shown = f"**{line.verdict.upper()}**" if line.regression else line.verdict
         out.append(
-            f"| {line.case} | {line.host} | {line.row} | {line.figure} | {_num(line.a, line.unit)} | {_num(line.b, line.unit)} | "
-            f"{line.ratio:.3f} [{line.low:.3f}, {line.high:.3f}] | {line.n_a}/{line.n_b}{'*' if line.widened else ' paired' if line.paired else ''} | {shown} |"
+            f"| {line.case} | {line.host} | {line.row} | {line.figure} | {_num(line.a, line.unit)} | "
+            f"{_num(line.b, line.unit)} | "
+            f"{line.ratio:.3f} [{line.low:.3f}, {line.high:.3f}] | "
+            f"{line.n_a}/{line.n_b}{'*' if line.widened else ' paired' if line.paired else ''} | {shown} |"
         )
     if result.problems:
         out += ["", "Not comparable (exit 3 unless a regression):"] + [f"- {p}" for p in result.problems]

@@ -16,7 +16,8 @@ from common.scenario import scenario as named
 from common.stats import relative_half_width
 
 HEADER = (
-    "| case | host | scenario | bs | in | out | TTFT p50 ms | TPOT p50 ms | ITL p99 ms | output tokens/s | requests/s | "
+    "| case | host | scenario | bs | in | out | TTFT p50 ms | TPOT p50 ms | ITL p99 ms | output tokens/s | requests/s "
+    "| "
     "prefill tokens/s | prefill MFU | KV cache MiB | verdict |"
 )
 
@@ -84,7 +85,8 @@ def _row_line(record: dict, row: dict, estimate: bool | None) -> str:
     return (
         f"| {record['case']}:{record['framework']} | {record['host']} | {scenario} | {' | '.join(shape)} | "
         f"{_ms(row.get('ttft_ms'), 'p50')} | {_ms(row.get('tpot_ms'), 'p50')} | {_ms(row.get('itl_ms'), 'p99')} | "
-        f"{_rate(row, 'output_tokens_per_s')} | {_rate(row, 'requests_per_s')} | {'n/a' if prefill is None else f'{prefill:.1f}'} | "
+        f"{_rate(row, 'output_tokens_per_s')} | {_rate(row, 'requests_per_s')} | "
+        f"{'n/a' if prefill is None else f'{prefill:.1f}'} | "
         f"{mfu_cell} | {row.get('kv_cache_mib', 0) or 0:.2f} | {verdict} |"
     )
 
@@ -101,7 +103,8 @@ def markdown_lines(records: list[dict]) -> list[str]:
         return []
     lines = [
         "",
-        "LLM generation (offline: batches back to back, TTFT from the batch's issue; server: Poisson arrivals, TTFT from arrival):",
+        "LLM generation (offline: batches back to back, TTFT from the batch's issue; server: Poisson arrivals, TTFT "
+        "from arrival):",
         "",
     ]
     lines += [HEADER, "|" + "---|" * (HEADER.count("|") - 1)]

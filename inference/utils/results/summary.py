@@ -165,9 +165,11 @@ def repetition_lines(records: list[dict]) -> list[str]:
         return []
     lines = [
         "",
-        "Repetitions (run.py --repeat: each a fresh process; the headline above is their geometric mean, its ± their 95 % t-interval):",
+        "Repetitions (run.py --repeat: each a fresh process; the headline above is their geometric mean, its ± their "
+        "95 % t-interval):",
         "",
-        "| case | host | row | figure | n | geometric mean | ± across repetitions | spread between runs | each repetition (± of its own window) |",
+        "| case | host | row | figure | n | geometric mean | ± across repetitions | spread between runs | each "
+        "repetition (± of its own window) |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for r, f in rows:
@@ -175,7 +177,8 @@ def repetition_lines(records: list[dict]) -> list[str]:
         width = relative_half_width(f["geomean"], f["ci95"])
         spread = "-" if f["spread"] is None else f"{f['spread']:.1%}"
         lines.append(
-            f"| {r['case']}:{r['framework']} | {r['host']} | {f['row']} | {f['figure']} | {len(f['values'])} | {_fmt(f['geomean'])} | "
+            f"| {r['case']}:{r['framework']} | {r['host']} | {f['row']} | {f['figure']} | {len(f['values'])} | "
+            f"{_fmt(f['geomean'])} | "
             f"{'-' if width is None else f'±{width:.1%}'} | {spread} | {each} |"
         )
     return lines
@@ -241,7 +244,8 @@ def _verdict_cell(verdict: dict | None) -> str:
 
 
 def accuracy_cell(value: Any, note: str | None) -> str:
-    """An accuracy to 4 decimals, or ``n/a (note)`` when the case says its accuracy means nothing (``accuracy_note``)."""
+    """An accuracy to 4 decimals, or ``n/a (note)`` when the case says its accuracy means nothing
+    (``accuracy_note``)."""
     return f"n/a ({note})" if note else fmt(value, 4)
 
 
@@ -268,14 +272,21 @@ def markdown_table(records: list[dict], memory_kind: str = "device memory") -> s
             else "-"
         )
         ok = r["status"] == "success"
+        mfu = (
+            _mfu_cell(r.get("MFU"), r.get("mfu_is_estimate"), r.get("MFU_note"), r.get("peak_measured")) if ok else "-"
+        )
         lines.append(
-            f"| {r['case']}:{r['framework']} | {r['host']} | {status} | {_verdict_cell(r.get('verdict'))} | {_fmt(r['precision'])} | "
+            f"| {r['case']}:{r['framework']} | {r['host']} | {status} | {_verdict_cell(r.get('verdict'))} | "
+            f"{_fmt(r['precision'])} | "
             f"{_fmt(r['batchsize'])} | {plus_minus(r[Key.INFER_CORE_QPS], ci95.get(Key.INFER_CORE_QPS))} | "
             f"{plus_minus(r[Key.INFER_WHOLE_QPS], ci95.get(Key.INFER_WHOLE_QPS))} | "
-            f"{plus_minus(r[Key.VAL_CORE_QPS], ci95.get(Key.VAL_CORE_QPS))} | {_percentile_cell(latency, 'p50', count, intervals)} | "
-            f"{_percentile_cell(latency, 'p90', count, intervals)} | {_percentile_cell(latency, 'p99', count, intervals)} | "
-            f"{_accuracy_cell(r[Key.VAL_ACC], r.get('accuracy_note'))} | {_accuracy_cell(r[Key.INFER_ACC], r.get('accuracy_note'))} | "
-            f"{memory} | {_mfu_cell(r.get('MFU'), r.get('mfu_is_estimate'), r.get('MFU_note'), r.get('peak_measured')) if ok else '-'} |"
+            f"{plus_minus(r[Key.VAL_CORE_QPS], ci95.get(Key.VAL_CORE_QPS))} | "
+            f"{_percentile_cell(latency, 'p50', count, intervals)} | "
+            f"{_percentile_cell(latency, 'p90', count, intervals)} | "
+            f"{_percentile_cell(latency, 'p99', count, intervals)} | "
+            f"{_accuracy_cell(r[Key.VAL_ACC], r.get('accuracy_note'))} | "
+            f"{_accuracy_cell(r[Key.INFER_ACC], r.get('accuracy_note'))} | "
+            f"{memory} | {mfu} |"
         )
     rows = [(r, row) for r in records for row in r.get("performance") or []]
     if rows:
@@ -283,7 +294,8 @@ def markdown_table(records: list[dict], memory_kind: str = "device memory") -> s
             "",
             "Performance rows (LoadGen-style, queries from a preloaded pool; latency per query = one batch):",
             "",
-            "| case | host | bs | scenario | clients | qps (samples/s) | p50 ms/query | p90 ms/query | p99 ms/query | queries | MFU | verdict |",
+            "| case | host | bs | scenario | clients | qps (samples/s) | p50 ms/query | p90 ms/query | p99 ms/query | "
+            "queries | MFU | verdict |",
             "|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for r, row in rows:
@@ -294,12 +306,19 @@ def markdown_table(records: list[dict], memory_kind: str = "device memory") -> s
                 scenario += f" @{row['target_qps']:.4g}"
                 if row.get("latency_bound_met") is not None:
                     scenario += f", bound {'met' if row['latency_bound_met'] else 'MISSED'}"
+            qps = (
+                _na(row.get("qps"), "no queries")
+                if row.get("qps") is None
+                else plus_minus(row["qps"], row.get("qps_ci95"))
+            )
             lines.append(
                 f"| {r['case']}:{r['framework']} | {r['host']} | {row['batch_size']} | {scenario} | {row['clients']} | "
-                f"{_na(row.get('qps'), 'no queries') if row.get('qps') is None else plus_minus(row['qps'], row.get('qps_ci95'))} | "
+                f"{qps} | "
                 f"{_percentile_cell(latency, 'p50', row['queries'], intervals)} | "
-                f"{_percentile_cell(latency, 'p90', row['queries'], intervals)} | {_percentile_cell(latency, 'p99', row['queries'], intervals)} | "
-                f"{row['queries']} | {_mfu_cell(row.get('MFU'), r.get('mfu_is_estimate'), row.get('MFU_note'), r.get('peak_measured'))} | "
+                f"{_percentile_cell(latency, 'p90', row['queries'], intervals)} | "
+                f"{_percentile_cell(latency, 'p99', row['queries'], intervals)} | "
+                f"{row['queries']} | "
+                f"{_mfu_cell(row.get('MFU'), r.get('mfu_is_estimate'), row.get('MFU_note'), r.get('peak_measured'))} | "
                 f"{_verdict_cell(row['verdict'])} |"
             )
     if any(
@@ -313,7 +332,8 @@ def markdown_table(records: list[dict], memory_kind: str = "device memory") -> s
         )
         lines += [
             "",
-            "±: half the 95% confidence interval's width over the figure (docs/measurement.md): inside one window unless the case "
+            "±: half the 95% confidence interval's width over the figure (docs/measurement.md): inside one window "
+            "unless the case "
             "ran repetitions (then across them; the spread between runs is in the Repetitions table)."
             + (f" Precision asked: {targets}." if targets else ""),
         ]
@@ -353,7 +373,8 @@ def markdown_table(records: list[dict], memory_kind: str = "device memory") -> s
         lines.append("")
         for r in failures:
             lines.append(
-                f"- **{r['case']}:{r['framework']} on {r['host']}** {r['status']} at step `{r['failed_step']}`: {r['error']}"
+                f"- **{r['case']}:{r['framework']} on {r['host']}** {r['status']} at step `{r['failed_step']}`: "
+                f"{r['error']}"
             )
     return "\n".join(lines) + "\n"
 

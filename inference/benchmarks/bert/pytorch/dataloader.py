@@ -105,7 +105,8 @@ def max_seq_length(config: CaseConfig) -> int:
     value = param(config, "max_seq_length")
     if isinstance(value, bool) or not isinstance(value, int) or not 3 <= value <= 512:
         raise ConfigError(
-            f"parameters.yaml max_seq_length: {value!r} must be an integer in 3..512 (the model's position embeddings stop at 512)"
+            f"parameters.yaml max_seq_length: {value!r} must be an integer in 3..512 (the model's position embeddings "
+            "stop at 512)"
         )
     return value
 

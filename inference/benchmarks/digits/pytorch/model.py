@@ -126,7 +126,8 @@ def load_or_train(config: CaseConfig) -> DigitsCNN:
     with torch.inference_mode():
         train_acc = (model(x).argmax(1) == y).float().mean().item()
     logger.info(
-        f"digits: trained on {len(x)} images in {time.perf_counter() - start:.1f} s (train top-1 {train_acc:.4f}), cached at {path}"
+        f"digits: trained on {len(x)} images in {time.perf_counter() - start:.1f} s (train top-1 {train_acc:.4f}), "
+        f"cached at {path}"
     )
     with atomic_path(path) as tmp:
         torch.save(model.state_dict(), tmp)

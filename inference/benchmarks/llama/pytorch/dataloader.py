@@ -58,7 +58,8 @@ def read_rows(path: Path) -> list[list[str]]:
     for number, row in enumerate(rows, start=1):
         if len(row) != 6 or row[5].strip() not in CHOICES:
             raise DataError(
-                f"{path}: row {number}: expected 6 fields (question, A, B, C, D, answer letter A-D), got {len(row)} field(s)"
+                f"{path}: row {number}: expected 6 fields (question, A, B, C, D, answer letter A-D), got {len(row)} "
+                "field(s)"
             )
     return rows
 
@@ -115,7 +116,8 @@ def collate(items: list) -> tuple[list[torch.Tensor], PromptLabels]:
     lengths = {len(ids) for ids, _ in items}
     if len(lengths) != 1:
         raise DataError(
-            f"llama: a batch holds prompts of {len(lengths)} lengths; batch_size must be 1 for prompts of varying length"
+            f"llama: a batch holds prompts of {len(lengths)} lengths; batch_size must be 1 for prompts of varying "
+            "length"
         )
     ids = torch.stack([ids for ids, _ in items])
     return [ids], PromptLabels([answer for _, answer in items], int(ids.numel()))

@@ -49,7 +49,8 @@ def model_shape(config: CaseConfig, model: Any = None) -> ModelShape:
 
 
 def reference_logits(model: torch.nn.Module, config: CaseConfig):
-    """The framework model as ids -> logits (numpy ``[batch, length, vocab]`` float32), no cache: the generation check's reference."""
+    """The framework model as ids -> logits (numpy ``[batch, length, vocab]`` float32), no cache: the generation check's
+    reference."""
     import torch
 
     device = next(model.parameters()).device

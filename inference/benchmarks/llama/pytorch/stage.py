@@ -20,8 +20,10 @@ def configure(config: CaseConfig) -> None:
         engine_class = load_engine_module(config.vendor, config.compiler).InferModel
         if not issubclass(engine_class, LLMEngineBase):
             raise ConfigError(
-                f"{origin_of(config, 'compiler')}: key 'compiler' is {config.compiler!r}: inference_engine/{config.vendor}/{config.compiler}.py "
-                "is not an LLM engine (inference_engine/llm_base.py); the llama case needs one, e.g. cpu: onnxruntime_genai, nvidia: inductor_llm"
+                f"{origin_of(config, 'compiler')}: key 'compiler' is {config.compiler!r}: "
+                f"inference_engine/{config.vendor}/{config.compiler}.py "
+                "is not an LLM engine (inference_engine/llm_base.py); the llama case needs one, e.g. cpu: "
+                "onnxruntime_genai, nvidia: inductor_llm"
             )
     from tools.measure.llm_stage import LLMWorkload
 
@@ -32,7 +34,8 @@ def configure(config: CaseConfig) -> None:
     limit = hf_config(config).get("max_position_embeddings")
     if isinstance(limit, int) and workload.longest() > limit:
         raise ConfigError(
-            f"{config.origin.get('input_lengths', 'parameters.yaml')}: key 'input_lengths' with output_length needs {workload.longest()} positions; "
+            f"{config.origin.get('input_lengths', 'parameters.yaml')}: key 'input_lengths' with output_length needs "
+            f"{workload.longest()} positions; "
             f"the model in {folder} has {limit} (max_position_embeddings)"
         )
 

@@ -104,7 +104,8 @@ def build_dataloader(config: CaseConfig) -> DataLoader:
     num_classes = int(param(config, "num_classes"))
     if len(dataset.classes) > num_classes:
         raise DataError(
-            f"data_dir {config.data_dir}: {len(dataset.classes)} class folders but parameters.yaml num_classes is {num_classes}"
+            f"data_dir {config.data_dir}: {len(dataset.classes)} class folders but parameters.yaml num_classes is "
+            f"{num_classes}"
         )
     return DataLoader(
         dataset,

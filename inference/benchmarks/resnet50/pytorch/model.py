@@ -89,7 +89,8 @@ def create_model(config: CaseConfig) -> nn.Module:
     path = resolve_weights_path(config)
     if path is None:
         logger.warning(
-            "resnet50: parameters.yaml weights is null, so the weights are RANDOM: throughput is meaningful, accuracy is not"
+            "resnet50: parameters.yaml weights is null, so the weights are RANDOM: throughput is meaningful, accuracy "
+            "is not"
         )
         config.accuracy_note = "random weights"
     else:

@@ -144,7 +144,8 @@ def create_model(config: CaseConfig) -> nn.Module:
     path = resolve_weights_path(config)
     if path is None:
         logger.warning(
-            f"vit: parameters.yaml weights is null, so the vit_{name} weights are RANDOM: throughput is meaningful, accuracy is not (reported as null)"
+            f"vit: parameters.yaml weights is null, so the vit_{name} weights are RANDOM: throughput is meaningful, "
+            "accuracy is not (reported as null)"
         )
         config.accuracy_note = "random weights"
         # torchvision zeroes the head (it is always trained); untrained, that would

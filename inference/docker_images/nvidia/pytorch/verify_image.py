@@ -30,7 +30,8 @@ if sys.version_info < (3, 11):
     sys.exit(f"InferPerf needs Python >= 3.11; this base image has {sys.version.split()[0]}")
 if "dynamo" not in inspect.signature(torch.onnx.export).parameters:
     sys.exit(
-        f"torch {torch.__version__} has no torch.onnx.export(dynamo=...) (benchmarks/common.py uses it); use PyTorch >= 2.5"
+        f"torch {torch.__version__} has no torch.onnx.export(dynamo=...) (benchmarks/common.py uses it); use PyTorch "
+        ">= 2.5"
     )
 try:
     trt = importlib.import_module("tensorrt")

@@ -93,7 +93,8 @@ class BackendFolder:
         path = self.module_file(kind)
         if not path.is_file():
             raise ConfigError(
-                f"{self.label}: {path.name} is missing (a backend folder holds compile_backend_xxx.py and runtime_backend_xxx.py)"
+                f"{self.label}: {path.name} is missing (a backend folder holds compile_backend_xxx.py and "
+                "runtime_backend_xxx.py)"
             )
         module = self._import(path)
         name = prefix + self.name
@@ -124,7 +125,8 @@ class BackendFolder:
         except Exception as exc:  # noqa: BLE001 - any failure of the module's top level is the backend's
             sys.modules.pop(module_name, None)
             raise EngineError(
-                f"{self.label}: importing {path.name} failed{where_in(exc, self.path)}: {_short(one_line(exc))}{_hint(exc)}"
+                f"{self.label}: importing {path.name} failed{where_in(exc, self.path)}: "
+                f"{_short(one_line(exc))}{_hint(exc)}"
             ) from None
 
     def pinned(self, package: str) -> str | None:

@@ -1,7 +1,8 @@
 """A ByteMLPerf backend folder as an InferPerf engine (``InferModel``; docs/bytemlperf_migration.md).
 
 ``tools/plugins.py::engine_module`` returns this module for a vendor/compiler pair
-that names a backend folder (the registry recognises the folder and imports nothing of tools/). Construction does what ByteMLPerf's perf engine
+that names a backend folder (the registry recognises the folder and imports nothing of tools/). Construction does what
+ByteMLPerf's perf engine
 does before measuring: build ``configs``, answer the interact profile, call
 ``pre_optimize``, ``get_best_batch_size`` and ``compile(configs, dataloader)``
 (InferPerf times it), hand the compile report, workload and model info to the
@@ -64,7 +65,8 @@ def host_check(config: CaseConfig, root: Path = ENGINE_ROOT) -> BackendFolder:
     folder = folder_of(config, root)
     if config.exist_compiler_path is not None:
         raise ConfigError(
-            f"{origin_of(config, 'exist_compiler_path')}: key 'exist_compiler_path' cannot be used with {folder.label}: "
+            f"{origin_of(config, 'exist_compiler_path')}: key 'exist_compiler_path' cannot be used with "
+            f"{folder.label}: "
             "a ByteMLPerf backend compiles from the ONNX model itself"
         )
     interact_answers(folder, config)
@@ -123,7 +125,8 @@ class InferModel(EngineBase):
         self._warned_reload = False
         self.prepare_batch_size(config.batch_size)
         logger.info(
-            f"{self.folder.label}: compiled in {self.compile_duration:.2f} s, precision {report.get('compile_precision')}"
+            f"{self.folder.label}: compiled in {self.compile_duration:.2f} s, precision "
+            f"{report.get('compile_precision')}"
         )
 
     # ---- calling into the backend ----------------------------------------------------------
@@ -164,7 +167,8 @@ class InferModel(EngineBase):
         ok = isinstance(best, (list, tuple)) and 0 < len(best) <= MAX_BEST
         if not ok or not all(isinstance(b, int) and not isinstance(b, bool) and 0 < b <= MAX_BATCH for b in best):
             raise EngineError(
-                f"{self.folder.label}: get_best_batch_size() must return None or a list of batch sizes 1..{MAX_BATCH}, got {best!r}"
+                f"{self.folder.label}: get_best_batch_size() must return None or a list of batch sizes 1..{MAX_BATCH}, "
+                f"got {best!r}"
             )
         return list(dict.fromkeys(int(b) for b in best))
 
@@ -180,7 +184,8 @@ class InferModel(EngineBase):
         if rows is not None and rows != self.loaded and self.need_reload:
             if not self._warned_reload:
                 logger.warning(
-                    f"{self.folder.label}: need_reload is set, so a batch of {rows} (loaded {self.loaded}) reloads inside the timed call"
+                    f"{self.folder.label}: need_reload is set, so a batch of {rows} (loaded {self.loaded}) reloads "
+                    "inside the timed call"
                 )
                 self._warned_reload = True
             self.prepare_batch_size(rows)
@@ -257,7 +262,10 @@ class InferModel(EngineBase):
             logger.info(f"{self.folder.label} benchmark() (its own timing) bs={batch_size}: {rows[-1]}")
         return {
             "source": f"{self.folder.name}: RuntimeBackend{self.folder.name}.benchmark()",
-            "note": "the backend's own timing, reported beside InferPerf's measurement of the same engine, never instead of it",
+            "note": (
+                "the backend's own timing, reported beside InferPerf's measurement of the same engine, "
+                "never instead of it"
+            ),
             "rows": rows,
         }
 

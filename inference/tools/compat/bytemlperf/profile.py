@@ -203,7 +203,8 @@ def config_lookup(config: CaseConfig, reserved: frozenset[str]) -> Lookup:
     answers = config.get(ANSWERS_KEY)
     if answers is not None and not isinstance(answers, dict):
         raise ConfigError(
-            f"{origin_of(config, ANSWERS_KEY)}: key '{ANSWERS_KEY}' must be a mapping of interact profile entries to values"
+            f"{origin_of(config, ANSWERS_KEY)}: key '{ANSWERS_KEY}' must be a mapping of interact profile entries to "
+            "values"
         )
 
     def lookup(name: str) -> tuple[bool, Any, str]:

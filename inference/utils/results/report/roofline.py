@@ -143,7 +143,8 @@ def roofline_plot(records: list[dict], vendor: str) -> tuple[dict | None, str | 
         yaxis=axis("FLOP/s", type="log"),
     )
     note = (
-        "Each case's intensity is flops x batch size over its weight bytes (the ONNX file) read once per batch call: an upper "
+        "Each case's intensity is flops x batch size over its weight bytes (the ONNX file) read once per batch call: "
+        "an upper "
         "bound (activations and re-reads are not counted), so a case left of a ridge is memory-bound whatever they add."
     )
     return {"data": traces, "layout": layout}, note

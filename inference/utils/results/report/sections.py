@@ -50,7 +50,8 @@ def git_commit(path: Path) -> str | None:
 
 
 def monitor_files(log_dir: Path) -> tuple[list[dict], list[dict]]:
-    """The samples of the system monitor (sys_monitor.jsonl) and of the vendor's monitors (*_monitor.jsonl) in ``log_dir``."""
+    """The samples of the system monitor (sys_monitor.jsonl) and of the vendor's monitors (*_monitor.jsonl) in
+    ``log_dir``."""
     sys_samples: list[dict] = []
     vendor_samples: list[dict] = []
     for path in sorted(log_dir.glob("*_monitor.jsonl")):
@@ -269,8 +270,8 @@ def _aggregate_note(record: dict) -> str:
     }[record.get("concurrent")]
     hosts = ", ".join(record.get("hosts") or [])
     return (
-        f"Aggregate of {hosts}: throughput is the sum of the hosts, percentiles come from the hosts' raw latencies pooled"
-        + overlap
+        f"Aggregate of {hosts}: throughput is the sum of the hosts, percentiles come from the hosts' raw latencies "
+        "pooled" + overlap
     )
 
 
@@ -279,7 +280,8 @@ def _add_plots(section: dict, rows: list[dict], result: CaseResult, log_dir: Pat
     raw = read_latencies(log_dir)
     if not raw:
         section["notes"].append(
-            "no latencies.npz beside result.json (a result from before raw latencies were kept): latency plots are missing"
+            "no latencies.npz beside result.json (a result from before raw latencies were kept): latency plots are "
+            "missing"
         )
     section["best"] = result.best
     _add(section, "throughput vs batch size", throughput_plot(rows))
