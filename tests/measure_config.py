@@ -19,7 +19,8 @@ from pathlib import Path
 
 CHEAP_MEASUREMENT = {
     "precision": 0.25,  # ±25 %: met by the first interval (16 queries) on almost any machine
-    "max_duration_s": 5.0,  # >= the default min_duration_s (2 s); a figure short of ±25 % by then is INVALID, as for a user
+    # >= the default min_duration_s (2 s); a figure short of ±25 % by then is INVALID, as for a user
+    "max_duration_s": 5.0,
     "settle_max_s": 1.0,
 }
 # The cases tests run end to end (the LLM case keeps its own schedule-sized caps).

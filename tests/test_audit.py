@@ -111,7 +111,8 @@ def test_memoising_engine_fails_naming_the_speedup():
     speedup = res.figures["speedup"]
     assert speedup == MISS_NS / HIT_NS
     assert res.detail == (
-        f"anti-caching audit: repeating one input ran {speedup:.1f}x faster than distinct inputs (limit 1.10x): the engine may cache results"
+        f"anti-caching audit: repeating one input ran {speedup:.1f}x faster than distinct inputs (limit 1.10x): the "
+        "engine may cache results"
     )
     assert_distinct_and_unseen(engine, pool)
 
@@ -153,7 +154,8 @@ def test_single_integer_sample_cannot_be_audited():
     res = anti_caching_audit(engine, pool, budget_s=0.1, clock=engine.clock)
     assert res.passed is None
     assert res.detail == (
-        "anti-caching audit: not run, the pool holds a single sample of integer inputs, which cannot be rearranged into a new one"
+        "anti-caching audit: not run, the pool holds a single sample of integer inputs, which cannot be rearranged "
+        "into a new one"
     )
     assert engine.calls == 0
 

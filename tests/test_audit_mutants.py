@@ -156,7 +156,10 @@ def test_unavailable_is_said_in_the_audit():
         "name": "anti_caching",
         "passed": None,
         "figures": {},
-        "detail": "anti-caching audit: not run, the inputs have no common batch axis to rearrange and no floating tensor to offset",
+        "detail": (
+            "anti-caching audit: not run, the inputs have no common batch axis to rearrange and no floating "
+            "tensor to offset"
+        ),
     }
     assert anti_caching_audit(lambda inputs: ([], 0.0), [], clock=Clock()).to_dict() == {
         "name": "anti_caching",
@@ -274,7 +277,10 @@ def test_repeats_free_but_distinct_costly_fails():
     assert result.to_dict() == {
         "name": "anti_caching",
         "passed": False,
-        "detail": "anti-caching audit: repeating one input took no measurable time while distinct inputs took 0.500 ms: the engine may cache results",
+        "detail": (
+            "anti-caching audit: repeating one input took no measurable time while distinct inputs took 0.500 "
+            "ms: the engine may cache results"
+        ),
         "figures": {
             "same_input_ms": 0.0,
             "distinct_inputs_ms": 0.5,
@@ -295,7 +301,10 @@ def test_passing_and_failing_results_in_full():
     assert result.to_dict() == {
         "name": "anti_caching",
         "passed": True,
-        "detail": "anti-caching audit: repeating one input ran at 1.05x the speed of distinct inputs over 4 calls each (limit 1.25x)",
+        "detail": (
+            "anti-caching audit: repeating one input ran at 1.05x the speed of distinct inputs over 4 calls each "
+            "(limit 1.25x)"
+        ),
         "figures": {
             "same_input_ms": 2.0,
             "distinct_inputs_ms": 2.1,
@@ -312,7 +321,10 @@ def test_passing_and_failing_results_in_full():
     assert result.to_dict() == {
         "name": "anti_caching",
         "passed": False,
-        "detail": "anti-caching audit: repeating one input ran 3.0x faster than distinct inputs (limit 1.10x): the engine may cache results",
+        "detail": (
+            "anti-caching audit: repeating one input ran 3.0x faster than distinct inputs (limit 1.10x): the "
+            "engine may cache results"
+        ),
         "figures": {
             "same_input_ms": 1.0,
             "distinct_inputs_ms": 3.0,
@@ -341,7 +353,8 @@ def test_a_failure_on_few_calls_is_confirmed_on_sixteen_before_it_stands():
     assert result.passed is True and result.figures["calls"] == 16 and len(log) == 1 + 32, result
     assert (
         result.detail
-        == "anti-caching audit: repeating one input ran at 1.00x the speed of distinct inputs over 16 calls each (limit 1.10x)"
+        == "anti-caching audit: repeating one input ran at 1.00x the speed of distinct inputs over 16 calls each "
+        "(limit 1.10x)"
     )
 
 
@@ -376,7 +389,9 @@ def test_too_few_distinct_inputs_in_full():
     assert result.to_dict() == {
         "name": "anti_caching",
         "passed": None,
-        "detail": "anti-caching audit: not run, only 0 inputs the engine had not seen could be made from the pool (needs 3)",
+        "detail": (
+            "anti-caching audit: not run, only 0 inputs the engine had not seen could be made from the pool (needs 3)"
+        ),
         "figures": {"distinct_inputs_made": 0},
     }
 
@@ -406,7 +421,10 @@ def test_accuracy_in_performance_mode_counts_every_sample():
     assert result.to_dict() == {
         "name": "accuracy_in_performance_mode",
         "passed": True,
-        "detail": "accuracy in performance mode: all 2 outputs sampled under load match accuracy mode (largest difference 0.0e+00 of the RMS, fp16)",
+        "detail": (
+            "accuracy in performance mode: all 2 outputs sampled under load match accuracy mode (largest "
+            "difference 0.0e+00 of the RMS, fp16)"
+        ),
         "figures": {"compared": 2, "failed": 0, "max_rel": 0.0, "failed_queries": [], "without_reference": 2},
     }
 
@@ -417,7 +435,8 @@ def test_accuracy_in_performance_mode_lists_at_most_20_failed_queries():
     assert result.passed is False and result.name == "accuracy_in_performance_mode"
     assert result.figures["failed"] == 25 and result.figures["failed_queries"] == list(range(20))
     assert result.detail.startswith(
-        "accuracy in performance mode: 25 of 25 outputs sampled under load differ from accuracy mode, e.g. query 0 (pool batch 0): output0 differs"
+        "accuracy in performance mode: 25 of 25 outputs sampled under load differ from accuracy mode, e.g. query 0 "
+        "(pool batch 0): output0 differs"
     )
 
 

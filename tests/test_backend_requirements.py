@@ -53,7 +53,8 @@ def test_check_warn_and_skip(tmp_path):
     expected = [f"package 'numpy' {numpy} is installed, but its requirements.txt needs numpy==1.19.2"]
     try:
         expected.append(
-            f"package 'tensorflow' {metadata.version('tensorflow')} is installed, but its requirements.txt needs tensorflow==2.4.0"
+            f"package 'tensorflow' {metadata.version('tensorflow')} is installed, but its requirements.txt needs "
+            "tensorflow==2.4.0"
         )
     except metadata.PackageNotFoundError:
         expected.append("package 'tensorflow' is not installed (needs tensorflow==2.4.0)")
@@ -86,7 +87,8 @@ def test_run_py_warns_and_runs_the_backend_unmodified(tmp_path, digits_data_dir)
     assert warned.returncode == 0, output[-3000:]
     warnings = [line.split("| WARNING | ")[1] for line in output.splitlines() if "| WARNING | backend 'ORTCPU'" in line]
     assert warnings == [
-        f"backend 'ORTCPU' (inference_engine/bytecpu/ORTCPU): package 'numpy' {metadata.version('numpy')} is installed, "
+        "backend 'ORTCPU' (inference_engine/bytecpu/ORTCPU): package 'numpy' "
+        f"{metadata.version('numpy')} is installed, "
         "but its requirements.txt needs numpy==1.19.2; going on (BACKEND_REQUIREMENTS: warn)",
         "backend 'ORTCPU' (inference_engine/bytecpu/ORTCPU): package 'inferperf-no-such-package' is not installed "
         "(needs inferperf-no-such-package==0.1); going on (BACKEND_REQUIREMENTS: warn)",
@@ -109,5 +111,6 @@ def test_a_module_from_a_distribution_of_another_name_is_named(tmp_path):
     (unmet,) = unmet_requirements(path)
     assert (
         unmet.describe()
-        == f"package 'yaml' is not installed, but its module comes from PyYAML {metadata.version('PyYAML')} (needs yaml==5.1)"
+        == f"package 'yaml' is not installed, but its module comes from PyYAML {metadata.version('PyYAML')} (needs "
+        "yaml==5.1)"
     )

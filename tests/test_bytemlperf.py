@@ -174,23 +174,27 @@ def test_list_returning_predict_without_version_or_benchmark(byte_tree, digits_d
         (
             ("--set", "compiler=BADCPU"),
             2,
-            "inference_engine/bytecpu/BADCPU/BADCPU.json: not valid JSON: Expecting property name enclosed in double quotes at line 1 column 40",
+            "inference_engine/bytecpu/BADCPU/BADCPU.json: not valid JSON: Expecting property name enclosed in double "
+            "quotes at line 1 column 40",
         ),
         (
             ("--set", "graph_level=max"),
             2,
-            "command line (--set): key 'graph_level' (interact profile entry of backend ORTCPU, ORTCPU.json) must be one of "
+            "command line (--set): key 'graph_level' (interact profile entry of backend ORTCPU, ORTCPU.json) must be "
+            "one of "
             "'disable', 'basic', 'extended', 'all', got 'max'",
         ),
         (
             ("--set", "ort_sequential=3"),
             2,
-            "command line (--set): key 'ort_sequential' (interact profile entry of backend ORTCPU, ORTCPU.json) must be of type bool, got 3",
+            "command line (--set): key 'ort_sequential' (interact profile entry of backend ORTCPU, ORTCPU.json) must "
+            "be of type bool, got 3",
         ),
         (
             ("--set", "compiler=TFCPU"),
             2,
-            "ByteMLPerf backend 'TFCPU' (inference_engine/bytecpu/TFCPU): compile_backend_tfcpu.py imports 'tensorflow', "
+            "ByteMLPerf backend 'TFCPU' (inference_engine/bytecpu/TFCPU): compile_backend_tfcpu.py imports "
+            "'tensorflow', "
             "which is not installed here (its requirements.txt pins tensorflow==2.4.0)",
         ),
         (
@@ -319,8 +323,8 @@ def test_list_shows_backend_folders_and_their_interact_profiles(byte_tree):
     assert "  bytecpu: BADCPU, LISTCPU, NPCPU, ORTCPU, TFCPU; images: none" in run.stdout
     assert "    LISTCPU (ByteMLPerf backend): interact profile LISTCPU.json: no entries" in run.stdout
     assert (
-        '      graph_level (str, one of disable|basic|extended|all, default "all"): ONNX Runtime graph optimisation level'
-        in run.stdout
+        '      graph_level (str, one of disable|basic|extended|all, default "all"): ONNX Runtime graph optimisation '
+        "level" in run.stdout
     )
     assert "      calibration_batches (int, default 1, if calibrate): How many batches to read" in run.stdout
     assert "    BADCPU (ByteMLPerf backend): interact profile unreadable: " in run.stdout
@@ -417,7 +421,8 @@ def test_profile_answers_defaults_depends_and_sources():
     [
         (
             {"precision": "FP32"},
-            "config: key 'precision' (interact profile entry of backend XYZ, XYZ.json) must be one of 'FP8', 'FP16', got 'FP32'",
+            "config: key 'precision' (interact profile entry of backend XYZ, XYZ.json) must be one of 'FP8', 'FP16', "
+            "got 'FP32'",
         ),
         (
             {"omp": "yes"},
@@ -429,11 +434,13 @@ def test_profile_answers_defaults_depends_and_sources():
         ),
         (
             {"omp": True, "interact_info": {"bits": "x"}},
-            "v.yaml: key 'interact_info.bits' (interact profile entry of backend XYZ, XYZ.json) must be of type int, got 'x'",
+            "v.yaml: key 'interact_info.bits' (interact profile entry of backend XYZ, XYZ.json) must be of type int, "
+            "got 'x'",
         ),
         (
             {"omp": True},
-            "XYZ.json: entry 'max_seq_len' of backend XYZ has no default: answer it in the vendor config (max_seq_len: ...) or with --set max_seq_len=...",
+            "XYZ.json: entry 'max_seq_len' of backend XYZ has no default: answer it in the vendor config (max_seq_len: "
+            "...) or with --set max_seq_len=...",
         ),
         ({"interact_info": [1]}, "v.yaml: key 'interact_info' must be a mapping of interact profile entries to values"),
     ],
@@ -614,8 +621,8 @@ def test_backend_requirements_checked_and_layered_into_the_image(tmp_path):
         check_backend_requirements(perf, VENDOR, "TFCPU")
     assert str(info.value).startswith("backend 'TFCPU' (inference_engine/bytecpu/TFCPU): package 'numpy' ")
     assert (
-        "is installed, but the backend needs numpy==1.19.2 (and 1 more), listed in its requirements.txt; install with: pip install -r "
-        in str(info.value)
+        "is installed, but the backend needs numpy==1.19.2 (and 1 more), listed in its requirements.txt; install with: "
+        "pip install -r " in str(info.value)
     )
     files = all_backend_requirement_files(perf, VENDOR)
     assert [f.parent.name for f in files] == ["ORTCPU", "TFCPU"] and [_case_name(f) for f in files] == [
@@ -634,7 +641,10 @@ def test_pip_failure_is_pips_own_line_with_the_images_python():
     chunks = [
         {"stream": "Step 5/5 : RUN set -eu; ...\n"},
         {
-            "stream": "ERROR: Could not find a version that satisfies the requirement tensorflow==2.4.0 (from versions: 2.16.1)\n"
+            "stream": (
+                "ERROR: Could not find a version that satisfies the requirement tensorflow==2.4.0 (from "
+                "versions: 2.16.1)\n"
+            )
         },
         {"stream": "ERROR: No matching distribution found for tensorflow==2.4.0\n"},
         {"stream": "inferperf: pip could not install the requirements on Python 3.11.2\n"},
@@ -646,10 +656,16 @@ def test_pip_failure_is_pips_own_line_with_the_images_python():
     )
     conflict = [
         {
-            "stream": "\x1b[91mERROR: Cannot install numpy==1.19.2 because these package versions have conflicting dependencies.\n\x1b[0m\n"
+            "stream": (
+                "\x1b[91mERROR: Cannot install numpy==1.19.2 because these package versions have conflicting "
+                "dependencies.\n\x1b[0m\n"
+            )
         },
         {
-            "stream": "The conflict is caused by:\n    The user requested numpy==1.19.2\n    The user requested (constraint) numpy==2.4.6\n"
+            "stream": (
+                "The conflict is caused by:\n    The user requested numpy==1.19.2\n"
+                "    The user requested (constraint) numpy==2.4.6\n"
+            )
         },
         {"stream": "\x1b[91mERROR: ResolutionImpossible: for help visit https://pip.pypa.io/\n\x1b[0m"},
         {"stream": "inferperf: pip could not install the requirements on Python 3.11.2\n"},
@@ -695,7 +711,8 @@ def test_batch_sizes_best_and_workload_keys_are_checked():
     assert CaseConfig(**TYPED_CASE_CONFIG, batch_sizes="best").batch_sizes == "best"
     with pytest.raises(
         ConfigError,
-        match=r"key 'batch_sizes' must be a batch size, a list of them, or 'best' \(the engine's best batch sizes\), got 'fast'",
+        match=r"key 'batch_sizes' must be a batch size, a list of them, or 'best' \(the engine's best batch sizes\), "
+        r"got 'fast'",
     ):
         CaseConfig(**TYPED_CASE_CONFIG, batch_sizes="fast")
     with pytest.raises(ConfigError, match="key 'data_percent' must be a whole percentage > 0 and <= 100, got 101"):

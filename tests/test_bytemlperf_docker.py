@@ -68,7 +68,8 @@ def test_backend_runs_in_the_vendor_container(tmp_path, digits_data, wheels_dir,
         # The fixture as written (ByteMLPerf's CPU backend's pins): numpy==1.19.2 meets the image's own numpy first.
         (
             None,
-            "pip: Cannot install numpy==1.19.2 because these package versions have conflicting dependencies. (the image keeps numpy==",
+            "pip: Cannot install numpy==1.19.2 because these package versions have conflicting dependencies. (the "
+            "image keeps numpy==",
         ),
         (
             "tensorflow==2.4.0\n",

@@ -46,8 +46,9 @@ def record(
         "verdict": verdict if status == "success" else None,
         "MFU": 0.1,
         "performance": [
-            {"batch_size": 8, "scenario": "offline", "clients": 1, "target_qps": None, "qps": qps * 2, "qps_ci95": ci(qps * 2), "MFU": 0.2,
-             "latency_ms": {"p50": p50, "p90": p50 * 1.1}, "latency_ci95": {"p50": ci(p50)}, "verdict": verdict},
+            {"batch_size": 8, "scenario": "offline", "clients": 1, "target_qps": None, "qps": qps * 2,
+             "qps_ci95": ci(qps * 2), "MFU": 0.2, "latency_ms": {"p50": p50, "p90": p50 * 1.1},
+             "latency_ci95": {"p50": ci(p50)}, "verdict": verdict},
             {"batch_size": 1, "scenario": "server", "clients": 1, "target_qps": 40.0, "qps": 40.0,
              "latency_ms": {"p50": p50, "p99": p50 * 3}, "latency_ci95": {"p99": ci(p50 * 3)}, "verdict": verdict},
         ],
@@ -55,8 +56,9 @@ def record(
     if llm:
         rec["llm"] = {
             "table": [
-                {"scenario": "offline", "batch_size": 1, "input_length": 128, "output_length": 64, "ttft_ms": {"p50": p50, "ci95": {"p50": ci(p50)}},
-                 "tpot_ms": {"p50": p50 / 10}, "output_tokens_per_s": qps * 3, "output_tokens_per_s_ci95": ci(qps * 3), "verdict": verdict}
+                {"scenario": "offline", "batch_size": 1, "input_length": 128, "output_length": 64,
+                 "ttft_ms": {"p50": p50, "ci95": {"p50": ci(p50)}}, "tpot_ms": {"p50": p50 / 10},
+                 "output_tokens_per_s": qps * 3, "output_tokens_per_s_ci95": ci(qps * 3), "verdict": verdict}
             ]
         }  # fmt: skip
     return rec
@@ -80,7 +82,8 @@ def test_record_figures_name_every_figure_with_its_interval_and_validity():
         ("inference", "core qps"), ("inference", "p50 ms"), ("inference", "p90 ms"),
         ("bs 8 offline x1", "qps"), ("bs 8 offline x1", "p50 ms"), ("bs 8 offline x1", "p90 ms"),
         ("bs 1 server x1 @40", "p50 ms"), ("bs 1 server x1 @40", "p99 ms"),  # a server row: no qps (it is the target's)
-        ("llm bs 1 in 128 out 64", "TTFT p50 ms"), ("llm bs 1 in 128 out 64", "TPOT p50 ms"), ("llm bs 1 in 128 out 64", "output tokens/s"),
+        ("llm bs 1 in 128 out 64", "TTFT p50 ms"), ("llm bs 1 in 128 out 64", "TPOT p50 ms"),
+        ("llm bs 1 in 128 out 64", "output tokens/s"),
     }  # fmt: skip
     core = figures[("inference", "core qps")]
     assert (core.value, core.interval, core.valid) == (100.0, (98.0, 102.0), False)

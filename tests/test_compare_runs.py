@@ -74,7 +74,8 @@ def test_ab_runs_two_variants_abba_and_decides_between_them(tree):
     root, perf, config = tree
     before = set((root / "result").glob("run*"))
     proc = run_py(
-        perf, "ab", "--config", str(config), "--set", "batch_sizes=[16]", "--set-a", "compiler=onnxruntime", "--set-b", "compiler=slow_onnxruntime",
+        perf, "ab", "--config", str(config), "--set", "batch_sizes=[16]",
+        "--set-a", "compiler=onnxruntime", "--set-b", "compiler=slow_onnxruntime",
         "--repeat", "2", "--allow-invalid",
     )  # fmt: skip
     run = new_run(root, before)

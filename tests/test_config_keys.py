@@ -281,13 +281,17 @@ def test_cores_fall_back_to_cpu_count_without_affinity(monkeypatch, count, cores
     with pytest.raises(ConfigError) as info:
         make(clients=4 * cores + 1)
     assert str(info.value) == (
-        f"config: key 'clients' is {4 * cores + 1}, more than 4 x the {cores} cores here; set allow_many_clients: true if that is intended"
+        f"config: key 'clients' is {4 * cores + 1}, more than 4 x the {cores} cores here; set allow_many_clients: true "
+        "if that is intended"
     )
 
 
 # --- thread and worker counts: bounded the same on every machine, oversubscription reported --------
 
-THREADS_REFUSED = "must be 0 (the default) or a count <= 1024, got {}: thousands of threads or processes exhaust process ids or crash a runtime"
+THREADS_REFUSED = (
+    "must be 0 (the default) or a count <= 1024, got {}: thousands of threads or processes exhaust "
+    "process ids or crash a runtime"
+)
 
 
 @pytest.mark.parametrize(
@@ -342,7 +346,8 @@ def test_oversubscription_warns_once_per_key_with_where_and_how_many(two_cores, 
     assert [(r["level"], r["message"]) for r in caplog_loguru] == [
         (
             "WARNING",
-            f"{where}: key '{key}' is {value}, more than the 2 CPUs this process may use; running with {value} as given "
+            f"{where}: key '{key}' is {value}, more than the 2 CPUs this process may use; running with {value} as "
+            "given "
             "(oversubscribed: slower, not wrong; recorded in result.json env.oversubscribed)",
         )
         for where, key, value in (("/c.yaml", "num_workers", 8), ("config", "flagv_threads", 4))

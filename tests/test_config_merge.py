@@ -294,7 +294,10 @@ def test_framework_defaults():
 
 
 def test_no_validation_needs_an_onnx_path_and_names_its_origin():
-    tail = "key 'no_validation' is true, so key 'exist_onnx_path' must name an ONNX file (validation and export are both skipped)"
+    tail = (
+        "key 'no_validation' is true, so key 'exist_onnx_path' must name an ONNX file (validation and export are "
+        "both skipped)"
+    )
     with pytest.raises(ConfigError) as info:
         make(no_validation=True)
     assert str(info.value) == f"config: {tail}"
@@ -404,5 +407,6 @@ def test_case_keys_named_like_internal_fields_are_refused(tmp_path, key):
     with pytest.raises(ConfigError) as info:
         load_case_config(str(root), "toy", "pytorch", "acme", "/d", "/l")
     assert str(info.value) == (
-        f"{root / 'configs' / 'toy' / 'parameters.yaml'}: key '{key}' is a reserved name and cannot be read as config.{key}; rename it"
+        f"{root / 'configs' / 'toy' / 'parameters.yaml'}: key '{key}' is a reserved name and cannot be read as "
+        f"config.{key}; rename it"
     )

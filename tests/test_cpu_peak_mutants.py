@@ -46,7 +46,8 @@ def cpu(vendor="GenuineIntel", family=6, model=0x55, flags=AVX512, **extra):
             cpu(model=0x55, device="Intel(R) Xeon(R) Silver 4110 CPU @ 2.10GHz"),
             (
                 "intel_avx512_1fma",
-                "GenuineIntel family 0x6 model 0x55, one-FMA SKU by name 'Intel(R) Xeon(R) Silver 4110 CPU @ 2.10GHz' (heuristic)",
+                "GenuineIntel family 0x6 model 0x55, one-FMA SKU by name 'Intel(R) Xeon(R) Silver 4110 CPU @ 2.10GHz' "
+                "(heuristic)",
             ),
         ),
         (
@@ -88,7 +89,8 @@ def test_peak_source_wording_and_cgroup_bounds():
     half = peak_flops({**base, "cgroup_cpus": 0.5})
     assert half["fp32"] == 0.5 * 2000e6 * 32
     assert half["source"].startswith(
-        "zen4 (AMD Zen 4; AuthenticAMD family 0x19 model 0x61 with avx512f): 0.5 cores (cgroup quota; 4 physical) x 2000 MHz (clock source unrecorded) x 32"
+        "zen4 (AMD Zen 4; AuthenticAMD family 0x19 model 0x61 with avx512f): 0.5 cores (cgroup quota; 4 physical) x "
+        "2000 MHz (clock source unrecorded) x 32"
     )
     assert peak_flops({**base, "cgroup_cpus": 0})["fp32"] == 4 * 2000e6 * 32
 

@@ -356,7 +356,8 @@ def test_read_only_cache_dir(tmp_path, digits_dir):
         proc,
         log,
         6,
-        f"cache directory {perf / 'onnxs'} is read-only and this run must write to it (a cache miss): read-only file system",
+        f"cache directory {perf / 'onnxs'} is read-only and this run must write to it (a cache miss): read-only file "
+        "system",
     )
 
 

@@ -429,7 +429,8 @@ def test_onnx_opset_is_bounded_by_the_installed_exporter():
     assert make(onnx_opset=high).onnx_opset == high and make(onnx_opset=low).onnx_opset == low
     assert (
         reason(onnx_opset=high + 1)
-        == f"/c.yaml: key 'onnx_opset' must be an ONNX opset from {low} to {high} (what {source} supports), got {high + 1}"
+        == f"/c.yaml: key 'onnx_opset' must be an ONNX opset from {low} to {high} (what {source} supports), got "
+        f"{high + 1}"
     )
     assert "from" in reason(onnx_opset=low - 1)
 
@@ -441,7 +442,8 @@ def test_onnx_opset_is_bounded_by_the_installed_exporter():
         (
             "batch_size",
             10**30,
-            "must be a positive integer <= 65536 (the largest batch InferPerf runs), got 1000000000000000000000000000000",
+            "must be a positive integer <= 65536 (the largest batch InferPerf runs), got "
+            "1000000000000000000000000000000",
         ),
         ("repeat", 1_000_001, "must be a positive integer <= 1000000 (minimum passes over the data), got 1000001"),
         ("warmup", 10_001, "must be a non-negative integer <= 10000 (untimed calls), got 10001"),
@@ -570,7 +572,8 @@ def test_device_availability_is_checked_where_the_config_is_loaded(tmp_path, mon
         load_case_config(str(tmp_path / "inference"), "toy", "pytorch", "acme", "/d", "/l")
     assert (
         str(info.value)
-        == f"{case / 'configurations.yaml'}: key 'device' is 'cuda:3', but this machine has 2 CUDA device(s) (cuda:0..cuda:1)"
+        == f"{case / 'configurations.yaml'}: key 'device' is 'cuda:3', but this machine has 2 CUDA device(s) "
+        "(cuda:0..cuda:1)"
     )
     # Where the case runs elsewhere (the host driving MODE docker), the device is not this machine's.
     assert (

@@ -399,8 +399,10 @@ def test_flagperf_config_without_input_size_loads_as_namedtuple(tmp_path, caplog
     assert config._asdict()["batch_size"] == BATCH
     warnings = [r["message"] for r in caplog_loguru if r["level"] == "WARNING"]
     assert warnings == [
-        f"{perf / 'configs/toy/vendor_config/acme_configurations.yaml'}: adds key 'has_dynamic_axis' = False, which configurations.yaml does not define",
-        f"{perf / 'configs/toy/configurations.yaml'}: key 'num_workers' is 8, more than the 2 CPUs this process may use; running with 8 as given "
+        f"{perf / 'configs/toy/vendor_config/acme_configurations.yaml'}: adds key 'has_dynamic_axis' = False, which "
+        "configurations.yaml does not define",
+        f"{perf / 'configs/toy/configurations.yaml'}: key 'num_workers' is 8, more than the 2 CPUs this process may "
+        "use; running with 8 as given "
         "(oversubscribed: slower, not wrong; recorded in result.json env.oversubscribed)",
     ]
 

@@ -198,7 +198,8 @@ def test_bare_config_takes_the_measurement_defaults(monkeypatch, caplog_loguru):
     )
     assert result.precision["target"] == 0.02 and result.precision["stop_reason"] == "precision reached"
     assert result.verdict.reasons == [
-        "contention: other processes used 10% of the 3 CPU(s) available to the benchmark during the measured phase (limit 10%)"
+        "contention: other processes used 10% of the 3 CPU(s) available to the benchmark during the measured phase "
+        "(limit 10%)"
     ]
     assert not [r for r in caplog_loguru if "batch " in r["message"]]  # log_freq 0: no per-batch lines
     infos = [r["message"] for r in caplog_loguru if r["level"] == "INFO"]
@@ -222,7 +223,8 @@ def test_config_values_are_read(monkeypatch):
         rig.step(1_000_000), Loader([2] * 4), None, config(contention_limit=0.5), "inference"
     )
     assert result.verdict.reasons == [
-        "contention: other processes used 55% of the 4 CPU(s) available to the benchmark during the measured phase (limit 50%)",
+        "contention: other processes used 55% of the 4 CPU(s) available to the benchmark during the measured phase "
+        "(limit 50%)",
         "contention: 3 other process(es) held a compute context on the benchmark's GPU during the measured phase",
     ]
 
@@ -347,8 +349,10 @@ def test_too_short_counts_wall_time_including_foo(monkeypatch):
     assert result.whole_time_s == pytest.approx(0.9, abs=1e-12) and result.foo_time_s == pytest.approx(0.6)
     assert result.verdict.reasons == [
         "too short: 1.5 s measured, min_duration_s is 10",
-        "not precise enough: core qps has no interval after 1.5 s (it needs at least 16 queries, more if correlated; precision 2%)",
-        "not precise enough: whole qps has no interval after 1.5 s (it needs at least 16 queries, more if correlated; precision 2%)",
+        "not precise enough: core qps has no interval after 1.5 s (it needs at least 16 queries, more if correlated; "
+        "precision 2%)",
+        "not precise enough: whole qps has no interval after 1.5 s (it needs at least 16 queries, more if correlated; "
+        "precision 2%)",
     ]
 
 

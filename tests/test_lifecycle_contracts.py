@@ -156,7 +156,8 @@ def test_registry_checks_an_engine_without_importing_it():
         "        registry.check_engine(vendor, compiler)\n"
         "    except Exception as exc:\n"
         "        print(type(exc).__name__, exc)\n"
-        "print(sorted(m for m in sys.modules if m.startswith(('inference_engine.', 'onnxruntime', 'torch', 'tools'))))\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('inference_engine.', 'onnxruntime', 'torch', "
+        "'tools'))))\n"
     )
     assert proc.returncode == 0, proc.stderr
     found, vendor, compiler, modules = proc.stdout.splitlines()
@@ -177,10 +178,14 @@ def test_run_py_asks_the_registry_and_imports_no_engine_outside_mode_local(tmp_p
         "import sys\n"
         "import run\n"
         "from utils.host_config import HostConfig\n"
-        f"fields = dict(path={str(tmp_path / 'host.yaml')!r}, vendor='cpu', mode='docker', hosts=['localhost'], cases={{'digits:pytorch': {str(data)!r}}})\n"
-        "for key, value in dict(flagperf_path=None, log_path=None, log_level='INFO', ssh_port=22, shm_size='1G', container_opt='', pip_source=None,\n"
-        "        clear_caches=False, visible_device_env=None, ssh_user='u', ssh_key_file=None, trust_on_first_use=True, known_hosts=None,\n"
-        "        case_timeout=60, monitor_interval=1.0, base_image=None, pip_wheels_dir=None, ca_bundle=None, remote_workdir='/var/tmp/x').items():\n"
+        f"fields = dict(path={str(tmp_path / 'host.yaml')!r}, vendor='cpu', mode='docker', hosts=['localhost'], "
+        f"cases={{'digits:pytorch': {str(data)!r}}})\n"
+        "for key, value in dict(flagperf_path=None, log_path=None, log_level='INFO', ssh_port=22, shm_size='1G', "
+        "container_opt='', pip_source=None,\n"
+        "        clear_caches=False, visible_device_env=None, ssh_user='u', ssh_key_file=None, "
+        "trust_on_first_use=True, known_hosts=None,\n"
+        "        case_timeout=60, monitor_interval=1.0, base_image=None, pip_wheels_dir=None, ca_bundle=None, "
+        "remote_workdir='/var/tmp/x').items():\n"
         "    fields.setdefault(key, value)\n"
         "config = HostConfig(**fields, inference_dir=run.INFERENCE_DIR)\n"
         "run.check_cases(config)\n"

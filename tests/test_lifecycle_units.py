@@ -449,12 +449,15 @@ def test_the_plug_in_import_rule_refuses_a_back_arrow(tmp_path):
         (tmp_path / folder).mkdir(parents=True)
     (tmp_path / "inference_engine" / "base.py").write_text("from tools.config import CaseView\n")
     (tmp_path / "inference_engine" / "acme" / "fast.py").write_text(
-        "import numpy\nfrom common.errors import EngineError\nfrom inference_engine.base import EngineBase\nfrom . import helpers\n"
+        "import numpy\nfrom common.errors import EngineError\n"
+        "from inference_engine.base import EngineBase\nfrom . import helpers\n"
         "from tools.cache import fingerprint\nfrom inference_engine.registry import reraise_interrupt\n"
     )
     (tmp_path / "benchmarks" / "demo" / "pytorch" / "__init__.py").write_text(
-        "from .model import create_model\nfrom benchmarks.common import param\nfrom tools.measure.loop import timed_forward\n"
-        "def f():\n    from inference_engine.acme.fast import InferModel\n    from utils.host_config import HostConfig\n"
+        "from .model import create_model\nfrom benchmarks.common import param\n"
+        "from tools.measure.loop import timed_forward\n"
+        "def f():\n    from inference_engine.acme.fast import InferModel\n"
+        "    from utils.host_config import HostConfig\n"
     )
     assert plug_in_offenders(tmp_path) == {
         "inference_engine/acme/fast.py": ["inference_engine.registry.reraise_interrupt", "tools.cache.fingerprint"],

@@ -89,7 +89,8 @@ def run_case(perf: Path, log: Path, *sets: str) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def first_run(tree, tmp_path_factory) -> dict:
-    """The module's one cold run: it builds the random checkpoint and the GenAI model that the later runs and engines reuse."""
+    """The module's one cold run: it builds the random checkpoint and the GenAI model that the later
+    runs and engines reuse."""
     log = tmp_path_factory.mktemp("first")
     done = run_case(tree, log)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -165,7 +166,8 @@ def test_run_py_reuses_the_genai_build_and_the_summary_shows_its_table(tree, fir
 # ---- the greedy-agreement check, on a real GenAI engine --------------------------------------
 @pytest.fixture(scope="module")
 def genai(first_run):
-    """The first run's tiny random checkpoint as the torch model, its GenAI folder's genai_config.json, and the engine class."""
+    """The first run's tiny random checkpoint as the torch model, its GenAI folder's genai_config.json,
+    and the engine class."""
     import torch
     from transformers import AutoModelForCausalLM
 

@@ -230,7 +230,8 @@ def test_bad_llm_keys_are_one_line(override, message):
 
 
 class ScriptedEngine(LLMEngineBase):
-    """Generates the given tokens (what a runtime that never selects EOS gives); logits: the reference's at the prompt's end."""
+    """Generates the given tokens (what a runtime that never selects EOS gives); logits: the reference's
+    at the prompt's end."""
 
     def __init__(self, tokens, last_logits) -> None:
         self.tokens, self.last_logits, self.precision = (

@@ -346,14 +346,16 @@ def _slurm_conf(
     host = socket.gethostname().split(".")[0]
     node_list = ",".join(nodes)
     parts = [
-        f"PartitionName={p} Nodes={node_list} Default={'YES' if i == 0 else 'NO'} MaxTime=INFINITE State=UP OverSubscribe=NO"
+        f"PartitionName={p} Nodes={node_list} Default={'YES' if i == 0 else 'NO'} MaxTime=INFINITE State=UP "
+        "OverSubscribe=NO"
         for i, p in enumerate(PARTITIONS)
     ]
     if single:
         node_lines = [f"NodeName={nodes[0]} NodeAddr=127.0.0.1 CPUs={cpus} RealMemory={mem_mb} State=UNKNOWN"]
     else:  # several slurmd on this machine: one port each (multiple-slurmd build)
         node_lines = [
-            f"NodeName={n} NodeHostname={host} NodeAddr=127.0.0.1 Port={slurmd_ports[n]} CPUs={cpus} RealMemory={mem_mb} State=UNKNOWN"
+            f"NodeName={n} NodeHostname={host} NodeAddr=127.0.0.1 Port={slurmd_ports[n]} CPUs={cpus} "
+            f"RealMemory={mem_mb} State=UNKNOWN"
             for n in nodes
         ]
     return "\n".join(
@@ -535,7 +537,8 @@ def _wait_for(ready, cluster: SlurmCluster, name: str, timeout: float) -> None:
         proc = cluster.processes[name]
         if proc.poll() is not None:
             raise SlurmUnavailable(
-                f"{name} exited with status {proc.returncode} at start\n{_tail(Path(cluster.root) / (name + '.out'))}\n{cluster.logs()}"
+                f"{name} exited with status {proc.returncode} at start\n"
+                f"{_tail(Path(cluster.root) / (name + '.out'))}\n{cluster.logs()}"
             )
         try:
             if ready():
