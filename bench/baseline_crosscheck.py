@@ -127,8 +127,10 @@ def main(argv: list[str] | None = None) -> int:
             return "no interval" if figure["relative_half_width"] is None else f"±{figure['relative_half_width']:.1%}"
 
         print(
-            f"round {round_}: base_gemm {gemm['value'] / 1e9:.1f} GFLOP/s {width(gemm)} ({'valid' if gemm['verdict']['valid'] else 'INVALID'}), "
-            f"onnxruntime {ortmm / 1e9:.1f}, torch.mm {mm / 1e9:.1f}, numpy {npmm / 1e9:.1f} GFLOP/s; base_stream copy {copy['value'] / 1e9:.2f} GB/s "
+            f"round {round_}: base_gemm {gemm['value'] / 1e9:.1f} GFLOP/s {width(gemm)} "
+            f"({'valid' if gemm['verdict']['valid'] else 'INVALID'}), "
+            f"onnxruntime {ortmm / 1e9:.1f}, torch.mm {mm / 1e9:.1f}, numpy {npmm / 1e9:.1f} GFLOP/s; base_stream "
+            f"copy {copy['value'] / 1e9:.2f} GB/s "
             f"{width(copy)} ({'valid' if copy['verdict']['valid'] else 'INVALID'}), "
             f"numpy copyto {npcopy / 1e9:.2f}, torch copy_ {tcopy / 1e9:.2f} GB/s"
         )
@@ -138,7 +140,9 @@ def main(argv: list[str] | None = None) -> int:
         ]  # rounds whose baseline was VALID (no contention, precise)
         shown = f"median of valid rounds {statistics.median(quiet):.3f}" if quiet else "no valid round"
         print(
-            f"{name}: {shown}; all rounds {', '.join(f'{v:.3f}' + ('' if ok else '*') for v, ok in zip(values, valid[name]))} (* baseline INVALID)"
+            f"{name}: {shown}; all rounds "
+            f"{', '.join(f'{v:.3f}' + ('' if ok else '*') for v, ok in zip(values, valid[name]))} "
+            "(* baseline INVALID)"
         )
     return 0
 

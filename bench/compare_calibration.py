@@ -38,7 +38,8 @@ INFERENCE = REPO / "inference"
 DATA = {"resnet50": "imagenet_synthetic", "vit": "imagenet_synthetic", "digits": "digits", "bert": "bert"}
 IGNORE = shutil.ignore_patterns("result", "onnxs", "__pycache__", "*.pyc")
 
-BUSY_ENGINE = '''"""The cpu vendor's ONNX Runtime engine, made SLOWDOWN slower by spinning after each call (bench/compare_calibration.py)."""
+BUSY_ENGINE = '''"""The cpu vendor's ONNX Runtime engine, made SLOWDOWN slower by spinning after each call \
+(bench/compare_calibration.py)."""
 
 import time
 
@@ -61,7 +62,8 @@ class InferModel(OnnxRuntimeModel):
 
 
 def make_tree(root: Path, case: str, data: Path, slowdown: float) -> tuple[Path, Path]:
-    """A copy of inference/ with the two extra engines, its onnxs/ cache shared with the real tree's, and a host.yaml."""
+    """A copy of inference/ with the two extra engines, its onnxs/ cache shared with the real tree's, and a
+    host.yaml."""
     perf = root / "inference"
     shutil.copytree(INFERENCE, perf, ignore=IGNORE)
     engines = perf / "inference_engine" / "cpu"
@@ -152,11 +154,13 @@ def main() -> int:
                 pair = one_pair(perf, host_yaml, root, engine, args.repeat, args.threshold, args.sets)
                 found[kind].append(pair)
                 print(
-                    f"{kind} pair {index + 1}: exit {pair['exit']}, core qps {pair['core']}, B/A {pair['ratio']:.3f}, {pair['seconds']:.0f} s",
+                    f"{kind} pair {index + 1}: exit {pair['exit']}, core qps {pair['core']}, B/A "
+                    f"{pair['ratio']:.3f}, {pair['seconds']:.0f} s",
                     flush=True,
                 )
     print(
-        f"\n{args.case}, --repeat {args.repeat} per side, threshold {args.threshold:g} %, {' '.join(args.sets) or 'shipped settings'}\n"
+        f"\n{args.case}, --repeat {args.repeat} per side, threshold {args.threshold:g} %, "
+        f"{' '.join(args.sets) or 'shipped settings'}\n"
     )
     print(
         "| kind | pairs | core qps called worse | run.py ab exit 1 | median B/A | median ± of B/A | time per decision |"

@@ -171,7 +171,8 @@ def measure(case: str, args: argparse.Namespace) -> float:
         run_harness(perf, data, tmp / "log-warm", case)  # builds ONNX and engine caches
         harness_qps, bare_qps = [], []
         print(
-            f"case={case} batch={args.batch} num_workers={args.num_workers if args.num_workers is not None else 'case default'}"
+            f"case={case} batch={args.batch} "
+            f"num_workers={args.num_workers if args.num_workers is not None else 'case default'}"
         )
         print(f"{'round':>5} {'harness core qps':>17} {'window s':>9} {'bare loop qps':>14} {'ratio':>7}")
         for round_index in range(args.rounds):
@@ -181,11 +182,13 @@ def measure(case: str, args: argparse.Namespace) -> float:
             harness_qps.append(Sample(harness))
             bare_qps.append(Sample(bare))
             print(
-                f"{round_index:>5} {harness:>17.3f} {result['inference']['core_time_s']:>9.2f} {bare:>14.3f} {harness / bare:>7.3f}"
+                f"{round_index:>5} {harness:>17.3f} {result['inference']['core_time_s']:>9.2f} {bare:>14.3f} "
+                f"{harness / bare:>7.3f}"
             )
         ratio = decide(bare_qps, harness_qps, True, 0.01, paired=True)  # B = harness, A = bare: the ratio harness/bare
         print(
-            f"ratio harness/bare: {ratio.ratio:.3f} [{ratio.low:.3f}, {ratio.high:.3f}] over {args.rounds} rounds (target >= 0.99)"
+            f"ratio harness/bare: {ratio.ratio:.3f} [{ratio.low:.3f}, {ratio.high:.3f}] over {args.rounds} rounds "
+            "(target >= 0.99)"
         )
         return ratio.ratio
 

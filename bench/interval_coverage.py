@@ -146,7 +146,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     print(
-        f"Coverage of the nominal 95 % intervals ({args.windows} windows a cell; AR(1) latencies, CV {CV:.0%}; seed {args.seed})\n"
+        f"Coverage of the nominal 95 % intervals ({args.windows} windows a cell; AR(1) latencies, CV {CV:.0%}; "
+        f"seed {args.seed})\n"
     )
     print(
         "| marginal | lag-1 | "

@@ -207,12 +207,14 @@ def _child(spec: dict) -> None:
     lag1 = float(np.dot(centred[:-1], centred[1:]) / np.dot(centred, centred)) if len(lat) > 2 else float("nan")
     print(f"case={spec['case']} batch={spec['batch']} seconds={spec['seconds']:g} engine={Path(engine_path).name}")
     print(
-        f"queries: {len(lat)}, {len(lat) * spec['batch'] * 1e9 / ends[-1]:.2f} samples/s, latency mean {lat.mean() / 1e6:.1f} ms, ",
+        f"queries: {len(lat)}, {len(lat) * spec['batch'] * 1e9 / ends[-1]:.2f} samples/s, latency mean "
+        f"{lat.mean() / 1e6:.1f} ms, ",
         end="",
     )
     print(f"CV {lat.std() / lat.mean():.1%}, lag-1 autocorrelation {lag1:.2f}")
     print(
-        "\n| window | CV of window throughput | worst window from the median | CV, samples spread | worst, samples spread |"
+        "\n| window | CV of window throughput | worst window from the median | CV, samples spread | worst, samples "
+        "spread |"
     )
     print("|---|---|---|---|---|")
     for window, cv, worst, cv_spread, worst_spread in window_table(ends, spec["batch"]):
@@ -224,7 +226,10 @@ def _child(spec: dict) -> None:
         print(f"| {horizon:g} s | {count} | {shown} | {batches or '-'} |")
     if spec.get("tradeoff"):
         max_s, min_s, min_queries = spec["max_duration"], spec["min_duration"], spec["min_queries"]
-        head = f"reached within {max_s:g} s | median s to reach | slowest s | drifting at the stop | interval covers the loop's rate"
+        head = (
+            f"reached within {max_s:g} s | median s to reach | slowest s | drifting at the stop | interval covers "
+            "the loop's rate"
+        )
         print(f"\n| precision | windows | {head} |")
         print("|---|---|---|---|---|---|---|")
         for p, windows, reached, median, slowest, drifted, covered in tradeoff_table(

@@ -63,7 +63,8 @@ def report(wall: float, trace: dict, result: dict) -> None:
     first = lambda name: next((e for e in events if e["name"] == name), None)  # noqa: E731
     spans = [e for e in events if e["name"].startswith(("run.", "session.", "template.", "import"))]
     print(
-        f"\nrun.py wall {wall:.2f} s, pipeline e2e {result['e2e_time(second)']:.2f} s, overhead {wall - result['e2e_time(second)']:.2f} s"
+        f"\nrun.py wall {wall:.2f} s, pipeline e2e {result['e2e_time(second)']:.2f} s, overhead "
+        f"{wall - result['e2e_time(second)']:.2f} s"
     )
     print(f"{'start':>7} {'dur':>6}  span")
     for e in sorted(spans, key=lambda e: e["start"]):

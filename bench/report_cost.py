@@ -68,7 +68,9 @@ if plots:
         "latency_plot": lambda: report.latency_plot(rows, raw, raw.get("inference")),
         "frontier_plot": lambda: report.frontier_plot(rows),
         "timeline_plot": lambda: report.timeline_plot(sys_samples, vendor_samples, report.phase_spans(result)),
-        "top_ops_plot": lambda: report.top_ops_plot(((result.get("engine") or {{}}).get("performance_data") or [])[: report.TOP_OPS]),
+        "top_ops_plot": lambda: report.top_ops_plot(
+            ((result.get("engine") or {{}}).get("performance_data") or [])[: report.TOP_OPS]
+        ),
     }}
     out["plots"] = {{}}
     for name, call in calls.items():
@@ -127,11 +129,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{index:>6} {r['import']:8.3f} {r['first']:8.3f} {warm}")
     median = lambda key: statistics.median(r[key] for r in results if r[key] is not None)  # noqa: E731
     print(
-        f"{'median':>6} {median('import'):8.3f} {median('first'):8.3f} {median('warm') if args.repeats else float('nan'):8.3f}"
+        f"{'median':>6} {median('import'):8.3f} {median('first'):8.3f} "
+        f"{median('warm') if args.repeats else float('nan'):8.3f}"
     )
     size, script = results[-1]["size"], results[-1]["plotly_js"]
     print(
-        f"report.html {size / 1024:.0f} KiB, of which plotly.js {script / 1024:.0f} KiB and the rest {(size - script) / 1024:.0f} KiB"
+        f"report.html {size / 1024:.0f} KiB, of which plotly.js {script / 1024:.0f} KiB and the rest "
+        f"{(size - script) / 1024:.0f} KiB"
     )
     for name, seconds in (results[-1].get("plots") or {}).items():
         print(f"  {name:<16} {seconds * 1000:7.2f} ms")

@@ -282,7 +282,8 @@ def main() -> None:
         f"\nMODE {args.mode}: sleep {args.sleep:g} s x {len(names)} case(s) per host; median of {args.rounds} round(s)"
     )
     print(
-        f"{'hosts':>5} {'wall s':>7} {'x 1 host':>8} {'overhead s':>10} {'cpu s':>6} {'cpu/host/case':>13} {'marginal cpu/host/case':>22}"
+        f"{'hosts':>5} {'wall s':>7} {'x 1 host':>8} {'overhead s':>10} {'cpu s':>6} {'cpu/host/case':>13} "
+        f"{'marginal cpu/host/case':>22}"
         + (f" {'slurm daemons cpu s':>19}" if slurm else "")
         + f" {'rest of machine cpu s':>21}"
     )

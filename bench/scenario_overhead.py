@@ -143,12 +143,14 @@ def main() -> int:
     med = {key: statistics.median(r[key] for r in rated) for key in rated[0]}
     noise = 1 / args.rated_queries**0.5
     print(
-        f"\nserver rated: {args.rate:g} queries/s x batch {args.batch} = target_qps {args.rate * args.batch:g} samples/s, "
+        f"\nserver rated: {args.rate:g} queries/s x batch {args.batch} = target_qps {args.rate * args.batch:g} "
+        "samples/s, "
         f"{rated[0]['queries']} queries, seed {args.seed} (Poisson noise of the rate ~{noise:.1%})"
     )
     print(f"{'issued/target':>14} {'actual/target':>14} {'gap cv':>7} {'lateness p50 us':>16} {'p99 us':>8}")
     print(
-        f"{med['issued_ratio']:>14.4f} {med['actual_ratio']:>14.4f} {med['cv']:>7.3f} {med['lateness_p50_us']:>16.1f} {med['lateness_p99_us']:>8.1f}"
+        f"{med['issued_ratio']:>14.4f} {med['actual_ratio']:>14.4f} {med['cv']:>7.3f} "
+        f"{med['lateness_p50_us']:>16.1f} {med['lateness_p99_us']:>8.1f}"
     )
     for key in ("issued_ratio", "actual_ratio"):
         if abs(med[key] - 1) > RATE_TOLERANCE:

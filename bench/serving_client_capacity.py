@@ -148,9 +148,9 @@ def bare_level(url: str, streams: int, requests: int, output_len: int) -> dict:
     host, port = url.split("//")[1].split("/")[0].split(":")
     body = json.dumps({"model": "bench", "prompt": "w " * 16, "max_tokens": output_len, "stream": True}).encode()
     request = (
-        f"POST /v1/completions HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n".encode()
-        + body
-    )
+        f"POST /v1/completions HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nContent-Length: "
+        f"{len(body)}\r\n\r\n"
+    ).encode() + body
     errors: list[float] = []
 
     async def run() -> tuple[int, float]:
@@ -204,9 +204,10 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"{streams:4d} streams  {row['tokens_per_s']:8.0f} tok/s  {row['requests_per_s']:7.1f} req/s  "
                 f"error p50 {row['error_ms_p50']:.3f} p99 {row['error_ms_p99']:.3f} max {row['error_ms_max']:.3f} ms  "
-                f"(bare reader before/after: p99 {row['bare_error_ms_p99']:.3f} ms; stamped on resuming: p99 {row['resume_stamp_error_ms_p99']:.3f} ms)  "
-                f"client CPU {row['client_cpu_share']:.0%} ({row['client_cpu_us_per_token']:.0f} us/token)  server CPU {row['server_cpu_share']:.0%}"
-                + (f"  {row['failed']} failed" if row["failed"] else ""),
+                f"(bare reader before/after: p99 {row['bare_error_ms_p99']:.3f} ms; stamped on resuming: p99 "
+                f"{row['resume_stamp_error_ms_p99']:.3f} ms)  "
+                f"client CPU {row['client_cpu_share']:.0%} ({row['client_cpu_us_per_token']:.0f} us/token)  server "
+                f"CPU {row['server_cpu_share']:.0%}" + (f"  {row['failed']} failed" if row["failed"] else ""),
                 flush=True,
             )
     finally:
@@ -224,7 +225,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no level kept the client's own p99 timing error within {args.limit_ms} ms of the bare reader's")
     else:
         print(
-            f"client capacity (own p99 timing error, client - bare reader, <= {args.limit_ms} ms; same host over loopback): "
+            f"client capacity (own p99 timing error, client - bare reader, <= {args.limit_ms} ms; same host over "
+            "loopback): "
             f"{best['tokens_per_s']:.0f} tokens/s, {best['requests_per_s']:.1f} requests/s at {best['streams']} streams"
         )
     if args.json:

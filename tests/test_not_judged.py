@@ -64,8 +64,9 @@ def test_summary_md_shows_the_count_and_lists_them():
     assert _verdict_cell({"valid": True, "reasons": [], "not_judged": ["a", "b"]}) == "valid, 2 not judged"
     assert _verdict_cell({"valid": False, "reasons": ["x"]}) == "INVALID (1)"
     record = {
-        "case": "digits", "framework": "pytorch", "host": "h", "status": "success", "failed_step": None, "precision": "fp32",
-        "batchsize": 16, "vendor_usage(GiB)": None, "vendor_max_mem(GiB)": None, "val_average_acc": 0.9, "infer_average_acc": 0.9,
+        "case": "digits", "framework": "pytorch", "host": "h", "status": "success", "failed_step": None,
+        "precision": "fp32", "batchsize": 16, "vendor_usage(GiB)": None, "vendor_max_mem(GiB)": None,
+        "val_average_acc": 0.9, "infer_average_acc": 0.9,
         "*p_inference_core(qps)": 100.0, "p_inference_whole(qps)": 90.0, "p_validation_core(qps)": 50.0,
         "verdict": {"valid": True, "reasons": [], "not_judged": [f"inference: {DRIFT}"]},
     }  # fmt: skip

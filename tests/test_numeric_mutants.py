@@ -37,7 +37,8 @@ def t(values, dtype=torch.float32):
         (
             "fp32",
             {"fp99": {}},
-            "numeric_tolerance.fp99: unknown key (use max_rel, mean_rel, top1_agreement or a precision: fp32, tf32, fp16, bf16, int8, fp8)",
+            "numeric_tolerance.fp99: unknown key (use max_rel, mean_rel, top1_agreement or a precision: fp32, "
+            "tf32, fp16, bf16, int8, fp8)",
         ),
         (
             "fp32",

@@ -107,7 +107,8 @@ def test_a_loopback_address_is_ssh_and_its_error_says_localhost(tmp_path):
     with pytest.raises(ConfigError) as info:
         load_host_config(path, INFERENCE)
     assert str(info.value) == (
-        f"{path}: key 'KNOWN_HOSTS' {tmp_path / 'none'} does not exist: add the hosts' keys (ssh-keyscan, checked) or set "
+        f"{path}: key 'KNOWN_HOSTS' {tmp_path / 'none'} does not exist: add the hosts' keys (ssh-keyscan, checked) "
+        "or set "
         'TRUST_ON_FIRST_USE: true; 127.0.0.1 is this machine: HOSTS: ["localhost"] drives its Docker engine without SSH'
     )
     relative = one_machine_yaml(tmp_path, MODE="docker", HOSTS=["127.0.0.1"], TRUST_ON_FIRST_USE=True)
@@ -242,8 +243,8 @@ def test_backend_requirements_warn_installs_what_it_can_and_names_the_rest(
             and "Cannot install numpy==1.19.2" in warnings[0]
         )
         assert (
-            "backend-ORTCPU: tensorflow==2.4.0 not installed (tensorflow is not in the image; pip: No matching distribution found"
-            in warnings[1]
+            "backend-ORTCPU: tensorflow==2.4.0 not installed (tensorflow is not in the image; pip: No matching "
+            "distribution found" in warnings[1]
         )
         assert all(w.endswith("; going on (BACKEND_REQUIREMENTS: warn)") for w in warnings)
         layer_log = "".join(p.read_text() for p in (tmp_path / "result").glob("run*/build_localhost_cases.log"))
@@ -342,7 +343,8 @@ def test_a_missing_inferperf_base_image_names_the_script_before_any_build(tmp_pa
     with pytest.raises(HostError) as info:
         ensure_image(docker_client, spec, "localhost", tmp_path / "build.log")
     assert str(info.value) == (
-        f"host localhost: base image {base} not found on its engine and no registry is assumed; build it with scripts/build_base_image.sh on that host"
+        f"host localhost: base image {base} not found on its engine and no registry is assumed; build it with "
+        "scripts/build_base_image.sh on that host"
     )
     assert not (tmp_path / "build.log").exists()
 
@@ -362,6 +364,6 @@ def test_a_missing_data_dir_on_this_machine_fails_before_the_image_build(tmp_pat
     assert code == 1, out[-3000:]
     assert "building image" not in out, out[-3000:]
     assert (
-        f"FAILED digits:pytorch on host localhost at step data: host localhost: data dir {missing} for digits:pytorch does not exist"
-        in out
+        f"FAILED digits:pytorch on host localhost at step data: host localhost: data dir {missing} for "
+        "digits:pytorch does not exist" in out
     )

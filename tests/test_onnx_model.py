@@ -181,7 +181,8 @@ def models(tmp_path_factory) -> Path:
     (folder / "notes.onnx").write_text("these are notes, not a model\n")
     zoo = {
         "model": "bert-onnx-fp32",
-        "model_path": "general_perf/model_zoo/regular/open_bert/bert.onnx",  # ByteMLPerf's path; found by its name beside the JSON
+        # ByteMLPerf's path; found by its name beside the JSON
+        "model_path": "general_perf/model_zoo/regular/open_bert/bert.onnx",
         "framework": "Onnx",
         "model_precision": "FP32",
         "inputs": "input_ids,attention_mask,token_type_ids",

@@ -219,14 +219,19 @@ def test_judge_row_offline_valid_and_its_failures():
     assert judge(uneven, ContentionReading(0.5, 3, 1.0, 2), config) == [
         "too few queries: 24 measured, min_query_count is 30",
         "too short: 0.024 s measured, min_duration_s is 1",
-        "not precise enough: qps has no interval after 0.024 s (it needs at least 16 queries, more if correlated; precision 2%)",
-        "contention: other processes used 50% of the 3 CPU(s) available to the benchmark during the measured phase (limit 10%)",
+        "not precise enough: qps has no interval after 0.024 s (it needs at least 16 queries, more if correlated; "
+        "precision 2%)",
+        "contention: other processes used 50% of the 3 CPU(s) available to the benchmark during the measured phase "
+        "(limit 10%)",
         "contention: 2 other process(es) held a compute context on the benchmark's GPU during the measured phase",
     ]
 
 
 def test_judge_row_headline_percentiles():
-    too_few = "not precise enough: p90 has no interval after 0.063 s (it needs at least 64 queries, more if correlated; precision 2%)"
+    too_few = (
+        "not precise enough: p90 has no interval after 0.063 s (it needs at least 64 queries, more if correlated; "
+        "precision 2%)"
+    )
     assert judge(scenario_run("single_stream", 63)) == [too_few]
     assert judge(scenario_run("single_stream", 64)) == []
     assert judge_row(
@@ -236,8 +241,10 @@ def test_judge_row_headline_percentiles():
         QUIET,
         None,
     ).reasons == [
-        "not precise enough: qps has no interval after 0 s (it needs at least 16 queries, more if correlated; precision 2%)",
-        "not precise enough: p90 has no interval after 0 s (it needs at least 64 queries, more if correlated; precision 2%)",
+        "not precise enough: qps has no interval after 0 s (it needs at least 16 queries, more if correlated; "
+        "precision 2%)",
+        "not precise enough: p90 has no interval after 0 s (it needs at least 64 queries, more if correlated; "
+        "precision 2%)",
     ]
 
 
@@ -249,7 +256,10 @@ def test_judge_row_server_bound_and_no_throughput_precision():
         "p99 latency 5.01 ms exceeds latency_bound_ms 5"
     ]
     assert judge(scenario_run("server", 662, latency_ns=9 * MS), bound=None) == []
-    too_few = "not precise enough: p99 has no interval after 0.661 s (it needs at least 662 queries, more if correlated; precision 2%)"
+    too_few = (
+        "not precise enough: p99 has no interval after 0.661 s (it needs at least 662 queries, more if correlated; "
+        "precision 2%)"
+    )
     assert judge(scenario_run("server", 661), bound=5.0) == [too_few]
 
 
@@ -553,7 +563,8 @@ def test_rows_for_without_audits_builds_its_own_pool(monkeypatch, caplog_loguru)
     assert r["batch_size"] == 4 and r["accuracy_in_performance_mode"] is None
     assert rig.runs[0]["sample_pool_indices"] == frozenset() and rig.devices == ["cuda:1"]
     assert r["verdict"]["reasons"] == [
-        "contention: other processes used 50% of the 1 CPU(s) available to the benchmark during the measured phase (limit 10%)"
+        "contention: other processes used 50% of the 1 CPU(s) available to the benchmark during the measured phase "
+        "(limit 10%)"
     ]
     assert caplog_loguru[-1]["message"] == (
         "performance bs=4 offline clients=1: 4000.00 qps, INVALID: contention: other processes used 50% of the 1 "

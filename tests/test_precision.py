@@ -291,8 +291,10 @@ def test_measure_figures_and_reasons():
     few = measure_figures(target, {"qps": Timeline.tiled([MS, 2 * MS], 2)}, [MS, MS])
     assert few.widths() == {"qps": None, "p90": None}
     assert precision_reasons(target, few, {}, 0.002) == [
-        "not precise enough: qps has no interval after 0.002 s (it needs at least 16 queries, more if correlated; precision 2%)",
-        "not precise enough: p90 has no interval after 0.002 s (it needs at least 64 queries, more if correlated; precision 5%)",
+        "not precise enough: qps has no interval after 0.002 s (it needs at least 16 queries, more if correlated; "
+        "precision 2%)",
+        "not precise enough: p90 has no interval after 0.002 s (it needs at least 64 queries, more if correlated; "
+        "precision 5%)",
     ]
     wide = Figures({"qps": Interval(100.0, 95.2, 104.8, 8, 0.0)}, {"p90": (10.0, [9.0, 12.0])})
     assert precision_reasons(target, wide, {}, 60.0) == [
@@ -757,7 +759,9 @@ def test_a_rate_that_stepped_once_is_measured_again_and_one_that_keeps_falling_s
                 r.startswith("drifting: core qps fell ") for r in first["reasons"]
             )
             assert result.verdict.valid, result.verdict.reasons
-        else:  # a rate that keeps falling is correlated across every third: no interval, INVALID as not precise (drift not judged)
+        else:
+            # a rate that keeps falling is correlated across every third: no interval, INVALID as not precise
+            # (drift not judged)
             assert (
                 not result.verdict.valid
                 and result.precision["drift"]["core qps"] is None

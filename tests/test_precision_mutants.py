@@ -4,8 +4,8 @@
 tests/test_precision.py shows the method working (coverage, the stop rule on a fake clock, each
 reason provoked for real); this file pins what a small slip in the code would change: the
 float64 timelines, empty timelines, a part's borders, sub-nanosecond queries, the honest lag-1 and
-the effective number of blocks at their limits, the AR(1) widening, the drift test's thirds just inside and just outside their
-intervals, ties of the stop rule and of the settle test, and the row's intervals as
+the effective number of blocks at their limits, the AR(1) widening, the drift test's thirds just inside and just
+outside their intervals, ties of the stop rule and of the settle test, and the row's intervals as
 ``tools.measure.rows`` writes them (docs/testing.md, "Mutation testing").
 """
 
@@ -119,7 +119,8 @@ RATES = [6, 2, 3, 5, 5, 5, 5, 7, 7, 1, 3, 4, 4, 2, 3, 2]  # lag-1 exactly 0.2
 
 
 def _by_hand(rates: list[float]) -> tuple[float, float, float]:
-    """(honest lag-1, effective blocks, half-width) of 1-s queries carrying ``rates`` samples, worked out apart from the code."""
+    """(honest lag-1, effective blocks, half-width) of 1-s queries carrying ``rates`` samples, worked out apart
+    from the code."""
     k = len(rates)
     r = _lag1_by_hand(rates)
     corrected = max(r + (1 + 3 * r) / k, 0.0)
@@ -399,7 +400,8 @@ def test_row_intervals_of_an_offline_run_that_slowed_by_one_percent():
         out["latency_ci95"] == {name: stats.ci95[name] for name in PERCENTILES}
         and out["latency_ci95"]["p50"] is not None
     )
-    # below 512 queries the same step leaves p50 without an honest interval: ranks correlated across the window ("± n/a")
+    # below 512 queries the same step leaves p50 without an honest interval: ranks correlated across the window
+    # ("± n/a")
     assert LatencyStats.from_ns(durations[100:500]).ci95["p50"] is None
     block = out["precision"]
     assert (block["target"], block["checks"], block["stop_reason"], block["settle_s"], block["settle_block"]) == (

@@ -1,5 +1,6 @@
-"""tools/measure/phase_progress.py and utils/run_progress.py without a pipeline: the stop-rule estimate, the PROGRESS line the measured
-loops write (on fake clocks, so every line is known), the parser and the live display's state."""
+"""tools/measure/phase_progress.py and utils/run_progress.py without a pipeline: the stop-rule estimate, the
+PROGRESS line the measured loops write (on fake clocks, so every line is known), the parser and the live display's
+state."""
 
 from __future__ import annotations
 
@@ -161,7 +162,8 @@ ECHOED = [
     "[127.0.0.1 digits:pytorch] 2026-11-23 04:49:36.906 | WARNING | something to look at",
     "[127.0.0.1 digits:pytorch] 2026-11-23 04:49:38.092 | INFO    | [1/7 init] done in 1.19 s",
     "[127.0.0.1 digits:pytorch] 2026-11-23 04:49:41.366 | INFO    | [3/7 framework_validation] start",
-    '[127.0.0.1 digits:pytorch] PROGRESS {"phase": "validation", "done": 547, "target": 2208, "elapsed_s": 0.5, "eta_s": 1.5}',
+    '[127.0.0.1 digits:pytorch] PROGRESS {"phase": "validation", "done": 547, "target": 2208, "elapsed_s": 0.5, '
+    '"eta_s": 1.5}',
 ]
 
 

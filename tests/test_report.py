@@ -1,4 +1,5 @@
-"""report.html (self-contained, every plot present with its plotly spec, renders in a real browser) and multi-host aggregation.
+"""report.html (self-contained, every plot present with its plotly spec, renders in a real browser) and multi-host
+aggregation.
 
 The runs are synthetic: ``make_run`` writes what run.py and run_inference.py
 write (summary.json; per case and host result.json, latencies.npz and the
@@ -594,18 +595,22 @@ def test_latency_file_round_trips_and_caps(tmp_path):
 # div holds plotly's svg.main-svg (or 20 s have passed), writes what it found into <pre id="probe">.
 PROBE = """<script>
 window.__errors = [];
-window.addEventListener('error', e => window.__errors.push('error: ' + (e.message || (e.target && e.target.src) || 'resource')), true);
+window.addEventListener('error', e => window.__errors.push('error: ' + (e.message || (e.target && e.target.src) || \
+'resource')), true);
 window.addEventListener('unhandledrejection', e => window.__errors.push('rejection: ' + e.reason));
-const origError = console.error; console.error = (...a) => { window.__errors.push('console: ' + a.join(' ')); origError(...a); };
+const origError = console.error; \
+console.error = (...a) => { window.__errors.push('console: ' + a.join(' ')); origError(...a); };
 window.addEventListener('load', () => {
   let tries = 0;
   const check = () => {
     const plots = [...document.querySelectorAll('div.plot')];
-    const drawn = d => d.querySelector('svg.main-svg') && d.getBoundingClientRect().width > 0 && d.querySelectorAll('.trace, .shapelayer path').length > 0;
+    const drawn = d => d.querySelector('svg.main-svg') && d.getBoundingClientRect().width > 0 && \
+d.querySelectorAll('.trace, .shapelayer path').length > 0;
     const missing = plots.filter(d => !drawn(d)).map(d => d.id + ' ' + d.getAttribute('aria-label'));
     if (missing.length && ++tries < 200) { setTimeout(check, 100); return; }
     const out = document.createElement('pre'); out.id = 'probe';
-    out.textContent = JSON.stringify({plots: plots.length, missing: missing, errors: window.__errors, pwned: window.__pwned !== undefined,
+    out.textContent = JSON.stringify({plots: plots.length, missing: missing, errors: window.__errors, \
+pwned: window.__pwned !== undefined,
                                       titles: plots.map(d => (d.querySelector('.gtitle') || {}).textContent)});
     document.body.appendChild(out);
   };

@@ -30,7 +30,8 @@ def test_read_requirements_skips_comments_and_foreign_markers(tmp_path):
     path = write_case(
         tmp_path,
         "a",
-        "# comment\n\npytest>=1  # inline comment\nnot-installed-pkg-zz==1.0 ; sys_platform == 'nonexistent-os'\nloguru\n",
+        "# comment\n\npytest>=1  # inline comment\nnot-installed-pkg-zz==1.0 ; sys_platform == "
+        "'nonexistent-os'\nloguru\n",
     )
     assert [line for line, _ in req.read_requirements(path)] == ["pytest>=1", "loguru"]
 

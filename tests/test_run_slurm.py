@@ -217,7 +217,8 @@ def test_shared_dir_the_node_does_not_see_is_one_line_naming_key_and_node(tmp_pa
     writes its file there, this machine never sees it."""
     require(
         cluster.mount_namespaces,
-        "unshare --mount/nsenter unavailable here: slurmd shares this machine's mount namespace, so no node can be kept from seeing a directory",
+        "unshare --mount/nsenter unavailable here: slurmd shares this machine's mount namespace, so no node can be "
+        "kept from seeing a directory",
     )
     hidden = Path(cluster.shared_dir) / f"not-shared-{tmp_path.name}"
     hidden.mkdir()

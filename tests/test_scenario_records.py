@@ -244,7 +244,8 @@ def test_multi_stream_is_selectable_and_its_query_must_be_whole_batches():
     with pytest.raises(ConfigError) as info:
         CaseConfig(**TYPED_CASE_CONFIG, scenario="multi_stream", batch_sizes=[2, 3], origin={"scenario": "/c.yaml"})
     assert str(info.value) == (
-        "/c.yaml: key 'scenario' includes multi_stream, so key 'multi_stream_samples_per_query' (8) must be a whole number of batches, "
+        "/c.yaml: key 'scenario' includes multi_stream, so key 'multi_stream_samples_per_query' (8) must be a "
+        "whole number of batches, "
         "but batch size 3 does not divide it"
     )
     assert CaseConfig(

@@ -135,7 +135,8 @@ def test_a_user_with_sudo_runs_the_root_steps_under_sudo(open_dir):
     _probe(open_dir, "/repo/scripts/root.sh")
     script = (
         "set -e\n"
-        "apt-get update -qq >/tmp/apt.log 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends sudo >>/tmp/apt.log 2>&1"
+        "apt-get update -qq >/tmp/apt.log 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "
+        "--no-install-recommends sudo >>/tmp/apt.log 2>&1"
         " || { tail -5 /tmp/apt.log; exit 3; }\n"
         "useradd -m alice && echo 'alice ALL=(ALL) NOPASSWD: ALL' > /etc/sudoers.d/alice\n"
         "su alice -c 'cd /tmp && TORCH_INDEX_URL=https://x/y OTHER=1 bash /probe/probe.sh a \"b c\"'\n"

@@ -132,7 +132,10 @@ def test_unreachable_controller_is_a_config_error(cluster, tmp_path):
 def test_successful_job_completes_with_exit_0(cluster, client):
     token = uuid.uuid4().hex
     out = Path(cluster.shared_dir) / f"ok-{token}.txt"
-    script = "import os, sys; open(sys.argv[1], 'w').write(os.environ['INFERPERF_TOKEN'] + '|' + os.getcwd()); print('hello from', os.environ['SLURM_JOB_ID'])"
+    script = (
+        "import os, sys; open(sys.argv[1], 'w').write(os.environ['INFERPERF_TOKEN'] + '|' + os.getcwd()); "
+        "print('hello from', os.environ['SLURM_JOB_ID'])"
+    )
     job = client.submit(
         [PYTHON, "-c", script, str(out)],
         job_name=f"ok-{token}",
@@ -225,7 +228,10 @@ def test_job_killed_by_its_time_limit(cluster, client):
 @pytest.mark.slow
 @pytest.mark.skipif(
     os.environ.get("INFERPERF_LONG_TESTS") != "1",
-    reason="60-90 s of waiting for Slurm's own minute; the assisted test above covers the same kill (INFERPERF_LONG_TESTS=1 runs it)",
+    reason=(
+        "60-90 s of waiting for Slurm's own minute; the assisted test above covers the same kill "
+        "(INFERPERF_LONG_TESTS=1 runs it)"
+    ),
 )
 def test_job_killed_by_its_time_limit_unassisted(cluster, client):
     marker = f"inferperf-timeout-{uuid.uuid4().hex}"

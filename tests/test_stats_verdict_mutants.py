@@ -161,7 +161,8 @@ def test_minimum_reasons_both_at_once_and_formatting():
 def test_contention_reason_limit_is_inclusive_and_sentence():
     assert contention_reason(0.25, 4, 0.25) is None
     assert contention_reason(0.2501, 4, 0.25) == (
-        "contention: other processes used 25% of the 4 CPU(s) available to the benchmark during the measured phase (limit 25%)"
+        "contention: other processes used 25% of the 4 CPU(s) available to the benchmark during the measured phase "
+        "(limit 25%)"
     )
 
 

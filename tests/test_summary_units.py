@@ -357,7 +357,8 @@ EXPECTED_TABLE = """\
 | case | host | status | verdict | dtype | bs | infer core qps (samples/s) | infer whole qps (samples/s) | \
 val core qps (samples/s) | p50 ms/batch | p90 ms/batch | p99 ms/batch | val acc | infer acc | HBM used/total GiB | MFU |
 |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|
-| resnet50:pytorch | h1 | success | INVALID (2) | fp16 | 8 | 123.46 ±2.0% | 100.00 | - | 1.23 ±2.0% | n/a (<64 queries) | \
+| resnet50:pytorch | h1 | success | INVALID (2) | fp16 | 8 | 123.46 ±2.0% | 100.00 | - | 1.23 ±2.0% | \
+n/a (<64 queries) | \
 n/a (<662 queries) | 0.9123 | - | 1.50/16.00 | 12.35% est. |
 | digits:pytorch | h2 | success | valid | fp32 | 16 | 2000.00 | - | 1500.50 | - | - | - | n/a (random weights) | \
 n/a (random weights) | - | n/a (peak unknown) |
@@ -365,12 +366,15 @@ n/a (random weights) | - | n/a (peak unknown) |
 
 Performance rows (LoadGen-style, queries from a preloaded pool; latency per query = one batch):
 
-| case | host | bs | scenario | clients | qps (samples/s) | p50 ms/query | p90 ms/query | p99 ms/query | queries | MFU | verdict |
+| case | host | bs | scenario | clients | qps (samples/s) | p50 ms/query | p90 ms/query | p99 ms/query | \
+queries | MFU | verdict |
 |---|---|---|---|---|---|---|---|---|---|---|---|
-| resnet50:pytorch | h1 | 8 | offline | 2 | 50.50 ±1.0% | 2.00 ± n/a | 3.00 ±0.5% | n/a (<662 queries) | 70 | 1.00% est. | valid |
+| resnet50:pytorch | h1 | 8 | offline | 2 | 50.50 ±1.0% | 2.00 ± n/a | 3.00 ±0.5% | n/a (<662 queries) | 70 | \
+1.00% est. | valid |
 | resnet50:pytorch | h1 | 1 | server @12.35, bound met | 1 | n/a (no queries) | n/a (<2 queries) | n/a (<64 queries) | \
 n/a (<662 queries) | 0 | n/a (peak unknown) | INVALID (1) |
-| resnet50:pytorch | h1 | 1 | server @10, bound MISSED | 1 | 9.00 | 1.00 | 2.00 | 3.00 | 700 | 0.20% est. | INVALID (1) |
+| resnet50:pytorch | h1 | 1 | server @10, bound MISSED | 1 | 9.00 | 1.00 | 2.00 | 3.00 | 700 | 0.20% est. | \
+INVALID (1) |
 
 ±: half the 95% confidence interval's width over the figure (docs/measurement.md): inside one window unless the case \
 ran repetitions (then across them; the spread between runs is in the Repetitions table).
@@ -410,7 +414,8 @@ def test_cells_of_a_measured_row_without_estimate_or_p50():
     }
     row = markdown_table([record]).splitlines()[2]
     assert row == (
-        "| digits:pytorch | h2 | success | valid | fp32 | 16 | 2000.00 | - | 1500.50 | n/a (<2 queries) | 2.00 | n/a (<662 queries) | - | 0.5000 | - | 50.00% |"
+        "| digits:pytorch | h2 | success | valid | fp32 | 16 | 2000.00 | - | 1500.50 | n/a (<2 queries) | 2.00 | "
+        "n/a (<662 queries) | - | 0.5000 | - | 50.00% |"
     )
 
 

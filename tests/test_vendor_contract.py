@@ -62,7 +62,8 @@ from common.sampler import monitor_args, run_sampler
 
 def main(argv=None):
     args = monitor_args("acme monitor", argv)
-    return run_sampler(lambda: {"devices": [{"name": "acme-1", "mem_used_gib": 1.5, "mem_total_gib": 16.0}]}, args.output, args.interval)
+    return run_sampler(lambda: {"devices": [{"name": "acme-1", "mem_used_gib": 1.5, "mem_total_gib": 16.0}]}, \
+args.output, args.interval)
 
 
 if __name__ == "__main__":

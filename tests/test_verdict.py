@@ -94,7 +94,8 @@ def test_minimum_and_contention_reasons():
     assert minimums_met(64, 2.0, 64, 2.0) and not minimums_met(63, 5.0, 64, 2.0) and not minimums_met(64, 1.99, 64, 2.0)
     assert contention_reason(0.10, 2, 0.10) is None and contention_reason(None, 2, 0.10) is None
     assert contention_reason(0.47, 2, 0.10) == (
-        "contention: other processes used 47% of the 2 CPU(s) available to the benchmark during the measured phase (limit 10%)"
+        "contention: other processes used 47% of the 2 CPU(s) available to the benchmark during the measured phase "
+        "(limit 10%)"
     )
 
 
