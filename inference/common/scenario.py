@@ -29,7 +29,8 @@ from typing import Any
 from common.stats import MIN_SAMPLES_FOR_PERCENTILE
 
 # LoadGen's samples per MultiStream query (mlperf.conf ``*.MultiStream.samples_per_query = 8``, the
-# TestSettings default too): the default of the case config key ``multi_stream_samples_per_query``.
+# TestSettings default too): the default of the case config key ``multi_stream_samples_per_query``
+# (a well-known extra key, tools/config/values.py: a config that does not set it keeps its bytes).
 MULTI_STREAM_SAMPLES_PER_QUERY = 8
 
 
@@ -62,6 +63,7 @@ class Scenario:
     scheduled: bool  # queries arrive on a Poisson schedule at target_qps; latency counts from the arrival
     bound_key: str | None  # the config key of the bound its headline percentile must meet; None: no bound
     samples_per_query_key: str | None  # the config key of a query's samples (several engine calls); None: one batch a query
+    samples_per_query_default: int | None  # that key's value where a config does not set it
     loadgen: LoadgenFacts
 
     def __repr__(self) -> str:
@@ -82,8 +84,10 @@ class Scenario:
         return MIN_SAMPLES_FOR_PERCENTILE[self.headline][0] / 100 if self.headline else None
 
     def samples_per_query(self, config: Any, batch_size: int) -> int:
-        """Samples in one query: the config's ``samples_per_query_key``, else one batch."""
-        return int(getattr(config, self.samples_per_query_key)) if self.samples_per_query_key else batch_size
+        """Samples in one query: the config's ``samples_per_query_key`` (or its default), else one batch."""
+        if self.samples_per_query_key is None:
+            return batch_size
+        return int(getattr(config, self.samples_per_query_key, self.samples_per_query_default))
 
     def calls_per_query(self, config: Any, batch_size: int) -> int:
         """Engine calls (pool batches) in one query; a query's samples are a whole number of batches."""
@@ -101,6 +105,7 @@ OFFLINE = Scenario(
     scheduled=False,
     bound_key=None,
     samples_per_query_key=None,
+    samples_per_query_default=None,
     loadgen=LoadgenFacts(
         scenario="Offline",
         rate_key="result_samples_per_second",
@@ -123,6 +128,7 @@ SINGLE_STREAM = Scenario(
     scheduled=False,
     bound_key=None,
     samples_per_query_key=None,
+    samples_per_query_default=None,
     loadgen=LoadgenFacts(
         scenario="SingleStream",
         rate_key="result_qps_with_loadgen_overhead",
@@ -145,6 +151,7 @@ MULTI_STREAM = Scenario(
     scheduled=False,
     bound_key=None,
     samples_per_query_key="multi_stream_samples_per_query",
+    samples_per_query_default=MULTI_STREAM_SAMPLES_PER_QUERY,
     loadgen=LoadgenFacts(
         scenario="MultiStream",
         rate_key=None,  # LoadGen logs no MultiStream throughput; the row's qps is InferPerf's timing of LoadGen's queries
@@ -167,6 +174,7 @@ SERVER = Scenario(
     scheduled=True,
     bound_key="latency_bound_ms",
     samples_per_query_key=None,
+    samples_per_query_default=None,
     loadgen=LoadgenFacts(
         scenario="Server",
         rate_key="result_completed_samples_per_sec",

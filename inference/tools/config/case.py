@@ -6,7 +6,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from common.errors import ConfigError, shown
-from common.scenario import MULTI_STREAM_SAMPLES_PER_QUERY, scenario
+from common.scenario import scenario
 from tools.config.values import _CHECKS, MAX_CLIENTS_PER_CORE, check_extra, cpu_count
 from tools.measure.settings import MEASUREMENT_DEFAULTS
 
@@ -55,7 +55,6 @@ class CaseConfig:
     target_qps: float | None = None  # server: Poisson arrival rate, samples per second
     latency_bound_ms: float | None = None  # server: the p99 bound
     server_search: bool = False  # server: find the highest target_qps meeting the bound
-    multi_stream_samples_per_query: int = MULTI_STREAM_SAMPLES_PER_QUERY  # multi_stream: samples per query (LoadGen's key), whole batches
     load_generator: str = "inferperf"  # the performance rows' issuer: InferPerf's own scenarios, or "mlperf" (MLPerf LoadGen)
     compile_only: bool = False  # stop after the vendor compile
     numeric_check: bool = True  # compare engine outputs with the framework model's
@@ -109,7 +108,7 @@ class CaseConfig:
             if chosen.scheduled and self.target_qps is None and not self.server_search:
                 self._fail("scenario", f"includes {chosen.name}, so key 'target_qps' is required (or server_search: true)")
             if chosen.samples_per_query_key is not None and isinstance(self.batch_sizes, list):
-                samples = getattr(self, chosen.samples_per_query_key)
+                samples = chosen.samples_per_query(self, 1)
                 for size in self.batch_sizes:
                     if samples % size:
                         self._fail(
