@@ -85,7 +85,7 @@ class Scenario:
 
     def samples_per_query(self, config: Any, batch_size: int) -> int:
         """Samples in one query: the config's ``samples_per_query_key`` (or its default), else one batch."""
-        if self.samples_per_query_key is None:
+        if self.samples_per_query_key is None or self.samples_per_query_default is None:
             return batch_size
         return int(getattr(config, self.samples_per_query_key, self.samples_per_query_default))
 
