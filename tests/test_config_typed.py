@@ -28,7 +28,14 @@ def test_case_defaults_are_caseconfigs_own_field_defaults_and_flagperfs():
     assert {key: CASE_DEFAULTS[key] for key in MEASUREMENT_DEFAULTS} == MEASUREMENT_DEFAULTS
     # FlagPerf's required keys (no CaseConfig default) and its vendor key, pinned.
     extra = {key: value for key, value in CASE_DEFAULTS.items() if key not in own}
-    assert extra == {"repeat": 1, "log_freq": 0, "fp16": False, "has_dynamic_axis": True}
+    # ... and multi_stream's samples per query, an extra key whose default its Scenario record holds (None here).
+    assert extra == {
+        "repeat": 1,
+        "log_freq": 0,
+        "fp16": False,
+        "has_dynamic_axis": True,
+        "multi_stream_samples_per_query": None,
+    }
     assert (CASE_DEFAULTS["seed"], CASE_DEFAULTS["onnx_opset"], CASE_DEFAULTS["device"]) == (0, 17, "cpu")
 
 

@@ -788,7 +788,7 @@ def test_a_row_that_stepped_once_keeps_the_second_windows_latencies(monkeypatch)
         rig.clock.t += 2 * MS if rig.clock.t - started[0] < 900 * MS else 6 * MS
         return [inputs[0]], 0.0
 
-    row = stage._row(stepped, stage.pool(2), 2, "offline", 1, {}, None)
+    row = stage._row(stepped, stage.pool(2), 2, "offline", 1, {}, None).to_json()
     assert not any("drifting" in r for r in row["verdict"]["reasons"]), row["verdict"]["reasons"]
     assert (
         row["precision"]["remeasured"]["drift"]["qps"] == pytest.approx(-2 / 3, abs=0.01)

@@ -31,14 +31,15 @@ from common.scenario import (
 from common.stats import MIN_SAMPLES_FOR_PERCENTILE
 from tests.conftest import TYPED_CASE_CONFIG
 from tests.test_scenarios import MS, FakeClock, costing, make_pool
-from tools.config import CaseConfig
+from tools.config import CaseConfig, query_samples
+from tools.config.values import EXTRA_CHECKS
 from tools.measure import loadgen
 from tools.measure.rows import row_target
 from tools.measure.scenarios import RUNNERS, run_scenario
 from tools.measure.stage import PerformanceStage
 
 INFERENCE = Path(__file__).resolve().parents[1] / "inference"
-CONFIG_FIELDS = {f.name for f in dataclasses.fields(CaseConfig)}
+CONFIG_KEYS = {f.name for f in dataclasses.fields(CaseConfig)} | set(EXTRA_CHECKS)  # typed keys and checked extra keys
 
 
 # ---- every scenario has every fact -----------------------------------------------------------------
@@ -70,9 +71,10 @@ def test_every_scenario_states_every_fact_and_has_a_runner(record):
             assert isinstance(value, bool), f.name
     assert record.headline is None or record.headline in MIN_SAMPLES_FOR_PERCENTILE
     for key in (record.bound_key, record.samples_per_query_key):  # config keys the record names exist
-        assert key is None or key in CONFIG_FIELDS
+        assert key is None or key in CONFIG_KEYS
     assert record.bound_key is None or record.headline is not None  # a bound is on the headline percentile
     assert record.judges_throughput or record.headline is not None  # every row judges something
+    assert (record.samples_per_query_key is None) == (record.samples_per_query_default is None)
     assert callable(RUNNERS[record])
     assert set(RUNNERS) == set(SCENARIOS.values())
 
@@ -145,14 +147,14 @@ def test_the_facts_the_code_reads():
     assert row_target("multi_stream", types.SimpleNamespace(precision=0.1, latency_precision=None)).percentile == "p99"
     config = types.SimpleNamespace(multi_stream_samples_per_query=8)
     assert (
-        MULTI_STREAM.samples_per_query(config, 2),
-        MULTI_STREAM.calls_per_query(config, 2),
-        SERVER.calls_per_query(config, 2),
+        MULTI_STREAM.samples_per_query(query_samples(config, MULTI_STREAM), 2),
+        MULTI_STREAM.calls_per_query(query_samples(config, MULTI_STREAM), 2),
+        SERVER.calls_per_query(query_samples(config, SERVER), 2),
     ) == (8, 4, 1)
     with pytest.raises(
         ValueError, match="multi_stream: multi_stream_samples_per_query 8 is not a multiple of batch size 3"
     ):
-        MULTI_STREAM.calls_per_query(config, 3)
+        MULTI_STREAM.calls_per_query(query_samples(config, MULTI_STREAM), 3)
 
 
 def _name_compares(tree: ast.AST) -> list[int]:
@@ -240,7 +242,8 @@ def test_multi_stream_stops_on_the_p99_floor_and_its_precision():
 
 def test_multi_stream_is_selectable_and_its_query_must_be_whole_batches():
     config = CaseConfig(**TYPED_CASE_CONFIG, scenario=["offline", "multi_stream"], batch_sizes=[1, 2, 4, 8])
-    assert config.scenario == ["offline", "multi_stream"] and config.multi_stream_samples_per_query == 8
+    assert config.scenario == ["offline", "multi_stream"] and MULTI_STREAM.samples_per_query(query_samples(config, MULTI_STREAM), 8) == 8  # LoadGen's default
+    assert "multi_stream_samples_per_query" not in config.as_dict()  # unset, so result.json's config keeps its bytes
     with pytest.raises(ConfigError) as info:
         CaseConfig(**TYPED_CASE_CONFIG, scenario="multi_stream", batch_sizes=[2, 3], origin={"scenario": "/c.yaml"})
     assert str(info.value) == (
@@ -248,11 +251,10 @@ def test_multi_stream_is_selectable_and_its_query_must_be_whole_batches():
         "whole number of batches, "
         "but batch size 3 does not divide it"
     )
-    assert CaseConfig(
-        **TYPED_CASE_CONFIG, scenario="multi_stream", batch_sizes=[3], multi_stream_samples_per_query=6
-    ).batch_sizes == [3]
+    config = CaseConfig(**TYPED_CASE_CONFIG, scenario="multi_stream", batch_sizes=[3], extra={"multi_stream_samples_per_query": 6})
+    assert MULTI_STREAM.calls_per_query(query_samples(config, MULTI_STREAM), 3) == 2
     with pytest.raises(ConfigError, match="key 'multi_stream_samples_per_query' must be a positive integer"):
-        CaseConfig(**TYPED_CASE_CONFIG, multi_stream_samples_per_query=0)
+        CaseConfig(**TYPED_CASE_CONFIG, extra={"multi_stream_samples_per_query": 0})
 
 
 def _stage(tmp_path, **changes):
@@ -295,7 +297,7 @@ def _engine(inputs):
 def test_a_multi_stream_row_under_either_generator(tmp_path, generator):
     stage = _stage(tmp_path, load_generator=generator)
     stage.rows_for(_engine, 2)
-    (row,) = stage.report.rows  # one client only, whatever clients lists: one query at a time
+    (row,) = (r.to_json() for r in stage.report.rows)  # one client only, whatever clients lists: one query at a time
     assert (row["scenario"], row["clients"], row["samples_per_query"], row["load_generator"]) == (
         "multi_stream",
         1,

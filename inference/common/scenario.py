@@ -29,7 +29,8 @@ from typing import Any
 from common.stats import MIN_SAMPLES_FOR_PERCENTILE
 
 # LoadGen's samples per MultiStream query (mlperf.conf ``*.MultiStream.samples_per_query = 8``, the
-# TestSettings default too): the default of the case config key ``multi_stream_samples_per_query``.
+# TestSettings default too): the default of the case config key ``multi_stream_samples_per_query``
+# (a well-known extra key, tools/config/values.py: a config that does not set it keeps its bytes).
 MULTI_STREAM_SAMPLES_PER_QUERY = 8
 
 
@@ -62,6 +63,7 @@ class Scenario:
     scheduled: bool  # queries arrive on a Poisson schedule at target_qps; latency counts from the arrival
     bound_key: str | None  # the config key of the bound its headline percentile must meet; None: no bound
     samples_per_query_key: str | None  # the config key of a query's samples (several engine calls); None: one batch a query
+    samples_per_query_default: int | None  # that key's value where a config does not set it
     loadgen: LoadgenFacts
 
     def __repr__(self) -> str:
@@ -81,13 +83,16 @@ class Scenario:
         """The headline percentile as a fraction (p99: 0.99), as LoadGen's settings take it."""
         return MIN_SAMPLES_FOR_PERCENTILE[self.headline][0] / 100 if self.headline else None
 
-    def samples_per_query(self, config: Any, batch_size: int) -> int:
-        """Samples in one query: the config's ``samples_per_query_key``, else one batch."""
-        return int(getattr(config, self.samples_per_query_key)) if self.samples_per_query_key else batch_size
+    def samples_per_query(self, configured: Any, batch_size: int) -> int:
+        """Samples in one query: ``configured``, the config's ``samples_per_query_key`` (its default where
+        None), for a scenario that has the key; else one batch. ``tools.config.query_samples`` reads it."""
+        if self.samples_per_query_key is None or self.samples_per_query_default is None:
+            return batch_size
+        return int(self.samples_per_query_default if configured is None else configured)
 
-    def calls_per_query(self, config: Any, batch_size: int) -> int:
+    def calls_per_query(self, configured: Any, batch_size: int) -> int:
         """Engine calls (pool batches) in one query; a query's samples are a whole number of batches."""
-        samples = self.samples_per_query(config, batch_size)
+        samples = self.samples_per_query(configured, batch_size)
         if samples % batch_size:
             raise ValueError(f"{self.name}: {self.samples_per_query_key} {samples} is not a multiple of batch size {batch_size}")
         return samples // batch_size
@@ -101,6 +106,7 @@ OFFLINE = Scenario(
     scheduled=False,
     bound_key=None,
     samples_per_query_key=None,
+    samples_per_query_default=None,
     loadgen=LoadgenFacts(
         scenario="Offline",
         rate_key="result_samples_per_second",
@@ -123,6 +129,7 @@ SINGLE_STREAM = Scenario(
     scheduled=False,
     bound_key=None,
     samples_per_query_key=None,
+    samples_per_query_default=None,
     loadgen=LoadgenFacts(
         scenario="SingleStream",
         rate_key="result_qps_with_loadgen_overhead",
@@ -145,6 +152,7 @@ MULTI_STREAM = Scenario(
     scheduled=False,
     bound_key=None,
     samples_per_query_key="multi_stream_samples_per_query",
+    samples_per_query_default=MULTI_STREAM_SAMPLES_PER_QUERY,
     loadgen=LoadgenFacts(
         scenario="MultiStream",
         rate_key=None,  # LoadGen logs no MultiStream throughput; the row's qps is InferPerf's timing of LoadGen's queries
@@ -167,6 +175,7 @@ SERVER = Scenario(
     scheduled=True,
     bound_key="latency_bound_ms",
     samples_per_query_key=None,
+    samples_per_query_default=None,
     loadgen=LoadgenFacts(
         scenario="Server",
         rate_key="result_completed_samples_per_sec",

@@ -6,7 +6,7 @@ from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, NoReturn
 
 from common.errors import ConfigError, shown
-from common.scenario import MULTI_STREAM_SAMPLES_PER_QUERY, scenario
+from common.scenario import SCENARIOS, Scenario, scenario
 from common.values import cpu_count
 from tools.config.values import _CHECKS, MAX_CLIENTS_PER_CORE, check_extra
 from tools.measure.settings import MEASUREMENT_DEFAULTS
@@ -62,9 +62,6 @@ class CaseConfig:
     target_qps: float | None = None  # server: Poisson arrival rate, samples per second
     latency_bound_ms: float | None = None  # server: the p99 bound
     server_search: bool = False  # server: find the highest target_qps meeting the bound
-    multi_stream_samples_per_query: int = (
-        MULTI_STREAM_SAMPLES_PER_QUERY  # multi_stream: samples per query (LoadGen's key), whole batches
-    )
     load_generator: str = (
         "inferperf"  # the performance rows' issuer: InferPerf's own scenarios, or "mlperf" (MLPerf LoadGen)
     )
@@ -128,7 +125,7 @@ class CaseConfig:
                     "scenario", f"includes {chosen.name}, so key 'target_qps' is required (or server_search: true)"
                 )
             if chosen.samples_per_query_key is not None and isinstance(self.batch_sizes, list):
-                samples = getattr(self, chosen.samples_per_query_key)
+                samples = chosen.samples_per_query(query_samples(self, chosen), 1)
                 for size in self.batch_sizes:
                     if samples % size:
                         self._fail(
@@ -196,6 +193,8 @@ _FLAGPERF_DEFAULTS: dict[str, Any] = {
 CASE_DEFAULTS: dict[str, Any] = {
     **_FLAGPERF_DEFAULTS,
     **{f.name: f.default for f in fields(CaseConfig) if f.default is not MISSING},
+    # A scenario's samples per query (multi_stream's): None is the default its record holds.
+    **{s.samples_per_query_key: None for s in SCENARIOS.values() if s.samples_per_query_key is not None},
 }
 
 
@@ -203,6 +202,13 @@ def setting(config: object, key: str) -> Any:
     """``config``'s ``key``, or its framework default (``CASE_DEFAULTS``): a ``CaseConfig`` has every
     key, a FlagPerf-style config (a namedtuple, a vendor's own object) may lack the newer ones."""
     return getattr(config, key, CASE_DEFAULTS[key])
+
+
+def query_samples(config: object, chosen: Scenario) -> Any:
+    """The config's value of ``chosen``'s samples-per-query key (multi_stream's), or None: a scenario
+    without the key (``Scenario.samples_per_query`` and ``calls_per_query`` take it)."""
+    key = chosen.samples_per_query_key
+    return setting(config, key) if key is not None else None
 
 
 def origin_of(config: object, key: str) -> str:

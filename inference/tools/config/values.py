@@ -304,7 +304,6 @@ _CHECKS: dict[str, Callable[[Any], Any]] = {
     "target_qps": optional(bounded("a positive number of samples per second", 0, 1e9)),
     "latency_bound_ms": optional(bounded("a positive number of milliseconds", 0, 3.6e6)),
     "server_search": true_or_false,
-    "multi_stream_samples_per_query": bounded("a positive integer", 0, 1e6, integer=True),
     "load_generator": _load_generator,
     "compile_only": true_or_false,
     "numeric_check": true_or_false,
@@ -318,6 +317,8 @@ _CHECKS: dict[str, Callable[[Any], Any]] = {
 # checked wherever they appear (FlagPerf's training keys included: a case that
 # trains its model, as digits does, reads them).
 EXTRA_CHECKS: dict[str, Callable[[Any], Any]] = {
+    # multi_stream's samples per query (LoadGen's key; default common.scenario.MULTI_STREAM_SAMPLES_PER_QUERY)
+    "multi_stream_samples_per_query": bounded("a positive integer", 0, 1e6, integer=True),
     "train_epochs": at_most(non_negative_int, 10_000, "training epochs"),
     "train_batch_size": at_most(positive_int, MAX_BATCH_SIZE, "the largest batch InferPerf runs"),
     "learning_rate": bounded("a positive learning rate", 0, 10),

@@ -59,7 +59,7 @@ from common.record import LatencyBlock, PerformanceRow
 from common.scenario import Scenario
 from common.scenario import scenario as named
 from common.stats import MIN_SAMPLES_FOR_PERCENTILE, LatencyStats, enough_for, too_few_note
-from tools.config import CaseConfig, setting
+from tools.config import CaseConfig, query_samples, setting
 from tools.measure.rows import latency_bound, latency_of, performance_row
 from tools.measure.scenarios import MINIMUMS_MET, ScenarioRun, _Sampler
 
@@ -114,7 +114,7 @@ def loadgen_settings(lg: Any, scenario: str | Scenario, config: CaseConfig, foun
     settings.max_duration_ms = round(config.max_duration_s * 1000)
     settings.min_query_count = chosen.min_query_count(int(config.min_query_count))
     settings.schedule_rng_seed = int(setting(config, "seed") or 0)
-    calls = chosen.calls_per_query(config, batch_size)  # LoadGen's samples are pool batches
+    calls = chosen.calls_per_query(query_samples(config, chosen), batch_size)  # LoadGen's samples are pool batches
     if facts.samples_per_query_setting is not None:
         setattr(settings, facts.samples_per_query_setting, calls)
     if facts.expected_latency_setting is not None:  # a query is ``calls`` engine calls of the probe's median
@@ -389,7 +389,7 @@ def run_loadgen(
         raise ValueError(f"{chosen.name}: issues one query at a time, so clients must be 1, got {clients}")
     found = probe(step, pool, sync)
     settings = loadgen_settings(lg, chosen, config, found, batch_size, clients, target_qps)
-    calls = chosen.calls_per_query(config, batch_size)
+    calls = chosen.calls_per_query(query_samples(config, chosen), batch_size)
     log_settings = lg.LogSettings()
     log_settings.log_output.outdir = str(log_dir)
     log_settings.log_output.prefix = log_prefix(batch_size, chosen.name, clients)

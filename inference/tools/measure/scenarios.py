@@ -53,15 +53,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
-from common.scenario import (
-    MULTI_STREAM,
-    MULTI_STREAM_SAMPLES_PER_QUERY,
-    OFFLINE,
-    SCENARIOS,
-    SERVER,
-    SINGLE_STREAM,
-    Scenario,
-)
+from common.scenario import MULTI_STREAM, OFFLINE, SCENARIOS, SERVER, SINGLE_STREAM, Scenario
 from common.scenario import scenario as named
 from tools.measure.phase_progress import PhaseProgress
 from tools.measure.precision import Figures, StopRule, Target, Timeline, measure_figures
@@ -299,7 +291,7 @@ def run_scenario(
     µs on Linux) since they count from the scheduled arrival.
     """
     chosen = named(scenario)
-    spq = (samples_per_query or MULTI_STREAM_SAMPLES_PER_QUERY) if chosen.samples_per_query_key else batch_size
+    spq = (samples_per_query or chosen.samples_per_query_default or batch_size) if chosen.samples_per_query_key else batch_size
     _validate(pool, chosen, batch_size, clients, min_query_count, min_duration_s, max_duration_s, target_qps, sample_pool_indices, max_sampled, spq)
     rule = StopRule(target, clock, max_duration_s) if target is not None else None
     limits = _Window(min_query_count, round(min_duration_s * 1e9), round(max_duration_s * 1e9), chosen, clients, spq, target, rule)

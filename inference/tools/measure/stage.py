@@ -31,7 +31,7 @@ from loguru import logger
 from common.record import PerformanceRow
 from common.scenario import OFFLINE, SERVER, scenario
 from common.stats import LatencyStats
-from tools.config import CaseConfig, setting
+from tools.config import CaseConfig, query_samples, setting
 from tools.measure.contention import CpuContention
 from tools.measure.loop import as_input_list
 from tools.measure.precision import (
@@ -288,7 +288,7 @@ class PerformanceStage:
             scenario=chosen,
             batch_size=batch_size,
             clients=clients,
-            samples_per_query=chosen.samples_per_query(config, batch_size),
+            samples_per_query=chosen.samples_per_query(query_samples(config, chosen), batch_size),
             min_query_count=chosen.min_query_count(config.min_query_count),
             min_duration_s=config.min_duration_s,
             max_duration_s=config.max_duration_s,
