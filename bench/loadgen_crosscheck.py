@@ -87,9 +87,20 @@ def _child(spec: dict) -> None:
 
     logger.remove()
     logger.add(sys.stderr, level="WARNING")
-    overrides = [f"batch_size={spec['batch']}", f"min_duration_s={spec['min_duration']}", "audits=false", "numeric_check=false", "warmup=5"]
-    overrides += [f"multi_stream_samples_per_query={spec['samples_per_query']}", f"max_duration_s={spec['max_duration']}"]
-    pipeline = Pipeline(PipelineArgs(spec["perf"], spec["data"], spec["log"], "cpu", spec["case"], "pytorch", overrides))
+    overrides = [
+        f"batch_size={spec['batch']}",
+        f"min_duration_s={spec['min_duration']}",
+        "audits=false",
+        "numeric_check=false",
+        "warmup=5",
+    ]
+    overrides += [
+        f"multi_stream_samples_per_query={spec['samples_per_query']}",
+        f"max_duration_s={spec['max_duration']}",
+    ]
+    pipeline = Pipeline(
+        PipelineArgs(spec["perf"], spec["data"], spec["log"], "cpu", spec["case"], "pytorch", overrides)
+    )
     pipeline.init()
     pipeline.dataset_and_model()
     pipeline.onnx_export()
@@ -104,12 +115,21 @@ def _child(spec: dict) -> None:
             for generator in ("inferperf", "mlperf"):
                 config.scenario, config.load_generator = [scenario], generator
                 if _records()[scenario].scheduled:
-                    offline = [r for r in rows if _records()[r["scenario"]].result_is_throughput and r["load_generator"] == "inferperf"]
-                    config.target_qps = spec["server_load"] * (offline[0]["qps"] if offline else _offline_qps(stage, state.engine, pool))
+                    offline = [
+                        r
+                        for r in rows
+                        if _records()[r["scenario"]].result_is_throughput and r["load_generator"] == "inferperf"
+                    ]
+                    config.target_qps = spec["server_load"] * (
+                        offline[0]["qps"] if offline else _offline_qps(stage, state.engine, pool)
+                    )
                 stage.rows_for(state.engine, config.batch_size, pool)
                 row = stage.report.rows[-1]
                 rows.append({**row, "round": round_index})
-                print(f"  round {round_index} {scenario:<13} {generator:<9} {figure_name(scenario)} {figure(row):.6g}  {_verdict(row)}", flush=True)
+                print(
+                    f"  round {round_index} {scenario:<13} {generator:<9} {figure_name(scenario)} {figure(row):.6g}  {_verdict(row)}",
+                    flush=True,
+                )
     Path(spec["out"]).write_text(json.dumps(rows, default=str))
 
 
@@ -136,7 +156,9 @@ def report(rows: list[dict], scenarios: list[str]) -> bool:
     for scenario in scenarios:
         ratios = []
         for round_index in sorted({r["round"] for r in rows}):
-            pair = {r["load_generator"]: figure(r) for r in rows if r["scenario"] == scenario and r["round"] == round_index}
+            pair = {
+                r["load_generator"]: figure(r) for r in rows if r["scenario"] == scenario and r["round"] == round_index
+            }
             if pair.get("inferperf") and pair.get("mlperf") is not None:
                 ratios.append(pair["mlperf"] / pair["inferperf"])
         median = statistics.median(ratios) if ratios else float("nan")
@@ -153,11 +175,22 @@ def main() -> int:
     parser.add_argument("--batch", type=int, default=None, help="batch size (default: digits 16, resnet50 1)")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--min-duration", type=float, default=5.0, help="min_duration_s of every row (seconds)")
-    parser.add_argument("--server-load", type=float, default=0.5, help="server target_qps as a fraction of A's offline samples/s")
-    parser.add_argument("--latency-bound-ms", type=float, default=60000.0, help="server latency_bound_ms (high: the bound is not what is compared)")
-    parser.add_argument("--scenarios", default="offline,single_stream,server", help="comma-separated subset of " + ",".join(_records()))
+    parser.add_argument(
+        "--server-load", type=float, default=0.5, help="server target_qps as a fraction of A's offline samples/s"
+    )
+    parser.add_argument(
+        "--latency-bound-ms",
+        type=float,
+        default=60000.0,
+        help="server latency_bound_ms (high: the bound is not what is compared)",
+    )
+    parser.add_argument(
+        "--scenarios", default="offline,single_stream,server", help="comma-separated subset of " + ",".join(_records())
+    )
     parser.add_argument("--max-duration", type=float, default=60.0, help="max_duration_s of every row (seconds)")
-    parser.add_argument("--samples-per-query", type=int, default=8, help="multi_stream_samples_per_query (a multiple of the batch size)")
+    parser.add_argument(
+        "--samples-per-query", type=int, default=8, help="multi_stream_samples_per_query (a multiple of the batch size)"
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -185,7 +218,9 @@ def main() -> int:
             "samples_per_query": args.samples_per_query,
             "max_duration": args.max_duration,
         }
-        print(f"case={args.case} batch={batch} rounds={args.rounds} min_duration_s={args.min_duration:g} A=inferperf B=mlperf (LoadGen)")
+        print(
+            f"case={args.case} batch={batch} rounds={args.rounds} min_duration_s={args.min_duration:g} A=inferperf B=mlperf (LoadGen)"
+        )
         env = {**os.environ, "PYTHONPATH": str(perf)}
         command = [sys.executable, "-m", "bench.loadgen_crosscheck", "--child", json.dumps(spec)]
         with subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, text=True) as proc:
@@ -197,7 +232,9 @@ def main() -> int:
             return 2
         rows = json.loads(Path(spec["out"]).read_text())
     if any(_records()[r["scenario"]].scheduled for r in rows):
-        print(f"server target_qps {rows[-1]['target_qps']:.4g} samples/s ({args.server_load:g} x A's offline samples/s)")
+        print(
+            f"server target_qps {rows[-1]['target_qps']:.4g} samples/s ({args.server_load:g} x A's offline samples/s)"
+        )
     return 0 if report(rows, scenarios) else 1
 
 

@@ -56,7 +56,16 @@ def digits_mlperf(tmp_path_factory, digits_data_dir) -> dict:
         "latency_bound_ms": "100",
         "min_duration_s": "0.5",
     }
-    command = [sys.executable, "run_inference.py", "--perf_dir", str(perf), "--data_dir", str(digits_data_dir), "--log_dir", str(log)]
+    command = [
+        sys.executable,
+        "run_inference.py",
+        "--perf_dir",
+        str(perf),
+        "--data_dir",
+        str(digits_data_dir),
+        "--log_dir",
+        str(log),
+    ]
     command += ["--vendor", "cpu", "--case", "digits", "--framework", "pytorch"]
     command += [arg for key, value in overrides.items() for arg in ("--set", f"{key}={value}")]
     proc = subprocess.run(command, cwd=perf, capture_output=True, text=True, timeout=600)
@@ -66,7 +75,9 @@ def digits_mlperf(tmp_path_factory, digits_data_dir) -> dict:
 
 def test_digits_under_loadgen_puts_loadgens_valid_into_every_row(digits_mlperf):
     rows = digits_mlperf["result"]["performance"]
-    assert [(r["scenario"], r["batch_size"], r["load_generator"]) for r in rows] == [(s, 16, "mlperf") for s in ("offline", "single_stream", "server")]
+    assert [(r["scenario"], r["batch_size"], r["load_generator"]) for r in rows] == [
+        (s, 16, "mlperf") for s in ("offline", "single_stream", "server")
+    ]
     for row in rows:
         block = row["loadgen"]
         assert block["result_validity"] == "VALID" and block["valid"] is True, block
@@ -74,19 +85,25 @@ def test_digits_under_loadgen_puts_loadgens_valid_into_every_row(digits_mlperf):
         assert all(block["conditions"].values()) and block["errors"] == []
         assert not [reason for reason in row["verdict"]["reasons"] if reason.startswith("mlperf loadgen")]
         assert row["accuracy_in_performance_mode"]["passed"] is True  # outputs sampled inside LoadGen's test
-        assert block["settings"]["min_duration_ms"] == 500 and block["settings"]["performance_sample_count"] == 8  # the pool's batches
+        assert (
+            block["settings"]["min_duration_ms"] == 500 and block["settings"]["performance_sample_count"] == 8
+        )  # the pool's batches
 
 
 def test_the_rows_figures_are_loadgens_own_as_its_summary_file_says(digits_mlperf):
     log = digits_mlperf["log"]
     for row in digits_mlperf["result"]["performance"]:
         prefix = f"mlperf_log_bs16_{row['scenario']}_x1_"
-        assert sorted(row["loadgen"]["log_files"]) == [f"{prefix}{n}" for n in ("accuracy.json", "detail.txt", "summary.txt", "trace.json")]
+        assert sorted(row["loadgen"]["log_files"]) == [
+            f"{prefix}{n}" for n in ("accuracy.json", "detail.txt", "summary.txt", "trace.json")
+        ]
         text = (log / f"{prefix}summary.txt").read_text()
         assert "Result is : VALID" in text
         rate = summary_value(text, SUMMARY_RATE[row["scenario"]])
         assert row["qps"] == pytest.approx(rate * 16, rel=1e-4)  # LoadGen's samples are batches of 16
-        assert row["loadgen"]["latency_ms"]["p90"] == pytest.approx(summary_value(text, r"90.00 percentile latency \(ns\)\s*: (\d+)") / 1e6)
+        assert row["loadgen"]["latency_ms"]["p90"] == pytest.approx(
+            summary_value(text, r"90.00 percentile latency \(ns\)\s*: (\d+)") / 1e6
+        )
     single = next(r for r in digits_mlperf["result"]["performance"] if r["scenario"] == "single_stream")
     # SingleStream's headline: LoadGen's p90, and its early-stopping estimate of it.
     assert single["latency_ms"]["p90"] == single["loadgen"]["latency_ms"]["p90"]
@@ -97,7 +114,9 @@ def test_the_rows_figures_are_loadgens_own_as_its_summary_file_says(digits_mlper
     assert single["duration_s"] >= 0.5 and single["loadgen"]["conditions"]["min_duration_met"] is True
     server = next(r for r in digits_mlperf["result"]["performance"] if r["scenario"] == "server")
     assert server["target_qps"] == 4000.0 and server["latency_bound_met"] is True and server["queries"] >= 662
-    scheduled = summary_value((log / "mlperf_log_bs16_server_x1_summary.txt").read_text(), r"Scheduled samples per second\s*: ([\d.]+)")
+    scheduled = summary_value(
+        (log / "mlperf_log_bs16_server_x1_summary.txt").read_text(), r"Scheduled samples per second\s*: ([\d.]+)"
+    )
     assert server["issued_qps"] == pytest.approx(scheduled * 16, rel=1e-3)
 
 
@@ -116,7 +135,9 @@ def test_the_rows_raw_latencies_are_inferperfs_own_timings_of_each_query(digits_
 
 
 def test_an_engine_error_inside_loadgens_test_is_raised_after_it(tmp_path, monkeypatch):
-    config = types.SimpleNamespace(min_duration_s=1.0, max_duration_s=10.0, min_query_count=64, seed=0, latency_bound_ms=1000.0)
+    config = types.SimpleNamespace(
+        min_duration_s=1.0, max_duration_s=10.0, min_query_count=64, seed=0, latency_bound_ms=1000.0
+    )
     pool = [[torch.zeros(2, 3)] for _ in range(4)]
     real_settings = loadgen.loadgen_settings
     for scenario, clients in (("single_stream", 1), ("offline", 1), ("offline", 2), ("server", 1)):
@@ -138,7 +159,16 @@ def test_an_engine_error_inside_loadgens_test_is_raised_after_it(tmp_path, monke
 
         start = time.monotonic()
         with pytest.raises(EngineError, match=rf"engine broke \({scenario}\)"):
-            loadgen.run_loadgen(engine, pool, scenario=scenario, batch_size=2, clients=clients, config=config, log_dir=tmp_path, target_qps=2000.0)
+            loadgen.run_loadgen(
+                engine,
+                pool,
+                scenario=scenario,
+                batch_size=2,
+                clients=clients,
+                config=config,
+                log_dir=tmp_path,
+                target_qps=2000.0,
+            )
         # LoadGen's test ended (every later sample completed at once; server: its 662 arrivals at 1000/s):
         # a hang guard only, far above the 1 s test.
         assert time.monotonic() - start < 60
@@ -154,14 +184,21 @@ def tree(tmp_path_factory) -> Path:
 
 def test_an_unknown_load_generator_on_the_command_line(tmp_path, tree):
     proc, elapsed = run_py(tree, host_yaml(tmp_path, tree), "--set", "load_generator=loadgen")
-    assert_one_config_error(proc, elapsed, tmp_path, "command line (--set): key 'load_generator' must be one of inferperf, mlperf, got 'loadgen'")
+    assert_one_config_error(
+        proc,
+        elapsed,
+        tmp_path,
+        "command line (--set): key 'load_generator' must be one of inferperf, mlperf, got 'loadgen'",
+    )
 
 
 def test_an_unknown_load_generator_in_a_vendor_config(tmp_path):
     perf = copy_inference_tree(tmp_path / "inference")
     path = set_key(case_file(perf, "vendor"), "load_generator", "lg")
     proc, elapsed = run_py(perf, host_yaml(tmp_path, perf))
-    assert_one_config_error(proc, elapsed, tmp_path, f"{path}: key 'load_generator' must be one of inferperf, mlperf, got 'lg'")
+    assert_one_config_error(
+        proc, elapsed, tmp_path, f"{path}: key 'load_generator' must be one of inferperf, mlperf, got 'lg'"
+    )
 
 
 def test_mlperf_without_loadgen_installed(tmp_path, tree):
@@ -175,7 +212,9 @@ def test_mlperf_without_loadgen_installed(tmp_path, tree):
             (packages / entry.name).symlink_to(entry)
     config = host_yaml(tmp_path, tree)
     env = {"PYTHONPATH": str(packages), "PATH": "/usr/bin:/bin"}
-    check = subprocess.run([sys.executable, "-S", "-c", "import mlperf_loadgen"], env=env, capture_output=True, text=True)
+    check = subprocess.run(
+        [sys.executable, "-S", "-c", "import mlperf_loadgen"], env=env, capture_output=True, text=True
+    )
     assert check.returncode == 1 and "No module named 'mlperf_loadgen'" in check.stderr
     start = time.monotonic()
     command = [sys.executable, "-S", "run.py", "--config", str(config), "--set", "load_generator=mlperf"]

@@ -79,7 +79,11 @@ def test_a_latency_bound_no_engine_meets_is_loadgens_invalid_in_the_row(tmp_path
     (row,) = (row.to_json() for row in stage.report.rows)
     assert row["loadgen"]["result_validity"] == "INVALID" and row["latency_bound_met"] is False
     (reason,) = [r for r in row["verdict"]["reasons"] if r.startswith("mlperf loadgen")]
-    assert reason.startswith("mlperf loadgen: INVALID: ") and "latency constraint not met" in reason and "early stopping not met (" in reason
+    assert (
+        reason.startswith("mlperf loadgen: INVALID: ")
+        and "latency constraint not met" in reason
+        and "early stopping not met (" in reason
+    )
     assert row["verdict"]["valid"] is False
 
 
@@ -106,29 +110,46 @@ def test_an_engine_that_speeds_up_after_the_probe_misses_loadgens_min_duration(t
     stage.rows_for(engine, 2)
     (row,) = (row.to_json() for row in stage.report.rows)
     assert row["loadgen"]["probe"]["latency_ns"] > 4_000_000
-    assert row["loadgen"]["conditions"]["min_duration_met"] is False and row["stop_reason"] == "loadgen: minimums not met"
-    assert any(r.startswith("mlperf loadgen: INVALID: min duration not met") for r in row["verdict"]["reasons"]), row["verdict"]
+    assert (
+        row["loadgen"]["conditions"]["min_duration_met"] is False and row["stop_reason"] == "loadgen: minimums not met"
+    )
+    assert any(r.startswith("mlperf loadgen: INVALID: min duration not met") for r in row["verdict"]["reasons"]), row[
+        "verdict"
+    ]
 
 
 # ---- settings, the detail log ------------------------------------------------------------------------
 
 
 def test_settings_come_from_the_probe_and_the_config():
-    config = types.SimpleNamespace(min_duration_s=2.0, max_duration_s=60.0, min_query_count=100, seed=7, latency_bound_ms=25.0)
+    config = types.SimpleNamespace(
+        min_duration_s=2.0, max_duration_s=60.0, min_query_count=100, seed=7, latency_bound_ms=25.0
+    )
     found = loadgen.Probe(queries=20, latency_ns=1_100_000, qps=900.0)
     single = loadgen.loadgen_settings(lg, "single_stream", config, found, 4, 1, None)
     assert single.scenario == lg.TestScenario.SingleStream and single.mode == lg.TestMode.PerformanceOnly
     assert single.single_stream_expected_latency_ns == 1_000_000  # the probe's latency / PROBE_MARGIN
-    assert (single.min_duration_ms, single.max_duration_ms, single.min_query_count, single.schedule_rng_seed) == (2000, 60000, 100, 7)
+    assert (single.min_duration_ms, single.max_duration_ms, single.min_query_count, single.schedule_rng_seed) == (
+        2000,
+        60000,
+        100,
+        7,
+    )
     offline = loadgen.loadgen_settings(lg, "offline", config, found, 4, 2, None)
     assert offline.offline_expected_qps == pytest.approx(900.0 * 2 * 1.1)  # one client's rate x clients x margin
     slow = loadgen.loadgen_settings(lg, "offline", config, loadgen.Probe(3, 10**9, 1.0), 4, 1, None)
     assert slow.offline_expected_qps == pytest.approx(100 / 2.2)  # enough samples for min_query_count
     server = loadgen.loadgen_settings(lg, "server", config, found, 4, 1, 200.0)
-    assert server.server_target_qps == 50.0 and server.server_target_latency_ns == 25_000_000 and server.server_target_latency_percentile == 0.99
+    assert (
+        server.server_target_qps == 50.0
+        and server.server_target_latency_ns == 25_000_000
+        and server.server_target_latency_percentile == 0.99
+    )
     assert server.min_query_count == 662  # the p99 floor, as InferPerf's server rows
     config.min_query_count = 10
-    assert loadgen.loadgen_settings(lg, "single_stream", config, found, 4, 1, None).min_query_count == 64  # the p90 floor
+    assert (
+        loadgen.loadgen_settings(lg, "single_stream", config, found, 4, 1, None).min_query_count == 64
+    )  # the p90 floor
 
 
 def detail_line(key: str, value, error: bool = False, warning: bool = False) -> str:
@@ -145,7 +166,10 @@ def test_the_detail_log_is_read_line_by_line_and_an_error_makes_the_block_invali
         ":::MLLOG {not json",
         detail_line("result_min_duration_met", True),
         detail_line("early_stopping_met", True),
-        detail_line("early_stopping_result", " * Processed at least 64 queries (100).  * Early stopping 90.0th percentile estimate: 2500000"),
+        detail_line(
+            "early_stopping_result",
+            " * Processed at least 64 queries (100).  * Early stopping 90.0th percentile estimate: 2500000",
+        ),
         detail_line("result_qps_with_loadgen_overhead", 50.0),
         detail_line("result_90.00_percentile_latency_ns", 2_000_000),
         detail_line("effective_min_duration_ms", 1000),
@@ -154,10 +178,17 @@ def test_the_detail_log_is_read_line_by_line_and_an_error_makes_the_block_invali
     ]
     path.write_text("\n".join(lines) + "\n")
     values, errors, warnings = loadgen.read_detail(path)
-    assert values["result_validity"] == "VALID" and errors == ["error_runtime: SUT failed"] and warnings == ["warning_generic_message: odd"]
+    assert (
+        values["result_validity"] == "VALID"
+        and errors == ["error_runtime: SUT failed"]
+        and warnings == ["warning_generic_message: odd"]
+    )
     block = loadgen.summarize(values, errors, warnings, "single_stream", 4)
     assert block["valid"] is False and block["samples_per_second"] == 200.0 and block["latency_ms"]["p90"] == 2.0
-    assert block["early_stopping"] == ["Processed at least 64 queries (100).", "Early stopping 90.0th percentile estimate: 2500000"]
+    assert block["early_stopping"] == [
+        "Processed at least 64 queries (100).",
+        "Early stopping 90.0th percentile estimate: 2500000",
+    ]
     assert block["early_stopping_estimate_ms"] == {"p90": 2.5} and block["settings"] == {"min_duration_ms": 1000}
     assert loadgen.invalid_reasons(block) == ["mlperf loadgen: VALID: error error_runtime: SUT failed"]
     values["result_validity"], values["result_min_duration_met"] = "INVALID", False
@@ -179,15 +210,29 @@ def test_the_key_in_the_case_config():
             make(load_generator=value, origin={"load_generator": "/v.yaml"})
         assert str(info.value) == f"/v.yaml: key 'load_generator' must be one of inferperf, mlperf, got {shown}"
     with pytest.raises(ConfigError) as info:
-        make(load_generator="mlperf", scenario="server", latency_bound_ms=5, server_search=True, origin={"server_search": "/c.yaml"})
-    assert str(info.value) == "/c.yaml: key 'server_search' is true, but load_generator mlperf runs server rows at a fixed target_qps; set target_qps instead"
-    assert make(load_generator="inferperf", scenario="server", latency_bound_ms=5, server_search=True).server_search is True
+        make(
+            load_generator="mlperf",
+            scenario="server",
+            latency_bound_ms=5,
+            server_search=True,
+            origin={"server_search": "/c.yaml"},
+        )
+    assert (
+        str(info.value)
+        == "/c.yaml: key 'server_search' is true, but load_generator mlperf runs server rows at a fixed target_qps; set target_qps instead"
+    )
+    assert (
+        make(load_generator="inferperf", scenario="server", latency_bound_ms=5, server_search=True).server_search
+        is True
+    )
 
 
 def test_mlperf_needs_loadgen_importable(monkeypatch):
     """The check itself (tests/test_loadgen.py runs run.py in an interpreter that really lacks the package)."""
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *args: None if name == "mlperf_loadgen" else real(name, *args))
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *args: None if name == "mlperf_loadgen" else real(name, *args)
+    )
     with pytest.raises(ConfigError) as info:
         make(load_generator="mlperf", origin={"load_generator": "command line (--set)"})
     message = "command line (--set): key 'load_generator' is 'mlperf', but MLPerf LoadGen is not installed here (pip install mlcommons-loadgen==6.0.17)"

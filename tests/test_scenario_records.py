@@ -242,7 +242,10 @@ def test_multi_stream_stops_on_the_p99_floor_and_its_precision():
 
 def test_multi_stream_is_selectable_and_its_query_must_be_whole_batches():
     config = CaseConfig(**TYPED_CASE_CONFIG, scenario=["offline", "multi_stream"], batch_sizes=[1, 2, 4, 8])
-    assert config.scenario == ["offline", "multi_stream"] and MULTI_STREAM.samples_per_query(query_samples(config, MULTI_STREAM), 8) == 8  # LoadGen's default
+    assert (
+        config.scenario == ["offline", "multi_stream"]
+        and MULTI_STREAM.samples_per_query(query_samples(config, MULTI_STREAM), 8) == 8
+    )  # LoadGen's default
     assert "multi_stream_samples_per_query" not in config.as_dict()  # unset, so result.json's config keeps its bytes
     with pytest.raises(ConfigError) as info:
         CaseConfig(**TYPED_CASE_CONFIG, scenario="multi_stream", batch_sizes=[2, 3], origin={"scenario": "/c.yaml"})
@@ -251,7 +254,9 @@ def test_multi_stream_is_selectable_and_its_query_must_be_whole_batches():
         "whole number of batches, "
         "but batch size 3 does not divide it"
     )
-    config = CaseConfig(**TYPED_CASE_CONFIG, scenario="multi_stream", batch_sizes=[3], extra={"multi_stream_samples_per_query": 6})
+    config = CaseConfig(
+        **TYPED_CASE_CONFIG, scenario="multi_stream", batch_sizes=[3], extra={"multi_stream_samples_per_query": 6}
+    )
     assert MULTI_STREAM.calls_per_query(query_samples(config, MULTI_STREAM), 3) == 2
     with pytest.raises(ConfigError, match="key 'multi_stream_samples_per_query' must be a positive integer"):
         CaseConfig(**TYPED_CASE_CONFIG, extra={"multi_stream_samples_per_query": 0})

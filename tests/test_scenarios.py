@@ -98,7 +98,15 @@ def test_min_duration_dominates_min_query_count():
 
 def test_max_duration_caps_the_run():
     clock = FakeClock()
-    result = run(costing(clock, 2 * MS), make_pool(2), clock, scenario="single_stream", min_query_count=1000, min_duration_s=1.0, max_duration_s=0.05)
+    result = run(
+        costing(clock, 2 * MS),
+        make_pool(2),
+        clock,
+        scenario="single_stream",
+        min_query_count=1000,
+        min_duration_s=1.0,
+        max_duration_s=0.05,
+    )
     assert result.queries == 25
     assert result.stop_reason == "max_duration_s reached"
     assert result.qps == pytest.approx(25 * 4 / 0.05, rel=1e-12)
@@ -116,7 +124,13 @@ def test_stop_rule_property(scenario, cost_us, min_queries, min_ms, max_ms):
     clock = FakeClock()
     cost = cost_us * 1000
     result = run(
-        costing(clock, cost), make_pool(3), clock, scenario=scenario, min_query_count=min_queries, min_duration_s=min_ms / 1e3, max_duration_s=max_ms / 1e3
+        costing(clock, cost),
+        make_pool(3),
+        clock,
+        scenario=scenario,
+        min_query_count=min_queries,
+        min_duration_s=min_ms / 1e3,
+        max_duration_s=max_ms / 1e3,
     )
     # minimums are met after k_min queries, the cap is hit after k_max queries
     k_min = max(min_queries, math.ceil(min_ms * MS / cost))
@@ -135,7 +149,9 @@ def test_zero_cost_step_has_no_qps():
 @pytest.mark.parametrize("scenario", ["offline", "single_stream"])
 def test_foo_time_is_subtracted_from_latency_and_duration(scenario):
     clock = FakeClock()
-    result = run(costing(clock, 2 * MS, foo_s=0.0005), make_pool(2), clock, scenario=scenario, batch_size=2, min_query_count=8)
+    result = run(
+        costing(clock, 2 * MS, foo_s=0.0005), make_pool(2), clock, scenario=scenario, batch_size=2, min_query_count=8
+    )
     assert result.latencies_ns == [1_500_000] * 8
     assert result.foo_time_s == pytest.approx(0.004, rel=1e-12)
     assert result.duration_s == pytest.approx(8 * 0.0015, rel=1e-12)
@@ -156,7 +172,17 @@ def test_sync_runs_after_each_call_before_the_completion_time():
         events.append("sync")
         clock.advance(3 * MS)  # the device finishes later than the call returns
 
-    result = run_scenario(step, make_pool(1), scenario="offline", batch_size=1, min_query_count=3, min_duration_s=0, max_duration_s=10, sync=sync, clock=clock)
+    result = run_scenario(
+        step,
+        make_pool(1),
+        scenario="offline",
+        batch_size=1,
+        min_query_count=3,
+        min_duration_s=0,
+        max_duration_s=10,
+        sync=sync,
+        clock=clock,
+    )
     assert events == ["step", "sync"] * 3
     assert result.latencies_ns == [4 * MS] * 3
 
@@ -186,7 +212,16 @@ def test_server_fast_step_follows_the_schedule():
     clock = FakeClock()
     calls: list = []
     n, bs, target = 200, 2, 2000.0  # 1000 queries/s: mean gap 1 ms, step 0.1 ms
-    result = run(costing(clock, 100_000, calls=calls), make_pool(3), clock, scenario="server", batch_size=bs, target_qps=target, seed=7, min_query_count=n)
+    result = run(
+        costing(clock, 100_000, calls=calls),
+        make_pool(3),
+        clock,
+        scenario="server",
+        batch_size=bs,
+        target_qps=target,
+        seed=7,
+        min_query_count=n,
+    )
     offsets = schedule_ns(target / bs, 7, n)
     issues, latencies, completions = expected_server(offsets, 100_000)
     start = clock.t - completions[-1]
@@ -205,7 +240,16 @@ def test_server_fast_step_follows_the_schedule():
 def test_server_slow_step_queues_and_latency_counts_from_arrival():
     clock = FakeClock()
     n = 100  # arrivals every ~1 ms on average, each query takes 2 ms: a growing backlog
-    result = run(costing(clock, 2 * MS, foo_s=0.0002), make_pool(2), clock, scenario="server", batch_size=1, target_qps=1000.0, seed=3, min_query_count=n)
+    result = run(
+        costing(clock, 2 * MS, foo_s=0.0002),
+        make_pool(2),
+        clock,
+        scenario="server",
+        batch_size=1,
+        target_qps=1000.0,
+        seed=3,
+        min_query_count=n,
+    )
     offsets = schedule_ns(1000.0, 3, n)
     _, latencies, completions = expected_server(offsets, 2 * MS, foo=200_000)
     assert result.latencies_ns == latencies
@@ -219,7 +263,15 @@ def test_server_slow_step_queues_and_latency_counts_from_arrival():
 def test_server_stops_at_min_duration_by_schedule():
     clock = FakeClock()
     result = run(
-        costing(clock, 10_000), make_pool(1), clock, scenario="server", batch_size=1, target_qps=1000.0, seed=11, min_query_count=1, min_duration_s=0.05
+        costing(clock, 10_000),
+        make_pool(1),
+        clock,
+        scenario="server",
+        batch_size=1,
+        target_qps=1000.0,
+        seed=11,
+        min_query_count=1,
+        min_duration_s=0.05,
     )
     offsets = schedule_ns(1000.0, 11, 200)
     assert result.queries == sum(1 for a in offsets if a < 50 * MS)
@@ -228,7 +280,16 @@ def test_server_stops_at_min_duration_by_schedule():
 
 def test_server_max_duration_under_backlog():
     clock = FakeClock()
-    result = run(costing(clock, 10 * MS), make_pool(1), clock, scenario="server", batch_size=1, target_qps=1000.0, min_query_count=10_000, max_duration_s=0.1)
+    result = run(
+        costing(clock, 10 * MS),
+        make_pool(1),
+        clock,
+        scenario="server",
+        batch_size=1,
+        target_qps=1000.0,
+        min_query_count=10_000,
+        max_duration_s=0.1,
+    )
     assert result.queries == 10  # always backlogged: the 10th completes at 100 ms
     assert result.stop_reason == "max_duration_s reached"
 
@@ -274,7 +335,10 @@ def test_server_schedule_does_not_accumulate_sleep_error():
         free = arrival + OversleepingClock.LATE_NS if arrival > free else free
         expected.append(free - arrival)
     assert result.latencies_ns == expected and expected[0] == 0
-    assert statistics.median(result.latencies_ns) == OversleepingClock.LATE_NS and max(result.latencies_ns) < 4 * OversleepingClock.LATE_NS
+    assert (
+        statistics.median(result.latencies_ns) == OversleepingClock.LATE_NS
+        and max(result.latencies_ns) < 4 * OversleepingClock.LATE_NS
+    )
 
 
 class InFlight:
@@ -418,7 +482,16 @@ def test_errors_in_client_threads_reach_the_caller():
         raise RuntimeError("engine broke")
 
     with pytest.raises(RuntimeError, match="engine broke"):
-        run_scenario(step, make_pool(1), scenario="offline", batch_size=1, clients=3, min_query_count=5, min_duration_s=0, max_duration_s=5)
+        run_scenario(
+            step,
+            make_pool(1),
+            scenario="offline",
+            batch_size=1,
+            clients=3,
+            min_query_count=5,
+            min_duration_s=0,
+            max_duration_s=5,
+        )
 
 
 # --- sampled outputs ----------------------------------------------------------
@@ -443,7 +516,9 @@ def test_sampled_outputs_are_eligible_bounded_spread_copies():
         produced[query] = [{"query": query}, FakeTensor([query], clock)]
         return produced[query], 0.0
 
-    result = run(step, make_pool(5), clock, scenario="offline", min_query_count=200, sample_pool_indices={1, 3}, max_sampled=4)
+    result = run(
+        step, make_pool(5), clock, scenario="offline", min_query_count=200, sample_pool_indices={1, 3}, max_sampled=4
+    )
     assert result.queries == 200
     assert result.latencies_ns == [2 * MS] * 200  # copies are made after the completion time
     samples = result.sampled_outputs
@@ -462,7 +537,15 @@ def test_sampled_outputs_are_eligible_bounded_spread_copies():
 @given(queries=st.integers(1, 300), limit=st.integers(1, 10))
 def test_sampled_outputs_property(queries, limit):
     clock = FakeClock()
-    result = run(costing(clock, MS), make_pool(1), clock, scenario="single_stream", min_query_count=queries, sample_pool_indices={0}, max_sampled=limit)
+    result = run(
+        costing(clock, MS),
+        make_pool(1),
+        clock,
+        scenario="single_stream",
+        min_query_count=queries,
+        sample_pool_indices={0},
+        max_sampled=limit,
+    )
     kept = sorted(result.sampled_outputs)
     assert 1 <= len(kept) <= limit
     assert len(kept) >= min(queries, math.ceil(limit / 2))
@@ -478,7 +561,18 @@ def test_sampled_outputs_property(queries, limit):
 def test_no_sampling_by_default_or_with_max_sampled_zero():
     clock = FakeClock()
     assert run(costing(clock, MS), make_pool(2), clock, scenario="offline", min_query_count=5).sampled_outputs == {}
-    assert run(costing(clock, MS), make_pool(2), clock, scenario="offline", min_query_count=5, sample_pool_indices={0, 1}, max_sampled=0).sampled_outputs == {}
+    assert (
+        run(
+            costing(clock, MS),
+            make_pool(2),
+            clock,
+            scenario="offline",
+            min_query_count=5,
+            sample_pool_indices={0, 1},
+            max_sampled=0,
+        ).sampled_outputs
+        == {}
+    )
 
 
 # --- server_search ------------------------------------------------------------
@@ -551,11 +645,23 @@ BASE = dict(scenario="offline", batch_size=2, min_query_count=1, min_duration_s=
 @pytest.mark.parametrize(
     "changes, pool, match",
     [
-        (dict(scenario="multi-stream"), None, "unknown scenario 'multi-stream': expected one of offline, single_stream, multi_stream, server"),
+        (
+            dict(scenario="multi-stream"),
+            None,
+            "unknown scenario 'multi-stream': expected one of offline, single_stream, multi_stream, server",
+        ),
         (dict(clients=0), None, "clients must be"),
         (dict(scenario="single_stream", clients=2), None, "clients must be 1"),
-        (dict(scenario="multi_stream", clients=2), None, "multi_stream: issues one query at a time, so clients must be 1, got 2"),
-        (dict(scenario="multi_stream", samples_per_query=5), None, "samples_per_query must be a positive multiple of batch_size 2, got 5"),
+        (
+            dict(scenario="multi_stream", clients=2),
+            None,
+            "multi_stream: issues one query at a time, so clients must be 1, got 2",
+        ),
+        (
+            dict(scenario="multi_stream", samples_per_query=5),
+            None,
+            "samples_per_query must be a positive multiple of batch_size 2, got 5",
+        ),
         (dict(min_query_count=0), None, "min_query_count"),
         (dict(min_duration_s=-0.1), None, "min_duration_s"),
         (dict(max_duration_s=-1.0), None, "max_duration_s"),

@@ -66,7 +66,9 @@ def go(cost, clients=1, foo=0.0, n_pool=3, **kwargs):
     kwargs.setdefault("batch_size", 2)
     kwargs.setdefault("min_duration_s", 0.0)
     kwargs.setdefault("max_duration_s", 1000.0)
-    run = run_scenario(costing(clock, cost, foo), pool(n_pool), clients=clients, clock=clock, sleep=clock.sleep, **kwargs)
+    run = run_scenario(
+        costing(clock, cost, foo), pool(n_pool), clients=clients, clock=clock, sleep=clock.sleep, **kwargs
+    )
     return run, clock
 
 
@@ -92,11 +94,25 @@ CASES = {
     "offline max duration": dict(cost=3 * MS, scenario="offline", min_query_count=10**6, max_duration_s=0.05),
     "offline sampled": dict(cost=MS, scenario="offline", min_query_count=40, sample_pool_indices={1}, max_sampled=4),
     "server fast": dict(cost=100_000, scenario="server", target_qps=2000.0, seed=7, min_query_count=150),
-    "server backlog foo": dict(cost=2 * MS, foo=0.0002, scenario="server", batch_size=1, target_qps=1000.0, seed=3, min_query_count=60),
-    "server min duration": dict(cost=10_000, scenario="server", batch_size=1, target_qps=1000.0, seed=11, min_query_count=1, min_duration_s=0.05),
-    "server max duration": dict(cost=10 * MS, scenario="server", batch_size=1, target_qps=1000.0, min_query_count=10**6, max_duration_s=0.1),
+    "server backlog foo": dict(
+        cost=2 * MS, foo=0.0002, scenario="server", batch_size=1, target_qps=1000.0, seed=3, min_query_count=60
+    ),
+    "server min duration": dict(
+        cost=10_000, scenario="server", batch_size=1, target_qps=1000.0, seed=11, min_query_count=1, min_duration_s=0.05
+    ),
+    "server max duration": dict(
+        cost=10 * MS, scenario="server", batch_size=1, target_qps=1000.0, min_query_count=10**6, max_duration_s=0.1
+    ),
     "server slow arrivals": dict(cost=MS, scenario="server", batch_size=1, target_qps=0.1, seed=2, min_query_count=6),
-    "server sampled": dict(cost=MS, scenario="server", target_qps=500.0, seed=4, min_query_count=50, sample_pool_indices={0, 2}, max_sampled=5),
+    "server sampled": dict(
+        cost=MS,
+        scenario="server",
+        target_qps=500.0,
+        seed=4,
+        min_query_count=50,
+        sample_pool_indices={0, 2},
+        max_sampled=5,
+    ),
 }
 
 
@@ -138,7 +154,9 @@ def offsets_ns(rate, seed, count):
 @pytest.mark.parametrize("clients", [1, 2])
 def test_server_arrivals_seconds_apart_are_exact_and_slept_to_once(monkeypatch, clients):
     monkeypatch.setattr(scenarios, "_run_threads", sequential)
-    run, clock = go(cost=MS, clients=clients, scenario="server", batch_size=1, target_qps=0.1, seed=2, min_query_count=6)
+    run, clock = go(
+        cost=MS, clients=clients, scenario="server", batch_size=1, target_qps=0.1, seed=2, min_query_count=6
+    )
     offsets = offsets_ns(0.1, 2, 6)
     assert offsets[-1] > 20 * 10**9  # tens of seconds: a 1e-9 relative error is tens of ns
     assert (run.latencies_ns, run.completions_ns) == expected_server(offsets, MS)
@@ -214,7 +232,16 @@ def test_an_error_stops_every_client(monkeypatch):
         raise RuntimeError("engine broke")
 
     with pytest.raises(RuntimeError, match="engine broke"):
-        run_scenario(step, pool(2), scenario="offline", batch_size=1, clients=3, min_query_count=5, min_duration_s=0, max_duration_s=5)
+        run_scenario(
+            step,
+            pool(2),
+            scenario="offline",
+            batch_size=1,
+            clients=3,
+            min_query_count=5,
+            min_duration_s=0,
+            max_duration_s=5,
+        )
     assert len(calls) == 1
 
 
@@ -282,11 +309,21 @@ def test_sampled_outputs_are_in_query_order():
 
 
 def test_server_sampling_matches_single_stream_and_respects_max_sampled_zero():
-    server, _ = go(cost=MS, scenario="server", target_qps=500.0, seed=4, min_query_count=50, sample_pool_indices={0, 2}, max_sampled=5)
+    server, _ = go(
+        cost=MS,
+        scenario="server",
+        target_qps=500.0,
+        seed=4,
+        min_query_count=50,
+        sample_pool_indices={0, 2},
+        max_sampled=5,
+    )
     stream, _ = go(cost=MS, scenario="single_stream", min_query_count=50, sample_pool_indices={0, 2}, max_sampled=5)
     assert server.queries == stream.queries == 50
     assert server.sampled_outputs == stream.sampled_outputs and len(server.sampled_outputs) >= 3
-    none, _ = go(cost=MS, scenario="server", target_qps=500.0, min_query_count=5, sample_pool_indices={0}, max_sampled=0)
+    none, _ = go(
+        cost=MS, scenario="server", target_qps=500.0, min_query_count=5, sample_pool_indices={0}, max_sampled=0
+    )
     assert none.sampled_outputs == {}
 
 
@@ -308,9 +345,17 @@ BASE = dict(scenario="offline", batch_size=2, min_query_count=1, min_duration_s=
 @pytest.mark.parametrize(
     "changes, the_pool, message",
     [
-        (dict(scenario="multi"), None, "unknown scenario 'multi': expected one of offline, single_stream, multi_stream, server"),
+        (
+            dict(scenario="multi"),
+            None,
+            "unknown scenario 'multi': expected one of offline, single_stream, multi_stream, server",
+        ),
         (dict(), [["a"], ("b",)], "offline: pool batch 1 must be a list of inputs, got tuple"),
-        (dict(sample_pool_indices={2, -1}), None, "offline: sample_pool_indices ['-1', '2'] are not indices of the pool (0..1)"),
+        (
+            dict(sample_pool_indices={2, -1}),
+            None,
+            "offline: sample_pool_indices ['-1', '2'] are not indices of the pool (0..1)",
+        ),
         (dict(scenario="server", target_qps=None), None, "server: target_qps (samples/s) must be > 0, got None"),
     ],
 )

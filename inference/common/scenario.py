@@ -40,10 +40,14 @@ class LoadgenFacts:
     reads and the ``TestSettings`` attributes the row sets (None: the scenario has no such setting)."""
 
     scenario: str  # lg.TestScenario's member
-    rate_key: str | None  # detail-log key of the throughput, LoadGen samples (pool batches) per second; None: LoadGen logs none
+    rate_key: (
+        str | None
+    )  # detail-log key of the throughput, LoadGen samples (pool batches) per second; None: LoadGen logs none
     one_query: bool  # the whole test is one query (Offline): its latency is one figure, so a row shows InferPerf's per-batch timings
     latency_key: str  # detail-log key pattern of its latency percentiles ("{q}" = "99.00"): per query where a query has several samples
-    latency_summary: str  # "latency" or "query_latency": result_{min,mean,max}_<this>_ns, the min/mean/max beside the percentiles
+    latency_summary: (
+        str  # "latency" or "query_latency": result_{min,mean,max}_<this>_ns, the min/mean/max beside the percentiles
+    )
     expected_latency_setting: str | None  # TestSettings attribute: the guessed query latency LoadGen sizes its run by
     expected_qps_setting: str | None  # TestSettings attribute: the guessed rate LoadGen sizes its one query by
     target_qps_setting: str | None  # TestSettings attribute: the arrival rate (queries per second)
@@ -62,7 +66,9 @@ class Scenario:
     one_query_at_a_time: bool  # the next query is issued when the previous completes, so clients must be 1
     scheduled: bool  # queries arrive on a Poisson schedule at target_qps; latency counts from the arrival
     bound_key: str | None  # the config key of the bound its headline percentile must meet; None: no bound
-    samples_per_query_key: str | None  # the config key of a query's samples (several engine calls); None: one batch a query
+    samples_per_query_key: (
+        str | None
+    )  # the config key of a query's samples (several engine calls); None: one batch a query
     samples_per_query_default: int | None  # that key's value where a config does not set it
     loadgen: LoadgenFacts
 
@@ -94,7 +100,9 @@ class Scenario:
         """Engine calls (pool batches) in one query; a query's samples are a whole number of batches."""
         samples = self.samples_per_query(configured, batch_size)
         if samples % batch_size:
-            raise ValueError(f"{self.name}: {self.samples_per_query_key} {samples} is not a multiple of batch size {batch_size}")
+            raise ValueError(
+                f"{self.name}: {self.samples_per_query_key} {samples} is not a multiple of batch size {batch_size}"
+            )
         return samples // batch_size
 
 

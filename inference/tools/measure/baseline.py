@@ -191,7 +191,16 @@ def measure_kernel(
     return _rate(ends, work, settings, target, settled, rule.checks, stop, monitor.stop())
 
 
-def _rate(ends: list[int], work: float, settings: KernelSettings, target: Target, settled: Settle, checks: int, stop: str, reading: Any) -> KernelRate:
+def _rate(
+    ends: list[int],
+    work: float,
+    settings: KernelSettings,
+    target: Target,
+    settled: Settle,
+    checks: int,
+    stop: str,
+    reading: Any,
+) -> KernelRate:
     """The measured window's rate, interval and verdict (minimums, precision, drift, contention)."""
     span_ns = ends[-1]
     timeline = Timeline.tiled(ends, work)
@@ -248,10 +257,18 @@ def measure_collective(
         elapsed = ends[-1]
         checks += 1
         met = minimums_met(len(ends), elapsed / 1e9, settings.min_queries, settings.min_duration_s)
-        precise = settings.precision is None or not imprecise(target, measure_figures(target, {RATE: Timeline.tiled(ends, work)}))
+        precise = settings.precision is None or not imprecise(
+            target, measure_figures(target, {RATE: Timeline.tiled(ends, work)})
+        )
         if not agree(not (met and precise), elapsed >= settings.max_duration_s * 1e9):
             break
-    stop = PRECISION_REACHED if settings.precision is not None and precise else MINIMUMS_MET if met and settings.precision is None else MAX_DURATION_REACHED
+    stop = (
+        PRECISION_REACHED
+        if settings.precision is not None and precise
+        else MINIMUMS_MET
+        if met and settings.precision is None
+        else MAX_DURATION_REACHED
+    )
     return _rate(ends, work, settings, target, Settle(), checks, stop, monitor.stop())
 
 

@@ -87,7 +87,9 @@ class ModelShape:
     def flops_per_token(self, context: float, head: bool = True) -> float:
         """One token's forward attending to ``context`` positions; ``head``: with the LM head."""
         body = self.params - self.embedding_params - self.head_params
-        return 2.0 * (body + (self.head_params if head else 0)) + 4.0 * self.layers * self.heads * self.head_dim * context
+        return (
+            2.0 * (body + (self.head_params if head else 0)) + 4.0 * self.layers * self.heads * self.head_dim * context
+        )
 
     def prefill_flops(self, batch: int, length: int) -> float:
         """A causal prefill of ``length`` tokens, the LM head on the last position only (the
@@ -141,7 +143,9 @@ class Generation:
         return self.token_ns[-1]
 
 
-def generate_timed(engine: Any, prompts: Any, output_length: int, clock: Clock = time.perf_counter_ns, keep_tokens: bool = False) -> Generation:
+def generate_timed(
+    engine: Any, prompts: Any, output_length: int, clock: Clock = time.perf_counter_ns, keep_tokens: bool = False
+) -> Generation:
     """Run one query through the engine contract and time it (the one timing of generation).
 
     ``prefill`` then ``output_length`` calls of ``step``: the first selects the
@@ -165,7 +169,11 @@ def generate_timed(engine: Any, prompts: Any, output_length: int, clock: Clock =
     if keep_tokens:
         import numpy as np
 
-        tokens = np.stack([np.asarray(t).reshape(batch) for t in chosen], axis=1) if chosen else np.zeros((batch, 0), dtype=np.int64)
+        tokens = (
+            np.stack([np.asarray(t).reshape(batch) for t in chosen], axis=1)
+            if chosen
+            else np.zeros((batch, 0), dtype=np.int64)
+        )
     return Generation(batch, length, issued, prefill_end, token_ns, tokens)
 
 
@@ -261,9 +269,15 @@ class GenerationFigures:
             "requests_per_s": self.requests() / window if window > 0 else None,
         }
         if self.shape is not None:
-            record["prefill_flops_per_s"] = sum(self.shape.prefill_flops(g.batch, g.input_length) for g in gens) / prefill_s if prefill_s > 0 else None
+            record["prefill_flops_per_s"] = (
+                sum(self.shape.prefill_flops(g.batch, g.input_length) for g in gens) / prefill_s
+                if prefill_s > 0
+                else None
+            )
             record["decode_flops_per_s"] = (
-                sum(self.shape.decode_flops(g.batch, g.input_length, g.output_length) for g in gens) / decode_s if decode_s > 0 else None
+                sum(self.shape.decode_flops(g.batch, g.input_length, g.output_length) for g in gens) / decode_s
+                if decode_s > 0
+                else None
             )
         record.update(self.extra)
         return record

@@ -76,8 +76,12 @@ def _fail(config: CaseConfig, key: str, message: str) -> None:
 
 def _ints(config: CaseConfig, key: str, value: Any, low: int, high: int, count: tuple[int, int]) -> list[int]:
     items = value if isinstance(value, list) else [value]
-    if not count[0] <= len(items) <= count[1] or any(isinstance(v, bool) or not isinstance(v, int) or not low <= v <= high for v in items):
-        what = f"a list of {count[0]} to {count[1]} integers" if count[0] != count[1] else f"a list of {count[0]} integers"
+    if not count[0] <= len(items) <= count[1] or any(
+        isinstance(v, bool) or not isinstance(v, int) or not low <= v <= high for v in items
+    ):
+        what = (
+            f"a list of {count[0]} to {count[1]} integers" if count[0] != count[1] else f"a list of {count[0]} integers"
+        )
         _fail(config, key, f"must be {what} in {low}..{high}, got {value!r}")
     return [int(v) for v in items]
 
@@ -111,7 +115,9 @@ class LLMWorkload:
         if self.output_length < 2:
             raise ValueError("output_length must be at least 2 (TPOT is the time per token after the first)")
         if self.server_bound_percentile not in PERCENTILES:
-            raise ValueError(f"server_bound_percentile must be one of {', '.join(PERCENTILES)}, got {self.server_bound_percentile!r}")
+            raise ValueError(
+                f"server_bound_percentile must be one of {', '.join(PERCENTILES)}, got {self.server_bound_percentile!r}"
+            )
         for name in ("server_input_length", "server_output_length"):
             low, high = getattr(self, name)
             if low > high:
@@ -126,8 +132,15 @@ class LLMWorkload:
         get = config.get
         rates = get("server_target_qps", []) or []
         rates = rates if isinstance(rates, list) else [rates]
-        if any(isinstance(r, bool) or not isinstance(r, (int, float)) or not 0 < r <= 1e6 for r in rates) or len(rates) > 16:
-            _fail(config, "server_target_qps", f"must be a list of at most 16 positive request rates (requests/s), got {get('server_target_qps')!r}")
+        if (
+            any(isinstance(r, bool) or not isinstance(r, (int, float)) or not 0 < r <= 1e6 for r in rates)
+            or len(rates) > 16
+        ):
+            _fail(
+                config,
+                "server_target_qps",
+                f"must be a list of at most 16 positive request rates (requests/s), got {get('server_target_qps')!r}",
+            )
         percentile = get("server_bound_percentile", "p90")
         try:
             workload = cls(
@@ -136,8 +149,12 @@ class LLMWorkload:
                 output_length=_int(config, "output_length", None, 1, 1 << 20),
                 server_target_qps=[float(r) for r in rates],
                 server_requests=_int(config, "server_requests", 64, 1, 1 << 20),
-                server_input_length=_ints(config, "server_input_length", get("server_input_length", [32, 256]), 1, 1 << 20, (2, 2)),
-                server_output_length=_ints(config, "server_output_length", get("server_output_length", [8, 64]), 1, 1 << 20, (2, 2)),
+                server_input_length=_ints(
+                    config, "server_input_length", get("server_input_length", [32, 256]), 1, 1 << 20, (2, 2)
+                ),
+                server_output_length=_ints(
+                    config, "server_output_length", get("server_output_length", [8, 64]), 1, 1 << 20, (2, 2)
+                ),
                 ttft_bound_ms=_bound(config, "ttft_bound_ms", 2000.0),
                 tpot_bound_ms=_bound(config, "tpot_bound_ms", 200.0),
                 server_bound_percentile=percentile,
@@ -205,12 +222,21 @@ class LLMReport:
     raw_latencies_ns: list = field(default_factory=list)
 
     def labelled_reasons(self) -> list[tuple[str, list[str]]]:
-        cells = [(f"llm bs {c['batch_size']} in {c['input_length']} out {c['output_length']}", c["verdict"]["reasons"]) for c in self.table]
+        cells = [
+            (f"llm bs {c['batch_size']} in {c['input_length']} out {c['output_length']}", c["verdict"]["reasons"])
+            for c in self.table
+        ]
         rows = [(f"llm server @{r['target_qps']:g} req/s", r["verdict"]["reasons"]) for r in self.server]
         return cells + rows
 
     def to_dict(self) -> dict:
-        llm = {"model": self.model, "workload": self.workload, "table": self.table, "server": self.server, "greedy": self.greedy}
+        llm = {
+            "model": self.model,
+            "workload": self.workload,
+            "table": self.table,
+            "server": self.server,
+            "greedy": self.greedy,
+        }
         return {"rows": [], "numeric": self.numeric, "audits": [], "best": None, "notes": self.notes, "llm": llm}
 
 
@@ -263,7 +289,13 @@ def _settle(engine: Any, prompts: PromptSource, batch: int, length: int, output_
 
 
 def _judge(
-    figures: GenerationFigures, target: Target, limits: Limits, reading: Any, engine_reasons: list[str], min_queries: int, stop: str
+    figures: GenerationFigures,
+    target: Target,
+    limits: Limits,
+    reading: Any,
+    engine_reasons: list[str],
+    min_queries: int,
+    stop: str,
 ) -> tuple[Verdict, dict]:
     """The verdict of a cell or row and its ``precision`` parts (figures, drifts)."""
     elapsed = figures.window_s()
@@ -279,11 +311,22 @@ def _judge(
     return verdict.extend(engine_reasons), {"figures": judged, "drifts": drifts}
 
 
-def _finish(record: dict, figures: GenerationFigures, target: Target, parts: dict, verdict: Verdict, settled: Settle, checks: int, stop: str) -> dict:
+def _finish(
+    record: dict,
+    figures: GenerationFigures,
+    target: Target,
+    parts: dict,
+    verdict: Verdict,
+    settled: Settle,
+    checks: int,
+    stop: str,
+) -> dict:
     gens = figures.generations
     interval = throughput_interval(figures.timeline())
     record["stop_reason"] = stop
-    record["window_output_tokens_per_s"] = window_throughputs([g.end_ns - figures.window_start_ns for g in gens], [g.batch * g.output_length for g in gens])
+    record["window_output_tokens_per_s"] = window_throughputs(
+        [g.end_ns - figures.window_start_ns for g in gens], [g.batch * g.output_length for g in gens]
+    )
     record["output_tokens_per_s_ci95"] = interval.around(record[THROUGHPUT]) if interval else None
     record["precision"] = precision_block(target, parts["figures"], settled, parts["drifts"], checks, stop)
     record["verdict"] = verdict.to_dict()
@@ -292,7 +335,14 @@ def _finish(record: dict, figures: GenerationFigures, target: Target, parts: dic
 
 
 def measure_cell(
-    engine: Any, shape: ModelShape, prompts: PromptSource, batch: int, length: int, output_length: int, limits: Limits, engine_reasons: list[str]
+    engine: Any,
+    shape: ModelShape,
+    prompts: PromptSource,
+    batch: int,
+    length: int,
+    output_length: int,
+    limits: Limits,
+    engine_reasons: list[str],
 ) -> dict:
     """One offline cell: warm-up and settle, then queries back to back until the minimums
     are met and output tokens/s is within ``precision`` (or out of its reach), or ``max_duration_s`` passes."""
@@ -338,13 +388,26 @@ def _ms(block: dict, name: str = "p50") -> str:
 def _log_cell(record: dict) -> None:
     state = "valid" if record["verdict"]["valid"] else "INVALID: " + "; ".join(record["verdict"]["reasons"])
     chosen = scenario(record["scenario"])
-    where = f"{chosen.name} @{record['target_qps']:g} req/s" if chosen.scheduled else f"bs={record['batch_size']} in={record['input_length']}"
+    where = (
+        f"{chosen.name} @{record['target_qps']:g} req/s"
+        if chosen.scheduled
+        else f"bs={record['batch_size']} in={record['input_length']}"
+    )
     rate = record[THROUGHPUT]
     shown = f"{rate:.1f}" if rate is not None else "n/a"
-    logger.info(f"llm {where}: TTFT p50 {_ms(record['ttft_ms'])}, TPOT p50 {_ms(record['tpot_ms'])}, {shown} output tokens/s, {state}")
+    logger.info(
+        f"llm {where}: TTFT p50 {_ms(record['ttft_ms'])}, TPOT p50 {_ms(record['tpot_ms'])}, {shown} output tokens/s, {state}"
+    )
 
 
-def run_table(engine: Any, shape: ModelShape, prompts: PromptSource, workload: LLMWorkload, limits: Limits, engine_reasons: list[str]) -> list[dict]:
+def run_table(
+    engine: Any,
+    shape: ModelShape,
+    prompts: PromptSource,
+    workload: LLMWorkload,
+    limits: Limits,
+    engine_reasons: list[str],
+) -> list[dict]:
     return [
         measure_cell(engine, shape, prompts, batch, length, workload.output_length, limits, engine_reasons)
         for length in workload.input_lengths
@@ -371,7 +434,12 @@ def server_schedule(rate: float, seed: int, input_range: list[int], output_range
 
 def server_target(workload: LLMWorkload, limits: Limits) -> Target:
     """A server row judges the precision of its bound percentile of TTFT, as the other cases' server rows their p99."""
-    return Target(throughput=(), precision=limits.precision, percentile=workload.server_bound_percentile, latency_precision=limits.latency_precision)
+    return Target(
+        throughput=(),
+        precision=limits.precision,
+        percentile=workload.server_bound_percentile,
+        latency_precision=limits.latency_precision,
+    )
 
 
 def run_server(
@@ -398,7 +466,9 @@ def run_server(
     start = clock()
     figures = GenerationFigures(gens, start, arrivals_ns=arrivals, shape=shape)
     stop = MAX_DURATION_REACHED
-    for index, request in enumerate(server_schedule(rate, seed, workload.server_input_length, workload.server_output_length)):
+    for index, request in enumerate(
+        server_schedule(rate, seed, workload.server_input_length, workload.server_output_length)
+    ):
         due = start + int(request.arrival_s * 1e9)
         now = clock()
         if minimums_met(index, (now - start) / 1e9, workload.server_requests, limits.min_duration_s):
@@ -416,7 +486,9 @@ def run_server(
     figures.extra = {
         "scenario": SERVER.name,
         "target_qps": rate,
-        "issued_qps": (len(arrivals) - 1) * 1e9 / (arrivals[-1] - start) if len(arrivals) > 1 and arrivals[-1] > start else None,
+        "issued_qps": (len(arrivals) - 1) * 1e9 / (arrivals[-1] - start)
+        if len(arrivals) > 1 and arrivals[-1] > start
+        else None,
         "input_length_range": workload.server_input_length,
         "output_length_range": workload.server_output_length,
         "length_distribution": "uniform integers over each inclusive range",
@@ -455,7 +527,13 @@ def _bounds(record: dict, workload: LLMWorkload, verdict: Verdict) -> None:
 
 # ---- the whole stage ---------------------------------------------------------------
 def run_llm_stage(
-    engine: Any, reference: Any, config: CaseConfig, shape: ModelShape, prompts: PromptSource, precision: str, eos_ids: tuple[int, ...] = ()
+    engine: Any,
+    reference: Any,
+    config: CaseConfig,
+    shape: ModelShape,
+    prompts: PromptSource,
+    precision: str,
+    eos_ids: tuple[int, ...] = (),
 ) -> LLMReport:
     """Checks, then the table, then the server rows. ``reference`` is the framework model
     as ids -> logits (``tools/checks/generation.py``), or None without one; ``eos_ids`` the
@@ -464,7 +542,10 @@ def run_llm_stage(
 
     workload = LLMWorkload.from_config(config)
     limits = Limits.from_config(config)
-    report = LLMReport(model={**shape.to_dict(), "precision": precision, "bytes_per_kv_value": engine.bytes_per_value}, workload=asdict(workload))
+    report = LLMReport(
+        model={**shape.to_dict(), "precision": precision, "bytes_per_kv_value": engine.bytes_per_value},
+        workload=asdict(workload),
+    )
     if not config.numeric_check:
         report.notes.append("generation check skipped (numeric_check: false)")
     elif reference is None:
@@ -476,7 +557,14 @@ def run_llm_stage(
         checked = prompts.batch(workload.greedy_prompts, workload.input_lengths[0], 0, PromptSource.CHECK)
         tolerances = tolerances_for(precision, config.numeric_tolerance)
         report.greedy, report.numeric, reasons = check_generation(
-            engine, reference, checked, workload.greedy_tokens, precision, tolerances, workload.greedy_agreement_target, eos_ids
+            engine,
+            reference,
+            checked,
+            workload.greedy_tokens,
+            precision,
+            tolerances,
+            workload.greedy_agreement_target,
+            eos_ids,
         )
         report.engine_reasons.extend(reasons)
     if config.get("test_perf") is False:
@@ -484,5 +572,7 @@ def run_llm_stage(
         return report
     report.table = run_table(engine, shape, prompts, workload, limits, report.engine_reasons)
     for rate in workload.server_target_qps:
-        report.server.append(run_server(engine, shape, prompts, workload, rate, limits, report.engine_reasons, seed=int(config.seed)))
+        report.server.append(
+            run_server(engine, shape, prompts, workload, rate, limits, report.engine_reasons, seed=int(config.seed))
+        )
     return report

@@ -86,7 +86,9 @@ class Probe:
     qps: float  # queries (pool batches) per second at the median latency
 
 
-def probe(step: Step, pool: list[list], sync: Callable[[], Any], clock: Callable[[], int] = time.perf_counter_ns) -> Probe:
+def probe(
+    step: Step, pool: list[list], sync: Callable[[], Any], clock: Callable[[], int] = time.perf_counter_ns
+) -> Probe:
     """At least ``PROBE_QUERIES`` queries and ``PROBE_S`` seconds back to back (at most ``PROBE_MAX_S``)."""
     latencies: list[int] = []
     start = clock()
@@ -103,7 +105,15 @@ def probe(step: Step, pool: list[list], sync: Callable[[], Any], clock: Callable
     return Probe(len(latencies), median, 1e9 / median)
 
 
-def loadgen_settings(lg: Any, scenario: str | Scenario, config: CaseConfig, found: Probe, batch_size: int, clients: int, target_qps: float | None) -> Any:
+def loadgen_settings(
+    lg: Any,
+    scenario: str | Scenario,
+    config: CaseConfig,
+    found: Probe,
+    batch_size: int,
+    clients: int,
+    target_qps: float | None,
+) -> Any:
     """LoadGen's TestSettings for one row (see the module docstring): each setting its scenario's record names."""
     chosen = named(scenario)
     facts = chosen.loadgen
@@ -179,7 +189,9 @@ class PoolSUT:
 
     def __enter__(self) -> "PoolSUT":
         if not self.inline:
-            self._threads = [threading.Thread(target=self._work, name=f"loadgen-sut-{k}", daemon=True) for k in range(self.clients)]
+            self._threads = [
+                threading.Thread(target=self._work, name=f"loadgen-sut-{k}", daemon=True) for k in range(self.clients)
+            ]
             for thread in self._threads:
                 thread.start()
         return self
@@ -215,7 +227,13 @@ class PoolSUT:
         """single_stream and offline x1, on LoadGen's thread: no other thread records, so the common
         case (no foo_time, no output to sample) appends without the lock. One completion call per
         issue: offline's one query completes as a whole."""
-        step, pool, sync, clock, respond = self.step, self.pool, self.sync, time.perf_counter_ns, self.lg.QuerySampleResponse
+        step, pool, sync, clock, respond = (
+            self.step,
+            self.pool,
+            self.sync,
+            time.perf_counter_ns,
+            self.lg.QuerySampleResponse,
+        )
         latencies, completions, eligible = self.latencies_ns, self.completions_ns, self.eligible
         start = self.start if self.start is not None else clock()  # set by issue_query before this
         responses = []
@@ -323,7 +341,9 @@ def summarize(values: dict, errors: list[str], warnings: list[str], scenario: st
         "conditions": {name: values[key] for name, (key, _) in CONDITIONS.items() if key in values},
         "invalid_reason": " ".join(str(values.get("result_invalid_reason") or "").split()) or None,
         "early_stopping": [" ".join(part.split()) for part in re.split(r"\s\*\s", " " + early_text) if part.strip()],
-        "early_stopping_estimate_ms": {f"p{q.removesuffix('.0')}": int(ns) / 1e6 for q, ns in _ESTIMATE.findall(early_text)},
+        "early_stopping_estimate_ms": {
+            f"p{q.removesuffix('.0')}": int(ns) / 1e6 for q, ns in _ESTIMATE.findall(early_text)
+        },
         "query_count": values.get("result_query_count"),
         "loadgen_samples_per_second": rate,  # LoadGen's samples are pool batches
         "samples_per_second": None if rate is None else rate * batch_size,
@@ -334,7 +354,11 @@ def summarize(values: dict, errors: list[str], warnings: list[str], scenario: st
             "max": _ms(values.get(f"result_max_{facts.latency_summary}_ns")),
             **{name: _ms(values.get(facts.latency_key.format(q=q))) for name, q in PERCENTILE_KEYS.items()},
         },
-        "settings": {key.removeprefix("effective_"): value for key, value in values.items() if isinstance(key, str) and key.startswith("effective_")},
+        "settings": {
+            key.removeprefix("effective_"): value
+            for key, value in values.items()
+            if isinstance(key, str) and key.startswith("effective_")
+        },
         "errors": errors,
         "warnings": warnings,
     }
@@ -397,7 +421,17 @@ def run_loadgen(
     log_settings.enable_trace = False
     Path(log_dir).mkdir(parents=True, exist_ok=True)
     sampler = _Sampler(max_sampled) if sample_pool_indices and max_sampled else None
-    sut = PoolSUT(lg, step, pool, scenario=chosen, clients=clients, sync=sync, sampler=sampler, eligible=frozenset(sample_pool_indices), calls_per_query=calls)
+    sut = PoolSUT(
+        lg,
+        step,
+        pool,
+        scenario=chosen,
+        clients=clients,
+        sync=sync,
+        sampler=sampler,
+        eligible=frozenset(sample_pool_indices),
+        calls_per_query=calls,
+    )
     handle = lg.ConstructFastSUT(sut.issue_query, sut.flush_queries)
     library = lg.ConstructQSL(len(pool), len(pool), lambda indices: None, lambda indices: None)
     try:
@@ -411,10 +445,14 @@ def run_loadgen(
     prefix = Path(log_dir) / log_settings.log_output.prefix
     block = summarize(*read_detail(Path(f"{prefix}detail.txt")), chosen, batch_size)
     files = sorted(p.name for p in prefix.parent.glob(prefix.name + "*"))
-    return LoadgenRun(_scenario_run(sut, chosen, batch_size, clients, block, target_qps, sampler, calls), block, found, files)
+    return LoadgenRun(
+        _scenario_run(sut, chosen, batch_size, clients, block, target_qps, sampler, calls), block, found, files
+    )
 
 
-def _scenario_run(sut: PoolSUT, chosen: Scenario, batch_size: int, clients: int, block: dict, target_qps, sampler, calls: int = 1) -> ScenarioRun:
+def _scenario_run(
+    sut: PoolSUT, chosen: Scenario, batch_size: int, clients: int, block: dict, target_qps, sampler, calls: int = 1
+) -> ScenarioRun:
     order = sorted(range(len(sut.completions_ns)), key=sut.completions_ns.__getitem__)
     completions = [sut.completions_ns[i] for i in order]
     window = completions[-1] if completions else 0
@@ -445,7 +483,10 @@ def latency_block(result: LoadgenRun) -> tuple[LatencyBlock, list[str]]:
         stats = LatencyStats.from_ns(result.run.latencies_ns)
         if stats is None:
             return LatencyBlock(), []
-        notes = [f"{chosen.name}: per-batch engine latency timed by the SUT (LoadGen times only its one query)", *stats.notes]
+        notes = [
+            f"{chosen.name}: per-batch engine latency timed by the SUT (LoadGen times only its one query)",
+            *stats.notes,
+        ]
         return latency_of(stats), notes
     own = result.loadgen["latency_ms"]
     count = result.loadgen["query_count"] or 0
@@ -455,7 +496,14 @@ def latency_block(result: LoadgenRun) -> tuple[LatencyBlock, list[str]]:
 
 
 def loadgen_row(
-    stage: Any, step: Step, pool: list[list], batch_size: int, scenario: str, clients: int, references: dict, target_qps: float | None
+    stage: Any,
+    step: Step,
+    pool: list[list],
+    batch_size: int,
+    scenario: str,
+    clients: int,
+    references: dict,
+    target_qps: float | None,
 ) -> PerformanceRow:
     """One row of ``tools.measure.stage.PerformanceStage`` under LoadGen, built by the same constructor as
     an InferPerf row (``tools.measure.rows.performance_row``) with ``load_generator`` mlperf and the
@@ -500,7 +548,9 @@ def loadgen_row(
         latency_notes=notes,
         contention=reading,
         verdict=verdict.record(),
-        latency_bound_met=None if latency_bound(run, config) is None else result.loadgen["conditions"].get("perf_constraints_met"),
+        latency_bound_met=None
+        if latency_bound(run, config) is None
+        else result.loadgen["conditions"].get("perf_constraints_met"),
         accuracy_in_performance_mode=test01,
         span=(started, finished),
         load_generator="mlperf",

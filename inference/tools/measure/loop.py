@@ -165,7 +165,9 @@ def _tail_batch_size(dataloader: Any) -> int:
 
 def _check_step_result(result: Any, phase: str) -> tuple[list, float]:
     if not (isinstance(result, tuple) and len(result) == 2):
-        raise EngineError(f"{phase}: the engine call must return (list_of_outputs, foo_time), got {type(result).__name__}")
+        raise EngineError(
+            f"{phase}: the engine call must return (list_of_outputs, foo_time), got {type(result).__name__}"
+        )
     outputs, foo_time = result
     if not isinstance(outputs, (list, tuple)):
         raise EngineError(f"{phase}: the engine's outputs must be a list of tensors, got {type(outputs).__name__}")
@@ -180,7 +182,9 @@ class _Raw:
 
     core_ns: list[int] = field(default_factory=list)
     core_ends: list[int] = field(default_factory=list)  # each query's end on the cumulative core clock
-    whole_ends: list[int] = field(default_factory=list)  # ... and on the wall clock since the start, minus foo_time so far
+    whole_ends: list[int] = field(
+        default_factory=list
+    )  # ... and on the wall clock since the start, minus foo_time so far
     batch_sizes: list[int] = field(default_factory=list)
     core_total: int = 0
     foo_ns: int = 0
@@ -202,7 +206,10 @@ class _Raw:
         return core
 
     def timelines(self) -> dict[str, Timeline]:
-        return {"core qps": Timeline.tiled(self.core_ends, self.batch_sizes), "whole qps": Timeline.tiled(self.whole_ends, self.batch_sizes)}
+        return {
+            "core qps": Timeline.tiled(self.core_ends, self.batch_sizes),
+            "whole qps": Timeline.tiled(self.whole_ends, self.batch_sizes),
+        }
 
     def figures(self, target: Target) -> Figures:
         return measure_figures(target, self.timelines())
@@ -235,7 +242,9 @@ def _warm_up_and_settle(step: Step, dataloader: Iterable, settings: LoopSettings
     return settle(one_query, clock, settings.settle_max_s)
 
 
-def _one_pass(step, dataloader, evaluator, raw: _Raw, phase: str, sync, clock, start: int, log_freq: int, progress, due: int) -> int:
+def _one_pass(
+    step, dataloader, evaluator, raw: _Raw, phase: str, sync, clock, start: int, log_freq: int, progress, due: int
+) -> int:
     for x, y in dataloader:
         inputs = as_input_list(x)
         t0 = clock()
@@ -256,7 +265,9 @@ def _one_pass(step, dataloader, evaluator, raw: _Raw, phase: str, sync, clock, s
     return due
 
 
-def _measured_loop(step, dataloader, evaluator, config: CaseView, settings: LoopSettings, phase: str, sync, clock) -> tuple[_Raw, int, StopRule]:
+def _measured_loop(
+    step, dataloader, evaluator, config: CaseView, settings: LoopSettings, phase: str, sync, clock
+) -> tuple[_Raw, int, StopRule]:
     """Step 2: passes until repeat, the minimums and the precision are met, or max_duration_s passes.
     Returns what was collected, the wall time of the loop in ns (foo_time included) and the stop rule."""
     raw = _Raw()
@@ -273,7 +284,9 @@ def _measured_loop(step, dataloader, evaluator, config: CaseView, settings: Loop
             raise EngineError(f"{phase}: the data loader yielded no batch")
         now = clock()
         elapsed = now - start
-        if raw.passes >= settings.repeat and minimums_met(len(raw.core_ns), elapsed / 1e9, settings.min_queries, settings.min_duration_s):
+        if raw.passes >= settings.repeat and minimums_met(
+            len(raw.core_ns), elapsed / 1e9, settings.min_queries, settings.min_duration_s
+        ):
             decision = rule.decide(now, elapsed, lambda: raw.figures(target))
             if decision is not None:
                 raw.stop = decision
@@ -308,19 +321,25 @@ def timed_forward(
     span_unix = (started_unix, time.time())
     reading = contention.stop()
     if raw.passes > settings.repeat:
-        logger.info(f"{phase}: {raw.passes} passes over the data ({len(raw.core_ns)} queries) to reach the measurement minimums and precision")
+        logger.info(
+            f"{phase}: {raw.passes} passes over the data ({len(raw.core_ns)} queries) to reach the measurement minimums and precision"
+        )
     if raw.foo_ns:
         logger.warning(f"{phase}: engine declared {raw.foo_ns / 1e9:.3f} s of foo_time (excluded from whole and core)")
     return _phase_result(raw, wall_ns, settings, phase, settled, reading, span_unix, rule.checks)
 
 
-def _phase_result(raw: _Raw, wall_ns: int, settings: LoopSettings, phase: str, settled: Settle, reading, span_unix, checks: int) -> PhaseResult:
+def _phase_result(
+    raw: _Raw, wall_ns: int, settings: LoopSettings, phase: str, settled: Settle, reading, span_unix, checks: int
+) -> PhaseResult:
     """Step 3: figures, intervals and the verdict."""
     target = settings.target()
     timelines = raw.timelines()
     figures = measure_figures(target, timelines)
     drifts = {name: drift(timeline, settings.precision) for name, timeline in timelines.items()}
-    verdict = Verdict().extend(minimum_reasons(len(raw.core_ns), wall_ns / 1e9, settings.min_queries, settings.min_duration_s))
+    verdict = Verdict().extend(
+        minimum_reasons(len(raw.core_ns), wall_ns / 1e9, settings.min_queries, settings.min_duration_s)
+    )
     verdict.extend(precision_reasons(target, figures, drifts, wall_ns / 1e9, raw.stop))
     verdict.add(contention_reason(reading.share, reading.cpus, settings.contention_limit))
     verdict.add(accelerator_reason(reading.gpu_other_processes))

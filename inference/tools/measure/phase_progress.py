@@ -72,7 +72,16 @@ class PhaseProgress:
 
     __slots__ = ("phase", "min_queries", "min_duration_s", "max_duration_s", "repeat", "per_pass", "start_ns")
 
-    def __init__(self, phase: str, *, min_queries: int, min_duration_s: float, max_duration_s: float, repeat: int = 0, per_pass: int | None = None) -> None:
+    def __init__(
+        self,
+        phase: str,
+        *,
+        min_queries: int,
+        min_duration_s: float,
+        max_duration_s: float,
+        repeat: int = 0,
+        per_pass: int | None = None,
+    ) -> None:
         self.phase = phase
         self.min_queries = int(min_queries)
         self.min_duration_s = float(min_duration_s)
@@ -123,7 +132,13 @@ class PhaseProgress:
 def emit(phase: str, done: int, target: int | None, elapsed_s: float, eta_s: float | None) -> None:
     """One PROGRESS line on stdout (the pipeline's stdout is what a session streams to run.py),
     not through the logger: container.out.log keeps the pipeline's own lines only."""
-    payload = {"phase": phase, "done": done, "target": target, "elapsed_s": round(elapsed_s, 2), "eta_s": None if eta_s is None else round(eta_s, 1)}
+    payload = {
+        "phase": phase,
+        "done": done,
+        "target": target,
+        "elapsed_s": round(elapsed_s, 2),
+        "eta_s": None if eta_s is None else round(eta_s, 1),
+    }
     stream = sys.stdout
     try:
         stream.write(PREFIX + json.dumps(payload) + "\n")

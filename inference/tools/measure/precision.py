@@ -84,18 +84,36 @@ class Timeline:
     span_ns: float
 
     @classmethod
-    def tiled(cls, ends_ns: Sequence[float], samples: Sequence[float] | float, span_ns: float | None = None) -> "Timeline":
+    def tiled(
+        cls, ends_ns: Sequence[float], samples: Sequence[float] | float, span_ns: float | None = None
+    ) -> "Timeline":
         """Sequential queries: each began where the previous ended (the first at 0)."""
         end = np.asarray(ends_ns, dtype=np.float64)
         begin = np.concatenate(([0.0], end[:-1])) if len(end) else end
-        return cls(begin, end, _samples(samples, len(end)), float(span_ns if span_ns is not None else (end[-1] if len(end) else 0.0)))
+        return cls(
+            begin,
+            end,
+            _samples(samples, len(end)),
+            float(span_ns if span_ns is not None else (end[-1] if len(end) else 0.0)),
+        )
 
     @classmethod
-    def spans(cls, ends_ns: Sequence[float], durations_ns: Sequence[float], samples: Sequence[float] | float, span_ns: float | None = None) -> "Timeline":
+    def spans(
+        cls,
+        ends_ns: Sequence[float],
+        durations_ns: Sequence[float],
+        samples: Sequence[float] | float,
+        span_ns: float | None = None,
+    ) -> "Timeline":
         """Concurrent queries: each began its own duration before it ended (never before 0)."""
         end = np.asarray(ends_ns, dtype=np.float64)
         begin = np.maximum(end - np.asarray(durations_ns, dtype=np.float64), 0.0)
-        return cls(begin, end, _samples(samples, len(end)), float(span_ns if span_ns is not None else (end.max() if len(end) else 0.0)))
+        return cls(
+            begin,
+            end,
+            _samples(samples, len(end)),
+            float(span_ns if span_ns is not None else (end.max() if len(end) else 0.0)),
+        )
 
     @property
     def queries(self) -> int:
@@ -126,7 +144,9 @@ class Timeline:
         instant = ((self.end_ns > start_ns) & (self.end_ns <= stop_ns)).astype(np.float64)  # a query of no duration
         share = np.where(length > 0, (end - begin) / np.maximum(length, 1e-9), instant)
         keep = share > 0
-        return Timeline(begin[keep] - start_ns, end[keep] - start_ns, self.samples[keep] * share[keep], float(stop_ns - start_ns))
+        return Timeline(
+            begin[keep] - start_ns, end[keep] - start_ns, self.samples[keep] * share[keep], float(stop_ns - start_ns)
+        )
 
 
 def _samples(samples: Sequence[float] | float, count: int) -> np.ndarray:
@@ -208,7 +228,9 @@ class Figures:
 
     throughput: dict[str, Interval | None] = field(default_factory=dict)
     percentile: dict[str, tuple[float | None, list[float] | None]] = field(default_factory=dict)
-    timeless: list[str] = field(default_factory=list)  # throughputs whose clock never moved: null, and nothing to wait for
+    timeless: list[str] = field(
+        default_factory=list
+    )  # throughputs whose clock never moved: null, and nothing to wait for
 
     def widths(self) -> dict[str, float | None]:
         out: dict[str, float | None] = {name: (iv.relative if iv else None) for name, iv in self.throughput.items()}
@@ -216,17 +238,27 @@ class Figures:
         return out
 
 
-def measure_figures(target: Target, timelines: dict[str, Timeline], latencies_ns: Sequence[float] | None = None) -> Figures:
+def measure_figures(
+    target: Target, timelines: dict[str, Timeline], latencies_ns: Sequence[float] | None = None
+) -> Figures:
     """Each judged figure's interval: throughputs from their timelines, the headline percentile from the latencies."""
     # A throughput whose clock never moved (every call's foo_time covered it) is null: no more queries can help.
-    timeless = [name for name in target.throughput if not timelines[name].span_ns > 0 and timelines[name].queries >= MIN_QUERIES]
-    figures = Figures({name: throughput_interval(timelines[name]) for name in target.throughput if name not in timeless}, timeless=timeless)
+    timeless = [
+        name for name in target.throughput if not timelines[name].span_ns > 0 and timelines[name].queries >= MIN_QUERIES
+    ]
+    figures = Figures(
+        {name: throughput_interval(timelines[name]) for name in target.throughput if name not in timeless},
+        timeless=timeless,
+    )
     if target.percentile is not None:
         q, need = MIN_SAMPLES_FOR_PERCENTILE[target.percentile]
         ordered: list[float] = list(latencies_ns or ())
         values = sorted(ordered) if len(ordered) >= need else []
         if values:
-            figures.percentile[target.percentile] = (float(percentile(values, q)), percentile_ci(ordered, values, q, need))
+            figures.percentile[target.percentile] = (
+                float(percentile(values, q)),
+                percentile_ci(ordered, values, q, need),
+            )
         else:
             figures.percentile[target.percentile] = (None, None)
     return figures
@@ -253,7 +285,9 @@ class StopRule:
     could not reach its precision within ``OUT_OF_REACH_FACTOR`` x ``max_s`` (waiting for
     the cap would only cost time: the figure is invalid either way)."""
 
-    def __init__(self, target: Target, clock: Callable[[], int] = time.perf_counter_ns, max_s: float = math.inf) -> None:
+    def __init__(
+        self, target: Target, clock: Callable[[], int] = time.perf_counter_ns, max_s: float = math.inf
+    ) -> None:
         self.target = target
         self.clock = clock
         self.max_s = max_s
@@ -272,21 +306,33 @@ class StopRule:
         missing = imprecise(self.target, figures)
         cost = self.clock() - started
         if None in missing.values():  # no interval yet (too few queries, or a window short against its correlation):
-            self.next_ns = now_ns + int(cost / CHECK_COST_SHARE) if cost > 0 else None  # look again as soon as the look's cost allows
+            self.next_ns = (
+                now_ns + int(cost / CHECK_COST_SHARE) if cost > 0 else None
+            )  # look again as soon as the look's cost allows
             return None
         self.next_ns = now_ns + max(int(self.target.check_every_s * 1e9), int(cost / CHECK_COST_SHARE))
         if not missing:
             return PRECISION_REACHED
-        if any((iv := figures.throughput.get(name)) is not None and iv.effective < OUT_OF_REACH_MIN_EFFECTIVE for name in missing):
+        if any(
+            (iv := figures.throughput.get(name)) is not None and iv.effective < OUT_OF_REACH_MIN_EFFECTIVE
+            for name in missing
+        ):
             return None  # too few independent blocks to extrapolate a throughput's width from
         elapsed_s = elapsed_ns / 1e9
-        widths = {name: width for name, width in missing.items() if width is not None}  # all of them: None returned above
-        if any(needed_s(width, self.target.required(name), elapsed_s) > OUT_OF_REACH_FACTOR * self.max_s for name, width in widths.items()):
+        widths = {
+            name: width for name, width in missing.items() if width is not None
+        }  # all of them: None returned above
+        if any(
+            needed_s(width, self.target.required(name), elapsed_s) > OUT_OF_REACH_FACTOR * self.max_s
+            for name, width in widths.items()
+        ):
             return OUT_OF_REACH
         return None
 
 
-def precision_reasons(target: Target, figures: Figures, drifts: dict[str, "Drift | None"], elapsed_s: float, stop: str | None = None) -> list[str]:
+def precision_reasons(
+    target: Target, figures: Figures, drifts: dict[str, "Drift | None"], elapsed_s: float, stop: str | None = None
+) -> list[str]:
     """One "not precise enough" sentence per judged figure that missed its precision (saying how
     long it would have needed when the stop rule gave up early), one "drifting" sentence per
     throughput whose first and last thirds disagree."""
@@ -296,9 +342,15 @@ def precision_reasons(target: Target, figures: Figures, drifts: dict[str, "Drift
         if width is None:
             need = MIN_QUERIES if name in figures.throughput else MIN_SAMPLES_FOR_PERCENTILE[name][1]
             more = "more if correlated"
-            reasons.append(f"not precise enough: {name} has no interval after {elapsed_s:.3g} s (it needs at least {need} queries, {more}; {limit})")
+            reasons.append(
+                f"not precise enough: {name} has no interval after {elapsed_s:.3g} s (it needs at least {need} queries, {more}; {limit})"
+            )
         else:
-            early = f"; out of reach: about {needed_s(width, target.required(name), elapsed_s):.3g} s needed" if stop == OUT_OF_REACH else ""
+            early = (
+                f"; out of reach: about {needed_s(width, target.required(name), elapsed_s):.3g} s needed"
+                if stop == OUT_OF_REACH
+                else ""
+            )
             reasons.append(f"not precise enough: {name} ±{width:.1%} after {elapsed_s:.3g} s ({limit}{early})")
     return reasons + [reason for name, found in drifts.items() if (reason := drift_reason(name, found))]
 
@@ -336,11 +388,18 @@ def drift(timeline: Timeline, precision: float | None) -> Drift | None:
 
 def drifting(block: dict | None) -> dict[str, float]:
     """The figures a ``precision`` block (``precision_block``) says drifted: name -> change."""
-    return {name: found["change"] for name, found in ((block or {}).get("drift") or {}).items() if found and found.get("drifting")}
+    return {
+        name: found["change"]
+        for name, found in ((block or {}).get("drift") or {}).items()
+        if found and found.get("drifting")
+    }
 
 
 def measured_once_more_on_drift(
-    measure: Callable[[], T], block_of: Callable[[T], dict | None], reasons_of: Callable[[T], list[str]], discard: Callable[[T], None] = lambda first: None
+    measure: Callable[[], T],
+    block_of: Callable[[T], dict | None],
+    reasons_of: Callable[[T], list[str]],
+    discard: Callable[[T], None] = lambda first: None,
 ) -> T:
     """Run ``measure()``; when its window drifted, run it once more and keep the second window.
 
@@ -425,7 +484,9 @@ def settle(call: Callable[[], int], clock: Callable[[], int], max_s: float) -> S
     while True:
         durations.append(call())
         if result.block == 0:
-            result.block = min(SETTLE_MAX_BLOCK, max(SETTLE_MIN_BLOCK, math.ceil(SETTLE_BLOCK_S * 1e9 / max(durations[0], 1))))
+            result.block = min(
+                SETTLE_MAX_BLOCK, max(SETTLE_MIN_BLOCK, math.ceil(SETTLE_BLOCK_S * 1e9 / max(durations[0], 1)))
+            )
         if len(durations) % result.block == 0:  # consecutive blocks, compared as each one ends
             done, result.last_change = settled(durations, result.block)
             if done:
@@ -445,7 +506,9 @@ METHOD = (
 )
 
 
-def precision_block(target: Target, figures: Figures, settled: Settle, drifts: dict[str, Drift | None], checks: int, stop: str) -> dict:
+def precision_block(
+    target: Target, figures: Figures, settled: Settle, drifts: dict[str, Drift | None], checks: int, stop: str
+) -> dict:
     """The ``precision`` block of a phase or performance row (docs/result_schema.md)."""
     widths = figures.widths()
     known = [w for w in widths.values() if w is not None]

@@ -113,7 +113,9 @@ class ScenarioRun:
         return timeline_of(self.scenario, self.clients, self.samples_per_query, self.latencies_ns, self.completions_ns)
 
 
-def timeline_of(scenario: Scenario, clients: int, samples_per_query: int, latencies_ns: list[int], completions_ns: list[int]) -> Timeline:
+def timeline_of(
+    scenario: Scenario, clients: int, samples_per_query: int, latencies_ns: list[int], completions_ns: list[int]
+) -> Timeline:
     """The run's queries on its window's clock (module docstring, "Timeline")."""
     if clients == 1 and not scenario.scheduled:
         return Timeline.tiled(completions_ns, samples_per_query)
@@ -205,7 +207,10 @@ class _Sampler:
         self.kept[number] = (query, pool_index, _copy_outputs(outputs))
 
     def result(self) -> dict[int, tuple[int, list]]:
-        return {query: (pool_index, outputs) for query, pool_index, outputs in sorted(self.kept.values(), key=lambda v: v[0])}
+        return {
+            query: (pool_index, outputs)
+            for query, pool_index, outputs in sorted(self.kept.values(), key=lambda v: v[0])
+        }
 
 
 def _validate(
@@ -228,8 +233,12 @@ def _validate(
         raise ValueError(f"{scenario}: clients must be an integer >= 1, got {clients!r}")
     if chosen.one_query_at_a_time and clients != 1:
         raise ValueError(f"{scenario}: issues one query at a time, so clients must be 1, got {clients}")
-    if chosen.samples_per_query_key is not None and not (isinstance(samples_per_query, int) and samples_per_query > 0 and samples_per_query % batch_size == 0):
-        raise ValueError(f"{scenario}: samples_per_query must be a positive multiple of batch_size {batch_size}, got {samples_per_query!r}")
+    if chosen.samples_per_query_key is not None and not (
+        isinstance(samples_per_query, int) and samples_per_query > 0 and samples_per_query % batch_size == 0
+    ):
+        raise ValueError(
+            f"{scenario}: samples_per_query must be a positive multiple of batch_size {batch_size}, got {samples_per_query!r}"
+        )
     if not isinstance(min_query_count, int) or min_query_count < 1:
         raise ValueError(f"{scenario}: min_query_count must be an integer >= 1, got {min_query_count!r}")
     if not min_duration_s >= 0:
@@ -247,7 +256,9 @@ def _validate(
         raise ValueError(f"{scenario}: max_sampled must be an integer >= 0, got {max_sampled!r}")
     bad = [i for i in sample_pool_indices if not (isinstance(i, int) and 0 <= i < len(pool))]
     if bad:
-        raise ValueError(f"{scenario}: sample_pool_indices {sorted(map(repr, bad))} are not indices of the pool (0..{len(pool) - 1})")
+        raise ValueError(
+            f"{scenario}: sample_pool_indices {sorted(map(repr, bad))} are not indices of the pool (0..{len(pool) - 1})"
+        )
 
 
 def run_scenario(
@@ -291,10 +302,28 @@ def run_scenario(
     µs on Linux) since they count from the scheduled arrival.
     """
     chosen = named(scenario)
-    spq = (samples_per_query or chosen.samples_per_query_default or batch_size) if chosen.samples_per_query_key else batch_size
-    _validate(pool, chosen, batch_size, clients, min_query_count, min_duration_s, max_duration_s, target_qps, sample_pool_indices, max_sampled, spq)
+    spq = (
+        (samples_per_query or chosen.samples_per_query_default or batch_size)
+        if chosen.samples_per_query_key
+        else batch_size
+    )
+    _validate(
+        pool,
+        chosen,
+        batch_size,
+        clients,
+        min_query_count,
+        min_duration_s,
+        max_duration_s,
+        target_qps,
+        sample_pool_indices,
+        max_sampled,
+        spq,
+    )
     rule = StopRule(target, clock, max_duration_s) if target is not None else None
-    limits = _Window(min_query_count, round(min_duration_s * 1e9), round(max_duration_s * 1e9), chosen, clients, spq, target, rule)
+    limits = _Window(
+        min_query_count, round(min_duration_s * 1e9), round(max_duration_s * 1e9), chosen, clients, spq, target, rule
+    )
     sampler = _Sampler(max_sampled) if sample_pool_indices and max_sampled else None
     # PROGRESS lines (tools/measure/phase_progress.py), at most every 0.5 s, from the clock readings the runners take anyway
     progress = PhaseProgress(
@@ -304,7 +333,20 @@ def run_scenario(
         max_duration_s=max_duration_s,
     )
     job = _Job(
-        step, pool, limits, clients, spq // batch_size, target_qps, batch_size, seed, sync, sampler, frozenset(sample_pool_indices), clock, sleep, progress
+        step,
+        pool,
+        limits,
+        clients,
+        spq // batch_size,
+        target_qps,
+        batch_size,
+        seed,
+        sync,
+        sampler,
+        frozenset(sample_pool_indices),
+        clock,
+        sleep,
+        progress,
     )
     latencies, completions, foo_ns, window_ns, reason, arrivals = RUNNERS[chosen](job)
     progress.finish(len(latencies), window_ns / 1e9)
@@ -357,20 +399,59 @@ class _Job:
 
 def _offline(job: _Job) -> _Raw:
     if job.clients == 1:
-        return _back_to_back_one(job.step, job.pool, job.limits, job.sync, job.sampler, job.eligible, job.clock, job.progress)
-    return _threads(job.step, job.pool, job.limits, job.clients, None, job.sync, job.sampler, job.eligible, job.clock, job.sleep, job.progress)
+        return _back_to_back_one(
+            job.step, job.pool, job.limits, job.sync, job.sampler, job.eligible, job.clock, job.progress
+        )
+    return _threads(
+        job.step,
+        job.pool,
+        job.limits,
+        job.clients,
+        None,
+        job.sync,
+        job.sampler,
+        job.eligible,
+        job.clock,
+        job.sleep,
+        job.progress,
+    )
 
 
 def _single_stream(job: _Job) -> _Raw:
-    return _back_to_back_one(job.step, job.pool, job.limits, job.sync, job.sampler, job.eligible, job.clock, job.progress)
+    return _back_to_back_one(
+        job.step, job.pool, job.limits, job.sync, job.sampler, job.eligible, job.clock, job.progress
+    )
 
 
 def _server(job: _Job) -> _Raw:
     assert job.target_qps is not None  # _validate refused a server run without one
     schedule = poisson_arrivals(job.target_qps / job.batch_size, random.Random(job.seed))
     if job.clients == 1:
-        return _server_one(job.step, job.pool, job.limits, schedule, job.sync, job.sampler, job.eligible, job.clock, job.sleep, job.progress)
-    return _threads(job.step, job.pool, job.limits, job.clients, schedule, job.sync, job.sampler, job.eligible, job.clock, job.sleep, job.progress)
+        return _server_one(
+            job.step,
+            job.pool,
+            job.limits,
+            schedule,
+            job.sync,
+            job.sampler,
+            job.eligible,
+            job.clock,
+            job.sleep,
+            job.progress,
+        )
+    return _threads(
+        job.step,
+        job.pool,
+        job.limits,
+        job.clients,
+        schedule,
+        job.sync,
+        job.sampler,
+        job.eligible,
+        job.clock,
+        job.sleep,
+        job.progress,
+    )
 
 
 # Each runner returns a ``_Raw``.
@@ -415,7 +496,16 @@ def _back_to_back_one(step, pool, limits, sync, sampler, eligible, clock, progre
 def _multi_stream(job: _Job) -> _Raw:
     """multi_stream: one query at a time, each ``calls_per_query`` engine calls on consecutive pool
     batches, one ``sync()`` after the last; its latency from the first call to that completion."""
-    limits, step, pool, sync, clock, sampler, eligible, progress = job.limits, job.step, job.pool, job.sync, job.clock, job.sampler, job.eligible, job.progress
+    limits, step, pool, sync, clock, sampler, eligible, progress = (
+        job.limits,
+        job.step,
+        job.pool,
+        job.sync,
+        job.clock,
+        job.sampler,
+        job.eligible,
+        job.progress,
+    )
     min_queries, min_ns, max_ns, stop = limits.min_queries, limits.min_ns, limits.max_ns, limits.stop
     latencies, completions = limits.latencies, limits.completions
     calls, n = job.calls_per_query, len(pool)

@@ -92,12 +92,22 @@ class PerformanceReport:
         return {
             "from_valid_rows": bool(candidates) and candidates[0].verdict.valid,
             "throughput": {**identity(by_qps), "qps": by_qps.qps},
-            "latency": {**identity(by_latency), "p90_ms": by_latency.latency_ms.p90, "mean_ms": by_latency.latency_ms.mean},
+            "latency": {
+                **identity(by_latency),
+                "p90_ms": by_latency.latency_ms.p90,
+                "mean_ms": by_latency.latency_ms.mean,
+            },
         }
 
     def to_dict(self) -> dict:
         """What result.json takes from the stage (``tools.results.result.build_result``); ``rows`` typed."""
-        return {"rows": self.rows, "numeric": self.numeric, "audits": self.audits, "best": self.best(), "notes": self.notes}
+        return {
+            "rows": self.rows,
+            "numeric": self.numeric,
+            "audits": self.audits,
+            "best": self.best(),
+            "notes": self.notes,
+        }
 
 
 # ---- the query pool -----------------------------------------------------------
@@ -141,13 +151,19 @@ def make_pool(samples: list, batch_size: int, max_bytes: float, batches: int = P
 # ---- rows ------------------------------------------------------------------------
 
 
-def judge_row(run: ScenarioRun, stats: LatencyStats | None, config: CaseConfig, contention, latency_bound_ms: float | None) -> Verdict:
-    verdict = Verdict().extend(minimum_reasons(run.queries, run.duration_s, config.min_query_count, config.min_duration_s))
+def judge_row(
+    run: ScenarioRun, stats: LatencyStats | None, config: CaseConfig, contention, latency_bound_ms: float | None
+) -> Verdict:
+    verdict = Verdict().extend(
+        minimum_reasons(run.queries, run.duration_s, config.min_query_count, config.min_duration_s)
+    )
     target = row_target(run.scenario, config)
     timeline = run.timeline()
     figures = measure_figures(target, {"qps": timeline}, run.latencies_ns)
     drifts = {"qps": drift(timeline, target.precision)} if target.throughput else {}
-    verdict.extend(precision_reasons(target, figures, drifts, run.duration_s + run.foo_time_s / run.clients, run.stop_reason))
+    verdict.extend(
+        precision_reasons(target, figures, drifts, run.duration_s + run.foo_time_s / run.clients, run.stop_reason)
+    )
     verdict.add(contention_reason(contention.share, contention.cpus, config.contention_limit))
     verdict.add(accelerator_reason(contention.gpu_other_processes))
     verdict.skip([*drift_not_judged(drifts), contention_not_judged(contention.share)])
@@ -231,7 +247,9 @@ class PerformanceStage:
         try:
             reference = [framework(list(b))[0] for b in batches]
         except Exception as exc:  # a case whose model cannot be called like this is a harness limit, not a verdict
-            self.report.notes.append(f"numeric check skipped: the framework model could not be called on the pool: {exc}")
+            self.report.notes.append(
+                f"numeric check skipped: the framework model could not be called on the pool: {exc}"
+            )
             return
         actual = [engine(list(b))[0] for b in batches]
         self.sync()
@@ -240,7 +258,10 @@ class PerformanceStage:
         self.report.numeric = report.to_dict()
         self.report.engine_reasons.extend(report.reasons)
         logger.info(
-            "numeric check: " + ("passed" if report.passed else "FAILED") + " " + ", ".join(f"{d.name} max_rel {d.max_rel:.2e}" for d in report.outputs)
+            "numeric check: "
+            + ("passed" if report.passed else "FAILED")
+            + " "
+            + ", ".join(f"{d.name} max_rel {d.max_rel:.2e}" for d in report.outputs)
         )
 
     # -- 3. audits ------------------------------------------------------------------
@@ -329,7 +350,15 @@ class PerformanceStage:
 
     def _record(self, run: ScenarioRun, contention, test01: dict | None, search: dict | None = None) -> PerformanceRow:
         """row_record with the run's wall-clock window; keeps its raw latencies (once per row, in row order)."""
-        row = row_record(run, self.config, contention, test01, search, self._settles.get(id(run)), self._spans.get(id(run), (None, None)))
+        row = row_record(
+            run,
+            self.config,
+            contention,
+            test01,
+            search,
+            self._settles.get(id(run)),
+            self._spans.get(id(run), (None, None)),
+        )
         self.report.raw_latencies_ns.append(list(run.latencies_ns))
         return row
 
@@ -344,10 +373,16 @@ class PerformanceStage:
             return self._record(run, contention, self.test01(run, references))
 
         def discard(first: PerformanceRow) -> None:
-            logger.info(f"performance bs={batch_size} {name} clients={clients} drifted ({'; '.join(first.verdict.reasons)}): measuring it once more")
+            logger.info(
+                f"performance bs={batch_size} {name} clients={clients} drifted ({'; '.join(first.verdict.reasons)}): measuring it once more"
+            )
             self.report.raw_latencies_ns.pop()  # one raw latency list per row kept, in row order
 
-        return self._engine_wide(measured_once_more_on_drift(measure, lambda row: row.precision, lambda row: list(row.verdict.reasons), discard))
+        return self._engine_wide(
+            measured_once_more_on_drift(
+                measure, lambda row: row.precision, lambda row: list(row.verdict.reasons), discard
+            )
+        )
 
     def _engine_wide(self, row: PerformanceRow, reason: str | None = None) -> PerformanceRow:
         """Add a row's own late reason and the engine-wide ones to its verdict."""
@@ -372,7 +407,9 @@ class PerformanceStage:
             return stats.p99 if stats else None
 
         assert config.latency_bound_ms is not None  # required where a scenario is server (CaseConfig)
-        found = server_search(run_at, upper_qps=ceiling.qps or 1.0, latency_bound_ms=config.latency_bound_ms, p99_ms=p99)
+        found = server_search(
+            run_at, upper_qps=ceiling.qps or 1.0, latency_bound_ms=config.latency_bound_ms, p99_ms=p99
+        )
         search = {
             "upper_qps": ceiling.qps,
             "trials": [{"target_qps": t, "p99_ms": p, "met": m} for t, p, m in found.trials],
@@ -380,6 +417,9 @@ class PerformanceStage:
         if found.best is None:
             last = runs[-1]
             row = self._record(last, contention_of[id(last)], self.test01(last, references), search)
-            return self._engine_wide(row, f"server_search: no target_qps down to {found.trials[-1][0]:.3g} met latency_bound_ms {config.latency_bound_ms:g}")
+            return self._engine_wide(
+                row,
+                f"server_search: no target_qps down to {found.trials[-1][0]:.3g} met latency_bound_ms {config.latency_bound_ms:g}",
+            )
         best = found.best
         return self._engine_wide(self._record(best, contention_of[id(best)], self.test01(best, references), search))

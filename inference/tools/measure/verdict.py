@@ -87,7 +87,11 @@ class Verdict:
 
 def drift_not_judged(drifts: dict) -> list[str]:
     """A figure whose window was too short for an interval in each third: its drift was not judged."""
-    return [f"drift of {name}: not judged (a third of the window is too short for its own interval)" for name, found in drifts.items() if found is None]
+    return [
+        f"drift of {name}: not judged (a third of the window is too short for its own interval)"
+        for name, found in drifts.items()
+        if found is None
+    ]
 
 
 def contention_not_judged(share: float | None) -> str | None:

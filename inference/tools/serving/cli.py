@@ -40,37 +40,80 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="run.py --endpoint", description=__doc__.split("\n\n")[0])
     p.add_argument("--endpoint", required=True, help="the server's OpenAI base URL, http://HOST:PORT/v1")
     p.add_argument("--served-model", required=True, help="the model name the server serves (GET /v1/models)")
-    p.add_argument("--api", choices=("completions", "chat"), default=None, help="default completions (chat with --multi-turn)")
-    p.add_argument("--tokenizer", default=None, help="a Hugging Face tokenizer folder: count tokens with it (else the server's usage)")
     p.add_argument(
-        "--count-tokens", choices=("tokenizer", "usage"), default="tokenizer", help="with --tokenizer: count with it (default) or with the server's usage"
+        "--api", choices=("completions", "chat"), default=None, help="default completions (chat with --multi-turn)"
     )
-    p.add_argument("--concurrency", default=None, help="closed-loop streams; a comma list sweeps (1,2,4); with --request-rate, both sweeps run")
+    p.add_argument(
+        "--tokenizer",
+        default=None,
+        help="a Hugging Face tokenizer folder: count tokens with it (else the server's usage)",
+    )
+    p.add_argument(
+        "--count-tokens",
+        choices=("tokenizer", "usage"),
+        default="tokenizer",
+        help="with --tokenizer: count with it (default) or with the server's usage",
+    )
+    p.add_argument(
+        "--concurrency",
+        default=None,
+        help="closed-loop streams; a comma list sweeps (1,2,4); with --request-rate, both sweeps run",
+    )
     p.add_argument("--request-rate", default=None, help="requests/s (inf: all at once); a comma list sweeps")
     p.add_argument("--arrival", choices=ARRIVALS, default="poisson")
     p.add_argument("--burstiness", type=float, default=1.0, help="gamma arrivals' shape (1 = Poisson; < 1 burstier)")
     p.add_argument("--max-concurrency", type=int, default=None, help="cap a request rate's requests in flight")
-    p.add_argument("--num-requests", type=int, default=DEFAULT_REQUESTS, help="requests per step (the minimum, with --precision)")
+    p.add_argument(
+        "--num-requests", type=int, default=DEFAULT_REQUESTS, help="requests per step (the minimum, with --precision)"
+    )
     p.add_argument("--warmup", type=int, default=2, help="requests before each step, not counted")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--input-len", default="128", help="N, uniform:MIN:MAX or normal:MEAN:STD (synthetic prompts)")
-    p.add_argument("--output-len", default=None, help="as --input-len (default 128, or the prompt file's reply lengths)")
+    p.add_argument(
+        "--output-len", default=None, help="as --input-len (default 128, or the prompt file's reply lengths)"
+    )
     p.add_argument("--prompt-file", default=None, help="ShareGPT JSON or JSONL of prompts")
     p.add_argument("--shared-prefix", default=None, help="GROUPS:PREFIX_LEN: requests share one of GROUPS prefixes")
-    p.add_argument("--multi-turn", type=int, default=None, help="turns per conversation (synthetic, or the prompt file's conversations)")
+    p.add_argument(
+        "--multi-turn",
+        type=int,
+        default=None,
+        help="turns per conversation (synthetic, or the prompt file's conversations)",
+    )
     p.add_argument("--trace", default=None, help="JSONL trace with timestamp (ms), input_length, output_length")
     p.add_argument("--slo", default=None, help="ttft_ms=200,tpot_ms=50,e2e_ms=5000,percentile=90 (or a JSON object)")
-    p.add_argument("--capacity", default=None, help="concurrency:LOW:HIGH or rate:LOW:HIGH: bisect for the largest load meeting --slo")
-    p.add_argument("--precision", type=float, default=None, help="measure each step until requests/s and output tokens/s are within ±this")
+    p.add_argument(
+        "--capacity",
+        default=None,
+        help="concurrency:LOW:HIGH or rate:LOW:HIGH: bisect for the largest load meeting --slo",
+    )
+    p.add_argument(
+        "--precision",
+        type=float,
+        default=None,
+        help="measure each step until requests/s and output tokens/s are within ±this",
+    )
     p.add_argument("--max-duration-s", type=float, default=300.0)
     p.add_argument("--stall-timeout-s", type=float, default=30.0, help="no byte for this long mid-request: a stall")
     p.add_argument("--request-timeout-s", type=float, default=600.0)
     p.add_argument("--extra-body", default='{"ignore_eos": true}', help="JSON merged into every request body")
     p.add_argument("--output-dir", default=None, help="where run<id>/ goes (default inference/result)")
-    p.add_argument("--launch", default=None, help="start this server command first (no shell), wait until --endpoint serves, stop it after")
-    p.add_argument("--launch-timeout-s", type=float, default=600.0, help="how long --launch's server may take to be ready")
-    p.add_argument("--launch-log", default=None, help="the launched server's output (default <results>/launch-<time>.log)")
-    p.add_argument("--where", default=None, help="where the client ran relative to the server (same host, another host, ...); recorded")
+    p.add_argument(
+        "--launch",
+        default=None,
+        help="start this server command first (no shell), wait until --endpoint serves, stop it after",
+    )
+    p.add_argument(
+        "--launch-timeout-s", type=float, default=600.0, help="how long --launch's server may take to be ready"
+    )
+    p.add_argument(
+        "--launch-log", default=None, help="the launched server's output (default <results>/launch-<time>.log)"
+    )
+    p.add_argument(
+        "--where",
+        default=None,
+        help="where the client ran relative to the server (same host, another host, ...); recorded",
+    )
     return p.parse_args(argv)
 
 
@@ -119,12 +162,16 @@ def check_endpoint(url: str, model: str, timeout_s: float = 10.0) -> list[str]:
         raise ConfigError(f"--endpoint: {shown(url)} is not an http:// or https:// URL")
     probe = url.rstrip("/") + "/models"
     try:
-        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # as the client: no proxy from the environment
+        opener = urllib.request.build_opener(
+            urllib.request.ProxyHandler({})
+        )  # as the client: no proxy from the environment
         with opener.open(probe, timeout=timeout_s) as response:
             raw, kind = response.read(1 << 20), response.headers.get("Content-Type", "")
     except urllib.error.HTTPError as exc:
         hint = "; the OpenAI routes usually sit under /v1" if not url.rstrip("/").endswith("/v1") else ""
-        raise EngineError(f"--endpoint {url}: not an OpenAI-compatible server (GET {probe} answered HTTP {exc.code}{hint})") from None
+        raise EngineError(
+            f"--endpoint {url}: not an OpenAI-compatible server (GET {probe} answered HTTP {exc.code}{hint})"
+        ) from None
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
         raise HostError(f"--endpoint {url}: unreachable ({reason})") from None
@@ -132,9 +179,13 @@ def check_endpoint(url: str, model: str, timeout_s: float = 10.0) -> list[str]:
         data = json.loads(raw)
         names = [str(item["id"]) for item in data["data"]]
     except (ValueError, KeyError, TypeError):
-        raise EngineError(f"--endpoint {url}: not an OpenAI-compatible server (GET {probe} gave no model list; Content-Type {kind!r})") from None
+        raise EngineError(
+            f"--endpoint {url}: not an OpenAI-compatible server (GET {probe} gave no model list; Content-Type {kind!r})"
+        ) from None
     if model not in names:
-        raise ConfigError(f"--served-model {model!r}: the server at {url} serves {', '.join(map(repr, names)) or 'no model'}")
+        raise ConfigError(
+            f"--served-model {model!r}: the server at {url} serves {', '.join(map(repr, names)) or 'no model'}"
+        )
     return names
 
 
@@ -180,7 +231,11 @@ class Plan:
             raise ConfigError(f"--warmup: {args.warmup} must be >= 0")
         if args.precision is not None and not 0 < args.precision < 1:
             raise ConfigError(f"--precision: {args.precision} must be a share in (0, 1), e.g. 0.05")
-        timeouts = (("--stall-timeout-s", args.stall_timeout_s), ("--request-timeout-s", args.request_timeout_s), ("--max-duration-s", args.max_duration_s))
+        timeouts = (
+            ("--stall-timeout-s", args.stall_timeout_s),
+            ("--request-timeout-s", args.request_timeout_s),
+            ("--max-duration-s", args.max_duration_s),
+        )
         for key, value in timeouts:
             if not value > 0:
                 raise ConfigError(f"{key}: {value} must be positive")
@@ -198,20 +253,27 @@ class Plan:
                 raise ConfigError("--capacity needs --slo (the bounds a load must meet)")
             self.capacity = (kind, low, high)
         if args.trace is not None and (concurrency or args.prompt_file or args.multi_turn):
-            raise ConfigError("--trace: replays its own timestamps and lengths (no --concurrency, --prompt-file or --multi-turn)")
+            raise ConfigError(
+                "--trace: replays its own timestamps and lengths (no --concurrency, --prompt-file or --multi-turn)"
+            )
         if args.multi_turn is not None and args.multi_turn < 1:
             raise ConfigError(f"--multi-turn: {args.multi_turn} must be a positive integer")
         if args.trace is not None and rates:
             raise ConfigError("--trace: replays its own timestamps (no --request-rate)")
         self.loads = [Load(concurrency=c) for c in concurrency]
-        self.loads += [Load(rate=r, arrival=args.arrival, burstiness=args.burstiness, max_concurrency=args.max_concurrency) for r in rates]
+        self.loads += [
+            Load(rate=r, arrival=args.arrival, burstiness=args.burstiness, max_concurrency=args.max_concurrency)
+            for r in rates
+        ]
         if args.trace is not None:
             self.loads = [Load(max_concurrency=args.max_concurrency)]
         if not self.loads and self.capacity is None:
             self.loads = [Load(concurrency=1)]
         Load(rate=1.0, arrival=args.arrival, burstiness=args.burstiness)  # checks the shape options even without a rate
         self.input_len = workload.LengthSpec.parse(args.input_len, "--input-len")
-        self.output_len = workload.LengthSpec.parse(args.output_len, "--output-len") if args.output_len is not None else None
+        self.output_len = (
+            workload.LengthSpec.parse(args.output_len, "--output-len") if args.output_len is not None else None
+        )
         self.shared = None
         if args.shared_prefix is not None:
             groups = _numbers(args.shared_prefix.replace(":", ","), "--shared-prefix", int)
@@ -248,7 +310,9 @@ class Plan:
                 convs = workload.synthetic_conversations(count, a.multi_turn, self.input_len, seed, self.text)
             return workload.multi_turn(convs, out_len, seed)
         if self.shared is not None:
-            return sessions_of(workload.shared_prefix(count, self.shared[0], self.shared[1], self.input_len, out_len, seed, self.text))
+            return sessions_of(
+                workload.shared_prefix(count, self.shared[0], self.shared[1], self.input_len, out_len, seed, self.text)
+            )
         if self.prompts is not None:
             return sessions_of(workload.from_prompt_file(a.prompt_file, count, self.output_len, seed, self.text))
         return sessions_of(workload.synthetic(count, self.input_len, out_len, seed, self.text))
@@ -282,7 +346,11 @@ def requests_to_decide(percentile: float) -> int:
 def pareto(steps: list[dict]) -> list[dict]:
     """The steps not beaten on both tokens/s per user and output tokens/s."""
     points = [
-        {"label": s["label"], "tokens_per_s_per_user": s["tokens_per_s_per_user"], "output_tokens_per_s": s["throughput"]["output_tokens_per_s"]["value"]}
+        {
+            "label": s["label"],
+            "tokens_per_s_per_user": s["tokens_per_s_per_user"],
+            "output_tokens_per_s": s["throughput"]["output_tokens_per_s"]["value"],
+        }
         for s in steps
         if s.get("tokens_per_s_per_user") and s["throughput"]["output_tokens_per_s"]["value"]
     ]
@@ -293,7 +361,8 @@ def pareto(steps: list[dict]) -> list[dict]:
             q is not p
             and q["tokens_per_s_per_user"] >= p["tokens_per_s_per_user"]
             and q["output_tokens_per_s"] >= p["output_tokens_per_s"]
-            and (q["tokens_per_s_per_user"], q["output_tokens_per_s"]) != (p["tokens_per_s_per_user"], p["output_tokens_per_s"])
+            and (q["tokens_per_s_per_user"], q["output_tokens_per_s"])
+            != (p["tokens_per_s_per_user"], p["output_tokens_per_s"])
             for q in points
         )
     ]
@@ -364,7 +433,14 @@ def run(argv: list[str], results_root: Path) -> int:
 def measure(args: argparse.Namespace, plan: Plan, tokenizer: Any, results_root: Path) -> int:
     served = check_endpoint(args.endpoint, args.served_model)
     endpoint = Endpoint(
-        args.endpoint, args.served_model, plan.chat, plan.extra, args.stall_timeout_s, args.request_timeout_s, tokenizer, args.count_tokens == "usage"
+        args.endpoint,
+        args.served_model,
+        plan.chat,
+        plan.extra,
+        args.stall_timeout_s,
+        args.request_timeout_s,
+        tokenizer,
+        args.count_tokens == "usage",
     )
     started = time.time()
     steps, records = [], {}
@@ -373,7 +449,9 @@ def measure(args: argparse.Namespace, plan: Plan, tokenizer: Any, results_root: 
         steps.append(block)
         records[block["label"]] = [r.to_dict() for r in recs]
         out = _pm(block["throughput"]["output_tokens_per_s"])
-        print(f"{block['label']}: {block['completed']}/{block['requests']} completed, output {out} tokens/s", flush=True)
+        print(
+            f"{block['label']}: {block['completed']}/{block['requests']} completed, output {out} tokens/s", flush=True
+        )
     found = None
     if plan.capacity is not None:
         kind, low, high = plan.capacity
@@ -383,13 +461,18 @@ def measure(args: argparse.Namespace, plan: Plan, tokenizer: Any, results_root: 
             if kind == "concurrency":
                 load = Load(concurrency=int(value))
             else:
-                load = Load(rate=value, arrival=args.arrival, burstiness=args.burstiness, max_concurrency=args.max_concurrency)
+                load = Load(
+                    rate=value, arrival=args.arrival, burstiness=args.burstiness, max_concurrency=args.max_concurrency
+                )
             block, _ = run_step(endpoint, plan, load, decidable)
             if block["slo"]["verdict"] == "undecided":  # near the bound: measured once more, four times as long
                 block, _ = run_step(endpoint, plan, load, 4 * max(decidable, block["requests"]))
                 block["slo"]["remeasured"] = True
             probed.append(block)
-            print(f"capacity probe {load.label}: SLO {block['slo']['verdict']} ({block['slo']['attainment']:.0%})", flush=True)
+            print(
+                f"capacity probe {load.label}: SLO {block['slo']['verdict']} ({block['slo']['attainment']:.0%})",
+                flush=True,
+            )
             return block["slo"]["verdict"]
 
         assert plan.slo is not None  # --capacity needs --slo (refused with the options otherwise)
@@ -444,7 +527,10 @@ def measure(args: argparse.Namespace, plan: Plan, tokenizer: Any, results_root: 
         (tmp / "serving").mkdir()
         (tmp / "serving" / "result.json").write_text(json_text(result), encoding="utf-8")
         (tmp / "serving" / "report.html").write_text(plots.report(result), encoding="utf-8")
-        (tmp / "summary.json").write_text(json_text({"run_id": run_id, "kind": "serving", "rows": rows, "capacity": result["capacity"]}), encoding="utf-8")
+        (tmp / "summary.json").write_text(
+            json_text({"run_id": run_id, "kind": "serving", "rows": rows, "capacity": result["capacity"]}),
+            encoding="utf-8",
+        )
         (tmp / "summary.md").write_text(markdown(rows, header), encoding="utf-8")
         final = results_root / f"run{run_id}"
         os.replace(tmp, final)
@@ -477,7 +563,14 @@ def main(argv: list[str] | None = None, results_root: Path | None = None) -> int
     argv = sys.argv[1:] if argv is None else argv
     root = Path(results_root) if results_root is not None else Path(__file__).resolve().parents[2] / "result"
     main_thread = threading.current_thread() is threading.main_thread()
-    previous = {sig: signal.signal(sig, handler) for sig, handler in ((signal.SIGTERM, _terminate), (signal.SIGINT, _interrupt))} if main_thread else {}
+    previous = (
+        {
+            sig: signal.signal(sig, handler)
+            for sig, handler in ((signal.SIGTERM, _terminate), (signal.SIGINT, _interrupt))
+        }
+        if main_thread
+        else {}
+    )
     try:
         return run(argv, root)
     except Terminated:

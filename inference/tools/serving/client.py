@@ -214,7 +214,9 @@ def stamping_connector(clock: Clock = time.perf_counter_ns, **options: Any) -> A
     class Connector(aiohttp.TCPConnector):
         # aiohttp's private hook, whose keyword-only signature changes between releases: taken as *args, **kwargs
         async def _wrap_create_connection(self, factory: Any, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
-            transport, protocol = await super()._wrap_create_connection(lambda: StampingProtocol(factory(), clock), *args, **kwargs)
+            transport, protocol = await super()._wrap_create_connection(
+                lambda: StampingProtocol(factory(), clock), *args, **kwargs
+            )
             return transport, protocol.inner if isinstance(protocol, StampingProtocol) else protocol
 
     if not hasattr(aiohttp.TCPConnector, "_wrap_create_connection"):
@@ -223,7 +225,12 @@ def stamping_connector(clock: Clock = time.perf_counter_ns, **options: Any) -> A
 
 
 def request_body(spec: RequestSpec, model: str, chat: bool, extra: dict | None = None) -> dict:
-    body: dict[str, Any] = {"model": model, "max_tokens": spec.max_tokens, "stream": True, "stream_options": {"include_usage": True}}
+    body: dict[str, Any] = {
+        "model": model,
+        "max_tokens": spec.max_tokens,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
     if chat:
         body["messages"] = spec.prompt if isinstance(spec.prompt, list) else [{"role": "user", "content": spec.prompt}]
     else:
@@ -285,7 +292,9 @@ async def stream_request(
                     if not isinstance(payload, dict):
                         raise MalformedSSE(f"an SSE event that is not a JSON object: {data[:60]!r}")
                     if "error" in payload and "choices" not in payload:
-                        raise StreamError(f"the server sent an error in the stream: {json.dumps(payload['error'])[:120]}")
+                        raise StreamError(
+                            f"the server sent an error in the stream: {json.dumps(payload['error'])[:120]}"
+                        )
                     if isinstance(payload.get("usage"), dict):
                         record.usage = payload["usage"]
                     choices = payload.get("choices")
@@ -298,19 +307,31 @@ async def stream_request(
             if not done and finished and stream.at_eof() and not parser.pending:
                 record.end_ns = clock()  # a server that ends a finished stream without [DONE] (TGI does)
             elif not done:
-                record.error = {"kind": "dropped", "detail": f"the stream ended before [DONE] after {len(record.token_ns)} token events"}
+                record.error = {
+                    "kind": "dropped",
+                    "detail": f"the stream ended before [DONE] after {len(record.token_ns)} token events",
+                }
     except MalformedSSE as exc:
         record.error = {"kind": "malformed", "detail": str(exc)}
     except StreamError as exc:
         record.error = {"kind": "stream_error", "detail": str(exc)}
     except aiohttp.SocketTimeoutError:
-        record.error = {"kind": "stall", "detail": f"no data for {getattr(timeout, 'sock_read', None)} s after {len(record.token_ns)} token events"}
+        record.error = {
+            "kind": "stall",
+            "detail": f"no data for {getattr(timeout, 'sock_read', None)} s after {len(record.token_ns)} token events",
+        }
     except (asyncio.TimeoutError, TimeoutError):
-        record.error = {"kind": "timeout", "detail": f"over {getattr(timeout, 'total', None)} s after {len(record.token_ns)} token events"}
+        record.error = {
+            "kind": "timeout",
+            "detail": f"over {getattr(timeout, 'total', None)} s after {len(record.token_ns)} token events",
+        }
     except aiohttp.ClientPayloadError as exc:
         record.error = {"kind": "dropped", "detail": f"{_reason(exc)} after {len(record.token_ns)} token events"}
     except aiohttp.ServerDisconnectedError:
-        record.error = {"kind": "dropped", "detail": f"the server closed the connection after {len(record.token_ns)} token events"}
+        record.error = {
+            "kind": "dropped",
+            "detail": f"the server closed the connection after {len(record.token_ns)} token events",
+        }
     except aiohttp.ClientConnectorError as exc:
         record.error = {"kind": "connect", "detail": _reason(exc)}
     except (aiohttp.ClientError, OSError) as exc:

@@ -40,7 +40,13 @@ from tools.measure.verdict import Verdict
 from tools.serving.client import RequestRecord
 
 SLO_BOUNDS = ("ttft_ms", "tpot_ms", "e2e_ms")
-THROUGHPUTS = ("requests_per_s", "output_tokens_per_s", "total_tokens_per_s", "goodput_requests_per_s", "goodput_tokens_per_s")
+THROUGHPUTS = (
+    "requests_per_s",
+    "output_tokens_per_s",
+    "total_tokens_per_s",
+    "goodput_requests_per_s",
+    "goodput_tokens_per_s",
+)
 JUDGED = ("requests_per_s", "output_tokens_per_s")
 
 
@@ -125,7 +131,9 @@ def timelines(records: list[RequestRecord], slo: SLO | None) -> tuple[dict[str, 
     return {name: Timeline.spans(ends, spans, values, span_ns=span) for name, values in samples.items()}, span / 1e9
 
 
-def step_figures(records: list[RequestRecord], slo: SLO | None, precision: float | None, stopped: str | None = None) -> dict:
+def step_figures(
+    records: list[RequestRecord], slo: SLO | None, precision: float | None, stopped: str | None = None
+) -> dict:
     """The step's block of result.json (see the module docstring)."""
     ok = [r for r in records if r.ok]
     lines, window_s = timelines(records, slo)
@@ -136,14 +144,22 @@ def step_figures(records: list[RequestRecord], slo: SLO | None, precision: float
         value = float(line.samples.sum()) / window_s if window_s > 0 else None
         interval = throughput_interval(line)
         ci = interval.around(value) if interval is not None and value else None
-        throughput[name] = {"value": value, "ci95": ci, "plus_minus": (ci[1] - ci[0]) / 2 / value if ci and value else None}
+        throughput[name] = {
+            "value": value,
+            "ci95": ci,
+            "plus_minus": (ci[1] - ci[0]) / 2 / value if ci and value else None,
+        }
         if name in JUDGED:
             found = drift(line, precision)
             drifts[name] = found.to_dict() if found is not None else None
             verdict.add(drift_reason(name, found))
-            if precision is not None and (throughput[name]["plus_minus"] is None or throughput[name]["plus_minus"] > precision):
+            if precision is not None and (
+                throughput[name]["plus_minus"] is None or throughput[name]["plus_minus"] > precision
+            ):
                 width = throughput[name]["plus_minus"]
-                shown_width = "has no interval (too few or too correlated requests)" if width is None else f"±{width:.1%}"
+                shown_width = (
+                    "has no interval (too few or too correlated requests)" if width is None else f"±{width:.1%}"
+                )
                 verdict.add(f"not precise enough: {name} {shown_width} (precision {precision:.0%})")
     if not ok:
         verdict.add("no request completed")
@@ -192,7 +208,11 @@ def step_figures(records: list[RequestRecord], slo: SLO | None, precision: float
 
 def token_count_note(records: list[RequestRecord]) -> str | None:
     """A sentence when the tokenizer's output counts differ from the server's usage by over 10 %."""
-    pairs = [(r.output_tokens, r.usage_output_tokens) for r in records if r.token_source == "tokenizer" and r.usage_output_tokens]
+    pairs = [
+        (r.output_tokens, r.usage_output_tokens)
+        for r in records
+        if r.token_source == "tokenizer" and r.usage_output_tokens
+    ]
     if not pairs:
         return None
     ours, theirs = sum(p[0] or 0 for p in pairs), sum(p[1] for p in pairs)
@@ -209,7 +229,9 @@ class StepStop:
     with one, when requests/s and output tokens/s are within it (``StopRule``, checked at most
     every half second), or at ``max_duration_s``."""
 
-    def __init__(self, min_requests: int, precision: float | None, max_duration_s: float, clock_start_ns: int | None = None) -> None:
+    def __init__(
+        self, min_requests: int, precision: float | None, max_duration_s: float, clock_start_ns: int | None = None
+    ) -> None:
         self.min_requests = min_requests
         self.precision = precision
         self.max_duration_s = max_duration_s

@@ -31,7 +31,9 @@ POLL_S = 0.5
 
 def _last_line(path: Path) -> str:
     try:
-        lines = [line.strip() for line in path.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip()]
+        lines = [
+            line.strip() for line in path.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip()
+        ]
     except OSError:
         return ""
     return f"; last log line: {lines[-1][:200]}" if lines else ""
@@ -87,7 +89,13 @@ class LaunchedServer:
         with open(self.log_path, "ab") as log:
             try:
                 self.proc = subprocess.Popen(
-                    self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=self.cwd, env=env, start_new_session=True
+                    self.argv,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    cwd=self.cwd,
+                    env=env,
+                    start_new_session=True,
                 )
             except OSError as exc:
                 raise EngineError(f"--launch: cannot start {self.argv[0]!r} ({exc.strerror or exc})") from None
@@ -99,11 +107,15 @@ class LaunchedServer:
         while True:
             status = self.proc.poll()
             if status is not None:
-                raise EngineError(f"--launch: the server exited with status {status} before it was ready at {self.url}{_last_line(self.log_path)}")
+                raise EngineError(
+                    f"--launch: the server exited with status {status} before it was ready at {self.url}{_last_line(self.log_path)}"
+                )
             if serving(self.url):
                 return self.clock() - started
             if self.clock() - started > self.ready_timeout_s:
-                raise EngineError(f"--launch: the server was not ready at {self.url} after {self.ready_timeout_s:g} s{_last_line(self.log_path)}")
+                raise EngineError(
+                    f"--launch: the server was not ready at {self.url} after {self.ready_timeout_s:g} s{_last_line(self.log_path)}"
+                )
             self.sleep(POLL_S)
 
     def stop(self) -> int | None:

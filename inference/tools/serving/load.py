@@ -138,8 +138,16 @@ async def run_load(
 
     records: list[RequestRecord] = []
     halted = False
-    timeout = aiohttp.ClientTimeout(total=endpoint.request_timeout_s, sock_read=endpoint.stall_timeout_s, sock_connect=min(10.0, endpoint.request_timeout_s))
-    connector = stamping_connector(clock, limit=0, ttl_dns_cache=None) if stamp_arrivals else aiohttp.TCPConnector(limit=0, ttl_dns_cache=None)
+    timeout = aiohttp.ClientTimeout(
+        total=endpoint.request_timeout_s,
+        sock_read=endpoint.stall_timeout_s,
+        sock_connect=min(10.0, endpoint.request_timeout_s),
+    )
+    connector = (
+        stamping_connector(clock, limit=0, ttl_dns_cache=None)
+        if stamp_arrivals
+        else aiohttp.TCPConnector(limit=0, ttl_dns_cache=None)
+    )
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as http:
         start = clock()
 
@@ -148,8 +156,12 @@ async def run_load(
             history: list[dict] = []
             for spec in chain:
                 prompt = history + spec.prompt if spec.conversation is not None else spec.prompt
-                record = RequestRecord(spec.index, scheduled_ns=scheduled_ns, conversation=spec.conversation, turn=spec.turn)
-                body = request_body(RequestSpec(spec.index, prompt, spec.max_tokens), endpoint.model, endpoint.chat, endpoint.extra)
+                record = RequestRecord(
+                    spec.index, scheduled_ns=scheduled_ns, conversation=spec.conversation, turn=spec.turn
+                )
+                body = request_body(
+                    RequestSpec(spec.index, prompt, spec.max_tokens), endpoint.model, endpoint.chat, endpoint.extra
+                )
                 await stream_request(http, endpoint.route, body, record, endpoint.chat, clock, timeout)
                 count_tokens(record, prompt, endpoint.tokenizer, endpoint.prefer_usage)
                 records.append(record)

@@ -159,7 +159,9 @@ class LoopbackServer:
                 head = await reader.readuntil(b"\r\n\r\n")
                 lines = head.decode("latin-1").split("\r\n")
                 method, path, _ = lines[0].split(" ", 2)
-                headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:] if line)}
+                headers = {
+                    k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:] if line)
+                }
                 body = await reader.readexactly(int(headers.get("content-length", "0")))
                 keep = await self._answer(method, path.split("?")[0], body, writer)
                 if not keep:
@@ -172,10 +174,16 @@ class LoopbackServer:
             self._handlers.discard(task)
             writer.transport.abort() if writer.transport is not None else None
 
-    async def _plain(self, writer: asyncio.StreamWriter, status: int, payload: object, kind: str = "application/json") -> None:
+    async def _plain(
+        self, writer: asyncio.StreamWriter, status: int, payload: object, kind: str = "application/json"
+    ) -> None:
         data = (json.dumps(payload) if kind == "application/json" else str(payload)).encode()
-        reason = {200: "OK", 404: "Not Found", 429: "Too Many Requests", 500: "Internal Server Error"}.get(status, "Error")
-        writer.write(f"HTTP/1.1 {status} {reason}\r\nContent-Type: {kind}\r\nContent-Length: {len(data)}\r\n\r\n".encode() + data)
+        reason = {200: "OK", 404: "Not Found", 429: "Too Many Requests", 500: "Internal Server Error"}.get(
+            status, "Error"
+        )
+        writer.write(
+            f"HTTP/1.1 {status} {reason}\r\nContent-Type: {kind}\r\nContent-Length: {len(data)}\r\n\r\n".encode() + data
+        )
         await writer.drain()
 
     async def _answer(self, method: str, path: str, raw: bytes, writer: asyncio.StreamWriter) -> bool:
@@ -183,11 +191,15 @@ class LoopbackServer:
             await self._plain(writer, 404, "<html><body>not here</body></html>", "text/html")
             return True
         if method == "GET" and path == "/v1/models":
-            await self._plain(writer, 200, {"object": "list", "data": [{"id": self.model, "object": "model", "owned_by": "loopback"}]})
+            await self._plain(
+                writer, 200, {"object": "list", "data": [{"id": self.model, "object": "model", "owned_by": "loopback"}]}
+            )
             return True
         chat = path == "/v1/chat/completions"
         if method != "POST" or path not in ("/v1/completions", "/v1/chat/completions"):
-            await self._plain(writer, 404, {"error": {"message": f"no route {method} {path}", "type": "NotFoundError", "code": 404}})
+            await self._plain(
+                writer, 404, {"error": {"message": f"no route {method} {path}", "type": "NotFoundError", "code": 404}}
+            )
             return True
         body = json.loads(raw or b"{}")
         if body.get("model") != self.model:
@@ -202,19 +214,25 @@ class LoopbackServer:
         try:
             plan = self.script(index, body, self.in_flight)
             if plan.status != 200:
-                await self._plain(writer, plan.status, {"error": {"message": f"scripted status {plan.status}", "code": plan.status}})
+                await self._plain(
+                    writer, plan.status, {"error": {"message": f"scripted status {plan.status}", "code": plan.status}}
+                )
                 return True
             return await self._stream(writer, body, plan, chat)
         finally:
             self.in_flight -= 1
 
     async def _stream(self, writer: asyncio.StreamWriter, body: dict, plan: Plan, chat: bool) -> bool:
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\nCache-Control: no-cache\r\n\r\n")
+        writer.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\nCache-Control: no-cache\r\n\r\n"
+        )
         await writer.drain()
         start_s = time.monotonic()
         base_ns = self.clock.value if self.clock is not None else 0
         at_s = plan.ttft_s
-        prompt = body.get("prompt") if not chat else " ".join(str(m.get("content", "")) for m in body.get("messages") or [])
+        prompt = (
+            body.get("prompt") if not chat else " ".join(str(m.get("content", "")) for m in body.get("messages") or [])
+        )
         prompt_tokens = len(str(prompt or "").split())
         for i in range(plan.tokens):
             if i:
@@ -242,8 +260,15 @@ class LoopbackServer:
                 await self._read_after(mark)
         if plan.fault is not None and plan.fault_at >= plan.tokens:  # after the last token (its finish_reason sent)
             return await self._fault(writer, plan.fault)
-        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": plan.tokens, "total_tokens": prompt_tokens + plan.tokens}
-        self._event(writer, {"id": "cmpl-loopback", "object": "text_completion", "model": self.model, "choices": [], "usage": usage})
+        usage = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": plan.tokens,
+            "total_tokens": prompt_tokens + plan.tokens,
+        }
+        self._event(
+            writer,
+            {"id": "cmpl-loopback", "object": "text_completion", "model": self.model, "choices": [], "usage": usage},
+        )
         if plan.done_marker:
             self._chunk(writer, b"data: [DONE]\n\n")
         writer.write(b"0\r\n\r\n")
@@ -290,16 +315,22 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
     import signal
 
-    parser = argparse.ArgumentParser(description="A loopback OpenAI-compatible server streaming pre-made tokens at a scripted rate")
+    parser = argparse.ArgumentParser(
+        description="A loopback OpenAI-compatible server streaming pre-made tokens at a scripted rate"
+    )
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--model", default="loopback")
     parser.add_argument("--ttft-ms", type=float, default=0.0)
     parser.add_argument("--itl-ms", type=float, default=0.0)
     parser.add_argument("--slope-ms", type=float, default=0.0, help="TTFT added per other request in flight")
-    parser.add_argument("--stamp", action="store_true", help="each token's text is the server's perf_counter_ns when it was sent")
+    parser.add_argument(
+        "--stamp", action="store_true", help="each token's text is the server's perf_counter_ns when it was sent"
+    )
     args = parser.parse_args(argv)
-    server = LoopbackServer(steady(args.ttft_ms, args.itl_ms, args.slope_ms), args.model, args.host, args.port, stamp=args.stamp)
+    server = LoopbackServer(
+        steady(args.ttft_ms, args.itl_ms, args.slope_ms), args.model, args.host, args.port, stamp=args.stamp
+    )
 
     async def run() -> None:
         loop = asyncio.get_running_loop()

@@ -52,7 +52,9 @@ def _svg(
     y0 = max(y0, 0.0)  # every plotted figure is >= 0; an interval's low end below 0 is cut at the axis
     px = lambda x: PAD_L + (x - x0) / (x1 - x0) * (W - PAD_L - PAD_R) if x1 > x0 else (W + PAD_L - PAD_R) / 2
     py = lambda y: H - PAD_B - (max(y, y0) - y0) / (y1 - y0) * (H - PAD_T - PAD_B)
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" role="img" aria-label="{html.escape(title)}">']
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" role="img" aria-label="{html.escape(title)}">'
+    ]
     out.append(f'<text x="{W / 2}" y="16" text-anchor="middle" font-size="13">{html.escape(title)}</text>')
     out.append(f'<line x1="{PAD_L}" y1="{H - PAD_B}" x2="{W - PAD_R}" y2="{H - PAD_B}" stroke="#444"/>')
     out.append(f'<line x1="{PAD_L}" y1="{PAD_T}" x2="{PAD_L}" y2="{H - PAD_B}" stroke="#444"/>')
@@ -61,13 +63,19 @@ def _svg(
         out.append(f'<text x="{PAD_L - 4}" y="{py(value) + 4:.1f}" text-anchor="end" font-size="10">{value:.3g}</text>')
     if x_labels is not None:
         for i, label in enumerate(x_labels):
-            out.append(f'<text x="{px(i):.1f}" y="{H - PAD_B + 14}" text-anchor="middle" font-size="9">{html.escape(label)}</text>')
+            out.append(
+                f'<text x="{px(i):.1f}" y="{H - PAD_B + 14}" text-anchor="middle" font-size="9">{html.escape(label)}</text>'
+            )
     else:
         for k in range(5):
             value = x0 + (x1 - x0) * k / 4
-            out.append(f'<text x="{px(value):.1f}" y="{H - PAD_B + 14}" text-anchor="middle" font-size="10">{value:.3g}</text>')
+            out.append(
+                f'<text x="{px(value):.1f}" y="{H - PAD_B + 14}" text-anchor="middle" font-size="10">{value:.3g}</text>'
+            )
     out.append(f'<text x="{W / 2}" y="{H - 8}" text-anchor="middle" font-size="11">{html.escape(x_name)}</text>')
-    out.append(f'<text x="12" y="{H / 2}" text-anchor="middle" font-size="11" transform="rotate(-90 12 {H / 2})">{html.escape(y_name)}</text>')
+    out.append(
+        f'<text x="12" y="{H / 2}" text-anchor="middle" font-size="11" transform="rotate(-90 12 {H / 2})">{html.escape(y_name)}</text>'
+    )
     for n, (name, pts) in enumerate(series):
         colour = COLOURS[n % len(COLOURS)]
         shown = [(x, y, ci) for x, y, ci in pts if y is not None]
@@ -81,19 +89,34 @@ def _svg(
         for run in runs:
             if len(run) > 1:
                 path = " ".join(f"{px(x):.1f},{py(y):.1f}" for _, (x, y, _) in run)
-                out.append(f'<polyline class="series" data-name="{html.escape(name)}" points="{path}" fill="none" stroke="{colour}"/>')
+                out.append(
+                    f'<polyline class="series" data-name="{html.escape(name)}" points="{path}" fill="none" stroke="{colour}"/>'
+                )
         for x, y, ci in shown:
-            out.append(f'<circle class="point" cx="{px(x):.1f}" cy="{py(y):.1f}" r="3" fill="{colour}"><title>{html.escape(name)}: {y:.4g}</title></circle>')
+            out.append(
+                f'<circle class="point" cx="{px(x):.1f}" cy="{py(y):.1f}" r="3" fill="{colour}"><title>{html.escape(name)}: {y:.4g}</title></circle>'
+            )
             if ci:
-                out.append(f'<line class="interval" x1="{px(x):.1f}" y1="{py(ci[0]):.1f}" x2="{px(x):.1f}" y2="{py(ci[1]):.1f}" stroke="{colour}"/>')
-        out.append(f'<text x="{W - PAD_R - 4}" y="{PAD_T + 12 + 13 * n}" text-anchor="end" font-size="10" fill="{colour}">{html.escape(name)}</text>')
+                out.append(
+                    f'<line class="interval" x1="{px(x):.1f}" y1="{py(ci[0]):.1f}" x2="{px(x):.1f}" y2="{py(ci[1]):.1f}" stroke="{colour}"/>'
+                )
+        out.append(
+            f'<text x="{W - PAD_R - 4}" y="{PAD_T + 12 + 13 * n}" text-anchor="end" font-size="10" fill="{colour}">{html.escape(name)}</text>'
+        )
     out.append("</svg>")
     return "\n".join(out)
 
 
 def report(result: dict) -> str:
     steps = ordered(list(result.get("steps") or []) + list(result.get("capacity_steps") or []))
-    labels = [s["label"].replace("concurrency ", "c=").replace("rate ", "").replace(" poisson", "").replace(", max concurrency ", " ≤") for s in steps]
+    labels = [
+        s["label"]
+        .replace("concurrency ", "c=")
+        .replace("rate ", "")
+        .replace(" poisson", "")
+        .replace(", max concurrency ", " ≤")
+        for s in steps
+    ]
     kinds = [_load_key(s)[0] for s in steps]
 
     def line(get) -> list[tuple[float, float | None, list[float] | None]]:
@@ -110,17 +133,52 @@ def report(result: dict) -> str:
         "load",
         kinds,
     )
-    tpot = _svg("TPOT against load", labels, [("p50", line(lambda s: (s["tpot_ms"]["p50"], (s["tpot_ms"].get("ci95") or {}).get("p50"))))], "ms", "load", kinds)
-    series = [("output tokens/s", line(lambda s: (s["throughput"]["output_tokens_per_s"]["value"], s["throughput"]["output_tokens_per_s"]["ci95"])))]
+    tpot = _svg(
+        "TPOT against load",
+        labels,
+        [("p50", line(lambda s: (s["tpot_ms"]["p50"], (s["tpot_ms"].get("ci95") or {}).get("p50"))))],
+        "ms",
+        "load",
+        kinds,
+    )
+    series = [
+        (
+            "output tokens/s",
+            line(
+                lambda s: (
+                    s["throughput"]["output_tokens_per_s"]["value"],
+                    s["throughput"]["output_tokens_per_s"]["ci95"],
+                )
+            ),
+        )
+    ]
     if steps and "goodput_tokens_per_s" in steps[0]["throughput"]:
-        series.append(("goodput tokens/s", line(lambda s: (s["throughput"]["goodput_tokens_per_s"]["value"], s["throughput"]["goodput_tokens_per_s"]["ci95"]))))
+        series.append(
+            (
+                "goodput tokens/s",
+                line(
+                    lambda s: (
+                        s["throughput"]["goodput_tokens_per_s"]["value"],
+                        s["throughput"]["goodput_tokens_per_s"]["ci95"],
+                    )
+                ),
+            )
+        )
     goodput = _svg("Throughput and goodput against load", labels, series, "tokens/s", "load", kinds)
-    points = [(s["throughput"]["output_tokens_per_s"]["value"], s["tokens_per_s_per_user"], None) for s in steps if s.get("tokens_per_s_per_user")]
+    points = [
+        (s["throughput"]["output_tokens_per_s"]["value"], s["tokens_per_s_per_user"], None)
+        for s in steps
+        if s.get("tokens_per_s_per_user")
+    ]
     frontier: list[tuple[float, float | None, list[float] | None]] = sorted(
         (p["output_tokens_per_s"], p["tokens_per_s_per_user"], None) for p in result.get("pareto") or []
     )
     pareto = _svg(
-        "Tokens/s per user against output tokens/s", None, [("steps", sorted(points)), ("Pareto frontier", frontier)], "tokens/s per user", "output tokens/s"
+        "Tokens/s per user against output tokens/s",
+        None,
+        [("steps", sorted(points)), ("Pareto frontier", frontier)],
+        "tokens/s per user",
+        "output tokens/s",
     )
     capacity = result.get("capacity")
     head = f"<h1>Serving: {html.escape(str(result.get('served_model')))} at {html.escape(str(result.get('endpoint')))}</h1>"

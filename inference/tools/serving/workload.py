@@ -53,7 +53,9 @@ class LengthSpec:
                 else:
                     raise ValueError
             except ValueError:
-                raise ConfigError(f"{key}: {shown(value)} is not a length (N, uniform:MIN:MAX or normal:MEAN:STD)") from None
+                raise ConfigError(
+                    f"{key}: {shown(value)} is not a length (N, uniform:MIN:MAX or normal:MEAN:STD)"
+                ) from None
         else:
             raise ConfigError(f"{key}: {shown(value)} is not a length (N, uniform:MIN:MAX or normal:MEAN:STD)")
         if spec.a < 1 or (spec.kind == "uniform" and spec.b < spec.a) or (spec.kind == "normal" and spec.b < 0):
@@ -86,7 +88,9 @@ class Text:
         return None if self.tokenizer is None else len(self.tokenizer.encode(text, add_special_tokens=False))
 
 
-def synthetic(count: int, input_len: LengthSpec, output_len: LengthSpec, seed: int, text: Text, start: int = 0) -> list[RequestSpec]:
+def synthetic(
+    count: int, input_len: LengthSpec, output_len: LengthSpec, seed: int, text: Text, start: int = 0
+) -> list[RequestSpec]:
     rng = random.Random(seed)
     specs = []
     for i in range(count):
@@ -95,7 +99,9 @@ def synthetic(count: int, input_len: LengthSpec, output_len: LengthSpec, seed: i
     return specs
 
 
-def shared_prefix(count: int, groups: int, prefix_len: int, input_len: LengthSpec, output_len: LengthSpec, seed: int, text: Text) -> list[RequestSpec]:
+def shared_prefix(
+    count: int, groups: int, prefix_len: int, input_len: LengthSpec, output_len: LengthSpec, seed: int, text: Text
+) -> list[RequestSpec]:
     """``groups`` prefixes of ``prefix_len``; request i belongs to group i % groups and adds its own suffix."""
     rng = random.Random(seed)
     prefixes = [text.words(rng, prefix_len) for _ in range(groups)]
@@ -113,7 +119,9 @@ def multi_turn(conversations: list[list[str]], output_len: LengthSpec, seed: int
     for c, turns in enumerate(conversations):
         chain = []
         for t, user in enumerate(turns):
-            chain.append(RequestSpec(index, [{"role": "user", "content": user}], output_len.draw(rng), conversation=c, turn=t))
+            chain.append(
+                RequestSpec(index, [{"role": "user", "content": user}], output_len.draw(rng), conversation=c, turn=t)
+            )
             index += 1
         out.append(chain)
     return out
@@ -161,7 +169,9 @@ def read_prompts(path: str | Path) -> list[tuple[list[str], int | None]]:
             raise DataError(f"{_where(path, line)}: a prompt record must be an object, got {type(item).__name__}")
         if "conversations" in item:
             turns = item["conversations"]
-            if not isinstance(turns, list) or not all(isinstance(t, dict) and isinstance(t.get("value"), str) for t in turns):
+            if not isinstance(turns, list) or not all(
+                isinstance(t, dict) and isinstance(t.get("value"), str) for t in turns
+            ):
                 raise DataError(f"{_where(path, line)}: 'conversations' must be a list of {{'from', 'value'}} objects")
             users = [t["value"] for t in turns if t.get("from") in ("human", "user")]
             replies = [t["value"] for t in turns if t.get("from") in ("gpt", "assistant")]
@@ -170,7 +180,9 @@ def read_prompts(path: str | Path) -> list[tuple[list[str], int | None]]:
             continue
         prompt = item.get("prompt", item.get("text"))
         if not isinstance(prompt, str):
-            raise DataError(f"{_where(path, line)}: a prompt record needs a string 'prompt' (or 'text' or ShareGPT 'conversations')")
+            raise DataError(
+                f"{_where(path, line)}: a prompt record needs a string 'prompt' (or 'text' or ShareGPT 'conversations')"
+            )
         length = item.get("output_tokens")
         if length is not None and (not isinstance(length, int) or length < 1):
             raise DataError(f"{_where(path, line)}: 'output_tokens' must be a positive integer, got {shown(length)}")
@@ -180,7 +192,9 @@ def read_prompts(path: str | Path) -> list[tuple[list[str], int | None]]:
     return out
 
 
-def from_prompt_file(path: str | Path, count: int, output_len: LengthSpec | None, seed: int, text: Text) -> list[RequestSpec]:
+def from_prompt_file(
+    path: str | Path, count: int, output_len: LengthSpec | None, seed: int, text: Text
+) -> list[RequestSpec]:
     """``count`` requests drawn (with the seed, cycling when the file is shorter) from the file's first turns."""
     prompts = read_prompts(path)
     rng = random.Random(seed)
@@ -214,7 +228,11 @@ def read_trace(path: str | Path, output_len: LengthSpec | None, seed: int, text:
             out = output_len.draw(rng) if output_len is not None else 128
         if not isinstance(out, int) or out < 1:
             raise DataError(f"{where}: 'output_length' must be a positive integer, got {shown(out)}")
-        specs.append(RequestSpec(len(specs), prompt, out, input_tokens=text.count(prompt), arrival_s=float(item["timestamp"]) / 1e3))
+        specs.append(
+            RequestSpec(
+                len(specs), prompt, out, input_tokens=text.count(prompt), arrival_s=float(item["timestamp"]) / 1e3
+            )
+        )
     if not specs:
         raise DataError(f"{path}: no requests in the trace")
     arrivals = [s.arrival_s or 0.0 for s in specs]  # every trace record has its timestamp
