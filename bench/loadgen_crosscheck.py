@@ -2,7 +2,8 @@
 pool of batches, each performance row run under both, interleaved A/B/A/B.
 
     python3 -m bench.loadgen_crosscheck [--case digits|resnet50] [--batch N] [--rounds 2]
-                                        [--min-duration 5] [--server-load 0.5] [--scenarios offline,single_stream,server]
+                                        [--min-duration 5] [--server-load 0.5]
+                                        [--scenarios offline,single_stream,server]
                                         [--samples-per-query 8] [--max-duration 60]
 
 A = ``load_generator: inferperf`` (tools/measure/scenarios.py), B = ``load_generator:
@@ -19,8 +20,9 @@ scenario, A then B:
                  high, ``--latency-bound-ms``, so that the bound never cuts a run short)
 
 (The figure of a scenario is its record's result, ``common/scenario.py``: its headline
-percentile, or samples/s where it has none.) B's figures are LoadGen's own (its detail log), A's are InferPerf's. The median ratio
-over the rounds is printed per figure with the target, within 3 % on a quiet machine;
+percentile, or samples/s where it has none.) B's figures are LoadGen's own (its detail
+log), A's are InferPerf's. The median ratio over the rounds is printed per figure with the
+target, within 3 % on a quiet machine;
 exit status 1 when a median misses it. Each row's verdict is shown (a contention
 reason means the machine was busy: re-measure when it is quiet).
 """
@@ -127,7 +129,8 @@ def _child(spec: dict) -> None:
                 row = stage.report.rows[-1]
                 rows.append({**row, "round": round_index})
                 print(
-                    f"  round {round_index} {scenario:<13} {generator:<9} {figure_name(scenario)} {figure(row):.6g}  {_verdict(row)}",
+                    f"  round {round_index} {scenario:<13} {generator:<9} "
+                    f"{figure_name(scenario)} {figure(row):.6g}  {_verdict(row)}",
                     flush=True,
                 )
     Path(spec["out"]).write_text(json.dumps(rows, default=str))
@@ -219,7 +222,8 @@ def main() -> int:
             "max_duration": args.max_duration,
         }
         print(
-            f"case={args.case} batch={batch} rounds={args.rounds} min_duration_s={args.min_duration:g} A=inferperf B=mlperf (LoadGen)"
+            f"case={args.case} batch={batch} rounds={args.rounds} min_duration_s={args.min_duration:g} "
+            "A=inferperf B=mlperf (LoadGen)"
         )
         env = {**os.environ, "PYTHONPATH": str(perf)}
         command = [sys.executable, "-m", "bench.loadgen_crosscheck", "--child", json.dumps(spec)]

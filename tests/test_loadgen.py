@@ -223,5 +223,6 @@ def test_mlperf_without_loadgen_installed(tmp_path, tree):
         proc,
         time.monotonic() - start,
         tmp_path,
-        "command line (--set): key 'load_generator' is 'mlperf', but MLPerf LoadGen is not installed here (pip install mlcommons-loadgen==6.0.17)",
+        "command line (--set): key 'load_generator' is 'mlperf', but MLPerf LoadGen is not installed here "
+        "(pip install mlcommons-loadgen==6.0.17)",
     )

@@ -219,7 +219,8 @@ def test_the_key_in_the_case_config():
         )
     assert (
         str(info.value)
-        == "/c.yaml: key 'server_search' is true, but load_generator mlperf runs server rows at a fixed target_qps; set target_qps instead"
+        == "/c.yaml: key 'server_search' is true, but load_generator mlperf runs server rows at a fixed target_qps; "
+        "set target_qps instead"
     )
     assert (
         make(load_generator="inferperf", scenario="server", latency_bound_ms=5, server_search=True).server_search
@@ -235,6 +236,9 @@ def test_mlperf_needs_loadgen_importable(monkeypatch):
     )
     with pytest.raises(ConfigError) as info:
         make(load_generator="mlperf", origin={"load_generator": "command line (--set)"})
-    message = "command line (--set): key 'load_generator' is 'mlperf', but MLPerf LoadGen is not installed here (pip install mlcommons-loadgen==6.0.17)"
+    message = (
+        "command line (--set): key 'load_generator' is 'mlperf', but MLPerf LoadGen is not installed here "
+        "(pip install mlcommons-loadgen==6.0.17)"
+    )
     assert str(info.value) == message
     assert make(load_generator="inferperf").load_generator == "inferperf"

@@ -500,11 +500,10 @@ def _not_used(*_args: Any, **_kwargs: Any) -> Any:
     raise DataError("a base-tier case has no data set, model or engine: the pipeline runs its baseline_stage instead")
 
 
-CASE_FUNCTIONS = {
-    name: _not_used
-    for name in ("build_dataloader", "create_model", "evaluator", "model_forward", "export_model", "engine_forward")
-}
-# The same, as names a base case imports (spec §3.2.2's six functions, none of them used).
+# The six, as names a base case's package imports with ``from benchmarks.base_common import *``
+# (spec §3.2.2's six functions, none of them used): ``__all__`` is exactly them.
+__all__ = ["build_dataloader", "create_model", "evaluator", "model_forward", "export_model", "engine_forward"]
+CASE_FUNCTIONS = dict.fromkeys(__all__, _not_used)
 build_dataloader = create_model = evaluator = model_forward = export_model = engine_forward = _not_used
 
 

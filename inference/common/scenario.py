@@ -43,8 +43,10 @@ class LoadgenFacts:
     rate_key: (
         str | None
     )  # detail-log key of the throughput, LoadGen samples (pool batches) per second; None: LoadGen logs none
-    one_query: bool  # the whole test is one query (Offline): its latency is one figure, so a row shows InferPerf's per-batch timings
-    latency_key: str  # detail-log key pattern of its latency percentiles ("{q}" = "99.00"): per query where a query has several samples
+    one_query: bool  # the whole test is one query (Offline): its latency is one figure, so a row shows
+    # InferPerf's per-batch timings
+    latency_key: str  # detail-log key pattern of its latency percentiles ("{q}" = "99.00"): per query where
+    # a query has several samples
     latency_summary: (
         str  # "latency" or "query_latency": result_{min,mean,max}_<this>_ns, the min/mean/max beside the percentiles
     )
@@ -81,7 +83,8 @@ class Scenario:
 
     @property
     def result_is_throughput(self) -> bool:
-        """Its result is a throughput, not a latency percentile (offline): the rate a backend's own benchmark is set beside."""
+        """Its result is a throughput, not a latency percentile (offline): the rate a backend's own
+        benchmark is set beside."""
         return self.headline is None
 
     @property
@@ -163,7 +166,8 @@ MULTI_STREAM = Scenario(
     samples_per_query_default=MULTI_STREAM_SAMPLES_PER_QUERY,
     loadgen=LoadgenFacts(
         scenario="MultiStream",
-        rate_key=None,  # LoadGen logs no MultiStream throughput; the row's qps is InferPerf's timing of LoadGen's queries
+        rate_key=None,  # LoadGen logs no MultiStream throughput; the row's qps is InferPerf's timing of
+        # LoadGen's queries
         one_query=False,
         latency_key="result_{q}_percentile_per_query_latency_ns",
         latency_summary="query_latency",
@@ -204,7 +208,8 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (OFFLINE, SINGLE_STREAM, MU
 
 
 def scenario(name: str | Scenario) -> Scenario:
-    """The scenario called ``name`` (a record is returned as it is); one ValueError naming the known ones for anything else."""
+    """The scenario called ``name`` (a record is returned as it is); one ValueError naming the known
+    ones for anything else."""
     if isinstance(name, Scenario):
         return name
     found = SCENARIOS.get(name) if isinstance(name, str) else None

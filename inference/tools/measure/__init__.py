@@ -1,1 +1,2 @@
-"""The measurement core: the timing loop, the scenarios, the verdict rules, CPU/GPU contention and the performance stage that runs them."""
+"""The measurement core: the timing loop, the scenarios, the verdict rules, CPU/GPU contention and
+the performance stage that runs them."""

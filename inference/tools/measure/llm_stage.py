@@ -170,7 +170,8 @@ class LLMWorkload:
             _fail(
                 config,
                 "server_requests",
-                f"is {workload.server_requests}: at {min(rates):g} requests/s they arrive over {workload.server_requests / min(rates):.3g} s, "
+                f"is {workload.server_requests}: at {min(rates):g} requests/s they arrive over "
+                f"{workload.server_requests / min(rates):.3g} s, "
                 f"more than max_duration_s {cap:g} (raise max_duration_s, or the rate)",
             )
         return workload
@@ -396,7 +397,8 @@ def _log_cell(record: dict) -> None:
     rate = record[THROUGHPUT]
     shown = f"{rate:.1f}" if rate is not None else "n/a"
     logger.info(
-        f"llm {where}: TTFT p50 {_ms(record['ttft_ms'])}, TPOT p50 {_ms(record['tpot_ms'])}, {shown} output tokens/s, {state}"
+        f"llm {where}: TTFT p50 {_ms(record['ttft_ms'])}, TPOT p50 {_ms(record['tpot_ms'])}, "
+        f"{shown} output tokens/s, {state}"
     )
 
 

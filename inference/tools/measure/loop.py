@@ -322,7 +322,8 @@ def timed_forward(
     reading = contention.stop()
     if raw.passes > settings.repeat:
         logger.info(
-            f"{phase}: {raw.passes} passes over the data ({len(raw.core_ns)} queries) to reach the measurement minimums and precision"
+            f"{phase}: {raw.passes} passes over the data ({len(raw.core_ns)} queries) "
+            "to reach the measurement minimums and precision"
         )
     if raw.foo_ns:
         logger.warning(f"{phase}: engine declared {raw.foo_ns / 1e9:.3f} s of foo_time (excluded from whole and core)")

@@ -67,7 +67,8 @@ EXACT = 1e-9  # block rates whose spread is below this share of their mean are o
 CHECK_EVERY_S = 0.5  # the stop rule looks at the figures at most this often ...
 CHECK_COST_SHARE = 0.02  # ... and spends at most this share of the time doing so
 OUT_OF_REACH_FACTOR = 4.0  # stop early when reaching the precision would take this many times max_duration_s
-OUT_OF_REACH_MIN_EFFECTIVE = 16.0  # ... judged only from intervals worth this many independent blocks (t's small-sample width is not the figure's)
+OUT_OF_REACH_MIN_EFFECTIVE = 16.0  # ... judged only from intervals worth this many independent blocks
+# (t's small-sample width is not the figure's)
 SETTLE_BLOCK_S = 0.25  # a settle block lasts at least this long ...
 SETTLE_MIN_BLOCK = 2  # ... and holds at least this many queries ...
 SETTLE_MAX_BLOCK = 1024  # ... and at most this many
@@ -343,7 +344,8 @@ def precision_reasons(
             need = MIN_QUERIES if name in figures.throughput else MIN_SAMPLES_FOR_PERCENTILE[name][1]
             more = "more if correlated"
             reasons.append(
-                f"not precise enough: {name} has no interval after {elapsed_s:.3g} s (it needs at least {need} queries, {more}; {limit})"
+                f"not precise enough: {name} has no interval after {elapsed_s:.3g} s "
+                f"(it needs at least {need} queries, {more}; {limit})"
             )
         else:
             early = (
@@ -502,7 +504,8 @@ def settle(call: Callable[[], int], clock: Callable[[], int], max_s: float) -> S
 # ---- the result's record -----------------------------------------------------------------------
 METHOD = (
     "mean of equal-time blocks with an AR(1) long-run variance (lag-1 bias-corrected and raised one standard error), "
-    "Student t at the effective number of blocks; percentiles: binomial order statistics at the effective sample size, widened by block percentiles"
+    "Student t at the effective number of blocks; percentiles: binomial order statistics at the effective sample size, "
+    "widened by block percentiles"
 )
 
 

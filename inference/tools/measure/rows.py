@@ -61,7 +61,8 @@ def latency_of(stats: LatencyStats | None) -> LatencyBlock:
 
 
 def latency_bound(run: ScenarioRun, config: CaseConfig) -> float | None:
-    """The latency bound a row is held to: its scenario's ``bound_key`` (server's ``latency_bound_ms``); None where it has none."""
+    """The latency bound a row is held to: its scenario's ``bound_key`` (server's
+    ``latency_bound_ms``); None where it has none."""
     key = run.scenario.bound_key
     return getattr(config, key) if key is not None else None
 

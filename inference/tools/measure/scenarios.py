@@ -59,7 +59,8 @@ from tools.measure.phase_progress import PhaseProgress
 from tools.measure.precision import Figures, StopRule, Target, Timeline, measure_figures
 from tools.measure.settings import MAX_DURATION_REACHED, MINIMUMS_MET, OUT_OF_REACH, PRECISION_REACHED, minus_foo
 
-# the stop reasons are defined in tools.measure.settings and named here too (tools.measure.loadgen imports MINIMUMS_MET from here)
+# the stop reasons are defined in tools.measure.settings and named here too (tools.measure.loadgen imports
+# MINIMUMS_MET from here)
 __all__ = [
     "MAX_DURATION_REACHED",
     "MINIMUMS_MET",
@@ -237,7 +238,8 @@ def _validate(
         isinstance(samples_per_query, int) and samples_per_query > 0 and samples_per_query % batch_size == 0
     ):
         raise ValueError(
-            f"{scenario}: samples_per_query must be a positive multiple of batch_size {batch_size}, got {samples_per_query!r}"
+            f"{scenario}: samples_per_query must be a positive multiple of batch_size {batch_size}, "
+            f"got {samples_per_query!r}"
         )
     if not isinstance(min_query_count, int) or min_query_count < 1:
         raise ValueError(f"{scenario}: min_query_count must be an integer >= 1, got {min_query_count!r}")
@@ -325,7 +327,8 @@ def run_scenario(
         min_query_count, round(min_duration_s * 1e9), round(max_duration_s * 1e9), chosen, clients, spq, target, rule
     )
     sampler = _Sampler(max_sampled) if sample_pool_indices and max_sampled else None
-    # PROGRESS lines (tools/measure/phase_progress.py), at most every 0.5 s, from the clock readings the runners take anyway
+    # PROGRESS lines (tools/measure/phase_progress.py), at most every 0.5 s, from the clock readings the
+    # runners take anyway
     progress = PhaseProgress(
         f"performance bs={batch_size} {chosen.name} clients={clients}",
         min_queries=min_query_count,
@@ -665,7 +668,8 @@ def _threads(step, pool, limits, clients, schedule, sync, sampler, eligible, clo
     return latencies, completions, state["foo_ns"], window, state["reason"], arrivals
 
 
-# Each scenario's runner, by its record (common/scenario.py); tests/test_scenario_records.py checks every scenario has one.
+# Each scenario's runner, by its record (common/scenario.py); tests/test_scenario_records.py checks every
+# scenario has one.
 RUNNERS: dict[Scenario, Callable[[_Job], _Raw]] = {
     OFFLINE: _offline,
     SINGLE_STREAM: _single_stream,

@@ -24,7 +24,8 @@ MEASUREMENT_DEFAULTS: dict[str, Any] = {
     "warmup": 2,  # untimed calls on the first batch before each measured phase
     "min_query_count": 64,  # enough queries for a measured p90 (LoadGen's floor)
     "min_duration_s": 2.0,  # of measured wall time, per phase and per performance row
-    "max_duration_s": 60.0,  # wall-clock cap per phase or row: hitting it before the minimums or the precision makes it invalid
+    "max_duration_s": 60.0,  # wall-clock cap per phase or row: hitting it before the minimums or the
+    # precision makes it invalid
     "contention_limit": 0.10,  # share of the benchmark's CPUs other processes may use
     "precision": 0.02,  # 95 % half-width / figure every judged figure must reach
     "latency_precision": None,  # the headline percentile's own precision; None: precision

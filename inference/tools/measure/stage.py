@@ -374,7 +374,8 @@ class PerformanceStage:
 
         def discard(first: PerformanceRow) -> None:
             logger.info(
-                f"performance bs={batch_size} {name} clients={clients} drifted ({'; '.join(first.verdict.reasons)}): measuring it once more"
+                f"performance bs={batch_size} {name} clients={clients} drifted "
+                f"({'; '.join(first.verdict.reasons)}): measuring it once more"
             )
             self.report.raw_latencies_ns.pop()  # one raw latency list per row kept, in row order
 
@@ -419,7 +420,8 @@ class PerformanceStage:
             row = self._record(last, contention_of[id(last)], self.test01(last, references), search)
             return self._engine_wide(
                 row,
-                f"server_search: no target_qps down to {found.trials[-1][0]:.3g} met latency_bound_ms {config.latency_bound_ms:g}",
+                f"server_search: no target_qps down to {found.trials[-1][0]:.3g} "
+                f"met latency_bound_ms {config.latency_bound_ms:g}",
             )
         best = found.best
         return self._engine_wide(self._record(best, contention_of[id(best)], self.test01(best, references), search))

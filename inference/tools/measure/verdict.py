@@ -136,13 +136,19 @@ def minimum_reasons(queries: int, duration_s: float, min_query_count: int, min_d
 def contention_reason(share: float | None, cpus: int, limit: float) -> str | None:
     if share is None or share <= limit:
         return None
-    return f"contention: other processes used {share:.0%} of the {cpus} CPU(s) available to the benchmark during the measured phase (limit {limit:.0%})"
+    return (
+        f"contention: other processes used {share:.0%} of the {cpus} CPU(s) available to the benchmark "
+        f"during the measured phase (limit {limit:.0%})"
+    )
 
 
 def accelerator_reason(other_processes: int | None) -> str | None:
     if not other_processes:
         return None
-    return f"contention: {other_processes} other process(es) held a compute context on the benchmark's GPU during the measured phase"
+    return (
+        f"contention: {other_processes} other process(es) held a compute context on the benchmark's GPU "
+        "during the measured phase"
+    )
 
 
 def minimums_met(queries: int, elapsed_s: float, min_query_count: int, min_duration_s: float) -> bool:

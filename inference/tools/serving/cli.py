@@ -520,7 +520,10 @@ def measure(args: argparse.Namespace, plan: Plan, tokenizer: Any, results_root: 
     header += "".join(f"\n\nnote: {n}" for n in notes)
     if found is not None:
         above = ", above the range" if found.above_range else ""
-        header += f"\n\ncapacity ({found.kind}): {found.capacity} (interval {found.interval}, {len(found.probes)} probes{above})"
+        header += (
+            f"\n\ncapacity ({found.kind}): {found.capacity} "
+            f"(interval {found.interval}, {len(found.probes)} probes{above})"
+        )
     results_root = Path(args.output_dir) if args.output_dir else results_root
     results_root.mkdir(parents=True, exist_ok=True)
     with atomic_dir(results_root, f"run{run_id}") as tmp:

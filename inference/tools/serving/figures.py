@@ -219,8 +219,10 @@ def token_count_note(records: list[RequestRecord]) -> str | None:
     if abs(ours - theirs) <= 0.1 * theirs:
         return None
     return (
-        f"the tokenizer counted {ours} output tokens where the server's usage says {theirs}: re-tokenising the generated text "
-        "does not give back the generated ids (TPOT and tokens/s follow the tokenizer; --count-tokens usage counts the server's)"
+        f"the tokenizer counted {ours} output tokens where the server's usage says {theirs}: "
+        "re-tokenising the generated text "
+        "does not give back the generated ids (TPOT and tokens/s follow the tokenizer; "
+        "--count-tokens usage counts the server's)"
     )
 
 

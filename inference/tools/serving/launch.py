@@ -108,13 +108,15 @@ class LaunchedServer:
             status = self.proc.poll()
             if status is not None:
                 raise EngineError(
-                    f"--launch: the server exited with status {status} before it was ready at {self.url}{_last_line(self.log_path)}"
+                    f"--launch: the server exited with status {status} before it was ready at "
+                    f"{self.url}{_last_line(self.log_path)}"
                 )
             if serving(self.url):
                 return self.clock() - started
             if self.clock() - started > self.ready_timeout_s:
                 raise EngineError(
-                    f"--launch: the server was not ready at {self.url} after {self.ready_timeout_s:g} s{_last_line(self.log_path)}"
+                    f"--launch: the server was not ready at {self.url} after "
+                    f"{self.ready_timeout_s:g} s{_last_line(self.log_path)}"
                 )
             self.sleep(POLL_S)
 

@@ -4,8 +4,8 @@ It speaks HTTP/1.1 (keep-alive, chunked SSE) on asyncio streams and answers
 ``GET /v1/models``, ``POST /v1/completions`` and ``POST /v1/chat/completions``. Each request
 gets a ``Plan`` from the script: its status, TTFT, the gaps between its tokens, and a fault
 (``stall``: stop sending and hold the connection; ``drop``: cut the connection; ``malformed``:
-an event that is not JSON; ``error``: an error object in the stream) after some token. ``usage`` counts one prompt token per
-whitespace-separated word.
+an event that is not JSON; ``error``: an error object in the stream) after some token.
+``usage`` counts one prompt token per whitespace-separated word.
 
 Timing is either real (``asyncio.sleep`` to an absolute schedule from the request's arrival)
 or stepped on a ``SteppedClock`` shared with the client: the server sets the clock to each
@@ -224,7 +224,8 @@ class LoopbackServer:
 
     async def _stream(self, writer: asyncio.StreamWriter, body: dict, plan: Plan, chat: bool) -> bool:
         writer.write(
-            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\nCache-Control: no-cache\r\n\r\n"
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+            b"Transfer-Encoding: chunked\r\nCache-Control: no-cache\r\n\r\n"
         )
         await writer.drain()
         start_s = time.monotonic()

@@ -53,7 +53,8 @@ def _svg(
     px = lambda x: PAD_L + (x - x0) / (x1 - x0) * (W - PAD_L - PAD_R) if x1 > x0 else (W + PAD_L - PAD_R) / 2
     py = lambda y: H - PAD_B - (max(y, y0) - y0) / (y1 - y0) * (H - PAD_T - PAD_B)
     out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" role="img" aria-label="{html.escape(title)}">'
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" '
+        f'role="img" aria-label="{html.escape(title)}">'
     ]
     out.append(f'<text x="{W / 2}" y="16" text-anchor="middle" font-size="13">{html.escape(title)}</text>')
     out.append(f'<line x1="{PAD_L}" y1="{H - PAD_B}" x2="{W - PAD_R}" y2="{H - PAD_B}" stroke="#444"/>')
@@ -64,7 +65,8 @@ def _svg(
     if x_labels is not None:
         for i, label in enumerate(x_labels):
             out.append(
-                f'<text x="{px(i):.1f}" y="{H - PAD_B + 14}" text-anchor="middle" font-size="9">{html.escape(label)}</text>'
+                f'<text x="{px(i):.1f}" y="{H - PAD_B + 14}" text-anchor="middle" font-size="9">'
+                f"{html.escape(label)}</text>"
             )
     else:
         for k in range(5):
@@ -74,7 +76,8 @@ def _svg(
             )
     out.append(f'<text x="{W / 2}" y="{H - 8}" text-anchor="middle" font-size="11">{html.escape(x_name)}</text>')
     out.append(
-        f'<text x="12" y="{H / 2}" text-anchor="middle" font-size="11" transform="rotate(-90 12 {H / 2})">{html.escape(y_name)}</text>'
+        f'<text x="12" y="{H / 2}" text-anchor="middle" font-size="11" transform="rotate(-90 12 {H / 2})">'
+        f"{html.escape(y_name)}</text>"
     )
     for n, (name, pts) in enumerate(series):
         colour = COLOURS[n % len(COLOURS)]
@@ -90,18 +93,22 @@ def _svg(
             if len(run) > 1:
                 path = " ".join(f"{px(x):.1f},{py(y):.1f}" for _, (x, y, _) in run)
                 out.append(
-                    f'<polyline class="series" data-name="{html.escape(name)}" points="{path}" fill="none" stroke="{colour}"/>'
+                    f'<polyline class="series" data-name="{html.escape(name)}" points="{path}" '
+                    f'fill="none" stroke="{colour}"/>'
                 )
         for x, y, ci in shown:
             out.append(
-                f'<circle class="point" cx="{px(x):.1f}" cy="{py(y):.1f}" r="3" fill="{colour}"><title>{html.escape(name)}: {y:.4g}</title></circle>'
+                f'<circle class="point" cx="{px(x):.1f}" cy="{py(y):.1f}" r="3" fill="{colour}">'
+                f"<title>{html.escape(name)}: {y:.4g}</title></circle>"
             )
             if ci:
                 out.append(
-                    f'<line class="interval" x1="{px(x):.1f}" y1="{py(ci[0]):.1f}" x2="{px(x):.1f}" y2="{py(ci[1]):.1f}" stroke="{colour}"/>'
+                    f'<line class="interval" x1="{px(x):.1f}" y1="{py(ci[0]):.1f}" '
+                    f'x2="{px(x):.1f}" y2="{py(ci[1]):.1f}" stroke="{colour}"/>'
                 )
         out.append(
-            f'<text x="{W - PAD_R - 4}" y="{PAD_T + 12 + 13 * n}" text-anchor="end" font-size="10" fill="{colour}">{html.escape(name)}</text>'
+            f'<text x="{W - PAD_R - 4}" y="{PAD_T + 12 + 13 * n}" text-anchor="end" font-size="10" fill="{colour}">'
+            f"{html.escape(name)}</text>"
         )
     out.append("</svg>")
     return "\n".join(out)
@@ -181,11 +188,17 @@ def report(result: dict) -> str:
         "output tokens/s",
     )
     capacity = result.get("capacity")
-    head = f"<h1>Serving: {html.escape(str(result.get('served_model')))} at {html.escape(str(result.get('endpoint')))}</h1>"
+    head = (
+        f"<h1>Serving: {html.escape(str(result.get('served_model')))} "
+        f"at {html.escape(str(result.get('endpoint')))}</h1>"
+    )
     counted = ", ".join(result.get("token_source") or []) or "nothing"
     facts = f"<p>tokens counted by {html.escape(counted)}; client: {html.escape(str(result.get('client_location')))}"
     if capacity:
-        facts += f"; capacity ({html.escape(capacity['kind'])}): {capacity['capacity']} in {capacity['interval']} after {capacity['probes']} probes"
+        facts += (
+            f"; capacity ({html.escape(capacity['kind'])}): {capacity['capacity']} "
+            f"in {capacity['interval']} after {capacity['probes']} probes"
+        )
     facts += "</p>"
     return (
         "<!doctype html>\n<html><head><meta charset='utf-8'><title>serving</title></head><body>\n"
