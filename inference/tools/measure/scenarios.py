@@ -401,67 +401,30 @@ class _Job:
 
 
 def _offline(job: _Job) -> _Raw:
-    if job.clients == 1:
-        return _back_to_back_one(
-            job.step, job.pool, job.limits, job.sync, job.sampler, job.eligible, job.clock, job.progress
-        )
-    return _threads(
-        job.step,
-        job.pool,
-        job.limits,
-        job.clients,
-        None,
-        job.sync,
-        job.sampler,
-        job.eligible,
-        job.clock,
-        job.sleep,
-        job.progress,
-    )
+    return _back_to_back_one(job) if job.clients == 1 else _threads(job, None)
 
 
 def _single_stream(job: _Job) -> _Raw:
-    return _back_to_back_one(
-        job.step, job.pool, job.limits, job.sync, job.sampler, job.eligible, job.clock, job.progress
-    )
+    return _back_to_back_one(job)
 
 
 def _server(job: _Job) -> _Raw:
     assert job.target_qps is not None  # _validate refused a server run without one
     schedule = poisson_arrivals(job.target_qps / job.batch_size, random.Random(job.seed))
-    if job.clients == 1:
-        return _server_one(
-            job.step,
-            job.pool,
-            job.limits,
-            schedule,
-            job.sync,
-            job.sampler,
-            job.eligible,
-            job.clock,
-            job.sleep,
-            job.progress,
-        )
-    return _threads(
-        job.step,
-        job.pool,
-        job.limits,
-        job.clients,
-        schedule,
-        job.sync,
-        job.sampler,
-        job.eligible,
-        job.clock,
-        job.sleep,
-        job.progress,
-    )
+    return _server_one(job, schedule) if job.clients == 1 else _threads(job, schedule)
 
 
 # Each runner returns a ``_Raw``.
 
 
-def _back_to_back_one(step, pool, limits, sync, sampler, eligible, clock, progress):
+def _loop_parts(job: _Job) -> tuple:
+    """A job's parts as the loops bind them to locals (a local is the cheapest read in the hot loop)."""
+    return job.step, job.pool, job.limits, job.sync, job.sampler, job.eligible, job.clock, job.progress
+
+
+def _back_to_back_one(job: _Job) -> _Raw:
     """offline with one client, and single_stream: the cheapest loop, no threads, no locks."""
+    step, pool, limits, sync, sampler, eligible, clock, progress = _loop_parts(job)
     min_queries, min_ns, max_ns, stop = limits.min_queries, limits.min_ns, limits.max_ns, limits.stop
     latencies, completions = limits.latencies, limits.completions
     add_latency = latencies.append
@@ -499,16 +462,7 @@ def _back_to_back_one(step, pool, limits, sync, sampler, eligible, clock, progre
 def _multi_stream(job: _Job) -> _Raw:
     """multi_stream: one query at a time, each ``calls_per_query`` engine calls on consecutive pool
     batches, one ``sync()`` after the last; its latency from the first call to that completion."""
-    limits, step, pool, sync, clock, sampler, eligible, progress = (
-        job.limits,
-        job.step,
-        job.pool,
-        job.sync,
-        job.clock,
-        job.sampler,
-        job.eligible,
-        job.progress,
-    )
+    step, pool, limits, sync, sampler, eligible, clock, progress = _loop_parts(job)
     min_queries, min_ns, max_ns, stop = limits.min_queries, limits.min_ns, limits.max_ns, limits.stop
     latencies, completions = limits.latencies, limits.completions
     calls, n = job.calls_per_query, len(pool)
@@ -565,8 +519,10 @@ def _run_threads(worker, clients: int) -> None:
         raise errors[0]
 
 
-def _server_one(step, pool, limits, schedule, sync, sampler, eligible, clock, sleep, progress):
+def _server_one(job: _Job, schedule: Iterator[float]) -> _Raw:
     """server with one worker: the calling thread sleeps until each arrival."""
+    step, pool, limits, sync, sampler, eligible, clock, progress = _loop_parts(job)
+    sleep = job.sleep
     min_queries, min_ns, max_ns, stop = limits.min_queries, limits.min_ns, limits.max_ns, limits.stop
     latencies, completions = limits.latencies, limits.completions
     add_latency = latencies.append
@@ -607,14 +563,16 @@ def _server_one(step, pool, limits, schedule, sync, sampler, eligible, clock, sl
     return latencies, completions, foo_ns, window, reason, (i, offset)
 
 
-def _threads(step, pool, limits, clients, schedule, sync, sampler, eligible, clock, sleep, progress):
+def _threads(job: _Job, schedule: Iterator[float] | None) -> _Raw:
     """Several clients taking query indices (and, for server, the next arrival of
     one shared schedule; ``schedule`` None = offline, issue at once) under one lock."""
+    step, pool, limits, sync, sampler, eligible, clock, progress = _loop_parts(job)
+    clients, sleep = job.clients, job.sleep
     min_queries, min_ns, max_ns, stop = limits.min_queries, limits.min_ns, limits.max_ns, limits.stop
     latencies, completions = limits.latencies, limits.completions
     n = len(pool)
     lock = threading.Lock()
-    state = {"next": 0, "foo_ns": 0, "reason": None, "offset": 0.0}
+    state: dict[str, Any] = {"next": 0, "foo_ns": 0, "reason": None, "offset": 0.0}  # shared under the lock
     start = clock()
     state["due"] = progress.begin(start)
 
