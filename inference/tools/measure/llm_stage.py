@@ -56,16 +56,7 @@ from tools.measure.precision import (
 )
 from tools.measure.scenarios import poisson_arrivals
 from tools.measure.settings import MAX_DURATION_REACHED
-from tools.measure.verdict import (
-    Verdict,
-    accelerator_reason,
-    contention_not_judged,
-    contention_reason,
-    drift_not_judged,
-    minimum_reasons,
-    minimums_met,
-    window_throughputs,
-)
+from tools.measure.verdict import Verdict, minimums_met, window_throughputs, window_verdict
 
 PERCENTILES = ("p50", "p90", "p99")
 
@@ -300,15 +291,15 @@ def _judge(
 ) -> tuple[Verdict, dict]:
     """The verdict of a cell or row and its ``precision`` parts (figures, drifts)."""
     elapsed = figures.window_s()
-    verdict = Verdict().extend(minimum_reasons(len(figures.generations), elapsed, min_queries, limits.min_duration_s))
     timeline = figures.timeline()
     ttft = figures.per_request()[0]
     judged = measure_figures(target, {THROUGHPUT: timeline}, ttft)
     drifts = {THROUGHPUT: drift(timeline, target.precision)} if target.throughput else {}
-    verdict.extend(precision_reasons(target, judged, drifts, elapsed, stop))
-    verdict.add(contention_reason(reading.share, reading.cpus, limits.contention_limit))
-    verdict.add(accelerator_reason(reading.gpu_other_processes))
-    verdict.skip([*drift_not_judged(drifts), contention_not_judged(reading.share)])
+    precision = precision_reasons(target, judged, drifts, elapsed, stop)
+    minimums = (min_queries, limits.min_duration_s)
+    verdict = window_verdict(
+        len(figures.generations), elapsed, minimums, precision, drifts, reading, limits.contention_limit
+    )
     return verdict.extend(engine_reasons), {"figures": judged, "drifts": drifts}
 
 

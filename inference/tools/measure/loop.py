@@ -54,16 +54,7 @@ from tools.measure.precision import (
     settle,
 )
 from tools.measure.settings import MAX_DURATION_REACHED, minus_foo
-from tools.measure.verdict import (
-    Verdict,
-    accelerator_reason,
-    contention_not_judged,
-    contention_reason,
-    drift_not_judged,
-    minimum_reasons,
-    minimums_met,
-    window_throughputs,
-)
+from tools.measure.verdict import Verdict, minimums_met, window_throughputs, window_verdict
 from tools.torch_sync import sync_for_config
 
 Step = Callable[[list], "tuple[list, float]"]
@@ -338,13 +329,15 @@ def _phase_result(
     timelines = raw.timelines()
     figures = measure_figures(target, timelines)
     drifts = {name: drift(timeline, settings.precision) for name, timeline in timelines.items()}
-    verdict = Verdict().extend(
-        minimum_reasons(len(raw.core_ns), wall_ns / 1e9, settings.min_queries, settings.min_duration_s)
+    verdict = window_verdict(
+        len(raw.core_ns),
+        wall_ns / 1e9,
+        (settings.min_queries, settings.min_duration_s),
+        precision_reasons(target, figures, drifts, wall_ns / 1e9, raw.stop),
+        drifts,
+        reading,
+        settings.contention_limit,
     )
-    verdict.extend(precision_reasons(target, figures, drifts, wall_ns / 1e9, raw.stop))
-    verdict.add(contention_reason(reading.share, reading.cpus, settings.contention_limit))
-    verdict.add(accelerator_reason(reading.gpu_other_processes))
-    verdict.skip([*drift_not_judged(drifts), contention_not_judged(reading.share)])
     result = PhaseResult(
         phase=phase,
         samples=raw.samples,

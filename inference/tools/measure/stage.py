@@ -45,14 +45,7 @@ from tools.measure.precision import (
 from tools.measure.rows import latency_bound, latency_of, performance_row, row_target
 from tools.measure.scenarios import ScenarioRun, run_scenario, server_search
 from tools.measure.settings import minus_foo
-from tools.measure.verdict import (
-    Verdict,
-    accelerator_reason,
-    contention_not_judged,
-    contention_reason,
-    drift_not_judged,
-    minimum_reasons,
-)
+from tools.measure.verdict import Verdict, window_verdict
 
 POOL_BATCHES = 8  # distinct batches per batch size, memory permitting
 REFERENCE_BATCHES = 2  # pool batches whose outputs are checked under load (TEST01)
@@ -154,19 +147,20 @@ def make_pool(samples: list, batch_size: int, max_bytes: float, batches: int = P
 def judge_row(
     run: ScenarioRun, stats: LatencyStats | None, config: CaseConfig, contention, latency_bound_ms: float | None
 ) -> Verdict:
-    verdict = Verdict().extend(
-        minimum_reasons(run.queries, run.duration_s, config.min_query_count, config.min_duration_s)
-    )
     target = row_target(run.scenario, config)
     timeline = run.timeline()
     figures = measure_figures(target, {"qps": timeline}, run.latencies_ns)
     drifts = {"qps": drift(timeline, target.precision)} if target.throughput else {}
-    verdict.extend(
-        precision_reasons(target, figures, drifts, run.duration_s + run.foo_time_s / run.clients, run.stop_reason)
+    seconds = run.duration_s + run.foo_time_s / run.clients
+    verdict = window_verdict(
+        run.queries,
+        run.duration_s,
+        (config.min_query_count, config.min_duration_s),
+        precision_reasons(target, figures, drifts, seconds, run.stop_reason),
+        drifts,
+        contention,
+        config.contention_limit,
     )
-    verdict.add(contention_reason(contention.share, contention.cpus, config.contention_limit))
-    verdict.add(accelerator_reason(contention.gpu_other_processes))
-    verdict.skip([*drift_not_judged(drifts), contention_not_judged(contention.share)])
     # A headline percentile with too few queries (below its floor) has no interval: precision_reasons said so.
     headline = run.scenario.headline
     measured = getattr(stats, headline) if stats is not None and headline is not None else None

@@ -26,9 +26,12 @@ judge nothing (docs/measurement.md).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import TYPE_CHECKING, Iterable, Sequence
 
 from common import record as recorded
+
+if TYPE_CHECKING:
+    from tools.measure.contention import ContentionReading
 
 MIN_WINDOWS = 3
 MAX_WINDOWS = 10
@@ -83,6 +86,25 @@ class Verdict:
     def of(cls, verdict: recorded.Verdict) -> "Verdict":
         """A builder that goes on from a recorded verdict."""
         return cls(list(verdict.reasons), list(verdict.not_judged))
+
+
+def window_verdict(
+    queries: int,
+    seconds: float,
+    minimums: tuple[int, float],
+    precision: Iterable[str],
+    drifts: dict,
+    reading: ContentionReading,
+    contention_limit: float,
+) -> Verdict:
+    """A measured window's verdict, in this order: too few queries or too short (``minimums``:
+    min_query_count, min_duration_s), not precise or drifting (``precision``: its reasons), contended
+    (the CPU reading over ``contention_limit``, a foreign GPU context); and what could not be
+    judged (drift, contention). The phases, the rows and the LLM cells are all judged by it."""
+    verdict = Verdict().extend(minimum_reasons(queries, seconds, *minimums)).extend(precision)
+    verdict.add(contention_reason(reading.share, reading.cpus, contention_limit))
+    verdict.add(accelerator_reason(reading.gpu_other_processes))
+    return verdict.skip([*drift_not_judged(drifts), contention_not_judged(reading.share)])
 
 
 def drift_not_judged(drifts: dict) -> list[str]:
