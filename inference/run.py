@@ -13,7 +13,6 @@ Exit status: 0 when every case succeeded on every host, 1 when any failed
 from __future__ import annotations
 
 import argparse
-import contextlib
 import secrets
 import signal
 import sys
@@ -29,7 +28,7 @@ from loguru import logger
 
 from common import __version__
 from common.errors import ConfigError, InferPerfError, one_line
-from common.files import storage_error
+from common.files import LogFileSink, storage_error
 from common.layout import BASE_PREFIX, framework_dir, is_base_case
 from common.monitor_protocol import monitor_protocol
 from utils import executors
@@ -525,29 +524,14 @@ def run_ab(config: HostConfig, run: Run, args: argparse.Namespace, previous: dic
     return result.exit_code
 
 
-class _RunLog:
-    """run.log's sink. A write the file system refuses (full, read-only) ends run.log with one
+def _run_log_ended(path: Path) -> Callable[[OSError], None]:
+    """run.log's failure: a write the file system refuses (full, read-only) ends run.log with one
     line on the console, instead of loguru's traceback under every later log line."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.handle = open(path, "a", encoding="utf-8")  # noqa: SIM115 - open for the run's life; stop() closes it
-        self.failed = False
+    def ended(exc: OSError) -> None:
+        sys.stderr.write(f"run.log ends here: {storage_error(exc, path) or one_line(exc)}\n")
 
-    def write(self, message: str) -> None:
-        if self.failed:
-            return
-        try:
-            self.handle.write(message)
-            self.handle.flush()
-        except OSError as exc:
-            self.failed = True
-            problem = storage_error(exc, self.path)
-            sys.stderr.write(f"run.log ends here: {problem or one_line(exc)}\n")
-
-    def stop(self) -> None:
-        with contextlib.suppress(OSError):
-            self.handle.close()
+    return ended
 
 
 def open_run(config: HostConfig) -> Run:
@@ -556,7 +540,7 @@ def open_run(config: HostConfig) -> Run:
     run = Run(run_id, config.log_path / f"run{run_id}", datetime.now(timezone.utc))
     try:
         run.run_dir.mkdir(parents=True, exist_ok=True)
-        run_log = _RunLog(run.run_dir / "run.log")
+        run_log = LogFileSink(run.run_dir / "run.log", _run_log_ended(run.run_dir / "run.log"))
     except OSError as exc:  # the disk filled (or turned read-only) since host.yaml's check
         raise (storage_error(exc, run.run_dir, "creating") or exc) from None
     logger.remove()

@@ -26,7 +26,7 @@ import stat
 import tempfile
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from common.errors import StorageError
 
@@ -310,3 +310,29 @@ def json_text(data: Any, indent: int | None = 2) -> str:
 def write_json_atomic(target: str | Path, data: Any) -> None:
     with atomic_path(target) as tmp:
         tmp.write_text(json_text(data), encoding="utf-8")
+
+
+class LogFileSink:
+    """A log file as a loguru sink: each message appended and flushed. The first write the file
+    system refuses (full, read-only) calls ``on_failure(exc)`` (inside the ``except``: it may raise);
+    later messages are dropped, so one failure is said once, not under every later log line."""
+
+    def __init__(self, path: Path, on_failure: Callable[[OSError], None]) -> None:
+        self.path = path
+        self.on_failure = on_failure
+        self.handle = open(path, "a", encoding="utf-8")  # noqa: SIM115 - open for the sink's life; stop() closes it
+        self.failed = False
+
+    def write(self, message: str) -> None:
+        if self.failed:
+            return
+        try:
+            self.handle.write(message)
+            self.handle.flush()
+        except OSError as exc:
+            self.failed = True
+            self.on_failure(exc)
+
+    def stop(self) -> None:
+        with suppress(OSError):
+            self.handle.close()
