@@ -31,7 +31,7 @@ What an engine module may import: ``docs/architecture.md``, "What a plug-in may 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, get_args
 
 if TYPE_CHECKING:
     from tools.config import CaseView
@@ -47,16 +47,7 @@ OptionalMethod = Literal[
     "prepare_batch_size",
     "own_benchmark",
 ]
-OPTIONAL_METHODS: tuple[OptionalMethod, ...] = (
-    "version",
-    "compile_report",
-    "is_supported",
-    "supported_ops",
-    "get_performance_data",
-    "best_batch_sizes",
-    "prepare_batch_size",
-    "own_benchmark",
-)
+OPTIONAL_METHODS: tuple[OptionalMethod, ...] = get_args(OptionalMethod)
 
 
 class EngineBase:
