@@ -48,17 +48,19 @@ class FakeClock:
 
 
 def test_ttft_and_tpot_of_an_engine_with_known_sleeps():
+    """The real clock's path (time.perf_counter_ns). A sleep never returns early, so each figure is at
+    least its sleep; how much a busy machine adds is not asserted (no test depends on the wall clock's
+    speed): the exact figures are test_figures_on_a_fake_clock_are_exact's."""
     engine = SleepyEngine(prefill_s=0.050, step_s=0.005)
     gens = [generate_timed(engine, np.zeros((2, 16), dtype=np.int64), 8, keep_tokens=True) for _ in range(3)]
     for g in gens:
-        assert 50e6 <= g.ttft_ns() < 50e6 * 1.6  # sleep never returns early; a busy machine may add
-        assert 5e6 <= g.tpot_ns() < 5e6 * 1.8
+        assert g.ttft_ns() >= 50e6 and g.tpot_ns() >= 5e6
         assert len(g.itl_ns()) == 7 and min(g.itl_ns()) >= 5e6
         assert g.tokens.shape == (2, 8) and list(g.tokens[0]) == list(range(1, 9))
     record = GenerationFigures(gens, gens[0].issued_ns).to_dict()
     assert record["requests"] == 6 and record["queries"] == 3
-    assert 50 <= record["ttft_ms"]["p50"] < 80 and record["ttft_ms"]["count"] == 6
-    assert 5 <= record["tpot_ms"]["p50"] < 9 and record["itl_ms"]["count"] == 6 * 7
+    assert record["ttft_ms"]["p50"] >= 50 and record["ttft_ms"]["count"] == 6
+    assert record["tpot_ms"]["p50"] >= 5 and record["itl_ms"]["count"] == 6 * 7
     assert record["ttft_ms"]["p90"] is None  # 6 requests: below LoadGen's floor, never extrapolated
 
 
