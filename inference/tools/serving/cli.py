@@ -318,17 +318,42 @@ class Plan:
         return sessions_of(workload.synthetic(count, self.input_len, out_len, seed, self.text))
 
 
+# How long a signalled run's in-flight requests get to unwind before the process leaves without them.
+SHUTDOWN_S = 2.0
+
+
+def _run_async(main: Any) -> Any:
+    """``asyncio.run(main)``, except that when a signal's exception (``Terminated``, ``Interrupted``)
+    leaves the loop, the requests still in flight are cancelled and given ``SHUTDOWN_S`` to unwind,
+    not waited for without end (asyncio.run waits for every task: a CI run once saw that outlast 60 s)."""
+    import logging
+
+    loop = asyncio.new_event_loop()
+    try:
+        return loop.run_until_complete(main)
+    finally:
+        pending = asyncio.all_tasks(loop)
+        for task in pending:
+            task.cancel()
+        if pending:
+            _, left = loop.run_until_complete(asyncio.wait(pending, timeout=SHUTDOWN_S))
+            if left:  # the process is leaving: no "Task was destroyed but it is pending" line for each
+                logging.getLogger("asyncio").setLevel(logging.CRITICAL)
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()
+
+
 def run_step(endpoint: Endpoint, plan: Plan, load: Load, requests: int | None = None) -> tuple[dict, list]:
     """Warm-up (not counted), then one measured step at ``load`` (``requests``: at least this
     many instead of --num-requests); its figures and records."""
     a = plan.args
     if a.warmup:
-        asyncio.run(run_load(endpoint, plan.sessions(a.warmup, a.seed + 7919)[: a.warmup], load, seed=a.seed + 7919))
+        _run_async(run_load(endpoint, plan.sessions(a.warmup, a.seed + 7919)[: a.warmup], load, seed=a.seed + 7919))
     least = requests or a.num_requests
     cap = least if a.precision is None else least * 50
     sessions = plan.sessions(cap, a.seed)
     stop = StepStop(least, a.precision, a.max_duration_s)
-    result = asyncio.run(run_load(endpoint, sessions, load, seed=a.seed, stop=stop))
+    result = _run_async(run_load(endpoint, sessions, load, seed=a.seed, stop=stop))
     stopped = stop.reason or (f"all {cap} requests issued" if a.precision is not None else None)
     block = step_figures(result.records, plan.slo, a.precision, stopped)
     block["load"] = load.to_dict()
