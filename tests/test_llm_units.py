@@ -153,12 +153,12 @@ def test_server_counts_ttft_from_the_scheduled_arrival():
     shape, prompts = ModelShape(1, 8, 2, 1, 4, 16, 32, 1000, 256), PromptSource(3, 50, 0)
     workload, limits = LLMWorkload.from_config(config), Limits.from_config(config)
     record = run_server(engine, shape, prompts, workload, 10.0, limits, [], clock=clock, sleep=clock.sleep)
-    ttft = record["ttft_ms"]
-    assert record["requests"] >= 12 and record["target_qps"] == 10.0
-    assert ttft["count"] == record["requests"] and ttft["mean"] > 1000  # 10 req/s against 3.3 served per second
-    assert record["tpot_ms"]["mean"] == pytest.approx(50.0)
-    assert record["ttft_bound_met"] is False and not record["verdict"]["valid"]
-    assert any("p50 TTFT" in r and "exceeds ttft_bound_ms 300" in r for r in record["verdict"]["reasons"])
+    ttft = record.ttft_ms
+    assert record.requests >= 12 and record.target_qps == 10.0
+    assert ttft["count"] == record.requests and ttft["mean"] > 1000  # 10 req/s against 3.3 served per second
+    assert record.tpot_ms["mean"] == pytest.approx(50.0)
+    assert record.ttft_bound_met is False and not record.verdict.valid
+    assert any("p50 TTFT" in r and "exceeds ttft_bound_ms 300" in r for r in record.verdict.reasons)
     relaxed = run_server(
         SleepyEngine(0.02, 0.005, sleep=clock.sleep),
         shape,
@@ -170,8 +170,8 @@ def test_server_counts_ttft_from_the_scheduled_arrival():
         clock=clock,
         sleep=clock.sleep,
     )
-    assert relaxed["ttft_ms"]["mean"] == pytest.approx(20.0) and relaxed["ttft_bound_met"] is True
-    assert relaxed["issued_qps"] == pytest.approx(2.0, rel=0.6)  # 12 Poisson gaps
+    assert relaxed.ttft_ms["mean"] == pytest.approx(20.0) and relaxed.ttft_bound_met is True
+    assert relaxed.issued_qps == pytest.approx(2.0, rel=0.6)  # 12 Poisson gaps
 
 
 class JitteryEngine(SleepyEngine):
@@ -198,16 +198,14 @@ def test_server_stops_early_when_its_precision_is_out_of_reach():
         JitteryEngine(clock.sleep), shape, prompts, workload, 1.0, limits, [], clock=clock, sleep=clock.sleep
     )
     # 20 requests, not 12: until then a throughput's blocks were worth too few independent ones for any interval
-    assert record["stop_reason"] == "precision out of reach" and record["requests"] == 20 and record["duration_s"] < 100
-    assert any(
-        r.startswith("not precise enough: p50 ±") and "out of reach: about" in r for r in record["verdict"]["reasons"]
-    )
+    assert record.stop_reason == "precision out of reach" and record.requests == 20 and record.duration_s < 100
+    assert any(r.startswith("not precise enough: p50 ±") and "out of reach: about" in r for r in record.verdict.reasons)
     loose = Limits.from_config(_config(latency_precision=10.0))
     again = run_server(
         JitteryEngine(clock.sleep), shape, prompts, workload, 1.0, loose, [], clock=clock, sleep=clock.sleep
     )
-    assert again["stop_reason"] == "precision reached" and again["requests"] == 20
-    assert not any("not precise enough" in r for r in again["verdict"]["reasons"])
+    assert again.stop_reason == "precision reached" and again.requests == 20
+    assert not any("not precise enough" in r for r in again.verdict.reasons)
 
 
 @pytest.mark.parametrize(

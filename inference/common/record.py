@@ -286,6 +286,221 @@ class PerformanceRow:
 
 
 @dataclass(frozen=True)
+class LLMRow:
+    """One row of an LLM case's ``llm`` block (``tools/measure/llm_stage.py``): an offline cell of
+    the prefill/decode table (identity: ``batch_size``, ``input_length``, ``output_length``) or a
+    server row (identity: ``target_qps``; its length ranges, bounds and whether they were met).
+    The figures are ``tools.measure.llm.GenerationFigures.to_dict()``'s; the distributions
+    (``ttft_ms``, ``tpot_ms``, ``itl_ms``, ``e2e_ms``, ``prefill_ms``: count, mean, p50/p90/p99, ci95)
+    and the ``contention`` and ``precision`` blocks stay JSON objects. An offline cell and a
+    server row keep their own key order; the fields of the other kind stay None and absent."""
+
+    scenario: str
+    queries: int
+    requests: int
+    duration_s: float
+    ttft_ms: Json
+    tpot_ms: Json
+    itl_ms: Json
+    e2e_ms: Json
+    prefill_ms: Json
+    prefill_tokens_per_s: float | None
+    decode_tokens_per_s: float | None
+    output_tokens_per_s: float | None
+    requests_per_s: float | None
+    kv_cache_mib: float | None
+    contention: Json | None
+    stop_reason: str | None
+    window_output_tokens_per_s: list[float]
+    output_tokens_per_s_ci95: list[float] | None
+    precision: Json | None
+    verdict: Verdict
+    prefill_flops_per_s: float | None = None
+    decode_flops_per_s: float | None = None
+    flops_known: bool = True  # False: no model shape, the two FLOP/s keys are absent
+    # an offline cell's shape
+    batch_size: int | None = None
+    input_length: int | None = None
+    output_length: int | None = None
+    # a server row's rate, lengths and bounds
+    target_qps: float | None = None
+    issued_qps: float | None = None
+    input_length_range: list[int] | None = None
+    output_length_range: list[int] | None = None
+    length_distribution: str | None = None
+    bound_percentile: str | None = None
+    ttft_bound_ms: float | None = None
+    tpot_bound_ms: float | None = None
+    ttft_bound_met: bool | None = None
+    tpot_bound_met: bool | None = None
+
+    @property
+    def scheduled(self) -> bool:
+        """A server row (requests on a Poisson schedule at ``target_qps``), not an offline cell."""
+        from common.scenario import scenario
+
+        return scenario(self.scenario).scheduled
+
+    @property
+    def label(self) -> str:
+        """How a reason names the row: ``llm bs 2 in 16 out 4``, ``llm server @2 req/s``."""
+        if self.scheduled:
+            return f"llm {self.scenario} @{self.target_qps:g} req/s"
+        return f"llm bs {self.batch_size} in {self.input_length} out {self.output_length}"
+
+    def to_json(self) -> Json:
+        out: Json = {
+            "queries": self.queries,
+            "requests": self.requests,
+            "duration_s": self.duration_s,
+            "ttft_ms": self.ttft_ms,
+            "tpot_ms": self.tpot_ms,
+            "itl_ms": self.itl_ms,
+            "e2e_ms": self.e2e_ms,
+            "prefill_ms": self.prefill_ms,
+            "prefill_tokens_per_s": self.prefill_tokens_per_s,
+            "decode_tokens_per_s": self.decode_tokens_per_s,
+            "output_tokens_per_s": self.output_tokens_per_s,
+            "requests_per_s": self.requests_per_s,
+        }
+        if self.flops_known:
+            out["prefill_flops_per_s"] = self.prefill_flops_per_s
+            out["decode_flops_per_s"] = self.decode_flops_per_s
+        out["scenario"] = self.scenario
+        if self.scheduled:
+            out.update(
+                {
+                    "target_qps": self.target_qps,
+                    "issued_qps": self.issued_qps,
+                    "input_length_range": self.input_length_range,
+                    "output_length_range": self.output_length_range,
+                    "length_distribution": self.length_distribution,
+                    "bound_percentile": self.bound_percentile,
+                    "ttft_bound_ms": self.ttft_bound_ms,
+                    "tpot_bound_ms": self.tpot_bound_ms,
+                    "kv_cache_mib": self.kv_cache_mib,
+                    "contention": self.contention,
+                    "ttft_bound_met": self.ttft_bound_met,
+                    "tpot_bound_met": self.tpot_bound_met,
+                }
+            )
+        else:
+            out.update(
+                {
+                    "batch_size": self.batch_size,
+                    "input_length": self.input_length,
+                    "output_length": self.output_length,
+                    "kv_cache_mib": self.kv_cache_mib,
+                    "contention": self.contention,
+                }
+            )
+        out.update(
+            {
+                "stop_reason": self.stop_reason,
+                "window_output_tokens_per_s": self.window_output_tokens_per_s,
+                "output_tokens_per_s_ci95": self.output_tokens_per_s_ci95,
+                "precision": self.precision,
+                "verdict": self.verdict.to_json(),
+            }
+        )
+        return out
+
+    @classmethod
+    def from_json(cls, data: Json, where: str = "llm row") -> LLMRow:
+        if not isinstance(data, dict):
+            raise RecordError(f"{where}: not a JSON object")
+        from common.scenario import scenario
+
+        try:
+            scheduled = scenario(_need(data, "scenario", where)).scheduled
+        except ValueError as exc:
+            raise RecordError(f"{where}: key 'scenario': {exc}") from None
+        identity = _LLM_SERVER_KEYS if scheduled else _LLM_CELL_KEYS
+        for key in (*(identity[:1] if scheduled else identity), "verdict"):  # a server row's identity: its rate
+            _need(data, key, where)
+        values: dict[str, Any] = {name: data.get(name) for name in (*_LLM_FIGURES, *identity, *_LLM_TAIL)}
+        values.update({name: data.get(name) or {} for name in _LLM_DISTRIBUTIONS})
+        values["queries"], values["requests"] = data.get("queries", 0), data.get("requests", 0)
+        values["duration_s"] = data.get("duration_s", 0.0)
+        values["window_output_tokens_per_s"] = list(data.get("window_output_tokens_per_s") or [])
+        values["verdict"] = Verdict.from_json(data["verdict"])
+        values["flops_known"] = "prefill_flops_per_s" in data or "decode_flops_per_s" in data
+        return cls(scenario=data["scenario"], **values)
+
+
+# LLMRow's keys by part (its from_json); to_json spells each kind's order.
+_LLM_DISTRIBUTIONS: Final = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "prefill_ms")
+_LLM_FIGURES: Final = (
+    "prefill_tokens_per_s",
+    "decode_tokens_per_s",
+    "output_tokens_per_s",
+    "requests_per_s",
+    "prefill_flops_per_s",
+    "decode_flops_per_s",
+    "kv_cache_mib",
+    "contention",
+)
+_LLM_CELL_KEYS: Final = ("batch_size", "input_length", "output_length")
+_LLM_SERVER_KEYS: Final = (
+    "target_qps",
+    "issued_qps",
+    "input_length_range",
+    "output_length_range",
+    "length_distribution",
+    "bound_percentile",
+    "ttft_bound_ms",
+    "tpot_bound_ms",
+    "ttft_bound_met",
+    "tpot_bound_met",
+)
+_LLM_TAIL: Final = ("stop_reason", "output_tokens_per_s_ci95", "precision")
+
+
+@dataclass(frozen=True)
+class LLMBlock:
+    """An LLM case's ``llm`` block (``tools/measure/llm_stage.py``): the model's shape, the workload
+    keys, the offline ``table`` and the ``server`` rows, and the greedy check (``tools/checks/generation.py``,
+    None when it did not run). ``model``, ``workload`` and ``greedy`` stay JSON objects."""
+
+    model: Json
+    workload: Json
+    table: tuple[LLMRow, ...] = ()
+    server: tuple[LLMRow, ...] = ()
+    greedy: Json | None = None
+
+    @property
+    def rows(self) -> tuple[LLMRow, ...]:
+        """The table's cells, then the server rows."""
+        return (*self.table, *self.server)
+
+    def to_json(self) -> Json:
+        return {
+            "model": self.model,
+            "workload": self.workload,
+            "table": [cell.to_json() for cell in self.table],
+            "server": [row.to_json() for row in self.server],
+            "greedy": self.greedy,
+        }
+
+    @classmethod
+    def from_json(cls, data: Json | None, where: str = "llm") -> LLMBlock | None:
+        if data is None:
+            return None
+        if not isinstance(data, dict):
+            raise RecordError(f"{where}: not a JSON object")
+        for key in ("model", "table", "server"):
+            _need(data, key, where)
+
+        def rows(key: str) -> tuple[LLMRow, ...]:
+            items = data[key] or []
+            if not isinstance(items, list):
+                raise RecordError(f"{where}: key {key!r} is not a list")
+            return tuple(LLMRow.from_json(row, f"{where}.{key}[{i}]") for i, row in enumerate(items))
+
+        return cls(data["model"], data.get("workload") or {}, rows("table"), rows("server"), data.get("greedy"))
+
+
+@dataclass(frozen=True)
 class PhaseBlock:
     """The validation or inference phase of a case (FlagPerf's two loops), as result.json records it."""
 
@@ -332,9 +547,9 @@ class CaseResult:
     """result.json: FlagPerf's keys (``Key``, same names and meaning), then InferPerf's.
 
     Built once by ``tools.results.result.build_result`` and parsed once by ``read_result`` on the
-    host. The blocks that belong to one part of the code stay JSON objects, typed as such:
-    ``numeric``, ``audits``, ``llm`` (an LLM case's table), ``baseline`` (a base case's peaks),
-    ``engine``, ``cache``, ``steps``, ``config``, ``env``, ``raw_latencies``."""
+    host. ``llm`` (an LLM case's table and server rows) is an ``LLMBlock``. The blocks that belong to
+    one part of the code stay JSON objects, typed as such: ``numeric``, ``audits``, ``baseline`` (a
+    base case's peaks), ``engine``, ``cache``, ``steps``, ``config``, ``env``, ``raw_latencies``."""
 
     vendor: str
     compiler: str | None
@@ -361,7 +576,7 @@ class CaseResult:
     numeric: Json | None
     audits: list[Json]
     performance_notes: list[str]
-    llm: Json | None
+    llm: LLMBlock | None
     baseline: Json | None
     engine: Json | None
     cache: Json
@@ -397,7 +612,7 @@ class CaseResult:
                 "numeric": self.numeric,
                 "audits": self.audits,
                 "performance_notes": self.performance_notes,
-                "llm": self.llm,
+                "llm": self.llm.to_json() if self.llm is not None else None,
                 "baseline": self.baseline,
                 "engine": self.engine,
                 "cache": self.cache,
@@ -439,7 +654,7 @@ class CaseResult:
             numeric=data.get("numeric"),
             audits=list(data.get("audits") or []),
             performance_notes=list(data.get("performance_notes") or []),
-            llm=data.get("llm"),
+            llm=LLMBlock.from_json(data.get("llm"), f"{where}: llm"),
             baseline=data.get("baseline"),
             engine=data.get("engine"),
             cache=data.get("cache") or {},

@@ -40,7 +40,7 @@ null) and each percentile's 95 % order-statistic interval.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from common.stats import LatencyStats, percentile, relative_half_width
@@ -208,7 +208,6 @@ class GenerationFigures:
     window_start_ns: int
     arrivals_ns: list[int] | None = None
     shape: ModelShape | None = None
-    extra: dict = field(default_factory=dict)
 
     def requests(self) -> int:
         return sum(g.batch for g in self.generations)
@@ -246,6 +245,8 @@ class GenerationFigures:
         return ttft, tpot, itl, e2e
 
     def to_dict(self) -> dict:
+        """The figures of a cell or server row (``common.record.LLMRow``'s, in its key order);
+        the two FLOP/s figures only with a ``shape``."""
         gens = self.generations
         ttft, tpot, itl, e2e = self.per_request()
         window = self.window_s()
@@ -279,5 +280,4 @@ class GenerationFigures:
                 if decode_s > 0
                 else None
             )
-        record.update(self.extra)
         return record

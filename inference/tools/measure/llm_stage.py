@@ -38,7 +38,8 @@ from typing import Any, Callable, Iterator
 from loguru import logger
 
 from common.errors import ConfigError
-from common.scenario import OFFLINE, SERVER, scenario
+from common.record import LLMBlock, LLMRow
+from common.scenario import OFFLINE, SERVER
 from common.stats import too_few_note
 from tools.config import CaseConfig, origin_of, setting
 from tools.measure.contention import CpuContention
@@ -203,8 +204,8 @@ class LLMReport:
     """What the stage hands to result.json: ``llm`` plus the keys every performance report has."""
 
     model: dict
-    table: list[dict] = field(default_factory=list)
-    server: list[dict] = field(default_factory=list)
+    table: list[LLMRow] = field(default_factory=list)
+    server: list[LLMRow] = field(default_factory=list)
     greedy: dict | None = None
     numeric: dict | None = None
     engine_reasons: list[str] = field(default_factory=list)
@@ -214,21 +215,10 @@ class LLMReport:
     raw_latencies_ns: list = field(default_factory=list)
 
     def labelled_reasons(self) -> list[tuple[str, list[str]]]:
-        cells = [
-            (f"llm bs {c['batch_size']} in {c['input_length']} out {c['output_length']}", c["verdict"]["reasons"])
-            for c in self.table
-        ]
-        rows = [(f"llm server @{r['target_qps']:g} req/s", r["verdict"]["reasons"]) for r in self.server]
-        return cells + rows
+        return [(row.label, list(row.verdict.reasons)) for row in (*self.table, *self.server)]
 
     def to_dict(self) -> dict:
-        llm = {
-            "model": self.model,
-            "workload": self.workload,
-            "table": self.table,
-            "server": self.server,
-            "greedy": self.greedy,
-        }
+        llm = LLMBlock(self.model, self.workload, tuple(self.table), tuple(self.server), self.greedy)
         return {"rows": [], "numeric": self.numeric, "audits": [], "best": None, "notes": self.notes, "llm": llm}
 
 
@@ -304,7 +294,7 @@ def _judge(
 
 
 def _finish(
-    record: dict,
+    measured: dict,
     figures: GenerationFigures,
     target: Target,
     parts: dict,
@@ -312,18 +302,26 @@ def _finish(
     settled: Settle,
     checks: int,
     stop: str,
-) -> dict:
+    **identity: Any,
+) -> LLMRow:
+    """The row's record (the one constructor of both kinds): ``measured`` is ``figures.to_dict()``,
+    ``identity`` the cell's shape or the server row's rate, lengths and bounds (``LLMRow``'s fields)."""
     gens = figures.generations
     interval = throughput_interval(figures.timeline())
-    record["stop_reason"] = stop
-    record["window_output_tokens_per_s"] = window_throughputs(
-        [g.end_ns - figures.window_start_ns for g in gens], [g.batch * g.output_length for g in gens]
+    row = LLMRow(
+        **measured,
+        **identity,
+        stop_reason=stop,
+        window_output_tokens_per_s=window_throughputs(
+            [g.end_ns - figures.window_start_ns for g in gens], [g.batch * g.output_length for g in gens]
+        ),
+        output_tokens_per_s_ci95=interval.around(measured[THROUGHPUT]) if interval else None,
+        precision=precision_block(target, parts["figures"], settled, parts["drifts"], checks, stop),
+        verdict=verdict.record(),
+        flops_known=figures.shape is not None,
     )
-    record["output_tokens_per_s_ci95"] = interval.around(record[THROUGHPUT]) if interval else None
-    record["precision"] = precision_block(target, parts["figures"], settled, parts["drifts"], checks, stop)
-    record["verdict"] = verdict.to_dict()
-    _log_cell(record)
-    return record
+    _log_cell(row)
+    return row
 
 
 def measure_cell(
@@ -335,7 +333,7 @@ def measure_cell(
     output_length: int,
     limits: Limits,
     engine_reasons: list[str],
-) -> dict:
+) -> LLMRow:
     """One offline cell: warm-up and settle, then queries back to back until the minimums
     are met and output tokens/s is within ``precision`` (or out of its reach), or ``max_duration_s`` passes."""
     settled = _settle(engine, prompts, batch, length, output_length, limits)
@@ -360,16 +358,23 @@ def measure_cell(
             break
     reading = contention.stop()
     positions = engine.kv_cache_positions(batch, length + output_length)
-    figures.extra = {
-        "scenario": OFFLINE.name,
-        "batch_size": batch,
-        "input_length": length,
-        "output_length": output_length,
-        "kv_cache_mib": shape.kv_cache_bytes(positions, engine.bytes_per_value) / 2**20,
-        "contention": reading.to_dict(),
-    }
     verdict, parts = _judge(figures, target, limits, reading, engine_reasons, limits.min_queries, stop)
-    return _finish(figures.to_dict(), figures, target, parts, verdict, settled, rule.checks, stop)
+    return _finish(
+        figures.to_dict(),
+        figures,
+        target,
+        parts,
+        verdict,
+        settled,
+        rule.checks,
+        stop,
+        scenario=OFFLINE.name,
+        batch_size=batch,
+        input_length=length,
+        output_length=output_length,
+        kv_cache_mib=shape.kv_cache_bytes(positions, engine.bytes_per_value) / 2**20,
+        contention=reading.to_dict(),
+    )
 
 
 def _ms(block: dict, name: str = "p50") -> str:
@@ -377,19 +382,15 @@ def _ms(block: dict, name: str = "p50") -> str:
     return "n/a" if value is None else f"{value:.3g} ms" + (f" ±{pm:.0%}" if pm is not None else "")
 
 
-def _log_cell(record: dict) -> None:
-    state = "valid" if record["verdict"]["valid"] else "INVALID: " + "; ".join(record["verdict"]["reasons"])
-    chosen = scenario(record["scenario"])
+def _log_cell(row: LLMRow) -> None:
+    state = "valid" if row.verdict.valid else "INVALID: " + "; ".join(row.verdict.reasons)
     where = (
-        f"{chosen.name} @{record['target_qps']:g} req/s"
-        if chosen.scheduled
-        else f"bs={record['batch_size']} in={record['input_length']}"
+        f"{row.scenario} @{row.target_qps:g} req/s" if row.scheduled else f"bs={row.batch_size} in={row.input_length}"
     )
-    rate = record[THROUGHPUT]
+    rate = row.output_tokens_per_s
     shown = f"{rate:.1f}" if rate is not None else "n/a"
     logger.info(
-        f"llm {where}: TTFT p50 {_ms(record['ttft_ms'])}, TPOT p50 {_ms(record['tpot_ms'])}, "
-        f"{shown} output tokens/s, {state}"
+        f"llm {where}: TTFT p50 {_ms(row.ttft_ms)}, TPOT p50 {_ms(row.tpot_ms)}, {shown} output tokens/s, {state}"
     )
 
 
@@ -400,7 +401,7 @@ def run_table(
     workload: LLMWorkload,
     limits: Limits,
     engine_reasons: list[str],
-) -> list[dict]:
+) -> list[LLMRow]:
     return [
         measure_cell(engine, shape, prompts, batch, length, workload.output_length, limits, engine_reasons)
         for length in workload.input_lengths
@@ -446,7 +447,7 @@ def run_server(
     seed: int = 0,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], int] = time.perf_counter_ns,
-) -> dict:
+) -> LLMRow:
     """Requests from the schedule, served one at a time in arrival order, until at least
     ``server_requests`` ran for ``min_duration_s`` and the bound percentile of TTFT is
     within its precision, or ``max_duration_s`` passes (then no request is issued)."""
@@ -476,25 +477,34 @@ def run_server(
         arrivals.append(due)
         gens.append(generate_timed(engine, prompts.batch(1, request.input_length, index), request.output_length, clock))
     reading = contention.stop()
-    figures.extra = {
-        "scenario": SERVER.name,
-        "target_qps": rate,
-        "issued_qps": (len(arrivals) - 1) * 1e9 / (arrivals[-1] - start)
+    verdict, parts = _judge(figures, target, limits, reading, [], workload.server_requests, stop)
+    measured = figures.to_dict()
+    met = _bounds(measured, workload, verdict)
+    return _finish(
+        measured,
+        figures,
+        target,
+        parts,
+        verdict.extend(engine_reasons),
+        settled,
+        rule.checks,
+        stop,
+        scenario=SERVER.name,
+        target_qps=rate,
+        issued_qps=(len(arrivals) - 1) * 1e9 / (arrivals[-1] - start)
         if len(arrivals) > 1 and arrivals[-1] > start
         else None,
-        "input_length_range": workload.server_input_length,
-        "output_length_range": workload.server_output_length,
-        "length_distribution": "uniform integers over each inclusive range",
-        "bound_percentile": workload.server_bound_percentile,
-        "ttft_bound_ms": workload.ttft_bound_ms,
-        "tpot_bound_ms": workload.tpot_bound_ms,
-        "kv_cache_mib": _mean_kv_mib(engine, shape, gens),
-        "contention": reading.to_dict(),
-    }
-    verdict, parts = _judge(figures, target, limits, reading, [], workload.server_requests, stop)
-    record = figures.to_dict()
-    _bounds(record, workload, verdict)
-    return _finish(record, figures, target, parts, verdict.extend(engine_reasons), settled, rule.checks, stop)
+        input_length_range=workload.server_input_length,
+        output_length_range=workload.server_output_length,
+        length_distribution="uniform integers over each inclusive range",
+        bound_percentile=workload.server_bound_percentile,
+        ttft_bound_ms=workload.ttft_bound_ms,
+        tpot_bound_ms=workload.tpot_bound_ms,
+        kv_cache_mib=_mean_kv_mib(engine, shape, gens),
+        contention=reading.to_dict(),
+        ttft_bound_met=met["ttft"],
+        tpot_bound_met=met["tpot"],
+    )
 
 
 def _mean_kv_mib(engine: Any, shape: ModelShape, gens: list[Generation]) -> float | None:
@@ -505,17 +515,20 @@ def _mean_kv_mib(engine: Any, shape: ModelShape, gens: list[Generation]) -> floa
     return sum(shape.kv_cache_bytes(p, engine.bytes_per_value) for p in positions) / len(positions) / 2**20
 
 
-def _bounds(record: dict, workload: LLMWorkload, verdict: Verdict) -> None:
-    """The pass condition: the bound percentile of TTFT and of TPOT within their bounds."""
+def _bounds(measured: dict, workload: LLMWorkload, verdict: Verdict) -> dict[str, bool | None]:
+    """The pass condition: the bound percentile of TTFT and of TPOT within their bounds; whether each
+    was met (None: too few requests for the percentile), by metric."""
     name = workload.server_bound_percentile
+    met: dict[str, bool | None] = {}
     for metric, bound in (("ttft", workload.ttft_bound_ms), ("tpot", workload.tpot_bound_ms)):
-        block = record[f"{metric}_ms"]
+        block = measured[f"{metric}_ms"]
         value = block[name]
-        record[f"{metric}_bound_met"] = None if value is None else value <= bound
+        met[metric] = None if value is None else value <= bound
         if value is None:
             verdict.add(f"server reports {name} {metric.upper()}: {too_few_note(name, block['count'])}")
         elif value > bound:
             verdict.add(f"{name} {metric.upper()} {value:.4g} ms exceeds {metric}_bound_ms {bound:g}")
+    return met
 
 
 # ---- the whole stage ---------------------------------------------------------------

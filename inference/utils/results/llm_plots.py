@@ -1,33 +1,36 @@
-"""report.html's plots of an LLM case (result.json's ``llm`` block): TTFT and TPOT against
+"""report.html's plots of an LLM case (result.json's ``llm`` block, a ``common.record.LLMBlock``): TTFT and TPOT against
 batch size, and the throughput-latency frontier of its cells and server rows. Plain plotly
 specs built with ``report.charts``' helpers, drawn by ``report.sections`` where a result has an ``llm`` block."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Sequence
 
-from common.scenario import scenario
+from common.record import LLMBlock, LLMRow
 from utils.results.report.charts import COLOURS, HEIGHT, WIDTH, pareto_front
 from utils.results.report.charts import (
     axis as _axis,
 )  # the report's public chart helpers (utils/results/report/charts.py)
 from utils.results.report.charts import figure_layout as _layout
 from utils.results.report.charts import rounded as _round
-from utils.results.report.charts import row_valid as _valid
 
 
-def _p50(row: dict, metric: str) -> float | None:
-    return (row.get(f"{metric}_ms") or {}).get("p50")
+def _p50(row: LLMRow, metric: str) -> float | None:
+    return (row.ttft_ms if metric == "ttft" else row.tpot_ms).get("p50")
 
 
-def ttft_tpot_plot(table: list[dict]) -> dict | None:
+def _valid(row: LLMRow) -> bool:
+    return row.verdict.valid
+
+
+def ttft_tpot_plot(table: Sequence[LLMRow]) -> dict | None:
     """TTFT p50 (left axis, solid) and TPOT p50 (right axis, dashed) against batch size, one pair per input length."""
     cells = [c for c in table if _p50(c, "ttft") is not None]
     if not cells:
         return None
     traces = []
-    for number, length in enumerate(sorted({c["input_length"] for c in cells})):
-        points = sorted((c for c in cells if c["input_length"] == length), key=lambda c: c["batch_size"])
+    for number, length in enumerate(sorted({c.input_length or 0 for c in cells})):
+        points = sorted((c for c in cells if (c.input_length or 0) == length), key=lambda c: c.batch_size or 0)
         colour = COLOURS[number % len(COLOURS)]
         symbols = ["circle" if _valid(c) else "circle-open" for c in points]
         for metric, dash, axis in (("ttft", "solid", "y"), ("tpot", "dash", "y2")):
@@ -38,7 +41,7 @@ def ttft_tpot_plot(table: list[dict]) -> dict | None:
                     "mode": "lines+markers",
                     "name": f"{metric.upper()} in {length}",
                     "yaxis": axis,
-                    "x": [c["batch_size"] for c, _ in usable],
+                    "x": [c.batch_size for c, _ in usable],
                     "y": _round(_p50(c, metric) for c, _ in usable),
                     "hovertemplate": f"{metric.upper()} p50, input {length}, bs %{{x}}: %{{y:.4g}} ms<extra></extra>",
                     "line": {"color": colour, "dash": dash},
@@ -50,7 +53,7 @@ def ttft_tpot_plot(table: list[dict]) -> dict | None:
                     },
                 }
             )
-    sizes = sorted({c["batch_size"] for c in cells})
+    sizes = sorted({c.batch_size or 0 for c in cells})
     return {
         "data": traces,
         "layout": _layout(
@@ -64,21 +67,22 @@ def ttft_tpot_plot(table: list[dict]) -> dict | None:
     }
 
 
-def _label(row: dict) -> str:
-    chosen = scenario(row["scenario"])
-    if chosen.scheduled:
-        return f"{chosen.name} @{row['target_qps']:g} req/s"
-    return f"bs {row['batch_size']} in {row['input_length']}"
+def _label(row: LLMRow) -> str:
+    if row.scheduled:
+        return f"{row.scenario} @{row.target_qps:g} req/s"
+    return f"bs {row.batch_size} in {row.input_length}"
 
 
-def frontier_plot(rows: list[dict]) -> dict | None:
+def frontier_plot(rows: Sequence[LLMRow]) -> dict | None:
     """Output tokens/s against TPOT p50 over every cell and server row; the frontier joined."""
     usable = [
-        (r, tpot) for r in rows if r.get("output_tokens_per_s") is not None and (tpot := _p50(r, "tpot")) is not None
+        (r, r.output_tokens_per_s, tpot)
+        for r in rows
+        if r.output_tokens_per_s is not None and (tpot := _p50(r, "tpot")) is not None
     ]
     if len(usable) < 2:
         return None
-    points = [(float(tpot), float(r["output_tokens_per_s"])) for r, tpot in usable]
+    points = [(float(tpot), float(rate)) for _, rate, tpot in usable]
     front = pareto_front(points)
     return {
         "data": [
@@ -88,14 +92,14 @@ def frontier_plot(rows: list[dict]) -> dict | None:
                 "name": "cells and server rows",
                 "x": _round(p[0] for p in points),
                 "y": _round(p[1] for p in points),
-                "text": [_label(r) for r, _ in usable],
+                "text": [_label(r) for r, _, _ in usable],
                 "textposition": "top right",
                 "textfont": {"size": 9},
                 "cliponaxis": False,
                 "marker": {
                     "color": "#888888",
                     "size": 7,
-                    "symbol": ["circle" if _valid(r) else "circle-open" for r, _ in usable],
+                    "symbol": ["circle" if _valid(r) else "circle-open" for r, _, _ in usable],
                 },
                 "hovertemplate": "%{text}<br>TPOT %{x:.4g} ms, %{y:.4g} output tokens/s<extra></extra>",
             },
@@ -120,12 +124,11 @@ def frontier_plot(rows: list[dict]) -> dict | None:
     }
 
 
-def llm_figures(llm: Any) -> list[tuple[str, dict | None]]:
+def llm_figures(llm: LLMBlock | None) -> list[tuple[str, dict | None]]:
     """(plot name, figure or None) for the page; [] for a result without an ``llm`` block."""
-    if not isinstance(llm, dict):
+    if llm is None:
         return []
-    table, server = llm.get("table") or [], llm.get("server") or []
     return [
-        ("LLM TTFT and TPOT vs batch size", ttft_tpot_plot(table)),
-        ("LLM throughput-latency frontier", frontier_plot(table + server)),
+        ("LLM TTFT and TPOT vs batch size", ttft_tpot_plot(llm.table)),
+        ("LLM throughput-latency frontier", frontier_plot(llm.rows)),
     ]

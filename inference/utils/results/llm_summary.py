@@ -1,9 +1,9 @@
 """An LLM case's block in summary.json and its table in summary.md (host side).
 
-``result.json``'s ``llm`` block (docs/result_schema.md) is copied with the MFU of
-each cell and server row added: prefill and decode FLOP/s (the container's
-``prefill_flops_per_s``, ``decode_flops_per_s``) over the device's peak, by
-``common.mfu``'s rules (an impossible MFU above 100 % becomes a note).
+``result.json``'s ``llm`` block (``common.record.LLMBlock``, docs/result_schema.md) is written
+with the MFU of each cell and server row added: prefill and decode FLOP/s (the container's
+``prefill_flops_per_s``, ``decode_flops_per_s``) over the device's peak, by ``common.mfu``'s
+rules (an impossible MFU above 100 % becomes a note). summary.json's block stays a JSON object.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from common.mfu import plausible_mfu
-from common.record import CaseResult
+from common.record import CaseResult, LLMRow
 from common.scenario import scenario as named
 from common.stats import relative_half_width
 
@@ -29,22 +29,23 @@ def _mfu(flops_per_s: Any, peak: float | None, estimate: bool | None) -> dict:
 
 
 def llm_record(result: CaseResult | None, peak_flops: float | None, estimate: bool | None) -> dict | None:
-    """``result.llm`` with ``prefill_mfu``/``decode_mfu`` (and their notes) on every cell and row; None without one."""
+    """``result.llm`` as summary.json's JSON object, with ``prefill_mfu``/``decode_mfu`` (and their notes)
+    on every cell and row; None without one."""
     llm = result.llm if result is not None else None
-    if not isinstance(llm, dict):
+    if llm is None:
         return None
 
-    def with_mfu(row: dict) -> dict:
+    def with_mfu(row: LLMRow) -> dict:
         added = {}
-        for phase in ("prefill", "decode"):
-            figure = _mfu(row.get(f"{phase}_flops_per_s"), peak_flops, estimate)
+        for phase, flops_per_s in (("prefill", row.prefill_flops_per_s), ("decode", row.decode_flops_per_s)):
+            figure = _mfu(flops_per_s, peak_flops, estimate)
             added[f"{phase}_mfu"], added[f"{phase}_mfu_note"] = figure["mfu"], figure["mfu_note"]
-        return {**row, **added}
+        return {**row.to_json(), **added}
 
     return {
-        **llm,
-        "table": [with_mfu(c) for c in llm.get("table") or []],
-        "server": [with_mfu(r) for r in llm.get("server") or []],
+        **llm.to_json(),
+        "table": [with_mfu(c) for c in llm.table],
+        "server": [with_mfu(r) for r in llm.server],
     }
 
 
