@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
-from common.errors import ConfigError, EngineError
-from tools.config.case import origin_of, setting
+from common.errors import EngineError
+from tools.config.case import check_flag, setting
 from tools.measure.loop import PhaseResult
 from tools.measure.verdict import Verdict
 
@@ -121,10 +121,7 @@ def has_dynamic_axis(config: CaseConfig | CaseView) -> bool:
     """FlagPerf's vendor key: false means the engine is built for a static batch. Default true.
     Read from a CaseConfig (``get``, ``origin``) or from a FlagPerf namedtuple (an attribute)."""
     value = setting(config, "has_dynamic_axis")
-    if not isinstance(value, bool):
-        raise ConfigError(
-            f"{origin_of(config, 'has_dynamic_axis')}: key 'has_dynamic_axis' must be true or false, got {value!r}"
-        )
+    check_flag(config, "has_dynamic_axis", value)
     return value
 
 
