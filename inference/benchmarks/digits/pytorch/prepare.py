@@ -39,6 +39,13 @@ def write_npz(path: str, arrays: dict[str, np.ndarray]) -> None:
             archive.writestr(info, buffer.getvalue())
 
 
+def write_digits(out_dir: str, x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray, y_test: np.ndarray) -> str:
+    """``out_dir``/digits.npz with the four arrays the data loader reads; returns its path."""
+    path = os.path.join(out_dir, FILENAME)
+    write_npz(path, {"x_train": x_train, "y_train": y_train, "x_test": x_test, "y_test": y_test})
+    return path
+
+
 def prepare_digits(out_dir: str) -> str:
     from sklearn.datasets import load_digits
     from sklearn.model_selection import train_test_split
@@ -49,9 +56,7 @@ def prepare_digits(out_dir: str) -> str:
     x_train, x_test, y_train, y_test = train_test_split(
         images, labels, test_size=TEST_FRACTION, stratify=labels, random_state=SPLIT_SEED
     )
-    path = os.path.join(out_dir, FILENAME)
-    write_npz(path, {"x_train": x_train, "y_train": y_train, "x_test": x_test, "y_test": y_test})
-    return path
+    return write_digits(out_dir, x_train, y_train, x_test, y_test)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -5,12 +5,10 @@ accuracy. Same schema as prepare.py writes."""
 from __future__ import annotations
 
 import argparse
-import os
 
 import numpy as np
 
-from .dataloader import FILENAME
-from .prepare import write_npz
+from .prepare import write_digits
 
 
 def make_synthetic_digits(out_dir: str, train: int = 400, test: int = 100, seed: int = 0, noise: float = 0.2) -> str:
@@ -24,9 +22,7 @@ def make_synthetic_digits(out_dir: str, train: int = 400, test: int = 100, seed:
 
     x_train, y_train = split(train)
     x_test, y_test = split(test)
-    path = os.path.join(out_dir, FILENAME)
-    write_npz(path, {"x_train": x_train, "y_train": y_train, "x_test": x_test, "y_test": y_test})
-    return path
+    return write_digits(out_dir, x_train, y_train, x_test, y_test)
 
 
 def main(argv: list[str] | None = None) -> None:
