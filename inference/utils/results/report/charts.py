@@ -63,6 +63,18 @@ def figure_layout(title: str, width: int, height: int, **more: Any) -> dict:
     return layout
 
 
+def lower_right_legend(font_size: int) -> dict:
+    """A legend inside the plot's lower right corner, on a translucent white ground."""
+    return {
+        "x": 1,
+        "xanchor": "right",
+        "y": 0.02,
+        "yanchor": "bottom",
+        "font": {"size": font_size},
+        "bgcolor": "rgba(255,255,255,0.75)",
+    }
+
+
 def axis(title: str | None = None, **more: Any) -> dict:
     """An axis in the report's style (framed, light grid, ticks outside), ``more`` added or replacing."""
     axis = {
@@ -271,14 +283,7 @@ def latency_plot(rows: list[dict], raw: dict, inference_ns: Any = None) -> dict 
                 }
                 for q in marks
             ],
-            legend={
-                "x": 1,
-                "xanchor": "right",
-                "y": 0.02,
-                "yanchor": "bottom",
-                "font": {"size": 9},
-                "bgcolor": "rgba(255,255,255,0.75)",
-            },
+            legend=lower_right_legend(9),
         ),
     }
 
@@ -344,14 +349,7 @@ def frontier_plot(rows: list[dict]) -> dict | None:
             HEIGHT,
             xaxis=axis("latency per query (ms: p90, else p50, else mean)"),
             yaxis=axis("throughput (samples/s)"),
-            legend={
-                "x": 1,
-                "xanchor": "right",
-                "y": 0.02,
-                "yanchor": "bottom",
-                "font": {"size": 10},
-                "bgcolor": "rgba(255,255,255,0.75)",
-            },
+            legend=lower_right_legend(10),
         ),
     }
 
