@@ -11,9 +11,10 @@ half paraphrases and half not.
 
 from __future__ import annotations
 
-import argparse
 import shutil
 from pathlib import Path
+
+from benchmarks.data_cli import out_dir_args
 
 from .dataloader import DATA_FILE
 
@@ -29,9 +30,7 @@ def prepare_bert(out_dir: str | Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("out_dir")
-    args = parser.parse_args(argv)
+    args = out_dir_args(__doc__.splitlines()[0], argv)
     print(f"wrote {prepare_bert(args.out_dir)}")
 
 

@@ -9,13 +9,13 @@ scikit-learn; the benchmark container does not.
 
 from __future__ import annotations
 
-import argparse
 import io
 import os
 import zipfile
 
 import numpy as np
 
+from benchmarks.data_cli import out_dir_args
 from common.files import atomic_path
 
 from .dataloader import FILENAME
@@ -60,9 +60,7 @@ def prepare_digits(out_dir: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Write digits.npz (stratified 80/20 split of sklearn's digits).")
-    parser.add_argument("out_dir")
-    args = parser.parse_args(argv)
+    args = out_dir_args("Write digits.npz (stratified 80/20 split of sklearn's digits).", argv)
     path = prepare_digits(args.out_dir)
     print(f"wrote {path}")
 

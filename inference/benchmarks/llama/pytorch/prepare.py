@@ -11,9 +11,10 @@ under ``DATA_DIR/mmlu`` instead for that.
 
 from __future__ import annotations
 
-import argparse
 import shutil
 from pathlib import Path
+
+from benchmarks.data_cli import out_dir_args
 
 SOURCE = Path(__file__).resolve().parent / "mmlu_sample"
 
@@ -25,9 +26,7 @@ def prepare_llama(out_dir: str | Path, mmlu_dir: str = "mmlu") -> Path:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("out_dir")
-    args = parser.parse_args(argv)
+    args = out_dir_args(__doc__.splitlines()[0], argv)
     print(f"wrote {prepare_llama(args.out_dir)}")
 
 
