@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
 from common.errors import EngineError
+from tools.compat.loader_view import LoaderView
 from tools.config.case import check_flag, setting
 from tools.measure.loop import PhaseResult
 from tools.measure.verdict import Verdict
@@ -139,7 +140,7 @@ def onnx_static_batch(path: str | None) -> int | None:
     return int(dims[0].dim_value) if dims and dims[0].HasField("dim_value") and dims[0].dim_value > 0 else None
 
 
-class DropPartialBatches:
+class DropPartialBatches(LoaderView):
     """A data loader view that yields only full batches of ``batch_size`` (FlagPerf's ``drop_last``).
 
     It keeps the attributes the framework reads (``dataset``, ``batch_size``) and
@@ -149,12 +150,8 @@ class DropPartialBatches:
     drop_last = True
 
     def __init__(self, loader: Any, batch_size: int) -> None:
-        self.loader = loader
+        super().__init__(loader)
         self.batch_size = batch_size
-
-    @property
-    def dataset(self) -> Any:
-        return self.loader.dataset
 
     def __len__(self) -> int:
         return len(self.loader.dataset) // self.batch_size
@@ -166,6 +163,3 @@ class DropPartialBatches:
             first = as_input_list(x)[0]
             if len(first) == self.batch_size:
                 yield x, y
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.__dict__["loader"], name)
