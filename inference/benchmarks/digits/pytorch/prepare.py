@@ -15,7 +15,7 @@ import zipfile
 
 import numpy as np
 
-from benchmarks.data_cli import out_dir_args
+from benchmarks.data_cli import writer_main
 from common.files import atomic_path
 
 from .dataloader import FILENAME
@@ -59,10 +59,7 @@ def prepare_digits(out_dir: str) -> str:
     return write_digits(out_dir, x_train, y_train, x_test, y_test)
 
 
-def main(argv: list[str] | None = None) -> None:
-    args = out_dir_args("Write digits.npz (stratified 80/20 split of sklearn's digits).", argv)
-    path = prepare_digits(args.out_dir)
-    print(f"wrote {path}")
+main = writer_main(prepare_digits, "Write digits.npz (stratified 80/20 split of sklearn's digits).")
 
 
 if __name__ == "__main__":
