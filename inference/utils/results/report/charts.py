@@ -11,7 +11,7 @@ another type needs a bundle that has it (``page.PLOTLY_BUNDLE``). Long series ar
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterable
 
 if TYPE_CHECKING:
     from common.record import CaseResult
@@ -61,6 +61,16 @@ def figure_layout(title: str, width: int, height: int, **more: Any) -> dict:
     }
     layout.update(more)
     return layout
+
+
+def verdict_symbols(valid: Iterable[bool]) -> list[str]:
+    """A point per row: a filled circle for a valid verdict, a hollow one for an INVALID one."""
+    return ["circle" if ok else "circle-open" for ok in valid]
+
+
+def verdict_marker(size: int, colour: str, valid: Iterable[bool]) -> dict:
+    """Markers of ``colour``, hollow where the verdict is INVALID (``verdict_symbols``), outlined in ``colour``."""
+    return {"size": size, "color": colour, "symbol": verdict_symbols(valid), "line": {"color": colour, "width": 2}}
 
 
 def lower_right_legend(font_size: int) -> dict:
@@ -135,12 +145,7 @@ def throughput_plot(rows: list[dict]) -> dict | None:
                 "text": [f"{row_label(p)}: {'valid' if v else 'INVALID'}" for p, v in zip(points, valid)],
                 "hovertemplate": "%{text}<br>%{y:.4g} samples/s<extra></extra>",
                 "line": {"color": colour},
-                "marker": {
-                    "size": 9,
-                    "color": colour,
-                    "symbol": ["circle" if v else "circle-open" for v in valid],
-                    "line": {"color": colour, "width": 2},
-                },
+                "marker": verdict_marker(9, colour, valid),
             }
         )
     sizes = sorted({r["batch_size"] for r in rows})
@@ -174,7 +179,7 @@ def repetitions_plot(block: dict | None) -> dict | None:
         "marker": {
             "size": 9,
             "color": COLOURS[0],
-            "symbol": ["circle" if ok else "circle-open" for f in figures for ok in f["valid"]],
+            "symbol": verdict_symbols(ok for f in figures for ok in f["valid"]),
         },
     }
     spans = [f for f in figures if f.get("ci95")]
