@@ -85,6 +85,11 @@ def lower_right_legend(font_size: int) -> dict:
     }
 
 
+def chart(data: list[dict], title: str, *, width: int = WIDTH, height: int = HEIGHT, **more: Any) -> dict:
+    """A figure spec: ``data``'s traces in a ``figure_layout`` (``more`` added to it)."""
+    return {"data": data, "layout": figure_layout(title, width, height, **more)}
+
+
 def axis(title: str | None = None, **more: Any) -> dict:
     """An axis in the report's style (framed, light grid, ticks outside), ``more`` added or replacing."""
     axis = {
@@ -149,16 +154,12 @@ def throughput_plot(rows: list[dict]) -> dict | None:
             }
         )
     sizes = sorted({r["batch_size"] for r in rows})
-    return {
-        "data": traces,
-        "layout": figure_layout(
-            "Throughput vs batch size (hollow = invalid verdict)",
-            WIDTH,
-            HEIGHT,
-            xaxis=axis("batch size", type="log", tickvals=sizes, ticktext=[str(b) for b in sizes]),
-            yaxis=axis("throughput (samples/s)", rangemode="tozero"),
-        ),
-    }
+    return chart(
+        traces,
+        "Throughput vs batch size (hollow = invalid verdict)",
+        xaxis=axis("batch size", type="log", tickvals=sizes, ticktext=[str(b) for b in sizes]),
+        yaxis=axis("throughput (samples/s)", rangemode="tozero"),
+    )
 
 
 def repetitions_plot(block: dict | None) -> dict | None:
@@ -197,16 +198,13 @@ def repetitions_plot(block: dict | None) -> dict | None:
         },
         "marker": {"size": 11, "color": COLOURS[1 % len(COLOURS)], "symbol": "line-ns-open"},
     }
-    return {
-        "data": [strips, means],
-        "layout": figure_layout(
-            f"{(block or {}).get('count')} repetitions: each figure over its geometric mean (hollow = invalid)",
-            WIDTH,
-            max(HEIGHT, 60 + 28 * len(figures)),
-            xaxis=axis("figure / geometric mean of its repetitions"),
-            yaxis=axis(None, automargin=True),
-        ),
-    }
+    return chart(
+        [strips, means],
+        f"{(block or {}).get('count')} repetitions: each figure over its geometric mean (hollow = invalid)",
+        height=max(HEIGHT, 60 + 28 * len(figures)),
+        xaxis=axis("figure / geometric mean of its repetitions"),
+        yaxis=axis(None, automargin=True),
+    )
 
 
 def ecdf_points(values: Any, limit: int = LATENCY_POINTS) -> tuple[Any, Any]:
@@ -253,44 +251,40 @@ def latency_plot(rows: list[dict], raw: dict, inference_ns: Any = None) -> dict 
             }
         )
     marks = (0.5, 0.9, 0.99)
-    return {
-        "data": traces,
-        "layout": figure_layout(
-            "Latency distribution (CDF)",
-            WIDTH,
-            HEIGHT,
-            xaxis=axis("latency per query (ms, log scale)", type="log"),
-            yaxis=axis("fraction of queries", range=[0, 1.01]),
-            shapes=[
-                {
-                    "type": "line",
-                    "xref": "paper",
-                    "x0": 0,
-                    "x1": 1,
-                    "yref": "y",
-                    "y0": q,
-                    "y1": q,
-                    "line": {"color": "grey", "width": 0.8, "dash": "dot"},
-                }
-                for q in marks
-            ],
-            annotations=[
-                {
-                    "xref": "paper",
-                    "x": 0,
-                    "yref": "y",
-                    "y": q,
-                    "text": f"p{int(q * 100)}",
-                    "showarrow": False,
-                    "xanchor": "left",
-                    "yanchor": "bottom",
-                    "font": {"size": 9, "color": "grey"},
-                }
-                for q in marks
-            ],
-            legend=lower_right_legend(9),
-        ),
-    }
+    return chart(
+        traces,
+        "Latency distribution (CDF)",
+        xaxis=axis("latency per query (ms, log scale)", type="log"),
+        yaxis=axis("fraction of queries", range=[0, 1.01]),
+        shapes=[
+            {
+                "type": "line",
+                "xref": "paper",
+                "x0": 0,
+                "x1": 1,
+                "yref": "y",
+                "y0": q,
+                "y1": q,
+                "line": {"color": "grey", "width": 0.8, "dash": "dot"},
+            }
+            for q in marks
+        ],
+        annotations=[
+            {
+                "xref": "paper",
+                "x": 0,
+                "yref": "y",
+                "y": q,
+                "text": f"p{int(q * 100)}",
+                "showarrow": False,
+                "xanchor": "left",
+                "yanchor": "bottom",
+                "font": {"size": 9, "color": "grey"},
+            }
+            for q in marks
+        ],
+        legend=lower_right_legend(9),
+    )
 
 
 def pareto_front(points: list[tuple[float, float]]) -> list[int]:
@@ -346,17 +340,13 @@ def frontier_plot(rows: list[dict]) -> dict | None:
         "marker": {"color": "#d62728", "size": 8},
         "hovertemplate": "frontier: %{x:.4g} ms, %{y:.4g} samples/s<extra></extra>",
     }
-    return {
-        "data": [rows_trace, front_trace],
-        "layout": figure_layout(
-            "Throughput-latency frontier",
-            WIDTH,
-            HEIGHT,
-            xaxis=axis("latency per query (ms: p90, else p50, else mean)"),
-            yaxis=axis("throughput (samples/s)"),
-            legend=lower_right_legend(10),
-        ),
-    }
+    return chart(
+        [rows_trace, front_trace],
+        "Throughput-latency frontier",
+        xaxis=axis("latency per query (ms: p90, else p50, else mean)"),
+        yaxis=axis("throughput (samples/s)"),
+        legend=lower_right_legend(10),
+    )
 
 
 def phase_spans(result: CaseResult) -> list[tuple[str, str, float, float]]:
@@ -520,16 +510,14 @@ def top_ops_plot(ops: list[dict]) -> dict | None:
         "marker": {"color": "#6baed6"},
         "showlegend": False,
     }
-    return {
-        "data": [bars],
-        "layout": figure_layout(
-            f"Top {len(ops)} ops by time (per-op profile)",
-            720,
-            int(96 * (0.3 * len(ops) + 1.0)) + 24,
-            xaxis=axis("total time in the profiled calls (ms)", rangemode="tozero"),
-            yaxis=axis(
-                None, tickvals=positions, ticktext=labels, autorange="reversed", tickfont={"size": 9}, showgrid=False
-            ),
-            bargap=0.25,
+    return chart(
+        [bars],
+        f"Top {len(ops)} ops by time (per-op profile)",
+        width=720,
+        height=int(96 * (0.3 * len(ops) + 1.0)) + 24,
+        xaxis=axis("total time in the profiled calls (ms)", rangemode="tozero"),
+        yaxis=axis(
+            None, tickvals=positions, ticktext=labels, autorange="reversed", tickfont={"size": 9}, showgrid=False
         ),
-    }
+        bargap=0.25,
+    )
