@@ -31,6 +31,7 @@ from common.errors import ConfigError, InferPerfError, one_line
 from common.files import LogFileSink, storage_error
 from common.layout import BASE_PREFIX, framework_dir, is_base_case
 from common.monitor_protocol import monitor_protocol
+from common.yamlio import add_override_option
 from utils import executors
 from utils.bytemlperf_workload import without_keys, workload_cases
 from utils.case_specs import CaseSpec, check_unique_cases, model_case
@@ -73,13 +74,7 @@ def parse_args(argv: list[str] | None, ab: bool = False) -> argparse.Namespace:
         from utils.results.compare import add_decision_options
 
         for name in ("a", "b"):
-            parser.add_argument(
-                f"--set-{name}",
-                action="append",
-                default=[],
-                metavar="KEY=VALUE",
-                help=f"a case config key of variant {name.upper()}",
-            )
+            add_override_option(parser, f"--set-{name}", f"a case config key of variant {name.upper()}")
         add_decision_options(parser)
     parser.add_argument(
         "--config", default=str(INFERENCE_DIR / "configs" / "host.yaml"), help="host.yaml to use (default: %(default)s)"
@@ -87,14 +82,12 @@ def parse_args(argv: list[str] | None, ab: bool = False) -> argparse.Namespace:
     parser.add_argument(
         "--cases", default=None, help="comma-separated case or case:framework names to run (default all)"
     )
-    parser.add_argument(
+    add_override_option(
+        parser,
         "--set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        dest="overrides",
-        help="override a case config key for every case of this run (YAML value), "
+        "override a case config key for every case of this run (YAML value), "
         "e.g. --set batch_sizes=[1,8,32] --set scenario=server --set target_qps=50 --set latency_bound_ms=100",
+        dest="overrides",
     )
     parser.add_argument(
         "--model",

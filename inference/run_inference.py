@@ -62,6 +62,8 @@ except KeyboardInterrupt as _stopped:  # before the arguments are known: the con
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    from common.yamlio import add_override_option
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--perf_dir", required=True, help="the inference/ directory")
     parser.add_argument("--data_dir", required=True, help="data set directory for the case")
@@ -71,13 +73,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--framework", required=True, help="e.g. pytorch or pytorch_2.1")
     parser.add_argument("--log_level", default="INFO", choices=["TRACE", "DEBUG", "INFO", "WARNING", "ERROR"])
     parser.add_argument("--log_call_information", action="store_true", help="show caller in log lines")
-    parser.add_argument(
+    add_override_option(
+        parser,
         "--set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
+        "override a case config key for this run (YAML value), e.g. --set batch_sizes=[1,8,32]",
         dest="overrides",
-        help="override a case config key for this run (YAML value), e.g. --set batch_sizes=[1,8,32]",
     )
     return parser.parse_args(argv)
 

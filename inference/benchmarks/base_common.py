@@ -28,12 +28,15 @@ import importlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from loguru import logger
 
 from common.errors import ConfigError, DataError
 from tools.config import CaseConfig, origin_of
+
+if TYPE_CHECKING:
+    from tools.measure.baseline import KernelSettings
 
 # dtype name -> (torch dtype name, bytes per element of A and B, bytes per element of C)
 DTYPES: dict[str, tuple[str, int, int]] = {
@@ -278,10 +281,20 @@ def figure(name: str, kind: str, unit: str, rate: Any, **extra: Any) -> dict:
     return {"name": name, "kind": kind, "unit": unit, **rate.to_dict(), **extra}
 
 
-def _settings(config: CaseConfig):
+def _settings(config: CaseConfig) -> KernelSettings:
     from tools.measure.baseline import KernelSettings
 
     return KernelSettings.from_config(config)
+
+
+def _kernel_stage(
+    config: CaseConfig, kernels: TorchKernels | None, clock: Callable[[], int] | None
+) -> tuple[TorchKernels, KernelSettings, dict]:
+    """A kernel stage's start: the vendor's kernels (unless given), the config checked against them, the
+    measurement settings, and ``measure_kernel``'s clock keyword (none: its own)."""
+    kernels = kernels or vendor_kernels(config.vendor)
+    check_base_config(config, kernels)
+    return kernels, _settings(config), ({} if clock is None else {"clock": clock})
 
 
 def gemm_stage(
@@ -293,9 +306,7 @@ def gemm_stage(
     from tools.measure.baseline import gemm_flop, measure_kernel
     from tools.measure.precision import MIN_QUERIES
 
-    kernels = kernels or vendor_kernels(config.vendor)
-    check_base_config(config, kernels)
-    settings = _settings(config)
+    kernels, settings, timing = _kernel_stage(config, kernels, clock)
     sweep = replace(
         settings,
         warmup=1,
@@ -304,7 +315,6 @@ def gemm_stage(
         min_queries=MIN_QUERIES,
         min_duration_s=float(config.get("sweep_s", 0.3)),
     )
-    timing = {} if clock is None else {"clock": clock}
     device = config.device
     report = BaselineReport(config.case, kernels.name, notes=[threads_note()])
     for dtype in gemm_dtypes(config, kernels):
@@ -331,10 +341,7 @@ def stream_stage(
 ) -> BaselineReport:
     from tools.measure.baseline import measure_kernel, stream_bytes
 
-    kernels = kernels or vendor_kernels(config.vendor)
-    check_base_config(config, kernels)
-    settings = _settings(config)
-    timing = {} if clock is None else {"clock": clock}
+    kernels, settings, timing = _kernel_stage(config, kernels, clock)
     elements = stream_elements(config)
     llc = last_level_cache_bytes()
     report = BaselineReport(config.case, kernels.name)

@@ -71,6 +71,26 @@ def load_state_dict_strictly(model: torch.nn.Module, path: str, what: str) -> No
     model.load_state_dict(state, strict=True)
 
 
+def _folder_twice(folder: str, first: str) -> str:
+    return (
+        f"{folder}: a link to {first}, which is already scanned (a link loop, or one folder reached twice): its "
+        "images would be counted again; remove the link"
+    )
+
+
+def _file_twice(path: str, first: str) -> str:
+    return f"{path}: the same file as {first} (a link): each sample must be counted once; remove one"
+
+
+def _claim_once(seen: dict, info: os.stat_result, path: str, twice: Callable[[str, str], str]) -> None:
+    """Record ``path`` in ``seen`` under its ``(st_dev, st_ino)``; a DataError ``twice(path, first path)``
+    when that file or folder is there already (reached a second time through a link)."""
+    key = (info.st_dev, info.st_ino)
+    if key in seen:
+        raise DataError(twice(path, seen[key]))
+    seen[key] = path
+
+
 def scan_files(
     top: str, suffixes: tuple[str, ...], seen_dirs: dict | None = None, seen_files: dict | None = None
 ) -> list[str]:
@@ -93,13 +113,7 @@ def scan_files(
             entries = list(os.scandir(folder))
         except OSError as exc:
             raise DataError(f"{folder}: cannot list the folder: {exc.strerror or type(exc).__name__}") from None
-        key = (info.st_dev, info.st_ino)
-        if key in seen_dirs:
-            raise DataError(
-                f"{folder}: a link to {seen_dirs[key]}, which is already scanned (a link loop, or one folder "
-                "reached twice): its images would be counted again; remove the link"
-            )
-        seen_dirs[key] = folder
+        _claim_once(seen_dirs, info, folder, _folder_twice)
         files = []
         for entry in entries:
             try:
@@ -119,12 +133,7 @@ def scan_files(
                 info = os.stat(path)
             except OSError as exc:
                 raise DataError(f"{path}: cannot read: {exc.strerror or type(exc).__name__} (a broken link?)") from None
-            key = (info.st_dev, info.st_ino)
-            if key in seen_files:
-                raise DataError(
-                    f"{path}: the same file as {seen_files[key]} (a link): each sample must be counted once; remove one"
-                )
-            seen_files[key] = path
+            _claim_once(seen_files, info, path, _file_twice)
             found.append(path)
     return found
 

@@ -249,16 +249,20 @@ def writable_dir(path: str | Path, role: str) -> Path:
     return path
 
 
+def listed(directory: str | Path) -> list[os.DirEntry]:
+    """``directory``'s entries, or none where it cannot be listed (absent, not a folder, not readable)."""
+    try:
+        return list(os.scandir(directory))
+    except OSError:
+        return []
+
+
 def sweep_stale_temps(directory: str | Path) -> list[Path]:
     """Remove the ``.NAME.*.tmp`` files and directories in ``directory`` whose
     writer is dead (their lock can be taken); returns what was removed. A live
     writer's temporary, in this process or any other, is left alone."""
     removed: list[Path] = []
-    try:
-        entries = list(os.scandir(directory))
-    except OSError:
-        return removed
-    for entry in entries:
+    for entry in listed(directory):
         if not (entry.name.startswith(".") and entry.name.endswith(TEMP_SUFFIX)):
             continue
         path = Path(entry.path)

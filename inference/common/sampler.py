@@ -9,7 +9,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Callable, NoReturn
+from typing import Any, Callable, NoReturn
 
 from common import lifetime
 from common.files import json_text
@@ -17,6 +17,7 @@ from common.files import json_text
 # A sampling interval outside this range busy-loops or samples nothing.
 MIN_INTERVAL_S = 0.05
 MAX_INTERVAL_S = 60.0
+_GIB = 1024**3
 
 
 def monitor_args(description: str, argv: list[str] | None = None) -> argparse.Namespace:
@@ -28,6 +29,11 @@ def monitor_args(description: str, argv: list[str] | None = None) -> argparse.Na
     if not MIN_INTERVAL_S <= args.interval <= MAX_INTERVAL_S:
         parser.error(f"--interval must be between {MIN_INTERVAL_S} and {MAX_INTERVAL_S} seconds, got {args.interval}")
     return args
+
+
+def memory_gib(memory: Any) -> dict[str, float]:
+    """A sample's memory fields from psutil's ``virtual_memory()``: used (total less available) and total, GiB."""
+    return {"mem_used_gib": (memory.total - memory.available) / _GIB, "mem_total_gib": memory.total / _GIB}
 
 
 def run_sampler(sample: Callable[[], dict], output: Path, interval: float) -> int:

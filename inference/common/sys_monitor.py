@@ -8,10 +8,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from common.sampler import monitor_args, read_samples, run_sampler
+from common.sampler import memory_gib, monitor_args, read_samples, run_sampler
 
 _RAPL = Path("/sys/class/powercap/intel-rapl:0/energy_uj")
-_GIB = 1024**3
 
 
 class _PowerMeter:
@@ -40,11 +39,10 @@ def make_sampler():
     power.watts()
 
     def sample() -> dict:
-        memory = psutil.virtual_memory()
+        memory = memory_gib(psutil.virtual_memory())
         return {
             "cpu_percent": psutil.cpu_percent(interval=None),
-            "mem_used_gib": (memory.total - memory.available) / _GIB,
-            "mem_total_gib": memory.total / _GIB,
+            **memory,
             "load_1m": psutil.getloadavg()[0],
             "power_w": power.watts(),
         }

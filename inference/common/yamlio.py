@@ -13,6 +13,7 @@ Every failure is a ConfigError naming the file.
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 import yaml
@@ -180,6 +181,12 @@ def load_yaml_mapping(path: str | Path, *, required: bool = True) -> dict:
         if not isinstance(key, str):
             raise ConfigError(f"{path}: key {shown(key)} must be a string")
     return data
+
+
+def add_override_option(parser: argparse.ArgumentParser, flag: str, help: str, dest: str | None = None) -> None:
+    """A repeatable ``FLAG KEY=VALUE`` option: the items in a list (``dest``: its name, else the flag's),
+    each VALUE later read as YAML (``load_yaml_value``)."""
+    parser.add_argument(flag, action="append", default=[], metavar="KEY=VALUE", dest=dest, help=help)
 
 
 def load_yaml_value(text: str, where: str):

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Generic, TypeVar
 
 from loguru import logger
 
@@ -44,6 +44,8 @@ from tools.results import compile_report, result
 if TYPE_CHECKING:
     from inference_engine.base import EngineBase
 
+T = TypeVar("T")
+
 
 @dataclass
 class PipelineArgs:
@@ -61,6 +63,20 @@ class StepRecord:
     status: str = "pending"
     duration_s: float | None = None
     note: str | None = None
+
+
+class _SetBy(Generic[T]):
+    """A ``PipelineState`` field as the steps after the one that sets it read it: never None there
+    (``step`` says which step sets it)."""
+
+    def __init__(self, name: str, step: str) -> None:
+        self.name = name
+        self.step = step
+
+    def __get__(self, state: object, owner: type | None = None) -> T:
+        value = getattr(state, self.name)
+        assert value is not None, self.step
+        return value
 
 
 @dataclass
@@ -81,25 +97,10 @@ class PipelineState:
     engine_info: dict[str, Any] = field(default_factory=dict)
 
     # What the steps after init rely on: set by init (config, case) and vendor_compile (engine).
-    @property
-    def the_config(self) -> CaseConfig:
-        assert self.config is not None, "the init step sets the config"
-        return self.config
-
-    @property
-    def the_case(self) -> Case:
-        assert self.case is not None, "the init step loads the case"
-        return self.case
-
-    @property
-    def the_engine(self) -> EngineBase:
-        assert self.engine is not None, "the vendor_compile step builds the engine"
-        return self.engine
-
-    @property
-    def the_inference(self) -> PhaseResult:
-        assert self.inference is not None, "engine_inference measures it"
-        return self.inference
+    the_config: ClassVar[_SetBy[CaseConfig]] = _SetBy("config", "the init step sets the config")
+    the_case: ClassVar[_SetBy[Case]] = _SetBy("case", "the init step loads the case")
+    the_engine: ClassVar[_SetBy[EngineBase]] = _SetBy("engine", "the vendor_compile step builds the engine")
+    the_inference: ClassVar[_SetBy[PhaseResult]] = _SetBy("inference", "engine_inference measures it")
 
 
 class Pipeline:

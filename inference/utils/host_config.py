@@ -382,22 +382,18 @@ def _is_loopback(address: str) -> bool:
         return False
 
 
-def _check_wheels(cfg: HostConfig, value: Any) -> str | None:
-    if value is None:
-        return None
-    wheels = bounded_path(value)
-    if not on_disk(Path(wheels).is_dir, wheels):
-        raise ValueError(f"{wheels} is not a directory")
-    return wheels
+def _optional_existing(is_kind: Callable[[Path], bool], kind: str) -> Callable[[Any], str | None]:
+    """A check of an optional path that must exist as ``kind`` (``is_kind``: ``Path.is_dir``, ``Path.is_file``)."""
 
+    def check(value: Any) -> str | None:
+        if value is None:
+            return None
+        path = bounded_path(value)
+        if not on_disk(lambda: is_kind(Path(path)), path):
+            raise ValueError(f"{path} is not a {kind}")
+        return path
 
-def _check_ca_bundle(cfg: HostConfig, value: Any) -> str | None:
-    if value is None:
-        return None
-    bundle = bounded_path(value)
-    if not on_disk(Path(bundle).is_file, bundle):
-        raise ValueError(f"{bundle} is not a file")
-    return bundle
+    return check
 
 
 def _check_remote_workdir(cfg: HostConfig, value: Any) -> str:
@@ -495,8 +491,8 @@ _CHECKS: dict[str, Callable[[HostConfig, Any], Any]] = {
     "case_timeout": _plain(seconds_between(*CASE_TIMEOUT_S, " (7 days)")),
     "monitor_interval": _plain(seconds_between(*MONITOR_INTERVAL_S, "; shorter intervals make the monitors busy-loop")),
     "base_image": _check_base_image,
-    "pip_wheels_dir": _check_wheels,
-    "ca_bundle": _check_ca_bundle,
+    "pip_wheels_dir": _plain(_optional_existing(Path.is_dir, "directory")),
+    "ca_bundle": _plain(_optional_existing(Path.is_file, "file")),
     "remote_workdir": _check_remote_workdir,
     "log_call_information": _plain(true_or_false),
     "docker_local": _plain(true_or_false),

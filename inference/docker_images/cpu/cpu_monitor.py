@@ -11,11 +11,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from common.sampler import monitor_args, run_sampler
+from common.sampler import memory_gib, monitor_args, run_sampler
 
 MONITOR_PROTOCOL = "sampler"  # how run.py drives it (common/monitor_protocol.py)
 
-_GIB = 1024**3
 
 # The /proc/cpuinfo flags that matter to peak FLOPS, recorded as ``cpu_flags``.
 # x86: vector width and FMA; fp16/bf16 arithmetic; AMX tiles (not counted in the
@@ -211,12 +210,11 @@ def make_sampler():
     description = cpu_description()
 
     def sample() -> dict:
-        memory = psutil.virtual_memory()
+        memory = memory_gib(psutil.virtual_memory())
         return {
             **description,
             "utilization": psutil.cpu_percent(interval=None),
-            "mem_used_gib": (memory.total - memory.available) / _GIB,
-            "mem_total_gib": memory.total / _GIB,
+            **memory,
         }
 
     return sample

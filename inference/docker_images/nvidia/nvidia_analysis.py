@@ -21,6 +21,12 @@ from common.sampler import read_samples
 GIB = float(1 << 30)
 T = 1e12
 
+
+def _peaks(*, fp32: float, tf32: float, fp16: float, fp8: float) -> dict[str, float]:
+    """An fp8-capable part's row (TFLOP/s in, FLOP/s out): bf16 runs at the fp16 rate, int8 at the fp8 rate."""
+    return {"fp32": fp32 * T, "tf32": tf32 * T, "fp16": fp16 * T, "bf16": fp16 * T, "fp8": fp8 * T, "int8": fp8 * T}
+
+
 # Dense peak throughput per GPU in FLOP/s (int8: OP/s), from NVIDIA's datasheets.
 # Datasheets print tensor-core figures "with sparsity"; the dense figure is half
 # of it (NVIDIA's footnote: "Specifications are one-half lower without
@@ -36,57 +42,15 @@ T = 1e12
 # Patterns are matched against NVML's device name with word boundaries (so
 # "A10" never matches "A100" or "A10G", nor "H200" "GH200"), most specific first.
 PEAK_FLOPS: list[tuple[str, str, dict[str, float]]] = [
-    (
-        "H100 NVL",
-        r"\bH100\b.*\bNVL\b",
-        {
-            "fp32": 60 * T,
-            "tf32": 417.5 * T,
-            "fp16": 835.5 * T,
-            "bf16": 835.5 * T,
-            "fp8": 1670.5 * T,
-            "int8": 1670.5 * T,
-        },
-    ),
-    (
-        "H100 PCIe",
-        r"\bH100\b.*\bPCIe\b",
-        {"fp32": 51 * T, "tf32": 378 * T, "fp16": 756.5 * T, "bf16": 756.5 * T, "fp8": 1513 * T, "int8": 1513 * T},
-    ),
+    ("H100 NVL", r"\bH100\b.*\bNVL\b", _peaks(fp32=60, tf32=417.5, fp16=835.5, fp8=1670.5)),
+    ("H100 PCIe", r"\bH100\b.*\bPCIe\b", _peaks(fp32=51, tf32=378, fp16=756.5, fp8=1513)),
     # NVML calls the SXM part "NVIDIA H100 80GB HBM3" (or "... SXM5 ..."): the remaining H100s.
-    (
-        "H100 SXM",
-        r"\bH100\b",
-        {"fp32": 67 * T, "tf32": 494.5 * T, "fp16": 989.5 * T, "bf16": 989.5 * T, "fp8": 1979 * T, "int8": 1979 * T},
-    ),
-    (
-        "H200 NVL",
-        r"\bH200\b.*\bNVL\b",
-        {
-            "fp32": 60 * T,
-            "tf32": 417.5 * T,
-            "fp16": 835.5 * T,
-            "bf16": 835.5 * T,
-            "fp8": 1670.5 * T,
-            "int8": 1670.5 * T,
-        },
-    ),
-    (
-        "H200 SXM",
-        r"\bH200\b",
-        {"fp32": 67 * T, "tf32": 494.5 * T, "fp16": 989.5 * T, "bf16": 989.5 * T, "fp8": 1979 * T, "int8": 1979 * T},
-    ),
+    ("H100 SXM", r"\bH100\b", _peaks(fp32=67, tf32=494.5, fp16=989.5, fp8=1979)),
+    ("H200 NVL", r"\bH200\b.*\bNVL\b", _peaks(fp32=60, tf32=417.5, fp16=835.5, fp8=1670.5)),
+    ("H200 SXM", r"\bH200\b", _peaks(fp32=67, tf32=494.5, fp16=989.5, fp8=1979)),
     ("A100", r"\bA100\b", {"fp32": 19.5 * T, "tf32": 156 * T, "fp16": 312 * T, "bf16": 312 * T, "int8": 624 * T}),
-    (
-        "L40S",
-        r"\bL40S\b",
-        {"fp32": 91.6 * T, "tf32": 183 * T, "fp16": 362.05 * T, "bf16": 362.05 * T, "fp8": 733 * T, "int8": 733 * T},
-    ),
-    (
-        "L4",
-        r"\bL4\b",
-        {"fp32": 30.3 * T, "tf32": 60 * T, "fp16": 121 * T, "bf16": 121 * T, "fp8": 242.5 * T, "int8": 242.5 * T},
-    ),
+    ("L40S", r"\bL40S\b", _peaks(fp32=91.6, tf32=183, fp16=362.05, fp8=733)),
+    ("L4", r"\bL4\b", _peaks(fp32=30.3, tf32=60, fp16=121, fp8=242.5)),
     ("A10", r"\bA10\b", {"fp32": 31.2 * T, "tf32": 62.5 * T, "fp16": 125 * T, "bf16": 125 * T, "int8": 250 * T}),
 ]
 

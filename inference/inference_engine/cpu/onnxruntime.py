@@ -29,7 +29,7 @@ from common.errors import ConfigError, EngineError, reraise_interrupt
 from common.files import atomic_path
 from common.onnx_files import onnx_external_locations
 from inference_engine.base import EngineBase
-from tools.config import CaseConfig, origin_of
+from tools.config import CaseConfig, check_choice, origin_of
 
 _LEVELS = {
     "all": "ORT_ENABLE_ALL",
@@ -50,18 +50,9 @@ def preflight(config: CaseConfig) -> None:
         raise ConfigError(
             "vendor 'cpu' compiler 'onnxruntime' needs the onnxruntime package (pip install onnxruntime)"
         ) from None
-    level = config.get("graph_optimization_level") or "all"  # null in configurations.yaml: the default
-    if level not in _LEVELS:
-        raise ConfigError(
-            f"{origin_of(config, 'graph_optimization_level')}: key 'graph_optimization_level' must be one of "
-            f"{', '.join(_LEVELS)}, got {level!r}"
-        )
-    mode = config.get("execution_mode", "sequential")
-    if mode not in _MODES:
-        raise ConfigError(
-            f"{origin_of(config, 'execution_mode')}: key 'execution_mode' must be one of {', '.join(_MODES)}, got "
-            f"{mode!r}"
-        )
+    # null in configurations.yaml: the default
+    check_choice(config, "graph_optimization_level", config.get("graph_optimization_level") or "all", _LEVELS)
+    check_choice(config, "execution_mode", config.get("execution_mode", "sequential"), _MODES)
     for key in ("intra_op_num_threads", "inter_op_num_threads"):
         value = config.get(key, 0)
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:

@@ -34,7 +34,7 @@ from typing import Any
 
 from common.errors import ConfigError, EngineError, one_line
 from inference_engine.llm_base import LLMEngineBase
-from tools.config import CaseConfig, origin_of
+from tools.config import CaseConfig, check_choice, check_flag
 
 _SOURCE = "inference_engine/cpu/onnxruntime_genai.py"
 _PRECISIONS = {"fp32": "fp32", "int4": "int8"}  # builder precision -> the tolerance class the checks use
@@ -43,18 +43,8 @@ BUILD_TIMEOUT_S = 3600
 
 
 def preflight(config: CaseConfig) -> None:
-    prune = config.get("genai_prune_lm_head", True)
-    if not isinstance(prune, bool):
-        raise ConfigError(
-            f"{origin_of(config, 'genai_prune_lm_head')}: key 'genai_prune_lm_head' must be true or false, got "
-            f"{prune!r}"
-        )
-    precision = config.get("genai_precision", "fp32")
-    if precision not in _PRECISIONS:
-        raise ConfigError(
-            f"{origin_of(config, 'genai_precision')}: key 'genai_precision' must be one of {', '.join(_PRECISIONS)}, "
-            f"got {precision!r}"
-        )
+    check_flag(config, "genai_prune_lm_head", config.get("genai_prune_lm_head", True))
+    check_choice(config, "genai_precision", config.get("genai_precision", "fp32"), _PRECISIONS)
     try:
         import onnxruntime_genai  # noqa: F401
     except ImportError as exc:

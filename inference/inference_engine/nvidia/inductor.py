@@ -32,24 +32,15 @@ from loguru import logger
 
 from common.errors import ConfigError, EngineError
 from inference_engine.base import EngineBase
-from tools.config import CaseConfig, origin_of
+from tools.config import CaseConfig, check_choice, check_flag
 
 _MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 _SOURCE = "inference_engine/nvidia/inductor.py"
 
 
 def preflight(config: CaseConfig) -> None:
-    mode = config.get("inductor_mode", "default")
-    if mode not in _MODES:
-        raise ConfigError(
-            f"{origin_of(config, 'inductor_mode')}: key 'inductor_mode' must be one of {', '.join(_MODES)}, got "
-            f"{mode!r}"
-        )
-    dynamic = config.get("inductor_dynamic", False)
-    if not isinstance(dynamic, bool):
-        raise ConfigError(
-            f"{origin_of(config, 'inductor_dynamic')}: key 'inductor_dynamic' must be true or false, got {dynamic!r}"
-        )
+    check_choice(config, "inductor_mode", config.get("inductor_mode", "default"), _MODES)
+    check_flag(config, "inductor_dynamic", config.get("inductor_dynamic", False))
     import torch
 
     if str(config.device).startswith("cuda"):

@@ -30,24 +30,15 @@ from loguru import logger
 
 from common.errors import ConfigError, EngineError
 from inference_engine.llm_base import LLMEngineBase, eos_token_ids
-from tools.config import CaseConfig, origin_of
+from tools.config import CaseConfig, check_choice, check_flag, origin_of
 
 _SOURCE = "inference_engine/nvidia/inductor_llm.py"
 _MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 
 def preflight(config: CaseConfig) -> None:
-    mode = config.get("inductor_mode", "reduce-overhead")
-    if mode not in _MODES:
-        raise ConfigError(
-            f"{origin_of(config, 'inductor_mode')}: key 'inductor_mode' must be one of {', '.join(_MODES)}, got "
-            f"{mode!r}"
-        )
-    if not isinstance(config.get("llm_compile", True), bool):
-        raise ConfigError(
-            f"{origin_of(config, 'llm_compile')}: key 'llm_compile' must be true or false, got "
-            f"{config.get('llm_compile')!r}"
-        )
+    check_choice(config, "inductor_mode", config.get("inductor_mode", "reduce-overhead"), _MODES)
+    check_flag(config, "llm_compile", config.get("llm_compile", True))
     block = config.get("llm_cache_block", 256)
     if isinstance(block, bool) or not isinstance(block, int) or not 1 <= block <= 1 << 20:
         raise ConfigError(

@@ -45,7 +45,7 @@ from loguru import logger
 from common.errors import ConfigError, EngineError, reraise_interrupt
 from common.files import atomic_path, fingerprint, json_text
 from inference_engine.base import EngineBase
-from tools.config import CaseConfig, origin_of
+from tools.config import CaseConfig, check_flag, origin_of
 
 _SOURCE = "inference_engine/nvidia/tensorrt.py"
 _MIN_MAJOR = 10
@@ -80,9 +80,7 @@ def _check_keys(config: CaseConfig) -> None:
             f"null, got {workspace!r}"
         )
     for key in ("trt_core_includes_copies", "trt_tf32"):
-        value = config.get(key, True)
-        if not isinstance(value, bool):
-            raise ConfigError(f"{origin_of(config, key)}: key '{key}' must be true or false, got {value!r}")
+        check_flag(config, key, config.get(key, True))
 
 
 def preflight(config: CaseConfig) -> None:

@@ -21,8 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
-from common.errors import ConfigError, EngineError
-from tools.config.case import origin_of, setting
+from common.errors import EngineError
+from tools.compat.loader_view import LoaderView
+from tools.config.case import check_flag, setting
 from tools.measure.loop import PhaseResult
 from tools.measure.verdict import Verdict
 
@@ -121,10 +122,7 @@ def has_dynamic_axis(config: CaseConfig | CaseView) -> bool:
     """FlagPerf's vendor key: false means the engine is built for a static batch. Default true.
     Read from a CaseConfig (``get``, ``origin``) or from a FlagPerf namedtuple (an attribute)."""
     value = setting(config, "has_dynamic_axis")
-    if not isinstance(value, bool):
-        raise ConfigError(
-            f"{origin_of(config, 'has_dynamic_axis')}: key 'has_dynamic_axis' must be true or false, got {value!r}"
-        )
+    check_flag(config, "has_dynamic_axis", value)
     return value
 
 
@@ -142,7 +140,7 @@ def onnx_static_batch(path: str | None) -> int | None:
     return int(dims[0].dim_value) if dims and dims[0].HasField("dim_value") and dims[0].dim_value > 0 else None
 
 
-class DropPartialBatches:
+class DropPartialBatches(LoaderView):
     """A data loader view that yields only full batches of ``batch_size`` (FlagPerf's ``drop_last``).
 
     It keeps the attributes the framework reads (``dataset``, ``batch_size``) and
@@ -152,12 +150,8 @@ class DropPartialBatches:
     drop_last = True
 
     def __init__(self, loader: Any, batch_size: int) -> None:
-        self.loader = loader
+        super().__init__(loader)
         self.batch_size = batch_size
-
-    @property
-    def dataset(self) -> Any:
-        return self.loader.dataset
 
     def __len__(self) -> int:
         return len(self.loader.dataset) // self.batch_size
@@ -169,6 +163,3 @@ class DropPartialBatches:
             first = as_input_list(x)[0]
             if len(first) == self.batch_size:
                 yield x, y
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.__dict__["loader"], name)

@@ -18,7 +18,7 @@ The package: ``values`` (the keys' checks and bounds), ``case`` (``CaseConfig``,
 
 from common.scenario import SCENARIOS
 from common.values import cpu_count
-from tools.config.case import CASE_DEFAULTS, CaseConfig, origin_of, query_samples, setting
+from tools.config.case import CASE_DEFAULTS, CaseConfig, check_choice, check_flag, origin_of, query_samples, setting
 from tools.config.load import OVERRIDE_ORIGIN, case_config_paths, load_case_config, merge_case_config, parse_overrides
 from tools.config.values import CLI_KEYS, REQUIRED_KEYS, check_device_available, check_extra
 from tools.config.view import CaseView
@@ -34,7 +34,9 @@ __all__ = [
     "CaseConfig",
     "CaseView",
     "case_config_paths",
+    "check_choice",
     "check_device_available",
+    "check_flag",
     "check_extra",
     "cpu_count",
     "load_case_config",

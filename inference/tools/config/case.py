@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import MISSING, dataclass, field, fields
-from typing import Any, NoReturn
+from typing import Any, Collection, NoReturn
 
 from common.errors import ConfigError, shown
 from common.scenario import SCENARIOS, Scenario, scenario
@@ -216,3 +216,15 @@ def origin_of(config: object, key: str) -> str:
     error; ``config`` where it does not say (a FlagPerf namedtuple has no ``origin``)."""
     origins = getattr(config, "origin", None)
     return origins.get(key, "config") if isinstance(origins, dict) else "config"
+
+
+def check_choice(config: object, key: str, value: object, choices: Collection[str]) -> None:
+    """A ``ConfigError`` naming ``key``'s origin unless ``value`` is one of ``choices``."""
+    if value not in choices:
+        raise ConfigError(f"{origin_of(config, key)}: key '{key}' must be one of {', '.join(choices)}, got {value!r}")
+
+
+def check_flag(config: object, key: str, value: object) -> None:
+    """A ``ConfigError`` naming ``key``'s origin unless ``value`` is true or false."""
+    if not isinstance(value, bool):
+        raise ConfigError(f"{origin_of(config, key)}: key '{key}' must be true or false, got {value!r}")

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import math
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict, Unpack
 
 from common.pipeline_lines import PROGRESS_PREFIX as PREFIX  # the line run.py reads
 
@@ -31,16 +31,17 @@ INTERVAL_S = 0.5
 INTERVAL_NS = int(INTERVAL_S * 1e9)
 
 
-def estimate(
-    done: int,
-    elapsed_s: float,
-    *,
-    min_queries: int,
-    min_duration_s: float,
-    max_duration_s: float,
-    repeat: int = 0,
-    per_pass: int | None = None,
-) -> tuple[int | None, float | None]:
+class StopRule(TypedDict):
+    """A measured loop's stop rule, as ``estimate`` and ``PhaseProgress`` take it (keywords)."""
+
+    min_queries: int
+    min_duration_s: float
+    max_duration_s: float
+    repeat: NotRequired[int]  # default 0
+    per_pass: NotRequired[int | None]  # default None: 1
+
+
+def estimate(done: int, elapsed_s: float, **rule: Unpack[StopRule]) -> tuple[int | None, float | None]:
     """(queries the loop will have run when it stops, seconds until then) at the rate so far.
 
     The loop stops at the first pass boundary (``per_pass`` queries a pass; a
@@ -50,6 +51,8 @@ def estimate(
     """
     if done <= 0 or elapsed_s <= 0:
         return None, None
+    min_queries, min_duration_s, max_duration_s = rule["min_queries"], rule["min_duration_s"], rule["max_duration_s"]
+    repeat, per_pass = rule.get("repeat", 0), rule.get("per_pass")
     rate = done / elapsed_s
     size = per_pass if per_pass and per_pass > 0 else 1
     passes = max(repeat, -(-min_queries // size), math.ceil(min_duration_s * rate / size), 1)
@@ -70,24 +73,17 @@ class PhaseProgress:
     per query ``if now_ns >= due: due = p.update(queries_done, now_ns)``;
     ``p.finish(queries, elapsed_s)`` after it."""
 
-    __slots__ = ("phase", "min_queries", "min_duration_s", "max_duration_s", "repeat", "per_pass", "start_ns")
+    __slots__ = ("phase", "rule", "start_ns")
 
-    def __init__(
-        self,
-        phase: str,
-        *,
-        min_queries: int,
-        min_duration_s: float,
-        max_duration_s: float,
-        repeat: int = 0,
-        per_pass: int | None = None,
-    ) -> None:
+    def __init__(self, phase: str, **rule: Unpack[StopRule]) -> None:
         self.phase = phase
-        self.min_queries = int(min_queries)
-        self.min_duration_s = float(min_duration_s)
-        self.max_duration_s = float(max_duration_s)
-        self.repeat = int(repeat)
-        self.per_pass = per_pass
+        self.rule: StopRule = {
+            "min_queries": int(rule["min_queries"]),
+            "min_duration_s": float(rule["min_duration_s"]),
+            "max_duration_s": float(rule["max_duration_s"]),
+            "repeat": int(rule.get("repeat", 0)),
+            "per_pass": rule.get("per_pass"),
+        }
         self.start_ns = 0
 
     @classmethod
@@ -113,15 +109,7 @@ class PhaseProgress:
 
     def update(self, done: int, now_ns: int) -> int:
         elapsed = (now_ns - self.start_ns) / 1e9
-        target, eta = estimate(
-            done,
-            elapsed,
-            min_queries=self.min_queries,
-            min_duration_s=self.min_duration_s,
-            max_duration_s=self.max_duration_s,
-            repeat=self.repeat,
-            per_pass=self.per_pass,
-        )
+        target, eta = estimate(done, elapsed, **self.rule)
         emit(self.phase, done, target, elapsed, eta)
         return now_ns + INTERVAL_NS
 

@@ -32,7 +32,7 @@ from typing import Callable
 import docker
 
 from common.errors import HostError
-from common.files import hash_tree
+from common.files import hash_tree, listed
 from utils.executors.docker_forward import DockerOverSsh, EngineForward
 from utils.executors.ssh import CommandResult, SshHost
 from utils.host_config import Host
@@ -273,11 +273,7 @@ class LocalTransport(HostTransport):
     def get_files(self, remote_dir: str, local_dir: Path) -> list[str]:
         local_dir.mkdir(parents=True, exist_ok=True)
         fetched: list[str] = []
-        try:
-            entries = list(os.scandir(remote_dir))
-        except OSError:
-            return fetched
-        for entry in entries:
+        for entry in listed(remote_dir):
             if entry.is_file(follow_symlinks=False):
                 shutil.copyfile(entry.path, local_dir / entry.name)
                 fetched.append(entry.name)

@@ -11,9 +11,9 @@ half paraphrases and half not.
 
 from __future__ import annotations
 
-import argparse
-import shutil
 from pathlib import Path
+
+from benchmarks.data_cli import copy_shipped, writer_main
 
 from .dataloader import DATA_FILE
 
@@ -21,18 +21,10 @@ SOURCE = Path(__file__).resolve().parent / DATA_FILE
 
 
 def prepare_bert(out_dir: str | Path) -> Path:
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    target = out / DATA_FILE
-    shutil.copyfile(SOURCE, target)
-    return target
+    return copy_shipped(SOURCE, Path(out_dir) / DATA_FILE)
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("out_dir")
-    args = parser.parse_args(argv)
-    print(f"wrote {prepare_bert(args.out_dir)}")
+main = writer_main(prepare_bert, __doc__.splitlines()[0])
 
 
 if __name__ == "__main__":

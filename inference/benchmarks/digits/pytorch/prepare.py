@@ -9,13 +9,13 @@ scikit-learn; the benchmark container does not.
 
 from __future__ import annotations
 
-import argparse
 import io
 import os
 import zipfile
 
 import numpy as np
 
+from benchmarks.data_cli import writer_main
 from common.files import atomic_path
 
 from .dataloader import FILENAME
@@ -39,6 +39,13 @@ def write_npz(path: str, arrays: dict[str, np.ndarray]) -> None:
             archive.writestr(info, buffer.getvalue())
 
 
+def write_digits(out_dir: str, x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray, y_test: np.ndarray) -> str:
+    """``out_dir``/digits.npz with the four arrays the data loader reads; returns its path."""
+    path = os.path.join(out_dir, FILENAME)
+    write_npz(path, {"x_train": x_train, "y_train": y_train, "x_test": x_test, "y_test": y_test})
+    return path
+
+
 def prepare_digits(out_dir: str) -> str:
     from sklearn.datasets import load_digits
     from sklearn.model_selection import train_test_split
@@ -49,17 +56,10 @@ def prepare_digits(out_dir: str) -> str:
     x_train, x_test, y_train, y_test = train_test_split(
         images, labels, test_size=TEST_FRACTION, stratify=labels, random_state=SPLIT_SEED
     )
-    path = os.path.join(out_dir, FILENAME)
-    write_npz(path, {"x_train": x_train, "y_train": y_train, "x_test": x_test, "y_test": y_test})
-    return path
+    return write_digits(out_dir, x_train, y_train, x_test, y_test)
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Write digits.npz (stratified 80/20 split of sklearn's digits).")
-    parser.add_argument("out_dir")
-    args = parser.parse_args(argv)
-    path = prepare_digits(args.out_dir)
-    print(f"wrote {path}")
+main = writer_main(prepare_digits, "Write digits.npz (stratified 80/20 split of sklearn's digits).")
 
 
 if __name__ == "__main__":

@@ -4,13 +4,11 @@ accuracy. Same schema as prepare.py writes."""
 
 from __future__ import annotations
 
-import argparse
-import os
-
 import numpy as np
 
-from .dataloader import FILENAME
-from .prepare import write_npz
+from benchmarks.data_cli import out_dir_args
+
+from .prepare import write_digits
 
 
 def make_synthetic_digits(out_dir: str, train: int = 400, test: int = 100, seed: int = 0, noise: float = 0.2) -> str:
@@ -24,18 +22,13 @@ def make_synthetic_digits(out_dir: str, train: int = 400, test: int = 100, seed:
 
     x_train, y_train = split(train)
     x_test, y_test = split(test)
-    path = os.path.join(out_dir, FILENAME)
-    write_npz(path, {"x_train": x_train, "y_train": y_train, "x_test": x_test, "y_test": y_test})
-    return path
+    return write_digits(out_dir, x_train, y_train, x_test, y_test)
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Write a synthetic digits.npz (no scikit-learn needed).")
-    parser.add_argument("out_dir")
-    parser.add_argument("--train", type=int, default=400)
-    parser.add_argument("--test", type=int, default=100)
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args(argv)
+    args = out_dir_args(
+        "Write a synthetic digits.npz (no scikit-learn needed).", argv, {"--train": 400, "--test": 100, "--seed": 0}
+    )
     print(f"wrote {make_synthetic_digits(args.out_dir, args.train, args.test, args.seed)}")
 
 

@@ -11,24 +11,18 @@ under ``DATA_DIR/mmlu`` instead for that.
 
 from __future__ import annotations
 
-import argparse
-import shutil
 from pathlib import Path
+
+from benchmarks.data_cli import copy_shipped, writer_main
 
 SOURCE = Path(__file__).resolve().parent / "mmlu_sample"
 
 
 def prepare_llama(out_dir: str | Path, mmlu_dir: str = "mmlu") -> Path:
-    target = Path(out_dir) / mmlu_dir
-    shutil.copytree(SOURCE, target, dirs_exist_ok=True)
-    return target
+    return copy_shipped(SOURCE, Path(out_dir) / mmlu_dir)
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("out_dir")
-    args = parser.parse_args(argv)
-    print(f"wrote {prepare_llama(args.out_dir)}")
+main = writer_main(prepare_llama, __doc__.splitlines()[0])
 
 
 if __name__ == "__main__":

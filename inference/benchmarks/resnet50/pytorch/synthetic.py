@@ -4,11 +4,12 @@ then meaningless)."""
 
 from __future__ import annotations
 
-import argparse
 import os
 
 import numpy as np
 from PIL import Image
+
+from benchmarks.data_cli import out_dir_args
 
 
 def make_synthetic_imagenet(
@@ -27,12 +28,9 @@ def make_synthetic_imagenet(
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Write a synthetic ImageNet-style validation folder.")
-    parser.add_argument("out_dir")
-    parser.add_argument("--classes", type=int, default=4)
-    parser.add_argument("--per-class", type=int, default=4)
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args(argv)
+    args = out_dir_args(
+        "Write a synthetic ImageNet-style validation folder.", argv, {"--classes": 4, "--per-class": 4, "--seed": 0}
+    )
     make_synthetic_imagenet(args.out_dir, args.classes, args.per_class, args.seed)
     print(f"wrote {args.classes * args.per_class} images to {args.out_dir}")
 

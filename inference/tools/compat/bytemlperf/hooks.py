@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 from loguru import logger
 
 from common.errors import one_line
+from tools.compat.loader_view import LoaderView
 
 if TYPE_CHECKING:
     from inference_engine.base import EngineBase
@@ -26,16 +27,12 @@ if TYPE_CHECKING:
 BEST = "best"
 
 
-class FirstBatches:
+class FirstBatches(LoaderView):
     """A data loader view that yields only its first ``batches`` batches."""
 
     def __init__(self, loader: Any, batches: int) -> None:
-        self.loader = loader
+        super().__init__(loader)
         self.batches = batches
-
-    @property
-    def dataset(self) -> Any:
-        return self.loader.dataset
 
     def __len__(self) -> int:
         return self.batches
@@ -45,9 +42,6 @@ class FirstBatches:
             if index >= self.batches:
                 break
             yield batch
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.__dict__["loader"], name)
 
 
 def apply_data_percent(dataloader: Any, config: CaseConfig) -> Any:

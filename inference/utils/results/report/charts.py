@@ -11,7 +11,7 @@ another type needs a bundle that has it (``page.PLOTLY_BUNDLE``). Long series ar
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterable
 
 if TYPE_CHECKING:
     from common.record import CaseResult
@@ -61,6 +61,33 @@ def figure_layout(title: str, width: int, height: int, **more: Any) -> dict:
     }
     layout.update(more)
     return layout
+
+
+def verdict_symbols(valid: Iterable[bool]) -> list[str]:
+    """A point per row: a filled circle for a valid verdict, a hollow one for an INVALID one."""
+    return ["circle" if ok else "circle-open" for ok in valid]
+
+
+def verdict_marker(size: int, colour: str, valid: Iterable[bool]) -> dict:
+    """Markers of ``colour``, hollow where the verdict is INVALID (``verdict_symbols``), outlined in ``colour``."""
+    return {"size": size, "color": colour, "symbol": verdict_symbols(valid), "line": {"color": colour, "width": 2}}
+
+
+def lower_right_legend(font_size: int) -> dict:
+    """A legend inside the plot's lower right corner, on a translucent white ground."""
+    return {
+        "x": 1,
+        "xanchor": "right",
+        "y": 0.02,
+        "yanchor": "bottom",
+        "font": {"size": font_size},
+        "bgcolor": "rgba(255,255,255,0.75)",
+    }
+
+
+def chart(data: list[dict], title: str, *, width: int = WIDTH, height: int = HEIGHT, **more: Any) -> dict:
+    """A figure spec: ``data``'s traces in a ``figure_layout`` (``more`` added to it)."""
+    return {"data": data, "layout": figure_layout(title, width, height, **more)}
 
 
 def axis(title: str | None = None, **more: Any) -> dict:
@@ -123,25 +150,16 @@ def throughput_plot(rows: list[dict]) -> dict | None:
                 "text": [f"{row_label(p)}: {'valid' if v else 'INVALID'}" for p, v in zip(points, valid)],
                 "hovertemplate": "%{text}<br>%{y:.4g} samples/s<extra></extra>",
                 "line": {"color": colour},
-                "marker": {
-                    "size": 9,
-                    "color": colour,
-                    "symbol": ["circle" if v else "circle-open" for v in valid],
-                    "line": {"color": colour, "width": 2},
-                },
+                "marker": verdict_marker(9, colour, valid),
             }
         )
     sizes = sorted({r["batch_size"] for r in rows})
-    return {
-        "data": traces,
-        "layout": figure_layout(
-            "Throughput vs batch size (hollow = invalid verdict)",
-            WIDTH,
-            HEIGHT,
-            xaxis=axis("batch size", type="log", tickvals=sizes, ticktext=[str(b) for b in sizes]),
-            yaxis=axis("throughput (samples/s)", rangemode="tozero"),
-        ),
-    }
+    return chart(
+        traces,
+        "Throughput vs batch size (hollow = invalid verdict)",
+        xaxis=axis("batch size", type="log", tickvals=sizes, ticktext=[str(b) for b in sizes]),
+        yaxis=axis("throughput (samples/s)", rangemode="tozero"),
+    )
 
 
 def repetitions_plot(block: dict | None) -> dict | None:
@@ -162,7 +180,7 @@ def repetitions_plot(block: dict | None) -> dict | None:
         "marker": {
             "size": 9,
             "color": COLOURS[0],
-            "symbol": ["circle" if ok else "circle-open" for f in figures for ok in f["valid"]],
+            "symbol": verdict_symbols(ok for f in figures for ok in f["valid"]),
         },
     }
     spans = [f for f in figures if f.get("ci95")]
@@ -180,16 +198,13 @@ def repetitions_plot(block: dict | None) -> dict | None:
         },
         "marker": {"size": 11, "color": COLOURS[1 % len(COLOURS)], "symbol": "line-ns-open"},
     }
-    return {
-        "data": [strips, means],
-        "layout": figure_layout(
-            f"{(block or {}).get('count')} repetitions: each figure over its geometric mean (hollow = invalid)",
-            WIDTH,
-            max(HEIGHT, 60 + 28 * len(figures)),
-            xaxis=axis("figure / geometric mean of its repetitions"),
-            yaxis=axis(None, automargin=True),
-        ),
-    }
+    return chart(
+        [strips, means],
+        f"{(block or {}).get('count')} repetitions: each figure over its geometric mean (hollow = invalid)",
+        height=max(HEIGHT, 60 + 28 * len(figures)),
+        xaxis=axis("figure / geometric mean of its repetitions"),
+        yaxis=axis(None, automargin=True),
+    )
 
 
 def ecdf_points(values: Any, limit: int = LATENCY_POINTS) -> tuple[Any, Any]:
@@ -236,51 +251,40 @@ def latency_plot(rows: list[dict], raw: dict, inference_ns: Any = None) -> dict 
             }
         )
     marks = (0.5, 0.9, 0.99)
-    return {
-        "data": traces,
-        "layout": figure_layout(
-            "Latency distribution (CDF)",
-            WIDTH,
-            HEIGHT,
-            xaxis=axis("latency per query (ms, log scale)", type="log"),
-            yaxis=axis("fraction of queries", range=[0, 1.01]),
-            shapes=[
-                {
-                    "type": "line",
-                    "xref": "paper",
-                    "x0": 0,
-                    "x1": 1,
-                    "yref": "y",
-                    "y0": q,
-                    "y1": q,
-                    "line": {"color": "grey", "width": 0.8, "dash": "dot"},
-                }
-                for q in marks
-            ],
-            annotations=[
-                {
-                    "xref": "paper",
-                    "x": 0,
-                    "yref": "y",
-                    "y": q,
-                    "text": f"p{int(q * 100)}",
-                    "showarrow": False,
-                    "xanchor": "left",
-                    "yanchor": "bottom",
-                    "font": {"size": 9, "color": "grey"},
-                }
-                for q in marks
-            ],
-            legend={
-                "x": 1,
-                "xanchor": "right",
-                "y": 0.02,
+    return chart(
+        traces,
+        "Latency distribution (CDF)",
+        xaxis=axis("latency per query (ms, log scale)", type="log"),
+        yaxis=axis("fraction of queries", range=[0, 1.01]),
+        shapes=[
+            {
+                "type": "line",
+                "xref": "paper",
+                "x0": 0,
+                "x1": 1,
+                "yref": "y",
+                "y0": q,
+                "y1": q,
+                "line": {"color": "grey", "width": 0.8, "dash": "dot"},
+            }
+            for q in marks
+        ],
+        annotations=[
+            {
+                "xref": "paper",
+                "x": 0,
+                "yref": "y",
+                "y": q,
+                "text": f"p{int(q * 100)}",
+                "showarrow": False,
+                "xanchor": "left",
                 "yanchor": "bottom",
-                "font": {"size": 9},
-                "bgcolor": "rgba(255,255,255,0.75)",
-            },
-        ),
-    }
+                "font": {"size": 9, "color": "grey"},
+            }
+            for q in marks
+        ],
+        legend=lower_right_legend(9),
+    )
 
 
 def pareto_front(points: list[tuple[float, float]]) -> list[int]:
@@ -336,24 +340,13 @@ def frontier_plot(rows: list[dict]) -> dict | None:
         "marker": {"color": "#d62728", "size": 8},
         "hovertemplate": "frontier: %{x:.4g} ms, %{y:.4g} samples/s<extra></extra>",
     }
-    return {
-        "data": [rows_trace, front_trace],
-        "layout": figure_layout(
-            "Throughput-latency frontier",
-            WIDTH,
-            HEIGHT,
-            xaxis=axis("latency per query (ms: p90, else p50, else mean)"),
-            yaxis=axis("throughput (samples/s)"),
-            legend={
-                "x": 1,
-                "xanchor": "right",
-                "y": 0.02,
-                "yanchor": "bottom",
-                "font": {"size": 10},
-                "bgcolor": "rgba(255,255,255,0.75)",
-            },
-        ),
-    }
+    return chart(
+        [rows_trace, front_trace],
+        "Throughput-latency frontier",
+        xaxis=axis("latency per query (ms: p90, else p50, else mean)"),
+        yaxis=axis("throughput (samples/s)"),
+        legend=lower_right_legend(10),
+    )
 
 
 def phase_spans(result: CaseResult) -> list[tuple[str, str, float, float]]:
@@ -517,16 +510,14 @@ def top_ops_plot(ops: list[dict]) -> dict | None:
         "marker": {"color": "#6baed6"},
         "showlegend": False,
     }
-    return {
-        "data": [bars],
-        "layout": figure_layout(
-            f"Top {len(ops)} ops by time (per-op profile)",
-            720,
-            int(96 * (0.3 * len(ops) + 1.0)) + 24,
-            xaxis=axis("total time in the profiled calls (ms)", rangemode="tozero"),
-            yaxis=axis(
-                None, tickvals=positions, ticktext=labels, autorange="reversed", tickfont={"size": 9}, showgrid=False
-            ),
-            bargap=0.25,
+    return chart(
+        [bars],
+        f"Top {len(ops)} ops by time (per-op profile)",
+        width=720,
+        height=int(96 * (0.3 * len(ops) + 1.0)) + 24,
+        xaxis=axis("total time in the profiled calls (ms)", rangemode="tozero"),
+        yaxis=axis(
+            None, tickvals=positions, ticktext=labels, autorange="reversed", tickfont={"size": 9}, showgrid=False
         ),
-    }
+        bargap=0.25,
+    )
