@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from common.record import LLMBlock, LLMRow
-from utils.results.report.charts import COLOURS, HEIGHT, WIDTH, pareto_front
+from utils.results.report.charts import COLOURS, HEIGHT, WIDTH, frontier_trace, pareto_front
 from utils.results.report.charts import (
     axis as _axis,
 )  # the report's public chart helpers (utils/results/report/charts.py)
@@ -103,16 +103,7 @@ def frontier_plot(rows: Sequence[LLMRow]) -> dict | None:
                 },
                 "hovertemplate": "%{text}<br>TPOT %{x:.4g} ms, %{y:.4g} output tokens/s<extra></extra>",
             },
-            {
-                "type": "scatter",
-                "mode": "lines+markers",
-                "name": "frontier",
-                "x": _round(points[i][0] for i in front),
-                "y": _round(points[i][1] for i in front),
-                "line": {"color": "#d62728", "width": 2},
-                "marker": {"color": "#d62728", "size": 8},
-                "hovertemplate": "frontier: TPOT %{x:.4g} ms, %{y:.4g} output tokens/s<extra></extra>",
-            },
+            frontier_trace(points, front, "TPOT %{x:.4g} ms, %{y:.4g} output tokens/s"),
         ],
         "layout": _layout(
             "Throughput-latency frontier (generation)",

@@ -85,6 +85,21 @@ def lower_right_legend(font_size: int) -> dict:
     }
 
 
+def frontier_trace(points: list[tuple[float, float]], front: list[int], units: str) -> dict:
+    """The throughput-latency frontier (``pareto_front``'s points) joined by a red line; ``units``
+    names the hover's two figures, e.g. ``%{x:.4g} ms, %{y:.4g} samples/s``."""
+    return {
+        "type": "scatter",
+        "mode": "lines+markers",
+        "name": "frontier",
+        "x": rounded(points[i][0] for i in front),
+        "y": rounded(points[i][1] for i in front),
+        "line": {"color": "#d62728", "width": 2},
+        "marker": {"color": "#d62728", "size": 8},
+        "hovertemplate": f"frontier: {units}<extra></extra>",
+    }
+
+
 def chart(data: list[dict], title: str, *, width: int = WIDTH, height: int = HEIGHT, **more: Any) -> dict:
     """A figure spec: ``data``'s traces in a ``figure_layout`` (``more`` added to it)."""
     return {"data": data, "layout": figure_layout(title, width, height, **more)}
@@ -330,16 +345,7 @@ def frontier_plot(rows: list[dict]) -> dict | None:
         "marker": {"color": "#888888", "size": 7},
         "hovertemplate": "%{text}<br>%{x:.4g} ms, %{y:.4g} samples/s<extra></extra>",
     }
-    front_trace = {
-        "type": "scatter",
-        "mode": "lines+markers",
-        "name": "frontier",
-        "x": rounded(points[i][0] for i in front),
-        "y": rounded(points[i][1] for i in front),
-        "line": {"color": "#d62728", "width": 2},
-        "marker": {"color": "#d62728", "size": 8},
-        "hovertemplate": "frontier: %{x:.4g} ms, %{y:.4g} samples/s<extra></extra>",
-    }
+    front_trace = frontier_trace(points, front, "%{x:.4g} ms, %{y:.4g} samples/s")
     return chart(
         [rows_trace, front_trace],
         "Throughput-latency frontier",
