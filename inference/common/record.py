@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Iterable
 
 from common.files import atomic_path
 
@@ -163,12 +163,48 @@ class LatencyBlock:
         return cls(**{name: data.get(name) for name in (*PERCENTILES, "mean")})
 
 
+def _as_json(record: Any, names: Iterable[str]) -> Json:
+    """``record``'s named attributes as JSON, in that order; a nested record as its own ``to_json()``."""
+    return {name: _json_value(getattr(record, name)) for name in names}
+
+
+def _json_value(value: Any) -> Any:
+    return value.to_json() if isinstance(value, (Verdict, LatencyBlock)) else value
+
+
 RowKey = tuple[int, str, int]  # (batch_size, scenario, clients): a row's identity within a case
 
 
 def row_key(row: Json) -> RowKey:
     """A row's identity within a case, from its JSON (a summary record's row, an aggregate's)."""
     return row["batch_size"], row["scenario"], row["clients"]
+
+
+# A performance row's keys in result.json's order, up to its verdict (then its window and generator).
+_ROW_ORDER: Final = (
+    "batch_size",
+    "scenario",
+    "clients",
+    "qps",
+    "qps_ci95",
+    "queries",
+    "samples",
+    "duration_s",
+    "latency_ms",
+    "latency_ci95",
+    "latency_notes",
+    "stop_reason",
+    "window_qps",
+    "contention",
+    "target_qps",
+    "issued_qps",
+    "latency_bound_ms",
+    "latency_bound_met",
+    "server_search",
+    "accuracy_in_performance_mode",
+    "precision",
+    "verdict",
+)
 
 
 @dataclass(frozen=True)
@@ -217,30 +253,7 @@ class PerformanceRow:
         return f"bs {self.batch_size} {self.scenario} x{self.clients}"
 
     def to_json(self) -> Json:
-        out: Json = {
-            "batch_size": self.batch_size,
-            "scenario": self.scenario,
-            "clients": self.clients,
-            "qps": self.qps,
-            "qps_ci95": self.qps_ci95,
-            "queries": self.queries,
-            "samples": self.samples,
-            "duration_s": self.duration_s,
-            "latency_ms": self.latency_ms.to_json(),
-            "latency_ci95": self.latency_ci95,
-            "latency_notes": self.latency_notes,
-            "stop_reason": self.stop_reason,
-            "window_qps": self.window_qps,
-            "contention": self.contention,
-            "target_qps": self.target_qps,
-            "issued_qps": self.issued_qps,
-            "latency_bound_ms": self.latency_bound_ms,
-            "latency_bound_met": self.latency_bound_met,
-            "server_search": self.server_search,
-            "accuracy_in_performance_mode": self.accuracy_in_performance_mode,
-            "precision": self.precision,
-            "verdict": self.verdict.to_json(),
-        }
+        out = _as_json(self, _ROW_ORDER)
         window = {"started_at_unix": self.started_at_unix, "finished_at_unix": self.finished_at_unix}
         if self.loadgen is None:  # InferPerf's own rows: the window, then the generator
             out = {**out, **window, "load_generator": self.load_generator}
@@ -349,60 +362,13 @@ class LLMRow:
         return f"llm bs {self.batch_size} in {self.input_length} out {self.output_length}"
 
     def to_json(self) -> Json:
-        out: Json = {
-            "queries": self.queries,
-            "requests": self.requests,
-            "duration_s": self.duration_s,
-            "ttft_ms": self.ttft_ms,
-            "tpot_ms": self.tpot_ms,
-            "itl_ms": self.itl_ms,
-            "e2e_ms": self.e2e_ms,
-            "prefill_ms": self.prefill_ms,
-            "prefill_tokens_per_s": self.prefill_tokens_per_s,
-            "decode_tokens_per_s": self.decode_tokens_per_s,
-            "output_tokens_per_s": self.output_tokens_per_s,
-            "requests_per_s": self.requests_per_s,
-        }
+        out = _as_json(self, _LLM_HEAD)
         if self.flops_known:
-            out["prefill_flops_per_s"] = self.prefill_flops_per_s
-            out["decode_flops_per_s"] = self.decode_flops_per_s
+            out.update(_as_json(self, ("prefill_flops_per_s", "decode_flops_per_s")))
         out["scenario"] = self.scenario
-        if self.scheduled:
-            out.update(
-                {
-                    "target_qps": self.target_qps,
-                    "issued_qps": self.issued_qps,
-                    "input_length_range": self.input_length_range,
-                    "output_length_range": self.output_length_range,
-                    "length_distribution": self.length_distribution,
-                    "bound_percentile": self.bound_percentile,
-                    "ttft_bound_ms": self.ttft_bound_ms,
-                    "tpot_bound_ms": self.tpot_bound_ms,
-                    "kv_cache_mib": self.kv_cache_mib,
-                    "contention": self.contention,
-                    "ttft_bound_met": self.ttft_bound_met,
-                    "tpot_bound_met": self.tpot_bound_met,
-                }
-            )
-        else:
-            out.update(
-                {
-                    "batch_size": self.batch_size,
-                    "input_length": self.input_length,
-                    "output_length": self.output_length,
-                    "kv_cache_mib": self.kv_cache_mib,
-                    "contention": self.contention,
-                }
-            )
-        out.update(
-            {
-                "stop_reason": self.stop_reason,
-                "window_output_tokens_per_s": self.window_output_tokens_per_s,
-                "output_tokens_per_s_ci95": self.output_tokens_per_s_ci95,
-                "precision": self.precision,
-                "verdict": self.verdict.to_json(),
-            }
-        )
+        out.update(_as_json(self, _LLM_SERVER_ORDER if self.scheduled else _LLM_CELL_ORDER))
+        out.update(_as_json(self, ("stop_reason", "window_output_tokens_per_s", "output_tokens_per_s_ci95")))
+        out.update(_as_json(self, ("precision", "verdict")))
         return out
 
     @classmethod
@@ -430,11 +396,9 @@ class LLMRow:
 
 # LLMRow's keys by part (its from_json); to_json spells each kind's order.
 _LLM_DISTRIBUTIONS: Final = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "prefill_ms")
+_LLM_RATES: Final = ("prefill_tokens_per_s", "decode_tokens_per_s", "output_tokens_per_s", "requests_per_s")
 _LLM_FIGURES: Final = (
-    "prefill_tokens_per_s",
-    "decode_tokens_per_s",
-    "output_tokens_per_s",
-    "requests_per_s",
+    *_LLM_RATES,
     "prefill_flops_per_s",
     "decode_flops_per_s",
     "kv_cache_mib",
@@ -454,6 +418,17 @@ _LLM_SERVER_KEYS: Final = (
     "tpot_bound_met",
 )
 _LLM_TAIL: Final = ("stop_reason", "output_tokens_per_s_ci95", "precision")
+# to_json's order: the figures, the FLOP/s where known, the scenario, each kind's identity and
+# conditions, then the window, the interval, the precision and the verdict.
+_LLM_HEAD: Final = (
+    "queries",
+    "requests",
+    "duration_s",
+    *_LLM_DISTRIBUTIONS,
+    *_LLM_RATES,
+)
+_LLM_SERVER_ORDER: Final = (*_LLM_SERVER_KEYS[:8], "kv_cache_mib", "contention", *_LLM_SERVER_KEYS[8:])
+_LLM_CELL_ORDER: Final = (*_LLM_CELL_KEYS, "kv_cache_mib", "contention")
 
 
 @dataclass(frozen=True)
