@@ -6,6 +6,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from common.record import PerformanceRow
+from common.record import Verdict as RecordedVerdict
 from common.stats import LatencyStats
 from tests.test_performance_units import CONFIG, QUIET, scenario_run
 from tools.measure.contention import ContentionReading
@@ -25,7 +26,7 @@ def verdict_of(run, contention=QUIET) -> Verdict:
 def test_the_verdict_keeps_what_was_not_judged_apart_from_its_reasons():
     verdict = Verdict(["too short"]).skip(["a", None, "a", "b"])
     assert verdict.to_dict() == {"valid": False, "reasons": ["too short"], "not_judged": ["a", "b"]}
-    assert Verdict.from_dict(verdict.to_dict()) == verdict
+    assert Verdict.of(RecordedVerdict.from_json(verdict.to_dict())) == verdict  # the record round-trips
     assert Verdict().to_dict() == {"valid": True, "reasons": []}  # every check ran: the key is absent
     assert drift_not_judged({"qps": None, "core qps": object()}) == [DRIFT]
     assert contention_not_judged(None) == CONTENTION and contention_not_judged(0.0) is None

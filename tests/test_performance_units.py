@@ -18,7 +18,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from common.record import PerformanceRow, Verdict
+from common.record import LatencyBlock, PerformanceRow, Verdict
 from common.scenario import SCENARIOS
 from common.stats import LatencyStats
 from tools.checks import audit
@@ -26,7 +26,8 @@ from tools.checks.audit import AuditResult
 from tools.measure import scenarios
 from tools.measure import stage as performance
 from tools.measure.contention import ContentionReading
-from tools.measure.precision import METHOD
+from tools.measure.precision import METHOD, Settle
+from tools.measure.rows import latency_of, performance_row
 from tools.measure.scenarios import ScenarioRun, run_scenario
 from tools.measure.stage import (
     AUDIT_BUDGET_S,
@@ -39,6 +40,7 @@ from tools.measure.stage import (
     make_pool,
     row_record,
 )
+from tools.measure.verdict import contention_not_judged
 
 MS = 1_000_000
 
@@ -799,3 +801,64 @@ def test_search_rows_carry_their_test01(monkeypatch, bound):
     (r,) = rows_of(stage)
     assert r["accuracy_in_performance_mode"]["passed"] is True
     assert r["accuracy_in_performance_mode"]["figures"]["compared"] >= 1
+
+
+# ---- the one row constructor (tools/measure/rows.py), found by mutation testing -----------------
+def test_latency_of_keeps_every_percentile_and_the_mean():
+    stats = LatencyStats.from_ns([MS + 1000 * k for k in range(7000)])  # enough for p99.9
+    block = latency_of(stats)
+    assert None not in (block.p50, block.p90, block.p99, block.p99_9, block.mean)
+    assert block == LatencyBlock(p50=stats.p50, p90=stats.p90, p99=stats.p99, p99_9=stats.p99_9, mean=stats.mean)
+    assert latency_of(None) == LatencyBlock()
+
+
+def test_performance_row_takes_its_figure_settle_config_window_and_generator():
+    run = scenario_run("offline", 24, latency_ns=2 * MS, bs=4)  # its own rate: 2000 samples/s
+    config = SimpleNamespace(**vars(CONFIG), precision=0.3)
+    settled = Settle(seconds=1.5, queries=7, settled=True, block=3, last_change=0.01)
+    row = performance_row(
+        run,
+        config,
+        qps=1000.0,  # the generator's figure (LoadGen's), not the run's own
+        latency=latency_of(None),
+        latency_notes=[],
+        contention=QUIET,
+        verdict=Verdict(("a reason",)),
+        latency_bound_met=None,
+        accuracy_in_performance_mode=None,
+        span=(1.0, 2.0),
+        load_generator="mlperf",
+        settled=settled,
+        loadgen={"result_validity": "VALID"},
+    )
+    assert row.qps == 1000.0 and row.qps_ci95 == [1000.0, 1000.0]  # the interval is around the given figure
+    assert (row.precision["target"], row.precision["settle_s"], row.precision["settle_queries"]) == (0.3, 1.5, 7)
+    assert (row.started_at_unix, row.finished_at_unix, row.load_generator) == (1.0, 2.0, "mlperf")
+    assert row.loadgen == {"result_validity": "VALID"} and row.verdict.reasons == ("a reason",)
+    assert row.samples_per_query is None and "samples_per_query" not in row.to_json()
+
+
+def test_a_multi_stream_row_says_its_samples_per_query():
+    run = ScenarioRun(
+        "multi_stream",
+        2,
+        1,
+        24,
+        24 * 8,
+        0.048,
+        [2 * MS] * 24,
+        [2 * MS * (k + 1) for k in range(24)],
+        0.0,
+        "minimums met",
+        samples_per_query=8,
+    )
+    row = row_record(run, CONFIG, QUIET, None)
+    assert row.samples_per_query == 8 and row.to_json()["samples_per_query"] == 8
+    assert row.window_qps == [8 / 0.002] * 3  # a query's samples over its time, not one batch's
+
+
+def test_contention_not_judged_says_why():
+    assert contention_not_judged(None) == (
+        "contention: not judged (no reading of the other processes' CPU time on this machine)"
+    )
+    assert contention_not_judged(0.0) is None

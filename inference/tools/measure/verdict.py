@@ -69,14 +69,8 @@ class Verdict:
         return self
 
     def to_dict(self) -> dict:
-        out: dict = {"valid": self.valid, "reasons": list(self.reasons)}
-        if self.not_judged:  # optional key (docs/result_schema.md): absent when every check ran
-            out["not_judged"] = list(self.not_judged)
-        return out
-
-    @classmethod
-    def from_dict(cls, data: dict) -> "Verdict":
-        return cls(list(data.get("reasons") or []), list(data.get("not_judged") or []))
+        """The verdict's JSON (``common.record.Verdict.to_json``: ``not_judged`` only when some check did not run)."""
+        return self.record().to_json()
 
     def record(self) -> recorded.Verdict:
         """The verdict as a result records it (``common.record.Verdict``, frozen)."""
