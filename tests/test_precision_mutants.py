@@ -395,6 +395,10 @@ def test_row_intervals_of_an_offline_run_that_slowed_by_one_percent():
     assert interval.hi > interval.lo and row_intervals(_run("offline", noisy), config, qps=123.0)[
         "qps_ci95"
     ] == pytest.approx([123.0 * interval.lo / interval.value, 123.0 * interval.hi / interval.value])
+    own = _run("offline", noisy)  # no figure given: the interval is around the run's own rate
+    assert row_intervals(own, config)["qps_ci95"] == pytest.approx(
+        [own.qps * interval.lo / interval.value, own.qps * interval.hi / interval.value]
+    )
     stats = LatencyStats.from_ns(durations)
     assert (
         out["latency_ci95"] == {name: stats.ci95[name] for name in PERCENTILES}
