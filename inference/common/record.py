@@ -148,12 +148,6 @@ class LatencyBlock:
     p99_9: float | None = None
     mean: float | None = None
 
-    def get(self, name: str) -> float | None:
-        """A percentile or ``mean`` by name (a scenario's headline percentile is named in data)."""
-        if name not in (*PERCENTILES, "mean"):
-            raise KeyError(name)
-        return getattr(self, name)
-
     def to_json(self) -> Json:
         return {"p50": self.p50, "p90": self.p90, "p99": self.p99, "p99_9": self.p99_9, "mean": self.mean}
 
@@ -377,8 +371,9 @@ class LLMRow:
             raise RecordError(f"{where}: not a JSON object")
         from common.scenario import scenario
 
+        name = _need(data, "scenario", where)
         try:
-            scheduled = scenario(_need(data, "scenario", where)).scheduled
+            scheduled = scenario(name).scheduled
         except ValueError as exc:
             raise RecordError(f"{where}: key 'scenario': {exc}") from None
         identity = _LLM_SERVER_KEYS if scheduled else _LLM_CELL_KEYS
