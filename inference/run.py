@@ -57,7 +57,7 @@ exit status: 0 every case succeeded; 1 a case failed (named with its host and st
   not be written (disk full or read-only); 130 interrupted
 compare two runs: run.py compare RUN_A RUN_B [--threshold 5]
 benchmark a running server: run.py --endpoint http://HOST:PORT/v1 --served-model NAME [--concurrency 1,2,4] \
-(run.py --endpoint X --served-model Y --help)
+(run.py --endpoint X --served-model Y --help), or from host.yaml: ENDPOINT: {{url: ..., served_model: ...}}
 """
 
 
@@ -217,6 +217,9 @@ def model_cases(config: HostConfig, paths: list[str], selection: str | None) -> 
 def load_run_config(args: argparse.Namespace) -> HostConfig:
     """host.yaml and the command line, with everything checked that can be before any host is touched."""
     config = load_host_config(args.config, INFERENCE_DIR)
+    if config.endpoint is not None:
+        endpoint_argv(config, args)  # its options' shape; their values are checked when it runs, before any request
+        return config
     config.cases = model_cases(config, args.model, args.cases) if args.model else select_cases(config, args.cases)
     if args.workload:  # ByteMLPerf workload files replace CASES (utils/bytemlperf_workload.py)
         if args.model or args.cases:
@@ -237,6 +240,29 @@ def load_run_config(args: argparse.Namespace) -> HostConfig:
         config.repetitions = {spec.key: repeat for spec in config.cases}
     executors.session_class(config).check_config(config)  # the world outside: MODE slurm's scheduler and nodes
     return config
+
+
+def endpoint_argv(config: HostConfig, args: argparse.Namespace) -> list[str]:
+    """host.yaml's ENDPOINT as run.py --endpoint's command line (tools/serving/cli.py); the case
+    options of this command line have no cases to act on, so they are refused."""
+    from tools.serving.cli import config_argv
+
+    given = [
+        name
+        for name, value in (
+            ("run.py ab", args.set_a),
+            ("--cases", args.cases),
+            ("--model", args.model),
+            ("--workload", args.workload),
+            ("--set", args.overrides),
+            ("--repeat", args.repeat),
+            ("--strict", args.strict),
+        )
+        if value
+    ]
+    if given:
+        raise ConfigError(f"{given[0]}: {config.path} has ENDPOINT, a running server to benchmark, and no cases")
+    return config_argv(config.endpoint, str(config.path), config.log_path)
 
 
 def check_cases(config: HostConfig) -> None:
@@ -466,6 +492,12 @@ def main(argv: list[str] | None = None) -> int:
             logger.error(one_line(exc))
             return exc.exit_code if isinstance(exc, ConfigError) else 2
         raise
+    if config.endpoint is not None:  # host.yaml's ENDPOINT: as run.py --endpoint (tools/serving/cli.py)
+        from tools.serving.cli import main as serving_main
+
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        return serving_main(endpoint_argv(config, args), config.log_path, origin=str(config.path))
     for sig in STOP_SIGNALS:
         signal.signal(sig, _raise_keyboard_interrupt)
     try:

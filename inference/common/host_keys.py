@@ -42,6 +42,7 @@ KEY_FIELDS: dict[str, str | None] = {
     "SLURM_PENDING_TIMEOUT": "slurm_pending_timeout",
     "SLURM_PYTHON": "slurm_python",
     "SLURM_CONTAINER": "slurm_container",
+    "ENDPOINT": "endpoint",
     "HOSTS_PORTS": None,
     "MASTER_PORT": None,
 }

@@ -8,6 +8,10 @@ that reaches a resource is bounded: lengths of names and paths before the file
 system sees them, counts of hosts and cases, the timeout, the monitor interval,
 the shared-memory size. A failure is one ConfigError naming the file and key.
 
+``ENDPOINT`` (a running OpenAI-compatible server to benchmark instead of CASES) is checked here
+as a mapping only: its entries are ``run.py --endpoint``'s options, parsed and checked by that
+command's own parser (``tools/serving/cli.py::config_argv``, called by ``run.py``).
+
 The checks of single values are ``common/values.py``'s; CASES is read by
 ``utils/case_specs.py``. What a check needs to know of MODE it asks MODE's executor class
 (``utils/executors/registry.py``: ``EXECUTORS`` and the facts, ``ExecutorFacts``): the valid
@@ -132,6 +136,8 @@ class HostConfig:
     slurm_pending_timeout: float = 600.0
     slurm_python: str = ""
     slurm_container: str = "none"
+    # A running server to benchmark instead of CASES: run.py --endpoint's options as a mapping (docs/serving.md).
+    endpoint: dict[str, Any] | None = None
     # Relative paths in host.yaml are relative to this directory (inference/).
     inference_dir: InitVar[Path | None] = None
 
@@ -228,6 +234,8 @@ def _check_log_path(cfg: HostConfig, value: Any) -> Path:
 
 
 def _check_vendor(cfg: HostConfig, value: Any) -> str:
+    if value is None and cfg.endpoint is not None:
+        return ""  # an ENDPOINT run runs no engine
     if value is None:
         raise ValueError("is required")
     vendor = plain_name(value, "a vendor name")
@@ -283,6 +291,10 @@ def _check_hosts(cfg: HostConfig, value: Any) -> list[Host]:
 
 
 def _check_cases(cfg: HostConfig, value: Any) -> list[CaseSpec]:
+    if cfg.endpoint is not None:
+        if value:
+            raise ValueError("cannot be combined with ENDPOINT: a run benchmarks either its cases or a running server")
+        return []
     # Where the pipeline runs here, or on this machine's own Docker engine (HOSTS: ["localhost"]),
     # the data is here: a relative path means what it means in MODE local, so switching MODE is the only edit.
     executor = _mode_executor(cfg)
@@ -465,6 +477,15 @@ def _check_slurm_container(cfg: HostConfig, value: Any) -> str:
     return value
 
 
+def _check_endpoint(cfg: HostConfig, value: Any) -> dict[str, Any] | None:
+    """A mapping of run.py --endpoint's options (their values are checked by its parser)."""
+    if value is None:
+        return None
+    if not isinstance(value, dict) or not value or not all(isinstance(key, str) for key in value):
+        raise ValueError(f"must map run.py --endpoint's options to values (url, served_model, ...), got {shown(value)}")
+    return value
+
+
 def _plain(check: Callable[[Any], Any]) -> Callable[[HostConfig, Any], Any]:
     return lambda cfg, value: check(value)
 
@@ -472,6 +493,7 @@ def _plain(check: Callable[[Any], Any]) -> Callable[[HostConfig, Any], Any]:
 # field -> check(config, value); the host.yaml key is KEY_FIELDS's (common/host_keys.py).
 _CHECKS: dict[str, Callable[[HostConfig, Any], Any]] = {
     "mode": _check_mode,
+    "endpoint": _check_endpoint,
     "flagperf_path": _check_flagperf_path,
     "vendor": _check_vendor,
     "log_path": _check_log_path,
@@ -547,4 +569,5 @@ _DEFAULTS: dict[str, Any] = {
     "slurm_pending_timeout": 600.0,
     "slurm_python": "",
     "slurm_container": "none",
+    "endpoint": None,
 }

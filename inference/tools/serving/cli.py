@@ -9,6 +9,13 @@ counted in the rows, not fatal); 2 bad option (an SLO bound below 0, a concurren
 the server does not serve); 3 a prompt file or trace that is not valid JSON/JSONL; 4 the server
 does not speak the OpenAI API; 5 the endpoint is unreachable; 130 interrupted (SIGINT), 143
 terminated (SIGTERM).
+
+The same options come from host.yaml's ``ENDPOINT`` mapping (``run.py --config host.yaml``): each
+entry is an option's name with underscores (``served_model``, ``request_rate``), ``url`` for
+``--endpoint``; a list is a comma list (``concurrency: [1, 2, 4]``; ``launch``: the command's
+words), a mapping is JSON (``slo``, ``extra_body``). ``config_argv`` turns the mapping into this
+command line, so each option is parsed and checked here once; an error then names host.yaml and
+``ENDPOINT.<entry>`` instead of the flag.
 """
 
 from __future__ import annotations
@@ -18,7 +25,9 @@ import asyncio
 import json
 import math
 import os
+import re
 import secrets
+import shlex
 import sys
 import time
 import urllib.error
@@ -36,8 +45,20 @@ from tools.serving.load import ARRIVALS, Endpoint, Load, run_load, sessions_of
 DEFAULT_REQUESTS = 64
 
 
-def parse_args(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="run.py --endpoint", description=__doc__.split("\n\n")[0])
+class _OneLineParser(argparse.ArgumentParser):
+    """host.yaml's ENDPOINT: a bad option is a ConfigError (one line), not argparse's usage and exit."""
+
+    def error(self, message: str):  # type: ignore[override]
+        raise ConfigError(message)
+
+
+def parse_args(argv: list[str], one_line_errors: bool = False) -> argparse.Namespace:
+    return _parser(one_line_errors).parse_args(argv)
+
+
+def _parser(one_line_errors: bool = False) -> argparse.ArgumentParser:
+    kind = _OneLineParser if one_line_errors else argparse.ArgumentParser
+    p = kind(prog="run.py --endpoint", description=__doc__.split("\n\n")[0])
     p.add_argument("--endpoint", required=True, help="the server's OpenAI base URL, http://HOST:PORT/v1")
     p.add_argument("--served-model", required=True, help="the model name the server serves (GET /v1/models)")
     p.add_argument(
@@ -114,7 +135,58 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         default=None,
         help="where the client ran relative to the server (same host, another host, ...); recorded",
     )
-    return p.parse_args(argv)
+    return p
+
+
+# ---- host.yaml's ENDPOINT: the same options as a mapping ---------------------------------------
+CONFIG_KEY = "ENDPOINT"
+NOT_IN_CONFIG = ("help", "output_dir")  # the run folder is host.yaml's FLAGPERF_LOG_PATH
+
+
+def config_entries() -> dict[str, str]:
+    """ENDPOINT's entries -> the option each stands for (the parser's own options: one definition)."""
+    return {
+        "url" if action.dest == "endpoint" else action.dest: action.option_strings[-1]
+        for action in _parser()._actions
+        if action.option_strings and action.dest not in NOT_IN_CONFIG
+    }
+
+
+def config_argv(entries: Any, origin: str, output_dir: Path) -> list[str]:
+    """host.yaml's ENDPOINT mapping as this command line (module docstring), its results in
+    ``output_dir``; ConfigError naming ``origin`` and the entry for what no option can take."""
+    if not isinstance(entries, dict) or not entries:
+        raise ConfigError(f"{origin}: key '{CONFIG_KEY}' must map option names to values, e.g. url and served_model")
+    known = config_entries()
+    argv: list[str] = []
+    for name, value in entries.items():
+        if name not in known:
+            raise ConfigError(
+                f"{origin}: key '{CONFIG_KEY}': unknown entry {shown(name)} (known: {', '.join(sorted(known))})"
+            )
+        if value is None:
+            continue
+        if isinstance(value, dict):
+            text = json.dumps(value)
+        elif isinstance(value, list):
+            if not all(isinstance(item, (str, int, float)) for item in value):
+                raise ConfigError(f"{origin}: key '{CONFIG_KEY}.{name}': {shown(value)} must be a list of values")
+            text = shlex.join(map(str, value)) if name == "launch" else ",".join(map(str, value))
+        else:
+            text = str(value)
+        argv += [known[name], text]
+    return argv + ["--output-dir", str(output_dir)]
+
+
+def in_config_terms(message: str, origin: str) -> str:
+    """An option's error said in host.yaml's terms: ``--request-rate`` becomes ``ENDPOINT.request_rate``."""
+    options = {option: name for name, option in config_entries().items()}
+
+    def entry(match: re.Match) -> str:
+        name = options.get(match.group(0))
+        return match.group(0) if name is None else f"{CONFIG_KEY}.{name}"
+
+    return f"{origin}: " + re.sub(r"--[a-z][a-z-]*", entry, message)
 
 
 def _numbers(text: str | None, key: str, kind: type) -> list[Any]:
@@ -437,8 +509,8 @@ def markdown(rows: list[dict], header: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run(argv: list[str], results_root: Path) -> int:
-    args = parse_args(argv)
+def run(argv: list[str], results_root: Path, one_line_errors: bool = False) -> int:
+    args = parse_args(argv, one_line_errors)
     plan = Plan(args)
     tokenizer = load_tokenizer(args.tokenizer)
     plan.text = workload.Text(tokenizer)
@@ -584,7 +656,8 @@ def _interrupt(signum, _frame) -> None:
     raise Interrupted()
 
 
-def main(argv: list[str] | None = None, results_root: Path | None = None) -> int:
+def main(argv: list[str] | None = None, results_root: Path | None = None, origin: str | None = None) -> int:
+    """``origin``: the options came from this host.yaml's ENDPOINT (``config_argv``), and errors say so."""
     import signal
     import threading
 
@@ -600,7 +673,7 @@ def main(argv: list[str] | None = None, results_root: Path | None = None) -> int
         else {}
     )
     try:
-        return run(argv, root)
+        return run(argv, root, one_line_errors=origin is not None)
     except Terminated:
         print("terminated: nothing written", file=sys.stderr)
         return 143
@@ -608,7 +681,8 @@ def main(argv: list[str] | None = None, results_root: Path | None = None) -> int
         print("interrupted: nothing written", file=sys.stderr)
         return 130
     except InferPerfError as exc:
-        print(f"error: {one_line(exc)}", file=sys.stderr)
+        message = one_line(exc)
+        print(f"error: {message if origin is None else in_config_terms(message, origin)}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("interrupted: nothing written", file=sys.stderr)

@@ -3,7 +3,10 @@
 RUN_A is the baseline, RUN_B the candidate; each is a run directory (``result/run<id>``) or its
 name under ``inference/result/``. Results are matched by case:framework and node rank, figures
 by row and name (``utils/results/figures.py``: core qps, latency percentiles, every performance
-row's qps and percentiles, a server row's p99, an LLM row's TTFT, TPOT and tokens/s).
+row's qps and percentiles, a server row's p99, an LLM row's TTFT, TPOT and tokens/s). Two serving
+runs (``run.py --endpoint``) are matched by load step instead, each step a row
+(``utils/results/serving_compare.py``: tokens/s, requests/s, goodput, TTFT, TPOT and E2E); a
+serving run and a run of cases have nothing in common (exit 2).
 
 Each figure is decided across the repetitions of both runs (``run.py --repeat N``) by
 ``utils/results/decide.py``: the ratio B/A with its 95 % Welch interval on the log scale, and
@@ -16,8 +19,9 @@ be called. A figure a run judged INVALID is shown as "not comparable" unless
 
 Exit status: 0 no regression and nothing missing; 1 a regression (a figure "worse" beyond the
 threshold); 3 no regression, but a figure of either run is INVALID (without ``--allow-invalid``),
-or a case, row or throughput of A is missing or failed in B; 2 bad input (one line: a run that is
-not found or has no summary.json, runs with nothing in common, a bad option).
+or a case, row (a serving run's load step) or throughput of A is missing or failed in B; 2 bad
+input (one line: a run that is not found or has no summary.json, runs with nothing in common, a bad
+option).
 Writes ``compare_<RUN_A name>.md`` and ``.json`` into RUN_B.
 """
 
@@ -33,6 +37,7 @@ from pathlib import Path
 from common.files import atomic_path, write_json_atomic
 from utils.results import decide as decision
 from utils.results.figures import KINDS, THROUGHPUTS, repetition_figures
+from utils.results.serving_compare import is_serving, read_serving_run, serving_figures
 
 EXIT_REGRESSION = 1
 EXIT_BAD_INPUT = 2
@@ -99,7 +104,7 @@ def load_run(run_dir: Path) -> dict:
         summary = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
         raise CompareError(f"compare: {path} cannot be read: {exc}") from None
-    if not isinstance(summary, dict) or not isinstance(summary.get("results"), list):
+    if not isinstance(summary, dict) or not (is_serving(summary) or isinstance(summary.get("results"), list)):
         raise CompareError(f"compare: {path} is not an InferPerf summary (no results list)")
     return summary
 
@@ -122,8 +127,24 @@ def compare_pair(
     paired: bool = False,
 ) -> None:
     """Every figure of one case x host that both runs measured, decided; what B lacks, as a problem."""
-    case, host = _case(rec_a), _host(rec_a, rec_b)
-    figures_a, figures_b = repetition_figures(rec_a), repetition_figures(rec_b)
+    compare_figures(
+        _case(rec_a), _host(rec_a, rec_b), repetition_figures(rec_a), repetition_figures(rec_b),
+        threshold, between_cv, allow_invalid, out, paired,
+    )  # fmt: skip
+
+
+def compare_figures(
+    case: str,
+    host: str,
+    figures_a: dict[tuple[str, str], list],
+    figures_b: dict[tuple[str, str], list],
+    threshold: float,
+    between_cv: float,
+    allow_invalid: bool,
+    out: Comparison,
+    paired: bool = False,
+) -> None:
+    """Every figure (row, name) -> repetitions' samples of A that B measured too, decided; what B lacks, noted."""
     for key, samples_a in figures_a.items():
         row, figure = key
         samples_b = figures_b.get(key)
@@ -169,6 +190,8 @@ def compare_runs(
     """Every line of the comparison, what is missing or failed in B, and notes. ``paired``: the
     runs' repetitions ran in pairs (run.py ab), so each figure is decided on its pairs."""
     run_a, run_b = load_run(dir_a), load_run(dir_b)
+    if is_serving(run_a) or is_serving(run_b):
+        return compare_serving_runs(dir_a, dir_b, run_a, run_b, threshold, between_cv, allow_invalid)
 
     def index(summary: dict) -> dict:
         return {(r["case"], r["framework"], r["noderank"]): r for r in summary["results"]}
@@ -196,12 +219,48 @@ def compare_runs(
         raise CompareError(
             f"compare: {dir_a.name} and {dir_b.name} have no figure in common (different batch sizes or scenarios?)"
         )
+    _note_widened(out, between_cv)
+    return out
+
+
+def _note_widened(out: Comparison, between_cv: float) -> None:
     if any(line.widened for line in out.lines):
         out.notes.append(
             "one repetition on a side: it cannot see the noise between runs, so its side was widened by the "
             "between-run spread "
             f"of {between_cv:.0%} (docs/measurement.md, 'Between runs'); run.py --repeat N measures it instead"
         )
+
+
+def compare_serving_runs(
+    dir_a: Path, dir_b: Path, run_a: dict, run_b: dict, threshold: float, between_cv: float, allow_invalid: bool
+) -> Comparison:
+    """Two serving runs (run.py --endpoint), each load step a row (utils/results/serving_compare.py)."""
+    if not (is_serving(run_a) and is_serving(run_b)):
+        serving, other = (dir_a, dir_b) if is_serving(run_a) else (dir_b, dir_a)
+        raise CompareError(
+            f"compare: {serving.name} is a serving run (run.py --endpoint) and {other.name} a run of cases: "
+            "nothing in common"
+        )
+    try:
+        a, b = read_serving_run(dir_a), read_serving_run(dir_b)
+    except ValueError as exc:
+        raise CompareError(f"compare: {exc}") from None
+    if not set(a.steps) & set(b.steps):
+        raise CompareError(
+            f"compare: the serving runs share no load step (A: {', '.join(a.steps) or 'none'}; "
+            f"B: {', '.join(b.steps) or 'none'})"
+        )
+    out = Comparison()
+    figures_a, figures_b, out.notes = serving_figures(a, b)
+    out.problems += [f"load step {step} is in A but not in B" for step in a.steps if step not in b.steps]
+    out.notes += [f"only in B: load step {step}" for step in b.steps if step not in a.steps]
+    out.problems += [f"load step {step}: {failed} in B" for step, failed in b.failed.items() if step in a.steps]
+    out.notes += [f"load step {step}: {failed} in A" for step, failed in a.failed.items()]
+    host = a.name if a.name == b.name else f"{a.name} -> {b.name}"
+    shared = {key: samples for key, samples in figures_a.items() if key[0] in b.steps}
+    compare_figures("serving", host, shared, figures_b, threshold, between_cv, allow_invalid, out)
+    _note_widened(out, between_cv)
     return out
 
 

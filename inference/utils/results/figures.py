@@ -7,6 +7,9 @@ A figure is one number a decision is made on, named by its row and its name:
   whose rate is the target's) and its latency percentiles; a server row's p99 is its headline;
 - each LLM row (``llm bs 1 in 128 out 64``, ``llm server @2``): ``TTFT p50 ms``, ``TPOT p50 ms``
   and ``output tokens/s``.
+- each load step of a serving run (``concurrency 4``; ``utils/results/serving_compare.py``):
+  ``output tokens/s``, ``requests/s``, ``goodput requests/s``, ``TTFT p50/p90 ms``, ``TPOT p50 ms``
+  and ``E2E p90 ms``.
 
 Whether higher is better, and the unit, are bound to the figure's name here, once (``KINDS``).
 With ``run.py --repeat N`` a case runs N times; ``merge_repetitions`` turns the N records into
@@ -41,9 +44,15 @@ KINDS: dict[str, Kind] = {
     "TTFT p50 ms": Kind(False, "ms"),
     "TPOT p50 ms": Kind(False, "ms"),
     "output tokens/s": Kind(True, "tokens/s"),
+    # a serving run's load step (utils/results/serving_compare.py)
+    "requests/s": Kind(True, "requests/s"),
+    "goodput requests/s": Kind(True, "requests/s"),
+    "TTFT p90 ms": Kind(False, "ms"),
+    "E2E p90 ms": Kind(False, "ms"),
 }
 PERCENTILES = ("p50", "p90", "p99")
-THROUGHPUTS = ("core qps", "qps", "output tokens/s")  # a throughput missing in B is a missing figure
+# a throughput missing in B is a missing figure
+THROUGHPUTS = ("core qps", "qps", "output tokens/s", "requests/s", "goodput requests/s")
 
 
 def row_key(row: dict) -> tuple:
@@ -89,6 +98,13 @@ def _number(value: Any) -> float | None:
     return float(value)
 
 
+def figure_sample(value: Any, interval: Any, valid: bool) -> Sample | None:
+    """One repetition's figure: ``value`` with its 95 % interval when both are well formed; None
+    without a positive, finite value."""
+    number = _number(value)
+    return None if number is None else Sample(number, _interval(interval), valid)
+
+
 def _valid(verdict: Any) -> bool:
     return not isinstance(verdict, dict) or bool(verdict.get("valid", True))
 
@@ -98,9 +114,9 @@ def record_figures(record: dict) -> dict[tuple[str, str], Sample]:
     found: dict[tuple[str, str], Sample] = {}
 
     def add(row: str, figure: str, value: Any, interval: Any, valid: bool) -> None:
-        number = _number(value)
-        if number is not None:
-            found[(row, figure)] = Sample(number, _interval(interval), valid)
+        sample = figure_sample(value, interval, valid)
+        if sample is not None:
+            found[(row, figure)] = sample
 
     whole = _valid(record.get("verdict"))
     add(

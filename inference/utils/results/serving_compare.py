@@ -1,0 +1,139 @@
+"""The figures of a serving run (``run.py --endpoint``) that ``run.py compare`` decides on.
+
+A serving run's ``summary.json`` says ``"kind": "serving"``; its figures are in
+``serving/result.json`` (``tools/serving/cli.py``), one block per load step. Each step
+(``concurrency 4``, ``rate 2/s poisson``) is a row, matched across runs by its label, and gives:
+
+- ``output tokens/s`` and ``requests/s`` (with their window's 95 % interval),
+- ``goodput requests/s`` where an SLO was set, and only when both runs set the same SLO,
+- ``TTFT p50 ms``, ``TTFT p90 ms``, ``TPOT p50 ms`` and ``E2E p90 ms`` (with their percentile
+  intervals; a percentile below its floor, such as p90 under 64 requests, is left out).
+
+Each figure's direction and unit are ``utils/results/figures.py``'s ``KINDS``. A serving run has
+one repetition per step, so compare widens each side by ``--between-run-cv`` as for any run of
+one repetition. A step that is INVALID (drift, no request completed, not precise enough) makes
+its figures "not comparable"; a step whose requests failed in B, or a step of A that B lacks, is
+a problem (exit 3). The capacity search's probes are not rows: they ran at loads the bisection
+chose, which differ between runs.
+
+This module reads, it does not decide: ``compare.py`` decides the figures as for every run.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from utils.results.decide import Sample
+from utils.results.figures import figure_sample
+
+SERVING = "serving"  # summary.json's "kind" of a run.py --endpoint run
+
+# figure -> (the step's block, its key in it); a throughput block holds value and ci95, a
+# distribution (stats_block) holds the percentile and ci95[percentile].
+THROUGHPUT_FIGURES = {
+    "output tokens/s": "output_tokens_per_s",
+    "requests/s": "requests_per_s",
+    "goodput requests/s": "goodput_requests_per_s",
+}
+LATENCY_FIGURES = {
+    "TTFT p50 ms": ("ttft_ms", "p50"),
+    "TTFT p90 ms": ("ttft_ms", "p90"),
+    "TPOT p50 ms": ("tpot_ms", "p50"),
+    "E2E p90 ms": ("e2e_ms", "p90"),
+}
+# What must be the same for the requests of two runs to be the same requests (else a note).
+WORKLOAD_KEYS = ("api", "seed")
+
+
+def is_serving(summary: dict) -> bool:
+    return summary.get("kind") == SERVING
+
+
+@dataclass
+class ServingRun:
+    """A serving run as compare reads it: where it measured, and each step's figures."""
+
+    path: Path
+    endpoint: str
+    served_model: str
+    slo: dict | None
+    workload: dict
+    figures: dict[tuple[str, str], Sample] = field(default_factory=dict)
+    steps: list[str] = field(default_factory=list)  # the rows, in the run's order
+    failed: dict[str, str] = field(default_factory=dict)  # step -> "3 of 64 requests failed (http_500: 3)"
+
+    @property
+    def name(self) -> str:
+        return f"{self.served_model} at {self.endpoint}"
+
+
+def read_serving_run(run_dir: Path) -> ServingRun:
+    """``run_dir``'s serving/result.json, read; ValueError (one line, naming the file) when it cannot be."""
+    path = run_dir / "serving" / "result.json"
+    try:
+        result = json.loads(path.read_text(encoding="utf-8"))
+        steps = result["steps"]
+        run = ServingRun(
+            path,
+            str(result["endpoint"]),
+            str(result["served_model"]),
+            result.get("slo"),
+            {key: result.get(key) for key in WORKLOAD_KEYS} | dict(result.get("workload") or {}),
+        )
+        for step in steps:
+            _read_step(run, step)
+    except FileNotFoundError:
+        raise ValueError(f"{run_dir} is a serving run without serving/result.json") from None
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{path} cannot be read: {exc}") from None
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise ValueError(f"{path} is not a serving result ({type(exc).__name__}: {exc})") from None
+    return run
+
+
+def _read_step(run: ServingRun, step: dict) -> None:
+    label = str(step["label"])
+    valid = bool((step.get("verdict") or {}).get("valid", True))
+    run.steps.append(label)
+    if step.get("failed"):
+        kinds = ", ".join(f"{kind}: {count}" for kind, count in sorted((step.get("errors") or {}).items()))
+        run.failed[label] = f"{step['failed']} of {step['requests']} requests failed" + (f" ({kinds})" if kinds else "")
+    throughput = step.get("throughput") or {}
+    for figure, key in THROUGHPUT_FIGURES.items():
+        block = throughput.get(key) or {}
+        _add(run, label, figure, figure_sample(block.get("value"), block.get("ci95"), valid))
+    for figure, (key, name) in LATENCY_FIGURES.items():
+        block = step.get(key) or {}
+        _add(run, label, figure, figure_sample(block.get(name), (block.get("ci95") or {}).get(name), valid))
+
+
+def _add(run: ServingRun, row: str, figure: str, sample: Sample | None) -> None:
+    if sample is not None:
+        run.figures[(row, figure)] = sample
+
+
+def serving_figures(a: ServingRun, b: ServingRun) -> tuple[dict, dict, list[str]]:
+    """Both runs' figures as compare's repetition samples (one each), and notes on what was left
+    out or differs. Goodput is compared only under the same SLO in both runs."""
+    notes: list[str] = []
+    same_slo = a.slo == b.slo
+
+    def samples(run: ServingRun) -> dict[tuple[str, str], list[Sample]]:
+        return {key: [sample] for key, sample in run.figures.items() if same_slo or key[1] != "goodput requests/s"}
+
+    if not same_slo and (a.slo or b.slo):
+        notes.append(f"goodput not compared: the runs' SLOs differ (A: {_slo(a.slo)}; B: {_slo(b.slo)})")
+    differ = [key for key in sorted(set(a.workload) | set(b.workload)) if a.workload.get(key) != b.workload.get(key)]
+    if differ:
+        shown = "; ".join(f"{key} {a.workload.get(key)!r} vs {b.workload.get(key)!r}" for key in differ)
+        notes.append(f"the runs sent different requests ({shown}): their figures measure different work")
+    return samples(a), samples(b), notes
+
+
+def _slo(slo: Any) -> str:
+    if not slo:
+        return "none"
+    return ", ".join(f"{k}={v:g}" for k, v in slo.items() if isinstance(v, (int, float)))

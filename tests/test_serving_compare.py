@@ -1,0 +1,232 @@
+"""run.py compare on two serving runs (run.py --endpoint), and host.yaml's ENDPOINT.
+
+The runs are real: ``tools/serving/cli.py`` benchmarks the loopback server
+(``python -m tools.serving.loopback``, a process of its own, started and stopped by ``--launch``)
+at scripted speeds. The slow server takes twice as long for every token, beyond the ±33 % that one
+repetition per side can call at the default between-run spread (docs/measurement.md), so the
+machine's load cannot flip the decision; the tests assert decisions, never timings.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from run import main as run_main
+from tools.serving.cli import config_argv
+from tools.serving.cli import main as serving_main
+from utils.results.compare import compare_runs
+from utils.results.compare import main as compare_main
+
+INFERENCE = Path(__file__).resolve().parents[1] / "inference"
+FAST = ("15", "5")  # TTFT, ITL in ms
+SLOW = ("30", "10")  # every token twice as late: output tokens/s halves
+WORSE = {"output tokens/s", "requests/s", "goodput requests/s", "TTFT p50 ms", "TTFT p90 ms", "TPOT p50 ms",
+         "E2E p90 ms"}  # fmt: skip
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _loopback(port: int, ttft_ms: str, itl_ms: str) -> list[str]:
+    return [sys.executable, "-m", "tools.serving.loopback", "--port", str(port), "--model", "loopback-llama",
+            "--ttft-ms", ttft_ms, "--itl-ms", itl_ms]  # fmt: skip
+
+
+def _serving_run(out: Path, speed: tuple[str, str]) -> Path:
+    """One real serving run against a loopback server of this speed; its run folder."""
+    port = _free_port()
+    before = set(out.iterdir()) if out.is_dir() else set()
+    code = serving_main(
+        ["--endpoint", f"http://127.0.0.1:{port}/v1", "--served-model", "loopback-llama",
+         "--launch", shlex.join(_loopback(port, *speed)), "--launch-log", str(out.parent / f"server-{port}.log"),
+         "--concurrency", "2,4", "--num-requests", "64", "--warmup", "2", "--input-len", "8", "--output-len", "4",
+         "--slo", "ttft_ms=5000", "--output-dir", str(out)],
+    )  # fmt: skip
+    assert code == 0
+    (run,) = set(out.iterdir()) - before
+    return run
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[str, Path]:
+    """Three serving runs: the fast server twice, then the slow one."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("PYTHONPATH", str(INFERENCE))  # the launched server imports tools.serving
+    out = tmp_path_factory.mktemp("serving") / "result"
+    try:
+        return {name: _serving_run(out, speed) for name, speed in (("fast", FAST), ("fast2", FAST), ("slow", SLOW))}
+    finally:
+        mp.undo()
+
+
+def _copy(run: Path, tmp_path: Path, edit) -> Path:
+    """A copy of a real run whose serving/result.json ``edit`` changed (a step dropped, failed, INVALID)."""
+    copy = tmp_path / f"{run.name}-edited"
+    shutil.copytree(run, copy)
+    path = copy / "serving" / "result.json"
+    result = json.loads(path.read_text())
+    edit(result)
+    path.write_text(json.dumps(result))
+    return copy
+
+
+def _verdicts(comparison) -> dict[tuple[str, str], str]:
+    return {(line.row, line.figure): line.verdict for line in comparison.lines}
+
+
+def test_a_slower_server_is_worse_on_every_figure_and_exits_1(runs, capsys):
+    assert compare_main([str(runs["fast"]), str(runs["slow"])], runs["fast"].parent) == 1
+    verdicts = _verdicts(compare_runs(runs["fast"], runs["slow"], 5.0))
+    for step in ("concurrency 2", "concurrency 4"):
+        assert {figure for (row, figure), verdict in verdicts.items() if row == step and verdict == "worse"} == WORSE
+    out = capsys.readouterr().out
+    assert "| serving | loopback-llama at http://127.0.0.1:" in out and "| concurrency 4 | output tokens/s |" in out
+    assert "1/1*" in out and "widened by the between-run spread of 12%" in out  # one repetition a side
+    assert (runs["slow"] / f"compare_{runs['fast'].name}.md").is_file()
+
+
+def test_a_faster_server_is_better_and_exits_0(runs):
+    """The direction of each figure is bound once (figures.py KINDS): less TTFT is better, more tokens/s too."""
+    comparison = compare_runs(runs["slow"], runs["fast"], 5.0)
+    assert comparison.exit_code == 0
+    assert set(_verdicts(comparison).values()) == {"better"}
+
+
+def test_the_same_server_twice_is_no_regression(runs):
+    comparison = compare_runs(runs["fast"], runs["fast2"], 5.0)
+    assert comparison.exit_code == 0 and comparison.problems == []
+    assert len(comparison.lines) == 2 * len(WORSE)
+    assert not any(line.regression for line in comparison.lines)
+
+
+def test_a_step_missing_in_b_exits_3(runs, tmp_path, capsys):
+    def drop(result: dict) -> None:
+        result["steps"] = [s for s in result["steps"] if s["label"] != "concurrency 4"]
+
+    b = _copy(runs["fast2"], tmp_path, drop)
+    assert compare_main([str(runs["fast"]), str(b)], tmp_path) == 3
+    assert "- load step concurrency 4 is in A but not in B" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "edit, problem",
+    [
+        (lambda step: step.update(failed=3, errors={"http_500": 3}),
+         "load step concurrency 2: 3 of 64 requests failed (http_500: 3) in B"),
+        (lambda step: step.update(verdict={"valid": False, "reasons": ["drift"]}),
+         "concurrency 2 output tokens/s is INVALID in B"),
+        (lambda step: step["throughput"].pop("output_tokens_per_s"),
+         "concurrency 2 output tokens/s is in A but missing in B"),
+    ],
+)  # fmt: skip
+def test_a_step_failed_invalid_or_without_its_throughput_in_b_exits_3(runs, tmp_path, edit, problem):
+    b = _copy(runs["fast2"], tmp_path, lambda result: edit(result["steps"][0]))
+    comparison = compare_runs(runs["fast"], b, 5.0)
+    assert comparison.exit_code == 3
+    assert any(problem in p for p in comparison.problems), comparison.problems
+
+
+def test_goodput_is_compared_only_under_the_same_slo(runs, tmp_path):
+    b = _copy(runs["fast2"], tmp_path, lambda result: result.update(slo={**result["slo"], "ttft_ms": 1.0}))
+    comparison = compare_runs(runs["fast"], b, 5.0)
+    assert "goodput requests/s" not in {line.figure for line in comparison.lines}
+    assert any(n.startswith("goodput not compared: the runs' SLOs differ") for n in comparison.notes)
+
+
+def test_a_serving_run_and_a_run_of_cases_have_nothing_in_common(runs, tmp_path, capsys):
+    cases = tmp_path / "run-cases"
+    cases.mkdir()
+    (cases / "summary.json").write_text(json.dumps({"results": []}))
+    for pair in ((runs["fast"], cases), (cases, runs["fast"])):
+        assert compare_main([str(p) for p in pair], tmp_path) == 2
+        err = capsys.readouterr().err.strip()
+        assert "\n" not in err and "is a serving run (run.py --endpoint)" in err and "nothing in common" in err
+    assert not list(cases.glob("compare_*")) and not list(runs["fast"].glob("compare_run-cases*"))
+
+
+def test_serving_runs_without_a_common_step_or_result_are_bad_input(runs, tmp_path, capsys):
+    b = _copy(runs["fast2"], tmp_path, lambda result: [s.update(label="rate 9/s poisson") for s in result["steps"]])
+    assert compare_main([str(runs["fast"]), str(b)], tmp_path) == 2
+    assert "share no load step" in capsys.readouterr().err
+    (b / "serving" / "result.json").unlink()
+    assert compare_main([str(runs["fast"]), str(b)], tmp_path) == 2
+    assert "is a serving run without serving/result.json" in capsys.readouterr().err
+
+
+# ---- host.yaml's ENDPOINT ---------------------------------------------------------------------
+def _host_yaml(tmp_path: Path, endpoint: object, extra: str = "") -> Path:
+    path = tmp_path / "host.yaml"
+    path.write_text(
+        f'MODE: "local"\nFLAGPERF_LOG_PATH: "{tmp_path / "result"}"\n{extra}ENDPOINT: {json.dumps(endpoint)}\n'
+    )
+    return path
+
+
+def test_endpoint_entries_are_the_command_lines_options():
+    entries = {"url": "http://127.0.0.1:1/v1", "served_model": "m", "concurrency": [1, 2, 4],
+               "slo": {"ttft_ms": 200}, "launch": ["python", "-m", "x y"], "num_requests": 8,
+               "warmup": None}  # fmt: skip
+    assert config_argv(entries, "h.yaml", Path("/r")) == [
+        "--endpoint", "http://127.0.0.1:1/v1", "--served-model", "m", "--concurrency", "1,2,4",
+        "--slo", '{"ttft_ms": 200}', "--launch", "python -m 'x y'", "--num-requests", "8", "--output-dir", "/r",
+    ]  # fmt: skip
+
+
+def test_host_yaml_endpoint_benchmarks_the_server_as_the_command_line_does(tmp_path, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", str(INFERENCE))
+    port = _free_port()
+    endpoint = {"url": f"http://127.0.0.1:{port}/v1", "served_model": "loopback-llama",
+                "launch": _loopback(port, "1", "1"), "launch_log": str(tmp_path / "server.log"),
+                "concurrency": [1, 2], "num_requests": 4, "warmup": 0, "output_len": 2}  # fmt: skip
+    assert run_main(["--config", str(_host_yaml(tmp_path, endpoint))]) == 0
+    (run,) = (tmp_path / "result").iterdir()
+    result = json.loads((run / "serving" / "result.json").read_text())
+    assert [s["label"] for s in result["steps"]] == ["concurrency 1", "concurrency 2"]
+    assert [s["completed"] for s in result["steps"]] == [4, 4] and result["workload"]["output_len"] == "2"
+
+
+@pytest.mark.parametrize(
+    "endpoint, extra, code, words",
+    [
+        ({"url": "http://127.0.0.1:9/v1", "served_model": "m", "concurrency": [0]}, "", 2,
+         "ENDPOINT.concurrency: '0' must be a positive integer"),
+        ({"url": "http://127.0.0.1:9/v1", "served_model": "m", "slo": {"ttft_ms": -1}}, "", 2,
+         "ENDPOINT.slo.ttft_ms: -1 is negative"),
+        ({"url": "http://127.0.0.1:9/v1", "served_model": "m", "warmup": "some"}, "", 2,
+         "argument ENDPOINT.warmup: invalid int value: 'some'"),
+        ({"url": "http://127.0.0.1:9/v1"}, "", 2, "required: ENDPOINT.served_model"),
+        ({"url": "http://127.0.0.1:9/v1", "served_model": "m", "nonsense": 1}, "", 2,
+         "key 'ENDPOINT': unknown entry 'nonsense'"),
+        ({"url": "http://127.0.0.1:9/v1", "served_model": "m", "output_dir": "/tmp"}, "", 2,
+         "key 'ENDPOINT': unknown entry 'output_dir'"),
+        ("http://127.0.0.1:9/v1", "", 2, "key 'ENDPOINT' must map run.py --endpoint's options"),
+        ({"url": "http://127.0.0.1:9/v1", "served_model": "m"}, 'CASES: {"digits:pytorch": "/tmp"}\n', 2,
+         "key 'CASES' cannot be combined with ENDPOINT"),
+        ({"url": "http://127.0.0.1:9/v1", "served_model": "m"}, "", 5,
+         "ENDPOINT.url http://127.0.0.1:9/v1: unreachable"),
+    ],
+)  # fmt: skip
+def test_a_bad_endpoint_entry_is_one_line_naming_host_yaml_and_the_key(tmp_path, capsys, endpoint, extra, code, words):
+    path = _host_yaml(tmp_path, endpoint, extra)
+    assert run_main(["--config", str(path)]) == code
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "Traceback" not in err
+    assert str(path) in err and words in err, err
+    assert not (tmp_path / "result").exists() or not any((tmp_path / "result").iterdir())
+
+
+def test_case_options_with_an_endpoint_are_refused(tmp_path, capsys):
+    path = _host_yaml(tmp_path, {"url": "http://127.0.0.1:9/v1", "served_model": "m"})
+    assert run_main(["--config", str(path), "--repeat", "3"]) == 2
+    assert f"--repeat: {path} has ENDPOINT, a running server to benchmark, and no cases" in capsys.readouterr().err
