@@ -250,7 +250,7 @@ def endpoint_argv(config: HostConfig, args: argparse.Namespace) -> list[str]:
     given = [
         name
         for name, value in (
-            ("run.py ab", args.set_a),
+            ("run.py ab", args.set_a is not None),
             ("--cases", args.cases),
             ("--model", args.model),
             ("--workload", args.workload),

@@ -48,7 +48,7 @@ DEFAULT_REQUESTS = 64
 class _OneLineParser(argparse.ArgumentParser):
     """host.yaml's ENDPOINT: a bad option is a ConfigError (one line), not argparse's usage and exit."""
 
-    def error(self, message: str):  # type: ignore[override]
+    def error(self, message: str):  # one line, exit 2 (argparse prints the usage and exits)
         raise ConfigError(message)
 
 
@@ -167,7 +167,10 @@ def config_argv(entries: Any, origin: str, output_dir: Path) -> list[str]:
         if value is None:
             continue
         if isinstance(value, dict):
-            text = json.dumps(value)
+            try:
+                text = json.dumps(value)
+            except (TypeError, ValueError):
+                raise ConfigError(f"{origin}: key '{CONFIG_KEY}.{name}': {shown(value)} is not JSON") from None
         elif isinstance(value, list):
             if not all(isinstance(item, (str, int, float)) for item in value):
                 raise ConfigError(f"{origin}: key '{CONFIG_KEY}.{name}': {shown(value)} must be a list of values")

@@ -136,8 +136,8 @@ def compare_pair(
 def compare_figures(
     case: str,
     host: str,
-    figures_a: dict[tuple[str, str], list],
-    figures_b: dict[tuple[str, str], list],
+    figures_a: dict[tuple[str, str], list[decision.Sample]],
+    figures_b: dict[tuple[str, str], list[decision.Sample]],
     threshold: float,
     between_cv: float,
     allow_invalid: bool,

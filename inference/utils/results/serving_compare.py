@@ -115,13 +115,16 @@ def _add(run: ServingRun, row: str, figure: str, sample: Sample | None) -> None:
         run.figures[(row, figure)] = sample
 
 
-def serving_figures(a: ServingRun, b: ServingRun) -> tuple[dict, dict, list[str]]:
+Figures = dict[tuple[str, str], list[Sample]]  # (row, figure) -> its repetitions, as compare.py decides them
+
+
+def serving_figures(a: ServingRun, b: ServingRun) -> tuple[Figures, Figures, list[str]]:
     """Both runs' figures as compare's repetition samples (one each), and notes on what was left
     out or differs. Goodput is compared only under the same SLO in both runs."""
     notes: list[str] = []
     same_slo = a.slo == b.slo
 
-    def samples(run: ServingRun) -> dict[tuple[str, str], list[Sample]]:
+    def samples(run: ServingRun) -> Figures:
         return {key: [sample] for key, sample in run.figures.items() if same_slo or key[1] != "goodput requests/s"}
 
     if not same_slo and (a.slo or b.slo):
