@@ -234,7 +234,7 @@ def _check_log_path(cfg: HostConfig, value: Any) -> Path:
 
 
 def _check_vendor(cfg: HostConfig, value: Any) -> str:
-    if value is None and cfg.endpoint is not None:
+    if cfg.endpoint is not None and not value:
         return ""  # an ENDPOINT run runs no engine
     if value is None:
         raise ValueError("is required")
