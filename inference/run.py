@@ -262,7 +262,7 @@ def endpoint_argv(config: HostConfig, args: argparse.Namespace) -> list[str]:
     ]
     if given:
         raise ConfigError(f"{given[0]}: {config.path} has ENDPOINT, a running server to benchmark, and no cases")
-    return config_argv(config.endpoint, str(config.path), config.log_path)
+    return config_argv(config.endpoint, str(config.path), config.log_path, INFERENCE_DIR)
 
 
 def check_cases(config: HostConfig) -> None:

@@ -176,10 +176,11 @@ def _host_yaml(tmp_path: Path, endpoint: object, extra: str = "") -> Path:
 def test_endpoint_entries_are_the_command_lines_options():
     entries = {"url": "http://127.0.0.1:1/v1", "served_model": "m", "concurrency": [1, 2, 4],
                "slo": {"ttft_ms": 200}, "launch": ["python", "-m", "x y"], "num_requests": 8,
-               "warmup": None}  # fmt: skip
-    assert config_argv(entries, "h.yaml", Path("/r")) == [
+               "warmup": None, "prompt_file": "p.jsonl", "trace": "/abs/t.jsonl"}  # fmt: skip
+    assert config_argv(entries, "h.yaml", Path("/r"), Path("/inference")) == [
         "--endpoint", "http://127.0.0.1:1/v1", "--served-model", "m", "--concurrency", "1,2,4",
-        "--slo", '{"ttft_ms": 200}', "--launch", "python -m 'x y'", "--num-requests", "8", "--output-dir", "/r",
+        "--slo", '{"ttft_ms": 200}', "--launch", "python -m 'x y'", "--num-requests", "8",
+        "--prompt-file", "/inference/p.jsonl", "--trace", "/abs/t.jsonl", "--output-dir", "/r",
     ]  # fmt: skip
 
 

@@ -141,6 +141,7 @@ def _parser(one_line_errors: bool = False) -> argparse.ArgumentParser:
 # ---- host.yaml's ENDPOINT: the same options as a mapping ---------------------------------------
 CONFIG_KEY = "ENDPOINT"
 NOT_IN_CONFIG = ("help", "output_dir")  # the run folder is host.yaml's FLAGPERF_LOG_PATH
+PATH_ENTRIES = ("prompt_file", "trace", "tokenizer", "launch_log")  # relative: to host.yaml's folder base
 
 
 def config_entries() -> dict[str, str]:
@@ -152,9 +153,10 @@ def config_entries() -> dict[str, str]:
     }
 
 
-def config_argv(entries: Any, origin: str, output_dir: Path) -> list[str]:
+def config_argv(entries: Any, origin: str, output_dir: Path, base: Path) -> list[str]:
     """host.yaml's ENDPOINT mapping as this command line (module docstring), its results in
-    ``output_dir``; ConfigError naming ``origin`` and the entry for what no option can take."""
+    ``output_dir``, a relative path (``PATH_ENTRIES``) relative to ``base`` as every host.yaml
+    path is; ConfigError naming ``origin`` and the entry for what no option can take."""
     if not isinstance(entries, dict) or not entries:
         raise ConfigError(f"{origin}: key '{CONFIG_KEY}' must map option names to values, e.g. url and served_model")
     known = config_entries()
@@ -177,6 +179,8 @@ def config_argv(entries: Any, origin: str, output_dir: Path) -> list[str]:
             text = shlex.join(map(str, value)) if name == "launch" else ",".join(map(str, value))
         else:
             text = str(value)
+        if name in PATH_ENTRIES:
+            text = str(base / Path(text).expanduser())  # an absolute path stays itself
         argv += [known[name], text]
     return argv + ["--output-dir", str(output_dir)]
 
