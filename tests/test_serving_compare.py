@@ -123,8 +123,15 @@ def test_a_faster_server_is_better_and_exits_0(runs):
     assert set(_verdicts(comparison).values()) == {"better"}
 
 
+# The between-run spread of the A/A test. Two runs of the same loopback server at these timings, on the
+# 2-core machine at load 5-7, gave TTFT or E2E p90s up to 2x apart in 3 of 22 pairs (every other figure
+# stayed within 0.8-1.25): one repetition a side at the default 12 % calls that "worse". 30 % covers a
+# ratio of 2.3, which this test's identical servers must never be called.
+TAIL_BETWEEN_RUN_CV = 0.30
+
+
 def test_the_same_server_twice_is_no_regression(runs):
-    comparison = compare_runs(runs["fast"], runs["fast2"], 5.0, allow_invalid=True)
+    comparison = compare_runs(runs["fast"], runs["fast2"], 5.0, TAIL_BETWEEN_RUN_CV, allow_invalid=True)
     assert comparison.exit_code == 0 and not [p for p in comparison.problems if "INVALID" not in p]
     assert len(comparison.lines) == 2 * len(WORSE)
     assert not any(line.regression for line in comparison.lines)
