@@ -165,6 +165,33 @@ def test_a_step_failed_invalid_or_without_its_throughput_in_b_exits_3(runs, tmp_
     assert compare_runs(a, _copy(runs["fast"], tmp_path, "same"), 5.0).exit_code == 0  # unedited: nothing to say
 
 
+@pytest.mark.parametrize(
+    "figure, path",
+    [
+        ("output tokens/s", ("throughput", "output_tokens_per_s", "value")),
+        ("requests/s", ("throughput", "requests_per_s", "value")),
+        ("goodput requests/s", ("throughput", "goodput_requests_per_s", "value")),
+        ("TTFT p50 ms", ("ttft_ms", "p50")),
+        ("TTFT p90 ms", ("ttft_ms", "p90")),
+        ("TPOT p50 ms", ("tpot_ms", "p50")),
+        ("E2E p90 ms", ("e2e_ms", "p90")),
+    ],
+)
+def test_each_figure_is_read_from_its_own_block(runs, tmp_path, figure, path):
+    """B's figure doubled in result.json, nothing else: only that figure moves, by 2."""
+
+    def double(result: dict) -> None:
+        for step in result["steps"]:
+            block = step
+            for key in path[:-1]:
+                block = block[key]
+            block[path[-1]] *= 2
+
+    comparison = compare_runs(*_edited(runs, tmp_path, double), 5.0)
+    moved = {(line.row, line.figure, round(line.ratio, 6)) for line in comparison.lines if line.ratio != 1}
+    assert moved == {(step, figure, 2.0) for step in ("concurrency 8", "concurrency 16")}
+
+
 def test_goodput_is_compared_only_under_the_same_slo(runs, tmp_path):
     a, b = _edited(runs, tmp_path, lambda result: result.update(slo={**result["slo"], "ttft_ms": 1.0}))
     comparison = compare_runs(a, b, 5.0)
