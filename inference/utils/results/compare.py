@@ -117,22 +117,6 @@ def _host(rec_a: dict, rec_b: dict) -> str:
     return rec_a["host"] if rec_a["host"] == rec_b["host"] else f"{rec_a['host']} -> {rec_b['host']}"
 
 
-def compare_pair(
-    rec_a: dict,
-    rec_b: dict,
-    threshold: float,
-    between_cv: float,
-    allow_invalid: bool,
-    out: Comparison,
-    paired: bool = False,
-) -> None:
-    """Every figure of one case x host that both runs measured, decided; what B lacks, as a problem."""
-    compare_figures(
-        _case(rec_a), _host(rec_a, rec_b), repetition_figures(rec_a), repetition_figures(rec_b),
-        threshold, between_cv, allow_invalid, out, paired,
-    )  # fmt: skip
-
-
 def compare_figures(
     case: str,
     host: str,
@@ -144,7 +128,8 @@ def compare_figures(
     out: Comparison,
     paired: bool = False,
 ) -> None:
-    """Every figure (row, name) -> repetitions' samples of A that B measured too, decided; what B lacks, noted."""
+    """Every figure of one case x host (or serving run), (row, name) -> its repetitions' samples, that both
+    runs measured, decided; what B lacks, as a problem."""
     for key, samples_a in figures_a.items():
         row, figure = key
         samples_b = figures_b.get(key)
@@ -214,7 +199,9 @@ def compare_runs(
         elif rec_a["status"] != "success":
             out.notes.append(f"{_case(rec_a)} on {rec_a['host']} {rec_a['status']} in A: not compared")
         else:
-            compare_pair(rec_a, rec_b, threshold, between_cv, allow_invalid, out, paired)
+            figures_a, figures_b = repetition_figures(rec_a), repetition_figures(rec_b)
+            host = _host(rec_a, rec_b)
+            compare_figures(_case(rec_a), host, figures_a, figures_b, threshold, between_cv, allow_invalid, out, paired)
     if not out.lines and not out.problems:
         raise CompareError(
             f"compare: {dir_a.name} and {dir_b.name} have no figure in common (different batch sizes or scenarios?)"
