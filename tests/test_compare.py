@@ -13,6 +13,7 @@ from common.record import Key
 from run import main as run_main
 from utils.results import decide as d
 from utils.results.compare import compare_runs
+from utils.results.compare import main as compare_cli
 from utils.results.compare import main as compare_main
 from utils.results.figures import merge_repetitions, record_figures, repetition_figures, row_label
 
@@ -130,17 +131,28 @@ def test_identical_runs_exit_0_and_write_the_comparison(tmp_path, capsys):
     out = capsys.readouterr().out
     data = json.loads((b / "compare_runA.json").read_text())
     assert (b / "compare_runA.md").read_text() == out.split("written:")[0]
-    assert all(line["ratio"] == pytest.approx(1.0) and line["verdict"] == d.NO_CHANGE for line in data["lines"])
-    assert all((line["n_a"], line["n_b"], line["widened"]) == (3, 3, False) for line in data["lines"])
+    # runs made at different times: each side widened by the between-run spread, so even identical runs
+    # cannot rule out a 5 % change (inconclusive), and the output says why
+    assert all(line["ratio"] == pytest.approx(1.0) and line["verdict"] == d.INCONCLUSIVE for line in data["lines"])
+    assert all((line["n_a"], line["n_b"], line["widened"]) == (3, 3, True) for line in data["lines"])
     assert "No regression beyond 5%." in out and data["exit_code"] == 0 and not data["problems"]
+    assert "runs made at different times" in out and "run.py ab" in out
+    # on a machine without between-run noise (--between-run-cv 0) the repetitions alone rule it out
+    assert compare_main([str(a), str(b), "--between-run-cv", "0"], tmp_path) == 0
+    data = json.loads((b / "compare_runA.json").read_text())
+    assert all(line["verdict"] == d.NO_CHANGE and not line["widened"] for line in data["lines"])
 
 
 def test_a_slower_candidate_is_a_regression_with_its_ratio_and_interval(tmp_path, capsys):
     a = write_run(tmp_path, "runA", [repeated(100, 102, 98, llm=True)])
     b = write_run(tmp_path, "runB", [repeated(80, 81, 79, llm=True)])
-    assert compare_main([str(a), str(b)], tmp_path) == 1
+    # 20 % slower: within what two runs made at different times differ by on the 2-core machine
+    assert compare_main([str(a), str(b)], tmp_path) == 0
+    assert d.INCONCLUSIVE in capsys.readouterr().out
+    # on a machine without between-run noise: a regression
+    assert compare_main([str(a), str(b), "--between-run-cv", "0"], tmp_path) == 1
     out = capsys.readouterr().out
-    lines = {(line.row, line.figure): line for line in compare_runs(a, b, 5.0).lines}
+    lines = {(line.row, line.figure): line for line in compare_runs(a, b, 5.0, 0.0).lines}
     core = lines[("inference", "core qps")]
     assert core.verdict == d.WORSE and core.ratio == pytest.approx(
         math.exp(sum(map(math.log, (80, 81, 79))) / 3) / 100, rel=1e-3
@@ -152,7 +164,7 @@ def test_a_slower_candidate_is_a_regression_with_its_ratio_and_interval(tmp_path
     assert lines[("llm bs 1 in 128 out 64", "TTFT p50 ms")].verdict == d.WORSE
     assert "**WORSE**" in out and "regression(s) beyond 5%." in out
     # the same runs at a 30 % threshold: worse, below it
-    assert compare_main([str(a), str(b), "--threshold", "30"], tmp_path) == 0
+    assert compare_main([str(a), str(b), "--threshold", "30", "--between-run-cv", "0"], tmp_path) == 0
     assert d.WORSE_BELOW in capsys.readouterr().out
 
 
@@ -161,7 +173,7 @@ def test_one_repetition_a_side_is_widened_and_says_so(tmp_path, capsys):
     b = write_run(tmp_path, "runB", [record(80.0)])  # 20 % slower in one window each: within two runs' noise here
     assert compare_main([str(a), str(b)], tmp_path) == 0
     out = capsys.readouterr().out
-    assert "one repetition on a side" in out and "1/1*" in out and d.INCONCLUSIVE in out
+    assert "runs made at different times" in out and "1/1*" in out and d.INCONCLUSIVE in out
     b2 = write_run(tmp_path, "runC", [record(50.0)])  # 50 %: beyond it
     assert compare_main([str(a), str(b2)], tmp_path) == 1
     assert (
@@ -170,6 +182,9 @@ def test_one_repetition_a_side_is_widened_and_says_so(tmp_path, capsys):
 
 
 def test_an_invalid_missing_or_failed_candidate_is_exit_3(tmp_path, capsys):
+    def compare_main(argv, tmp):  # the repetitions alone decide here (no between-run term): exits, not noise
+        return compare_cli([*argv, "--between-run-cv", "0"], tmp)
+
     a = write_run(tmp_path, "runA", [repeated(100, 101, 99), repeated(50, 51, 49, case="resnet50")])
     invalid = write_run(
         tmp_path, "invalid", [repeated(100, 101, 99, valid=False), repeated(50, 51, 49, case="resnet50")]

@@ -8,10 +8,12 @@ row's qps and percentiles, a server row's p99, an LLM row's TTFT, TPOT and token
 Each figure is decided across the repetitions of both runs (``run.py --repeat N``) by
 ``utils/results/decide.py``: the ratio B/A with its 95 % Welch interval on the log scale, and
 the verdict at ``--threshold`` (the smallest change that counts): worse, better, below threshold,
-inconclusive or no detectable change. A run of one repetition has not seen the noise between
-runs: its side is widened by the measured between-run spread (``--between-run-cv``, default
-12 %), and the output says so; with one repetition per side only changes beyond about 33 % can
-be called. A figure a run judged INVALID is shown as "not comparable" unless
+inconclusive or no detectable change. Two runs made at different times have not seen the noise
+between runs, however many repetitions each has (they share their run's minutes): each side is
+widened by the measured between-run spread (``--between-run-cv``, default 16.5 %), and the output
+says so; only changes beyond about ±46 % can then be called on the 2-core machine. ``run.py ab``
+pairs the repetitions instead and calls much smaller changes (docs/measurement.md, "Calibration").
+A figure a run judged INVALID is shown as "not comparable" unless
 ``--allow-invalid``.
 
 Exit status: 0 no regression and nothing missing; 1 a regression (a figure "worse" beyond the
@@ -198,9 +200,9 @@ def compare_runs(
         )
     if any(line.widened for line in out.lines):
         out.notes.append(
-            "one repetition on a side: it cannot see the noise between runs, so its side was widened by the "
-            "between-run spread "
-            f"of {between_cv:.0%} (docs/measurement.md, 'Between runs'); run.py --repeat N measures it instead"
+            "* runs made at different times: their repetitions cannot see the noise between runs, so each side was "
+            f"widened by the between-run spread of {between_cv:.1%} (docs/measurement.md, 'Calibration'); "
+            "run.py ab, which pairs the repetitions, decides smaller changes"
         )
     return out
 
@@ -271,7 +273,8 @@ def add_decision_options(parser: argparse.ArgumentParser) -> None:
         "--between-run-cv",
         type=_cv,
         default=decision.BETWEEN_RUN_CV,
-        help=f"the between-run spread added to a side of one repetition (default {decision.BETWEEN_RUN_CV})",
+        help="the between-run spread added to each side of runs made at different times, as a fraction "
+        f"(default {decision.BETWEEN_RUN_CV}, measured on the 2-core machine; bench/calibration_analysis.py)",
     )
     parser.add_argument(
         "--allow-invalid",
