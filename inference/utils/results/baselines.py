@@ -24,6 +24,7 @@ from loguru import logger
 from common.files import write_json_atomic
 from common.record import CaseResult
 from common.stats import relative_half_width
+from common.summary_record import SummaryRecord
 
 CACHE_DIR = "baselines"
 FINGERPRINT_KEYS = ("cpu_model", "cpus_usable", "accelerator")
@@ -203,9 +204,9 @@ def add_mbu(llm: dict | None, bandwidth: dict | None) -> None:
 HEADER = "| case | host | figure | measured | size | calls | verdict |"
 
 
-def markdown_lines(records: list[dict]) -> list[str]:
-    rows = [(r, f) for r in records for f in ((r.get("baseline") or {}).get("figures") or [])]
-    not_applicable = [r for r in records if (r.get("baseline") or {}).get("not_applicable")]
+def markdown_lines(records: list[SummaryRecord]) -> list[str]:
+    rows = [(r, f) for r in records for f in ((r.baseline or {}).get("figures") or [])]
+    not_applicable = [r for r in records if (r.baseline or {}).get("not_applicable")]
     if not rows and not not_applicable:
         return mbu_lines(records)
     lines = ["", "Base tier (the chip itself, measured until precise; docs/measurement.md):", ""]
@@ -223,19 +224,19 @@ def markdown_lines(records: list[dict]) -> list[str]:
             )
             verdict = "valid" if f["verdict"]["valid"] else f"INVALID ({len(f['verdict']['reasons'])})"
             lines.append(
-                f"| {r['case']}:{r['framework']} | {r['host']} | {f['name']} | {with_width(f, f['unit'])} | {shown} | "
+                f"| {r.name} | {r.host} | {f['name']} | {with_width(f, f['unit'])} | {shown} | "
                 f"{f['calls']} | {verdict} |"
             )
     for r in not_applicable:
-        lines.append(f"- {r['case']} on {r['host']}: not applicable ({r['baseline']['not_applicable']})")
+        lines.append(f"- {r.case} on {r.host}: not applicable ({(r.baseline or {})['not_applicable']})")
     return lines + mbu_lines(records)
 
 
-def mbu_lines(records: list[dict]) -> list[str]:
+def mbu_lines(records: list[SummaryRecord]) -> list[str]:
     """One line per LLM offline cell with a decode MBU (or its note)."""
     lines = []
     for r in records:
-        llm = r.get("llm") or {}
+        llm = r.llm or {}
         for cell in llm.get("table") or []:
             if cell.get("decode_mbu") is None and not cell.get("decode_mbu_note"):
                 continue
@@ -245,7 +246,7 @@ def mbu_lines(records: list[dict]) -> list[str]:
                 else f"n/a ({cell['decode_mbu_note']})"
             )
             lines.append(
-                f"- {r['case']} on {r['host']}, bs {cell['batch_size']} in {cell['input_length']} out "
+                f"- {r.case} on {r.host}, bs {cell['batch_size']} in {cell['input_length']} out "
                 f"{cell['output_length']}: decode MBU {shown} "
                 f"({format_rate(cell['decode_bytes_per_token'], 'B/s').replace('/s', '')} per token x "
                 f"{cell['decode_tokens_per_s']:.1f} tokens/s)"

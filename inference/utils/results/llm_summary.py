@@ -14,6 +14,7 @@ from common.mfu import plausible_mfu
 from common.record import CaseResult, LLMRow
 from common.scenario import scenario as named
 from common.stats import relative_half_width
+from common.summary_record import SummaryRecord
 
 HEADER = (
     "| case | host | scenario | bs | in | out | TTFT p50 ms | TPOT p50 ms | ITL p99 ms | output tokens/s | requests/s "
@@ -65,7 +66,7 @@ def _rate(row: dict, key: str) -> str:
     return f"{value:.1f}" + (f" ±{width:.0%}" if width is not None else "")
 
 
-def _row_line(record: dict, row: dict, estimate: bool | None) -> str:
+def _row_line(record: SummaryRecord, row: dict, estimate: bool | None) -> str:
     chosen = named(row["scenario"])
     if chosen.scheduled:
         scenario = f"{chosen.name} @{row['target_qps']:g} req/s"
@@ -84,7 +85,7 @@ def _row_line(record: dict, row: dict, estimate: bool | None) -> str:
     verdict = "valid" if row["verdict"]["valid"] else f"INVALID ({len(row['verdict']['reasons'])})"
     prefill = row.get("prefill_tokens_per_s")
     return (
-        f"| {record['case']}:{record['framework']} | {record['host']} | {scenario} | {' | '.join(shape)} | "
+        f"| {record.name} | {record.host} | {scenario} | {' | '.join(shape)} | "
         f"{_ms(row.get('ttft_ms'), 'p50')} | {_ms(row.get('tpot_ms'), 'p50')} | {_ms(row.get('itl_ms'), 'p99')} | "
         f"{_rate(row, 'output_tokens_per_s')} | {_rate(row, 'requests_per_s')} | "
         f"{'n/a' if prefill is None else f'{prefill:.1f}'} | "
@@ -92,15 +93,10 @@ def _row_line(record: dict, row: dict, estimate: bool | None) -> str:
     )
 
 
-def markdown_lines(records: list[dict]) -> list[str]:
+def markdown_lines(records: list[SummaryRecord]) -> list[str]:
     """The LLM table for summary.md ([] when no record has an ``llm`` block)."""
-    rows = [
-        (r, row)
-        for r in records
-        if r.get("llm")
-        for row in (r["llm"].get("table") or []) + (r["llm"].get("server") or [])
-    ]
-    if not rows and not any(r.get("llm") for r in records):
+    rows = [(r, row) for r in records if r.llm for row in (r.llm.get("table") or []) + (r.llm.get("server") or [])]
+    if not rows and not any(r.llm for r in records):
         return []
     lines = [
         "",
@@ -109,13 +105,13 @@ def markdown_lines(records: list[dict]) -> list[str]:
         "",
     ]
     lines += [HEADER, "|" + "---|" * (HEADER.count("|") - 1)]
-    lines += [_row_line(r, row, r.get("mfu_is_estimate")) for r, row in rows]
+    lines += [_row_line(r, row, r.mfu_is_estimate) for r, row in rows]
     for r in records:
-        greedy = (r.get("llm") or {}).get("greedy")
+        greedy = (r.llm or {}).get("greedy")
         if greedy and greedy.get("share") is not None:
             state = "passed" if greedy["passed"] else "FAILED"
             lines.append(
-                f"- {r['case']}:{r['framework']} on {r['host']}: greedy tokens agree with the framework model at "
+                f"- {r.name} on {r.host}: greedy tokens agree with the framework model at "
                 f"{greedy['share']:.2%} of {greedy['positions']} positions (target {greedy['target']:.0%}): {state}"
             )
     return lines

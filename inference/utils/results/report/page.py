@@ -98,7 +98,9 @@ def _plot_specs(sections: list[dict]) -> None:
 def render(summary: dict, perf_dir: Path | None = None) -> str:
     """The page of a run's ``summary`` (summary.json's content); ``perf_dir`` (inference/) gives the git commit and the
     vendor's memory kind."""
-    all_rows = with_aggregates(summary.get("results") or [], summary.get("aggregates") or [])
+    all_rows = with_aggregates(
+        summary.get("results") or [], summary.get("aggregates") or [], lambda r: (r["case"], r["framework"])
+    )
     sections = [case_section(r) for r in all_rows]
     roofline = roofline_section(
         all_rows, str(summary.get("vendor"))
