@@ -24,6 +24,7 @@ from benchmarks.base_common import (
 )
 from common.errors import ConfigError
 from common.mfu import plausible_mfu
+from common.summary_record import Summary, SummaryRecord
 from tests.conftest import INFERENCE, TYPED_CASE_CONFIG
 from tests.result_records import case_result, write_result
 from tools.config.case import CaseConfig
@@ -428,7 +429,7 @@ def test_an_interconnect_case_with_one_host_is_one_line_and_exit_2(tmp_path):
 
 
 # ---- the roofline in report.html --------------------------------------------------------------------
-def _roofline_records(tmp_path: Path) -> list[dict]:
+def _roofline_records(tmp_path: Path) -> list[SummaryRecord]:
     gemm = _gemm_result(400e9)["baseline"]["figures"][0]
     stream = {
         "name": "STREAM triad",
@@ -443,15 +444,16 @@ def _roofline_records(tmp_path: Path) -> list[dict]:
         "case": "base_gemm",
         "framework": "pytorch",
         "host": "h",
+        "noderank": 0,
         "status": "success",
         "baseline": {"figures": [gemm, stream]},
     }
     log = tmp_path / "resnet50"
     log.mkdir()
     write_result(log, engine={"onnx_bytes": 100_000_000})
-    model = {"case": "resnet50", "framework": "pytorch", "host": "h", "status": "success", "flops": 8e9, "batchsize": 8}
-    model.update({"*p_inference_core(qps)": 25.0, "log_dir": str(log)})
-    return [base, model]
+    model = {"case": "resnet50", "framework": "pytorch", "host": "h", "noderank": 1, "status": "success", "flops": 8e9}
+    model.update({"batchsize": 8, "*p_inference_core(qps)": 25.0, "log_dir": str(log)})
+    return [SummaryRecord.from_json(r) for r in (base, model)]
 
 
 def test_the_roofline_has_the_measured_roofs_and_each_case_at_its_intensity(tmp_path):
@@ -473,9 +475,7 @@ def test_no_roofline_without_measured_peaks_and_the_page_shows_it_when_there_are
 
     records = _roofline_records(tmp_path)
     assert roofline_plot(records[1:], "cpu")[0] is None
-    html = render(
-        {"results": records, "aggregates": [], "vendor": "cpu", "run_id": "r", "mode": "local", "hosts": ["h"]}
-    )
+    html = render(Summary(tuple(records), (), {"vendor": "cpu", "run_id": "r", "mode": "local", "hosts": ["h"]}))
     assert 'id="roofline"' in html and "Roofline: 40 GB/s STREAM bandwidth roof" in html
 
 

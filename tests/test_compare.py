@@ -269,7 +269,7 @@ def test_the_report_draws_each_figures_repetitions_over_their_geometric_mean():
     from utils.results.report.charts import repetitions_plot
 
     merged = repeated(100.0, 121.0, valid=True)
-    plot = repetitions_plot(merged["repetitions"])
+    plot = repetitions_plot(SummaryRecord.from_json(merged).repetitions)
     strips, means = plot["data"]
     core = strips["y"].index("inference core qps")
     assert strips["x"][core : core + 2] == [pytest.approx(100 / 110), pytest.approx(121 / 110)]
@@ -277,4 +277,4 @@ def test_the_report_draws_each_figures_repetitions_over_their_geometric_mean():
         merged["ci95"][Key.INFER_CORE_QPS][1] / 110 - 1
     )
     assert "2 repetitions: each figure over its geometric mean" in json.dumps(plot["layout"])
-    assert repetitions_plot(None) is None and repetitions_plot(record().get("repetitions")) is None
+    assert repetitions_plot(None) is None and repetitions_plot(SummaryRecord.from_json(record()).repetitions) is None

@@ -22,7 +22,7 @@ import pytest
 
 from common.record import CaseResult, PerformanceRow, read_latencies, write_latencies
 from common.stats import LatencyStats
-from common.summary_record import SummaryRecord
+from common.summary_record import SummaryRecord, SummaryRow
 from tests.measure_config import CHEAP_SET
 from tests.result_records import case_result, performance_row, phase_block, write_result
 from utils.results.aggregate import aggregate_records, with_aggregates
@@ -446,9 +446,10 @@ def test_a_long_case_makes_a_small_spec(tmp_path):
     from utils.results.report import latency_plot, timeline_plot
 
     raw = {"performance_0": latencies_ns(1, 100_000, 0.3), "performance_1": latencies_ns(2, 100_000, 40.0)}
+    valid = {"valid": True, "reasons": []}
     rows = [
-        {"batch_size": 1, "scenario": "offline", "clients": 1},
-        {"batch_size": 64, "scenario": "offline", "clients": 1},
+        SummaryRow.from_json({"batch_size": 1, "scenario": "offline", "clients": 1, "verdict": valid}),
+        SummaryRow.from_json({"batch_size": 64, "scenario": "offline", "clients": 1, "verdict": valid}),
     ]
     latency = latency_plot(rows, raw, np.array(latencies_ns(3, 100_000, 1.0)))
     assert [len(t["x"]) for t in latency["data"]] == [500, 500, 500] or max(len(t["x"]) for t in latency["data"]) <= 500

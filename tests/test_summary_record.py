@@ -100,7 +100,7 @@ def test_the_recorded_summaries_cover_rows_an_llm_block_a_verdict_and_a_failure(
 
 def test_a_record_with_only_its_identity():
     record = SummaryRecord.from_json(IDENTITY)
-    assert record.to_json() == MINIMAL_RECORD and SummaryRecord(**IDENTITY).to_json() == MINIMAL_RECORD  # type: ignore[arg-type]
+    assert record.to_json() == MINIMAL_RECORD and SummaryRecord(**IDENTITY).to_json() == MINIMAL_RECORD
     assert not record.invalid and record.succeeded and record.name == "digits:pytorch"
 
 

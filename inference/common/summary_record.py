@@ -106,6 +106,7 @@ class AggregateRow:
     verdict: Verdict
     # what a host's row has and a sum has not
     qps_ci95: None = field(default=None, init=False, repr=False)
+    duration_s: None = field(default=None, init=False, repr=False)
     load_generator: str = field(default="inferperf", init=False, repr=False)
 
     @property

@@ -15,14 +15,13 @@ result is.
 
 from __future__ import annotations
 
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable
 
 from common.mfu import plausible_mfu, pooled_mfu
 from common.record import CaseResult, LatencyBlock, Verdict, read_latencies, read_result
 from common.stats import LatencyStats
 from common.summary_record import AggregateRow, SummaryRecord
 
-T = TypeVar("T")
 Loader = Callable[[str | None], tuple[CaseResult | None, dict]]
 
 
@@ -185,17 +184,12 @@ def aggregate_records(records: list[SummaryRecord], load: Loader | None = None) 
     return [aggregate_case(group, load) for group in groups.values() if len(group) > 1]
 
 
-def _case_of(record: SummaryRecord) -> tuple[str, str]:
-    return record.case, record.framework
-
-
-def with_aggregates(records: list[T], aggregates: list[T], case_of: Callable[[T], tuple] = _case_of) -> list[T]:  # type: ignore[assignment]
-    """``records`` with each aggregate placed after its case's last host row. ``case_of``: a record's
-    case and framework (the report, which still reads summary.json's dicts, passes its own)."""
-    out: list[T] = []
+def with_aggregates(records: list[SummaryRecord], aggregates: list[SummaryRecord]) -> list[SummaryRecord]:
+    """``records`` with each aggregate placed after its case's last host row."""
+    out: list[SummaryRecord] = []
     for index, record in enumerate(records):
         out.append(record)
         following = records[index + 1] if index + 1 < len(records) else None
-        if following is None or case_of(following) != case_of(record):
-            out.extend(a for a in aggregates if case_of(a) == case_of(record))
+        if following is None or (following.case, following.framework) != (record.case, record.framework):
+            out.extend(a for a in aggregates if (a.case, a.framework) == (record.case, record.framework))
     return out
