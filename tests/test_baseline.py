@@ -475,7 +475,7 @@ def test_no_roofline_without_measured_peaks_and_the_page_shows_it_when_there_are
 
     records = _roofline_records(tmp_path)
     assert roofline_plot(records[1:], "cpu")[0] is None
-    html = render(Summary(tuple(records), (), {"vendor": "cpu", "run_id": "r", "mode": "local", "hosts": ["h"]}))
+    html = render(Summary(tuple(records), run_id="r", mode="local", vendor="cpu", hosts=["h"]))
     assert 'id="roofline"' in html and "Roofline: 40 GB/s STREAM bandwidth roof" in html
 
 

@@ -157,6 +157,8 @@ def test_a_summary_names_the_list_and_place_of_its_bad_record(tmp_path):
         Summary.from_json({"results": [], "aggregates": [{}]}, "summary.json")
     with pytest.raises(RecordError, match=r"summary\.json: no key 'results'"):
         Summary.from_json({"schema_version": 1}, "summary.json")
+    with pytest.raises(RecordError, match=r"summary\.json: schema_version 2, this InferPerf reads 1"):
+        Summary.from_json({"schema_version": 2, "results": []}, "summary.json")
     (tmp_path / "summary.json").write_text("{")
     with pytest.raises(RecordError, match=r"summary\.json: unreadable"):
         read_summary(tmp_path / "summary.json")

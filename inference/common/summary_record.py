@@ -430,15 +430,44 @@ def _as_json(value: Any) -> Any:
 
 @dataclass(frozen=True)
 class Summary:
-    """summary.json: the run, its records (``results``) and the aggregates over hosts."""
+    """summary.json: the run (its id, mode, vendor, hosts and times), its records (``results``) and
+    the aggregates over hosts; the counts are the records'."""
 
     results: tuple[SummaryRecord, ...]
     aggregates: tuple[SummaryRecord, ...] = ()
-    header: Json = field(default_factory=dict)  # schema_version, run_id, mode, vendor, hosts, times, counts
+    run_id: str | None = None
+    mode: str | None = None
+    vendor: str | None = None
+    hosts: list[str] = field(default_factory=list)
+    started_at: str | None = None  # ISO 8601, seconds
+    finished_at: str | None = None
+    schema_version: int = SUMMARY_SCHEMA_VERSION
+
+    @property
+    def succeeded(self) -> int:
+        return sum(r.succeeded for r in self.results)
+
+    @property
+    def failed(self) -> int:
+        return sum(not r.succeeded for r in self.results)
+
+    @property
+    def invalid(self) -> int:
+        """Succeeded, but with an INVALID verdict."""
+        return sum(r.invalid for r in self.results)
 
     def to_json(self) -> Json:
         return {
-            **self.header,
+            "schema_version": self.schema_version,
+            "run_id": self.run_id,
+            "mode": self.mode,
+            "vendor": self.vendor,
+            "hosts": self.hosts,
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+            "succeeded": self.succeeded,
+            "failed": self.failed,
+            "invalid": self.invalid,
             "results": [r.to_json() for r in self.results],
             "aggregates": [a.to_json() for a in self.aggregates],
         }
@@ -447,12 +476,21 @@ class Summary:
     def from_json(cls, data: Any, where: str = SUMMARY_FILE) -> Summary:
         if not isinstance(data, dict):
             raise RecordError(f"{where}: not a JSON object")
+        version = _typed(data, "schema_version", (int,), where, SUMMARY_SCHEMA_VERSION)
+        if version != SUMMARY_SCHEMA_VERSION:
+            raise RecordError(f"{where}: schema_version {version!r}, this InferPerf reads {SUMMARY_SCHEMA_VERSION}")
         results = _required(data, "results", (list,), where)
         aggregates = _typed(data, "aggregates", (list,), where) or []
         return cls(
             results=tuple(SummaryRecord.from_json(r, f"{where}: results[{i}]") for i, r in enumerate(results)),
             aggregates=tuple(SummaryRecord.from_json(r, f"{where}: aggregates[{i}]") for i, r in enumerate(aggregates)),
-            header={k: v for k, v in data.items() if k not in ("results", "aggregates")},
+            run_id=_typed(data, "run_id", (str,), where),
+            mode=_typed(data, "mode", (str,), where),
+            vendor=_typed(data, "vendor", (str,), where),
+            hosts=list(_typed(data, "hosts", (list,), where) or []),
+            started_at=_typed(data, "started_at", (str,), where),
+            finished_at=_typed(data, "finished_at", (str,), where),
+            schema_version=version,
         )
 
 

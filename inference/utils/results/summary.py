@@ -14,7 +14,7 @@ from common.files import atomic_path, write_json_atomic
 from common.mfu import mfu, peak_for, plausible_mfu
 from common.record import FLAGPERF_FIELDS, PERCENTILES, Key, LatencyBlock, Verdict
 from common.stats import MIN_SAMPLES_FOR_PERCENTILE, relative_half_width
-from common.summary_record import SUMMARY_SCHEMA_VERSION, Summary, SummaryRecord, SummaryRow
+from common.summary_record import Summary, SummaryRecord, SummaryRow
 from common.vendor_analysis import NO_ANALYSIS, VendorAnalysis
 from utils.executors.base import CaseOutcome
 from utils.host_config import HostConfig
@@ -352,19 +352,16 @@ def write_summary(
     from utils.results.aggregate import aggregate_records, with_aggregates
 
     aggregates = aggregate_records(records)  # multi-host cases: summed throughput, pooled percentiles
-    header = {
-        "schema_version": SUMMARY_SCHEMA_VERSION,
-        "run_id": run_id,
-        "mode": host_config.mode,
-        "vendor": host_config.vendor,
-        "hosts": [h.label for h in host_config.hosts],
-        "started_at": started_at.isoformat(timespec="seconds"),
-        "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "succeeded": sum(r.succeeded for r in records),
-        "failed": sum(not r.succeeded for r in records),
-        "invalid": sum(r.invalid for r in records),
-    }
-    summary = Summary(tuple(records), tuple(aggregates), header)
+    summary = Summary(
+        tuple(records),
+        tuple(aggregates),
+        run_id=run_id,
+        mode=host_config.mode,
+        vendor=host_config.vendor,
+        hosts=[h.label for h in host_config.hosts],
+        started_at=started_at.isoformat(timespec="seconds"),
+        finished_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    )
     json_path = run_dir / "summary.json"
     md_path = run_dir / "summary.md"
     write_json_atomic(json_path, summary.to_json())

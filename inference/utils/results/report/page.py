@@ -100,7 +100,7 @@ def render(summary: Summary, perf_dir: Path | None = None) -> str:
     """The page of a run's ``summary`` (summary.json); ``perf_dir`` (inference/) gives the git commit and the
     vendor's memory kind."""
     all_rows = with_aggregates(list(summary.results), list(summary.aggregates))
-    vendor = str(summary.header.get("vendor"))
+    vendor = str(summary.vendor)
     sections = [case_section(r) for r in all_rows]
     roofline = roofline_section(all_rows, vendor)  # the measured roofs and each case's point (report/roofline.py)
     _plot_specs(sections + ([roofline] if roofline else []))
@@ -118,7 +118,7 @@ def render(summary: Summary, perf_dir: Path | None = None) -> str:
         else None
     )
     return _template().render(
-        summary=summary.header,
+        summary=summary,
         rows=summary_rows(all_rows),
         sections=sections,
         environments=environments,
