@@ -516,7 +516,9 @@ def test_mbu_is_decode_bytes_per_second_over_the_measured_bandwidth_and_over_100
     assert cells[0]["decode_mbu"] is None and cells[0]["decode_mbu_note"].startswith(
         "200% of the measured STREAM copy (8 GB/s)"
     )
-    lines = baselines.mbu_lines([{"case": "llama", "host": "h", "llm": llm}])
+    lines = baselines.mbu_lines(
+        [SummaryRecord(case="llama", framework="f", host="h", noderank=0, status="success", llm=llm)]
+    )
     assert "decode MBU n/a (200% of the measured STREAM copy" in lines[-1]
     untouched = {"table": [{"batch_size": 1}]}
     baselines.add_mbu(untouched, None)

@@ -22,7 +22,7 @@ from typing import Any
 
 from common.record import Key, LatencyBlock, Verdict
 from common.scenario import scenario
-from common.summary_record import RepetitionFigure, Repetitions, Row, SummaryRecord
+from common.summary_record import RepetitionFigure, Repetitions, Row, SummaryRecord, SummaryRow
 from utils.results.decide import Sample, across
 
 
@@ -232,14 +232,16 @@ def _set_headline(
 
 
 def _row_headline(row: Row, figure: str, mean: float, ci: list[float] | None) -> Row:
+    if not isinstance(row, SummaryRow):  # an aggregate is summed from merged records, never merged itself
+        return row
     if figure == "qps":
-        return replace(row, qps=mean, qps_ci95=ci, mfu=_scaled(row.mfu, mean, row.qps))  # type: ignore[call-arg]
+        return replace(row, qps=mean, qps_ci95=ci, mfu=_scaled(row.mfu, mean, row.qps))
     if figure.endswith(" ms") and figure.split()[0] in PERCENTILES:
         name = figure.split()[0]
         return replace(
             row,
-            latency_ms=replace(row.latency_ms or LatencyBlock(), **{name: mean}),
-            latency_ci95={**(row.latency_ci95 or {}), name: ci},  # type: ignore[call-arg]
+            latency_ms=replace(row.latency_ms, **{name: mean}),
+            latency_ci95={**(row.latency_ci95 or {}), name: ci},
         )
     return row
 
