@@ -24,7 +24,7 @@ from benchmarks.base_common import (
 )
 from common.errors import ConfigError
 from common.mfu import plausible_mfu
-from common.summary_record import Summary, SummaryRecord
+from common.summary_record import Summary, SummaryLLM, SummaryRecord
 from tests.conftest import INFERENCE, TYPED_CASE_CONFIG
 from tests.result_records import case_result, write_result
 from tools.config.case import CaseConfig
@@ -503,26 +503,32 @@ def test_decode_bytes_per_token_are_the_weights_over_the_batch_plus_the_kv_cache
     assert baselines.decode_bytes_per_token({**MODEL, "precision": "fp8"}, 1, 0, 0) is None
 
 
+def _llm_block(decode_tokens_per_s: float) -> SummaryLLM:
+    cell = {"scenario": "offline", "batch_size": 1, "input_length": 0, "output_length": 0, "verdict": {"reasons": []}}
+    model = {**MODEL, "embedding_params": 0, "params": 10_000_000}
+    block = {"model": model, "table": [{**cell, "decode_tokens_per_s": decode_tokens_per_s}], "server": []}
+    llm = SummaryLLM.from_json(block)
+    assert llm is not None
+    return llm
+
+
 def test_mbu_is_decode_bytes_per_second_over_the_measured_bandwidth_and_over_100_percent_a_note():
-    cells = [{"batch_size": 1, "input_length": 0, "output_length": 0, "decode_tokens_per_s": 100.0}]
-    llm = {"model": {**MODEL, "embedding_params": 0, "params": 10_000_000}, "table": cells}
-    baselines.add_mbu(llm, {"triad": {"value": 8e9, "ci95": [7.8e9, 8.2e9]}})
+    llm = baselines.add_mbu(_llm_block(100.0), {"triad": {"value": 8e9, "ci95": [7.8e9, 8.2e9]}})
+    assert llm is not None and llm.table[0].mbu is not None
     assert (
-        cells[0]["decode_mbu"] == pytest.approx(40e6 * 100 / 8e9)
-        and llm["mbu_bandwidth"] == "measured STREAM triad (8 GB/s ±2.5%)"
+        llm.table[0].mbu.mbu == pytest.approx(40e6 * 100 / 8e9)
+        and llm.mbu_bandwidth == "measured STREAM triad (8 GB/s ±2.5%)"
     )
-    cells[0]["decode_tokens_per_s"] = 400.0
-    baselines.add_mbu(llm, {"copy": {"value": 8e9}})
-    assert cells[0]["decode_mbu"] is None and cells[0]["decode_mbu_note"].startswith(
-        "200% of the measured STREAM copy (8 GB/s)"
+    llm = baselines.add_mbu(_llm_block(400.0), {"copy": {"value": 8e9}})
+    mbu = llm.table[0].mbu if llm is not None else None
+    assert (
+        mbu is not None and mbu.mbu is None and (mbu.note or "").startswith("200% of the measured STREAM copy (8 GB/s)")
     )
-    lines = baselines.mbu_lines(
-        [SummaryRecord(case="llama", framework="f", host="h", noderank=0, status="success", llm=llm)]
-    )
+    record = SummaryRecord(case="llama", framework="f", host="h", noderank=0, status="success", llm=llm)
+    lines = baselines.mbu_lines([record])
     assert "decode MBU n/a (200% of the measured STREAM copy" in lines[-1]
-    untouched = {"table": [{"batch_size": 1}]}
-    baselines.add_mbu(untouched, None)
-    assert "decode_mbu" not in untouched["table"][0]
+    untouched = _llm_block(100.0)
+    assert baselines.add_mbu(untouched, None) is untouched and "decode_mbu" not in untouched.table[0].to_json()
 
 
 def test_an_llm_record_gets_decode_mbu_from_the_cached_bandwidth_of_its_host(tmp_path):
@@ -549,7 +555,8 @@ def test_an_llm_record_gets_decode_mbu_from_the_cached_bandwidth_of_its_host(tmp
     record = merge_outcome(
         _outcome(tmp_path, "llama", {"case": "llama", "precision": "fp32", "llm": llm}), INFERENCE, "cpu"
     )
-    assert (record.llm or {})["table"][0]["decode_mbu"] == pytest.approx(40e6 * 50 / 40e9)
+    mbu = record.llm.table[0].mbu if record.llm else None
+    assert mbu is not None and mbu.mbu == pytest.approx(40e6 * 50 / 40e9)
     assert "Decode MBU" in markdown_table([record])
 
 

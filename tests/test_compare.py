@@ -56,6 +56,8 @@ def record(
     }  # fmt: skip
     if llm:
         rec["llm"] = {
+            "model": {},
+            "server": [],
             "table": [
                 {"scenario": "offline", "batch_size": 1, "input_length": 128, "output_length": 64,
                  "ttft_ms": {"p50": p50, "ci95": {"p50": ci(p50)}}, "tpot_ms": {"p50": p50 / 10},

@@ -17,11 +17,14 @@ from common.summary_record import (
     RepetitionFigure,
     Repetitions,
     Summary,
+    SummaryLLM,
+    SummaryLLMRow,
     SummaryRecord,
     SummaryRow,
     read_summary,
 )
 from utils.results.aggregate import aggregate_case
+from utils.results.baselines import add_mbu
 from utils.results.figures import merge_repetitions
 
 SUMMARIES = Path(__file__).parent / "fixtures" / "golden" / "summaries"
@@ -200,3 +203,18 @@ def test_an_aggregate_writes_its_keys_after_a_host_records_and_reads_back_the_sa
     assert SummaryRecord.from_json(json.loads(json_text(data))) == aggregate
     single = aggregate_case([hosts[0], hosts[1]], load=lambda _: (None, {})).to_json()
     assert "repetitions" not in single  # only an aggregate of repeated cases keeps the null key
+
+
+def test_an_llm_block_with_its_decode_mbu_reads_back_the_same():
+    (record,) = read_summary(SUMMARIES / "llm_llama.summary.json").results
+    assert record.llm is not None and record.llm.rows
+    assert all(isinstance(row, SummaryLLMRow) and row.mbu is None for row in record.llm.rows)
+    with_mbu = add_mbu(record.llm, {"triad": {"value": 40e9}})
+    assert with_mbu is not None and all(cell.mbu is not None for cell in with_mbu.table)
+    data = with_mbu.to_json()
+    assert list(data)[-1] == "mbu_bandwidth" and "mbu_bandwidth" not in record.llm.to_json()
+    assert list(data["table"][0])[-3:] == ["decode_bytes_per_token", "decode_mbu", "decode_mbu_note"]
+    assert SummaryLLM.from_json(json.loads(json_text(data))) == with_mbu
+    with pytest.raises(RecordError) as info:
+        SummaryRecord.from_json({**IDENTITY, "llm": {**data, "table": [{"scenario": "offline"}]}}, "s.json")
+    assert str(info.value) == "s.json: llm.table[0]: no key 'batch_size'"

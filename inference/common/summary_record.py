@@ -20,6 +20,8 @@ from common.record import (
     FLAGPERF_FIELDS,
     Json,
     LatencyBlock,
+    LLMBlock,
+    LLMRow,
     PerformanceRow,
     RecordError,
     RowKey,
@@ -226,6 +228,118 @@ class Repetitions:
         )
 
 
+@dataclass(frozen=True)
+class DecodeMBU:
+    """An offline cell's decode memory-bandwidth utilisation (``utils/results/baselines.py::add_mbu``):
+    the bytes one decoded token reads, and decode tokens/s x those bytes over the measured bandwidth
+    (``mbu`` None and ``note`` why, above 100 % or unknown)."""
+
+    bytes_per_token: float | None
+    mbu: float | None
+    note: str | None
+
+
+@dataclass(frozen=True)
+class SummaryLLMRow(LLMRow):
+    """An LLM cell or server row in summary.json: result.json's row (``LLMRow``), then its prefill and
+    decode MFU (and why null), then, for an offline cell on a host with a measured bandwidth, its MBU."""
+
+    prefill_mfu: float | None = None
+    prefill_mfu_note: str | None = None
+    decode_mfu: float | None = None
+    decode_mfu_note: str | None = None
+    mbu: DecodeMBU | None = None
+
+    def to_json(self) -> Json:
+        out = {
+            **super().to_json(),
+            "prefill_mfu": self.prefill_mfu,
+            "prefill_mfu_note": self.prefill_mfu_note,
+            "decode_mfu": self.decode_mfu,
+            "decode_mfu_note": self.decode_mfu_note,
+        }
+        if self.mbu is not None:
+            out.update(
+                decode_bytes_per_token=self.mbu.bytes_per_token, decode_mbu=self.mbu.mbu, decode_mbu_note=self.mbu.note
+            )
+        return out
+
+    @classmethod
+    def of(cls, row: LLMRow, **added: Any) -> SummaryLLMRow:
+        """``row`` with the summary's figures ``added`` (the fields above)."""
+        return cls(**{f.name: getattr(row, f.name) for f in fields(LLMRow)}, **added)
+
+    @classmethod
+    def extend(cls, row: LLMRow, data: Json, where: str) -> SummaryLLMRow:
+        """``row`` (parsed from ``data``) with the summary's keys of ``data``."""
+        mbu = (
+            DecodeMBU(
+                _typed(data, "decode_bytes_per_token", _NUMBER, where),
+                _typed(data, "decode_mbu", _NUMBER, where),
+                _typed(data, "decode_mbu_note", (str,), where),
+            )
+            if "decode_bytes_per_token" in data
+            else None
+        )
+        return cls.of(
+            row,
+            prefill_mfu=_typed(data, "prefill_mfu", _NUMBER, where),
+            prefill_mfu_note=_typed(data, "prefill_mfu_note", (str,), where),
+            decode_mfu=_typed(data, "decode_mfu", _NUMBER, where),
+            decode_mfu_note=_typed(data, "decode_mfu_note", (str,), where),
+            mbu=mbu,
+        )
+
+
+@dataclass(frozen=True)
+class SummaryLLM:
+    """An LLM case's ``llm`` block in summary.json: result.json's (``LLMBlock``) with every row a
+    ``SummaryLLMRow``, and, when decode MBU was computed, the bandwidth it is against (``mbu_bandwidth``)."""
+
+    model: Json
+    workload: Json
+    table: tuple[SummaryLLMRow, ...] = ()
+    server: tuple[SummaryLLMRow, ...] = ()
+    greedy: Json | None = None
+    mbu_bandwidth: str | None = None
+
+    @property
+    def rows(self) -> tuple[SummaryLLMRow, ...]:
+        """The table's cells, then the server rows."""
+        return (*self.table, *self.server)
+
+    def to_json(self) -> Json:
+        out: Json = {
+            "model": self.model,
+            "workload": self.workload,
+            "table": [cell.to_json() for cell in self.table],
+            "server": [row.to_json() for row in self.server],
+            "greedy": self.greedy,
+        }
+        if self.mbu_bandwidth is not None:
+            out["mbu_bandwidth"] = self.mbu_bandwidth
+        return out
+
+    @classmethod
+    def from_json(cls, data: Json | None, where: str = "llm") -> SummaryLLM | None:
+        block = LLMBlock.from_json(data, where)  # its keys and rows checked, one line naming where
+        if block is None or data is None:
+            return None
+        return cls(
+            model=block.model,
+            workload=block.workload,
+            table=tuple(
+                SummaryLLMRow.extend(row, data["table"][i], f"{where}.table[{i}]") for i, row in enumerate(block.table)
+            ),
+            server=tuple(
+                SummaryLLMRow.extend(row, data["server"][i], f"{where}.server[{i}]")
+                for i, row in enumerate(block.server)
+            ),
+            greedy=block.greedy,
+            mbu_bandwidth=_typed(data, "mbu_bandwidth", (str,), where),
+        )
+
+
 # summary.json's keys that are not identifiers, and the attribute each is read by
 _RENAMED: Final = {
     **{key: name for key, name in FLAGPERF_FIELDS},
@@ -302,7 +416,7 @@ _TYPES: Final[dict[str, tuple[type, ...]]] = {
 class SummaryRecord:
     """One case x host in summary.json (or an aggregate over hosts): the outcome, FlagPerf's figures,
     the verdict, the latency, the monitors' memory, MFU against its peak, the performance rows, and an
-    LLM case's ``llm`` block, which stays a JSON object (``utils/results/llm_summary.py``)."""
+    LLM case's ``llm`` block (``SummaryLLM``)."""
 
     case: str
     framework: str
@@ -348,7 +462,7 @@ class SummaryRecord:
     best: Json | None = None
     numeric: Json | None = None
     audits: list[Json] = field(default_factory=list)
-    llm: Json | None = None
+    llm: SummaryLLM | None = None
     repetitions: Repetitions | None = None
     repetitions_key: bool = False  # an aggregate of repeated cases keeps a null ``repetitions``
     aggregate: bool = False
@@ -397,6 +511,7 @@ class SummaryRecord:
         values.update(
             verdict=_verdict(data, where),
             latency_ms=_latency(data, where),
+            llm=SummaryLLM.from_json(values["llm"], f"{where}: llm"),
             latency_notes=list(values["latency_notes"] or []),
             audits=list(values["audits"] or []),
             performance=tuple(

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from common.record import Key, LatencyBlock, Verdict
+from common.record import Key, LatencyBlock, LLMRow, Verdict
 from common.scenario import scenario
 from common.summary_record import RepetitionFigure, Repetitions, Row, SummaryRecord, SummaryRow
 from utils.results.decide import Sample, across
@@ -62,11 +62,11 @@ def row_label(row: Row) -> str:
     )
 
 
-def llm_label(row: dict) -> str:
-    chosen = scenario(row["scenario"])
+def llm_label(row: LLMRow) -> str:
+    chosen = scenario(row.scenario)
     if chosen.scheduled:
-        return f"llm {chosen.name} @{row.get('target_qps', 0):g}"
-    return f"llm bs {row.get('batch_size')} in {row.get('input_length')} out {row.get('output_length')}"
+        return f"llm {chosen.name} @{row.target_qps or 0:g}"
+    return f"llm bs {row.batch_size} in {row.input_length} out {row.output_length}"
 
 
 def _interval(value: Any) -> tuple[float, float] | None:
@@ -86,10 +86,8 @@ def _number(value: Any) -> float | None:
     return float(value)
 
 
-def _valid(verdict: Verdict | dict | None) -> bool:
-    if isinstance(verdict, Verdict):
-        return verdict.valid
-    return not isinstance(verdict, dict) or bool(verdict.get("valid", True))
+def _valid(verdict: Verdict | None) -> bool:
+    return verdict is None or verdict.valid
 
 
 def _percentile(latency: LatencyBlock | None, name: str) -> float | None:
@@ -117,19 +115,11 @@ def record_figures(record: SummaryRecord) -> dict[tuple[str, str], Sample]:
         intervals = row.latency_ci95 or {}
         for name in PERCENTILES:
             add(label, f"{name} ms", _percentile(row.latency_ms, name), intervals.get(name), valid)
-    llm = record.llm or {}
-    for llm_row in [*(llm.get("table") or []), *(llm.get("server") or [])]:
-        label, valid = llm_label(llm_row), _valid(llm_row.get("verdict"))
-        for figure, block in (("TTFT p50 ms", llm_row.get("ttft_ms")), ("TPOT p50 ms", llm_row.get("tpot_ms"))):
-            block = block or {}
-            add(label, figure, block.get("p50"), (block.get("ci95") or {}).get("p50"), valid)
-        add(
-            label,
-            "output tokens/s",
-            llm_row.get("output_tokens_per_s"),
-            llm_row.get("output_tokens_per_s_ci95"),
-            valid,
-        )
+    for llm_row in record.llm.rows if record.llm else ():
+        label, valid = llm_label(llm_row), llm_row.verdict.valid
+        for figure, block in (("TTFT p50 ms", llm_row.ttft_ms), ("TPOT p50 ms", llm_row.tpot_ms)):
+            add(label, figure, (block or {}).get("p50"), ((block or {}).get("ci95") or {}).get("p50"), valid)
+        add(label, "output tokens/s", llm_row.output_tokens_per_s, llm_row.output_tokens_per_s_ci95, valid)
     return found
 
 

@@ -85,9 +85,10 @@ def merge_outcome(
         logger.warning(
             f"{outcome.case.key} on {outcome.host}: peak FLOPS unknown for precision {precision}; MFU is null"
         )
-    llm = llm_summary.llm_record(result, peak_flops, estimate)  # an LLM case's table and server rows
     bandwidth = peaks.bandwidth(result, vendor) if peaks is not None and result is not None else None
-    baselines.add_mbu(llm, bandwidth)  # decode MBU against the measured bandwidth
+    llm = baselines.add_mbu(  # an LLM case's table and server rows, decode MBU against the measured bandwidth
+        llm_summary.llm_record(result, peak_flops, estimate), bandwidth
+    )
     flagperf = {name: getattr(result, name) if result is not None else None for _, name in FLAGPERF_FIELDS}
     return SummaryRecord(
         case=outcome.case.label,  # the case, or a model entry's file name (docs/onnx_models.md)
