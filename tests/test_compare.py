@@ -258,6 +258,12 @@ def test_a_misshapen_summary_is_one_line_naming_the_file_and_key_and_exit_2(tmp_
         assert run_main(["compare", str(good), str(bad)]) == 2  # the same through run.py
         assert capsys.readouterr().err.endswith(f"{where}\n")
         assert not list(bad.glob("compare_*"))
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "summary.json").write_text("{", encoding="utf-8")
+    assert compare_main(["good", "broken"], tmp_path) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"compare: {broken / 'summary.json'}: unreadable") and err.count("\n") == 1
     assert not list(good.glob("compare_*"))
 
 

@@ -25,7 +25,6 @@ Writes ``compare_<RUN_A name>.md`` and ``.json`` into RUN_B.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from dataclasses import asdict, dataclass, field
@@ -33,7 +32,7 @@ from pathlib import Path
 
 from common.files import atomic_path, write_json_atomic
 from common.record import RecordError
-from common.summary_record import SUMMARY_FILE, Summary, SummaryRecord
+from common.summary_record import SUMMARY_FILE, Summary, SummaryRecord, read_summary
 from utils.results import decide as decision
 from utils.results.figures import KINDS, THROUGHPUTS, repetition_figures
 
@@ -99,14 +98,8 @@ def load_run(run_dir: Path) -> Summary:
     if not path.is_file():
         raise CompareError(f"compare: {run_dir} has no summary.json (not a finished run)")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise CompareError(f"compare: {path} cannot be read: {exc}") from None
-    if not isinstance(data, dict) or not isinstance(data.get("results"), list):
-        raise CompareError(f"compare: {path} is not an InferPerf summary (no results list)")
-    try:
-        return Summary.from_json(data, str(path))
-    except RecordError as exc:
+        return read_summary(path)
+    except RecordError as exc:  # unreadable, or a key missing or of the wrong type: the file and key named
         raise CompareError(f"compare: {exc}") from None
 
 
