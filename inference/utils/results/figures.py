@@ -49,11 +49,6 @@ CORE_QPS = Key.INFER_CORE_QPS
 THROUGHPUTS = ("core qps", "qps", "output tokens/s")  # a throughput missing in B is a missing figure
 
 
-def row_key(row: Row) -> tuple:
-    """A performance row's identity across runs."""
-    return (row.batch_size, row.scenario, row.clients, row.target_qps, row.load_generator or "inferperf")
-
-
 def row_label(row: Row) -> str:
     generator = row.load_generator or "inferperf"
     rate = "" if row.target_qps is None else f" @{row.target_qps:g}"
