@@ -9,7 +9,8 @@ Built typed where they are made (``utils/results/summary.py``'s ``merge_outcome`
 attribute (summary.md, ``run.py``, ``run.py compare``, report.html). ``to_json()`` writes
 summary.json's bytes as they were before the record was typed (tests/test_golden_results.py);
 ``from_json()`` reads them back, and a record without its identity (case, framework, host, noderank,
-status) or with a key of the wrong type is one ``RecordError`` line naming the file and key. The keys are described in docs/result_schema.md.
+status) or with a key of the wrong type is one ``RecordError`` line naming the file and key. The keys
+are described in docs/result_schema.md.
 """
 
 from __future__ import annotations
