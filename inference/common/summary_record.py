@@ -467,7 +467,7 @@ class SummaryRecord:
     audits: list[Json] = field(default_factory=list)
     llm: SummaryLLM | None = None
     repetitions: Repetitions | None = None
-    repetitions_key: bool = False  # an aggregate of repeated cases keeps a null ``repetitions``
+    repetitions_key: bool = False  # ``repetitions`` written null: an aggregate of repeated cases
     aggregate: bool = False
     hosts: list[str] | None = None
     concurrent: bool | None = None
@@ -526,7 +526,7 @@ class SummaryRecord:
         return cls(
             **values,
             repetitions=Repetitions.from_json(repetitions, f"{where}: repetitions") if repetitions else None,
-            repetitions_key="repetitions" in data,
+            repetitions_key="repetitions" in data and repetitions is None,
             aggregate=aggregate,
             hosts=_typed(data, "hosts", (list,), where),
             concurrent=_typed(data, "concurrent", (bool,), where),
