@@ -569,8 +569,8 @@ def test_no_aggregate_for_a_single_host_or_failed_hosts(tmp_path):
     run_dir = make_run(tmp_path, "run5")
     assert json.loads((run_dir / "summary.json").read_text())["aggregates"] == []
 
-    def record(case: str, status: str = "success", **kw) -> SummaryRecord:
-        return SummaryRecord(case=case, framework="f", host="h", noderank=0, status=status, **kw)
+    def record(case: str, status: str = "success", host: str = "h", **kw) -> SummaryRecord:
+        return SummaryRecord(case=case, framework="f", host=host, noderank=0, status=status, **kw)
 
     assert aggregate_records([record("a", "failed"), record("a")]) == []
     a, b, aggregate = record("a"), record("b"), record("a", aggregate=True, host="all 2 hosts")

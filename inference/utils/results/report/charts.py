@@ -14,7 +14,7 @@ import math
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 if TYPE_CHECKING:
-    from common.record import CaseResult
+    from common.record import CaseResult, PerformanceRow
     from common.summary_record import Repetitions, Row
 
 # The trace types the charts use: each must be in the inlined bundle (plotly.js-basic-dist-min).
@@ -128,7 +128,7 @@ def rounded(values: Any, digits: int = 5) -> list[float]:
     return [float(f"{v:.{digits}g}") for v in values]
 
 
-def row_label(row: Row) -> str:
+def row_label(row: PerformanceRow | Row) -> str:
     """A performance row as its charts and tables name it: ``bs 4 offline x2 @100``."""
     label = f"bs {row.batch_size} {row.scenario}"
     if row.clients != 1:
@@ -359,7 +359,7 @@ def phase_spans(result: CaseResult) -> list[tuple[str, str, float, float]]:
             spans.append((phase, phase, block.started_at_unix, block.finished_at_unix))
     for row in result.performance:
         if row.started_at_unix is not None and row.finished_at_unix is not None:
-            spans.append(("performance", row_label(row.to_json()), row.started_at_unix, row.finished_at_unix))
+            spans.append(("performance", row_label(row), row.started_at_unix, row.finished_at_unix))
     return spans
 
 
