@@ -234,11 +234,14 @@ def mbu_lines(records: list[SummaryRecord]) -> list[str]:
     """One line per LLM offline cell with a decode MBU (or its note)."""
     lines = []
     for r in records:
-        for cell in r.llm.table if r.llm else ():
+        llm = r.llm
+        if llm is None:
+            continue
+        for cell in llm.table:
             mbu = cell.mbu
             if mbu is None or (mbu.mbu is None and not mbu.note):
                 continue
-            shown = f"{mbu.mbu:.1%} of the {r.llm.mbu_bandwidth}" if mbu.mbu is not None else f"n/a ({mbu.note})"
+            shown = f"{mbu.mbu:.1%} of the {llm.mbu_bandwidth}" if mbu.mbu is not None else f"n/a ({mbu.note})"
             lines.append(
                 f"- {r.case} on {r.host}, bs {cell.batch_size} in {cell.input_length} out "
                 f"{cell.output_length}: decode MBU {shown} "

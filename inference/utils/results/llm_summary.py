@@ -66,6 +66,11 @@ def _rate(value: float | None, interval: list[float] | None) -> str:
     return f"{value:.1f}" + (f" ±{width:.0%}" if width is not None else "")
 
 
+def _range(lengths: list[int] | None) -> str:
+    low, high = lengths if lengths else (None, None)
+    return f"{low}-{high}"
+
+
 def _row_line(record: SummaryRecord, row: SummaryLLMRow, estimate: bool | None) -> str:
     chosen = named(row.scenario)
     if chosen.scheduled:
@@ -73,8 +78,7 @@ def _row_line(record: SummaryRecord, row: SummaryLLMRow, estimate: bool | None) 
         if row.ttft_bound_met is not None:
             met = row.ttft_bound_met and row.tpot_bound_met
             scenario += f", {row.bound_percentile} bounds {'met' if met else 'MISSED'}"
-        inputs, outputs = row.input_length_range or [None, None], row.output_length_range or [None, None]
-        shape = ("1", f"{inputs[0]}-{inputs[1]}", f"{outputs[0]}-{outputs[1]}")
+        shape = ("1", _range(row.input_length_range), _range(row.output_length_range))
     else:
         scenario, shape = chosen.name, (str(row.batch_size), str(row.input_length), str(row.output_length))
     mfu = row.prefill_mfu

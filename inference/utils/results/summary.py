@@ -89,7 +89,9 @@ def merge_outcome(
     llm = baselines.add_mbu(  # an LLM case's table and server rows, decode MBU against the measured bandwidth
         llm_summary.llm_record(result, peak_flops, estimate), bandwidth
     )
-    flagperf = {name: getattr(result, name) if result is not None else None for _, name in FLAGPERF_FIELDS}
+    flagperf: dict[str, Any] = {
+        name: getattr(result, name) if result is not None else None for _, name in FLAGPERF_FIELDS
+    }
     return SummaryRecord(
         case=outcome.case.label,  # the case, or a model entry's file name (docs/onnx_models.md)
         framework=outcome.case.framework,
@@ -116,7 +118,7 @@ def merge_outcome(
         peak_flops=peak_flops,
         mfu_is_estimate=estimate,
         peak_measured=peak_measured,
-        peak_flops_source=peak_measured or (peak.get("source") if isinstance(peak, dict) else None),
+        peak_flops_source=peak_measured or _source(peak),
         baseline=result.baseline if result is not None else None,
         mfu=record_mfu,
         mfu_note=record_mfu_note,
@@ -129,6 +131,12 @@ def merge_outcome(
         audits=result.audits if result is not None else [],
         llm=llm,
     )
+
+
+def _source(peak: Any) -> str | None:
+    """Where the vendor's peak comes from (its ``source``), when it says."""
+    source = peak.get("source") if isinstance(peak, dict) else None
+    return source if isinstance(source, str) else None
 
 
 def summary_records(outcomes: list[CaseOutcome], perf_dir: Path, vendor: str) -> list[SummaryRecord]:
