@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from common.files import json_text
-from common.record import RecordError, Verdict
+from common.record import FLAGPERF_KEYS, RecordError, Verdict
 from common.summary_record import (
     AggregateRow,
     RepetitionFigure,
@@ -39,18 +39,7 @@ MINIMAL_RECORD = {
     "exit_code": None,
     "wall_time_s": None,
     "log_dir": None,
-    "vendor": None,
-    "compiler": None,
-    "precision": None,
-    "batchsize": None,
-    "flops": None,
-    "e2e_time(second)": None,
-    "p_validation_whole(qps)": None,
-    "p_validation_core(qps)": None,
-    "p_inference_whole(qps)": None,
-    "*p_inference_core(qps)": None,
-    "val_average_acc": None,
-    "infer_average_acc": None,
+    **dict.fromkeys(FLAGPERF_KEYS),  # vendor ... infer_average_acc, in FlagPerf's order
     "verdict": None,
     "accuracy_note": None,
     "latency_ms": None,
