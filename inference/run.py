@@ -646,18 +646,16 @@ def finish_run(
     print(md_path.read_text(encoding="utf-8"))
     logger.debug(f"summary: {json_path} and {md_path}")  # beside report.html, whose path ends the output
     report_path = _write_report(run.run_dir, config.flagperf_path)
-    failed = [r for r in records if r["status"] != "success"]
+    failed = [r for r in records if not r.succeeded]
     for r in failed:
-        logger.error(
-            f"FAILED {r['case']}:{r['framework']} on host {r['host']} at step {r['failed_step']}: {r['error']}"
-        )
-    invalid = [r for r in records if r.get("verdict") and not r["verdict"]["valid"]]
+        logger.error(f"FAILED {r.name} on host {r.host} at step {r.failed_step}: {r.error}")
+    invalid = [r for r in records if r.invalid]
     if invalid:
         logger.warning(
             f"{len(invalid)} result(s) INVALID: see the reasons under the table"
             + ("" if strict else " (--strict makes this exit 3)")
         )
-    unjudged = [r for r in records if r.get("verdict") and r["verdict"].get("not_judged")]
+    unjudged = [r for r in records if r.verdict is not None and r.verdict.not_judged]
     if unjudged and strict:  # --strict: a check that could not run is no pass
         logger.warning(f"{len(unjudged)} result(s) with checks not judged (--strict): see the list under the table")
         invalid += [r for r in unjudged if r not in invalid]

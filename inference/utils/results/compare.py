@@ -19,20 +19,22 @@ A figure a run judged INVALID is shown as "not comparable" unless
 Exit status: 0 no regression and nothing missing; 1 a regression (a figure "worse" beyond the
 threshold); 3 no regression, but a figure of either run is INVALID (without ``--allow-invalid``),
 or a case, row or throughput of A is missing or failed in B; 2 bad input (one line: a run that is
-not found or has no summary.json, runs with nothing in common, a bad option).
+not found or has no summary.json, a summary.json record with a key missing or of the wrong type
+(the file, record and key named), runs with nothing in common, a bad option).
 Writes ``compare_<RUN_A name>.md`` and ``.json`` into RUN_B.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from common.files import atomic_path, write_json_atomic
+from common.record import RecordError
+from common.summary_record import SUMMARY_FILE, Summary, SummaryRecord, read_summary
 from utils.results import decide as decision
 from utils.results.figures import KINDS, THROUGHPUTS, repetition_figures
 
@@ -93,30 +95,23 @@ def resolve_run(name: str, result_root: Path) -> Path:
     raise CompareError(f"compare: run {name!r} not found (looked in . and {result_root})")
 
 
-def load_run(run_dir: Path) -> dict:
-    path = run_dir / "summary.json"
+def load_run(run_dir: Path) -> Summary:
+    path = run_dir / SUMMARY_FILE
     if not path.is_file():
         raise CompareError(f"compare: {run_dir} has no summary.json (not a finished run)")
     try:
-        summary = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise CompareError(f"compare: {path} cannot be read: {exc}") from None
-    if not isinstance(summary, dict) or not isinstance(summary.get("results"), list):
-        raise CompareError(f"compare: {path} is not an InferPerf summary (no results list)")
-    return summary
+        return read_summary(path)
+    except RecordError as exc:  # unreadable, or a key missing or of the wrong type: the file and key named
+        raise CompareError(f"compare: {exc}") from None
 
 
-def _case(record: dict) -> str:
-    return f"{record['case']}:{record['framework']}"
-
-
-def _host(rec_a: dict, rec_b: dict) -> str:
-    return rec_a["host"] if rec_a["host"] == rec_b["host"] else f"{rec_a['host']} -> {rec_b['host']}"
+def _host(rec_a: SummaryRecord, rec_b: SummaryRecord) -> str:
+    return rec_a.host if rec_a.host == rec_b.host else f"{rec_a.host} -> {rec_b.host}"
 
 
 def compare_pair(
-    rec_a: dict,
-    rec_b: dict,
+    rec_a: SummaryRecord,
+    rec_b: SummaryRecord,
     threshold: float,
     between_cv: float,
     allow_invalid: bool,
@@ -124,7 +119,7 @@ def compare_pair(
     paired: bool = False,
 ) -> None:
     """Every figure of one case x host that both runs measured, decided; what B lacks, as a problem."""
-    case, host = _case(rec_a), _host(rec_a, rec_b)
+    case, host = rec_a.name, _host(rec_a, rec_b)
     figures_a, figures_b = repetition_figures(rec_a), repetition_figures(rec_b)
     for key, samples_a in figures_a.items():
         row, figure = key
@@ -172,8 +167,8 @@ def compare_runs(
     runs' repetitions ran in pairs (run.py ab), so each figure is decided on its pairs."""
     run_a, run_b = load_run(dir_a), load_run(dir_b)
 
-    def index(summary: dict) -> dict:
-        return {(r["case"], r["framework"], r["noderank"]): r for r in summary["results"]}
+    def index(summary: Summary) -> dict[tuple[str, str, int | None], SummaryRecord]:
+        return {r.identity: r for r in summary.results}
 
     a, b = index(run_a), index(run_b)
     common = [k for k in a if k in b]
@@ -185,13 +180,12 @@ def compare_runs(
     out.notes += [f"only in B: {c}:{f} noderank {n}" for (c, f, n) in b if (c, f, n) not in a]
     for k in common:
         rec_a, rec_b = a[k], b[k]
-        if rec_b["status"] != "success":
+        if not rec_b.succeeded:
             out.problems.append(
-                f"{_case(rec_b)} on {rec_b['host']} {rec_b['status']} in B at step {rec_b.get('failed_step')}: "
-                f"{rec_b.get('error')}"
+                f"{rec_b.name} on {rec_b.host} {rec_b.status} in B at step {rec_b.failed_step}: {rec_b.error}"
             )
-        elif rec_a["status"] != "success":
-            out.notes.append(f"{_case(rec_a)} on {rec_a['host']} {rec_a['status']} in A: not compared")
+        elif not rec_a.succeeded:
+            out.notes.append(f"{rec_a.name} on {rec_a.host} {rec_a.status} in A: not compared")
         else:
             compare_pair(rec_a, rec_b, threshold, between_cv, allow_invalid, out, paired)
     if not out.lines and not out.problems:
