@@ -85,7 +85,14 @@ def make_tree(root: Path, case: str, data: Path, slowdown: float) -> tuple[Path,
 
 
 def one_pair(
-    perf: Path, host_yaml: Path, root: Path, b_compiler: str, repeat: int, threshold: float, sets: list[str]
+    perf: Path,
+    host_yaml: Path,
+    root: Path,
+    b_compiler: str,
+    repeat: int,
+    threshold: float,
+    sets: list[str],
+    keep: Path | None = None,
 ) -> dict:
     before = set((root / "result").glob("run*"))
     extra = [arg for item in sets for arg in ("--set", item)]
@@ -108,6 +115,10 @@ def one_pair(
         raise SystemExit(f"run.py ab exited {proc.returncode} without a decision:\n{proc.stderr[-3000:]}")
     lines = {(line["row"], line["figure"]): line for line in json.loads(decision_file.read_text())["lines"]}
     core = lines[("inference", "core qps")]
+    if keep is not None:  # each side's summary, with every repetition's figures, for later analysis
+        for side in ("A", "B"):
+            shutil.copy(run / side / "summary.json", keep / f"{run.name}_{side}.summary.json")
+        shutil.copy(decision_file, keep / f"{run.name}_compare_A.json")
     shutil.rmtree(run, ignore_errors=True)  # the runs' files: only the decision is kept
     return {
         "exit": proc.returncode,
@@ -115,6 +126,7 @@ def one_pair(
         "ratio": core["ratio"],
         "width": core["high"] / core["low"],
         "seconds": seconds,
+        "run": run.name,
     }
 
 
@@ -143,7 +155,12 @@ def main() -> int:
     parser.add_argument(
         "--set", action="append", default=[], dest="sets", metavar="KEY=VALUE", help="a case config key for both sides"
     )
+    parser.add_argument(
+        "--keep", type=Path, default=None, help="a folder to keep each pair's summaries and decision in (default: none)"
+    )
     args = parser.parse_args()
+    if args.keep is not None:
+        args.keep.mkdir(parents=True, exist_ok=True)
     data = Path(args.data or REPO / "data" / DATA[args.case]).resolve()
     with tempfile.TemporaryDirectory(prefix="calibration-") as tmp:
         root = Path(tmp)
@@ -151,11 +168,11 @@ def main() -> int:
         found: dict[str, list[dict]] = {"A/A": [], f"A/B ({args.slowdown:.0%} slower)": []}
         for index in range(args.pairs):  # the kinds interleaved too: a slow hour falls on both
             for kind, engine in zip(found, ("onnxruntime_copy", "busy_onnxruntime")):
-                pair = one_pair(perf, host_yaml, root, engine, args.repeat, args.threshold, args.sets)
+                pair = one_pair(perf, host_yaml, root, engine, args.repeat, args.threshold, args.sets, args.keep)
                 found[kind].append(pair)
                 print(
                     f"{kind} pair {index + 1}: exit {pair['exit']}, core qps {pair['core']}, B/A "
-                    f"{pair['ratio']:.3f}, {pair['seconds']:.0f} s",
+                    f"{pair['ratio']:.3f}, {pair['seconds']:.0f} s, {pair['run']}",
                     flush=True,
                 )
     print(

@@ -57,11 +57,11 @@ out = {{
 }}
 if plots:
     from common.record import RESULT_FILE, read_latencies
-    summary = json.loads((run_dir / "summary.json").read_text())
-    record = next(r for r in summary["results"] if r["status"] == "success")
-    log_dir = Path(record["log_dir"])
+    from common.summary_record import read_summary
+    record = next(r for r in read_summary(run_dir / "summary.json").results if r.succeeded)
+    log_dir = Path(record.log_dir)
     result = json.loads((log_dir / RESULT_FILE).read_text())
-    rows, raw = record.get("performance") or [], read_latencies(log_dir)
+    rows, raw = record.performance, read_latencies(log_dir)
     sys_samples, vendor_samples = report.monitor_files(log_dir)
     calls = {{
         "throughput_plot": lambda: report.throughput_plot(rows),

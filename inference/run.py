@@ -38,7 +38,7 @@ from utils.case_specs import CaseSpec, check_unique_cases, model_case
 from utils.executors.base import CaseOutcome, HostSession, case_result_dir
 from utils.host_config import HostConfig, load_host_config
 from utils.requirements import check_backend_requirements, check_case_requirements
-from utils.run_plan import Planned, Variant, build_plan, check_variants, parse_repeat, with_sets
+from utils.run_plan import AB_REPETITIONS, Planned, Variant, build_plan, check_variants, parse_repeat, with_sets
 
 if TYPE_CHECKING:
     from tools.config import CaseConfig
@@ -114,7 +114,8 @@ def parse_args(argv: list[str] | None, ab: bool = False) -> argparse.Namespace:
         default=None,
         metavar="N",
         help="run every case N times, interleaved, each a fresh process; the headline figures and their ± are then "
-        "the repetitions' (default: each case config's repetitions, 1; docs/measurement.md, 'Repetitions')",
+        "the repetitions' (default: each case config's repetitions, else 1, and for run.py ab "
+        f"{AB_REPETITIONS}; docs/measurement.md, 'Repetitions')",
     )
     parser.add_argument(
         "--strict", action="store_true", help="exit 3 when any result's verdict is invalid or left a check not judged"
@@ -129,11 +130,12 @@ def parse_args(argv: list[str] | None, ab: bool = False) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-AB_DESCRIPTION = """Run two variants of the same cases interleaved on the same hosts (utils/run_plan.py: ABBA per
+AB_DESCRIPTION = f"""Run two variants of the same cases interleaved on the same hosts (utils/run_plan.py: ABBA per
 repetition), then decide between them as run.py compare does: e.g. run.py ab --set-a compiler=onnxruntime
---set-b compiler=inductor --repeat 5. Results: run<id>/A/ and run<id>/B/ (each a run folder), the decision in
-run<id>/B/compare_A.md. Exit status as run.py compare's (0, 1 regression of B, 3 not comparable), 2 bad input,
-130 interrupted."""
+--set-b compiler=inductor. Each side runs {AB_REPETITIONS} repetitions unless --repeat or a case config's
+repetitions says otherwise (the calibration: docs/measurement.md). Results: run<id>/A/ and run<id>/B/ (each a
+run folder), the decision in run<id>/B/compare_A.md. Exit status as run.py compare's (0, 1 regression of B,
+3 not comparable), 2 bad input, 130 interrupted."""
 
 
 def list_available(perf_dir: Path) -> str:
@@ -292,7 +294,8 @@ def check_cases(config: HostConfig) -> None:
                 from benchmarks.onnx_model.describe import describe
 
                 describe(case_config)
-            config.repetitions[spec.key] = case_config.repetitions
+            if "repetitions" in case_config.origin:  # else the plan's default: 1, or run.py ab's
+                config.repetitions[spec.key] = case_config.repetitions
             if case_config.compiler is not None:
                 _check_engine(config, case_config, case_config.compiler)
             if is_base_case(spec.case):  # its dtypes and sizes; its memory where it runs here
@@ -526,7 +529,8 @@ def run_ab(config: HostConfig, run: Run, args: argparse.Namespace, previous: dic
     ]
     for variant in variants:
         variant.run_dir.mkdir()
-    outcomes, interrupted = run_hosts(config, run, args.verbose, build_plan(variants, config.repetitions))
+    plan = build_plan(variants, config.repetitions, AB_REPETITIONS)
+    outcomes, interrupted = run_hosts(config, run, args.verbose, plan)
     for variant in variants:
         mine = [o for o in outcomes if variant.run_dir in o.local_dir.parents]
         finish_run(
@@ -674,18 +678,16 @@ def finish_run(
     print(md_path.read_text(encoding="utf-8"))
     logger.debug(f"summary: {json_path} and {md_path}")  # beside report.html, whose path ends the output
     report_path = _write_report(run.run_dir, config.flagperf_path)
-    failed = [r for r in records if r["status"] != "success"]
+    failed = [r for r in records if not r.succeeded]
     for r in failed:
-        logger.error(
-            f"FAILED {r['case']}:{r['framework']} on host {r['host']} at step {r['failed_step']}: {r['error']}"
-        )
-    invalid = [r for r in records if r.get("verdict") and not r["verdict"]["valid"]]
+        logger.error(f"FAILED {r.name} on host {r.host} at step {r.failed_step}: {r.error}")
+    invalid = [r for r in records if r.invalid]
     if invalid:
         logger.warning(
             f"{len(invalid)} result(s) INVALID: see the reasons under the table"
             + ("" if strict else " (--strict makes this exit 3)")
         )
-    unjudged = [r for r in records if r.get("verdict") and r["verdict"].get("not_judged")]
+    unjudged = [r for r in records if r.verdict is not None and r.verdict.not_judged]
     if unjudged and strict:  # --strict: a check that could not run is no pass
         logger.warning(f"{len(unjudged)} result(s) with checks not judged (--strict): see the list under the table")
         invalid += [r for r in unjudged if r not in invalid]

@@ -24,6 +24,7 @@ from benchmarks.base_common import (
 )
 from common.errors import ConfigError
 from common.mfu import plausible_mfu
+from common.summary_record import Summary, SummaryLLM, SummaryRecord
 from tests.conftest import INFERENCE, TYPED_CASE_CONFIG
 from tests.result_records import case_result, write_result
 from tools.config.case import CaseConfig
@@ -286,8 +287,8 @@ def test_a_cases_mfu_uses_the_cached_measured_peak_when_the_fingerprint_matches(
     cached = json.loads(next((tmp_path / "result" / "baselines").glob("*.json")).read_text())
     assert cached["compute"]["fp32"]["value"] == 500e9 and cached["fingerprint"]["cpu_model"] == "AMD EPYC 9B45"
     record = merge_outcome(_outcome(tmp_path, "resnet50", _model_result(50.0)), INFERENCE, "cpu")
-    assert record["MFU"] == pytest.approx(50 * 8e9 / 500e9) and record["mfu_is_estimate"] is False
-    assert record["peak_measured"] == "measured fp32 GEMM peak (500 GFLOP/s ±2.0%)"
+    assert record.mfu == pytest.approx(50 * 8e9 / 500e9) and record.mfu_is_estimate is False
+    assert record.peak_measured == "measured fp32 GEMM peak (500 GFLOP/s ±2.0%)"
     table = markdown_table([record])
     assert "80.00% of measured fp32 GEMM peak (500 GFLOP/s ±2.0%)" in table
 
@@ -296,7 +297,7 @@ def test_another_fingerprint_keeps_the_estimate(tmp_path):
     baselines.store_outcomes([_outcome(tmp_path, "base_gemm", _gemm_result(500e9))], "cpu", "run1")
     other = {**ENV, "cpu_model": "Intel Xeon"}
     record = merge_outcome(_outcome(tmp_path, "resnet50", _model_result(50.0, other)), INFERENCE, "cpu")
-    assert record["peak_measured"] is None and record["peak_flops"] != 500e9
+    assert record.peak_measured is None and record.peak_flops != 500e9
 
 
 def test_an_invalid_baseline_is_not_cached(tmp_path):
@@ -309,14 +310,11 @@ def test_over_100_percent_of_a_measured_peak_gives_its_reason(tmp_path):
     record = merge_outcome(
         _outcome(tmp_path, "resnet50", _model_result(50.0)), INFERENCE, "cpu"
     )  # 400 GFLOP/s achieved
-    assert record["MFU"] is None
-    assert record["MFU_note"].startswith(
-        "400% of the measured fp32 GEMM peak (100 GFLOP/s ±2.0%): the baseline is wrong"
-    )
+    assert record.mfu is None
+    assert record.mfu_note.startswith("400% of the measured fp32 GEMM peak (100 GFLOP/s ±2.0%): the baseline is wrong")
     table = markdown_table([record])
     assert (
-        "n/a (over 100% of the measured peak: the baseline is wrong, see below)" in table
-        and record["MFU_note"] in table
+        "n/a (over 100% of the measured peak: the baseline is wrong, see below)" in table and record.mfu_note in table
     )
     assert plausible_mfu(1.5, False, "measured x")[1].startswith("150% of the measured x")
     assert plausible_mfu(1.5, True)[1].startswith("150% of the estimated peak")
@@ -431,7 +429,7 @@ def test_an_interconnect_case_with_one_host_is_one_line_and_exit_2(tmp_path):
 
 
 # ---- the roofline in report.html --------------------------------------------------------------------
-def _roofline_records(tmp_path: Path) -> list[dict]:
+def _roofline_records(tmp_path: Path) -> list[SummaryRecord]:
     gemm = _gemm_result(400e9)["baseline"]["figures"][0]
     stream = {
         "name": "STREAM triad",
@@ -446,15 +444,16 @@ def _roofline_records(tmp_path: Path) -> list[dict]:
         "case": "base_gemm",
         "framework": "pytorch",
         "host": "h",
+        "noderank": 0,
         "status": "success",
         "baseline": {"figures": [gemm, stream]},
     }
     log = tmp_path / "resnet50"
     log.mkdir()
     write_result(log, engine={"onnx_bytes": 100_000_000})
-    model = {"case": "resnet50", "framework": "pytorch", "host": "h", "status": "success", "flops": 8e9, "batchsize": 8}
-    model.update({"*p_inference_core(qps)": 25.0, "log_dir": str(log)})
-    return [base, model]
+    model = {"case": "resnet50", "framework": "pytorch", "host": "h", "noderank": 1, "status": "success", "flops": 8e9}
+    model.update({"batchsize": 8, "*p_inference_core(qps)": 25.0, "log_dir": str(log)})
+    return [SummaryRecord.from_json(r) for r in (base, model)]
 
 
 def test_the_roofline_has_the_measured_roofs_and_each_case_at_its_intensity(tmp_path):
@@ -476,9 +475,7 @@ def test_no_roofline_without_measured_peaks_and_the_page_shows_it_when_there_are
 
     records = _roofline_records(tmp_path)
     assert roofline_plot(records[1:], "cpu")[0] is None
-    html = render(
-        {"results": records, "aggregates": [], "vendor": "cpu", "run_id": "r", "mode": "local", "hosts": ["h"]}
-    )
+    html = render(Summary(tuple(records), run_id="r", mode="local", vendor="cpu", hosts=["h"]))
     assert 'id="roofline"' in html and "Roofline: 40 GB/s STREAM bandwidth roof" in html
 
 
@@ -506,24 +503,32 @@ def test_decode_bytes_per_token_are_the_weights_over_the_batch_plus_the_kv_cache
     assert baselines.decode_bytes_per_token({**MODEL, "precision": "fp8"}, 1, 0, 0) is None
 
 
+def _llm_block(decode_tokens_per_s: float) -> SummaryLLM:
+    cell = {"scenario": "offline", "batch_size": 1, "input_length": 0, "output_length": 0, "verdict": {"reasons": []}}
+    model = {**MODEL, "embedding_params": 0, "params": 10_000_000}
+    block = {"model": model, "table": [{**cell, "decode_tokens_per_s": decode_tokens_per_s}], "server": []}
+    llm = SummaryLLM.from_json(block)
+    assert llm is not None
+    return llm
+
+
 def test_mbu_is_decode_bytes_per_second_over_the_measured_bandwidth_and_over_100_percent_a_note():
-    cells = [{"batch_size": 1, "input_length": 0, "output_length": 0, "decode_tokens_per_s": 100.0}]
-    llm = {"model": {**MODEL, "embedding_params": 0, "params": 10_000_000}, "table": cells}
-    baselines.add_mbu(llm, {"triad": {"value": 8e9, "ci95": [7.8e9, 8.2e9]}})
+    llm = baselines.add_mbu(_llm_block(100.0), {"triad": {"value": 8e9, "ci95": [7.8e9, 8.2e9]}})
+    assert llm is not None and llm.table[0].mbu is not None
     assert (
-        cells[0]["decode_mbu"] == pytest.approx(40e6 * 100 / 8e9)
-        and llm["mbu_bandwidth"] == "measured STREAM triad (8 GB/s ±2.5%)"
+        llm.table[0].mbu.mbu == pytest.approx(40e6 * 100 / 8e9)
+        and llm.mbu_bandwidth == "measured STREAM triad (8 GB/s ±2.5%)"
     )
-    cells[0]["decode_tokens_per_s"] = 400.0
-    baselines.add_mbu(llm, {"copy": {"value": 8e9}})
-    assert cells[0]["decode_mbu"] is None and cells[0]["decode_mbu_note"].startswith(
-        "200% of the measured STREAM copy (8 GB/s)"
+    llm = baselines.add_mbu(_llm_block(400.0), {"copy": {"value": 8e9}})
+    mbu = llm.table[0].mbu if llm is not None else None
+    assert (
+        mbu is not None and mbu.mbu is None and (mbu.note or "").startswith("200% of the measured STREAM copy (8 GB/s)")
     )
-    lines = baselines.mbu_lines([{"case": "llama", "host": "h", "llm": llm}])
+    record = SummaryRecord(case="llama", framework="f", host="h", noderank=0, status="success", llm=llm)
+    lines = baselines.mbu_lines([record])
     assert "decode MBU n/a (200% of the measured STREAM copy" in lines[-1]
-    untouched = {"table": [{"batch_size": 1}]}
-    baselines.add_mbu(untouched, None)
-    assert "decode_mbu" not in untouched["table"][0]
+    untouched = _llm_block(100.0)
+    assert baselines.add_mbu(untouched, None) is untouched and "decode_mbu" not in untouched.table[0].to_json()
 
 
 def test_an_llm_record_gets_decode_mbu_from_the_cached_bandwidth_of_its_host(tmp_path):
@@ -550,7 +555,8 @@ def test_an_llm_record_gets_decode_mbu_from_the_cached_bandwidth_of_its_host(tmp
     record = merge_outcome(
         _outcome(tmp_path, "llama", {"case": "llama", "precision": "fp32", "llm": llm}), INFERENCE, "cpu"
     )
-    assert record["llm"]["table"][0]["decode_mbu"] == pytest.approx(40e6 * 50 / 40e9)
+    mbu = record.llm.table[0].mbu if record.llm else None
+    assert mbu is not None and mbu.mbu == pytest.approx(40e6 * 50 / 40e9)
     assert "Decode MBU" in markdown_table([record])
 
 

@@ -22,7 +22,8 @@ def test_the_interval_is_welchs_on_the_log_scale():
     a, b = [100.0, 104.0, 98.0, 101.0], [90.0, 93.0, 88.0]
     la, lb = [math.log(v) for v in a], [math.log(v) for v in b]
     welch = stats.ttest_ind(lb, la, equal_var=False)
-    result = decide(samples(*a), samples(*b), higher_is_better=True, threshold=0.05)
+    # the repetitions' own part: Welch's (a run made at another time adds the between-run term, below)
+    result = decide(samples(*a), samples(*b), higher_is_better=True, threshold=0.05, between_cv=0.0)
     diff = sum(lb) / 3 - sum(la) / 4
     se = math.sqrt(stats.tvar(la) / 4 + stats.tvar(lb) / 3)
     assert result.df == pytest.approx(welch.df)
@@ -31,6 +32,26 @@ def test_the_interval_is_welchs_on_the_log_scale():
     assert (result.low, result.high) == (pytest.approx(math.exp(diff - half)), pytest.approx(math.exp(diff + half)))
     assert diff / se == pytest.approx(welch.statistic)
     assert result.verdict == d.WORSE and result.regression and (result.n_a, result.n_b) == (4, 3) and not result.widened
+
+
+def test_runs_made_at_different_times_add_the_between_run_term_to_each_side():
+    """Each side's variance is s²/n plus between_cv², and the Welch-Satterthwaite degrees of freedom
+    count that term as exact: only the repetitions' part is estimated."""
+    a, b = [100.0, 104.0, 98.0, 101.0], [90.0, 93.0, 88.0]
+    la, lb = [math.log(v) for v in a], [math.log(v) for v in b]
+    ma, mb = stats.tvar(la) / 4, stats.tvar(lb) / 3
+    result = decide(samples(*a), samples(*b), True, 0.05, between_cv=0.1)
+    total = ma + mb + 2 * 0.1**2
+    df = total**2 / (ma**2 / 3 + mb**2 / 2)
+    assert result.df == pytest.approx(df) and result.widened
+    half = stats.t.ppf(0.975, df) * math.sqrt(total)
+    assert math.log(result.high / result.ratio) == pytest.approx(half)
+    # -10 % with both runs' repetitions within ±3 %: Welch alone calls it; across runs it is inconclusive
+    assert result.verdict == d.INCONCLUSIVE
+    assert decide(samples(*a), samples(*b), True, 0.05, between_cv=0.0).verdict == d.WORSE
+    # identical repetitions: only the term is left, with infinite degrees of freedom
+    same = decide(samples(100.0, 100.0), samples(50.0, 50.0), True, 0.05, between_cv=0.1)
+    assert math.isinf(same.df) and math.log(same.high / same.ratio) == pytest.approx(d.Z975 * math.sqrt(0.02))
 
 
 @pytest.mark.parametrize(
@@ -47,12 +68,12 @@ def test_the_interval_is_welchs_on_the_log_scale():
     ],
 )
 def test_verdicts(a, b, higher, verdict):
-    assert decide(samples(*a), samples(*b), higher, threshold=0.05).verdict == verdict
+    assert decide(samples(*a), samples(*b), higher, threshold=0.05, between_cv=0.0).verdict == verdict
 
 
 def test_a_change_of_exactly_the_threshold_is_within_it():
     # identical repetitions: a zero-width interval at exactly -5 %
-    result = decide(samples(100.0, 100.0), samples(95.0, 95.0), True, threshold=1 - 0.95 / 1.0)
+    result = decide(samples(100.0, 100.0), samples(95.0, 95.0), True, threshold=1 - 0.95 / 1.0, between_cv=0.0)
     assert result.low == result.high == pytest.approx(0.95) and result.verdict == d.WORSE_BELOW
 
 
@@ -110,7 +131,10 @@ def test_the_ratio_interval_covers_the_true_ratio_at_its_nominal_rate():
     rng = random.Random(7)
     trials, covered = 3000, 0
     for _ in range(trials):
-        result = decide(_lognormal_runs(rng, 4, 100.0, 0.1), _lognormal_runs(rng, 6, 85.0, 0.05), True, 0.05)
+        # independent repetitions (each a fresh draw of the run-to-run noise): no between-run term to add
+        result = decide(
+            _lognormal_runs(rng, 4, 100.0, 0.1), _lognormal_runs(rng, 6, 85.0, 0.05), True, 0.05, between_cv=0.0
+        )
         covered += result.low <= 0.85 <= result.high
     assert abs(covered / trials - 0.95) <= 3 * math.sqrt(0.95 * 0.05 / trials)
 
@@ -121,7 +145,9 @@ def test_power_grows_with_repetitions():
 
     def power(n: int) -> float:
         found = sum(
-            decide(_lognormal_runs(rng, n, 100.0, 0.05), _lognormal_runs(rng, n, 85.0, 0.05), True, 0.05).verdict
+            decide(
+                _lognormal_runs(rng, n, 100.0, 0.05), _lognormal_runs(rng, n, 85.0, 0.05), True, 0.05, between_cv=0.0
+            ).verdict
             == d.WORSE
             for _ in range(1000)
         )
@@ -129,6 +155,23 @@ def test_power_grows_with_repetitions():
 
     low, high = power(2), power(8)
     assert low < 0.6 < 0.95 < high
+
+
+def test_repetitions_that_share_their_runs_minutes_keep_false_alarms_within_rate_only_with_the_term():
+    """The machine measured in the calibration: each run's repetitions share that run's speed (a
+    16.5 % spread between runs) and add 3 % of their own. Welch on the repetitions alone calls two
+    identical engines "worse" far beyond 2.5 %; with the between-run term it stays within it."""
+    rng = random.Random(21)
+
+    def run(n: int) -> list[Sample]:
+        minutes = math.exp(rng.gauss(0, d.BETWEEN_RUN_CV))
+        return [Sample(100 * minutes * math.exp(rng.gauss(0, 0.03))) for _ in range(n)]
+
+    trials = 4000
+    pairs = [(run(3), run(3)) for _ in range(trials)]
+    alone = sum(decide(a, b, True, 0.0, between_cv=0.0).verdict == d.WORSE for a, b in pairs) / trials
+    termed = sum(decide(a, b, True, 0.0).verdict == d.WORSE for a, b in pairs) / trials
+    assert alone > 0.2 and termed <= 0.025 + 3 * math.sqrt(0.025 * 0.975 / trials)
 
 
 def test_paired_repetitions_cancel_the_machines_slow_minutes():

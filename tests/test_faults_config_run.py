@@ -130,6 +130,11 @@ def test_the_baseline_host_yaml_and_case_configs_pass_the_checks(tmp_path, tree)
     config = load_host_config(host_yaml(tmp_path, tree), tree)
     check_cases(config)
     assert config.vendor == "cpu" and [c.key for c in config.cases] == ["digits:pytorch"]
+    # no case config says how many repetitions: the plan's default (1, or run.py ab's) applies
+    assert config.repetitions == {}
+    config.overrides = ["repetitions=3"]
+    check_cases(config)
+    assert config.repetitions == {"digits:pytorch": 3}
 
 
 # ---- host.yaml ----------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 from common.record import PerformanceRow
 from common.record import Verdict as RecordedVerdict
 from common.stats import LatencyStats
+from common.summary_record import SummaryRecord
 from tests.test_performance_units import CONFIG, QUIET, scenario_run
 from tools.measure.contention import ContentionReading
 from tools.measure.stage import judge_row
@@ -62,15 +63,15 @@ def test_the_result_labels_what_was_not_judged_where_it_applies():
 
 
 def test_summary_md_shows_the_count_and_lists_them():
-    assert _verdict_cell({"valid": True, "reasons": [], "not_judged": ["a", "b"]}) == "valid, 2 not judged"
-    assert _verdict_cell({"valid": False, "reasons": ["x"]}) == "INVALID (1)"
+    assert _verdict_cell(RecordedVerdict(not_judged=("a", "b"))) == "valid, 2 not judged"
+    assert _verdict_cell(RecordedVerdict(reasons=("x",))) == "INVALID (1)"
     record = {
-        "case": "digits", "framework": "pytorch", "host": "h", "status": "success", "failed_step": None,
+        "case": "digits", "framework": "pytorch", "host": "h", "noderank": 0, "status": "success", "failed_step": None,
         "precision": "fp32", "batchsize": 16, "vendor_usage(GiB)": None, "vendor_max_mem(GiB)": None,
         "val_average_acc": 0.9, "infer_average_acc": 0.9,
         "*p_inference_core(qps)": 100.0, "p_inference_whole(qps)": 90.0, "p_validation_core(qps)": 50.0,
         "verdict": {"valid": True, "reasons": [], "not_judged": [f"inference: {DRIFT}"]},
     }  # fmt: skip
-    table = markdown_table([record])
+    table = markdown_table([SummaryRecord.from_json(record)])
     assert "| valid, 1 not judged |" in table
     assert f"- digits:pytorch on h, not judged (run.py --strict fails on these): inference: {DRIFT}" in table

@@ -22,6 +22,7 @@ import pytest
 
 from common.record import CaseResult, PerformanceRow, read_latencies, write_latencies
 from common.stats import LatencyStats
+from common.summary_record import SummaryRecord, SummaryRow
 from tests.measure_config import CHEAP_SET
 from tests.result_records import case_result, performance_row, phase_block, write_result
 from utils.results.aggregate import aggregate_records, with_aggregates
@@ -200,7 +201,8 @@ def make_run(
     )
     from datetime import datetime, timezone
 
-    write_summary(run_dir, name, config, records, datetime(2026, 1, 1, tzinfo=timezone.utc))
+    typed = [SummaryRecord.from_json(r) for r in records]
+    write_summary(run_dir, name, config, typed, datetime(2026, 1, 1, tzinfo=timezone.utc))
     return run_dir
 
 
@@ -444,9 +446,10 @@ def test_a_long_case_makes_a_small_spec(tmp_path):
     from utils.results.report import latency_plot, timeline_plot
 
     raw = {"performance_0": latencies_ns(1, 100_000, 0.3), "performance_1": latencies_ns(2, 100_000, 40.0)}
+    valid = {"valid": True, "reasons": []}
     rows = [
-        {"batch_size": 1, "scenario": "offline", "clients": 1},
-        {"batch_size": 64, "scenario": "offline", "clients": 1},
+        SummaryRow.from_json({"batch_size": 1, "scenario": "offline", "clients": 1, "verdict": valid}),
+        SummaryRow.from_json({"batch_size": 64, "scenario": "offline", "clients": 1, "verdict": valid}),
     ]
     latency = latency_plot(rows, raw, np.array(latencies_ns(3, 100_000, 1.0)))
     assert [len(t["x"]) for t in latency["data"]] == [500, 500, 500] or max(len(t["x"]) for t in latency["data"]) <= 500
@@ -565,18 +568,13 @@ def test_aggregate_sums_throughput_and_pools_raw_latencies(tmp_path):
 def test_no_aggregate_for_a_single_host_or_failed_hosts(tmp_path):
     run_dir = make_run(tmp_path, "run5")
     assert json.loads((run_dir / "summary.json").read_text())["aggregates"] == []
-    records = [
-        {"case": "a", "framework": "f", "status": "failed"},
-        {"case": "a", "framework": "f", "status": "success"},
-    ]
-    assert aggregate_records(records) == []
-    assert with_aggregates(
-        [{"case": "a", "framework": "f"}, {"case": "b", "framework": "f"}], [{"case": "a", "framework": "f", "x": 1}]
-    ) == [
-        {"case": "a", "framework": "f"},
-        {"case": "a", "framework": "f", "x": 1},
-        {"case": "b", "framework": "f"},
-    ]
+
+    def record(case: str, status: str = "success", host: str = "h", **kw) -> SummaryRecord:
+        return SummaryRecord(case=case, framework="f", host=host, noderank=0, status=status, **kw)
+
+    assert aggregate_records([record("a", "failed"), record("a")]) == []
+    a, b, aggregate = record("a"), record("b"), record("a", aggregate=True, host="all 2 hosts")
+    assert with_aggregates([a, b], [aggregate]) == [a, aggregate, b]
 
 
 def test_latency_file_round_trips_and_caps(tmp_path):

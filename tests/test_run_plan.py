@@ -8,7 +8,7 @@ import pytest
 
 from common.errors import ConfigError
 from utils.case_specs import CaseSpec
-from utils.run_plan import MAX_REPEAT, Variant, build_plan, check_variants, parse_repeat, with_sets
+from utils.run_plan import AB_REPETITIONS, MAX_REPEAT, Variant, build_plan, check_variants, parse_repeat, with_sets
 
 DIGITS, BERT = CaseSpec("digits", "pytorch", "/d"), CaseSpec("bert", "pytorch", "/b")
 
@@ -39,6 +39,16 @@ def test_two_variants_run_abba():
         ("B", "digits", 2), ("A", "digits", 2), ("B", "bert", 2), ("A", "bert", 2),
     ]  # fmt: skip
     assert plan[1].run_dir == Path("/r/B") and plan[1].spec.overrides == ("compiler=inductor",)
+
+
+def test_ab_runs_its_calibrated_repetitions_where_no_config_says():
+    a = Variant("A", Path("/r/A"), with_sets([DIGITS, BERT], ["compiler=onnxruntime"]))
+    b = Variant("B", Path("/r/B"), with_sets([DIGITS, BERT], ["compiler=inductor"]))
+    plan = build_plan([a, b], {"bert:pytorch": 2}, AB_REPETITIONS)
+    assert AB_REPETITIONS == 8  # docs/measurement.md, "Calibration": the smallest N meeting both goals
+    assert [item.repetition for item in plan if item.spec.case == "digits" and item.variant == "A"] == list(range(1, 9))
+    assert sum(item.spec.case == "bert" for item in plan) == 4  # a case config's repetitions wins
+    assert order(plan)[:4] == [("A", "digits", 1), ("B", "digits", 1), ("A", "bert", 1), ("B", "bert", 1)]
 
 
 def test_a_variant_set_is_added_to_a_cases_own_sets():

@@ -116,10 +116,10 @@ def _outcome(tmp_path: Path, result: CaseResult | None, peak: dict | None) -> Ca
 def test_mfu_per_row_uses_the_vendor_peak_and_is_marked_estimate(tmp_path):
     record = merge_outcome(_outcome(tmp_path, _result(), peak={}), INFERENCE, "cpu")
     peak = 2 * 2500e6 * 32  # Zen 4: 32 fp32 FLOP/cycle/core
-    assert record["peak_flops"] == pytest.approx(peak)
-    assert record["mfu_is_estimate"] is True and "zen4" in record["peak_flops_source"]
-    assert record["MFU"] == pytest.approx(4e9 * 25.0 / peak) and record["MFU_note"] is None
-    assert [row["MFU"] for row in record["performance"]] == pytest.approx([4e9 * 26.0 / peak, 4e9 * 9.5 / peak])
+    assert record.peak_flops == pytest.approx(peak)
+    assert record.mfu_is_estimate is True and "zen4" in record.peak_flops_source
+    assert record.mfu == pytest.approx(4e9 * 25.0 / peak) and record.mfu_note is None
+    assert [row.mfu for row in record.performance] == pytest.approx([4e9 * 26.0 / peak, 4e9 * 9.5 / peak])
 
 
 def test_an_mfu_above_100_percent_is_never_shown_as_a_number(tmp_path):
@@ -127,23 +127,21 @@ def test_an_mfu_above_100_percent_is_never_shown_as_a_number(tmp_path):
     record = merge_outcome(_outcome(tmp_path, _result(flops=8e9), peak={}), INFERENCE, "cpu")
     peak = 2 * 2500e6 * 32
     assert 8e9 * 25.0 / peak == pytest.approx(1.25)
-    assert record["MFU"] is None
-    assert (
-        record["MFU_note"] == "125% of the estimated peak: the estimate is too low (a nominal clock below the real one)"
-    )
-    rows = record["performance"]
-    assert rows[0]["MFU"] is None and rows[0]["MFU_note"].startswith("130% of the estimated peak")
-    assert rows[1]["MFU"] == pytest.approx(8e9 * 9.5 / peak) and rows[1]["MFU_note"] is None
+    assert record.mfu is None
+    assert record.mfu_note == "125% of the estimated peak: the estimate is too low (a nominal clock below the real one)"
+    rows = record.performance
+    assert rows[0].mfu is None and rows[0].mfu_note.startswith("130% of the estimated peak")
+    assert rows[1].mfu == pytest.approx(8e9 * 9.5 / peak) and rows[1].mfu_note is None
     table = markdown_table([record])
     assert table.splitlines()[2].endswith("| n/a (over 100%: peak too low) |")
     assert "125.00%" not in table
-    assert record["latency_ms"]["p90"] is None and record["latency_notes"] == ["p90 needs at least 64 queries, got 40"]
+    assert record.latency_ms.p90 is None and record.latency_notes == ["p90 needs at least 64 queries, got 40"]
 
 
 def test_mfu_is_null_without_a_peak(tmp_path):
     record = merge_outcome(_outcome(tmp_path, _result(), peak=None), INFERENCE, "cpu")
-    assert record["MFU"] is None and record["mfu_is_estimate"] is None
-    assert all(row["MFU"] is None for row in record["performance"])
+    assert record.mfu is None and record.mfu_is_estimate is None
+    assert all(row.mfu is None for row in record.performance)
 
 
 def test_table_says_na_with_reasons_units_and_verdicts(tmp_path):
@@ -172,7 +170,7 @@ def test_table_says_na_with_reasons_units_and_verdicts(tmp_path):
 def test_failed_case_has_no_verdict_and_says_where_it_failed(tmp_path):
     outcome = _outcome(tmp_path, None, peak=None).fail("vendor_compile", "onnxruntime could not compile")
     record = merge_outcome(outcome, INFERENCE, "cpu")
-    assert record["verdict"] is None and record["performance"] == []
+    assert record.verdict is None and record.performance == ()
     table = markdown_table([record])
     assert "| failed at vendor_compile | - |" in table
     assert "failed at step `vendor_compile`: onnxruntime could not compile" in table

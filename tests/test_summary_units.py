@@ -19,6 +19,7 @@ import pytest
 
 from common import record as result_record
 from common.record import CaseResult
+from common.summary_record import SummaryRecord
 from tests.result_records import performance_row, phase_block, result_json
 from utils.executors.base import CaseOutcome
 from utils.host_config import CaseSpec
@@ -107,7 +108,9 @@ def test_merge_outcome_whole_record(fake_vendor, monkeypatch):
     module.value = (1.5, 16.0, PEAK)
     analysed = []
     monkeypatch.setattr(summary.sys_monitor, "analyse", lambda path: analysed.append(path) or {"samples": 9})
-    record = merge_outcome(outcome(perf_dir, RESULT, monitors={"sys": "s.jsonl", VENDOR: "v.jsonl"}), perf_dir, VENDOR)
+    record = merge_outcome(
+        outcome(perf_dir, RESULT, monitors={"sys": "s.jsonl", VENDOR: "v.jsonl"}), perf_dir, VENDOR
+    ).to_json()  # as summary.json has it
     assert analysed == ["s.jsonl"] and module.calls == ["v.jsonl"]
     assert record == {
         "case": "resnet50",
@@ -151,27 +154,27 @@ def test_merge_outcome_whole_record(fake_vendor, monkeypatch):
 
 
 def test_merge_outcome_without_monitors_or_result(tmp_path):
-    record = merge_outcome(outcome(tmp_path, None, status="failed"), tmp_path, VENDOR)
+    record = merge_outcome(outcome(tmp_path, None, status="failed"), tmp_path, VENDOR).to_json()
     assert record["verdict"] is None and record["latency_ms"] is None and record["latency_batches"] is None
     assert record["latency_notes"] == [] and record["sys_monitor"] is None and record["performance"] == []
     assert record["audits"] == [] and record["best"] is None and record["numeric"] is None
     assert (record["peak_flops"], record["mfu_is_estimate"], record["peak_flops_source"], record["MFU"]) == (None,) * 4
     assert (record["vendor_usage(GiB)"], record["vendor_max_mem(GiB)"]) == (None, None)
-    failed = merge_outcome(outcome(tmp_path, RESULT, status="failed"), tmp_path, VENDOR)
+    failed = merge_outcome(outcome(tmp_path, RESULT, status="failed"), tmp_path, VENDOR).to_json()
     assert failed["verdict"] is None  # a failed case's verdict is not reported
     latency_without_notes = {
         **RESULT,
         "inference": {**RESULT["inference"], "latency_ms": {"count": 3, "p50": 1.0}},
         "audits": None,
     }
-    record = merge_outcome(outcome(tmp_path, latency_without_notes), tmp_path, VENDOR)
+    record = merge_outcome(outcome(tmp_path, latency_without_notes), tmp_path, VENDOR).to_json()
     assert record["latency_notes"] == [] and record["audits"] == []
     assert record["latency_ms"] == {"p50": 1.0, "p90": None, "p99": None, "p99_9": None, "mean": None}
 
 
 def test_mfu_peak_forms_and_the_unknown_peak_warning(fake_vendor, caplog_loguru):
     perf_dir, module = fake_vendor
-    run = lambda result: merge_outcome(outcome(perf_dir, result, monitors={VENDOR: "v"}), perf_dir, VENDOR)
+    run = lambda result: merge_outcome(outcome(perf_dir, result, monitors={VENDOR: "v"}), perf_dir, VENDOR).to_json()
     module.value = (1.0, 2.0, 5e11)  # one number: every precision, not an estimate
     record = run(RESULT)
     assert (record["peak_flops"], record["mfu_is_estimate"], record["MFU"]) == (5e11, False, 2e9 * 100 / 5e11)
@@ -196,7 +199,9 @@ def test_mfu_peak_forms_and_the_unknown_peak_warning(fake_vendor, caplog_loguru)
     module.value = (1.0, 2.0, {"fp16": 1e12})
     assert run({**RESULT, "*p_inference_core(qps)": None})["MFU"] is None  # a peak, but no throughput
     module.value = (1.0, 2.0, None)
-    record = merge_outcome(outcome(perf_dir, RESULT, status="failed", monitors={VENDOR: "v"}), perf_dir, VENDOR)
+    record = merge_outcome(
+        outcome(perf_dir, RESULT, status="failed", monitors={VENDOR: "v"}), perf_dir, VENDOR
+    ).to_json()
     assert record["MFU"] is None and record["vendor_usage(GiB)"] == 1.0
     assert len(caplog_loguru) == count  # no peak needed, or nothing to say
 
@@ -241,6 +246,10 @@ def test_memory_kind(fake_vendor):
 
 
 # ---- the table ------------------------------------------------------------------------------
+def typed(records: list[dict]) -> list[SummaryRecord]:
+    return [SummaryRecord.from_json(r) for r in records]
+
+
 def records() -> list[dict]:
     empty = {key: None for key in result_record.FLAGPERF_KEYS}
     a = {
@@ -248,6 +257,7 @@ def records() -> list[dict]:
         "case": "resnet50",
         "framework": "pytorch",
         "host": "h1",
+        "noderank": 0,
         "status": "success",
         "failed_step": None,
         "error": None,
@@ -315,6 +325,7 @@ def records() -> list[dict]:
         "case": "digits",
         "framework": "pytorch",
         "host": "h2",
+        "noderank": 0,
         "status": "success",
         "failed_step": None,
         "error": None,
@@ -341,6 +352,7 @@ def records() -> list[dict]:
         "case": "bert",
         "framework": "onnx",
         "host": "h3",
+        "noderank": 0,
         "status": "failed",
         "failed_step": "vendor_compile",
         "error": "boom",
@@ -389,13 +401,15 @@ Measure this host's peaks with `run.py --cases base`: later runs here then take 
 
 
 def test_markdown_table_every_cell():
-    assert markdown_table(records(), "HBM") == EXPECTED_TABLE
+    assert markdown_table(typed(records()), "HBM") == EXPECTED_TABLE
 
 
 def test_markdown_table_minimal():
     only = records()[1]
     only["mfu_is_estimate"] = None
-    assert markdown_table([only]) == "\n".join(EXPECTED_TABLE.replace("HBM", "device memory").splitlines()[:2]) + (
+    assert markdown_table(typed([only])) == "\n".join(
+        EXPECTED_TABLE.replace("HBM", "device memory").splitlines()[:2]
+    ) + (
         "\n| digits:pytorch | h2 | success | valid | fp32 | 16 | 2000.00 | - | 1500.50 | - | - | - | "
         "n/a (random weights) | n/a (random weights) | - | n/a (peak unknown) |\n"
     )
@@ -412,7 +426,7 @@ def test_cells_of_a_measured_row_without_estimate_or_p50():
         "latency_ms": {"p50": None, "p90": 2.0, "p99": None},
         "latency_batches": 1,
     }
-    row = markdown_table([record]).splitlines()[2]
+    row = markdown_table(typed([record])).splitlines()[2]
     assert row == (
         "| digits:pytorch | h2 | success | valid | fp32 | 16 | 2000.00 | - | 1500.50 | n/a (<2 queries) | 2.00 | "
         "n/a (<662 queries) | - | 0.5000 | - | 50.00% |"
@@ -428,7 +442,7 @@ def test_write_summary_files(tmp_path):
     )
     started = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
     before = datetime.now(timezone.utc).replace(microsecond=0)
-    json_path, md_path = write_summary(tmp_path, "run42", host_config, records(), started)
+    json_path, md_path = write_summary(tmp_path, "run42", host_config, typed(records()), started)
     assert (json_path, md_path) == (tmp_path / "summary.json", tmp_path / "summary.md")
     data = json.loads(json_path.read_text())
     finished = datetime.fromisoformat(data.pop("finished_at"))
@@ -443,7 +457,7 @@ def test_write_summary_files(tmp_path):
         "succeeded": 2,
         "failed": 1,
         "invalid": 1,
-        "results": records(),
+        "results": [r.to_json() for r in typed(records())],  # every key, in summary.json's order
         "aggregates": [],
     }
     assert md_path.read_text(encoding="utf-8") == (
@@ -452,6 +466,6 @@ def test_write_summary_files(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["summary.json", "summary.md"]
     other = tmp_path / "other"
     other.mkdir()
-    write_summary(other, "r", host_config, records()[:1], started)
+    write_summary(other, "r", host_config, typed(records()[:1]), started)
     counts = json.loads((other / "summary.json").read_text())
     assert (counts["succeeded"], counts["failed"], counts["invalid"]) == (1, 0, 1)

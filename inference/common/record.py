@@ -169,11 +169,6 @@ def _json_value(value: Any) -> Any:
 RowKey = tuple[int, str, int]  # (batch_size, scenario, clients): a row's identity within a case
 
 
-def row_key(row: Json) -> RowKey:
-    """A row's identity within a case, from its JSON (a summary record's row, an aggregate's)."""
-    return row["batch_size"], row["scenario"], row["clients"]
-
-
 # A performance row's keys in result.json's order, up to its verdict (then its window and generator).
 _ROW_ORDER: Final = (
     "batch_size",
@@ -239,7 +234,7 @@ class PerformanceRow:
 
     @property
     def key(self) -> RowKey:
-        return row_key(vars(self))
+        return self.batch_size, self.scenario, self.clients
 
     @property
     def label(self) -> str:

@@ -23,6 +23,10 @@ from common.values import MAX_REPETITIONS
 from utils.case_specs import CaseSpec
 
 MAX_REPEAT = MAX_REPETITIONS  # --repeat: the case config's key repetitions has the same bound
+# run.py ab's repetitions per side where neither --repeat nor a case config says: the smallest N at which
+# its paired decision found a 15 % slower engine in >= 90 % of decisions with <= 5 % false alarms on the
+# 2-core machine (bench/calibration_analysis.py; docs/measurement.md, "Calibration"). A plain run's is 1.
+AB_REPETITIONS = 8
 
 
 @dataclass(frozen=True)
@@ -57,17 +61,18 @@ def parse_repeat(text: str | None) -> int | None:
     return value
 
 
-def build_plan(variants: list[Variant], repetitions: dict[str, int]) -> list[Planned]:
+def build_plan(variants: list[Variant], repetitions: dict[str, int], default: int = 1) -> list[Planned]:
     """Every case run in order (module docstring). ``repetitions`` maps a case key to its count
-    (1 when missing); a case with fewer repetitions than another drops out of the later rounds."""
-    rounds = max([repetitions.get(spec.key, 1) for v in variants for spec in v.cases], default=1)
+    (``default`` when missing: 1, or ``AB_REPETITIONS`` for run.py ab); a case with fewer repetitions
+    than another drops out of the later rounds."""
+    rounds = max([repetitions.get(spec.key, default) for v in variants for spec in v.cases], default=1)
     plan: list[Planned] = []
     for repetition in range(1, rounds + 1):
         order = variants if repetition % 2 else list(reversed(variants))  # ABBA for two variants
         for index in range(len(variants[0].cases)):
             for variant in order:
                 spec = variant.cases[index]
-                if repetition <= repetitions.get(spec.key, 1):
+                if repetition <= repetitions.get(spec.key, default):
                     plan.append(Planned(spec, variant.run_dir, repetition, variant.name))
     return plan
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ from loguru import logger
 from common.files import write_json_atomic
 from common.record import CaseResult
 from common.stats import relative_half_width
+from common.summary_record import DecodeMBU, SummaryLLM, SummaryRecord
 
 CACHE_DIR = "baselines"
 FINGERPRINT_KEYS = ("cpu_model", "cpus_usable", "accelerator")
@@ -172,40 +173,38 @@ def decode_bytes_per_token(model: dict, batch: int, input_length: int, output_le
     return weights / batch + kv_per_position * (input_length + output_length / 2)
 
 
-def add_mbu(llm: dict | None, bandwidth: dict | None) -> None:
-    """Each offline cell's ``decode_mbu``: decode tokens/s x bytes per token over the measured
-    STREAM bandwidth (triad, else copy); over 100 % is a note, never a figure."""
+def add_mbu(llm: SummaryLLM | None, bandwidth: dict | None) -> SummaryLLM | None:
+    """``llm`` with each offline cell's decode MBU: decode tokens/s x bytes per token over the measured
+    STREAM bandwidth (triad, else copy); over 100 % is a note, never a figure. ``llm`` as it is
+    without a measured bandwidth."""
     memory = (bandwidth or {}).get("triad") or (bandwidth or {}).get("copy")
-    if not llm or not memory:
-        return
-    llm["mbu_bandwidth"] = (
-        f"measured STREAM {'triad' if (bandwidth or {}).get('triad') else 'copy'} ({with_width(memory, 'B/s')})"
-    )
-    for cell in llm.get("table") or []:
+    if llm is None or not memory:
+        return llm
+    against = f"measured STREAM {'triad' if (bandwidth or {}).get('triad') else 'copy'} ({with_width(memory, 'B/s')})"
+    cells = []
+    for cell in llm.table:
         per_token = decode_bytes_per_token(
-            llm.get("model") or {}, cell.get("batch_size"), cell.get("input_length", 0), cell.get("output_length", 0)
+            llm.model, cell.batch_size or 0, cell.input_length or 0, cell.output_length or 0
         )
-        rate = cell.get("decode_tokens_per_s")
-        cell["decode_bytes_per_token"] = per_token
+        rate = cell.decode_tokens_per_s
         value = per_token * rate / memory["value"] if per_token and rate else None
-        cell["decode_mbu"], cell["decode_mbu_note"] = (
-            (value, None)
+        note = (
+            None
             if value is None or value <= 1
-            else (
-                None,
-                f"{value:.0%} of the {llm['mbu_bandwidth']}: the bandwidth baseline is wrong or the engine reads less "
-                "than the model's weights per step",
-            )
+            else f"{value:.0%} of the {against}: the bandwidth baseline is wrong or the engine reads less than the "
+            "model's weights per step"
         )
+        cells.append(replace(cell, mbu=DecodeMBU(per_token, value if note is None else None, note)))
+    return replace(llm, table=tuple(cells), mbu_bandwidth=against)
 
 
 # ---- summary.md ---------------------------------------------------------------------------------
 HEADER = "| case | host | figure | measured | size | calls | verdict |"
 
 
-def markdown_lines(records: list[dict]) -> list[str]:
-    rows = [(r, f) for r in records for f in ((r.get("baseline") or {}).get("figures") or [])]
-    not_applicable = [r for r in records if (r.get("baseline") or {}).get("not_applicable")]
+def markdown_lines(records: list[SummaryRecord]) -> list[str]:
+    rows = [(r, f) for r in records for f in ((r.baseline or {}).get("figures") or [])]
+    not_applicable = [r for r in records if (r.baseline or {}).get("not_applicable")]
     if not rows and not not_applicable:
         return mbu_lines(records)
     lines = ["", "Base tier (the chip itself, measured until precise; docs/measurement.md):", ""]
@@ -223,32 +222,31 @@ def markdown_lines(records: list[dict]) -> list[str]:
             )
             verdict = "valid" if f["verdict"]["valid"] else f"INVALID ({len(f['verdict']['reasons'])})"
             lines.append(
-                f"| {r['case']}:{r['framework']} | {r['host']} | {f['name']} | {with_width(f, f['unit'])} | {shown} | "
+                f"| {r.name} | {r.host} | {f['name']} | {with_width(f, f['unit'])} | {shown} | "
                 f"{f['calls']} | {verdict} |"
             )
     for r in not_applicable:
-        lines.append(f"- {r['case']} on {r['host']}: not applicable ({r['baseline']['not_applicable']})")
+        lines.append(f"- {r.case} on {r.host}: not applicable ({(r.baseline or {})['not_applicable']})")
     return lines + mbu_lines(records)
 
 
-def mbu_lines(records: list[dict]) -> list[str]:
+def mbu_lines(records: list[SummaryRecord]) -> list[str]:
     """One line per LLM offline cell with a decode MBU (or its note)."""
     lines = []
     for r in records:
-        llm = r.get("llm") or {}
-        for cell in llm.get("table") or []:
-            if cell.get("decode_mbu") is None and not cell.get("decode_mbu_note"):
+        llm = r.llm
+        if llm is None:
+            continue
+        for cell in llm.table:
+            mbu = cell.mbu
+            if mbu is None or (mbu.mbu is None and not mbu.note):
                 continue
-            shown = (
-                f"{cell['decode_mbu']:.1%} of the {llm['mbu_bandwidth']}"
-                if cell.get("decode_mbu") is not None
-                else f"n/a ({cell['decode_mbu_note']})"
-            )
+            shown = f"{mbu.mbu:.1%} of the {llm.mbu_bandwidth}" if mbu.mbu is not None else f"n/a ({mbu.note})"
             lines.append(
-                f"- {r['case']} on {r['host']}, bs {cell['batch_size']} in {cell['input_length']} out "
-                f"{cell['output_length']}: decode MBU {shown} "
-                f"({format_rate(cell['decode_bytes_per_token'], 'B/s').replace('/s', '')} per token x "
-                f"{cell['decode_tokens_per_s']:.1f} tokens/s)"
+                f"- {r.case} on {r.host}, bs {cell.batch_size} in {cell.input_length} out "
+                f"{cell.output_length}: decode MBU {shown} "
+                f"({format_rate(mbu.bytes_per_token, 'B/s').replace('/s', '')} per token x "
+                f"{cell.decode_tokens_per_s:.1f} tokens/s)"
             )
     return (
         [

@@ -11,16 +11,19 @@ serving run and a run of cases have nothing in common (exit 2).
 Each figure is decided across the repetitions of both runs (``run.py --repeat N``) by
 ``utils/results/decide.py``: the ratio B/A with its 95 % Welch interval on the log scale, and
 the verdict at ``--threshold`` (the smallest change that counts): worse, better, below threshold,
-inconclusive or no detectable change. A run of one repetition has not seen the noise between
-runs: its side is widened by the measured between-run spread (``--between-run-cv``, default
-12 %), and the output says so; with one repetition per side only changes beyond about 33 % can
-be called. A figure a run judged INVALID is shown as "not comparable" unless
+inconclusive or no detectable change. Two runs made at different times have not seen the noise
+between runs, however many repetitions each has (they share their run's minutes): each side is
+widened by the measured between-run spread (``--between-run-cv``, default 16.5 %), and the output
+says so; only changes beyond about ±46 % can then be called on the 2-core machine. ``run.py ab``
+pairs the repetitions instead and calls much smaller changes (docs/measurement.md, "Calibration").
+A figure a run judged INVALID is shown as "not comparable" unless
 ``--allow-invalid``.
 
 Exit status: 0 no regression and nothing missing; 1 a regression (a figure "worse" beyond the
 threshold); 3 no regression, but a figure of either run is INVALID (without ``--allow-invalid``),
 or a case, row (a serving run's load step) or throughput of A is missing or failed in B; 2 bad
-input (one line: a run that is not found or has no summary.json, runs with nothing in common, a bad
+input (one line: a run that is not found or has no summary.json, a summary.json record with a key
+missing or of the wrong type (the file, record and key named), runs with nothing in common, a bad
 option).
 Writes ``compare_<RUN_A name>.md`` and ``.json`` into RUN_B.
 """
@@ -28,16 +31,17 @@ Writes ``compare_<RUN_A name>.md`` and ``.json`` into RUN_B.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from common.files import atomic_path, write_json_atomic
+from common.record import RecordError
+from common.summary_record import SUMMARY_FILE, Summary, SummaryRecord, read_summary
 from utils.results import decide as decision
 from utils.results.figures import KINDS, THROUGHPUTS, repetition_figures
-from utils.results.serving_compare import is_serving, read_serving_run, serving_figures
+from utils.results.serving_compare import is_serving_run, read_serving_run, serving_figures
 
 EXIT_REGRESSION = 1
 EXIT_BAD_INPUT = 2
@@ -96,25 +100,18 @@ def resolve_run(name: str, result_root: Path) -> Path:
     raise CompareError(f"compare: run {name!r} not found (looked in . and {result_root})")
 
 
-def load_run(run_dir: Path) -> dict:
-    path = run_dir / "summary.json"
+def load_run(run_dir: Path) -> Summary:
+    path = run_dir / SUMMARY_FILE
     if not path.is_file():
         raise CompareError(f"compare: {run_dir} has no summary.json (not a finished run)")
     try:
-        summary = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise CompareError(f"compare: {path} cannot be read: {exc}") from None
-    if not isinstance(summary, dict) or not (is_serving(summary) or isinstance(summary.get("results"), list)):
-        raise CompareError(f"compare: {path} is not an InferPerf summary (no results list)")
-    return summary
+        return read_summary(path)
+    except RecordError as exc:  # unreadable, or a key missing or of the wrong type: the file and key named
+        raise CompareError(f"compare: {exc}") from None
 
 
-def _case(record: dict) -> str:
-    return f"{record['case']}:{record['framework']}"
-
-
-def _host(rec_a: dict, rec_b: dict) -> str:
-    return rec_a["host"] if rec_a["host"] == rec_b["host"] else f"{rec_a['host']} -> {rec_b['host']}"
+def _host(rec_a: SummaryRecord, rec_b: SummaryRecord) -> str:
+    return rec_a.host if rec_a.host == rec_b.host else f"{rec_a.host} -> {rec_b.host}"
 
 
 def compare_figures(
@@ -128,8 +125,8 @@ def compare_figures(
     out: Comparison,
     paired: bool = False,
 ) -> None:
-    """Every figure of one case x host (or serving run), (row, name) -> its repetitions' samples, that both
-    runs measured, decided; what B lacks, as a problem."""
+    """Every figure of one case x host (or serving run), (row, name) -> its repetitions' samples, that
+    both runs measured, decided; what B lacks, as a problem."""
     for key, samples_a in figures_a.items():
         row, figure = key
         samples_b = figures_b.get(key)
@@ -174,12 +171,12 @@ def compare_runs(
 ) -> Comparison:
     """Every line of the comparison, what is missing or failed in B, and notes. ``paired``: the
     runs' repetitions ran in pairs (run.py ab), so each figure is decided on its pairs."""
+    if is_serving_run(dir_a) or is_serving_run(dir_b):
+        return compare_serving_runs(dir_a, dir_b, threshold, between_cv, allow_invalid)
     run_a, run_b = load_run(dir_a), load_run(dir_b)
-    if is_serving(run_a) or is_serving(run_b):
-        return compare_serving_runs(dir_a, dir_b, run_a, run_b, threshold, between_cv, allow_invalid)
 
-    def index(summary: dict) -> dict:
-        return {(r["case"], r["framework"], r["noderank"]): r for r in summary["results"]}
+    def index(summary: Summary) -> dict[tuple[str, str, int | None], SummaryRecord]:
+        return {r.identity: r for r in summary.results}
 
     a, b = index(run_a), index(run_b)
     common = [k for k in a if k in b]
@@ -191,17 +188,16 @@ def compare_runs(
     out.notes += [f"only in B: {c}:{f} noderank {n}" for (c, f, n) in b if (c, f, n) not in a]
     for k in common:
         rec_a, rec_b = a[k], b[k]
-        if rec_b["status"] != "success":
+        if not rec_b.succeeded:
             out.problems.append(
-                f"{_case(rec_b)} on {rec_b['host']} {rec_b['status']} in B at step {rec_b.get('failed_step')}: "
-                f"{rec_b.get('error')}"
+                f"{rec_b.name} on {rec_b.host} {rec_b.status} in B at step {rec_b.failed_step}: {rec_b.error}"
             )
-        elif rec_a["status"] != "success":
-            out.notes.append(f"{_case(rec_a)} on {rec_a['host']} {rec_a['status']} in A: not compared")
+        elif not rec_a.succeeded:
+            out.notes.append(f"{rec_a.name} on {rec_a.host} {rec_a.status} in A: not compared")
         else:
             figures_a, figures_b = repetition_figures(rec_a), repetition_figures(rec_b)
             host = _host(rec_a, rec_b)
-            compare_figures(_case(rec_a), host, figures_a, figures_b, threshold, between_cv, allow_invalid, out, paired)
+            compare_figures(rec_a.name, host, figures_a, figures_b, threshold, between_cv, allow_invalid, out, paired)
     if not out.lines and not out.problems:
         raise CompareError(
             f"compare: {dir_a.name} and {dir_b.name} have no figure in common (different batch sizes or scenarios?)"
@@ -213,22 +209,23 @@ def compare_runs(
 def _note_widened(out: Comparison, between_cv: float) -> None:
     if any(line.widened for line in out.lines):
         out.notes.append(
-            "one repetition on a side: it cannot see the noise between runs, so its side was widened by the "
-            "between-run spread "
-            f"of {between_cv:.0%} (docs/measurement.md, 'Between runs'); run.py --repeat N measures it instead"
+            "* runs made at different times: their repetitions cannot see the noise between runs, so each side was "
+            f"widened by the between-run spread of {between_cv:.1%} (docs/measurement.md, 'Calibration'); "
+            "run.py ab, which pairs the repetitions, decides smaller changes"
         )
 
 
 def compare_serving_runs(
-    dir_a: Path, dir_b: Path, run_a: dict, run_b: dict, threshold: float, between_cv: float, allow_invalid: bool
+    dir_a: Path, dir_b: Path, threshold: float, between_cv: float, allow_invalid: bool
 ) -> Comparison:
     """Two serving runs (run.py --endpoint), each load step a row (utils/results/serving_compare.py)."""
-    if not (is_serving(run_a) and is_serving(run_b)):
-        serving, other = (dir_a, dir_b) if is_serving(run_a) else (dir_b, dir_a)
-        raise CompareError(
-            f"compare: {serving.name} is a serving run (run.py --endpoint) and {other.name} a run of cases: "
-            "nothing in common"
-        )
+    for run_dir, other in ((dir_a, dir_b), (dir_b, dir_a)):
+        if not is_serving_run(run_dir):
+            load_run(run_dir)  # not a finished run: said as for any run
+            raise CompareError(
+                f"compare: {other.name} is a serving run (run.py --endpoint) and {run_dir.name} a run of cases: "
+                "nothing in common"
+            )
     try:
         a, b = read_serving_run(dir_a), read_serving_run(dir_b)
     except ValueError as exc:
@@ -317,7 +314,8 @@ def add_decision_options(parser: argparse.ArgumentParser) -> None:
         "--between-run-cv",
         type=_cv,
         default=decision.BETWEEN_RUN_CV,
-        help=f"the between-run spread added to a side of one repetition (default {decision.BETWEEN_RUN_CV})",
+        help="the between-run spread added to each side of runs made at different times, as a fraction "
+        f"(default {decision.BETWEEN_RUN_CV}, measured on the 2-core machine; bench/calibration_analysis.py)",
     )
     parser.add_argument(
         "--allow-invalid",

@@ -11,11 +11,14 @@ The decision (defined here once; ``compare`` and ``ab`` print it):
   is as far from A as one that is 25 % faster is from B, and the noise of throughput and
   latency is multiplicative.
 - **Each side** is the mean of its repetitions' logs (the headline is its geometric mean) with
-  the variance of that mean: ``s² / n`` over the repetitions when there are two or more
-  (Student t, ``n - 1`` degrees of freedom). A side with **one** repetition has never seen the
-  noise between runs: its variance is its window's own (``(half-width / 1.96)²``) plus
-  ``BETWEEN_RUN_CV²``, the between-run noise measured on the 2-core machine (below), and it
-  counts as a normal term (infinite degrees of freedom). The output says so.
+  the variance of that mean. Repetitions of one run ran within the same few minutes, and the
+  calibration (docs/measurement.md, "Calibration") found that they share those minutes' speed of
+  the machine: three repetitions' t-interval held the session's figure in only 36 % of runs. So a
+  side decided against a run made at another time (``run.py compare``) is ``s² / n`` over its
+  repetitions **plus** ``BETWEEN_RUN_CV²``, the between-run spread measured on the 2-core machine
+  (below), with Welch-Satterthwaite degrees of freedom in which that term counts as exact. A side
+  with **one** repetition has only its window's own variance (``(half-width / 1.96)²``) plus the
+  same term, as a normal term (infinite degrees of freedom). The output marks such sides (``*``).
 - **Paired (run.py ab).** Where repetition k of A and of B ran back to back (``run.py ab``,
   ABBA), ``decide(..., paired=True)`` uses the pairs' log ratios instead: a slow minute of the machine slows
   both sides of a pair, so it cancels; Student's t over the pairs, ``n - 1`` degrees of freedom.
@@ -36,10 +39,13 @@ The decision (defined here once; ``compare`` and ``ab`` print it):
 
   A regression (``compare`` exits 1) is "worse".
 
-``BETWEEN_RUN_CV``: two quiet default runs two minutes apart differed by 8-27 % per case on the
-2-core machine (docs/measurement.md, "Between runs"); a difference of two runs has sqrt(2) times
-one run's spread, so one run's own between-run spread is about 12 %. A comparison of one
-repetition per side therefore calls only changes beyond about ±33 %; repetitions narrow that.
+``BETWEEN_RUN_CV``: the spread of single runs of one engine over a 35-minute calibration session on
+the 2-core machine, 16.5 % (2026-11-27, 22 runs of 3 repetitions: the machine's speed switches
+between two levels about 40 % apart, minutes at a time); an earlier session's back-to-back runs
+gave 12 %. With it, two runs made at different times call only changes beyond about ±46 %,
+however many repetitions each has: on such a machine a smaller change is decided by ``run.py ab``,
+whose pairs cancel the machine's minutes. ``--between-run-cv`` sets it for another machine
+(``bench/calibration_analysis.py`` measures it).
 """
 
 from __future__ import annotations
@@ -50,7 +56,7 @@ from typing import Sequence
 
 CONFIDENCE = 0.95
 Z975 = 1.959964
-BETWEEN_RUN_CV = 0.12  # one run's spread between runs on the 2-core machine (module docstring)
+BETWEEN_RUN_CV = 0.165  # one run's spread between runs on the 2-core machine (module docstring)
 
 WORSE, BETTER = "worse", "better"
 WORSE_BELOW, BETTER_BELOW = "worse, below threshold", "better, below threshold"
@@ -76,10 +82,13 @@ class Side:
     log_mean: float
     variance: float
     df: float
+    between: float = 0.0  # the between-run term in the variance (a CV on the log scale)
 
     @property
     def widened(self) -> bool:
-        return self.n == 1
+        """The side carries the between-run term: one repetition, or a run decided against another made
+        at a different time (unpaired)."""
+        return self.n == 1 or self.between > 0
 
     @property
     def headline(self) -> float:
@@ -95,7 +104,8 @@ def _log_half_width(sample: Sample) -> float:
 
 
 def side(samples: Sequence[Sample], between_cv: float = BETWEEN_RUN_CV) -> Side:
-    """One run's side of a figure (module docstring, "Each side")."""
+    """One run's side of a figure (module docstring, "Each side"): with ``between_cv`` > 0, a run
+    made at its own time, whose repetitions share the machine's speed of those minutes."""
     values = [s.value for s in samples]
     if not values or any(not (v > 0 and math.isfinite(v)) for v in values):
         raise ValueError(f"a figure needs positive, finite values, got {values!r}")
@@ -104,9 +114,12 @@ def side(samples: Sequence[Sample], between_cv: float = BETWEEN_RUN_CV) -> Side:
     mean = sum(logs) / n
     if n == 1:
         own = _log_half_width(samples[0]) / Z975
-        return Side(1, mean, own**2 + between_cv**2, math.inf)
-    variance = sum((x - mean) ** 2 for x in logs) / (n - 1)
-    return Side(n, mean, variance / n, n - 1)
+        return Side(1, mean, own**2 + between_cv**2, math.inf, between_cv)
+    measured = sum((x - mean) ** 2 for x in logs) / (n - 1) / n
+    variance = measured + between_cv**2
+    # Satterthwaite: the between-run term is a constant (exact), only the repetitions' part is estimated
+    df = math.inf if measured == 0 else variance**2 / (measured**2 / (n - 1))
+    return Side(n, mean, variance, df, between_cv)
 
 
 def t_quantile(df: float, confidence: float = CONFIDENCE) -> float:

@@ -20,17 +20,19 @@ window's own interval (docs/result_schema.md, "repetitions").
 
 from __future__ import annotations
 
-import copy
-from dataclasses import dataclass
-from typing import Any, Iterable
+from dataclasses import dataclass, replace
+from typing import Any
 
-from common.record import Key
+from common.record import Key, LatencyBlock, LLMRow, Verdict
 from common.scenario import scenario
+from common.summary_record import RepetitionFigure, Repetitions, Row, SummaryRecord, SummaryRow
 from utils.results.decide import Sample, across
 
 
 @dataclass(frozen=True)
 class Kind:
+    """A figure's direction and unit, bound once to its name."""
+
     higher_is_better: bool
     unit: str
 
@@ -51,34 +53,24 @@ KINDS: dict[str, Kind] = {
     "E2E p90 ms": Kind(False, "ms"),
 }
 PERCENTILES = ("p50", "p90", "p99")
+CORE_QPS = Key.INFER_CORE_QPS
 # a throughput missing in B is a missing figure
 THROUGHPUTS = ("core qps", "qps", "output tokens/s", "requests/s", "goodput requests/s")
 
 
-def row_key(row: dict) -> tuple:
-    """A performance row's identity across runs."""
-    return (
-        row["batch_size"],
-        row["scenario"],
-        row["clients"],
-        row.get("target_qps"),
-        row.get("load_generator") or "inferperf",
-    )
-
-
-def row_label(row: dict) -> str:
-    generator = row.get("load_generator") or "inferperf"
-    rate = "" if row.get("target_qps") is None else f" @{row['target_qps']:g}"
-    return f"bs {row['batch_size']} {row['scenario']} x{row['clients']}{rate}" + (
+def row_label(row: Row) -> str:
+    generator = row.load_generator or "inferperf"
+    rate = "" if row.target_qps is None else f" @{row.target_qps:g}"
+    return f"bs {row.batch_size} {row.scenario} x{row.clients}{rate}" + (
         "" if generator == "inferperf" else f" {generator}"
     )
 
 
-def llm_label(row: dict) -> str:
-    chosen = scenario(row["scenario"])
+def llm_label(row: LLMRow) -> str:
+    chosen = scenario(row.scenario)
     if chosen.scheduled:
-        return f"llm {chosen.name} @{row.get('target_qps', 0):g}"
-    return f"llm bs {row.get('batch_size')} in {row.get('input_length')} out {row.get('output_length')}"
+        return f"llm {chosen.name} @{row.target_qps or 0:g}"
+    return f"llm bs {row.batch_size} in {row.input_length} out {row.output_length}"
 
 
 def _interval(value: Any) -> tuple[float, float] | None:
@@ -105,11 +97,15 @@ def figure_sample(value: Any, interval: Any, valid: bool) -> Sample | None:
     return None if number is None else Sample(number, _interval(interval), valid)
 
 
-def _valid(verdict: Any) -> bool:
-    return not isinstance(verdict, dict) or bool(verdict.get("valid", True))
+def _valid(verdict: Verdict | None) -> bool:
+    return verdict is None or verdict.valid
 
 
-def record_figures(record: dict) -> dict[tuple[str, str], Sample]:
+def _percentile(latency: LatencyBlock | None, name: str) -> float | None:
+    return getattr(latency, name) if latency is not None else None
+
+
+def record_figures(record: SummaryRecord) -> dict[tuple[str, str], Sample]:
     """Every figure of one record (one repetition), by (row, figure); figures without a value are left out."""
     found: dict[tuple[str, str], Sample] = {}
 
@@ -118,138 +114,139 @@ def record_figures(record: dict) -> dict[tuple[str, str], Sample]:
         if sample is not None:
             found[(row, figure)] = sample
 
-    whole = _valid(record.get("verdict"))
-    add(
-        "inference",
-        "core qps",
-        record.get(Key.INFER_CORE_QPS),
-        (record.get("ci95") or {}).get(Key.INFER_CORE_QPS),
-        whole,
-    )
-    latency, intervals = record.get("latency_ms") or {}, record.get("latency_ci95") or {}
+    whole = _valid(record.verdict)
+    add("inference", "core qps", record.infer_core_qps, (record.ci95 or {}).get(CORE_QPS), whole)
+    intervals = record.latency_ci95 or {}
     for name in PERCENTILES:
-        add("inference", f"{name} ms", latency.get(name), intervals.get(name), whole)
-    for row in record.get("performance") or []:
-        label, valid = row_label(row), _valid(row.get("verdict"))
-        if scenario(row["scenario"]).judges_throughput:
-            add(label, "qps", row.get("qps"), row.get("qps_ci95"), valid)
-        latency, intervals = row.get("latency_ms") or {}, row.get("latency_ci95") or {}
+        add("inference", f"{name} ms", _percentile(record.latency_ms, name), intervals.get(name), whole)
+    for row in record.performance:
+        label, valid = row_label(row), row.verdict.valid
+        if scenario(row.scenario).judges_throughput:
+            add(label, "qps", row.qps, row.qps_ci95, valid)
+        intervals = row.latency_ci95 or {}
         for name in PERCENTILES:
-            add(label, f"{name} ms", latency.get(name), intervals.get(name), valid)
-    llm = record.get("llm") or {}
-    for row in [*(llm.get("table") or []), *(llm.get("server") or [])]:
-        label, valid = llm_label(row), _valid(row.get("verdict"))
-        for figure, block in (("TTFT p50 ms", row.get("ttft_ms")), ("TPOT p50 ms", row.get("tpot_ms"))):
-            block = block or {}
-            add(label, figure, block.get("p50"), (block.get("ci95") or {}).get("p50"), valid)
-        add(label, "output tokens/s", row.get("output_tokens_per_s"), row.get("output_tokens_per_s_ci95"), valid)
+            add(label, f"{name} ms", _percentile(row.latency_ms, name), intervals.get(name), valid)
+    for llm_row in record.llm.rows if record.llm else ():
+        label, valid = llm_label(llm_row), llm_row.verdict.valid
+        for figure, block in (("TTFT p50 ms", llm_row.ttft_ms), ("TPOT p50 ms", llm_row.tpot_ms)):
+            add(label, figure, (block or {}).get("p50"), ((block or {}).get("ci95") or {}).get("p50"), valid)
+        add(label, "output tokens/s", llm_row.output_tokens_per_s, llm_row.output_tokens_per_s_ci95, valid)
     return found
 
 
-def repetition_figures(record: dict) -> dict[tuple[str, str], list[Sample]]:
+def repetition_figures(record: SummaryRecord) -> dict[tuple[str, str], list[Sample]]:
     """Every figure of a summary record as its repetitions' samples: the ``repetitions`` block's
     where the case ran more than once, else the record's own figures, one sample each."""
-    block = record.get("repetitions")
-    if not isinstance(block, dict) or not block.get("figures"):
+    block = record.repetitions
+    if block is None or not block.figures:
         return {key: [sample] for key, sample in record_figures(record).items()}
     out: dict[tuple[str, str], list[Sample]] = {}
-    for entry in block["figures"]:
+    for entry in block.figures:
         samples = [
             Sample(float(v), _interval(i), bool(ok))
-            for v, i, ok in zip(entry["values"], entry["intervals"], entry["valid"])
+            for v, i, ok in zip(entry.values, entry.intervals, entry.valid)
             if _number(v) is not None
         ]
         if samples:
-            out[(entry["row"], entry["figure"])] = samples
+            out[(entry.row, entry.figure)] = samples
     return out
 
 
 # ---- a case run N times: one record --------------------------------------------------------------
-def merge_repetitions(records: list[dict]) -> dict:
+def merge_repetitions(records: list[SummaryRecord]) -> SummaryRecord:
     """The records of one case x host, one per repetition in order, as one record (module
     docstring). A repetition that failed fails the record (named with its number); any
     repetition's INVALID verdict makes it INVALID, its reasons prefixed with the repetition."""
     if len(records) == 1:
         return records[0]
-    merged = copy.deepcopy(records[0])
-    failed = [(k, r) for k, r in enumerate(records, 1) if r["status"] != "success"]
-    block: dict[str, Any] = {
-        "count": len(records),
-        "log_dirs": [r.get("log_dir") for r in records],
-        "wall_time_s": [r.get("wall_time_s") for r in records],
-        "figures": [],
-    }
-    merged["repetitions"] = block
+    first = records[0]
+    block = Repetitions(
+        count=len(records), log_dirs=[r.log_dir for r in records], wall_time_s=[r.wall_time_s for r in records]
+    )
+    failed = [(k, r) for k, r in enumerate(records, 1) if not r.succeeded]
     if failed:
-        k, first = failed[0]
-        merged.update(
-            status=first["status"],
-            failed_step=first["failed_step"],
-            error=f"repetition {k} of {len(records)}: {first['error']}",
+        k, first_failed = failed[0]
+        return replace(
+            first,
+            status=first_failed.status,
+            failed_step=first_failed.failed_step,
+            error=f"repetition {k} of {len(records)}: {first_failed.error}",
+            verdict=None,
+            repetitions=block,
         )
-        merged["verdict"] = None
-        return merged
-    merged["verdict"] = _merged_verdict(records)
+    merged = replace(first, verdict=_merged_verdict(records))
     per_rep = [record_figures(r) for r in records]
     keys = [key for key in per_rep[0] if all(key in figures for figures in per_rep)]
+    figures: list[RepetitionFigure] = []
     for key in keys:
-        samples = [figures[key] for figures in per_rep]
+        samples = [figures_of[key] for figures_of in per_rep]
         mean, interval, spread = across(samples)
-        block["figures"].append(
-            {
-                "row": key[0],
-                "figure": key[1],
-                "unit": KINDS[key[1]].unit,
-                "higher_is_better": KINDS[key[1]].higher_is_better,
-                "values": [s.value for s in samples],
-                "intervals": [list(s.interval) if s.interval else None for s in samples],
-                "valid": [s.valid for s in samples],
-                "geomean": mean,
-                "ci95": list(interval) if interval else None,
-                "spread": spread,
-            }
+        kind = KINDS[key[1]]
+        figures.append(
+            RepetitionFigure(
+                row=key[0],
+                figure=key[1],
+                unit=kind.unit,
+                higher_is_better=kind.higher_is_better,
+                values=[s.value for s in samples],
+                intervals=[list(s.interval) if s.interval else None for s in samples],
+                valid=[s.valid for s in samples],
+                geomean=mean,
+                ci95=list(interval) if interval else None,
+                spread=spread,
+            )
         )
-        _set_headline(merged, key, mean, interval)
-    return merged
+        merged = _set_headline(merged, key, mean, interval)
+    return replace(merged, repetitions=replace(block, figures=tuple(figures)))
 
 
-def _merged_verdict(records: list[dict]) -> dict | None:
-    verdicts = [r.get("verdict") for r in records]
+def _merged_verdict(records: list[SummaryRecord]) -> Verdict | None:
+    verdicts = [r.verdict for r in records]
     if all(v is None for v in verdicts):
         return None
-    reasons = [f"repetition {k}: {reason}" for k, v in enumerate(verdicts, 1) if v for reason in v.get("reasons") or []]
-    merged = dict(verdicts[0] or {})
-    merged.update(valid=all(_valid(v) for v in verdicts), reasons=reasons)
-    return merged
+    reasons = tuple(f"repetition {k}: {reason}" for k, v in enumerate(verdicts, 1) if v for reason in v.reasons)
+    return Verdict(reasons=reasons, not_judged=verdicts[0].not_judged if verdicts[0] else ())
 
 
-def _set_headline(record: dict, key: tuple[str, str], mean: float, interval: tuple[float, float] | None) -> None:
+def _set_headline(
+    record: SummaryRecord, key: tuple[str, str], mean: float, interval: tuple[float, float] | None
+) -> SummaryRecord:
     """The record's figure becomes the repetitions' geometric mean, its ± their t-interval."""
     row, figure = key
     ci = list(interval) if interval else None
     if row == "inference":
         if figure == "core qps":
-            record["MFU"] = _scaled(record.get("MFU"), mean, record.get(Key.INFER_CORE_QPS))
-            record[Key.INFER_CORE_QPS] = mean
-            record["ci95"] = {**(record.get("ci95") or {}), Key.INFER_CORE_QPS: ci}
-        else:
-            name = figure.split()[0]
-            record["latency_ms"] = {**(record.get("latency_ms") or {}), name: mean}
-            record["latency_ci95"] = {**(record.get("latency_ci95") or {}), name: ci}
-        return
-    for perf_row in _rows(record, row):
-        if figure == "qps":
-            perf_row.update(qps=mean, qps_ci95=ci, MFU=_scaled(perf_row.get("MFU"), mean, perf_row.get("qps")))
-        elif figure.endswith(" ms") and figure.split()[0] in PERCENTILES:
-            name = figure.split()[0]
-            perf_row["latency_ms"] = {**(perf_row.get("latency_ms") or {}), name: mean}
-            perf_row["latency_ci95"] = {**(perf_row.get("latency_ci95") or {}), name: ci}
+            return replace(
+                record,
+                mfu=_scaled(record.mfu, mean, record.infer_core_qps),
+                infer_core_qps=mean,
+                ci95={**(record.ci95 or {}), CORE_QPS: ci},
+            )
+        name = figure.split()[0]
+        return replace(
+            record,
+            latency_ms=replace(record.latency_ms or LatencyBlock(), **{name: mean}),
+            latency_ci95={**(record.latency_ci95 or {}), name: ci},
+        )
+    rows = [_row_headline(r, figure, mean, ci) if row_label(r) == row else r for r in record.performance]
+    return replace(record, performance=tuple(rows))
+
+
+def _row_headline(row: Row, figure: str, mean: float, ci: list[float] | None) -> Row:
+    if not isinstance(row, SummaryRow):  # an aggregate is summed from merged records, never merged itself
+        return row
+    if figure == "qps":
+        return replace(row, qps=mean, qps_ci95=ci, mfu=_scaled(row.mfu, mean, row.qps))
+    if figure.endswith(" ms") and figure.split()[0] in PERCENTILES:
+        name = figure.split()[0]
+        return replace(
+            row,
+            latency_ms=replace(row.latency_ms, **{name: mean}),
+            latency_ci95={**(row.latency_ci95 or {}), name: ci},
+        )
+    return row
 
 
 def _scaled(mfu: Any, new: float, old: Any) -> Any:
     """MFU is FLOPs x throughput / peak: it follows the throughput it was computed from."""
     return mfu * new / old if isinstance(mfu, (int, float)) and isinstance(old, (int, float)) and old > 0 else mfu
-
-
-def _rows(record: dict, label: str) -> Iterable[dict]:
-    return [row for row in record.get("performance") or [] if row_label(row) == label]

@@ -3,7 +3,7 @@
 ``result.json``'s ``llm`` block (``common.record.LLMBlock``, docs/result_schema.md) is written
 with the MFU of each cell and server row added: prefill and decode FLOP/s (the container's
 ``prefill_flops_per_s``, ``decode_flops_per_s``) over the device's peak, by ``common.mfu``'s
-rules (an impossible MFU above 100 % becomes a note). summary.json's block stays a JSON object.
+rules (an impossible MFU above 100 % becomes a note): ``common.summary_record.SummaryLLM``.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from common.mfu import plausible_mfu
 from common.record import CaseResult, LLMRow
 from common.scenario import scenario as named
 from common.stats import relative_half_width
+from common.summary_record import SummaryLLM, SummaryLLMRow, SummaryRecord
 
 HEADER = (
     "| case | host | scenario | bs | in | out | TTFT p50 ms | TPOT p50 ms | ITL p99 ms | output tokens/s | requests/s "
@@ -22,31 +23,32 @@ HEADER = (
 )
 
 
-def _mfu(flops_per_s: Any, peak: float | None, estimate: bool | None) -> dict:
+def _mfu(flops_per_s: Any, peak: float | None, estimate: bool | None) -> tuple[float | None, str | None]:
     value = flops_per_s / peak if isinstance(flops_per_s, (int, float)) and peak else None
-    shown, note = plausible_mfu(value, estimate)
-    return {"mfu": shown, "mfu_note": note}
+    return plausible_mfu(value, estimate)
 
 
-def llm_record(result: CaseResult | None, peak_flops: float | None, estimate: bool | None) -> dict | None:
-    """``result.llm`` as summary.json's JSON object, with ``prefill_mfu``/``decode_mfu`` (and their notes)
+def llm_record(result: CaseResult | None, peak_flops: float | None, estimate: bool | None) -> SummaryLLM | None:
+    """``result.llm`` as summary.json's block, with ``prefill_mfu``/``decode_mfu`` (and their notes)
     on every cell and row; None without one."""
     llm = result.llm if result is not None else None
     if llm is None:
         return None
 
-    def with_mfu(row: LLMRow) -> dict:
-        added = {}
-        for phase, flops_per_s in (("prefill", row.prefill_flops_per_s), ("decode", row.decode_flops_per_s)):
-            figure = _mfu(flops_per_s, peak_flops, estimate)
-            added[f"{phase}_mfu"], added[f"{phase}_mfu_note"] = figure["mfu"], figure["mfu_note"]
-        return {**row.to_json(), **added}
+    def with_mfu(row: LLMRow) -> SummaryLLMRow:
+        prefill, prefill_note = _mfu(row.prefill_flops_per_s, peak_flops, estimate)
+        decode, decode_note = _mfu(row.decode_flops_per_s, peak_flops, estimate)
+        return SummaryLLMRow.of(
+            row, prefill_mfu=prefill, prefill_mfu_note=prefill_note, decode_mfu=decode, decode_mfu_note=decode_note
+        )
 
-    return {
-        **llm.to_json(),
-        "table": [with_mfu(c) for c in llm.table],
-        "server": [with_mfu(r) for r in llm.server],
-    }
+    return SummaryLLM(
+        model=llm.model,
+        workload=llm.workload,
+        table=tuple(with_mfu(c) for c in llm.table),
+        server=tuple(with_mfu(r) for r in llm.server),
+        greedy=llm.greedy,
+    )
 
 
 def _ms(block: dict | None, name: str) -> str:
@@ -57,50 +59,45 @@ def _ms(block: dict | None, name: str) -> str:
     return f"{value:.2f}" + (f" ±{width:.0%}" if width is not None else "")
 
 
-def _rate(row: dict, key: str) -> str:
-    value = row.get(key)
+def _rate(value: float | None, interval: list[float] | None) -> str:
     if value is None:
         return "n/a"
-    width = relative_half_width(value, row.get(f"{key}_ci95"))
+    width = relative_half_width(value, interval)
     return f"{value:.1f}" + (f" ±{width:.0%}" if width is not None else "")
 
 
-def _row_line(record: dict, row: dict, estimate: bool | None) -> str:
-    chosen = named(row["scenario"])
+def _range(lengths: list[int] | None) -> str:
+    low, high = lengths if lengths else (None, None)
+    return f"{low}-{high}"
+
+
+def _row_line(record: SummaryRecord, row: SummaryLLMRow, estimate: bool | None) -> str:
+    chosen = named(row.scenario)
     if chosen.scheduled:
-        scenario = f"{chosen.name} @{row['target_qps']:g} req/s"
-        if row.get("ttft_bound_met") is not None:
-            met = row["ttft_bound_met"] and row.get("tpot_bound_met")
-            scenario += f", {row['bound_percentile']} bounds {'met' if met else 'MISSED'}"
-        shape = (
-            "1",
-            f"{row['input_length_range'][0]}-{row['input_length_range'][1]}",
-            f"{row['output_length_range'][0]}-{row['output_length_range'][1]}",
-        )
+        scenario = f"{chosen.name} @{row.target_qps:g} req/s"
+        if row.ttft_bound_met is not None:
+            met = row.ttft_bound_met and row.tpot_bound_met
+            scenario += f", {row.bound_percentile} bounds {'met' if met else 'MISSED'}"
+        shape = ("1", _range(row.input_length_range), _range(row.output_length_range))
     else:
-        scenario, shape = chosen.name, (str(row["batch_size"]), str(row["input_length"]), str(row["output_length"]))
-    mfu = row.get("prefill_mfu")
+        scenario, shape = chosen.name, (str(row.batch_size), str(row.input_length), str(row.output_length))
+    mfu = row.prefill_mfu
     mfu_cell = "n/a" if mfu is None else f"{mfu * 100:.2f}%" + (" est." if estimate else "")
-    verdict = "valid" if row["verdict"]["valid"] else f"INVALID ({len(row['verdict']['reasons'])})"
-    prefill = row.get("prefill_tokens_per_s")
+    verdict = "valid" if row.verdict.valid else f"INVALID ({len(row.verdict.reasons)})"
+    prefill = row.prefill_tokens_per_s
     return (
-        f"| {record['case']}:{record['framework']} | {record['host']} | {scenario} | {' | '.join(shape)} | "
-        f"{_ms(row.get('ttft_ms'), 'p50')} | {_ms(row.get('tpot_ms'), 'p50')} | {_ms(row.get('itl_ms'), 'p99')} | "
-        f"{_rate(row, 'output_tokens_per_s')} | {_rate(row, 'requests_per_s')} | "
+        f"| {record.name} | {record.host} | {scenario} | {' | '.join(shape)} | "
+        f"{_ms(row.ttft_ms, 'p50')} | {_ms(row.tpot_ms, 'p50')} | {_ms(row.itl_ms, 'p99')} | "
+        f"{_rate(row.output_tokens_per_s, row.output_tokens_per_s_ci95)} | {_rate(row.requests_per_s, None)} | "
         f"{'n/a' if prefill is None else f'{prefill:.1f}'} | "
-        f"{mfu_cell} | {row.get('kv_cache_mib', 0) or 0:.2f} | {verdict} |"
+        f"{mfu_cell} | {row.kv_cache_mib or 0:.2f} | {verdict} |"
     )
 
 
-def markdown_lines(records: list[dict]) -> list[str]:
+def markdown_lines(records: list[SummaryRecord]) -> list[str]:
     """The LLM table for summary.md ([] when no record has an ``llm`` block)."""
-    rows = [
-        (r, row)
-        for r in records
-        if r.get("llm")
-        for row in (r["llm"].get("table") or []) + (r["llm"].get("server") or [])
-    ]
-    if not rows and not any(r.get("llm") for r in records):
+    rows = [(r, row) for r in records if r.llm for row in r.llm.rows]
+    if not rows and not any(r.llm for r in records):
         return []
     lines = [
         "",
@@ -109,13 +106,13 @@ def markdown_lines(records: list[dict]) -> list[str]:
         "",
     ]
     lines += [HEADER, "|" + "---|" * (HEADER.count("|") - 1)]
-    lines += [_row_line(r, row, r.get("mfu_is_estimate")) for r, row in rows]
+    lines += [_row_line(r, row, r.mfu_is_estimate) for r, row in rows]
     for r in records:
-        greedy = (r.get("llm") or {}).get("greedy")
+        greedy = r.llm.greedy if r.llm else None
         if greedy and greedy.get("share") is not None:
             state = "passed" if greedy["passed"] else "FAILED"
             lines.append(
-                f"- {r['case']}:{r['framework']} on {r['host']}: greedy tokens agree with the framework model at "
+                f"- {r.name} on {r.host}: greedy tokens agree with the framework model at "
                 f"{greedy['share']:.2%} of {greedy['positions']} positions (target {greedy['target']:.0%}): {state}"
             )
     return lines

@@ -10,10 +10,10 @@ A serving run's ``summary.json`` says ``"kind": "serving"``; its figures are in
   intervals; a percentile below its floor, such as p90 under 64 requests, is left out).
 
 Each figure's direction and unit are ``utils/results/figures.py``'s ``KINDS``. A serving run has
-one repetition per step, so compare widens each side by ``--between-run-cv`` as for any run of
-one repetition. A step that is INVALID (drift, no request completed, not precise enough) makes
-its figures "not comparable"; a step whose requests failed in B, or a step of A that B lacks, is
-a problem (exit 3). The capacity search's probes are not rows: they ran at loads the bisection
+one repetition per step, made at another time than the other run's, so compare widens each side
+by ``--between-run-cv`` as for any two runs made at different times. A step that is INVALID
+(drift, no request completed, not precise enough) makes its figures "not comparable"; a step
+whose requests failed in B, or a step of A that B lacks, is a problem (exit 3). The capacity search's probes are not rows: they ran at loads the bisection
 chose, which differ between runs.
 
 This module reads, it does not decide: ``compare.py`` decides the figures as for every run.
@@ -48,8 +48,14 @@ LATENCY_FIGURES = {
 WORKLOAD_KEYS = ("api", "seed")
 
 
-def is_serving(summary: dict) -> bool:
-    return summary.get("kind") == SERVING
+def is_serving_run(run_dir: Path) -> bool:
+    """Whether ``run_dir``'s summary.json says it is a serving run (False when it cannot be read:
+    compare then says why, as for any run)."""
+    try:
+        summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(summary, dict) and summary.get("kind") == SERVING
 
 
 @dataclass

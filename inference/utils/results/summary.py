@@ -12,14 +12,13 @@ from loguru import logger
 from common import sys_monitor
 from common.files import atomic_path, write_json_atomic
 from common.mfu import mfu, peak_for, plausible_mfu
-from common.record import FLAGPERF_KEYS, Key
+from common.record import FLAGPERF_FIELDS, PERCENTILES, Key, LatencyBlock, Verdict
 from common.stats import MIN_SAMPLES_FOR_PERCENTILE, relative_half_width
+from common.summary_record import Summary, SummaryRecord, SummaryRow
 from common.vendor_analysis import NO_ANALYSIS, VendorAnalysis
 from utils.executors.base import CaseOutcome
 from utils.host_config import HostConfig
 from utils.results import baselines, llm_summary
-
-SUMMARY_SCHEMA_VERSION = 1
 
 
 def vendor_analysis(perf_dir: Path, vendor: str, log_path: str) -> VendorAnalysis:
@@ -58,109 +57,105 @@ def memory_kind(perf_dir: Path, vendor: str) -> str:
 
 def merge_outcome(
     outcome: CaseOutcome, perf_dir: Path, vendor: str, peaks: baselines.MeasuredPeaks | None = None
-) -> dict:
+) -> SummaryRecord:
     """One case x host as a summary record. ``peaks``: the measured peaks cached per host
     fingerprint (utils/results/baselines.py); a match is MFU's denominator instead of the estimate."""
     result = outcome.result
     inference = result.inference if result is not None else None
     latency = (inference.latency_ms if inference else None) or {}
-    record: dict[str, Any] = {
-        "case": outcome.case.label,  # the case, or a model entry's file name (docs/onnx_models.md)
-        "framework": outcome.case.framework,
-        "host": outcome.host,
-        "noderank": outcome.noderank,
-        "status": outcome.status,
-        "failed_step": outcome.step,
-        "error": outcome.error,
-        "exit_code": outcome.exit_code,
-        "wall_time_s": outcome.wall_time_s,
-        "log_dir": str(outcome.local_dir),
-    }
-    for key in FLAGPERF_KEYS:
-        record[key] = result.flagperf(key) if result is not None else None
-    record["verdict"] = result.verdict.to_json() if result is not None and outcome.status == "success" else None
-    record["accuracy_note"] = result.accuracy_note if result is not None else None
-    record["latency_ms"] = {q: latency.get(q) for q in ("p50", "p90", "p99", "p99_9", "mean")} if latency else None
-    record["ci95"] = result.ci95 if result is not None else None  # the FlagPerf throughputs' intervals, by FlagPerf key
-    record["latency_ci95"] = inference.latency_ci95 if inference else None
-    record["precision_target"] = ((inference.precision if inference else None) or {}).get(
-        "target"
-    )  # the ± the inference phase was asked to reach
-    record["latency_batches"] = latency.get("count") if latency else None
-    record["latency_notes"] = latency.get("notes", []) if latency else []
-
     sys_path = outcome.monitors.get("sys")
-    record["sys_monitor"] = sys_monitor.analyse(sys_path) if sys_path else None
+    sys_analysis = sys_monitor.analyse(sys_path) if sys_path else None
     used = total = peak = None
     vendor_path = outcome.monitors.get(vendor)
     if vendor_path:
         used, total, peak = vendor_analysis(perf_dir, vendor, vendor_path)
-    record["vendor_usage(GiB)"] = used
-    record["vendor_max_mem(GiB)"] = total
     precision = result.precision if result is not None else None
     peak_flops = peak_for(peak, precision)
     peaks = peaks if peaks is not None else baselines.MeasuredPeaks.near(outcome.local_dir)
     measured = peaks.compute_peak(result, vendor, precision) if peaks is not None and result is not None else None
     if measured is not None:
         peak_flops = float(measured["value"])
-    record["peak_flops"] = peak_flops
-    record["mfu_is_estimate"] = (
-        (False if measured else bool(isinstance(peak, dict) and peak.get("estimate"))) if peak_flops else None
-    )
-    record["peak_measured"] = baselines.measured_source(measured, str(precision)) if measured else None
-    record["peak_flops_source"] = record["peak_measured"] or (peak.get("source") if isinstance(peak, dict) else None)
-    record["baseline"] = result.baseline if result is not None else None
+    estimate = (False if measured else bool(isinstance(peak, dict) and peak.get("estimate"))) if peak_flops else None
+    peak_measured = baselines.measured_source(measured, str(precision)) if measured else None
     flops = result.flops if result is not None else None
-    record["MFU"], record["MFU_note"] = plausible_mfu(
-        mfu(flops, result.infer_core_qps if result is not None else None, peak_flops),
-        record["mfu_is_estimate"],
-        record["peak_measured"],
+    record_mfu, record_mfu_note = plausible_mfu(
+        mfu(flops, result.infer_core_qps if result is not None else None, peak_flops), estimate, peak_measured
     )
-    if record["MFU"] is None and outcome.status == "success" and flops and vendor_path and not peak_flops:
+    if record_mfu is None and outcome.status == "success" and flops and vendor_path and not peak_flops:
         logger.warning(
             f"{outcome.case.key} on {outcome.host}: peak FLOPS unknown for precision {precision}; MFU is null"
         )
-    rows = result.performance if result is not None else ()
-    record["performance"] = [
-        {
-            **row.to_json(),
-            **dict(
-                zip(
-                    ("MFU", "MFU_note"),
-                    plausible_mfu(mfu(flops, row.qps, peak_flops), record["mfu_is_estimate"], record["peak_measured"]),
-                )
-            ),
-        }
-        for row in rows
-    ]
-    record["best"] = result.best if result is not None else None
-    record["numeric"] = result.numeric if result is not None else None
-    record["audits"] = result.audits if result is not None else []
-    record["llm"] = llm_summary.llm_record(
-        result, peak_flops, record["mfu_is_estimate"]
-    )  # an LLM case's table and server rows
     bandwidth = peaks.bandwidth(result, vendor) if peaks is not None and result is not None else None
-    baselines.add_mbu(record["llm"], bandwidth)  # decode MBU against the measured bandwidth
-    return record
+    llm = baselines.add_mbu(  # an LLM case's table and server rows, decode MBU against the measured bandwidth
+        llm_summary.llm_record(result, peak_flops, estimate), bandwidth
+    )
+    flagperf: dict[str, Any] = {
+        name: getattr(result, name) if result is not None else None for _, name in FLAGPERF_FIELDS
+    }
+    return SummaryRecord(
+        case=outcome.case.label,  # the case, or a model entry's file name (docs/onnx_models.md)
+        framework=outcome.case.framework,
+        host=outcome.host,
+        noderank=outcome.noderank,
+        status=outcome.status,
+        failed_step=outcome.step,
+        error=outcome.error,
+        exit_code=outcome.exit_code,
+        wall_time_s=outcome.wall_time_s,
+        log_dir=str(outcome.local_dir),
+        **flagperf,
+        verdict=result.verdict if result is not None and outcome.status == "success" else None,
+        accuracy_note=result.accuracy_note if result is not None else None,
+        latency_ms=LatencyBlock(**{q: latency.get(q) for q in (*PERCENTILES, "mean")}) if latency else None,
+        ci95=result.ci95 if result is not None else None,  # the FlagPerf throughputs' intervals, by FlagPerf key
+        latency_ci95=inference.latency_ci95 if inference else None,
+        precision_target=((inference.precision if inference else None) or {}).get("target"),  # the ± asked for
+        latency_batches=latency.get("count") if latency else None,
+        latency_notes=latency.get("notes", []) if latency else [],
+        sys_monitor=sys_analysis,
+        vendor_usage_gib=used,
+        vendor_max_mem_gib=total,
+        peak_flops=peak_flops,
+        mfu_is_estimate=estimate,
+        peak_measured=peak_measured,
+        peak_flops_source=peak_measured or _source(peak),
+        baseline=result.baseline if result is not None else None,
+        mfu=record_mfu,
+        mfu_note=record_mfu_note,
+        performance=tuple(
+            SummaryRow.of(row, *plausible_mfu(mfu(flops, row.qps, peak_flops), estimate, peak_measured))
+            for row in (result.performance if result is not None else ())
+        ),
+        best=result.best if result is not None else None,
+        numeric=result.numeric if result is not None else None,
+        audits=result.audits if result is not None else [],
+        llm=llm,
+    )
 
 
-def summary_records(outcomes: list[CaseOutcome], perf_dir: Path, vendor: str) -> list[dict]:
+def _source(peak: Any) -> str | None:
+    """Where the vendor's peak comes from (its ``source``), when it says."""
+    source = peak.get("source") if isinstance(peak, dict) else None
+    return source if isinstance(source, str) else None
+
+
+def summary_records(outcomes: list[CaseOutcome], perf_dir: Path, vendor: str) -> list[SummaryRecord]:
     """One record per case x host, in order: a case run N times (run.py --repeat) is merged from its
     repetitions' records, given in the order they ran (utils/results/figures.py)."""
     from utils.results.figures import merge_repetitions
 
-    groups: dict[tuple, list[dict]] = {}
+    groups: dict[tuple, list[SummaryRecord]] = {}
     for outcome in outcomes:
         record = merge_outcome(outcome, perf_dir, vendor)
-        groups.setdefault((record["case"], record["framework"], record["noderank"]), []).append(record)
+        groups.setdefault(record.identity, []).append(record)
     records = [merge_repetitions(group) for group in groups.values()]
-    records.sort(key=lambda r: (r["case"], r["framework"], r["noderank"]))
+    records.sort(key=lambda r: r.identity)
     return records
 
 
-def repetition_lines(records: list[dict]) -> list[str]:
+def repetition_lines(records: list[SummaryRecord]) -> list[str]:
     """summary.md's table of the cases run more than once: every figure across its repetitions."""
-    rows = [(r, f) for r in records for f in (r.get("repetitions") or {}).get("figures") or []]
+    rows = [(r, f) for r in records if r.repetitions for f in r.repetitions.figures]
     if not rows:
         return []
     lines = [
@@ -173,12 +168,11 @@ def repetition_lines(records: list[dict]) -> list[str]:
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for r, f in rows:
-        each = ", ".join(plus_minus(v, i) for v, i in zip(f["values"], f["intervals"]))
-        width = relative_half_width(f["geomean"], f["ci95"])
-        spread = "-" if f["spread"] is None else f"{f['spread']:.1%}"
+        each = ", ".join(plus_minus(v, i) for v, i in zip(f.values, f.intervals))
+        width = relative_half_width(f.geomean, f.ci95)
+        spread = "-" if f.spread is None else f"{f.spread:.1%}"
         lines.append(
-            f"| {r['case']}:{r['framework']} | {r['host']} | {f['row']} | {f['figure']} | {len(f['values'])} | "
-            f"{_fmt(f['geomean'])} | "
+            f"| {r.name} | {r.host} | {f.row} | {f.figure} | {len(f.values)} | {_fmt(f.geomean)} | "
             f"{'-' if width is None else f'±{width:.1%}'} | {spread} | {each} |"
         )
     return lines
@@ -234,12 +228,12 @@ def mfu_cell(mfu: float | None, estimate: bool | None, note: str | None = None, 
     return f"{mfu * 100:.2f}%" + (f" of {measured}" if measured else " est." if estimate else "")
 
 
-def _verdict_cell(verdict: dict | None) -> str:
+def _verdict_cell(verdict: Verdict | None) -> str:
     """``valid``, ``INVALID (n)``, and how many checks were not judged (``valid, 2 not judged``)."""
     if verdict is None:
         return "-"
-    unjudged = len(verdict.get("not_judged") or [])
-    cell = "valid" if verdict["valid"] else f"INVALID ({len(verdict['reasons'])})"
+    unjudged = len(verdict.not_judged)
+    cell = "valid" if verdict.valid else f"INVALID ({len(verdict.reasons)})"
     return cell + (f", {unjudged} not judged" if unjudged else "")
 
 
@@ -253,7 +247,11 @@ def accuracy_cell(value: Any, note: str | None) -> str:
 _fmt, _percentile_cell, _mfu_cell, _accuracy_cell = fmt, percentile_cell, mfu_cell, accuracy_cell
 
 
-def markdown_table(records: list[dict], memory_kind: str = "device memory") -> str:
+def _percentiles(latency: LatencyBlock | None) -> dict[str, float | None]:
+    return latency.to_json() if latency is not None else {}
+
+
+def markdown_table(records: list[SummaryRecord], memory_kind: str = "device memory") -> str:
     header = (
         "| case | host | status | verdict | dtype | bs | infer core qps (samples/s) | infer whole qps (samples/s) | "
         "val core qps (samples/s) | p50 ms/batch | p90 ms/batch | p99 ms/batch | val acc | infer acc | "
@@ -261,34 +259,27 @@ def markdown_table(records: list[dict], memory_kind: str = "device memory") -> s
     )
     lines = [header, "|" + "---|" * (header.count("|") - 1)]
     for r in records:
-        latency = r.get("latency_ms") or {}
-        intervals = r.get("latency_ci95") or {}
-        ci95 = r.get("ci95") or {}
-        count = r.get("latency_batches")
-        status = r["status"] if r["status"] == "success" else f"{r['status']} at {r['failed_step']}"
-        memory = (
-            f"{_fmt(r['vendor_usage(GiB)'])}/{_fmt(r['vendor_max_mem(GiB)'])}"
-            if r["vendor_usage(GiB)"] is not None
-            else "-"
-        )
-        ok = r["status"] == "success"
-        mfu = (
-            _mfu_cell(r.get("MFU"), r.get("mfu_is_estimate"), r.get("MFU_note"), r.get("peak_measured")) if ok else "-"
-        )
+        latency = _percentiles(r.latency_ms)
+        intervals = r.latency_ci95 or {}
+        ci95 = r.ci95 or {}
+        count = r.latency_batches
+        status = r.status if r.succeeded else f"{r.status} at {r.failed_step}"
+        memory = f"{_fmt(r.vendor_usage_gib)}/{_fmt(r.vendor_max_mem_gib)}" if r.vendor_usage_gib is not None else "-"
+        mfu = _mfu_cell(r.mfu, r.mfu_is_estimate, r.mfu_note, r.peak_measured) if r.succeeded else "-"
         lines.append(
-            f"| {r['case']}:{r['framework']} | {r['host']} | {status} | {_verdict_cell(r.get('verdict'))} | "
-            f"{_fmt(r['precision'])} | "
-            f"{_fmt(r['batchsize'])} | {plus_minus(r[Key.INFER_CORE_QPS], ci95.get(Key.INFER_CORE_QPS))} | "
-            f"{plus_minus(r[Key.INFER_WHOLE_QPS], ci95.get(Key.INFER_WHOLE_QPS))} | "
-            f"{plus_minus(r[Key.VAL_CORE_QPS], ci95.get(Key.VAL_CORE_QPS))} | "
+            f"| {r.name} | {r.host} | {status} | {_verdict_cell(r.verdict)} | "
+            f"{_fmt(r.precision)} | "
+            f"{_fmt(r.batchsize)} | {plus_minus(r.infer_core_qps, ci95.get(Key.INFER_CORE_QPS))} | "
+            f"{plus_minus(r.infer_whole_qps, ci95.get(Key.INFER_WHOLE_QPS))} | "
+            f"{plus_minus(r.val_core_qps, ci95.get(Key.VAL_CORE_QPS))} | "
             f"{_percentile_cell(latency, 'p50', count, intervals)} | "
             f"{_percentile_cell(latency, 'p90', count, intervals)} | "
             f"{_percentile_cell(latency, 'p99', count, intervals)} | "
-            f"{_accuracy_cell(r[Key.VAL_ACC], r.get('accuracy_note'))} | "
-            f"{_accuracy_cell(r[Key.INFER_ACC], r.get('accuracy_note'))} | "
+            f"{_accuracy_cell(r.val_average_acc, r.accuracy_note)} | "
+            f"{_accuracy_cell(r.infer_average_acc, r.accuracy_note)} | "
             f"{memory} | {mfu} |"
         )
-    rows = [(r, row) for r in records for row in r.get("performance") or []]
+    rows = [(r, row) for r in records for row in r.performance]
     if rows:
         lines += [
             "",
@@ -299,36 +290,27 @@ def markdown_table(records: list[dict], memory_kind: str = "device memory") -> s
             "|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for r, row in rows:
-            latency = row.get("latency_ms") or {}
-            intervals = row.get("latency_ci95") or {}
-            scenario = row["scenario"]
-            if row.get("target_qps") is not None:
-                scenario += f" @{row['target_qps']:.4g}"
-                if row.get("latency_bound_met") is not None:
-                    scenario += f", bound {'met' if row['latency_bound_met'] else 'MISSED'}"
-            qps = (
-                _na(row.get("qps"), "no queries")
-                if row.get("qps") is None
-                else plus_minus(row["qps"], row.get("qps_ci95"))
-            )
+            latency = _percentiles(row.latency_ms)
+            intervals = row.latency_ci95 or {}
+            scenario = row.scenario
+            if row.target_qps is not None:
+                scenario += f" @{row.target_qps:.4g}"
+                if row.latency_bound_met is not None:
+                    scenario += f", bound {'met' if row.latency_bound_met else 'MISSED'}"
+            qps = _na(row.qps, "no queries") if row.qps is None else plus_minus(row.qps, row.qps_ci95)
             lines.append(
-                f"| {r['case']}:{r['framework']} | {r['host']} | {row['batch_size']} | {scenario} | {row['clients']} | "
+                f"| {r.name} | {r.host} | {row.batch_size} | {scenario} | {row.clients} | "
                 f"{qps} | "
-                f"{_percentile_cell(latency, 'p50', row['queries'], intervals)} | "
-                f"{_percentile_cell(latency, 'p90', row['queries'], intervals)} | "
-                f"{_percentile_cell(latency, 'p99', row['queries'], intervals)} | "
-                f"{row['queries']} | "
-                f"{_mfu_cell(row.get('MFU'), r.get('mfu_is_estimate'), row.get('MFU_note'), r.get('peak_measured'))} | "
-                f"{_verdict_cell(row['verdict'])} |"
+                f"{_percentile_cell(latency, 'p50', row.queries, intervals)} | "
+                f"{_percentile_cell(latency, 'p90', row.queries, intervals)} | "
+                f"{_percentile_cell(latency, 'p99', row.queries, intervals)} | "
+                f"{row.queries} | "
+                f"{_mfu_cell(row.mfu, r.mfu_is_estimate, row.mfu_note, r.peak_measured)} | "
+                f"{_verdict_cell(row.verdict)} |"
             )
-    if any(
-        r.get("ci95") or r.get("latency_ci95") or any(row.get("qps_ci95") for row in r.get("performance") or [])
-        for r in records
-    ):
+    if any(r.ci95 or r.latency_ci95 or any(row.qps_ci95 for row in r.performance) for r in records):
         targets = ", ".join(
-            f"{r['case']} ±{r['precision_target']:.0%}"
-            for r in records
-            if isinstance(r.get("precision_target"), (int, float))
+            f"{r.case} ±{r.precision_target:.0%}" for r in records if isinstance(r.precision_target, (int, float))
         )
         lines += [
             "",
@@ -340,7 +322,7 @@ def markdown_table(records: list[dict], memory_kind: str = "device memory") -> s
     lines += llm_summary.markdown_lines(records)
     lines += repetition_lines(records)
     lines += baselines.markdown_lines(records)
-    estimates = {r.get("peak_flops_source") for r in records if r.get("mfu_is_estimate")}
+    estimates = {r.peak_flops_source for r in records if r.mfu_is_estimate}
     if estimates:
         lines += [
             "",
@@ -350,58 +332,48 @@ def markdown_table(records: list[dict], memory_kind: str = "device memory") -> s
         lines.append(
             "Measure this host's peaks with `run.py --cases base`: later runs here then take MFU against them."
         )
-    over = [r for r in records if r.get("peak_measured") and r.get("MFU_note")]
-    for r in over:
-        lines.append(f"- **{r['case']}:{r['framework']} on {r['host']}: MFU {r['MFU_note']}**")
-    invalid = [r for r in records if r.get("verdict") and not r["verdict"]["valid"]]
+    for r in records:
+        if r.peak_measured and r.mfu_note:
+            lines.append(f"- **{r.name} on {r.host}: MFU {r.mfu_note}**")
+    invalid = [(r, r.verdict) for r in records if r.verdict is not None and not r.verdict.valid]
     if invalid:
         lines.append("")
-        for r in invalid:
-            lines.append(
-                f"- **{r['case']}:{r['framework']} on {r['host']} is INVALID:** " + "; ".join(r["verdict"]["reasons"])
-            )
-    unjudged = [r for r in records if r.get("verdict") and r["verdict"].get("not_judged")]
+        for r, verdict in invalid:
+            lines.append(f"- **{r.name} on {r.host} is INVALID:** " + "; ".join(verdict.reasons))
+    unjudged = [(r, r.verdict) for r in records if r.verdict is not None and r.verdict.not_judged]
     if unjudged:
         lines.append("")
-        for r in unjudged:
+        for r, verdict in unjudged:
             lines.append(
-                f"- {r['case']}:{r['framework']} on {r['host']}, not judged (run.py --strict fails on these): "
-                + "; ".join(r["verdict"]["not_judged"])
+                f"- {r.name} on {r.host}, not judged (run.py --strict fails on these): " + "; ".join(verdict.not_judged)
             )
-    failures = [r for r in records if r["status"] != "success"]
+    failures = [r for r in records if not r.succeeded]
     if failures:
         lines.append("")
         for r in failures:
-            lines.append(
-                f"- **{r['case']}:{r['framework']} on {r['host']}** {r['status']} at step `{r['failed_step']}`: "
-                f"{r['error']}"
-            )
+            lines.append(f"- **{r.name} on {r.host}** {r.status} at step `{r.failed_step}`: {r.error}")
     return "\n".join(lines) + "\n"
 
 
 def write_summary(
-    run_dir: Path, run_id: str, host_config: HostConfig, records: list[dict], started_at: datetime
+    run_dir: Path, run_id: str, host_config: HostConfig, records: list[SummaryRecord], started_at: datetime
 ) -> tuple[Path, Path]:
     from utils.results.aggregate import aggregate_records, with_aggregates
 
     aggregates = aggregate_records(records)  # multi-host cases: summed throughput, pooled percentiles
-    summary = {
-        "schema_version": SUMMARY_SCHEMA_VERSION,
-        "run_id": run_id,
-        "mode": host_config.mode,
-        "vendor": host_config.vendor,
-        "hosts": [h.label for h in host_config.hosts],
-        "started_at": started_at.isoformat(timespec="seconds"),
-        "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "succeeded": sum(r["status"] == "success" for r in records),
-        "failed": sum(r["status"] != "success" for r in records),
-        "invalid": sum(bool(r.get("verdict")) and not r["verdict"]["valid"] for r in records),
-        "results": records,
-        "aggregates": aggregates,
-    }
+    summary = Summary(
+        tuple(records),
+        tuple(aggregates),
+        run_id=run_id,
+        mode=host_config.mode,
+        vendor=host_config.vendor,
+        hosts=[h.label for h in host_config.hosts],
+        started_at=started_at.isoformat(timespec="seconds"),
+        finished_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    )
     json_path = run_dir / "summary.json"
     md_path = run_dir / "summary.md"
-    write_json_atomic(json_path, summary)
+    write_json_atomic(json_path, summary.to_json())
     with atomic_path(md_path) as tmp:
         tmp.write_text(
             f"# InferPerf run {run_id} ({host_config.vendor}, {host_config.mode})\n\n"

@@ -11,10 +11,11 @@ another type needs a bundle that has it (``page.PLOTLY_BUNDLE``). Long series ar
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 if TYPE_CHECKING:
-    from common.record import CaseResult
+    from common.record import CaseResult, PerformanceRow
+    from common.summary_record import Repetitions, Row
 
 # The trace types the charts use: each must be in the inlined bundle (plotly.js-basic-dist-min).
 TRACE_TYPES = ("scatter", "bar")
@@ -127,48 +128,43 @@ def rounded(values: Any, digits: int = 5) -> list[float]:
     return [float(f"{v:.{digits}g}") for v in values]
 
 
-def row_label(row: dict) -> str:
+def row_label(row: PerformanceRow | Row) -> str:
     """A performance row as its charts and tables name it: ``bs 4 offline x2 @100``."""
-    label = f"bs {row['batch_size']} {row['scenario']}"
-    if row.get("clients", 1) != 1:
-        label += f" x{row['clients']}"
-    if row.get("target_qps") is not None:
-        label += f" @{row['target_qps']:.3g}"
+    label = f"bs {row.batch_size} {row.scenario}"
+    if row.clients != 1:
+        label += f" x{row.clients}"
+    if row.target_qps is not None:
+        label += f" @{row.target_qps:.3g}"
     return label
 
 
-def row_valid(row: dict) -> bool:
-    """False only when the row's verdict says invalid (drawn hollow); a row without a verdict counts as valid."""
-    return (row.get("verdict") or {}).get("valid", True) is not False
-
-
-def throughput_plot(rows: list[dict]) -> dict | None:
+def throughput_plot(rows: Sequence[Row]) -> dict | None:
     """qps against batch size, one line per scenario x clients; hollow markers = invalid rows."""
-    rows = [r for r in rows if r.get("qps") is not None]
-    if not rows:
+    measured = [r for r in rows if r.qps is not None]
+    if not measured:
         return None
-    series: dict[str, list[dict]] = {}
-    for row in rows:
-        series.setdefault(f"{row['scenario']} x{row['clients']}", []).append(row)
+    series: dict[str, list[Row]] = {}
+    for row in measured:
+        series.setdefault(f"{row.scenario} x{row.clients}", []).append(row)
     traces = []
     for number, (name, points) in enumerate(series.items()):
-        points.sort(key=lambda r: r["batch_size"])
-        valid = [row_valid(p) for p in points]
+        points.sort(key=lambda r: r.batch_size)
+        valid = [p.verdict.valid for p in points]
         colour = COLOURS[number % len(COLOURS)]
         traces.append(
             {
                 "type": "scatter",
                 "mode": "lines+markers",
                 "name": name,
-                "x": [p["batch_size"] for p in points],
-                "y": rounded(p["qps"] for p in points),
+                "x": [p.batch_size for p in points],
+                "y": rounded(p.qps for p in points),
                 "text": [f"{row_label(p)}: {'valid' if v else 'INVALID'}" for p, v in zip(points, valid)],
                 "hovertemplate": "%{text}<br>%{y:.4g} samples/s<extra></extra>",
                 "line": {"color": colour},
                 "marker": verdict_marker(9, colour, valid),
             }
         )
-    sizes = sorted({r["batch_size"] for r in rows})
+    sizes = sorted({r.batch_size for r in measured})
     return chart(
         traces,
         "Throughput vs batch size (hollow = invalid verdict)",
@@ -177,45 +173,45 @@ def throughput_plot(rows: list[dict]) -> dict | None:
     )
 
 
-def repetitions_plot(block: dict | None) -> dict | None:
+def repetitions_plot(block: Repetitions | None) -> dict | None:
     """A case run N times (run.py --repeat): each figure's repetitions as a strip, relative to their
     geometric mean (1.0), with the t-interval across them as an error bar; hollow = an INVALID repetition."""
-    figures = [f for f in (block or {}).get("figures") or [] if f.get("geomean")]
-    if not figures:
+    figures = [f for f in (block.figures if block else ()) if f.geomean]
+    if block is None or not figures:
         return None
-    names = [f"{f['row']} {f['figure']}" for f in figures]
+    names = [f"{f.row} {f.figure}" for f in figures]
     strips = {
         "type": "scatter",
         "mode": "markers",
         "name": "repetitions",
-        "x": [v / f["geomean"] for f in figures for v in f["values"]],
-        "y": [name for name, f in zip(names, figures) for _ in f["values"]],
-        "text": [f"repetition {k}: {v:.4g} {f['unit']}" for f in figures for k, v in enumerate(f["values"], 1)],
+        "x": [v / f.geomean for f in figures for v in f.values],
+        "y": [name for name, f in zip(names, figures) for _ in f.values],
+        "text": [f"repetition {k}: {v:.4g} {f.unit}" for f in figures for k, v in enumerate(f.values, 1)],
         "hovertemplate": "%{text}<extra></extra>",
         "marker": {
             "size": 9,
             "color": COLOURS[0],
-            "symbol": verdict_symbols(ok for f in figures for ok in f["valid"]),
+            "symbol": verdict_symbols(ok for f in figures for ok in f.valid),
         },
     }
-    spans = [f for f in figures if f.get("ci95")]
+    spans = [(f, f.ci95) for f in figures if f.ci95]
     means = {
         "type": "scatter",
         "mode": "markers",
         "name": "geometric mean ± 95 % across repetitions",
         "x": [1.0] * len(spans),
-        "y": [f"{f['row']} {f['figure']}" for f in spans],
+        "y": [f"{f.row} {f.figure}" for f, _ in spans],
         "error_x": {
             "type": "data",
             "symmetric": False,
-            "array": [f["ci95"][1] / f["geomean"] - 1 for f in spans],
-            "arrayminus": [1 - f["ci95"][0] / f["geomean"] for f in spans],
+            "array": [ci[1] / f.geomean - 1 for f, ci in spans],
+            "arrayminus": [1 - ci[0] / f.geomean for f, ci in spans],
         },
         "marker": {"size": 11, "color": COLOURS[1 % len(COLOURS)], "symbol": "line-ns-open"},
     }
     return chart(
         [strips, means],
-        f"{(block or {}).get('count')} repetitions: each figure over its geometric mean (hollow = invalid)",
+        f"{block.count} repetitions: each figure over its geometric mean (hollow = invalid)",
         height=max(HEIGHT, 60 + 28 * len(figures)),
         xaxis=axis("figure / geometric mean of its repetitions"),
         yaxis=axis(None, automargin=True),
@@ -240,7 +236,7 @@ def ecdf_points(values: Any, limit: int = LATENCY_POINTS) -> tuple[Any, Any]:
     return ms[index], (index + 1) / n
 
 
-def latency_plot(rows: list[dict], raw: dict, inference_ns: Any = None) -> dict | None:
+def latency_plot(rows: Sequence[Row], raw: dict, inference_ns: Any = None) -> dict | None:
     """Empirical CDF of per-query latency (ms, log scale) for each row and the inference pass."""
     curves = []
     if inference_ns is not None and len(inference_ns):
@@ -314,21 +310,21 @@ def pareto_front(points: list[tuple[float, float]]) -> list[int]:
     return front
 
 
-def _headline_latency(row: dict) -> tuple[float | None, str]:
-    latency = row.get("latency_ms") or {}
+def _headline_latency(row: Row) -> tuple[float | None, str]:
     for name in ("p90", "p50", "mean"):
-        if latency.get(name) is not None:
-            return latency[name], name
+        value = getattr(row.latency_ms, name) if row.latency_ms is not None else None
+        if value is not None:
+            return value, name
     return None, ""
 
 
-def frontier_plot(rows: list[dict]) -> dict | None:
+def frontier_plot(rows: Sequence[Row]) -> dict | None:
     """Throughput against latency over every row; the frontier joined. Needs two rows."""
-    measured = [(r, *_headline_latency(r)) for r in rows if r.get("qps") is not None]
-    usable = [(r, lat, name) for r, lat, name in measured if lat is not None]
+    measured = [(r, r.qps, *_headline_latency(r)) for r in rows if r.qps is not None]
+    usable = [(r, qps, lat, name) for r, qps, lat, name in measured if lat is not None and qps is not None]
     if len(usable) < 2:
         return None
-    points = [(float(lat), float(r["qps"])) for r, lat, _ in usable]
+    points = [(float(lat), float(qps)) for _, qps, lat, _ in usable]
     front = pareto_front(points)
     middle = (min(p[0] for p in points) + max(p[0] for p in points)) / 2
     rows_trace = {
@@ -338,7 +334,7 @@ def frontier_plot(rows: list[dict]) -> dict | None:
         "showlegend": False,
         "x": rounded(p[0] for p in points),
         "y": rounded(p[1] for p in points),
-        "text": [f"{row_label(r)} ({name})" for r, _, name in usable],
+        "text": [f"{row_label(r)} ({name})" for r, _, _, name in usable],
         "textposition": ["top left" if p[0] > middle else "top right" for p in points],  # the labels stay inside
         "textfont": {"size": 9},
         "cliponaxis": False,
@@ -363,7 +359,7 @@ def phase_spans(result: CaseResult) -> list[tuple[str, str, float, float]]:
             spans.append((phase, phase, block.started_at_unix, block.finished_at_unix))
     for row in result.performance:
         if row.started_at_unix is not None and row.finished_at_unix is not None:
-            spans.append(("performance", row_label(row.to_json()), row.started_at_unix, row.finished_at_unix))
+            spans.append(("performance", row_label(row), row.started_at_unix, row.finished_at_unix))
     return spans
 
 

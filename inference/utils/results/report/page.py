@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from common.files import atomic_path
+from common.summary_record import SUMMARY_FILE, Summary, read_summary
 from utils.results.aggregate import with_aggregates
 from utils.results.report.roofline import roofline_section
 from utils.results.report.sections import case_section, git_commit, summary_rows
@@ -95,19 +96,18 @@ def _plot_specs(sections: list[dict]) -> None:
             )
 
 
-def render(summary: dict, perf_dir: Path | None = None) -> str:
-    """The page of a run's ``summary`` (summary.json's content); ``perf_dir`` (inference/) gives the git commit and the
+def render(summary: Summary, perf_dir: Path | None = None) -> str:
+    """The page of a run's ``summary`` (summary.json); ``perf_dir`` (inference/) gives the git commit and the
     vendor's memory kind."""
-    all_rows = with_aggregates(summary.get("results") or [], summary.get("aggregates") or [])
+    all_rows = with_aggregates(list(summary.results), list(summary.aggregates))
+    vendor = str(summary.vendor)
     sections = [case_section(r) for r in all_rows]
-    roofline = roofline_section(
-        all_rows, str(summary.get("vendor"))
-    )  # the measured roofs and each case's point (report/roofline.py)
+    roofline = roofline_section(all_rows, vendor)  # the measured roofs and each case's point (report/roofline.py)
     _plot_specs(sections + ([roofline] if roofline else []))
     environments: dict[str, list[tuple[str, str]]] = {}
     for section, record in zip(sections, all_rows):
         if section.get("env"):
-            environments.setdefault(record["host"], section["env"])
+            environments.setdefault(record.host, section["env"])
     if roofline:
         sections.insert(0, roofline)
     has_plots = any(s["plots"] for s in sections)
@@ -123,7 +123,7 @@ def render(summary: dict, perf_dir: Path | None = None) -> str:
         sections=sections,
         environments=environments,
         commit=git_commit(perf_dir) if perf_dir else None,
-        memory_kind=memory_kind(perf_dir, str(summary.get("vendor"))) if perf_dir else "device memory",
+        memory_kind=memory_kind(perf_dir, vendor) if perf_dir else "device memory",
         plotly_js=script,
         plotly_missing=missing,
     )
@@ -132,8 +132,7 @@ def render(summary: dict, perf_dir: Path | None = None) -> str:
 def write_report(run_dir: str | Path, perf_dir: Path | None = None) -> Path:
     """Write ``run_dir``/report.html from its summary.json, atomically; returns its path."""
     run_dir = Path(run_dir)
-    summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
-    html = render(summary, perf_dir)
+    html = render(read_summary(run_dir / SUMMARY_FILE), perf_dir)
     path = run_dir / REPORT_FILE
     with atomic_path(path) as tmp:
         tmp.write_text(html, encoding="utf-8")

@@ -19,27 +19,28 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from common.record import CaseResult, Key, RecordError, read_result
+from common.record import CaseResult, RecordError, read_result
+from common.summary_record import SummaryRecord
 from utils.results.baselines import MeasuredPeaks, format_rate
 from utils.results.report.charts import COLOURS, HEIGHT, axis, figure_layout
 
 WIDTH = 720
 
 
-def _result(record: dict) -> CaseResult | None:
-    log_dir = record.get("log_dir")
+def _result(record: SummaryRecord) -> CaseResult | None:
+    log_dir = record.log_dir
     try:
         return read_result(log_dir) if log_dir else None
     except RecordError:
         return None  # the report's case section says why
 
 
-def roofs(records: list[dict], vendor: str) -> tuple[dict[str, float], float | None, str]:
+def roofs(records: list[SummaryRecord], vendor: str) -> tuple[dict[str, float], float | None, str]:
     """(compute peak by dtype, bandwidth in B/s, where they come from)."""
     compute: dict[str, float] = {}
     bandwidth: dict[str, float] = {}
     for record in records:
-        for found in (record.get("baseline") or {}).get("figures") or []:
+        for found in (record.baseline or {}).get("figures") or []:
             if not found.get("verdict", {}).get("valid") or not isinstance(found.get("value"), (int, float)):
                 continue
             if found.get("kind") == "compute":
@@ -50,7 +51,7 @@ def roofs(records: list[dict], vendor: str) -> tuple[dict[str, float], float | N
     if not compute or not bandwidth:
         for record in records:
             result = _result(record)
-            peaks = MeasuredPeaks.near(Path(record["log_dir"])) if record.get("log_dir") else None
+            peaks = MeasuredPeaks.near(Path(record.log_dir)) if record.log_dir else None
             if result is None or peaks is None:
                 continue
             cached = peaks.bandwidth(result, vendor) or {}
@@ -67,12 +68,12 @@ def roofs(records: list[dict], vendor: str) -> tuple[dict[str, float], float | N
     return compute, memory, source
 
 
-def points(records: list[dict]) -> list[dict]:
+def points(records: list[SummaryRecord]) -> list[dict]:
     """Each successful model case with ``flops``, core qps and weight bytes: its intensity and FLOP/s."""
     found = []
     for record in records:
-        flops, qps, batch = record.get("flops"), record.get(Key.INFER_CORE_QPS), record.get("batchsize")
-        if record.get("status") != "success" or not (flops and qps and batch) or record.get("aggregate"):
+        flops, qps, batch = record.flops, record.infer_core_qps, record.batchsize
+        if not record.succeeded or not (flops and qps and isinstance(batch, int) and batch) or record.aggregate:
             continue
         result = _result(record)
         weights = ((result.engine if result is not None else None) or {}).get("onnx_bytes") or None
@@ -80,7 +81,7 @@ def points(records: list[dict]) -> list[dict]:
             continue
         found.append(
             {
-                "label": f"{record['case']} on {record['host']}",
+                "label": f"{record.case} on {record.host}",
                 "intensity": flops * batch / weights,
                 "flops_per_s": flops * qps,
             }
@@ -88,7 +89,7 @@ def points(records: list[dict]) -> list[dict]:
     return found
 
 
-def roofline_plot(records: list[dict], vendor: str) -> tuple[dict | None, str | None]:
+def roofline_plot(records: list[SummaryRecord], vendor: str) -> tuple[dict | None, str | None]:
     """(the plotly figure, a note) or (None, why there is none)."""
     compute, memory, source = roofs(records, vendor)
     if not compute or not memory:
@@ -150,7 +151,7 @@ def roofline_plot(records: list[dict], vendor: str) -> tuple[dict | None, str | 
     return {"data": traces, "layout": layout}, note
 
 
-def roofline_section(records: list[dict], vendor: str) -> dict | None:
+def roofline_section(records: list[SummaryRecord], vendor: str) -> dict | None:
     """A page section holding the roofline (the shape ``sections.case_section`` gives), or None."""
     figure, note = roofline_plot(records, vendor)
     if figure is None:

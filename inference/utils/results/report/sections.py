@@ -11,11 +11,12 @@ from __future__ import annotations
 import json
 import subprocess
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
-from common.record import CaseResult, Key, RecordError, read_latencies, read_result
+from common.record import CaseResult, RecordError, read_latencies, read_result
 from common.sampler import read_samples
 from common.scenario import scenario
+from common.summary_record import Row, SummaryRecord
 from utils.results.report.charts import (
     TOP_OPS,
     frontier_plot,
@@ -120,81 +121,81 @@ def _passed(value: Any) -> str:
     return {True: "passed", False: "FAILED", None: "not run"}.get(value, str(value))
 
 
-def summary_rows(records: list[dict]) -> list[dict]:
+def summary_rows(records: list[SummaryRecord]) -> list[dict]:
     """The summary table's cells, the same figures and n/a reasons as summary.md."""
     rows = []
     for r in records:
-        latency = r.get("latency_ms") or {}
-        count = r.get("latency_batches")
-        ok = r["status"] == "success"
-        verdict = r.get("verdict")
+        latency = r.latency_ms.to_json() if r.latency_ms else {}
+        count = r.latency_batches
+        ok = r.succeeded
+        verdict = r.verdict
         rows.append(
             {
-                "case": f"{r['case']}:{r['framework']}",
-                "host": r["host"],
-                "aggregate": bool(r.get("aggregate")),
-                "status": r["status"] if ok else f"{r['status']} at {r.get('failed_step')}",
+                "case": r.name,
+                "host": r.host,
+                "aggregate": r.aggregate,
+                "status": r.status if ok else f"{r.status} at {r.failed_step}",
                 "ok": ok,
-                "verdict": "-" if verdict is None else ("valid" if verdict["valid"] else "INVALID"),
-                "valid": bool(verdict and verdict["valid"]),
-                "reasons": (verdict or {}).get("reasons") or ([r.get("error")] if not ok and r.get("error") else []),
-                "precision": fmt(r.get("precision")),
-                "bs": fmt(r.get("batchsize")),
-                "core_qps": fmt(r.get(Key.INFER_CORE_QPS)),
-                "whole_qps": fmt(r.get(Key.INFER_WHOLE_QPS)),
-                "val_qps": fmt(r.get(Key.VAL_CORE_QPS)),
+                "verdict": "-" if verdict is None else ("valid" if verdict.valid else "INVALID"),
+                "valid": bool(verdict and verdict.valid),
+                "reasons": list(verdict.reasons if verdict else ()) or ([r.error] if not ok and r.error else []),
+                "precision": fmt(r.precision),
+                "bs": fmt(r.batchsize),
+                "core_qps": fmt(r.infer_core_qps),
+                "whole_qps": fmt(r.infer_whole_qps),
+                "val_qps": fmt(r.val_core_qps),
                 "p50": percentile_cell(latency, "p50", count),
                 "p90": percentile_cell(latency, "p90", count),
                 "p99": percentile_cell(latency, "p99", count),
-                "val_acc": accuracy_cell(r.get(Key.VAL_ACC), r.get("accuracy_note")),
-                "infer_acc": accuracy_cell(r.get(Key.INFER_ACC), r.get("accuracy_note")),
-                "memory": f"{fmt(r.get('vendor_usage(GiB)'))}/{fmt(r.get('vendor_max_mem(GiB)'))}"
-                if r.get("vendor_usage(GiB)") is not None
+                "val_acc": accuracy_cell(r.val_average_acc, r.accuracy_note),
+                "infer_acc": accuracy_cell(r.infer_average_acc, r.accuracy_note),
+                "memory": f"{fmt(r.vendor_usage_gib)}/{fmt(r.vendor_max_mem_gib)}"
+                if r.vendor_usage_gib is not None
                 else "-",
-                "mfu": mfu_cell(r.get("MFU"), r.get("mfu_is_estimate")) if ok else "-",
+                "mfu": mfu_cell(r.mfu, r.mfu_is_estimate) if ok else "-",
             }
         )
     return rows
 
 
-def performance_table(rows: list[dict]) -> list[dict]:
+def performance_table(rows: Sequence[Row]) -> list[dict]:
     out = []
     for row in rows:
-        latency = row.get("latency_ms") or {}
+        latency = row.latency_ms.to_json() if row.latency_ms else {}
         out.append(
             {
                 "label": row_label(row),
-                "qps": fmt(row.get("qps")),
-                "p50": percentile_cell(latency, "p50", row.get("queries")),
-                "p90": percentile_cell(latency, "p90", row.get("queries")),
-                "p99": percentile_cell(latency, "p99", row.get("queries")),
+                "qps": fmt(row.qps),
+                "p50": percentile_cell(latency, "p50", row.queries),
+                "p90": percentile_cell(latency, "p90", row.queries),
+                "p99": percentile_cell(latency, "p99", row.queries),
                 "mean": fmt(latency.get("mean"), 3),
-                "queries": row.get("queries"),
-                "duration": fmt(row.get("duration_s"), 2),
-                "valid": row["verdict"]["valid"],
-                "reasons": row["verdict"]["reasons"],
+                "queries": row.queries,
+                "duration": fmt(row.duration_s, 2),
+                "valid": row.verdict.valid,
+                "reasons": list(row.verdict.reasons),
             }
         )
     return out
 
 
-def own_benchmark_rows(engine: dict, rows: list[dict]) -> dict | None:
+def own_benchmark_rows(engine: dict, rows: Sequence[Row]) -> dict | None:
     """A backend's own benchmark() (engine.own_benchmark) beside InferPerf's row of the same batch size whose
     result is its throughput (offline), with one client."""
     own = engine.get("own_benchmark")
     if not own:
         return None
-    ours = {r["batch_size"]: r for r in rows if scenario(r["scenario"]).result_is_throughput and r.get("clients") == 1}
+    ours = {r.batch_size: r for r in rows if scenario(r.scenario).result_is_throughput and r.clients == 1}
     table = []
     for item in own.get("rows") or []:
-        row = ours.get(item.get("BS")) or {}
-        latency = row.get("latency_ms") or {}
+        row = ours.get(item.get("BS"))
+        latency = row.latency_ms if row is not None else None
         cells = (
-            row.get("qps"),
+            row.qps if row is not None else None,
             item.get("QPS"),
-            latency.get("mean"),
+            latency.mean if latency else None,
             item.get("AVG Latency"),
-            latency.get("p99"),
+            latency.p99 if latency else None,
             item.get("P99 Latency"),
         )
         shown = [fmt(v, 3) if isinstance(v, float) else v if v is not None else "-" for v in cells]
@@ -226,31 +227,29 @@ def new_section(title: str, anchor: str, status: str = "success", **given: Any) 
     }
 
 
-def case_section(record: dict) -> dict:
+def case_section(record: SummaryRecord) -> dict:
     """Everything the page shows for one case on one host, or for a multi-host aggregate."""
     section = new_section(
-        f"{record['case']}:{record['framework']} on {record['host']}",
-        f"{record['case']}-{record['framework']}-{record['host']}".replace(":", "-")
-        .replace(".", "-")
-        .replace(" ", "-"),
-        record["status"],
-        error=record.get("error"),
-        failed_step=record.get("failed_step"),
-        aggregate=bool(record.get("aggregate")),
+        f"{record.name} on {record.host}",
+        f"{record.case}-{record.framework}-{record.host}".replace(":", "-").replace(".", "-").replace(" ", "-"),
+        record.status,
+        error=record.error,
+        failed_step=record.failed_step,
+        aggregate=record.aggregate,
     )
-    rows = record.get("performance") or []
+    rows = record.performance
     section["perf_rows"] = performance_table(rows)
-    if record.get("aggregate"):
+    if record.aggregate:
         section["notes"].append(_aggregate_note(record))
         _add(section, "throughput vs batch size", throughput_plot(rows))
         return section
-    log_dir = Path(record["log_dir"]) if record.get("log_dir") else None
+    log_dir = Path(record.log_dir) if record.log_dir else None
     result = None
     try:
         result = read_result(log_dir) if log_dir else None
     except RecordError as exc:
         section["missing"].append(str(exc))
-    if record["status"] != "success" or result is None or log_dir is None:
+    if not record.succeeded or result is None or log_dir is None:
         if not section["missing"]:  # a misshapen result.json has said why above
             section["missing"].append("no result.json: the case did not complete, nothing to plot")
         if log_dir:
@@ -262,20 +261,20 @@ def case_section(record: dict) -> dict:
     return section
 
 
-def _aggregate_note(record: dict) -> str:
+def _aggregate_note(record: SummaryRecord) -> str:
     overlap = {
         True: " (the hosts' inference phases overlapped).",
         False: "; the hosts' inference phases did NOT overlap, so the sum is a capacity, not a measured load.",
         None: ".",
-    }[record.get("concurrent")]
-    hosts = ", ".join(record.get("hosts") or [])
+    }[record.concurrent]
+    hosts = ", ".join(record.hosts or [])
     return (
         f"Aggregate of {hosts}: throughput is the sum of the hosts, percentiles come from the hosts' raw latencies "
         "pooled" + overlap
     )
 
 
-def _add_plots(section: dict, rows: list[dict], result: CaseResult, log_dir: Path, record: dict) -> None:
+def _add_plots(section: dict, rows: Sequence[Row], result: CaseResult, log_dir: Path, record: SummaryRecord) -> None:
     """Throughput, the latency CDF, the frontier (two rows or more) and the monitors' timeline."""
     raw = read_latencies(log_dir)
     if not raw:
@@ -285,7 +284,7 @@ def _add_plots(section: dict, rows: list[dict], result: CaseResult, log_dir: Pat
         )
     section["best"] = result.best
     _add(section, "throughput vs batch size", throughput_plot(rows))
-    _add(section, "repetitions", repetitions_plot(record.get("repetitions")))
+    _add(section, "repetitions", repetitions_plot(record.repetitions))
     _add(section, "latency distribution", latency_plot(rows, raw, raw.get("inference")))
     frontier = frontier_plot(rows)
     if frontier:
@@ -301,7 +300,7 @@ def _add_plots(section: dict, rows: list[dict], result: CaseResult, log_dir: Pat
     _add(section, "monitor timeline", timeline_plot(sys_samples, vendor_samples, spans))
 
 
-def _add_engine_and_checks(section: dict, rows: list[dict], result: CaseResult) -> None:
+def _add_engine_and_checks(section: dict, rows: Sequence[Row], result: CaseResult) -> None:
     """The compile report, a backend's own benchmark, the top ops, the checks, the notes and the environment."""
     engine = result.engine or {}
     section["compile"] = compile_rows(engine)
