@@ -13,8 +13,8 @@ Each figure's direction and unit are ``utils/results/figures.py``'s ``KINDS``. A
 one repetition per step, made at another time than the other run's, so compare widens each side
 by ``--between-run-cv`` as for any two runs made at different times. A step that is INVALID
 (drift, no request completed, not precise enough) makes its figures "not comparable"; a step
-whose requests failed in B, or a step of A that B lacks, is a problem (exit 3). The capacity search's probes are not rows: they ran at loads the bisection
-chose, which differ between runs.
+whose requests failed in B, or a step of A that B lacks, is a problem (exit 3). The capacity
+search's probes are not rows: they ran at loads the bisection chose, which differ between runs.
 
 This module reads, it does not decide: ``compare.py`` decides the figures as for every run.
 """
