@@ -1,8 +1,8 @@
 """run.py compare on two serving runs (run.py --endpoint), and host.yaml's ENDPOINT.
 
 The runs are real: ``tools/serving/cli.py`` benchmarks the loopback server
-(``python -m tools.serving.loopback``, a process of its own, started and stopped by ``--launch``)
-at scripted speeds. The slow server takes four times as long for every token, far beyond the ±46 %
+(``python -m tools.serving.loopback``, a process of its own; host.yaml's test starts it with
+``launch``) at scripted speeds. The slow server takes four times as long for every token, far beyond the ±46 %
 that two runs made at different times can call at the default between-run spread
 (docs/measurement.md) and beyond the 2x the machine's load has moved a p90, so load cannot flip the
 decision; the tests assert decisions, never timings. Those tests
@@ -13,11 +13,14 @@ an edited copy of itself (every step valid), so their outcome depends on nothing
 
 from __future__ import annotations
 
+import contextlib
 import json
-import shlex
+import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -50,37 +53,46 @@ def _loopback(port: int, ttft_ms: str, itl_ms: str) -> list[str]:
             "--ttft-ms", ttft_ms, "--itl-ms", itl_ms]  # fmt: skip
 
 
-def _serving_run(out: Path, speed: tuple[str, str]) -> Path:
-    """One real serving run against a loopback server of this speed; its run folder."""
-    port = _free_port()
-    before = set(out.iterdir()) if out.is_dir() else set()
+def _serving_run(out: Path, url: str) -> Path:
+    """One real serving run against the loopback server at ``url``; its run folder."""
     code = serving_main(
-        ["--endpoint", f"http://127.0.0.1:{port}/v1", "--served-model", "loopback-llama",
-         "--launch", shlex.join(_loopback(port, *speed)), "--launch-log", str(out.parent / f"server-{port}.log"),
-         "--concurrency", "8,16", "--num-requests", "64", "--warmup", "2", "--input-len", "8", "--output-len", "4",
-         "--slo", "ttft_ms=5000", "--output-dir", str(out)],
+        ["--endpoint", url, "--served-model", "loopback-llama", "--concurrency", "8,16", "--num-requests", "64",
+         "--warmup", "2", "--input-len", "8", "--output-len", "4", "--slo", "ttft_ms=5000", "--output-dir", str(out)],
     )  # fmt: skip
     assert code == 0
-    (run,) = set(out.iterdir()) - before
+    (run,) = out.iterdir()
     return run
+
+
+@contextlib.contextmanager
+def _server(speed: tuple[str, str]) -> Iterator[str]:
+    """A loopback server of this speed in a process of its own; its URL."""
+    command = [sys.executable, "-m", "tools.serving.loopback", "--model", "loopback-llama",
+               "--ttft-ms", speed[0], "--itl-ms", speed[1]]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(INFERENCE)}
+    with subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env) as server:
+        try:
+            assert server.stdout is not None
+            line = server.stdout.readline()  # "PORT <n>" once it listens
+            assert line.startswith("PORT "), line
+            yield f"http://127.0.0.1:{line.split()[1]}/v1"
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> dict[str, Path]:
-    """Three serving runs at the same time, each against its own server: the fast server twice and
-    the slow one. Run together, a slow minute of the machine falls on all three alike."""
+    """Three serving runs at the same time: two against the same fast server ("the same server
+    twice"), one against the slow server. Run together against one server, the two fast runs share
+    every slow moment of the machine and of that server."""
     from concurrent.futures import ThreadPoolExecutor
 
-    mp = pytest.MonkeyPatch()
-    mp.setenv("PYTHONPATH", str(INFERENCE))  # the launched server imports tools.serving
     out = tmp_path_factory.mktemp("serving")
-    speeds = {"fast": FAST, "fast2": FAST, "slow": SLOW}
-    try:
-        with ThreadPoolExecutor(len(speeds)) as pool:
-            done = {name: pool.submit(_serving_run, out / name / "result", speed) for name, speed in speeds.items()}
-            return {name: future.result() for name, future in done.items()}
-    finally:
-        mp.undo()
+    with _server(FAST) as fast, _server(SLOW) as slow, ThreadPoolExecutor(3) as pool:
+        urls = {"fast": fast, "fast2": fast, "slow": slow}
+        done = {name: pool.submit(_serving_run, out / name, url) for name, url in urls.items()}
+        return {name: future.result() for name, future in done.items()}
 
 
 def _copy(run: Path, tmp_path: Path, name: str, edit=lambda result: None) -> Path:
