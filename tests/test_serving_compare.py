@@ -36,8 +36,10 @@ INFERENCE = Path(__file__).resolve().parents[1] / "inference"
 # figure far less than the slowdown does.
 FAST = ("100", "50")
 SLOW = ("400", "200")  # every token four times as late: output tokens/s a quarter
-WORSE = {"output tokens/s", "requests/s", "goodput requests/s", "TTFT p50 ms", "TTFT p90 ms", "TPOT p50 ms",
-         "E2E p90 ms"}  # fmt: skip
+FIGURES = {"output tokens/s", "requests/s", "goodput requests/s", "TTFT p50 ms", "TTFT p90 ms", "TPOT p50 ms",
+           "E2E p90 ms"}  # fmt: skip
+STEADY = {"output tokens/s", "requests/s", "goodput requests/s", "TPOT p50 ms"}  # a slow moment moves them little
+STEPS = ("concurrency 8", "concurrency 16")
 
 
 def _free_port() -> int:
@@ -118,11 +120,19 @@ def _verdicts(comparison) -> dict[tuple[str, str], str]:
     return {(line.row, line.figure): line.verdict for line in comparison.lines}
 
 
-def test_a_slower_server_is_worse_on_every_figure_and_exits_1(runs, capsys):
+def _steps(verdicts: dict[tuple[str, str], str], wanted: str) -> dict[str, set[str]]:
+    """Each step's figures whose verdict is ``wanted``."""
+    return {step: {f for (row, f), verdict in verdicts.items() if row == step and verdict == wanted} for step in STEPS}
+
+
+def test_a_slower_server_is_worse_and_exits_1(runs, capsys):
+    """Its throughputs and its TPOT (the scripted gaps) are worse in every step, and no figure is
+    better. (A tail percentile of the fast run can be held up by the machine for as long as the slow
+    server's own: then it is inconclusive, which is why the test does not ask it to be worse.)"""
     assert compare_main([str(runs["fast"]), str(runs["slow"])], runs["fast"].parent) == 1
     verdicts = _verdicts(compare_runs(runs["fast"], runs["slow"], 5.0, allow_invalid=True))
-    for step in ("concurrency 8", "concurrency 16"):
-        assert {figure for (row, figure), verdict in verdicts.items() if row == step and verdict == "worse"} == WORSE
+    assert all(STEADY <= figures for figures in _steps(verdicts, "worse").values())
+    assert not [key for key, verdict in verdicts.items() if verdict.startswith("better")]
     out = capsys.readouterr().out
     assert "| serving | loopback-llama at http://127.0.0.1:" in out and "| concurrency 8 | output tokens/s |" in out
     assert "1/1*" in out and "widened by the between-run spread of 16.5%" in out  # runs made at different times
@@ -132,21 +142,24 @@ def test_a_slower_server_is_worse_on_every_figure_and_exits_1(runs, capsys):
 def test_a_faster_server_is_better_and_exits_0(runs):
     """The direction of each figure is bound once (figures.py KINDS): less TTFT is better, more tokens/s too."""
     comparison = compare_runs(runs["slow"], runs["fast"], 5.0, allow_invalid=True)
-    assert comparison.exit_code == 0
-    assert set(_verdicts(comparison).values()) == {"better"}
+    verdicts = _verdicts(comparison)
+    assert comparison.exit_code == 0 and len(verdicts) == len(STEPS) * len(FIGURES)
+    assert all(STEADY <= figures for figures in _steps(verdicts, "better").values())
+    assert not [key for key, verdict in verdicts.items() if verdict.startswith("worse")]
 
 
 # The between-run spread of the A/A test. Two runs of the same loopback server at these timings, on the
-# 2-core machine at load 5-7, gave TTFT or E2E p90s up to 2x apart in 3 of 22 pairs (every other figure
-# stayed within 0.8-1.25): the default between-run spread (16.5 %) calls a ratio beyond 1.58 "worse".
-# 30 % covers a ratio of 2.3, which this test's identical servers must never be called.
+# 2-core machine at load 5-7, one after the other, gave TTFT or E2E p90s up to 2x apart in 3 of 22 pairs
+# (every other figure stayed within 0.8-1.25): the default between-run spread (16.5 %) calls a ratio
+# beyond 1.58 "worse". Run at the same time against one server, as here, 20 pairs stayed within
+# 0.72-1.16. 30 % covers a ratio of 2.3, which this test's identical servers must never be called.
 TAIL_BETWEEN_RUN_CV = 0.30
 
 
 def test_the_same_server_twice_is_no_regression(runs):
     comparison = compare_runs(runs["fast"], runs["fast2"], 5.0, TAIL_BETWEEN_RUN_CV, allow_invalid=True)
     assert comparison.exit_code == 0 and not [p for p in comparison.problems if "INVALID" not in p]
-    assert len(comparison.lines) == 2 * len(WORSE)
+    assert len(comparison.lines) == len(STEPS) * len(FIGURES)
     assert not any(line.regression for line in comparison.lines)
 
 
@@ -202,7 +215,7 @@ def test_each_figure_is_read_from_its_own_block(runs, tmp_path, figure, path):
 
     comparison = compare_runs(*_edited(runs, tmp_path, double), 5.0)
     moved = {(line.row, line.figure, round(line.ratio, 6)) for line in comparison.lines if line.ratio != 1}
-    assert moved == {(step, figure, 2.0) for step in ("concurrency 8", "concurrency 16")}
+    assert moved == {(step, figure, 2.0) for step in STEPS}
 
 
 def test_goodput_is_compared_only_under_the_same_slo(runs, tmp_path):
