@@ -203,3 +203,58 @@ def test_paired_false_alarms_stay_within_their_rate():
         b = [Sample(100 * m * math.exp(rng.gauss(0, 0.03))) for m in minutes]
         alarms += d.decide(a, b, True, 0.0, paired=True).verdict == d.WORSE
     assert alarms / trials <= 0.025 + 3 * math.sqrt(0.025 * 0.975 / trials)
+
+
+# ---- the edges, one assertion per rule (mutation testing: scripts/mutation.sh) ------------------
+
+
+@pytest.mark.parametrize(
+    "ratio, low, high, higher, verdict",
+    [
+        (0.9, 0.8, 1.0, True, d.INCONCLUSIVE),  # an interval that touches 1 does not exclude it
+        (1.1, 1.0, 1.2, True, d.NO_CHANGE),
+        (1.05, 1.01, 1.10, True, d.BETTER_BELOW),  # exactly the threshold is within it
+        (1.1, 1.0, 1.2, False, d.INCONCLUSIVE),  # a latency: the same edges the other way
+        (0.9, 0.8, 1.0, False, d.NO_CHANGE),
+        (1.0, 0.9, 1.5, False, d.INCONCLUSIVE),
+        (1.05, 1.01, 1.10, False, d.WORSE_BELOW),
+        (0.95, 0.90, 0.99, False, d.BETTER_BELOW),
+        (0.95, 0.90, 0.99, True, d.WORSE_BELOW),
+    ],
+)
+def test_verdict_edges(ratio, low, high, higher, verdict):
+    assert d._verdict(math.log(ratio), math.log(low), math.log(high), higher, 0.05) == verdict
+
+
+def test_a_windows_own_interval_on_the_log_scale_and_where_it_has_none():
+    between = 0.1
+    assert side([Sample(100.0)], between).variance == pytest.approx(between**2)  # no interval: the term alone
+    assert side([Sample(100.0)], between).between == between
+    own = math.log(200 / 0.5) / 2 / d.Z975  # an interval below 1 (a latency in seconds) is still one
+    assert side([Sample(100.0, (0.5, 200.0))], 0.0).variance == pytest.approx(own**2)
+    sub = math.log(0.6 / 0.4) / 2 / d.Z975
+    assert side([Sample(0.5, (0.4, 0.6))], 0.0).variance == pytest.approx(sub**2)
+    for unusable in ((0.0, 200.0), (-1.0, 200.0)):  # no log of a bound at or below 0: no own term
+        assert side([Sample(100.0, unusable)], between).variance == pytest.approx(between**2)
+    with pytest.raises(ValueError, match="positive, finite"):
+        side([Sample(0.0)])
+
+
+def test_other_confidences_and_the_edges_of_the_paired_rule():
+    assert d.t_quantile(math.inf) == d.Z975 and d.t_quantile(math.inf, 0.9) == pytest.approx(1.644854, abs=1e-6)
+    a, b = samples(100.0, 110.0, 90.0), samples(90.0, 100.0, 80.0)
+    at90 = decide(a, b, True, 0.05, between_cv=0.0, confidence=0.9)
+    at95 = decide(a, b, True, 0.05, between_cv=0.0)
+    assert math.log(at90.high / at90.ratio) / math.log(at95.high / at95.ratio) == pytest.approx(
+        stats.t.ppf(0.95, at95.df) / stats.t.ppf(0.975, at95.df)
+    )
+    mean, interval, _ = across(a, 0.9)
+    assert interval is not None and math.log(interval[1] / mean) == pytest.approx(
+        stats.t.ppf(0.95, 2) * stats.tstd([math.log(v) for v in (100, 110, 90)]) / math.sqrt(3)
+    )
+    two = decide(samples(100.0, 110.0), samples(90.0, 100.0), True, 0.05, paired=True)  # two pairs: paired
+    assert two.paired is True and (two.n_a, two.n_b) == (2, 2) and two.widened is False and two.df == 1
+    unpaired = decide(samples(100.0, 110.0), samples(90.0), True, 0.05, paired=True)
+    assert unpaired.paired is False
+    # one side of one repetition, the other of three, no between-run term: the single one is widened
+    assert decide(samples(100.0, interval=0.02), samples(80.0, 81.0, 79.0), True, 0.05, between_cv=0.0).widened

@@ -103,13 +103,18 @@ def _log_half_width(sample: Sample) -> float:
     return (math.log(sample.interval[1]) - math.log(sample.interval[0])) / 2
 
 
-def side(samples: Sequence[Sample], between_cv: float = BETWEEN_RUN_CV) -> Side:
-    """One run's side of a figure (module docstring, "Each side"): with ``between_cv`` > 0, a run
-    made at its own time, whose repetitions share the machine's speed of those minutes."""
+def _logs(samples: Sequence[Sample]) -> list[float]:
+    """The repetitions' values on the log scale; a ValueError unless each is positive and finite."""
     values = [s.value for s in samples]
     if not values or any(not (v > 0 and math.isfinite(v)) for v in values):
         raise ValueError(f"a figure needs positive, finite values, got {values!r}")
-    logs = [math.log(v) for v in values]
+    return [math.log(v) for v in values]
+
+
+def side(samples: Sequence[Sample], between_cv: float = BETWEEN_RUN_CV) -> Side:
+    """One run's side of a figure (module docstring, "Each side"): with ``between_cv`` > 0, a run
+    made at its own time, whose repetitions share the machine's speed of those minutes."""
+    logs = _logs(samples)
     n = len(logs)
     mean = sum(logs) / n
     if n == 1:
@@ -185,7 +190,7 @@ def decide(
     on the mean of the pairs' log ratios (``n - 1`` degrees of freedom). With fewer than two pairs,
     or unequal counts (a repetition failed), the unpaired rule applies."""
     if paired and len(a) == len(b) >= 2:
-        ratios = [side([y], 0.0).log_mean - side([x], 0.0).log_mean for x, y in zip(a, b)]
+        ratios = [y - x for x, y in zip(_logs(a), _logs(b))]
         n = len(ratios)
         d = sum(ratios) / n
         df: float = n - 1
