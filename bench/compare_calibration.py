@@ -119,6 +119,7 @@ def one_pair(
         for side in ("A", "B"):
             shutil.copy(run / side / "summary.json", keep / f"{run.name}_{side}.summary.json")
         shutil.copy(decision_file, keep / f"{run.name}_compare_A.json")
+        shutil.copy(decision_file.with_suffix(".md"), keep / f"{run.name}_compare_A.md")
     shutil.rmtree(run, ignore_errors=True)  # the runs' files: only the decision is kept
     return {
         "exit": proc.returncode,
