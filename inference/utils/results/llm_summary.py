@@ -13,7 +13,7 @@ from typing import Any
 from common.mfu import plausible_mfu
 from common.record import CaseResult, LLMRow
 from common.scenario import scenario as named
-from common.stats import relative_half_width
+from utils.results.cells import interval_text
 
 HEADER = (
     "| case | host | scenario | bs | in | out | TTFT p50 ms | TPOT p50 ms | ITL p99 ms | output tokens/s | requests/s "
@@ -53,16 +53,14 @@ def _ms(block: dict | None, name: str) -> str:
     value = (block or {}).get(name)
     if value is None:
         return "n/a"
-    width = relative_half_width(value, ((block or {}).get("ci95") or {}).get(name))
-    return f"{value:.2f}" + (f" ±{width:.0%}" if width is not None else "")
+    return f"{value:.2f}" + interval_text(value, (block or {}).get("ci95"), name, share_digits=0)
 
 
 def _rate(row: dict, key: str) -> str:
     value = row.get(key)
     if value is None:
         return "n/a"
-    width = relative_half_width(value, row.get(f"{key}_ci95"))
-    return f"{value:.1f}" + (f" ±{width:.0%}" if width is not None else "")
+    return f"{value:.1f}" + interval_text(value, row, f"{key}_ci95", share_digits=0)
 
 
 def _row_line(record: dict, row: dict, estimate: bool | None) -> str:

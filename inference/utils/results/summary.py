@@ -18,6 +18,7 @@ from common.vendor_analysis import NO_ANALYSIS, VendorAnalysis
 from utils.executors.base import CaseOutcome
 from utils.host_config import HostConfig
 from utils.results import baselines, llm_summary
+from utils.results.cells import figure_cell, fmt, plus_minus
 
 SUMMARY_SCHEMA_VERSION = 1
 
@@ -185,42 +186,15 @@ def repetition_lines(records: list[dict]) -> list[str]:
 
 
 # ---- the tables' cells: one formatting for summary.md and report.html (utils/results/report/) ----
-# Public: the report formats its cells with these. A new kind of cell (an interval, a unit)
-# is one more function here, used by both.
-def fmt(value: Any, digits: int = 2) -> str:
-    """A figure as a cell: floats to ``digits`` decimals, None as ``-``, anything else as ``str``."""
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.{digits}f}"
-    return str(value)
-
-
-def _na(value: Any, reason: str, digits: int = 2) -> str:
-    """A number, or ``n/a (reason)``: never a made-up zero."""
-    return f"n/a ({reason})" if value is None else _fmt(value, digits)
-
-
-def plus_minus(value: Any, interval: Any, digits: int = 2) -> str:
-    """A figure with its 95 % interval as ``16.90 ±1.2%`` (half the interval's width over the figure),
-    or the figure alone when it has no interval."""
-    width = (
-        relative_half_width(value, interval)
-        if isinstance(value, (int, float)) and isinstance(interval, (list, tuple))
-        else None
-    )
-    return _fmt(value, digits) if width is None else f"{_fmt(value, digits)} ±{width:.1%}"
-
-
+# Public: the report formats its cells with these (the figures and their ± in utils/results/cells.py).
+# A new kind of cell (an interval, a unit) is one more function here or there, used by both.
 def percentile_cell(latency: dict, name: str, count: int | None, intervals: dict | None = None) -> str:
-    """Latency percentile ``name`` (``p50``, ``p90``, ``p99``) of ``latency`` (ms) as a cell; when it is
-    missing, ``n/a (<N queries)`` if ``count`` queries were measured (too few for it), else ``-``."""
+    """Latency percentile ``name`` (``p50``, ``p90``, ``p99``) of ``latency`` (ms) as a cell with its ±
+    (``figure_cell``); when it is missing, ``n/a (<N queries)`` if ``count`` queries were measured (too
+    few for it), else ``-``."""
     value = latency.get(name)
     if value is not None:
-        known = intervals or {}
-        if name in known and known[name] is None:  # measured, but no honest interval (docs/measurement.md)
-            return f"{_fmt(value, 2)} ± n/a"
-        return plus_minus(value, (intervals or {}).get(name))
+        return figure_cell(value, intervals, name)
     return f"n/a (<{MIN_SAMPLES_FOR_PERCENTILE[name][1]} queries)" if count is not None else "-"
 
 
@@ -278,9 +252,9 @@ def markdown_table(records: list[dict], memory_kind: str = "device memory") -> s
         lines.append(
             f"| {r['case']}:{r['framework']} | {r['host']} | {status} | {_verdict_cell(r.get('verdict'))} | "
             f"{_fmt(r['precision'])} | "
-            f"{_fmt(r['batchsize'])} | {plus_minus(r[Key.INFER_CORE_QPS], ci95.get(Key.INFER_CORE_QPS))} | "
-            f"{plus_minus(r[Key.INFER_WHOLE_QPS], ci95.get(Key.INFER_WHOLE_QPS))} | "
-            f"{plus_minus(r[Key.VAL_CORE_QPS], ci95.get(Key.VAL_CORE_QPS))} | "
+            f"{_fmt(r['batchsize'])} | {figure_cell(r[Key.INFER_CORE_QPS], ci95, Key.INFER_CORE_QPS)} | "
+            f"{figure_cell(r[Key.INFER_WHOLE_QPS], ci95, Key.INFER_WHOLE_QPS)} | "
+            f"{figure_cell(r[Key.VAL_CORE_QPS], ci95, Key.VAL_CORE_QPS)} | "
             f"{_percentile_cell(latency, 'p50', count, intervals)} | "
             f"{_percentile_cell(latency, 'p90', count, intervals)} | "
             f"{_percentile_cell(latency, 'p99', count, intervals)} | "
@@ -306,11 +280,7 @@ def markdown_table(records: list[dict], memory_kind: str = "device memory") -> s
                 scenario += f" @{row['target_qps']:.4g}"
                 if row.get("latency_bound_met") is not None:
                     scenario += f", bound {'met' if row['latency_bound_met'] else 'MISSED'}"
-            qps = (
-                _na(row.get("qps"), "no queries")
-                if row.get("qps") is None
-                else plus_minus(row["qps"], row.get("qps_ci95"))
-            )
+            qps = "n/a (no queries)" if row.get("qps") is None else figure_cell(row["qps"], row, "qps_ci95")
             lines.append(
                 f"| {r['case']}:{r['framework']} | {r['host']} | {row['batch_size']} | {scenario} | {row['clients']} | "
                 f"{qps} | "

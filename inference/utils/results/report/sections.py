@@ -16,6 +16,7 @@ from typing import Any
 from common.record import CaseResult, Key, RecordError, read_latencies, read_result
 from common.sampler import read_samples
 from common.scenario import scenario
+from utils.results.cells import figure_cell
 from utils.results.report.charts import (
     TOP_OPS,
     frontier_plot,
@@ -124,7 +125,7 @@ def summary_rows(records: list[dict]) -> list[dict]:
     """The summary table's cells, the same figures and n/a reasons as summary.md."""
     rows = []
     for r in records:
-        latency = r.get("latency_ms") or {}
+        latency, intervals, ci95 = r.get("latency_ms") or {}, r.get("latency_ci95"), r.get("ci95")
         count = r.get("latency_batches")
         ok = r["status"] == "success"
         verdict = r.get("verdict")
@@ -140,12 +141,12 @@ def summary_rows(records: list[dict]) -> list[dict]:
                 "reasons": (verdict or {}).get("reasons") or ([r.get("error")] if not ok and r.get("error") else []),
                 "precision": fmt(r.get("precision")),
                 "bs": fmt(r.get("batchsize")),
-                "core_qps": fmt(r.get(Key.INFER_CORE_QPS)),
-                "whole_qps": fmt(r.get(Key.INFER_WHOLE_QPS)),
-                "val_qps": fmt(r.get(Key.VAL_CORE_QPS)),
-                "p50": percentile_cell(latency, "p50", count),
-                "p90": percentile_cell(latency, "p90", count),
-                "p99": percentile_cell(latency, "p99", count),
+                "core_qps": figure_cell(r.get(Key.INFER_CORE_QPS), ci95, Key.INFER_CORE_QPS),
+                "whole_qps": figure_cell(r.get(Key.INFER_WHOLE_QPS), ci95, Key.INFER_WHOLE_QPS),
+                "val_qps": figure_cell(r.get(Key.VAL_CORE_QPS), ci95, Key.VAL_CORE_QPS),
+                "p50": percentile_cell(latency, "p50", count, intervals),
+                "p90": percentile_cell(latency, "p90", count, intervals),
+                "p99": percentile_cell(latency, "p99", count, intervals),
                 "val_acc": accuracy_cell(r.get(Key.VAL_ACC), r.get("accuracy_note")),
                 "infer_acc": accuracy_cell(r.get(Key.INFER_ACC), r.get("accuracy_note")),
                 "memory": f"{fmt(r.get('vendor_usage(GiB)'))}/{fmt(r.get('vendor_max_mem(GiB)'))}"
@@ -160,14 +161,14 @@ def summary_rows(records: list[dict]) -> list[dict]:
 def performance_table(rows: list[dict]) -> list[dict]:
     out = []
     for row in rows:
-        latency = row.get("latency_ms") or {}
+        latency, intervals = row.get("latency_ms") or {}, row.get("latency_ci95")
         out.append(
             {
                 "label": row_label(row),
-                "qps": fmt(row.get("qps")),
-                "p50": percentile_cell(latency, "p50", row.get("queries")),
-                "p90": percentile_cell(latency, "p90", row.get("queries")),
-                "p99": percentile_cell(latency, "p99", row.get("queries")),
+                "qps": figure_cell(row.get("qps"), row, "qps_ci95"),
+                "p50": percentile_cell(latency, "p50", row.get("queries"), intervals),
+                "p90": percentile_cell(latency, "p90", row.get("queries"), intervals),
+                "p99": percentile_cell(latency, "p99", row.get("queries"), intervals),
                 "mean": fmt(latency.get("mean"), 3),
                 "queries": row.get("queries"),
                 "duration": fmt(row.get("duration_s"), 2),

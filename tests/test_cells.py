@@ -1,0 +1,146 @@
+"""utils.results.cells: a figure's ± in every table (summary.md and the console, report.html, the LLM
+table, the measured peaks). A measured figure whose interval could not be estimated honestly (its key
+held with null) reads ``± n/a``, never as an exact number; a figure with no interval key stays bare;
+a figure not measured stays ``-`` or its ``n/a (reason)``."""
+
+from __future__ import annotations
+
+import pytest
+
+from utils.results import baselines, llm_summary
+from utils.results.cells import NO_INTERVAL, figure_cell, fmt, interval_text, plus_minus
+from utils.results.report.sections import performance_table, summary_rows
+from utils.results.summary import markdown_table, percentile_cell
+
+
+def test_the_three_states_of_an_interval_and_a_figure_not_measured():
+    assert figure_cell(16.9, {"q": [16.9 * 0.988, 16.9 * 1.012]}, "q") == "16.90 ±1.2%"
+    assert figure_cell(16.9, {"q": None}, "q") == "16.90 ± n/a" == "16.90" + NO_INTERVAL
+    assert figure_cell(16.9, {"other": None}, "q") == figure_cell(16.9, None, "q") == "16.90"  # never estimated
+    assert figure_cell(None, {"q": None}, "q") == "-"  # not measured: no ± of any kind
+    assert figure_cell(3.14159, {"q": None}, "q", digits=3) == "3.142 ± n/a"
+    assert figure_cell(0.0, {"q": [0.0, 0.0]}, "q") == "0.00"  # no relative width around zero
+    assert figure_cell(5, {"q": (4.9, 5.1)}, "q") == "5 ±2.0%"  # an int as itself, a tuple interval
+
+
+def test_interval_text_and_its_share_digits():
+    assert interval_text(12.0, {"k": [11.4, 12.6]}, "k") == " ±5.0%"
+    assert interval_text(12.0, {"k": [11.4, 12.6]}, "k", share_digits=0) == " ±5%"
+    assert interval_text(12.0, {"k": None}, "k", share_digits=0) == " ± n/a"
+    assert interval_text(None, {"k": None}, "k") == interval_text(12.0, {}, "k") == ""
+    assert interval_text(12.0, {"k": "garbage"}, "k") == ""
+
+
+def test_plus_minus_and_fmt_are_unchanged():
+    assert plus_minus(16.9, [16.9 * 0.988, 16.9 * 1.012]) == "16.90 ±1.2%"
+    assert plus_minus(2.0, None) == "2.00" and plus_minus(None, None) == "-"  # an interval given directly
+    assert plus_minus(2.0, [1.9, 2.1], digits=1) == "2.0 ±5.0%"
+    assert (fmt(None), fmt(1.0), fmt(1.23456, 3), fmt(7), fmt("x")) == ("-", "1.00", "1.235", "7", "x")
+
+
+def test_percentile_cell_is_the_same_rendering():
+    assert percentile_cell({"p90": 12.3}, "p90", 100, {"p90": None}) == "12.30 ± n/a"
+    assert percentile_cell({"p90": 12.3}, "p90", 100, {}) == "12.30"
+    assert percentile_cell({"p90": None}, "p90", 10, {"p90": None}) == "n/a (<64 queries)"
+
+
+# ---- every table that shows a throughput ------------------------------------------------------------
+def record(**changes):
+    base = {
+        "case": "resnet50",
+        "framework": "pytorch",
+        "host": "h1",
+        "status": "success",
+        "failed_step": None,
+        "error": None,
+        "verdict": {"valid": True, "reasons": []},
+        "precision": "fp32",
+        "batchsize": 8,
+        "*p_inference_core(qps)": 123.456,
+        "p_inference_whole(qps)": 100.0,
+        "p_validation_core(qps)": None,
+        "ci95": {
+            "*p_inference_core(qps)": None,
+            "p_inference_whole(qps)": [99.0, 101.0],
+            "p_validation_core(qps)": None,
+        },
+        "latency_ms": {"p50": 1.5, "p90": None, "p99": None},
+        "latency_ci95": {"p50": None},
+        "latency_batches": 40,
+        "val_average_acc": None,
+        "infer_average_acc": None,
+        "vendor_usage(GiB)": None,
+        "vendor_max_mem(GiB)": None,
+        "MFU": None,
+        "performance": [
+            {
+                "batch_size": 8,
+                "scenario": "offline",
+                "clients": 1,
+                "qps": 50.5,
+                "qps_ci95": None,
+                "queries": 12,
+                "latency_ms": {"p50": 2.0, "p90": None, "p99": None},
+                "latency_ci95": {"p50": [1.98, 2.02]},
+                "target_qps": None,
+                "latency_bound_met": None,
+                "MFU": None,
+                "verdict": {"valid": True, "reasons": []},
+            }
+        ],
+    }
+    return {**base, **changes}
+
+
+def test_summary_md_shows_a_throughput_without_its_interval_as_plus_minus_n_a():
+    table = markdown_table([record()])
+    # core qps measured, interval refused; whole qps with its interval; val qps not measured at all
+    assert "| success | valid | fp32 | 8 | 123.46 ± n/a | 100.00 ±1.0% | - | 1.50 ± n/a | n/a (<64 queries) |" in table
+    assert "| 8 | offline | 1 | 50.50 ± n/a | 2.00 ±1.0% | n/a (<64 queries) | n/a (<662 queries) | 12 |" in table
+    older = markdown_table([record(ci95={}, latency_ci95={})])  # a result from before intervals: bare figures
+    assert "| 8 | 123.46 | 100.00 | - | 1.50 | n/a (<64 queries) |" in older
+
+
+def test_the_report_shows_the_same_cells_as_summary_md():
+    (row,) = summary_rows([record()])
+    assert (row["core_qps"], row["whole_qps"], row["val_qps"]) == ("123.46 ± n/a", "100.00 ±1.0%", "-")
+    assert (row["p50"], row["p90"]) == ("1.50 ± n/a", "n/a (<64 queries)")
+    (perf,) = performance_table(record()["performance"])
+    assert (perf["qps"], perf["p50"], perf["p90"]) == ("50.50 ± n/a", "2.00 ±1.0%", "n/a (<64 queries)")
+
+
+def llm_row(**changes):
+    row = {
+        "scenario": "offline",
+        "batch_size": 1,
+        "input_length": 16,
+        "output_length": 4,
+        "ttft_ms": {"p50": 14.44, "ci95": {"p50": None}},
+        "tpot_ms": {"p50": 0.04, "ci95": {"p50": [0.038, 0.042]}},
+        "itl_ms": {"p50": 0.023, "p99": None, "ci95": {"p50": [0.022, 0.027]}},
+        "output_tokens_per_s": 275.2,
+        "output_tokens_per_s_ci95": None,
+        "requests_per_s": 68.8,
+        "prefill_tokens_per_s": 1114.7,
+        "prefill_mfu": None,
+        "kv_cache_mib": 0.01,
+        "verdict": {"valid": True, "reasons": []},
+    }
+    return {**row, **changes}
+
+
+def test_the_llm_table_shows_tokens_per_s_and_ttft_without_an_interval_as_plus_minus_n_a():
+    line = llm_summary._row_line({"case": "llama", "framework": "pytorch", "host": "h"}, llm_row(), None)
+    assert "| 14.44 ± n/a | 0.04 ±5% | n/a | 275.2 ± n/a | 68.8 | 1114.7 |" in line
+    line = llm_summary._row_line(
+        {"case": "llama", "framework": "pytorch", "host": "h"},
+        llm_row(output_tokens_per_s_ci95=[261.44, 288.96], ttft_ms={"p50": 14.44, "ci95": {}}),
+        None,
+    )
+    assert "| 14.44 | 0.04 ±5% | n/a | 275.2 ±5% | 68.8 |" in line  # requests/s never has an interval
+
+
+@pytest.mark.parametrize(("ci95", "shown"), [([97.0, 103.0], "100 GFLOP/s ±3.0%"), (None, "100 GFLOP/s ± n/a")])
+def test_a_measured_peak_without_an_interval_reads_plus_minus_n_a(ci95, shown):
+    assert baselines.with_width({"value": 1e11, "ci95": ci95}, "FLOP/s") == shown
+    assert baselines.with_width({"value": None, "ci95": None}, "FLOP/s") == "-"
