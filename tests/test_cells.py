@@ -1,4 +1,4 @@
-"""utils.results.cells: a figure's ± in every table (summary.md and the console, report.html, the LLM
+"""common.cells: a figure's ± in every table (summary.md and the console, report.html, the LLM
 table, the measured peaks). A measured figure whose interval could not be estimated honestly (its key
 held with null) reads ``± n/a``, never as an exact number; a figure with no interval key stays bare;
 a figure not measured stays ``-`` or its ``n/a (reason)``."""
@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from utils.results import baselines, llm_summary
-from utils.results.cells import NO_INTERVAL, figure_cell, fmt, interval_text, plus_minus
+from common.cells import NO_INTERVAL, figure_cell, fmt, interval_text, plus_minus
 from utils.results.report.sections import performance_table, summary_rows
 from utils.results.summary import markdown_table, percentile_cell
 
@@ -144,3 +144,11 @@ def test_the_llm_table_shows_tokens_per_s_and_ttft_without_an_interval_as_plus_m
 def test_a_measured_peak_without_an_interval_reads_plus_minus_n_a(ci95, shown):
     assert baselines.with_width({"value": 1e11, "ci95": ci95}, "FLOP/s") == shown
     assert baselines.with_width({"value": None, "ci95": None}, "FLOP/s") == "-"
+
+
+def test_the_containers_llm_log_line_reads_the_same():
+    from tools.measure.llm_stage import _ms
+
+    assert _ms({"p50": 14.44, "ci95": {"p50": None}}) == "14.4 ms ± n/a"
+    assert _ms({"p50": 14.44, "ci95": {"p50": [13.72, 15.16]}}) == "14.4 ms ±5%"
+    assert _ms({"p50": 14.44, "ci95": {}}) == "14.4 ms" and _ms({"p50": None}) == "n/a"

@@ -23,7 +23,7 @@ from loguru import logger
 
 from common.files import write_json_atomic
 from common.record import CaseResult
-from utils.results.cells import interval_text
+from common.cells import interval_text
 
 CACHE_DIR = "baselines"
 FINGERPRINT_KEYS = ("cpu_model", "cpus_usable", "accelerator")

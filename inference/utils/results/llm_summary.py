@@ -13,7 +13,7 @@ from typing import Any
 from common.mfu import plausible_mfu
 from common.record import CaseResult, LLMRow
 from common.scenario import scenario as named
-from utils.results.cells import interval_text
+from common.cells import interval_text
 
 HEADER = (
     "| case | host | scenario | bs | in | out | TTFT p50 ms | TPOT p50 ms | ITL p99 ms | output tokens/s | requests/s "

@@ -18,7 +18,7 @@ from common.vendor_analysis import NO_ANALYSIS, VendorAnalysis
 from utils.executors.base import CaseOutcome
 from utils.host_config import HostConfig
 from utils.results import baselines, llm_summary
-from utils.results.cells import figure_cell, fmt, plus_minus
+from common.cells import figure_cell, fmt, plus_minus
 
 SUMMARY_SCHEMA_VERSION = 1
 
@@ -186,7 +186,7 @@ def repetition_lines(records: list[dict]) -> list[str]:
 
 
 # ---- the tables' cells: one formatting for summary.md and report.html (utils/results/report/) ----
-# Public: the report formats its cells with these (the figures and their ± in utils/results/cells.py).
+# Public: the report formats its cells with these (the figures and their ± in common/cells.py).
 # A new kind of cell (an interval, a unit) is one more function here or there, used by both.
 def percentile_cell(latency: dict, name: str, count: int | None, intervals: dict | None = None) -> str:
     """Latency percentile ``name`` (``p50``, ``p90``, ``p99``) of ``latency`` (ms) as a cell with its ±

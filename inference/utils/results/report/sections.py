@@ -16,7 +16,7 @@ from typing import Any
 from common.record import CaseResult, Key, RecordError, read_latencies, read_result
 from common.sampler import read_samples
 from common.scenario import scenario
-from utils.results.cells import figure_cell
+from common.cells import figure_cell
 from utils.results.report.charts import (
     TOP_OPS,
     frontier_plot,

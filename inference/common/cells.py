@@ -1,6 +1,7 @@
 """The tables' figure cells and their ±, one rendering for summary.md (also printed on the console),
-report.html (``utils/results/report/``), the LLM table (``llm_summary``) and the measured peaks
-(``baselines``).
+report.html (``utils/results/report/``), the LLM table (``utils/results/llm_summary``), the measured
+peaks (``utils/results/baselines``) and the container's log line of each LLM cell
+(``tools/measure/llm_stage``).
 
 A figure's ± is half its 95 % interval's width over the figure (``common.stats.relative_half_width``).
 A record says three things about a figure's interval, and each reads differently:
