@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from utils.results import baselines, llm_summary
 from common.cells import NO_INTERVAL, figure_cell, fmt, interval_text, plus_minus
+from utils.results import baselines, llm_summary
 from utils.results.report.sections import performance_table, summary_rows
 from utils.results.summary import markdown_table, percentile_cell
 

@@ -21,9 +21,9 @@ from typing import Any
 
 from loguru import logger
 
+from common.cells import interval_text
 from common.files import write_json_atomic
 from common.record import CaseResult
-from common.cells import interval_text
 
 CACHE_DIR = "baselines"
 FINGERPRINT_KEYS = ("cpu_model", "cpus_usable", "accelerator")

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from common.cells import interval_text
 from common.mfu import plausible_mfu
 from common.record import CaseResult, LLMRow
 from common.scenario import scenario as named
-from common.cells import interval_text
 
 HEADER = (
     "| case | host | scenario | bs | in | out | TTFT p50 ms | TPOT p50 ms | ITL p99 ms | output tokens/s | requests/s "

@@ -10,6 +10,7 @@ from typing import Any
 from loguru import logger
 
 from common import sys_monitor
+from common.cells import figure_cell, fmt, plus_minus
 from common.files import atomic_path, write_json_atomic
 from common.mfu import mfu, peak_for, plausible_mfu
 from common.record import FLAGPERF_KEYS, Key
@@ -18,7 +19,6 @@ from common.vendor_analysis import NO_ANALYSIS, VendorAnalysis
 from utils.executors.base import CaseOutcome
 from utils.host_config import HostConfig
 from utils.results import baselines, llm_summary
-from common.cells import figure_cell, fmt, plus_minus
 
 SUMMARY_SCHEMA_VERSION = 1
 

@@ -13,10 +13,10 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from common.cells import figure_cell
 from common.record import CaseResult, Key, RecordError, read_latencies, read_result
 from common.sampler import read_samples
 from common.scenario import scenario
-from common.cells import figure_cell
 from utils.results.report.charts import (
     TOP_OPS,
     frontier_plot,
