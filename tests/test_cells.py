@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from common.cells import NO_INTERVAL, figure_cell, fmt, interval_text, plus_minus
+from common.cells import NO_INTERVAL, figure_cell, fmt, interval_text
 from utils.results import baselines, llm_summary
 from utils.results.report.sections import performance_table, summary_rows
 from utils.results.summary import markdown_table, percentile_cell
@@ -31,10 +31,7 @@ def test_interval_text_and_its_share_digits():
     assert interval_text(12.0, {"k": "garbage"}, "k") == ""
 
 
-def test_plus_minus_and_fmt_are_unchanged():
-    assert plus_minus(16.9, [16.9 * 0.988, 16.9 * 1.012]) == "16.90 ±1.2%"
-    assert plus_minus(2.0, None) == "2.00" and plus_minus(None, None) == "-"  # an interval given directly
-    assert plus_minus(2.0, [1.9, 2.1], digits=1) == "2.0 ±5.0%"
+def test_fmt():
     assert (fmt(None), fmt(1.0), fmt(1.23456, 3), fmt(7), fmt("x")) == ("-", "1.00", "1.235", "7", "x")
 
 
@@ -152,3 +149,14 @@ def test_the_containers_llm_log_line_reads_the_same():
     assert _ms({"p50": 14.44, "ci95": {"p50": None}}) == "14.4 ms ± n/a"
     assert _ms({"p50": 14.44, "ci95": {"p50": [13.72, 15.16]}}) == "14.4 ms ±5%"
     assert _ms({"p50": 14.44, "ci95": {}}) == "14.4 ms" and _ms({"p50": None}) == "n/a"
+
+
+def test_a_repetition_whose_window_had_no_interval_reads_plus_minus_n_a():
+    from utils.results.summary import repetition_lines
+
+    figure = {"row": "inference", "figure": "core qps", "values": [100.0, 121.0], "intervals": [[98.0, 102.0], None]}
+    figure.update(geomean=110.0, ci95=[100.0, 120.0], spread=0.1)
+    lines = repetition_lines([record(repetitions={"figures": [figure]})])
+    assert lines[-1] == (
+        "| resnet50:pytorch | h1 | inference | core qps | 2 | 110.00 | ±9.1% | 10.0% | 100.00 ±2.0%, 121.00 ± n/a |"
+    )

@@ -54,11 +54,6 @@ def interval_text(value: Any, intervals: Mapping[str, Any] | None, key: str, sha
     return _width(value, known.get(key), share_digits)
 
 
-def plus_minus(value: Any, interval: Any, digits: int = 2) -> str:
-    """A figure with its 95 % interval as ``16.90 ±1.2%``, or the figure alone when it has none."""
-    return fmt(value, digits) + _width(value, interval, 1)
-
-
 def figure_cell(value: Any, intervals: Mapping[str, Any] | None, key: str, digits: int = 2) -> str:
     """A figure to ``digits`` decimals with its ± from ``intervals[key]`` (``interval_text``)."""
     return fmt(value, digits) + interval_text(value, intervals, key)

@@ -10,7 +10,7 @@ from typing import Any
 from loguru import logger
 
 from common import sys_monitor
-from common.cells import figure_cell, fmt, plus_minus
+from common.cells import figure_cell, fmt
 from common.files import atomic_path, write_json_atomic
 from common.mfu import mfu, peak_for, plausible_mfu
 from common.record import FLAGPERF_KEYS, Key
@@ -174,7 +174,8 @@ def repetition_lines(records: list[dict]) -> list[str]:
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for r, f in rows:
-        each = ", ".join(plus_minus(v, i) for v, i in zip(f["values"], f["intervals"]))
+        # every repeated figure had its window's interval estimated: a null one was refused, "± n/a"
+        each = ", ".join(figure_cell(v, {"window": i}, "window") for v, i in zip(f["values"], f["intervals"]))
         width = relative_half_width(f["geomean"], f["ci95"])
         spread = "-" if f["spread"] is None else f"{f['spread']:.1%}"
         lines.append(
