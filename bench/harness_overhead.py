@@ -193,25 +193,26 @@ def _bare_generation_child(folder: str, model_dir: str, seed: int, cells: list[l
     tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
     prompts = PromptSource(*prompt_id_range(tokenizer, vocab), int(seed))
     model = og.Model(folder)  # the case's GenAI folder, as the engine opens it
+
+    def generate(ids: np.ndarray, output_length: int) -> None:
+        """One query as the engine runs it: prefill (append_tokens), then one step per token."""
+        batch, total = ids.shape[0], ids.shape[1] + output_length
+        params = og.GeneratorParams(model)
+        params.set_search_options(max_length=total, min_length=total, do_sample=False, batch_size=batch)
+        generator = og.Generator(model, params)
+        generator.append_tokens(np.ascontiguousarray(ids, dtype=np.int32))
+        for _ in range(output_length):
+            generator.generate_next_token()
+            generator.get_next_tokens()
+
     logs = []
     for batch, length, output_length, seconds in cells:
-
-        def generate(ids: np.ndarray) -> None:
-            params = og.GeneratorParams(model)
-            total = length + output_length
-            params.set_search_options(max_length=total, min_length=total, do_sample=False, batch_size=batch)
-            generator = og.Generator(model, params)
-            generator.append_tokens(np.ascontiguousarray(ids, dtype=np.int32))
-            for _ in range(output_length):
-                generator.generate_next_token()
-                generator.get_next_tokens()
-
-        generate(prompts.batch(batch, length, 0, PromptSource.WARMUP))
+        generate(prompts.batch(batch, length, 0, PromptSource.WARMUP), output_length)
         queries = 0
         start = time.perf_counter()
         end = start + seconds
         while queries < 1 or time.perf_counter() < end:  # at least one query, then as long as the harness measured
-            generate(prompts.batch(batch, length, queries))
+            generate(prompts.batch(batch, length, queries), output_length)
             queries += 1
         logs.append(math.log(queries * batch * output_length / (time.perf_counter() - start)))
     return math.exp(sum(logs) / len(logs))
