@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from common.cells import NO_INTERVAL, figure_cell, fmt, interval_text
+from tests.test_summary_units import records
 from utils.results import baselines, llm_summary
 from utils.results.report.sections import performance_table, summary_rows
 from utils.results.summary import markdown_table, percentile_cell
@@ -43,19 +44,11 @@ def test_percentile_cell_is_the_same_rendering():
 
 # ---- every table that shows a throughput ------------------------------------------------------------
 def record(**changes):
+    """test_summary_units' first record, valid, its intervals in the three states."""
     base = {
-        "case": "resnet50",
-        "framework": "pytorch",
-        "host": "h1",
-        "status": "success",
-        "failed_step": None,
-        "error": None,
+        **records()[0],
         "verdict": {"valid": True, "reasons": []},
         "precision": "fp32",
-        "batchsize": 8,
-        "*p_inference_core(qps)": 123.456,
-        "p_inference_whole(qps)": 100.0,
-        "p_validation_core(qps)": None,
         "ci95": {
             "*p_inference_core(qps)": None,
             "p_inference_whole(qps)": [99.0, 101.0],
@@ -63,12 +56,6 @@ def record(**changes):
         },
         "latency_ms": {"p50": 1.5, "p90": None, "p99": None},
         "latency_ci95": {"p50": None},
-        "latency_batches": 40,
-        "val_average_acc": None,
-        "infer_average_acc": None,
-        "vendor_usage(GiB)": None,
-        "vendor_max_mem(GiB)": None,
-        "MFU": None,
         "performance": [
             {
                 "batch_size": 8,
