@@ -20,7 +20,7 @@ from common.scenario import MULTI_STREAM
 from tests.test_scenarios import MS, FakeClock
 from tools.measure.contention import ContentionReading
 from tools.measure.precision import Target
-from tools.measure.scenarios import MAX_DURATION_REACHED, MINIMUMS_MET, PRECISION_REACHED, run_scenario
+from tools.measure.scenarios import MAX_DURATION_REACHED, MINIMUMS_MET, OUT_OF_REACH, PRECISION_REACHED, run_scenario
 from tools.measure.stage import row_record
 
 US = 1_000
@@ -166,3 +166,9 @@ def test_the_row_of_662_queries_has_their_counts_and_the_p99_of_per_query_latenc
     assert row.latency_ms.p99 == pytest.approx(18.13655, abs=1e-9)
     assert row.latency_ms.p99_9 is None  # below p99.9's floor of 6620 queries
     assert row.window_qps and all(w > 0 for w in row.window_qps)
+
+
+def test_a_precision_out_of_reach_stops_it_early_on_the_elapsed_time_it_is_given():
+    # queries of 6-12 ms never give a rate within 1e-9: the rule extrapolates from the elapsed time and gives up
+    done = run(Engine(), min_query_count=20, max_duration_s=10.0, target=Target(throughput=("qps",), precision=1e-9))
+    assert done.stop_reason == OUT_OF_REACH and 20 <= done.queries < 100 and done.checks >= 1
