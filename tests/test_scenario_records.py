@@ -1,7 +1,7 @@
 """common.scenario: every scenario is a record with every fact (LoadGen's static_assert), its facts
 checked against MLPerf LoadGen's own settings and mlperf.conf, no code comparing a scenario's name,
-and MultiStream, the scenario added through one record and one runner: InferPerf's runner on a fake
-clock, LoadGen's for real with a small engine, the config and the stage.
+and MultiStream, the scenario added through one record and one runner: LoadGen's for real with a small
+engine, the config and the stage (InferPerf's runner on a fake clock: tests/test_multi_stream_units.py).
 """
 
 from __future__ import annotations
@@ -30,12 +30,11 @@ from common.scenario import (
 )
 from common.stats import MIN_SAMPLES_FOR_PERCENTILE
 from tests.conftest import TYPED_CASE_CONFIG
-from tests.test_scenarios import MS, FakeClock, costing, make_pool
 from tools.config import CaseConfig, query_samples
 from tools.config.values import EXTRA_CHECKS
 from tools.measure import loadgen
 from tools.measure.rows import row_target
-from tools.measure.scenarios import RUNNERS, run_scenario
+from tools.measure.scenarios import RUNNERS
 from tools.measure.stage import PerformanceStage
 
 INFERENCE = Path(__file__).resolve().parents[1] / "inference"
@@ -180,61 +179,6 @@ def test_no_code_compares_a_scenario_name():
         1,
         2,
     ]  # the check can fail
-
-
-# ---- MultiStream under InferPerf's generator, on the fake clock --------------------------------------
-
-
-def test_a_multi_stream_query_is_its_samples_in_back_to_back_batches_timed_as_one():
-    clock = FakeClock()
-    calls: list = []
-    syncs: list = []
-    pool = make_pool(3)
-    run = run_scenario(
-        costing(clock, 2 * MS, foo_s=0.0005, calls=calls),
-        pool,
-        scenario="multi_stream",
-        batch_size=2,
-        samples_per_query=6,  # three calls a query
-        min_query_count=5,
-        min_duration_s=0.0,
-        max_duration_s=100.0,
-        sync=lambda: syncs.append(clock()),
-        sample_pool_indices={1},
-        clock=clock,
-        sleep=clock.sleep,
-    )
-    assert run.scenario is MULTI_STREAM and (run.queries, run.samples, run.samples_per_query) == (5, 30, 6)
-    assert [inputs[0] for _, inputs in calls] == [f"batch{i % 3}" for i in range(15)]  # consecutive pool batches
-    assert len(syncs) == 5  # one sync a query, after its last call
-    assert run.latencies_ns == [6 * MS - 1_500_000] * 5  # three 2-ms calls less three 0.5-ms foo_times
-    assert run.completions_ns == [6 * MS * (k + 1) for k in range(5)]
-    assert run.duration_s == pytest.approx((30 * MS - 7_500_000) / 1e9)
-    assert run.qps == pytest.approx(30 / run.duration_s)
-    assert sorted(run.sampled_outputs) == [1, 4, 7, 10, 13]  # numbered by engine call: pool index 1 in each query
-    assert run.timeline().samples.tolist() == [6.0] * 5
-
-
-def test_multi_stream_stops_on_the_p99_floor_and_its_precision():
-    clock = FakeClock()
-    from tools.measure.precision import Target
-
-    target = Target(throughput=("qps",), precision=0.5, percentile="p99", latency_precision=0.5)
-    run = run_scenario(
-        costing(clock, MS),
-        make_pool(2),
-        scenario=MULTI_STREAM,
-        batch_size=4,
-        min_query_count=MULTI_STREAM.min_query_count(24),
-        min_duration_s=0.0,
-        max_duration_s=100.0,
-        clock=clock,
-        sleep=clock.sleep,
-        target=target,
-    )
-    assert (
-        run.queries == 662 and run.samples == 662 * 8 and run.stop_reason == "precision reached"
-    )  # LoadGen's 8 samples by default
 
 
 # ---- the config and the stage ------------------------------------------------------------------------

@@ -155,13 +155,13 @@ def test_table_says_na_with_reasons_units_and_verdicts(tmp_path):
     assert "| n/a (random weights) | n/a (random weights) |" in row  # never 0.0000
     assert "| 310.00 | n/a (<64 queries) | n/a (<662 queries) |" in row  # p50 measured, p90/p99 not
     assert "% est. |" in row and "0.0000" not in row
-    # A recorded row always has latency_ci95 (common.record.PerformanceRow); these rows' are None: measured, no
-    # interval.
+    # A recorded row always has qps_ci95 and latency_ci95 (common.record.PerformanceRow); these rows' are None:
+    # measured, no interval.
     assert (
-        "| resnet50:pytorch | 10.0.0.1 | 8 | offline | 1 | 26.00 | 300.00 ± n/a | 305.00 ± n/a | n/a (<662 "
+        "| resnet50:pytorch | 10.0.0.1 | 8 | offline | 1 | 26.00 ± n/a | 300.00 ± n/a | 305.00 ± n/a | n/a (<662 "
         "queries) | 70 |" in table
     )
-    assert "| 1 | server @10, bound MISSED | 1 | 9.50 | 50.00 ± n/a | 80.00 ± n/a | 120.00 ± n/a | 700 |" in table
+    assert "| 1 | server @10, bound MISSED | 1 | 9.50 ± n/a | 50.00 ± n/a | 80.00 ± n/a | 120.00 ± n/a | 700 |" in table
     assert "| valid |" in table and "| INVALID (1) |" in table
     assert "is INVALID:** inference: contention: other processes used 45%" in table
     assert "MFU est.: the peak FLOPS is an estimate" in table

@@ -369,7 +369,7 @@ EXPECTED_TABLE = """\
 | case | host | status | verdict | dtype | bs | infer core qps (samples/s) | infer whole qps (samples/s) | \
 val core qps (samples/s) | p50 ms/batch | p90 ms/batch | p99 ms/batch | val acc | infer acc | HBM used/total GiB | MFU |
 |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|
-| resnet50:pytorch | h1 | success | INVALID (2) | fp16 | 8 | 123.46 ±2.0% | 100.00 | - | 1.23 ±2.0% | \
+| resnet50:pytorch | h1 | success | INVALID (2) | fp16 | 8 | 123.46 ±2.0% | 100.00 ± n/a | - | 1.23 ±2.0% | \
 n/a (<64 queries) | \
 n/a (<662 queries) | 0.9123 | - | 1.50/16.00 | 12.35% est. |
 | digits:pytorch | h2 | success | valid | fp32 | 16 | 2000.00 | - | 1500.50 | - | - | - | n/a (random weights) | \
@@ -385,7 +385,7 @@ queries | MFU | verdict |
 1.00% est. | valid |
 | resnet50:pytorch | h1 | 1 | server @12.35, bound met | 1 | n/a (no queries) | n/a (<2 queries) | n/a (<64 queries) | \
 n/a (<662 queries) | 0 | n/a (peak unknown) | INVALID (1) |
-| resnet50:pytorch | h1 | 1 | server @10, bound MISSED | 1 | 9.00 | 1.00 | 2.00 | 3.00 | 700 | 0.20% est. | \
+| resnet50:pytorch | h1 | 1 | server @10, bound MISSED | 1 | 9.00 ± n/a | 1.00 | 2.00 | 3.00 | 700 | 0.20% est. | \
 INVALID (1) |
 
 ±: half the 95% confidence interval's width over the figure (docs/measurement.md): inside one window unless the case \

@@ -43,7 +43,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from common.stats import LatencyStats, percentile, relative_half_width
+from common.stats import LatencyStats, percentile
 
 Clock = Callable[[], int]
 # A distribution block's keys, beside its intervals (``ci95``).
@@ -188,11 +188,6 @@ def stats_block(samples_ns: list[float]) -> dict:
     block = {k: getattr(stats, k) for k in STAT_KEYS}
     block["ci95"] = {name: intervals.get(name) for name in ("p50", "p90", "p99") if block[name] is not None}
     return block
-
-
-def plus_minus(block: dict, name: str = "p50") -> float | None:
-    """The ± of a distribution's figure: half its interval over the figure (a share)."""
-    return relative_half_width(block.get(name), (block.get("ci95") or {}).get(name))
 
 
 def median(values: list[float]) -> float | None:

@@ -37,13 +37,14 @@ from typing import Any, Callable, Iterator
 
 from loguru import logger
 
+from common.cells import interval_text
 from common.errors import ConfigError
 from common.record import LLMBlock, LLMRow
 from common.scenario import OFFLINE, SERVER
 from common.stats import too_few_note
 from tools.config import CaseConfig, origin_of, setting
 from tools.measure.contention import CpuContention
-from tools.measure.llm import Generation, GenerationFigures, ModelShape, generate_timed, plus_minus
+from tools.measure.llm import Generation, GenerationFigures, ModelShape, generate_timed
 from tools.measure.precision import (
     Settle,
     StopRule,
@@ -378,8 +379,8 @@ def measure_cell(
 
 
 def _ms(block: dict, name: str = "p50") -> str:
-    value, pm = block.get(name), plus_minus(block, name)
-    return "n/a" if value is None else f"{value:.3g} ms" + (f" ±{pm:.0%}" if pm is not None else "")
+    value = block.get(name)
+    return "n/a" if value is None else f"{value:.3g} ms" + interval_text(value, block.get("ci95"), name, share_digits=0)
 
 
 def _log_cell(row: LLMRow) -> None:
@@ -387,8 +388,8 @@ def _log_cell(row: LLMRow) -> None:
     where = (
         f"{row.scenario} @{row.target_qps:g} req/s" if row.scheduled else f"bs={row.batch_size} in={row.input_length}"
     )
-    rate = row.output_tokens_per_s
-    shown = f"{rate:.1f}" if rate is not None else "n/a"
+    rate, interval = row.output_tokens_per_s, {"ci95": row.output_tokens_per_s_ci95}
+    shown = "n/a" if rate is None else f"{rate:.1f}" + interval_text(rate, interval, "ci95", share_digits=0)
     logger.info(
         f"llm {where}: TTFT p50 {_ms(row.ttft_ms)}, TPOT p50 {_ms(row.tpot_ms)}, {shown} output tokens/s, {state}"
     )

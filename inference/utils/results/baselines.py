@@ -21,9 +21,9 @@ from typing import Any
 
 from loguru import logger
 
+from common.cells import interval_text
 from common.files import write_json_atomic
 from common.record import CaseResult
-from common.stats import relative_half_width
 from common.summary_record import DecodeMBU, SummaryLLM, SummaryRecord
 
 CACHE_DIR = "baselines"
@@ -59,8 +59,7 @@ def format_rate(value: Any, unit: str) -> str:
 
 
 def with_width(entry: dict, unit: str) -> str:
-    width = relative_half_width(entry.get("value"), entry.get("ci95"))
-    return format_rate(entry.get("value"), unit) + (f" ±{width:.1%}" if width is not None else "")
+    return format_rate(entry.get("value"), unit) + interval_text(entry.get("value"), entry, "ci95")
 
 
 @dataclass

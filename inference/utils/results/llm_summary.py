@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from common.cells import interval_text
 from common.mfu import plausible_mfu
 from common.record import CaseResult, LLMRow
 from common.scenario import scenario as named
-from common.stats import relative_half_width
 from common.summary_record import SummaryLLM, SummaryLLMRow, SummaryRecord
 
 HEADER = (
@@ -55,15 +55,14 @@ def _ms(block: dict | None, name: str) -> str:
     value = (block or {}).get(name)
     if value is None:
         return "n/a"
-    width = relative_half_width(value, ((block or {}).get("ci95") or {}).get(name))
-    return f"{value:.2f}" + (f" ±{width:.0%}" if width is not None else "")
+    return f"{value:.2f}" + interval_text(value, (block or {}).get("ci95"), name, share_digits=0)
 
 
-def _rate(value: float | None, interval: list[float] | None) -> str:
+def _rate(value: float | None, intervals: dict[str, list[float] | None] | None = None) -> str:
+    """A rate with its ± (``common.cells``): ``intervals`` holds its ``ci95`` where the row measures one."""
     if value is None:
         return "n/a"
-    width = relative_half_width(value, interval)
-    return f"{value:.1f}" + (f" ±{width:.0%}" if width is not None else "")
+    return f"{value:.1f}" + interval_text(value, intervals, "ci95", share_digits=0)
 
 
 def _range(lengths: list[int] | None) -> str:
@@ -88,7 +87,7 @@ def _row_line(record: SummaryRecord, row: SummaryLLMRow, estimate: bool | None) 
     return (
         f"| {record.name} | {record.host} | {scenario} | {' | '.join(shape)} | "
         f"{_ms(row.ttft_ms, 'p50')} | {_ms(row.tpot_ms, 'p50')} | {_ms(row.itl_ms, 'p99')} | "
-        f"{_rate(row.output_tokens_per_s, row.output_tokens_per_s_ci95)} | {_rate(row.requests_per_s, None)} | "
+        f"{_rate(row.output_tokens_per_s, {'ci95': row.output_tokens_per_s_ci95})} | {_rate(row.requests_per_s)} | "
         f"{'n/a' if prefill is None else f'{prefill:.1f}'} | "
         f"{mfu_cell} | {row.kv_cache_mib or 0:.2f} | {verdict} |"
     )

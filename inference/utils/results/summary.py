@@ -10,6 +10,7 @@ from typing import Any
 from loguru import logger
 
 from common import sys_monitor
+from common.cells import figure_cell, fmt
 from common.files import atomic_path, write_json_atomic
 from common.mfu import mfu, peak_for, plausible_mfu
 from common.record import FLAGPERF_FIELDS, PERCENTILES, Key, LatencyBlock, Verdict
@@ -168,7 +169,8 @@ def repetition_lines(records: list[SummaryRecord]) -> list[str]:
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for r, f in rows:
-        each = ", ".join(plus_minus(v, i) for v, i in zip(f.values, f.intervals))
+        # every repeated figure had its window's interval estimated: a null one was refused, "± n/a"
+        each = ", ".join(figure_cell(v, {"window": i}, "window") for v, i in zip(f.values, f.intervals))
         width = relative_half_width(f.geomean, f.ci95)
         spread = "-" if f.spread is None else f"{f.spread:.1%}"
         lines.append(
@@ -179,42 +181,15 @@ def repetition_lines(records: list[SummaryRecord]) -> list[str]:
 
 
 # ---- the tables' cells: one formatting for summary.md and report.html (utils/results/report/) ----
-# Public: the report formats its cells with these. A new kind of cell (an interval, a unit)
-# is one more function here, used by both.
-def fmt(value: Any, digits: int = 2) -> str:
-    """A figure as a cell: floats to ``digits`` decimals, None as ``-``, anything else as ``str``."""
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.{digits}f}"
-    return str(value)
-
-
-def _na(value: Any, reason: str, digits: int = 2) -> str:
-    """A number, or ``n/a (reason)``: never a made-up zero."""
-    return f"n/a ({reason})" if value is None else _fmt(value, digits)
-
-
-def plus_minus(value: Any, interval: Any, digits: int = 2) -> str:
-    """A figure with its 95 % interval as ``16.90 ±1.2%`` (half the interval's width over the figure),
-    or the figure alone when it has no interval."""
-    width = (
-        relative_half_width(value, interval)
-        if isinstance(value, (int, float)) and isinstance(interval, (list, tuple))
-        else None
-    )
-    return _fmt(value, digits) if width is None else f"{_fmt(value, digits)} ±{width:.1%}"
-
-
+# Public: the report formats its cells with these (the figures and their ± in common/cells.py).
+# A new kind of cell (an interval, a unit) is one more function here or there, used by both.
 def percentile_cell(latency: dict, name: str, count: int | None, intervals: dict | None = None) -> str:
-    """Latency percentile ``name`` (``p50``, ``p90``, ``p99``) of ``latency`` (ms) as a cell; when it is
-    missing, ``n/a (<N queries)`` if ``count`` queries were measured (too few for it), else ``-``."""
+    """Latency percentile ``name`` (``p50``, ``p90``, ``p99``) of ``latency`` (ms) as a cell with its ±
+    (``figure_cell``); when it is missing, ``n/a (<N queries)`` if ``count`` queries were measured (too
+    few for it), else ``-``."""
     value = latency.get(name)
     if value is not None:
-        known = intervals or {}
-        if name in known and known[name] is None:  # measured, but no honest interval (docs/measurement.md)
-            return f"{_fmt(value, 2)} ± n/a"
-        return plus_minus(value, (intervals or {}).get(name))
+        return figure_cell(value, intervals, name)
     return f"n/a (<{MIN_SAMPLES_FOR_PERCENTILE[name][1]} queries)" if count is not None else "-"
 
 
@@ -269,9 +244,9 @@ def markdown_table(records: list[SummaryRecord], memory_kind: str = "device memo
         lines.append(
             f"| {r.name} | {r.host} | {status} | {_verdict_cell(r.verdict)} | "
             f"{_fmt(r.precision)} | "
-            f"{_fmt(r.batchsize)} | {plus_minus(r.infer_core_qps, ci95.get(Key.INFER_CORE_QPS))} | "
-            f"{plus_minus(r.infer_whole_qps, ci95.get(Key.INFER_WHOLE_QPS))} | "
-            f"{plus_minus(r.val_core_qps, ci95.get(Key.VAL_CORE_QPS))} | "
+            f"{_fmt(r.batchsize)} | {figure_cell(r.infer_core_qps, ci95, Key.INFER_CORE_QPS)} | "
+            f"{figure_cell(r.infer_whole_qps, ci95, Key.INFER_WHOLE_QPS)} | "
+            f"{figure_cell(r.val_core_qps, ci95, Key.VAL_CORE_QPS)} | "
             f"{_percentile_cell(latency, 'p50', count, intervals)} | "
             f"{_percentile_cell(latency, 'p90', count, intervals)} | "
             f"{_percentile_cell(latency, 'p99', count, intervals)} | "
@@ -297,7 +272,7 @@ def markdown_table(records: list[SummaryRecord], memory_kind: str = "device memo
                 scenario += f" @{row.target_qps:.4g}"
                 if row.latency_bound_met is not None:
                     scenario += f", bound {'met' if row.latency_bound_met else 'MISSED'}"
-            qps = _na(row.qps, "no queries") if row.qps is None else plus_minus(row.qps, row.qps_ci95)
+            qps = "n/a (no queries)" if row.qps is None else figure_cell(row.qps, {"qps": row.qps_ci95}, "qps")
             lines.append(
                 f"| {r.name} | {r.host} | {row.batch_size} | {scenario} | {row.clients} | "
                 f"{qps} | "

@@ -13,7 +13,8 @@ import subprocess
 from pathlib import Path
 from typing import Any, Sequence
 
-from common.record import CaseResult, RecordError, read_latencies, read_result
+from common.cells import figure_cell
+from common.record import CaseResult, Key, RecordError, read_latencies, read_result
 from common.sampler import read_samples
 from common.scenario import scenario
 from common.summary_record import Row, SummaryRecord
@@ -126,6 +127,7 @@ def summary_rows(records: list[SummaryRecord]) -> list[dict]:
     rows = []
     for r in records:
         latency = r.latency_ms.to_json() if r.latency_ms else {}
+        intervals, ci95 = r.latency_ci95, r.ci95
         count = r.latency_batches
         ok = r.succeeded
         verdict = r.verdict
@@ -141,12 +143,12 @@ def summary_rows(records: list[SummaryRecord]) -> list[dict]:
                 "reasons": list(verdict.reasons if verdict else ()) or ([r.error] if not ok and r.error else []),
                 "precision": fmt(r.precision),
                 "bs": fmt(r.batchsize),
-                "core_qps": fmt(r.infer_core_qps),
-                "whole_qps": fmt(r.infer_whole_qps),
-                "val_qps": fmt(r.val_core_qps),
-                "p50": percentile_cell(latency, "p50", count),
-                "p90": percentile_cell(latency, "p90", count),
-                "p99": percentile_cell(latency, "p99", count),
+                "core_qps": figure_cell(r.infer_core_qps, ci95, Key.INFER_CORE_QPS),
+                "whole_qps": figure_cell(r.infer_whole_qps, ci95, Key.INFER_WHOLE_QPS),
+                "val_qps": figure_cell(r.val_core_qps, ci95, Key.VAL_CORE_QPS),
+                "p50": percentile_cell(latency, "p50", count, intervals),
+                "p90": percentile_cell(latency, "p90", count, intervals),
+                "p99": percentile_cell(latency, "p99", count, intervals),
                 "val_acc": accuracy_cell(r.val_average_acc, r.accuracy_note),
                 "infer_acc": accuracy_cell(r.infer_average_acc, r.accuracy_note),
                 "memory": f"{fmt(r.vendor_usage_gib)}/{fmt(r.vendor_max_mem_gib)}"
@@ -165,10 +167,10 @@ def performance_table(rows: Sequence[Row]) -> list[dict]:
         out.append(
             {
                 "label": row_label(row),
-                "qps": fmt(row.qps),
-                "p50": percentile_cell(latency, "p50", row.queries),
-                "p90": percentile_cell(latency, "p90", row.queries),
-                "p99": percentile_cell(latency, "p99", row.queries),
+                "qps": figure_cell(row.qps, {"qps": row.qps_ci95}, "qps") if row.qps is not None else fmt(row.qps),
+                "p50": percentile_cell(latency, "p50", row.queries, row.latency_ci95),
+                "p90": percentile_cell(latency, "p90", row.queries, row.latency_ci95),
+                "p99": percentile_cell(latency, "p99", row.queries, row.latency_ci95),
                 "mean": fmt(latency.get("mean"), 3),
                 "queries": row.queries,
                 "duration": fmt(row.duration_s, 2),
