@@ -240,3 +240,12 @@ def across(
         return s.headline, None, None
     half = t_quantile(s.df, confidence) * math.sqrt(s.variance)
     return s.headline, (math.exp(s.log_mean - half), math.exp(s.log_mean + half)), math.sqrt(s.variance * s.n)
+
+
+def at_another_time(samples: Sequence[Sample], between_cv: float = BETWEEN_RUN_CV) -> tuple[float, float]:
+    """The 95 % interval of the figure a run made at another time would see: the repetitions' geometric
+    mean with the side's variance, between-run term included (module docstring, "Each side"). What
+    summary.md shows beside the repetitions' own t-interval, which only holds this run's minutes."""
+    s = side(samples, between_cv)
+    half = t_quantile(s.df) * math.sqrt(s.variance)
+    return math.exp(s.log_mean - half), math.exp(s.log_mean + half)
