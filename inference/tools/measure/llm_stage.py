@@ -38,7 +38,7 @@ from typing import Any, Callable, Iterator
 from loguru import logger
 
 from common.errors import ConfigError
-from common.record import LLMBlock, LLMRow
+from common.record import LLMBlock, LLMRow, ServingRow
 from common.scenario import OFFLINE, SERVER
 from common.stats import too_few_note
 from tools.config import CaseConfig, origin_of, setting
@@ -213,12 +213,22 @@ class LLMReport:
     workload: dict = field(default_factory=dict)
     rows: list = field(default_factory=list)  # no LoadGen-style rows: the cells are in ``llm``
     raw_latencies_ns: list = field(default_factory=list)
+    serving: list[ServingRow] = field(default_factory=list)  # a served LLM's steps (tools/measure/serving_stage.py)
+    served_by: dict | None = None
 
     def labelled_reasons(self) -> list[tuple[str, list[str]]]:
-        return [(row.label, list(row.verdict.reasons)) for row in (*self.table, *self.server)]
+        return [(row.label, list(row.verdict.reasons)) for row in (*self.table, *self.server, *self.serving)]
 
     def to_dict(self) -> dict:
-        llm = LLMBlock(self.model, self.workload, tuple(self.table), tuple(self.server), self.greedy)
+        llm = LLMBlock(
+            self.model,
+            self.workload,
+            tuple(self.table),
+            tuple(self.server),
+            self.greedy,
+            tuple(self.serving),
+            self.served_by,
+        )
         return {"rows": [], "numeric": self.numeric, "audits": [], "best": None, "notes": self.notes, "llm": llm}
 
 
@@ -546,6 +556,12 @@ def run_llm_stage(
     end-of-sequence tokens that neither the engine nor the reference selects."""
     from dataclasses import asdict
 
+    from inference_engine.llm_base import ServingEngineBase
+
+    if isinstance(engine, ServingEngineBase):  # a server the engine step started: measured over HTTP
+        from tools.measure.serving_stage import run_serving_stage
+
+        return run_serving_stage(engine, reference, config, shape, prompts, precision, eos_ids)
     workload = LLMWorkload.from_config(config)
     limits = Limits.from_config(config)
     report = LLMReport(

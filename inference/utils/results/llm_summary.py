@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from common.mfu import plausible_mfu
-from common.record import CaseResult, LLMRow
+from common.record import CaseResult, LLMRow, ServingRow
 from common.scenario import scenario as named
 from common.stats import relative_half_width
 
@@ -92,8 +92,41 @@ def _row_line(record: dict, row: dict, estimate: bool | None) -> str:
     )
 
 
+SERVING_HEADER = (
+    "| case | host | server | streams | in | out | requests | failed | TTFT p50 ms | TPOT p50 ms | ITL p99 ms "
+    "| output tokens/s | requests/s | tokens/s per user | verdict |"
+)
+
+
+def _serving_line(record: dict, row: ServingRow) -> str:
+    verdict = "valid" if row.verdict.valid else f"INVALID ({len(row.verdict.reasons)})"
+    per_user = "n/a" if row.tokens_per_s_per_user is None else f"{row.tokens_per_s_per_user:.1f}"
+    served = ((record.get("llm") or {}).get("served_by") or {}).get("server", "server")
+    return (
+        f"| {record['case']}:{record['framework']} | {record['host']} | {served} | {row.concurrency} | "
+        f"{row.input_length} | {row.output_length} | {row.completed}/{row.requests} | {row.failed} | "
+        f"{_ms(row.ttft_ms, 'p50')} | {_ms(row.tpot_ms, 'p50')} | {_ms(row.itl_ms, 'p99')} | "
+        f"{_rate(row.to_json(), 'output_tokens_per_s')} | {_rate(row.to_json(), 'requests_per_s')} | {per_user} | "
+        f"{verdict} |"
+    )
+
+
+def serving_lines(records: list[dict]) -> list[str]:
+    """A served LLM's steps (``llm.serving``) for summary.md; [] when no record has any."""
+    rows = [
+        (r, ServingRow.from_json(row, f"{r['case']}:{r['framework']} llm.serving[{i}]"))
+        for r in records
+        for i, row in enumerate((r.get("llm") or {}).get("serving") or [])
+    ]
+    if not rows:
+        return []
+    lines = ["", "LLM serving over HTTP (closed-loop streams; TTFT from each request's sending):", ""]
+    lines += [SERVING_HEADER, "|" + "---|" * (SERVING_HEADER.count("|") - 1)]
+    return lines + [_serving_line(r, row) for r, row in rows]
+
+
 def markdown_lines(records: list[dict]) -> list[str]:
-    """The LLM table for summary.md ([] when no record has an ``llm`` block)."""
+    """The LLM table for summary.md ([] when no record has an ``llm`` block), then a served LLM's steps."""
     rows = [
         (r, row)
         for r in records
@@ -102,14 +135,16 @@ def markdown_lines(records: list[dict]) -> list[str]:
     ]
     if not rows and not any(r.get("llm") for r in records):
         return []
-    lines = [
-        "",
-        "LLM generation (offline: batches back to back, TTFT from the batch's issue; server: Poisson arrivals, TTFT "
-        "from arrival):",
-        "",
-    ]
-    lines += [HEADER, "|" + "---|" * (HEADER.count("|") - 1)]
-    lines += [_row_line(r, row, r.get("mfu_is_estimate")) for r, row in rows]
+    lines = serving_lines(records)
+    if rows or not lines:
+        lines += [
+            "",
+            "LLM generation (offline: batches back to back, TTFT from the batch's issue; server: Poisson arrivals, "
+            "TTFT from arrival):",
+            "",
+        ]
+        lines += [HEADER, "|" + "---|" * (HEADER.count("|") - 1)]
+        lines += [_row_line(r, row, r.get("mfu_is_estimate")) for r, row in rows]
     for r in records:
         greedy = (r.get("llm") or {}).get("greedy")
         if greedy and greedy.get("share") is not None:
