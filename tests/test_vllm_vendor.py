@@ -116,7 +116,8 @@ def test_the_case_served_by_vllm_end_to_end(has_vllm, tree, tmp_path):
     assert [row["concurrency"] for row in llm["serving"]] == [1, 2]
     for row in llm["serving"]:
         assert row["completed"] == row["requests"] >= 8 and row["failed"] == 0 and row["errors"] == {}
-        assert row["output_tokens_per_s"] > 0 and row["ttft_ms"]["p50"] > 0 and row["tpot_ms"]["p50"] > 0
+        # TPOT and ITL are not asserted: on a loaded 2-core machine the client may read a whole stream at once
+        assert row["output_tokens_per_s"] > 0 and 0 < row["ttft_ms"]["p50"] <= row["e2e_ms"]["p50"]
         assert row["token_source"] == ["usage"] and (row["input_length"], row["output_length"]) == (32, 16)
     greedy = llm["greedy"]
     assert greedy["positions"] == 2 * 8 and greedy["passed"] and greedy["share"] >= 0.99

@@ -23,7 +23,7 @@ exit status and the last line of its log; the engine's ``close`` then stops what
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
 from loguru import logger
 
@@ -119,11 +119,11 @@ def measure_step(
     load = Load(concurrency=concurrency)
     precision = float(setting(config, "precision"))
 
-    def specs(count: int, stream: int) -> list[list[RequestSpec]]:
-        return [
-            [RequestSpec(i, prompts.batch(1, workload.input_length, i, stream)[0].tolist(), workload.output_length)]
-            for i in range(count)
-        ]
+    def specs(count: int, stream: int) -> Iterator[list[RequestSpec]]:
+        """Seeded prompts, none shared with another step (a server's prefix cache would serve them)."""
+        for i in range(count):
+            ids = prompts.batch(1, workload.input_length, (concurrency << 24) + i, stream)[0].tolist()
+            yield [RequestSpec(i, ids, workload.output_length)]
 
     if workload.warmup:
         run_async(run_load(endpoint, specs(workload.warmup, PromptSource.WARMUP), load))
