@@ -217,7 +217,8 @@ class LLMReport:
     served_by: dict | None = None
 
     def labelled_reasons(self) -> list[tuple[str, list[str]]]:
-        return [(row.label, list(row.verdict.reasons)) for row in (*self.table, *self.server, *self.serving)]
+        rows: list[LLMRow | ServingRow] = [*self.table, *self.server, *self.serving]
+        return [(row.label, list(row.verdict.reasons)) for row in rows]
 
     def to_dict(self) -> dict:
         llm = LLMBlock(
@@ -556,12 +557,6 @@ def run_llm_stage(
     end-of-sequence tokens that neither the engine nor the reference selects."""
     from dataclasses import asdict
 
-    from inference_engine.llm_base import ServingEngineBase
-
-    if isinstance(engine, ServingEngineBase):  # a server the engine step started: measured over HTTP
-        from tools.measure.serving_stage import run_serving_stage
-
-        return run_serving_stage(engine, reference, config, shape, prompts, precision, eos_ids)
     workload = LLMWorkload.from_config(config)
     limits = Limits.from_config(config)
     report = LLMReport(

@@ -43,7 +43,8 @@ def configure(config: CaseConfig) -> None:
 
 
 def performance_stage(engine: Any, model: Any, config: CaseConfig) -> Any:
-    """The generation check, the prefill/decode table and the server rows (``tools/measure/llm_stage.py``)."""
+    """The generation check, the prefill/decode table and the server rows (``tools/measure/llm_stage.py``); for a
+    serving engine the greedy check and the load steps over HTTP (``tools/measure/serving_stage.py``)."""
     from tools.measure.llm_stage import PromptSource, run_llm_stage
     from tools.results.result import engine_precision
 
@@ -53,6 +54,9 @@ def performance_stage(engine: Any, model: Any, config: CaseConfig) -> Any:
     low, high = prompt_id_range(load_tokenizer(config), shape.vocab)
     reference = reference_logits(model, config) if model is not None else None
     prompts = PromptSource(low, high, int(config.seed))
-    return run_llm_stage(
+    stage = run_llm_stage
+    if isinstance(engine, ServingEngineBase):  # a server the engine step started: measured over HTTP
+        from tools.measure.serving_stage import run_serving_stage as stage
+    return stage(
         engine, reference, config, shape, prompts, engine_precision(engine, config), eos_token_ids(hf_config(config))
     )
