@@ -543,6 +543,20 @@ def _bounds(measured: dict, workload: LLMWorkload, verdict: Verdict) -> dict[str
 
 
 # ---- the whole stage ---------------------------------------------------------------
+def stage_model(engine: Any, shape: ModelShape, precision: str) -> dict:
+    """The ``llm.model`` block: the model's shape, the precision run and the KV bytes per value."""
+    return {**shape.to_dict(), "precision": precision, "bytes_per_kv_value": engine.bytes_per_value}
+
+
+def check_skipped(config: CaseConfig, reference: Any) -> str | None:
+    """Why the generation check does not run (a note), or None when it does."""
+    if not config.numeric_check:
+        return "generation check skipped (numeric_check: false)"
+    if reference is None:
+        return "generation check skipped: no framework model (no_validation: true)"
+    return None
+
+
 def run_llm_stage(
     engine: Any,
     reference: Any,
@@ -559,14 +573,10 @@ def run_llm_stage(
 
     workload = LLMWorkload.from_config(config)
     limits = Limits.from_config(config)
-    report = LLMReport(
-        model={**shape.to_dict(), "precision": precision, "bytes_per_kv_value": engine.bytes_per_value},
-        workload=asdict(workload),
-    )
-    if not config.numeric_check:
-        report.notes.append("generation check skipped (numeric_check: false)")
-    elif reference is None:
-        report.notes.append("generation check skipped: no framework model (no_validation: true)")
+    report = LLMReport(model=stage_model(engine, shape, precision), workload=asdict(workload))
+    skipped = check_skipped(config, reference)
+    if skipped is not None:
+        report.notes.append(skipped)
     else:
         from tools.checks.generation import check_generation
         from tools.checks.numeric import tolerances_for

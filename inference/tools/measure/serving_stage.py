@@ -31,7 +31,7 @@ from common.errors import ConfigError, EngineError
 from common.record import ServingRow, Verdict
 from tools.config import CaseConfig, origin_of, setting
 from tools.measure.llm import ModelShape
-from tools.measure.llm_stage import LLMReport, LLMWorkload, PromptSource
+from tools.measure.llm_stage import LLMReport, LLMWorkload, PromptSource, check_skipped, stage_model
 
 
 @dataclass
@@ -147,15 +147,14 @@ def run_serving_stage(
     llm = LLMWorkload.from_config(config)
     workload = ServingWorkload.from_config(config)
     report = LLMReport(
-        model={**shape.to_dict(), "precision": precision, "bytes_per_kv_value": engine.bytes_per_value},
+        model=stage_model(engine, shape, precision),
         workload={**asdict(llm), "serving": asdict(workload)},
         served_by=engine.served_by(),
     )
     _check_alive(engine)
-    if not config.numeric_check:
-        report.notes.append("generation check skipped (numeric_check: false)")
-    elif reference is None:
-        report.notes.append("generation check skipped: no framework model (no_validation: true)")
+    skipped = check_skipped(config, reference)
+    if skipped is not None:
+        report.notes.append(skipped)
     else:
         from tools.checks.generation import greedy_check
 
