@@ -422,16 +422,78 @@ _LLM_CELL_ORDER: Final = (*_LLM_CELL_KEYS, "kv_cache_mib", "contention")
 
 
 @dataclass(frozen=True)
+class ServingRow:
+    """One load step of an LLM served over HTTP (``tools/measure/serving_stage.py``, for a serving engine such as
+    ``inference_engine/cpu/vllm.py``): ``concurrency`` closed-loop streams, each request ``input_length``
+    prompt tokens and ``output_length`` generated ones. The figures are ``tools.serving.figures.step_figures``'
+    (docs/serving.md); the distributions (``ttft_ms``, ``tpot_ms``, ``itl_ms``, ``e2e_ms``: count, mean,
+    p50/p90/p99, ci95), ``errors`` (kind -> count) and ``drift`` stay JSON objects."""
+
+    concurrency: int
+    input_length: int
+    output_length: int
+    requests: int
+    completed: int
+    failed: int
+    duration_s: float
+    ttft_ms: Json
+    tpot_ms: Json
+    itl_ms: Json
+    e2e_ms: Json
+    requests_per_s: float | None
+    requests_per_s_ci95: list[float] | None
+    output_tokens_per_s: float | None
+    output_tokens_per_s_ci95: list[float] | None
+    tokens_per_s_per_user: float | None
+    token_source: list[str]
+    errors: Json
+    drift: Json
+    stop_reason: str | None
+    verdict: Verdict
+
+    @property
+    def label(self) -> str:
+        """How a reason names the row: ``serving x4``."""
+        return f"serving x{self.concurrency}"
+
+    def to_json(self) -> Json:
+        return _as_json(self, _SERVING_ORDER)
+
+    @classmethod
+    def from_json(cls, data: Json, where: str = "serving row") -> ServingRow:
+        if not isinstance(data, dict):
+            raise RecordError(f"{where}: not a JSON object")
+        for key in ("concurrency", "verdict"):
+            _need(data, key, where)
+        values: dict[str, Any] = {name: data.get(name) for name in _SERVING_ORDER}
+        values.update({name: data.get(name) or {} for name in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "errors")})
+        values["drift"] = data.get("drift") or {}
+        values["token_source"] = list(data.get("token_source") or [])
+        for name in ("requests", "completed", "failed", "input_length", "output_length"):
+            values[name] = data.get(name, 0)
+        values["duration_s"] = data.get("duration_s", 0.0)
+        values["verdict"] = Verdict.from_json(data["verdict"])
+        return cls(**values)
+
+
+_SERVING_ORDER: Final = tuple(f.name for f in fields(ServingRow))
+
+
+@dataclass(frozen=True)
 class LLMBlock:
     """An LLM case's ``llm`` block (``tools/measure/llm_stage.py``): the model's shape, the workload
     keys, the offline ``table`` and the ``server`` rows, and the greedy check (``tools/checks/generation.py``,
-    None when it did not run). ``model``, ``workload`` and ``greedy`` stay JSON objects."""
+    None when it did not run). ``model``, ``workload`` and ``greedy`` stay JSON objects. An LLM served over
+    HTTP (a serving engine) has ``serving`` rows instead of the table and server rows, and the server's facts
+    in ``served_by`` (both keys absent otherwise)."""
 
     model: Json
     workload: Json
     table: tuple[LLMRow, ...] = ()
     server: tuple[LLMRow, ...] = ()
     greedy: Json | None = None
+    serving: tuple[ServingRow, ...] = ()
+    served_by: Json | None = None
 
     @property
     def rows(self) -> tuple[LLMRow, ...]:
@@ -439,13 +501,17 @@ class LLMBlock:
         return (*self.table, *self.server)
 
     def to_json(self) -> Json:
-        return {
+        out = {
             "model": self.model,
             "workload": self.workload,
             "table": [cell.to_json() for cell in self.table],
             "server": [row.to_json() for row in self.server],
             "greedy": self.greedy,
         }
+        if self.serving or self.served_by is not None:  # optional keys: absent for an in-process engine
+            out["serving"] = [row.to_json() for row in self.serving]
+            out["served_by"] = self.served_by
+        return out
 
     @classmethod
     def from_json(cls, data: Json | None, where: str = "llm") -> LLMBlock | None:
@@ -462,7 +528,18 @@ class LLMBlock:
                 raise RecordError(f"{where}: key {key!r} is not a list")
             return tuple(LLMRow.from_json(row, f"{where}.{key}[{i}]") for i, row in enumerate(items))
 
-        return cls(data["model"], data.get("workload") or {}, rows("table"), rows("server"), data.get("greedy"))
+        serving = data.get("serving") or []
+        if not isinstance(serving, list):
+            raise RecordError(f"{where}: key 'serving' is not a list")
+        return cls(
+            data["model"],
+            data.get("workload") or {},
+            rows("table"),
+            rows("server"),
+            data.get("greedy"),
+            tuple(ServingRow.from_json(row, f"{where}.serving[{i}]") for i, row in enumerate(serving)),
+            data.get("served_by"),
+        )
 
 
 @dataclass(frozen=True)

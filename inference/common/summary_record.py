@@ -28,6 +28,7 @@ from common.record import (
     PerformanceRow,
     RecordError,
     RowKey,
+    ServingRow,
     Verdict,
     _need,
 )
@@ -305,6 +306,8 @@ class SummaryLLM:
     server: tuple[SummaryLLMRow, ...] = ()
     greedy: Json | None = None
     mbu_bandwidth: str | None = None
+    serving: tuple[ServingRow, ...] = ()  # a model served over HTTP: its load steps (result.json's, as they are)
+    served_by: Json | None = None
 
     @property
     def rows(self) -> tuple[SummaryLLMRow, ...]:
@@ -319,6 +322,9 @@ class SummaryLLM:
             "server": [row.to_json() for row in self.server],
             "greedy": self.greedy,
         }
+        if self.serving or self.served_by is not None:  # optional keys, as in result.json's block
+            out["serving"] = [row.to_json() for row in self.serving]
+            out["served_by"] = self.served_by
         if self.mbu_bandwidth is not None:
             out["mbu_bandwidth"] = self.mbu_bandwidth
         return out
@@ -340,6 +346,8 @@ class SummaryLLM:
             ),
             greedy=block.greedy,
             mbu_bandwidth=_typed(data, "mbu_bandwidth", (str,), where),
+            serving=block.serving,
+            served_by=block.served_by,
         )
 
 

@@ -117,6 +117,11 @@ class EngineBase:
         (tools/compat/bytemlperf/hooks.py). None: not supported."""
         return None
 
+    def close(self) -> None:
+        """Release what the engine holds beyond memory (a server process it started). The pipeline
+        calls it once when the case ends, whatever ended it (a failure, SIGTERM included). The
+        default does nothing."""
+
     # ---- the capability flag --------------------------------------------------------------------
     def implements(self, method: OptionalMethod) -> bool:
         """Whether this engine supplies the optional ``method`` rather than the default above

@@ -135,3 +135,26 @@ def read_hf_config(folder: str | Path, what: str) -> dict:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise EngineError(f"{what}: cannot read {path}: {exc}") from None
+
+
+class ServingEngineBase(LLMEngineBase):
+    """An LLM served over HTTP by a server process that the engine starts (vLLM's OpenAI-compatible
+    server): the engine step starts it and waits until it serves, the framework benchmarks it at
+    ``url`` with its serving client (``tools/measure/serving_stage.py``: the greedy check through
+    ``generate``, then closed-loop streams at each ``serving_concurrency``), and ``close`` stops it
+    with nothing left running. A server has no per-step contract, so ``prefill``/``step``/``logits``
+    stay unimplemented; ``generate`` and ``__call__`` go over HTTP.
+
+    A subclass sets ``url`` (``http://HOST:PORT/v1``) and ``served_model`` once its server serves,
+    and implements ``generate``, ``__call__``, ``close`` and ``failure``."""
+
+    url: str = ""
+    served_model: str = ""
+
+    def failure(self) -> str | None:
+        """Why the server can no longer serve (it exited: its status and last log line), or None."""
+        raise NotImplementedError
+
+    def served_by(self) -> dict:
+        """The server's facts for result.json (``llm.served_by``): command, version, url, ready time."""
+        return {"url": self.url, "served_model": self.served_model}

@@ -117,6 +117,15 @@ class Pipeline:
 
     # ---- driver -------------------------------------------------------------
     def run(self) -> CaseResult:
+        """The seven steps; the engine is closed at the end whatever ended them (a serving engine's
+        server stops: ``inference_engine/base.py::EngineBase.close``)."""
+        try:
+            return self._run_steps()
+        finally:
+            if self.state.engine is not None:
+                self.state.engine.close()
+
+    def _run_steps(self) -> CaseResult:
         self._step("init", self.init)
         if self.state.the_case.is_base_tier:
             return self._run_baseline()

@@ -51,6 +51,7 @@ PLUGIN_IMPORTS: dict[str, tuple[str, ...]] = {
         "tools.measure.precision",
         "tools.measure.llm",
         "tools.measure.llm_stage",
+        "tools.measure.serving_stage",
         "tools.results.result",
         "tools.cache",
         "tools.folder_cache",

@@ -67,6 +67,24 @@ def greedy_agreement(engine_tokens: Any, reference_tokens: Any, target: float) -
     return record
 
 
+def greedy_check(
+    engine: Any, reference: Reference, prompts: Any, n: int, target: float, eos_ids: tuple[int, ...] = ()
+) -> tuple[dict, Any]:
+    """(the greedy agreement record, the reference's logits): ``n`` greedy tokens per prompt from the
+    engine's ``generate``, scored by teacher forcing against the framework model (module docstring)."""
+    import numpy as np
+
+    length = prompts.shape[1]
+    tokens = np.asarray(engine.generate(prompts, n)).reshape(prompts.shape[0], n).astype(np.int64)
+    forced = np.concatenate([prompts, tokens[:, :-1]], axis=1)
+    ref_logits = np.asarray(reference(forced), dtype=np.float32)
+    chosen = ref_logits[:, length - 1 :, :].copy()
+    chosen[..., list(eos_ids)] = -np.inf  # the contract never selects them (a no-op without eos_ids)
+    greedy = greedy_agreement(tokens, chosen.argmax(axis=-1), target)
+    greedy["eos_ids_masked"] = list(eos_ids)
+    return greedy, ref_logits
+
+
 def check_generation(
     engine: Any,
     reference: Reference,
@@ -82,13 +100,7 @@ def check_generation(
     import torch
 
     length = prompts.shape[1]
-    tokens = np.asarray(engine.generate(prompts, n)).reshape(prompts.shape[0], n).astype(np.int64)
-    forced = np.concatenate([prompts, tokens[:, :-1]], axis=1)
-    ref_logits = np.asarray(reference(forced), dtype=np.float32)
-    chosen = ref_logits[:, length - 1 :, :].copy()
-    chosen[..., list(eos_ids)] = -np.inf  # the contract never selects them (a no-op without eos_ids)
-    greedy = greedy_agreement(tokens, chosen.argmax(axis=-1), target)
-    greedy["eos_ids_masked"] = list(eos_ids)
+    greedy, ref_logits = greedy_check(engine, reference, prompts, n, target, eos_ids)
     state = engine.prefill(prompts, 1)
     try:
         actual = np.asarray(engine.logits(state), dtype=np.float32)

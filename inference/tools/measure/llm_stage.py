@@ -39,7 +39,7 @@ from loguru import logger
 
 from common.cells import interval_text
 from common.errors import ConfigError
-from common.record import LLMBlock, LLMRow
+from common.record import LLMBlock, LLMRow, ServingRow
 from common.scenario import OFFLINE, SERVER
 from common.stats import too_few_note
 from tools.config import CaseConfig, origin_of, setting
@@ -214,12 +214,23 @@ class LLMReport:
     workload: dict = field(default_factory=dict)
     rows: list = field(default_factory=list)  # no LoadGen-style rows: the cells are in ``llm``
     raw_latencies_ns: list = field(default_factory=list)
+    serving: list[ServingRow] = field(default_factory=list)  # a served LLM's steps (tools/measure/serving_stage.py)
+    served_by: dict | None = None
 
     def labelled_reasons(self) -> list[tuple[str, list[str]]]:
-        return [(row.label, list(row.verdict.reasons)) for row in (*self.table, *self.server)]
+        rows: list[LLMRow | ServingRow] = [*self.table, *self.server, *self.serving]
+        return [(row.label, list(row.verdict.reasons)) for row in rows]
 
     def to_dict(self) -> dict:
-        llm = LLMBlock(self.model, self.workload, tuple(self.table), tuple(self.server), self.greedy)
+        llm = LLMBlock(
+            self.model,
+            self.workload,
+            tuple(self.table),
+            tuple(self.server),
+            self.greedy,
+            tuple(self.serving),
+            self.served_by,
+        )
         return {"rows": [], "numeric": self.numeric, "audits": [], "best": None, "notes": self.notes, "llm": llm}
 
 
@@ -533,6 +544,20 @@ def _bounds(measured: dict, workload: LLMWorkload, verdict: Verdict) -> dict[str
 
 
 # ---- the whole stage ---------------------------------------------------------------
+def stage_model(engine: Any, shape: ModelShape, precision: str) -> dict:
+    """The ``llm.model`` block: the model's shape, the precision run and the KV bytes per value."""
+    return {**shape.to_dict(), "precision": precision, "bytes_per_kv_value": engine.bytes_per_value}
+
+
+def check_skipped(config: CaseConfig, reference: Any) -> str | None:
+    """Why the generation check does not run (a note), or None when it does."""
+    if not config.numeric_check:
+        return "generation check skipped (numeric_check: false)"
+    if reference is None:
+        return "generation check skipped: no framework model (no_validation: true)"
+    return None
+
+
 def run_llm_stage(
     engine: Any,
     reference: Any,
@@ -549,14 +574,10 @@ def run_llm_stage(
 
     workload = LLMWorkload.from_config(config)
     limits = Limits.from_config(config)
-    report = LLMReport(
-        model={**shape.to_dict(), "precision": precision, "bytes_per_kv_value": engine.bytes_per_value},
-        workload=asdict(workload),
-    )
-    if not config.numeric_check:
-        report.notes.append("generation check skipped (numeric_check: false)")
-    elif reference is None:
-        report.notes.append("generation check skipped: no framework model (no_validation: true)")
+    report = LLMReport(model=stage_model(engine, shape, precision), workload=asdict(workload))
+    skipped = check_skipped(config, reference)
+    if skipped is not None:
+        report.notes.append(skipped)
     else:
         from tools.checks.generation import check_generation
         from tools.checks.numeric import tolerances_for

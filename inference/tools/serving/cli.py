@@ -401,7 +401,7 @@ class Plan:
 SHUTDOWN_S = 2.0
 
 
-def _run_async(main: Any) -> Any:
+def run_async(main: Any) -> Any:
     """``asyncio.run(main)``, except that when a signal's exception (``Terminated``, ``Interrupted``)
     leaves the loop, the requests still in flight are cancelled and given ``SHUTDOWN_S`` to unwind,
     not waited for without end (asyncio.run waits for every task: a CI run once saw that outlast 60 s)."""
@@ -427,12 +427,12 @@ def run_step(endpoint: Endpoint, plan: Plan, load: Load, requests: int | None = 
     many instead of --num-requests); its figures and records."""
     a = plan.args
     if a.warmup:
-        _run_async(run_load(endpoint, plan.sessions(a.warmup, a.seed + 7919)[: a.warmup], load, seed=a.seed + 7919))
+        run_async(run_load(endpoint, plan.sessions(a.warmup, a.seed + 7919)[: a.warmup], load, seed=a.seed + 7919))
     least = requests or a.num_requests
     cap = least if a.precision is None else least * 50
     sessions = plan.sessions(cap, a.seed)
     stop = StepStop(least, a.precision, a.max_duration_s)
-    result = _run_async(run_load(endpoint, sessions, load, seed=a.seed, stop=stop))
+    result = run_async(run_load(endpoint, sessions, load, seed=a.seed, stop=stop))
     stopped = stop.reason or (f"all {cap} requests issued" if a.precision is not None else None)
     block = step_figures(result.records, plan.slo, a.precision, stopped)
     block["load"] = load.to_dict()
@@ -525,7 +525,7 @@ def run(argv: list[str], results_root: Path, one_line_errors: bool = False) -> i
         return measure(args, plan, tokenizer, results_root)
     if args.launch_timeout_s <= 0:
         raise ConfigError(f"--launch-timeout-s: {args.launch_timeout_s} must be positive")
-    from tools.serving.launch import LaunchedServer
+    from common.launch import LaunchedServer
 
     root = Path(args.output_dir) if args.output_dir else results_root
     log = Path(args.launch_log) if args.launch_log else root / f"launch-{time.strftime('%Y%m%d-%H%M%S')}.log"

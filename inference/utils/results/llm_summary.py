@@ -12,7 +12,7 @@ from typing import Any
 
 from common.cells import interval_text
 from common.mfu import plausible_mfu
-from common.record import CaseResult, LLMRow
+from common.record import CaseResult, LLMRow, ServingRow
 from common.scenario import scenario as named
 from common.summary_record import SummaryLLM, SummaryLLMRow, SummaryRecord
 
@@ -48,6 +48,8 @@ def llm_record(result: CaseResult | None, peak_flops: float | None, estimate: bo
         table=tuple(with_mfu(c) for c in llm.table),
         server=tuple(with_mfu(r) for r in llm.server),
         greedy=llm.greedy,
+        serving=llm.serving,
+        served_by=llm.served_by,
     )
 
 
@@ -58,11 +60,11 @@ def _ms(block: dict | None, name: str) -> str:
     return f"{value:.2f}" + interval_text(value, (block or {}).get("ci95"), name, share_digits=0)
 
 
-def _rate(value: float | None, intervals: dict[str, list[float] | None] | None = None) -> str:
-    """A rate with its ± (``common.cells``): ``intervals`` holds its ``ci95`` where the row measures one."""
+def _rate(value: float | None, intervals: dict[str, Any] | None = None, key: str = "ci95") -> str:
+    """A rate with its ± (``common.cells``): ``intervals[key]`` where the row measures one."""
     if value is None:
         return "n/a"
-    return f"{value:.1f}" + interval_text(value, intervals, "ci95", share_digits=0)
+    return f"{value:.1f}" + interval_text(value, intervals, key, share_digits=0)
 
 
 def _range(lengths: list[int] | None) -> str:
@@ -93,19 +95,50 @@ def _row_line(record: SummaryRecord, row: SummaryLLMRow, estimate: bool | None) 
     )
 
 
+SERVING_HEADER = (
+    "| case | host | server | streams | in | out | requests | failed | TTFT p50 ms | TPOT p50 ms | ITL p99 ms "
+    "| output tokens/s | requests/s | tokens/s per user | verdict |"
+)
+
+
+def _serving_line(record: SummaryRecord, row: ServingRow) -> str:
+    verdict = "valid" if row.verdict.valid else f"INVALID ({len(row.verdict.reasons)})"
+    per_user = "n/a" if row.tokens_per_s_per_user is None else f"{row.tokens_per_s_per_user:.1f}"
+    served = ((record.llm.served_by if record.llm else None) or {}).get("server", "server")
+    return (
+        f"| {record.name} | {record.host} | {served} | {row.concurrency} | "
+        f"{row.input_length} | {row.output_length} | {row.completed}/{row.requests} | {row.failed} | "
+        f"{_ms(row.ttft_ms, 'p50')} | {_ms(row.tpot_ms, 'p50')} | {_ms(row.itl_ms, 'p99')} | "
+        f"{_rate(row.output_tokens_per_s, {'ci95': row.output_tokens_per_s_ci95})} | "
+        f"{_rate(row.requests_per_s, {'ci95': row.requests_per_s_ci95})} | {per_user} | {verdict} |"
+    )
+
+
+def serving_lines(records: list[SummaryRecord]) -> list[str]:
+    """A served LLM's steps (``llm.serving``) for summary.md; [] when no record has any."""
+    rows = [(r, row) for r in records if r.llm for row in r.llm.serving]
+    if not rows:
+        return []
+    lines = ["", "LLM serving over HTTP (closed-loop streams; TTFT from each request's sending):", ""]
+    lines += [SERVING_HEADER, "|" + "---|" * (SERVING_HEADER.count("|") - 1)]
+    return lines + [_serving_line(r, row) for r, row in rows]
+
+
 def markdown_lines(records: list[SummaryRecord]) -> list[str]:
-    """The LLM table for summary.md ([] when no record has an ``llm`` block)."""
+    """The LLM table for summary.md ([] when no record has an ``llm`` block), then a served LLM's steps."""
     rows = [(r, row) for r in records if r.llm for row in r.llm.rows]
     if not rows and not any(r.llm for r in records):
         return []
-    lines = [
-        "",
-        "LLM generation (offline: batches back to back, TTFT from the batch's issue; server: Poisson arrivals, TTFT "
-        "from arrival):",
-        "",
-    ]
-    lines += [HEADER, "|" + "---|" * (HEADER.count("|") - 1)]
-    lines += [_row_line(r, row, r.mfu_is_estimate) for r, row in rows]
+    lines = serving_lines(records)
+    if rows or not lines:
+        lines += [
+            "",
+            "LLM generation (offline: batches back to back, TTFT from the batch's issue; server: Poisson arrivals, "
+            "TTFT from arrival):",
+            "",
+        ]
+        lines += [HEADER, "|" + "---|" * (HEADER.count("|") - 1)]
+        lines += [_row_line(r, row, r.mfu_is_estimate) for r, row in rows]
     for r in records:
         greedy = r.llm.greedy if r.llm else None
         if greedy and greedy.get("share") is not None:

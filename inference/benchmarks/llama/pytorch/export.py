@@ -62,7 +62,9 @@ def export_cached(model: Any, config: CaseConfig) -> tuple[str | None, dict]:
     engine_class = load_engine_module(config.vendor, config.compiler).InferModel
     fmt = getattr(engine_class, "export_format", None)
     if fmt is None:
-        logger.info(f"{config.vendor}/{config.compiler} runs the PyTorch model itself: nothing to export")
+        logger.info(
+            f"{config.vendor}/{config.compiler} reads the PyTorch model or the checkpoint itself: nothing to export"
+        )
         return None, {"status": "none", "format": "pytorch"}
     source = model_dir(config)
     key = export_key(config, source, tuple(getattr(engine_class, "build_keys", ())))

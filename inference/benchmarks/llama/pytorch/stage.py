@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from common.errors import ConfigError
-from inference_engine.llm_base import LLMEngineBase, eos_token_ids
+from inference_engine.llm_base import LLMEngineBase, ServingEngineBase, eos_token_ids
 from inference_engine.registry import load_engine_module
 from tools.config import CaseConfig, origin_of
 
 from .settings import LlamaSettings
-from .weights import hf_config, load_tokenizer, model_dir, prompt_id_range
+from .weights import TOKENIZER_VOCAB_KEY, hf_config, load_tokenizer, model_dir, prompt_id_range
 
 
 def configure(config: CaseConfig) -> None:
@@ -18,6 +18,8 @@ def configure(config: CaseConfig) -> None:
     settings = LlamaSettings.from_config(config)
     if config.compiler is not None:
         engine_class = load_engine_module(config.vendor, config.compiler).InferModel
+        if issubclass(engine_class, ServingEngineBase) and settings.weight_dir is None:
+            config.extra[TOKENIZER_VOCAB_KEY] = True  # a served random model: its vocabulary the tokenizer's size
         if not issubclass(engine_class, LLMEngineBase):
             raise ConfigError(
                 f"{origin_of(config, 'compiler')}: key 'compiler' is {config.compiler!r}: "
@@ -41,7 +43,8 @@ def configure(config: CaseConfig) -> None:
 
 
 def performance_stage(engine: Any, model: Any, config: CaseConfig) -> Any:
-    """The generation check, the prefill/decode table and the server rows (``tools/measure/llm_stage.py``)."""
+    """The generation check, the prefill/decode table and the server rows (``tools/measure/llm_stage.py``); for a
+    serving engine the greedy check and the load steps over HTTP (``tools/measure/serving_stage.py``)."""
     from tools.measure.llm_stage import PromptSource, run_llm_stage
     from tools.results.result import engine_precision
 
@@ -51,6 +54,9 @@ def performance_stage(engine: Any, model: Any, config: CaseConfig) -> Any:
     low, high = prompt_id_range(load_tokenizer(config), shape.vocab)
     reference = reference_logits(model, config) if model is not None else None
     prompts = PromptSource(low, high, int(config.seed))
-    return run_llm_stage(
+    stage = run_llm_stage
+    if isinstance(engine, ServingEngineBase):  # a server the engine step started: measured over HTTP
+        from tools.measure.serving_stage import run_serving_stage as stage
+    return stage(
         engine, reference, config, shape, prompts, engine_precision(engine, config), eos_token_ids(hf_config(config))
     )

@@ -39,6 +39,11 @@ SPECIAL_TOKENS = ("<s>", "</s>", "<unk>")  # ids 0, 1, 2
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model")
 CONFIG_KEYS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "vocab_size")
 RESOLVED_KEY = "resolved_model_dir"  # config.extra: the folder, once found or built
+# config.extra, set by ``stage.configure`` for an engine that serves the model over HTTP: the random
+# model's vocabulary is its tokenizer's size (``random_model``'s ``vocab_size`` is not used), so that
+# every id it generates decodes to text (a server streams text; most ids past the tokenizer decode to
+# nothing, and a client that counts tokens from the text counts too few).
+TOKENIZER_VOCAB_KEY = "random_vocab_is_tokenizer"
 
 
 def _versions() -> dict[str, str | None]:
@@ -95,24 +100,28 @@ def train_tokenizer(vocab_size: int) -> Any:
     )
 
 
-def build_random(folder: Path, settings: LlamaSettings, seed: int) -> None:
+def build_random(folder: Path, settings: LlamaSettings, seed: int, tokenizer_vocab: bool = False) -> None:
+    """The random checkpoint; ``tokenizer_vocab``: its vocabulary is the tokenizer's size (``TOKENIZER_VOCAB_KEY``)."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
     from transformers.utils import logging as hf_logging
 
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
-    llama = LlamaConfig(**settings.random_model, bos_token_id=0, eos_token_id=1, tie_word_embeddings=False)
+    tokenizer = train_tokenizer(settings.tokenizer_vocab)
+    shape = {**settings.random_model, **({"vocab_size": len(tokenizer)} if tokenizer_vocab else {})}
+    llama = LlamaConfig(**shape, bos_token_id=0, eos_token_id=1, tie_word_embeddings=False)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = LlamaForCausalLM(llama).eval()
     model.save_pretrained(str(folder), safe_serialization=True)
-    train_tokenizer(settings.tokenizer_vocab).save_pretrained(str(folder))
+    tokenizer.save_pretrained(str(folder))
 
 
-def random_key(settings: LlamaSettings, seed: int) -> str:
+def random_key(settings: LlamaSettings, seed: int, tokenizer_vocab: bool = False) -> str:
+    shape = {**settings.random_model, **({"vocab_size": "tokenizer"} if tokenizer_vocab else {})}
     parts = {
-        "shape": settings.random_model,
+        "shape": shape,
         "tokenizer_vocab": settings.tokenizer_vocab,
         "seed": seed,
         "corpus": hash_file(CORPUS).hexdigest(),
@@ -137,13 +146,14 @@ def model_dir(config: CaseConfig) -> Path:
         folder = Path(path)
         check_checkpoint(folder, f"{config.origin.get('weight_dir', 'parameters.yaml')}: key 'weight_dir'")
     else:
-        key = random_key(settings, int(config.seed))
+        sized = bool(config.get(TOKENIZER_VOCAB_KEY))
+        key = random_key(settings, int(config.seed), sized)
         parent = Path(config.cache_dir) / "weights"
         entry, status, _ = cached_folder(
             parent,
             f"llama_random_{key}",
             "config.json",
-            lambda out: build_random(out, settings, int(config.seed)),
+            lambda out: build_random(out, settings, int(config.seed), sized),
             "random Llama checkpoint",
         )
         folder = entry.parent

@@ -7,6 +7,9 @@ benchmark then runs as against any endpoint, and the server is stopped afterward
 happened: SIGTERM to its whole group, then SIGKILL after ``STOP_GRACE_S``. A server that exits
 before it is ready, or is not ready within the time allowed, is an engine error (exit 4) naming
 its status or the time and the last line of its log.
+
+Shared (``common/``) because both sides start servers: ``run.py --launch`` (``tools/serving/cli.py``)
+and a serving engine's engine step (``inference_engine/cpu/vllm.py``), which may not import ``tools/``.
 """
 
 from __future__ import annotations
@@ -29,7 +32,8 @@ STOP_GRACE_S = 10.0
 POLL_S = 0.5
 
 
-def _last_line(path: Path) -> str:
+def last_log_line(path: Path) -> str:
+    """A server log's last line as ``; last log line: …``, or ``""`` when it has none."""
     try:
         lines = [
             line.strip() for line in path.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip()
@@ -50,22 +54,33 @@ def serving(url: str, timeout_s: float = 2.0) -> bool:
 
 
 class LaunchedServer:
+    """``command`` is a string (split like a shell would) or an argument list; ``env`` is added to
+    this process's environment; ``what`` names the server in every error line (the option or the
+    engine that launched it)."""
+
     def __init__(
         self,
-        command: str,
+        command: str | list[str],
         url: str,
         log_path: Path,
         ready_timeout_s: float = 600.0,
         cwd: str | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
+        env: dict[str, str] | None = None,
+        what: str = "--launch",
     ) -> None:
-        try:
-            self.argv = shlex.split(command)
-        except ValueError as exc:
-            raise ConfigError(f"--launch: {command!r} does not split into arguments ({exc})") from None
+        self.what = what
+        if isinstance(command, list):
+            self.argv = list(command)
+        else:
+            try:
+                self.argv = shlex.split(command)
+            except ValueError as exc:
+                raise ConfigError(f"{what}: {command!r} does not split into arguments ({exc})") from None
         if not self.argv:
-            raise ConfigError("--launch: an empty command")
+            raise ConfigError(f"{what}: an empty command")
+        self.env = dict(env or {})
         self.url, self.log_path, self.ready_timeout_s, self.cwd = url, Path(log_path), ready_timeout_s, cwd
         self.clock, self.sleep = clock, sleep
         self.proc: subprocess.Popen | None = None
@@ -85,7 +100,7 @@ class LaunchedServer:
 
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        env = dict(os.environ, **{PARENT_ENV: str(os.getpid())})
+        env = dict(os.environ, **self.env, **{PARENT_ENV: str(os.getpid())})
         with open(self.log_path, "ab") as log:
             try:
                 self.proc = subprocess.Popen(
@@ -98,7 +113,7 @@ class LaunchedServer:
                     start_new_session=True,
                 )
             except OSError as exc:
-                raise EngineError(f"--launch: cannot start {self.argv[0]!r} ({exc.strerror or exc})") from None
+                raise EngineError(f"{self.what}: cannot start {self.argv[0]!r} ({exc.strerror or exc})") from None
 
     def wait_ready(self) -> float:
         """Seconds until the server answered; EngineError when it exited or ran out of time."""
@@ -108,17 +123,21 @@ class LaunchedServer:
             status = self.proc.poll()
             if status is not None:
                 raise EngineError(
-                    f"--launch: the server exited with status {status} before it was ready at "
-                    f"{self.url}{_last_line(self.log_path)}"
+                    f"{self.what}: the server exited with status {status} before it was ready at "
+                    f"{self.url}{last_log_line(self.log_path)}"
                 )
             if serving(self.url):
                 return self.clock() - started
             if self.clock() - started > self.ready_timeout_s:
                 raise EngineError(
-                    f"--launch: the server was not ready at {self.url} after "
-                    f"{self.ready_timeout_s:g} s{_last_line(self.log_path)}"
+                    f"{self.what}: the server was not ready at {self.url} after "
+                    f"{self.ready_timeout_s:g} s{last_log_line(self.log_path)}"
                 )
             self.sleep(POLL_S)
+
+    def exited(self) -> int | None:
+        """The server's exit status once it has ended (killed: minus the signal), else None."""
+        return None if self.proc is None else self.proc.poll()
 
     def stop(self) -> int | None:
         """SIGTERM to the server's process group, SIGKILL after the grace; its exit status."""

