@@ -223,11 +223,16 @@ class LoopbackServer:
             self.in_flight -= 1
 
     async def _stream(self, writer: asyncio.StreamWriter, body: dict, plan: Plan, chat: bool) -> bool:
+        headers_mark = self.clock.reads if self.clock is not None else None
         writer.write(
             b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
             b"Transfer-Encoding: chunked\r\nCache-Control: no-cache\r\n\r\n"
         )
         await writer.drain()
+        if headers_mark is not None:
+            # the client stamps every chunk's arrival, the headers' too: wait for that read, or it could
+            # come after the first token's time is set and count as that token's stamp (a race under load)
+            await self._read_after(headers_mark)
         start_s = time.monotonic()
         base_ns = self.clock.value if self.clock is not None else 0
         at_s = plan.ttft_s
