@@ -69,7 +69,7 @@ class Line:
     ratio: float  # B / A
     low: float  # the ratio's 95 % interval
     high: float
-    widened: bool  # a side had one repetition (module docstring)
+    widened: bool  # a side carries the between-run term: runs made at different times (module docstring)
     decided: str  # decide.py's verdict
     invalid_in: str | None = None  # "A", "B" or "A and B"
     verdict: str = ""  # what is shown: decided, or "not comparable (...)" for an INVALID figure
@@ -258,8 +258,8 @@ def markdown(result: Comparison, name_a: str, name_b: str, threshold: float) -> 
         "",
         "B/A: the ratio of the repetitions' geometric means, with its 95 % interval (Welch, on the log scale; "
         "'paired': "
-        "Student's t on the ratios of repetitions that ran together, as run.py ab runs them; * one repetition, "
-        "widened; "
+        "Student's t on the ratios of repetitions that ran together, as run.py ab runs them; * runs made at "
+        "different times, each side widened by the between-run spread; "
         f"utils/results/decide.py). Threshold {threshold:g}%: the smallest change that counts. worse/better = the "
         "interval "
         f"excludes 1 and the change is beyond {threshold:g}%; inconclusive = the interval includes 1 but reaches "
