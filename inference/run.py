@@ -22,6 +22,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from types import FrameType
 from typing import TYPE_CHECKING, Callable
 
 from loguru import logger
@@ -429,14 +430,59 @@ def _raise_keyboard_interrupt(signum, _frame) -> None:
     raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
-def _startup_signal(received: list[int]) -> Callable:
-    """Before the run exists: remember the stop signal (to tell it from the error it may cause) and stop."""
+def _inside_an_import(frame) -> bool:
+    """Whether Python is running an ``import``: importlib's frames are on the stack."""
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back
+    return False
 
-    def handler(signum, frame) -> None:
-        received.append(signum)
-        _raise_keyboard_interrupt(signum, frame)
 
-    return handler
+IMPORT_RECHECK_S = 0.01  # how often a stop that came during an import looks again for the import's end
+IMPORT_GRACE_S = 5.0  # how long a stop waits for an import to end (importing onnxruntime and torch under load: ~2 s)
+
+
+class StartupStop:
+    """Before the run exists: remember the stop signal (to tell it from the error it may cause) and stop.
+
+    Not inside an import, at first: an exception raised there can surface inside an extension
+    module's own initialisation (onnxruntime's pybind11 module importing numpy), whose C code prints
+    the traceback itself before turning it into an ImportError (a CI run saw it). The stop is then
+    deferred: a SIGALRM, handled by ``handle`` too, looks again every IMPORT_RECHECK_S until the
+    import has ended. An import that hangs is still cut short: after IMPORT_GRACE_S, or at a second
+    stop signal. ``end()`` closes the start-up: no deferred look pending, SIGALRM's own handler
+    back, and a later stop raised at once."""
+
+    def __init__(self) -> None:
+        self.received: list[int] = []
+        self.first_at = 0.0
+        self.deferring = True
+        self.alarm = signal.signal(signal.SIGALRM, self.handle)
+
+    def handle(self, signum: int, frame: FrameType | None) -> None:
+        if signum != signal.SIGALRM:
+            self.received.append(signum)
+            if len(self.received) == 1:
+                self.first_at = time.monotonic()
+        if not self.received:
+            return
+        if (
+            self.deferring
+            and len(self.received) == 1
+            and time.monotonic() - self.first_at < IMPORT_GRACE_S
+            and _inside_an_import(frame)
+        ):
+            signal.setitimer(signal.ITIMER_REAL, IMPORT_RECHECK_S)
+            return
+        signal.setitimer(signal.ITIMER_REAL, 0)  # no deferred look may fire once the stop is raised
+        _raise_keyboard_interrupt(self.received[0], frame)
+
+    def end(self) -> None:
+        if self.deferring:
+            self.deferring = False
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, self.alarm)
 
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -476,11 +522,16 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     logger.remove()
     logger.add(_console_sink, level="INFO", format=CONSOLE_FORMAT)
-    received: list[int] = []
-    previous = {sig: signal.signal(sig, _startup_signal(received)) for sig in STOP_SIGNALS}
+    startup = StartupStop()
+    received = startup.received
+    previous = {sig: signal.signal(sig, startup.handle) for sig in STOP_SIGNALS}
     try:
         config = load_run_config(args)
+        startup.end()
+        if received:  # a stop deferred past an import that ended just before the start-up checks did
+            raise KeyboardInterrupt(signal.Signals(received[0]).name)
     except BaseException as exc:  # noqa: BLE001 - a stop signal, or bad input: one line, nothing written
+        startup.end()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         if received or isinstance(exc, KeyboardInterrupt):

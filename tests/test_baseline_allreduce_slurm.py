@@ -69,7 +69,13 @@ def test_allreduce_over_slurm_nodes_reports_algbw_and_busbw(tmp_path, nodes):
             (found,) = record["baseline"]["figures"]
             assert found["ranks"] == nodes and found["backend"] == "gloo" and found["bytes"] == 2**20
             assert found["algbw"] > 0 and found["value"] == pytest.approx(found["algbw"] * 2 * (nodes - 1) / nodes)
-            assert found["verdict"]["valid"], found["verdict"]
+            # The verdict is judged, and nothing but the rate's own steadiness may fail it: gloo over two
+            # or four Slurm nodes sharing this machine's two CPUs with the slurmd and the monitors can
+            # step mid-window (CI run of d605dfa: "drifting: rate fell 58 %"), which is a true finding
+            # about the machine, not a fault of the plumbing under test.
+            verdict = found["verdict"]
+            assert isinstance(verdict["valid"], bool) and "precision" in found, found
+            assert [r for r in verdict["reasons"] if not r.startswith("drifting: ")] == [], verdict
         calls = {r["baseline"]["figures"][0]["calls"] for r in records}
         assert len(calls) == 1, calls  # every rank made the same number of calls (the ranks agree when to stop)
         assert "all-reduce 1 MiB busbw" in next((tmp_path / "result").glob("run*/summary.md")).read_text()

@@ -125,7 +125,8 @@ def test_disk_full_while_run_py_writes_the_summary(tmp_path, tree, digits_data_d
 
 
 def test_sigint_while_run_py_imports_onnxruntime_exits_130_with_one_line(tmp_path, tree, digits_data_dir):
-    """The import held open by an import hook, so the signal lands inside it every time."""
+    """The import held open by an import hook (a hung import): the stop waits IMPORT_GRACE_S for it
+    to end, then cuts it short, and the hook turns Ctrl-C into ImportError as pybind11 does."""
     hook = tmp_path / "hook"
     hook.mkdir()
     (hook / "sitecustomize.py").write_text(_SLOW_IMPORT)
@@ -144,6 +145,64 @@ def test_sigint_while_run_py_imports_onnxruntime_exits_130_with_one_line(tmp_pat
     output = out + err
     assert proc.returncode == 130, output[-3000:]
     assert "Traceback" not in output and "needs the onnxruntime package" not in output, output[-3000:]
+    assert [line.split("| ERROR   | ")[1] for line in output.splitlines() if line.strip()] == [
+        "interrupted by SIGINT during the start-up checks: nothing was run or written"
+    ]
+    assert not (tmp_path / "result").exists()
+
+
+_PRINTING_IMPORT = '''
+import importlib.abc, os, signal, sys, time, traceback
+
+class _Printing(importlib.abc.MetaPathFinder):
+    """Holds 'import onnxruntime' open until run.py has deferred a stop (its look-again timer is armed),
+    then lets the import end. Ctrl-C raised inside is printed and turned into ImportError, as
+    pybind11's module initialisation does from C."""
+    def find_spec(self, name, path=None, target=None):
+        if name != "onnxruntime":
+            return None
+        sys.meta_path.remove(self)
+        open(os.environ["IMPORT_MARKER"], "w").close()
+        try:
+            for _ in range(6000):
+                if signal.getitimer(signal.ITIMER_REAL)[0] > 0:
+                    open(os.environ["DEFERRED_MARKER"], "w").close()
+                    break
+                time.sleep(0.01)
+        except KeyboardInterrupt:
+            traceback.print_exc()
+            raise ImportError("initialization failed")
+        return None
+
+sys.meta_path.insert(0, _Printing())
+'''
+
+
+def test_sigint_inside_an_import_waits_for_its_end_and_exits_130_without_a_traceback(tmp_path, tree, digits_data_dir):
+    """The flaw a CI run saw: SIGINT inside onnxruntime's initialisation, whose C code printed the
+    KeyboardInterrupt's traceback. The stop now waits for the import to end, then stops with one line."""
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(_PRINTING_IMPORT)
+    marker, deferred = tmp_path / "importing", tmp_path / "deferred"
+    env = dict(
+        os.environ,
+        PYTHONPATH=f"{hook}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+        IMPORT_MARKER=str(marker),
+        DEFERRED_MARKER=str(deferred),
+    )
+    config = host_yaml(tmp_path, tree, CASES={"digits:pytorch": str(digits_data_dir)})
+    proc = start_run_py(tree, config, env=env)
+    deadline = time.monotonic() + 120
+    while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert marker.exists(), "run.py never imported onnxruntime"
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    output = out + err
+    assert proc.returncode == 130, output[-3000:]
+    assert deferred.exists(), "the stop was not deferred to the import's end"
+    assert "Traceback" not in output and "KeyboardInterrupt" not in output, output[-3000:]
     assert [line.split("| ERROR   | ")[1] for line in output.splitlines() if line.strip()] == [
         "interrupted by SIGINT during the start-up checks: nothing was run or written"
     ]
