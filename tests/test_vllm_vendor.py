@@ -157,6 +157,58 @@ def test_a_server_killed_mid_run_fails_the_case_in_one_line(has_vllm, tree, tmp_
     assert group_gone(pid)
 
 
+def test_a_sigkill_of_the_pipeline_leaves_no_vllm_server(has_vllm, tree, tmp_path):
+    """A real SIGKILL to run_inference.py, the server's parent, once vLLM serves: no handler of the pipeline runs,
+    and the server's guard (common/server_guard.py) stops its whole group, engine core included."""
+    import psutil
+
+    proc = run_case(tree, tmp_path, f"vllm_python={VLLM_PYTHON}", "serving_requests=400", popen=True)
+    try:
+        deadline = time.monotonic() + 400
+        while time.monotonic() < deadline and proc.poll() is None:
+            found = list((tmp_path / "result").rglob("vllm_server.log"))
+            if found and "POST /v1/completions" in found[0].read_text(errors="replace"):
+                break
+            time.sleep(0.2)
+        assert proc.poll() is None, "the server never answered a completion"
+        pid = server_pid(tmp_path)
+        pipeline = psutil.Process(psutil.Process(pid).ppid())
+        assert "run_inference.py" in " ".join(pipeline.cmdline())
+        group = [p for p in psutil.process_iter() if p.pid != pid and _pgid(p.pid) == pid]
+        assert group, "vLLM's engine core, in the server's group"
+        pipeline.kill()
+        proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    members = [psutil.Process(pid), *group]
+    deadline = time.monotonic() + 60
+    try:
+        while any(_runs(p) for p in members):
+            assert time.monotonic() < deadline, [p.pid for p in members if _runs(p)]
+            time.sleep(0.2)
+    finally:
+        for process in members:  # what a failure left
+            if _runs(process):
+                process.kill()
+
+
+def _pgid(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except ProcessLookupError:
+        return None
+
+
+def _runs(process) -> bool:
+    import psutil
+
+    try:
+        return process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
 # ---- MODE docker: the case in the engine's own image ------------------------------------------------
 BUILD_ENV = "INFERPERF_BUILD_VLLM_IMAGE"
 
