@@ -34,7 +34,7 @@ from common.errors import ConfigError, EngineError
 from common.lifetime import PARENT_ENV
 
 STOP_GRACE_S = 10.0  # common/server_guard.py's GRACE_S too
-GUARD = Path(__file__).with_name("server_guard.py")
+GUARD = Path(__file__).resolve().with_name("server_guard.py")  # run as a file: any cwd, any sys.path
 POLL_S = 0.5
 
 

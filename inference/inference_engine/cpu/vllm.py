@@ -7,7 +7,8 @@ Llama by default, a Hugging Face folder with ``weight_dir``) as
 port, with ``VLLM_CPU_KVCACHE_SPACE``, in its own process group (``common/launch.py``), its output in
 ``<log_dir>/vllm_server.log`` and its pid in ``vllm_server.pid``, and waits until ``GET /v1/models``
 answers. The framework then benchmarks it over HTTP (``tools/measure/serving_stage.py``) and
-``close`` stops it (SIGTERM to its group, SIGKILL after 10 s), whatever ended the case.
+``close`` stops it (SIGTERM to its group, SIGKILL after 10 s), whatever ended the case; a pipeline
+killed by SIGKILL, which runs no ``close``, leaves nothing either (``common/server_guard.py``).
 
 Greedy tokens (the numeric check, and FlagPerf's prefill pass) are asked of the server as token ids:
 ``prompt`` a list of ids, ``temperature: 0``, ``min_tokens`` = ``max_tokens`` (no end-of-sequence
