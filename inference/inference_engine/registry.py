@@ -4,19 +4,24 @@ Nothing registers itself: ``inference_engine/<vendor>/<compiler>.py`` existing (
 ByteMLPerf backend folder ``<vendor>/<XXX>/``) is the registration. Importing this module
 imports no plug-in: ``vendor_names``, ``compilers``, ``get_registered_devices`` and
 ``check_engine`` read the layout only; ``load_engine_module`` imports the one engine module
-asked for, where it is to run. A ByteMLPerf backend folder is no module: the framework runs
+asked for, where it is to run; ``engine_facts`` reads what an engine module declares for the host (its
+own image) from its syntax tree. A ByteMLPerf backend folder is no module: the framework runs
 it through its adapter (``tools/plugins.py::engine_module``), so this registry imports
 nothing of ``tools/`` and nothing there imports it back in a circle.
 """
 
 from __future__ import annotations
 
+import ast
 import importlib
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
+from common.declarations import declared
 from common.errors import ConfigError, EngineError, reraise_interrupt
 from common.layout import unknown_vendor
+from common.values import plain_name
 
 ENGINE_ROOT = Path(__file__).resolve().parent
 
@@ -69,6 +74,43 @@ def check_engine(vendor: str, compiler: str, root: Path = ENGINE_ROOT) -> Path:
             f"{known})"
         )
     return path
+
+
+IMAGE_DECLARATION = "IMAGE"
+
+
+@dataclass(frozen=True)
+class EngineFacts:
+    """What the host knows of an engine without importing it: its module's declarations
+    (``common/declarations.py``), read by ``engine_facts``."""
+
+    # ``IMAGE = "<folder>"``: the engine runs in its own image, ``docker_images/<vendor>/<folder>/``
+    # (a server with its own pinned stack: cpu/vllm.py), which holds everything its cases run with, so
+    # the cases' requirements.txt are not layered on top. None: FlagPerf's image of the case's
+    # framework, ``docker_images/<vendor>/<framework>/``, with the cases' requirements on top.
+    image: str | None = None
+
+
+def engine_facts(vendor: str, compiler: str, root: Path = ENGINE_ROOT) -> EngineFacts:
+    """The declarations of ``inference_engine/<vendor>/<compiler>.py``, checked; a ByteMLPerf
+    backend folder, or a file that does not parse (its import fails where it runs, naming the
+    line), declares nothing. A declaration of the wrong shape is one ConfigError naming the file."""
+    path = check_engine(vendor, compiler, root)
+    if path.is_dir():
+        return EngineFacts()
+    try:
+        tree = ast.parse(path.read_bytes(), filename=str(path))
+    except (OSError, SyntaxError, ValueError):
+        return EngineFacts()
+    image = declared(tree, IMAGE_DECLARATION)
+    if image is None:
+        return EngineFacts()
+    try:
+        if not isinstance(image, str):  # plain_name would take 3 as "3"
+            raise ValueError(f"must be a string naming a folder of docker_images/{vendor}/, got {image!r}")
+        return EngineFacts(image=plain_name(image, f"a folder name of docker_images/{vendor}/"))
+    except ValueError as exc:
+        raise ConfigError(f"inference_engine/{vendor}/{compiler}.py: {IMAGE_DECLARATION} {exc}") from None
 
 
 def load_engine_module(vendor: str, compiler: str, root: Path = ENGINE_ROOT) -> ModuleType:

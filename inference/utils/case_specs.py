@@ -34,11 +34,19 @@ class CaseSpec:
     model: str | None = None
     # A ByteMLPerf workload file's keys as --set items (utils/bytemlperf_workload.py); () for a case.
     workload_overrides: tuple[str, ...] = ()
+    # The image folder its engine declares (IMAGE in inference_engine/<vendor>/<compiler>.py, set by
+    # run.py once the case config names the compiler); None: FlagPerf's, the framework's (``image_folder``).
+    image: str | None = None
 
     @property
     def label(self) -> str:
         """How results name it: the case, or the model file's name."""
         return self.model or self.case
+
+    @property
+    def image_folder(self) -> str:
+        """The folder of its image: ``docker_images/<vendor>/<image_folder>/``."""
+        return self.image or self.framework
 
     @property
     def key(self) -> str:

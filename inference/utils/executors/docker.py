@@ -242,47 +242,7 @@ class DockerSession(HostSession[ContainerHandle]):
         self.remote.makedirs(posixpath.join(self.workdir, "onnxs"))
 
     def _ensure_image(self) -> str:
-        config = self.config
-        framework_dirs = {spec.framework for spec in config.cases}
-        if len(framework_dirs) != 1:
-            raise HostError(
-                f"host {self.label}: one run builds one image; CASES mixes frameworks {sorted(framework_dirs)}"
-            )
-        framework = framework_dirs.pop()
-        buildargs: dict[str, str] = {}
-        if config.base_image:
-            buildargs["BASE_IMAGE"] = config.base_image
-        # This machine's pip configuration, unless host.yaml turns it off or sets a value itself.
-        pip = host_pip() if config.host_pip_config else HostPip()
-        index_url = config.pip_source or pip.index_url
-        if index_url:
-            buildargs["PIP_INDEX_URL"] = index_url
-        if pip.extra_index_urls:
-            buildargs["PIP_EXTRA_INDEX_URL"] = " ".join(pip.extra_index_urls)
-        if pip.trusted_hosts:
-            buildargs["PIP_TRUSTED_HOST"] = " ".join(pip.trusted_hosts)
-        wheels = Path(config.pip_wheels_dir) if config.pip_wheels_dir else None
-        ca_bundle = Path(config.ca_bundle) if config.ca_bundle else pip.cert
-        if config.host_pip_config:
-            logger.debug(
-                f"host {self.label}: the image build inherits this machine's pip configuration ({pip.describe()}"
-                + (f"; not reachable from a build: {', '.join(pip.unusable)}" if pip.unusable else "")
-                + "); host.yaml's PIP_SOURCE, PIP_WHEELS_DIR and CA_BUNDLE win, HOST_PIP_CONFIG: false turns it off"
-            )
-        spec = ImageSpec(
-            vendor=config.vendor,
-            framework=framework,
-            folder=config.flagperf_path / "docker_images" / config.vendor / framework,
-            buildargs=buildargs,
-            wheels_dir=wheels,
-            ca_bundle=ca_bundle,
-            # Only the requirements of this run's cases go into the image's case layer.
-            requirements=tuple(
-                all_requirement_files(config.flagperf_path, framework, cases=[s.case for s in config.cases])
-            ),
-            wheels_dirs=() if wheels is not None else pip.find_links,
-            backend_requirements=config.backend_requirements,
-        )
+        spec = image_spec(self.config, self.label)
         tag, _ = ensure_image(self.engine, spec, self.label, self.build_log_dir / f"build_{slug(self.label)}.log")
         return tag
 
@@ -575,3 +535,49 @@ class DockerSession(HostSession[ContainerHandle]):
                 logger.warning(f"host {self.label}: removing {self.run_dir} failed: {exc}")
         self.release_engine()
         self.remote.close()
+
+
+def image_spec(config: HostConfig, label: str) -> ImageSpec:
+    """The image the cases of ``config`` run in on host ``label``: its folder, build arguments and extra context."""
+    # FlagPerf's docker_images/<vendor>/<framework>/, or the folder the cases' engine declares (CaseSpec.image).
+    folders = {s.image_folder for s in config.cases}
+    if len(folders) != 1:
+        raise HostError(
+            f"host {label}: one run builds one image; CASES needs the images of docker_images/"
+            f"{config.vendor}/ {sorted(folders)} (their frameworks, or their engines' own)"
+        )
+    folder = folders.pop()
+    buildargs: dict[str, str] = {}
+    if config.base_image:
+        buildargs["BASE_IMAGE"] = config.base_image
+    # This machine's pip configuration, unless host.yaml turns it off or sets a value itself.
+    pip = host_pip() if config.host_pip_config else HostPip()
+    index_url = config.pip_source or pip.index_url
+    if index_url:
+        buildargs["PIP_INDEX_URL"] = index_url
+    if pip.extra_index_urls:
+        buildargs["PIP_EXTRA_INDEX_URL"] = " ".join(pip.extra_index_urls)
+    if pip.trusted_hosts:
+        buildargs["PIP_TRUSTED_HOST"] = " ".join(pip.trusted_hosts)
+    wheels = Path(config.pip_wheels_dir) if config.pip_wheels_dir else None
+    ca_bundle = Path(config.ca_bundle) if config.ca_bundle else pip.cert
+    if config.host_pip_config:
+        logger.debug(
+            f"host {label}: the image build inherits this machine's pip configuration ({pip.describe()}"
+            + (f"; not reachable from a build: {', '.join(pip.unusable)}" if pip.unusable else "")
+            + "); host.yaml's PIP_SOURCE, PIP_WHEELS_DIR and CA_BUNDLE win, HOST_PIP_CONFIG: false turns it off"
+        )
+    layered = [s.case for s in config.cases if s.image is None]
+    return ImageSpec(
+        vendor=config.vendor,
+        framework=folder,
+        folder=config.flagperf_path / "docker_images" / config.vendor / folder,
+        buildargs=buildargs,
+        wheels_dir=wheels,
+        ca_bundle=ca_bundle,
+        # Only the requirements of this run's cases go into the image's case layer; an engine's own image
+        # holds all its cases run with (inference_engine/registry.py, EngineFacts.image).
+        requirements=tuple(all_requirement_files(config.flagperf_path, folder, cases=layered)) if layered else (),
+        wheels_dirs=() if wheels is not None else pip.find_links,
+        backend_requirements=config.backend_requirements,
+    )

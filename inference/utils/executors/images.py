@@ -4,7 +4,8 @@ The tag covers the Dockerfile folder's contents, the build arguments and the
 extra context (wheels, CA bundle), so editing the Dockerfile rebuilds and an
 unchanged folder reuses the image on every host.
 
-Build context = docker_images/<vendor>/<framework>/ plus, when configured,
+Build context = docker_images/<vendor>/<framework>/ (FlagPerf's layout; or the folder the cases'
+engine declares, ``IMAGE`` in inference_engine/<vendor>/<compiler>.py: ``CaseSpec.image``) plus, when configured,
 ``wheels/`` (PIP_WHEELS_DIR: e.g. the offline torch wheel) and
 ``ca-certificates.crt`` (CA_BUNDLE: lets pip inside the build reach the index).
 Unless host.yaml says otherwise (HOST_PIP_CONFIG: false, or PIP_SOURCE,
@@ -18,7 +19,8 @@ install fails the build with pip's line); ``warn`` installs it line by line and
 reports each line that did not install as a warning (``LENIENT_INSTALL``);
 ``skip`` leaves it out of the image.
 
-Case requirements (spec §3.2.0): when cases of this framework have a
+Case requirements (spec §3.2.0; not for an engine's own image, which holds all its cases run with): when
+cases of this framework have a
 ``benchmarks/<case>/<framework>/requirements.txt``, a second, generated build
 puts them on top of the vendor image (``CASE_LAYER_DOCKERFILE``), with the
 image's own torch, numpy, TensorRT and Triton pinned as constraints. The vendor
@@ -52,7 +54,7 @@ from common.files import hash_file, hash_tree, tree_files
 @dataclass(frozen=True)
 class ImageSpec:
     vendor: str
-    framework: str
+    framework: str  # the image folder's name: the cases' framework, or their engine's own image (CaseSpec.image)
     folder: Path
     buildargs: dict[str, str]
     wheels_dir: Path | None = None

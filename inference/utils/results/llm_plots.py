@@ -116,8 +116,9 @@ def frontier_plot(rows: Sequence[LLMRow]) -> dict | None:
 
 
 def llm_figures(llm: LLMBlock | None) -> list[tuple[str, dict | None]]:
-    """(plot name, figure or None) for the page; [] for a result without an ``llm`` block."""
-    if llm is None:
+    """(plot name, figure or None) for the page; [] for a result without an ``llm`` block, and for a served
+    LLM's (its rows are load steps over HTTP: the case drew their plots, ``sections.serving_plots``)."""
+    if llm is None or (llm.serving and not llm.table):
         return []
     return [
         ("LLM TTFT and TPOT vs batch size", ttft_tpot_plot(llm.table)),
