@@ -23,7 +23,8 @@ def main(argv: list[str]) -> int:
     import numpy as np
 
     path, n_ctx, seed, threads = argv[0], int(argv[1]), int(argv[2]), int(argv[3])
-    model = llama_cpp.Llama(path, n_ctx=n_ctx, seed=seed, n_threads=threads, logits_all=False, verbose=False)
+    # logits_all: only then does eval() keep the logits in ``scores`` (0.3.36 samples inside its sampler otherwise)
+    model = llama_cpp.Llama(path, n_ctx=n_ctx, seed=seed, n_threads=threads, logits_all=True, verbose=False)
     print(json.dumps({"ready": llama_cpp.__version__, "vocab": model.n_vocab()}), flush=True)
     for line in sys.stdin:
         try:

@@ -10,9 +10,10 @@ tokenizer the converter does not list, and the vocabulary check in llama.cpp). T
 by content hash like every export (``benchmarks/llama/pytorch/export.py``: ``<cache_dir>/llama_gguf_<key>/``).
 
 The engine step starts ``PYTHON -m llama_cpp.server --model X.gguf --model_alias CASE --n_ctx …
---n_threads … --seed … --host 127.0.0.1 --port P`` through ``common/launch.py`` (its own process
-group, output in ``<log_dir>/llamacpp_server.log``, pid in ``llamacpp_server.pid``), waits until
-``GET /v1/models`` answers, and ``close`` stops it (SIGTERM to its group, SIGKILL after 10 s).
+--n_threads … --seed … --interrupt_requests false --host 127.0.0.1 --port P`` through
+``common/launch.py`` (its own process group, output in ``<log_dir>/llamacpp_server.log``, pid in
+``llamacpp_server.pid``), waits until ``GET /v1/models`` answers, and ``close`` stops it (SIGTERM to its
+group, SIGKILL after 10 s).
 
 What llama-cpp-python's server (0.3.36) takes and gives, and what the engine does about it:
   prompt   a string (or a list of one string): token-id prompts are refused (HTTP 422). The load
@@ -28,14 +29,17 @@ What llama-cpp-python's server (0.3.36) takes and gives, and what the engine doe
            logits with the end-of-sequence ids excluded. It checks the converted model and llama.cpp's
            numerics against the PyTorch model; it does not see the server's HTTP layer.
   batching one request at a time (the server holds a lock around the model): streams beyond one wait
-           their turn, so concurrency raises TTFT, not throughput.
+           their turn, so concurrency raises TTFT, not throughput. By default a new request interrupts
+           the one streaming (it ends with ``[DONE]`` after a few tokens): ``--interrupt_requests false``.
+  usage    a stream carries no ``usage``: output tokens are counted from the stream's events (one a
+           token), input tokens are not counted.
 
 Config keys (``configs/llama/configurations.yaml``):
   llamacpp_python           the Python that has llama_cpp (its own venv); null = this interpreter
   llamacpp_source           a llama.cpp source folder holding convert_hf_to_gguf.py and gguf-py/;
                             null = ``<llamacpp_python's venv>/src/llama.cpp``
   llamacpp_n_ctx            --n_ctx, the context (default 1024)
-  llamacpp_threads          --n_threads and --n_threads_batch; null = every core (the server's own
+  llamacpp_threads          --n_threads and --n_threads_batch; 0 = every core (the server's own
                             default is half of them)
   llamacpp_ready_timeout_s  how long the server may take to serve (default 600; about 2 s here)
 """
@@ -98,21 +102,13 @@ def llamacpp_source(config: CaseConfig, python: str) -> Path:
 
 
 def threads(config: CaseConfig) -> int:
-    value = config.get("llamacpp_threads")
-    if value is None:
-        return os.cpu_count() or 1
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(
-            f"{origin_of(config, 'llamacpp_threads')}: key 'llamacpp_threads' must be null or a positive integer, "
-            f"got {value!r}"
-        )
-    return value
+    """``llamacpp_threads`` (checked by the framework as every ``*_threads`` key), 0 = every core."""
+    return int(config.get("llamacpp_threads") or 0) or os.cpu_count() or 1
 
 
 def preflight(config: CaseConfig) -> None:
     for key in DEFAULTS:
         positive_int(config, key, DEFAULTS)
-    threads(config)
     python = llamacpp_python(config)
     config.extra[VERSION_KEY] = module_version(
         python, "llama_cpp", "llama_cpp (llama-cpp-python)", config, "llamacpp_python", INSTALL_HINT
@@ -166,7 +162,8 @@ class InferModel(ServingEngineBase):
         self.argv = [self.python, "-m", "llama_cpp.server", "--model", str(self.gguf)]
         self.argv += ["--model_alias", self.served_model, "--n_ctx", str(self.n_ctx)]
         self.argv += ["--n_threads", str(self.threads), "--n_threads_batch", str(self.threads)]
-        self.argv += ["--seed", str(self.seed), "--host", "127.0.0.1", "--port", str(port)]
+        self.argv += ["--seed", str(self.seed), "--interrupt_requests", "false"]  # else a request cuts the one before
+        self.argv += ["--host", "127.0.0.1", "--port", str(port)]
         log_dir = Path(config.log_dir)
         self.log_dir = log_dir
         self.server = LaunchedServer(
