@@ -152,3 +152,24 @@ def test_the_rule_reads_this_machines_cpuinfo(tmp_path):
     fake = tmp_path / "cpuinfo"
     fake.write_text(SANDY_BRIDGE if os.uname().machine == "x86_64" else "")
     assert this_cpu_blocker(fake) is not None
+
+
+def test_compiler_vllm_on_a_cpu_without_avx2_stops_in_one_line_naming_the_fallback(tree, monkeypatch, tmp_path):  # noqa: F811
+    """vllm.py's preflight asks the rule before anything else is tried (here a CPU without AVX2, read from a
+    fake /proc/cpuinfo): one ConfigError line naming the key and the fallback, before vLLM is imported."""
+    from common.errors import ConfigError
+    from inference_engine.cpu import _vllm_cpu_support, vllm
+    from tools.config.load import load_case_config
+
+    fake = tmp_path / "cpuinfo"
+    fake.write_text(SANDY_BRIDGE)
+    monkeypatch.setattr(_vllm_cpu_support.platform, "machine", lambda: "x86_64")
+    monkeypatch.setattr(vllm, "this_cpu_blocker", lambda: _vllm_cpu_support.this_cpu_blocker(fake))
+    config = load_case_config(
+        str(tree), "llama", "pytorch", "cpu", str(tmp_path), str(tmp_path), {"compiler": "vllm"}, check_device=False
+    )
+    with pytest.raises(ConfigError) as raised:
+        vllm.preflight(config)
+    line = str(raised.value)
+    assert "key 'compiler' is 'vllm': vLLM's CPU build needs AVX2 (x86-64); this CPU lacks it" in line
+    assert "use compiler: llamacpp" in line and "\n" not in line and "vllm_version" not in config.extra
