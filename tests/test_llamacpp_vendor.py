@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -74,6 +76,9 @@ def test_the_case_served_by_llamacpp_end_to_end(has_llamacpp, tree, tmp_path):  
     assert "vocabulary checked" in convert_log.read_text()
     log = next((tmp_path / "result").rglob("llamacpp_server.log")).read_text(errors="replace")
     assert "POST /v1/completions" in log and " 422 " not in log  # every request taken
+    # the prompts' text re-tokenises to at most the 32 ids it came from (their plain text: about 43)
+    seen = [int(m) for m in re.findall(r"prompt eval time = .*/\s*(\d+) tokens", log)]
+    assert seen and max(seen) <= 32 and statistics.median(seen) >= 30
     assert group_gone(server_pid(tmp_path))
 
 

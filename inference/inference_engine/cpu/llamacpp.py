@@ -17,8 +17,8 @@ group, SIGKILL after 10 s).
 
 What llama-cpp-python's server (0.3.36) takes and gives, and what the engine does about it:
   prompt   a string (or a list of one string): token-id prompts are refused (HTTP 422). The load
-           steps send the text of the prompt ids (``prompt``: the checkpoint's tokenizer decodes them),
-           which the server tokenises again: the server's ``usage.prompt_tokens`` says how many it saw.
+           steps send the text of the prompt ids, cut until it tokenises to at most as many tokens
+           (``prompt``), which the server tokenises again (its log's "prompt eval" lines say how many).
   eos      no ``ignore_eos``; ``min_tokens`` = ``max_tokens`` keeps the end-of-sequence token out
            (its ``MinTokensLogitsProcessor``), so every request generates its full length.
   greedy   ``temperature: 0`` selects the argmax, but after its default penalties (``repeat_penalty``
@@ -81,6 +81,7 @@ SERVER_PID = "llamacpp_server.pid"
 GREEDY_LOG = "llamacpp_greedy.log"
 CONVERT_TIMEOUT_S = 1800
 REQUEST_TIMEOUT_S = 120.0  # one greedy answer of the probe: a few hundred ms here
+PROMPT_CUTS = 16  # re-tokenise and cut at most this often (2.8 times for 128 random ids, on average)
 DEFAULTS = {"llamacpp_n_ctx": 1024, "llamacpp_ready_timeout_s": 600}
 
 
@@ -206,14 +207,25 @@ class InferModel(ServingEngineBase):
 
     # ---- the requests of the load steps --------------------------------------------------------
     def prompt(self, ids: list[int]) -> Any:
-        """The server takes strings only: the text of ``ids`` (the checkpoint's tokenizer)."""
+        """The server takes strings only: the text of ``ids`` (the checkpoint's tokenizer, whose ids llama.cpp's
+        vocabulary reproduces: ``_gguf_convert.py`` checks it), cut until it tokenises to at most ``len(ids)``
+        tokens. The plain text is longer: a random id that is a lone byte of a UTF-8 sequence decodes to
+        U+FFFD, three tokens again, and 128 random ids of the random Llama re-tokenise to about 174."""
         if self._tokenizer is None:
             from transformers import AutoTokenizer
             from transformers.utils import logging as hf_logging
 
             hf_logging.set_verbosity_error()
             self._tokenizer = AutoTokenizer.from_pretrained(str(self.folder), local_files_only=True)
-        return self._tokenizer.decode(ids)
+        text, n = self._tokenizer.decode(ids), len(ids)
+        for _ in range(PROMPT_CUTS):
+            encoded = self._tokenizer.encode(text, add_special_tokens=False)
+            if len(encoded) <= n:
+                return text
+            text = self._tokenizer.decode(encoded[:n])
+        while text and len(self._tokenizer.encode(text, add_special_tokens=False)) > n:
+            text = text[:-1]  # a cut that keeps splitting a character: drop characters instead
+        return text
 
     def request_extra(self, max_tokens: int) -> dict:
         return {"temperature": 0.0, "repeat_penalty": 1.0, "min_tokens": max_tokens}
