@@ -80,6 +80,9 @@ def test_the_case_served_by_llamacpp_end_to_end(has_llamacpp, tree, tmp_path):  
     seen = [int(m) for m in re.findall(r"prompt eval time = .*/\s*(\d+) tokens", log)]
     assert seen and max(seen) <= 32 and statistics.median(seen) >= 30
     assert group_gone(server_pid(tmp_path))
+    gguf = served["command"][served["command"].index("--model") + 1]  # the server's and the greedy process's file
+    ps = subprocess.run(["ps", "-ww", "-eo", "pid,args"], capture_output=True, text=True).stdout
+    assert not [line for line in ps.splitlines() if gguf in line], "a llama.cpp process outlived the case"
 
 
 # ---- failure lines that need no llama.cpp ----------------------------------------------------------
