@@ -1,7 +1,8 @@
 """What the cpu vendor's serving engines share (``vllm.py``, ``llamacpp.py``): the Python that runs the
 server (its own venv, named by a config key), an import check in that Python that fails in one line
-naming the key, a free loopback port, and the server's start through ``common/launch.py`` with its pid
-written beside its log. Not an engine (the leading ``_`` keeps it out of the registry).
+naming the key, a free loopback port, the server's start through ``common/launch.py`` with its pid
+written beside its log, and ``LaunchedEngine``, the engine around such a server. Not an engine (the
+leading ``_`` keeps it out of the registry).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 
 from common.errors import ConfigError, one_line
 from common.launch import LaunchedServer, last_log_line
+from inference_engine.llm_base import ServingEngineBase
 from tools.config import CaseConfig, origin_of
 
 IMPORT_TIMEOUT_S = 300
@@ -86,3 +88,30 @@ def exit_line(server: LaunchedServer, what: str) -> str | None:
     if status is None:
         return None
     return f"{what} exited with status {status}{last_log_line(server.log_path)}"
+
+
+class LaunchedEngine(ServingEngineBase):
+    """A serving engine whose server is a ``LaunchedServer``: its facts for result.json, its exit as the
+    reason it can no longer serve, and its stop. A subclass sets ``server``, ``argv``, ``ready_s`` and
+    ``label`` (the server's name in error lines) in its constructor, and ``version()``."""
+
+    server: LaunchedServer
+    argv: list[str]
+    ready_s: float
+    label: str = "the server"
+
+    def served_by(self) -> dict:
+        return {
+            "url": self.url,
+            "served_model": self.served_model,
+            "server": self.version(),
+            "command": self.argv,
+            "ready_s": self.ready_s,
+            "log": str(self.server.log_path),
+        }
+
+    def failure(self) -> str | None:
+        return exit_line(self.server, self.label)
+
+    def close(self) -> None:
+        self.server.stop()

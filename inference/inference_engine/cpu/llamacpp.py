@@ -56,14 +56,14 @@ from typing import Any
 from common.errors import ConfigError, EngineError, one_line
 from common.launch import STOP_GRACE_S, LaunchedServer
 from inference_engine.cpu._serving import (
-    exit_line,
+    LaunchedEngine,
     free_port,
     module_version,
     positive_int,
     server_python,
     start_server,
 )
-from inference_engine.llm_base import ServingEngineBase, eos_token_ids, read_hf_config
+from inference_engine.llm_base import eos_token_ids, read_hf_config
 from tools.config import CaseConfig, origin_of
 
 _SOURCE = "inference_engine/cpu/llamacpp.py"
@@ -124,7 +124,7 @@ def preflight(config: CaseConfig) -> None:
         )
 
 
-class InferModel(ServingEngineBase):
+class InferModel(LaunchedEngine):
     export_format = "gguf"
     entry_file = "model.gguf"
     build_keys = (VERSION_KEY, "llamacpp_source")
@@ -174,6 +174,7 @@ class InferModel(ServingEngineBase):
             float(positive_int(config, "llamacpp_ready_timeout_s", DEFAULTS)),
             what=f"{_SOURCE}: llama.cpp",
         )
+        self.label = f"{_SOURCE}: the llama.cpp server"
         self.greedy_proc: subprocess.Popen | None = None
         self._tokenizer: Any = None
         self.ready_s = start_server(self.server, log_dir / SERVER_PID)
@@ -187,23 +188,15 @@ class InferModel(ServingEngineBase):
 
     def served_by(self) -> dict:
         return {
-            "url": self.url,
-            "served_model": self.served_model,
-            "server": self.version(),
-            "command": self.argv,
-            "ready_s": self.ready_s,
-            "log": str(self.server.log_path),
+            **super().served_by(),
             "greedy_tokens_from": "llama_cpp.Llama on the same GGUF (the server answers text, not ids)",
         }
-
-    def failure(self) -> str | None:
-        return exit_line(self.server, f"{_SOURCE}: the llama.cpp server")
 
     def close(self) -> None:
         try:
             self._stop_greedy()
         finally:
-            self.server.stop()
+            super().close()
 
     # ---- the requests of the load steps --------------------------------------------------------
     def prompt(self, ids: list[int]) -> Any:
