@@ -41,7 +41,7 @@ from typing import Any
 from common.errors import ConfigError, EngineError, one_line
 from common.launch import LaunchedServer
 from inference_engine.cpu._serving import (
-    exit_line,
+    LaunchedEngine,
     free_port,
     module_version,
     positive_int,
@@ -49,7 +49,7 @@ from inference_engine.cpu._serving import (
     start_server,
 )
 from inference_engine.cpu._vllm_cpu_support import this_cpu_blocker
-from inference_engine.llm_base import ServingEngineBase, read_hf_config
+from inference_engine.llm_base import read_hf_config
 from tools.config import CaseConfig, origin_of
 
 IMAGE = "vllm"  # docker_images/cpu/vllm/: the case runs in this engine's image (inference_engine/registry.py)
@@ -90,7 +90,7 @@ def preflight(config: CaseConfig) -> None:
     config.extra[VERSION_KEY] = vllm_version(vllm_python(config), config)
 
 
-class InferModel(ServingEngineBase):
+class InferModel(LaunchedEngine):
     def __init__(self, config: CaseConfig, onnx_path: str | None, model: Any) -> None:
         super().__init__(config, onnx_path, model)
         folder = config.get(MODEL_DIR_KEY)
@@ -136,6 +136,7 @@ class InferModel(ServingEngineBase):
             env=env,
             what=f"{_SOURCE}: vLLM",
         )
+        self.label = f"{_SOURCE}: the vLLM server"
         self.ready_s = start_server(self.server, log_dir / SERVER_PID)
 
     # ---- what the framework reads --------------------------------------------------------
@@ -144,22 +145,6 @@ class InferModel(ServingEngineBase):
 
     def compile_report(self) -> dict:
         return {"compile_precision": "FP32", "format": "vllm server", "folder": str(self.folder)}
-
-    def served_by(self) -> dict:
-        return {
-            "url": self.url,
-            "served_model": self.served_model,
-            "server": self.version(),
-            "command": self.argv,
-            "ready_s": self.ready_s,
-            "log": str(self.server.log_path),
-        }
-
-    def failure(self) -> str | None:
-        return exit_line(self.server, f"{_SOURCE}: the vLLM server")
-
-    def close(self) -> None:
-        self.server.stop()
 
     # ---- greedy tokens over HTTP ------------------------------------------------------------
     def _greedy(self, ids: list[int], n: int) -> list[int]:
