@@ -12,9 +12,11 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -83,6 +85,62 @@ def test_the_case_served_by_llamacpp_end_to_end(has_llamacpp, tree, tmp_path):  
     gguf = served["command"][served["command"].index("--model") + 1]  # the server's and the greedy process's file
     ps = subprocess.run(["ps", "-ww", "-eo", "pid,args"], capture_output=True, text=True).stdout
     assert not [line for line in ps.splitlines() if gguf in line], "a llama.cpp process outlived the case"
+
+
+def test_a_server_killed_mid_run_fails_the_case_in_one_line(has_llamacpp, tree, tmp_path):  # noqa: F811
+    """A real SIGKILL to the llama.cpp server once it serves: the case fails naming the server's exit, and no
+    llama.cpp process is left (the server's group, and the greedy process beside it)."""
+    proc = run_case(tree, tmp_path, *LLAMACPP, "serving_requests=400", popen=True)
+    try:
+        deadline = time.monotonic() + 400
+        log = None
+        while time.monotonic() < deadline and proc.poll() is None:
+            found = list((tmp_path / "result").rglob("llamacpp_server.log"))
+            log = found[0] if found else None
+            if log is not None and "POST /v1/completions" in log.read_text(errors="replace"):
+                break
+            time.sleep(0.2)
+        assert log is not None and proc.poll() is None, "the server never answered a completion"
+        pid = server_pid(tmp_path)
+        os.kill(pid, signal.SIGKILL)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1, out[-2000:] + err[-2000:]
+    record = case_record(tmp_path)
+    assert record["status"] == "failed" and record["failed_step"] == "engine_inference"
+    assert "the llama.cpp server exited with status -9" in record["error"] and "\n" not in record["error"]
+    assert "Traceback" not in err
+    assert group_gone(pid)
+    ps = subprocess.run(["ps", "-ww", "-eo", "pid,args"], capture_output=True, text=True).stdout
+    assert not [line for line in ps.splitlines() if "_llamacpp_greedy.py" in line and str(tree) in line]
+
+
+def test_a_tokenizer_the_converter_cannot_name_fails_the_export_in_one_line(has_llamacpp, tree, tmp_path):  # noqa: F811
+    """A byte-level BPE with a prefix space is not GPT-2's pre-tokenizer: llama.cpp's converter does not know its
+    hash and the GPT-2 exception does not apply, so the export fails in one line and caches nothing."""
+    from tokenizers import pre_tokenizers
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from benchmarks.llama.pytorch.weights import train_tokenizer
+
+    folder = tmp_path / "prefix-space-llama"
+    tokenizer = train_tokenizer(512)
+    tokenizer.backend_tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=True)
+    shape = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=1, num_attention_heads=2)
+    config = LlamaConfig(**shape, num_key_value_heads=2, vocab_size=len(tokenizer), bos_token_id=0, eos_token_id=1)
+    LlamaForCausalLM(config).save_pretrained(str(folder))
+    tokenizer.save_pretrained(str(folder))
+    cached = sorted((tree / "onnxs").glob("llama_gguf_*"))
+    done = run_case(tree, tmp_path, *LLAMACPP, f"weight_dir={folder}")
+    assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
+    record = case_record(tmp_path)
+    assert record["status"] == "failed" and record["failed_step"] == "onnx_export", record
+    assert f"the GGUF conversion of {folder} failed" in record["error"] and "\n" not in record["error"]
+    assert "does not know this tokenizer's BPE pre-tokenizer" in record["error"]
+    assert "Traceback" not in done.stderr
+    assert sorted((tree / "onnxs").glob("llama_gguf_*")) == cached  # nothing half-written kept
 
 
 # ---- failure lines that need no llama.cpp ----------------------------------------------------------
