@@ -3,7 +3,7 @@ through run.py, and the rule that says when vLLM's CPU build cannot run (``_vllm
 
 The end-to-end test starts the real llama.cpp server from its own venv (``INFERPERF_LLAMACPP_PYTHON``,
 default /work/venvs/llamacpp/bin/python, with the converter's llama.cpp source in its ``src/llama.cpp``)
-and is skipped, with how to make one, where it is absent (CI: building llama.cpp takes about 10 min).
+and is skipped, with how to make one, where it is absent (CI: building llama.cpp takes about 15 min).
 The failure lines that need no llama.cpp run everywhere.
 """
 
@@ -27,7 +27,7 @@ LLAMACPP_PYTHON = os.environ.get("INFERPERF_LLAMACPP_PYTHON", "/work/venvs/llama
 LLAMACPP_HOW = (
     f'no llama.cpp at {LLAMACPP_PYTHON} (set INFERPERF_LLAMACPP_PYTHON): docs/serving.md, "llama.cpp\'s server" '
     "(python3 -m venv V && V/bin/pip install 'llama_cpp_python-0.3.36.tar.gz[server]' torch==2.13.0 transformers "
-    "sentencepiece, and the sdist's vendor/llama.cpp converter in V/src/llama.cpp; about 10 min on 2 cores)"
+    "sentencepiece, and the sdist's vendor/llama.cpp converter in V/src/llama.cpp; about 15 min on 2 shared cores)"
 )
 LLAMACPP = ["compiler=llamacpp", f"llamacpp_python={LLAMACPP_PYTHON}"]
 

@@ -41,7 +41,7 @@ Config keys (``configs/llama/configurations.yaml``):
   llamacpp_n_ctx            --n_ctx, the context (default 1024)
   llamacpp_threads          --n_threads and --n_threads_batch; 0 = every core (the server's own
                             default is half of them)
-  llamacpp_ready_timeout_s  how long the server may take to serve (default 600; about 2 s here)
+  llamacpp_ready_timeout_s  how long the server may take to serve (default 600; about 1 s here)
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ HERE = Path(__file__).resolve().parent
 CONVERT_SCRIPT = HERE / "_gguf_convert.py"
 GREEDY_SCRIPT = HERE / "_llamacpp_greedy.py"
 INSTALL_HINT = (
-    "llama-cpp-python[server]==0.3.36 (an sdist: built with cmake, about 10 min on 2 cores; docs/serving.md, "
+    "llama-cpp-python[server]==0.3.36 (an sdist: built with cmake, about 15 min on 2 shared cores; docs/serving.md, "
     "'llama.cpp's server')"
 )
 MODEL_DIR_KEY = "resolved_model_dir"  # the checkpoint folder the case found or built
