@@ -138,18 +138,20 @@ def read_hf_config(folder: str | Path, what: str) -> dict:
 
 
 class ServingEngineBase(LLMEngineBase):
-    """An LLM served over HTTP by a server process that the engine starts (vLLM's OpenAI-compatible
-    server): the engine step starts it and waits until it serves, the framework benchmarks it at
+    """An LLM served over HTTP by a server process that the engine starts (vLLM's or llama.cpp's
+    OpenAI-compatible server): the engine step starts it and waits until it serves, the framework benchmarks it at
     ``url`` with its serving client (``tools/measure/serving_stage.py``: the greedy check through
     ``generate``, then closed-loop streams at each ``serving_concurrency``), and ``close`` stops it
     with nothing left running. A server has no per-step contract, so ``prefill``/``step``/``logits``
-    stay unimplemented; ``generate`` and ``__call__`` go over HTTP.
+    stay unimplemented; ``generate`` returns the server's greedy token ids and ``__call__`` is built on it.
 
-    A subclass sets ``url`` (``http://HOST:PORT/v1``) and ``served_model`` once its server serves,
-    and implements ``generate``, ``__call__``, ``close`` and ``failure``."""
+    A subclass sets ``url`` (``http://HOST:PORT/v1``), ``served_model`` and ``vocab`` (the model's
+    vocabulary size) once its server serves, and implements ``generate``, ``close`` and ``failure``;
+    ``prompt`` and ``request_extra`` say how its server takes a request of token ids."""
 
     url: str = ""
     served_model: str = ""
+    vocab: int = 0
 
     def failure(self) -> str | None:
         """Why the server can no longer serve (it exited: its status and last log line), or None."""
@@ -158,3 +160,25 @@ class ServingEngineBase(LLMEngineBase):
     def served_by(self) -> dict:
         """The server's facts for result.json (``llm.served_by``): command, version, url, ready time."""
         return {"url": self.url, "served_model": self.served_model}
+
+    def prompt(self, ids: list[int]) -> Any:
+        """What this server's ``/v1/completions`` takes as the prompt of the token ids ``ids``: the ids
+        themselves (vLLM: this default), or their text where a server takes strings only (llama-cpp-python's)."""
+        return ids
+
+    def request_extra(self, max_tokens: int) -> dict:
+        """The request fields that ask this server for exactly ``max_tokens`` greedy tokens, none of them the
+        end-of-sequence token: vLLM's ``ignore_eos`` (this default)."""
+        return {"ignore_eos": True, "temperature": 0.0}
+
+    def __call__(self, inputs: list) -> tuple[list, float]:
+        """FlagPerf's engine call: for each prompt, the served greedy next token (``generate(ids, 1)``) as a
+        one-hot row of logits (a server returns no full logits; the case's evaluator reads only their argmax)."""
+        import numpy as np
+        import torch
+
+        ids = inputs[0].numpy() if hasattr(inputs[0], "numpy") else np.asarray(inputs[0])
+        chosen = self.generate(ids, 1)[:, 0]
+        logits = torch.zeros((len(chosen), self.vocab), dtype=torch.float32)
+        logits[torch.arange(len(chosen)), torch.as_tensor(chosen)] = 1.0
+        return [logits], 0.0

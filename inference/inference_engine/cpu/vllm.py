@@ -13,8 +13,9 @@ killed by SIGKILL, which runs no ``close``, leaves nothing either (``common/serv
 Greedy tokens (the numeric check, and FlagPerf's prefill pass) are asked of the server as token ids:
 ``prompt`` a list of ids, ``temperature: 0``, ``min_tokens`` = ``max_tokens`` (no end-of-sequence
 token is selected, as the engine contract says) and ``return_token_ids`` (the choice's ``token_ids``).
-FlagPerf's ``__call__`` returns, for each prompt, the served greedy next token as a one-hot row of
-logits (a server returns no full logits; the case's evaluator reads only their argmax).
+FlagPerf's ``__call__`` (``ServingEngineBase``'s) returns, for each prompt, the served greedy next token
+as a one-hot row of logits. Where vLLM's CPU build cannot run on this CPU (on x86-64: no AVX2),
+``preflight`` says so in one line and names the fallback, ``compiler: llamacpp`` (``_vllm_cpu_support.py``).
 
 In MODE docker the case runs in this engine's own image, ``docker_images/cpu/vllm/`` (``IMAGE``, read by
 ``inference_engine/registry.py::engine_facts``; vLLM pins its own torch and transformers), not the
@@ -31,17 +32,24 @@ Config keys (``configs/llama/configurations.yaml``):
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
-import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
 
 from common.errors import ConfigError, EngineError, one_line
-from common.launch import LaunchedServer, last_log_line
-from inference_engine.llm_base import ServingEngineBase, read_hf_config
+from common.launch import LaunchedServer
+from inference_engine.cpu._serving import (
+    LaunchedEngine,
+    free_port,
+    module_version,
+    positive_int,
+    server_python,
+    start_server,
+)
+from inference_engine.cpu._vllm_cpu_support import this_cpu_blocker
+from inference_engine.llm_base import read_hf_config
 from tools.config import CaseConfig, origin_of
 
 IMAGE = "vllm"  # docker_images/cpu/vllm/: the case runs in this engine's image (inference_engine/registry.py)
@@ -55,67 +63,34 @@ MODEL_DIR_KEY = (
 VERSION_KEY = "vllm_version"  # what preflight found, so that the engine step need not import vLLM again
 SERVER_LOG = "vllm_server.log"
 SERVER_PID = "vllm_server.pid"
-IMPORT_TIMEOUT_S = 300
 REQUEST_TIMEOUT_S = 60.0  # per socket operation: a greedy request of 32 tokens takes under a second here
 DEFAULTS = {"vllm_kv_cache_gib": 1, "vllm_max_model_len": 1024, "vllm_ready_timeout_s": 600}
 
 
 def vllm_python(config: CaseConfig) -> str:
     """The interpreter that runs the server: ``vllm_python``, or this one."""
-    value = config.get("vllm_python")
-    if value is None:
-        return sys.executable
-    if not isinstance(value, str) or not value:
-        raise ConfigError(
-            f"{origin_of(config, 'vllm_python')}: key 'vllm_python' must be null or a path, got {value!r}"
-        )
-    return value
+    return server_python(config, "vllm_python")
 
 
 def _positive_int(config: CaseConfig, key: str) -> int:
-    value = config.get(key, DEFAULTS[key])
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"{origin_of(config, key)}: key '{key}' must be a positive integer, got {value!r}")
-    return value
+    return positive_int(config, key, DEFAULTS)
 
 
 def vllm_version(python: str, config: CaseConfig) -> str:
     """vLLM's version as ``python`` imports it; one ConfigError naming ``vllm_python`` when it cannot."""
-    where = f"{origin_of(config, 'vllm_python')}: key 'vllm_python'"
-    try:
-        done = subprocess.run(
-            [python, "-c", "import vllm; print(vllm.__version__)"],
-            capture_output=True,
-            text=True,
-            timeout=IMPORT_TIMEOUT_S,
-            check=False,
-        )
-    except OSError as exc:
-        raise ConfigError(f"{where} is {python!r}: cannot run it ({exc.strerror or exc}); {INSTALL_HINT}") from None
-    except subprocess.TimeoutExpired:
-        raise ConfigError(f"{where} is {python!r}: 'import vllm' took over {IMPORT_TIMEOUT_S} s") from None
-    if done.returncode != 0:
-        lines = [line for line in done.stderr.splitlines() if line.strip()]
-        raise ConfigError(
-            f"{where} is {python!r}: vLLM cannot be imported there ({one_line(lines[-1] if lines else 'no output')}); "
-            f"install {INSTALL_HINT}, or name a Python that has it"
-        )
-    return done.stdout.strip().splitlines()[-1] if done.stdout.strip() else "unknown"
+    return module_version(python, "vllm", "vLLM", config, "vllm_python", INSTALL_HINT)
 
 
 def preflight(config: CaseConfig) -> None:
     for key in DEFAULTS:
         _positive_int(config, key)
+    blocker = this_cpu_blocker()
+    if blocker is not None:
+        raise ConfigError(f"{origin_of(config, 'compiler')}: key 'compiler' is 'vllm': {blocker}")
     config.extra[VERSION_KEY] = vllm_version(vllm_python(config), config)
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-class InferModel(ServingEngineBase):
+class InferModel(LaunchedEngine):
     def __init__(self, config: CaseConfig, onnx_path: str | None, model: Any) -> None:
         super().__init__(config, onnx_path, model)
         folder = config.get(MODEL_DIR_KEY)
@@ -125,7 +100,7 @@ class InferModel(ServingEngineBase):
         self.vocab = int(read_hf_config(self.folder, _SOURCE).get("vocab_size") or 0)
         self.python = vllm_python(config)
         self.vllm_version = config.get(VERSION_KEY) or vllm_version(self.python, config)
-        port = _free_port()
+        port = free_port()
         self.url = f"http://127.0.0.1:{port}/v1"
         self.served_model = str(config.case)
         self.argv = [
@@ -161,14 +136,8 @@ class InferModel(ServingEngineBase):
             env=env,
             what=f"{_SOURCE}: vLLM",
         )
-        self.server.start()
-        assert self.server.proc is not None  # started
-        (log_dir / SERVER_PID).write_text(f"{self.server.proc.pid}\n", encoding="utf-8")
-        try:
-            self.ready_s = self.server.wait_ready()
-        except BaseException:
-            self.server.stop()
-            raise
+        self.label = f"{_SOURCE}: the vLLM server"
+        self.ready_s = start_server(self.server, log_dir / SERVER_PID)
 
     # ---- what the framework reads --------------------------------------------------------
     def version(self) -> str:
@@ -176,25 +145,6 @@ class InferModel(ServingEngineBase):
 
     def compile_report(self) -> dict:
         return {"compile_precision": "FP32", "format": "vllm server", "folder": str(self.folder)}
-
-    def served_by(self) -> dict:
-        return {
-            "url": self.url,
-            "served_model": self.served_model,
-            "server": self.version(),
-            "command": self.argv,
-            "ready_s": self.ready_s,
-            "log": str(self.server.log_path),
-        }
-
-    def failure(self) -> str | None:
-        status = self.server.exited()
-        if status is None:
-            return None
-        return f"{_SOURCE}: the vLLM server exited with status {status}{last_log_line(self.server.log_path)}"
-
-    def close(self) -> None:
-        self.server.stop()
 
     # ---- greedy tokens over HTTP ------------------------------------------------------------
     def _greedy(self, ids: list[int], n: int) -> list[int]:
@@ -232,13 +182,3 @@ class InferModel(ServingEngineBase):
         if any(len(row) != n for row in rows):
             raise EngineError(f"{_SOURCE}: the server returned {[len(r) for r in rows]} tokens, asked for {n} each")
         return np.asarray(rows, dtype=np.int64)
-
-    def __call__(self, inputs: list) -> tuple[list, float]:
-        import numpy as np
-        import torch
-
-        ids = inputs[0].numpy() if hasattr(inputs[0], "numpy") else np.asarray(inputs[0])
-        chosen = self.generate(ids, 1)[:, 0]
-        logits = torch.zeros((len(chosen), self.vocab), dtype=torch.float32)
-        logits[torch.arange(len(chosen)), torch.as_tensor(chosen)] = 1.0
-        return [logits], 0.0

@@ -116,7 +116,7 @@ def measure_step(
     from tools.serving.figures import StepStop, step_figures
     from tools.serving.load import Endpoint, Load, run_load
 
-    endpoint = Endpoint(engine.url, engine.served_model, extra={"ignore_eos": True, "temperature": 0.0})
+    endpoint = Endpoint(engine.url, engine.served_model, extra=engine.request_extra(workload.output_length))
     load = Load(concurrency=concurrency)
     precision = float(setting(config, "precision"))
 
@@ -124,7 +124,7 @@ def measure_step(
         """Seeded prompts, none shared with another step (a server's prefix cache would serve them)."""
         for i in range(count):
             ids = prompts.batch(1, workload.input_length, (concurrency << 24) + i, stream)[0].tolist()
-            yield [RequestSpec(i, ids, workload.output_length)]
+            yield [RequestSpec(i, engine.prompt(ids), workload.output_length)]
 
     if workload.warmup:
         run_async(run_load(endpoint, specs(workload.warmup, PromptSource.WARMUP), load))
