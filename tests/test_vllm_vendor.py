@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from common.record import LLMBlock, ServingRow, Verdict
-from tests.conftest import copy_inference_tree, local_host_yaml, run_py
+from tests.conftest import INFERENCE, copy_inference_tree, local_host_yaml, run_py
 from tests.test_orchestration_docker import assert_nothing_left, docker_client  # noqa: F401 - a session fixture
 
 VLLM_PYTHON = os.environ.get("INFERPERF_VLLM_PYTHON", "/work/venvs/vllm/bin/python")
@@ -245,7 +245,10 @@ def test_the_engine_names_its_image_and_every_other_engine_keeps_flagperfs_folde
         for vendor, names in get_registered_devices().items()
         for compiler in names
     }
-    assert declared.pop(("cpu", "vllm")) == "vllm" and declared and set(declared.values()) == {None}
+    assert declared.pop(("cpu", "vllm")) == declared.pop(("nvidia", "vllm")) == "vllm"
+    assert declared and set(declared.values()) == {None}
+    for vendor in ("cpu", "nvidia"):
+        assert (INFERENCE / "docker_images" / vendor / "vllm" / "Dockerfile").is_file()
 
 
 @pytest.mark.parametrize(

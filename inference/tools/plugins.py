@@ -34,6 +34,7 @@ PLUGIN_IMPORTS: dict[str, tuple[str, ...]] = {
         "common",
         "inference_engine.base",
         "inference_engine.llm_base",
+        "inference_engine.serving_base",
         "benchmarks.base_common",
         "general_perf",
         "tools.config",

@@ -55,7 +55,8 @@ from typing import Any
 
 from common.errors import ConfigError, EngineError, one_line
 from common.launch import STOP_GRACE_S, LaunchedServer
-from inference_engine.cpu._serving import (
+from inference_engine.llm_base import eos_token_ids, read_hf_config
+from inference_engine.serving_base import (
     LaunchedEngine,
     free_port,
     module_version,
@@ -63,7 +64,6 @@ from inference_engine.cpu._serving import (
     server_python,
     start_server,
 )
-from inference_engine.llm_base import eos_token_ids, read_hf_config
 from tools.config import CaseConfig, origin_of
 
 _SOURCE = "inference_engine/cpu/llamacpp.py"
