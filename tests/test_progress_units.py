@@ -155,6 +155,41 @@ def test_scenario_runs_report_and_end_with_a_last_line(capsys, scenario, clients
         assert line["elapsed_s"] >= 0.5 and line["target"] >= 10 and 0 <= line["eta_s"] <= 60
 
 
+@pytest.mark.parametrize(
+    "scenario, extra", [("offline", {}), ("single_stream", {}), ("multi_stream", {"samples_per_query": 1})]
+)
+def test_one_client_scenario_runs_report_on_the_half_second_itself(capsys, scenario, extra):
+    # Queries of exactly 0.1 s: the 5th ends at 0.5 s, the moment a line is due, and that query's line is
+    # the first (the same lines as timed_forward's above, from each one-client runner's own clock reading).
+    clock = FakeClock()
+
+    def step(inputs):
+        clock.t += S // 10
+        return [inputs[0]], 0.0
+
+    run = run_scenario(
+        step,
+        [[1], [2]],
+        scenario=scenario,
+        batch_size=1,
+        min_query_count=24,
+        min_duration_s=2.0,
+        max_duration_s=600.0,
+        clock=clock,
+        sleep=clock.sleep,
+        **extra,
+    )
+    assert run.queries == 24
+    lines = progress_lines(capsys.readouterr().out)
+    assert [(l["done"], l["target"], l["elapsed_s"], l["eta_s"]) for l in lines] == [
+        (5, 24, 0.5, 1.9),
+        (10, 24, 1.0, 1.4),
+        (15, 24, 1.5, 0.9),
+        (20, 24, 2.0, 0.4),
+        (24, 24, 2.4, 0.0),
+    ]
+
+
 # ---- the host side: parsing and the display's state -----------------------------------------------
 
 ECHOED = [
