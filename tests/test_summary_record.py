@@ -6,6 +6,7 @@ written byte for byte in tests/test_golden_results.py; these are the read side a
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -408,3 +409,139 @@ def test_llm_rows_keep_their_summary_figures_and_the_optional_keys_stay_out():
     assert SummaryLLM.from_json(None) is None
     with pytest.raises(RecordError, match=r"^llm: key 'mbu_bandwidth' is not a string$"):
         SummaryLLM.from_json({**llm.to_json(), "mbu_bandwidth": 5})
+
+
+AGGREGATE_ROW = {"batch_size": 1, "scenario": "offline", "clients": 1}
+FIGURE = {"row": "r", "figure": "f", "values": [1.0], "intervals": [None], "valid": [True], "geomean": 1.0}
+EXPECTED = {
+    int: ("an integer", 3, "3"),
+    str: ("a string", "s", 3),
+    bool: ("true or false", True, 1),
+    list: ("a list", ["x"], "x"),
+    dict: ("a JSON object", {"p50": 2.0}, ["x"]),
+    float: ("a number", 2.5, "2.5"),  # int or float
+}
+# (what is parsed, its other keys, key, type of the key's value, the attribute it is read into)
+KEYS = [
+    *[
+        ("aggregate", AGGREGATE_ROW, key, kind, name)
+        for key, kind, name in [
+            ("batch_size", int, "batch_size"),
+            ("scenario", str, "scenario"),
+            ("clients", int, "clients"),
+            ("qps", float, "qps"),
+            ("queries", int, "queries"),
+            ("samples", int, "samples"),
+            ("latency_notes", list, "latency_notes"),
+            ("pooled_queries", int, "pooled_queries"),
+            ("target_qps", float, "target_qps"),
+            ("latency_bound_met", bool, "latency_bound_met"),
+            ("MFU", float, "mfu"),
+            ("MFU_note", str, "mfu_note"),
+            ("latency_ms", dict, "latency_ms"),
+            ("verdict", dict, "verdict"),
+        ]
+    ],
+    ("row", {**AGGREGATE_ROW, "verdict": {"valid": True, "reasons": []}}, "MFU", float, "mfu"),
+    ("row", {**AGGREGATE_ROW, "verdict": {"valid": True, "reasons": []}}, "MFU_note", str, "mfu_note"),
+    *[
+        ("figure", FIGURE, key, kind, key)
+        for key, kind in [
+            ("row", str),
+            ("figure", str),
+            ("unit", str),
+            ("higher_is_better", bool),
+            ("values", list),
+            ("intervals", list),
+            ("valid", list),
+            ("geomean", float),
+            ("ci95", list),
+            ("spread", float),
+        ]
+    ],
+    *[
+        ("repetitions", {"count": 1}, key, kind, key)
+        for key, kind in [("count", int), ("log_dirs", list), ("wall_time_s", list), ("figures", list)]
+    ],
+    *[
+        ("summary", {"results": []}, key, kind, key)
+        for key, kind in [
+            ("run_id", str),
+            ("mode", str),
+            ("vendor", str),
+            ("hosts", list),
+            ("started_at", str),
+            ("finished_at", str),
+            ("results", list),
+            ("aggregates", list),
+        ]
+    ],
+]
+PARSE = {
+    "aggregate": AggregateRow.from_json,
+    "row": SummaryRow.from_json,
+    "figure": RepetitionFigure.from_json,
+    "repetitions": Repetitions.from_json,
+    "summary": Summary.from_json,
+}
+
+
+@pytest.mark.parametrize("parsed, others, key, kind, name", KEYS, ids=[f"{k[0]}-{k[2]}" for k in KEYS])
+def test_each_key_is_read_into_its_attribute_and_refused_when_of_another_type(parsed, others, key, kind, name):
+    expected, good, bad = EXPECTED[kind]
+    with pytest.raises(RecordError) as info:
+        PARSE[parsed]({**others, key: bad}, "w.json: x")
+    assert str(info.value) == f"w.json: x: key {key!r} is not {expected}"
+    good = GOOD.get((parsed, key), good)
+    value = getattr(PARSE[parsed]({**others, key: good}), name)
+    assert (READ[key](value) if key in READ else value) == good
+
+
+# Values of a key a plain value cannot stand for, and how each is read back from its record.
+GOOD = {
+    ("figure", "figure"): "g",  # the other keys' "s" would not tell the two apart
+    ("aggregate", "verdict"): {"valid": False, "reasons": ["r"]},
+    ("summary", "results"): [IDENTITY],
+    ("summary", "aggregates"): [IDENTITY],
+    ("repetitions", "figures"): [{**FIGURE, "unit": "", "higher_is_better": False, "ci95": None, "spread": None}],
+}
+READ = {
+    "latency_ms": lambda block: {"p50": block.p50},
+    "verdict": lambda verdict: verdict.to_json(),
+    "results": lambda records: [{k: r.to_json()[k] for k in IDENTITY} for r in records],
+    "aggregates": lambda records: [{k: r.to_json()[k] for k in IDENTITY} for r in records],
+    "figures": lambda figures: [f.to_json() for f in figures],
+}
+
+
+LLM_ROW_KEYS = {
+    "prefill_mfu": float,
+    "prefill_mfu_note": str,
+    "decode_mfu": float,
+    "decode_mfu_note": str,
+    "decode_bytes_per_token": float,
+    "decode_mbu": float,
+    "decode_mbu_note": str,
+}
+
+
+@pytest.mark.parametrize("key", LLM_ROW_KEYS)
+def test_each_summary_key_of_an_llm_row_is_read_and_refused_when_of_another_type(key):
+    (record,) = read_summary(SUMMARIES / "llm_llama.summary.json").results
+    assert record.llm is not None
+    cell = record.llm.table[0]
+    expected, good, bad = EXPECTED[LLM_ROW_KEYS[key]]
+    data = {**cell.to_json(), "decode_bytes_per_token": 1.0}
+    with pytest.raises(RecordError) as info:
+        SummaryLLMRow.extend(cell, {**data, key: bad}, "w.json: llm.table[0]")
+    assert str(info.value) == f"w.json: llm.table[0]: key {key!r} is not {expected}"
+    row = SummaryLLMRow.extend(cell, {**data, key: good}, "w")
+    assert row.to_json()[key] == good
+
+
+def test_an_llm_block_served_over_http_keeps_its_optional_keys_each_alone():
+    (record,) = read_summary(SUMMARIES / "llm_llama.summary.json").results
+    assert record.llm is not None
+    served = replace(record.llm, served_by={"engine": "vllm"})
+    assert served.to_json()["serving"] == [] and served.to_json()["served_by"] == {"engine": "vllm"}
+    assert SummaryLLM.from_json(json.loads(json_text(served.to_json()))) == served
