@@ -102,8 +102,10 @@ PATTERNS=()
 for name in "${MODULES[@]}"; do PATTERNS+=("$name.*"); done
 if [ -n "$SAMPLE" ]; then
     # The mutants' names from mutmut's own generator, on the files the run mutates; a seeded
-    # draw of SAMPLE of them, which mutmut then runs by name (and no other).
-    (cd "$STAGE" && "$PY" - "$SAMPLE" "$SEED" "${MODULES[@]}" > sample.txt) <<'EOF'
+    # draw of SAMPLE of them (listed in sample.txt), which mutmut then runs and no other. Each is
+    # asked for as NAME__mutmut*_K, a pattern only that mutant matches: mutmut looks a plain
+    # name's function up among those some test reaches, and stops on one that none does.
+    (cd "$STAGE" && "$PY" - "$SAMPLE" "$SEED" "${MODULES[@]}") <<'EOF'
 import random, sys
 from pathlib import Path
 from mutmut.mutation.file_mutation import mutate_file_contents
@@ -114,11 +116,11 @@ names = []
 for module in modules:
     path = Path("src", *module.split(".")).with_suffix(".py")
     names += [get_mutant_name(path, name) for name in mutate_file_contents(str(path), path.read_text()).mutant_names]
-drawn = random.Random(seed).sample(sorted(names), min(size, len(names)))
-print("\n".join(sorted(drawn)))
-print(f"mutation.sh: {len(drawn)} of {len(names)} mutants drawn at random (seed {seed})", file=sys.stderr)
+drawn = sorted(random.Random(seed).sample(sorted(names), min(size, len(names))))
+Path("sample.txt").write_text("".join(f"{name}\n" for name in drawn))
+print(f"mutation.sh: {len(drawn)} of {len(names)} mutants drawn at random (seed {seed})")
 EOF
-    mapfile -t PATTERNS < "$STAGE/sample.txt"
+    mapfile -t PATTERNS < <(sed 's/__mutmut_\([0-9]*\)$/__mutmut*_\1/' "$STAGE/sample.txt")
 fi
 
 start=$(date +%s)
