@@ -545,3 +545,31 @@ def test_an_llm_block_served_over_http_keeps_its_optional_keys_each_alone():
     served = replace(record.llm, served_by={"engine": "vllm"})
     assert served.to_json()["serving"] == [] and served.to_json()["served_by"] == {"engine": "vllm"}
     assert SummaryLLM.from_json(json.loads(json_text(served.to_json()))) == served
+
+
+def test_an_llm_block_s_server_rows_and_serving_steps_read_back_with_their_places():
+    (record,) = read_summary(SUMMARIES / "llm_llama.summary.json").results
+    assert record.llm is not None
+    block = record.llm.to_json()
+    server_row = {**block["table"][0], "decode_mfu": 0.125, "decode_mfu_note": "server"}
+    step = {"concurrency": 4, "verdict": {"valid": True, "reasons": []}, "requests": 9}
+    data = {**block, "server": [server_row], "serving": [step], "served_by": None}
+    llm = SummaryLLM.from_json(json.loads(json_text(data)), "s.json: llm")
+    assert llm is not None and len(llm.server) == 1 and llm.rows[-1] is llm.server[0]
+    assert (llm.server[0].decode_mfu, llm.server[0].decode_mfu_note) == (0.125, "server")
+    assert [(s.concurrency, s.requests) for s in llm.serving] == [(4, 9)] and llm.served_by is None
+    assert llm.to_json()["server"] == [server_row] and llm.to_json()["serving"][0]["requests"] == 9
+    for rows in ("table", "server"):
+        bad = {**data, rows: [{**server_row, "prefill_mfu": "x"}]}
+        with pytest.raises(RecordError) as info:
+            SummaryLLM.from_json(bad, "s.json: llm")
+        assert str(info.value) == f"s.json: llm.{rows}[0]: key 'prefill_mfu' is not a number"
+
+
+def test_an_aggregate_record_writes_whether_its_hosts_ran_together():
+    record = SummaryRecord(**IDENTITY, aggregate=True, hosts=["a", "b"], concurrent=True)
+    data = record.to_json()
+    assert (data["aggregate"], data["hosts"], data["concurrent"]) == (True, ["a", "b"], True)
+    assert SummaryRecord.from_json(data) == record
+    with pytest.raises(RecordError, match=r"^s: key 'schema_version' is not an integer$"):
+        Summary.from_json({"results": [], "schema_version": "1"}, "s")
