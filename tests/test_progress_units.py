@@ -169,6 +169,15 @@ def test_one_client_scenario_runs_report_on_the_half_second_itself(capsys, scena
     assert [(l["done"], l["target"], l["elapsed_s"], l["eta_s"]) for l in lines] == HALF_SECONDS_OF_24
 
 
+def test_a_scenario_run_s_last_line_is_its_window_in_seconds(capsys):
+    # one query of 2.345000001 s: its window in seconds rounds up to 2.35 (a divisor one off would give 2.34)
+    run = run_on_a_fake_clock(
+        2_345_000_001, scenario="single_stream", min_query_count=1, min_duration_s=0.0, max_duration_s=600.0
+    )
+    assert run.queries == 1
+    assert progress_lines(capsys.readouterr().out)[-1]["elapsed_s"] == 2.35
+
+
 # ---- the host side: parsing and the display's state -----------------------------------------------
 
 ECHOED = [
