@@ -448,3 +448,21 @@ def test_a_server_s_queries_begin_at_their_arrival_not_where_the_one_before_ende
     assert done.latencies_ns == [MS] * 4 and ends[0] == MS
     assert done.timeline().begin_ns.tolist() == [end - MS for end in ends]
     assert done.timeline().end_ns.tolist() == ends
+
+
+def test_samples_per_query_is_multi_stream_s_alone():
+    # offline ignores it: a query is one pool batch of batch_size samples, whatever is passed
+    clock = FakeClock()
+    done = run_scenario(
+        costing(clock, MS),
+        [["a", "b"]],
+        scenario="offline",
+        batch_size=2,
+        samples_per_query=6,
+        min_query_count=3,
+        min_duration_s=0.0,
+        max_duration_s=10.0,
+        clock=clock,
+        sleep=clock.sleep,
+    )
+    assert (done.queries, done.samples_per_query, done.samples) == (3, 2, 6)
