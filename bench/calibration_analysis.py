@@ -98,7 +98,10 @@ def load(folder: Path) -> list[Pair]:
     return pairs
 
 
-def matched(pairs: list[Pair], kind: str) -> list[tuple[dict, dict, float]]:
+Matched = tuple[dict, dict, float]  # one matched pair: (A's figures, B's figures, both walls)
+
+
+def matched(pairs: list[Pair], kind: str) -> list[Matched]:
     """The kind's matched pairs of repetitions in run order: (A's figures, B's figures, both walls)."""
     out = []
     for pair in pairs:
@@ -109,6 +112,45 @@ def matched(pairs: list[Pair], kind: str) -> list[tuple[dict, dict, float]]:
             b = {key: (fig.higher_is_better, fig.samples[k]) for key, fig in pair.b.figures.items()}
             out.append((a, b, pair.a.walls[k] + pair.b.walls[k]))
     return out
+
+
+def decide_group(group: list[Matched], key: tuple[str, str], threshold: float) -> tuple[bool, float | None, bool]:
+    """One ``run.py ab --repeat N`` decision on N matched pairs, paired as ``ab`` decides: whether the figure
+    ``key`` was called worse, the half-width of its log B/A interval (None when the pairs lack it), and
+    whether any figure was called worse (the gate a CI job reads from the exit code)."""
+    called, width, any_worse = False, None, False
+    for figure, (higher, _) in group[0][0].items():
+        if figure not in group[0][1]:
+            continue
+        d = decide([m[0][figure][1] for m in group], [m[1][figure][1] for m in group], higher, threshold, paired=True)
+        any_worse |= d.regression
+        if figure == key:
+            called = d.regression
+            width = (math.log(d.high) - math.log(d.low)) / 2
+    return called, width, any_worse
+
+
+@dataclass(frozen=True)
+class Tally:
+    worse: int  # decisions that called the figure worse
+    gate: int  # decisions that called any figure worse
+    median_width: float  # of the figure's B/A interval, in log units
+    median_time: float  # engine seconds per decision
+
+
+def tally(groups: list[list[Matched]], key: tuple[str, str], threshold: float) -> Tally:
+    """``decide_group`` on every group, counted."""
+    worse = gate = 0
+    widths, times = [], []
+    for group in groups:
+        called, width, any_worse = decide_group(group, key, threshold)
+        worse += called
+        widths += [] if width is None else [width]
+        gate += any_worse
+        times.append(sum(m[2] for m in group))
+    widths.sort()
+    times.sort()
+    return Tally(worse, gate, widths[len(groups) // 2], times[len(groups) // 2])
 
 
 def tradeoff(pairs: list[Pair], key: tuple[str, str], threshold: float) -> list[str]:
@@ -123,29 +165,11 @@ def tradeoff(pairs: list[Pair], key: tuple[str, str], threshold: float) -> list[
             groups = [seq[i : i + n] for i in range(0, len(seq) - n + 1, n)]
             if len(groups) < 3:
                 continue
-            worse = gate = 0
-            widths, times = [], []
-            for group in groups:
-                any_worse = False
-                for figure in group[0][0]:
-                    if figure not in group[0][1]:
-                        continue
-                    higher = group[0][0][figure][0]
-                    a = [m[0][figure][1] for m in group]
-                    b = [m[1][figure][1] for m in group]
-                    d = decide(a, b, higher, threshold, paired=True)
-                    any_worse |= d.regression
-                    if figure == key:
-                        worse += d.regression
-                        widths.append((math.log(d.high) - math.log(d.low)) / 2)
-                gate += any_worse
-                times.append(sum(m[2] for m in group))
-            widths.sort()
-            times.sort()
+            t = tally(groups, key, threshold)
             k = len(groups)
             lines.append(
-                f"| {kind} | {n} | {k} | {worse}/{k} = {worse / k:.0%} | {gate}/{k} = {gate / k:.0%} "
-                f"| ±{widths[k // 2]:.1%} | {times[k // 2]:.0f} s |"
+                f"| {kind} | {n} | {k} | {t.worse}/{k} = {t.worse / k:.0%} | {t.gate}/{k} = {t.gate / k:.0%} "
+                f"| ±{t.median_width:.1%} | {t.median_time:.0f} s |"
             )
     return lines
 
@@ -166,32 +190,10 @@ def resampled(pairs: list[Pair], key: tuple[str, str], threshold: float, draws: 
         if len(seq) < 6:
             continue
         for n in (2, 3, 4, 5, 6, 8, 10, 12):
-            worse = gate = 0
-            widths, times = [], []
-            for _ in range(draws):
-                group = [rng.choice(seq) for _ in range(n)]
-                any_worse = False
-                for figure, (higher, _) in group[0][0].items():
-                    if figure not in group[0][1]:
-                        continue
-                    d = decide(
-                        [m[0][figure][1] for m in group],
-                        [m[1][figure][1] for m in group],
-                        higher,
-                        threshold,
-                        paired=True,
-                    )
-                    any_worse |= d.regression
-                    if figure == key:
-                        worse += d.regression
-                        widths.append((math.log(d.high) - math.log(d.low)) / 2)
-                gate += any_worse
-                times.append(sum(m[2] for m in group))
-            widths.sort()
-            times.sort()
+            t = tally([[rng.choice(seq) for _ in range(n)] for _ in range(draws)], key, threshold)
             lines.append(
-                f"| {kind} | {n} | {worse / draws:.1%} | {gate / draws:.1%} | ±{widths[draws // 2]:.1%} "
-                f"| {times[draws // 2]:.0f} s |"
+                f"| {kind} | {n} | {t.worse / draws:.1%} | {t.gate / draws:.1%} | ±{t.median_width:.1%} "
+                f"| {t.median_time:.0f} s |"
             )
     return lines
 

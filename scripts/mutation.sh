@@ -3,6 +3,7 @@
 #
 #   scripts/mutation.sh                      # the scope in pyproject.toml's [tool.mutmut]
 #   scripts/mutation.sh tools/config/expr.py tools.cache   # only these modules (path or dotted name)
+#   MUTATION_SAMPLE=300 MUTATION_SEED=1 scripts/mutation.sh common/stats.py   # a seeded random sample
 #
 # A mutant is a copy of the code with one small change (`<` for `<=`, a constant
 # off by one, a string altered); it is *killed* when at least one of the fast unit
@@ -13,7 +14,10 @@
 #
 # Environment: MUTATION_THRESHOLD (percent, default 90), MUTATION_JOBS (parallel
 # test processes, default the number of cores), MUTATION_STAGE (staging tree,
-# default build/mutation), PYTHON (default .venv/bin/python).
+# default build/mutation), PYTHON (default .venv/bin/python), MUTATION_SAMPLE (run
+# only this many mutants of the modules named, drawn at random without replacement;
+# the score is then a sample's, printed with its exact 95 % binomial interval) and
+# MUTATION_SEED (the draw's seed, default 1: the same seed and code draw the same mutants).
 #
 # Why a staging tree: mutmut names a mutant after its file path, and the code is
 # imported rooted at inference/ (`tools.config.expr`, pytest's pythonpath). The stage
@@ -28,6 +32,8 @@ PY=${PYTHON:-$REPO/.venv/bin/python}
 THRESHOLD=${MUTATION_THRESHOLD:-90}
 STAGE=${MUTATION_STAGE:-$REPO/build/mutation}
 JOBS=${MUTATION_JOBS:-$(nproc)}
+SAMPLE=${MUTATION_SAMPLE:-}
+SEED=${MUTATION_SEED:-1}
 
 if [ ! -x "$PY" ]; then
     echo "mutation.sh: no Python at $PY (run scripts/setup.sh, or set PYTHON)" >&2
@@ -50,6 +56,20 @@ for arg in "$@"; do
     fi
     MODULES+=("$name")
 done
+if [ -n "$SAMPLE" ]; then
+    if ! [[ "$SAMPLE" =~ ^[1-9][0-9]*$ ]]; then
+        echo "mutation.sh: MUTATION_SAMPLE=$SAMPLE is not a whole number of mutants >= 1" >&2
+        exit 2
+    fi
+    if ! [[ "$SEED" =~ ^[0-9]+$ ]]; then
+        echo "mutation.sh: MUTATION_SEED=$SEED is not a whole number >= 0" >&2
+        exit 2
+    fi
+    if [ ${#MODULES[@]} -eq 0 ]; then
+        echo "mutation.sh: MUTATION_SAMPLE needs the modules to sample named (e.g. common/stats.py)" >&2
+        exit 2
+    fi
+fi
 
 # Build the stage from the working tree as it is now.
 case "$STAGE" in
@@ -80,6 +100,28 @@ EOF
 
 PATTERNS=()
 for name in "${MODULES[@]}"; do PATTERNS+=("$name.*"); done
+if [ -n "$SAMPLE" ]; then
+    # The mutants' names from mutmut's own generator, on the files the run mutates; a seeded
+    # draw of SAMPLE of them (listed in sample.txt), which mutmut then runs and no other. Each is
+    # asked for as NAME__mutmut*_K, a pattern only that mutant matches: mutmut looks a plain
+    # name's function up among those some test reaches, and stops on one that none does.
+    (cd "$STAGE" && "$PY" - "$SAMPLE" "$SEED" "${MODULES[@]}") <<'EOF'
+import random, sys
+from pathlib import Path
+from mutmut.mutation.file_mutation import mutate_file_contents
+from mutmut.utils.format_utils import get_mutant_name
+
+size, seed, modules = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3:]
+names = []
+for module in modules:
+    path = Path("src", *module.split(".")).with_suffix(".py")
+    names += [get_mutant_name(path, name) for name in mutate_file_contents(str(path), path.read_text()).mutant_names]
+drawn = sorted(random.Random(seed).sample(sorted(names), min(size, len(names))))
+Path("sample.txt").write_text("".join(f"{name}\n" for name in drawn))
+print(f"mutation.sh: {len(drawn)} of {len(names)} mutants drawn at random (seed {seed})")
+EOF
+    mapfile -t PATTERNS < <(sed 's/__mutmut_\([0-9]*\)$/__mutmut*_\1/' "$STAGE/sample.txt")
+fi
 
 start=$(date +%s)
 set +e
@@ -98,10 +140,27 @@ fi
 
 "$PY" - "$STAGE" "$THRESHOLD" "$elapsed" "${MODULES[@]}" <<'EOF'
 """Per-module killed/survived/total from mutmut's .meta files, and the verdict."""
-import json, sys
+import json, math, sys
 from pathlib import Path
 
 stage, threshold, elapsed, wanted = Path(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
+drawn = stage / "sample.txt"  # MUTATION_SAMPLE: only the mutants drawn count
+sample = set(drawn.read_text().split()) if drawn.exists() else None
+
+
+def binomial_interval(k: int, n: int) -> tuple[float, float]:
+    """The exact (Clopper-Pearson) 95 % interval of a proportion k of n, by bisection on the binomial tails."""
+
+    def root(j: int, target: float) -> float:  # the p at which P(X <= j) = target (it decreases in p)
+        lo, hi = 0.0, 1.0
+        for _ in range(60):
+            mid = (lo + hi) / 2
+            at_most = sum(math.comb(n, i) * mid**i * (1 - mid) ** (n - i) for i in range(j + 1))
+            lo, hi = (mid, hi) if at_most > target else (lo, mid)
+        return lo
+
+    return 0.0 if k == 0 else root(k - 1, 0.975), 1.0 if k == n else root(k, 0.025)
+
 KILLED = {1: "killed", 3: "killed", 37: "killed", 36: "timeout", 24: "timeout", -24: "timeout", 152: "timeout", 255: "timeout"}
 SURVIVED = {0: "survived", 5: "no tests", 33: "no tests"}
 rows, survivors, odd = [], [], []
@@ -110,6 +169,10 @@ for meta in sorted((stage / "mutants" / "src").rglob("*.py.meta")):
     if wanted and module not in wanted:
         continue
     codes = json.loads(meta.read_text())["exit_code_by_key"]
+    if sample is not None:
+        codes = {key: code for key, code in codes.items() if key in sample}
+        if not codes:
+            continue
     killed = sum(1 for c in codes.values() if c in KILLED)
     survived = [k for k, c in codes.items() if c in SURVIVED]
     odd += [f"{k}: exit code {c}" for k, c in codes.items() if c not in KILLED and c not in SURVIVED]
@@ -125,6 +188,10 @@ for module, killed, survived, total in rows:
 k, s, t = (sum(r[i] for r in rows) for i in (1, 2, 3))
 score = 100.0 * k / (k + s) if k + s else 100.0
 print(f"{'all':<28} {k:>7} {s:>9} {t:>6} {score:>6.1f}%   ({elapsed // 60}m{elapsed % 60:02d}s)")
+if sample is not None:
+    low, high = binomial_interval(k, k + s) if k + s else (0.0, 1.0)
+    print(f"a random sample of {len(sample)} mutants: the score of all the modules' mutants is "
+          f"{score:.1f}% with a 95% binomial interval of {100 * low:.1f}% to {100 * high:.1f}%")
 if survivors:
     print("\nsurviving mutants (see one with: cd build/mutation && ../../.venv/bin/python -m mutmut show NAME):")
     print("\n".join(f"  {name}" for name in survivors))

@@ -172,3 +172,26 @@ def test_a_precision_out_of_reach_stops_it_early_on_the_elapsed_time_it_is_given
     # queries of 6-12 ms never give a rate within 1e-9: the rule extrapolates from the elapsed time and gives up
     done = run(Engine(), min_query_count=20, max_duration_s=10.0, target=Target(throughput=("qps",), precision=1e-9))
     assert done.stop_reason == OUT_OF_REACH and 20 <= done.queries < 100 and done.checks >= 1
+
+
+@pytest.mark.parametrize("scenario, extra", [("offline", {}), ("server", {"target_qps": 100.0})])
+def test_several_clients_give_the_stop_rule_the_elapsed_time_too(scenario, extra):
+    # The same out-of-reach precision with two clients (tools.measure.scenarios._threads, queries of one call):
+    # the rule extrapolates from the elapsed time it is given, and gives up long before max_duration_s.
+    engine = Engine()
+    done = run_scenario(
+        engine.step,
+        [[b] for b in range(len(COSTS))],
+        scenario=scenario,
+        batch_size=1,
+        clients=2,
+        min_query_count=20,
+        min_duration_s=0.0,
+        max_duration_s=10.0,
+        target=Target(throughput=("qps",), precision=1e-9),
+        sync=engine.sync,
+        clock=engine.clock,
+        sleep=engine.clock.sleep,
+        **extra,
+    )
+    assert done.stop_reason == OUT_OF_REACH and 20 <= done.queries < 1000 and done.checks >= 1

@@ -67,6 +67,15 @@ def test_t975_against_scipy():
         t975(0)
 
 
+def test_t975_beyond_the_table_is_the_cornish_fisher_expansion_to_one_over_df_squared():
+    # Abramowitz & Stegun 26.7.5 at z = 1.959964: t = z + g1 / df + g2 / df^2, g1 = (z^3 + z) / 4,
+    # g2 = (5 z^5 + 16 z^3 + 3 z) / 96 (scipy's exact quantile above is only within 1e-3 of it)
+    z = 1.959964
+    g1, g2 = (z**3 + z) / 4, (5 * z**5 + 16 * z**3 + 3 * z) / 96
+    for df in (31, 40, 100, 1000):
+        assert t975(df) == pytest.approx(z + g1 / df + g2 / df**2, rel=1e-12, abs=0)
+
+
 @pytest.mark.parametrize("n, q", [(7, 50), (64, 90), (100, 50), (662, 99), (1000, 90), (6620, 99.9), (20000, 99)])
 def test_percentile_ranks_are_the_tightest_binomial_bounds(n, q):
     lo, hi = percentile_ranks(n, q)

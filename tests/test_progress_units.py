@@ -80,6 +80,11 @@ class FakeClock:
         self.t += int(seconds * 1e9)
 
 
+# 24 queries of exactly 0.1 s against min_query_count 24 and min_duration_s 2: (done, target, elapsed_s,
+# eta_s) of a line at 0.5, 1.0, 1.5 and 2.0 s, then the last one at 2.4 s
+HALF_SECONDS_OF_24 = [(5, 24, 0.5, 1.9), (10, 24, 1.0, 1.4), (15, 24, 1.5, 0.9), (20, 24, 2.0, 0.4), (24, 24, 2.4, 0.0)]
+
+
 def test_timed_forward_reports_every_half_second_with_the_pass_rule(monkeypatch, capsys):
     clock = FakeClock()
     monkeypatch.setattr(forward.time, "perf_counter_ns", clock)
@@ -107,14 +112,19 @@ def test_timed_forward_reports_every_half_second_with_the_pass_rule(monkeypatch,
     assert result.batches == 24 and result.passes == 3
     lines = progress_lines(capsys.readouterr().out)
     # 2.4 s of queries: a line at 0.5, 1.0, ... 2.0 s (5 of them), then the last one
-    assert [(l["done"], l["target"], l["elapsed_s"], l["eta_s"]) for l in lines] == [
-        (5, 24, 0.5, 1.9),
-        (10, 24, 1.0, 1.4),
-        (15, 24, 1.5, 0.9),
-        (20, 24, 2.0, 0.4),
-        (24, 24, 2.4, 0.0),
-    ]
+    assert [(l["done"], l["target"], l["elapsed_s"], l["eta_s"]) for l in lines] == HALF_SECONDS_OF_24
     assert {l["phase"] for l in lines} == {"validation"}
+
+
+def run_on_a_fake_clock(cost_ns: int, **kwargs):
+    """``run_scenario`` at batch size 1 on a fake clock, each engine call costing ``cost_ns``."""
+    clock = FakeClock()
+
+    def step(inputs):
+        clock.t += cost_ns
+        return [inputs[0]], 0.0
+
+    return run_scenario(step, [[1], [2]], batch_size=1, clock=clock, sleep=clock.sleep, **kwargs)
 
 
 @pytest.mark.parametrize(
@@ -128,23 +138,13 @@ def test_timed_forward_reports_every_half_second_with_the_pass_rule(monkeypatch,
     ],
 )
 def test_scenario_runs_report_and_end_with_a_last_line(capsys, scenario, clients, extra):
-    clock = FakeClock()
-
-    def step(inputs):
-        clock.t += S // 20  # 0.05 s a query
-        return [inputs[0]], 0.0
-
-    run = run_scenario(
-        step,
-        [[1], [2]],
+    run = run_on_a_fake_clock(
+        S // 20,
         scenario=scenario,
-        batch_size=1,
         clients=clients,
         min_query_count=10,
         min_duration_s=1.0,
         max_duration_s=60.0,
-        clock=clock,
-        sleep=clock.sleep,
         **extra,
     )
     lines = progress_lines(capsys.readouterr().out)
@@ -153,6 +153,29 @@ def test_scenario_runs_report_and_end_with_a_last_line(capsys, scenario, clients
     assert {l["phase"] for l in lines} == {f"performance bs=1 {scenario} clients={clients}"}
     for line in lines[:-1]:
         assert line["elapsed_s"] >= 0.5 and line["target"] >= 10 and 0 <= line["eta_s"] <= 60
+
+
+@pytest.mark.parametrize(
+    "scenario, extra", [("offline", {}), ("single_stream", {}), ("multi_stream", {"samples_per_query": 1})]
+)
+def test_one_client_scenario_runs_report_on_the_half_second_itself(capsys, scenario, extra):
+    # Queries of exactly 0.1 s: the 5th ends at 0.5 s, the moment a line is due, and that query's line is
+    # the first (the same lines as timed_forward's above, from each one-client runner's own clock reading).
+    run = run_on_a_fake_clock(
+        S // 10, scenario=scenario, min_query_count=24, min_duration_s=2.0, max_duration_s=600.0, **extra
+    )
+    assert run.queries == 24
+    lines = progress_lines(capsys.readouterr().out)
+    assert [(l["done"], l["target"], l["elapsed_s"], l["eta_s"]) for l in lines] == HALF_SECONDS_OF_24
+
+
+def test_a_scenario_run_s_last_line_is_its_window_in_seconds(capsys):
+    # one query of 2.345000001 s: its window in seconds rounds up to 2.35 (a divisor one off would give 2.34)
+    run = run_on_a_fake_clock(
+        2_345_000_001, scenario="single_stream", min_query_count=1, min_duration_s=0.0, max_duration_s=600.0
+    )
+    assert run.queries == 1
+    assert progress_lines(capsys.readouterr().out)[-1]["elapsed_s"] == 2.35
 
 
 # ---- the host side: parsing and the display's state -----------------------------------------------

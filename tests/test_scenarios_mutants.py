@@ -403,3 +403,51 @@ def test_server_search_messages(kwargs, message):
     with pytest.raises(ValueError) as info:
         _search(lambda q: 1.0, **{**base, **kwargs})
     assert str(info.value) == message
+
+
+# --- the window's timeline (tools.measure.scenarios.timeline_of) --------------------------------------------
+
+
+def one_client(step, clock: FakeClock, pool: list[list], **kwargs) -> ScenarioRun:
+    """``run_scenario`` with one client on ``clock``, no minimum duration and 10 s at most."""
+    return run_scenario(step, pool, min_duration_s=0.0, max_duration_s=10.0, clock=clock, sleep=clock.sleep, **kwargs)
+
+
+@pytest.mark.parametrize("scenario", ["offline", "single_stream"])
+def test_one_client_s_queries_tile_the_window_even_where_foo_time_was_taken_out(scenario):
+    # calls of 10 ms of which 4 ms are declared foo: latencies of 6 ms, completions every 10 ms. One client's
+    # queries follow each other, so each begins where the one before ended (not 6 ms before its end).
+    clock = FakeClock()
+    done = one_client(
+        costing(clock, 10 * MS, foo=0.004), clock, pool(2), scenario=scenario, batch_size=1, min_query_count=3
+    )
+    assert done.latencies_ns == [6 * MS] * 3 and done.completions_ns == [10 * MS, 20 * MS, 30 * MS]
+    assert done.timeline().begin_ns.tolist() == [0.0, 10 * MS, 20 * MS]
+    assert done.timeline().end_ns.tolist() == [10 * MS, 20 * MS, 30 * MS]
+
+
+def test_a_server_s_queries_begin_at_their_arrival_not_where_the_one_before_ended():
+    # one client at 10 queries/s of 1 ms calls: it waits for each arrival, so a query spans its own latency
+    clock = FakeClock()
+    done = one_client(
+        costing(clock, MS), clock, pool(2), scenario="server", batch_size=1, target_qps=10.0, min_query_count=4
+    )
+    ends = done.completions_ns
+    assert done.latencies_ns == [MS] * 4 and ends[0] == MS
+    assert done.timeline().begin_ns.tolist() == [end - MS for end in ends]
+    assert done.timeline().end_ns.tolist() == ends
+
+
+def test_samples_per_query_is_multi_stream_s_alone():
+    # offline ignores it: a query is one pool batch of batch_size samples, whatever is passed
+    clock = FakeClock()
+    done = one_client(
+        costing(clock, MS),
+        clock,
+        [["a", "b"]],
+        scenario="offline",
+        batch_size=2,
+        samples_per_query=6,
+        min_query_count=3,
+    )
+    assert (done.queries, done.samples_per_query, done.samples) == (3, 2, 6)
