@@ -176,8 +176,10 @@ SLICE_S = 0.1  # the bare and the engine loop alternate in slices this long (a s
 
 
 def _alternate(loops: dict, seconds: float, minimum: int) -> dict[str, float]:
-    """Run each ``loop(calls) -> samples`` in turn, in slices of ``SLICE_S``, until each has
-    run ``seconds`` and ``minimum`` calls; each one's rate is its samples over its own time."""
+    """Run each ``loop(first_call, end, at_least) -> (samples, calls)`` in turn, in slices of
+    ``SLICE_S``, until each has run ``seconds`` and ``minimum`` calls; each one's rate is its
+    samples over its own time. A loop runs its slice inline, as the bare loop always did: no
+    function call per engine call is added to either."""
     spent = dict.fromkeys(loops, 0.0)
     samples = dict.fromkeys(loops, 0)
     calls = dict.fromkeys(loops, 0)
@@ -185,12 +187,10 @@ def _alternate(loops: dict, seconds: float, minimum: int) -> dict[str, float]:
         for name, loop in loops.items():
             start = time.perf_counter()
             end = start + min(SLICE_S, max(seconds - spent[name], 0.0))
-            while calls[name] < minimum or time.perf_counter() < end:
-                samples[name] += loop(calls[name])
-                calls[name] += 1
-                if calls[name] >= minimum and time.perf_counter() >= end:
-                    break
+            done, count = loop(calls[name], end, minimum - calls[name])
             spent[name] += time.perf_counter() - start
+            samples[name] += done
+            calls[name] += count
     return {name: samples[name] / spent[name] for name in loops}
 
 
@@ -220,19 +220,27 @@ def _bare_loop_child(engine_path: str, perf: str, data: str, case: str, seconds:
     engine = InferModel(config, None, None)  # loads the same engine file, as run_inference.py does
     names = [i.name for i in session.get_inputs()]
 
-    def bare(call: int) -> int:
-        batch = batches[call % len(batches)]
-        session.run(None, dict(zip(names, batch)))
-        return batch[0].shape[0]
+    def bare(first: int, end: float, at_least: int) -> tuple[int, int]:
+        samples, calls = 0, 0
+        while calls < at_least or time.perf_counter() < end:
+            batch = batches[(first + calls) % len(batches)]
+            session.run(None, dict(zip(names, batch)))
+            samples += batch[0].shape[0]
+            calls += 1
+        return samples, calls
 
-    def contract(call: int) -> int:
-        inputs = tensors[call % len(tensors)]
-        engine(inputs)
-        return inputs[0].shape[0]
+    def contract(first: int, end: float, at_least: int) -> tuple[int, int]:
+        samples, calls = 0, 0
+        while calls < at_least or time.perf_counter() < end:
+            inputs = tensors[(first + calls) % len(tensors)]
+            engine(inputs)
+            samples += inputs[0].shape[0]
+            calls += 1
+        return samples, calls
 
     for _ in range(2):
-        bare(0)
-        contract(0)
+        session.run(None, dict(zip(names, batches[0])))
+        engine(tensors[0])
     # at least one pass each, then as long as the harness measured
     return _alternate({"bare": bare, "engine": contract}, seconds, len(batches))
 
