@@ -91,6 +91,9 @@ class InferModel(EngineBase):
         self.compile_duration = time.perf_counter() - start
         self.input_names = [i.name for i in self.session.get_inputs()]
         self.output_names = [o.name for o in self.session.get_outputs()]
+        import torch
+
+        self._from_numpy = torch.from_numpy  # the outputs as the contract's tensors, bound once (__call__)
 
     def _options(self, level: str) -> Any:
         ort = self._ort
@@ -152,13 +155,14 @@ class InferModel(EngineBase):
             ) from None
 
     def __call__(self, inputs: list) -> tuple[list, float]:
-        import torch
-
-        if len(inputs) != len(self.input_names):
-            raise EngineError(f"engine expects {len(self.input_names)} inputs {self.input_names}, got {len(inputs)}")
-        feeds = {name: tensor.numpy() for name, tensor in zip(self.input_names, inputs)}
-        outputs = self.session.run(self.output_names, feeds)
-        return [torch.from_numpy(output) for output in outputs], 0.0
+        # The timed call (tools/measure/loop.py's core): what the torch-tensor contract needs
+        # around session.run and nothing else, no import or attribute chain per call
+        # (bench/harness_overhead.py; tests/test_engine_hot_path.py counts it).
+        names = self.input_names
+        if len(inputs) != len(names):
+            raise EngineError(f"engine expects {len(names)} inputs {names}, got {len(inputs)}")
+        outputs = self.session.run(self.output_names, dict(zip(names, [tensor.numpy() for tensor in inputs])))
+        return list(map(self._from_numpy, outputs)), 0.0
 
     # ---- optional richer API -------------------------------------------------
     def version(self) -> str:

@@ -152,17 +152,18 @@ def generate_timed(
     first token from the prefill's logits, each later one runs the forward of
     the token chosen before it and selects the next."""
     batch, length = int(prompts.shape[0]), int(prompts.shape[1])
+    token_ns: list[int] = []
+    chosen: list = []
+    step, stamp, keep = engine.step, token_ns.append, chosen.append  # the per-token path: locals, no lookups
     issued = clock()
     state = engine.prefill(prompts, output_length)
     prefill_end = clock()
-    token_ns: list[int] = []
-    chosen = []
     try:
         for _ in range(output_length):
-            ids = engine.step(state)
-            token_ns.append(clock())
+            ids = step(state)
+            stamp(clock())
             if keep_tokens:
-                chosen.append(ids)
+                keep(ids)
     finally:
         engine.release(state)
     tokens = None
