@@ -76,3 +76,14 @@ def test_correlated_ranks_are_carried_to_all_the_queries():
     assert correlated_ranks(ALTERNATING, 50) == (1, 14)
     # At 50 % the ranks of 9 are (2, 6): lo = floor(2 * 16 / 9) = 3, hi = ceil(7 * 16 / 9) - 1 = 12.
     assert correlated_ranks(ALTERNATING, 50, confidence=0.5) == (3, 12)
+
+
+def test_correlated_ranks_of_one_and_two_queries_at_confidence_zero():
+    # One query: the binomial ranks of one sample, (0, 0) at confidence 0 (above).
+    assert correlated_ranks([5.0], 50, confidence=0.0) == (0, 0)
+    assert correlated_ranks([], 50, confidence=0.0) is None
+    # Two queries go through the effective size: lag-1 -1/2, clipped to 0, plus sqrt(1/2),
+    # so 2 (1 - 0.707) / 1.707 = 0.34 effective samples, none; the plain binomial ranks of
+    # two (P(B = 0) = P(B = 2) = 1/4, within a tail of 1/2) would have been (0, 1).
+    assert percentile_ranks(2, 50, confidence=0.0) == (0, 1)
+    assert correlated_ranks([1.0, 2.0], 50, confidence=0.0) is None
