@@ -127,15 +127,22 @@ def test_disk_full_while_run_py_writes_the_summary(tmp_path, tree, digits_data_d
 def test_sigint_while_run_py_imports_onnxruntime_exits_130_with_one_line(tmp_path, tree, digits_data_dir):
     """The import held open by an import hook (a hung import): the stop waits IMPORT_GRACE_S for it
     to end, then cuts it short, and the hook turns Ctrl-C into ImportError as pybind11 does."""
+    output = sigint_inside_a_hooked_import(tmp_path, tree, digits_data_dir, _SLOW_IMPORT)
+    assert "Traceback" not in output and "needs the onnxruntime package" not in output, output[-3000:]
+
+
+def sigint_inside_a_hooked_import(tmp_path: Path, tree: Path, data: Path, hook_source: str, **env: str) -> str:
+    """run.py on digits with ``hook_source`` as its sitecustomize (an import hook that writes
+    IMPORT_MARKER once onnxruntime's import is under way), SIGINT once it has: its output, after
+    checking exit 130, the one interrupted line and no run folder."""
     hook = tmp_path / "hook"
     hook.mkdir()
-    (hook / "sitecustomize.py").write_text(_SLOW_IMPORT)
+    (hook / "sitecustomize.py").write_text(hook_source)
     marker = tmp_path / "importing"
-    env = dict(
-        os.environ, PYTHONPATH=f"{hook}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", IMPORT_MARKER=str(marker)
-    )
-    config = host_yaml(tmp_path, tree, CASES={"digits:pytorch": str(digits_data_dir)})
-    proc = start_run_py(tree, config, env=env)
+    pythonpath = f"{hook}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"
+    environ = dict(os.environ, PYTHONPATH=pythonpath, IMPORT_MARKER=str(marker), **env)
+    config = host_yaml(tmp_path, tree, CASES={"digits:pytorch": str(data)})
+    proc = start_run_py(tree, config, env=environ)
     deadline = time.monotonic() + 120
     while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -144,11 +151,11 @@ def test_sigint_while_run_py_imports_onnxruntime_exits_130_with_one_line(tmp_pat
     out, err = proc.communicate(timeout=60)
     output = out + err
     assert proc.returncode == 130, output[-3000:]
-    assert "Traceback" not in output and "needs the onnxruntime package" not in output, output[-3000:]
     assert [line.split("| ERROR   | ")[1] for line in output.splitlines() if line.strip()] == [
         "interrupted by SIGINT during the start-up checks: nothing was run or written"
-    ]
+    ], output[-3000:]
     assert not (tmp_path / "result").exists()
+    return output
 
 
 _PRINTING_IMPORT = '''
@@ -181,32 +188,12 @@ sys.meta_path.insert(0, _Printing())
 def test_sigint_inside_an_import_waits_for_its_end_and_exits_130_without_a_traceback(tmp_path, tree, digits_data_dir):
     """The flaw a CI run saw: SIGINT inside onnxruntime's initialisation, whose C code printed the
     KeyboardInterrupt's traceback. The stop now waits for the import to end, then stops with one line."""
-    hook = tmp_path / "hook"
-    hook.mkdir()
-    (hook / "sitecustomize.py").write_text(_PRINTING_IMPORT)
-    marker, deferred = tmp_path / "importing", tmp_path / "deferred"
-    env = dict(
-        os.environ,
-        PYTHONPATH=f"{hook}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
-        IMPORT_MARKER=str(marker),
-        DEFERRED_MARKER=str(deferred),
+    deferred = tmp_path / "deferred"
+    output = sigint_inside_a_hooked_import(
+        tmp_path, tree, digits_data_dir, _PRINTING_IMPORT, DEFERRED_MARKER=str(deferred)
     )
-    config = host_yaml(tmp_path, tree, CASES={"digits:pytorch": str(digits_data_dir)})
-    proc = start_run_py(tree, config, env=env)
-    deadline = time.monotonic() + 120
-    while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert marker.exists(), "run.py never imported onnxruntime"
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
-    output = out + err
-    assert proc.returncode == 130, output[-3000:]
     assert deferred.exists(), "the stop was not deferred to the import's end"
     assert "Traceback" not in output and "KeyboardInterrupt" not in output, output[-3000:]
-    assert [line.split("| ERROR   | ")[1] for line in output.splitlines() if line.strip()] == [
-        "interrupted by SIGINT during the start-up checks: nothing was run or written"
-    ]
-    assert not (tmp_path / "result").exists()
 
 
 def test_sigint_during_the_real_onnxruntime_import(tmp_path, tree, digits_data_dir):
