@@ -96,3 +96,18 @@ def test_the_cuda_build_adds_its_memory_share_and_dtype_to_the_shared_command(tm
     cpu = object.__new__(cpu_vllm.InferModel)
     assert cpu.build_args(config) == [] and cpu.dtype(config) == "float32"
     assert cpu.build_env(config) == {"VLLM_CPU_KVCACHE_SPACE": "1"}
+
+
+@pytest.mark.parametrize(
+    "dtype, precision", [("float32", "FP32"), ("float16", "FP16"), ("bfloat16", "BF16"), ("auto", "AUTO")]
+)
+def test_the_compile_report_names_the_served_dtype_as_a_precision(dtype, precision):
+    from inference_engine.nvidia import vllm
+
+    engine = object.__new__(vllm.InferModel)  # no server: the report's facts only
+    engine.served_dtype, engine.folder = dtype, Path("/models/llama")
+    assert engine.compile_report() == {
+        "compile_precision": precision,
+        "format": "vllm server",
+        "folder": "/models/llama",
+    }
