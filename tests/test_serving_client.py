@@ -16,6 +16,7 @@ from tools.serving.client import (
     SSEParser,
     chunk_text,
     count_tokens,
+    finish_reason_name,
     request_body,
     stream_request,
 )
@@ -103,6 +104,7 @@ def _faults(index: int, body: dict, in_flight: int) -> Plan:
         7: Plan(gaps_s=[0.0] * 3, fault="error", fault_at=1),
         8: Plan(gaps_s=[0.0] * 3, done_marker=False),  # finished, no [DONE]: complete
         9: Plan(gaps_s=[0.0] * 3, fault="drop", fault_at=4),  # every token and its finish sent, then cut: dropped
+        10: Plan(gaps_s=[0.0] * 3, fault="unfinished", fault_at=2),  # [DONE] with no finish_reason: cut short
     }
     return plans[index]
 
@@ -110,7 +112,7 @@ def _faults(index: int, body: dict, in_flight: int) -> Plan:
 def test_every_fault_is_an_error_with_its_reason_and_the_run_completes():
     with LoopbackServer(_faults, model="m") as server:
         endpoint = Endpoint(server.url, "m", stall_timeout_s=0.5, request_timeout_s=30)
-        specs = [RequestSpec(i, "a b", 4) for i in range(10)]
+        specs = [RequestSpec(i, "a b", 4) for i in range(11)]
         result = asyncio.run(run_load(endpoint, sessions_of(specs), Load(concurrency=1)))
     kinds = {r.index: (r.error or {}).get("kind") for r in result.records}
     assert kinds == {
@@ -124,6 +126,7 @@ def test_every_fault_is_an_error_with_its_reason_and_the_run_completes():
         7: "stream_error",
         8: None,
         9: "dropped",
+        10: "unfinished",
     }
     by_index = {r.index: r for r in result.records}
     assert "after 2 token events" in by_index[3].error["detail"]
@@ -132,6 +135,10 @@ def test_every_fault_is_an_error_with_its_reason_and_the_run_completes():
     assert "scripted status 429" in by_index[1].error["detail"]
     assert [r.ok for r in result.records].count(True) == 3
     assert by_index[8].output_tokens == 4 and "scripted error mid-stream" in by_index[7].error["detail"]
+    assert by_index[10].error["detail"] == "[DONE] came with no finish_reason after 2 token events"
+    assert (by_index[0].finish_reason, by_index[8].finish_reason, by_index[10].finish_reason) == ("length",) * 2 + (
+        None,
+    )
 
 
 def test_the_total_request_timeout_is_a_timeout_not_a_stall():
@@ -231,3 +238,9 @@ def test_load_runs_stamp_arrivals_in_the_protocol_with_exact_times():
         (30_000_000, [4_000_000, 11_000_000], 45_000_000)
     ] * 2
     assert callers.count("data_received") >= 6  # every token's arrival read where the bytes arrived
+
+
+def test_finish_reason_names_openai_strings_and_sglang_objects():
+    assert finish_reason_name("length") == "length"
+    assert finish_reason_name({"type": "stop", "matched": 2}) == "stop"
+    assert finish_reason_name({"matched": 2}) == "{'matched': 2}"

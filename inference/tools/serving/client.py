@@ -13,6 +13,8 @@ Errors are kept with the request, never raised: ``kind`` is one of
   timeout     the request took longer than ``request_timeout_s``;
   dropped     the connection closed before the stream's ``data: [DONE]`` (a stream that ends
               cleanly after a choice with a ``finish_reason`` is complete without it);
+  unfinished  the stream ended with ``data: [DONE]`` but no choice said why it finished (no
+              ``finish_reason``): an OpenAI-compatible server always says, so the reply may be cut;
   malformed   an SSE event that is not JSON, or not a completion chunk;
   stream_error the server put an error object in the stream;
   not_sse     a 200 answer that is not ``text/event-stream``.
@@ -57,6 +59,7 @@ class RequestRecord:
     token_source: str | None = None
     usage: dict | None = None
     usage_output_tokens: int | None = None  # what the server's usage said, whichever counted
+    finish_reason: str | None = None  # the choice's, as the server sent it ("length", "stop", ...)
     error: dict | None = None  # {"kind": ..., "detail": ...}
     status: int | None = None
     conversation: int | None = None
@@ -95,10 +98,19 @@ class RequestRecord:
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
             "token_source": self.token_source,
+            "finish_reason": self.finish_reason,
             "error": self.error,
             "conversation": self.conversation,
             "turn": self.turn,
         }
+
+
+def finish_reason_name(value: Any) -> str:
+    """A choice's ``finish_reason`` as a name: OpenAI's and vLLM's are strings; SGLang's an object
+    with a ``type`` ({"type": "length", "length": 64})."""
+    if isinstance(value, dict) and isinstance(value.get("type"), str):
+        return value["type"]
+    return str(value)
 
 
 def _ms(ns: float | None) -> float | None:
@@ -300,12 +312,18 @@ async def stream_request(
                     choices = payload.get("choices")
                     if choices and isinstance(choices[0], dict) and choices[0].get("finish_reason") is not None:
                         finished = True
+                        record.finish_reason = finish_reason_name(choices[0]["finish_reason"])
                     text = chunk_text(payload, chat)
                     if text is not None:
                         record.token_ns.append(now)
                         texts.append(text)
             if not done and finished and stream.at_eof() and not parser.pending:
                 record.end_ns = clock()  # a server that ends a finished stream without [DONE] (TGI does)
+            elif done and not finished:
+                record.error = {
+                    "kind": "unfinished",
+                    "detail": f"[DONE] came with no finish_reason after {len(record.token_ns)} token events",
+                }
             elif not done:
                 record.error = {
                     "kind": "dropped",

@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-FAULTS = (None, "stall", "drop", "malformed", "error")
+FAULTS = (None, "stall", "drop", "malformed", "error", "unfinished")
 
 
 @dataclass
@@ -292,6 +292,11 @@ class LoopbackServer:
     async def _fault(self, writer: asyncio.StreamWriter, fault: str) -> bool:
         if fault == "error":
             self._event(writer, {"error": {"message": "scripted error mid-stream", "code": 500}})
+            self._chunk(writer, b"data: [DONE]\n\n")
+            writer.write(b"0\r\n\r\n")
+            await writer.drain()
+            return True
+        if fault == "unfinished":  # [DONE] where a finish_reason was due: the reply cut short
             self._chunk(writer, b"data: [DONE]\n\n")
             writer.write(b"0\r\n\r\n")
             await writer.drain()
