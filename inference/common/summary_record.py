@@ -249,6 +249,11 @@ class DecodeMBU:
     note: str | None
 
 
+# SummaryLLMRow's keys after the row's, and its MBU's (key, attribute).
+_MFU_KEYS: Final = ("prefill_mfu", "prefill_mfu_note", "decode_mfu", "decode_mfu_note")
+_MBU_KEYS: Final = (("decode_bytes_per_token", "bytes_per_token"), ("decode_mbu", "mbu"), ("decode_mbu_note", "note"))
+
+
 @dataclass(frozen=True)
 class SummaryLLMRow(LLMRow):
     """An LLM cell or server row in summary.json: result.json's row (``LLMRow``), then its prefill and
@@ -261,17 +266,9 @@ class SummaryLLMRow(LLMRow):
     mbu: DecodeMBU | None = None
 
     def to_json(self) -> Json:
-        out = {
-            **super().to_json(),
-            "prefill_mfu": self.prefill_mfu,
-            "prefill_mfu_note": self.prefill_mfu_note,
-            "decode_mfu": self.decode_mfu,
-            "decode_mfu_note": self.decode_mfu_note,
-        }
+        out = {**super().to_json(), **as_json(self, _MFU_KEYS)}
         if self.mbu is not None:
-            out.update(
-                decode_bytes_per_token=self.mbu.bytes_per_token, decode_mbu=self.mbu.mbu, decode_mbu_note=self.mbu.note
-            )
+            out.update(as_json(self.mbu, _MBU_KEYS))
         return out
 
     @classmethod
