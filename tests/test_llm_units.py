@@ -208,6 +208,21 @@ def test_server_stops_early_when_its_precision_is_out_of_reach():
     assert not any("not precise enough" in r for r in again.verdict.reasons)
 
 
+def test_no_precision_asked_stops_a_server_row_at_its_minimums():
+    """``precision: null`` (no precision asked, as for a phase: ``LoopSettings``) is read the same way by
+    the LLM stage: the row stops at its requests and is not judged on precision."""
+    clock = FakeClock()
+    shape, prompts = ModelShape(1, 8, 2, 1, 4, 16, 32, 1000, 256), PromptSource(3, 50, 0)
+    config = _config(precision=None, latency_precision=None)
+    workload, limits = LLMWorkload.from_config(config), Limits.from_config(config)
+    assert limits.precision is None and limits.latency_precision is None
+    record = run_server(
+        JitteryEngine(clock.sleep), shape, prompts, workload, 1.0, limits, [], clock=clock, sleep=clock.sleep
+    )
+    assert record.stop_reason == "minimums met" and record.requests == 12
+    assert not any("precise" in r for r in record.verdict.reasons)
+
+
 @pytest.mark.parametrize(
     "override, message",
     [

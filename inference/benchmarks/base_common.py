@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from loguru import logger
 
 from common.errors import ConfigError, DataError
+from common.record import as_json
 from tools.config import CaseConfig, origin_of
 
 if TYPE_CHECKING:
@@ -268,12 +269,7 @@ class BaselineReport:
         return [(figure["name"], figure["verdict"]["reasons"]) for figure in self.figures]
 
     def to_dict(self) -> dict:
-        baseline = {
-            "case": self.case,
-            "kernels": self.kernels,
-            "figures": self.figures,
-            "not_applicable": self.not_applicable,
-        }
+        baseline = as_json(self, ("case", "kernels", "figures", "not_applicable"))
         return {"baseline": baseline, "notes": self.notes, "rows": []}
 
 

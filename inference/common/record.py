@@ -157,13 +157,26 @@ class LatencyBlock:
         return cls(**{name: data.get(name) for name in (*PERCENTILES, "mean")})
 
 
-def _as_json(record: Any, names: Iterable[str]) -> Json:
-    """``record``'s named attributes as JSON, in that order; a nested record as its own ``to_json()``."""
-    return {name: _json_value(getattr(record, name)) for name in names}
+JsonKey = str | tuple[str, str]  # an attribute written under its own name, or (key, attribute)
 
 
-def _json_value(value: Any) -> Any:
-    return value.to_json() if isinstance(value, (Verdict, LatencyBlock)) else value
+def as_json(record: Any, keys: Iterable[JsonKey]) -> Json:
+    """``record``'s attributes as a JSON object, in the order of ``keys``: a name is both the key and the
+    attribute, a pair is ``(key, attribute)``; each value as ``json_value`` writes it. Every record's
+    ``to_json()`` (and the container side's ``to_dict()``) that writes its attributes under keys is this."""
+    out: Json = {}
+    for key in keys:
+        name, attribute = (key, key) if isinstance(key, str) else key
+        out[name] = json_value(getattr(record, attribute))
+    return out
+
+
+def json_value(value: Any) -> Any:
+    """A value as JSON: a nested record as its own ``to_json()``, a tuple of them as a list."""
+    if isinstance(value, tuple):
+        return [json_value(v) for v in value]
+    to_json = getattr(value, "to_json", None)
+    return to_json() if callable(to_json) else value
 
 
 RowKey = tuple[int, str, int]  # (batch_size, scenario, clients): a row's identity within a case
@@ -242,7 +255,7 @@ class PerformanceRow:
         return f"bs {self.batch_size} {self.scenario} x{self.clients}"
 
     def to_json(self) -> Json:
-        out = _as_json(self, _ROW_ORDER)
+        out = as_json(self, _ROW_ORDER)
         window = {"started_at_unix": self.started_at_unix, "finished_at_unix": self.finished_at_unix}
         if self.loadgen is None:  # InferPerf's own rows: the window, then the generator
             out = {**out, **window, "load_generator": self.load_generator}
@@ -351,13 +364,13 @@ class LLMRow:
         return f"llm bs {self.batch_size} in {self.input_length} out {self.output_length}"
 
     def to_json(self) -> Json:
-        out = _as_json(self, _LLM_HEAD)
+        out = as_json(self, _LLM_HEAD)
         if self.flops_known:
-            out.update(_as_json(self, ("prefill_flops_per_s", "decode_flops_per_s")))
+            out.update(as_json(self, ("prefill_flops_per_s", "decode_flops_per_s")))
         out["scenario"] = self.scenario
-        out.update(_as_json(self, _LLM_SERVER_ORDER if self.scheduled else _LLM_CELL_ORDER))
-        out.update(_as_json(self, ("stop_reason", "window_output_tokens_per_s", "output_tokens_per_s_ci95")))
-        out.update(_as_json(self, ("precision", "verdict")))
+        out.update(as_json(self, _LLM_SERVER_ORDER if self.scheduled else _LLM_CELL_ORDER))
+        out.update(as_json(self, ("stop_reason", "window_output_tokens_per_s", "output_tokens_per_s_ci95")))
+        out.update(as_json(self, ("precision", "verdict")))
         return out
 
     @classmethod
@@ -457,7 +470,7 @@ class ServingRow:
         return f"serving x{self.concurrency}"
 
     def to_json(self) -> Json:
-        return _as_json(self, _SERVING_ORDER)
+        return as_json(self, _SERVING_ORDER)
 
     @classmethod
     def from_json(cls, data: Json, where: str = "serving row") -> ServingRow:

@@ -31,6 +31,8 @@ from common.record import (
     ServingRow,
     Verdict,
     _need,
+    as_json,
+    json_value,
 )
 
 SUMMARY_SCHEMA_VERSION: Final = 1
@@ -124,22 +126,9 @@ class AggregateRow:
         return {}
 
     def to_json(self) -> Json:
-        return {
-            "batch_size": self.batch_size,
-            "scenario": self.scenario,
-            "clients": self.clients,
-            "qps": self.qps,
-            "queries": self.queries,
-            "samples": self.samples,
-            "latency_ms": self.latency_ms.to_json() if self.latency_ms else {},
-            "latency_notes": self.latency_notes,
-            "pooled_queries": self.pooled_queries,
-            "target_qps": self.target_qps,
-            "latency_bound_met": self.latency_bound_met,
-            "MFU": self.mfu,
-            "MFU_note": self.mfu_note,
-            "verdict": self.verdict.to_json(),
-        }
+        out = as_json(self, _AGGREGATE_KEYS)
+        out["latency_ms"] = out["latency_ms"] or {}  # not every host kept its queries: an empty block
+        return out
 
     @classmethod
     def from_json(cls, data: Json, where: str = "aggregate row") -> AggregateRow:
@@ -161,6 +150,23 @@ class AggregateRow:
         )
 
 
+# AggregateRow's keys in summary.json's order (``as_json``: a pair is key, attribute).
+_AGGREGATE_KEYS: Final = (
+    "batch_size",
+    "scenario",
+    "clients",
+    "qps",
+    "queries",
+    "samples",
+    "latency_ms",
+    "latency_notes",
+    "pooled_queries",
+    "target_qps",
+    "latency_bound_met",
+    ("MFU", "mfu"),
+    ("MFU_note", "mfu_note"),
+    "verdict",
+)
 Row = Union[SummaryRow, AggregateRow]
 
 
@@ -243,6 +249,11 @@ class DecodeMBU:
     note: str | None
 
 
+# SummaryLLMRow's keys after the row's, and its MBU's (key, attribute).
+_MFU_KEYS: Final = ("prefill_mfu", "prefill_mfu_note", "decode_mfu", "decode_mfu_note")
+_MBU_KEYS: Final = (("decode_bytes_per_token", "bytes_per_token"), ("decode_mbu", "mbu"), ("decode_mbu_note", "note"))
+
+
 @dataclass(frozen=True)
 class SummaryLLMRow(LLMRow):
     """An LLM cell or server row in summary.json: result.json's row (``LLMRow``), then its prefill and
@@ -255,17 +266,9 @@ class SummaryLLMRow(LLMRow):
     mbu: DecodeMBU | None = None
 
     def to_json(self) -> Json:
-        out = {
-            **super().to_json(),
-            "prefill_mfu": self.prefill_mfu,
-            "prefill_mfu_note": self.prefill_mfu_note,
-            "decode_mfu": self.decode_mfu,
-            "decode_mfu_note": self.decode_mfu_note,
-        }
+        out = {**super().to_json(), **as_json(self, _MFU_KEYS)}
         if self.mbu is not None:
-            out.update(
-                decode_bytes_per_token=self.mbu.bytes_per_token, decode_mbu=self.mbu.mbu, decode_mbu_note=self.mbu.note
-            )
+            out.update(as_json(self.mbu, _MBU_KEYS))
         return out
 
     @classmethod
@@ -498,9 +501,9 @@ class SummaryRecord:
         return f"{self.case}:{self.framework}"
 
     def to_json(self) -> Json:
-        out: Json = {key: _as_json(getattr(self, _RENAMED.get(key, key))) for key in _ORDER}
+        out: Json = {key: json_value(getattr(self, _RENAMED.get(key, key))) for key in _ORDER}
         if self.repetitions is not None or self.repetitions_key:
-            out["repetitions"] = _as_json(self.repetitions)
+            out["repetitions"] = json_value(self.repetitions)
         if self.aggregate:
             out.update(aggregate=True, hosts=self.hosts, concurrent=self.concurrent)
         return out
@@ -547,13 +550,6 @@ def _object(value: Any, where: str) -> Json:
     return value
 
 
-def _as_json(value: Any) -> Any:
-    if isinstance(value, tuple):
-        return [_as_json(v) for v in value]
-    to_json = getattr(value, "to_json", None)
-    return to_json() if callable(to_json) else value
-
-
 @dataclass(frozen=True)
 class Summary:
     """summary.json: the run (its id, mode, vendor, hosts and times), its records (``results``) and
@@ -583,20 +579,7 @@ class Summary:
         return sum(r.invalid for r in self.results)
 
     def to_json(self) -> Json:
-        return {
-            "schema_version": self.schema_version,
-            "run_id": self.run_id,
-            "mode": self.mode,
-            "vendor": self.vendor,
-            "hosts": self.hosts,
-            "started_at": self.started_at,
-            "finished_at": self.finished_at,
-            "succeeded": self.succeeded,
-            "failed": self.failed,
-            "invalid": self.invalid,
-            "results": [r.to_json() for r in self.results],
-            "aggregates": [a.to_json() for a in self.aggregates],
-        }
+        return as_json(self, _SUMMARY_KEYS)
 
     @classmethod
     def from_json(cls, data: Any, where: str = SUMMARY_FILE) -> Summary:
@@ -618,6 +601,23 @@ class Summary:
             finished_at=_typed(data, "finished_at", (str,), where),
             schema_version=version,
         )
+
+
+# summary.json's keys in their order: the run, its counts (Summary's properties), its records.
+_SUMMARY_KEYS: Final = (
+    "schema_version",
+    "run_id",
+    "mode",
+    "vendor",
+    "hosts",
+    "started_at",
+    "finished_at",
+    "succeeded",
+    "failed",
+    "invalid",
+    "results",
+    "aggregates",
+)
 
 
 def read_summary(path: str | Path) -> Summary:

@@ -137,6 +137,26 @@ def vllm_version(python: str, config: CaseConfig, install_hint: str) -> str:
     return module_version(python, "vllm", "vLLM", config, "vllm_python", install_hint)
 
 
+def vllm_python(config: CaseConfig) -> str:
+    """The interpreter that runs the server: ``vllm_python``, or this one."""
+    return server_python(config, "vllm_python")
+
+
+def check_vllm_keys(config: CaseConfig, defaults: dict[str, int]) -> None:
+    """A build's integer keys (``defaults``: every build's ``VLLM_DEFAULTS`` and its own), each a positive
+    integer; one ConfigError naming the first that is not."""
+    for key in defaults:
+        positive_int(config, key, defaults)
+
+
+def record_vllm_version(config: CaseConfig, install_hint: str) -> str:
+    """A preflight's last word on vLLM: its version as ``vllm_python`` imports it, kept in the config
+    (``VLLM_VERSION_KEY``) so that the engine step need not ask again; returns that interpreter."""
+    python = vllm_python(config)
+    config.extra[VLLM_VERSION_KEY] = vllm_version(python, config, install_hint)
+    return python
+
+
 class VllmEngine(LaunchedEngine):
     """vLLM's OpenAI-compatible server on the case's checkpoint folder, as a serving engine.
 
@@ -170,7 +190,7 @@ class VllmEngine(LaunchedEngine):
             )
         self.folder = Path(folder)
         self.vocab = int(read_hf_config(self.folder, self.SOURCE).get("vocab_size") or 0)
-        self.python = server_python(config, "vllm_python")
+        self.python = vllm_python(config)
         self.vllm_version = config.get(VLLM_VERSION_KEY) or vllm_version(self.python, config, self.INSTALL_HINT)
         port = free_port()
         self.url = f"http://127.0.0.1:{port}/v1"

@@ -33,14 +33,7 @@ from __future__ import annotations
 
 from common.errors import ConfigError
 from inference_engine.cpu._vllm_cpu_support import this_cpu_blocker
-from inference_engine.serving_base import (
-    VLLM_DEFAULTS,
-    VLLM_VERSION_KEY,
-    VllmEngine,
-    positive_int,
-    server_python,
-    vllm_version,
-)
+from inference_engine.serving_base import VLLM_DEFAULTS, VllmEngine, check_vllm_keys, positive_int, record_vllm_version
 from tools.config import CaseConfig, origin_of
 
 IMAGE = "vllm"  # docker_images/cpu/vllm/: the case runs in this engine's image (inference_engine/registry.py)
@@ -51,18 +44,12 @@ INSTALL_HINT = (
 DEFAULTS = {**VLLM_DEFAULTS, "vllm_kv_cache_gib": 1}
 
 
-def vllm_python(config: CaseConfig) -> str:
-    """The interpreter that runs the server: ``vllm_python``, or this one."""
-    return server_python(config, "vllm_python")
-
-
 def preflight(config: CaseConfig) -> None:
-    for key in DEFAULTS:
-        positive_int(config, key, DEFAULTS)
+    check_vllm_keys(config, DEFAULTS)
     blocker = this_cpu_blocker()
     if blocker is not None:
         raise ConfigError(f"{origin_of(config, 'compiler')}: key 'compiler' is 'vllm': {blocker}")
-    config.extra[VLLM_VERSION_KEY] = vllm_version(vllm_python(config), config, INSTALL_HINT)
+    record_vllm_version(config, INSTALL_HINT)
 
 
 class InferModel(VllmEngine):

@@ -24,11 +24,9 @@ from common.errors import ConfigError
 from inference_engine.serving_base import (
     IMPORT_TIMEOUT_S,
     VLLM_DEFAULTS,
-    VLLM_VERSION_KEY,
     VllmEngine,
-    positive_int,
-    server_python,
-    vllm_version,
+    check_vllm_keys,
+    record_vllm_version,
 )
 from tools.config import CaseConfig, check_choice, origin_of
 
@@ -76,12 +74,10 @@ def cuda_blocker(python: str) -> str | None:
 
 
 def preflight(config: CaseConfig) -> None:
-    for key in VLLM_DEFAULTS:
-        positive_int(config, key, VLLM_DEFAULTS)
+    check_vllm_keys(config, VLLM_DEFAULTS)
     memory_share(config)
     served_dtype(config)
-    python = server_python(config, "vllm_python")
-    config.extra[VLLM_VERSION_KEY] = vllm_version(python, config, INSTALL_HINT)
+    python = record_vllm_version(config, INSTALL_HINT)
     blocker = cuda_blocker(python)
     if blocker is not None:
         raise ConfigError(

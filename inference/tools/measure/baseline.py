@@ -26,8 +26,9 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Final
 
+from common.record import as_json
 from tools.config import CaseView, setting
 from tools.measure.contention import CpuContention
 from tools.measure.precision import (
@@ -119,17 +120,21 @@ class KernelRate:
         return (self.ci95[1] - self.ci95[0]) / 2 / self.value
 
     def to_dict(self) -> dict:
-        return {
-            "value": self.value,
-            "ci95": self.ci95,
-            "relative_half_width": self.relative,
-            "calls": self.calls,
-            "seconds": self.seconds,
-            "work_per_call": self.work_per_call,
-            "verdict": self.verdict.to_dict(),
-            "precision": self.precision,
-            "contention": self.contention,
-        }
+        return {**as_json(self, _RATE_KEYS), "verdict": self.verdict.to_dict()}  # the verdict keeps its place
+
+
+# KernelRate's keys in order (``as_json``: a pair is key, attribute).
+_RATE_KEYS: Final = (
+    "value",
+    "ci95",
+    ("relative_half_width", "relative"),
+    "calls",
+    "seconds",
+    "work_per_call",
+    "verdict",
+    "precision",
+    "contention",
+)
 
 
 class _NoContention:

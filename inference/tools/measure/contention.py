@@ -22,6 +22,8 @@ import os
 import time
 from dataclasses import dataclass
 
+from common.record import as_json
+
 _BUSY_FIELDS = (0, 1, 2, 5, 6, 7)  # user nice system irq softirq steal (guest is inside user)
 
 
@@ -33,12 +35,7 @@ class ContentionReading:
     gpu_other_processes: int | None = None  # other processes on the benchmark's GPU; None: not a GPU run, or unknown
 
     def to_dict(self) -> dict:
-        return {
-            "other_processes_cpu_share": self.share,
-            "cpus": self.cpus,
-            "seconds": self.seconds,
-            "gpu_other_processes": self.gpu_other_processes,
-        }
+        return as_json(self, (("other_processes_cpu_share", "share"), "cpus", "seconds", "gpu_other_processes"))
 
 
 def _own_pids() -> set[int]:

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import random
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Callable, Iterator
 
 from loguru import logger
@@ -42,9 +42,10 @@ from common.errors import ConfigError
 from common.record import LLMBlock, LLMRow, ServingRow
 from common.scenario import OFFLINE, SERVER
 from common.stats import too_few_note
-from tools.config import CaseConfig, origin_of, setting
+from tools.config import CaseConfig, CaseView, origin_of, setting
 from tools.measure.contention import CpuContention
 from tools.measure.llm import Generation, GenerationFigures, ModelShape, generate_timed
+from tools.measure.loop import LoopSettings
 from tools.measure.precision import (
     Settle,
     StopRule,
@@ -238,33 +239,19 @@ class LLMReport:
 THROUGHPUT = "output_tokens_per_s"
 
 
-@dataclass
-class Limits:
-    min_queries: int
-    min_duration_s: float
-    max_duration_s: float
-    contention_limit: float
-    warmup: int
-    device: str
-    precision: float
-    latency_precision: float | None
-    settle_max_s: float
+@dataclass(frozen=True)
+class Limits(LoopSettings):
+    """The measurement keys, read as a phase reads them (``LoopSettings``), and the server rows' own
+    ``latency_precision`` (None: ``precision``)."""
+
+    latency_precision: float | None = None
 
     @classmethod
-    def from_config(cls, config: CaseConfig) -> "Limits":
-        def value(key: str) -> Any:
-            return setting(config, key)
-
+    def from_config(cls, config: CaseView) -> "Limits":
+        loop = LoopSettings.from_config(config)
         return cls(
-            min_queries=int(config.min_query_count),
-            min_duration_s=float(config.min_duration_s),
-            max_duration_s=float(config.max_duration_s),
-            contention_limit=float(config.contention_limit),
-            warmup=int(config.warmup),
-            device=str(config.device),
-            precision=float(value("precision")),
-            latency_precision=value("latency_precision"),
-            settle_max_s=float(value("settle_max_s")),
+            **{f.name: getattr(loop, f.name) for f in fields(LoopSettings)},
+            latency_precision=setting(config, "latency_precision"),
         )
 
 

@@ -43,10 +43,11 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Sequence, TypeVar, cast
+from typing import Callable, Final, Sequence, TypeVar, cast
 
 import numpy as np
 
+from common.record import as_json
 from common.stats import (
     MIN_SAMPLES_FOR_PERCENTILE,
     effective_size,
@@ -440,13 +441,16 @@ class Settle:
     last_change: float | None = None  # rate change between the last two blocks
 
     def to_dict(self) -> dict:
-        return {
-            "settle_s": self.seconds,
-            "settle_queries": self.queries,
-            "settled": self.settled,
-            "settle_block": self.block,
-            "settle_change": self.last_change,
-        }
+        return as_json(self, _SETTLE_KEYS)
+
+
+_SETTLE_KEYS: Final = (  # Settle's keys in a row's precision block: (key, attribute)
+    ("settle_s", "seconds"),
+    ("settle_queries", "queries"),
+    ("settled", "settled"),
+    ("settle_block", "block"),
+    ("settle_change", "last_change"),
+)
 
 
 def _block_noise(durations: Sequence[int]) -> float:
