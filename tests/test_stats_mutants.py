@@ -10,10 +10,12 @@ effective sample back to all the queries.
 from __future__ import annotations
 
 from common.stats import (
+    CORRELATED_BELOW,
     correlated_ranks,
     effective_size,
     honest_lag1,
     lag1,
+    percentile_ci,
     percentile_interval,
     percentile_ranks,
 )
@@ -87,3 +89,22 @@ def test_correlated_ranks_of_one_and_two_queries_at_confidence_zero():
     # two (P(B = 0) = P(B = 2) = 1/4, within a tail of 1/2) would have been (0, 1).
     assert percentile_ranks(2, 50, confidence=0.0) == (0, 1)
     assert correlated_ranks([1.0, 2.0], 50, confidence=0.0) is None
+
+
+def test_a_low_percentile_of_too_few_samples_has_no_lower_bound():
+    # Binomial(100, 1/100): P(B <= 0) = 0.99**100 = 0.366, over the 2.5 % tail already, so no
+    # order statistic is a lower bound of the 1st percentile (the lower search sets nothing);
+    # the upper one is found. Mirrored, the 99th percentile has no upper bound.
+    assert percentile_ranks(100, 1) is None
+    assert percentile_ranks(100, 99) is None
+
+
+def test_the_correlated_ranks_serve_below_512_queries_and_not_at_512():
+    # Latencies that only rise: their ranks' lag-1 is about 1, the effective sample about none,
+    # so below CORRELATED_BELOW the p50 has no interval. From 512 queries on, the independent
+    # ranks serve. need=100 leaves 5 blocks of 100, fewer than 8: no batched widening.
+    assert CORRELATED_BELOW == 512
+    for n, expected in ((511, None), (512, percentile_interval([float(v) for v in range(512)], 50))):
+        rising = [float(v) for v in range(n)]
+        assert percentile_ci(rising, rising, 50, need=100) == expected
+    assert percentile_interval([float(v) for v in range(512)], 50) is not None
