@@ -28,6 +28,10 @@
 #       purpose: containers are throwaway, so without them every run would recompile torch on import.
 #       Multi-stage Dockerfiles run it in their builder stage: the legacy builder has no RUN --mount,
 #       and a COPY of the context would keep the ~200 MB torch wheel in a layer forever.
+#   sh /tmp/ctx/common/install.sh download REQUIREMENT DIR
+#       pip download the source distribution of REQUIREMENT (no dependencies) into DIR, with the same
+#       index, cert and wheels/ as the installs: for an image that needs the source itself as well
+#       (cpu/llamacpp: llama.cpp's GGUF converter ships only in llama-cpp-python's sdist).
 #   sh /tmp/ctx/common/install.sh system REGEX
 #       pip install -r requirements.txt into the base image's own Python (PIP_BREAK_SYSTEM_PACKAGES:
 #       NGC's and vLLM's images install into the system Python, which PEP 668 protects), with the base
@@ -40,12 +44,12 @@ ctx=/tmp/ctx
 [ -n "${PIP_NO_INDEX:-}" ] || unset PIP_NO_INDEX
 if [ -f $ctx/ca-certificates.crt ]; then export PIP_CERT=$ctx/ca-certificates.crt; fi
 export PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_DEFAULT_TIMEOUT=180
-mode=${1:?usage: install.sh venv [ARG...] | install.sh system REGEX}
+links=
+if [ -d $ctx/wheels ]; then links="--find-links $ctx/wheels"; fi
+mode=${1:?usage: install.sh venv [ARG...] | download REQUIREMENT DIR | system REGEX}
 shift
 case "$mode" in
 venv)
-    links=
-    if [ -d $ctx/wheels ]; then links="--find-links $ctx/wheels"; fi
     python3 -m venv /opt/venv
     # shellcheck disable=SC2086 # $links is empty or two words
     /opt/venv/bin/pip install --no-cache-dir $links "${TORCH_REQUIREMENT}" -r $ctx/requirements.txt "$@" \
@@ -56,6 +60,10 @@ venv)
               "ca-certificates.crt; offline: all wheels in wheels/ and PIP_NO_INDEX=1." >&2; \
          exit 1; }
     ;;
+download)
+    # shellcheck disable=SC2086 # $links is empty or two words
+    python3 -m pip download --no-deps --no-binary :all: $links -d "${2:?install.sh download: name the DIR}" "$1"
+    ;;
 system)
     export PIP_BREAK_SYSTEM_PACKAGES=1
     python3 -m pip list --format=freeze | grep -iE "${1:?install.sh system: name the REGEX of the base image's pins}" \
@@ -63,7 +71,7 @@ system)
     python3 -m pip install --no-cache-dir -c $ctx/constraints.txt -r $ctx/requirements.txt
     ;;
 *)
-    echo "inferperf: install.sh: unknown mode '$mode' (venv or system)" >&2
+    echo "inferperf: install.sh: unknown mode '$mode' (venv, download or system)" >&2
     exit 2
     ;;
 esac
