@@ -62,7 +62,8 @@ venv)
     ;;
 download)
     # shellcheck disable=SC2086 # $links is empty or two words
-    python3 -m pip download --no-deps --no-binary :all: $links -d "${2:?install.sh download: name the DIR}" "$1"
+    # --no-binary names the project alone: with :all: pip would build REQUIREMENT's build tools from source too
+    python3 -m pip download --no-deps --no-binary "${1%%[=<>!~ []*}" $links -d "${2:?install.sh download: name the DIR}" "$1"
     ;;
 system)
     export PIP_BREAK_SYSTEM_PACKAGES=1
