@@ -35,6 +35,7 @@ def test_every_dockerfile_of_inferperf_runs_the_shared_fragment_and_its_context_
     assert {f.parent.relative_to(INFERENCE / "docker_images").as_posix() for f in DOCKERFILES} >= {
         "cpu/pytorch",
         "cpu/vllm",
+        "cpu/llamacpp",
         "nvidia/pytorch",
         "nvidia/vllm",
     }

@@ -4,7 +4,9 @@ through run.py, and the rule that says when vLLM's CPU build cannot run (``_vllm
 The end-to-end test starts the real llama.cpp server from its own venv (``INFERPERF_LLAMACPP_PYTHON``,
 default /work/venvs/llamacpp/bin/python, with the converter's llama.cpp source in its ``src/llama.cpp``)
 and is skipped, with how to make one, where it is absent (CI: building llama.cpp takes about 15 min).
-The failure lines that need no llama.cpp run everywhere.
+The failure lines that need no llama.cpp run everywhere. In MODE docker (configs/host_llamacpp_docker.yaml)
+the case runs in the engine's own image, docker_images/cpu/llamacpp/, where llama.cpp is built from source: that
+test runs where the image is cached, or builds it with INFERPERF_BUILD_LLAMACPP_IMAGE=1, and is skipped otherwise.
 """
 
 from __future__ import annotations
@@ -21,7 +23,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_vllm_vendor import case_record, group_gone, run_case, tree  # noqa: F401 (tree: a fixture)
+from tests.conftest import run_py
+from tests.test_orchestration_docker import assert_nothing_left, docker_client  # noqa: F401 - a session fixture
+from tests.test_vllm_vendor import (
+    FAST,
+    case_record,
+    docker_yaml,
+    group_gone,
+    image_tag,
+    run_case,
+    tree,  # noqa: F401 - a fixture
+)
 
 LLAMACPP_PYTHON = os.environ.get("INFERPERF_LLAMACPP_PYTHON", "/work/venvs/llamacpp/bin/python")
 LLAMACPP_HOW = (
@@ -239,3 +251,44 @@ def test_compiler_vllm_on_a_cpu_without_avx2_stops_in_one_line_naming_the_fallba
     line = str(raised.value)
     assert "key 'compiler' is 'vllm': vLLM's CPU build needs AVX2 (x86-64); this CPU lacks it" in line
     assert "use compiler: llamacpp" in line and "\n" not in line and "vllm_version" not in config.extra
+
+
+# ---- MODE docker: the case in the engine's own image ------------------------------------------------
+BUILD_ENV = "INFERPERF_BUILD_LLAMACPP_IMAGE"
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_mode_docker_runs_the_case_in_the_llamacpp_image_end_to_end(tree, tmp_path, docker_client):  # noqa: F811
+    """host_llamacpp_docker.yaml through run.py: the engine's IMAGE (docker_images/cpu/llamacpp/) is the one built or
+    reused; the checkpoint is converted to GGUF by the image's converter, llama.cpp's server starts inside the
+    container, serves, passes the greedy check, and stops."""
+    from utils.executors.images import _exists
+
+    config = docker_yaml(tree, tmp_path, "host_llamacpp_docker.yaml")
+    chosen = {item.split("=", 1)[0]: item for item in (*FAST, "compiler=llamacpp")}
+    sets = [arg for item in chosen.values() for arg in ("--set", item)]
+    tag = image_tag(config, sets)
+    assert tag.startswith("inferperf/cpu-llamacpp:")
+    if not _exists(docker_client, tag) and not os.environ.get(BUILD_ENV):
+        pytest.skip(
+            f"the llama.cpp image {tag} is not built on this engine, and a fresh build compiles llama.cpp (about "
+            f"15 min on 2 cores): set {BUILD_ENV}=1 to build it here (or run configs/host_llamacpp_docker.yaml once)"
+        )
+    done = run_py(tree, config, *sets, timeout=3600)
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out[-4000:]
+    assert f"image {tag}" in out and "inferperf/cpu-pytorch" not in out
+    result = json.loads(next((tmp_path / "result").rglob("result.json")).read_text())
+    llm = result["llm"]
+    served = llm["served_by"]
+    assert served["server"] == "llama-cpp-python 0.3.36" and served["command"][0].startswith("/opt/venv/bin/python")
+    assert "llama_cpp.server" in served["command"]
+    greedy = llm["greedy"]
+    assert greedy["positions"] == 2 * 8 and greedy["passed"] and greedy["share"] >= 0.99
+    assert [row["concurrency"] for row in llm["serving"]] == [1, 2]
+    assert all(row["completed"] == row["requests"] and row["failed"] == 0 for row in llm["serving"])
+    assert result["cache"]["onnx"]["format"] == "gguf" and result["*p_inference_core(qps)"] > 0
+    log = next((tmp_path / "result").rglob("llamacpp_server.log")).read_text(errors="replace")
+    assert "POST /v1/completions" in log and " 422 " not in log
+    assert_nothing_left(docker_client, tmp_path / "remote")

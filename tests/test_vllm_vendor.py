@@ -214,9 +214,10 @@ def _runs(process) -> bool:
 BUILD_ENV = "INFERPERF_BUILD_VLLM_IMAGE"
 
 
-def docker_yaml(tree: Path, tmp_path: Path) -> Path:
-    """configs/host_vllm_docker.yaml, with this test's tree, data, results and remote workdir."""
-    config = yaml.safe_load((tree / "configs" / "host_vllm_docker.yaml").read_text())
+def docker_yaml(tree: Path, tmp_path: Path, shipped: str = "host_vllm_docker.yaml") -> Path:
+    """configs/<shipped> (host_vllm_docker.yaml by default), with this test's tree, data, results and remote
+    workdir."""
+    config = yaml.safe_load((tree / "configs" / shipped).read_text())
     config.update(
         FLAGPERF_PATH=str(tree),
         FLAGPERF_LOG_PATH=str(tmp_path / "result"),
@@ -228,7 +229,7 @@ def docker_yaml(tree: Path, tmp_path: Path) -> Path:
     return path
 
 
-def vllm_image_tag(config_path: Path, sets: list[str]) -> str:
+def image_tag(config_path: Path, sets: list[str]) -> str:
     """The tag run.py builds or reuses for this run (utils/executors/docker.py::image_spec), as run.py checks it."""
     import run
     from utils.executors.docker import image_spec
@@ -246,9 +247,10 @@ def test_the_engine_names_its_image_and_every_other_engine_keeps_flagperfs_folde
         for compiler in names
     }
     assert declared.pop(("cpu", "vllm")) == declared.pop(("nvidia", "vllm")) == "vllm"
+    assert declared.pop(("cpu", "llamacpp")) == "llamacpp"
     assert declared and set(declared.values()) == {None}
-    for vendor in ("cpu", "nvidia"):
-        assert (INFERENCE / "docker_images" / vendor / "vllm" / "Dockerfile").is_file()
+    for vendor, image in (("cpu", "vllm"), ("nvidia", "vllm"), ("cpu", "llamacpp")):
+        assert (INFERENCE / "docker_images" / vendor / image / "Dockerfile").is_file()
 
 
 @pytest.mark.parametrize(
@@ -342,7 +344,7 @@ def test_mode_docker_runs_the_case_in_the_vllm_image_end_to_end(tree, tmp_path, 
 
     config = docker_yaml(tree, tmp_path)
     sets = [arg for item in FAST for arg in ("--set", item)]
-    tag = vllm_image_tag(config, sets)
+    tag = image_tag(config, sets)
     assert tag.startswith("inferperf/cpu-vllm:")
     if not _exists(docker_client, tag) and not os.environ.get(BUILD_ENV):
         pytest.skip(

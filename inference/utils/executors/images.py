@@ -53,7 +53,6 @@ from loguru import logger
 
 from common.files import hash_file, hash_tree, tree_files
 
-
 # docker_images/<SHARED_FOLDER>/: the build fragments InferPerf's Dockerfiles share, sent as <SHARED_FOLDER>/ in every
 # image's build context (no vendor: vendors are inference_engine/'s folders).
 SHARED_FOLDER = "common"
