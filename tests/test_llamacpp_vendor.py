@@ -23,15 +23,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_py
-from tests.test_orchestration_docker import assert_nothing_left, docker_client  # noqa: F401 - a session fixture
+from tests.test_orchestration_docker import docker_client  # noqa: F401 - a session fixture
 from tests.test_vllm_vendor import (
-    FAST,
     case_record,
-    docker_yaml,
     group_gone,
-    image_tag,
     run_case,
+    served_in_its_image,
     tree,  # noqa: F401 - a fixture
 )
 
@@ -263,32 +260,11 @@ def test_mode_docker_runs_the_case_in_the_llamacpp_image_end_to_end(tree, tmp_pa
     """host_llamacpp_docker.yaml through run.py: the engine's IMAGE (docker_images/cpu/llamacpp/) is the one built or
     reused; the checkpoint is converted to GGUF by the image's converter, llama.cpp's server starts inside the
     container, serves, passes the greedy check, and stops."""
-    from utils.executors.images import _exists
-
-    config = docker_yaml(tree, tmp_path, "host_llamacpp_docker.yaml")
-    chosen = {item.split("=", 1)[0]: item for item in (*FAST, "compiler=llamacpp")}
-    sets = [arg for item in chosen.values() for arg in ("--set", item)]
-    tag = image_tag(config, sets)
-    assert tag.startswith("inferperf/cpu-llamacpp:")
-    if not _exists(docker_client, tag) and not os.environ.get(BUILD_ENV):
-        pytest.skip(
-            f"the llama.cpp image {tag} is not built on this engine, and a fresh build compiles llama.cpp (about "
-            f"15 min on 2 cores): set {BUILD_ENV}=1 to build it here (or run configs/host_llamacpp_docker.yaml once)"
-        )
-    done = run_py(tree, config, *sets, timeout=3600)
-    out = done.stdout + done.stderr
-    assert done.returncode == 0, out[-4000:]
-    assert f"image {tag}" in out and "inferperf/cpu-pytorch" not in out
-    result = json.loads(next((tmp_path / "result").rglob("result.json")).read_text())
-    llm = result["llm"]
-    served = llm["served_by"]
-    assert served["server"] == "llama-cpp-python 0.3.36" and served["command"][0].startswith("/opt/venv/bin/python")
-    assert "llama_cpp.server" in served["command"]
-    greedy = llm["greedy"]
-    assert greedy["positions"] == 2 * 8 and greedy["passed"] and greedy["share"] >= 0.99
-    assert [row["concurrency"] for row in llm["serving"]] == [1, 2]
-    assert all(row["completed"] == row["requests"] and row["failed"] == 0 for row in llm["serving"])
-    assert result["cache"]["onnx"]["format"] == "gguf" and result["*p_inference_core(qps)"] > 0
+    result = served_in_its_image(
+        tree, tmp_path, docker_client, "host_llamacpp_docker.yaml", "llamacpp", BUILD_ENV, "about 12-15 min on 2 cores"
+    )
+    served = result["llm"]["served_by"]
+    assert served["server"] == "llama-cpp-python 0.3.36" and "llama_cpp.server" in served["command"]
+    assert result["cache"]["onnx"]["format"] == "gguf" and result["*p_inference_core(qps)"] > 0  # converted in there
     log = next((tmp_path / "result").rglob("llamacpp_server.log")).read_text(errors="replace")
     assert "POST /v1/completions" in log and " 422 " not in log
-    assert_nothing_left(docker_client, tmp_path / "remote")
