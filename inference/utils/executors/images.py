@@ -7,7 +7,10 @@ unchanged folder reuses the image on every host.
 Build context = docker_images/<vendor>/<framework>/ (FlagPerf's layout; or the folder the cases'
 engine declares, ``IMAGE`` in inference_engine/<vendor>/<compiler>.py: ``CaseSpec.image``) plus, when configured,
 ``wheels/`` (PIP_WHEELS_DIR: e.g. the offline torch wheel) and
-``ca-certificates.crt`` (CA_BUNDLE: lets pip inside the build reach the index).
+``ca-certificates.crt`` (CA_BUNDLE: lets pip inside the build reach the index), plus ``common/``:
+docker_images/common/, the build fragments InferPerf's own Dockerfiles share (``install.sh``, the pip
+install), in every image's context and hash so that editing a fragment rebuilds the images; a
+Dockerfile that does not use it builds as before (a vendor folder with its own ``common/`` keeps it).
 Unless host.yaml says otherwise (HOST_PIP_CONFIG: false, or PIP_SOURCE,
 PIP_WHEELS_DIR, CA_BUNDLE for one setting each), the build inherits this
 machine's pip configuration (``host_pip``): its http(s) index URLs, the wheels
@@ -50,6 +53,10 @@ from loguru import logger
 
 from common.files import hash_file, hash_tree, tree_files
 
+# docker_images/<SHARED_FOLDER>/: the build fragments InferPerf's Dockerfiles share, sent as <SHARED_FOLDER>/ in every
+# image's build context (no vendor: vendors are inference_engine/'s folders).
+SHARED_FOLDER = "common"
+
 
 @dataclass(frozen=True)
 class ImageSpec:
@@ -70,6 +77,12 @@ class ImageSpec:
     @property
     def dockerfile(self) -> Path:
         return self.folder / "Dockerfile"
+
+    @property
+    def shared(self) -> Path | None:
+        """docker_images/common/ when there is one and the image folder has no ``common/`` of its own."""
+        folder = self.folder.parent.parent / SHARED_FOLDER
+        return folder if folder.is_dir() and not (self.folder / SHARED_FOLDER).exists() else None
 
     @property
     def requirement_files(self) -> tuple[Path, ...]:
@@ -107,9 +120,12 @@ class ImageSpec:
         return digest.hexdigest()[:16]
 
     def vendor_hash(self) -> str:
-        """Hash of what the vendor Dockerfile's build sees: its folder, build args, wheels and CA bundle."""
+        """Hash of what the vendor Dockerfile's build sees: its folder, docker_images/common/, build args, wheels and CA
+        bundle."""
         digest = hashlib.sha256()
         hash_tree([self.folder], suffixes=None, relative_to_parent=False, digest=digest)
+        if self.shared is not None:  # its names hash as common/…, apart from the folder's own
+            hash_tree([self.shared], suffixes=None, relative_to_parent=True, digest=digest)
         for key, value in sorted(self.buildargs.items()):
             digest.update(f"arg:{key}={value}".encode())
         for wheel in self._wheels():
@@ -148,6 +164,9 @@ class ImageSpec:
         with tarfile.open(target, "w") as tar:
             for path in tree_files(self.folder):
                 tar.add(path, arcname=str(path.relative_to(self.folder)))
+            if self.shared is not None:
+                for path in tree_files(self.shared):
+                    tar.add(path, arcname=f"{SHARED_FOLDER}/{path.relative_to(self.shared)}")
             for wheel in self._wheels():
                 tar.add(wheel, arcname=f"wheels/{wheel.name}")
             if self.ca_bundle is not None:
