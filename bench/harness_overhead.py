@@ -17,7 +17,7 @@ ran next to each other). Target: >= 0.99.
 
 The ratio splits in two, printed beside it with their own intervals. The same child also runs
 the **engine loop**, alternating with the bare loop in 0.1-s slices (llama: query by query),
-each for as long as the harness measured:
+each for as long as the harness measured, both on the engine's one session (one thread pool):
   engine / bare     the engine contract: the vendor engine's ``__call__`` (torch tensors in
                     and out, so ``Tensor.numpy`` per input and ``torch.from_numpy`` per
                     output) back to back, against ``session.run`` on numpy arrays. llama: the
@@ -216,12 +216,13 @@ def _bare_loop_child(engine_path: str, perf: str, data: str, case: str, seconds:
     # Every engine input of every batch, as the engine gets them (bert has two).
     tensors = [as_input_list(x) for x, _ in case_module.build_dataloader(config)]
     batches = [[t.numpy() for t in inputs] for inputs in tensors]
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = int(config.get("intra_op_num_threads", 0))
-    options.inter_op_num_threads = int(config.get("inter_op_num_threads", 0))
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # the engine file is pre-optimised
-    session = ort.InferenceSession(engine_path, options, providers=["CPUExecutionProvider"])
     engine = InferModel(config, None, None)  # loads the same engine file, as run_inference.py does
+    # The bare loop calls the engine's own session: one ONNX Runtime session, so one intra-op
+    # thread pool, in this process, as in the harness's. With a second session of its own, the
+    # two pools alternating on 2 cores made both loops 20-30 % slower than the harness (bert bs 2:
+    # 33 against 40-43 samples/s for the same bare loop alone in its process; docs/measurement.md).
+    session = engine.session
+    assert isinstance(session, ort.InferenceSession)
     names = [i.name for i in session.get_inputs()]
 
     feeds = [dict(zip(names, batch)) for batch in batches]  # built once, before any clock

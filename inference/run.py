@@ -387,9 +387,10 @@ def host_worker(session: HostSession, plan: list[Planned]) -> list[CaseOutcome]:
     except Exception as exc:  # one host's failure is reported and must not stop the others
         message = one_line(exc) if isinstance(exc, InferPerfError) else f"host {session.label}: {one_line(exc)}"
         logger.error(message)
+        status = "interrupted" if session.abort.is_set() else "failed"  # Ctrl-C cut the preparation short
         return [
             CaseOutcome(i.spec, session.label, session.noderank, case_dir(i)).fail(
-                session.preflight_step or "preflight", message
+                session.preflight_step or "preflight", message, status
             )
             for i in plan
         ]

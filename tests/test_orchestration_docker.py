@@ -310,6 +310,51 @@ def test_dockerfile_that_fails_to_build(tmp_path, hosts, digits_data, remote_wor
     assert_nothing_left(docker_client, remote_workdir)
 
 
+def build_containers(docker_client, token: str) -> list:
+    """The classic builder's containers running a RUN step whose command holds ``token``."""
+    found = []
+    for container in docker_client.containers.list(all=True):
+        command = " ".join(container.attrs.get("Config", {}).get("Cmd") or [])
+        if token in command:
+            found.append(container)
+    return found
+
+
+def test_sigint_during_an_image_build(tmp_path, hosts, digits_data, remote_workdir, wheels_dir, docker_client):
+    """Ctrl-C while the image builds: the Docker SDK's build call blocks until the engine ends it,
+    here a RUN step held open for 10 minutes. run.py exits 130 at once, every case reads
+    interrupted at the image step, and the engine drops the build and its container."""
+    perf = copy_tree(tmp_path / "inference")
+    token = f"inferperf-build-held-open-{tmp_path.name}"
+    (perf / "docker_images" / "cpu" / "pytorch" / "Dockerfile").write_text(
+        f"ARG BASE_IMAGE=inferperf/debian-python:bookworm\nFROM ${{BASE_IMAGE}}\nRUN echo {token} && sleep 600\n"
+    )
+    config = write_host_yaml(tmp_path, hosts[:1], digits_data, remote_workdir, wheels_dir, FLAGPERF_PATH=str(perf))
+    proc = start_run(config, perf)
+    try:
+        deadline = time.monotonic() + 300  # a hang guard: the build's RUN step starts within seconds
+        while not build_containers(docker_client, token) and time.monotonic() < deadline:
+            assert proc.poll() is None, proc.communicate()[0][-3000:]
+            time.sleep(0.5)
+        assert build_containers(docker_client, token), "the build's RUN step never started"
+        proc.send_signal(signal.SIGINT)
+        code, out = finish(proc, timeout=120)  # before the fix: blocked until the RUN step's 600 s ended
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert code == 130, out[-3000:]
+    assert "Traceback" not in out
+    record = summary_of(tmp_path)["results"][0]
+    assert (record["status"], record["failed_step"]) == ("interrupted", "image"), record
+    assert "interrupted: the engine drops the build as run.py exits" in record["error"]
+    deadline = time.monotonic() + 60  # the engine notices the closed connection, then removes the container
+    while build_containers(docker_client, token) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not build_containers(docker_client, token)
+    assert_nothing_left(docker_client, remote_workdir)
+
+
 def test_container_killed_mid_run(tmp_path, hosts, digits_data, remote_workdir, wheels_dir, docker_client):
     perf = long_running_tree(tmp_path / "inference")
     victim = hosts[0]

@@ -243,7 +243,8 @@ class DockerSession(HostSession[ContainerHandle]):
 
     def _ensure_image(self) -> str:
         spec = image_spec(self.config, self.label)
-        tag, _ = ensure_image(self.engine, spec, self.label, self.build_log_dir / f"build_{slug(self.label)}.log")
+        log = self.build_log_dir / f"build_{slug(self.label)}.log"
+        tag, _ = ensure_image(self.engine, spec, self.label, log, self.abort)
         return tag
 
     # ---- the lifecycle's primitives (utils/executors/base.py) ------------------------------

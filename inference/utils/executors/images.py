@@ -44,6 +44,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -248,8 +249,15 @@ def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes) -> None:
     tar.addfile(info, io.BytesIO(data))
 
 
-def ensure_image(client: docker.DockerClient, spec: ImageSpec, host_label: str, build_log: Path) -> tuple[str, bool]:
-    """Return (tag, built): reuse the image if this exact tag exists, else build it."""
+def ensure_image(
+    client: docker.DockerClient,
+    spec: ImageSpec,
+    host_label: str,
+    build_log: Path,
+    abort: threading.Event | None = None,
+) -> tuple[str, bool]:
+    """Return (tag, built): reuse the image if this exact tag exists, else build it. A build stops
+    waiting once ``abort`` is set (Ctrl-C: ``_build``)."""
     from common.errors import HostError
 
     if not spec.dockerfile.is_file():
@@ -277,7 +285,9 @@ def ensure_image(client: docker.DockerClient, spec: ImageSpec, host_label: str, 
     files = spec.requirement_files
     vendor_tag = spec.vendor_tag
     if not files or not _exists(client, vendor_tag):
-        _build(client, spec.write_context, vendor_tag, spec.buildargs, spec, spec.dockerfile, host_label, build_log)
+        _build(
+            client, spec.write_context, vendor_tag, spec.buildargs, spec, spec.dockerfile, host_label, build_log, abort
+        )
     if files:
         cases = ", ".join(_case_name(f) for f in files)
         logger.info(f"host {host_label}: installing the requirements of {cases} on top of {vendor_tag}")
@@ -291,6 +301,7 @@ def ensure_image(client: docker.DockerClient, spec: ImageSpec, host_label: str, 
             f"the requirements of {cases}",
             host_label,
             layer_log,
+            abort,
         )
         unmet = lenient_warnings(layer_log)
         for line in unmet:
@@ -431,17 +442,36 @@ def _exists(client: docker.DockerClient, tag: str) -> bool:
         return False
 
 
+BUILD_POLL_S = 0.25  # how often a build's wait looks at the run's abort
+
+
 def _build(
-    client, write_context, tag: str, buildargs: dict, spec: ImageSpec, what, host_label: str, build_log: Path
+    client,
+    write_context,
+    tag: str,
+    buildargs: dict,
+    spec: ImageSpec,
+    what,
+    host_label: str,
+    build_log: Path,
+    abort: threading.Event | None = None,
 ) -> None:
+    """Build ``tag``. The Docker SDK's build blocks until the engine ends it, minutes with no word
+    in between, so it runs on a daemon thread and this one waits, looking at ``abort``: on Ctrl-C
+    it raises at once. The engine then drops the build (and, ``forcerm``, its container) when the
+    connection closes, which is when run.py exits: nothing waits on the daemon thread."""
     from common.errors import HostError
 
     with tempfile.TemporaryDirectory(prefix="inferperf-ctx-") as tmp:
         context = Path(tmp) / "context.tar"
         write_context(context)
         try:
-            with open(context, "rb") as handle:
-                _, stream = client.images.build(
+            handle = open(context, "rb")  # closed by the build's thread, which may outlive this call
+            stream = _wait_for_build(
+                abort,
+                f"host {host_label}: building {what} interrupted: the engine drops the build as run.py exits",
+                handle,
+                lambda: client.images.build(
                     fileobj=handle,
                     custom_context=True,
                     tag=tag,
@@ -450,7 +480,8 @@ def _build(
                     rm=True,
                     forcerm=True,
                     labels={"inferperf.vendor": spec.vendor, "inferperf.framework": spec.framework},
-                )
+                )[1],
+            )
             _write_build_log(build_log, stream)
         except BuildError as exc:
             chunks = list(exc.build_log or ())  # an iterator: read once, for the log and for pip's own words
@@ -459,6 +490,32 @@ def _build(
             raise HostError(f"host {host_label}: building {what} failed: {detail} (build log: {build_log})") from None
         except APIError as exc:
             raise HostError(f"host {host_label}: building {what} failed: {exc.explanation or exc}") from None
+
+
+def _wait_for_build(abort: threading.Event | None, interrupted: str, handle, build):
+    """``build()``'s value (or its exception), run on a daemon thread that closes ``handle`` when it
+    ends; a ``HostError`` saying ``interrupted`` as soon as ``abort`` is set."""
+    from common.errors import HostError
+
+    outcome: dict = {}
+
+    def run() -> None:
+        try:
+            outcome["value"] = build()
+        except BaseException as exc:  # handed to the waiting thread, which raises it
+            outcome["error"] = exc
+        finally:
+            handle.close()
+
+    thread = threading.Thread(target=run, name="image-build", daemon=True)
+    thread.start()
+    while thread.is_alive():
+        thread.join(BUILD_POLL_S)
+        if abort is not None and abort.is_set() and thread.is_alive():
+            raise HostError(interrupted)
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
 
 
 def _pip_failure(chunks: list) -> str | None:
