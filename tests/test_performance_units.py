@@ -862,3 +862,13 @@ def test_contention_not_judged_says_why():
         "contention: not judged (no reading of the other processes' CPU time on this machine)"
     )
     assert contention_not_judged(0.0) is None
+
+
+def test_an_unusable_stage_has_no_pool_and_audits_off_is_said(monkeypatch):
+    rig = Rig(monkeypatch)
+    unusable = PerformanceStage(stage_config(), Loader([("text", None)]), rig.sync, "fp32")
+    with pytest.raises(ValueError) as raised:
+        unusable.pool(2)
+    assert str(raised.value) == "no query pool: the data loader does not yield tensors (check usable first)"
+    stage, _ = make_stage(rig, audits=False)
+    assert stage.report.engine_not_judged == ["audits: not judged (audits: false in the case config)"]
