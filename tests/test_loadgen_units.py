@@ -1,6 +1,6 @@
 """load_generator: mlperf, the fast parts (in scripts/mutation.sh's test selection): the key's
 checks, the stage's dispatch to LoadGen and back, LoadGen's INVALID provoked for real with
-small engines (a latency bound no engine meets; an engine faster than its probe), the
+small engines (a latency bound no engine meets; an engine faster than its probe, tested again), the
 settings LoadGen is given, and the detail log's reading. The real digits runs, engine
 errors and run.py's bad input are in tests/test_loadgen.py.
 """
@@ -87,35 +87,68 @@ def test_a_latency_bound_no_engine_meets_is_loadgens_invalid_in_the_row(tmp_path
     assert row["verdict"]["valid"] is False
 
 
-def test_an_engine_that_speeds_up_after_the_probe_misses_loadgens_min_duration(tmp_path, monkeypatch):
-    # LoadGen issues min_duration / expected latency SingleStream queries: told 5 ms by the probe,
-    # it runs out of queries when they then take no time. The row says so in LoadGen's words.
-    # The engine speeds up when LoadGen's settings are made (after the probe), not at a wall-clock
-    # instant, so a slow start of the machine cannot move the step into the probe.
-    probed = []
+def speeding_up(monkeypatch, sleeps: list[float]):
+    """An engine that sleeps ``sleeps[k]`` a call once LoadGen's settings have been made ``k`` times (the
+    probe runs before the first), so it speeds up between tests, not at a wall-clock instant: a slow start
+    of the machine cannot move a step into the probe. Returns the engine and the settings LoadGen got."""
+    made = []
     real_settings = loadgen.loadgen_settings
 
-    def settings_after_the_probe(*args, **kwargs):
-        probed.append(True)
-        return real_settings(*args, **kwargs)
+    def counted(*args, **kwargs):
+        made.append(real_settings(*args, **kwargs))
+        return made[-1]
 
-    monkeypatch.setattr(loadgen, "loadgen_settings", settings_after_the_probe)
+    monkeypatch.setattr(loadgen, "loadgen_settings", counted)
 
     def engine(inputs):
-        if not probed:
-            time.sleep(0.005)
+        time.sleep(sleeps[min(len(made), len(sleeps) - 1)])
         return [inputs[0]], 0.0
 
+    return engine, made
+
+
+def test_an_engine_faster_than_its_probe_is_tested_again_at_its_own_speed(tmp_path, monkeypatch):
+    # LoadGen generates 2 x min_duration of SingleStream queries at the expected latency: told 18 ms by
+    # the probe (20 ms / PROBE_MARGIN), it has 111 queries, which take 0.22 s at 2 ms: min duration not
+    # met. The row is tested again at the first test's median, and is LoadGen's VALID, saying so.
+    engine, made = speeding_up(monkeypatch, [0.020, 0.002])
     stage = stage_for(tmp_path, min_duration_s=1.0, warmup=0)
     stage.rows_for(engine, 2)
     (row,) = (row.to_json() for row in stage.report.rows)
-    assert row["loadgen"]["probe"]["latency_ns"] > 4_000_000
+    block = row["loadgen"]
+    assert len(made) == 2 and made[0].single_stream_expected_latency_ns > 17_000_000
+    assert 1_500_000 < made[1].single_stream_expected_latency_ns < 2_000_000  # the first test's ~2.1 ms / 1.1
+    rerun = block["rerun"]
+    assert rerun["probe"]["latency_ns"] > 19_000_000 and rerun["conditions"]["min_duration_met"] is False
+    assert rerun["why"] == "min duration not met at the probe's guess" and 100 <= rerun["query_count"] <= 112
+    assert block["probe"]["latency_ns"] < 2_500_000  # the guess the second test was given
+    assert block["result_validity"] == "VALID" and block["conditions"]["min_duration_met"] is True
+    assert row["verdict"] == {"valid": True, "reasons": []} and row["stop_reason"] == "minimums met"
+    assert row["queries"] == block["query_count"] > 400  # the second test's queries, timed by the SUT
+
+
+def test_an_engine_that_speeds_up_again_misses_loadgens_min_duration(tmp_path, monkeypatch):
+    # Once more after the second test's settings: one test again, not a loop; the row is INVALID in
+    # LoadGen's words, and its block keeps both guesses.
+    engine, made = speeding_up(monkeypatch, [0.020, 0.002, 0.0])
+    stage = stage_for(tmp_path, min_duration_s=1.0, warmup=0)
+    stage.rows_for(engine, 2)
+    (row,) = (row.to_json() for row in stage.report.rows)
+    assert len(made) == 2 and row["loadgen"]["rerun"]["probe"]["latency_ns"] > 19_000_000
     assert (
         row["loadgen"]["conditions"]["min_duration_met"] is False and row["stop_reason"] == "loadgen: minimums not met"
     )
     assert any(r.startswith("mlperf loadgen: INVALID: min duration not met") for r in row["verdict"]["reasons"]), row[
         "verdict"
     ]
+
+
+def test_a_row_invalid_for_another_reason_is_not_tested_again(tmp_path, monkeypatch):
+    engine, made = speeding_up(monkeypatch, [0.002])  # min duration met, the latency bound not
+    stage = stage_for(tmp_path, scenario=["server"], target_qps=2000.0, latency_bound_ms=0.5, min_duration_s=0.5)
+    stage.rows_for(engine, 2)
+    (row,) = (row.to_json() for row in stage.report.rows)
+    assert len(made) == 1 and "rerun" not in row["loadgen"] and row["loadgen"]["result_validity"] == "INVALID"
 
 
 # ---- settings, the detail log ------------------------------------------------------------------------
@@ -146,6 +179,12 @@ def test_settings_come_from_the_probe_and_the_config():
         and server.server_target_latency_percentile == 0.99
     )
     assert server.min_query_count == 662  # the p99 floor, as InferPerf's server rows
+    # LoadGen holds what it generates: a guess never asks for more than MAX_GENERATED queries or samples
+    instant = loadgen.Probe(queries=20, latency_ns=100, qps=1e7)
+    fast = loadgen.loadgen_settings(lg, "single_stream", config, instant, 4, 1, None)
+    assert fast.single_stream_expected_latency_ns == 2 * 2 * 10**9 // loadgen.MAX_GENERATED == 4000
+    fast = loadgen.loadgen_settings(lg, "offline", config, instant, 4, 1, None)
+    assert fast.offline_expected_qps == pytest.approx(loadgen.MAX_GENERATED / 2.2)
     config.min_query_count = 10
     assert (
         loadgen.loadgen_settings(lg, "single_stream", config, found, 4, 1, None).min_query_count == 64

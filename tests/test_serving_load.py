@@ -185,6 +185,18 @@ def test_goodput_and_attainment_count_only_requests_meeting_every_bound():
     assert block["tpot_ms"]["mean"] == pytest.approx(4.0)
     assert block["tokens_per_s_per_user"] == pytest.approx(250.0)
     assert block["itl_ms"]["count"] == 39 * 4
+    assert (block["input_tokens"], block["output_tokens"]) == (39 * 10, 39 * 5)  # the completed requests'
+
+
+def test_prompt_tokens_no_request_knows_are_none_not_zero():
+    # token_source "events" (no usage, no tokenizer): output tokens counted one event a token, input unknown
+    records = [_record(i, 10, 4) for i in range(8)]
+    for record in records:
+        record.input_tokens, record.token_source = None, "events"
+    block = step_figures(records, None, None)
+    assert block["input_tokens"] is None and block["output_tokens"] == 8 * 5
+    records[3].input_tokens = 7  # one known: the sum of what is known
+    assert step_figures(records, None, None)["input_tokens"] == 7
 
 
 def test_a_tight_tpot_bound_fails_every_request():

