@@ -46,6 +46,7 @@ OptionalMethod = Literal[
     "best_batch_sizes",
     "prepare_batch_size",
     "own_benchmark",
+    "call_numpy",
 ]
 OPTIONAL_METHODS: tuple[OptionalMethod, ...] = get_args(OptionalMethod)
 
@@ -116,6 +117,15 @@ class EngineBase:
         engine.own_benchmark, never instead of them; a failure is a warning
         (tools/compat/bytemlperf/hooks.py). None: not supported."""
         return None
+
+    def call_numpy(self, arrays: list) -> tuple[list, float]:
+        """``__call__`` on numpy arrays in and out: the same inference, without the torch-tensor
+        contract's conversions, whose outputs stay valid after the next call (fresh arrays, no
+        reused buffer). With it, the inference pass (``tools/measure/loop.py``) converts a chunk of
+        batches to numpy before its clock, times this call on each back to back, and converts the
+        outputs to tensors and evaluates them after: the case's loader and evaluator no longer run
+        between timed calls. Not called unless implemented (``implements("call_numpy")``)."""
+        raise NotImplementedError
 
     def close(self) -> None:
         """Release what the engine holds beyond memory (a server process it started). The pipeline

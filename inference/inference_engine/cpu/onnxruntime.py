@@ -164,6 +164,13 @@ class InferModel(EngineBase):
         outputs = self.session.run(self.output_names, dict(zip(names, [tensor.numpy() for tensor in inputs])))
         return list(map(self._from_numpy, outputs)), 0.0
 
+    def call_numpy(self, arrays: list) -> tuple[list, float]:
+        # ONNX Runtime's own numpy arrays in and out: session.run returns fresh arrays every call.
+        names = self.input_names
+        if len(arrays) != len(names):
+            raise EngineError(f"engine expects {len(names)} inputs {names}, got {len(arrays)}")
+        return self.session.run(self.output_names, dict(zip(names, arrays))), 0.0
+
     # ---- optional richer API -------------------------------------------------
     def version(self) -> str:
         return f"onnxruntime {self._ort.__version__} ({_PROVIDER})"
