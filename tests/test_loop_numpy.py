@@ -77,6 +77,16 @@ def test_a_chunk_is_bounded_by_its_bytes_and_a_pass_still_covers_every_batch(mon
     assert (forward.CHUNK_BATCHES, forward.CHUNK_BYTES) != (0, 0)
 
 
+def test_a_loader_of_numpy_arrays_is_passed_as_it_is(monkeypatch):
+    rig = Rig(monkeypatch)
+    events: list = []
+    loader = [(np.full((2, 3), 5.0, dtype=np.float32), np.arange(2))]
+    result = forward.timed_forward(
+        NumpyEngine(rig, events), loader, evaluator_into(events), config(precision=None), "i"
+    )
+    assert events == [("call", 5.0, "ndarray"), ("evaluate", 10.0)] and result.accuracy == 1.0
+
+
 def test_the_shipped_chunk_bounds():
     assert (forward.CHUNK_BATCHES, forward.CHUNK_BYTES) == (64, 64 * 2**20)
 
