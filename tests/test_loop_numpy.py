@@ -6,6 +6,7 @@ ONNX Runtime's engine on a tiny real session.
 
 from __future__ import annotations
 
+import json
 from types import SimpleNamespace
 
 import numpy as np
@@ -85,6 +86,52 @@ def test_a_loader_of_numpy_arrays_is_passed_as_it_is(monkeypatch):
         NumpyEngine(rig, events), loader, evaluator_into(events), config(precision=None), "i"
     )
     assert events == [("call", 5.0, "ndarray"), ("evaluate", 10.0)] and result.accuracy == 1.0
+
+
+def test_the_bytes_bound_is_reached_at_its_value_not_before(monkeypatch):
+    rig = Rig(monkeypatch)
+    events: list = []
+    monkeypatch.setattr(forward, "CHUNK_BYTES", 3 * 2 * 4 + 1)  # one batch of 3 x 2 float32 and a byte
+    forward.timed_forward(NumpyEngine(rig, events), Loader([3, 3]), evaluator_into(events), config(precision=None), "i")
+    assert [e[0] for e in events] == ["call", "call", "evaluate", "evaluate"]
+    events.clear()
+    monkeypatch.setattr(forward, "CHUNK_BYTES", 3 * 2 * 4 * 2)  # exactly two batches: two, then the last
+    forward.timed_forward(
+        NumpyEngine(rig, events), Loader([3, 3, 3]), evaluator_into(events), config(precision=None), "i"
+    )
+    assert [e[0] for e in events] == ["call", "call", "evaluate", "evaluate", "call", "evaluate"]
+
+
+def test_samples_count_the_labels_first_then_the_input_and_the_evaluator_gets_them(monkeypatch):
+    rig = Rig(monkeypatch)
+    seen: list = []
+
+    def evaluator(outputs, y):
+        seen.append(None if y is None else y.tolist())
+        return 1.0
+
+    labelled = [(torch.zeros(4, 2), torch.tensor([7, 8]))]  # two labels for four rows: FlagPerf counts the labels
+    result = forward.timed_forward(NumpyEngine(rig, []), labelled, evaluator, config(precision=None), "inference")
+    assert result.samples == 2 and seen == [[7, 8]]
+    unlabelled = [(torch.zeros(4, 2), None)]
+    result = forward.timed_forward(NumpyEngine(rig, []), unlabelled, None, config(precision=None), "inference")
+    assert result.samples == 4
+
+
+def test_a_log_line_without_an_evaluator_and_with_a_long_call(monkeypatch, caplog_loguru):
+    rig = Rig(monkeypatch)
+    engine = NumpyEngine(rig, [], cost_ns=10_000_000_000 - SYNC_NS)  # a core of exactly 10 s
+    forward.timed_forward(engine, Loader([2]), None, config(log_freq=1, precision=None), "x")
+    infos = [r["message"] for r in caplog_loguru if r["level"] == "INFO"]
+    assert infos == ["x: batch 1, core 10000.00 ms, running acc nan"]
+
+
+def test_progress_is_due_at_its_interval_exactly(monkeypatch, capsys):
+    rig = Rig(monkeypatch)
+    engine = NumpyEngine(rig, [], cost_ns=500_000_000 - SYNC_NS)  # each query ends on the next 0.5-s mark
+    forward.timed_forward(engine, Loader([2, 2]), None, config(precision=None), "inference")
+    done = [json.loads(line.split(" ", 1)[1])["done"] for line in capsys.readouterr().out.splitlines()]
+    assert done == [1, 2, 2]  # at each mark, then the phase's last line
 
 
 def test_the_shipped_chunk_bounds():

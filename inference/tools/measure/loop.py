@@ -277,12 +277,11 @@ def _chunk(batches: Iterator) -> list[tuple[list, Any]]:
     """The next batches of the pass as numpy arrays, up to ``CHUNK_BATCHES`` of them or ``CHUNK_BYTES``
     of inputs (at least one batch); empty at the end of the data."""
     import numpy as np
-    from torch import Tensor
 
     chunk: list[tuple[list, Any]] = []
     size = 0
     for x, y in batches:
-        arrays = [t.numpy() if isinstance(t, Tensor) else np.asarray(t) for t in as_input_list(x)]
+        arrays = [np.asarray(t) for t in as_input_list(x)]  # a CPU tensor's own memory, as Tensor.numpy gives
         chunk.append((arrays, y))
         size += sum(int(a.nbytes) for a in arrays)
         if len(chunk) >= CHUNK_BATCHES or size >= CHUNK_BYTES:
