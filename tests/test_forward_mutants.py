@@ -391,3 +391,42 @@ def test_log_values_round_at_the_displayed_digit(monkeypatch, caplog_loguru):
     rig = Rig(monkeypatch)
     forward.timed_forward(rig.step(1_235_000 - SYNC_NS), Loader([1]), None, config(log_freq=1), "validation")
     assert "validation: batch 1, core 1.24 ms, running acc nan" in [r["message"] for r in caplog_loguru]
+
+
+# ---- the settle phase without warm-up, the intervals and the stop rule's checks --------------------
+def test_without_warm_up_a_settle_phase_still_runs_on_the_first_batch_and_never_the_tail(monkeypatch):
+    rig = Rig(monkeypatch)
+    calls: list = []
+    loader = Loader([2, 2, 1], dataset_len=5, batch_size=2)  # a last, partial batch of 1 (batch 2: value 2.0)
+    cfg = config(warmup=0, settle_max_s=0.5, precision=None)
+    result = forward.timed_forward(rig.step(1_000, calls=calls), loader, None, cfg, "inference")
+    settle_calls = calls[: len(calls) - result.batches]
+    assert result.batches == 3 and len(settle_calls) == result.precision["settle_queries"] > 0
+    assert all(c[0] is loader.batches[0][0] for c in settle_calls)  # the first batch, whole: no tail warm-up
+
+
+def test_a_bad_result_in_the_settle_phase_names_the_phase(monkeypatch):
+    rig = Rig(monkeypatch)
+    with pytest.raises(EngineError, match=r"^inference: the engine call must return \(list_of_outputs, foo_time\)"):
+        forward.timed_forward(lambda inputs: inputs, Loader([2]), None, config(settle_max_s=0.5), "inference")
+    assert rig.syncs == 2  # the warm-up's closing sync, then the settle phase's first call
+
+
+def test_an_empty_loader_is_one_engine_error_at_the_warm_up(monkeypatch):
+    Rig(monkeypatch)
+    with pytest.raises(EngineError, match=r"^validation: the data loader yielded no batch$"):
+        forward.timed_forward(lambda inputs: ([], 0.0), Loader([]), None, config(warmup=1), "validation")
+
+
+def test_both_throughputs_get_their_interval_and_the_checks_are_counted(monkeypatch):
+    rig = Rig(monkeypatch)
+    costs = iter([1_000, 3_000] * 200)
+
+    def step(inputs):
+        rig.now += next(costs)
+        return [inputs[0]], 0.0
+
+    result = forward.timed_forward(step, Loader([1] * 8), None, config(min_query_count=64, precision=0.5), "x")
+    for qps, ci in ((result.core_qps, result.core_qps_ci95), (result.whole_qps, result.whole_qps_ci95)):
+        assert ci is not None and ci[0] < qps < ci[1], (qps, ci)
+    assert result.precision["checks"] == 1  # one look at the figures, at the pass that met the minimums
