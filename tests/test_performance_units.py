@@ -872,3 +872,33 @@ def test_an_unusable_stage_has_no_pool_and_audits_off_is_said(monkeypatch):
     assert str(raised.value) == "no query pool: the data loader does not yield tensors (check usable first)"
     stage, _ = make_stage(rig, audits=False)
     assert stage.report.engine_not_judged == ["audits: not judged (audits: false in the case config)"]
+
+
+def test_a_rows_settle_phase_cycles_the_pool_and_lands_in_its_row(monkeypatch):
+    # On the rig's clock: 1-ms queries, so blocks of 250 (SETTLE_BLOCK_S / the first query), two alike
+    rig = Rig(monkeypatch)
+    monkeypatch.setattr(performance.time, "perf_counter_ns", rig.clock)
+    stage, _ = make_stage(rig, scenario=["offline"], settle_max_s=5.0)
+    pool = stage.pool(2)
+    stage.rows_for(rig.engine, 2, pool)
+    first_settle = 1 + 2  # one warm-up call, then one reference call per reference batch
+    settle_calls = rig.calls[first_settle : first_settle + 500]
+    assert [c[0] is pool[k % len(pool)][0] for k, c in enumerate(settle_calls)] == [True] * 500
+    assert len(pool) > 2 and rig.calls[first_settle + 500][0] is not None  # then the row's own queries
+    (row,) = rows_of(stage)
+    precision = row["precision"]
+    assert (precision["settle_queries"], precision["settle_block"], precision["settled"]) == (500, 250, True)
+    assert precision["settle_s"] == 0.5 and precision["settle_change"] == 0.0
+
+
+def test_a_multi_stream_row_runs_its_samples_per_query_under_its_target(monkeypatch):
+    rig = Rig(monkeypatch)
+    stage, _ = make_stage(rig, scenario=["multi_stream"], multi_stream_samples_per_query=8, precision=0.05)
+    stage.rows_for(rig.engine, 2, stage.pool(2))
+    (run,) = rig.runs
+    assert run["samples_per_query"] == 8  # the config's 8 samples: 4 batches of 2 a query
+    assert (
+        run["target"] == performance.row_target(SCENARIOS["multi_stream"], stage.config) and run["target"] is not None
+    )
+    (row,) = rows_of(stage)
+    assert row["samples_per_query"] == 8 and row["queries"] * 8 == row["samples"]
