@@ -193,14 +193,15 @@ class _Raw:
     evaluated: int = 0
     passes: int = 0
     stop: str = MAX_DURATION_REACHED
+    start: int = 0  # the measured loop's first clock reading: whole_ends count from it
 
-    def record(self, t0: int, t1: int, foo_time: float, start: int, n: int) -> int:
+    def record(self, t0: int, t1: int, foo_time: float, n: int) -> int:
         core, foo = minus_foo(t1 - t0, foo_time)
         self.foo_ns += foo
         self.core_ns.append(core)
         self.core_total += core
         self.core_ends.append(self.core_total)
-        self.whole_ends.append(t1 - start - self.foo_ns)
+        self.whole_ends.append(t1 - self.start - self.foo_ns)
         self.batch_sizes.append(n)
         self.samples += n
         return core
@@ -243,27 +244,32 @@ def _warm_up_and_settle(step: Step, dataloader: Iterable, settings: LoopSettings
 
 
 def _one_pass(
-    step, dataloader, evaluator, raw: _Raw, phase: str, sync, clock, start: int, log_freq: int, progress, due: int
+    step, dataloader, evaluator, raw: _Raw, phase: str, sync, clock, log_freq: int, progress, due: int
 ) -> int:
-    record = raw.record  # bound once: the per-query path does no lookup it can avoid
     for x, y in dataloader:
         inputs = as_input_list(x)
         t0 = clock()
         result = step(inputs)
         sync()
         t1 = clock()
-        outputs, foo_time = _check_step_result(result, phase)
-        n = _batch_len(y, inputs)
-        core = record(t0, t1, foo_time, start, n)
-        if evaluator is not None:
-            raw.correct += float(evaluator(outputs, y)) * n
-            raw.evaluated += n
-        if log_freq and len(raw.core_ns) % log_freq == 0:
-            accuracy = raw.correct / raw.evaluated if raw.evaluated else float("nan")
-            logger.info(f"{phase}: batch {len(raw.core_ns)}, core {core / 1e6:.2f} ms, running acc {accuracy:.4f}")
-        if t1 >= due:
-            due = progress.update(len(raw.core_ns), t1)
+        due = _query_done(raw, phase, evaluator, log_freq, progress, due, (t0, t1, result), y, inputs, None)
     return due
+
+
+def _query_done(raw: _Raw, phase: str, evaluator, log_freq: int, progress, due: int, timed, y, inputs, convert) -> int:
+    """After one query's clock: check and record it, evaluate its outputs (each through ``convert``
+    first, when given), log every ``log_freq``-th and report progress when due; the next due time."""
+    t0, t1, result = timed
+    outputs, foo_time = _check_step_result(result, phase)
+    n = _batch_len(y, inputs)
+    core = raw.record(t0, t1, foo_time, n)
+    if evaluator is not None:
+        raw.correct += float(evaluator(outputs if convert is None else [convert(o) for o in outputs], y)) * n
+        raw.evaluated += n
+    if log_freq and len(raw.core_ns) % log_freq == 0:
+        accuracy = raw.correct / raw.evaluated if raw.evaluated else float("nan")
+        logger.info(f"{phase}: batch {len(raw.core_ns)}, core {core / 1e6:.2f} ms, running acc {accuracy:.4f}")
+    return progress.update(len(raw.core_ns), t1) if t1 >= due else due
 
 
 def numpy_call(step: Any) -> Callable[[list], Any] | None:
@@ -290,7 +296,7 @@ def _chunk(batches: Iterator) -> list[tuple[list, Any]]:
 
 
 def _one_pass_numpy(
-    call, dataloader, evaluator, raw: _Raw, phase: str, sync, clock, start: int, log_freq: int, progress, due: int
+    call, dataloader, evaluator, raw: _Raw, phase: str, sync, clock, log_freq: int, progress, due: int
 ) -> int:
     """``_one_pass`` for an engine with ``call_numpy``: per chunk, the batches are read and converted
     before the clock, the calls run back to back, then each query is recorded and its outputs, as
@@ -306,18 +312,8 @@ def _one_pass_numpy(
             result = call(arrays)
             sync()
             timed.append((t0, clock(), result))
-        for (arrays, y), (t0, t1, result) in zip(chunk, timed):
-            outputs, foo_time = _check_step_result(result, phase)
-            n = _batch_len(y, arrays)
-            core = raw.record(t0, t1, foo_time, start, n)
-            if evaluator is not None:
-                raw.correct += float(evaluator([from_numpy(o) for o in outputs], y)) * n
-                raw.evaluated += n
-            if log_freq and len(raw.core_ns) % log_freq == 0:
-                accuracy = raw.correct / raw.evaluated if raw.evaluated else float("nan")
-                logger.info(f"{phase}: batch {len(raw.core_ns)}, core {core / 1e6:.2f} ms, running acc {accuracy:.4f}")
-            if t1 >= due:
-                due = progress.update(len(raw.core_ns), t1)
+        for (arrays, y), query in zip(chunk, timed):
+            due = _query_done(raw, phase, evaluator, log_freq, progress, due, query, y, arrays, from_numpy)
     return due
 
 
@@ -333,12 +329,10 @@ def _measured_loop(
     progress = PhaseProgress.for_passes(phase, config, dataloader)  # PROGRESS lines, at most every 0.5 s
     call = numpy_call(step)
     one_pass = _one_pass if call is None else _one_pass_numpy
-    start = clock()
+    start = raw.start = clock()
     due = progress.begin(start)
     while True:
-        due = one_pass(
-            call or step, dataloader, evaluator, raw, phase, sync, clock, start, settings.log_freq, progress, due
-        )
+        due = one_pass(call or step, dataloader, evaluator, raw, phase, sync, clock, settings.log_freq, progress, due)
         raw.passes += 1
         if not raw.core_ns:
             raise EngineError(f"{phase}: the data loader yielded no batch")
