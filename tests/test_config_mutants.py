@@ -27,19 +27,20 @@ from common.scenario import SCENARIOS
 from common.values import MAX_NAME, MAX_PATH, MAX_PATH_PART, MAX_TEXT, one_or_list, positive_int
 from common.yamlio import YamlTooLarge
 from tests.conftest import TYPED_CASE_CONFIG as TYPED
+from tests.test_config_keys import BASE
 from tools.config import (
     CaseConfig,
     check_choice,
-    check_flag,
     check_device_available,
     check_extra,
+    check_flag,
     load_case_config,
     merge_case_config,
     origin_of,
     parse_overrides,
     query_samples,
+    values,
 )
-from tools.config import values
 from tools.config.expr import parse_number
 from tools.config.values import MAX_EXTRA_INT, MAX_EXTRA_ITEMS, MAX_FLOPS, MAX_KEY, REQUIRED_KEYS
 
@@ -233,22 +234,13 @@ def test_an_engines_choice_and_flag_checks_name_the_origin_or_say_config():
     assert reason(check_flag, config, "mode", "yes", error=ConfigError) == (
         "configs/toy/vendor_config/acme_configurations.yaml: key 'mode' must be true or false, got 'yes'"
     )
-    assert reason(check_flag, flagperf, "prune", 1, error=ConfigError) == "config: key 'prune' must be true or false, got 1"
+    assert (
+        reason(check_flag, flagperf, "prune", 1, error=ConfigError)
+        == "config: key 'prune' must be true or false, got 1"
+    )
 
 
 # --- tools/config/load.py: names, keys, --set, the device, oversubscription ---------------------
-
-BASE = """
-batch_size: 8
-fp16: false
-compiler: onnxruntime
-num_workers: 0
-log_freq: 10
-repeat: 1
-no_validation: false
-exist_onnx_path: null
-exist_compiler_path: null
-"""
 
 
 def make_tree(tmp_path: Path, case: str = "toy", vendor: str = "acme", base: str = BASE, vendor_file: str = "") -> Path:
@@ -289,7 +281,9 @@ def test_a_key_must_be_an_identifier_of_at_most_max_key_characters(tmp_path):
     longest = "k" * MAX_KEY
     merged, _ = merge_case_config({**base, longest: 1}, paths[0], {}, paths[1], {}, paths[2])
     assert merged[longest] == 1
-    rule = f"must be a name of letters, digits and '_' of at most {MAX_KEY} characters (a case reads it as config.<key>)"
+    rule = (
+        f"must be a name of letters, digits and '_' of at most {MAX_KEY} characters (a case reads it as config.<key>)"
+    )
     for bad in ("max-batch", "k" * (MAX_KEY + 1), "2x"):
         with pytest.raises(ConfigError) as info:
             merge_case_config(base, paths[0], {bad: 1}, paths[1], {}, paths[2])
