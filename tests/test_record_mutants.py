@@ -8,14 +8,16 @@ from __future__ import annotations
 import errno
 import hashlib
 import json
+import locale
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
 from common.files import LogFileSink
 from common.onnx_files import has_external_marker, onnx_external_locations
-from common.record import LLMBlock, LLMRow, PerformanceRow, RecordError, ServingRow, Verdict
-from tests.result_records import performance_row
+from common.record import RESULT_FILE, LLMBlock, LLMRow, PerformanceRow, RecordError, ServingRow, Verdict, read_result
+from tests.result_records import performance_row, result_json
 from tools.cache import evict, onnx_digests, onnx_external_files, probe, reuse, seal, seal_path
 
 FULL = Path("/dev/full")
@@ -23,6 +25,17 @@ FULL = Path("/dev/full")
 
 def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture
+def ascii_locale() -> Iterator[None]:
+    """A host whose locale encodes text as ASCII (LC_CTYPE=C, as a bare container may have it)."""
+    before = locale.setlocale(locale.LC_CTYPE)
+    locale.setlocale(locale.LC_CTYPE, "C")
+    try:
+        yield
+    finally:
+        locale.setlocale(locale.LC_CTYPE, before)
 
 
 def reread(data: dict) -> dict:
@@ -37,6 +50,13 @@ def test_a_multi_stream_rows_batches_per_query_and_a_server_rows_search_are_kept
     written = PerformanceRow.from_json(reread(data)).to_json()
     assert written["samples_per_query"] == 8 and written["server_search"] == search
     assert written == data
+
+
+def test_a_utf8_result_is_read_whatever_the_hosts_locale(tmp_path, ascii_locale):
+    data = result_json(accuracy_note="top-1 ± 0.2 %")
+    (tmp_path / RESULT_FILE).write_bytes(json.dumps(data, ensure_ascii=False).encode("utf-8"))
+    result = read_result(tmp_path)
+    assert result is not None and result.accuracy_note == "top-1 ± 0.2 %"
 
 
 def test_a_prefill_flops_figure_alone_is_kept():
@@ -242,7 +262,7 @@ def test_weights_in_a_constant_nodes_attribute_are_found_keyed_and_sealed(tmp_pa
 
 
 # ---- the log file sink -------------------------------------------------------------------------
-def test_the_log_sink_appends_every_line_to_the_file(tmp_path):
+def test_the_log_sink_appends_every_line_to_the_file_in_utf8(tmp_path, ascii_locale):
     path = tmp_path / "run.log"
     path.write_text("an earlier run\n", encoding="utf-8")
     failures: list[OSError] = []
