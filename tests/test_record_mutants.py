@@ -16,7 +16,7 @@ import pytest
 
 from common.files import LogFileSink
 from common.onnx_files import has_external_marker, onnx_external_locations
-from common.record import RESULT_FILE, LLMBlock, LLMRow, PerformanceRow, RecordError, ServingRow, Verdict, read_result
+from common.record import RESULT_FILE, LLMBlock, LLMRow, PerformanceRow, RecordError, ServingRow, read_result
 from tests.result_records import performance_row, result_json
 from tools.cache import evict, onnx_digests, onnx_external_files, probe, reuse, seal, seal_path
 
@@ -65,40 +65,47 @@ def test_a_prefill_flops_figure_alone_is_kept():
     assert written["prefill_flops_per_s"] == 7.0e9 and written["decode_flops_per_s"] is None
 
 
-def serving_row(concurrency: int) -> ServingRow:
-    return ServingRow(
-        concurrency=concurrency,
-        input_length=128,
-        output_length=64,
-        requests=12,
-        completed=11,
-        failed=1,
-        input_tokens=1408,
-        output_tokens=704,
-        duration_s=2.5,
-        ttft_ms={"p50": 15.0, "ci95": {"p50": [14.0, 16.0]}},
-        tpot_ms={"p50": 3.0},
-        itl_ms={"p99": 5.0},
-        e2e_ms={"p50": 200.0},
-        requests_per_s=4.4,
-        requests_per_s_ci95=[4.0, 4.8],
-        output_tokens_per_s=281.6,
-        output_tokens_per_s_ci95=[270.0, 290.0],
-        tokens_per_s_per_user=320.0,
-        token_source=["usage"],
-        errors={"timeout": 1},
-        drift={"output_tokens_per_s": {"change": 0.02, "drifting": False}},
-        stop_reason="precision reached",
-        verdict=Verdict(("1 of 12 requests failed",)),
-    )
+# One load step as result.json records it (docs/result_schema.md, ``ServingRow``).
+SERVING_STEP = {
+    "concurrency": 1,
+    "input_length": 128,
+    "output_length": 64,
+    "requests": 12,
+    "completed": 11,
+    "failed": 1,
+    "input_tokens": 1408,
+    "output_tokens": 704,
+    "duration_s": 2.5,
+    "ttft_ms": {"p50": 15.0, "ci95": {"p50": [14.0, 16.0]}},
+    "tpot_ms": {"p50": 3.0},
+    "itl_ms": {"p99": 5.0},
+    "e2e_ms": {"p50": 200.0},
+    "requests_per_s": 4.4,
+    "requests_per_s_ci95": [4.0, 4.8],
+    "output_tokens_per_s": 281.6,
+    "output_tokens_per_s_ci95": [270.0, 290.0],
+    "tokens_per_s_per_user": 320.0,
+    "token_source": ["usage"],
+    "errors": {"timeout": 1},
+    "drift": {"output_tokens_per_s": {"change": 0.02, "drifting": False}},
+    "stop_reason": "precision reached",
+    "verdict": {"valid": False, "reasons": ["1 of 12 requests failed"]},
+}
 
 
-def test_a_served_llms_rows_and_server_survive_a_round_trip():
-    block = LLMBlock({"layers": 4}, {}, serving=(serving_row(1), serving_row(4)), served_by={"url": "http://h:8000"})
-    data = reread(block.to_json())
-    assert [row["concurrency"] for row in data["serving"]] == [1, 4] and data["served_by"] == {"url": "http://h:8000"}
-    assert data["serving"][0]["drift"] == {"output_tokens_per_s": {"change": 0.02, "drifting": False}}
-    assert LLMBlock.from_json(data) == block
+def test_a_served_llms_steps_and_server_are_read_and_written_back_as_they_are():
+    data = {
+        "model": {"layers": 4},
+        "workload": {"serving_concurrency": [1, 4]},
+        "table": [],
+        "server": [],
+        "greedy": None,
+        "serving": [SERVING_STEP, {**SERVING_STEP, "concurrency": 4}],
+        "served_by": {"url": "http://h:8000"},
+    }
+    block = LLMBlock.from_json(reread(data))
+    assert block is not None and [row.label for row in block.serving] == ["serving x1", "serving x4"]
+    assert block.to_json() == data
 
 
 def test_a_served_llm_names_its_server_even_before_any_load_step():
