@@ -322,7 +322,6 @@ class LogFileSink:
     later messages are dropped, so one failure is said once, not under every later log line."""
 
     def __init__(self, path: Path, on_failure: Callable[[OSError], None]) -> None:
-        self.path = path
         self.on_failure = on_failure
         self.handle = open(path, "a", encoding="utf-8")  # noqa: SIM115 - open for the sink's life; stop() closes it
         self.failed = False
