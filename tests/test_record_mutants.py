@@ -185,18 +185,31 @@ def test_a_seal_names_its_entry_and_each_files_sha256(sealed):
 
 
 @pytest.mark.parametrize(
-    "change",
+    "change, reason",
     [
-        pytest.param(lambda seal: seal["sha256"].pop("m.onnx"), id="not-covering-its-entry"),
-        pytest.param(lambda seal: seal.update(schema=2), id="another-schema"),
+        pytest.param(
+            lambda seal: seal["sha256"].pop("m.onnx"),
+            "has a checksum file that does not cover m.onnx",
+            id="not-covering-its-entry",
+        ),
+        pytest.param(
+            lambda seal: seal.update(schema=2),
+            "has a checksum file of another schema (2, expected 1)",
+            id="another-schema",
+        ),
+        pytest.param(
+            lambda seal: seal["sha256"].update({"../m.onnx.data": "0"}),
+            "has a checksum file naming a file outside its folder",
+            id="a-file-outside",
+        ),
     ],
 )
-def test_a_seal_of_another_shape_is_refused_and_the_entry_rebuilt(sealed, change):
+def test_a_seal_of_another_shape_is_refused_and_the_entry_rebuilt(sealed, change, reason):
     entry, _ = sealed
     content = json.loads(seal_path(entry).read_text(encoding="utf-8"))
     change(content)
     seal_path(entry).write_text(json.dumps(content), encoding="utf-8")
-    assert probe(entry, "engine") == (False, "has an unreadable checksum file (ValueError)")
+    assert probe(entry, "engine") == (False, reason)
     assert not entry.exists() and not seal_path(entry).exists()
 
 

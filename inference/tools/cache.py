@@ -86,11 +86,13 @@ def _seal_problem(entry: Path) -> tuple[str | None, list[Path]]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         files = data["sha256"]
-        if data.get("schema") != SEAL_SCHEMA or not isinstance(files, dict) or entry.name not in files:
-            raise ValueError("unexpected content")
+        if data.get("schema") != SEAL_SCHEMA:
+            return f"has a checksum file of another schema ({data.get('schema')!r}, expected {SEAL_SCHEMA})", []
+        if not isinstance(files, dict) or entry.name not in files:
+            return f"has a checksum file that does not cover {entry.name}", []
         names = [str(n) for n in files]
         if any(Path(n).name != n for n in names):  # a seal names files in its own folder only
-            raise ValueError("a file outside the entry's folder")
+            return "has a checksum file naming a file outside its folder", []
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         return f"has an unreadable checksum file ({type(exc).__name__})", []
     companions = [entry.parent / n for n in names if n != entry.name]
