@@ -287,3 +287,25 @@ def test_mlperf_needs_loadgen_importable(monkeypatch):
     )
     assert str(info.value) == message
     assert make(load_generator="inferperf").load_generator == "inferperf"
+
+
+def test_the_rerun_guess_is_the_faster_median_and_only_for_a_missed_duration():
+    # No LoadGen and no clock: the decision alone, on a first test's block and its SUT's latencies.
+    config = types.SimpleNamespace(min_duration_s=1.0, max_duration_s=60.0, min_query_count=64, seed=0)
+    found = loadgen.Probe(queries=8, latency_ns=20_000_000, qps=50.0)
+    sut = types.SimpleNamespace(latencies_ns=[2_000_000, 3_000_000, 2_500_000])
+    missed = {"conditions": {"min_duration_met": False, "min_queries_met": True}}
+    single = loadgen.named("single_stream")
+    guess = loadgen.rerun_guess(single, config, missed, found, sut, 1, 1)
+    assert guess == loadgen.Probe(3, 2_500_000, 400.0)  # the median, and its rate
+    multi = loadgen.named("multi_stream")
+    assert loadgen.rerun_guess(multi, config, missed, found, sut, 4, 1).latency_ns == 625_000  # per engine call
+    for conditions in ({"min_duration_met": True}, {"min_duration_met": False, "min_queries_met": False}, {}):
+        assert loadgen.rerun_guess(single, config, {"conditions": conditions}, found, sut, 1, 1) is None
+    assert loadgen.rerun_guess(loadgen.named("server"), config, missed, found, sut, 1, 1) is None  # nothing guessed
+    empty = types.SimpleNamespace(latencies_ns=[])
+    assert loadgen.rerun_guess(single, config, missed, found, empty, 1, 1) is None
+    slower = types.SimpleNamespace(latencies_ns=[30_000_000])  # never slower than the probe
+    assert loadgen.rerun_guess(single, config, missed, found, slower, 1, 1) is None
+    capped = loadgen.Probe(8, 1_000, 1e6)  # already at the generation bound: a rerun would change nothing
+    assert loadgen.rerun_guess(single, config, missed, capped, types.SimpleNamespace(latencies_ns=[500]), 1, 1) is None
