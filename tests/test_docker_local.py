@@ -181,7 +181,7 @@ def test_containers_of_a_sigkilled_run_py_are_removed_by_the_next_run(
     while time.monotonic() < deadline:
         labelled = [
             c
-            for c in docker_client.containers.list()
+            for c in docker_client.containers.list(ignore_removed=True)
             if c.labels.get("inferperf.controller", "").endswith(f":{proc.pid}")
         ]
         if any(c.labels.get("inferperf.role") == "case" for c in labelled):
@@ -193,7 +193,7 @@ def test_containers_of_a_sigkilled_run_py_are_removed_by_the_next_run(
     proc.wait(timeout=30)
     orphans = [
         c
-        for c in docker_client.containers.list(all=True)
+        for c in docker_client.containers.list(all=True, ignore_removed=True)
         if c.labels.get("inferperf.controller", "").endswith(f":{proc.pid}")
     ]
     assert orphans, "SIGKILL should have left the run's containers behind"
@@ -206,7 +206,7 @@ def test_containers_of_a_sigkilled_run_py_are_removed_by_the_next_run(
     assert f"left running by a run.py (pid {proc.pid}) that died" in out, out[-3000:]
     left = [
         c
-        for c in docker_client.containers.list(all=True)
+        for c in docker_client.containers.list(all=True, ignore_removed=True)
         if c.labels.get("inferperf.controller", "").endswith(f":{proc.pid}")
     ]
     assert left == []

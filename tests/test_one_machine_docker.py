@@ -269,7 +269,7 @@ def case_pipeline(docker_client, workdir: Path):
     """The run_inference.py process of this test's case container (its mounts lie under ``workdir``), or None."""
     import psutil
 
-    for container in docker_client.containers.list(filters={"label": "inferperf.run"}):
+    for container in docker_client.containers.list(ignore_removed=True, filters={"label": "inferperf.run"}):
         if not any(Path(m.get("Source", "/")).is_relative_to(workdir) for m in container.attrs.get("Mounts", [])):
             continue
         with contextlib.suppress(psutil.Error, KeyError):

@@ -147,7 +147,7 @@ def by_host(summary: dict) -> dict[str, dict]:
 def assert_nothing_left(docker_client, workdir: Path) -> None:
     """No container of this test's runs is left (each mounts its code from under ``workdir``;
     other tests' runs may be under way on the same engine), and no case process either."""
-    everything = docker_client.containers.list(all=True, filters={"label": "inferperf.run"})
+    everything = docker_client.containers.list(all=True, ignore_removed=True, filters={"label": "inferperf.run"})
     ours = [
         c
         for c in everything
@@ -171,7 +171,7 @@ def copy_tree(target: Path) -> Path:
 def wait_for_container(docker_client, name_part: str, timeout: float = 600) -> object:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        for container in docker_client.containers.list(filters={"label": "inferperf.role=case"}):
+        for container in docker_client.containers.list(ignore_removed=True, filters={"label": "inferperf.role=case"}):
             if name_part in container.name:
                 return container
         time.sleep(0.5)
@@ -313,7 +313,7 @@ def test_dockerfile_that_fails_to_build(tmp_path, hosts, digits_data, remote_wor
 def build_containers(docker_client, token: str) -> list:
     """The classic builder's containers running a RUN step whose command holds ``token``."""
     found = []
-    for container in docker_client.containers.list(all=True):
+    for container in docker_client.containers.list(all=True, ignore_removed=True):
         command = " ".join(container.attrs.get("Config", {}).get("Cmd") or [])
         if token in command:
             found.append(container)

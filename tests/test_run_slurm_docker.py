@@ -53,7 +53,7 @@ def run_id(tmp_path: Path) -> str:
 
 
 def containers_of(client, run: str) -> list:
-    return client.containers.list(all=True, filters={"label": f"{LABEL_RUN}={run}"})
+    return client.containers.list(all=True, ignore_removed=True, filters={"label": f"{LABEL_RUN}={run}"})
 
 
 def assert_nothing_left(tmp_path: Path, cluster, client) -> None:

@@ -487,7 +487,7 @@ class DockerSession(HostSession[ContainerHandle]):
         """Remove containers left by an earlier run.py on this machine that died without
         cleaning up (SIGKILL, power loss): their controller label names a pid that is gone."""
         try:
-            containers = self.engine.containers.list(all=True, filters={"label": LABEL_CONTROLLER})
+            containers = self.engine.containers.list(all=True, ignore_removed=True, filters={"label": LABEL_CONTROLLER})
         except (DockerException, requests.RequestException):
             return
         for container in containers:
@@ -505,13 +505,22 @@ class DockerSession(HostSession[ContainerHandle]):
 
     def sweep_run(self) -> None:
         """Remove every container of this run and host on the engine, by label and name."""
-        try:
-            for container in self.engine.containers.list(
-                all=True, filters={"label": f"{LABEL_RUN}={self.run_id}", "name": f"-{slug(self.label)}-"}
-            ):
-                container.remove(force=True)
+        try:  # ignore_removed: a container removed between the listing and its inspection is not an error
+            containers = self.engine.containers.list(
+                all=True,
+                ignore_removed=True,
+                filters={"label": f"{LABEL_RUN}={self.run_id}", "name": f"-{slug(self.label)}-"},
+            )
         except (DockerException, requests.RequestException) as exc:
             logger.warning(f"host {self.label}: container sweep failed: {reason(exc)}")
+            return
+        for container in containers:  # one that went away meanwhile does not stop the sweep of the others
+            try:
+                container.remove(force=True)
+            except NotFound:
+                continue
+            except (DockerException, requests.RequestException) as exc:
+                logger.warning(f"host {self.label}: could not remove {container.name}: {reason(exc)}")
 
     def cleanup(self) -> None:
         with self._lock:
