@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import subprocess
 import tempfile
 from pathlib import Path
@@ -55,6 +56,26 @@ def no_sudo_path():
     shutil.rmtree(bin_dir)
 
 
+def _closed_folder(path: Path) -> Path | None:
+    """The first folder above ``path`` that other users cannot enter (no x bit for others), or None."""
+    for folder in reversed(path.parents):
+        if not folder.stat().st_mode & stat.S_IXOTH:
+            return folder
+    return None
+
+
+@pytest.fixture
+def scripts_open_to_nobody():
+    """The nobody tests run this checkout's scripts: say in one line when nobody cannot reach them."""
+    closed = _closed_folder(SCRIPTS / "root.sh")
+    if closed is not None:
+        pytest.fail(
+            f"{closed} is mode {stat.S_IMODE(closed.stat().st_mode):o}: another user cannot reach {SCRIPTS}; "
+            "clone the repository into a folder others can enter (not under mktemp -d's 700)",
+            pytrace=False,
+        )
+
+
 def _probe(tmp_path: Path, root_sh: Path | str = SCRIPTS / "root.sh") -> Path:
     probe = tmp_path / "probe.sh"
     probe.write_text(PROBE.format(root_sh=root_sh))
@@ -88,14 +109,14 @@ def test_as_root_the_scripts_run_in_place_without_sudo(open_dir, no_sudo_path):
 
 
 @needs_root
-def test_a_user_without_sudo_gets_one_line(open_dir, no_sudo_path):
+def test_a_user_without_sudo_gets_one_line(open_dir, no_sudo_path, scripts_open_to_nobody):
     run = _bash([str(_probe(open_dir))], no_sudo_path, as_nobody=True)
     assert (run.returncode, run.stdout) == (1, "")
     assert run.stderr == "probe.sh: ERROR: needs root: run it as root (there is no sudo here to ask)\n"
 
 
 @needs_root
-def test_real_scripts_ask_for_root_only_for_root_steps(no_sudo_path):
+def test_real_scripts_ask_for_root_only_for_root_steps(no_sudo_path, scripts_open_to_nobody):
     # Everything installed: nothing to do and no root asked for; else installing is a root step.
     deps = _bash([str(SCRIPTS / "install_system_deps.sh")], no_sudo_path, as_nobody=True)
     if deps.returncode == 0:
