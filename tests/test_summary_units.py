@@ -26,7 +26,7 @@ from utils.host_config import CaseSpec
 from utils.results import summary
 from utils.results.summary import markdown_table, memory_kind, merge_outcome, vendor_analysis, write_summary
 
-INFERENCE = Path(summary.__file__).resolve().parents[1]
+INFERENCE = Path(summary.__file__).resolve().parents[2]
 VENDOR = "fakevendor"
 
 
@@ -237,10 +237,11 @@ def test_vendor_analysis_contract(fake_vendor, caplog_loguru):
 
 
 def test_memory_kind(fake_vendor):
-    _, module = fake_vendor
-    assert memory_kind(INFERENCE, VENDOR) == "device memory"
+    perf_dir, module = fake_vendor
+    assert memory_kind(perf_dir, VENDOR) == "device memory"
     module.MEMORY_KIND = "HBM"
-    assert memory_kind(INFERENCE, VENDOR) == "HBM"
+    assert memory_kind(perf_dir, VENDOR) == "HBM"
+    assert memory_kind(INFERENCE, VENDOR) == "device memory"  # not a vendor of that tree: its module not read
     assert memory_kind(INFERENCE, "no_such_vendor") == "device memory"
     assert memory_kind(INFERENCE, "cpu") == "host RAM (whole machine)"
 

@@ -49,7 +49,10 @@ def vendor_analysis(perf_dir: Path, vendor: str, log_path: str) -> VendorAnalysi
 
 
 def memory_kind(perf_dir: Path, vendor: str) -> str:
-    """What the vendor's memory figures measure (its analysis module's MEMORY_KIND), for the table header."""
+    """What the vendor's memory figures measure (its analysis module's MEMORY_KIND), for the table header;
+    a vendor of ``perf_dir`` without an analysis module measures "device memory"."""
+    if not (perf_dir / "docker_images" / vendor / f"{vendor}_analysis.py").is_file():
+        return "device memory"
     try:
         module = importlib.import_module(f"docker_images.{vendor}.{vendor}_analysis")
     except ImportError:
