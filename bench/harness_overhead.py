@@ -7,8 +7,9 @@ its offline cells' output tokens/s against a bare ONNX Runtime GenAI generation 
 
 Harness and bare loop alternate, round by round, because the machine is shared and wanders:
 each round runs run_inference.py (the case's shipped measurement: settle, then until its
-precision), then a bare loop in a fresh process for as long as that round's inference window
-measured (its core time), cycling over the same batches. Like the harness's core QPS, the bare
+precision) and a bare loop in a fresh process for as long as the inference window measured (its
+core time), cycling over the same batches; in the order ABBA: even rounds run the harness first,
+odd rounds the bare loop first (for as long as the round before measured). Like the harness's core QPS, the bare
 loop's rate is over its core time: each call is timed on its own (``perf_counter_ns`` before and
 after), and what the loop does between calls is not counted. The ratio per round is harness core
 QPS / bare QPS; the figure is their geometric mean with a 95 % interval over the rounds'
@@ -18,9 +19,11 @@ ran next to each other). Target: >= 0.99.
 The ratio splits in two, printed beside it with their own intervals. The same child also runs
 the **engine loop**, alternating with the bare loop in 0.1-s slices (llama: query by query),
 each for as long as the harness measured, both on the engine's one session (one thread pool):
-  engine / bare     the engine contract: the vendor engine's ``__call__`` (torch tensors in
-                    and out, so ``Tensor.numpy`` per input and ``torch.from_numpy`` per
-                    output) back to back, against ``session.run`` on numpy arrays. llama: the
+  engine / bare     the engine contract, as the inference pass calls the engine: its
+                    ``call_numpy`` on numpy arrays where it declares one (the cpu ONNX Runtime
+                    engine), else its ``__call__`` (torch tensors in and out, so ``Tensor.numpy``
+                    per input and ``torch.from_numpy`` per output), back to back, against
+                    ``session.run`` on numpy arrays. llama: the
                     engine's ``prefill``/``step``/``release`` through ``generate_timed``,
                     against the generator calls alone.
   harness / engine  the measured loop: everything run_inference.py does between and around
@@ -200,7 +203,7 @@ def _alternate(loops: dict, seconds: float, minimum: int) -> dict[str, float]:
 
 def _bare_loop_child(engine_path: str, perf: str, data: str, case: str, seconds: float) -> dict[str, float]:
     """The bare loop (``session.run`` on numpy arrays, back to back) and the engine loop (the
-    vendor engine's ``__call__`` on the same batches as torch tensors, back to back), alternating."""
+    vendor engine as the inference pass calls it, back to back, on the same batches), alternating."""
     import importlib
 
     import onnxruntime as ort
@@ -239,12 +242,17 @@ def _bare_loop_child(engine_path: str, perf: str, data: str, case: str, seconds:
             calls += 1
         return samples, calls, core
 
+    # The engine as the inference pass calls it: ``call_numpy`` on numpy arrays where the engine
+    # declares it (tools/measure/loop.py converts each chunk before the clock), else ``__call__``
+    # on torch tensors.
+    call, items = (engine.call_numpy, batches) if engine.implements("call_numpy") else (engine, tensors)
+
     def contract(first: int, end: float, at_least: int) -> tuple[int, int, int]:
         samples, calls, core = 0, 0, 0
         while calls < at_least or time.perf_counter() < end:
-            inputs = tensors[(first + calls) % len(tensors)]
+            inputs = items[(first + calls) % len(items)]
             t0 = clock()
-            engine(inputs)
+            call(inputs)
             core += clock() - t0
             samples += inputs[0].shape[0]
             calls += 1
@@ -252,7 +260,7 @@ def _bare_loop_child(engine_path: str, perf: str, data: str, case: str, seconds:
 
     for _ in range(2):
         session.run(None, dict(zip(names, batches[0])))
-        engine(tensors[0])
+        call(items[0])
     # at least one pass each, then as long as the harness measured
     return _alternate({"bare": bare, "engine": contract}, seconds, len(batches))
 
@@ -353,10 +361,15 @@ def measure(case: str, args: argparse.Namespace) -> float:
             f"{'round':>5} {'harness ' + unit:>17} {'window s':>9} {'bare ' + unit:>14} {'engine ' + unit:>16} "
             f"{'ratio':>7} {'engine/bare':>11} {'harness/engine':>14}"
         )
+        previous: dict | None = None
         for round_index in range(args.rounds):
-            result = run_harness(perf, data, tmp / f"log{round_index}", case)
+            # ABBA: odd rounds run the bare child first, for as long as the round before measured
+            # (the same engine file and cells), so that neither comes always first after the other
+            bare_first = previous is not None and round_index % 2 == 1
+            loops = bare_loop(previous, perf, data, case) if bare_first and previous is not None else {}
+            result = previous = run_harness(perf, data, tmp / f"log{round_index}", case)
             harness, window = harness_rate(result, case)
-            loops = bare_loop(result, perf, data, case)
+            loops = loops or bare_loop(result, perf, data, case)
             bare, engine = loops["bare"], loops["engine"]
             for name, rate in (("harness", harness), ("bare", bare), ("engine", engine)):
                 rates[name].append(Sample(rate))

@@ -160,7 +160,8 @@ def test_a_row_invalid_for_another_reason_is_not_tested_again(tmp_path, monkeypa
 # ---- settings, the detail log ------------------------------------------------------------------------
 
 
-def test_settings_come_from_the_probe_and_the_config():
+def test_settings_come_from_the_probe_and_the_config(monkeypatch):
+    monkeypatch.setattr(loadgen, "generation_limit", lambda available=None: 1_000_000)  # as with 1.9 GB available
     config = types.SimpleNamespace(
         min_duration_s=2.0, max_duration_s=60.0, min_query_count=100, seed=7, latency_bound_ms=25.0
     )
@@ -185,12 +186,12 @@ def test_settings_come_from_the_probe_and_the_config():
         and server.server_target_latency_percentile == 0.99
     )
     assert server.min_query_count == 662  # the p99 floor, as InferPerf's server rows
-    # LoadGen holds what it generates: a guess never asks for more than MAX_GENERATED queries or samples
+    # LoadGen holds what it generates: a guess never asks for more than generation_limit() queries or samples
     instant = loadgen.Probe(queries=20, latency_ns=100, qps=1e7)
     fast = loadgen.loadgen_settings(lg, "single_stream", config, instant, 4, 1, None)
-    assert fast.single_stream_expected_latency_ns == 2 * 2 * 10**9 // loadgen.MAX_GENERATED == 4000
+    assert fast.single_stream_expected_latency_ns == 2 * 2 * 10**9 // 1_000_000 == 4000
     fast = loadgen.loadgen_settings(lg, "offline", config, instant, 4, 1, None)
-    assert fast.offline_expected_qps == pytest.approx(loadgen.MAX_GENERATED / 2.2)
+    assert fast.offline_expected_qps == pytest.approx(1_000_000 / 2.2)
     config.min_query_count = 10
     assert (
         loadgen.loadgen_settings(lg, "single_stream", config, found, 4, 1, None).min_query_count == 64
@@ -289,7 +290,27 @@ def test_mlperf_needs_loadgen_importable(monkeypatch):
     assert make(load_generator="inferperf").load_generator == "inferperf"
 
 
-def test_the_rerun_guess_is_the_faster_median_and_only_for_a_missed_duration():
+def test_the_generation_limit_is_a_share_of_the_available_memory(monkeypatch):
+    assert loadgen.generation_limit(16 * 2**30) == int(16 * 2**30 * 0.25 / 470) == 9_138_228  # 4.3 GB at 470 B
+    assert loadgen.generation_limit(2 * 2**30) == 1_142_278
+    assert loadgen.generation_limit(2**30) == loadgen.generation_limit(0) == 1_000_000  # the floor
+    monkeypatch.setattr("psutil.virtual_memory", lambda: types.SimpleNamespace(available=8 * 2**30))
+    assert loadgen.generation_limit() == 4_569_114  # psutil's available memory, read when asked
+    config = types.SimpleNamespace(min_duration_s=600.0, min_query_count=64)
+    instant = loadgen.Probe(queries=20, latency_ns=100, qps=1e7)
+    single = loadgen.named("single_stream")
+    # 600 s at 0.3 ms a query: 4M queries generated, under 8 GB's bound; 1M would have asked for 1.2 ms
+    assert loadgen.guesses(single, config, loadgen.Probe(20, 330_000, 3030.0), 1, 1) == {
+        "single_stream_expected_latency_ns": 300_000
+    }
+    assert loadgen.guesses(single, config, instant, 1, 1) == {"single_stream_expected_latency_ns": 262_633}
+    assert loadgen.guesses(single, config, instant, 1, 1, limit=1_000_000) == {
+        "single_stream_expected_latency_ns": 1_200_000
+    }
+
+
+def test_the_rerun_guess_is_the_faster_median_and_only_for_a_missed_duration(monkeypatch):
+    monkeypatch.setattr(loadgen, "generation_limit", lambda available=None: 1_000_000)
     # No LoadGen and no clock: the decision alone, on a first test's block and its SUT's latencies.
     config = types.SimpleNamespace(min_duration_s=1.0, max_duration_s=60.0, min_query_count=64, seed=0)
     found = loadgen.Probe(queries=8, latency_ns=20_000_000, qps=50.0)

@@ -33,7 +33,8 @@ The same engine and the same pool of batches as InferPerf's own scenarios
           probe disturbed by the machine) misses the minimum duration: such a
           row, met on query count, is tested once more at the first test's
           median, and its block keeps the first guess (``rerun``). A guess is
-          bounded so that LoadGen generates at most ``MAX_GENERATED`` queries.
+          bounded so that what LoadGen generates fits in a share of the memory
+          available (``generation_limit``).
   settings min_duration_s, max_duration_s and min_query_count from the case
           config (a scenario with a headline percentile raises the query count to
           its floor, as InferPerf's rows do); then the settings its record names
@@ -76,8 +77,24 @@ PROBE_S = 0.25
 PROBE_MAX_S = 3.0
 PROBE_MARGIN = 1.1
 # LoadGen holds its generated queries in memory: about 0.27 kB a single_stream query and 0.43 kB an offline
-# sample (peak RSS of 1M: 315 MB and 466 MB, LoadGen 6.0.17), so a guess never asks for more than this many.
-MAX_GENERATED = 1_000_000
+# sample (peak RSS of 1M: 315 MB and 466 MB, LoadGen 6.0.17; 20M single_stream queries: 9.2 GB). A guess asks
+# for at most MEMORY_SHARE of the memory available when the row starts, counted at GENERATED_BYTES a query or
+# sample, and never fewer than MIN_GENERATED.
+GENERATED_BYTES = 470
+MEMORY_SHARE = 0.25
+MIN_GENERATED = 1_000_000
+
+
+def generation_limit(available: int | None = None) -> int:
+    """How many queries or samples LoadGen may generate for one test, from ``available`` bytes of memory
+    (default: psutil's available memory now)."""
+    if available is None:
+        import psutil
+
+        available = int(psutil.virtual_memory().available)
+    return max(MIN_GENERATED, int(available * MEMORY_SHARE / GENERATED_BYTES))
+
+
 CONDITIONS = {  # the row's name -> (LoadGen's detail-log key, what LoadGen found unmet)
     "min_duration_met": ("result_min_duration_met", "min duration not met"),
     "min_queries_met": ("result_min_queries_met", "min queries not met"),
@@ -115,21 +132,25 @@ def probe(
     return Probe(len(latencies), median, 1e9 / median)
 
 
-def guesses(chosen: Scenario, config: CaseConfig, found: Probe, calls: int, clients: int) -> dict[str, float]:
+def guesses(
+    chosen: Scenario, config: CaseConfig, found: Probe, calls: int, clients: int, limit: int | None = None
+) -> dict[str, float]:
     """What LoadGen is told in advance of the engine's speed (its TestSettings attribute -> value), from
     ``found``: single_stream's and multi_stream's expected latency (a query is ``calls`` engine calls of the
     probe's median), offline's expected qps (one client's rate, times ``clients``: a guess too high only
     lengthens the run; and enough samples for min_query_count queries). Each is bounded so that LoadGen
-    generates at most ``MAX_GENERATED`` queries (it generates twice min_duration of them at the expected
-    latency) or offline samples (1.1 x min_duration at the expected qps), which it holds in memory."""
+    generates at most ``limit`` queries (it generates twice min_duration of them at the expected latency)
+    or offline samples (1.1 x min_duration at the expected qps), which it holds in memory; ``limit``
+    defaults to ``generation_limit()``."""
     facts = chosen.loadgen
+    limit = generation_limit() if limit is None else limit
     out: dict[str, float] = {}
     if facts.expected_latency_setting is not None:
-        floor = math.ceil(2 * config.min_duration_s * 1e9 / MAX_GENERATED)
+        floor = math.ceil(2 * config.min_duration_s * 1e9 / limit)
         out[facts.expected_latency_setting] = max(1, floor, round(found.latency_ns * calls / PROBE_MARGIN))
     if facts.expected_qps_setting is not None:
         enough = config.min_query_count / max(config.min_duration_s * 1.1, 1e-3)
-        ceiling = MAX_GENERATED / max(config.min_duration_s * 1.1, 1e-3)
+        ceiling = limit / max(config.min_duration_s * 1.1, 1e-3)
         out[facts.expected_qps_setting] = min(max(found.qps * clients * PROBE_MARGIN, enough), ceiling)
     return out
 
@@ -504,8 +525,9 @@ def rerun_guess(
     per_call = max(1, int(statistics.median(sut.latencies_ns)) // max(calls, 1))
     latency = min(found.latency_ns, per_call)
     guess = Probe(len(sut.latencies_ns), latency, max(found.qps, 1e9 / latency))
-    before = guesses(chosen, config, found, calls, clients)
-    return guess if before and guesses(chosen, config, guess, calls, clients) != before else None
+    limit = generation_limit()  # one bound for both guesses
+    before = guesses(chosen, config, found, calls, clients, limit)
+    return guess if before and guesses(chosen, config, guess, calls, clients, limit) != before else None
 
 
 def _scenario_run(
