@@ -22,7 +22,6 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from types import FrameType
 from typing import TYPE_CHECKING, Callable
 
 from loguru import logger
@@ -32,6 +31,7 @@ from common.errors import ConfigError, InferPerfError, one_line
 from common.files import LogFileSink, storage_error
 from common.layout import BASE_PREFIX, framework_dir, is_base_case
 from common.monitor_protocol import monitor_protocol
+from common.stop_signals import ImportSafeStop
 from common.yamlio import add_override_option
 from utils import executors
 from utils.bytemlperf_workload import without_keys, workload_cases
@@ -452,61 +452,6 @@ def _raise_keyboard_interrupt(signum, _frame) -> None:
     raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
-def _inside_an_import(frame) -> bool:
-    """Whether Python is running an ``import``: importlib's frames are on the stack."""
-    while frame is not None:
-        if frame.f_code.co_filename.startswith("<frozen importlib"):
-            return True
-        frame = frame.f_back
-    return False
-
-
-IMPORT_RECHECK_S = 0.01  # how often a stop that came during an import looks again for the import's end
-IMPORT_GRACE_S = 5.0  # how long a stop waits for an import to end (importing onnxruntime and torch under load: ~2 s)
-
-
-class StartupStop:
-    """Before the run exists: remember the stop signal (to tell it from the error it may cause) and stop.
-
-    Not inside an import, at first: an exception raised there can surface inside an extension
-    module's own initialisation (onnxruntime's pybind11 module importing numpy), whose C code prints
-    the traceback itself before turning it into an ImportError (a CI run saw it). The stop is then
-    deferred: a SIGALRM, handled by ``handle`` too, looks again every IMPORT_RECHECK_S until the
-    import has ended. An import that hangs is still cut short: after IMPORT_GRACE_S, or at a second
-    stop signal. ``end()`` closes the start-up: no deferred look pending, SIGALRM's own handler
-    back, and a later stop raised at once."""
-
-    def __init__(self) -> None:
-        self.received: list[int] = []
-        self.first_at = 0.0
-        self.deferring = True
-        self.alarm = signal.signal(signal.SIGALRM, self.handle)
-
-    def handle(self, signum: int, frame: FrameType | None) -> None:
-        if signum != signal.SIGALRM:
-            self.received.append(signum)
-            if len(self.received) == 1:
-                self.first_at = time.monotonic()
-        if not self.received:
-            return
-        if (
-            self.deferring
-            and len(self.received) == 1
-            and time.monotonic() - self.first_at < IMPORT_GRACE_S
-            and _inside_an_import(frame)
-        ):
-            signal.setitimer(signal.ITIMER_REAL, IMPORT_RECHECK_S)
-            return
-        signal.setitimer(signal.ITIMER_REAL, 0)  # no deferred look may fire once the stop is raised
-        _raise_keyboard_interrupt(self.received[0], frame)
-
-    def end(self) -> None:
-        if self.deferring:
-            self.deferring = False
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.signal(signal.SIGALRM, self.alarm)
-
-
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
@@ -544,7 +489,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     logger.remove()
     logger.add(_console_sink, level="INFO", format=CONSOLE_FORMAT)
-    startup = StartupStop()
+    # Before the run exists: remember the stop signal (to tell it from the error it may cause) and stop,
+    # not inside an import (common/stop_signals.py); end() closes the start-up, a later stop raises at once.
+    startup = ImportSafeStop(lambda signum: _raise_keyboard_interrupt(signum, None))
     received = startup.received
     previous = {sig: signal.signal(sig, startup.handle) for sig in STOP_SIGNALS}
     try:

@@ -19,6 +19,7 @@ SIGNAL_EXIT = {_signal.SIGINT: 130, _signal.SIGTERM: 143, _signal.SIGHUP: 129}
 SIGNAL_WORD = {_signal.SIGINT: "interrupted", _signal.SIGTERM: "terminated", _signal.SIGHUP: "hung up"}
 SIGNAL_NAME = {_signal.SIGINT: "SIGINT", _signal.SIGTERM: "SIGTERM", _signal.SIGHUP: "SIGHUP"}
 _received: list[int] = []
+_guard: list[ImportSafeStop] = []  # the handler core installed now (common/stop_signals.py)
 
 
 class Interrupted(KeyboardInterrupt):
@@ -31,27 +32,43 @@ class Interrupted(KeyboardInterrupt):
         super().__init__(f"{SIGNAL_WORD[signum]} by {SIGNAL_NAME[signum]}")
 
 
-def _on_signal(signum: int, _frame) -> None:
-    _received.append(signum)
+def _stop(signum: int) -> None:
     raise Interrupted(signum)
 
 
+def _early(signum: int, _frame) -> None:
+    """Until common/stop_signals.py is imported (a few ms): record and raise."""
+    _received.append(signum)
+    _stop(signum)
+
+
 def _install_signal_handlers() -> None:
+    """Each stop signal raises Interrupted, once no import is under way (one inside an extension
+    module's initialisation aborted the process: common/stop_signals.py)."""
+    if not _guard or not _guard[0].deferring:
+        _guard[:] = [ImportSafeStop(_stop, _received)]
     for signum in SIGNAL_EXIT:
-        _signal.signal(signum, _on_signal)
+        _signal.signal(signum, _guard[0].handle)
 
 
 def _ignore_signals() -> None:
     """While the outcome is being reported (and after), a further signal changes nothing."""
     for signum in SIGNAL_EXIT:
         _signal.signal(signum, _signal.SIG_IGN)
+    if _guard:
+        _guard[0].end()  # no deferred look pending
 
 
 import sys  # noqa: E402 - built in: no import window
 
 if __name__ == "__main__":
-    _install_signal_handlers()
+    for _signum in SIGNAL_EXIT:
+        _signal.signal(_signum, _early)
 try:
+    from common.stop_signals import ImportSafeStop
+
+    if __name__ == "__main__":
+        _install_signal_handlers()
     import argparse
     import os
     import traceback

@@ -260,19 +260,24 @@ sys.meta_path.insert(0, _Slow())
 '''
 
 
-def test_sigint_while_onnxruntime_imports_exits_130_and_never_blames_the_package(tree, digits_dir, tmp_path):
+def sigint_inside_a_hooked_import(tree, digits_dir, tmp_path, hook_source: str, module: str, **env: str):
+    """run_inference.py on digits with ``hook_source`` as its sitecustomize (an import hook that writes
+    IMPORT_MARKER once ``module``'s import is under way), SIGINT once it has; its completed process."""
     hook = tmp_path / "hook"
     hook.mkdir()
-    (hook / "sitecustomize.py").write_text(_SLOW_IMPORT)
+    (hook / "sitecustomize.py").write_text(hook_source)
     marker = tmp_path / "importing"
-    env = dict(
-        os.environ, PYTHONPATH=f"{hook}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", IMPORT_MARKER=str(marker)
+    environ = dict(
+        os.environ,
+        PYTHONPATH=f"{hook}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+        IMPORT_MARKER=str(marker),
+        **env,
     )
     log = tmp_path / "log"
     proc = subprocess.Popen(
         command(tree, digits_dir, log, *FAST),
         cwd=tree,
-        env=env,
+        env=environ,
         text=True,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -280,13 +285,56 @@ def test_sigint_while_onnxruntime_imports_exits_130_and_never_blames_the_package
     deadline = time.monotonic() + 120
     while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert marker.exists(), "run_inference.py never imported onnxruntime"
+    assert marker.exists(), f"run_inference.py never imported {module}"
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
-    done = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
-    assert "needs the onnxruntime package" not in out + err
-    failure = assert_clean_failure(done, log, 130, "interrupted by SIGINT")
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def test_sigint_while_onnxruntime_imports_exits_130_and_never_blames_the_package(tree, digits_dir, tmp_path):
+    """A hung import: the stop waits IMPORT_GRACE_S for it, then cuts it short."""
+    done = sigint_inside_a_hooked_import(tree, digits_dir, tmp_path, _SLOW_IMPORT, "onnxruntime")
+    assert "needs the onnxruntime package" not in done.stdout + done.stderr
+    failure = assert_clean_failure(done, tmp_path / "log", 130, "interrupted by SIGINT")
     assert failure["step"] == "init"
+
+
+_DEFERRING_IMPORT = '''
+import importlib.abc, os, signal, sys, time, traceback
+
+class _Deferring(importlib.abc.MetaPathFinder):
+    """Holds 'import torch' open until run_inference.py has deferred a stop (its look-again timer is
+    armed), then lets the import go on. Ctrl-C raised inside is printed and turned into ImportError,
+    as an extension's C++ initialisation meets it (torch's aborted the process: SIGABRT, a CI run)."""
+    def find_spec(self, name, path=None, target=None):
+        if name != "torch":
+            return None
+        sys.meta_path.remove(self)
+        open(os.environ["IMPORT_MARKER"], "w").close()
+        try:
+            for _ in range(6000):
+                if signal.getitimer(signal.ITIMER_REAL)[0] > 0:
+                    open(os.environ["DEFERRED_MARKER"], "w").close()
+                    break
+                time.sleep(0.01)
+        except KeyboardInterrupt:
+            traceback.print_exc()
+            raise ImportError("initialization failed")
+        return None
+
+sys.meta_path.insert(0, _Deferring())
+'''
+
+
+def test_sigint_inside_the_torch_import_waits_for_its_end_then_exits_130(tree, digits_dir, tmp_path):
+    """A stop signal inside an import is raised once the import has ended (common/stop_signals.py)."""
+    deferred = tmp_path / "deferred"
+    done = sigint_inside_a_hooked_import(
+        tree, digits_dir, tmp_path, _DEFERRING_IMPORT, "torch", DEFERRED_MARKER=str(deferred)
+    )
+    assert deferred.exists(), "the stop was not deferred to the import's end"
+    assert "KeyboardInterrupt" not in done.stdout + done.stderr
+    assert_clean_failure(done, tmp_path / "log", 130, "interrupted by SIGINT")
 
 
 @pytest.mark.parametrize("delay", [0.0, 0.3])

@@ -1,0 +1,75 @@
+"""A stop signal that waits for the import under way to end: both entry points' handler core
+(run.py's start-up checks, run_inference.py's whole run).
+
+A stop signal's handler raises, and the exception surfaces wherever the main thread is. Inside an
+import that can be inside an extension module's own initialisation, where C or C++ code meets it:
+
+- onnxruntime's pybind11 module importing numpy printed the KeyboardInterrupt's traceback itself
+  and turned it into an ImportError (a CI run of run.py);
+- torch's import (``import torch`` in a case's data loader) aborted run_inference.py with SIGABRT,
+  exit -6 instead of 130, and no failure.json (a CI run on 2026-11-28).
+
+So a stop that lands inside an import is deferred: a SIGALRM, handled by the same ``handle``, looks
+again every ``IMPORT_RECHECK_S`` until no import is under way, and then stops. An import that hangs
+is still cut short: after ``IMPORT_GRACE_S``, or at a second stop signal. ``end()`` closes the
+deferral: no look pending, SIGALRM's own handler back.
+
+Imports only built-in modules (``_signal``, ``time``): run_inference.py imports it before anything
+else, to own the stop signals from its first lines.
+"""
+
+from __future__ import annotations
+
+import _signal
+import time
+
+IMPORT_RECHECK_S = 0.01  # how often a stop that came during an import looks again for the import's end
+IMPORT_GRACE_S = 5.0  # how long a stop waits for an import to end (onnxruntime and torch under load: ~2 s)
+
+
+def inside_an_import(frame) -> bool:
+    """Whether Python is running an ``import``: importlib's frames are on the stack."""
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back
+    return False
+
+
+class ImportSafeStop:
+    """The handler of the stop signals (install ``handle`` for each): record the signal, then call
+    ``stop(signum)`` with the first one received, which raises; outside an import at once, inside
+    one once it has ended (module docstring). ``received``: the signals in order (a list the caller
+    may pass, to share it)."""
+
+    def __init__(self, stop, received: list[int] | None = None) -> None:
+        self.stop = stop
+        self.received: list[int] = [] if received is None else received
+        self.first_at = time.monotonic()  # reset at the first signal this handler records
+        self.deferring = True
+        self.alarm = _signal.signal(_signal.SIGALRM, self.handle)
+
+    def handle(self, signum: int, frame) -> None:
+        if signum != _signal.SIGALRM:
+            self.received.append(signum)
+            if len(self.received) == 1:
+                self.first_at = time.monotonic()
+        if not self.received:
+            return
+        if (
+            self.deferring
+            and len(self.received) == 1
+            and time.monotonic() - self.first_at < IMPORT_GRACE_S
+            and inside_an_import(frame)
+        ):
+            _signal.setitimer(_signal.ITIMER_REAL, IMPORT_RECHECK_S)
+            return
+        _signal.setitimer(_signal.ITIMER_REAL, 0)  # no deferred look may fire once the stop is raised
+        self.stop(self.received[0])
+
+    def end(self) -> None:
+        """No deferral any more: a pending look cancelled, SIGALRM's handler from before restored."""
+        if self.deferring:
+            self.deferring = False
+            _signal.setitimer(_signal.ITIMER_REAL, 0)
+            _signal.signal(_signal.SIGALRM, self.alarm)
