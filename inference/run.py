@@ -30,6 +30,7 @@ from common import __version__
 from common.errors import ConfigError, InferPerfError, one_line
 from common.files import LogFileSink, storage_error
 from common.layout import BASE_PREFIX, framework_dir, is_base_case
+from common.log_lock import release_after_signal
 from common.monitor_protocol import monitor_protocol
 from common.stop_signals import ImportSafeStop
 from common.yamlio import add_override_option
@@ -505,6 +506,7 @@ def main(argv: list[str] | None = None) -> int:
             signal.signal(sig, handler)
         if received or isinstance(exc, KeyboardInterrupt):
             # A signal that cut an import short can surface as an ImportError: it is still the signal's doing.
+            release_after_signal()  # the start-up checks log on this thread: a stop may have landed in loguru
             signum = received[0] if received else signal.SIGINT
             word = "interrupted" if signum == signal.SIGINT else "stopped"
             logger.error(
@@ -643,6 +645,7 @@ def run_hosts(config: HostConfig, run: Run, verbose: bool, plan: list[Planned]) 
             signal.signal(sig, _ignore_while_stopping)
         interrupted = True
         abort.set()
+        release_after_signal()  # this thread's mark only: the host workers go on logging
         logger.error("interrupted: stopping containers and monitors on every host")
         for session in sessions:
             session.interrupt()

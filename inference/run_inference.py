@@ -196,7 +196,7 @@ def _report(state: dict, exc: BaseException) -> int:
     step = pipeline.current_step if pipeline is not None else None
     line = f"step '{step}' failed: {message}" if step else message
     if state["logger"] is not None:
-        from tools.logger import release_after_signal  # imported already: state["logger"] came with it
+        from common.log_lock import release_after_signal  # loguru imported already: state["logger"] came with it
 
         release_after_signal()
         state["logger"].error(line)

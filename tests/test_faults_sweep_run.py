@@ -140,7 +140,8 @@ def sigint_inside_a_hooked_import(tmp_path: Path, tree: Path, data: Path, hook_s
     (hook / "sitecustomize.py").write_text(hook_source)
     marker = tmp_path / "importing"
     pythonpath = f"{hook}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"
-    environ = dict(os.environ, PYTHONPATH=pythonpath, IMPORT_MARKER=str(marker), **env)
+    # PYTHONFAULTHANDLER: a run.py that does not end is made to print every thread's stack (SIGABRT)
+    environ = dict(os.environ, PYTHONPATH=pythonpath, IMPORT_MARKER=str(marker), PYTHONFAULTHANDLER="1", **env)
     config = host_yaml(tmp_path, tree, CASES={"digits:pytorch": str(data)})
     proc = start_run_py(tree, config, env=environ)
     deadline = time.monotonic() + 120
@@ -148,7 +149,12 @@ def sigint_inside_a_hooked_import(tmp_path: Path, tree: Path, data: Path, hook_s
         time.sleep(0.01)
     assert marker.exists(), "run.py never imported onnxruntime"
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
+    try:
+        out, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:  # a CI run saw run.py print its line and not end: say where it stood
+        proc.send_signal(signal.SIGABRT)
+        out, err = proc.communicate(timeout=60)
+        pytest.fail(f"run.py did not end within 60 s of SIGINT; its threads at SIGABRT:\n{(out + err)[-6000:]}")
     output = out + err
     assert proc.returncode == 130, output[-3000:]
     assert [line.split("| ERROR   | ")[1] for line in output.splitlines() if line.strip()] == [

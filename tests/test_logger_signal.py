@@ -1,4 +1,4 @@
-"""A stop signal that lands inside loguru's lock bookkeeping (tools/logger.py::release_after_signal).
+"""A stop signal that lands inside loguru's lock bookkeeping (common/log_lock.py::release_after_signal).
 
 loguru 0.7.3 marks a handler's lock as held before entering the ``try`` that unmarks it; a signal
 whose handler raises (run_inference.py's) in that window leaves the mark, and every later line on
@@ -10,11 +10,13 @@ failure with this loguru, then the report's release and its line.
 from __future__ import annotations
 
 import sys
+import threading
 
 import pytest
 from loguru import logger
 
-from tools.logger import LOG_FILE_NAME, init_logger, release_after_signal
+from common.log_lock import release_after_signal
+from tools.logger import LOG_FILE_NAME, init_logger
 
 
 def _restore_default() -> None:
@@ -52,5 +54,36 @@ def test_release_leaves_unmarked_handlers_and_no_handlers_alone(tmp_path):
         release_after_signal()
         logger.info("still logging")
         assert "still logging" in (tmp_path / LOG_FILE_NAME).read_text(encoding="utf-8")
+    finally:
+        _restore_default()
+
+
+def test_release_clears_this_threads_mark_only(tmp_path):
+    """run.py releases on its main thread while its host workers log: a worker's mark is its own."""
+    init_logger(tmp_path)
+    try:
+        held, go, seen = threading.Event(), threading.Event(), []
+
+        def worker() -> None:
+            for mark in _marks():
+                mark.acquired = True  # a worker inside loguru's bookkeeping at the moment of the release
+            held.set()
+            go.wait(10)
+            seen.extend(getattr(mark, "acquired", False) for mark in _marks())
+            for mark in _marks():
+                mark.acquired = False
+
+        thread = threading.Thread(target=worker)
+        thread.start()
+        assert held.wait(10)
+        for mark in _marks():
+            mark.acquired = True  # and the main thread's stale mark
+        release_after_signal()
+        assert not any(getattr(mark, "acquired", False) for mark in _marks())
+        go.set()
+        thread.join(10)
+        assert seen and all(seen)  # the worker's marks untouched
+        logger.info("the main thread logs again")
+        assert "the main thread logs again" in (tmp_path / LOG_FILE_NAME).read_text(encoding="utf-8")
     finally:
         _restore_default()

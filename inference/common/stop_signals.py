@@ -11,16 +11,25 @@ import that can be inside an extension module's own initialisation, where C or C
 
 So a stop that lands inside an import is deferred: a SIGALRM, handled by the same ``handle``, looks
 again every ``IMPORT_RECHECK_S`` until no import is under way, and then stops. An import that hangs
-is still cut short: after ``IMPORT_GRACE_S``, or at a second stop signal. ``end()`` closes the
-deferral: no look pending, SIGALRM's own handler back.
+is still cut short: after ``IMPORT_GRACE_S``, or at a second stop signal.
 
-Imports only built-in modules (``_signal``, ``time``): run_inference.py imports it before anything
-else, to own the stop signals from its first lines.
+A stop raised where Python cannot pass it on is not lost either: inside a ``__del__`` (numpy's
+``NpzFile.__del__``, run when a case's data file is collected: a CI run's stop was swallowed there,
+printed as "Exception ignored", and the run went on to exit 0) Python hands the exception to
+``sys.unraisablehook``. The hook installed here takes a stop it is given back, says nothing, and
+raises it again ``IMPORT_RECHECK_S`` later, from wherever the main thread is then.
+
+``end()`` closes the deferral: no look pending, SIGALRM's handler and the unraisable hook from
+before restored.
+
+Imports only built-in modules (``_signal``, ``sys``, ``time``): run_inference.py imports it before
+anything else, to own the stop signals from its first lines.
 """
 
 from __future__ import annotations
 
 import _signal
+import sys
 import time
 
 IMPORT_RECHECK_S = 0.01  # how often a stop that came during an import looks again for the import's end
@@ -48,6 +57,8 @@ class ImportSafeStop:
         self.first_at = time.monotonic()  # reset at the first signal this handler records
         self.deferring = True
         self.alarm = _signal.signal(_signal.SIGALRM, self.handle)
+        self.unraisable = sys.unraisablehook
+        sys.unraisablehook = self.swallowed
 
     def handle(self, signum: int, frame) -> None:
         if signum != _signal.SIGALRM:
@@ -67,9 +78,20 @@ class ImportSafeStop:
         _signal.setitimer(_signal.ITIMER_REAL, 0)  # no deferred look may fire once the stop is raised
         self.stop(self.received[0])
 
+    def swallowed(self, unraisable) -> None:
+        """``sys.unraisablehook``: a stop that Python could not raise (a ``__del__``) is raised again
+        shortly; anything else goes to the hook from before."""
+        if self.deferring and self.received and isinstance(unraisable.exc_value, KeyboardInterrupt):
+            _signal.setitimer(_signal.ITIMER_REAL, IMPORT_RECHECK_S)
+            return
+        self.unraisable(unraisable)
+
     def end(self) -> None:
-        """No deferral any more: a pending look cancelled, SIGALRM's handler from before restored."""
+        """No deferral any more: a pending look cancelled, SIGALRM's handler and the unraisable hook
+        from before restored."""
         if self.deferring:
             self.deferring = False
             _signal.setitimer(_signal.ITIMER_REAL, 0)
             _signal.signal(_signal.SIGALRM, self.alarm)
+            if sys.unraisablehook == self.swallowed:
+                sys.unraisablehook = self.unraisable

@@ -36,19 +36,3 @@ def init_logger(log_dir: str | Path, level: str = "INFO", call_information: bool
     logger.add(sys.stdout, level=level, format=fmt, colorize=False)
     logger.add(LogFileSink(log_path, _raise_storage_error(log_path)), level=level, format=fmt, catch=False)
     return log_path
-
-
-def release_after_signal() -> None:
-    """Clear a handler's lock mark that a stop signal left behind on this thread.
-
-    loguru (0.7.3, ``Handler._protected_lock``) marks its lock as held on the thread before it enters
-    the ``try`` that unmarks it. A stop signal raised in between (run_inference.py's handler raises)
-    leaves the mark set, and every later line on that thread fails with "Could not acquire internal
-    lock" (a CI run hit it: Ctrl-C at start-up exited 1 with that traceback instead of 130). Called by
-    the one report of a stop, on the main thread, with signals ignored and nothing logging, where a set
-    mark can only be stale. A loguru without the mark makes this a no-op."""
-    core = getattr(logger, "_core", None)
-    for handler in dict(getattr(core, "handlers", None) or {}).values():
-        mark = getattr(handler, "_lock_acquired", None)
-        if mark is not None and getattr(mark, "acquired", False):
-            mark.acquired = False

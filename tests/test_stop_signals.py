@@ -1,0 +1,74 @@
+"""common/stop_signals.py in a child process of its own, with real signals: a stop that lands inside a
+``__del__``, where Python cannot raise it (a CI run lost one there and exited 0), is raised again
+from the code that runs next; an unrelated unraisable error still goes to the hook from before."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+from tests.conftest import INFERENCE
+
+CHILD = textwrap.dedent(
+    """
+    import os, signal, sys
+    sys.path.insert(0, {inference!r})
+    from common.stop_signals import ImportSafeStop
+
+    class Stop(KeyboardInterrupt):
+        pass
+
+    def stop(signum):
+        raise Stop(signum)
+
+    guard = ImportSafeStop(stop) if {guarded} else None
+    if guard is None:
+        def raising(signum, frame):
+            raise Stop(signum)
+        signal.signal(signal.SIGINT, raising)
+    else:
+        signal.signal(signal.SIGINT, guard.handle)
+
+    class Collected:
+        def __del__(self):
+            {body}
+
+    try:
+        Collected()  # collected at once: its __del__ runs here
+        for _ in range(10**8):  # the code that runs next, where the stop must arrive
+            pass
+        print("ran to the end", flush=True)
+    except Stop:
+        print("stopped", flush=True)
+    if guard is not None:
+        guard.end()
+        print("hook restored" if sys.unraisablehook is sys.__unraisablehook__ else "hook left", flush=True)
+    """
+)
+SIGNAL_INSIDE = "os.kill(os.getpid(), signal.SIGINT); sum(range(1000))  # the handler runs before __del__ returns"
+OTHER_ERROR = "raise ValueError('a broken finaliser')"
+
+
+def child(body: str, guarded: bool) -> subprocess.CompletedProcess:
+    source = CHILD.format(inference=str(INFERENCE), guarded=guarded, body=body)
+    return subprocess.run([sys.executable, "-c", source], capture_output=True, text=True, timeout=120)
+
+
+def test_without_the_hook_a_stop_inside_a_finaliser_is_lost():
+    """The fault itself, with a plain raising handler: Python prints it and the program goes on."""
+    done = child(SIGNAL_INSIDE, guarded=False)
+    assert done.stdout == "ran to the end\n"
+    assert "Exception ignored in" in done.stderr and "Stop" in done.stderr
+
+
+def test_a_stop_inside_a_finaliser_is_raised_again_and_nothing_is_printed():
+    done = child(SIGNAL_INSIDE, guarded=True)
+    assert done.stdout == "stopped\nhook restored\n", done.stdout + done.stderr
+    assert done.stderr == ""
+
+
+def test_another_unraisable_error_goes_to_the_hook_from_before():
+    done = child(OTHER_ERROR, guarded=True)
+    assert done.stdout == "ran to the end\nhook restored\n", done.stdout + done.stderr
+    assert "Exception ignored in" in done.stderr and "ValueError: a broken finaliser" in done.stderr
