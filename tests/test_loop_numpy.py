@@ -58,14 +58,40 @@ def test_a_chunk_of_calls_runs_back_to_back_and_is_evaluated_after(monkeypatch):
     )
     calls = [("call", float(i), "ndarray") for i in range(5)]
     evaluations = [("evaluate", 2.0 * i) for i in range(5)]
-    assert events == [*calls[0:2], *evaluations[0:2], *calls[2:4], *evaluations[2:4], calls[4], evaluations[4]]
+    # before each chunk but the first, two untimed calls on its last batch (the caches the evaluations left cold)
+    assert events == [
+        *calls[0:2],
+        *evaluations[0:2],
+        calls[3],
+        calls[3],
+        *calls[2:4],
+        *evaluations[2:4],
+        calls[4],
+        calls[4],
+        calls[4],
+        evaluations[4],
+    ]
     # what is timed is unchanged: each call and its sync, one query per batch, samples from y
     assert result.core_latencies_ns == [1_000 + SYNC_NS] * 5 and (result.batches, result.samples) == (5, 13)
-    assert result.accuracy == 1.0 and rig.syncs == 5
+    assert result.accuracy == 1.0 and rig.syncs == 5 + 2  # and one after each chunk's untimed calls
+    assert result.whole_time_s == (5 + 4) * (1_000 + SYNC_NS) / 1e9 - 2 * SYNC_NS / 1e9  # whole time counts them
+
+
+def test_untimed_calls_come_before_a_chunk_only_after_a_call_under_a_millisecond(monkeypatch):
+    monkeypatch.setattr(forward, "CHUNK_BATCHES", 1)
+    for cost, extra in ((forward.REWARM_BELOW_NS - 1 - SYNC_NS, 2), (forward.REWARM_BELOW_NS - SYNC_NS, 0)):
+        rig = Rig(monkeypatch)
+        events: list = []
+        result = forward.timed_forward(
+            NumpyEngine(rig, events, cost), Loader([3, 3, 3]), None, config(precision=None), "inference"
+        )
+        assert len(events) == 3 + 2 * extra and result.core_latencies_ns == [cost + SYNC_NS] * 3
+    assert (forward.REWARM_CALLS, forward.REWARM_BELOW_NS) == (2, 1_000_000)
 
 
 def test_a_chunk_is_bounded_by_its_bytes_and_a_pass_still_covers_every_batch(monkeypatch):
     rig = Rig(monkeypatch)
+    monkeypatch.setattr(forward, "REWARM_CALLS", 0)  # the chunks alone (the untimed calls: the test above)
     events: list = []
     monkeypatch.setattr(forward, "CHUNK_BYTES", 2 * 3 * 2 * 4)  # two batches of 3 x 2 float32
     loader = Loader([3, 3, 3])
@@ -90,6 +116,7 @@ def test_a_loader_of_numpy_arrays_is_passed_as_it_is(monkeypatch):
 
 def test_the_bytes_bound_is_reached_at_its_value_not_before(monkeypatch):
     rig = Rig(monkeypatch)
+    monkeypatch.setattr(forward, "REWARM_CALLS", 0)  # the chunks alone
     events: list = []
     monkeypatch.setattr(forward, "CHUNK_BYTES", 3 * 2 * 4 + 1)  # one batch of 3 x 2 float32 and a byte
     forward.timed_forward(NumpyEngine(rig, events), Loader([3, 3]), evaluator_into(events), config(precision=None), "i")
