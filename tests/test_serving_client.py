@@ -49,6 +49,23 @@ def test_scripted_timings_give_exact_ttft_itl_tpot_e2e(chat):
     assert record.text == " t0 t1 t2 t3 t4"
 
 
+@pytest.mark.parametrize("chat", [False, True])
+def test_a_reply_whose_only_event_is_the_finish_is_complete_and_timed_from_it(chat):
+    """One event carries the whole reply with empty text and the finish_reason (a server that merged
+    every token into it): a completed request, its first output at that event, no TPOT from one event."""
+    clock = SteppedClock(start_ns=1_000)
+    with LoopbackServer(lambda i, body, n: Plan(ttft_s=0.030, text=""), model="m", clock=clock) as server:
+        record = asyncio.run(_one(server.url, RequestSpec(0, "one two", 1), chat, clock))
+    assert record.ok and record.error is None and record.finish_reason == "length"
+    assert (record.ttft_ns, record.e2e_ns, record.itl_ns(), record.output_tokens) == (30_000_000, 30_000_000, [], 1)
+    assert record.tpot_ns is None and record.text == ""
+
+
+def test_tpot_needs_two_token_events():
+    assert RequestRecord(0, token_ns=[5], output_tokens=16).tpot_ns is None
+    assert RequestRecord(0, token_ns=[5, 35], output_tokens=16).tpot_ns == 2.0
+
+
 def test_two_requests_in_a_row_each_time_from_their_own_sending():
     clock = SteppedClock()
     plans = [Plan(ttft_s=0.002, gaps_s=[0.001]), Plan(ttft_s=0.007, gaps_s=[0.003, 0.003])]

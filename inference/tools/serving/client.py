@@ -83,7 +83,7 @@ class RequestRecord:
     @property
     def tpot_ns(self) -> float | None:
         n = self.output_tokens or 0
-        if n < 2 or len(self.token_ns) < 1:
+        if n < 2 or len(self.token_ns) < 2:  # one event holds no time between tokens
             return None
         return (self.token_ns[-1] - self.token_ns[0]) / (n - 1)
 
@@ -317,6 +317,11 @@ async def stream_request(
                     if text is not None:
                         record.token_ns.append(now)
                         texts.append(text)
+                    elif finished and not record.token_ns:
+                        # The finish event is the first to carry the reply: its tokens' text was empty, or
+                        # the server merged every token into it (vLLM under load; a CI run saw one request
+                        # of 400 counted failed with no error). Its arrival is the first output's.
+                        record.token_ns.append(now)
             if not done and finished and stream.at_eof() and not parser.pending:
                 record.end_ns = clock()  # a server that ends a finished stream without [DONE] (TGI does)
             elif done and not finished:

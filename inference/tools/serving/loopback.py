@@ -38,6 +38,7 @@ class Plan:
     fault: str | None = None
     fault_at: int = 0  # tokens sent before the fault
     done_marker: bool = True  # end with ``data: [DONE]`` (TGI-style servers do not)
+    text: str | None = None  # every token's text (default `` t<i>``; "" as a token that decodes to nothing)
 
     @property
     def tokens(self) -> int:
@@ -252,7 +253,7 @@ class LoopbackServer:
                 delay = start_s + at_s - time.monotonic()
                 if delay > 0:
                     await asyncio.sleep(delay)
-            text = f" {time.perf_counter_ns()}" if self.stamp else f" t{i}"
+            text = f" {time.perf_counter_ns()}" if self.stamp else f" t{i}" if plan.text is None else plan.text
             last = i == plan.tokens - 1
             if chat:
                 choice = {"index": 0, "delta": {"content": text}, "finish_reason": "length" if last else None}
