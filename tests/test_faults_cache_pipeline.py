@@ -299,15 +299,18 @@ def test_sigint_while_onnxruntime_imports_exits_130_and_never_blames_the_package
     assert failure["step"] == "init"
 
 
-_DEFERRING_IMPORT = '''
+def deferring_import(module: str) -> str:
+    """The source of an import hook (a sitecustomize) that holds ``import <module>`` open until the
+    process has deferred a stop (its look-again timer is armed: common/stop_signals.py), writing
+    DEFERRED_MARKER then, and lets the import go on. Ctrl-C raised inside it is printed and turned
+    into ImportError, as an extension's initialisation meets it: pybind11's (onnxruntime's) prints
+    it, torch's C++ aborted the process (SIGABRT, a CI run)."""
+    return f"""
 import importlib.abc, os, signal, sys, time, traceback
 
 class _Deferring(importlib.abc.MetaPathFinder):
-    """Holds 'import torch' open until run_inference.py has deferred a stop (its look-again timer is
-    armed), then lets the import go on. Ctrl-C raised inside is printed and turned into ImportError,
-    as an extension's C++ initialisation meets it (torch's aborted the process: SIGABRT, a CI run)."""
     def find_spec(self, name, path=None, target=None):
-        if name != "torch":
+        if name != {module!r}:
             return None
         sys.meta_path.remove(self)
         open(os.environ["IMPORT_MARKER"], "w").close()
@@ -323,14 +326,14 @@ class _Deferring(importlib.abc.MetaPathFinder):
         return None
 
 sys.meta_path.insert(0, _Deferring())
-'''
+"""
 
 
 def test_sigint_inside_the_torch_import_waits_for_its_end_then_exits_130(tree, digits_dir, tmp_path):
     """A stop signal inside an import is raised once the import has ended (common/stop_signals.py)."""
     deferred = tmp_path / "deferred"
     done = sigint_inside_a_hooked_import(
-        tree, digits_dir, tmp_path, _DEFERRING_IMPORT, "torch", DEFERRED_MARKER=str(deferred)
+        tree, digits_dir, tmp_path, deferring_import("torch"), "torch", DEFERRED_MARKER=str(deferred)
     )
     assert deferred.exists(), "the stop was not deferred to the import's end"
     assert "KeyboardInterrupt" not in done.stdout + done.stderr

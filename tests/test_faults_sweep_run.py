@@ -31,6 +31,7 @@ from tests.test_faults_cache_pipeline import (
     COMPILE_ONLY,
     FAST,
     assert_clean_failure,
+    deferring_import,
     run,
     strict_json,
     temps,
@@ -164,39 +165,12 @@ def sigint_inside_a_hooked_import(tmp_path: Path, tree: Path, data: Path, hook_s
     return output
 
 
-_PRINTING_IMPORT = '''
-import importlib.abc, os, signal, sys, time, traceback
-
-class _Printing(importlib.abc.MetaPathFinder):
-    """Holds 'import onnxruntime' open until run.py has deferred a stop (its look-again timer is armed),
-    then lets the import end. Ctrl-C raised inside is printed and turned into ImportError, as
-    pybind11's module initialisation does from C."""
-    def find_spec(self, name, path=None, target=None):
-        if name != "onnxruntime":
-            return None
-        sys.meta_path.remove(self)
-        open(os.environ["IMPORT_MARKER"], "w").close()
-        try:
-            for _ in range(6000):
-                if signal.getitimer(signal.ITIMER_REAL)[0] > 0:
-                    open(os.environ["DEFERRED_MARKER"], "w").close()
-                    break
-                time.sleep(0.01)
-        except KeyboardInterrupt:
-            traceback.print_exc()
-            raise ImportError("initialization failed")
-        return None
-
-sys.meta_path.insert(0, _Printing())
-'''
-
-
 def test_sigint_inside_an_import_waits_for_its_end_and_exits_130_without_a_traceback(tmp_path, tree, digits_data_dir):
     """The flaw a CI run saw: SIGINT inside onnxruntime's initialisation, whose C code printed the
     KeyboardInterrupt's traceback. The stop now waits for the import to end, then stops with one line."""
     deferred = tmp_path / "deferred"
     output = sigint_inside_a_hooked_import(
-        tmp_path, tree, digits_data_dir, _PRINTING_IMPORT, DEFERRED_MARKER=str(deferred)
+        tmp_path, tree, digits_data_dir, deferring_import("onnxruntime"), DEFERRED_MARKER=str(deferred)
     )
     assert deferred.exists(), "the stop was not deferred to the import's end"
     assert "Traceback" not in output and "KeyboardInterrupt" not in output, output[-3000:]
