@@ -69,9 +69,9 @@ def test_log_path_under_proc_is_one_config_line_before_any_work(tmp_path, tree):
     if not os.path.isdir("/proc/self"):
         pytest.skip("no /proc here")
     config = host_yaml(tmp_path, tree, FLAGPERF_LOG_PATH="/proc/inferperf")
-    proc, elapsed = run_py(tree, config)
+    proc, cpu = run_py(tree, config)
     assert_one_config_error(
-        proc, elapsed, tmp_path, "key 'FLAGPERF_LOG_PATH' /proc/inferperf cannot be created: /proc refuses new folders"
+        proc, cpu, tmp_path, "key 'FLAGPERF_LOG_PATH' /proc/inferperf cannot be created: /proc refuses new folders"
     )
     assert not Path("/proc/inferperf").exists()
 

@@ -190,10 +190,10 @@ def tree(tmp_path_factory) -> Path:
 
 
 def test_an_unknown_load_generator_on_the_command_line(tmp_path, tree):
-    proc, elapsed = run_py(tree, host_yaml(tmp_path, tree), "--set", "load_generator=loadgen")
+    proc, cpu = run_py(tree, host_yaml(tmp_path, tree), "--set", "load_generator=loadgen")
     assert_one_config_error(
         proc,
-        elapsed,
+        cpu,
         tmp_path,
         "command line (--set): key 'load_generator' must be one of inferperf, mlperf, got 'loadgen'",
     )
@@ -202,9 +202,9 @@ def test_an_unknown_load_generator_on_the_command_line(tmp_path, tree):
 def test_an_unknown_load_generator_in_a_vendor_config(tmp_path):
     perf = copy_inference_tree(tmp_path / "inference")
     path = set_key(case_file(perf, "vendor"), "load_generator", "lg")
-    proc, elapsed = run_py(perf, host_yaml(tmp_path, perf))
+    proc, cpu = run_py(perf, host_yaml(tmp_path, perf))
     assert_one_config_error(
-        proc, elapsed, tmp_path, f"{path}: key 'load_generator' must be one of inferperf, mlperf, got 'lg'"
+        proc, cpu, tmp_path, f"{path}: key 'load_generator' must be one of inferperf, mlperf, got 'lg'"
     )
 
 
