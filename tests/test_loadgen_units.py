@@ -7,6 +7,7 @@ errors and run.py's bad input are in tests/test_loadgen.py.
 
 from __future__ import annotations
 
+import collections
 import importlib.util
 import json
 import time
@@ -90,8 +91,10 @@ def test_a_latency_bound_no_engine_meets_is_loadgens_invalid_in_the_row(tmp_path
 def speeding_up(monkeypatch, sleeps: list[float]):
     """An engine that sleeps ``sleeps[k]`` a call once LoadGen's settings have been made ``k`` times (the
     probe runs before the first), so it speeds up between tests, not at a wall-clock instant: a slow start
-    of the machine cannot move a step into the probe. Returns the engine and the settings LoadGen got."""
+    of the machine cannot move a step into the probe. Returns the engine, the settings LoadGen got, and
+    the engine's calls counted by the number of settings made when each call ran."""
     made = []
+    calls = collections.Counter()
     real_settings = loadgen.loadgen_settings
 
     def counted(*args, **kwargs):
@@ -101,56 +104,59 @@ def speeding_up(monkeypatch, sleeps: list[float]):
     monkeypatch.setattr(loadgen, "loadgen_settings", counted)
 
     def engine(inputs):
+        calls[len(made)] += 1
         time.sleep(sleeps[min(len(made), len(sleeps) - 1)])
         return [inputs[0]], 0.0
 
-    return engine, made
+    return engine, made, calls
 
 
 def test_an_engine_faster_than_its_probe_is_tested_again_at_its_own_speed(tmp_path, monkeypatch):
-    # LoadGen generates 2 x min_duration of SingleStream queries at the expected latency (and at least
-    # min_query_count): told 18 ms by the probe (20 ms / PROBE_MARGIN), it has about 110 queries, which
-    # take 0.22 s at 2 ms: min duration not met (a machine 4 times slower still misses it). The row is
-    # tested again at the first test's median, and is LoadGen's VALID, saying so (a 2-ms sleep cannot
-    # run faster than the median it was guessed from).
-    engine, made = speeding_up(monkeypatch, [0.020, 0.002])
-    stage = stage_for(tmp_path, min_duration_s=1.0, warmup=0)
+    # LoadGen generates 2 x min_duration of SingleStream queries at the expected latency, and at least
+    # min_query_count: told 91 ms by the probe (100 ms / PROBE_MARGIN), it has 64 queries, which take
+    # 0.13 s at 2 ms: min duration (2 s) not met unless a call takes 31 ms (a loaded CI machine stretched
+    # the 2-ms sleep to about 10 ms). The row is tested again at the first test's median, and is LoadGen's
+    # VALID, saying so: a sleep cannot run much faster than the median it was guessed from.
+    engine, made, calls = speeding_up(monkeypatch, [0.100, 0.002])
+    stage = stage_for(tmp_path, min_duration_s=2.0, warmup=0)
     stage.rows_for(engine, 2)
     (row,) = (row.to_json() for row in stage.report.rows)
     block = row["loadgen"]
     first_guess, second_guess = (s.single_stream_expected_latency_ns for s in made)
-    assert len(made) == 2 and first_guess > 20_000_000 / 1.1 * 0.99
+    assert len(made) == 2 and first_guess > 100_000_000 / 1.1 * 0.99
     assert 2_000_000 / 1.1 * 0.99 < second_guess < first_guess / 4  # the first test's median (>= 2 ms) / 1.1
     rerun = block["rerun"]
-    assert rerun["probe"]["latency_ns"] >= 20_000_000 and rerun["conditions"]["min_duration_met"] is False
+    assert rerun["probe"]["latency_ns"] >= 100_000_000 and rerun["conditions"]["min_duration_met"] is False
     assert rerun["why"] == "min duration not met at the probe's guess"
-    assert abs(rerun["query_count"] - max(64, 2e9 / first_guess)) <= 2  # what LoadGen generated, all run
+    assert rerun["query_count"] == 64 == calls[1]  # what LoadGen generated, all run
     assert abs(block["probe"]["latency_ns"] / 1.1 - second_guess) <= 1  # the guess the second test was given
     assert block["result_validity"] == "VALID" and block["conditions"]["min_duration_met"] is True
     assert row["verdict"] == {"valid": True, "reasons": []} and row["stop_reason"] == "minimums met"
-    assert row["queries"] == block["query_count"] > rerun["query_count"]  # the second test's, timed by the SUT
+    assert row["queries"] == block["query_count"] == calls[2]  # the second test's, timed by the SUT
 
 
 def test_an_engine_that_speeds_up_again_misses_loadgens_min_duration(tmp_path, monkeypatch):
     # Once more after the second test's settings: one test again, not a loop; the row is INVALID in
-    # LoadGen's words, and its block keeps both guesses. Probe 50 ms, first test 5 ms (64 queries,
-    # 0.32 s), second test told about 4.5 ms: some 440 queries of no sleep, which miss 1 s unless a
-    # call with its LoadGen round trip takes over 2.2 ms.
-    engine, made = speeding_up(monkeypatch, [0.050, 0.005, 0.0])
-    stage = stage_for(tmp_path, min_duration_s=1.0, warmup=0)
+    # LoadGen's words, and its block keeps both guesses. Probe 150 ms (64 queries generated for 3 s), first
+    # test 20 ms (64 queries, 1.3 s: met only if a call takes 47 ms), second test told about 18 ms: some
+    # 330 queries of no sleep, which miss 3 s unless a call with its LoadGen round trip takes 9 ms.
+    engine, made, calls = speeding_up(monkeypatch, [0.150, 0.020, 0.0])
+    stage = stage_for(tmp_path, min_duration_s=3.0, warmup=0)
     stage.rows_for(engine, 2)
     (row,) = (row.to_json() for row in stage.report.rows)
-    assert len(made) == 2 and row["loadgen"]["rerun"]["probe"]["latency_ns"] >= 50_000_000
+    assert len(made) == 2 and row["loadgen"]["rerun"]["probe"]["latency_ns"] >= 150_000_000
+    assert row["loadgen"]["rerun"]["query_count"] == 64 == calls[1]
     assert (
         row["loadgen"]["conditions"]["min_duration_met"] is False and row["stop_reason"] == "loadgen: minimums not met"
     )
+    assert row["queries"] == calls[2] > 64
     assert any(r.startswith("mlperf loadgen: INVALID: min duration not met") for r in row["verdict"]["reasons"]), row[
         "verdict"
     ]
 
 
 def test_a_row_invalid_for_another_reason_is_not_tested_again(tmp_path, monkeypatch):
-    engine, made = speeding_up(monkeypatch, [0.002])  # min duration met, the latency bound not
+    engine, made, _ = speeding_up(monkeypatch, [0.002])  # min duration met, the latency bound not
     stage = stage_for(tmp_path, scenario=["server"], target_qps=2000.0, latency_bound_ms=0.5, min_duration_s=0.5)
     stage.rows_for(engine, 2)
     (row,) = (row.to_json() for row in stage.report.rows)

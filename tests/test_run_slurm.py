@@ -127,7 +127,7 @@ def test_job_killed_by_its_time_limit_names_job_node_and_state(tmp_path, cluster
     perf = long_running_tree(tmp_path / "inference")
     proc = start(perf, host_yaml(tmp_path, cluster, perf, shared_data), env_for(cluster))
     job = wait_measuring(cluster)
-    cluster.run("scontrol", "update", f"jobid={job}", "EndTime=now")  # its time limit, reached now
+    cluster.end_job_now(job)  # its time limit, reached now
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 1, err[-3000:]
     record = the_record(tmp_path)

@@ -220,7 +220,7 @@ def test_job_killed_by_its_time_limit(cluster, client):
     # Slurm's smallest limit is a minute; as an admin, move the job's end to
     # now instead of waiting it out.  The kill is still slurmctld's own
     # time-limit enforcement (checked every 30 s), which ends it TIMEOUT.
-    cluster.run("scontrol", "update", f"jobid={job}", "EndTime=now")
+    cluster.end_job_now(job)
     final = client.wait(job, timeout_s=90)
     _assert_timeout(cluster, client, job, marker, final)
 
