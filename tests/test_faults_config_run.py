@@ -70,15 +70,15 @@ def run_py(
     def limit() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
 
+    command = [sys.executable, "run.py", "--config", str(config), *extra]
+    return run_counting_cpu(command, cwd=perf, preexec_fn=limit if memory else None)
+
+
+def run_counting_cpu(command: list[str], **options) -> tuple[subprocess.CompletedProcess, float]:
+    """``command``'s completed process and the CPU seconds (user + system) it and its children took: a
+    bound in CPU time holds on a loaded machine, where the wall clock stretches."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    proc = subprocess.run(
-        [sys.executable, "run.py", "--config", str(config), *extra],
-        cwd=perf,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        preexec_fn=limit if memory else None,
-    )
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=120, **options)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return proc, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 

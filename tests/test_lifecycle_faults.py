@@ -11,6 +11,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -90,10 +91,28 @@ def test_sighup_to_run_py_stops_everything_and_writes_the_summary(tmp_path, tree
 def test_second_ctrl_c_does_not_cut_the_cleanup_short(tmp_path, tree, digits_data_dir):
     proc = start(tree, host_yaml(tmp_path, tree, digits_data_dir))
     wait_for_measuring(tmp_path)
+    lines: list[str] = []
+    stopping = threading.Event()
+
+    def read_stderr() -> None:  # the second Ctrl-C waits for run.py's word on the first, not for a time
+        for line in proc.stderr:
+            lines.append(line)
+            if "interrupted: stopping containers and monitors" in line:
+                stopping.set()
+
+    readers = [
+        threading.Thread(target=read_stderr, daemon=True),
+        threading.Thread(target=proc.stdout.read, daemon=True),
+    ]
+    for reader in readers:
+        reader.start()
     proc.send_signal(signal.SIGINT)
-    time.sleep(0.3)
+    assert stopping.wait(120), "".join(lines)[-2000:]
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=120)
+    proc.wait(timeout=120)
+    for reader in readers:
+        reader.join(30)
+    err = "".join(lines)
     assert proc.returncode == 130, err[-2000:]
     assert "SIGINT again: already stopping" in err and "Traceback" not in err
     assert the_record(tmp_path)["status"] == "interrupted"

@@ -23,7 +23,14 @@ import torch
 
 from common.errors import EngineError
 from tests.conftest import copy_inference_tree
-from tests.test_faults_config_run import assert_one_config_error, case_file, host_yaml, run_py, set_key
+from tests.test_faults_config_run import (
+    assert_one_config_error,
+    case_file,
+    host_yaml,
+    run_counting_cpu,
+    run_py,
+    set_key,
+)
 from tools.measure import loadgen
 
 lg = pytest.importorskip("mlperf_loadgen")
@@ -223,12 +230,11 @@ def test_mlperf_without_loadgen_installed(tmp_path, tree):
         [sys.executable, "-S", "-c", "import mlperf_loadgen"], env=env, capture_output=True, text=True
     )
     assert check.returncode == 1 and "No module named 'mlperf_loadgen'" in check.stderr
-    start = time.monotonic()
     command = [sys.executable, "-S", "run.py", "--config", str(config), "--set", "load_generator=mlperf"]
-    proc = subprocess.run(command, cwd=tree, env=env, capture_output=True, text=True, timeout=120)
+    proc, cpu = run_counting_cpu(command, cwd=tree, env=env)
     assert_one_config_error(
         proc,
-        time.monotonic() - start,
+        cpu,
         tmp_path,
         "command line (--set): key 'load_generator' is 'mlperf', but MLPerf LoadGen is not installed here "
         "(pip install mlcommons-loadgen==6.0.17)",

@@ -137,14 +137,14 @@ def test_an_engine_faster_than_its_probe_is_tested_again_at_its_own_speed(tmp_pa
 
 def test_an_engine_that_speeds_up_again_misses_loadgens_min_duration(tmp_path, monkeypatch):
     # Once more after the second test's settings: one test again, not a loop; the row is INVALID in
-    # LoadGen's words, and its block keeps both guesses. Probe 150 ms (64 queries generated for 3 s), first
-    # test 20 ms (64 queries, 1.3 s: met only if a call takes 47 ms), second test told about 18 ms: some
-    # 330 queries of no sleep, which miss 3 s unless a call with its LoadGen round trip takes 9 ms.
-    engine, made, calls = speeding_up(monkeypatch, [0.150, 0.020, 0.0])
-    stage = stage_for(tmp_path, min_duration_s=3.0, warmup=0)
+    # LoadGen's words, and its block keeps both guesses. Probe 250 ms (64 queries generated for 6 s), first
+    # test 40 ms (64 queries, 2.6 s: met only if a call takes 94 ms), second test told about 36 ms: some
+    # 330 queries of no sleep, which miss 6 s unless a call with its LoadGen round trip takes 18 ms.
+    engine, made, calls = speeding_up(monkeypatch, [0.250, 0.040, 0.0])
+    stage = stage_for(tmp_path, min_duration_s=6.0, warmup=0)
     stage.rows_for(engine, 2)
     (row,) = (row.to_json() for row in stage.report.rows)
-    assert len(made) == 2 and row["loadgen"]["rerun"]["probe"]["latency_ns"] >= 150_000_000
+    assert len(made) == 2 and row["loadgen"]["rerun"]["probe"]["latency_ns"] >= 250_000_000
     assert row["loadgen"]["rerun"]["query_count"] == 64 == calls[1]
     assert (
         row["loadgen"]["conditions"]["min_duration_met"] is False and row["stop_reason"] == "loadgen: minimums not met"

@@ -18,6 +18,7 @@ from tools.serving.client import (
     count_tokens,
     finish_reason_name,
     request_body,
+    stamping_connector,
     stream_request,
 )
 from tools.serving.load import Endpoint, Load, run_load, sessions_of
@@ -25,7 +26,9 @@ from tools.serving.loopback import LoopbackServer, Plan, SteppedClock, steady
 
 
 async def _one(url: str, spec: RequestSpec, chat: bool, clock, timeout=None) -> RequestRecord:
-    async with aiohttp.ClientSession() as session:
+    # As run_load's sessions: arrivals stamped as bytes come in, the headers' too, which a stepped loopback
+    # waits for before it sets the first token's time (else it waits its 10-s limit, then goes on).
+    async with aiohttp.ClientSession(connector=stamping_connector(clock)) as session:
         record = RequestRecord(spec.index)
         route = url + ("/chat/completions" if chat else "/completions")
         await stream_request(session, route, request_body(spec, "m", chat), record, chat, clock, timeout)
@@ -128,7 +131,8 @@ def _faults(index: int, body: dict, in_flight: int) -> Plan:
 
 def test_every_fault_is_an_error_with_its_reason_and_the_run_completes():
     with LoopbackServer(_faults, model="m") as server:
-        endpoint = Endpoint(server.url, "m", stall_timeout_s=0.5, request_timeout_s=30)
+        # The stall is request 5's alone: a token of the others 3 s late on a busy machine would be one too.
+        endpoint = Endpoint(server.url, "m", stall_timeout_s=3.0, request_timeout_s=30)
         specs = [RequestSpec(i, "a b", 4) for i in range(11)]
         result = asyncio.run(run_load(endpoint, sessions_of(specs), Load(concurrency=1)))
     kinds = {r.index: (r.error or {}).get("kind") for r in result.records}

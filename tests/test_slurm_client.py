@@ -268,7 +268,8 @@ def test_pending_timeout_on_a_drained_node_cancels_with_the_reason(cluster, clie
             client.wait(job, timeout_s=60, pending_timeout_s=3)
         assert 3 <= time.monotonic() - started < 20
         message = str(info.value)
-        assert re.fullmatch(rf"slurm job {job} PENDING for [3-9] s \(reason: \S.*\): cancelled", message), message
+        waited = re.fullmatch(rf"slurm job {job} PENDING for (\d+) s \(reason: \S.*\): cancelled", message)
+        assert waited and int(waited[1]) >= 3, message
         assert "none given" not in message
         assert info.value.why == "pending_timeout" and info.value.state.state == "CANCELLED"
         assert job not in cluster.job_ids()  # not pending any more
@@ -282,9 +283,10 @@ def test_overall_timeout_cancels_a_running_job(cluster, client):
     running(client, job)
     with pytest.raises(SlurmJobError) as info:
         client.wait(job, timeout_s=2)
-    assert re.fullmatch(
-        rf"slurm job {job} on node {cluster.node} still RUNNING after [2-9] s: cancelled", str(info.value)
+    waited = re.fullmatch(
+        rf"slurm job {job} on node {cluster.node} still RUNNING after (\d+) s: cancelled", str(info.value)
     )
+    assert waited and int(waited[1]) >= 2, str(info.value)
     assert info.value.why == "timeout" and client.state(job).state == "CANCELLED"
 
 

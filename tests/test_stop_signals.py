@@ -72,3 +72,12 @@ def test_another_unraisable_error_goes_to_the_hook_from_before():
     done = child(OTHER_ERROR, guarded=True)
     assert done.stdout == "ran to the end\nhook restored\n", done.stdout + done.stderr
     assert "Exception ignored in" in done.stderr and "ValueError: a broken finaliser" in done.stderr
+
+
+def test_a_stop_waits_for_an_import_less_than_the_host_waits_before_sigkill():
+    """The import grace must end before the host's SIGKILL, or a hung import loses its failure.json."""
+    from common.stop_signals import IMPORT_GRACE_S
+    from utils.executors.container_handle import STOP_TIMEOUT_S
+    from utils.executors.local import STOP_GRACE_S
+
+    assert 3.7 * 2 < IMPORT_GRACE_S < min(STOP_GRACE_S, STOP_TIMEOUT_S) - 1  # torch's import at load 8, twice
