@@ -1,6 +1,7 @@
 """common/stop_signals.py in a child process of its own, with real signals: a stop that lands inside a
 ``__del__``, where Python cannot raise it (a CI run lost one there and exited 0), is raised again
-from the code that runs next; an unrelated unraisable error still goes to the hook from before."""
+from the code that runs next; an unrelated unraisable error still goes to the hook from before. And
+run.py's handler of a stop that comes while stopping, whose line must not meet the logger's lock."""
 
 from __future__ import annotations
 
@@ -81,3 +82,43 @@ def test_a_stop_waits_for_an_import_less_than_the_host_waits_before_sigkill():
     from utils.executors.local import STOP_GRACE_S
 
     assert 3.7 * 2 < IMPORT_GRACE_S < min(STOP_GRACE_S, STOP_TIMEOUT_S) - 1  # torch's import at load 8, twice
+
+
+SECOND_STOP = textwrap.dedent(
+    """
+    import os, signal, sys
+    sys.path.insert(0, {inference!r})
+    from loguru import logger
+    import run
+
+    logger.remove()
+    sent = []
+
+    def sink(message):
+        sys.stderr.write(message)
+        if not sent:  # the second Ctrl-C, while this (main) thread is inside the logger
+            sent.append(1)
+            os.kill(os.getpid(), signal.SIGINT)  # its handler runs at the next bytecode: here
+
+    logger.add(sink, format="{{message}}", level="INFO")
+    signal.signal(signal.SIGINT, run._ignore_while_stopping)
+    logger.error("interrupted: stopping containers and monitors on every host")
+    """
+)
+
+
+def test_a_second_stop_inside_a_log_line_is_said_after_it_without_a_logging_error():
+    """run.py's handler for a stop signal while stopping: a CI run's second Ctrl-C landed as the first
+    one's line was being written, and the handler's own line met loguru's lock on the same thread."""
+    child = subprocess.run(
+        [sys.executable, "-c", SECOND_STOP.format(inference=str(INFERENCE))],
+        cwd=INFERENCE,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert child.returncode == 0, child.stderr
+    assert child.stderr.splitlines() == [
+        "interrupted: stopping containers and monitors on every host",
+        "SIGINT again: already stopping, cleanup and summary follow",
+    ], child.stderr
