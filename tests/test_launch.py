@@ -138,3 +138,65 @@ def test_a_command_that_cannot_start_is_one_engine_error_and_nothing_runs(tmp_pa
         server.start()
     assert str(info.value) == f"--launch: cannot start '{missing}' (No such file or directory)"
     wait_until(lambda: not marked(missing.name), "the guard or its watchdog is left")
+
+
+# A server whose completion answer breaks off after its headers (Content-Length 836, no body), killing
+# itself first when told to: vLLM killed as it answered (a CI run). GET /v1/models answers, so it is ready.
+BREAKING_SERVER = """
+import http.server, os, signal, sys
+
+port, dies = int(sys.argv[1]), sys.argv[2] == "dies"
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = b'{"data": [{"id": "m"}]}'
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers["Content-Length"]))
+        self.send_response(200)
+        self.send_header("Content-Length", "836")
+        self.end_headers()
+        self.wfile.flush()
+        print("broke off a completion", flush=True)
+        if dies:
+            os.kill(os.getpid(), signal.SIGKILL)
+        self.close_connection = True
+
+    def log_message(self, *args):
+        pass
+
+http.server.HTTPServer(("127.0.0.1", port), Handler).serve_forever()
+"""
+
+
+@pytest.mark.parametrize("dies", [True, False])
+def test_an_answer_broken_off_is_one_engine_error_naming_the_servers_exit(tmp_path, dies):
+    from inference_engine.serving_base import VllmEngine, free_port
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/v1"
+    script = tmp_path / "server.py"
+    script.write_text(BREAKING_SERVER)
+    server = LaunchedServer(
+        [sys.executable, str(script), str(port), "dies" if dies else "lives"], url, tmp_path / "server.log"
+    )
+    engine = object.__new__(VllmEngine)  # its greedy request and error lines only: no vLLM here
+    engine.url, engine.served_model, engine.server = url, "m", server
+    engine.label = f"{VllmEngine.SOURCE}: the vLLM server"
+    with server:
+        with pytest.raises(EngineError) as info:
+            engine._greedy([1, 2, 3], 4)
+    message = str(info.value)
+    assert "\n" not in message
+    if dies:
+        assert message == (
+            "inference_engine/serving_base.py: the vLLM server exited with status -9; "
+            "last log line: broke off a completion"
+        )
+    else:
+        assert message.startswith(f"inference_engine/serving_base.py: a greedy completion at {url} failed: ")
+        assert "IncompleteRead" in message

@@ -181,6 +181,31 @@ def test_an_unreachable_endpoint_exits_5_naming_it(tmp_path, capsys):
     assert code == 5 and url in err and "unreachable" in err
 
 
+def test_an_endpoint_that_answers_in_no_http_exits_4_naming_it(tmp_path, capsys):
+    """--endpoint at an SSH port: a real socket that answers GET /models with an SSH banner."""
+    import socket
+    import threading
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
+
+    def answer() -> None:
+        connection, _ = listener.accept()
+        with connection:
+            connection.sendall(b"SSH-2.0-OpenSSH_9.2p1 Debian-2\r\n")
+            connection.recv(65536)
+
+    server = threading.Thread(target=answer, daemon=True)
+    server.start()
+    try:
+        code, err = _bad(tmp_path, capsys, url)
+    finally:
+        server.join(30)
+        listener.close()
+    assert code == 4 and f"--endpoint {url}: not an OpenAI-compatible server (GET {url}/models: BadStatusLine " in err
+    assert "SSH-2.0-OpenSSH_9.2p1 Debian-2" in err
+
+
 def test_a_server_that_is_not_openai_compatible_exits_4(tmp_path, capsys):
     with LoopbackServer(model="m", openai=False) as server:
         code, err = _bad(tmp_path, capsys, server.url)

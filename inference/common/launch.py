@@ -18,6 +18,7 @@ and a serving engine's engine step (``inference_engine/cpu/vllm.py``), which may
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import shlex
@@ -55,7 +56,7 @@ def serving(url: str, timeout_s: float = 2.0) -> bool:
     try:
         with opener.open(url.rstrip("/") + "/models", timeout=timeout_s) as response:
             return isinstance(json.loads(response.read(1 << 20)).get("data"), list)
-    except (urllib.error.URLError, OSError, ValueError, AttributeError):
+    except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError, AttributeError):
         return False
 
 

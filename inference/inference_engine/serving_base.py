@@ -9,6 +9,7 @@ needs (the CPU build's KV-cache size, the CUDA build's GPU memory share). A decl
 
 from __future__ import annotations
 
+import http.client
 import json
 import socket
 import subprocess
@@ -257,7 +258,17 @@ class VllmEngine(LaunchedEngine):
             with opener.open(request, timeout=VLLM_REQUEST_TIMEOUT_S) as response:
                 answer = json.loads(response.read())
             return [int(token) for token in answer["choices"][0]["token_ids"]]
-        except (urllib.error.URLError, OSError, ValueError, KeyError, IndexError, TypeError) as exc:
+        # http.client's HTTPException: an answer broken off (IncompleteRead, when the server was killed as it
+        # answered: a CI run's case failed as a bug with a traceback instead of naming the server's exit)
+        except (
+            urllib.error.URLError,
+            http.client.HTTPException,
+            OSError,
+            ValueError,
+            KeyError,
+            IndexError,
+            TypeError,
+        ) as exc:
             if self.server.proc is not None:
                 try:  # a server that was killed: its exit status, once the kernel has it
                     self.server.proc.wait(1.0)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import http.client
 import json
 import math
 import os
@@ -254,6 +255,10 @@ def check_endpoint(url: str, model: str, timeout_s: float = 10.0) -> list[str]:
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
         raise HostError(f"--endpoint {url}: unreachable ({reason})") from None
+    except http.client.HTTPException as exc:  # something answered, not in HTTP (an SSH port's banner)
+        raise EngineError(
+            f"--endpoint {url}: not an OpenAI-compatible server (GET {probe}: {type(exc).__name__} {str(exc)[:80]!r})"
+        ) from None
     try:
         data = json.loads(raw)
         names = [str(item["id"]) for item in data["data"]]
