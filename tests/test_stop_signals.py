@@ -122,3 +122,58 @@ def test_a_second_stop_inside_a_log_line_is_said_after_it_without_a_logging_erro
         "interrupted: stopping containers and monitors on every host",
         "SIGINT again: already stopping, cleanup and summary follow",
     ], child.stderr
+
+
+STOP_IN_THE_LOGGER = textwrap.dedent(
+    """
+    import os, signal, sys, traceback
+    sys.path.insert(0, {inference!r})
+    from loguru import logger
+    from common.stop_signals import ImportSafeStop
+
+    class Stop(KeyboardInterrupt):
+        pass
+
+    def stop(signum):
+        raise Stop(signum)
+
+    guard = ImportSafeStop(stop)
+    signal.signal(signal.SIGINT, guard.handle)
+    logger.remove()
+    sent = []
+
+    def sink(message):  # inside loguru's handler, its lock held
+        if not sent:
+            sent.append(1)
+            os.kill(os.getpid(), signal.SIGINT)
+            sum(range(1000))  # the handler runs here, inside the log call
+        sys.stdout.write(message)
+
+    logger.add(sink, format="{{message}}")
+    try:
+        logger.info("a line under way")
+        for _ in range(10**9):  # the code after the log call, where the stop must arrive
+            pass
+        print("ran to the end")
+    except Stop:
+        frames = [frame.filename for frame in traceback.extract_tb(sys.exc_info()[2])]
+        print("stopped inside the logger" if any("/loguru/" in f for f in frames) else "stopped after the line")
+    guard.end()
+    logger.info("the stop's own report")  # the handler's lock is free
+    """
+)
+
+
+def test_a_stop_inside_a_log_call_waits_for_its_end_and_the_logger_stays_usable():
+    """A stop raised inside loguru's handler can leave its lock held (raised after the lock is taken and
+    before its ``with`` block is entered): a CI run's run_inference.py then hung reporting that stop."""
+    child = subprocess.run(
+        [sys.executable, "-c", STOP_IN_THE_LOGGER.format(inference=str(INFERENCE))],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert child.returncode == 0, child.stderr
+    assert child.stdout.splitlines() == ["a line under way", "stopped after the line", "the stop's own report"], (
+        child.stdout + child.stderr
+    )

@@ -13,6 +13,13 @@ So a stop that lands inside an import is deferred: a SIGALRM, handled by the sam
 again every ``IMPORT_RECHECK_S`` until no import is under way, and then stops. An import that hangs
 is still cut short: after ``IMPORT_GRACE_S``, or at a second stop signal.
 
+A stop that lands inside the logger is deferred the same way, until the log call has returned.
+loguru's handler takes a lock (``with self._lock``), and a stop raised after the lock is taken and
+before its ``with`` block is entered leaves it held for good: the report of that very stop then
+waited on it forever (a CI run's run_inference.py printed "step 'init' failed: interrupted by
+SIGINT" on stdout, then hung in the file sink's lock; reproduced once in 28 Ctrl-Cs at start-up
+beside four busy loops).
+
 A stop raised where Python cannot pass it on is not lost either: inside a ``__del__`` (numpy's
 ``NpzFile.__del__``, run when a case's data file is collected: a CI run's stop was swallowed there,
 printed as "Exception ignored", and the run went on to exit 0) Python hands the exception to
@@ -40,10 +47,14 @@ IMPORT_RECHECK_S = 0.01  # how often a stop that came during an import looks aga
 IMPORT_GRACE_S = 8.0
 
 
-def inside_an_import(frame) -> bool:
-    """Whether Python is running an ``import``: importlib's frames are on the stack."""
+LOGGER_FILES = "/loguru/"  # a frame of the logger's own code (its handlers hold a lock: module docstring)
+
+
+def inside_a_deferred_region(frame) -> bool:
+    """Whether a stop must wait here: an import, or a log call (loguru's frames) is on the stack."""
     while frame is not None:
-        if frame.f_code.co_filename.startswith("<frozen importlib"):
+        name = frame.f_code.co_filename
+        if name.startswith("<frozen importlib") or LOGGER_FILES in name:
             return True
         frame = frame.f_back
     return False
@@ -51,8 +62,8 @@ def inside_an_import(frame) -> bool:
 
 class ImportSafeStop:
     """The handler of the stop signals (install ``handle`` for each): record the signal, then call
-    ``stop(signum)`` with the first one received, which raises; outside an import at once, inside
-    one once it has ended (module docstring). ``received``: the signals in order (a list the caller
+    ``stop(signum)`` with the first one received, which raises; outside an import or a log call at
+    once, inside one once it has ended (module docstring). ``received``: the signals in order (a list the caller
     may pass, to share it)."""
 
     def __init__(self, stop, received: list[int] | None = None) -> None:
@@ -75,7 +86,7 @@ class ImportSafeStop:
             self.deferring
             and len(self.received) == 1
             and time.monotonic() - self.first_at < IMPORT_GRACE_S
-            and inside_an_import(frame)
+            and inside_a_deferred_region(frame)
         ):
             _signal.setitimer(_signal.ITIMER_REAL, IMPORT_RECHECK_S)
             return
