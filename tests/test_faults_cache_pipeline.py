@@ -28,6 +28,22 @@ FAST = ["--set", "min_duration_s=0", "--set", "min_query_count=1", "--set", "aud
 COMPILE_ONLY = ["--set", "compile_only=true"]
 
 
+def ended(proc: subprocess.Popen, timeout: float = 60) -> tuple[str, str]:
+    """``proc``'s output once it has ended; one that does not end within ``timeout`` is made to print
+    every thread's stack (SIGABRT: start it with PYTHONFAULTHANDLER=1), and the test fails with them,
+    leaving nothing running (a CI run's hung run_inference.py outlived its test)."""
+    try:
+        return proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGABRT)
+        try:
+            out, err = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+        pytest.fail(f"{proc.args[1]} did not end within {timeout} s of its signal; its threads:\n{(out + err)[-6000:]}")
+
+
 def command(perf: Path, data: Path, log: Path, *extra: str, case: str = "digits") -> list[str]:
     return [
         sys.executable,
@@ -271,6 +287,7 @@ def sigint_inside_a_hooked_import(tree, digits_dir, tmp_path, hook_source: str, 
         os.environ,
         PYTHONPATH=f"{hook}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
         IMPORT_MARKER=str(marker),
+        PYTHONFAULTHANDLER="1",
         **env,
     )
     log = tmp_path / "log"
@@ -287,7 +304,7 @@ def sigint_inside_a_hooked_import(tree, digits_dir, tmp_path, hook_source: str, 
         time.sleep(0.01)
     assert marker.exists(), f"run_inference.py never imported {module}"
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
+    out, err = ended(proc)
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
@@ -345,7 +362,12 @@ def test_sigint_at_real_startup_times_exits_130(tree, digits_dir, tmp_path, dela
     """The real import, no hook: wherever Ctrl-C lands in start-up, it is an interruption."""
     log = tmp_path / "log"
     proc = subprocess.Popen(
-        command(tree, digits_dir, log, *FAST), cwd=tree, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        command(tree, digits_dir, log, *FAST),
+        cwd=tree,
+        env=dict(os.environ, PYTHONFAULTHANDLER="1"),
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
     assert proc.stdout is not None
     for line in proc.stdout:
@@ -353,7 +375,7 @@ def test_sigint_at_real_startup_times_exits_130(tree, digits_dir, tmp_path, dela
             break
     time.sleep(delay)
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
+    out, err = ended(proc)
     assert proc.returncode == 130, out[-2000:] + err[-2000:]
     assert "needs the onnxruntime package" not in out + err and "Traceback" not in out + err
     assert strict_json(log / "failure.json")["error"] == "interrupted by SIGINT"
