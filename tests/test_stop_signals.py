@@ -11,9 +11,10 @@ import textwrap
 
 from tests.conftest import INFERENCE
 
-CHILD = textwrap.dedent(
+# A child's first lines: the framework on its path, and a stop that raises Stop (a KeyboardInterrupt).
+PRELUDE = textwrap.dedent(
     """
-    import os, signal, sys
+    import os, signal, sys, traceback
     sys.path.insert(0, {inference!r})
     from common.stop_signals import ImportSafeStop
 
@@ -22,7 +23,10 @@ CHILD = textwrap.dedent(
 
     def stop(signum):
         raise Stop(signum)
-
+    """
+)
+CHILD = PRELUDE + textwrap.dedent(
+    """
     guard = ImportSafeStop(stop) if {guarded} else None
     if guard is None:
         def raising(signum, frame):
@@ -124,18 +128,9 @@ def test_a_second_stop_inside_a_log_line_is_said_after_it_without_a_logging_erro
     ], child.stderr
 
 
-STOP_IN_THE_LOGGER = textwrap.dedent(
+STOP_IN_THE_LOGGER = PRELUDE + textwrap.dedent(
     """
-    import os, signal, sys, traceback
-    sys.path.insert(0, {inference!r})
     from loguru import logger
-    from common.stop_signals import ImportSafeStop
-
-    class Stop(KeyboardInterrupt):
-        pass
-
-    def stop(signum):
-        raise Stop(signum)
 
     guard = ImportSafeStop(stop)
     signal.signal(signal.SIGINT, guard.handle)
