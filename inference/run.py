@@ -28,7 +28,7 @@ from loguru import logger
 
 from common import __version__
 from common.errors import ConfigError, InferPerfError, one_line
-from common.files import LogFileSink, storage_error
+from common.files import LogFileSink, atomic_path, storage_error
 from common.layout import BASE_PREFIX, framework_dir, is_base_case
 from common.log_lock import release_after_signal
 from common.monitor_protocol import monitor_protocol
@@ -481,6 +481,14 @@ def main(argv: list[str] | None = None) -> int:
         from utils.results.compare import main as compare_main
 
         return compare_main(argv[1:], INFERENCE_DIR / "result")
+    if argv[:1] == ["history"]:  # run.py history [import DIR...] [--check]: see utils/history/cli.py
+        from utils.history.cli import main as history_main
+
+        return history_main(argv[1:], INFERENCE_DIR)
+    if argv[:1] == ["calibrate"]:  # run.py calibrate [--runs N] [--gap S]: N runs spread over time
+        from utils.history.cli import calibrate
+
+        return calibrate(argv[1:], INFERENCE_DIR)
     if any(
         a == "--endpoint" or a.startswith("--endpoint=") for a in argv
     ):  # a running OpenAI-compatible server: tools/serving/cli.py
@@ -718,11 +726,26 @@ def finish_run(
     if unjudged and strict:  # --strict: a check that could not run is no pass
         logger.warning(f"{len(unjudged)} result(s) with checks not judged (--strict): see the list under the table")
         invalid += [r for r in unjudged if r not in invalid]
+    _record_history(config, run.run_dir, md_path)
     for sig, handler in previous_handlers.items():
         signal.signal(sig, handler)
     code = 130 if interrupted else 1 if failed or not records else 3 if strict and invalid else 0
     print(f"report: {report_path}" if report_path else "report: not written (see the error above)", flush=True)
     return code
+
+
+def _record_history(config: HostConfig, run_dir: Path, md_path: Path) -> None:
+    """The run's figures into the results history (utils/history/), after its own files are written: a
+    failure of the store is one line, here and at the end of summary.md, and never fails the run."""
+    from utils.history.ingest import record_runs
+
+    line = record_runs([run_dir], config.history)
+    (logger.warning if line.startswith("history not updated") else logger.info)(line)
+    try:
+        with atomic_path(md_path) as tmp:
+            tmp.write_text(md_path.read_text(encoding="utf-8") + f"\n{line}\n", encoding="utf-8")
+    except OSError as exc:
+        logger.warning(f"summary.md does not say it: {one_line(exc)}")
 
 
 def _remove_partial_summary(run_dir: Path) -> None:

@@ -43,6 +43,7 @@ KEY_FIELDS: dict[str, str | None] = {
     "SLURM_PYTHON": "slurm_python",
     "SLURM_CONTAINER": "slurm_container",
     "ENDPOINT": "endpoint",
+    "HISTORY": "history",
     "HOSTS_PORTS": None,
     "MASTER_PORT": None,
 }

@@ -138,6 +138,9 @@ class HostConfig:
     slurm_container: str = "none"
     # A running server to benchmark instead of CASES: run.py --endpoint's options as a mapping (docs/serving.md).
     endpoint: dict[str, Any] | None = None
+    # The results history (docs/history.md): its SQLAlchemy URL, resolved by utils/history/store.py::resolve_url
+    # (absent: <FLAGPERF_LOG_PATH>/history.sqlite); None: HISTORY: off.
+    history: str | None = None
     # Relative paths in host.yaml are relative to this directory (inference/).
     inference_dir: InitVar[Path | None] = None
 
@@ -486,6 +489,12 @@ def _check_endpoint(cfg: HostConfig, value: Any) -> dict[str, Any] | None:
     return value
 
 
+def _check_history(cfg: HostConfig, value: Any) -> str | None:
+    from utils.history.store import resolve_url
+
+    return resolve_url(value, cfg.log_path)
+
+
 def _plain(check: Callable[[Any], Any]) -> Callable[[HostConfig, Any], Any]:
     return lambda cfg, value: check(value)
 
@@ -498,6 +507,7 @@ _CHECKS: dict[str, Callable[[HostConfig, Any], Any]] = {
     "vendor": _check_vendor,
     "log_path": _check_log_path,
     "log_level": _check_log_level,
+    "history": _check_history,
     "ssh_port": _plain(tcp_port),
     "hosts": _check_hosts,
     "cases": _check_cases,
@@ -570,4 +580,5 @@ _DEFAULTS: dict[str, Any] = {
     "slurm_python": "",
     "slurm_container": "none",
     "endpoint": None,
+    "history": None,
 }

@@ -35,6 +35,7 @@ import math
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from common.files import atomic_path, write_json_atomic
 from common.record import RecordError
@@ -85,12 +86,43 @@ class Comparison:
     lines: list[Line] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # what makes exit 3: missing, failed, INVALID
     notes: list[str] = field(default_factory=list)
+    undecided: list[str] = field(default_factory=list)  # figures whose between-run noise is unknown (exit 3)
 
     @property
     def exit_code(self) -> int:
         if any(line.regression for line in self.lines):
             return EXIT_REGRESSION
-        return EXIT_NOT_COMPARABLE if self.problems else 0
+        return EXIT_NOT_COMPARABLE if self.problems or self.undecided else 0
+
+
+@dataclass
+class Between:
+    """How a figure of two runs made at different times is decided: with the between-run noise of its
+    series learned from the results history (``utils/history/noise.py``), or, given
+    ``--between-run-cv``, with that constant spread on each side."""
+
+    cv: float | None = None
+    model: Any = None  # a NoiseModel, or None: no history could be read (``why``)
+    series_a: dict[tuple[str, str, str], Any] = field(default_factory=dict)  # (case, row, figure) -> Series
+    series_b: dict[tuple[str, str, str], Any] = field(default_factory=dict)
+    where: str = ""
+    why: str = ""
+    used: set[str] = field(default_factory=set)
+
+    def noise(self, case: str, row: str, figure: str) -> tuple[tuple[Any, Any], bool] | str:
+        """((noise of A, noise of B), whether they are one estimate), or why there is none."""
+        if self.model is None:
+            return self.why
+        sa, sb = self.series_a.get((case, row, figure)), self.series_b.get((case, row, figure))
+        if sa is None or sb is None:
+            return "its series is not in the history (the run's result.json is missing)"
+        na, nb = self.model.of(sa), self.model.of(sb)
+        if na is None or nb is None:
+            from utils.history.noise import MIN_POINTS
+
+            fewest = min(self.model.points_of(s) for s in (sa, sb))
+            return f"too little history to know its between-run noise ({fewest} of the {MIN_POINTS} runs needed)"
+        return (na, nb), sa.key.digest == sb.key.digest or na.source == nb.source
 
 
 def resolve_run(name: str, result_root: Path) -> Path:
@@ -110,6 +142,48 @@ def load_run(run_dir: Path) -> Summary:
         raise CompareError(f"compare: {exc}") from None
 
 
+def default_history(*run_dirs: Path) -> str | None:
+    """The SQLite history beside the runs: ``history.sqlite`` in their log path (an ab side's is one up)."""
+    from utils.history.store import DEFAULT_FILE
+
+    for run_dir in run_dirs:
+        for folder in (run_dir.resolve().parent, run_dir.resolve().parent.parent):
+            if (folder / DEFAULT_FILE).is_file():
+                return f"sqlite:///{folder / DEFAULT_FILE}"
+    return None
+
+
+def learned_noise(dir_a: Path, dir_b: Path, history: str | None) -> Between:
+    """Each figure's series in both runs, and the history's noise model for them (``Between``); a
+    history that cannot be read leaves every figure undecided, with why."""
+    from common.errors import one_line
+    from utils.history.noise import NoiseModel
+    from utils.history.points import run_entries
+    from utils.history.store import HistoryError, Store, shown_url
+
+    url = history or default_history(dir_b, dir_a)
+    if url is None:
+        return Between(why="no results history beside the runs (history.sqlite in their log path; --history URL)")
+    try:
+        a, b = run_entries(dir_a), run_entries(dir_b)
+        store = Store.open(url, create=False)
+        try:
+            sides = [p for _, points in a + b for p in points]
+            hosts = {p.series.key.fingerprint for p in sides}
+            chosen = [s for s in store.all_series() if s.key.fingerprint in hosts]
+            stored = store.points(chosen)
+        finally:
+            store.close()
+    except (HistoryError, ValueError) as exc:
+        return Between(where=shown_url(url), why=f"the history cannot be read: {one_line(exc)}")
+    model = NoiseModel({s: stored[s.id] for s in chosen if s.id is not None}, {e.run_key for e, _ in a + b})
+
+    def by_figure(entries: list) -> dict[tuple[str, str, str], Any]:
+        return {(p.series.key.case, p.series.key.row, p.series.key.figure): p.series for _, ps in entries for p in ps}
+
+    return Between(model=model, series_a=by_figure(a), series_b=by_figure(b), where=shown_url(url))
+
+
 def _host(rec_a: SummaryRecord, rec_b: SummaryRecord) -> str:
     return rec_a.host if rec_a.host == rec_b.host else f"{rec_a.host} -> {rec_b.host}"
 
@@ -120,13 +194,14 @@ def compare_figures(
     figures_a: dict[tuple[str, str], list[decision.Sample]],
     figures_b: dict[tuple[str, str], list[decision.Sample]],
     threshold: float,
-    between_cv: float,
+    between: Between,
     allow_invalid: bool,
     out: Comparison,
     paired: bool = False,
 ) -> None:
     """Every figure of one case x host (or serving run), (row, name) -> its repetitions' samples, that
-    both runs measured, decided; what B lacks, as a problem."""
+    both runs measured, decided; what B lacks, as a problem; a figure whose between-run noise is not
+    known, undecided (a problem, with the remedies in a note)."""
     for key, samples_a in figures_a.items():
         row, figure = key
         samples_b = figures_b.get(key)
@@ -138,7 +213,19 @@ def compare_figures(
                 out.notes.append(f"{where} is in A but not measured in B (too few queries for it)")
             continue
         kind = KINDS[figure]
-        d = decision.decide(samples_a, samples_b, kind.higher_is_better, threshold / 100, between_cv, paired=paired)
+        if paired and len(samples_a) == len(samples_b) >= 2 or between.cv is not None:
+            cv = between.cv if between.cv is not None else decision.BETWEEN_RUN_CV
+            d = decision.decide(samples_a, samples_b, kind.higher_is_better, threshold / 100, cv, paired=paired)
+        else:
+            noise = between.noise(case, row, figure)
+            if isinstance(noise, str):
+                out.undecided.append(f"{case} on {host}: {row} {figure}: {noise}")
+                continue
+            (na, nb), shared = noise
+            d = decision.decide_between(
+                samples_a, samples_b, kind.higher_is_better, threshold / 100, (na.cv, na.df), (nb.cv, nb.df), shared
+            )
+            between.used.add(na.source if na.source == nb.source else f"A: {na.source}; B: {nb.source}")
         invalid = (
             " and ".join(
                 side for side, samples in (("A", samples_a), ("B", samples_b)) if not all(s.valid for s in samples)
@@ -165,14 +252,18 @@ def compare_runs(
     dir_a: Path,
     dir_b: Path,
     threshold: float,
-    between_cv: float = decision.BETWEEN_RUN_CV,
+    between_cv: float | None = None,
     allow_invalid: bool = False,
     paired: bool = False,
+    history: str | None = None,
 ) -> Comparison:
     """Every line of the comparison, what is missing or failed in B, and notes. ``paired``: the
-    runs' repetitions ran in pairs (run.py ab), so each figure is decided on its pairs."""
+    runs' repetitions ran in pairs (run.py ab), so each figure is decided on its pairs. Otherwise
+    each figure's between-run noise is its series' in the history at ``history`` (default: the
+    runs' log path's history.sqlite), unless ``between_cv`` gives a constant."""
+    between = Between(between_cv) if between_cv is not None or paired else learned_noise(dir_a, dir_b, history)
     if is_serving_run(dir_a) or is_serving_run(dir_b):
-        return compare_serving_runs(dir_a, dir_b, threshold, between_cv, allow_invalid)
+        return compare_serving_runs(dir_a, dir_b, threshold, between, allow_invalid)
     run_a, run_b = load_run(dir_a), load_run(dir_b)
 
     def index(summary: Summary) -> dict[tuple[str, str, int | None], SummaryRecord]:
@@ -197,26 +288,40 @@ def compare_runs(
         else:
             figures_a, figures_b = repetition_figures(rec_a), repetition_figures(rec_b)
             host = _host(rec_a, rec_b)
-            compare_figures(rec_a.name, host, figures_a, figures_b, threshold, between_cv, allow_invalid, out, paired)
-    if not out.lines and not out.problems:
+            compare_figures(rec_a.name, host, figures_a, figures_b, threshold, between, allow_invalid, out, paired)
+    if not out.lines and not out.problems and not out.undecided:
         raise CompareError(
             f"compare: {dir_a.name} and {dir_b.name} have no figure in common (different batch sizes or scenarios?)"
         )
-    _note_widened(out, between_cv)
+    _note_widened(out, between)
     return out
 
 
-def _note_widened(out: Comparison, between_cv: float) -> None:
-    if any(line.widened for line in out.lines):
+def _note_widened(out: Comparison, between: Between) -> None:
+    if out.undecided:
         out.notes.append(
-            "* runs made at different times: their repetitions cannot see the noise between runs, so each side was "
-            f"widened by the between-run spread of {between_cv:.1%} (docs/measurement.md, 'Calibration'); "
-            "run.py ab, which pairs the repetitions, decides smaller changes"
+            f"{len(out.undecided)} figure(s) not decided: {out.undecided[0]}"
+            + (f" (and {len(out.undecided) - 1} more)" if len(out.undecided) > 1 else "")
+            + f"; history {between.where or 'none'}. Remedies: `run.py calibrate` (repeated runs spread over "
+            "time fill the history), `run.py ab` (pairs cancel the noise between runs), or --between-run-cv CV"
+        )
+    if not any(line.widened and not line.paired for line in out.lines):
+        return
+    if between.cv is not None:
+        out.notes.append(
+            "* runs made at different times: each side was widened by the given between-run spread of "
+            f"{between.cv:.1%} (--between-run-cv); run.py ab, which pairs the repetitions, decides smaller changes"
+        )
+    else:
+        sources = "; ".join(sorted(between.used))
+        out.notes.append(
+            "* runs made at different times: each side's between-run noise was learned from the history "
+            f"{between.where} ({sources}; docs/history.md)"
         )
 
 
 def compare_serving_runs(
-    dir_a: Path, dir_b: Path, threshold: float, between_cv: float, allow_invalid: bool
+    dir_a: Path, dir_b: Path, threshold: float, between: Between, allow_invalid: bool
 ) -> Comparison:
     """Two serving runs (run.py --endpoint), each load step a row (utils/results/serving_compare.py)."""
     for run_dir, other in ((dir_a, dir_b), (dir_b, dir_a)):
@@ -243,8 +348,8 @@ def compare_serving_runs(
     out.notes += [f"load step {step}: {failed} in A" for step, failed in a.failed.items()]
     host = a.name if a.name == b.name else f"{a.name} -> {b.name}"
     shared = {key: samples for key, samples in figures_a.items() if key[0] in b.steps}
-    compare_figures("serving", host, shared, figures_b, threshold, between_cv, allow_invalid, out)
-    _note_widened(out, between_cv)
+    compare_figures("serving", host, shared, figures_b, threshold, between, allow_invalid, out)
+    _note_widened(out, between)
     return out
 
 
@@ -259,7 +364,7 @@ def markdown(result: Comparison, name_a: str, name_b: str, threshold: float) -> 
         "B/A: the ratio of the repetitions' geometric means, with its 95 % interval (Welch, on the log scale; "
         "'paired': "
         "Student's t on the ratios of repetitions that ran together, as run.py ab runs them; * runs made at "
-        "different times, each side widened by the between-run spread; "
+        "different times, each side's variance the between-run noise of its series, learned from the history; "
         f"utils/results/decide.py). Threshold {threshold:g}%: the smallest change that counts. worse/better = the "
         "interval "
         f"excludes 1 and the change is beyond {threshold:g}%; inconclusive = the interval includes 1 but reaches "
@@ -279,6 +384,8 @@ def markdown(result: Comparison, name_a: str, name_b: str, threshold: float) -> 
         )
     if result.problems:
         out += ["", "Not comparable (exit 3 unless a regression):"] + [f"- {p}" for p in result.problems]
+    if result.undecided:
+        out += ["", "Not decided (exit 3 unless a regression):"] + [f"- {u}" for u in result.undecided]
     if result.notes:
         out += [""] + [f"- {n}" for n in result.notes]
     regressions = sum(line.regression for line in result.lines)
@@ -286,7 +393,9 @@ def markdown(result: Comparison, name_a: str, name_b: str, threshold: float) -> 
         "",
         f"{regressions} regression(s) beyond {threshold:g}%."
         if regressions
-        else f"No regression beyond {threshold:g}%.",
+        else f"No regression beyond {threshold:g}%."
+        if result.lines
+        else "No figure decided.",
     ]
     return "\n".join(out) + "\n"
 
@@ -313,9 +422,16 @@ def add_decision_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--between-run-cv",
         type=_cv,
-        default=decision.BETWEEN_RUN_CV,
-        help="the between-run spread added to each side of runs made at different times, as a fraction "
-        f"(default {decision.BETWEEN_RUN_CV}, measured on the 2-core machine; bench/calibration_analysis.py)",
+        default=None,
+        help="a constant between-run spread for each side of runs made at different times, as a fraction, instead "
+        f"of the one learned from the history (docs/history.md; {decision.BETWEEN_RUN_CV} was one 2-core machine's)",
+    )
+    parser.add_argument(
+        "--history",
+        type=_history_url,
+        default=None,
+        help="the results history to learn the between-run noise from (a SQLAlchemy URL or a SQLite file; "
+        "default: history.sqlite in the runs' log path)",
     )
     parser.add_argument(
         "--allow-invalid",
@@ -326,7 +442,9 @@ def add_decision_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def write_comparison(result: Comparison, dir_a: Path, dir_b: Path, threshold: float, between_cv: float) -> Path:
+def write_comparison(
+    result: Comparison, dir_a: Path, dir_b: Path, threshold: float, between_cv: float | None
+) -> Path:
     """Print the comparison and write it into RUN_B as compare_<A>.md and .json (atomically)."""
     text = markdown(result, dir_a.name, dir_b.name, threshold)
     print(text, end="")
@@ -339,16 +457,29 @@ def write_comparison(result: Comparison, dir_a: Path, dir_b: Path, threshold: fl
             "run_a": str(dir_a),
             "run_b": str(dir_b),
             "threshold_percent": threshold,
-            "between_run_cv": between_cv,
+            "between_run_cv": between_cv,  # null: learned from the history (notes say from where)
             "confidence": decision.CONFIDENCE,
             "exit_code": result.exit_code,
             "lines": [asdict(line) for line in result.lines],
             "problems": result.problems,
+            "undecided": result.undecided,
             "notes": result.notes,
         },
     )
     print(f"written: {md_path} and {md_path.with_suffix('.json')}")
     return md_path
+
+
+def _history_url(text: str) -> str:
+    from utils.history.store import resolve_url
+
+    try:
+        url = resolve_url(text, Path.cwd())
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"--history {exc}") from None
+    if url is None:
+        raise argparse.ArgumentTypeError("--history off: name a history, or leave the option out")
+    return url
 
 
 class _Parser(argparse.ArgumentParser):
@@ -364,7 +495,9 @@ def main(argv: list[str] | None, result_root: Path) -> int:
     try:
         args = parser.parse_args(argv)
         dir_a, dir_b = resolve_run(args.run_a, result_root), resolve_run(args.run_b, result_root)
-        result = compare_runs(dir_a, dir_b, args.threshold, args.between_run_cv, args.allow_invalid)
+        result = compare_runs(
+            dir_a, dir_b, args.threshold, args.between_run_cv, args.allow_invalid, history=args.history
+        )
     except CompareError as exc:
         print(str(exc), file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -127,6 +127,33 @@ def side(samples: Sequence[Sample], between_cv: float = BETWEEN_RUN_CV) -> Side:
     return Side(n, mean, variance, df, between_cv)
 
 
+def decide_between(
+    a: Sequence[Sample],
+    b: Sequence[Sample],
+    higher_is_better: bool,
+    threshold: float,
+    noise_a: tuple[float, float],
+    noise_b: tuple[float, float],
+    shared: bool = False,
+    confidence: float = CONFIDENCE,
+) -> Decision:
+    """Two runs made at different times, each side's between-run noise ``(cv, df)`` learned from the
+    results history (``utils/history/noise.py``): ``d = mean log B - mean log A`` with the variance
+    ``cvA² + cvB²``, since one run's figure varies between runs by its host's spread whatever its
+    repetitions. Welch-Satterthwaite degrees of freedom from the estimates' own; ``shared``: both
+    sides took the same estimate (one series, or one pool), which then counts once."""
+    d = sum(_logs(b)) / len(b) - sum(_logs(a)) / len(a)
+    va, vb = noise_a[0] ** 2, noise_b[0] ** 2
+    variance = va + vb
+    if shared or va + vb == 0:
+        df = noise_a[1]
+    else:
+        df = variance**2 / (va**2 / noise_a[1] + vb**2 / noise_b[1])
+    half = t_quantile(df, confidence) * math.sqrt(variance)
+    verdict = _verdict(d, d - half, d + half, higher_is_better, threshold)
+    return Decision(math.exp(d), math.exp(d - half), math.exp(d + half), df, len(a), len(b), True, verdict)
+
+
 def t_quantile(df: float, confidence: float = CONFIDENCE) -> float:
     """Student's t two-sided quantile for real-valued degrees of freedom (normal at infinity)."""
     if math.isinf(df):

@@ -1,0 +1,65 @@
+"""Adding run folders to the history: at the end of every run, and ``run.py history import DIR…``.
+
+A history must never cost a benchmark its result: ``record_runs`` is called after the run's own
+files are written, catches every failure of the store (unreachable, read-only, full, locked, corrupt,
+another schema) and returns the one line the run prints, naming why and how to add the run later.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable, Iterator
+
+from common.errors import one_line
+from utils.history.points import run_entries
+from utils.history.store import HistoryError, Point, RunEntry, Store, shown_url
+
+
+def record_runs(run_dirs: list[Path], url: str | None) -> str:
+    """Add ``run_dirs`` (this run's folder, or an ab run's two sides) to the history at ``url``;
+    the line to print. Never raises but for a stop signal."""
+    if url is None:
+        return "history: off (HISTORY: off in host.yaml)"
+    try:
+        entries = [entry for run_dir in run_dirs for entry in run_entries(run_dir)]
+        store = Store.open(url)
+        try:
+            runs, points = store.add_runs(entries)
+        finally:
+            store.close()
+    except Exception as exc:  # noqa: BLE001 - the history is never worth the run's result (module docstring)
+        folders = " ".join(str(d) for d in run_dirs)
+        return f"history not updated: {one_line(exc)}; `run.py history import {folders}` adds this run later"
+    return f"history: {points} figure(s) of {runs} run(s) added to {shown_url(url)}"
+
+
+def folders(paths: Iterable[Path]) -> Iterator[Path]:
+    """Each run folder named, or found one level under a folder of runs (FLAGPERF_LOG_PATH)."""
+    for path in paths:
+        if (path / "summary.json").is_file() or any((path / side / "summary.json").is_file() for side in "AB"):
+            yield path
+        elif path.is_dir():
+            yield from sorted(p for p in path.iterdir() if p.is_dir() and p.name.startswith("run"))
+        else:
+            yield path  # named, but not a folder: said as a skipped folder
+
+
+def import_folders(store: Store, paths: list[Path], echo=print) -> tuple[int, int, int]:
+    """``run.py history import``: every finished run under ``paths``; a corrupt or partial folder is
+    skipped with one line naming it. Returns (runs added, points added, folders skipped)."""
+    skipped = 0
+
+    def readable() -> Iterator[tuple[RunEntry, list[Point]]]:
+        nonlocal skipped
+        for folder in folders(paths):
+            try:
+                yield from run_entries(folder)
+            except (ValueError, OSError) as exc:
+                skipped += 1
+                echo(f"skipped {folder}: {one_line(exc)}")
+
+    try:
+        runs, points = store.add_runs(readable())
+    except HistoryError:
+        raise
+    return runs, points, skipped
