@@ -136,10 +136,21 @@ def test_a_failed_or_invalid_repetition_says_which():
     assert repetition_figures(SummaryRecord.from_json(invalid))[("inference", "core qps")][1].valid is False
 
 
+def test_without_a_history_runs_made_at_different_times_are_not_decided_and_the_remedies_named(tmp_path, capsys):
+    a = write_run(tmp_path, "runA", [repeated(100, 102, 98)])
+    b = write_run(tmp_path, "runB", [repeated(50, 51, 49)])  # even half the speed: the noise between runs is unknown
+    assert compare_main([str(a), str(b)], tmp_path) == 3
+    out = capsys.readouterr().out
+    data = json.loads((b / "compare_runA.json").read_text())
+    assert not data["lines"] and len(data["undecided"]) == 8 and data["between_run_cv"] is None
+    assert "Not decided (exit 3 unless a regression):" in out and "No figure decided." in out
+    assert "`run.py calibrate`" in out and "`run.py ab`" in out and "--between-run-cv" in out
+
+
 def test_identical_runs_exit_0_and_write_the_comparison(tmp_path, capsys):
     a = write_run(tmp_path, "runA", [repeated(100, 102, 98)])
     b = write_run(tmp_path, "runB", [repeated(100, 102, 98)])
-    assert compare_main([str(a), str(b)], tmp_path) == 0
+    assert compare_main([str(a), str(b), "--between-run-cv", "0.165"], tmp_path) == 0
     out = capsys.readouterr().out
     data = json.loads((b / "compare_runA.json").read_text())
     assert (b / "compare_runA.md").read_text() == out.split("written:")[0]
@@ -148,7 +159,7 @@ def test_identical_runs_exit_0_and_write_the_comparison(tmp_path, capsys):
     assert all(line["ratio"] == pytest.approx(1.0) and line["verdict"] == d.INCONCLUSIVE for line in data["lines"])
     assert all((line["n_a"], line["n_b"], line["widened"]) == (3, 3, True) for line in data["lines"])
     assert "No regression beyond 5%." in out and data["exit_code"] == 0 and not data["problems"]
-    assert "runs made at different times" in out and "run.py ab" in out
+    assert "runs made at different times" in out and "16.5%" in out and "run.py ab" in out
     # on a machine without between-run noise (--between-run-cv 0) the repetitions alone rule it out
     assert compare_main([str(a), str(b), "--between-run-cv", "0"], tmp_path) == 0
     data = json.loads((b / "compare_runA.json").read_text())
@@ -158,8 +169,8 @@ def test_identical_runs_exit_0_and_write_the_comparison(tmp_path, capsys):
 def test_a_slower_candidate_is_a_regression_with_its_ratio_and_interval(tmp_path, capsys):
     a = write_run(tmp_path, "runA", [repeated(100, 102, 98, llm=True)])
     b = write_run(tmp_path, "runB", [repeated(80, 81, 79, llm=True)])
-    # 20 % slower: within what two runs made at different times differ by on the 2-core machine
-    assert compare_main([str(a), str(b)], tmp_path) == 0
+    # 20 % slower: within what two runs made at different times differed by on one 2-core machine
+    assert compare_main([str(a), str(b), "--between-run-cv", "0.165"], tmp_path) == 0
     assert d.INCONCLUSIVE in capsys.readouterr().out
     # on a machine without between-run noise: a regression
     assert compare_main([str(a), str(b), "--between-run-cv", "0"], tmp_path) == 1
@@ -182,12 +193,12 @@ def test_a_slower_candidate_is_a_regression_with_its_ratio_and_interval(tmp_path
 
 def test_one_repetition_a_side_is_widened_and_says_so(tmp_path, capsys):
     a = write_run(tmp_path, "runA", [record(100.0)])
-    b = write_run(tmp_path, "runB", [record(80.0)])  # 20 % slower in one window each: within two runs' noise here
-    assert compare_main([str(a), str(b)], tmp_path) == 0
+    b = write_run(tmp_path, "runB", [record(80.0)])  # 20 % slower in one window each: within 16.5 % noise
+    assert compare_main([str(a), str(b), "--between-run-cv", "0.165"], tmp_path) == 0
     out = capsys.readouterr().out
     assert "runs made at different times" in out and "1/1*" in out and d.INCONCLUSIVE in out
     b2 = write_run(tmp_path, "runC", [record(50.0)])  # 50 %: beyond it
-    assert compare_main([str(a), str(b2)], tmp_path) == 1
+    assert compare_main([str(a), str(b2), "--between-run-cv", "0.165"], tmp_path) == 1
     assert (
         compare_main([str(a), str(b), "--between-run-cv", "0"], tmp_path) == 1
     )  # no between-run term: the windows alone
@@ -284,7 +295,7 @@ def test_a_misshapen_summary_is_one_line_naming_the_file_and_key_and_exit_2(tmp_
 
 def test_run_py_dispatches_compare(tmp_path, capsys):
     a = write_run(tmp_path, "A", [record()])
-    assert run_main(["compare", str(a), str(a)]) == 0
+    assert run_main(["compare", str(a), str(a), "--between-run-cv", "0"]) == 0
     assert "No regression beyond 5%." in capsys.readouterr().out
 
 

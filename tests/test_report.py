@@ -9,9 +9,7 @@ monitors' JSON lines) from seeded random latencies, so every figure is known.
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 import subprocess
 from html.parser import HTMLParser
 from pathlib import Path
@@ -23,6 +21,7 @@ import pytest
 from common.record import CaseResult, PerformanceRow, read_latencies, write_latencies
 from common.stats import LatencyStats
 from common.summary_record import SummaryRecord, SummaryRow
+from tests.infra.browser import browser_args, chromium_or_skip, probe_page
 from tests.measure_config import CHEAP_SET
 from tests.result_records import case_result, performance_row, phase_block, write_result
 from utils.results.aggregate import aggregate_records, with_aggregates
@@ -588,74 +587,28 @@ def test_latency_file_round_trips_and_caps(tmp_path):
     assert len(kept) == MAX_RAW_LATENCIES and kept == sorted(kept) and kept == capped(values)
 
 
-# ---- a real headless browser --------------------------------------------------------------
-# Inserted at the top of <head> in a copy of the page: collects errors, then, once every plot
-# div holds plotly's svg.main-svg (or 20 s have passed), writes what it found into <pre id="probe">.
-PROBE = """<script>
-window.__errors = [];
-window.addEventListener('error', e => window.__errors.push('error: ' + (e.message || (e.target && e.target.src) || \
-'resource')), true);
-window.addEventListener('unhandledrejection', e => window.__errors.push('rejection: ' + e.reason));
-const origError = console.error; \
-console.error = (...a) => { window.__errors.push('console: ' + a.join(' ')); origError(...a); };
-window.addEventListener('load', () => {
-  let tries = 0;
-  const check = () => {
-    const plots = [...document.querySelectorAll('div.plot')];
-    const drawn = d => d.querySelector('svg.main-svg') && d.getBoundingClientRect().width > 0 && \
-d.querySelectorAll('.trace, .shapelayer path').length > 0;
-    const missing = plots.filter(d => !drawn(d)).map(d => d.id + ' ' + d.getAttribute('aria-label'));
-    if (missing.length && ++tries < 200) { setTimeout(check, 100); return; }
-    const out = document.createElement('pre'); out.id = 'probe';
-    out.textContent = JSON.stringify({plots: plots.length, missing: missing, errors: window.__errors, \
-pwned: window.__pwned !== undefined,
-                                      titles: plots.map(d => (d.querySelector('.gtitle') || {}).textContent)});
-    document.body.appendChild(out);
-  };
-  check();
-});
-</script>"""
-
-
-def _chromium() -> str | None:
-    return shutil.which("chromium") or shutil.which("chromium-browser")
-
-
+# ---- a real headless browser (tests/infra/browser.py) ------------------------------------------
 def test_report_renders_in_headless_chromium(tmp_path):
     """Every plot drawn by plotly (an svg.main-svg with its traces in each plot div), no JS error,
     and a case named "</script>..." runs no script of its own."""
-    browser = _chromium()
-    if browser is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("chromium is not installed (scripts/install_system_deps.sh installs it)")
-        pytest.skip("chromium is not installed")
+    browser = chromium_or_skip()
     case = "</script><script>window.__pwned=1</script>digits"
     run_dir = make_run(tmp_path, "run6", hosts=("10.0.0.1", "10.0.0.2"), case=case)
     page = write_report(run_dir, INFERENCE)
-    probed = tmp_path / "probed.html"
-    probed.write_text(page.read_text(encoding="utf-8").replace("<head>", "<head>" + PROBE, 1), encoding="utf-8")
-    common = [
-        browser,
-        "--headless",
-        "--disable-gpu",
-        "--no-sandbox",
-        "--user-data-dir=" + str(tmp_path / "profile"),
-        "--virtual-time-budget=30000",
-    ]
-    dom = subprocess.run(common + ["--dump-dom", probed.as_uri()], capture_output=True, text=True, timeout=120)
-    assert dom.returncode == 0, dom.stderr[-2000:]
-    probe = json.loads(dom.stdout.split('<pre id="probe">', 1)[1].split("</pre>", 1)[0].replace("&quot;", '"'))
+    probe = probe_page(page, tmp_path)
     titles = probe.pop("titles")
     assert probe == {
         "plots": 11,
         "missing": [],
         "errors": [],
         "pwned": False,
+        "fetched": [],  # nothing loaded from elsewhere: plotly.js is inlined
     }  # 5 plots per host, throughput for the aggregate
     assert (
         titles.count("Throughput vs batch size (hollow = invalid verdict)") == 3
         and titles.count("Throughput-latency frontier") == 2
     )
+    common = browser_args(browser, tmp_path)
     shot = tmp_path / "shot.png"
     subprocess.run(
         common + ["--window-size=1280,2000", f"--screenshot={shot}", page.as_uri()], capture_output=True, timeout=120

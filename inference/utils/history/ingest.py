@@ -54,9 +54,12 @@ def import_folders(store: Store, paths: list[Path], echo=print) -> tuple[int, in
         for folder in folders(paths):
             try:
                 yield from run_entries(folder)
-            except (ValueError, OSError) as exc:
+            except ValueError as exc:  # its text starts with the folder or file it names
                 skipped += 1
-                echo(f"skipped {folder}: {one_line(exc)}")
+                echo(f"skipped {exc}")
+            except OSError as exc:
+                skipped += 1
+                echo(f"skipped {folder}: {exc.strerror or exc}")
 
     try:
         runs, points = store.add_runs(readable())
