@@ -482,6 +482,7 @@ class SummaryRecord:
     aggregate: bool = False
     hosts: list[str] | None = None
     concurrent: bool | None = None
+    energy: Json | None = None  # common/energy.py::energy_block; written only where a monitor ran
 
     @property
     def succeeded(self) -> bool:
@@ -506,6 +507,8 @@ class SummaryRecord:
             out["repetitions"] = json_value(self.repetitions)
         if self.aggregate:
             out.update(aggregate=True, hosts=self.hosts, concurrent=self.concurrent)
+        if self.energy is not None:
+            out["energy"] = self.energy
         return out
 
     @classmethod
@@ -541,6 +544,7 @@ class SummaryRecord:
             aggregate=aggregate,
             hosts=_typed(data, "hosts", (list,), where),
             concurrent=_typed(data, "concurrent", (bool,), where),
+            energy=_typed(data, "energy", (dict,), where),
         )
 
 

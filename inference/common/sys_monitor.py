@@ -8,27 +8,33 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from common.energy import read_rapl
 from common.sampler import memory_gib, monitor_args, read_samples, run_sampler
-
-_RAPL = Path("/sys/class/powercap/intel-rapl:0/energy_uj")
 
 
 class _PowerMeter:
-    """Average package power between two samples, from the RAPL energy counter."""
+    """Average package power between two samples, from the RAPL counters (common/energy.py: the package
+    zones summed, a wrap undone), and the raw counters for the energy of a window."""
 
     def __init__(self) -> None:
-        self.last: tuple[float, int] | None = None
+        self.last: tuple[float, dict[str, tuple[int, int]]] | None = None
 
-    def watts(self) -> float | None:
-        try:
-            energy = int(_RAPL.read_text())
-        except (OSError, ValueError):
-            return None
+    def read(self) -> dict:
+        zones, why = read_rapl()
+        if zones is None:
+            self.last = None
+            return {"power_w": None, "rapl": None, "rapl_note": why}
         now = time.monotonic()
-        previous, self.last = self.last, (now, energy)
-        if previous is None or energy < previous[1]:
-            return None
-        return (energy - previous[1]) / 1e6 / (now - previous[0])
+        counters = {z["zone"]: (z["energy_uj"], z["max_energy_range_uj"]) for z in zones}
+        previous, self.last = self.last, (now, counters)
+        watts = None
+        if previous is not None and previous[1].keys() == counters.keys() and now > previous[0]:
+            step = sum(
+                value - previous[1][zone][0] if value >= previous[1][zone][0] else top - previous[1][zone][0] + value
+                for zone, (value, top) in counters.items()
+            )
+            watts = step / 1e6 / (now - previous[0])
+        return {"power_w": watts, "rapl": zones}
 
 
 def make_sampler():
@@ -36,7 +42,7 @@ def make_sampler():
 
     psutil.cpu_percent(interval=None)  # prime: the first reading is meaningless otherwise
     power = _PowerMeter()
-    power.watts()
+    power.read()
 
     def sample() -> dict:
         memory = memory_gib(psutil.virtual_memory())
@@ -44,7 +50,7 @@ def make_sampler():
             "cpu_percent": psutil.cpu_percent(interval=None),
             **memory,
             "load_1m": psutil.getloadavg()[0],
-            "power_w": power.watts(),
+            **power.read(),
         }
 
     return sample

@@ -5,7 +5,8 @@ Run from inference/:
 
 Each line: {"timestamp": unix seconds, "devices": [{"index", "uuid", "name",
 "memory_used_bytes", "memory_total_bytes", "utilization_gpu_pct",
-"utilization_memory_pct", "power_w", "temperature_c"}, ...]}. A reading the
+"utilization_memory_pct", "power_w", "temperature_c", "energy_mj"}, ...]}; energy_mj is NVML's
+total energy since the driver loaded (common/energy.py reads a window's energy from it). A reading the
 board does not support (power on some boards, utilisation under MIG) is null.
 --devices takes the ACCE_VISIBLE_DEVICE_ENV_NAME value (CUDA_VISIBLE_DEVICES):
 NVML indices or GPU-/MIG- UUIDs; absent or empty = every GPU.
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from common.energy import read_nvml_energy
 from common.sampler import fail, monitor_args, run_sampler
 
 MONITOR_PROTOCOL = "sampler"  # how run.py drives it (common/monitor_protocol.py)
@@ -78,6 +80,7 @@ def make_sampler(nvml: Any, handles: list[tuple[int, Any]]) -> Callable[[], dict
                     "utilization_memory_pct": utilization.memory if utilization is not None else None,
                     "power_w": power_mw / 1000.0 if power_mw is not None else None,
                     "temperature_c": reading(nvml.nvmlDeviceGetTemperature, handle, nvml.NVML_TEMPERATURE_GPU),
+                    "energy_mj": read_nvml_energy(nvml, handle),
                 }
             )
         return {"devices": devices}

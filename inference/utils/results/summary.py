@@ -11,9 +11,11 @@ from loguru import logger
 
 from common import sys_monitor
 from common.cells import figure_cell, fmt
+from common.energy import energy_block, energy_cell, judged_windows
 from common.files import atomic_path, write_json_atomic
 from common.mfu import mfu, peak_for, plausible_mfu
 from common.record import FLAGPERF_FIELDS, PERCENTILES, Key, LatencyBlock, Verdict
+from common.sampler import read_samples
 from common.stats import MIN_SAMPLES_FOR_PERCENTILE, relative_half_width
 from common.summary_record import Summary, SummaryRecord, SummaryRow
 from common.vendor_analysis import NO_ANALYSIS, VendorAnalysis
@@ -135,7 +137,50 @@ def merge_outcome(
         numeric=result.numeric if result is not None else None,
         audits=result.audits if result is not None else [],
         llm=llm,
+        energy=record_energy(outcome, vendor),
     )
+
+
+def record_energy(outcome: CaseOutcome, vendor: str) -> dict | None:
+    """The energy of each judged window, from the monitors' counters (common/energy.py); None where no
+    monitor ran or the case has no result."""
+    if outcome.result is None:
+        return None
+    sys_path, vendor_path = outcome.monitors.get("sys"), outcome.monitors.get(vendor)
+    sys_samples = read_samples(sys_path) if sys_path else []
+    # a FlagPerf daemon monitor writes its own log, not JSON samples
+    vendor_samples = read_samples(vendor_path) if vendor_path and vendor_path.endswith(".jsonl") else []
+    return energy_block(judged_windows(outcome.result), sys_samples, vendor_samples, vendor)
+
+
+def energy_lines(records: list[SummaryRecord]) -> list[str]:
+    """summary.md's energy table: each judged window's joules per query and per sample, from a counter;
+    one n/a line per result whose monitors found none."""
+    measured = [r for r in records if r.energy]
+    if not measured:
+        return []
+    lines = [
+        "",
+        "Energy per judged window (a hardware counter's difference over the window: NVML on a GPU, RAPL on a "
+        "CPU; docs/result_schema.md):",
+        "",
+        "| case | host | window | J | W | J/query | J/sample | source |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in measured:
+        energy = r.energy or {}
+        windows = energy.get("windows") or []
+        if energy.get("source") is None and not any(w.get("estimate") for w in windows):
+            lines.append(
+                f"| {r.name} | {r.host} | all | {energy_cell({'reason': energy.get('reason')})} | - | - | - | - |"
+            )
+            continue
+        for w in windows:
+            lines.append(
+                f"| {r.name} | {r.host} | {w.get('label')} | {_fmt(w.get('joules'), 4)} | {_fmt(w.get('watts'), 4)} | "
+                f"{energy_cell(w)} | {energy_cell(w, 'per_sample')} | {w.get('source') or '-'} |"
+            )
+    return lines
 
 
 def _source(peak: Any) -> str | None:
@@ -304,6 +349,7 @@ def markdown_table(records: list[SummaryRecord], memory_kind: str = "device memo
     lines += llm_summary.markdown_lines(records)
     lines += repetition_lines(records)
     lines += baselines.markdown_lines(records)
+    lines += energy_lines(records)
     estimates = {r.peak_flops_source for r in records if r.mfu_is_estimate}
     if estimates:
         lines += [

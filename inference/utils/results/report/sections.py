@@ -15,11 +15,12 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from common.cells import figure_cell
+from common.energy import energy_cell
 from common.layout import SERVING_PLOTS
 from common.record import CaseResult, Key, RecordError, read_latencies, read_result
 from common.sampler import read_samples
 from common.scenario import scenario
-from common.summary_record import Row, SummaryRecord
+from common.summary_record import Row, SummaryRecord, SummaryRow
 from utils.results.report.charts import (
     TOP_OPS,
     frontier_plot,
@@ -60,8 +61,27 @@ def monitor_files(log_dir: Path) -> tuple[list[dict], list[dict]]:
     vendor_samples: list[dict] = []
     for path in sorted(log_dir.glob("*_monitor.jsonl")):
         samples = read_samples(path) or []
-        (sys_samples if path.name == "sys_monitor.jsonl" else vendor_samples).extend(samples)
+        (sys_samples if path.name == "sys_monitor.jsonl" else vendor_samples).extend(map(_device_totals, samples))
     return sys_samples, vendor_samples
+
+
+def _device_totals(sample: dict) -> dict:
+    """A GPU monitor's sample (per-device readings under ``devices``, docker_images/nvidia/nvidia_monitor.py)
+    with the timeline's keys added: power and memory summed over the devices, utilisation their mean;
+    a key no device measured stays absent."""
+    devices = [d for d in sample.get("devices") or [] if isinstance(d, dict)]
+    if not devices:
+        return sample
+    added: dict[str, float] = {}
+    for key, name, scale, mean in (
+        ("power_w", "power_w", 1.0, False),
+        ("mem_used_gib", "memory_used_bytes", 1 / 2**30, False),
+        ("utilization", "utilization_gpu_pct", 1.0, True),
+    ):
+        values = [d[name] * scale for d in devices if isinstance(d.get(name), (int, float))]
+        if values and key not in sample:
+            added[key] = sum(values) / len(values) if mean else sum(values)
+    return {**sample, **added}
 
 
 def _flatten(prefix: str, value: Any, out: list[tuple[str, str]]) -> None:
@@ -162,7 +182,9 @@ def summary_rows(records: list[SummaryRecord]) -> list[dict]:
     return rows
 
 
-def performance_table(rows: Sequence[Row]) -> list[dict]:
+def performance_table(rows: Sequence[Row], energy: dict | None = None) -> list[dict]:
+    """The rows' cells; ``energy``: the record's energy block (summary.json), whose windows are named by row label."""
+    windows = {w.get("label"): w for w in (energy or {}).get("windows") or []}
     out = []
     for row in rows:
         latency = row.latency_ms.to_json() if row.latency_ms else {}
@@ -176,6 +198,7 @@ def performance_table(rows: Sequence[Row]) -> list[dict]:
                 "mean": fmt(latency.get("mean"), 3),
                 "queries": row.queries,
                 "duration": fmt(row.duration_s, 2),
+                "energy": energy_cell(windows.get(row.label) if isinstance(row, SummaryRow) else None),
                 "valid": row.verdict.valid,
                 "reasons": list(row.verdict.reasons),
             }
@@ -243,7 +266,7 @@ def case_section(record: SummaryRecord) -> dict:
         aggregate=record.aggregate,
     )
     rows = record.performance
-    section["perf_rows"] = performance_table(rows)
+    section["perf_rows"] = performance_table(rows, record.energy)
     if record.aggregate:
         section["notes"].append(_aggregate_note(record))
         _add(section, "throughput vs batch size", throughput_plot(rows))
