@@ -494,7 +494,7 @@ def main(argv: list[str] | None = None) -> int:
     ):  # a running OpenAI-compatible server: tools/serving/cli.py
         from tools.serving.cli import main as serving_main
 
-        return serving_main(argv, INFERENCE_DIR / "result")
+        return serving_main(argv, INFERENCE_DIR / "result", on_written=_history_beside)
     ab = argv[:1] == ["ab"]  # run.py ab --set-a ... --set-b ...: two variants, interleaved, then compared
     args = parse_args(argv[1:] if ab else argv, ab)
     if args.list:
@@ -534,7 +534,12 @@ def main(argv: list[str] | None = None) -> int:
 
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        return serving_main(endpoint_argv(config, args), config.log_path, origin=str(config.path))
+        return serving_main(
+            endpoint_argv(config, args),
+            config.log_path,
+            origin=str(config.path),
+            on_written=lambda folder: _record_history(config.history, folder, folder / "summary.md"),
+        )
     for sig in STOP_SIGNALS:
         signal.signal(sig, _raise_keyboard_interrupt)
     try:
@@ -726,7 +731,7 @@ def finish_run(
     if unjudged and strict:  # --strict: a check that could not run is no pass
         logger.warning(f"{len(unjudged)} result(s) with checks not judged (--strict): see the list under the table")
         invalid += [r for r in unjudged if r not in invalid]
-    _record_history(config, run.run_dir, md_path)
+    _record_history(config.history, run.run_dir, md_path)
     for sig, handler in previous_handlers.items():
         signal.signal(sig, handler)
     code = 130 if interrupted else 1 if failed or not records else 3 if strict and invalid else 0
@@ -734,12 +739,19 @@ def finish_run(
     return code
 
 
-def _record_history(config: HostConfig, run_dir: Path, md_path: Path) -> None:
+def _history_beside(run_dir: Path) -> None:
+    """run.py --endpoint, without host.yaml: the run into the history beside it (its log path's history.sqlite)."""
+    from utils.history.store import resolve_url
+
+    _record_history(resolve_url(None, run_dir.parent), run_dir, run_dir / "summary.md")
+
+
+def _record_history(url: str | None, run_dir: Path, md_path: Path) -> None:
     """The run's figures into the results history (utils/history/), after its own files are written: a
     failure of the store is one line, here and at the end of summary.md, and never fails the run."""
     from utils.history.ingest import record_runs
 
-    line = record_runs([run_dir], config.history)
+    line = record_runs([run_dir], url)
     (logger.warning if line.startswith("history not updated") else logger.info)(line)
     try:
         with atomic_path(md_path) as tmp:

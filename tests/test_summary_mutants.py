@@ -31,7 +31,6 @@ from tools.measure.llm_stage import LLMReport
 from utils.executors.base import CaseOutcome
 from utils.host_config import CaseSpec
 from utils.results.baselines import MeasuredPeaks
-from utils.results.decide import BETWEEN_RUN_CV
 from utils.results.summary import markdown_table, merge_outcome, repetition_lines, summary_records, write_summary
 
 ESTIMATE = 2 * 3000e6 * 32  # ZEN4_EPYC: 2 cores x 3000 MHz x 32 fp32 FLOP/cycle (docs/cpu_peak_flops.md)
@@ -197,14 +196,13 @@ def test_the_repetitions_table_head_and_a_figure_without_an_interval_or_spread(t
     assert repetition_lines([replace(record, repetitions=block)]) == [
         "",
         "Repetitions (run.py --repeat: each a fresh process; the headline above is their geometric mean, its ± their "
-        "95 % t-interval, which holds this run's minutes only; '± at another time' adds the machine's between-run "
-        f"spread, {BETWEEN_RUN_CV:.1%}, as compare does: docs/measurement.md, 'Calibration'):",
+        "95 % t-interval, which holds this run's minutes only: a run made at another time differs by this host's "
+        "between-run noise, which the results history learns and `run.py history` shows; docs/history.md):",
         "",
-        "| case | host | row | figure | n | geometric mean | ± across repetitions | ± at another time | spread between "
-        "runs | each repetition (± of its own window) |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-        # at another time: the between-run 16.5 % alone, normal quantile: sinh(1.96 x 0.165) = 32.9 %
-        "| digits:pytorch | h1 | inference | core qps | 1 | 100.00 | - | ±32.9% | - | 100.00 ± n/a |",
+        "| case | host | row | figure | n | geometric mean | ± across repetitions | spread between "
+        "repetitions | each repetition (± of its own window) |",
+        "|---|---|---|---|---|---|---|---|---|",
+        "| digits:pytorch | h1 | inference | core qps | 1 | 100.00 | - | - | 100.00 ± n/a |",
     ]
 
 

@@ -34,7 +34,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from common.errors import ConfigError, EngineError, HostError, InferPerfError, one_line, shown
 from common.files import atomic_dir, json_text
@@ -521,13 +521,15 @@ def markdown(rows: list[dict], header: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run(argv: list[str], results_root: Path, one_line_errors: bool = False) -> int:
+def run(
+    argv: list[str], results_root: Path, one_line_errors: bool = False, on_written: Callable[[Path], None] | None = None
+) -> int:
     args = parse_args(argv, one_line_errors)
     plan = Plan(args)
     tokenizer = load_tokenizer(args.tokenizer)
     plan.text = workload.Text(tokenizer)
     if args.launch is None:
-        return measure(args, plan, tokenizer, results_root)
+        return measure(args, plan, tokenizer, results_root, on_written)
     if args.launch_timeout_s <= 0:
         raise ConfigError(f"--launch-timeout-s: {args.launch_timeout_s} must be positive")
     from common.launch import LaunchedServer
@@ -536,10 +538,18 @@ def run(argv: list[str], results_root: Path, one_line_errors: bool = False) -> i
     log = Path(args.launch_log) if args.launch_log else root / f"launch-{time.strftime('%Y%m%d-%H%M%S')}.log"
     with LaunchedServer(args.launch, args.endpoint, log, args.launch_timeout_s) as server:
         print(f"server ready at {args.endpoint} after {server.ready_s:.1f} s (its log: {log})", flush=True)
-        return measure(args, plan, tokenizer, results_root)
+        return measure(args, plan, tokenizer, results_root, on_written)
 
 
-def measure(args: argparse.Namespace, plan: Plan, tokenizer: Any, results_root: Path) -> int:
+def measure(
+    args: argparse.Namespace,
+    plan: Plan,
+    tokenizer: Any,
+    results_root: Path,
+    on_written: Callable[[Path], None] | None = None,
+) -> int:
+    """Every load step against the endpoint, then the run folder; ``on_written(folder)`` after it is
+    complete (run.py adds it to the results history there)."""
     served = check_endpoint(args.endpoint, args.served_model)
     endpoint = Endpoint(
         args.endpoint,
@@ -648,6 +658,8 @@ def measure(args: argparse.Namespace, plan: Plan, tokenizer: Any, results_root: 
         os.replace(tmp, final)
     print(markdown(rows, header))
     print(f"results: {final}")
+    if on_written is not None:
+        on_written(final)
     return 0
 
 
@@ -668,8 +680,14 @@ def _interrupt(signum, _frame) -> None:
     raise Interrupted()
 
 
-def main(argv: list[str] | None = None, results_root: Path | None = None, origin: str | None = None) -> int:
-    """``origin``: the options came from this host.yaml's ENDPOINT (``config_argv``), and errors say so."""
+def main(
+    argv: list[str] | None = None,
+    results_root: Path | None = None,
+    origin: str | None = None,
+    on_written: Callable[[Path], None] | None = None,
+) -> int:
+    """``origin``: the options came from this host.yaml's ENDPOINT (``config_argv``), and errors say so;
+    ``on_written``: called with the run folder once it is written."""
     import signal
     import threading
 
@@ -685,7 +703,7 @@ def main(argv: list[str] | None = None, results_root: Path | None = None, origin
         else {}
     )
     try:
-        return run(argv, root, one_line_errors=origin is not None)
+        return run(argv, root, one_line_errors=origin is not None, on_written=on_written)
     except Terminated:
         print("terminated: nothing written", file=sys.stderr)
         return 143

@@ -12,19 +12,21 @@ Each figure is decided across the repetitions of both runs (``run.py --repeat N`
 ``utils/results/decide.py``: the ratio B/A with its 95 % Welch interval on the log scale, and
 the verdict at ``--threshold`` (the smallest change that counts): worse, better, below threshold,
 inconclusive or no detectable change. Two runs made at different times have not seen the noise
-between runs, however many repetitions each has (they share their run's minutes): each side is
-widened by the measured between-run spread (``--between-run-cv``, default 16.5 %), and the output
-says so; only changes beyond about ±46 % can then be called on the 2-core machine. ``run.py ab``
-pairs the repetitions instead and calls much smaller changes (docs/measurement.md, "Calibration").
+between runs, however many repetitions each has (they share their run's minutes): each figure is
+decided with the between-run noise of its series, learned from the results history
+(``utils/history/noise.py``, docs/history.md; ``--history URL``, default the history.sqlite in the
+runs' log path). A figure whose series has too little history is not decided (exit 3), and one line
+names the remedies: ``run.py calibrate``, ``run.py ab`` (which pairs the repetitions and cancels the
+machine's minutes), or ``--between-run-cv CV``, a constant spread for each side.
 A figure a run judged INVALID is shown as "not comparable" unless
 ``--allow-invalid``.
 
 Exit status: 0 no regression and nothing missing; 1 a regression (a figure "worse" beyond the
 threshold); 3 no regression, but a figure of either run is INVALID (without ``--allow-invalid``),
-or a case, row (a serving run's load step) or throughput of A is missing or failed in B; 2 bad
-input (one line: a run that is not found or has no summary.json, a summary.json record with a key
-missing or of the wrong type (the file, record and key named), runs with nothing in common, a bad
-option).
+a figure is not decided (too little history), or a case, row (a serving run's load step) or
+throughput of A is missing or failed in B; 2 bad input (one line: a run that is not found or has
+no summary.json, a summary.json record with a key missing or of the wrong type (the file, record
+and key named), runs with nothing in common, a bad option, a malformed ``--history``).
 Writes ``compare_<RUN_A name>.md`` and ``.json`` into RUN_B.
 """
 
@@ -442,9 +444,7 @@ def add_decision_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def write_comparison(
-    result: Comparison, dir_a: Path, dir_b: Path, threshold: float, between_cv: float | None
-) -> Path:
+def write_comparison(result: Comparison, dir_a: Path, dir_b: Path, threshold: float, between_cv: float | None) -> Path:
     """Print the comparison and write it into RUN_B as compare_<A>.md and .json (atomically)."""
     text = markdown(result, dir_a.name, dir_b.name, threshold)
     print(text, end="")

@@ -10,15 +10,17 @@ The decision (defined here once; ``compare`` and ``ab`` print it):
 - **Scale.** Figures are compared as the ratio B/A on the log scale: a run that is 20 % slower
   is as far from A as one that is 25 % faster is from B, and the noise of throughput and
   latency is multiplicative.
-- **Each side** is the mean of its repetitions' logs (the headline is its geometric mean) with
-  the variance of that mean. Repetitions of one run ran within the same few minutes, and the
-  calibration (docs/measurement.md, "Calibration") found that they share those minutes' speed of
-  the machine: three repetitions' t-interval held the session's figure in only 36 % of runs. So a
-  side decided against a run made at another time (``run.py compare``) is ``s² / n`` over its
-  repetitions **plus** ``BETWEEN_RUN_CV²``, the between-run spread measured on the 2-core machine
-  (below), with Welch-Satterthwaite degrees of freedom in which that term counts as exact. A side
-  with **one** repetition has only its window's own variance (``(half-width / 1.96)²``) plus the
-  same term, as a normal term (infinite degrees of freedom). The output marks such sides (``*``).
+- **Each side** is the mean of its repetitions' logs (the headline is its geometric mean). Repetitions
+  of one run ran within the same few minutes and share those minutes' speed of the machine: three
+  repetitions' t-interval held the session's figure in only 36 % of runs (docs/measurement.md,
+  "Calibration"). So two runs made at different times (``run.py compare``) are decided with the
+  **between-run noise of their series**, learned from the results history (``decide_between``;
+  ``utils/history/noise.py``): the variance of the difference is ``cvA² + cvB²``, with the
+  estimates' own degrees of freedom. With too little history the figure is not decided.
+  ``--between-run-cv CV`` instead adds a constant ``CV²`` to each side's ``s² / n`` over its
+  repetitions (``side``), with Welch-Satterthwaite degrees of freedom in which that term counts as
+  exact; a side with **one** repetition then has its window's own variance
+  (``(half-width / 1.96)²``) plus the term, as a normal term. The output marks such sides (``*``).
 - **Paired (run.py ab).** Where repetition k of A and of B ran back to back (``run.py ab``,
   ABBA), ``decide(..., paired=True)`` uses the pairs' log ratios instead: a slow minute of the machine slows
   both sides of a pair, so it cancels; Student's t over the pairs, ``n - 1`` degrees of freedom.
@@ -39,13 +41,9 @@ The decision (defined here once; ``compare`` and ``ab`` print it):
 
   A regression (``compare`` exits 1) is "worse".
 
-``BETWEEN_RUN_CV``: the spread of single runs of one engine over a 35-minute calibration session on
-the 2-core machine, 16.5 % (2026-11-27, 22 runs of 3 repetitions: the machine's speed switches
-between two levels about 40 % apart, minutes at a time); an earlier session's back-to-back runs
-gave 12 %. With it, two runs made at different times call only changes beyond about ±46 %,
-however many repetitions each has: on such a machine a smaller change is decided by ``run.py ab``,
-whose pairs cancel the machine's minutes. ``--between-run-cv`` sets it for another machine
-(``bench/calibration_analysis.py`` measures it).
+``BETWEEN_RUN_CV`` (16.5 %) is the spread of single runs of one engine that one 35-minute session on a
+2-core machine measured (2026-11-27); it is no default any more, only the value quoted where
+``--between-run-cv`` is explained: the history learns each host's own.
 """
 
 from __future__ import annotations
@@ -56,7 +54,7 @@ from typing import Sequence
 
 CONFIDENCE = 0.95
 Z975 = 1.959964
-BETWEEN_RUN_CV = 0.165  # one run's spread between runs on the 2-core machine (module docstring)
+BETWEEN_RUN_CV = 0.165  # one 2-core machine's, once (module docstring): an example for --between-run-cv
 
 WORSE, BETTER = "worse", "better"
 WORSE_BELOW, BETTER_BELOW = "worse, below threshold", "better, below threshold"
@@ -267,12 +265,3 @@ def across(
         return s.headline, None, None
     half = t_quantile(s.df, confidence) * math.sqrt(s.variance)
     return s.headline, (math.exp(s.log_mean - half), math.exp(s.log_mean + half)), math.sqrt(s.variance * s.n)
-
-
-def at_another_time(samples: Sequence[Sample], between_cv: float = BETWEEN_RUN_CV) -> tuple[float, float]:
-    """The 95 % interval of the figure a run made at another time would see: the repetitions' geometric
-    mean with the side's variance, between-run term included (module docstring, "Each side"). What
-    summary.md shows beside the repetitions' own t-interval, which only holds this run's minutes."""
-    s = side(samples, between_cv)
-    half = t_quantile(s.df) * math.sqrt(s.variance)
-    return math.exp(s.log_mean - half), math.exp(s.log_mean + half)

@@ -10,8 +10,9 @@ A serving run's ``summary.json`` says ``"kind": "serving"``; its figures are in
   intervals; a percentile below its floor, such as p90 under 64 requests, is left out).
 
 Each figure's direction and unit are ``utils/results/figures.py``'s ``KINDS``. A serving run has
-one repetition per step, made at another time than the other run's, so compare widens each side
-by ``--between-run-cv`` as for any two runs made at different times. A step that is INVALID
+one repetition per step, made at another time than the other run's, so compare decides each figure
+with the between-run noise of its series in the results history, as for any two runs made at
+different times (every serving run lands in the history too). A step that is INVALID
 (drift, no request completed, not precise enough) makes its figures "not comparable"; a step
 whose requests failed in B, or a step of A that B lacks, is a problem (exit 3). The capacity
 search's probes are not rows: they ran at loads the bisection chose, which differ between runs.

@@ -22,7 +22,6 @@ from common.vendor_analysis import NO_ANALYSIS, VendorAnalysis
 from utils.executors.base import CaseOutcome
 from utils.host_config import HostConfig
 from utils.results import baselines, llm_summary
-from utils.results.decide import BETWEEN_RUN_CV, Sample, at_another_time
 
 
 def vendor_analysis(perf_dir: Path, vendor: str, log_path: str) -> VendorAnalysis:
@@ -211,23 +210,21 @@ def repetition_lines(records: list[SummaryRecord]) -> list[str]:
     lines = [
         "",
         "Repetitions (run.py --repeat: each a fresh process; the headline above is their geometric mean, its ± their "
-        "95 % t-interval, which holds this run's minutes only; '± at another time' adds the machine's between-run "
-        f"spread, {BETWEEN_RUN_CV:.1%}, as compare does: docs/measurement.md, 'Calibration'):",
+        "95 % t-interval, which holds this run's minutes only: a run made at another time differs by this host's "
+        "between-run noise, which the results history learns and `run.py history` shows; docs/history.md):",
         "",
-        "| case | host | row | figure | n | geometric mean | ± across repetitions | ± at another time | spread between "
-        "runs | each repetition (± of its own window) |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| case | host | row | figure | n | geometric mean | ± across repetitions | spread between "
+        "repetitions | each repetition (± of its own window) |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r, f in rows:
-        later = relative_half_width(f.geomean, at_another_time([Sample(v) for v in f.values]))
         # every repeated figure had its window's interval estimated: a null one was refused, "± n/a"
         each = ", ".join(figure_cell(v, {"window": i}, "window") for v, i in zip(f.values, f.intervals))
         width = relative_half_width(f.geomean, f.ci95)
         spread = "-" if f.spread is None else f"{f.spread:.1%}"
         lines.append(
             f"| {r.name} | {r.host} | {f.row} | {f.figure} | {len(f.values)} | {_fmt(f.geomean)} | "
-            f"{'-' if width is None else f'±{width:.1%}'} | {'-' if later is None else f'±{later:.1%}'} | {spread} | "
-            f"{each} |"
+            f"{'-' if width is None else f'±{width:.1%}'} | {spread} | {each} |"
         )
     return lines
 
