@@ -50,7 +50,7 @@ def test_the_pooled_estimate_sums_squares_within_segments_over_their_degrees_of_
     assert pooled([[-0.1, 0.0, 0.1], [1.0, 1.2], [5.0]]) == (pytest.approx(0.04), 3)
 
 
-def test_a_series_needs_8_runs_of_its_own_else_its_hosts_figure_kind_is_pooled_else_none():
+def test_a_series_needs_12_runs_of_its_own_else_its_hosts_figure_kind_is_pooled_else_none():
     own = series("core qps")
     rich = noisy(MIN_POINTS, 100.0, 0.05, seed=1)
     logs = np.log(rich)
@@ -65,13 +65,12 @@ def test_a_series_needs_8_runs_of_its_own_else_its_hosts_figure_kind_is_pooled_e
     )  # fmt: skip
     mine = model.of(own)
     assert mine is not None and mine.cv == pytest.approx(expected) and mine.df == MIN_POINTS - 1
-    assert mine.source == "this series, 8 runs"
+    assert mine.source == f"this series, {MIN_POINTS} runs"
     pooled_noise = model.of(row)
     lp = np.log(poor)
     ss = float(np.sum((logs - logs.mean()) ** 2) + np.sum((lp - lp.mean()) ** 2))
-    assert (
-        pooled_noise is not None and pooled_noise.df == 7 + 4 and pooled_noise.cv == pytest.approx(math.sqrt(ss / 11))
-    )
+    df = MIN_POINTS - 1 + 4
+    assert pooled_noise is not None and pooled_noise.df == df and pooled_noise.cv == pytest.approx(math.sqrt(ss / df))
     assert pooled_noise.source == "throughput on this host, 2 series pooled"
     assert model.of(latency) is None and model.of(elsewhere) is None and model.points_of(latency) == 5
     # the runs being compared are left out of what is learned
@@ -144,13 +143,13 @@ def _history(tmp_path: Path, values: list[float]) -> Path:
 
 
 def test_compare_learns_the_noise_from_the_history_and_calls_what_it_can(tmp_path, capsys):
-    root = _history(tmp_path, noisy(12, 100.0, 0.02, seed=9))
+    root = _history(tmp_path, noisy(16, 100.0, 0.02, seed=9))
     slower = write_series_run(root, "run900", 70.0, at(50))  # 30 % slower
     same = write_series_run(root, "run901", 100.5, at(51))
     assert compare_main([str(root / "run000"), str(slower)], root) == 1
     out = capsys.readouterr().out
     assert re.search(r"\| inference \| core qps \|.*\| 1/1\* \| \*\*WORSE\*\* \|", out)
-    assert "learned from the history" in out and "this series, 11 runs" in out  # the 12 less the one compared
+    assert "learned from the history" in out and "this series, 15 runs" in out  # the 16 less the one compared
     assert compare_main([str(root / "run000"), str(same)], root) == 0
     data = json.loads((same / "compare_run000.json").read_text())
     assert data["exit_code"] == 0 and data["between_run_cv"] is None
@@ -260,7 +259,7 @@ def test_a_malformed_history_url_in_host_yaml_is_one_line_and_nothing_is_written
 def test_calibrate_needs_three_runs(capsys):
     assert run_main(["calibrate", "--runs", "2"]) == 2
     assert capsys.readouterr().err == (
-        "run.py calibrate: --runs 2: at least 3 runs are needed to learn a spread (8 give the history its own "
+        "run.py calibrate: --runs 2: at least 3 runs are needed to learn a spread (12 give a series its own "
         "estimate: docs/history.md)\n"
     )
 

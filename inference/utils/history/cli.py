@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from common.errors import ConfigError, one_line
+from utils.history.noise import MIN_POINTS
 from utils.history.store import DEFAULT_FILE, HistoryError, Point, Series, Store, resolve_url, shown_url
 
 EXIT_WORSE = 1
@@ -196,14 +197,16 @@ def calibrate(argv: list[str], inference_dir: Path) -> int:
         prog="run.py calibrate",
         description="run the benchmark N times, spread over time, so the history learns this host's noise",
     )
-    parser.add_argument("--runs", type=int, default=8, help="how many runs (at least 3; default 8)")
+    parser.add_argument(
+        "--runs", type=int, default=MIN_POINTS, help=f"how many runs (at least 3; default {MIN_POINTS})"
+    )
     parser.add_argument("--gap", type=float, default=60.0, help="seconds between the end of a run and the next")
     try:
         args, rest = parser.parse_known_args(argv)
         if args.runs < MIN_CALIBRATION_RUNS:
             raise ConfigError(
                 f"run.py calibrate: --runs {args.runs}: at least {MIN_CALIBRATION_RUNS} runs are needed to "
-                "learn a spread (8 give the history its own estimate: docs/history.md)"
+                f"learn a spread ({MIN_POINTS} give a series its own estimate: docs/history.md)"
             )
         if not (math.isfinite(args.gap) and 0 <= args.gap <= 86400):
             raise ConfigError(f"run.py calibrate: --gap {args.gap:g}: seconds in [0, 86400]")

@@ -38,8 +38,8 @@ def folders(paths: Iterable[Path]) -> Iterator[Path]:
     for path in paths:
         if (path / "summary.json").is_file() or any((path / side / "summary.json").is_file() for side in "AB"):
             yield path
-        elif path.is_dir():
-            yield from sorted(p for p in path.iterdir() if p.is_dir() and p.name.startswith("run"))
+        elif path.is_dir():  # a folder of runs; one with none (a run killed before its summary): said as skipped
+            yield from sorted(p for p in path.iterdir() if p.is_dir() and p.name.startswith("run")) or [path]
         else:
             yield path  # named, but not a folder: said as a skipped folder
 

@@ -13,11 +13,12 @@ of the kind of figure, so it is learned from the history's series rather than as
   series of the same host fingerprint and figure kind (``KIND_OF``: throughput, median latency,
   tail latency, TTFT, TPOT, tokens/s) that have at least ``MIN_SERIES_POINTS`` points each are
   pooled, when they add up to at least ``MIN_POINTS - 1`` degrees of freedom; the source is said.
-- **How many.** ``MIN_POINTS`` = 8 runs, 7 degrees of freedom. The t-quantile that turns the
-  estimate into an interval is then 2.36 (1.96 with the spread known), and a 10 % step on a host
-  whose runs spread 2 % is called with power above 0.99 (docs/measurement.md, "Noise learned
-  from the history", has the simulation); with 4 runs (3 degrees of freedom) the quantile is 3.18
-  and the estimate can be half the truth one time in ten.
+- **How many.** ``MIN_POINTS`` = 12 runs, 11 degrees of freedom. The false-alarm rate holds at any
+  number (the t-quantile pays for an estimate from few runs: 1.5-2.4 % "worse" on simulated steady
+  hosts from 8 to 20 runs), but the power does not: on a host whose runs spread 2 %, a 10 % drop
+  between two single runs is called in 88 % [87, 89] of trials with 8 runs learned, 91 % [90, 92]
+  with 10 and 92 % [91, 93] with 12 (4 000 simulated hosts each; bench/history_calibration.py,
+  docs/measurement.md "Decisions across time"). 12 is the fewest whose interval clears 90 %.
 
 ``compare`` between runs made at different times takes each side's noise from here
 (``utils/results/compare.py``); a figure whose host has too little history is not decided.
@@ -32,7 +33,7 @@ from typing import Iterable, Sequence
 from utils.history.changes import breaks
 from utils.history.store import Point, Series
 
-MIN_POINTS = 8
+MIN_POINTS = 12
 MIN_SERIES_POINTS = 4
 KIND_OF = {
     "core qps": "throughput",

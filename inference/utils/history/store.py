@@ -34,6 +34,7 @@ from common.errors import InferPerfError
 SCHEMA_VERSION = 1
 DEFAULT_FILE = "history.sqlite"
 BUSY_TIMEOUT_S = 30.0
+WRITER_LOCK = 0x1F_E2_F0_4C_0B  # PostgreSQL's advisory lock key of the history's writers
 OFF = ("off", "none", "false")
 
 
@@ -298,13 +299,17 @@ class Store:
                 with self.engine.connect() as conn:  # WAL: readers never wait for the writer
                     conn.exec_driver_sql("PRAGMA journal_mode=WAL")
             with self.engine.begin() as conn:
-                names = set(inspect(conn).get_table_names())
-                if "inferperf_meta" not in names:
+                if "inferperf_meta" not in set(inspect(conn).get_table_names()):
                     if not create:
                         raise HistoryError(f"history {self.where}: not an InferPerf history (no inferperf_meta table)")
-                    metadata.create_all(conn)
-                    conn.execute(meta.insert().values(key="schema_version", value=str(SCHEMA_VERSION)))
-                    return
+                    # A new store: created under the writers' lock, in one transaction, so that two runs
+                    # that finish at once on a new store do not both create it (the second waits, then
+                    # finds it whole).
+                    self._lock_for_writing(conn)
+                    if "inferperf_meta" not in set(inspect(conn).get_table_names()):
+                        metadata.create_all(conn)
+                        conn.execute(meta.insert().values(key="schema_version", value=str(SCHEMA_VERSION)))
+                        return
                 found = conn.execute(select(meta.c.value).where(meta.c.key == "schema_version")).scalar()
         try:
             version = int(found)
@@ -316,6 +321,16 @@ class Store:
                 f"history {self.where}: schema version {version} is {side} than this InferPerf's "
                 f"({SCHEMA_VERSION}); see docs/history.md, 'Schema versions', for the migration"
             )
+
+    def _lock_for_writing(self, conn: Any) -> None:
+        """Take the store's one writer lock for the rest of ``conn``'s transaction: SQLite's write lock
+        (``BEGIN IMMEDIATE``: waits up to the busy timeout), PostgreSQL's transaction-level advisory
+        lock. Writers then run one after another, each reading what the one before it committed."""
+        if self.engine.dialect.name == "sqlite":
+            if not conn.connection.dbapi_connection.in_transaction:
+                conn.exec_driver_sql("BEGIN IMMEDIATE")
+        else:
+            conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({WRITER_LOCK})")
 
     def _failures(self, doing: str):
         return _Failures(self.where, doing)
@@ -354,6 +369,7 @@ class Store:
         _, _, runs, series, software, points = _schema()
         added_runs = added_points = 0
         with self._failures("writing"), self.engine.begin() as conn:
+            self._lock_for_writing(conn)  # the runs already stored are read under the lock they are written under
             keys = [entry.run_key for entry, _ in items]
             known = set(conn.execute(select(runs.c.run_key).where(runs.c.run_key.in_(keys))).scalars())
             fresh = [(entry, pts) for entry, pts in items if entry.run_key not in known]
