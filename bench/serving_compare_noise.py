@@ -8,7 +8,13 @@ slow one once (B), with the load of ``tests/test_serving_compare.py`` (concurren
 requests, 4 output tokens). ``--together`` runs the three at the same time, A and A' against one
 server (as the test does); without it, one after the other, each against its own server. Per round
 it prints the A/A' ratios' range, the figures outside 0.8-1.25, and compare's exit status and
-verdicts for A/A' (at ``--aa-between-run-cv``) and for A/B (at the default between-run spread).
+verdicts for A/A' (at ``--aa-between-run-cv``) and for A/B (at ``--ab-between-run-cv``).
+
+``--history-runs N --keep DIR`` instead benchmarks one fast loopback server N times, one run after
+another (runs made at different times, each against a fresh server process), every run landing in
+the history ``DIR/history.sqlite`` as ``run.py --endpoint`` lands it. Then
+``python3 -m bench.history_calibration --history DIR/history.sqlite`` counts compare's false alarms
+at its defaults (the noise learned from the first half of the runs, the pairs decided in the second).
 """
 
 from __future__ import annotations
@@ -68,6 +74,23 @@ def one_round(root: Path, fast: list[str], slow: list[str], together: bool) -> t
     return runs[0], runs[1], runs[2]
 
 
+def history_runs(count: int, keep: Path, fast: list[str]) -> None:
+    """``count`` serving runs of a fresh fast server each, one after another, into ``keep``'s history."""
+    from utils.history.ingest import record_runs
+    from utils.history.store import resolve_url
+
+    keep.mkdir(parents=True, exist_ok=True)
+    url = resolve_url(None, keep)
+    for k in range(count):
+        with server(*fast) as endpoint, contextlib.redirect_stdout(open(os.devnull, "w")):
+            code = serving_main(
+                ["--endpoint", endpoint, *LOAD, "--output-dir", str(keep)],
+                on_written=lambda folder: print(record_runs([folder], url), file=sys.stderr),
+            )
+        if code != 0:
+            raise SystemExit(f"serving run {k} failed ({code})")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=20)
@@ -75,15 +98,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--slow", default="400,200", help="TTFT,ITL of the slow server in ms")
     parser.add_argument("--together", action="store_true", help="the three runs at the same time (the test's way)")
     parser.add_argument("--aa-between-run-cv", type=float, default=0.30)
+    parser.add_argument("--ab-between-run-cv", type=float, default=decide.BETWEEN_RUN_CV)
+    parser.add_argument("--history-runs", type=int, default=0, help="N runs one after another into a history")
+    parser.add_argument("--keep", type=Path, help="with --history-runs: the folder of the runs and history.sqlite")
     args = parser.parse_args(argv)
     fast, slow = args.fast.split(","), args.slow.split(",")
+    if args.history_runs:
+        if args.keep is None:
+            parser.error("--history-runs needs --keep DIR")
+        history_runs(args.history_runs, args.keep, fast)
+        return 0
     flagged = 0
     for k in range(args.rounds):
         with tempfile.TemporaryDirectory() as tmp:
             with contextlib.redirect_stdout(open(os.devnull, "w")):
                 a, a2, b = one_round(Path(tmp), fast, slow, args.together)
                 aa = compare_runs(a, a2, 5.0, args.aa_between_run_cv, allow_invalid=True)
-                ab = compare_runs(a, b, 5.0, decide.BETWEEN_RUN_CV, allow_invalid=True)
+                ab = compare_runs(a, b, 5.0, args.ab_between_run_cv, allow_invalid=True)
         ratios = [line.ratio for line in aa.lines]
         flagged += aa.exit_code == 1
         print(

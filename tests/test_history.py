@@ -150,6 +150,12 @@ def test_compare_learns_the_noise_from_the_history_and_calls_what_it_can(tmp_pat
     out = capsys.readouterr().out
     assert re.search(r"\| inference \| core qps \|.*\| 1/1\* \| \*\*WORSE\*\* \|", out)
     assert "learned from the history" in out and "this series, 15 runs" in out  # the 16 less the one compared
+    assert "software changed from A to B" not in out
+    upgraded = write_series_run(
+        root, "run902", 70.0, at(52), env=dict(ENV, packages={**ENV["packages"], "torch": "2.14.1"})
+    )
+    assert compare_main([str(root / "run000"), str(upgraded)], root) == 1
+    assert "- software changed from A to B: torch 2.13.0+cpu -> 2.14.1" in capsys.readouterr().out
     assert compare_main([str(root / "run000"), str(same)], root) == 0
     data = json.loads((same / "compare_run000.json").read_text())
     assert data["exit_code"] == 0 and data["between_run_cv"] is None

@@ -110,6 +110,7 @@ class Between:
     where: str = ""
     why: str = ""
     used: set[str] = field(default_factory=set)
+    software: list[str] = field(default_factory=list)  # what changed in software from A to B
 
     def noise(self, case: str, row: str, figure: str) -> tuple[tuple[Any, Any], bool] | str:
         """((noise of A, noise of B), whether they are one estimate), or why there is none."""
@@ -183,7 +184,11 @@ def learned_noise(dir_a: Path, dir_b: Path, history: str | None) -> Between:
     def by_figure(entries: list) -> dict[tuple[str, str, str], Any]:
         return {(p.series.key.case, p.series.key.row, p.series.key.figure): p.series for _, ps in entries for p in ps}
 
-    return Between(model=model, series_a=by_figure(a), series_b=by_figure(b), where=shown_url(url))
+    from utils.history.changes import software_changes
+
+    first_a, first_b = ([p for _, ps in side for p in ps][:1] for side in (a, b))
+    changed = software_changes(first_a[0].software, first_b[0].software) if first_a and first_b else []
+    return Between(model=model, series_a=by_figure(a), series_b=by_figure(b), where=shown_url(url), software=changed)
 
 
 def _host(rec_a: SummaryRecord, rec_b: SummaryRecord) -> str:
@@ -300,6 +305,8 @@ def compare_runs(
 
 
 def _note_widened(out: Comparison, between: Between) -> None:
+    if between.software:
+        out.notes.append("software changed from A to B: " + ", ".join(between.software))
     if out.undecided:
         out.notes.append(
             f"{len(out.undecided)} figure(s) not decided: {out.undecided[0]}"
