@@ -214,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
         out["this machine: false change points"] = real_false_changes(history)
         out["this machine: steps found"] = real_smallest_step(history)
     out["steady host (2 %): compare at different times"] = [
-        simulated_compare(args.trials, n, rng) for n in (MIN_POINTS, 10, 12, 15, 20)
+        simulated_compare(args.trials, n, rng) for n in (8, 10, MIN_POINTS, 15, 20)
     ]
     out["steady host (2 %): false change points"] = simulated_false_changes(200, 100, rng)
     out["steady host (2 %): a 10 % step found within 5 points (5 points after it)"] = simulated_step(args.trials, rng)

@@ -11,8 +11,8 @@ packages, the platform (kernel), the accelerator and its driver, the engine's ve
 container or not, and the project's version and commit.
 
 A serving run (``run.py --endpoint``) gives each load step's figures
-(``utils/results/serving_compare.py``); its series is the endpoint and served model, its config the
-workload, SLO and API.
+(``utils/results/serving_compare.py``); its series is the endpoint's machine (without the port) and
+the served model, its config the workload, SLO and API.
 
 ``run_entries`` reads one folder: a ``run.py ab`` folder gives its two sides (``-A``, ``-B``). A
 folder that is not a finished run raises ``ValueError`` (one line naming it).
@@ -165,12 +165,9 @@ def serving_points(run_dir: Path, started_at: str, run_key: str, report: str | N
 
     run = read_serving_run(run_dir)
     result = _read_json(run_dir / "serving" / "result.json") or {}
-    config = {
-        "endpoint": run.endpoint, "served_model": run.served_model, "api": result.get("api"),
-        "workload": run.workload, "slo": run.slo,
-    }  # fmt: skip
+    config = {"served_model": run.served_model, "api": result.get("api"), "workload": run.workload, "slo": run.slo}
     chash, kept = config_hash(config)
-    where = hashlib.sha256(json.dumps([run.endpoint, run.served_model]).encode()).hexdigest()[:16]
+    where = hashlib.sha256(json.dumps([_server_host(run.endpoint), run.served_model]).encode()).hexdigest()[:16]
     software = {"tokenizer": result.get("tokenizer"), "token_source": result.get("token_source"), **project}
     out = []
     for (row, figure), sample in run.figures.items():
@@ -180,6 +177,17 @@ def serving_points(run_dir: Path, started_at: str, run_key: str, report: str | N
         low, high = sample.interval if sample.interval else (None, None)
         out.append(Point(series, started_at, sample.value, low, high, 1, sample.valid, software, run_key, report))
     return out
+
+
+def _server_host(endpoint: str) -> str:
+    """The machine an endpoint names, without its port or scheme: a server restarted on another port
+    (a launched one takes a free port) is the same series."""
+    from urllib.parse import urlsplit
+
+    try:
+        return urlsplit(endpoint).hostname or endpoint
+    except ValueError:
+        return endpoint
 
 
 def _started(run_dir: Path, summary: dict[str, Any]) -> str:
