@@ -101,11 +101,12 @@ def real_compare(history: dict[Series, list[Point]], learn: float) -> dict:
             pair["aa"] |= aa
             pair["ab"] |= ab
     runs = len(by_pair)
+    per_kind["every figure"] = {key: sum(v[key] for v in per_kind.values()) for key in ("aa", "ab", "n")}
     return {
         "per_kind": {
             k: {"false alarms": rate(v["aa"], v["n"]), "power at -10 %": rate(v["ab"], v["n"])}
             for k, v in per_kind.items()
-        },  # fmt: skip
+        },
         "any figure, per pair of runs": {
             "false alarms": rate(sum(p["aa"] for p in by_pair.values()), runs),
             "power at -10 %": rate(sum(p["ab"] for p in by_pair.values()), runs),
