@@ -258,7 +258,7 @@ def test_an_invalid_prompt_file_exits_3_naming_the_line(tmp_path, capsys):
 def test_failed_requests_are_counted_and_the_run_completes(tmp_path):
     plans = [Plan(gaps_s=[0.0]), Plan(status=429), Plan(gaps_s=[0.0] * 3, fault="drop", fault_at=1), Plan(gaps_s=[0.0])]
     with LoopbackServer(lambda i, body, n: plans[i % 4], model="m") as server:
-        assert _run(tmp_path, server.url, "--num-requests", "8", "--warmup", "0") == 0
+        assert _run(tmp_path, server.url, "--num-requests", "8", "--warmup", "0", "--output-len", "2") == 0
     step = _result(tmp_path)["steps"][0]
     assert (step["completed"], step["failed"], step["errors"]) == (4, 4, {"http_429": 2, "dropped": 2})
 

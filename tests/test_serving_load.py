@@ -276,7 +276,7 @@ def test_capacity_outside_the_range_says_so():
 def test_a_tokenizer_count_far_from_usage_is_noted():
     records = [_record(i, 10, 4) for i in range(4)]
     for r in records:
-        r.token_source, r.usage_output_tokens = "tokenizer", 4  # the tokenizer said 5
+        r.token_source, r.usage_output_tokens, r.tokenizer_output_tokens = "tokenizer", 4, 5
     assert (
         "counted 20 output tokens where the server's usage says 16"
         in step_figures(records, None, None)["token_count_note"]
@@ -342,3 +342,110 @@ def test_a_capacity_probe_runs_enough_requests_to_decide_its_percentile():
         assert slo_verdict(1.0, wilson(n - 1, n - 1), percentile / 100) == "undecided"
     assert requests_to_decide(90) == 35 and requests_to_decide(100) == 1
     assert slo_verdict(1.0, wilson(3, 3), 1.0) == "meets" and slo_verdict(0.99, wilson(99, 100), 1.0) == "misses"
+
+
+# ---- honest figures and output audits (issue 41, items 3 and 4) ----------------------------------
+def test_a_one_event_reply_under_a_tpot_bound_is_not_judged_not_met():
+    records = [_record(i, 10, 4) for i in range(10)]
+    for r in records[:3]:  # one event carrying the whole reply: no TPOT
+        r.token_ns = r.token_ns[:1]
+        r.end_ns = r.token_ns[0]
+    block = step_figures(records, SLO(ttft_ms=20, tpot_ms=5), None)
+    assert (block["slo"]["met"], block["slo"]["not_judged"]) == (7, 3)
+    assert block["slo"]["attainment"] == pytest.approx(1.0)  # 7 of the 7 judged, not 10 of 10
+    assert block["slo"]["attainment_ci95"] == pytest.approx(wilson(7, 7))
+    assert any("3 of 10 requests not judged on TPOT" in w for w in block["verdict"]["not_judged"])
+    assert block["audits"]["tpot_not_judged"] == 3
+    slow = records[0]
+    slow.token_ns = [slow.sent_ns + 50_000_000]  # TTFT 50 ms: it misses on TTFT whatever its TPOT
+    assert SLO(ttft_ms=20, tpot_ms=5).judge(slow) == "missed"
+    assert SLO(ttft_ms=200).judge(slow) == "met"  # no TPOT bound: nothing left unjudged
+
+
+def test_total_tokens_per_s_is_na_when_a_prompt_count_is_unknown():
+    records = [_record(i, 10, 4) for i in range(8)]
+    assert step_figures(records, None, None)["throughput"]["total_tokens_per_s"]["value"] is not None
+    records[5].input_tokens = None
+    total = step_figures(records, None, None)["throughput"]["total_tokens_per_s"]
+    assert total["value"] is None and total["ci95"] is None and "n/a" in total["not_judged"]
+
+
+def _scheduled(records, gap_ms: float, late_ms: list[float], slot_ms: list[float] | None = None):
+    for k, r in enumerate(records):
+        r.scheduled_ns = int(k * gap_ms * 1e6)
+        base = r.scheduled_ns + (int(slot_ms[k] * 1e6) if slot_ms else 0)
+        r.slot_ns = base if slot_ms else None
+        shift = base + int(late_ms[k] * 1e6) - r.sent_ns
+        r.sent_ns += shift
+        r.token_ns = [t + shift for t in r.token_ns]
+        r.end_ns = (r.end_ns or 0) + shift
+    return records
+
+
+def test_a_rate_step_whose_client_fell_behind_is_invalid_naming_the_lag():
+    n = 20
+    on_time = _scheduled([_record(i, 10, 4) for i in range(n)], 100.0, [1.0] * n)
+    block = step_figures(on_time, None, None)
+    assert block["verdict"]["valid"] and block["audits"]["schedule"]["bound_ms"] == pytest.approx(100.0)
+    late = _scheduled([_record(i, 10, 4) for i in range(n)], 100.0, [1.0] * (n - 1) + [250.0])
+    block = step_figures(late, None, None)
+    (reason,) = [r for r in block["verdict"]["reasons"] if "coordinated omission" in r]
+    assert "schedule lag p99" in reason and "above 100.0 ms" in reason
+    # under max_concurrency, the wait for a slot is the cap's, not the client's lag
+    capped = _scheduled([_record(i, 10, 4) for i in range(n)], 100.0, [1.0] * n, slot_ms=[400.0] * n)
+    block = step_figures(capped, None, None)
+    assert block["verdict"]["valid"] and block["schedule_lag_ms_p99"] > 400 and block["client_lag_ms_p99"] < 2
+    # rate inf: every arrival due at once, nothing to keep to
+    burst = _scheduled([_record(i, 10, 4) for i in range(n)], 0.0, [float(k) * 30 for k in range(n)])
+    block = step_figures(burst, None, None)
+    assert block["verdict"]["valid"] and "every request was due at once" in block["verdict"]["not_judged"][0]
+
+
+def test_the_output_length_audit_follows_test09_and_spares_replies_ended_on_eos():
+    records = [_record(i, 10, 4, tokens=5) for i in range(10)]
+    for r in records:
+        r.max_tokens, r.finish_reason, r.usage_output_tokens = 5, "length", 5
+    assert step_figures(records, None, None)["audits"]["output_length"]["ratio"] == 1.0
+    for r in records[:4]:
+        r.max_tokens = 10  # asked 10, made 5: mean 5 against 7 asked
+    block = step_figures(records, None, None)
+    assert any("output length audit" in r and "±10%" in r for r in block["verdict"]["reasons"])
+    for r in records[:4]:
+        r.finish_reason = "stop"  # ended on EOS: not held to the length asked
+    block = step_figures(records, None, None)
+    assert block["audits"]["output_length"]["requests"] == 6 and block["verdict"]["valid"]
+    for r in records:
+        r.finish_reason = "stop"
+    assert step_figures(records, None, None)["audits"]["output_length"] == {
+        "judged": False,
+        "why": "every completed reply ended on EOS",
+    }
+
+
+def test_the_token_count_audit_notes_re_encoding_and_fails_a_wrong_count():
+    records = [_record(i, 10, 4, tokens=5) for i in range(6)]
+    for r in records:
+        r.usage_output_tokens, r.tokenizer_output_tokens = 5, 7  # 1.4x: re-encoding, noted
+    block = step_figures(records, None, None)
+    assert block["verdict"]["valid"] and block["token_count_note"] and block["audits"]["token_counts"]["ratio"] == 1.4
+    for r in records:
+        r.tokenizer_output_tokens = 15  # 3x: no re-encoding explains that
+    block = step_figures(records, None, None)
+    assert any("token count audit" in r and "says 30" in r and "counts 90" in r for r in block["verdict"]["reasons"])
+    for r in records:
+        r.tokenizer_output_tokens = None
+    assert step_figures(records, None, None)["audits"]["token_counts"]["judged"] is False
+
+
+def test_usage_that_cannot_be_true_is_refused_with_a_note():
+    from tools.serving.client import count_tokens
+
+    for bad in (-5, 10**12, True, "12", 2.5):
+        record = RequestRecord(0, token_ns=[1, 2, 3], text="abc", bytes_received=400)
+        record.usage = {"prompt_tokens": 3, "completion_tokens": bad}
+        count_tokens(record, "x y z")
+        assert (record.token_source, record.output_tokens, record.usage_output_tokens) == ("events", 3, None)
+        assert record.notes and record.notes[0].startswith("usage refused: completion_tokens")
+    record = RequestRecord(0, token_ns=[1], text="abc", bytes_received=400, usage={"completion_tokens": 64})
+    count_tokens(record, "x")
+    assert (record.token_source, record.output_tokens, record.notes) == ("usage", 64, [])

@@ -14,7 +14,9 @@ serving client of ``run.py --endpoint`` (``tools/serving/``, docs/serving.md).
           and output tokens/s are within ±``precision`` or ``max_duration_s`` passes
           (``tools/serving/figures.py::StepStop``). Tokens are the server's ``usage`` counts. Figures
           and verdict: ``tools/serving/figures.py::step_figures`` (drift of the thirds, precision,
-          failed requests counted), one ``common.record.ServingRow`` per step.
+          failed requests counted by kind; the output audits: error rate above 1 %, a reply cut
+          short, the mean output length against the length asked, an impossible usage refused), one
+          ``common.record.ServingRow`` per step.
 
 A server that exits during the stage ends the case with one line (``EngineError``, exit 4) naming its
 exit status and the last line of its log; the engine's ``close`` then stops what is left of it.
@@ -200,6 +202,8 @@ def run_serving_stage(
         report.serving.append(row)
         rate = row.output_tokens_per_s
         state = "valid" if row.verdict.valid else "INVALID: " + "; ".join(row.verdict.reasons)
+        failed = ", ".join(f"{kind} {n}" for kind, n in sorted(row.errors.items()))
+        state = (f"{row.failed} failed ({failed}), " if failed else "") + state
         logger.info(
             f"serving x{concurrency}: {row.completed}/{row.requests} completed, "
             f"{'n/a' if rate is None else f'{rate:.1f}'} output tokens/s, TTFT p50 {row.ttft_ms.get('p50')} ms, "

@@ -6,9 +6,11 @@ Writes ``<results>/run<id>/`` at once when it is done (nothing half-written): ``
 ``serving/report.html`` (``tools/serving/plots.py``) and
 ``summary.json`` / ``summary.md`` (one row per step). Exit status: 0 done (failed requests are
 counted in the rows, not fatal); 2 bad option (an SLO bound below 0, a concurrency of 0, a model
-the server does not serve); 3 a prompt file or trace that is not valid JSON/JSONL; 4 the server
-does not speak the OpenAI API; 5 the endpoint is unreachable; 130 interrupted (SIGINT), 143
-terminated (SIGTERM).
+the server does not serve, a URL or --output-dir that cannot work, a 401/403 "authentication"); 3
+a prompt file or trace that is not valid JSON/JSONL, or with --strict a step INVALID or not judged
+(written first); 4 the server does not speak the OpenAI API, or a --launch server exited during a
+step (written first, the step's verdict names it); 5 the endpoint is unreachable; 130 interrupted
+(SIGINT), 143 terminated (SIGTERM).
 
 The same options come from host.yaml's ``ENDPOINT`` mapping (``run.py --config host.yaml``): each
 entry is an option's name with underscores (``served_model``, ``request_rate``), ``url`` for
@@ -36,11 +38,21 @@ import urllib.request
 from pathlib import Path
 from typing import Any, Callable
 
-from common.errors import ConfigError, EngineError, HostError, InferPerfError, one_line, shown
+from common.errors import (
+    ConfigError,
+    DataError,
+    EngineError,
+    HostError,
+    InferPerfError,
+    StorageError,
+    one_line,
+    shown,
+)
 from common.files import atomic_dir, json_text
 from tools.serving import capacity as capacity_search
 from tools.serving import plots, workload
-from tools.serving.figures import SLO, StepStop, step_figures
+from tools.serving.client import scrub
+from tools.serving.figures import DEFAULT_MAX_ERROR_RATE, SLO, StepStop, step_figures
 from tools.serving.load import ARRIVALS, Endpoint, Load, run_load, sessions_of
 
 DEFAULT_REQUESTS = 64
@@ -132,6 +144,20 @@ def _parser(one_line_errors: bool = False) -> argparse.ArgumentParser:
         "--launch-log", default=None, help="the launched server's output (default <results>/launch-<time>.log)"
     )
     p.add_argument(
+        "--api-key",
+        default=None,
+        help="sent as 'Authorization: Bearer KEY' (default: the OPENAI_API_KEY environment variable); never written",
+    )
+    p.add_argument(
+        "--max-error-rate",
+        type=float,
+        default=DEFAULT_MAX_ERROR_RATE,
+        help="a step whose share of failed requests is above this is INVALID (default 0.01)",
+    )
+    p.add_argument(
+        "--strict", action="store_true", help="exit 3 when a step is INVALID or left a check not judged (as run.py)"
+    )
+    p.add_argument(
         "--where",
         default=None,
         help="where the client ran relative to the server (same host, another host, ...); recorded",
@@ -141,8 +167,12 @@ def _parser(one_line_errors: bool = False) -> argparse.ArgumentParser:
 
 # ---- host.yaml's ENDPOINT: the same options as a mapping ---------------------------------------
 CONFIG_KEY = "ENDPOINT"
-NOT_IN_CONFIG = ("help", "output_dir")  # the run folder is host.yaml's FLAGPERF_LOG_PATH
+# the run folder is host.yaml's FLAGPERF_LOG_PATH; a key belongs in OPENAI_API_KEY, not in a config file
+NOT_IN_CONFIG = ("help", "output_dir", "api_key")
 PATH_ENTRIES = ("prompt_file", "trace", "tokenizer", "launch_log")  # relative: to host.yaml's folder base
+
+
+FLAGS = ("strict",)
 
 
 def config_entries() -> dict[str, str]:
@@ -167,7 +197,10 @@ def config_argv(entries: Any, origin: str, output_dir: Path, base: Path) -> list
             raise ConfigError(
                 f"{origin}: key '{CONFIG_KEY}': unknown entry {shown(name)} (known: {', '.join(sorted(known))})"
             )
-        if value is None:
+        if value is None or value is False:
+            continue
+        if value is True and name in FLAGS:  # a flag that takes no value (strict: true)
+            argv.append(known[name])
             continue
         if isinstance(value, dict):
             try:
@@ -220,7 +253,7 @@ def parse_slo(text: str | None) -> SLO | None:
     if text.strip().startswith("{"):
         try:
             data = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):
             raise ConfigError(f"--slo: {shown(text)} is not a JSON object") from None
     else:
         data = {}
@@ -235,42 +268,145 @@ def parse_slo(text: str | None) -> SLO | None:
     return SLO.parse(data, "--slo")
 
 
-def check_endpoint(url: str, model: str, timeout_s: float = 10.0) -> list[str]:
-    """GET /models: HostError when unreachable, EngineError when it is not the OpenAI API,
-    ConfigError when ``model`` is not among what it serves. Returns the served names."""
+MAX_MODELS_BYTES = 16 << 20  # a model list larger than this is refused (one line), not read without end
+MODELS_DEADLINE_S = 30.0  # the whole model list, however slowly it comes
+
+
+def check_url(url: str, key: str = "--endpoint") -> tuple[str, int]:
+    """The host and port of an http(s) URL; ConfigError, before any connection, for a URL that
+    urllib or aiohttp would refuse or silently read otherwise (a bad IPv6 literal, a port over
+    65535, whitespace, credentials that result.json would carry, a query)."""
+    import ipaddress
+    from urllib.parse import urlsplit
+
     if not url.startswith(("http://", "https://")):
-        raise ConfigError(f"--endpoint: {shown(url)} is not an http:// or https:// URL")
+        raise ConfigError(f"{key}: {shown(url)} is not an http:// or https:// URL")
+    if any(ch.isspace() or ord(ch) < 32 or ord(ch) == 127 for ch in url):
+        raise ConfigError(f"{key}: {shown(url)} holds whitespace or a control character")
+    try:
+        parts = urlsplit(url)
+        port, host = parts.port, parts.hostname
+    except ValueError as exc:
+        raise ConfigError(f"{key}: {shown(url)} is not a valid URL ({exc})") from None
+    if not host:
+        raise ConfigError(f"{key}: {shown(url)} names no host")
+    if "[" in parts.netloc:
+        try:
+            ipaddress.IPv6Address(host.split("%")[0])
+        except ValueError:
+            raise ConfigError(f"{key}: {shown(url)}: {shown(host)} is not an IPv6 address") from None
+    else:
+        try:
+            host.encode("idna")
+        except UnicodeError as exc:
+            raise ConfigError(f"{key}: {shown(url)}: the host is not a valid name ({exc})") from None
+    if port == 0:
+        raise ConfigError(f"{key}: {shown(url)}: port 0 is no server's port")
+    if parts.username is not None or parts.password is not None:
+        raise ConfigError(f"{key}: credentials in the URL would be written with the results; use --api-key")
+    if parts.query or parts.fragment:
+        raise ConfigError(f"{key}: {shown(url)} has a query or fragment; give the base URL (…/v1)")
+    return host, port if port is not None else (443 if parts.scheme == "https" else 80)
+
+
+def api_key(args: argparse.Namespace) -> str | None:
+    """--api-key, else OPENAI_API_KEY (as OpenAI's own client); None when neither is set."""
+    return args.api_key or os.environ.get("OPENAI_API_KEY") or None
+
+
+def _read_models(response: Any, probe: str, url: str) -> bytes:
+    """The model list's bytes: at most MAX_MODELS_BYTES, within MODELS_DEADLINE_S."""
+    deadline = time.monotonic() + MODELS_DEADLINE_S
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        piece = response.read1(1 << 16)
+        if not piece:
+            return b"".join(chunks)
+        chunks.append(piece)
+        size += len(piece)
+        if size > MAX_MODELS_BYTES:
+            raise EngineError(f"--endpoint {url}: GET {probe} sent over {MAX_MODELS_BYTES >> 20} MiB of model list")
+        if time.monotonic() > deadline:
+            raise EngineError(f"--endpoint {url}: GET {probe} took over {MODELS_DEADLINE_S:g} s to send its model list")
+
+
+def check_endpoint(url: str, model: str, timeout_s: float = 10.0, key: str | None = None) -> list[str]:
+    """GET /models: HostError when unreachable, EngineError when it is not the OpenAI API,
+    ConfigError when ``model`` is not among what it serves or the server refuses ``key``
+    (401/403: "authentication"). Returns the served names."""
+    check_url(url)
     probe = url.rstrip("/") + "/models"
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
     try:
         opener = urllib.request.build_opener(
             urllib.request.ProxyHandler({})
         )  # as the client: no proxy from the environment
-        with opener.open(probe, timeout=timeout_s) as response:
-            raw, kind = response.read(1 << 20), response.headers.get("Content-Type", "")
+        with opener.open(urllib.request.Request(probe, headers=headers), timeout=timeout_s) as response:
+            kind = response.headers.get("Content-Type", "")
+            raw = _read_models(response, probe, url)
     except urllib.error.HTTPError as exc:
+        if exc.code in (401, 403):
+            given = "the key given was refused" if key else "no key was given: --api-key or OPENAI_API_KEY"
+            raise ConfigError(
+                f"--endpoint {url}: authentication failed (GET {probe} answered HTTP {exc.code}; {given})"
+            ) from None
         hint = "; the OpenAI routes usually sit under /v1" if not url.rstrip("/").endswith("/v1") else ""
         raise EngineError(
             f"--endpoint {url}: not an OpenAI-compatible server (GET {probe} answered HTTP {exc.code}{hint})"
         ) from None
     except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
+        reason = scrub(str(getattr(exc, "reason", exc)), key)
         raise HostError(f"--endpoint {url}: unreachable ({reason})") from None
     except http.client.HTTPException as exc:  # something answered, not in HTTP (an SSH port's banner)
+        said = scrub(str(exc)[:80], key)
         raise EngineError(
-            f"--endpoint {url}: not an OpenAI-compatible server (GET {probe}: {type(exc).__name__} {str(exc)[:80]!r})"
+            f"--endpoint {url}: not an OpenAI-compatible server (GET {probe}: {type(exc).__name__} {said!r})"
         ) from None
+    except ValueError as exc:  # a URL urllib refuses that check_url let through
+        raise ConfigError(f"--endpoint {url}: {exc}") from None
     try:
         data = json.loads(raw)
         names = [str(item["id"]) for item in data["data"]]
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, RecursionError):
         raise EngineError(
             f"--endpoint {url}: not an OpenAI-compatible server (GET {probe} gave no model list; Content-Type {kind!r})"
         ) from None
     if model not in names:
-        raise ConfigError(
-            f"--served-model {model!r}: the server at {url} serves {', '.join(map(repr, names)) or 'no model'}"
-        )
+        shown_names = ", ".join(map(repr, names[:20])) + (f" and {len(names) - 20} more" if len(names) > 20 else "")
+        raise ConfigError(f"--served-model {model!r}: the server at {url} serves {shown_names or 'no model'}")
     return names
+
+
+def check_output_dir(root: Path, key: str = "--output-dir") -> None:
+    """ConfigError, before any request, when ``root`` cannot hold the run: a file, under a file, or
+    not writable (the requests would be sent and their results lost)."""
+    path = root
+    while not path.exists():
+        if path.parent == path:
+            return
+        path = path.parent
+    if not path.is_dir():
+        raise ConfigError(f"{key}: {path} is a file, not a folder: the results could not be written there")
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise ConfigError(f"{key}: {path} is not writable: the results could not be written there")
+
+
+def check_port_free(url: str) -> None:
+    """--launch: ConfigError when something already accepts connections at the URL's host and port:
+    the benchmark would measure that server, not the launched one."""
+    import socket
+
+    host, port = check_url(url)
+    try:
+        with socket.create_connection((host, port), timeout=2.0):
+            pass
+    except OSError:
+        return
+    raise ConfigError(
+        f"--launch: {host}:{port} already accepts connections (another server): it, not the launched one, "
+        "would be measured; stop it or give --endpoint another port"
+    )
 
 
 def where(url: str) -> str:
@@ -323,6 +459,8 @@ class Plan:
         for key, value in timeouts:
             if not value > 0:
                 raise ConfigError(f"{key}: {value} must be positive")
+        if not 0 <= args.max_error_rate < 1:
+            raise ConfigError(f"--max-error-rate: {args.max_error_rate} must be a share in [0, 1), e.g. 0.01")
         self.slo = parse_slo(args.slo)
         self.capacity = None
         if args.capacity is not None:
@@ -366,7 +504,7 @@ class Plan:
             self.shared = tuple(groups)
         try:
             self.extra = json.loads(args.extra_body)
-        except ValueError:
+        except (ValueError, RecursionError):
             raise ConfigError(f"--extra-body: {shown(args.extra_body)} is not a JSON object") from None
         if not isinstance(self.extra, dict):
             raise ConfigError(f"--extra-body: {shown(args.extra_body)} is not a JSON object")
@@ -439,7 +577,7 @@ def run_step(endpoint: Endpoint, plan: Plan, load: Load, requests: int | None = 
     stop = StepStop(least, a.precision, a.max_duration_s)
     result = run_async(run_load(endpoint, sessions, load, seed=a.seed, stop=stop))
     stopped = stop.reason or (f"all {cap} requests issued" if a.precision is not None else None)
-    block = step_figures(result.records, plan.slo, a.precision, stopped)
+    block = step_figures(result.records, plan.slo, a.precision, stopped, a.max_error_rate)
     block["load"] = load.to_dict()
     block["label"] = load.label
     return block, result.records
@@ -496,6 +634,7 @@ def summary_rows(steps: list[dict]) -> list[dict]:
                 "step": s["label"],
                 "requests": f"{s['completed']}/{s['requests']}",
                 "failed": s["failed"],
+                "errors": error_kinds(s) or "—",
                 "requests_per_s": _pm(t["requests_per_s"]),
                 "output_tokens_per_s": _pm(t["output_tokens_per_s"]),
                 "ttft_p50_ms": _fmt(s["ttft_ms"]["p50"]),
@@ -506,10 +645,32 @@ def summary_rows(steps: list[dict]) -> list[dict]:
                 "tokens_per_s_per_user": _fmt(s["tokens_per_s_per_user"]),
                 "goodput_requests_per_s": _pm(t["goodput_requests_per_s"]) if "goodput_requests_per_s" in t else "—",
                 "slo_attainment": f"{slo['attainment']:.0%} ({slo['verdict']})" if slo else "—",
-                "verdict": "VALID" if s["verdict"]["valid"] else "INVALID: " + "; ".join(s["verdict"]["reasons"]),
+                "verdict": verdict_text(s["verdict"]),
             }
         )
     return rows
+
+
+def error_kinds(step: dict) -> str:
+    """The step's failed requests by kind, most first: ``stall 2, http_500 1``."""
+    return ", ".join(f"{kind} {n}" for kind, n in sorted(step["errors"].items(), key=lambda item: (-item[1], item[0])))
+
+
+def verdict_text(verdict: dict) -> str:
+    text = "VALID" if verdict["valid"] else "INVALID: " + "; ".join(verdict["reasons"])
+    unjudged = verdict.get("not_judged") or []
+    return text + ("" if not unjudged else " (not judged: " + "; ".join(unjudged) + ")")
+
+
+def step_line(block: dict) -> str:
+    """The console's line for a step: completions, throughput, failures by kind, verdict."""
+    out = _pm(block["throughput"]["output_tokens_per_s"])
+    kinds = error_kinds(block)
+    failed = f", {block['failed']} failed ({kinds})" if kinds else ""
+    return (
+        f"{block['label']}: {block['completed']}/{block['requests']} completed{failed}, output {out} tokens/s, "
+        f"{verdict_text(block['verdict'])}"
+    )
 
 
 def markdown(rows: list[dict], header: str) -> str:
@@ -525,7 +686,10 @@ def run(
     argv: list[str], results_root: Path, one_line_errors: bool = False, on_written: Callable[[Path], None] | None = None
 ) -> int:
     args = parse_args(argv, one_line_errors)
+    check_url(args.endpoint)
     plan = Plan(args)
+    root = Path(args.output_dir) if args.output_dir else results_root
+    check_output_dir(root, "--output-dir" if args.output_dir else "the results folder")
     tokenizer = load_tokenizer(args.tokenizer)
     plan.text = workload.Text(tokenizer)
     if args.launch is None:
@@ -534,11 +698,14 @@ def run(
         raise ConfigError(f"--launch-timeout-s: {args.launch_timeout_s} must be positive")
     from common.launch import LaunchedServer
 
-    root = Path(args.output_dir) if args.output_dir else results_root
     log = Path(args.launch_log) if args.launch_log else root / f"launch-{time.strftime('%Y%m%d-%H%M%S')}.log"
+    check_output_dir(log.parent, "--launch-log")
+    check_port_free(args.endpoint)
     with LaunchedServer(args.launch, args.endpoint, log, args.launch_timeout_s) as server:
+        if server.exited() is not None:  # it answered, then ended: something else may be serving that port
+            raise EngineError(f"--launch: the server exited with status {server.exited()} as it became ready")
         print(f"server ready at {args.endpoint} after {server.ready_s:.1f} s (its log: {log})", flush=True)
-        return measure(args, plan, tokenizer, results_root, on_written)
+        return measure(args, plan, tokenizer, results_root, on_written, server)
 
 
 def measure(
@@ -547,10 +714,14 @@ def measure(
     tokenizer: Any,
     results_root: Path,
     on_written: Callable[[Path], None] | None = None,
+    server: Any = None,
 ) -> int:
     """Every load step against the endpoint, then the run folder; ``on_written(folder)`` after it is
-    complete (run.py adds it to the results history there)."""
-    served = check_endpoint(args.endpoint, args.served_model)
+    complete (run.py adds it to the results history there). ``server``: the --launch server
+    (``common.launch.LaunchedServer``); when it exits during a step, that step's verdict names
+    it, no further step runs, the run is written and the exit status is 4."""
+    key = api_key(args)
+    served = check_endpoint(args.endpoint, args.served_model, key=key)
     endpoint = Endpoint(
         args.endpoint,
         args.served_model,
@@ -560,19 +731,35 @@ def measure(
         args.request_timeout_s,
         tokenizer,
         args.count_tokens == "usage",
+        api_key=key,
     )
     started = time.time()
     steps, records = [], {}
+    died: list[str] = []
+
+    def watch(block: dict) -> None:
+        """Name a launched server's exit in the step's verdict (and stop the run after it)."""
+        status = server.exited() if server is not None else None
+        if status is None:
+            return
+        from common.launch import last_log_line
+
+        reason = f"the launched server exited with status {status} during this step{last_log_line(server.log_path)}"
+        block["verdict"]["valid"] = False
+        block["verdict"]["reasons"].append(reason)
+        died.append(reason)
+
     for load in plan.loads:
         block, recs = run_step(endpoint, plan, load)
+        watch(block)
         steps.append(block)
         records[block["label"]] = [r.to_dict() for r in recs]
-        out = _pm(block["throughput"]["output_tokens_per_s"])
-        print(
-            f"{block['label']}: {block['completed']}/{block['requests']} completed, output {out} tokens/s", flush=True
-        )
+        print(scrub(step_line(block), key), flush=True)
+        if died:
+            print(f"--launch: {died[0]}: no further step is run", flush=True)
+            break
     found = None
-    if plan.capacity is not None:
+    if plan.capacity is not None and not died:
         kind, low, high = plan.capacity
         probed: list[dict] = []
 
@@ -583,16 +770,22 @@ def measure(
                 load = Load(
                     rate=value, arrival=args.arrival, burstiness=args.burstiness, max_concurrency=args.max_concurrency
                 )
+            if died:  # the launched server is gone: nothing more to probe
+                return "misses"
             block, _ = run_step(endpoint, plan, load, decidable)
-            if block["slo"]["verdict"] == "undecided":  # near the bound: measured once more, four times as long
+            if block["slo"]["verdict"] == "undecided" and server_alive():  # near the bound: once more, 4x as long
                 block, _ = run_step(endpoint, plan, load, 4 * max(decidable, block["requests"]))
                 block["slo"]["remeasured"] = True
+            watch(block)
             probed.append(block)
             print(
                 f"capacity probe {load.label}: SLO {block['slo']['verdict']} ({block['slo']['attainment']:.0%})",
                 flush=True,
             )
             return block["slo"]["verdict"]
+
+        def server_alive() -> bool:
+            return server is None or server.exited() is None
 
         assert plan.slo is not None  # --capacity needs --slo (refused with the options otherwise)
         decidable = max(args.num_requests, requests_to_decide(plan.slo.percentile))
@@ -611,6 +804,9 @@ def measure(
         "token_source": tokens,
         "tokenizer": args.tokenizer,
         "client_location": args.where or where(args.endpoint),
+        "api_key_sent": key is not None,  # the key itself is never written
+        "max_error_rate": args.max_error_rate,
+        "launched_server_exited": died[0] if died else None,
         "seed": args.seed,
         "workload": {
             "prompt_file": args.prompt_file,
@@ -636,6 +832,7 @@ def measure(
     run_id = time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
     header = f"# serving: {args.served_model} at {args.endpoint} (tokens counted by {', '.join(tokens) or 'nothing'})"
     notes = sorted({s["token_count_note"] for s in steps + steps_capacity if s.get("token_count_note")})
+    notes += run_notes(steps + steps_capacity)
     header += "".join(f"\n\nnote: {n}" for n in notes)
     if found is not None:
         above = ", above the range" if found.above_range else ""
@@ -644,23 +841,46 @@ def measure(
             f"(interval {found.interval}, {len(found.probes)} probes{above})"
         )
     results_root = Path(args.output_dir) if args.output_dir else results_root
-    results_root.mkdir(parents=True, exist_ok=True)
-    with atomic_dir(results_root, f"run{run_id}") as tmp:
-        (tmp / "serving").mkdir()
-        (tmp / "serving" / "result.json").write_text(json_text(result), encoding="utf-8")
-        (tmp / "serving" / "report.html").write_text(plots.report(result), encoding="utf-8")
-        (tmp / "summary.json").write_text(
-            json_text({"run_id": run_id, "kind": "serving", "rows": rows, "capacity": result["capacity"]}),
-            encoding="utf-8",
-        )
-        (tmp / "summary.md").write_text(markdown(rows, header), encoding="utf-8")
-        final = results_root / f"run{run_id}"
-        os.replace(tmp, final)
-    print(markdown(rows, header))
+    try:
+        results_root.mkdir(parents=True, exist_ok=True)
+        with atomic_dir(results_root, f"run{run_id}") as tmp:
+            (tmp / "serving").mkdir()
+            (tmp / "serving" / "result.json").write_text(json_text(result), encoding="utf-8")
+            (tmp / "serving" / "report.html").write_text(plots.report(result), encoding="utf-8")
+            (tmp / "summary.json").write_text(
+                json_text({"run_id": run_id, "kind": "serving", "rows": rows, "capacity": result["capacity"]}),
+                encoding="utf-8",
+            )
+            (tmp / "summary.md").write_text(markdown(rows, header), encoding="utf-8")
+            final = results_root / f"run{run_id}"
+            os.replace(tmp, final)
+    except OSError as exc:
+        raise StorageError(f"the results could not be written to {results_root}: {one_line(exc)}") from None
+    print(scrub(markdown(rows, header), key))
     print(f"results: {final}")
     if on_written is not None:
         on_written(final)
+    if died:
+        return EngineError.exit_code
+    failing = [
+        s["label"] for s in steps + steps_capacity if not s["verdict"]["valid"] or s["verdict"].get("not_judged")
+    ]
+    if args.strict and failing:
+        print(f"--strict: {len(failing)} step(s) INVALID or not judged: {', '.join(failing)}", file=sys.stderr)
+        return DataError.exit_code
     return 0
+
+
+def run_notes(steps: list[dict]) -> list[str]:
+    """summary.md's notes on what the audits found: usage figures refused, total tokens/s n/a."""
+    notes = []
+    refused = sum(s["audits"]["usage_refused"]["requests"] for s in steps if "audits" in s)
+    if refused:
+        example = next(e for s in steps for e in s["audits"]["usage_refused"]["examples"])
+        notes.append(f"{refused} request(s)' usage refused as impossible and counted otherwise (e.g. {example})")
+    if any((s["throughput"].get("total_tokens_per_s") or {}).get("not_judged") for s in steps):
+        notes.append("total tokens/s is n/a where some completed requests' prompt tokens are unknown")
+    return notes
 
 
 class Terminated(BaseException):

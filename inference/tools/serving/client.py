@@ -15,20 +15,35 @@ Errors are kept with the request, never raised: ``kind`` is one of
               cleanly after a choice with a ``finish_reason`` is complete without it);
   unfinished  the stream ended with ``data: [DONE]`` but no choice said why it finished (no
               ``finish_reason``): an OpenAI-compatible server always says, so the reply may be cut;
-  malformed   an SSE event that is not JSON, or not a completion chunk;
+  malformed   an SSE event that is not JSON (nested past Python's recursion limit included), not a
+              completion chunk, or an event or line over ``MAX_EVENT_BYTES``; or HTTP framing the
+              client cannot parse (broken chunked encoding), ended at once, not at a timeout;
   stream_error the server put an error object in the stream;
-  not_sse     a 200 answer that is not ``text/event-stream``.
+  not_sse     a 200 answer that is not ``text/event-stream``;
+  authentication  the server answered 401 or 403 (``--api-key`` / ``OPENAI_API_KEY`` missing or refused);
+  cut_short   the reply finished with ``finish_reason: "length"`` while the server's usage says it
+              generated fewer tokens than ``max_tokens`` asked (``audit_record``);
+  unexpected  anything else the client raised while reading a reply (named, never a traceback).
+
+A request that fails before any byte of an answer because the server closed a kept-alive
+connection (``ServerDisconnectedError``, a reset) is sent again once on a fresh connection
+(``fresh``); the record counts it in ``retries``, and its times run from the second sending.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from common.errors import shown
+
 Clock = Callable[[], int]
 TOKEN_SOURCES = ("tokenizer", "usage", "events")
+MAX_EVENT_BYTES = 16 << 20  # an SSE line or event longer than this is malformed (else it grows without end)
+MAX_ERROR_BODY = 64 << 10  # how much of an error answer is read (its first 200 characters are kept)
 
 
 @dataclass
@@ -59,11 +74,17 @@ class RequestRecord:
     token_source: str | None = None
     usage: dict | None = None
     usage_output_tokens: int | None = None  # what the server's usage said, whichever counted
+    tokenizer_output_tokens: int | None = None  # what the tokenizer counts in the text, whichever counted
     finish_reason: str | None = None  # the choice's, as the server sent it ("length", "stop", ...)
     error: dict | None = None  # {"kind": ..., "detail": ...}
     status: int | None = None
     conversation: int | None = None
     turn: int = 0
+    max_tokens: int | None = None  # what the request asked for (its body's max_tokens)
+    slot_ns: int | None = None  # rate modes with a cap: when the request got its slot
+    bytes_received: int = 0  # the answer's body bytes (the bound on a believable usage)
+    retries: int = 0  # sent again on a fresh connection after a kept-alive one was closed
+    notes: list[str] = field(default_factory=list)  # e.g. a usage figure refused
 
     @property
     def ok(self) -> bool:
@@ -99,7 +120,11 @@ class RequestRecord:
             "output_tokens": self.output_tokens,
             "token_source": self.token_source,
             "finish_reason": self.finish_reason,
+            "max_tokens": self.max_tokens,
+            "usage_output_tokens": self.usage_output_tokens,
             "error": self.error,
+            "retries": self.retries,
+            "notes": self.notes,
             "conversation": self.conversation,
             "turn": self.turn,
         }
@@ -144,6 +169,8 @@ class SSEParser:
         while True:
             cut = self._buffer.find(b"\n")
             if cut < 0:
+                if len(self._buffer) > MAX_EVENT_BYTES:
+                    raise MalformedSSE(f"an SSE line longer than {MAX_EVENT_BYTES >> 20} MiB")
                 return events
             line, self._buffer = self._buffer[:cut], self._buffer[cut + 1 :]
             if line.endswith(b"\r"):
@@ -160,6 +187,8 @@ class SSEParser:
                     value = value[1:]
                 if name == b"data":
                     self._data.append(value)
+                    if sum(map(len, self._data)) > MAX_EVENT_BYTES:
+                        raise MalformedSSE(f"an SSE event longer than {MAX_EVENT_BYTES >> 20} MiB")
                 elif name not in (b"event", b"id", b"retry"):
                     raise MalformedSSE(f"not an SSE line: {line[:60]!r}")
 
@@ -176,7 +205,11 @@ def chunk_text(payload: dict, chat: bool) -> str | None:
     if not isinstance(choice, dict):
         raise MalformedSSE("an SSE event whose choice is not an object")
     if chat:
-        delta = choice.get("delta") or {}
+        delta = choice.get("delta")
+        if delta is None:
+            delta = {}
+        if not isinstance(delta, dict):
+            raise MalformedSSE(f"an SSE event whose delta is a {type(delta).__name__}, not an object")
         text = delta.get("content") or delta.get("reasoning_content")
     else:
         text = choice.get("text")
@@ -196,6 +229,7 @@ class StampingProtocol:
     def __init__(self, inner: Any, clock: Clock) -> None:
         self.inner, self.clock = inner, clock
         self.last_ns: int | None = None
+        self.on_failure: Callable[[BaseException], None] | None = None  # set while a reply is being read
 
     def connection_made(self, transport: Any) -> None:
         self.inner.connection_made(transport)
@@ -203,6 +237,11 @@ class StampingProtocol:
     def data_received(self, data: bytes) -> None:
         self.last_ns = self.clock()
         self.inner.data_received(data)
+        # aiohttp keeps an HTTP parse error mid-body (broken chunked encoding) on its protocol, not on
+        # the body's reader, and drops its read timeout: the reader would wait for the total timeout.
+        failure = getattr(self.inner, "exception", None)
+        if self.on_failure is not None and callable(failure) and failure() is not None:
+            self.on_failure(failure())
 
     def eof_received(self) -> Any:
         return self.inner.eof_received()
@@ -259,110 +298,201 @@ async def stream_request(
     chat: bool,
     clock: Clock = time.perf_counter_ns,
     timeout: Any = None,
+    fresh: Any = None,
+    secret: str | None = None,
 ) -> RequestRecord:
-    """POST ``body`` to ``url`` and read its stream into ``record`` (errors included, never raised)."""
-    import asyncio
-
+    """POST ``body`` to ``url`` and read its stream into ``record`` (errors included, never raised).
+    ``fresh``: a session whose every connection is new, for the one retry after a kept-alive
+    connection was found closed; ``secret``: the API key, blanked out of every error detail."""
     import aiohttp
+
+    if isinstance(body.get("max_tokens"), int) and not isinstance(body.get("max_tokens"), bool):
+        record.max_tokens = body["max_tokens"]
+    try:
+        texts = await _attempt(session, url, body, record, chat, clock, timeout)
+        if texts is None and fresh is not None:  # closed before any answer: once more, on a new connection
+            record.retries += 1
+            record.error, record.end_ns = None, None
+            texts = await _attempt(fresh, url, body, record, chat, clock, timeout)
+        if texts is None:
+            record.error = {
+                "kind": "dropped",
+                "detail": "the server closed the connection before answering"
+                + (" (again on a fresh connection)" if record.retries else ""),
+            }
+            texts = []
+    except MalformedSSE as exc:
+        record.error, texts = {"kind": "malformed", "detail": str(exc)}, []
+    except StreamError as exc:
+        record.error, texts = {"kind": "stream_error", "detail": str(exc)}, []
+    except aiohttp.SocketTimeoutError:
+        record.error, texts = {"kind": "stall", "detail": f"no data for {_stall_s(timeout)} s{_after(record)}"}, []
+    except (asyncio.TimeoutError, TimeoutError):
+        record.error = {"kind": "timeout", "detail": f"over {getattr(timeout, 'total', None)} s{_after(record)}"}
+        texts = []
+    except aiohttp.ClientPayloadError as exc:
+        record.error, texts = {"kind": "dropped", "detail": f"{_reason(exc)}{_after(record)}"}, []
+    except aiohttp.ServerDisconnectedError:
+        record.error = {"kind": "dropped", "detail": f"the server closed the connection{_after(record)}"}
+        texts = []
+    except aiohttp.ClientConnectorError as exc:
+        record.error, texts = {"kind": "connect", "detail": _reason(exc)}, []
+    except aiohttp.ClientResponseError as exc:  # HTTP the client cannot parse (a bad status line, header, chunk)
+        record.error, texts = {"kind": "malformed", "detail": f"HTTP the client cannot parse: {_reason(exc)}"}, []
+    except (aiohttp.ClientError, OSError) as exc:
+        record.error = {"kind": "dropped" if record.status is not None else "connect", "detail": _reason(exc)}
+        texts = []
+    except Exception as exc:  # noqa: BLE001 - no reply, however broken, may end the run
+        record.error, texts = {"kind": "unexpected", "detail": _reason(exc)}, []
+    if not record.text:
+        record.text = "".join(texts)
+    if record.end_ns is None:
+        record.end_ns = clock()
+    if record.error is not None:
+        record.error["detail"] = scrub(record.error["detail"], secret)
+    return record
+
+
+def scrub(text: str, secret: str | None) -> str:
+    """``text`` without ``secret`` (an API key a server echoed back is never written anywhere)."""
+    return text.replace(secret, "***") if secret else text
+
+
+def _stall_s(timeout: Any) -> Any:
+    return getattr(timeout, "sock_read", None)
+
+
+def _after(record: RequestRecord) -> str:
+    return f" after {len(record.token_ns)} token events"
+
+
+async def _attempt(
+    session: Any, url: str, body: dict, record: RequestRecord, chat: bool, clock: Clock, timeout: Any
+) -> list[str] | None:
+    """One sending: the reply's texts, or None when the connection closed before any byte of an
+    answer (a kept-alive connection the server had closed). Errors of the reply are in ``record``."""
+    import aiohttp
+
+    record.sent_ns = clock()
+    record.status = None
+    try:
+        async with session.post(url, json=body, timeout=timeout) as response:
+            return await _read_reply(response, record, chat, clock, timeout)
+    except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError, ConnectionResetError) as exc:
+        if record.status is None and not isinstance(exc, aiohttp.ClientConnectorError):
+            return None
+        raise
+
+
+async def _read_reply(response: Any, record: RequestRecord, chat: bool, clock: Clock, timeout: Any) -> list[str]:
+    import aiohttp
+
+    record.status = response.status
+    if response.status != 200:
+        raw = await response.content.read(MAX_ERROR_BODY)  # any bytes: an error body need not be UTF-8
+        detail = " ".join(raw.decode("utf-8", errors="replace").split())[:200]
+        kind = "authentication" if response.status in (401, 403) else f"http_{response.status}"
+        prefix = f"HTTP {response.status}: " if kind == "authentication" else ""
+        record.error = {"kind": kind, "detail": prefix + detail}
+        record.end_ns = clock()
+        return []
+    kind = response.headers.get("Content-Type", "")
+    if not kind.startswith("text/event-stream"):
+        record.error = {"kind": "not_sse", "detail": f"Content-Type {kind!r}"}
+        record.end_ns = clock()
+        return []
+    stream = response.content
+    transport = getattr(response.connection, "transport", None)
+    stamper = transport.get_protocol() if transport is not None else None
+    if not isinstance(stamper, StampingProtocol):
+        stamper = None
+    else:
+        stamper.on_failure = lambda exc: stream.set_exception(
+            aiohttp.ClientResponseError(response.request_info, (), status=400, message=str(exc))
+        )
+    try:
+        return await _read_events(stream, stamper, record, chat, clock, _stall_s(timeout))
+    finally:
+        if stamper is not None:
+            stamper.on_failure = None
+
+
+async def _read_events(
+    stream: Any, stamper: StampingProtocol | None, record: RequestRecord, chat: bool, clock: Clock, stall_s: Any
+) -> list[str]:
+    """The SSE events of a 200 stream into ``record``; the texts of its token events."""
+    import asyncio
 
     parser = SSEParser()
     texts: list[str] = []
     done = finished = False
-    record.sent_ns = clock()
-    try:
-        async with session.post(url, json=body, timeout=timeout) as response:
-            record.status = response.status
-            if response.status != 200:
-                detail = (await response.text())[:200]
-                record.error = {"kind": f"http_{response.status}", "detail": " ".join(detail.split())}
-                record.end_ns = clock()
-                return record
-            kind = response.headers.get("Content-Type", "")
-            if not kind.startswith("text/event-stream"):
-                record.error = {"kind": "not_sse", "detail": f"Content-Type {kind!r}"}
-                record.end_ns = clock()
-                return record
-            stream = response.content
-            transport = getattr(response.connection, "transport", None)
-            stamper = transport.get_protocol() if transport is not None else None
-            if not isinstance(stamper, StampingProtocol):
-                stamper = None
-            while not done:
-                chunk = await stream.readany()
-                now = stamper.last_ns if stamper is not None and stamper.last_ns is not None else clock()
-                if not chunk:
-                    break
-                for data in parser.feed(chunk):
-                    if data == b"[DONE]":
-                        done = True
-                        record.end_ns = now
-                        break
-                    try:
-                        payload = json.loads(data)
-                    except ValueError:
-                        raise MalformedSSE(f"an SSE event that is not JSON: {data[:60]!r}") from None
-                    if not isinstance(payload, dict):
-                        raise MalformedSSE(f"an SSE event that is not a JSON object: {data[:60]!r}")
-                    if "error" in payload and "choices" not in payload:
-                        raise StreamError(
-                            f"the server sent an error in the stream: {json.dumps(payload['error'])[:120]}"
-                        )
-                    if isinstance(payload.get("usage"), dict):
-                        record.usage = payload["usage"]
-                    choices = payload.get("choices")
-                    if choices and isinstance(choices[0], dict) and choices[0].get("finish_reason") is not None:
-                        finished = True
-                        record.finish_reason = finish_reason_name(choices[0]["finish_reason"])
-                    text = chunk_text(payload, chat)
-                    if text is not None:
-                        record.token_ns.append(now)
-                        texts.append(text)
-                    elif finished and not record.token_ns:
-                        # The finish event is the first to carry the reply: its tokens' text was empty, or
-                        # the server merged every token into it (vLLM under load; a CI run saw one request
-                        # of 400 counted failed with no error). Its arrival is the first output's.
-                        record.token_ns.append(now)
-            if not done and finished and stream.at_eof() and not parser.pending:
-                record.end_ns = clock()  # a server that ends a finished stream without [DONE] (TGI does)
-            elif done and not finished:
-                record.error = {
-                    "kind": "unfinished",
-                    "detail": f"[DONE] came with no finish_reason after {len(record.token_ns)} token events",
-                }
-            elif not done:
-                record.error = {
-                    "kind": "dropped",
-                    "detail": f"the stream ended before [DONE] after {len(record.token_ns)} token events",
-                }
-    except MalformedSSE as exc:
-        record.error = {"kind": "malformed", "detail": str(exc)}
-    except StreamError as exc:
-        record.error = {"kind": "stream_error", "detail": str(exc)}
-    except aiohttp.SocketTimeoutError:
+    while not done:
+        if stamper is None and stall_s:  # no protocol to see a broken body: bound every read by the stall
+            try:
+                chunk = await asyncio.wait_for(stream.readany(), stall_s)
+            except asyncio.TimeoutError:
+                import aiohttp
+
+                raise aiohttp.SocketTimeoutError() from None
+        else:
+            chunk = await stream.readany()
+        now = stamper.last_ns if stamper is not None and stamper.last_ns is not None else clock()
+        if not chunk:
+            break
+        record.bytes_received += len(chunk)
+        for data in parser.feed(chunk):
+            if data == b"[DONE]":
+                done = True
+                record.end_ns = now
+                break
+            payload = _event_payload(data)
+            if isinstance(payload.get("usage"), dict):
+                record.usage = payload["usage"]
+            choices = payload.get("choices")
+            first = choices[0] if isinstance(choices, list) and choices else None
+            if isinstance(first, dict) and first.get("finish_reason") is not None:
+                finished = True
+                record.finish_reason = finish_reason_name(first["finish_reason"])
+            text = chunk_text(payload, chat)
+            if text is not None:
+                record.token_ns.append(now)
+                texts.append(text)
+            elif finished and not record.token_ns:
+                # The finish event is the first to carry the reply: its tokens' text was empty, or
+                # the server merged every token into it (vLLM under load; a CI run saw one request
+                # of 400 counted failed with no error). Its arrival is the first output's.
+                record.token_ns.append(now)
+    if not done and finished and stream.at_eof() and not parser.pending:
+        record.end_ns = clock()  # a server that ends a finished stream without [DONE] (TGI does)
+    elif done and not finished:
         record.error = {
-            "kind": "stall",
-            "detail": f"no data for {getattr(timeout, 'sock_read', None)} s after {len(record.token_ns)} token events",
+            "kind": "unfinished",
+            "detail": f"[DONE] came with no finish_reason after {len(record.token_ns)} token events",
         }
-    except (asyncio.TimeoutError, TimeoutError):
-        record.error = {
-            "kind": "timeout",
-            "detail": f"over {getattr(timeout, 'total', None)} s after {len(record.token_ns)} token events",
-        }
-    except aiohttp.ClientPayloadError as exc:
-        record.error = {"kind": "dropped", "detail": f"{_reason(exc)} after {len(record.token_ns)} token events"}
-    except aiohttp.ServerDisconnectedError:
+    elif not done:
         record.error = {
             "kind": "dropped",
-            "detail": f"the server closed the connection after {len(record.token_ns)} token events",
+            "detail": f"the stream ended before [DONE] after {len(record.token_ns)} token events",
         }
-    except aiohttp.ClientConnectorError as exc:
-        record.error = {"kind": "connect", "detail": _reason(exc)}
-    except (aiohttp.ClientError, OSError) as exc:
-        record.error = {"kind": "dropped" if record.token_ns else "connect", "detail": _reason(exc)}
     record.text = "".join(texts)
-    if record.end_ns is None:
-        record.end_ns = clock()
-    return record
+    return texts
+
+
+def _event_payload(data: bytes) -> dict:
+    """An SSE event's JSON object; MalformedSSE for anything else (recursion past Python's limit included)."""
+    try:
+        payload = json.loads(data)
+    except (ValueError, RecursionError):
+        raise MalformedSSE(f"an SSE event that is not JSON (or nested too deeply): {data[:60]!r}") from None
+    if not isinstance(payload, dict):
+        raise MalformedSSE(f"an SSE event that is not a JSON object: {data[:60]!r}")
+    if "error" in payload and "choices" not in payload:
+        try:
+            said = json.dumps(payload["error"])[:120]
+        except (ValueError, RecursionError):
+            said = "(an error object)"
+        raise StreamError(f"the server sent an error in the stream: {said}")
+    return payload
 
 
 def _reason(exc: BaseException) -> str:
@@ -370,24 +500,66 @@ def _reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
+def usage_count(record: RequestRecord, name: str, bound: int | None) -> int | None:
+    """``usage[name]`` when it can be true: an integer (not a boolean), not negative, and not over
+    ``bound`` (the bytes the answer took: no token arrives in less than a byte). Else None, with
+    a note on the record saying why it was refused."""
+    value = (record.usage or {}).get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        why = f"is {shown(value, 40)}, not an integer"
+    elif value < 0:
+        why = f"is negative ({value})"
+    elif bound is not None and value > bound:
+        why = f"is {value}, more tokens than the {bound} bytes received"
+    else:
+        return value
+    record.notes.append(f"usage refused: {name} {why}")
+    return None
+
+
 def count_tokens(record: RequestRecord, prompt: Any, tokenizer: Any = None, prefer_usage: bool = False) -> None:
     """Fill ``input_tokens`` and ``output_tokens``: the tokenizer when given, else the server's
     ``usage``, else the token events (output) and nothing (input). ``prefer_usage``: the server's
     ``usage`` first (re-tokenising generated text need not give back the generated ids: a random
-    model's 64 ids re-encode to about 85 tokens of its own tokenizer, and AIPerf warns the same)."""
-    usage = record.usage or {}
-    if isinstance(usage.get("completion_tokens"), int):
-        record.usage_output_tokens = usage["completion_tokens"]
-    if tokenizer is not None and not (prefer_usage and record.usage_output_tokens is not None):
+    model's 64 ids re-encode to about 85 tokens of its own tokenizer, and AIPerf warns the same).
+    A usage figure that cannot be true (``usage_count``) is refused, with a note on the record."""
+    completion = usage_count(record, "completion_tokens", record.bytes_received or None)  # 0: not read here
+    prompt_tokens = usage_count(record, "prompt_tokens", None)
+    record.usage_output_tokens = completion
+    if tokenizer is not None:  # counted either way: the audit of the server's usage (figures.py)
+        record.tokenizer_output_tokens = (
+            len(tokenizer.encode(record.text, add_special_tokens=False)) if record.text else 0
+        )
+    if tokenizer is not None and not (prefer_usage and completion is not None):
         record.token_source = "tokenizer"
-        record.output_tokens = len(tokenizer.encode(record.text, add_special_tokens=False)) if record.text else 0
+        record.output_tokens = record.tokenizer_output_tokens
         text = prompt if isinstance(prompt, str) else "\n".join(str(m.get("content", "")) for m in prompt)
         record.input_tokens = len(tokenizer.encode(text))
-    elif isinstance(usage.get("completion_tokens"), int):
+    elif completion is not None:
         record.token_source = "usage"
-        record.output_tokens = usage["completion_tokens"]
-        record.input_tokens = usage.get("prompt_tokens") if isinstance(usage.get("prompt_tokens"), int) else None
+        record.output_tokens = completion
+        record.input_tokens = prompt_tokens
     else:
         record.token_source = "events"
         record.output_tokens = len(record.token_ns)
         record.input_tokens = None
+
+
+def audit_record(record: RequestRecord) -> None:
+    """A completed reply cut short is an error of its own kind (``cut_short``): it finished for
+    ``length`` while the server's usage says it generated fewer tokens than ``max_tokens`` asked.
+    Only the server's usage can say this: a stream's events may each carry several tokens, and
+    re-tokenised text need not give back the generated ids."""
+    if (
+        record.ok
+        and record.finish_reason == "length"
+        and record.max_tokens is not None
+        and record.usage_output_tokens is not None
+        and record.usage_output_tokens < record.max_tokens
+    ):
+        record.error = {
+            "kind": "cut_short",
+            "detail": f"finish_reason 'length' after {record.usage_output_tokens} of {record.max_tokens} tokens asked",
+        }

@@ -7,14 +7,34 @@ attainment, the verdict, and the stop rule that measures a step until it is prec
                   over the window (``tools.measure.precision``: requests as concurrent queries,
                   each from its sending to its end), and the drift test of its thirds.
   SLO             ``{ttft_ms, tpot_ms, e2e_ms, percentile}``: a request meets it when it
-                  completed and every bound given holds (TPOT of a one-token reply: not judged).
-  attainment      requests meeting the SLO / requests issued (failures count as missing it),
+                  completed and every bound given holds; it misses it when it failed or a bound
+                  fails; a reply with no TPOT (one token, or one token event) under a TPOT bound
+                  that meets every other bound is *not judged*, neither met nor missed.
+  attainment      requests meeting the SLO / requests judged (failures count as missing it),
                   with its Wilson 95 % interval. ``percentile`` (default 90) is the attainment
                   the SLO asks for: the step meets the SLO when the interval's low end reaches
                   it, misses it when the high end stays below, and is undecided between
                   (``percentile`` 100: meets only when every request met it).
   goodput         requests (and output tokens) meeting the SLO / window, with interval.
   tokens/s per user  1000 / TPOT (ms), the median over requests: the decode speed one user sees.
+  total tokens/s  n/a (None) when a completed request's prompt tokens are unknown.
+
+Judged in the verdict besides drift and precision (each an INVALID reason naming its figures):
+  error rate      failed / issued above ``max_error_rate`` (default 1 %);
+  output length   MLPerf TEST09: the mean generated length of the completed replies that did not
+                  end on EOS (``finish_reason`` other than ``stop``) against the mean ``max_tokens``
+                  asked, within ±10 %; generated = the server's usage, else the tokenizer, else events;
+  token counts    MLPerf TEST06's spirit: where both the server's usage and the tokenizer counted a
+                  reply, their sums must agree within a factor of ``TOKEN_AUDIT_FACTOR`` (2); beyond
+                  ±10 % a note says so (re-encoding text need not give back the generated ids: a
+                  random 19 M Llama's 2048 generated tokens re-encoded to 2800, 1.37x);
+  schedule lag    a rate or trace step whose client sent its requests late (coordinated omission):
+                  the p99 of (sent - due), due = the arrival's time or, under ``max_concurrency``,
+                  when its slot freed, above ``lag_bound_ms`` = max(``LAG_FLOOR_MS``, one mean
+                  inter-arrival gap). An arrival late by a whole mean gap has run into the next one's
+                  place: the offered process is no longer the one asked for. The floor is the
+                  scheduling noise a busy shared host adds to any process (``LAG_FLOOR_MS``).
+                  A schedule of one instant (rate inf) has nothing to keep: not judged.
 """
 
 from __future__ import annotations
@@ -48,6 +68,10 @@ THROUGHPUTS = (
     "goodput_tokens_per_s",
 )
 JUDGED = ("requests_per_s", "output_tokens_per_s")
+DEFAULT_MAX_ERROR_RATE = 0.01
+LENGTH_TOLERANCE = 0.10  # MLPerf TEST09: the mean output length within ±10 % of the length asked
+TOKEN_AUDIT_FACTOR = 2.0  # usage and tokenizer counts further apart than this: not re-encoding, a wrong count
+LAG_FLOOR_MS = 20.0
 
 
 @dataclass(frozen=True)
@@ -79,11 +103,20 @@ class SLO:
             raise ConfigError(f"{key}.percentile: {shown(data['percentile'])} must be in (0, 100]")
         return cls(**values)
 
-    def met(self, record: RequestRecord) -> bool:
+    def judge(self, record: RequestRecord) -> str:
+        """``met``, ``missed``, or ``not judged`` (a bound given whose figure the reply has none of:
+        the TPOT of a one-token or one-event reply, when every other bound holds)."""
         if not record.ok:
-            return False
+            return "missed"
         checks = ((self.ttft_ms, record.ttft_ns), (self.tpot_ms, record.tpot_ns), (self.e2e_ms, record.e2e_ns))
-        return all(bound is None or value is None or value / 1e6 <= bound for bound, value in checks)
+        if any(bound is not None and value is not None and value / 1e6 > bound for bound, value in checks):
+            return "missed"
+        if any(bound is not None and value is None for bound, value in checks):
+            return "not judged"
+        return "met"
+
+    def met(self, record: RequestRecord) -> bool:
+        return self.judge(record) == "met"
 
     def to_dict(self) -> dict:
         return {"ttft_ms": self.ttft_ms, "tpot_ms": self.tpot_ms, "e2e_ms": self.e2e_ms, "percentile": self.percentile}
@@ -121,8 +154,11 @@ def timelines(records: list[RequestRecord], slo: SLO | None) -> tuple[dict[str, 
     spans = [(r.end_ns or r.sent_ns) - r.sent_ns for r in records]
     ok = [1.0 if r.ok else 0.0 for r in records]
     out_tokens = [float(r.output_tokens or 0) if r.ok else 0.0 for r in records]
-    total_tokens = [out + float(r.input_tokens or 0) * good for out, good, r in zip(out_tokens, ok, records)]
-    samples = {"requests_per_s": ok, "output_tokens_per_s": out_tokens, "total_tokens_per_s": total_tokens}
+    samples = {"requests_per_s": ok, "output_tokens_per_s": out_tokens}
+    if all(r.input_tokens is not None for r in records if r.ok):  # else total tokens/s is n/a, not a guess
+        samples["total_tokens_per_s"] = [
+            out + float(r.input_tokens or 0) * good for out, good, r in zip(out_tokens, ok, records)
+        ]
     if slo is not None:
         met = [1.0 if slo.met(r) else 0.0 for r in records]
         samples["goodput_requests_per_s"] = met
@@ -132,13 +168,24 @@ def timelines(records: list[RequestRecord], slo: SLO | None) -> tuple[dict[str, 
 
 
 def step_figures(
-    records: list[RequestRecord], slo: SLO | None, precision: float | None, stopped: str | None = None
+    records: list[RequestRecord],
+    slo: SLO | None,
+    precision: float | None,
+    stopped: str | None = None,
+    max_error_rate: float = DEFAULT_MAX_ERROR_RATE,
 ) -> dict:
     """The step's block of result.json (see the module docstring)."""
     ok = [r for r in records if r.ok]
     lines, window_s = timelines(records, slo)
     verdict = Verdict()
     throughput: dict[str, dict] = {}
+    if records and "total_tokens_per_s" not in lines:
+        throughput["total_tokens_per_s"] = {
+            "value": None,
+            "ci95": None,
+            "plus_minus": None,
+            "not_judged": "n/a: the prompt tokens of some completed requests are unknown (no usage, no tokenizer)",
+        }
     drifts = {}
     for name, line in lines.items():
         value = float(line.samples.sum()) / window_s if window_s > 0 else None
@@ -167,9 +214,33 @@ def step_figures(
     for r in records:
         if r.error is not None:
             errors[r.error["kind"]] = errors.get(r.error["kind"], 0) + 1
+    if records and len(records) - len(ok) > max_error_rate * len(records):
+        kinds = ", ".join(f"{k} {n}" for k, n in sorted(errors.items()))
+        verdict.add(
+            f"error rate {(len(records) - len(ok)) / len(records):.1%} ({len(records) - len(ok)} of {len(records)} "
+            f"requests failed: {kinds}) above max_error_rate {max_error_rate:.1%}"
+        )
     tpots = sorted(r.tpot_ns for r in ok if r.tpot_ns)
     per_user = sorted(1e9 / t for t in tpots)
     lags = sorted((r.sent_ns - r.scheduled_ns) / 1e6 for r in records if r.scheduled_ns is not None)
+    lag = schedule_audit(records)
+    if lag.get("reason"):
+        verdict.add(lag["reason"])
+    if lag.get("not_judged"):
+        verdict.skip([lag["not_judged"]])
+    audits: dict[str, Any] = {
+        "error_rate": {
+            "value": (len(records) - len(ok)) / len(records) if records else None,
+            "max_error_rate": max_error_rate,
+        },
+        "output_length": length_audit(ok),
+        "token_counts": token_audit(ok),
+        "schedule": lag,
+        "usage_refused": usage_refused(records),
+        "tpot_not_judged": sum(1 for r in ok if r.tpot_ns is None),
+    }
+    for audit in ("output_length", "token_counts"):
+        verdict.add(audits[audit].get("reason"))
     block: dict[str, Any] = {
         "requests": len(records),
         "completed": len(ok),
@@ -189,31 +260,116 @@ def step_figures(
         "e2e_ms": stats_block([t for r in ok if (t := r.e2e_ns) is not None]),
         "tokens_per_s_per_user": percentile(per_user, 50.0) if per_user else None,
         "schedule_lag_ms_p99": percentile(lags, 99.0) if lags else None,
+        "client_lag_ms_p99": lag.get("p99_ms"),
         "throughput": throughput,
         "drift": drifts,
+        "audits": audits,
     }
     if slo is not None:
-        met = sum(1 for r in records if slo.met(r))
-        share = met / len(records) if records else 0.0
-        attained = wilson(met, len(records))
+        judged = [slo.judge(r) for r in records]
+        met, unjudged = judged.count("met"), judged.count("not judged")
+        counted = len(records) - unjudged
+        share = met / counted if counted else 0.0
+        attained = wilson(met, counted)
         block["slo"] = {
             **slo.to_dict(),
             "met": met,
+            "not_judged": unjudged,
             "attainment": share,
             "attainment_ci95": attained,
             "verdict": slo_verdict(share, attained, slo.percentile / 100),
         }
+        if unjudged:
+            verdict.skip(
+                [f"SLO: {unjudged} of {len(records)} requests not judged on TPOT (one token or one token event)"]
+            )
     block["verdict"] = verdict.to_dict()
     return block
 
 
+def length_audit(ok: list[RequestRecord]) -> dict:
+    """MLPerf TEST09: the mean generated length of the replies that did not end on EOS against the
+    mean length asked (module docstring). ``reason`` when outside ±``LENGTH_TOLERANCE``."""
+    counted = [r for r in ok if r.finish_reason != "stop" and r.max_tokens]
+    if not counted:
+        why = "every completed reply ended on EOS" if ok else "no request completed"
+        return {"judged": False, "why": why}
+    made = [r.usage_output_tokens if r.usage_output_tokens is not None else (r.output_tokens or 0) for r in counted]
+    mean_made = sum(made) / len(made)
+    mean_asked = sum(r.max_tokens or 0 for r in counted) / len(counted)
+    source = sorted({"usage" if r.usage_output_tokens is not None else (r.token_source or "events") for r in counted})
+    out: dict[str, Any] = {
+        "judged": True,
+        "requests": len(counted),
+        "mean_output_tokens": mean_made,
+        "mean_max_tokens": mean_asked,
+        "ratio": mean_made / mean_asked,
+        "counted_by": source,
+    }
+    if abs(mean_made - mean_asked) > LENGTH_TOLERANCE * mean_asked:
+        out["reason"] = (
+            f"output length audit: {len(counted)} replies not ended on EOS generated {mean_made:.1f} tokens on "
+            f"average where {mean_asked:.1f} were asked (counted by {', '.join(source)}; MLPerf TEST09 allows "
+            f"±{LENGTH_TOLERANCE:.0%})"
+        )
+    return out
+
+
+def token_audit(ok: list[RequestRecord]) -> dict:
+    """The server's usage against the tokenizer's count of the same replies (module docstring)."""
+    pairs = [(r.tokenizer_output_tokens, r.usage_output_tokens) for r in ok]
+    both = [(t, u) for t, u in pairs if t is not None and u is not None]
+    if not both:
+        return {"judged": False, "why": "needs both the server's usage and --tokenizer"}
+    ours, theirs = sum(t for t, _ in both), sum(u for _, u in both)
+    out: dict[str, Any] = {"judged": True, "requests": len(both), "tokenizer": ours, "usage": theirs}
+    if theirs and ours:
+        out["ratio"] = ours / theirs
+    if (theirs == 0) != (ours == 0) or (
+        theirs and ours and not 1 / TOKEN_AUDIT_FACTOR <= ours / theirs <= TOKEN_AUDIT_FACTOR
+    ):
+        out["reason"] = (
+            f"token count audit: the server's usage says {theirs} output tokens where the tokenizer counts {ours} "
+            f"in the same {len(both)} replies (beyond a factor of {TOKEN_AUDIT_FACTOR:g})"
+        )
+    return out
+
+
+def schedule_audit(records: list[RequestRecord]) -> dict:
+    """How late the client sent what its schedule said (module docstring); {} for closed loops."""
+    scheduled = [r for r in records if r.scheduled_ns is not None]
+    if not scheduled:
+        return {}
+    lags = sorted(max(0, r.sent_ns - (r.slot_ns or r.scheduled_ns or 0)) / 1e6 for r in scheduled)
+    p99 = percentile(lags, 99.0)
+    times = sorted(r.scheduled_ns or 0 for r in scheduled)
+    out: dict[str, Any] = {"p99_ms": p99}
+    if len(times) < 2 or times[-1] == times[0]:
+        out["not_judged"] = "schedule lag: every request was due at once (nothing to keep to)"
+        return out
+    gap_ms = (times[-1] - times[0]) / (len(times) - 1) / 1e6
+    bound = max(LAG_FLOOR_MS, gap_ms)
+    out.update(mean_gap_ms=gap_ms, bound_ms=bound)
+    if p99 > bound:
+        out["reason"] = (
+            f"the client fell behind its schedule (coordinated omission): schedule lag p99 {p99:.1f} ms "
+            f"above {bound:.1f} ms (max of {LAG_FLOOR_MS:g} ms and one mean inter-arrival gap, {gap_ms:.1f} ms)"
+        )
+    return out
+
+
+def usage_refused(records: list[RequestRecord]) -> dict:
+    notes = [n for r in records for n in r.notes if n.startswith("usage refused")]
+    return {
+        "requests": sum(1 for r in records if any(n.startswith("usage refused") for n in r.notes)),
+        "examples": notes[:3],
+    }
+
+
 def token_count_note(records: list[RequestRecord]) -> str | None:
     """A sentence when the tokenizer's output counts differ from the server's usage by over 10 %."""
-    pairs = [
-        (r.output_tokens, r.usage_output_tokens)
-        for r in records
-        if r.token_source == "tokenizer" and r.usage_output_tokens
-    ]
+    pairs = [(r.tokenizer_output_tokens, r.usage_output_tokens) for r in records if r.usage_output_tokens]
+    pairs = [p for p in pairs if p[0] is not None]
     if not pairs:
         return None
     ours, theirs = sum(p[0] or 0 for p in pairs), sum(p[1] for p in pairs)
@@ -222,7 +378,7 @@ def token_count_note(records: list[RequestRecord]) -> str | None:
     return (
         f"the tokenizer counted {ours} output tokens where the server's usage says {theirs}: "
         "re-tokenising the generated text "
-        "does not give back the generated ids (TPOT and tokens/s follow the tokenizer; "
+        "does not give back the generated ids (TPOT and tokens/s follow the token source; "
         "--count-tokens usage counts the server's)"
     )
 

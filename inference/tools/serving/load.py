@@ -28,6 +28,7 @@ from tools.serving.client import (
     Clock,
     RequestRecord,
     RequestSpec,
+    audit_record,
     count_tokens,
     request_body,
     stamping_connector,
@@ -105,6 +106,11 @@ class Endpoint:
     request_timeout_s: float = 600.0
     tokenizer: Any = None
     prefer_usage: bool = False  # count with the server's usage even when a tokenizer is given
+    api_key: str | None = field(default=None, repr=False)  # sent as a bearer token, never written
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
 
     @property
     def route(self) -> str:
@@ -143,15 +149,20 @@ async def run_load(
         sock_read=endpoint.stall_timeout_s,
         sock_connect=min(10.0, endpoint.request_timeout_s),
     )
-    connector = (
-        stamping_connector(clock, limit=0, ttl_dns_cache=None)
-        if stamp_arrivals
-        else aiohttp.TCPConnector(limit=0, ttl_dns_cache=None)
-    )
-    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as http:
+
+    def connector(**fresh: Any) -> Any:
+        if stamp_arrivals:
+            return stamping_connector(clock, limit=0, ttl_dns_cache=None, **fresh)
+        return aiohttp.TCPConnector(limit=0, ttl_dns_cache=None, **fresh)
+
+    headers = endpoint.headers
+    async with (
+        aiohttp.ClientSession(connector=connector(), timeout=timeout, headers=headers) as http,
+        aiohttp.ClientSession(connector=connector(force_close=True), timeout=timeout, headers=headers) as fresh,
+    ):
         start = clock()
 
-        async def one(chain: list[RequestSpec], scheduled_ns: int | None) -> None:
+        async def one(chain: list[RequestSpec], scheduled_ns: int | None, slot_ns: int | None = None) -> None:
             nonlocal halted
             history: list[dict] = []
             for spec in chain:
@@ -162,10 +173,14 @@ async def run_load(
                 body = request_body(
                     RequestSpec(spec.index, prompt, spec.max_tokens), endpoint.model, endpoint.chat, endpoint.extra
                 )
-                await stream_request(http, endpoint.route, body, record, endpoint.chat, clock, timeout)
+                record.slot_ns = slot_ns
+                await stream_request(
+                    http, endpoint.route, body, record, endpoint.chat, clock, timeout, fresh, endpoint.api_key
+                )
                 count_tokens(record, prompt, endpoint.tokenizer, endpoint.prefer_usage)
+                audit_record(record)
                 records.append(record)
-                scheduled_ns = None
+                scheduled_ns = slot_ns = None
                 if stop is not None and not halted and stop(records, clock()):
                     halted = True
                 if not record.ok:
@@ -192,9 +207,10 @@ async def run_load(
             async def capped(chain: list[RequestSpec], scheduled_ns: int) -> None:
                 if slots is None:
                     return await one(chain, scheduled_ns)
+                waits = slots.locked()  # a slot free at once: any lateness is the client's own
                 async with slots:
                     if not halted:
-                        await one(chain, scheduled_ns)
+                        await one(chain, scheduled_ns, clock() if waits else None)
 
             for chain in chains:
                 at = next(offsets) if offsets is not None else (chain[0].arrival_s or 0.0)

@@ -145,6 +145,10 @@ def _records(path: Path) -> Iterator[tuple[int, Any]]:
             data = json.loads(raw)
         except ValueError as exc:
             raise DataError(f"{path}: not valid JSON ({exc})") from None
+        except RecursionError:
+            raise DataError(f"{path}: JSON nested too deeply to read") from None
+        if not isinstance(data, list):
+            raise DataError(f"{path}: a JSON prompt file must be a list of records")
         yield from ((0, item) for item in data)
         return
     for number, line in enumerate(raw.splitlines(), 1):
@@ -154,6 +158,8 @@ def _records(path: Path) -> Iterator[tuple[int, Any]]:
             yield number, json.loads(line)
         except ValueError as exc:
             raise DataError(f"{path}:{number}: not valid JSON or JSONL ({exc})") from None
+        except RecursionError:
+            raise DataError(f"{path}:{number}: JSON nested too deeply to read") from None
 
 
 def _where(path: Path, line: int) -> str:
