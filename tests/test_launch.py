@@ -200,3 +200,36 @@ def test_an_answer_broken_off_is_one_engine_error_naming_the_servers_exit(tmp_pa
     else:
         assert message.startswith(f"inference_engine/serving_base.py: a greedy completion at {url} failed: ")
         assert "IncompleteRead" in message
+
+
+def test_a_server_that_asks_for_an_api_key_is_serving_and_one_that_fails_is_not():
+    """vLLM started with --api-key answers /v1/models with 401 until the client sends the key: it is up.
+    A 500 is no server ready to measure."""
+    import http.server
+    import threading
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        status = 401
+
+        def do_GET(self):  # noqa: N802 - http.server's name
+            self.send_response(Handler.status)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_port}/v1"
+        assert serving(url)
+        Handler.status = 403
+        assert serving(url)
+        Handler.status = 500
+        assert not serving(url)
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=BOUND_S)

@@ -50,13 +50,20 @@ def last_log_line(path: Path) -> str:
     return f"; last log line: {lines[-1][:200]}" if lines else ""
 
 
+MODEL_LIST_BYTES = 16 << 20  # as the client reads it (tools/serving/cli.py): a server may serve many models
+
+
 def serving(url: str, timeout_s: float = 2.0) -> bool:
-    """Whether ``url``/models answers with a model list (no proxy, as the client)."""
+    """Whether ``url``/models answers as an OpenAI-compatible server: a model list, or a refusal for want of
+    an API key (401/403: vLLM's ``--api-key``; the client then sends its own and names a wrong one). No
+    proxy, as the client."""
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     try:
         with opener.open(url.rstrip("/") + "/models", timeout=timeout_s) as response:
-            return isinstance(json.loads(response.read(1 << 20)).get("data"), list)
-    except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError, AttributeError):
+            return isinstance(json.loads(response.read(MODEL_LIST_BYTES)).get("data"), list)
+    except urllib.error.HTTPError as exc:
+        return exc.code in (401, 403)
+    except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError, AttributeError, RecursionError):
         return False
 
 
