@@ -4,19 +4,22 @@
 #   targets), debootstrap (builds the base image without a registry),
 #   procps, iproute2, chromium (tests/test_report.py renders report.html headless),
 #   slurm-wlm + munge (MODE slurm; tests/infra/slurm.py starts its own munged,
-#   slurmctld and slurmd, never the distro services).
+#   slurmctld and slurmd, never the distro services), postgresql (the results
+#   history's PostgreSQL backend; tests/infra/postgres.py runs its own initdb and
+#   postgres from /usr/lib/postgresql/*/bin, never the distro's cluster service).
 # Idempotent: when every package is already installed it does nothing, so
 # re-running it is instant.  Needs root to install: as a user it runs itself
 # again with sudo (scripts/root.sh).
 # It never relies on (and tries to prevent) distro services being started by
-# package postinst scripts: dockerd is started by scripts/start_dockerd.sh and
-# test sshd instances by tests/infra/sshd.py.
+# package postinst scripts: dockerd is started by scripts/start_dockerd.sh,
+# test sshd instances by tests/infra/sshd.py and test PostgreSQL servers by
+# tests/infra/postgres.py.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/root.sh"
 
 PACKAGES=(docker.io openssh-server openssh-client debootstrap procps iproute2
           debian-archive-keyring ca-certificates chromium
-          slurm-wlm munge)
+          slurm-wlm munge postgresql)
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do

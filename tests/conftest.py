@@ -75,6 +75,9 @@ def run_py(perf: Path, config: Path, *extra: str, timeout: float = 600) -> subpr
     )
 
 
+# One real PostgreSQL server for the whole session, and a fresh database of it per test (tests/infra/postgres.py).
+from tests.infra.postgres import postgres_server, postgres_url  # noqa: E402,F401
+
 # One real Slurm cluster for the whole session (tests/infra/slurm.py), shared by every module.
 from tests.infra.slurm import slurm_cluster  # noqa: E402,F401
 

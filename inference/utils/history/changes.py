@@ -23,6 +23,9 @@ PENALTY = 20.0  # per change point, on the standardised logs (docs/measurement.m
 MIN_SIZE = 2  # points on each side of a change
 CONFIRM_P = 0.001  # the two segments' Welch t-test must reject "same level" at this two-sided p
 MAD_TO_SD = 1.4826
+# A spread of the logs below this is float rounding of a constant figure, not noise: scaled by it, the
+# rounding would be cut into spurious levels (54 in 1 000 equal points, found in 11 s; 2 000 took 90 s).
+NO_SPREAD = 1e-9
 
 
 def robust_spread(logs: Sequence[float]) -> float:
@@ -41,9 +44,9 @@ def breaks(logs: Sequence[float], penalty: float = PENALTY) -> list[int]:
     if n < 2 * MIN_SIZE:
         return []
     spread = robust_spread(logs)
-    if spread <= 0:
+    if spread <= NO_SPREAD:
         spread = _sd(logs) or 0.0
-        if spread <= 0:
+        if spread <= NO_SPREAD:  # a constant series (its logs differ by float rounding at most): no step
             return []
     import numpy as np
     import ruptures

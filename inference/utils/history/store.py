@@ -333,7 +333,8 @@ class Store:
             conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({WRITER_LOCK})")
 
     def _failures(self, doing: str):
-        return _Failures(self.where, doing)
+        folder = Path(self.url.split(":///", 1)[1]).parent if self.url.startswith("sqlite") else None
+        return _Failures(self.where, doing, folder)
 
     def close(self) -> None:
         self.engine.dispose()
@@ -367,47 +368,61 @@ class Store:
         from sqlalchemy import select
 
         _, _, runs, series, software, points = _schema()
-        added_runs = added_points = 0
         with self._failures("writing"), self.engine.begin() as conn:
             self._lock_for_writing(conn)  # the runs already stored are read under the lock they are written under
-            keys = [entry.run_key for entry, _ in items]
-            known = set(conn.execute(select(runs.c.run_key).where(runs.c.run_key.in_(keys))).scalars())
-            fresh = [(entry, pts) for entry, pts in items if entry.run_key not in known]
+            known: set[str] = set()
+            for chunk in _chunks(list({entry.run_key for entry, _ in items}), 500):
+                known.update(conn.execute(select(runs.c.run_key).where(runs.c.run_key.in_(chunk))).scalars())
+            fresh = []
+            for entry, pts in items:  # a run named twice in one batch (a folder and its parent): the first
+                if entry.run_key not in known:
+                    known.add(entry.run_key)
+                    fresh.append((entry, pts))
             if not fresh:
                 return 0, 0
-            series_ids = self._ids(
-                conn, series, {p.series.key.digest: _series_row(p.series) for _, ps in fresh for p in ps}
-            )
-            descriptions = {_digest(p.software): p.software for _, ps in fresh for p in ps}
-            software_ids = self._ids(
-                conn,
-                software,
-                {d: {"digest": d, "description": json.dumps(sw, sort_keys=True)} for d, sw in descriptions.items()},
-            )
+            # Each series' and software description's digest once: a batch's points share a few of each.
+            key_digests: dict[SeriesKey, str] = {}
+            series_rows: dict[str, dict[str, Any]] = {}
+            software_digests: dict[int, str] = {}  # by id(): a run's points share one software dict
+            descriptions: dict[str, dict[str, str]] = {}
+            for _, pts in fresh:
+                for p in pts:
+                    if p.series.key not in key_digests:
+                        key_digests[p.series.key] = digest = p.series.key.digest
+                        series_rows.setdefault(digest, _series_row(p.series))
+                    if id(p.software) not in software_digests:
+                        software_digests[id(p.software)] = digest = _digest(p.software)
+                        descriptions.setdefault(
+                            digest, {"digest": digest, "description": json.dumps(p.software, sort_keys=True)}
+                        )
+            series_ids = self._ids(conn, series, series_rows)
+            software_ids = self._ids(conn, software, descriptions)
             now = _now()
+            conn.execute(
+                runs.insert(),
+                [{"run_key": entry.run_key, "started_at": entry.started_at, "run_dir": entry.run_dir,
+                  "report": entry.report, "mode": entry.mode, "added_at": now} for entry, _ in fresh],
+            )  # fmt: skip
+            run_ids: dict[str, int] = {}
+            for chunk in _chunks([entry.run_key for entry, _ in fresh], 500):
+                run_ids.update(conn.execute(select(runs.c.run_key, runs.c.id).where(runs.c.run_key.in_(chunk))).all())
             rows = []
             for entry, pts in fresh:
-                run_id = conn.execute(
-                    runs.insert().values(
-                        run_key=entry.run_key, started_at=entry.started_at, run_dir=entry.run_dir,
-                        report=entry.report, mode=entry.mode, added_at=now,
-                    )
-                ).inserted_primary_key[0]  # fmt: skip
-                added_runs += 1
+                run_id = run_ids[entry.run_key]
                 seen: set[int] = set()
                 for p in pts:
-                    sid = series_ids[p.series.key.digest]
+                    sid = series_ids[key_digests[p.series.key]]
                     if sid in seen:  # one point per series and run: the first wins
                         continue
                     seen.add(sid)
+                    software_id = software_ids[software_digests[id(p.software)]]
                     rows.append(
-                        {"series_id": sid, "run_id": run_id, "software_id": software_ids[_digest(p.software)],
-                         "at": p.at, "value": p.value, "low": p.low, "high": p.high, "n": p.n, "valid": p.valid}
+                        {"series_id": sid, "run_id": run_id, "software_id": software_id, "at": p.at,
+                         "value": p.value, "low": p.low, "high": p.high, "n": p.n, "valid": p.valid}
                     )  # fmt: skip
             if rows:
                 conn.execute(points.insert(), rows)
-            added_points = len(rows)
-        return added_runs, added_points
+        return len(fresh), len(rows)
 
     def _ids(self, conn: Any, table: Any, rows: dict[str, dict]) -> dict[str, int]:
         """The ids of ``rows`` by digest, inserting those that are new."""
@@ -445,26 +460,28 @@ class Store:
         _, _, runs, series, software, points = _schema()
         by_id = {s.id: s for s in chosen if s.id is not None}
         out: dict[int, list[Point]] = {sid: [] for sid in by_id}
-        descriptions: dict[int, dict] = {}
         query = (
-            select(points, runs.c.run_key, runs.c.report, software.c.description)
+            select(
+                points.c.series_id, points.c.at, points.c.value, points.c.low, points.c.high, points.c.n,
+                points.c.valid, points.c.software_id, runs.c.run_key, runs.c.report,
+            )
             .join(runs, runs.c.id == points.c.run_id)
-            .join(software, software.c.id == points.c.software_id)
             .order_by(points.c.series_id, points.c.at, runs.c.run_key)
-        )
+        )  # fmt: skip
         with self._failures("reading"), self.engine.connect() as conn:
+            # each software description once (a few per history), not once per point
+            descriptions = {
+                i: json.loads(text) for i, text in conn.execute(select(software.c.id, software.c.description))
+            }
             for chunk in _chunks(list(by_id), 500):
-                for row in conn.execute(query.where(points.c.series_id.in_(chunk))).mappings():
-                    sid = row["software_id"]
-                    if sid not in descriptions:
-                        descriptions[sid] = json.loads(row["description"])
-                    out[row["series_id"]].append(
+                for sid, at, value, low, high, n, valid, software_id, run_key, report in conn.execute(
+                    query.where(points.c.series_id.in_(chunk))
+                ):
+                    out[sid].append(
                         Point(
-                            series=by_id[row["series_id"]], at=row["at"], value=row["value"], low=row["low"],
-                            high=row["high"], n=row["n"], valid=bool(row["valid"]), software=descriptions[sid],
-                            run_key=row["run_key"], report=row["report"],
+                            by_id[sid], at, value, low, high, n, bool(valid), descriptions[software_id], run_key, report
                         )
-                    )  # fmt: skip
+                    )
         return out
 
     def count(self) -> tuple[int, int, int]:
@@ -503,8 +520,8 @@ def _series_of(row: Any) -> Series:
 class _Failures:
     """Any database or file-system failure of the store as one ``HistoryError`` line naming it."""
 
-    def __init__(self, where: str, doing: str) -> None:
-        self.where, self.doing = where, doing
+    def __init__(self, where: str, doing: str, folder: Path | None = None) -> None:
+        self.where, self.doing, self.folder = where, doing, folder
 
     def __enter__(self) -> None:
         return None
@@ -515,12 +532,14 @@ class _Failures:
         from sqlalchemy.exc import SQLAlchemyError
 
         if isinstance(exc, (SQLAlchemyError, OSError)):
-            raise HistoryError(f"history {self.where}: {self.doing} failed: {_reason(exc)}") from None
+            raise HistoryError(f"history {self.where}: {self.doing} failed: {_reason(exc, self.folder)}") from None
         return False
 
 
-def _reason(exc: BaseException) -> str:
-    """The driver's own message, first line, without SQLAlchemy's statement dump and link."""
+def _reason(exc: BaseException, folder: Path | None = None) -> str:
+    """The driver's own message, first line, without SQLAlchemy's statement dump and link; where that
+    does not say why (SQLite on a read-only or full file system says "unable to open database file" or
+    "disk I/O error"), what the SQLite file's ``folder`` shows."""
     orig = getattr(exc, "orig", None) or exc
     text = str(orig).strip().splitlines()[0] if str(orig).strip() else type(orig).__name__
     lowered = text.lower()
@@ -532,4 +551,26 @@ def _reason(exc: BaseException) -> str:
         return f"the store stayed locked by another writer for {BUSY_TIMEOUT_S:g} s ({text})"
     if "not a database" in lowered or "malformed" in lowered:
         return f"the store is corrupt ({text})"
+    state = _file_system(folder)
+    if state == "read-only":
+        return f"the store is read-only: its file system is mounted read-only ({text})"
+    if state == "full":
+        return f"the disk is full: no space left on its file system ({text})"
     return text
+
+
+def _file_system(folder: Path | None) -> str | None:
+    """``read-only`` or ``full`` when the SQLite store's folder is on such a file system; else None."""
+    import os
+
+    if folder is None:
+        return None
+    try:
+        stat = os.statvfs(folder)
+    except OSError:
+        return None
+    if stat.f_flag & os.ST_RDONLY:
+        return "read-only"
+    if stat.f_bavail == 0:
+        return "full"
+    return None
