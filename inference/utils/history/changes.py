@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Sequence
 
 PENALTY = 20.0  # per change point, on the standardised logs (docs/measurement.md, "Change points")
@@ -39,21 +40,27 @@ def robust_spread(logs: Sequence[float]) -> float:
 
 
 def breaks(logs: Sequence[float], penalty: float = PENALTY) -> list[int]:
-    """The indices where a new level starts (each the first point after a change), confirmed."""
+    """The indices where a new level starts (each the first point after a change), confirmed.
+    Remembered per series: ``run.py history`` asks once for the noise and once for the changes."""
+    return list(_breaks(tuple(logs), penalty))
+
+
+@lru_cache(maxsize=256)
+def _breaks(logs: tuple[float, ...], penalty: float) -> tuple[int, ...]:
     n = len(logs)
     if n < 2 * MIN_SIZE:
-        return []
+        return ()
     spread = robust_spread(logs)
     if spread <= NO_SPREAD:
         spread = _sd(logs) or 0.0
         if spread <= NO_SPREAD:  # a constant series (its logs differ by float rounding at most): no step
-            return []
+            return ()
     import numpy as np
     import ruptures
 
     signal = (np.asarray(logs, dtype=float) / spread).reshape(-1, 1)
     found = ruptures.KernelCPD(kernel="linear", min_size=MIN_SIZE).fit(signal).predict(pen=penalty)[:-1]
-    return _confirmed(list(logs), [int(i) for i in found])
+    return tuple(_confirmed(list(logs), [int(i) for i in found]))
 
 
 def _confirmed(logs: list[float], found: list[int]) -> list[int]:

@@ -12,7 +12,7 @@ from typing import Iterable, Iterator
 
 from common.errors import one_line
 from utils.history.points import run_entries
-from utils.history.store import HistoryError, Point, RunEntry, Store, shown_url
+from utils.history.store import Point, RunEntry, Store, shown_url
 
 
 def record_runs(run_dirs: list[Path], url: str | None) -> str:
@@ -44,25 +44,48 @@ def folders(paths: Iterable[Path]) -> Iterator[Path]:
             yield path  # named, but not a folder: said as a skipped folder
 
 
+PARALLEL_FROM = 64  # folders: fewer are read in this process (a pool's start costs more than it saves)
+
+
+def read_folder(folder: Path) -> tuple[list[tuple[RunEntry, list[Point]]], str | None]:
+    """A folder's runs, or the line that says why it is skipped (``ValueError``'s text names the file)."""
+    try:
+        return run_entries(folder), None
+    except ValueError as exc:
+        return [], f"skipped {exc}"
+    except OSError as exc:
+        return [], f"skipped {folder}: {exc.strerror or exc}"
+
+
 def import_folders(store: Store, paths: list[Path], echo=print) -> tuple[int, int, int]:
     """``run.py history import``: every finished run under ``paths``; a corrupt or partial folder is
-    skipped with one line naming it. Returns (runs added, points added, folders skipped)."""
+    skipped with one line naming it. Returns (runs added, points added, folders skipped). Many
+    folders are read by a pool of processes, one per CPU (reading and parsing them is most of an
+    import's time), in their order."""
+    import os
+    from concurrent.futures import ProcessPoolExecutor
+
+    found = list(folders(paths))
     skipped = 0
+    workers = min(os.cpu_count() or 1, 8)
 
     def readable() -> Iterator[tuple[RunEntry, list[Point]]]:
         nonlocal skipped
-        for folder in folders(paths):
-            try:
-                yield from run_entries(folder)
-            except ValueError as exc:  # its text starts with the folder or file it names
-                skipped += 1
-                echo(f"skipped {exc}")
-            except OSError as exc:
-                skipped += 1
-                echo(f"skipped {folder}: {exc.strerror or exc}")
+        if len(found) < PARALLEL_FROM or workers < 2:
+            results: Iterable = map(read_folder, found)
+            pool = None
+        else:
+            pool = ProcessPoolExecutor(max_workers=workers)
+            results = pool.map(read_folder, found, chunksize=32)
+        try:
+            for entries, why in results:
+                if why is not None:
+                    skipped += 1
+                    echo(why)
+                yield from entries
+        finally:
+            if pool is not None:
+                pool.shutdown(cancel_futures=True)
 
-    try:
-        runs, points = store.add_runs(readable())
-    except HistoryError:
-        raise
+    runs, points = store.add_runs(readable())
     return runs, points, skipped

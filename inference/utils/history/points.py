@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from common.record import RecordError
-from common.summary_record import SUMMARY_FILE, SummaryRecord, read_summary
+from common.summary_record import SUMMARY_FILE, Summary, SummaryRecord
 from utils.history.store import Point, RunEntry, Series, SeriesKey
 from utils.results.baselines import fingerprint
 from utils.results.decide import across
@@ -126,9 +126,11 @@ def _interval(samples: list) -> tuple[float | None, float | None]:
     return (only[0], only[1]) if only else (None, None)
 
 
-def case_points(run_dir: Path, started_at: str, run_key: str, report: str | None, project: dict) -> list[Point]:
-    """The points of a run of cases (module docstring)."""
-    summary = read_summary(run_dir / SUMMARY_FILE)
+def case_points(
+    run_dir: Path, started_at: str, run_key: str, report: str | None, project: dict, data: dict[str, Any]
+) -> list[Point]:
+    """The points of a run of cases (module docstring); ``data``: its summary.json, parsed."""
+    summary = Summary.from_json(data, str(run_dir / SUMMARY_FILE))
     out: list[Point] = []
     for record in summary.results:
         if not record.succeeded:
@@ -146,10 +148,11 @@ def case_points(run_dir: Path, started_at: str, run_key: str, report: str | None
         chash, kept = config_hash(config)
         software = software_of(result, project)
         compiler = record.compiler or str(config.get("compiler") or "none")
+        described = {"hardware": hardware, **kept}  # one object for every series of the record
         for (row, figure), samples in repetition_figures(record).items():
             kind = KINDS[figure]
             key = SeriesKey(digest, record.name, row, figure, chash, vendor, compiler)
-            series = Series(key, record.host, kind.unit, kind.higher_is_better, {"hardware": hardware, **kept})
+            series = Series(key, record.host, kind.unit, kind.higher_is_better, described)
             value = math.exp(sum(math.log(s.value) for s in samples) / len(samples))
             low, high = _interval(samples)
             out.append(
@@ -159,7 +162,9 @@ def case_points(run_dir: Path, started_at: str, run_key: str, report: str | None
     return out
 
 
-def serving_points(run_dir: Path, started_at: str, run_key: str, report: str | None, project: dict) -> list[Point]:
+def serving_points(
+    run_dir: Path, started_at: str, run_key: str, report: str | None, project: dict, data: dict[str, Any]
+) -> list[Point]:
     """The points of a serving run: each load step's figures (module docstring)."""
     from utils.results.serving_compare import read_serving_run
 
@@ -226,7 +231,7 @@ def run_entries(run_dir: Path, project: dict[str, Any] | None = None) -> list[tu
     page = run_dir / ("serving/report.html" if serving else "report.html")
     report = str(page) if page.is_file() else None
     try:
-        points = (serving_points if serving else case_points)(run_dir, started, run_key, report, project)
+        points = (serving_points if serving else case_points)(run_dir, started, run_key, report, project, summary)
     except RecordError as exc:
         raise ValueError(str(exc)) from None
     entry = RunEntry(run_key, started, str(run_dir), report, summary.get("mode"))
