@@ -287,3 +287,22 @@ def test_the_series_keys_come_from_the_results_env_and_config(tmp_path):
     faster = write_series_run(tmp_path, "run3", 100.0, at(3), env=dict(ENV, cpu_model="Test CPU 9500"))
     ((_, pc),) = run_entries(faster)
     assert not {p.series.key for p in pa} & {p.series.key for p in pc}
+
+
+def test_a_base_tier_cases_figures_land_in_their_own_row_as_rates(tmp_path):
+    from utils.history.noise import kind_of
+    from utils.history.points import run_entries
+
+    gemm = {"name": "fp32 GEMM", "kind": "compute", "unit": "FLOP/s", "value": 5e11, "ci95": [4.9e11, 5.1e11],
+            "verdict": {"valid": True, "reasons": []}}  # fmt: skip
+    triad = {"name": "STREAM triad", "kind": "bandwidth", "unit": "B/s", "value": 2e10, "ci95": None,
+             "verdict": {"valid": False, "reasons": ["contention"]}}  # fmt: skip
+    broken = {"name": "h2d pinned", "unit": "B/s", "value": None}  # not applicable here: no figure
+    run = write_series_run(tmp_path, "run1", 100.0, at(1), baseline={"figures": [gemm, triad, broken]})
+    ((_, found),) = run_entries(run)
+    base = {p.series.key.figure: p for p in found if p.series.key.row == "base tier"}
+    assert set(base) == {"fp32 GEMM FLOP/s", "STREAM triad B/s"}
+    assert (base["fp32 GEMM FLOP/s"].value, base["fp32 GEMM FLOP/s"].low) == (5e11, 4.9e11)
+    assert base["STREAM triad B/s"].low is None and not base["STREAM triad B/s"].valid
+    assert all(p.series.higher_is_better for p in base.values())
+    assert kind_of("fp32 GEMM FLOP/s") == "FLOP/s" and kind_of("STREAM triad B/s") == "B/s"

@@ -34,7 +34,9 @@ def at(k: int, hours: float = 1.0) -> str:
     return (T0 + timedelta(hours=k * hours)).isoformat(timespec="seconds")
 
 
-def case_record(qps: float, p50: float, log_dir: Path, width: float = 0.02, valid: bool = True) -> SummaryRecord:
+def case_record(
+    qps: float, p50: float, log_dir: Path, width: float = 0.02, valid: bool = True, baseline: dict | None = None
+) -> SummaryRecord:
     """One case's summary record: core qps and latency percentiles, each with its window's interval."""
     ci = lambda v: [v * (1 - width), v * (1 + width)]  # noqa: E731
     return SummaryRecord(
@@ -42,6 +44,7 @@ def case_record(qps: float, p50: float, log_dir: Path, width: float = 0.02, vali
         vendor="cpu", compiler="onnxruntime", infer_core_qps=qps, ci95={Key.INFER_CORE_QPS: ci(qps)},
         latency_ms=LatencyBlock(p50=p50, p90=p50 * 1.2), latency_ci95={"p50": ci(p50), "p90": ci(p50 * 1.2)},
         verdict=Verdict(reasons=() if valid else ("inference: contention: other processes used 40 %",)),
+        baseline=baseline,
     )  # fmt: skip
 
 
@@ -53,12 +56,13 @@ def write_series_run(
     valid: bool = True,
     env: dict[str, Any] | None = None,
     report: bool = True,
+    baseline: dict | None = None,
 ) -> Path:
     """``root/name``: a finished run of one case (digits on bench1) at ``qps`` samples/s, p50 1000/qps ms."""
     run_dir = root / name
     log_dir = run_dir / "digits:pytorch" / "bench1_noderank0"
     log_dir.mkdir(parents=True)
-    record = case_record(qps, 1000.0 / qps, log_dir, valid=valid)
+    record = case_record(qps, 1000.0 / qps, log_dir, valid=valid, baseline=baseline)
     summary = Summary(results=(record,), run_id=name.removeprefix("run"), mode="local", vendor="cpu",
                       hosts=["bench1"], started_at=started_at)  # fmt: skip
     (run_dir / "summary.json").write_text(json.dumps(summary.to_json()), encoding="utf-8")

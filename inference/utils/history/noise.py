@@ -114,4 +114,7 @@ class NoiseModel:
 
 
 def kind_of(figure: str) -> str:
-    return KIND_OF.get(figure, figure)
+    """A figure's kind: ``KIND_OF``'s, a base-tier rate's unit (``FLOP/s``, ``B/s``), else its own name."""
+    if figure in KIND_OF:
+        return KIND_OF[figure]
+    return figure.rsplit(" ", 1)[-1] if figure.endswith(("FLOP/s", "B/s")) else figure

@@ -3,7 +3,9 @@
 A run of cases: every record of ``summary.json`` that succeeded gives its figures
 (``utils/results/figures.py::repetition_figures``: core qps and latency percentiles, every
 performance row's, an LLM row's TTFT, TPOT and tokens/s, a base-tier case's rows), each the geometric
-mean of its repetitions with their t-interval, or one repetition with its window's own interval.
+mean of its repetitions with their t-interval, or one repetition with its window's own interval; a
+base-tier case's figures (``baseline.figures``: ``fp32 GEMM FLOP/s``, ``STREAM triad B/s``) in its row
+``base tier``.
 The series comes from the record's ``result.json``: the host fingerprint of its ``env``
 (``utils/results/baselines.py::fingerprint``), the resolved case ``config`` (without the keys that
 name this run's own folders), the vendor and the compiler. The software it ran on: the Python
@@ -159,6 +161,31 @@ def case_points(
                 Point(series, started_at, value, low, high, len(samples), all(s.valid for s in samples),
                       software, run_key, report)
             )  # fmt: skip
+        for name, unit, value, ci, valid in baseline_figures(record):
+            key = SeriesKey(digest, record.name, BASELINE_ROW, name, chash, vendor, compiler)
+            series = Series(key, record.host, unit, True, described)
+            out.append(Point(series, started_at, value, ci[0] if ci else None, ci[1] if ci else None, 1, valid,
+                             software, run_key, report))  # fmt: skip
+    return out
+
+
+BASELINE_ROW = "base tier"
+
+
+def baseline_figures(record: SummaryRecord) -> list[tuple[str, str, float, tuple[float, float] | None, bool]]:
+    """A base-tier case's figures (``baseline.figures``: a GEMM's FLOP/s, STREAM's and a transfer's B/s):
+    (name with its unit, unit, value, 95 % interval, valid); higher is better for each."""
+    out = []
+    for entry in (record.baseline or {}).get("figures") or []:
+        if not isinstance(entry, dict):
+            continue
+        value, unit, name = entry.get("value"), entry.get("unit"), entry.get("name")
+        if not (isinstance(value, (int, float)) and value > 0 and math.isfinite(value) and name and unit):
+            continue
+        ci = entry.get("ci95")
+        interval = (float(ci[0]), float(ci[1])) if isinstance(ci, list) and len(ci) == 2 and ci[0] and ci[1] else None
+        valid = bool((entry.get("verdict") or {}).get("valid", True))
+        out.append((f"{name} {unit}", str(unit), float(value), interval, valid))
     return out
 
 
