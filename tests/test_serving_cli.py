@@ -157,7 +157,8 @@ def test_capacity_search_against_a_server_whose_latency_rises_with_its_load(tmp_
     assert capacity["probes"] == 5 and [p["load"] for p in capacity["probed"]] == [1, 8, 4, 2, 3]
     (run,) = (tmp_path / "out").iterdir()
     page = (run / "serving" / "report.html").read_text()
-    assert page.count("<svg") == 4 and "capacity (concurrency): 2 in [2, 3] after 5 probes" in page
+    # the four plots over the steps and the two of the timeslices (this server exposes no /metrics)
+    assert page.count("<svg") == 6 and "capacity (concurrency): 2 in [2, 3] after 5 probes" in page
     ttft_plot = page.split("<svg")[1]
     assert ttft_plot.count('class="point"') == 5  # p50 of each probe (p90 is null below 64 requests)
     assert ["c=1", "c=2", "c=3", "c=4", "c=8"] == [

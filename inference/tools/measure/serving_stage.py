@@ -17,6 +17,13 @@ serving client of ``run.py --endpoint`` (``tools/serving/``, docs/serving.md).
           failed requests counted by kind; the output audits: error rate above 1 %, a reply cut
           short, the mean output length against the length asked, an impossible usage refused), one
           ``common.record.ServingRow`` per step.
+  server  the server's own Prometheus ``/metrics`` (``tools/serving/metrics.py``), scraped before and after
+          each step and sampled every second during it: KV-cache use, prefix-cache hits, requests running
+          and waiting, its TTFT and queue-time histograms, preemptions (vLLM's names; llama-cpp-python's
+          server has no /metrics: "not exposed"), on the log line of each step and in the plots; the
+          row type is unchanged.
+  exports each request as a JSON line and each step as a CSV row (``tools/serving/exports.py``) in the
+          case's log folder: ``serving_requests.jsonl``, ``serving_steps.csv``.
 
 A server that exits during the stage ends the case with one line (``EngineError``, exit 4) naming its
 exit status and the last line of its log; the engine's ``close`` then stops what is left of it.
@@ -115,10 +122,11 @@ def measure_step(
     engine: Any, prompts: PromptSource, workload: ServingWorkload, concurrency: int, config: CaseConfig
 ) -> dict:
     """One load step: warm-up, then ``concurrency`` streams until the stop rule; its figures (a dict)."""
-    from tools.serving.cli import run_async
+    from tools.serving.cli import measured, run_async
     from tools.serving.client import RequestSpec
     from tools.serving.figures import StepStop, step_figures
     from tools.serving.load import Endpoint, Load, run_load
+    from tools.serving.metrics import Sampler, metrics_url
 
     endpoint = Endpoint(engine.url, engine.served_model, extra=engine.request_extra(workload.output_length))
     load = Load(concurrency=concurrency)
@@ -134,11 +142,43 @@ def measure_step(
         run_async(run_load(endpoint, specs(workload.warmup, PromptSource.WARMUP), load))
     _check_alive(engine)
     stop = StepStop(workload.requests, precision, float(setting(config, "max_duration_s")))
-    result = run_async(run_load(endpoint, specs(workload.requests * 50, PromptSource.MEASURED), load, stop=stop))
+    sampler = Sampler(metrics_url(engine.url))
+    result = run_async(
+        measured(run_load(endpoint, specs(workload.requests * 50, PromptSource.MEASURED), load, stop=stop), sampler)
+    )
     _check_alive(engine)
     block = step_figures(result.records, None, precision, stop.reason)
     block["load"], block["label"] = load.to_dict(), load.label  # as run.py --endpoint's steps, for the plots
+    block["server_metrics"] = sampler.report([r.ttft_ns / 1e6 for r in result.records if r.ok and r.ttft_ns])
+    block["_records"] = result.records  # for the exports; popped before anything is written
     return block
+
+
+def server_line(block: dict) -> str:
+    """The log line of the server's own figures for a step (its /metrics), or why there are none."""
+    from tools.serving.metrics import summary_row
+
+    server = block.get("server_metrics") or {}
+    if not server.get("exposed"):
+        return f"server metrics: {server.get('note', 'not exposed')}"
+    row = summary_row(block["label"], server, block.get("ttft_ms") or {})
+    return "server metrics (" + ", ".join(f"{k} {v}" for k, v in row.items() if k != "step") + ")"
+
+
+def write_exports(log_dir: str, blocks: list[dict]) -> None:
+    """Each request as a JSON line, each step as a CSV row, into the case's log folder."""
+    from common.files import atomic_path
+    from tools.serving.exports import request_lines, steps_csv
+
+    with atomic_path(Path(log_dir) / "serving_requests.jsonl") as tmp:
+        tmp.write_text(
+            "".join(line + "\n" for b in blocks for line in request_lines("step", b["label"], b.get("_records") or [])),
+            encoding="utf-8",
+        )
+    with atomic_path(Path(log_dir) / "serving_steps.csv") as tmp:
+        tmp.write_text(
+            steps_csv([("step", {k: v for k, v in b.items() if k != "_records"}) for b in blocks]), encoding="utf-8"
+        )
 
 
 def write_plots(log_dir: str, blocks: list[dict]) -> None:
@@ -209,5 +249,9 @@ def run_serving_stage(
             f"{'n/a' if rate is None else f'{rate:.1f}'} output tokens/s, TTFT p50 {row.ttft_ms.get('p50')} ms, "
             f"TPOT p50 {row.tpot_ms.get('p50')} ms, {state}"
         )
+        logger.info(f"serving x{concurrency}: {server_line(block)}")
+    write_exports(config.log_dir, blocks)
+    for block in blocks:
+        block.pop("_records", None)
     write_plots(config.log_dir, blocks)
     return report

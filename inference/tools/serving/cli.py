@@ -2,8 +2,9 @@
 user already runs, with the load modes, workloads, SLO and capacity search of ``tools/serving``.
 
 Writes ``<results>/run<id>/`` at once when it is done (nothing half-written): ``serving/result.json``
-(every step's figures, the capacity search, the Pareto points, each request's record),
-``serving/report.html`` (``tools/serving/plots.py``) and
+(every step's figures, the server's own /metrics figures, the capacity search, the Pareto points, each
+request's record), ``serving/report.html`` (``tools/serving/plots.py``), ``serving/requests.jsonl`` and
+``serving/steps.csv`` (``tools/serving/exports.py``) and
 ``summary.json`` / ``summary.md`` (one row per step). Exit status: 0 done (failed requests are
 counted in the rows, not fatal); 2 bad option (an SLO bound below 0, a concurrency of 0, a model
 the server does not serve, a URL or --output-dir that cannot work, a 401/403 "authentication"); 3
@@ -50,9 +51,10 @@ from common.errors import (
 )
 from common.files import atomic_dir, json_text
 from tools.serving import capacity as capacity_search
-from tools.serving import plots, workload
+from tools.serving import exports, plots, workload
+from tools.serving import metrics as server_metrics
 from tools.serving.client import scrub
-from tools.serving.figures import DEFAULT_MAX_ERROR_RATE, SLO, StepStop, step_figures
+from tools.serving.figures import DEFAULT_MAX_ERROR_RATE, DEFAULT_TIMESLICES, SLO, StepStop, step_figures
 from tools.serving.load import ARRIVALS, Endpoint, Load, run_load, sessions_of
 
 DEFAULT_REQUESTS = 64
@@ -161,6 +163,23 @@ def _parser(one_line_errors: bool = False) -> argparse.ArgumentParser:
         "--where",
         default=None,
         help="where the client ran relative to the server (same host, another host, ...); recorded",
+    )
+    p.add_argument(
+        "--metrics-url",
+        default=None,
+        help="the server's Prometheus metrics (default: the endpoint's origin + /metrics; 'off': not scraped)",
+    )
+    p.add_argument(
+        "--metrics-interval-s",
+        type=float,
+        default=server_metrics.DEFAULT_INTERVAL_S,
+        help="how often /metrics is sampled during a step (default 1; 0: only before and after it)",
+    )
+    p.add_argument(
+        "--timeslices",
+        type=int,
+        default=DEFAULT_TIMESLICES,
+        help="cut each step into this many equal slices, each with its tokens/s and TTFT (default 5)",
     )
     return p
 
@@ -461,6 +480,19 @@ class Plan:
                 raise ConfigError(f"{key}: {value} must be positive")
         if not 0 <= args.max_error_rate < 1:
             raise ConfigError(f"--max-error-rate: {args.max_error_rate} must be a share in [0, 1), e.g. 0.01")
+        if not (args.metrics_interval_s >= 0 and math.isfinite(args.metrics_interval_s)):
+            raise ConfigError(
+                f"--metrics-interval-s: {args.metrics_interval_s} must be >= 0 (0: before and after only)"
+            )
+        if not 1 <= args.timeslices <= 1000:
+            raise ConfigError(f"--timeslices: {args.timeslices} must be an integer in 1..1000")
+        self.metrics_url: str | None = None
+        if args.metrics_url is None:
+            self.metrics_url = server_metrics.metrics_url(args.endpoint)
+        elif args.metrics_url != "off":
+            check_url(args.metrics_url, "--metrics-url")
+            self.metrics_url = args.metrics_url
+        self.metrics_failure: str | None = None  # /metrics not exposed at an earlier step: not asked again
         self.slo = parse_slo(args.slo)
         self.capacity = None
         if args.capacity is not None:
@@ -575,12 +607,48 @@ def run_step(endpoint: Endpoint, plan: Plan, load: Load, requests: int | None = 
     cap = least if a.precision is None else least * 50
     sessions = plan.sessions(cap, a.seed)
     stop = StepStop(least, a.precision, a.max_duration_s)
-    result = run_async(run_load(endpoint, sessions, load, seed=a.seed, stop=stop))
+    sampler = None
+    if plan.metrics_url is not None and plan.metrics_failure is None:
+        sampler = server_metrics.Sampler(plan.metrics_url, a.metrics_interval_s, endpoint.headers)
+    result = run_async(measured(run_load(endpoint, sessions, load, seed=a.seed, stop=stop), sampler))
     stopped = stop.reason or (f"all {cap} requests issued" if a.precision is not None else None)
-    block = step_figures(result.records, plan.slo, a.precision, stopped, a.max_error_rate)
+    block = step_figures(result.records, plan.slo, a.precision, stopped, a.max_error_rate, a.timeslices)
     block["load"] = load.to_dict()
     block["label"] = load.label
+    if sampler is not None:
+        block["server_metrics"] = sampler.report([r.ttft_ns / 1e6 for r in result.records if r.ok and r.ttft_ns])
+        if not block["server_metrics"]["exposed"]:
+            plan.metrics_failure = block["server_metrics"]["note"]
+            block["server_metrics"]["note"] = scrub(block["server_metrics"]["note"], endpoint.api_key)
+    elif plan.metrics_url is None:
+        block["server_metrics"] = {"exposed": False, "note": "not scraped (--metrics-url off)"}
+    else:
+        block["server_metrics"] = {
+            "url": plan.metrics_url,
+            "exposed": False,
+            "note": f"{plan.metrics_failure} (at an earlier step; not asked again)",
+        }
     return block, result.records
+
+
+async def measured(load: Any, sampler: server_metrics.Sampler | None) -> Any:
+    """``load`` (a run_load coroutine) with the server's /metrics scraped before and after it and sampled
+    during it (``sampler``; None: not scraped). The sampler never raises and never outlives the load."""
+    if sampler is None:
+        return await load
+    try:
+        await sampler.start()
+    except BaseException:  # interrupted before the load began: it never runs
+        load.close()
+        sampler.cancel()
+        raise
+    try:
+        result = await load
+    except BaseException:
+        sampler.cancel()
+        raise
+    await sampler.stop()
+    return result
 
 
 def requests_to_decide(percentile: float) -> int:
@@ -639,6 +707,7 @@ def summary_rows(steps: list[dict]) -> list[dict]:
                 "output_tokens_per_s": _pm(t["output_tokens_per_s"]),
                 "ttft_p50_ms": _fmt(s["ttft_ms"]["p50"]),
                 "ttft_p90_ms": _fmt(s["ttft_ms"]["p90"]),
+                "ttfa_p50_ms": _fmt((s.get("ttfa_ms") or {}).get("p50")),
                 "tpot_p50_ms": _fmt(s["tpot_ms"]["p50"], 2),
                 "itl_p50_ms": _fmt(s["itl_ms"]["p50"], 2),
                 "e2e_p50_ms": _fmt(s["e2e_ms"]["p50"]),
@@ -735,6 +804,7 @@ def measure(
     )
     started = time.time()
     steps, records = [], {}
+    exported: list[tuple[str, str, list]] = []  # (phase, label, records) for requests.jsonl
     died: list[str] = []
 
     def watch(block: dict) -> None:
@@ -754,6 +824,7 @@ def measure(
         watch(block)
         steps.append(block)
         records[block["label"]] = [r.to_dict() for r in recs]
+        exported.append(("step", block["label"], recs))
         print(scrub(step_line(block), key), flush=True)
         if died:
             print(f"--launch: {died[0]}: no further step is run", flush=True)
@@ -772,12 +843,13 @@ def measure(
                 )
             if died:  # the launched server is gone: nothing more to probe
                 return "misses"
-            block, _ = run_step(endpoint, plan, load, decidable)
+            block, recs = run_step(endpoint, plan, load, decidable)
             if block["slo"]["verdict"] == "undecided" and server_alive():  # near the bound: once more, 4x as long
-                block, _ = run_step(endpoint, plan, load, 4 * max(decidable, block["requests"]))
+                block, recs = run_step(endpoint, plan, load, 4 * max(decidable, block["requests"]))
                 block["slo"]["remeasured"] = True
             watch(block)
             probed.append(block)
+            exported.append(("capacity", block["label"], recs))
             print(
                 f"capacity probe {load.label}: SLO {block['slo']['verdict']} ({block['slo']['attainment']:.0%})",
                 flush=True,
@@ -807,6 +879,21 @@ def measure(
         "api_key_sent": key is not None,  # the key itself is never written
         "max_error_rate": args.max_error_rate,
         "launched_server_exited": died[0] if died else None,
+        "server_metrics": {
+            "url": plan.metrics_url,
+            "interval_s": args.metrics_interval_s,
+            "server": next(
+                (
+                    s["server_metrics"].get("server")
+                    for s in steps + steps_capacity
+                    if s["server_metrics"].get("exposed")
+                ),
+                None,
+            ),
+            "exposed": any(s["server_metrics"].get("exposed") for s in steps + steps_capacity),
+        },
+        "timeslices": args.timeslices,
+        "exports": {"requests": "serving/requests.jsonl", "steps": "serving/steps.csv"},
         "seed": args.seed,
         "workload": {
             "prompt_file": args.prompt_file,
@@ -834,6 +921,7 @@ def measure(
     notes = sorted({s["token_count_note"] for s in steps + steps_capacity if s.get("token_count_note")})
     notes += run_notes(steps + steps_capacity)
     header += "".join(f"\n\nnote: {n}" for n in notes)
+    footer = server_section(steps + steps_capacity, plan.metrics_url)
     if found is not None:
         above = ", above the range" if found.above_range else ""
         header += (
@@ -851,12 +939,22 @@ def measure(
                 json_text({"run_id": run_id, "kind": "serving", "rows": rows, "capacity": result["capacity"]}),
                 encoding="utf-8",
             )
-            (tmp / "summary.md").write_text(markdown(rows, header), encoding="utf-8")
+            (tmp / "serving" / "requests.jsonl").write_text(
+                "".join(
+                    line + "\n" for phase, label, recs in exported for line in exports.request_lines(phase, label, recs)
+                ),
+                encoding="utf-8",
+            )
+            (tmp / "serving" / "steps.csv").write_text(
+                exports.steps_csv([("step", s) for s in steps] + [("capacity", s) for s in steps_capacity]),
+                encoding="utf-8",
+            )
+            (tmp / "summary.md").write_text(markdown(rows, header) + footer, encoding="utf-8")
             final = results_root / f"run{run_id}"
             os.replace(tmp, final)
     except OSError as exc:
         raise StorageError(f"the results could not be written to {results_root}: {one_line(exc)}") from None
-    print(scrub(markdown(rows, header), key))
+    print(scrub(markdown(rows, header) + footer, key))
     print(f"results: {final}")
     if on_written is not None:
         on_written(final)
@@ -871,6 +969,38 @@ def measure(
     return 0
 
 
+def server_section(steps: list[dict], url: str | None) -> str:
+    """summary.md's section of the server's own figures (its /metrics), a row per step beside the client's
+    TTFT, and the TTFT cross-check; one line when the server exposes none."""
+    blocks = [s.get("server_metrics") or {} for s in steps]
+    if not steps:
+        return ""
+    if url is None:
+        return "\nserver metrics: not scraped (--metrics-url off)\n"
+    if not any(b.get("exposed") for b in blocks):
+        note = next((b["note"] for b in blocks if b.get("note")), "not exposed")
+        return f"\nserver metrics: {note.removesuffix(' (at an earlier step; not asked again)')}\n"
+    rows = [server_metrics.summary_row(s["label"], b, s["ttft_ms"]) for s, b in zip(steps, blocks)]
+    keys = list(next(r for r in rows if len(r) > 2))
+    rows = [r if len(r) > 2 else {k: r.get(k, server_metrics.NOT_EXPOSED) for k in keys} for r in rows]
+    text = "\n" + markdown(rows, f"## The server's own figures (GET {url}; mean / peak over the step's samples)")
+    checks = [
+        (s["label"], b["ttft_crosscheck"])
+        for s, b in zip(steps, blocks)
+        if b.get("exposed") and isinstance(b.get("ttft_crosscheck"), dict) and b["ttft_crosscheck"].get("judged")
+    ]
+    for label, check in checks:
+        text += (
+            f"\nTTFT cross-check, {label}: client mean {check['client_mean_ms']:.2f} ms, server "
+            f"{check['server_mean_ms']:.2f} ms (client - server {check['difference_mean_ms']:+.2f} ms); p50 client "
+            f"{check['client_p50_ms']:.2f} ms, server {server_metrics.shown(check['server_p50_ms'], 2)} ms "
+            f"(its bucket {check['server_p50_bucket_ms']})" + (f"; {check['note']}" if check.get("note") else "")
+        )
+    if checks:
+        text += f"\n\n{server_metrics.CROSSCHECK_WHY}.\n"
+    return text
+
+
 def run_notes(steps: list[dict]) -> list[str]:
     """summary.md's notes on what the audits found: usage figures refused, total tokens/s n/a."""
     notes = []
@@ -880,6 +1010,16 @@ def run_notes(steps: list[dict]) -> list[str]:
         notes.append(f"{refused} request(s)' usage refused as impossible and counted otherwise (e.g. {example})")
     if any((s["throughput"].get("total_tokens_per_s") or {}).get("not_judged") for s in steps):
         notes.append("total tokens/s is n/a where some completed requests' prompt tokens are unknown")
+    for s in steps:
+        r = s.get("reasoning") or {}
+        if r.get("requests"):
+            notes.append(
+                f"{s['label']}: {r['requests']} replies reasoned: {r['reasoning_tokens']} reasoning tokens and "
+                f"{r['answer_tokens']} answer tokens (reasoning counted by {', '.join(r['counted_by'])}); "
+                f"time to the first answer token p50 {_fmt((s.get('ttfa_ms') or {}).get('p50'))} ms against "
+                f"TTFT p50 {_fmt(s['ttft_ms']['p50'])} ms"
+                + (f"; {r['without_answer']} without an answer token" if r.get("without_answer") else "")
+            )
     return notes
 
 

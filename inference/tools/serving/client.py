@@ -25,6 +25,13 @@ Errors are kept with the request, never raised: ``kind`` is one of
               generated fewer tokens than ``max_tokens`` asked (``audit_record``);
   unexpected  anything else the client raised while reading a reply (named, never a traceback).
 
+Reasoning models stream their reasoning in a chat delta's ``reasoning_content`` (vLLM, SGLang; newer
+vLLM also ``reasoning``) before the answer's ``content``. Both are generated tokens (TTFT is the first
+of either, as vLLM's own client counts it); the record keeps the reasoning's events and text apart,
+``ttfa`` is the time to the first answer token, and ``reasoning_tokens`` / ``answer_tokens`` split the
+output (the server's ``usage.completion_tokens_details.reasoning_tokens`` where it gives one, else the
+tokenizer on the reasoning text, else its events).
+
 A request that fails before any byte of an answer because the server closed a kept-alive
 connection (``ServerDisconnectedError``, a reset) is sent again once on a fresh connection
 (``fresh``); the record counts it in ``retries``, and its times run from the second sending.
@@ -68,7 +75,13 @@ class RequestRecord:
     sent_ns: int = 0
     token_ns: list[int] = field(default_factory=list)  # each token event's arrival
     end_ns: int | None = None
-    text: str = ""
+    text: str = ""  # everything generated, reasoning included (what the tokenizer counts)
+    reasoning_text: str = ""
+    answer_text: str = ""  # the answer alone (a multi-turn conversation carries this)
+    reasoning_events: int = 0
+    answer_ns: int | None = None  # the first answer token event's arrival
+    reasoning_tokens: int | None = None  # of output_tokens, the reasoning's (0 without reasoning)
+    reasoning_source: str | None = None  # "usage", "tokenizer" or "events"
     input_tokens: int | None = None
     output_tokens: int | None = None
     token_source: str | None = None
@@ -95,6 +108,17 @@ class RequestRecord:
         return self.token_ns[0] - self.sent_ns if self.token_ns else None
 
     @property
+    def ttfa_ns(self) -> int | None:
+        """Time to the first answer token (TTFT when the reply has no reasoning); None without an answer."""
+        return self.answer_ns - self.sent_ns if self.answer_ns is not None else None
+
+    @property
+    def answer_tokens(self) -> int | None:
+        if self.output_tokens is None:
+            return None
+        return max(0, self.output_tokens - (self.reasoning_tokens or 0))
+
+    @property
     def e2e_ns(self) -> int | None:
         return self.end_ns - self.sent_ns if self.end_ns is not None else None
 
@@ -113,11 +137,15 @@ class RequestRecord:
             "index": self.index,
             "ok": self.ok,
             "ttft_ms": _ms(self.ttft_ns),
+            "ttfa_ms": _ms(self.ttfa_ns),
             "tpot_ms": _ms(self.tpot_ns),
             "e2e_ms": _ms(self.e2e_ns),
             "itl_ms": [g / 1e6 for g in self.itl_ns()],
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
+            "reasoning_tokens": self.reasoning_tokens,
+            "answer_tokens": self.answer_tokens,
+            "reasoning_source": self.reasoning_source,
             "token_source": self.token_source,
             "finish_reason": self.finish_reason,
             "max_tokens": self.max_tokens,
@@ -193,14 +221,25 @@ class SSEParser:
                     raise MalformedSSE(f"not an SSE line: {line[:60]!r}")
 
 
+REASONING_FIELDS = ("reasoning_content", "reasoning")
+
+
 def chunk_text(payload: dict, chat: bool) -> str | None:
     """The generated text an SSE chunk carries, or None when it carries no token (the chat
     role preamble, a finish-only event, the usage event)."""
+    answer, reasoning = chunk_parts(payload, chat)
+    if answer is None and reasoning is None:
+        return None
+    return (reasoning or "") + (answer or "")
+
+
+def chunk_parts(payload: dict, chat: bool) -> tuple[str | None, str | None]:
+    """The answer's and the reasoning's text an SSE chunk carries (each None when it carries none)."""
     choices = payload.get("choices")
     if not isinstance(choices, list):
         raise MalformedSSE("an SSE event without 'choices'")
     if not choices:
-        return None
+        return None, None
     choice = choices[0]
     if not isinstance(choice, dict):
         raise MalformedSSE("an SSE event whose choice is not an object")
@@ -210,14 +249,19 @@ def chunk_text(payload: dict, chat: bool) -> str | None:
             delta = {}
         if not isinstance(delta, dict):
             raise MalformedSSE(f"an SSE event whose delta is a {type(delta).__name__}, not an object")
-        text = delta.get("content") or delta.get("reasoning_content")
+        text = delta.get("content")
+        reasoning = next((delta[f] for f in REASONING_FIELDS if delta.get(f) is not None), None)
+        if reasoning is not None and not isinstance(reasoning, str):
+            raise MalformedSSE("an SSE event whose reasoning is not a string")
+        if reasoning == "":
+            reasoning = None
     else:
-        text = choice.get("text")
+        text, reasoning = choice.get("text"), None
     if text is None or (text == "" and (chat or choice.get("finish_reason") is not None)):
-        return None
+        return None, reasoning
     if not isinstance(text, str):
         raise MalformedSSE("an SSE event whose text is not a string")
-    return text
+    return text, reasoning
 
 
 class StampingProtocol:
@@ -425,6 +469,8 @@ async def _read_events(
 
     parser = SSEParser()
     texts: list[str] = []
+    answers: list[str] = []
+    reasonings: list[str] = []
     done = finished = False
     while not done:
         if stamper is None and stall_s:  # no protocol to see a broken body: bound every read by the stall
@@ -453,15 +499,23 @@ async def _read_events(
             if isinstance(first, dict) and first.get("finish_reason") is not None:
                 finished = True
                 record.finish_reason = finish_reason_name(first["finish_reason"])
-            text = chunk_text(payload, chat)
-            if text is not None:
+            answer, reasoning = chunk_parts(payload, chat)
+            if answer is not None or reasoning is not None:
                 record.token_ns.append(now)
-                texts.append(text)
+                texts.append((reasoning or "") + (answer or ""))
+                if reasoning is not None:
+                    record.reasoning_events += 1
+                    reasonings.append(reasoning)
+                if answer is not None:
+                    answers.append(answer)
+                    if record.answer_ns is None:
+                        record.answer_ns = now
             elif finished and not record.token_ns:
                 # The finish event is the first to carry the reply: its tokens' text was empty, or
                 # the server merged every token into it (vLLM under load; a CI run saw one request
                 # of 400 counted failed with no error). Its arrival is the first output's.
                 record.token_ns.append(now)
+                record.answer_ns = now
     if not done and finished and stream.at_eof() and not parser.pending:
         record.end_ns = clock()  # a server that ends a finished stream without [DONE] (TGI does)
     elif done and not finished:
@@ -475,6 +529,7 @@ async def _read_events(
             "detail": f"the stream ended before [DONE] after {len(record.token_ns)} token events",
         }
     record.text = "".join(texts)
+    record.answer_text, record.reasoning_text = "".join(answers), "".join(reasonings)
     return texts
 
 
@@ -545,6 +600,29 @@ def count_tokens(record: RequestRecord, prompt: Any, tokenizer: Any = None, pref
         record.token_source = "events"
         record.output_tokens = len(record.token_ns)
         record.input_tokens = None
+    count_reasoning(record, tokenizer)
+
+
+def count_reasoning(record: RequestRecord, tokenizer: Any = None) -> None:
+    """Of the output tokens, the reasoning's: the server's ``usage.completion_tokens_details.reasoning_tokens``
+    when it is a believable integer (0..output), else the tokenizer on the reasoning text, else its events."""
+    details = (record.usage or {}).get("completion_tokens_details")
+    said = details.get("reasoning_tokens") if isinstance(details, dict) else None
+    if (
+        isinstance(said, int)
+        and not isinstance(said, bool)
+        and 0 <= said <= (record.usage_output_tokens if record.usage_output_tokens is not None else -1)
+    ):
+        record.reasoning_tokens, record.reasoning_source = said, "usage"
+    elif not record.reasoning_events:
+        record.reasoning_tokens, record.reasoning_source = 0, None
+    elif tokenizer is not None:
+        record.reasoning_tokens = len(tokenizer.encode(record.reasoning_text, add_special_tokens=False))
+        record.reasoning_source = "tokenizer"
+    else:
+        record.reasoning_tokens, record.reasoning_source = record.reasoning_events, "events"
+    if record.output_tokens is not None and record.reasoning_tokens is not None:
+        record.reasoning_tokens = min(record.reasoning_tokens, record.output_tokens)
 
 
 def audit_record(record: RequestRecord) -> None:

@@ -18,6 +18,11 @@ attainment, the verdict, and the stop rule that measures a step until it is prec
   goodput         requests (and output tokens) meeting the SLO / window, with interval.
   tokens/s per user  1000 / TPOT (ms), the median over requests: the decode speed one user sees.
   total tokens/s  n/a (None) when a completed request's prompt tokens are unknown.
+  TTFA            time to the first answer token (a reasoning model's reasoning streams first); the
+                  ``reasoning`` block splits the output tokens into the reasoning's and the answer's.
+  timeslices      the window cut into ``slices`` equal parts (``timeslices``): each part's output tokens/s
+                  (each token event of a completed request carrying its share of the request's output
+                  tokens, counted where it arrived) and the TTFT of the requests sent in it.
 
 Judged in the verdict besides drift and precision (each an INVALID reason naming its figures):
   error rate      failed / issued above ``max_error_rate`` (default 1 %);
@@ -72,6 +77,7 @@ DEFAULT_MAX_ERROR_RATE = 0.01
 LENGTH_TOLERANCE = 0.10  # MLPerf TEST09: the mean output length within ±10 % of the length asked
 TOKEN_AUDIT_FACTOR = 2.0  # usage and tokenizer counts further apart than this: not re-encoding, a wrong count
 LAG_FLOOR_MS = 20.0
+DEFAULT_TIMESLICES = 5
 
 
 @dataclass(frozen=True)
@@ -173,6 +179,7 @@ def step_figures(
     precision: float | None,
     stopped: str | None = None,
     max_error_rate: float = DEFAULT_MAX_ERROR_RATE,
+    slices: int = DEFAULT_TIMESLICES,
 ) -> dict:
     """The step's block of result.json (see the module docstring)."""
     ok = [r for r in records if r.ok]
@@ -255,6 +262,8 @@ def step_figures(
         "input_tokens": sum(r.input_tokens or 0 for r in ok) if any(r.input_tokens is not None for r in ok) else None,
         "output_tokens": sum(r.output_tokens or 0 for r in ok),
         "ttft_ms": stats_block([t for r in ok if (t := r.ttft_ns) is not None]),
+        "ttfa_ms": stats_block([t for r in ok if (t := r.ttfa_ns) is not None]),
+        "reasoning": reasoning_figures(ok),
         "tpot_ms": stats_block(tpots),
         "itl_ms": stats_block([g for r in ok for g in r.itl_ns()]),
         "e2e_ms": stats_block([t for r in ok if (t := r.e2e_ns) is not None]),
@@ -264,6 +273,7 @@ def step_figures(
         "throughput": throughput,
         "drift": drifts,
         "audits": audits,
+        "timeslices": timeslices(records, slices),
     }
     if slo is not None:
         judged = [slo.judge(r) for r in records]
@@ -285,6 +295,69 @@ def step_figures(
             )
     block["verdict"] = verdict.to_dict()
     return block
+
+
+def reasoning_figures(ok: list[RequestRecord]) -> dict:
+    """The completed replies' output split into reasoning and answer tokens (client.py's ``count_reasoning``)."""
+    with_reasoning = [r for r in ok if r.reasoning_tokens]
+    return {
+        "requests": len(with_reasoning),
+        "reasoning_tokens": sum(r.reasoning_tokens or 0 for r in ok),
+        "answer_tokens": sum(r.answer_tokens or 0 for r in ok),
+        "counted_by": sorted({r.reasoning_source for r in with_reasoning if r.reasoning_source}),
+        "without_answer": sum(1 for r in ok if r.answer_ns is None),
+    }
+
+
+def timeslices(records: list[RequestRecord], slices: int = DEFAULT_TIMESLICES) -> dict:
+    """The step's window (first sent to last ended) cut into ``slices`` equal parts: each part's output
+    tokens/s and the TTFT of the requests sent in it (module docstring)."""
+    if not records or slices < 1:
+        return {"slices": slices, "width_s": None, "items": []}
+    t0 = min(r.sent_ns for r in records)
+    t1 = max(r.end_ns or r.sent_ns for r in records)
+    width = (t1 - t0) / slices
+    if width <= 0:
+        return {"slices": slices, "width_s": 0.0, "items": []}
+
+    def slot(t_ns: int) -> int:
+        return min(slices - 1, max(0, int((t_ns - t0) / width)))
+
+    tokens = [0.0] * slices
+    sent = [0] * slices
+    completed = [0] * slices
+    ttfts: list[list[float]] = [[] for _ in range(slices)]
+    for r in records:
+        sent[slot(r.sent_ns)] += 1
+        if not r.ok:
+            continue
+        completed[slot(r.end_ns or r.sent_ns)] += 1
+        if r.token_ns and r.output_tokens:
+            share = r.output_tokens / len(r.token_ns)
+            for t in r.token_ns:
+                tokens[slot(t)] += share
+        if r.ttft_ns is not None:
+            ttfts[slot(r.sent_ns)].append(r.ttft_ns / 1e6)
+    items = []
+    for i in range(slices):
+        ordered = sorted(ttfts[i])
+        items.append(
+            {
+                "index": i,
+                "start_s": i * width / 1e9,
+                "end_s": (i + 1) * width / 1e9,
+                "requests_sent": sent[i],
+                "requests_completed": completed[i],
+                "output_tokens": tokens[i],
+                "output_tokens_per_s": tokens[i] / (width / 1e9),
+                "ttft_ms": {
+                    "count": len(ordered),
+                    "mean": sum(ordered) / len(ordered) if ordered else None,
+                    "p50": percentile(ordered, 50.0) if ordered else None,
+                },
+            }
+        )
+    return {"slices": slices, "width_s": width / 1e9, "items": items}
 
 
 def length_audit(ok: list[RequestRecord]) -> dict:

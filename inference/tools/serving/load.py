@@ -186,7 +186,7 @@ async def run_load(
                 if not record.ok:
                     break  # a failed turn ends its conversation
                 if spec.conversation is not None:
-                    history = prompt + [{"role": "assistant", "content": record.text}]
+                    history = prompt + [{"role": "assistant", "content": record.answer_text}]
 
         chains = iter(sessions)
         if load.concurrency is not None:

@@ -5,7 +5,15 @@ It speaks HTTP/1.1 (keep-alive, chunked SSE) on asyncio streams and answers
 gets a ``Plan`` from the script: its status, TTFT, the gaps between its tokens, and a fault
 (``stall``: stop sending and hold the connection; ``drop``: cut the connection; ``malformed``:
 an event that is not JSON; ``error``: an error object in the stream) after some token.
-``usage`` counts one prompt token per whitespace-separated word.
+``usage`` counts one prompt token per whitespace-separated word. A plan's first ``reasoning_tokens``
+tokens stream as a chat delta's ``reasoning_content`` (``reasoning_field``), as a reasoning model's do on
+vLLM and SGLang; the rest as ``content``.
+
+``metrics=VllmMetrics(...)`` serves ``GET /metrics`` in vLLM's names (a chosen set of them, or bytes
+that are not the Prometheus format, or an HTTP status instead): requests running are the requests in
+flight, the TTFT histogram observes each request's scripted TTFT, the prefix-cache and preemption
+counters and the speculative-decoding counters grow by fixed amounts per request. Without it
+``/metrics`` answers 404, as a server that exposes none.
 
 Timing is either real (``asyncio.sleep`` to an absolute schedule from the request's arrival)
 or stepped on a ``SteppedClock`` shared with the client: the server sets the clock to each
@@ -39,6 +47,11 @@ class Plan:
     fault_at: int = 0  # tokens sent before the fault
     done_marker: bool = True  # end with ``data: [DONE]`` (TGI-style servers do not)
     text: str | None = None  # every token's text (default `` t<i>``; "" as a token that decodes to nothing)
+    reasoning_tokens: int = (
+        0  # chat: the first N tokens are the reasoning's (``reasoning_field``), the rest the answer's
+    )
+    reasoning_field: str = "reasoning_content"  # vLLM's and SGLang's name (newer vLLM also sends "reasoning")
+    usage_reasoning: bool = False  # usage carries completion_tokens_details.reasoning_tokens (as OpenAI's does)
 
     @property
     def tokens(self) -> int:
@@ -57,6 +70,58 @@ def steady(ttft_ms: float, itl_ms: float, slope_ms: float = 0.0) -> Script:
         return Plan(ttft_s=(ttft_ms + slope_ms * (in_flight - 1)) / 1e3, gaps_s=[itl_ms / 1e3] * (tokens - 1))
 
     return plan
+
+
+TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0)
+QUEUE_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 20.0, 40.0, 60.0, 120.0, 240.0, 480.0, 960.0)
+METRIC_FIGURES = (
+    "kv_cache_usage",
+    "running",
+    "waiting",
+    "prefix_cache",
+    "preemptions",
+    "ttft",
+    "queue_time",
+    "spec_decode",
+)
+
+
+@dataclass
+class VllmMetrics:
+    """The loopback's ``GET /metrics``, in vLLM 0.32's names and labels (``engine``, ``model_name``).
+    ``expose``: which figures (``METRIC_FIGURES``; default all); ``body``: answer these bytes instead
+    (a broken exposition); ``status``: answer this status instead of 200."""
+
+    expose: tuple[str, ...] = METRIC_FIGURES
+    kv_cache_usage: float = 0.25  # the gauge's value (0..1)
+    waiting: int = 0
+    prefix_hit_share: float = 0.5  # of each request's prompt tokens, counted as prefix-cache hits
+    preemptions_per_request: int = 0
+    queue_time_s: float = 0.0  # each request's observation in the queue-time histogram
+    spec_draft_tokens_per_request: int = 0
+    spec_accepted_per_request: int = 0
+    spec_drafts_per_request: int = 0
+    body: bytes | None = None
+    status: int = 200
+    scrapes: int = 0  # how many times /metrics was asked for
+
+
+class _Histogram:
+    def __init__(self, bounds: tuple[float, ...]) -> None:
+        self.bounds, self.counts, self.sum, self.count = bounds, [0] * len(bounds), 0.0, 0
+
+    def observe(self, value: float) -> None:
+        self.sum += value
+        self.count += 1
+        for i, bound in enumerate(self.bounds):
+            if value <= bound:
+                self.counts[i] += 1
+
+    def lines(self, name: str, labels: str) -> list[str]:
+        out = [f"# HELP {name} Histogram.", f"# TYPE {name} histogram"]
+        out += [f'{name}_bucket{{{labels},le="{b}"}} {float(c)}' for b, c in zip(self.bounds, self.counts)]
+        out += [f'{name}_bucket{{{labels},le="+Inf"}} {float(self.count)}', f"{name}_sum{{{labels}}} {self.sum}"]
+        return out + [f"{name}_count{{{labels}}} {float(self.count)}"]
 
 
 class SteppedClock:
@@ -90,6 +155,7 @@ class LoopbackServer:
         clock: SteppedClock | None = None,
         openai: bool = True,
         stamp: bool = False,
+        metrics: VllmMetrics | None = None,
     ) -> None:
         self.script = script or steady(0.0, 0.0)
         self.model = model
@@ -97,6 +163,17 @@ class LoopbackServer:
         self.clock = clock
         self.openai = openai
         self.stamp = stamp
+        self.metrics = metrics
+        self._ttft = _Histogram(TTFT_BUCKETS)
+        self._queue = _Histogram(QUEUE_BUCKETS)
+        self._counters = {
+            "prefix_queries": 0,
+            "prefix_hits": 0,
+            "preemptions": 0,
+            "drafts": 0,
+            "draft": 0,
+            "accepted": 0,
+        }
         self.requests = 0
         self.in_flight = 0
         self.max_in_flight = 0
@@ -187,7 +264,52 @@ class LoopbackServer:
         )
         await writer.drain()
 
+    def metrics_text(self) -> str:
+        """``GET /metrics``'s text in vLLM's names (``VllmMetrics``)."""
+        m = self.metrics
+        assert m is not None
+        labels = f'engine="0",model_name="{self.model}"'
+        lines: list[str] = []
+
+        def one(name: str, kind: str, value: float) -> None:
+            lines.extend([f"# HELP {name} {kind}.", f"# TYPE {name} {kind}", f"{name}{{{labels}}} {float(value)}"])
+
+        c = self._counters
+        if "running" in m.expose:
+            one("vllm:num_requests_running", "gauge", self.in_flight)
+        if "waiting" in m.expose:
+            one("vllm:num_requests_waiting", "gauge", m.waiting)
+        if "kv_cache_usage" in m.expose:
+            one("vllm:kv_cache_usage_perc", "gauge", m.kv_cache_usage)
+        if "prefix_cache" in m.expose:
+            one("vllm:prefix_cache_queries_total", "counter", c["prefix_queries"])
+            one("vllm:prefix_cache_hits_total", "counter", c["prefix_hits"])
+        if "preemptions" in m.expose:
+            one("vllm:num_preemptions_total", "counter", c["preemptions"])
+        if "spec_decode" in m.expose:
+            one("vllm:spec_decode_num_drafts_total", "counter", c["drafts"])
+            one("vllm:spec_decode_num_draft_tokens_total", "counter", c["draft"])
+            one("vllm:spec_decode_num_accepted_tokens_total", "counter", c["accepted"])
+        if "ttft" in m.expose:
+            lines += self._ttft.lines("vllm:time_to_first_token_seconds", labels)
+        if "queue_time" in m.expose:
+            lines += self._queue.lines("vllm:request_queue_time_seconds", labels)
+        return "\n".join(lines) + "\n"
+
     async def _answer(self, method: str, path: str, raw: bytes, writer: asyncio.StreamWriter) -> bool:
+        if method == "GET" and path == "/metrics" and self.metrics is not None:
+            self.metrics.scrapes += 1
+            if self.metrics.status != 200:
+                await self._plain(writer, self.metrics.status, "no metrics here", "text/plain")
+            elif self.metrics.body is not None:
+                head = (
+                    f"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {len(self.metrics.body)}\r\n\r\n"
+                )
+                writer.write(head.encode() + self.metrics.body)
+                await writer.drain()
+            else:
+                await self._plain(writer, 200, self.metrics_text(), "text/plain; version=0.0.4")
+            return True
         if not self.openai:
             await self._plain(writer, 404, "<html><body>not here</body></html>", "text/html")
             return True
@@ -241,6 +363,11 @@ class LoopbackServer:
             body.get("prompt") if not chat else " ".join(str(m.get("content", "")) for m in body.get("messages") or [])
         )
         prompt_tokens = len(str(prompt or "").split())
+        if self.metrics is not None:
+            hits = round(self.metrics.prefix_hit_share * prompt_tokens)
+            self._counters["prefix_queries"] += prompt_tokens
+            self._counters["prefix_hits"] += hits
+            self._queue.observe(self.metrics.queue_time_s)
         for i in range(plan.tokens):
             if i:
                 at_s += plan.gaps_s[i - 1]
@@ -255,8 +382,11 @@ class LoopbackServer:
                     await asyncio.sleep(delay)
             text = f" {time.perf_counter_ns()}" if self.stamp else f" t{i}" if plan.text is None else plan.text
             last = i == plan.tokens - 1
+            if i == 0 and self.metrics is not None:
+                self._ttft.observe(plan.ttft_s)  # the scripted TTFT: what a server's own clock would record
             if chat:
-                choice = {"index": 0, "delta": {"content": text}, "finish_reason": "length" if last else None}
+                field_name = plan.reasoning_field if i < plan.reasoning_tokens else "content"
+                choice = {"index": 0, "delta": {field_name: text}, "finish_reason": "length" if last else None}
                 kind = "chat.completion.chunk"
             else:
                 choice = {"index": 0, "text": text, "finish_reason": "length" if last else None}
@@ -267,11 +397,19 @@ class LoopbackServer:
                 await self._read_after(mark)
         if plan.fault is not None and plan.fault_at >= plan.tokens:  # after the last token (its finish_reason sent)
             return await self._fault(writer, plan.fault)
-        usage = {
+        usage: dict = {
             "prompt_tokens": prompt_tokens,
             "completion_tokens": plan.tokens,
             "total_tokens": prompt_tokens + plan.tokens,
         }
+        if plan.usage_reasoning:
+            usage["completion_tokens_details"] = {"reasoning_tokens": min(plan.reasoning_tokens, plan.tokens)}
+        if self.metrics is not None:
+            m, c = self.metrics, self._counters
+            c["preemptions"] += m.preemptions_per_request
+            c["drafts"] += m.spec_drafts_per_request
+            c["draft"] += m.spec_draft_tokens_per_request
+            c["accepted"] += m.spec_accepted_per_request
         self._event(
             writer,
             {"id": "cmpl-loopback", "object": "text_completion", "model": self.model, "choices": [], "usage": usage},
@@ -339,9 +477,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--stamp", action="store_true", help="each token's text is the server's perf_counter_ns when it was sent"
     )
+    parser.add_argument("--metrics", action="store_true", help="serve GET /metrics in vLLM's names (VllmMetrics)")
     args = parser.parse_args(argv)
     server = LoopbackServer(
-        steady(args.ttft_ms, args.itl_ms, args.slope_ms), args.model, args.host, args.port, stamp=args.stamp
+        steady(args.ttft_ms, args.itl_ms, args.slope_ms),
+        args.model,
+        args.host,
+        args.port,
+        stamp=args.stamp,
+        metrics=VllmMetrics() if args.metrics else None,
     )
 
     async def run() -> None:

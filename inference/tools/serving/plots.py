@@ -3,7 +3,10 @@
 Four plots over the steps (sweep steps and capacity probes, ordered by load within each kind):
 TTFT p50 and p90 against load, TPOT p50 against load, output tokens/s and goodput (tokens/s
 meeting the SLO) against load, and tokens/s per user against output tokens/s with the Pareto
-frontier joined. Each throughput point carries its 95 % interval as a bar.
+frontier joined. Each throughput point carries its 95 % interval as a bar. Then, where the steps
+have them: the timeslices (each step's output tokens/s and TTFT p50 per slice of its window), the
+server's own figures over time (KV-cache use and requests running, from its /metrics samples), and a
+table of the server's figures per step beside the client's TTFT, with the TTFT cross-check.
 """
 
 from __future__ import annotations
@@ -135,8 +138,42 @@ def report(result: dict) -> str:
         + facts
         + "\n"
         + "\n".join(svg for _, svg in figures(result))
+        + "\n"
+        + server_table(result)
         + "\n</body></html>\n"
     )
+
+
+def server_table(result: dict) -> str:
+    """The server's own figures per step (its /metrics) beside the client's TTFT, as an HTML table; one
+    line when the server exposes none."""
+    from tools.serving import metrics
+
+    steps = ordered(list(result.get("steps") or []) + list(result.get("capacity_steps") or []))
+    blocks = [s.get("server_metrics") for s in steps]
+    if not any(isinstance(b, dict) for b in blocks):
+        return ""
+    if not any(isinstance(b, dict) and b.get("exposed") for b in blocks):
+        note = next((b.get("note") for b in blocks if isinstance(b, dict) and b.get("note")), metrics.NOT_EXPOSED)
+        return f"<p>server metrics: {html.escape(str(note))}</p>"
+    rows = [metrics.summary_row(s["label"], b or {}, s.get("ttft_ms") or {}) for s, b in zip(steps, blocks)]
+    keys = list(next(r for r in rows if len(r) > 2))
+    out = ["<h2>The server's own figures (/metrics)</h2>", '<table class="server-metrics" border="1">']
+    out.append("<tr>" + "".join(f"<th>{html.escape(k)}</th>" for k in keys) + "</tr>")
+    for row in rows:
+        out.append(
+            "<tr>" + "".join(f"<td>{html.escape(str(row.get(k, metrics.NOT_EXPOSED)))}</td>" for k in keys) + "</tr>"
+        )
+    out.append("</table>")
+    for s, b in zip(steps, blocks):
+        check = (b or {}).get("ttft_crosscheck") if isinstance(b, dict) else None
+        if isinstance(check, dict) and check.get("judged"):
+            out.append(
+                f"<p>TTFT cross-check, {html.escape(s['label'])}: client mean {check['client_mean_ms']:.2f} ms, "
+                f"server {check['server_mean_ms']:.2f} ms (client - server {check['difference_mean_ms']:+.2f} ms)</p>"
+            )
+    out.append(f"<p>{html.escape(metrics.CROSSCHECK_WHY)}.</p>")
+    return "\n".join(out)
 
 
 def figures(result: dict) -> list[tuple[str, str]]:
@@ -214,4 +251,57 @@ def figures(result: dict) -> list[tuple[str, str]]:
         "tokens/s per user",
         "output tokens/s",
     )
-    return [("ttft", ttft), ("tpot", tpot), ("goodput", goodput), ("pareto", pareto)]
+    out = [("ttft", ttft), ("tpot", tpot), ("goodput", goodput), ("pareto", pareto)]
+    return out + timeslice_figures(steps) + server_figures(steps)
+
+
+def timeslice_figures(steps: list[dict]) -> list[tuple[str, str]]:
+    """Each step's output tokens/s and TTFT p50 per slice of its window (``timeslices`` in result.json)."""
+    sliced = [s for s in steps if (s.get("timeslices") or {}).get("items")]
+    if not sliced:
+        return []
+    count = max(len(s["timeslices"]["items"]) for s in sliced)
+    labels = [f"{i + 1}/{count}" for i in range(count)]
+
+    def series(get) -> list[tuple[str, list[tuple[float, float | None, list[float] | None]]]]:
+        return [(s["label"], [(float(i["index"]), get(i), None) for i in s["timeslices"]["items"]]) for s in sliced]
+
+    tokens = _svg(
+        "Output tokens/s per timeslice",
+        labels,
+        series(lambda i: i["output_tokens_per_s"]),
+        "tokens/s",
+        "slice of the step",
+    )
+    ttft = _svg(
+        "TTFT p50 per timeslice (requests sent in it)",
+        labels,
+        series(lambda i: i["ttft_ms"]["p50"]),
+        "ms",
+        "slice of the step",
+    )
+    return [("timeslice_tokens", tokens), ("timeslice_ttft", ttft)]
+
+
+def server_figures(steps: list[dict]) -> list[tuple[str, str]]:
+    """The server's KV-cache use and requests running over each step (its /metrics samples)."""
+    sampled = [
+        s
+        for s in steps
+        if isinstance(s.get("server_metrics"), dict)
+        and s["server_metrics"].get("exposed")
+        and s["server_metrics"].get("timeline")
+    ]
+    out = []
+    for key, title, scale, unit in (
+        ("kv_cache_usage", "Server KV-cache use over each step", 100.0, "%"),
+        ("running", "Server requests running over each step", 1.0, "requests"),
+    ):
+        series: list[tuple[str, list[tuple[float, float | None, list[float] | None]]]] = [
+            (s["label"], [(p["t_s"], p[key] * scale, None) for p in s["server_metrics"]["timeline"] if key in p])
+            for s in sampled
+        ]
+        series = [(name, pts) for name, pts in series if pts]
+        if series:
+            out.append((f"server_{key}", _svg(title, None, series, unit, "seconds into the step")))
+    return out
