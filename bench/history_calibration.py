@@ -8,7 +8,7 @@ independent decisions behind it:
 
 1. **compare between runs made at different times, on this machine** (the history at ``--history``:
    real runs of one unchanged config, e.g. ``run.py calibrate``'s). Out of sample: each series' first
-   ``--learn`` share of points is the sitting the noise is learned from (``utils/history/noise.py``,
+   ``--learn`` share of points (or those before ``--split-at``) is the sitting the noise is learned from (``utils/history/noise.py``,
    exactly as compare learns it); the rest, in the order they ran, is cut into disjoint consecutive
    pairs of runs, and each pair is decided as ``run.py compare`` decides it
    (``decide.decide_between``, threshold 5 %). False alarms: pairs called "worse". Power: the same
@@ -77,9 +77,12 @@ def decided_worse(a: float, b: float, higher_is_better: bool, noise) -> bool:
     return d.verdict == WORSE
 
 
-def real_compare(history: dict[Series, list[Point]], learn: float) -> dict:
-    """Table 1 (module docstring)."""
-    learned = {s: pts[: max(2, int(len(pts) * learn))] for s, pts in history.items()}
+def real_compare(history: dict[Series, list[Point]], learn: float, split_at: str | None = None) -> dict:
+    """Table 1 (module docstring); ``split_at`` (ISO time): the runs before it are the learning sitting."""
+    if split_at is not None:
+        learned = {s: [p for p in pts if p.at < split_at] for s, pts in history.items()}
+    else:
+        learned = {s: pts[: max(2, int(len(pts) * learn))] for s, pts in history.items()}
     model = NoiseModel(learned)
     per_kind: dict[str, dict[str, int]] = {}
     by_pair: dict[tuple[str, str], dict[str, bool]] = {}
@@ -199,6 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--history", help="a history of real runs of one unchanged config (a URL or SQLite file)")
     parser.add_argument("--learn", type=float, default=0.5, help="the share of each series the noise is learned from")
     parser.add_argument("--include-invalid", action="store_true", help="count INVALID runs' figures too")
+    parser.add_argument("--split-at", help="ISO time: the runs before it are the sitting the noise is learned from")
     parser.add_argument("--trials", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", type=Path)
@@ -211,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
         url = resolve_url(args.history, Path.cwd())
         assert url is not None
         history = load(url, args.include_invalid)
-        out["this machine: compare at different times"] = real_compare(history, args.learn)
+        out["this machine: compare at different times"] = real_compare(history, args.learn, args.split_at)
         out["this machine: false change points"] = real_false_changes(history)
         out["this machine: steps found"] = real_smallest_step(history)
     out["steady host (2 %): compare at different times"] = [
