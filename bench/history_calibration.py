@@ -9,8 +9,8 @@ independent decisions behind it:
 1. **compare between runs made at different times, on this machine** (the history at ``--history``:
    real runs of one unchanged config, e.g. ``run.py calibrate``'s). Out of sample: each series' first
    ``--learn`` share of points (or those before ``--split-at``) is the sitting the noise is learned
-   from (``utils/history/noise.py``, exactly as compare learns it); the rest, in the order they ran, is cut into disjoint consecutive
-   pairs of runs, and each pair is decided as ``run.py compare`` decides it
+   from (``utils/history/noise.py``, exactly as compare learns it); the rest, in the order they
+   ran, is cut into disjoint consecutive pairs of runs, and each pair is decided as ``run.py compare`` decides it
    (``decide.decide_between``, threshold 5 %). False alarms: pairs called "worse". Power: the same
    pairs with B made 10 % worse (throughput x 0.9, latency / 0.9). Per figure, and per pair of runs
    ("any figure worse": the exit status a CI job reads; one decision per pair of runs).
