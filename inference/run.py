@@ -12,10 +12,23 @@ Exit status: 0 when every case succeeded on every host, 1 when any failed
 
 from __future__ import annotations
 
-import argparse
-import secrets
 import signal
 import sys
+
+if __name__ == "__main__":
+    # Until main() installs its own handlers (common/stop_signals.py), a stop finds nothing opened or
+    # written: one line and the stop's exit status, not an import's traceback.
+    def _stop_before_main(signum: int, _frame: object) -> None:
+        import os
+
+        os.write(2, f"{signal.Signals(signum).name} during start-up: nothing was run or written\n".encode())
+        os._exit(128 + signum)
+
+    for _sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(_sig, _stop_before_main)
+
+import argparse
+import secrets
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -477,18 +490,8 @@ class Run:
 def main(argv: list[str] | None = None) -> int:
     """config -> run folder -> every case on every host -> summary, report and exit status."""
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["compare"]:  # run.py compare RUN_A RUN_B [--threshold 5]: see utils/results/compare.py
-        from utils.results.compare import main as compare_main
-
-        return compare_main(argv[1:], INFERENCE_DIR / "result")
-    if argv[:1] == ["history"]:  # run.py history [import DIR...] [--check]: see utils/history/cli.py
-        from utils.history.cli import main as history_main
-
-        return history_main(argv[1:], INFERENCE_DIR)
-    if argv[:1] == ["calibrate"]:  # run.py calibrate [--runs N] [--gap S]: N runs spread over time
-        from utils.history.cli import calibrate
-
-        return calibrate(argv[1:], INFERENCE_DIR)
+    if argv[:1] in (["compare"], ["history"], ["calibrate"]):
+        return _subcommand(argv[0], argv[1:])
     if any(
         a == "--endpoint" or a.startswith("--endpoint=") for a in argv
     ):  # a running OpenAI-compatible server: tools/serving/cli.py
@@ -542,11 +545,13 @@ def main(argv: list[str] | None = None) -> int:
         )
     for sig in STOP_SIGNALS:
         signal.signal(sig, _raise_keyboard_interrupt)
+    # From the run folder's opening until run_hosts waits on the hosts, a stop is held and delivered
+    # there, where it ends every case and the summary is written: in between nothing could catch it.
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     try:
         run = open_run(config)
     except InferPerfError as exc:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        _drop_held_stops(previous)
         logger.error(one_line(exc))
         return exc.exit_code
     if ab:
@@ -590,6 +595,43 @@ def run_ab(config: HostConfig, run: Run, args: argparse.Namespace, previous: dic
         return 1
     write_comparison(result, dir_a, dir_b, args.threshold, args.between_run_cv)
     return result.exit_code
+
+
+def _subcommand(name: str, argv: list[str]) -> int:
+    """``run.py compare`` (utils/results/compare.py), ``history`` and ``calibrate`` (utils/history/cli.py).
+    A stop unwinds them (a store's transaction rolls back, files are written atomically): one line, its status."""
+    stops: list[int] = []
+
+    def stop(signum: int, _frame: object) -> None:
+        stops.append(signum)
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    previous = {sig: signal.signal(sig, stop) for sig in STOP_SIGNALS}
+    try:
+        if name == "compare":
+            from utils.results.compare import main as compare_main
+
+            return compare_main(argv, INFERENCE_DIR / "result")
+        from utils.history import cli
+
+        return cli.main(argv, INFERENCE_DIR) if name == "history" else cli.calibrate(argv, INFERENCE_DIR)
+    except KeyboardInterrupt:
+        signum = stops[0] if stops else signal.SIGINT
+        sys.stderr.write(f"run.py {name}: stopped by {signal.Signals(signum).name}\n")
+        return 128 + signum
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _drop_held_stops(previous: dict) -> None:
+    """The run ends before run_hosts: a stop held since the folder was opened is dropped (the run ends
+    anyway), then the stop signals are unblocked and their handlers from before restored."""
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+    for sig, handler in previous.items():
+        signal.signal(sig, handler)
 
 
 def _run_log_ended(path: Path) -> Callable[[OSError], None]:
@@ -640,17 +682,24 @@ def run_hosts(config: HostConfig, run: Run, verbose: bool, plan: list[Planned]) 
     host's case, and every session is cleaned up whatever happens. Returns the outcomes and
     whether the run was interrupted."""
     abort = threading.Event()
-    sessions = [executors.create(config, i, run.run_id, abort, run.run_dir) for i in range(len(config.hosts))]
-    display = _progress_display(verbose, len(plan) * len(sessions))
-    if config.executor.in_container:
-        logger.info("preparing the hosts: code sync and image check (an image build takes minutes the first time)")
-    echo = _console_echo() if verbose else display.echo if display else None
-    for session in sessions:
-        session.echo = echo
-    pool = ThreadPoolExecutor(max_workers=len(sessions), thread_name_prefix="host")
-    futures = [pool.submit(host_worker, session, plan) for session in sessions]
+    sessions: list[HostSession] = []
+    futures: list[Future] = []
+    display: ProgressConsole | None = None
+    pool: ThreadPoolExecutor | None = None
     interrupted = False
     try:
+        # A stop held since the run folder was opened (main) is delivered here, where it is handled.
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+        for i in range(len(config.hosts)):
+            sessions.append(executors.create(config, i, run.run_id, abort, run.run_dir))
+        display = _progress_display(verbose, len(plan) * len(sessions))
+        if config.executor.in_container:
+            logger.info("preparing the hosts: code sync and image check (an image build takes minutes the first time)")
+        echo = _console_echo() if verbose else display.echo if display else None
+        for session in sessions:
+            session.echo = echo
+        pool = ThreadPoolExecutor(max_workers=len(sessions), thread_name_prefix="host")
+        futures.extend(pool.submit(host_worker, session, plan) for session in sessions)
         pending = set(futures)
         while pending:
             # A bounded wait keeps the main thread responsive to Ctrl-C.
@@ -675,7 +724,8 @@ def run_hosts(config: HostConfig, run: Run, verbose: bool, plan: list[Planned]) 
                 session.cleanup()
             except Exception as exc:
                 logger.warning(f"host {session.label}: cleanup failed: {one_line(exc)}")
-        pool.shutdown(wait=False, cancel_futures=True)
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
     return collect_outcomes(plan, sessions, futures), interrupted
 
 
