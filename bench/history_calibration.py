@@ -16,8 +16,9 @@ independent decisions behind it:
    ("any figure worse": the exit status a CI job reads; one decision per pair of runs).
 2. **The same on a simulated steady host**: each run's figure is ``100 · exp(N(0, 0.02))``, independent
    between runs (a between-run spread of 2 %, the figure's own window noise included in it). The noise
-   is learned from ``MIN_POINTS`` (8) earlier runs, or 20; then one A and one B run are decided,
-   A/A and with B 10 % slower. ``--trials`` simulated hosts each.
+   is learned from 8, 10, 12 (``MIN_POINTS``), 15 or 20 earlier runs, each row as if ``MIN_POINTS``
+   were that count (the shipped value's reason); then one A and one B run are decided, A/A and with B
+   10 % slower. ``--trials`` simulated hosts each.
 3. **Change points, false ones** per 100 points: on every series of the history (its valid points,
    or all with ``--include-invalid``), and on simulated steady series (2 %, 100 points each).
 4. **Change points, found**: a 10 % step on the simulated steady host, 30 points before it and 5
@@ -129,23 +130,38 @@ def _points(values, s: Series) -> list[Point]:
 
 def simulated_compare(trials: int, learn_points: int, rng: np.random.Generator) -> dict:
     """Table 2 (module docstring)."""
+    from utils.history import noise as noise_module
+
     s = _series()
     aa = ab = undecided = 0
-    for _ in range(trials):
-        history = 100 * np.exp(rng.normal(0, SIM_CV, learn_points))
-        noise = NoiseModel({s: _points(history, s)}).of(s)
-        a, b = 100 * np.exp(rng.normal(0, SIM_CV, 2))
-        if noise is None:  # a change point cut the learned runs below MIN_POINTS - 1 degrees of freedom
+    shipped = noise_module.MIN_POINTS
+    noise_module.MIN_POINTS = learn_points  # what MIN_POINTS = learn_points would give (the shipped value's why)
+    try:
+        decided = [_simulated_pair(s, learn_points, rng) for _ in range(trials)]
+    finally:
+        noise_module.MIN_POINTS = shipped
+    for pair in decided:
+        if pair is None:  # a change point cut the learned runs below MIN_POINTS - 1 degrees of freedom
             undecided += 1
-            continue
-        aa += decided_worse(a, b, True, noise)
-        ab += decided_worse(a, b * (1 - STEP), True, noise)
+        else:
+            aa += pair[0]
+            ab += pair[1]
     return {
         "learned from": learn_points,
         "false alarms": rate(aa, trials),
         "power at -10 %": rate(ab, trials),
         "not decided (a false change point in the learned runs)": rate(undecided, trials),
     }
+
+
+def _simulated_pair(s: Series, learn_points: int, rng: np.random.Generator) -> tuple[bool, bool] | None:
+    """One simulated host: its noise learned from ``learn_points`` runs, then an A/A and an A/B pair."""
+    history = 100 * np.exp(rng.normal(0, SIM_CV, learn_points))
+    noise = NoiseModel({s: _points(history, s)}).of(s)
+    a, b = 100 * np.exp(rng.normal(0, SIM_CV, 2))
+    if noise is None:
+        return None
+    return decided_worse(a, b, True, noise), decided_worse(a, b * (1 - STEP), True, noise)
 
 
 def real_false_changes(history: dict[Series, list[Point]]) -> str:

@@ -14,11 +14,12 @@ of the kind of figure, so it is learned from the history's series rather than as
   tail latency, TTFT, TPOT, tokens/s) that have at least ``MIN_SERIES_POINTS`` points each are
   pooled, when they add up to at least ``MIN_POINTS - 1`` degrees of freedom; the source is said.
 - **How many.** ``MIN_POINTS`` = 12 runs, 11 degrees of freedom. The false-alarm rate holds at any
-  number (the t-quantile pays for an estimate from few runs: 1.5-2.4 % "worse" on simulated steady
+  number (the t-quantile pays for an estimate from few runs: 1.6-2.1 % "worse" on simulated steady
   hosts from 8 to 20 runs), but the power does not: on a host whose runs spread 2 %, a 10 % drop
-  between two single runs is called in 88 % [87, 89] of trials with 8 runs learned, 91 % [90, 92]
-  with 10 and 92 % [91, 93] with 12 (4 000 simulated hosts each; bench/history_calibration.py,
-  docs/measurement.md "Decisions across time"). 12 is the fewest whose interval clears 90 %.
+  between two single runs is called in 87 % [86, 88] of trials with 8 runs learned, 90 % [89, 91]
+  with 10 and 92 % [91, 93] with 12 (4 000 simulated hosts each; ``python3 -m
+  bench.history_calibration --trials 4000 --seed 2``, docs/measurement.md "Decisions across time").
+  12 is the fewest whose interval clears 90 %.
 
 ``compare`` between runs made at different times takes each side's noise from here
 (``utils/results/compare.py``); a figure whose host has too little history is not decided.
