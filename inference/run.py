@@ -543,15 +543,16 @@ def main(argv: list[str] | None = None) -> int:
             origin=str(config.path),
             on_written=lambda folder: _record_history(config.history, folder, folder / "summary.md"),
         )
-    for sig in STOP_SIGNALS:
-        signal.signal(sig, _raise_keyboard_interrupt)
-    # From the run folder's opening until run_hosts waits on the hosts, a stop is held and delivered
+    # From the run folder's opening until run_hosts waits on the hosts, a stop is held (_HELD) and raised
     # there, where it ends every case and the summary is written: in between nothing could catch it.
-    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    _HELD.clear()
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, _hold_stop)
     try:
         run = open_run(config)
     except InferPerfError as exc:
-        _drop_held_stops(previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
         logger.error(one_line(exc))
         return exc.exit_code
     if ab:
@@ -624,14 +625,14 @@ def _subcommand(name: str, argv: list[str]) -> int:
             signal.signal(sig, handler)
 
 
-def _drop_held_stops(previous: dict) -> None:
-    """The run ends before run_hosts: a stop held since the folder was opened is dropped (the run ends
-    anyway), then the stop signals are unblocked and their handlers from before restored."""
-    for sig in STOP_SIGNALS:
-        signal.signal(sig, signal.SIG_IGN)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
-    for sig, handler in previous.items():
-        signal.signal(sig, handler)
+_HELD: list[int] = []  # stop signals received between the run folder's opening and run_hosts
+
+
+def _hold_stop(signum: int, _frame: object) -> None:
+    """A stop while the run is being opened: remembered, raised once run_hosts can handle it. (Blocking the
+    signals would not do: a signal blocked in the main thread is delivered to another thread, and Python
+    runs its handler in the main thread all the same.)"""
+    _HELD.append(signum)
 
 
 def _run_log_ended(path: Path) -> Callable[[OSError], None]:
@@ -688,8 +689,11 @@ def run_hosts(config: HostConfig, run: Run, verbose: bool, plan: list[Planned]) 
     pool: ThreadPoolExecutor | None = None
     interrupted = False
     try:
-        # A stop held since the run folder was opened (main) is delivered here, where it is handled.
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+        # A stop held since the run folder was opened (main) is raised here, where it is handled.
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, _raise_keyboard_interrupt)
+        if _HELD:
+            raise KeyboardInterrupt(signal.Signals(_HELD[0]).name)
         for i in range(len(config.hosts)):
             sessions.append(executors.create(config, i, run.run_id, abort, run.run_dir))
         display = _progress_display(verbose, len(plan) * len(sessions))

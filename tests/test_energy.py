@@ -186,3 +186,25 @@ def test_this_machine_without_rapl_records_the_reason(tmp_path, monkeypatch):
     monkeypatch.setattr(sys_monitor, "read_rapl", lambda: read_rapl(tmp_path / "none"))
     reading = sys_monitor._PowerMeter().read()
     assert reading == {"power_w": None, "rapl": None, "rapl_note": f"no RAPL zone under {tmp_path / 'none'}"}
+
+
+def test_summary_md_says_no_counter_in_one_line_and_tables_a_measured_one():
+    from common.summary_record import SummaryRecord
+    from utils.results.summary import energy_lines
+
+    def record(host: str, energy: dict) -> SummaryRecord:
+        return SummaryRecord(case="digits", framework="pytorch", host=host, noderank=0, status="success", energy=energy)
+
+    none = {"source": None, "reason": "no energy counter: no RAPL zone under /sys/class/powercap", "windows": []}
+    assert energy_lines([record("h1", none), record("h2", none)]) == [
+        "",
+        "Energy: n/a (no energy counter: no RAPL zone under /sys/class/powercap).",
+    ]
+    window = {"label": "inference", "joules": 12.5, "watts": 250.0, "per_query": 0.125, "per_sample": 0.0078,
+              "source": "nvml"}  # fmt: skip
+    lines = energy_lines([record("h1", none), record("h2", {"source": "nvml", "windows": [window]})])
+    assert lines[-2:] == [
+        "| digits:pytorch | h1 | all | n/a (no energy counter: no RAPL zone under /sys/class/powercap) "
+        "| - | - | - | - |",
+        "| digits:pytorch | h2 | inference | 12.5000 | 250.0000 | 0.125 J | 0.0078 J | nvml |",
+    ]

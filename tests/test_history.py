@@ -306,3 +306,14 @@ def test_a_base_tier_cases_figures_land_in_their_own_row_as_rates(tmp_path):
     assert base["STREAM triad B/s"].low is None and not base["STREAM triad B/s"].valid
     assert all(p.series.higher_is_better for p in base.values())
     assert kind_of("fp32 GEMM FLOP/s") == "FLOP/s" and kind_of("STREAM triad B/s") == "B/s"
+
+
+def test_a_series_cut_by_a_change_point_into_short_levels_is_not_decided_and_says_why(tmp_path, capsys):
+    # 13 runs, the compared one left out: 12, but at two levels of 6 (5 + 5 degrees of freedom, 11 needed)
+    root = _history(tmp_path, noisy(7, 100.0, 0.02, seed=16) + noisy(6, 70.0, 0.02, seed=17))
+    b = write_series_run(root, "run900", 70.0, at(20))
+    assert compare_main([str(root / "run000"), str(b)], root) == 3
+    assert (
+        "too little history to know its between-run noise (12 runs, cut by a change point into levels with fewer "
+        "than the 11 degrees of freedom needed)" in capsys.readouterr().out
+    )

@@ -134,8 +134,9 @@ def test_non_tty_run_prints_no_pipeline_line_and_one_line_per_case(console_run, 
     )
     assert [l for l in log_lines if "digits:pytorch" in l] == [log_lines[1]]
     assert log_lines[1].endswith("| host 127.0.0.1: digits:pytorch success"), log_lines
-    # the rest: at most the one warning about invalid results (this machine is shared)
-    assert all("result(s) INVALID" in l for l in log_lines[2:]), log_lines
+    # the rest: at most the one warning about invalid results (this machine is shared), and the history's line
+    assert all("result(s) INVALID" in l for l in log_lines[2:-1]), log_lines
+    assert re.search(r"\| INFO +\| history: 8 figure\(s\) of 1 run\(s\) added to sqlite:///", log_lines[-1]), log_lines
     assert proc.stdout.startswith("# InferPerf run ") and proc.stdout.rstrip().splitlines()[-1].startswith("report: ")
     shipped = [l for l in output.splitlines() if "WARNING" in l and (str(perf) in l or "configs/" in l)]
     assert shipped == []

@@ -43,10 +43,11 @@ def _serving_run(root: Path, speed: tuple[float, float], url: str) -> Path:
 
 @pytest.fixture(scope="module")
 def history(tmp_path_factory) -> tuple[Path, list[Path]]:
-    """MIN_POINTS + 1 runs of the fast server, one after another: the history of each step's figures."""
+    """MIN_POINTS + 5 runs of the fast server, one after another: the history of each step's figures (the
+    margin: a busy machine's slow minute can cut a series into two levels, each with fewer runs)."""
     root = tmp_path_factory.mktemp("serving-history")
     url = f"sqlite:///{root / 'history.sqlite'}"
-    return root, [_serving_run(root, FAST, url) for _ in range(MIN_POINTS + 1)]
+    return root, [_serving_run(root, FAST, url) for _ in range(MIN_POINTS + 5)]
 
 
 def test_an_unchanged_serving_run_at_compares_defaults_is_no_change_with_the_learned_noise(history, capsys):
@@ -62,7 +63,7 @@ def test_an_unchanged_serving_run_at_compares_defaults_is_no_change_with_the_lea
     # ratio 1: no change, or inconclusive where this machine's noise between runs reaches past 5 %
     assert {line["ratio"] for line in data["lines"]} == {1.0}
     assert {line["verdict"] for line in data["lines"]} <= {d.NO_CHANGE, d.INCONCLUSIVE}
-    assert "learned from the history" in out and f"this series, {MIN_POINTS} runs" in out
+    assert "learned from the history" in out and "(this series, " in out
 
 
 def test_a_slower_server_at_compares_defaults_is_worse(history, capsys):

@@ -124,6 +124,11 @@ class Between:
             from utils.history.noise import MIN_POINTS
 
             fewest = min(self.model.points_of(s) for s in (sa, sb))
+            if fewest >= MIN_POINTS:  # enough runs, but a change point cut them into levels too short
+                return (
+                    f"too little history to know its between-run noise ({fewest} runs, cut by a change point into "
+                    f"levels with fewer than the {MIN_POINTS - 1} degrees of freedom needed)"
+                )
             return f"too little history to know its between-run noise ({fewest} of the {MIN_POINTS} runs needed)"
         return (na, nb), sa.key.digest == sb.key.digest or na.source == nb.source
 

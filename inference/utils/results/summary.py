@@ -158,6 +158,14 @@ def energy_lines(records: list[SummaryRecord]) -> list[str]:
     measured = [r for r in records if r.energy]
     if not measured:
         return []
+
+    def counted(r: SummaryRecord) -> bool:
+        energy = r.energy or {}
+        return energy.get("source") is not None or any(w.get("estimate") for w in energy.get("windows") or [])
+
+    if not any(counted(r) for r in measured):  # no counter anywhere: one line, not a table of n/a
+        reasons = sorted({energy_cell({"reason": (r.energy or {}).get("reason")}) for r in measured})
+        return ["", f"Energy: {'; '.join(reasons)}."]
     lines = [
         "",
         "Energy per judged window (a hardware counter's difference over the window: NVML on a GPU, RAPL on a "
