@@ -13,13 +13,11 @@ of the kind of figure, so it is learned from the history's series rather than as
   series of the same host fingerprint and figure kind (``KIND_OF``: throughput, median latency,
   tail latency, TTFT, TPOT, tokens/s) that have at least ``MIN_SERIES_POINTS`` points each are
   pooled, when they add up to at least ``MIN_POINTS - 1`` degrees of freedom; the source is said.
-- **How many.** ``MIN_POINTS`` = 12 runs, 11 degrees of freedom. The false-alarm rate holds at any
-  number (the t-quantile pays for an estimate from few runs: 1.6-2.1 % "worse" on simulated steady
-  hosts from 8 to 20 runs), but the power does not: on a host whose runs spread 2 %, a 10 % drop
-  between two single runs is called in 87 % [86, 88] of trials with 8 runs learned, 90 % [89, 91]
-  with 10 and 92 % [91, 93] with 12 (4 000 simulated hosts each; ``python3 -m
-  bench.history_calibration --trials 4000 --seed 2``, docs/measurement.md "Decisions across time").
-  12 is the fewest whose interval clears 90 %.
+- **How many.** ``MIN_POINTS`` = 12 runs, 11 degrees of freedom. The false-alarm rate holds with any
+  number (the t-quantile pays for an estimate from few runs), but the power does not: 12 is the fewest
+  runs learned for which a 10 % drop between two single runs on a host whose runs spread 2 % is
+  called in at least 90 % of trials, the interval included (``bench/history_calibration.py``;
+  docs/measurement.md, "Decisions across time", has the table).
 
 ``compare`` between runs made at different times takes each side's noise from here
 (``utils/results/compare.py``); a figure whose host has too little history is not decided.

@@ -6,7 +6,7 @@ loads nothing from elsewhere. A point's 95 % interval is its error bar; the band
 the history knows it; a change point is a dashed line with its ratio. INVALID points are grey and
 take no part in levels or noise. Clicking a point opens its run's report.html, linked relative to
 the page (a run whose report is gone has no link). Values are kept to 5 significant digits, and
-each run's link once per page, so 20 series of 1 000 points stay near 2 MB (bench/history_scale.py).
+each run's link once per page, to keep the page small (bench/history_scale.py measures it).
 """
 
 from __future__ import annotations
