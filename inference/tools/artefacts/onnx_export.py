@@ -10,8 +10,11 @@ killed export never leaves a half-written entry.
 
 from __future__ import annotations
 
+import fcntl
+import os
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterator
 
 from loguru import logger
 
@@ -53,7 +56,8 @@ def export_to_cache(perf_dir: Path, model: Any, config: CaseConfig, case: CaseMo
     and the result's cache record ``{status: hit|miss, path, key[, evicted]}``."""
     key = export_key(perf_dir, model, config)
     target = Path(config.cache_dir) / f"{config.case}_{layout.framework_dir(config.framework)}_{key}.onnx"
-    usable, evicted = probe(target, "ONNX export")
+    with _entry_lock(target):
+        usable, evicted = probe(target, "ONNX export")
     if usable:
         logger.info(f"reusing cached ONNX export {target} (key {key})")
         status = "hit"
@@ -86,10 +90,29 @@ def _export_into_cache(target: Path, model: Any, config: CaseConfig, case: CaseM
         if not out.is_file() or out.stat().st_size == 0:
             raise EngineError(f"benchmarks/{config.case}: export_model wrote nothing to config.export_onnx_path")
         companions = _self_contained(out, source_dir, target.name)
-        for name in (*companions, out.name):  # the model last: it is what makes the entry exist
-            (work / name).chmod(0o644)
-            (work / name).replace(target.parent / name)
-    seal(target, [target.parent / name for name in companions])
+        with _entry_lock(target):
+            for name in (*companions, out.name):  # the model last: it is what makes the entry exist
+                (work / name).chmod(0o644)
+                (work / name).replace(target.parent / name)
+            seal(target, [target.parent / name for name in companions])
+
+
+@contextmanager
+def _entry_lock(target: Path) -> Iterator[None]:
+    """One prober or writer of the cache folder's entries at a time, across the processes (and the containers)
+    that share it: a prober evicts an entry it finds without its seal, which is every entry another writer has
+    moved in and not sealed yet. The lock is the folder's own (flock on it: no file left behind); a folder
+    that cannot be opened is not locked (the probe or the write then says what is wrong)."""
+    try:
+        fd = os.open(target.parent, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        yield
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def _self_contained(out: Path, source_dir: Path, final_name: str) -> list[str]:
