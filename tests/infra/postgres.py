@@ -38,13 +38,14 @@ import os
 import pwd
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Optional
+
+from tests.infra.slurm import free_port
 
 BIN_GLOB = "/usr/lib/postgresql/*/bin"
 SERVICE_USER = "postgres"  # the user Debian's package creates; the server's superuser role too
@@ -68,12 +69,6 @@ def find_bin() -> Path:
     raise PostgresUnavailable(
         f"no PostgreSQL server under {BIN_GLOB}; install postgresql (scripts/install_system_deps.sh)"
     )
-
-
-def free_port(address: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((address, 0))
-        return s.getsockname()[1]
 
 
 def _tail(path: Path, chars: int = 2000) -> str:

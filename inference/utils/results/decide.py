@@ -41,9 +41,9 @@ The decision (defined here once; ``compare`` and ``ab`` print it):
 
   A regression (``compare`` exits 1) is "worse".
 
-``BETWEEN_RUN_CV`` (16.5 %) is the spread of single runs of one engine that one 35-minute session on a
-2-core machine measured (2026-11-27); it is no default any more, only the value quoted where
-``--between-run-cv`` is explained: the history learns each host's own.
+``BETWEEN_RUN_CV`` (16.5 %) is the spread of single runs of one engine that one session on a 2-core
+machine measured (docs/measurement.md, "Calibration"); it is no default any more, only the value quoted
+where ``--between-run-cv`` is explained: the history learns each host's own.
 """
 
 from __future__ import annotations
