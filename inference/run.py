@@ -472,8 +472,8 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 def _ignore_while_stopping(signum, _frame) -> None:
     # A second Ctrl-C must not cut the cleanup short: containers, monitors and the summary come first.
     # Its notice goes out from a thread of its own: the signal may land while this thread is inside the
-    # logger, which is not re-entrant (loguru refused the line and printed its own traceback: a CI run
-    # whose second Ctrl-C came as the first one's "interrupted" line was being written).
+    # logger, which is not re-entrant (loguru refuses the line and prints its own traceback, as when a
+    # second Ctrl-C comes while the first one's "interrupted" line is being written).
     notice = f"{signal.Signals(signum).name} again: already stopping, cleanup and summary follow"
     threading.Thread(target=logger.warning, args=(notice,), name="stop-notice").start()
 

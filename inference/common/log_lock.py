@@ -11,7 +11,7 @@ def release_after_signal() -> None:
     loguru (0.7.3, ``Handler._protected_lock``) marks its lock as held on the thread before it enters
     the ``try`` that unmarks it. A stop signal raised in between (run_inference.py's and run.py's handlers raise)
     leaves the mark set, and every later line on that thread fails with "Could not acquire internal
-    lock" (a CI run hit it: Ctrl-C at start-up exited 1 with that traceback instead of 130). Called where
+    lock" (a Ctrl-C at start-up then exits 1 with that traceback instead of 130). Called where
     a stop is reported, on the main thread, with signals ignored and nothing logging on that thread, where
     a set mark can only be stale. The mark is per thread (a ``threading.local``): other threads' lines,
     run.py's host workers', are left alone. A loguru without the mark makes this a no-op."""

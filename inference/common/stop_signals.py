@@ -4,10 +4,10 @@
 A stop signal's handler raises, and the exception surfaces wherever the main thread is. Inside an
 import that can be inside an extension module's own initialisation, where C or C++ code meets it:
 
-- onnxruntime's pybind11 module importing numpy printed the KeyboardInterrupt's traceback itself
-  and turned it into an ImportError (a CI run of run.py);
-- torch's import (``import torch`` in a case's data loader) aborted run_inference.py with SIGABRT,
-  exit -6 instead of 130, and no failure.json (a CI run on 2026-11-28).
+- onnxruntime's pybind11 module importing numpy prints the KeyboardInterrupt's traceback itself
+  and turns it into an ImportError;
+- torch's import (``import torch`` in a case's data loader) can abort run_inference.py with SIGABRT:
+  exit -6 instead of 130, and no failure.json.
 
 So a stop that lands inside an import is deferred: a SIGALRM, handled by the same ``handle``, looks
 again every ``IMPORT_RECHECK_S`` until no import is under way, and then stops. An import that hangs
@@ -15,16 +15,14 @@ is still cut short: after ``IMPORT_GRACE_S``, or at a second stop signal.
 
 A stop that lands inside the logger is deferred the same way, until the log call has returned.
 loguru's handler takes a lock (``with self._lock``), and a stop raised after the lock is taken and
-before its ``with`` block is entered leaves it held for good: the report of that very stop then
-waited on it forever (a CI run's run_inference.py printed "step 'init' failed: interrupted by
-SIGINT" on stdout, then hung in the file sink's lock; reproduced once in 28 Ctrl-Cs at start-up
-beside four busy loops).
+before its ``with`` block is entered leaves it held for good: the report of that very stop would
+then wait on it forever (docs/decisions.md, 2026-11-28).
 
 A stop raised where Python cannot pass it on is not lost either: inside a ``__del__`` (numpy's
-``NpzFile.__del__``, run when a case's data file is collected: a CI run's stop was swallowed there,
-printed as "Exception ignored", and the run went on to exit 0) Python hands the exception to
-``sys.unraisablehook``. The hook installed here takes a stop it is given back, says nothing, and
-raises it again ``IMPORT_RECHECK_S`` later, from wherever the main thread is then.
+``NpzFile.__del__``, run when a case's data file is collected) Python hands the exception to
+``sys.unraisablehook``, whose default prints "Exception ignored" and lets the run go on to exit 0.
+The hook installed here takes a stop it is given back, says nothing, and raises it again
+``IMPORT_RECHECK_S`` later, from wherever the main thread is then.
 
 ``end()`` closes the deferral: no look pending, SIGALRM's handler and the unraisable hook from
 before restored.
@@ -40,10 +38,10 @@ import sys
 import time
 
 IMPORT_RECHECK_S = 0.01  # how often a stop that came during an import looks again for the import's end
-# How long a stop waits for an import to end. ``import torch`` whole took 0.8 s on the quiet 2-core
-# machine and 3.7 s at load 8 (onnxruntime: 0.07 and 0.3 s); 5 s was too close for a CI run. It stays
-# under the host's SIGTERM-to-SIGKILL grace (utils/executors: local STOP_GRACE_S, a container's
-# STOP_TIMEOUT_S, both 10 s), so that a hung import is still cut short with its failure.json.
+# How long a stop waits for an import to end: well above ``import torch``'s time on a loaded machine
+# (its measurements: docs/decisions.md, 2026-11-28), and under the host's SIGTERM-to-SIGKILL grace
+# (utils/executors: local STOP_GRACE_S, a container's STOP_TIMEOUT_S, both 10 s), so that a hung
+# import is still cut short with its failure.json.
 IMPORT_GRACE_S = 8.0
 
 

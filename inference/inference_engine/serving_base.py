@@ -259,7 +259,7 @@ class VllmEngine(LaunchedEngine):
                 answer = json.loads(response.read())
             return [int(token) for token in answer["choices"][0]["token_ids"]]
         # http.client's HTTPException: an answer broken off (IncompleteRead, when the server was killed as it
-        # answered: a CI run's case failed as a bug with a traceback instead of naming the server's exit)
+        # answered: uncaught, the case fails as a bug with a traceback instead of naming the server's exit)
         except (
             urllib.error.URLError,
             http.client.HTTPException,

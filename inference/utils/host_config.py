@@ -1,6 +1,6 @@
 """configs/host.yaml: FlagPerf's keys plus InferPerf's, validated before anything starts.
 
-``HostConfig`` validates itself, as tools/config.py's ``CaseConfig`` does: every
+``HostConfig`` validates itself, as tools/config/case.py's ``CaseConfig`` does: every
 field has one check in ``_CHECKS`` (run by ``__post_init__``, in order, so a
 check may rely on the fields checked before it), and ``HostConfig.from_yaml``
 (``load_host_config``) only maps host.yaml's keys onto the fields. Every value

@@ -31,9 +31,9 @@ timed calls. The timing of a call is the same either way; whole time still count
 Where the last call took under ``REWARM_BELOW_NS``, ``REWARM_CALLS`` untimed calls on the chunk's
 last batch come before its timed ones (not before the first chunk, which follows the warm-up):
 the pass's own work between chunks (reading, evaluating, the stop rule) leaves the caches cold.
-A digits pass is one chunk of 23 calls of 34 us; its first call took 45 us and its second 1.7 us
-more, in one process, against the same calls back to back (docs/measurement.md, "Harness
-overhead"). A call of a millisecond or more hides it.
+On calls of tens of microseconds (digits) the first calls of a chunk are measurably slower than
+the same calls back to back (docs/measurement.md, "The harness's overhead"); a call of a
+millisecond or more hides it.
 
 A query is one call on one batch; every query's core latency is kept raw for
 percentiles and their intervals, and its end on the core and whole clocks for

@@ -579,7 +579,7 @@ SHUTDOWN_S = 2.0
 def run_async(main: Any) -> Any:
     """``asyncio.run(main)``, except that when a signal's exception (``Terminated``, ``Interrupted``)
     leaves the loop, the requests still in flight are cancelled and given ``SHUTDOWN_S`` to unwind,
-    not waited for without end (asyncio.run waits for every task: a CI run once saw that outlast 60 s)."""
+    not waited for without end (asyncio.run waits for every task, however long it takes to unwind)."""
     import logging
 
     loop = asyncio.new_event_loop()
@@ -1029,7 +1029,7 @@ class Terminated(BaseException):
 
 class Interrupted(BaseException):
     """SIGINT, raised where the run is, as SIGTERM is: not through asyncio.run's own SIGINT handling,
-    which cancels the main task and waits for it to unwind (a CI run once saw that wait outlast 60 s)."""
+    which cancels the main task and waits for it to unwind, without a bound."""
 
 
 def _terminate(signum, _frame) -> None:

@@ -512,8 +512,8 @@ async def _read_events(
                         record.answer_ns = now
             elif finished and not record.token_ns:
                 # The finish event is the first to carry the reply: its tokens' text was empty, or
-                # the server merged every token into it (vLLM under load; a CI run saw one request
-                # of 400 counted failed with no error). Its arrival is the first output's.
+                # the server merged every token into it (vLLM under load; not counted, such a request
+                # reads as failed with no error). Its arrival is the first output's.
                 record.token_ns.append(now)
                 record.answer_ns = now
     if not done and finished and stream.at_eof() and not parser.pending:

@@ -40,7 +40,7 @@ MONITOR_STARTUP_S = 1.0  # a monitor still running this long after its start cou
 POLL_S = 0.25  # how often the wait loop looks at abort, deadline and the process
 LIFETIME_GRACE_S = 300.0  # children may outlive CASE_TIMEOUT by this much, no more
 
-# The pipeline's own exit statuses (README, "Exit status").
+# The pipeline's own exit statuses (docs/running.md, "Running one case directly").
 _PIPELINE_EXIT = {
     1: "unexpected error (see traceback.txt)",
     2: "config error",

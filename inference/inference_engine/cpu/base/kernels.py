@@ -4,15 +4,13 @@ The cpu vendor's engine is ONNX Runtime, so its fp32 GEMM is ONNX Runtime's own:
 ``MatMul`` graph on the CPU execution provider (MLAS), run through an I/O binding with
 preallocated output, at ONNX Runtime's default threads (one per physical core), as the
 engine runs. B is a constant initializer, as a model's weights are: ONNX Runtime packs a
-constant B once, when the session is created, where an input B is packed on every call.
-Measured on the quiet 2-core Zen 5, 3 interleaved rounds of 2 s at 1024^3-3072^3: 471-497
-GFLOP/s with B constant, 414-463 with B an input; resnet50's convolutions reached 460, 105 %
-of the input-B peak (docs/vendor_guide.md section 14). On a loaded 2-core Zen 5 machine
-MLAS gave about twice torch.mm's fp32 rate (README, base tier), so a peak measured with
-torch.mm would sit below what the engine achieves and every MFU would exceed 100 %. bf16 and
-fp16 GEMMs are PyTorch's (oneDNN): ONNX Runtime's CPU provider has no bf16 MatMul. The
-vendor has no device memory apart from
-host RAM, so host<->device transfer is not applicable.
+constant B once, when the session is created, where an input B is packed on every call, so
+an input B's peak sits below what a model's convolutions reach. MLAS is also faster than
+torch.mm at fp32, so a peak measured with torch.mm would sit below what the engine achieves
+and every MFU would exceed 100 % (the figures: docs/vendor_guide.md §14, docs/baselines.md).
+bf16 and fp16 GEMMs are PyTorch's (oneDNN): ONNX Runtime's CPU provider has no bf16 MatMul.
+The vendor has no device memory apart from host RAM, so host<->device transfer is not
+applicable.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 cuBLAS through PyTorch: fp32 with TF32 off, tf32 with it on, bf16 and fp16 on the tensor
 cores, int8 with ``torch._int_mm`` (int8 x int8 -> int32, cuBLASLt). Host<->device copies
 from pinned and pageable memory are the framework's (``TorchKernels.transfer``).
-Unproven here: written for an H100, not yet run on one (README, base tier).
+Unproven here: written for an H100, not yet run on one (docs/baselines.md).
 """
 
 from benchmarks.base_common import TorchKernels

@@ -1,0 +1,229 @@
+"""Every repository file a comment, docstring or doc names exists.
+
+A comment that names a file which has moved sends the reader to nothing. This test reads the
+prose of the repository (README.md, docs/*.md, scripts/, and the comments and docstrings of
+inference/**/*.py and bench/*.py), picks out what looks like a repository path, and fails on
+each one that resolves to no file, naming the path and the file and line that name it.
+
+What counts as a path (so that prose and examples are not taken for one):
+- at least one folder and a file with a known extension (`tools/plugins.py`, `docs/x.md`), or a
+  folder path ending in "/" whose first part is one of the repository's own folders
+  (`utils/results/report/`);
+- not a URL, not absolute (`/tmp/x.py`), not home-relative, and no placeholder in it: `<case>`,
+  `{a,b}`, `*`, `$VAR`, `...`, or an all-capitals folder such as `VENDOR/` or `DIR/`.
+A path resolves against the repository root, `inference/`, or the naming file's own folder; else
+it may be the tail of a repository file's path (`report/roofline.py` in `utils/results/`, as the
+code beside it says it). Paths of other projects, of files a run creates, and the examples a doc
+gives of a user's own file are listed in `NOT_IN_THE_REPOSITORY`, each with its reason.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import re
+import tokenize
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+INFERENCE = ROOT / "inference"
+
+_EXTENSIONS = "py|md|sh|yaml|yml|toml|txt|tsv|cfg|ini"
+# Named on purpose although no such file is here: path -> why.
+NOT_IN_THE_REPOSITORY = {
+    "vllm/platforms/cpu.py": "vLLM's source",
+    "vllm/v1/metrics/loggers.py": "vLLM's source",
+    "python/sglang/srt/metrics/collector.py": "SGLang's source",
+    "docs/source/reference/metrics.md": "a server project's documentation",
+    "torch/onnx/_constants.py": "PyTorch's source",
+    "doc/PERFORMANCE.md": "nccl-tests' documentation",
+    "build/mutation/sample.txt": "written by scripts/mutation.sh",
+    "src/tools/config/expr.py": "mutmut's copy of inference/, under build/mutation/",
+    "inference/result/": "created by the first run",
+    "configs/digits/vendor_config/bytecpu_configurations.yaml": "the example a ByteMLPerf vendor writes",
+    "benchmarks/yolov5/pytorch/": "a missing case, in an example error message",
+    "inference_engine/acme/fastpath.py": "a vendor's broken file, in an example error message",
+}
+# The folders a folder reference ("utils/results/report/") must start with to be checked:
+# the repository's and inference/'s own, so "run<id>/" or "result/" of a run are left alone.
+_KNOWN_ROOTS = frozenset(
+    {
+        "inference",
+        "tests",
+        "bench",
+        "docs",
+        "scripts",
+        "tools",
+        "utils",
+        "common",
+        "inference_engine",
+        "benchmarks",
+        "configs",
+        "docker_images",
+        "general_perf",
+    }
+)
+_SEGMENT = r"[A-Za-z0-9_.\-]+"
+_PATH = re.compile(
+    rf"(?<![\w/.:~$<>{{}}*\-])"  # not inside a longer token, a URL, a placeholder or an absolute path
+    rf"(?P<path>(?:{_SEGMENT}/)+(?:{_SEGMENT}\.(?:{_EXTENSIONS})\b|(?=[\s`'\")\],;:]|$)))"
+    rf"(?![\w<>{{}}*$/])"  # and not followed by a placeholder or a further segment
+)
+
+
+def _candidates(text: str) -> Iterator[str]:
+    for match in _PATH.finditer(text):
+        path = match.group("path")
+        parts = path.rstrip("/").split("/")
+        if any(p in ("", ".", "..") and i > 0 for i, p in enumerate(parts)):
+            continue
+        if "..." in path or any(p.isupper() for p in parts[:-1]) or parts[-1].isupper():
+            continue
+        if path.endswith("/") and parts[0].lstrip(".") not in _KNOWN_ROOTS:
+            continue
+        if any(re.search(rf"\.(?:{_EXTENSIONS}|json)$", p) for p in parts[:-1]):
+            continue  # "summary.json/summary.md": two files, not a folder
+        if path.startswith("../"):
+            path = path[3:]
+        yield path
+
+
+def _repository_paths() -> set[str]:
+    """Every file and folder of the repository, as a path from the root (folders end in '/')."""
+    skip = {".git", ".venv", "node_modules", "__pycache__", ".mypy_cache", ".ruff_cache", "build"}
+    found = set()
+    for path in ROOT.rglob("*"):
+        relative = path.relative_to(ROOT)
+        if skip.intersection(relative.parts):
+            continue
+        found.add(relative.as_posix() + ("/" if path.is_dir() else ""))
+    return found
+
+
+def _exists(path: str, named_in: Path, tails: set[str] | None = None) -> bool:
+    if path in NOT_IN_THE_REPOSITORY:
+        return True
+    if any((base / path).exists() for base in (ROOT, INFERENCE, named_in.parent)):
+        return True
+    return tails is not None and any(known.endswith("/" + path) for known in tails)
+
+
+def _python_prose(source: str) -> Iterator[tuple[int, str]]:
+    """The comments and docstrings of a Python file, with their first line numbers."""
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(source).readline):
+            if token.type == tokenize.COMMENT:
+                yield token.start[0], token.string
+    except (tokenize.TokenError, SyntaxError):
+        return
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                value = body[0].value.value
+                if isinstance(value, str):
+                    for offset, line in enumerate(value.splitlines()):
+                        yield body[0].lineno + offset, line
+
+
+def _shell_prose(source: str) -> Iterator[tuple[int, str]]:
+    """The comments of a shell script: the text after a '#' that starts a word."""
+    for number, line in enumerate(source.splitlines(), 1):
+        match = re.search(r"(?:^|\s)#(?!!)(.*)", line)
+        if match:
+            yield number, match.group(1)
+
+
+def _text_lines(source: str) -> Iterator[tuple[int, str]]:
+    yield from enumerate(source.splitlines(), 1)
+
+
+def _prose_files() -> Iterator[tuple[Path, Iterator[tuple[int, str]]]]:
+    yield ROOT / "README.md", _text_lines((ROOT / "README.md").read_text())
+    for doc in sorted((ROOT / "docs").glob("*.md")):
+        yield doc, _text_lines(doc.read_text())
+    for path in sorted([*INFERENCE.rglob("*.py"), *(ROOT / "bench").glob("*.py")]):
+        yield path, _python_prose(path.read_text())
+    for script in sorted((ROOT / "scripts").iterdir()):
+        if not script.is_file():
+            continue
+        text = script.read_text()
+        if script.suffix == ".py":
+            yield script, _python_prose(text)
+        elif script.suffix == ".md":
+            yield script, _text_lines(text)
+        else:
+            yield script, _shell_prose(text)
+
+
+def missing_references() -> list[str]:
+    """One line per path named but absent: 'FILE:LINE names PATH, which does not exist'."""
+    missing = []
+    tails = _repository_paths()
+    for path, lines in _prose_files():
+        where = path.relative_to(ROOT)
+        for number, line in lines:
+            for named in dict.fromkeys(_candidates(line)):
+                if not _exists(named, path, tails):
+                    missing.append(f"{where}:{number} names {named}, which does not exist")
+    return missing
+
+
+def test_every_named_file_exists() -> None:
+    missing = missing_references()
+    bases = "the repository root, inference/, the naming file's folder, or as a repository path's tail"
+    assert not missing, (
+        f"{len(missing)} stale file reference(s), none found from {bases}; fix the path, or list a path that is"
+        " named on purpose in NOT_IN_THE_REPOSITORY:\n" + "\n".join(missing)
+    )
+
+
+_LINK = re.compile(r"\]\((?!https?:|mailto:|#)(?P<target>[^)#\s]+)(?:#[^)]*)?\)")
+
+
+def broken_links() -> list[str]:
+    """One line per relative Markdown link, in README.md, docs/ or scripts/, whose target is absent."""
+    broken = []
+    docs = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "scripts").glob("*.md"))]
+    for doc in docs:
+        for number, line in enumerate(doc.read_text().splitlines(), 1):
+            for match in _LINK.finditer(line):
+                if not (doc.parent / match.group("target")).exists():
+                    where = doc.relative_to(ROOT)
+                    broken.append(f"{where}:{number} links to {match.group('target')}, which does not exist")
+    return broken
+
+
+def test_every_relative_link_resolves() -> None:
+    broken = broken_links()
+    assert not broken, f"{len(broken)} broken link(s), resolved from the linking file's folder:\n" + "\n".join(broken)
+
+
+def test_the_link_pattern_takes_relative_targets_only() -> None:
+    line = "[a](docs/a.md) [b](b.md#part) [c](https://x/y.md) [d](#here) [e](../e.md)"
+    assert [m.group("target") for m in _LINK.finditer(line)] == ["docs/a.md", "b.md", "../e.md"]
+
+
+def test_the_pattern_finds_paths_and_leaves_prose_alone() -> None:
+    line = (
+        "see tools/config.py and `utils/results/report/`, [x](docs/x.md), docs/y.md:12, "
+        "a/b.py::f; not https://h/a/b.py, /tmp/c/d.py, ~/e/f.py, docker_images/<vendor>/x.py, "
+        "inference_engine/VENDOR/x.py, result/run12/, x/*.py, and/or, 1/2"
+    )
+    assert list(_candidates(line)) == [
+        "tools/config.py",
+        "utils/results/report/",
+        "docs/x.md",
+        "docs/y.md",
+        "a/b.py",
+    ]
+
+
+def test_paths_resolve_against_the_root_inference_the_folder_and_tails() -> None:
+    tails = _repository_paths()
+    assert _exists("tools/plugins.py", ROOT / "README.md", tails)
+    assert _exists("architecture.md", ROOT / "docs" / "index.md", tails)
+    assert _exists("report/roofline.py", ROOT / "docs" / "report.md", tails)
+    assert not _exists("tools/no_such_module.py", ROOT / "README.md", tails)
+    assert not _exists("results/roofline.py", ROOT / "docs" / "report.md", tails)
