@@ -46,7 +46,7 @@ Config keys (``configs/llama/configurations.yaml``):
   llamacpp_n_ctx            --n_ctx, the context (default 1024)
   llamacpp_threads          --n_threads and --n_threads_batch; 0 = every core (the server's own
                             default is half of them)
-  llamacpp_ready_timeout_s  how long the server may take to serve (default 600; about 1 s here)
+  llamacpp_ready_timeout_s  how long the server may take to serve (default 600; its start-up: docs/serving.md)
 """
 
 from __future__ import annotations

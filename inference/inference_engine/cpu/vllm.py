@@ -26,7 +26,7 @@ Config keys (``configs/llama/configurations.yaml``):
                         that the framework's venv does not); null = this interpreter (the image's)
   vllm_kv_cache_gib     VLLM_CPU_KVCACHE_SPACE, GiB of KV cache (default 1)
   vllm_max_model_len    --max-model-len (default 1024)
-  vllm_ready_timeout_s  how long the server may take to serve (default 600; about 40 s here)
+  vllm_ready_timeout_s  how long the server may take to serve (default 600; its start-up: docs/serving.md)
 """
 
 from __future__ import annotations
