@@ -200,6 +200,49 @@ def test_every_relative_link_resolves() -> None:
     assert not broken, f"{len(broken)} broken link(s), resolved from the linking file's folder:\n" + "\n".join(broken)
 
 
+# A doc and the section quoted after it: docs/measurement.md, "The stop rule" (or measurement.md inside docs/).
+_SECTION = re.compile(r"(?P<doc>\b(?:docs/)?[a-z_]+\.md)`?\)?,? \"(?P<section>[A-Z][^\"]{2,80})\"")
+
+
+def _headings(doc: Path) -> list[str]:
+    """A doc's headings and run-in bold heads (**Change points.**), without Markdown marks, in lower case."""
+    heads = []
+    for line in doc.read_text().splitlines():
+        if line.startswith("#"):
+            heads.append(line.lstrip("#").strip())
+        elif line.startswith("**"):
+            heads.append(line[2:].split("**")[0])
+    return [re.sub(r"[`*]", "", head).lower() for head in heads]
+
+
+def missing_sections() -> list[str]:
+    """One line per 'DOC, "Section"' whose doc has no heading containing that section's name."""
+    missing = []
+    known = {doc.name: _headings(doc) for doc in (ROOT / "docs").glob("*.md")}
+    for path, lines in _prose_files():
+        for number, line in lines:
+            for match in _SECTION.finditer(line):
+                name = Path(match.group("doc")).name
+                section = re.sub(r"[`*]", "", match.group("section")).lower()
+                if name in known and not any(section in head for head in known[name]):
+                    where = path.relative_to(ROOT)
+                    missing.append(f'{where}:{number} names docs/{name}, "{match.group("section")}": no such heading')
+    return missing
+
+
+def test_every_named_doc_section_exists() -> None:
+    missing = missing_sections()
+    assert not missing, f"{len(missing)} doc section(s) named but absent:\n" + "\n".join(missing)
+
+
+def test_the_section_pattern() -> None:
+    line = 'see docs/measurement.md, "The stop rule" and [x](history.md), "Change points"; key "repetitions"'
+    assert [(m["doc"], m["section"]) for m in _SECTION.finditer(line)] == [
+        ("docs/measurement.md", "The stop rule"),
+        ("history.md", "Change points"),
+    ]
+
+
 def test_the_link_pattern_takes_relative_targets_only() -> None:
     line = "[a](docs/a.md) [b](b.md#part) [c](https://x/y.md) [d](#here) [e](../e.md)"
     assert [m.group("target") for m in _LINK.finditer(line)] == ["docs/a.md", "b.md", "../e.md"]

@@ -6,7 +6,7 @@ their robust spread, with the penalty ``PENALTY`` per change point. The spread i
 successive difference (× 1.4826 / √2): a step moves one difference only, so it barely moves the
 spread it is judged against. A change point found this way is kept only if its two neighbouring
 segments differ at 99.9 % (Welch's t on the logs), which drops the breaks that slow wandering of the
-machine alone would cut. docs/measurement.md, "Change points", has the detector's error rates: false
+machine alone would cut. docs/measurement.md, "Decisions across time", has the detector's error rates: false
 change points per 100 points on this machine's A/A series and on simulated ones, and the delay to
 find a step.
 
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Sequence
 
-PENALTY = 20.0  # per change point, on the standardised logs (docs/measurement.md, "Change points")
+PENALTY = 20.0  # per change point, on the standardised logs (docs/measurement.md, "Decisions across time")
 MIN_SIZE = 2  # points on each side of a change
 CONFIRM_P = 0.001  # the two segments' Welch t-test must reject "same level" at this two-sided p
 MAD_TO_SD = 1.4826
