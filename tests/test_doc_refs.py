@@ -20,8 +20,11 @@ gives of a user's own file are listed in `NOT_IN_THE_REPOSITORY`, each with its 
 from __future__ import annotations
 
 import ast
+import functools
 import io
+import posixpath
 import re
+import subprocess
 import tokenize
 from collections.abc import Iterator
 from pathlib import Path
@@ -41,6 +44,7 @@ NOT_IN_THE_REPOSITORY = {
     "build/mutation/sample.txt": "written by scripts/mutation.sh",
     "src/tools/config/expr.py": "mutmut's copy of inference/, under build/mutation/",
     "inference/result/": "created by the first run",
+    "inference/onnxs/": "the ONNX and engine cache, created by the first run",
     "configs/digits/vendor_config/bytecpu_configurations.yaml": "the example a ByteMLPerf vendor writes",
     "benchmarks/yolov5/pytorch/": "a missing case, in an example error message",
     "inference_engine/acme/fastpath.py": "a vendor's broken file, in an example error message",
@@ -89,24 +93,49 @@ def _candidates(text: str) -> Iterator[str]:
         yield path
 
 
-def _repository_paths() -> set[str]:
-    """Every file and folder of the repository, as a path from the root (folders end in '/')."""
-    skip = {".git", ".venv", "node_modules", "__pycache__", ".mypy_cache", ".ruff_cache", "build"}
-    found = set()
-    for path in ROOT.rglob("*"):
-        relative = path.relative_to(ROOT)
-        if skip.intersection(relative.parts):
-            continue
-        found.add(relative.as_posix() + ("/" if path.is_dir() else ""))
-    return found
+def _repository_paths() -> frozenset[str]:
+    """Every file and folder a clone of the repository has, from the root (folders end in '/'):
+    git's tracked and not-ignored files, so that what a run or setup creates (data/, onnxs/,
+    result/, .venv/) neither hides a stale reference here nor is missing on a fresh clone."""
+    try:
+        listed = subprocess.run(
+            ["git", "-C", str(ROOT), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            capture_output=True,
+            check=True,
+        ).stdout.decode()
+        files = [name for name in listed.split("\0") if name and (ROOT / name).exists()]
+    except (OSError, subprocess.CalledProcessError):  # not a git checkout: what is on disk
+        skip = {".git", ".venv", "__pycache__", ".mypy_cache", ".ruff_cache", "build", "data", "onnxs", "result"}
+        files = [
+            p.relative_to(ROOT).as_posix()
+            for p in ROOT.rglob("*")
+            if p.is_file() and not skip.intersection(p.relative_to(ROOT).parts)
+        ]
+    found = set(files)
+    for name in files:
+        parts = name.split("/")[:-1]
+        found.update("/".join(parts[: i + 1]) + "/" for i in range(len(parts)))
+    return frozenset(found)
 
 
-def _exists(path: str, named_in: Path, tails: set[str] | None = None) -> bool:
+def _exists(path: str, named_in: Path, known: frozenset[str]) -> bool:
+    """Whether ``path`` names a repository file or folder, from the root, inference/, the naming
+    file's folder, or as the tail of one's path."""
     if path in NOT_IN_THE_REPOSITORY:
         return True
-    if any((base / path).exists() for base in (ROOT, INFERENCE, named_in.parent)):
-        return True
-    return tails is not None and any(known.endswith("/" + path) for known in tails)
+    folder = named_in.parent.relative_to(ROOT).as_posix()
+    for base in ("", "inference/", f"{folder}/"):
+        candidate = posixpath.normpath(base + path)
+        if candidate in known or candidate + "/" in known:
+            return True
+    return path in _tails(known)
+
+
+@functools.cache
+def _tails(known: frozenset[str]) -> frozenset[str]:
+    """Every path of ``known`` without its first folders: utils/results/report/roofline.py gives
+    results/report/roofline.py, report/roofline.py and roofline.py."""
+    return frozenset(name[i + 1 :] for name in known for i, char in enumerate(name.rstrip("/")) if char == "/")
 
 
 def _python_prose(source: str) -> Iterator[tuple[int, str]]:
@@ -160,12 +189,12 @@ def _prose_files() -> Iterator[tuple[Path, Iterator[tuple[int, str]]]]:
 def missing_references() -> list[str]:
     """One line per path named but absent: 'FILE:LINE names PATH, which does not exist'."""
     missing = []
-    tails = _repository_paths()
+    known = _repository_paths()
     for path, lines in _prose_files():
         where = path.relative_to(ROOT)
         for number, line in lines:
             for named in dict.fromkeys(_candidates(line)):
-                if not _exists(named, path, tails):
+                if not _exists(named, path, known):
                     missing.append(f"{where}:{number} names {named}, which does not exist")
     return missing
 
@@ -185,11 +214,13 @@ _LINK = re.compile(r"\]\((?!https?:|mailto:|#)(?P<target>[^)#\s]+)(?:#[^)]*)?\)"
 def broken_links() -> list[str]:
     """One line per relative Markdown link, in README.md, docs/ or scripts/, whose target is absent."""
     broken = []
+    known = _repository_paths()
     docs = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "scripts").glob("*.md"))]
     for doc in docs:
         for number, line in enumerate(doc.read_text().splitlines(), 1):
             for match in _LINK.finditer(line):
-                if not (doc.parent / match.group("target")).exists():
+                target = posixpath.normpath(f"{doc.parent.relative_to(ROOT).as_posix()}/{match.group('target')}")
+                if target not in known and target + "/" not in known:
                     where = doc.relative_to(ROOT)
                     broken.append(f"{where}:{number} links to {match.group('target')}, which does not exist")
     return broken
@@ -264,9 +295,14 @@ def test_the_pattern_finds_paths_and_leaves_prose_alone() -> None:
 
 
 def test_paths_resolve_against_the_root_inference_the_folder_and_tails() -> None:
-    tails = _repository_paths()
-    assert _exists("tools/plugins.py", ROOT / "README.md", tails)
-    assert _exists("architecture.md", ROOT / "docs" / "index.md", tails)
-    assert _exists("report/roofline.py", ROOT / "docs" / "report.md", tails)
-    assert not _exists("tools/no_such_module.py", ROOT / "README.md", tails)
-    assert not _exists("results/roofline.py", ROOT / "docs" / "report.md", tails)
+    known = _repository_paths()
+    assert _exists("tools/plugins.py", ROOT / "README.md", known)
+    assert _exists("utils/results/report/", ROOT / "README.md", known)
+    assert _exists("architecture.md", ROOT / "docs" / "index.md", known)
+    assert _exists("../scripts/README.md", ROOT / "docs" / "index.md", known)
+    assert _exists("report/roofline.py", ROOT / "docs" / "report.md", known)
+    assert not _exists("tools/no_such_module.py", ROOT / "README.md", known)
+    assert not _exists("results/roofline.py", ROOT / "docs" / "report.md", known)
+    # what setup or a run creates is not the repository's: a fresh clone lacks it
+    assert not _exists("data/digits/digits.npz", ROOT / "README.md", known)
+    assert not _exists(".venv/bin/python", ROOT / "README.md", known)
