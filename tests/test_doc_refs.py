@@ -13,8 +13,13 @@ What counts as a path (so that prose and examples are not taken for one):
   `{a,b}`, `*`, `$VAR`, `...`, or an all-capitals folder such as `VENDOR/` or `DIR/`.
 A path resolves against the repository root, `inference/`, or the naming file's own folder; else
 it may be the tail of a repository file's path (`report/roofline.py` in `utils/results/`, as the
-code beside it says it). Paths of other projects, of files a run creates, and the examples a doc
-gives of a user's own file are listed in `NOT_IN_THE_REPOSITORY`, each with its reason.
+code beside it says it). "Repository" means what a clone has: git's tracked and not-ignored files,
+not data/, onnxs/ or .venv/. Paths of other projects, of files a run creates, and the examples a
+doc gives of a user's own file are listed in `NOT_IN_THE_REPOSITORY`, each with its reason.
+
+Two more checks of the same prose: every relative Markdown link of README.md, docs/ and scripts/
+resolves from its own folder, and a section quoted after a doc (`docs/measurement.md, "The stop
+rule"`) is a heading of that doc.
 """
 
 from __future__ import annotations
