@@ -191,17 +191,26 @@ def _prose_files() -> Iterator[tuple[Path, Iterator[tuple[int, str]]]]:
             yield script, _shell_prose(text)
 
 
+def _scan(files: Iterator[tuple[Path, Iterator[tuple[int, str]]]], find) -> list[str]:
+    """'FILE:LINE what' for each finding ``find(file, line)`` yields on each line of ``files``."""
+    return [
+        f"{path.relative_to(ROOT)}:{number} {finding}"
+        for path, lines in files
+        for number, line in lines
+        for finding in find(path, line)
+    ]
+
+
 def missing_references() -> list[str]:
     """One line per path named but absent: 'FILE:LINE names PATH, which does not exist'."""
-    missing = []
     known = _repository_paths()
-    for path, lines in _prose_files():
-        where = path.relative_to(ROOT)
-        for number, line in lines:
-            for named in dict.fromkeys(_candidates(line)):
-                if not _exists(named, path, known):
-                    missing.append(f"{where}:{number} names {named}, which does not exist")
-    return missing
+
+    def find(path: Path, line: str) -> Iterator[str]:
+        for named in dict.fromkeys(_candidates(line)):
+            if not _exists(named, path, known):
+                yield f"names {named}, which does not exist"
+
+    return _scan(_prose_files(), find)
 
 
 def test_every_named_file_exists() -> None:
@@ -218,17 +227,16 @@ _LINK = re.compile(r"\]\((?!https?:|mailto:|#)(?P<target>[^)#\s]+)(?:#[^)]*)?\)"
 
 def broken_links() -> list[str]:
     """One line per relative Markdown link, in README.md, docs/ or scripts/, whose target is absent."""
-    broken = []
     known = _repository_paths()
     docs = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "scripts").glob("*.md"))]
-    for doc in docs:
-        for number, line in enumerate(doc.read_text().splitlines(), 1):
-            for match in _LINK.finditer(line):
-                target = posixpath.normpath(f"{doc.parent.relative_to(ROOT).as_posix()}/{match.group('target')}")
-                if target not in known and target + "/" not in known:
-                    where = doc.relative_to(ROOT)
-                    broken.append(f"{where}:{number} links to {match.group('target')}, which does not exist")
-    return broken
+
+    def find(doc: Path, line: str) -> Iterator[str]:
+        for match in _LINK.finditer(line):
+            target = posixpath.normpath(f"{doc.parent.relative_to(ROOT).as_posix()}/{match.group('target')}")
+            if target not in known and target + "/" not in known:
+                yield f"links to {match.group('target')}, which does not exist"
+
+    return _scan(((doc, _text_lines(doc.read_text())) for doc in docs), find)
 
 
 def test_every_relative_link_resolves() -> None:
@@ -253,17 +261,16 @@ def _headings(doc: Path) -> list[str]:
 
 def missing_sections() -> list[str]:
     """One line per 'DOC, "Section"' whose doc has no heading containing that section's name."""
-    missing = []
     known = {doc.name: _headings(doc) for doc in (ROOT / "docs").glob("*.md")}
-    for path, lines in _prose_files():
-        for number, line in lines:
-            for match in _SECTION.finditer(line):
-                name = Path(match.group("doc")).name
-                section = re.sub(r"[`*]", "", match.group("section")).lower()
-                if name in known and not any(section in head for head in known[name]):
-                    where = path.relative_to(ROOT)
-                    missing.append(f'{where}:{number} names docs/{name}, "{match.group("section")}": no such heading')
-    return missing
+
+    def find(_path: Path, line: str) -> Iterator[str]:
+        for match in _SECTION.finditer(line):
+            name = Path(match.group("doc")).name
+            section = re.sub(r"[`*]", "", match.group("section")).lower()
+            if name in known and not any(section in head for head in known[name]):
+                yield f'names docs/{name}, "{match.group("section")}": no such heading'
+
+    return _scan(_prose_files(), find)
 
 
 def test_every_named_doc_section_exists() -> None:
