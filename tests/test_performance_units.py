@@ -28,7 +28,7 @@ from tools.measure import stage as performance
 from tools.measure.contention import ContentionReading
 from tools.measure.precision import METHOD, Settle
 from tools.measure.rows import latency_of, performance_row
-from tools.measure.scenarios import ScenarioRun, run_scenario
+from tools.measure.scenarios import ScenarioRun, ScenarioSpec, run_scenario
 from tools.measure.stage import (
     AUDIT_BUDGET_S,
     POOL_BATCHES,
@@ -366,10 +366,10 @@ class Rig:
         self.unix = itertools.count(1000)
         real = run_scenario
 
-        def traced(*args, **kwargs):
-            assert "clock" not in kwargs and "sleep" not in kwargs
-            self.runs.append(dict(kwargs))
-            return real(*args, clock=self.clock, sleep=self.clock.sleep, **kwargs)
+        def traced(step, pool, spec: ScenarioSpec):
+            assert spec.clock is ScenarioSpec.clock and spec.sleep is ScenarioSpec.sleep  # the stage's: the defaults
+            self.runs.append(vars(spec).copy())
+            return real(step, pool, replace(spec, clock=self.clock, sleep=self.clock.sleep))
 
         rig = self
 
@@ -618,15 +618,17 @@ def test_server_rows_use_the_target_and_the_seed(monkeypatch):
     direct = run_scenario(
         engine,
         stage.pool(2),
-        scenario="server",
-        batch_size=2,
-        min_query_count=662,
-        min_duration_s=0.0,
-        max_duration_s=100.0,
-        target_qps=600.0,
-        seed=5,
-        clock=clock,
-        sleep=clock.sleep,
+        ScenarioSpec(
+            scenario="server",
+            batch_size=2,
+            min_query_count=662,
+            min_duration_s=0.0,
+            max_duration_s=100.0,
+            target_qps=600.0,
+            seed=5,
+            clock=clock,
+            sleep=clock.sleep,
+        ),
     )
     assert stage.report.raw_latencies_ns[0] == direct.latencies_ns
 

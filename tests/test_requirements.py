@@ -263,7 +263,7 @@ def test_case_layer_builds_on_a_real_engine(tmp_path):
     """The generated Dockerfile on the local base image, with a requirement pip
     finds already satisfied (no index needed): the layer builds and keeps torch's pin logic."""
     from tests.infra.docker_env import InfraUnavailable, ensure_base_image, ensure_docker, require
-    from utils.executors.images import _build
+    from utils.executors.images import _build, _Builder
 
     try:
         client = ensure_docker()
@@ -275,13 +275,11 @@ def test_case_layer_builds_on_a_real_engine(tmp_path):
     tag = f"inferperf/case-layer-test:{spec.tag.split(':')[1]}"
     try:
         _build(
-            client,
+            _Builder(client, spec, "local"),
             spec.write_case_layer_context,
             tag,
             {"VENDOR_IMAGE": base},
-            spec,
             "the layer",
-            "local",
             tmp_path / "b.log",
         )
         out = client.containers.run(

@@ -43,7 +43,7 @@ from tools.measure.precision import (
     settle,
 )
 from tools.measure.rows import latency_bound, latency_of, performance_row, row_target
-from tools.measure.scenarios import ScenarioRun, run_scenario, server_search
+from tools.measure.scenarios import ScenarioRun, ScenarioSpec, run_scenario, server_search
 from tools.measure.settings import minus_foo
 from tools.measure.verdict import Verdict, window_verdict
 
@@ -300,18 +300,20 @@ class PerformanceStage:
         run = run_scenario(
             engine,
             pool,
-            scenario=chosen,
-            batch_size=batch_size,
-            clients=clients,
-            samples_per_query=chosen.samples_per_query(query_samples(config, chosen), batch_size),
-            min_query_count=chosen.min_query_count(config.min_query_count),
-            min_duration_s=config.min_duration_s,
-            max_duration_s=config.max_duration_s,
-            target_qps=target_qps,
-            seed=config.seed,
-            sync=self.sync,
-            sample_pool_indices=frozenset(references),
-            target=row_target(chosen, config),
+            ScenarioSpec(
+                scenario=chosen,
+                batch_size=batch_size,
+                clients=clients,
+                samples_per_query=chosen.samples_per_query(query_samples(config, chosen), batch_size),
+                min_query_count=chosen.min_query_count(config.min_query_count),
+                min_duration_s=config.min_duration_s,
+                max_duration_s=config.max_duration_s,
+                target_qps=target_qps,
+                seed=config.seed,
+                sync=self.sync,
+                sample_pool_indices=frozenset(references),
+                target=row_target(chosen, config),
+            ),
         )
         self._spans[id(run)] = (started_unix, time.time())
         self._settles[id(run)] = settled
