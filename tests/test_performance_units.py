@@ -27,7 +27,7 @@ from tools.measure import scenarios
 from tools.measure import stage as performance
 from tools.measure.contention import ContentionReading
 from tools.measure.precision import METHOD, Settle
-from tools.measure.rows import latency_of, performance_row
+from tools.measure.rows import RowFigures, latency_of, performance_row
 from tools.measure.scenarios import ScenarioRun, ScenarioSpec, run_scenario
 from tools.measure.stage import (
     AUDIT_BUDGET_S,
@@ -821,17 +821,19 @@ def test_performance_row_takes_its_figure_settle_config_window_and_generator():
     row = performance_row(
         run,
         config,
-        qps=1000.0,  # the generator's figure (LoadGen's), not the run's own
-        latency=latency_of(None),
-        latency_notes=[],
-        contention=QUIET,
-        verdict=Verdict(("a reason",)),
-        latency_bound_met=None,
-        accuracy_in_performance_mode=None,
-        span=(1.0, 2.0),
-        load_generator="mlperf",
-        settled=settled,
-        loadgen={"result_validity": "VALID"},
+        RowFigures(
+            qps=1000.0,  # the generator's figure (LoadGen's), not the run's own
+            latency=latency_of(None),
+            latency_notes=[],
+            contention=QUIET,
+            verdict=Verdict(("a reason",)),
+            latency_bound_met=None,
+            accuracy_in_performance_mode=None,
+            span=(1.0, 2.0),
+            load_generator="mlperf",
+            settled=settled,
+            loadgen={"result_validity": "VALID"},
+        ),
     )
     assert row.qps == 1000.0 and row.qps_ci95 == [1000.0, 1000.0]  # the interval is around the given figure
     assert (row.precision["target"], row.precision["settle_s"], row.precision["settle_queries"]) == (0.3, 1.5, 7)

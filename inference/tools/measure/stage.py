@@ -42,7 +42,7 @@ from tools.measure.precision import (
     precision_reasons,
     settle,
 )
-from tools.measure.rows import latency_bound, latency_of, performance_row, row_target
+from tools.measure.rows import RowFigures, latency_bound, latency_of, performance_row, row_target
 from tools.measure.scenarios import ScenarioRun, ScenarioSpec, run_scenario, server_search
 from tools.measure.settings import minus_foo
 from tools.measure.verdict import Verdict, window_verdict
@@ -187,17 +187,19 @@ def row_record(
     return performance_row(
         run,
         config,
-        qps=run.qps,
-        latency=latency_of(stats),
-        latency_notes=stats.notes if stats else [],
-        contention=contention,
-        verdict=verdict.record(),
-        latency_bound_met=None if bound is None or stats is None or stats.p99 is None else stats.p99 <= bound,
-        accuracy_in_performance_mode=test01,
-        span=span,
-        load_generator="inferperf",
-        server_search=search,
-        settled=settled,
+        RowFigures(
+            qps=run.qps,
+            latency=latency_of(stats),
+            latency_notes=stats.notes if stats else [],
+            contention=contention,
+            verdict=verdict.record(),
+            latency_bound_met=None if bound is None or stats is None or stats.p99 is None else stats.p99 <= bound,
+            accuracy_in_performance_mode=test01,
+            span=span,
+            load_generator="inferperf",
+            server_search=search,
+            settled=settled,
+        ),
     )
 
 
