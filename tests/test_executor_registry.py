@@ -141,7 +141,9 @@ def test_every_executor_key_is_a_host_yaml_key_of_one_mode():
     assert all(key in line.keys for line in registry.EXECUTORS.values() for key, _, _ in line.picks)
 
 
-@pytest.mark.parametrize("path", ["run.py", "utils/host_config.py"])
+@pytest.mark.parametrize(
+    "path", ["run.py", "entry/checks.py", "entry/run_config.py", "utils/cli/hosts.py", "utils/host_config.py"]
+)
 def test_run_py_and_host_config_never_test_a_mode_name(path):
     text = (INFERENCE / path).read_text(encoding="utf-8")
     assert not re.findall(r"\bmode\s*(?:==|!=)|\bmode\s+(?:not\s+)?in\s*[(\[\"']|make_session|\bMODES\b", text)
