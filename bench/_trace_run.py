@@ -52,7 +52,9 @@ def install() -> None:
     import paramiko
     import requests
 
-    import run
+    from entry import run_config
+    from utils.cli import hosts as run_hosts
+    from utils.cli import summary as run_end
     from utils.executors import base as hs
     from utils.executors import docker as ds
     from utils.executors import ssh as cm
@@ -100,8 +102,13 @@ def install() -> None:
 
     wrap(api.APIClient, "request", "docker.http", detail=http_detail)
     del requests
-    for attr in ("check_cases", "make_session", "host_worker", "_write_report"):
-        wrap(run, attr, f"run.{attr}")
+    # run.py's steps where they are looked up (entry/, utils/cli/), under the names the profile reads
+    for owner, attr, label in (
+        (run_config, "check_cases", "run.check_cases"),
+        (run_hosts, "host_worker", "run.host_worker"),
+        (run_end, "write_report_safely", "run._write_report"),
+    ):
+        wrap(owner, attr, label)
     from utils.results import summary
 
     wrap(summary, "write_summary", "run.write_summary")

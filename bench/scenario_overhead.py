@@ -32,7 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "inference"))
 
-from tools.measure.scenarios import run_scenario  # noqa: E402
+from tools.measure.scenarios import ScenarioSpec, run_scenario  # noqa: E402
 
 BUDGET_US = 20.0
 RATE_TOLERANCE = 0.02
@@ -56,12 +56,14 @@ def scenario_cost(scenario: str, queries: int, batch: int, target_qps: float | N
     run = run_scenario(
         noop,
         POOL,
-        scenario=scenario,
-        batch_size=batch,
-        min_query_count=queries,
-        min_duration_s=0.0,
-        max_duration_s=600.0,
-        target_qps=target_qps,
+        ScenarioSpec(
+            scenario=scenario,
+            batch_size=batch,
+            min_query_count=queries,
+            min_duration_s=0.0,
+            max_duration_s=600.0,
+            target_qps=target_qps,
+        ),
     )
     assert run.queries == queries, (scenario, run.queries)
     return run.duration_s / run.queries * 1e6
@@ -87,14 +89,16 @@ def rated_server(queries: int, rate: float, batch: int, seed: int) -> dict:
     run = run_scenario(
         step,
         POOL,
-        scenario="server",
-        batch_size=batch,
-        target_qps=target,
-        seed=seed,
-        min_query_count=queries,
-        min_duration_s=0.0,
-        max_duration_s=600.0,
-        clock=clock,
+        ScenarioSpec(
+            scenario="server",
+            batch_size=batch,
+            target_qps=target,
+            seed=seed,
+            min_query_count=queries,
+            min_duration_s=0.0,
+            max_duration_s=600.0,
+            clock=clock,
+        ),
     )
     arrivals = [c - lat for c, lat in zip(run.completions_ns, run.latencies_ns)]  # scheduled, relative
     gaps = [b - a for a, b in zip(arrivals, arrivals[1:])]

@@ -141,7 +141,9 @@ def test_every_executor_key_is_a_host_yaml_key_of_one_mode():
     assert all(key in line.keys for line in registry.EXECUTORS.values() for key, _, _ in line.picks)
 
 
-@pytest.mark.parametrize("path", ["run.py", "utils/host_config.py"])
+@pytest.mark.parametrize(
+    "path", ["run.py", "entry/checks.py", "entry/run_config.py", "utils/cli/hosts.py", "utils/host_config.py"]
+)
 def test_run_py_and_host_config_never_test_a_mode_name(path):
     text = (INFERENCE / path).read_text(encoding="utf-8")
     assert not re.findall(r"\bmode\s*(?:==|!=)|\bmode\s+(?:not\s+)?in\s*[(\[\"']|make_session|\bMODES\b", text)
@@ -187,7 +189,10 @@ def test_host_yaml_checks_follow_the_facts(tmp_path, fake_mode, runs_here):
 def test_run_py_plans_and_runs_a_case_through_a_registered_mode(tmp_path, fake_mode):
     """run.py's start-up checks, its plan, the registry's session and the case lifecycle
     (HostSession.run_case) with MODE fake, which no file but the registry names."""
-    import run
+    from entry.run_config import load_run_config
+    from utils import executors
+    from utils.cli.args import parse_args
+    from utils.cli.hosts import host_worker
     from utils.run_plan import Variant, build_plan
 
     fake_mode(in_container=False, runs_here=False)
@@ -204,13 +209,13 @@ def test_run_py_plans_and_runs_a_case_through_a_registered_mode(tmp_path, fake_m
             }
         )
     )
-    config = run.load_run_config(run.parse_args(["--config", str(host_yaml)]))
+    config = load_run_config(parse_args(["--config", str(host_yaml)]))
     assert config.executor.__name__ == "FakeSession"
     plan = build_plan([Variant("", tmp_path / "run", config.cases)], config.repetitions)
     sessions = [
-        run.executors.create(config, i, "20260101-000000-abcd", threading.Event(), tmp_path / "run") for i in range(2)
+        executors.create(config, i, "20260101-000000-abcd", threading.Event(), tmp_path / "run") for i in range(2)
     ]
-    outcomes = [outcome for session in sessions for outcome in run.host_worker(session, plan)]
+    outcomes = [outcome for session in sessions for outcome in host_worker(session, plan)]
     assert [(o.host, o.status, o.result and f"{o.result.case}:{o.result.framework}") for o in outcomes] == [
         ("node1", "success", "digits:pytorch"),
         ("node2", "success", "digits:pytorch"),
@@ -220,22 +225,22 @@ def test_run_py_plans_and_runs_a_case_through_a_registered_mode(tmp_path, fake_m
 
 def test_in_the_image_a_registered_mode_needs_the_dockerfile_not_the_packages(tmp_path, fake_mode, monkeypatch):
     """in_container: the case's packages are the image's (not checked here); its Dockerfile must exist."""
-    import run
+    from entry import checks
     from utils.host_config import HostConfig
 
     fake_mode(in_container=True)
     checked = tmp_path / "requirements_checked"
-    monkeypatch.setattr(run, "check_case_requirements", lambda *args: checked.touch())
+    monkeypatch.setattr(checks, "check_case_requirements", lambda *args: checked.touch())
     config = HostConfig(
         **host_fields(tmp_path, mode="fake", hosts=["node1"], cases={"digits:pytorch": "/data"}),
         inference_dir=INFERENCE,
     )
     assert config.in_container
-    run.check_cases(config)  # cpu/pytorch has its Dockerfile
+    checks.check_cases(config)  # cpu/pytorch has its Dockerfile
     assert not checked.exists()
     config.vendor = "acme"  # no docker_images/acme/
     with pytest.raises(ConfigError, match="no docker_images/acme/pytorch/Dockerfile"):
-        run._check_image(config, config.cases[0])
+        checks.check_image(config, config.cases[0])
     fake_mode(in_container=False)  # natively, the packages are checked here instead
-    run._check_case_files(config, config.cases[0])
+    checks.check_case_files(config, config.cases[0])
     assert checked.exists()

@@ -129,7 +129,7 @@ def bomb(levels: int = 9, name: str = "a") -> str:
 
 
 def test_the_baseline_host_yaml_and_case_configs_pass_the_checks(tmp_path, tree):
-    from run import check_cases
+    from entry.checks import check_cases
     from utils.host_config import load_host_config
 
     config = load_host_config(host_yaml(tmp_path, tree), tree)

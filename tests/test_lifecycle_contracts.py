@@ -175,7 +175,8 @@ def test_run_py_asks_the_registry_and_imports_no_engine_outside_mode_local(tmp_p
     data.mkdir()
     code = (
         "import sys\n"
-        "import run\n"
+        "from entry.checks import check_cases\n"
+        "from utils.cli import INFERENCE_DIR\n"
         "from utils.host_config import HostConfig\n"
         f"fields = dict(path={str(tmp_path / 'host.yaml')!r}, vendor='cpu', mode='docker', hosts=['localhost'], "
         f"cases={{'digits:pytorch': {str(data)!r}}})\n"
@@ -186,12 +187,12 @@ def test_run_py_asks_the_registry_and_imports_no_engine_outside_mode_local(tmp_p
         "        case_timeout=60, monitor_interval=1.0, base_image=None, pip_wheels_dir=None, ca_bundle=None, "
         "remote_workdir='/var/tmp/x').items():\n"
         "    fields.setdefault(key, value)\n"
-        "config = HostConfig(**fields, inference_dir=run.INFERENCE_DIR)\n"
-        "run.check_cases(config)\n"
+        "config = HostConfig(**fields, inference_dir=INFERENCE_DIR)\n"
+        "check_cases(config)\n"
         "print(sorted(m for m in sys.modules if m.startswith(('inference_engine.cpu', 'onnxruntime'))))\n"
         "config.overrides = ['compiler=tvm']\n"
         "try:\n"
-        "    run.check_cases(config)\n"
+        "    check_cases(config)\n"
         "except Exception as exc:\n"
         "    print(type(exc).__name__, exc)\n"
     )
@@ -240,21 +241,21 @@ def test_shipped_monitors_declare_their_protocol():
 def test_run_py_refuses_a_bad_monitor_declaration_before_any_host(tmp_path):
     from types import SimpleNamespace
 
-    import run
     from common.errors import ConfigError
+    from entry.checks import check_monitor
 
     config = SimpleNamespace(flagperf_path=tmp_path, vendor="acme")
-    run._check_monitor(config)  # no monitor file: nothing to check
+    check_monitor(config)  # no monitor file: nothing to check
     monitor = tmp_path / "docker_images" / "acme" / "acme_monitor.py"
     monitor.parent.mkdir(parents=True)
     monitor.write_text("MONITOR_PROTOCOL = 'daemon'\n")
-    run._check_monitor(config)
+    check_monitor(config)
     monitor.write_text("MONITOR_PROTOCOL = 'poll'\n")
     with pytest.raises(
         ConfigError,
         match=r"^docker_images/acme/acme_monitor.py: MONITOR_PROTOCOL must be 'sampler' or 'daemon', got 'poll'$",
     ):
-        run._check_monitor(config)
+        check_monitor(config)
 
 
 # ---- docs/architecture.md stays true to the tree ---------------------------------------------

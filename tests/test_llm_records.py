@@ -13,7 +13,7 @@ from common.files import json_text
 from common.record import LLMBlock, LLMRow, RecordError, Verdict, read_result
 from tests.test_llm_units import FakeClock, SleepyEngine, _config
 from tools.measure.llm import GenerationFigures, ModelShape
-from tools.measure.llm_stage import Limits, LLMReport, LLMWorkload, PromptSource, run_server, run_table
+from tools.measure.llm_stage import Limits, LLMReport, LLMWorkload, PromptSource, Schedule, run_server, run_table
 
 LLAMA = Path(__file__).parent / "fixtures" / "golden" / "results" / "llm_llama"
 SHAPE = ModelShape(1, 8, 2, 1, 4, 16, 32, 1000, 256)
@@ -77,8 +77,7 @@ def rows() -> tuple[LLMRow, LLMRow]:
         2.0,
         limits,
         [],
-        clock=clock,
-        sleep=clock.sleep,
+        Schedule(clock=clock, sleep=clock.sleep),
     )
     return cell, server
 

@@ -13,7 +13,7 @@ import pytest
 from common.errors import ConfigError
 from inference_engine.llm_base import LLMEngineBase
 from tools.measure.llm import GenerationFigures, ModelShape, generate_timed
-from tools.measure.llm_stage import Limits, LLMWorkload, PromptSource, run_server, server_schedule
+from tools.measure.llm_stage import Limits, LLMWorkload, PromptSource, Schedule, run_server, server_schedule
 
 
 class SleepyEngine(LLMEngineBase):
@@ -152,7 +152,7 @@ def test_server_counts_ttft_from_the_scheduled_arrival():
     config = _config()
     shape, prompts = ModelShape(1, 8, 2, 1, 4, 16, 32, 1000, 256), PromptSource(3, 50, 0)
     workload, limits = LLMWorkload.from_config(config), Limits.from_config(config)
-    record = run_server(engine, shape, prompts, workload, 10.0, limits, [], clock=clock, sleep=clock.sleep)
+    record = run_server(engine, shape, prompts, workload, 10.0, limits, [], Schedule(clock=clock, sleep=clock.sleep))
     ttft = record.ttft_ms
     assert record.requests >= 12 and record.target_qps == 10.0
     assert ttft["count"] == record.requests and ttft["mean"] > 1000  # 10 req/s against 3.3 served per second
@@ -167,8 +167,7 @@ def test_server_counts_ttft_from_the_scheduled_arrival():
         2.0,
         limits,
         [],
-        clock=clock,
-        sleep=clock.sleep,
+        Schedule(clock=clock, sleep=clock.sleep),
     )
     assert relaxed.ttft_ms["mean"] == pytest.approx(20.0) and relaxed.ttft_bound_met is True
     assert relaxed.issued_qps == pytest.approx(2.0, rel=0.6)  # 12 Poisson gaps
@@ -195,14 +194,14 @@ def test_server_stops_early_when_its_precision_is_out_of_reach():
     config = _config(latency_precision=0.01)
     workload, limits = LLMWorkload.from_config(config), Limits.from_config(config)
     record = run_server(
-        JitteryEngine(clock.sleep), shape, prompts, workload, 1.0, limits, [], clock=clock, sleep=clock.sleep
+        JitteryEngine(clock.sleep), shape, prompts, workload, 1.0, limits, [], Schedule(clock=clock, sleep=clock.sleep)
     )
     # 20 requests, not 12: until then a throughput's blocks were worth too few independent ones for any interval
     assert record.stop_reason == "precision out of reach" and record.requests == 20 and record.duration_s < 100
     assert any(r.startswith("not precise enough: p50 ±") and "out of reach: about" in r for r in record.verdict.reasons)
     loose = Limits.from_config(_config(latency_precision=10.0))
     again = run_server(
-        JitteryEngine(clock.sleep), shape, prompts, workload, 1.0, loose, [], clock=clock, sleep=clock.sleep
+        JitteryEngine(clock.sleep), shape, prompts, workload, 1.0, loose, [], Schedule(clock=clock, sleep=clock.sleep)
     )
     assert again.stop_reason == "precision reached" and again.requests == 20
     assert not any("not precise enough" in r for r in again.verdict.reasons)
@@ -217,7 +216,7 @@ def test_no_precision_asked_stops_a_server_row_at_its_minimums():
     workload, limits = LLMWorkload.from_config(config), Limits.from_config(config)
     assert limits.precision is None and limits.latency_precision is None
     record = run_server(
-        JitteryEngine(clock.sleep), shape, prompts, workload, 1.0, limits, [], clock=clock, sleep=clock.sleep
+        JitteryEngine(clock.sleep), shape, prompts, workload, 1.0, limits, [], Schedule(clock=clock, sleep=clock.sleep)
     )
     assert record.stop_reason == "minimums met" and record.requests == 12
     assert not any("precise" in r for r in record.verdict.reasons)

@@ -176,12 +176,9 @@ def test_an_engine_error_inside_loadgens_test_is_raised_after_it(tmp_path, monke
             loadgen.run_loadgen(
                 engine,
                 pool,
-                scenario=scenario,
-                batch_size=2,
-                clients=clients,
-                config=config,
-                log_dir=tmp_path,
-                target_qps=2000.0,
+                loadgen.LoadgenTest(scenario=scenario, batch_size=2, clients=clients, target_qps=2000.0),
+                config,
+                tmp_path,
             )
         # LoadGen's test ended (every later sample completed at once; server: its 662 arrivals at 1000/s):
         # a hang guard only, far above the 1 s test.

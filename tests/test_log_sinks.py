@@ -16,9 +16,9 @@ pytestmark = pytest.mark.skipif(not FULL.exists(), reason="no /dev/full on this 
 
 
 def test_a_full_device_ends_run_log_with_one_console_line(capsys):
-    import run
+    from utils.cli.hosts import _run_log_ended
 
-    sink = LogFileSink(FULL, run._run_log_ended(FULL))
+    sink = LogFileSink(FULL, _run_log_ended(FULL))
     sink.write("first line\n")
     sink.write("second line\n")  # dropped: the failure was said once
     sink.stop()

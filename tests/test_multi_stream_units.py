@@ -20,7 +20,14 @@ from common.scenario import MULTI_STREAM
 from tests.test_scenarios import MS, FakeClock
 from tools.measure.contention import ContentionReading
 from tools.measure.precision import Target
-from tools.measure.scenarios import MAX_DURATION_REACHED, MINIMUMS_MET, OUT_OF_REACH, PRECISION_REACHED, run_scenario
+from tools.measure.scenarios import (
+    MAX_DURATION_REACHED,
+    MINIMUMS_MET,
+    OUT_OF_REACH,
+    PRECISION_REACHED,
+    ScenarioSpec,
+    run_scenario,
+)
 from tools.measure.stage import row_record
 
 US = 1_000
@@ -58,11 +65,7 @@ def run(engine: Engine, **kwargs):
     return run_scenario(
         engine.step,
         [[b] for b in range(len(COSTS))],
-        scenario="multi_stream",
-        sync=engine.sync,
-        clock=engine.clock,
-        sleep=engine.clock.sleep,
-        **kwargs,
+        ScenarioSpec(scenario="multi_stream", sync=engine.sync, clock=engine.clock, sleep=engine.clock.sleep, **kwargs),
     )
 
 
@@ -182,16 +185,18 @@ def test_several_clients_give_the_stop_rule_the_elapsed_time_too(scenario, extra
     done = run_scenario(
         engine.step,
         [[b] for b in range(len(COSTS))],
-        scenario=scenario,
-        batch_size=1,
-        clients=2,
-        min_query_count=20,
-        min_duration_s=0.0,
-        max_duration_s=10.0,
-        target=Target(throughput=("qps",), precision=1e-9),
-        sync=engine.sync,
-        clock=engine.clock,
-        sleep=engine.clock.sleep,
-        **extra,
+        ScenarioSpec(
+            scenario=scenario,
+            batch_size=1,
+            clients=2,
+            min_query_count=20,
+            min_duration_s=0.0,
+            max_duration_s=10.0,
+            target=Target(throughput=("qps",), precision=1e-9),
+            sync=engine.sync,
+            clock=engine.clock,
+            sleep=engine.clock.sleep,
+            **extra,
+        ),
     )
     assert done.stop_reason == OUT_OF_REACH and 20 <= done.queries < 1000 and done.checks >= 1

@@ -27,8 +27,8 @@ from tools.measure import scenarios
 from tools.measure import stage as performance
 from tools.measure.contention import ContentionReading
 from tools.measure.precision import METHOD, Settle
-from tools.measure.rows import latency_of, performance_row
-from tools.measure.scenarios import ScenarioRun, run_scenario
+from tools.measure.rows import RowFigures, latency_of, performance_row
+from tools.measure.scenarios import ScenarioRun, ScenarioSpec, run_scenario
 from tools.measure.stage import (
     AUDIT_BUDGET_S,
     POOL_BATCHES,
@@ -366,10 +366,10 @@ class Rig:
         self.unix = itertools.count(1000)
         real = run_scenario
 
-        def traced(*args, **kwargs):
-            assert "clock" not in kwargs and "sleep" not in kwargs
-            self.runs.append(dict(kwargs))
-            return real(*args, clock=self.clock, sleep=self.clock.sleep, **kwargs)
+        def traced(step, pool, spec: ScenarioSpec):
+            assert spec.clock is ScenarioSpec.clock and spec.sleep is ScenarioSpec.sleep  # the stage's: the defaults
+            self.runs.append(vars(spec).copy())
+            return real(step, pool, replace(spec, clock=self.clock, sleep=self.clock.sleep))
 
         rig = self
 
@@ -618,15 +618,17 @@ def test_server_rows_use_the_target_and_the_seed(monkeypatch):
     direct = run_scenario(
         engine,
         stage.pool(2),
-        scenario="server",
-        batch_size=2,
-        min_query_count=662,
-        min_duration_s=0.0,
-        max_duration_s=100.0,
-        target_qps=600.0,
-        seed=5,
-        clock=clock,
-        sleep=clock.sleep,
+        ScenarioSpec(
+            scenario="server",
+            batch_size=2,
+            min_query_count=662,
+            min_duration_s=0.0,
+            max_duration_s=100.0,
+            target_qps=600.0,
+            seed=5,
+            clock=clock,
+            sleep=clock.sleep,
+        ),
     )
     assert stage.report.raw_latencies_ns[0] == direct.latencies_ns
 
@@ -819,17 +821,19 @@ def test_performance_row_takes_its_figure_settle_config_window_and_generator():
     row = performance_row(
         run,
         config,
-        qps=1000.0,  # the generator's figure (LoadGen's), not the run's own
-        latency=latency_of(None),
-        latency_notes=[],
-        contention=QUIET,
-        verdict=Verdict(("a reason",)),
-        latency_bound_met=None,
-        accuracy_in_performance_mode=None,
-        span=(1.0, 2.0),
-        load_generator="mlperf",
-        settled=settled,
-        loadgen={"result_validity": "VALID"},
+        RowFigures(
+            qps=1000.0,  # the generator's figure (LoadGen's), not the run's own
+            latency=latency_of(None),
+            latency_notes=[],
+            contention=QUIET,
+            verdict=Verdict(("a reason",)),
+            latency_bound_met=None,
+            accuracy_in_performance_mode=None,
+            span=(1.0, 2.0),
+            load_generator="mlperf",
+            settled=settled,
+            loadgen={"result_validity": "VALID"},
+        ),
     )
     assert row.qps == 1000.0 and row.qps_ci95 == [1000.0, 1000.0]  # the interval is around the given figure
     assert (row.precision["target"], row.precision["settle_s"], row.precision["settle_queries"]) == (0.3, 1.5, 7)

@@ -51,7 +51,7 @@ from tools.measure.precision import (
     settled,
     throughput_interval,
 )
-from tools.measure.scenarios import run_scenario
+from tools.measure.scenarios import ScenarioSpec, run_scenario
 from tools.measure.stage import judge_row, row_target
 
 MS = 1_000_000
@@ -421,14 +421,16 @@ def test_the_stop_rule_stops_exactly_when_the_precision_is_reached():
     run = run_scenario(
         jitter_engine(clock, latencies),
         [[np.zeros(4)]],
-        scenario="offline",
-        batch_size=4,
-        min_query_count=40,
-        min_duration_s=0.0,
-        max_duration_s=600.0,
-        clock=clock,
-        sleep=clock.sleep,
-        target=Target(precision=limit, check_every_s=0.0),
+        ScenarioSpec(
+            scenario="offline",
+            batch_size=4,
+            min_query_count=40,
+            min_duration_s=0.0,
+            max_duration_s=600.0,
+            clock=clock,
+            sleep=clock.sleep,
+            target=Target(precision=limit, check_every_s=0.0),
+        ),
     )
     assert (run.queries, run.stop_reason) == (expected, "precision reached")
     assert run.checks == expected - 40 + 1  # one look per query from the minimums on
@@ -476,13 +478,15 @@ def test_without_a_target_a_run_stops_at_its_minimums():
     run = run_scenario(
         jitter_engine(clock, [MS] * 100),
         [[np.zeros(1)]],
-        scenario="offline",
-        batch_size=1,
-        min_query_count=5,
-        min_duration_s=0.0,
-        max_duration_s=1.0,
-        clock=clock,
-        sleep=clock.sleep,
+        ScenarioSpec(
+            scenario="offline",
+            batch_size=1,
+            min_query_count=5,
+            min_duration_s=0.0,
+            max_duration_s=1.0,
+            clock=clock,
+            sleep=clock.sleep,
+        ),
     )
     assert (run.queries, run.stop_reason, run.checks) == (5, "minimums met", 0)
 
@@ -608,12 +612,9 @@ def test_drift_an_engine_that_slows_down_is_invalid(monkeypatch):
     run = run_scenario(
         slowing,
         [[np.zeros(2)]],
-        scenario="offline",
-        batch_size=2,
-        min_query_count=16,
-        min_duration_s=1.5,
-        max_duration_s=1.5,
-        **_on(rig),
+        ScenarioSpec(
+            scenario="offline", batch_size=2, min_query_count=16, min_duration_s=1.5, max_duration_s=1.5, **_on(rig)
+        ),
     )
     config = SimpleNamespace(
         min_query_count=16, min_duration_s=1.5, contention_limit=1.0, precision=0.05, latency_precision=None
@@ -640,13 +641,15 @@ def test_precision_not_reached_with_heavy_tailed_jitter_and_a_short_cap(monkeypa
     run = run_scenario(
         jittery,
         [[np.zeros(1)]],
-        scenario="offline",
-        batch_size=1,
-        min_query_count=16,
-        min_duration_s=0.5,
-        max_duration_s=1.0,
-        target=Target(precision=0.01),
-        **_on(rig),
+        ScenarioSpec(
+            scenario="offline",
+            batch_size=1,
+            min_query_count=16,
+            min_duration_s=0.5,
+            max_duration_s=1.0,
+            target=Target(precision=0.01),
+            **_on(rig),
+        ),
     )
     assert run.stop_reason in ("max_duration_s reached", "precision out of reach")
     config = SimpleNamespace(

@@ -12,7 +12,7 @@ import pytest
 from tools.measure import loop as forward
 from tools.measure.contention import ContentionReading
 from tools.measure.phase_progress import INTERVAL_NS, PhaseProgress, estimate
-from tools.measure.scenarios import run_scenario
+from tools.measure.scenarios import ScenarioSpec, run_scenario
 from utils import run_progress as prog
 from utils.run_progress import ProgressConsole, RunProgress, parse_line
 
@@ -124,7 +124,7 @@ def run_on_a_fake_clock(cost_ns: int, **kwargs):
         clock.t += cost_ns
         return [inputs[0]], 0.0
 
-    return run_scenario(step, [[1], [2]], batch_size=1, clock=clock, sleep=clock.sleep, **kwargs)
+    return run_scenario(step, [[1], [2]], ScenarioSpec(batch_size=1, clock=clock, sleep=clock.sleep, **kwargs))
 
 
 @pytest.mark.parametrize(

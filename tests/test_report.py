@@ -488,7 +488,7 @@ def test_report_of_a_failed_case_says_so(tmp_path):
 
 
 def test_report_without_plotly_still_written_and_says_why(tmp_path, monkeypatch):
-    import run
+    from utils.cli.summary import write_report_safely
     from utils.results.report import page
 
     monkeypatch.setattr(
@@ -497,14 +497,14 @@ def test_report_without_plotly_still_written_and_says_why(tmp_path, monkeypatch)
     page.plotly_js.cache_clear()
     run_dir = make_run(tmp_path, "run11")
     try:
-        assert run._write_report(run_dir, INFERENCE) == run_dir / "report.html"
+        assert write_report_safely(run_dir, INFERENCE) == run_dir / "report.html"
     finally:
         page.plotly_js.cache_clear()
     html = (run_dir / "report.html").read_text(encoding="utf-8")
     assert "No plots: plotly.js (plotly-basic.min.js) is missing beside page.py in this checkout" in html
     assert len(_page(html).plots()) == 5 and "1234.57" in html and len(html.encode()) < 150_000
     (run_dir / "summary.json").write_text("{not json")  # a report that cannot be written never fails the run
-    assert run._write_report(run_dir, INFERENCE) is None
+    assert write_report_safely(run_dir, INFERENCE) is None
 
 
 def test_the_charts_use_only_trace_types_the_inlined_bundle_has(tmp_path):

@@ -111,7 +111,7 @@ def test_install_pins_the_installed_torch(tmp_path):
 
 
 def test_run_py_checks_requirements_in_local_mode_only(tmp_path, monkeypatch):
-    import run
+    from entry.checks import check_cases
     from utils.case_specs import CaseSpec
     from utils.executors.docker import DockerSession
     from utils.executors.local import LocalSession
@@ -133,16 +133,16 @@ def test_run_py_checks_requirements_in_local_mode_only(tmp_path, monkeypatch):
         overrides=[],
     )
     with pytest.raises(ConfigError, match=r"case 'foo:pytorch': package 'not-installed-pkg-zz' is not installed"):
-        run.check_cases(config)
+        check_cases(config)
     config.executor = SlurmSession  # natively on the nodes (SLURM_CONTAINER: none): checked here too
     with pytest.raises(ConfigError, match=r"package 'not-installed-pkg-zz' is not installed"):
-        run.check_cases(config)
+        check_cases(config)
     # In the vendor's image (MODE docker, or slurm with SLURM_CONTAINER: docker) the image carries
     # the packages; the check moves on to the next item (the Dockerfile)
     for executor in (DockerSession, SlurmDockerSession):
         config.executor = executor
         with pytest.raises(ConfigError, match=r"no docker_images/cpu/pytorch/Dockerfile"):
-            run.check_cases(config)
+            check_cases(config)
 
 
 # --- MODE docker: the image layer ------------------------------------------------------
@@ -263,7 +263,7 @@ def test_case_layer_builds_on_a_real_engine(tmp_path):
     """The generated Dockerfile on the local base image, with a requirement pip
     finds already satisfied (no index needed): the layer builds and keeps torch's pin logic."""
     from tests.infra.docker_env import InfraUnavailable, ensure_base_image, ensure_docker, require
-    from utils.executors.images import _build
+    from utils.executors.images import _build, _Builder
 
     try:
         client = ensure_docker()
@@ -275,13 +275,11 @@ def test_case_layer_builds_on_a_real_engine(tmp_path):
     tag = f"inferperf/case-layer-test:{spec.tag.split(':')[1]}"
     try:
         _build(
-            client,
+            _Builder(client, spec, "local"),
             spec.write_case_layer_context,
             tag,
             {"VENDOR_IMAGE": base},
-            spec,
             "the layer",
-            "local",
             tmp_path / "b.log",
         )
         out = client.containers.run(

@@ -23,6 +23,7 @@ from tools.measure.loop import PhaseResult
 from tools.measure.verdict import Verdict
 from tools.results.result import (
     MAX_RAW_LATENCIES,
+    ResultInputs,
     build_result,
     capped,
     clear_previous,
@@ -110,7 +111,7 @@ def build(**kwargs):
         started_at=STARTED,
     )
     args.update(kwargs)
-    record = build_result(**args).to_json()
+    record = build_result(ResultInputs(**args)).to_json()
     finished = datetime.fromisoformat(record.pop("finished_at"))
     assert finished.tzinfo is not None and abs((datetime.now(timezone.utc) - finished).total_seconds()) < 5
     return record

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tools.measure.scenarios import SCENARIOS, ScenarioRun, poisson_arrivals, run_scenario, server_search
+from tools.measure.scenarios import SCENARIOS, ScenarioRun, ScenarioSpec, poisson_arrivals, run_scenario, server_search
 
 MS = 1_000_000  # ns
 
@@ -60,7 +60,7 @@ def run(step, pool, clock, **kwargs) -> ScenarioRun:
     kwargs.setdefault("min_duration_s", 0.0)
     kwargs.setdefault("max_duration_s", 1000.0)
     kwargs.setdefault("batch_size", 4)
-    return run_scenario(step, pool, clock=clock, sleep=clock.sleep, **kwargs)
+    return run_scenario(step, pool, ScenarioSpec(clock=clock, sleep=clock.sleep, **kwargs))
 
 
 # --- offline / single_stream with one client ---------------------------------
@@ -175,13 +175,15 @@ def test_sync_runs_after_each_call_before_the_completion_time():
     result = run_scenario(
         step,
         make_pool(1),
-        scenario="offline",
-        batch_size=1,
-        min_query_count=3,
-        min_duration_s=0,
-        max_duration_s=10,
-        sync=sync,
-        clock=clock,
+        ScenarioSpec(
+            scenario="offline",
+            batch_size=1,
+            min_query_count=3,
+            min_duration_s=0,
+            max_duration_s=10,
+            sync=sync,
+            clock=clock,
+        ),
     )
     assert events == ["step", "sync"] * 3
     assert result.latencies_ns == [4 * MS] * 3
@@ -314,15 +316,17 @@ def test_server_schedule_does_not_accumulate_sleep_error():
     result = run_scenario(
         lambda inputs: (inputs, 0.0),
         make_pool(2),
-        scenario="server",
-        batch_size=1,
-        target_qps=1500.0,
-        seed=5,
-        min_query_count=n,
-        min_duration_s=0,
-        max_duration_s=10,
-        clock=clock,
-        sleep=clock.sleep,
+        ScenarioSpec(
+            scenario="server",
+            batch_size=1,
+            target_qps=1500.0,
+            seed=5,
+            min_query_count=n,
+            min_duration_s=0,
+            max_duration_s=10,
+            clock=clock,
+            sleep=clock.sleep,
+        ),
     )
     offsets = schedule_ns(1500.0, 5, n)
     assert result.queries == n
@@ -377,14 +381,16 @@ def test_server_several_clients_serve_a_backlog_concurrently():
         runs[clients] = run_scenario(
             steps[clients],
             make_pool(3),
-            scenario="server",
-            batch_size=1,
-            clients=clients,
-            target_qps=2000.0,
-            seed=1,
-            min_query_count=n,
-            min_duration_s=0,
-            max_duration_s=10,
+            ScenarioSpec(
+                scenario="server",
+                batch_size=1,
+                clients=clients,
+                target_qps=2000.0,
+                seed=1,
+                min_query_count=n,
+                min_duration_s=0,
+                max_duration_s=10,
+            ),
         )
     offsets = schedule_ns(2000.0, 1, n)
     for result in runs.values():
@@ -438,8 +444,8 @@ def test_poisson_arrivals_is_seeded_and_rejects_bad_rates():
 def test_offline_clients_run_concurrently():
     kwargs = dict(scenario="offline", batch_size=2, min_query_count=1, min_duration_s=0.12, max_duration_s=5)
     one_step, four_step = InFlight(), InFlight(gather=4)
-    run_scenario(one_step, make_pool(4), clients=1, **kwargs)
-    four = run_scenario(four_step, make_pool(4), clients=4, **kwargs)
+    run_scenario(one_step, make_pool(4), ScenarioSpec(clients=1, **kwargs))
+    four = run_scenario(four_step, make_pool(4), ScenarioSpec(clients=4, **kwargs))
     assert four.clients == 4
     assert one_step.most == 1 and four_step.most == 4  # four clients hold four queries at once (InFlight's barrier)
     assert four.completions_ns == sorted(four.completions_ns)
@@ -459,14 +465,16 @@ def test_offline_clients_issue_exactly_min_query_count():
     result = run_scenario(
         step,
         pool,
-        scenario="offline",
-        batch_size=3,
-        clients=4,
-        min_query_count=37,
-        min_duration_s=0,
-        max_duration_s=10,
-        sample_pool_indices={2},
-        max_sampled=100,
+        ScenarioSpec(
+            scenario="offline",
+            batch_size=3,
+            clients=4,
+            min_query_count=37,
+            min_duration_s=0,
+            max_duration_s=10,
+            sample_pool_indices={2},
+            max_sampled=100,
+        ),
     )
     assert result.queries == 37 == len(seen)
     assert sorted(seen) == sorted(i % 5 for i in range(37))
@@ -485,12 +493,9 @@ def test_errors_in_client_threads_reach_the_caller():
         run_scenario(
             step,
             make_pool(1),
-            scenario="offline",
-            batch_size=1,
-            clients=3,
-            min_query_count=5,
-            min_duration_s=0,
-            max_duration_s=5,
+            ScenarioSpec(
+                scenario="offline", batch_size=1, clients=3, min_query_count=5, min_duration_s=0, max_duration_s=5
+            ),
         )
 
 
@@ -679,7 +684,9 @@ BASE = dict(scenario="offline", batch_size=2, min_query_count=1, min_duration_s=
 def test_run_scenario_validation(changes, pool, match):
     called = []
     with pytest.raises(ValueError, match=match):
-        run_scenario(lambda inputs: called.append(1), make_pool(2) if pool is None else pool, **{**BASE, **changes})
+        run_scenario(
+            lambda inputs: called.append(1), make_pool(2) if pool is None else pool, ScenarioSpec(**{**BASE, **changes})
+        )
     assert called == []  # nothing ran
 
 

@@ -17,7 +17,7 @@ import threading
 import pytest
 
 from tools.measure import scenarios
-from tools.measure.scenarios import ScenarioRun, poisson_arrivals, run_scenario, server_search
+from tools.measure.scenarios import ScenarioRun, ScenarioSpec, poisson_arrivals, run_scenario, server_search
 
 MS = 1_000_000
 
@@ -67,7 +67,7 @@ def go(cost, clients=1, foo=0.0, n_pool=3, **kwargs):
     kwargs.setdefault("min_duration_s", 0.0)
     kwargs.setdefault("max_duration_s", 1000.0)
     run = run_scenario(
-        costing(clock, cost, foo), pool(n_pool), clients=clients, clock=clock, sleep=clock.sleep, **kwargs
+        costing(clock, cost, foo), pool(n_pool), ScenarioSpec(clients=clients, clock=clock, sleep=clock.sleep, **kwargs)
     )
     return run, clock
 
@@ -212,13 +212,15 @@ def test_completions_are_put_in_completion_order_with_their_latencies(monkeypatc
     run = run_scenario(
         lambda inputs: (inputs, 0.0),
         pool(2),
-        scenario="offline",
-        batch_size=1,
-        clients=2,
-        min_query_count=2,
-        min_duration_s=0,
-        max_duration_s=10,
-        clock=lambda: next(script),
+        ScenarioSpec(
+            scenario="offline",
+            batch_size=1,
+            clients=2,
+            min_query_count=2,
+            min_duration_s=0,
+            max_duration_s=10,
+            clock=lambda: next(script),
+        ),
     )
     assert run.completions_ns == [30, 50] and run.latencies_ns == [20, 50]
 
@@ -235,12 +237,9 @@ def test_an_error_stops_every_client(monkeypatch):
         run_scenario(
             step,
             pool(2),
-            scenario="offline",
-            batch_size=1,
-            clients=3,
-            min_query_count=5,
-            min_duration_s=0,
-            max_duration_s=5,
+            ScenarioSpec(
+                scenario="offline", batch_size=1, clients=3, min_query_count=5, min_duration_s=0, max_duration_s=5
+            ),
         )
     assert len(calls) == 1
 
@@ -255,10 +254,10 @@ def test_threads_only_for_several_clients_named_and_daemon(scenario, extra):
         return inputs, 0.0
 
     kwargs = dict(scenario=scenario, batch_size=1, min_query_count=40, min_duration_s=0, max_duration_s=10, **extra)
-    run_scenario(step, pool(2), clients=1, **kwargs)
+    run_scenario(step, pool(2), ScenarioSpec(clients=1, **kwargs))
     assert seen == {(threading.current_thread().name, threading.current_thread().daemon, True)}
     seen.clear()
-    run_scenario(step, pool(2), clients=2, **kwargs)
+    run_scenario(step, pool(2), ScenarioSpec(clients=2, **kwargs))
     assert seen and seen <= {("scenario-client-0", True, False), ("scenario-client-1", True, False)}
 
 
@@ -294,14 +293,16 @@ def test_sampled_outputs_are_in_query_order():
     run = run_scenario(
         step,
         pool(5),
-        scenario="offline",
-        batch_size=1,
-        min_query_count=100,
-        min_duration_s=0,
-        max_duration_s=100,
-        sample_pool_indices={3, 1},
-        max_sampled=100,
-        clock=clock,
+        ScenarioSpec(
+            scenario="offline",
+            batch_size=1,
+            min_query_count=100,
+            min_duration_s=0,
+            max_duration_s=100,
+            sample_pool_indices={3, 1},
+            max_sampled=100,
+            clock=clock,
+        ),
     )
     keys = list(run.sampled_outputs)
     assert keys == [5 * k + j for k in range(20) for j in (1, 3)]  # every eligible query, in query order
@@ -361,7 +362,9 @@ BASE = dict(scenario="offline", batch_size=2, min_query_count=1, min_duration_s=
 )
 def test_validation_messages(changes, the_pool, message):
     with pytest.raises(ValueError) as info:
-        run_scenario(lambda inputs: None, pool(2) if the_pool is None else the_pool, **{**BASE, **changes})
+        run_scenario(
+            lambda inputs: None, pool(2) if the_pool is None else the_pool, ScenarioSpec(**{**BASE, **changes})
+        )
     assert str(info.value) == message
 
 
@@ -410,7 +413,9 @@ def test_server_search_messages(kwargs, message):
 
 def one_client(step, clock: FakeClock, pool: list[list], **kwargs) -> ScenarioRun:
     """``run_scenario`` with one client on ``clock``, no minimum duration and 10 s at most."""
-    return run_scenario(step, pool, min_duration_s=0.0, max_duration_s=10.0, clock=clock, sleep=clock.sleep, **kwargs)
+    return run_scenario(
+        step, pool, ScenarioSpec(min_duration_s=0.0, max_duration_s=10.0, clock=clock, sleep=clock.sleep, **kwargs)
+    )
 
 
 @pytest.mark.parametrize("scenario", ["offline", "single_stream"])

@@ -18,7 +18,7 @@ import pytest
 
 from common.errors import ConfigError, HostError
 from tests.infra.slurm import free_port
-from utils.executors.slurm_client import JobState, SlurmClient, SlurmJobError, time_limit_minutes
+from utils.executors.slurm_client import BatchJob, JobState, SlurmClient, SlurmJobError, time_limit_minutes
 
 PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else "python3"
 
@@ -64,7 +64,9 @@ def sleeper(cluster, client, marker: str, **kwargs) -> str:
     started = Path(cluster.shared_dir) / marker
     argv = [PYTHON, "-c", "import sys, time; open(sys.argv[1], 'w').write('up'); time.sleep(300)", str(started)]
     kwargs.setdefault("job_name", "sleeper")
-    return client.submit(argv, output_path=f"{cluster.shared_dir}/{marker}.out", workdir=cluster.shared_dir, **kwargs)
+    return client.submit(
+        BatchJob(argv, output_path=f"{cluster.shared_dir}/{marker}.out", workdir=cluster.shared_dir, **kwargs)
+    )
 
 
 def running(client, job_id: str, timeout: float = 30) -> JobState:
@@ -103,7 +105,7 @@ def test_missing_sbatch_is_one_line(cluster, tmp_path):
     assert str(info.value).startswith("MODE slurm: sbatch not found on PATH")
     assert "\n" not in str(info.value) and not isinstance(info.value, ConfigError)
     with pytest.raises(HostError, match=r"^MODE slurm: sbatch not found on PATH"):
-        client.submit(["true"], job_name="x", output_path=str(tmp_path / "o"), workdir=str(tmp_path))
+        client.submit(BatchJob(["true"], job_name="x", output_path=str(tmp_path / "o"), workdir=str(tmp_path)))
     # and with sbatch back, the next missing command is named instead
     os.symlink(
         subprocess.run(["which", "sbatch"], stdout=subprocess.PIPE, text=True).stdout.strip(), bin_dir / "sbatch"
@@ -137,13 +139,15 @@ def test_successful_job_completes_with_exit_0(cluster, client):
         "print('hello from', os.environ['SLURM_JOB_ID'])"
     )
     job = client.submit(
-        [PYTHON, "-c", script, str(out)],
-        job_name=f"ok-{token}",
-        partition="batch",
-        time_limit_s=61,
-        output_path=f"{cluster.shared_dir}/ok-{token}.log",
-        workdir=cluster.shared_dir,
-        env={"INFERPERF_TOKEN": "a b$c'd"},
+        BatchJob(
+            [PYTHON, "-c", script, str(out)],
+            job_name=f"ok-{token}",
+            partition="batch",
+            time_limit_s=61,
+            output_path=f"{cluster.shared_dir}/ok-{token}.log",
+            workdir=cluster.shared_dir,
+            env={"INFERPERF_TOKEN": "a b$c'd"},
+        )
     )
     assert job.isdigit()
     final = client.wait(job, timeout_s=60, check=True)
@@ -160,7 +164,7 @@ def test_failed_job_from_a_script_reports_its_exit_code(cluster, client, tmp_pat
     script = tmp_path / "fail.sh"
     script.write_text("#!/bin/sh\necho failing\nexit 3\n")
     job = client.submit(
-        script, job_name="fail", output_path=f"{cluster.shared_dir}/fail.log", workdir=cluster.shared_dir
+        BatchJob(script, job_name="fail", output_path=f"{cluster.shared_dir}/fail.log", workdir=cluster.shared_dir)
     )
     final = client.wait(job, timeout_s=60)
     assert (final.state, final.exit_code) == ("FAILED", 3)
@@ -171,7 +175,7 @@ def test_failed_job_from_a_script_reports_its_exit_code(cluster, client, tmp_pat
 
 
 def test_finished_job_state_from_the_completion_log(cluster, client):
-    job = client.submit(["true"], job_name="acct", output_path="/dev/null", workdir=cluster.shared_dir)
+    job = client.submit(BatchJob(["true"], job_name="acct", output_path="/dev/null", workdir=cluster.shared_dir))
     client.wait(job, timeout_s=60)
     # slurmctld forgets jobs after MinJobAge; then only sacct knows them
     # (here: no slurmdbd, so `sacct --completion` on the jobcomp/filetxt log).
@@ -191,7 +195,9 @@ def test_gpus_on_a_cluster_without_gpus_is_a_one_line_sbatch_error(cluster, clie
     before = all_job_ids(cluster)
     with pytest.raises(HostError) as info:
         client.submit(
-            ["true"], job_name="needs-gpu", gpus_per_node=1, output_path="/dev/null", workdir=cluster.shared_dir
+            BatchJob(
+                ["true"], job_name="needs-gpu", gpus_per_node=1, output_path="/dev/null", workdir=cluster.shared_dir
+            )
         )
     assert re.match(r"^slurm controller \S+: sbatch of job needs-gpu exited 1: .*gres", str(info.value))
     assert "\n" not in str(info.value)
@@ -262,7 +268,7 @@ def test_pending_timeout_on_a_drained_node_cancels_with_the_reason(cluster, clie
     cluster.drain("inferperf-test")
     try:
         wait_for(lambda: "drain" in cluster.node_state(), 10, "node drained")
-        job = client.submit(["true"], job_name="stuck", output_path="/dev/null", workdir=cluster.shared_dir)
+        job = client.submit(BatchJob(["true"], job_name="stuck", output_path="/dev/null", workdir=cluster.shared_dir))
         started = time.monotonic()
         with pytest.raises(SlurmJobError) as info:
             client.wait(job, timeout_s=60, pending_timeout_s=3)

@@ -93,7 +93,7 @@ SECOND_STOP = textwrap.dedent(
     import os, signal, sys
     sys.path.insert(0, {inference!r})
     from loguru import logger
-    import run
+    from utils.cli.stops import ignore_while_stopping
 
     logger.remove()
     sent = []
@@ -105,7 +105,7 @@ SECOND_STOP = textwrap.dedent(
             os.kill(os.getpid(), signal.SIGINT)  # its handler runs at the next bytecode: here
 
     logger.add(sink, format="{{message}}", level="INFO")
-    signal.signal(signal.SIGINT, run._ignore_while_stopping)
+    signal.signal(signal.SIGINT, ignore_while_stopping)
     logger.error("interrupted: stopping containers and monitors on every host")
     """
 )

@@ -234,10 +234,11 @@ def docker_yaml(tree: Path, tmp_path: Path, shipped: str = "host_vllm_docker.yam
 
 def image_tag(config_path: Path, sets: list[str]) -> str:
     """The tag run.py builds or reuses for this run (utils/executors/docker.py::image_spec), as run.py checks it."""
-    import run
+    from entry.run_config import load_run_config
+    from utils.cli.args import parse_args
     from utils.executors.docker import image_spec
 
-    config = run.load_run_config(run.parse_args(["--config", str(config_path), *sets]))
+    config = load_run_config(parse_args(["--config", str(config_path), *sets]))
     return image_spec(config, "localhost").tag
 
 
@@ -282,17 +283,16 @@ def test_an_image_declaration_that_is_no_folder_name_is_one_line_naming_the_engi
 
 
 def test_mode_docker_chooses_the_engines_image_without_the_case_layer_and_the_framework_image_otherwise(tree, tmp_path):
-    import run
+    from entry.run_config import load_run_config
+    from utils.cli.args import parse_args
     from utils.executors.docker import image_spec
 
-    config = run.load_run_config(
-        run.parse_args(["--config", str(docker_yaml(tree, tmp_path)), "--set", "compiler=vllm"])
-    )
+    config = load_run_config(parse_args(["--config", str(docker_yaml(tree, tmp_path)), "--set", "compiler=vllm"]))
     (spec,) = config.cases
     served = image_spec(config, "localhost")
     assert (spec.image, spec.image_folder) == ("vllm", "vllm") and served.folder == tree / "docker_images/cpu/vllm"
     assert served.requirements == () and served.tag.startswith("inferperf/cpu-vllm:")  # no llama layer on vLLM's pins
-    plain = run.load_run_config(run.parse_args(["--config", str(docker_yaml(tree, tmp_path))]))  # onnxruntime_genai
+    plain = load_run_config(parse_args(["--config", str(docker_yaml(tree, tmp_path))]))  # onnxruntime_genai
     (spec,) = plain.cases
     framework = image_spec(plain, "localhost")
     assert (spec.image, spec.image_folder) == (

@@ -79,8 +79,6 @@ class LaunchedServer:
         log_path: Path,
         ready_timeout_s: float = 600.0,
         cwd: str | None = None,
-        clock: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], None] = time.sleep,
         env: dict[str, str] | None = None,
         what: str = "--launch",
     ) -> None:
@@ -96,7 +94,9 @@ class LaunchedServer:
             raise ConfigError(f"{what}: an empty command")
         self.env = dict(env or {})
         self.url, self.log_path, self.ready_timeout_s, self.cwd = url, Path(log_path), ready_timeout_s, cwd
-        self.clock, self.sleep = clock, sleep
+        # The readiness wait's clock and sleep: an instance's own attributes, so a test may replace them.
+        self.clock: Callable[[], float] = time.monotonic
+        self.sleep: Callable[[float], None] = time.sleep
         self.proc: subprocess.Popen | None = None
         self.ready_s: float | None = None
 

@@ -408,17 +408,19 @@ class Pipeline:
                 threads[key] = config.extra[key]
         self.steps["summary"].status = "done"  # recorded as done in the result it writes
         record = result.build_result(
-            config=config,
-            validation=state.validation,
-            inference=state.inference,
-            performance=state.performance,
-            engine=state.engine,
-            engine_info=state.engine_info,
-            e2e_time_s=time.perf_counter() - self.started,
-            steps={name: vars(step) for name, step in self.steps.items()},
-            cache=state.cache,
-            env=environment(threads, oversubscribed(config.as_dict())),
-            started_at=self.started_at,
+            result.ResultInputs(
+                config=config,
+                validation=state.validation,
+                inference=state.inference,
+                performance=state.performance,
+                engine=state.engine,
+                engine_info=state.engine_info,
+                e2e_time_s=time.perf_counter() - self.started,
+                steps={name: vars(step) for name, step in self.steps.items()},
+                cache=state.cache,
+                env=environment(threads, oversubscribed(config.as_dict())),
+                started_at=self.started_at,
+            )
         )
         raw = result.raw_latency_series(state.validation, state.inference, state.performance)
         result.write_result(Path(config.log_dir), record, raw)

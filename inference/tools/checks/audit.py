@@ -359,21 +359,11 @@ def _judge_arms(timed: _ArmTimes, threshold: float) -> AuditResult:
     )
 
 
-def accuracy_in_performance_mode(
-    samples: dict[int, tuple[int, list]],
-    references: dict[int, list],
-    precision: str,
-    tolerances: dict[str, float],
-) -> AuditResult:
-    """Compare outputs sampled under load with accuracy-mode outputs for the same pool batches.
-
-    ``samples``: query index -> (pool index, outputs sampled during the timed
-    run); ``references``: pool index -> outputs of an untimed call on that
-    batch. Each sample is checked with ``numeric.compare_outputs`` at the
-    given tolerances; samples whose pool batch has no reference are counted,
-    not compared.
-    """
-    name = "accuracy_in_performance_mode"
+def _compare_samples(
+    samples: dict[int, tuple[int, list]], references: dict[int, list], precision: str, tolerances: dict[str, float]
+) -> tuple[int, list[tuple[int, str]], int, float]:
+    """Each sample against its pool batch's reference: how many were compared, the failures (query,
+    first reason), how many had no reference, and the largest difference (of the RMS)."""
     compared = 0
     failures: list[tuple[int, str]] = []
     missing = 0
@@ -395,6 +385,25 @@ def accuracy_in_performance_mode(
         worst = max([worst] + [d.max_rel for d in report.outputs])
         if not report.passed:
             failures.append((query, report.reasons[0]))
+    return compared, failures, missing, worst
+
+
+def accuracy_in_performance_mode(
+    samples: dict[int, tuple[int, list]],
+    references: dict[int, list],
+    precision: str,
+    tolerances: dict[str, float],
+) -> AuditResult:
+    """Compare outputs sampled under load with accuracy-mode outputs for the same pool batches.
+
+    ``samples``: query index -> (pool index, outputs sampled during the timed
+    run); ``references``: pool index -> outputs of an untimed call on that
+    batch. Each sample is checked with ``numeric.compare_outputs`` at the
+    given tolerances; samples whose pool batch has no reference are counted,
+    not compared.
+    """
+    name = "accuracy_in_performance_mode"
+    compared, failures, missing, worst = _compare_samples(samples, references, precision, tolerances)
     figures = {
         "compared": compared,
         "failed": len(failures),

@@ -94,6 +94,34 @@ def parse_overrides(items: list[str] | None) -> dict[str, Any]:
     return overrides
 
 
+def _apply_overrides(
+    merged: dict[str, Any], origin: dict[str, str], overrides: dict[str, Any], params: dict, params_path: Path
+) -> None:
+    """A quick experiment from the command line (``--set``); the case files stay as they are. A case
+    parameter (parameters.yaml) is the case's own and is not overridden."""
+    _reject_reserved(Path(OVERRIDE_ORIGIN), overrides)
+    for key, value in overrides.items():
+        if key in params:
+            raise ConfigError(
+                f"{OVERRIDE_ORIGIN}: key '{key}' is a case parameter ({params_path}) and may not be overridden"
+            )
+        merged[key] = value
+        origin[key] = OVERRIDE_ORIGIN
+
+
+def _refuse_framework_keys(merged: dict[str, Any], origin: dict[str, str]) -> None:
+    """The names of CaseConfig's own machinery, and the keys the framework sets, are no config keys."""
+    runtime_only = {"cache_dir", "export_onnx_path", "engine_path", "accuracy_note", "framework_full"}
+    shadowed = {"extra", "origin", "get", "as_dict", "_fields", "_asdict"}  # names of CaseConfig's own machinery
+    for key in merged:
+        if key in shadowed:
+            raise ConfigError(
+                f"{origin[key]}: key '{key}' is a reserved name and cannot be read as config.{key}; rename it"
+            )
+        if key in runtime_only:
+            raise ConfigError(f"{origin[key]}: key '{key}' is set by the framework and may not be configured")
+
+
 def load_case_config(
     perf_dir: str,
     case: str,
@@ -119,26 +147,9 @@ def load_case_config(
     vendor_data = load_yaml_mapping(vendor_path, required=False)
     merged, origin = merge_case_config(base, base_path, params, params_path, vendor_data, vendor_path)
     if overrides:
-        # A quick experiment from the command line; the case files stay as they are.
-        _reject_reserved(Path(OVERRIDE_ORIGIN), overrides)
-        for key, value in overrides.items():
-            if key in params:
-                raise ConfigError(
-                    f"{OVERRIDE_ORIGIN}: key '{key}' is a case parameter ({params_path}) and may not be overridden"
-                )
-            merged[key] = value
-            origin[key] = OVERRIDE_ORIGIN
-
+        _apply_overrides(merged, origin, overrides, params, params_path)
     typed_names = {f.name for f in fields(CaseConfig)} - {"extra", "origin"}
-    runtime_only = {"cache_dir", "export_onnx_path", "engine_path", "accuracy_note", "framework_full"}
-    shadowed = {"extra", "origin", "get", "as_dict", "_fields", "_asdict"}  # names of CaseConfig's own machinery
-    for key in merged:
-        if key in shadowed:
-            raise ConfigError(
-                f"{origin[key]}: key '{key}' is a reserved name and cannot be read as config.{key}; rename it"
-            )
-        if key in runtime_only:
-            raise ConfigError(f"{origin[key]}: key '{key}' is set by the framework and may not be configured")
+    _refuse_framework_keys(merged, origin)
     typed = {key: value for key, value in merged.items() if key in typed_names}
     extra = {key: value for key, value in merged.items() if key not in typed_names}
     config = CaseConfig(

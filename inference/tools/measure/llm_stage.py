@@ -292,19 +292,30 @@ def _judge(
     return verdict.extend(engine_reasons), {"figures": judged, "drifts": drifts}
 
 
-def _finish(
-    measured: dict,
-    figures: GenerationFigures,
-    target: Target,
-    parts: dict,
-    verdict: Verdict,
-    settled: Settle,
-    checks: int,
-    stop: str,
-    **identity: Any,
-) -> LLMRow:
+@dataclass(frozen=True)
+class _Judgement:
+    """How a row was judged: its target, ``_judge``'s parts (the judged figures and drifts), the verdict,
+    the settle phase before it, how often the stop rule looked and why the row stopped."""
+
+    target: Target
+    parts: dict
+    verdict: Verdict
+    settled: Settle
+    checks: int
+    stop: str
+
+
+def _finish(measured: dict, figures: GenerationFigures, judged: _Judgement, **identity: Any) -> LLMRow:
     """The row's record (the one constructor of both kinds): ``measured`` is ``figures.to_dict()``,
     ``identity`` the cell's shape or the server row's rate, lengths and bounds (``LLMRow``'s fields)."""
+    target, parts, verdict, settled, checks, stop = (
+        judged.target,
+        judged.parts,
+        judged.verdict,
+        judged.settled,
+        judged.checks,
+        judged.stop,
+    )
     gens = figures.generations
     interval = throughput_interval(figures.timeline())
     row = LLMRow(
@@ -361,12 +372,7 @@ def measure_cell(
     return _finish(
         figures.to_dict(),
         figures,
-        target,
-        parts,
-        verdict,
-        settled,
-        rule.checks,
-        stop,
+        _Judgement(target, parts, verdict, settled, rule.checks, stop),
         scenario=OFFLINE.name,
         batch_size=batch,
         input_length=length,
@@ -443,13 +449,13 @@ def run_server(
     rate: float,
     limits: Limits,
     engine_reasons: list[str],
-    seed: int = 0,
-    sleep: Callable[[float], None] = time.sleep,
-    clock: Callable[[], int] = time.perf_counter_ns,
+    schedule: Schedule | None = None,
 ) -> LLMRow:
     """Requests from the schedule, served one at a time in arrival order, until at least
     ``server_requests`` ran for ``min_duration_s`` and the bound percentile of TTFT is
     within its precision, or ``max_duration_s`` passes (then no request is issued)."""
+    schedule = schedule or Schedule()
+    seed, sleep, clock = schedule.seed, schedule.sleep, schedule.clock
     settled = _settle(engine, prompts, 1, workload.server_input_length[1], workload.server_output_length[1], limits)
     target = server_target(workload, limits)
     rule = StopRule(target, clock, limits.max_duration_s)
@@ -482,12 +488,28 @@ def run_server(
     return _finish(
         measured,
         figures,
-        target,
-        parts,
-        verdict.extend(engine_reasons),
-        settled,
-        rule.checks,
-        stop,
+        _Judgement(target, parts, verdict.extend(engine_reasons), settled, rule.checks, stop),
+        **_server_identity(workload, rate, arrivals, start),
+        kv_cache_mib=_mean_kv_mib(engine, shape, gens),
+        contention=reading.to_dict(),
+        ttft_bound_met=met["ttft"],
+        tpot_bound_met=met["tpot"],
+    )
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """A server row's arrival schedule (its seed) and the clock (ns) and sleep (s) it runs on, injectable
+    for tests."""
+
+    seed: int = 0
+    sleep: Callable[[float], None] = time.sleep
+    clock: Callable[[], int] = time.perf_counter_ns
+
+
+def _server_identity(workload: LLMWorkload, rate: float, arrivals: list[int], start: int) -> dict[str, Any]:
+    """A server row's rate (asked and issued), lengths and bounds (``LLMRow``'s fields)."""
+    return dict(
         scenario=SERVER.name,
         target_qps=rate,
         issued_qps=(len(arrivals) - 1) * 1e9 / (arrivals[-1] - start)
@@ -499,10 +521,6 @@ def run_server(
         bound_percentile=workload.server_bound_percentile,
         ttft_bound_ms=workload.ttft_bound_ms,
         tpot_bound_ms=workload.tpot_bound_ms,
-        kv_cache_mib=_mean_kv_mib(engine, shape, gens),
-        contention=reading.to_dict(),
-        ttft_bound_met=met["ttft"],
-        tpot_bound_met=met["tpot"],
     )
 
 
@@ -588,6 +606,8 @@ def run_llm_stage(
     report.table = run_table(engine, shape, prompts, workload, limits, report.engine_reasons)
     for rate in workload.server_target_qps:
         report.server.append(
-            run_server(engine, shape, prompts, workload, rate, limits, report.engine_reasons, seed=int(config.seed))
+            run_server(
+                engine, shape, prompts, workload, rate, limits, report.engine_reasons, Schedule(seed=int(config.seed))
+            )
         )
     return report

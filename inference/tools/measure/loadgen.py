@@ -68,7 +68,7 @@ from common.scenario import Scenario
 from common.scenario import scenario as named
 from common.stats import MIN_SAMPLES_FOR_PERCENTILE, LatencyStats, enough_for, too_few_note
 from tools.config import CaseConfig, query_samples, setting
-from tools.measure.rows import latency_bound, latency_of, performance_row
+from tools.measure.rows import RowFigures, latency_bound, latency_of, performance_row
 from tools.measure.scenarios import MINIMUMS_MET, ScenarioRun, _Sampler
 
 PERCENTILE_KEYS = {"p50": "50.00", "p90": "90.00", "p95": "95.00", "p97": "97.00", "p99": "99.00", "p99_9": "99.90"}
@@ -190,6 +190,21 @@ def loadgen_settings(
     return settings
 
 
+@dataclass(frozen=True)
+class LoadgenTest:
+    """One LoadGen test of a pool: its scenario, batch size and clients, the server scenario's target QPS
+    (samples/s), the device's ``sync``, and whose outputs are kept: the queries on pool batches in
+    ``sample_pool_indices``, at most ``max_sampled`` of them."""
+
+    scenario: str | Scenario
+    batch_size: int
+    clients: int
+    target_qps: float | None = None
+    sync: Callable[[], Any] = lambda: None
+    sample_pool_indices: frozenset = frozenset()
+    max_sampled: int = 8
+
+
 class PoolSUT:
     """LoadGen's system under test over a pool of batches; records InferPerf's own timings of each query.
 
@@ -204,25 +219,16 @@ class PoolSUT:
     """
 
     def __init__(
-        self,
-        lg: Any,
-        step: Step,
-        pool: list[list],
-        *,
-        scenario: str | Scenario,
-        clients: int,
-        sync: Callable[[], Any],
-        sampler,
-        eligible: frozenset,
-        calls_per_query: int = 1,
+        self, lg: Any, step: Step, pool: list[list], test: LoadgenTest, sampler, calls_per_query: int = 1
     ) -> None:
-        self.lg, self.step, self.pool, self.sync = lg, step, pool, sync
+        clients = test.clients
+        self.lg, self.step, self.pool, self.sync = lg, step, pool, test.sync
         self.inline = clients == 1
-        self.from_issue = named(scenario).scheduled  # (several clients) the wait in the SUT's queue counts
+        self.from_issue = named(test.scenario).scheduled  # (several clients) the wait in the SUT's queue counts
         self.calls_per_query = calls_per_query
         self.whole_query = calls_per_query > 1
         self.clients = clients
-        self.sampler, self.eligible = sampler, eligible
+        self.sampler, self.eligible = sampler, frozenset(test.sample_pool_indices)
         self.latencies_ns: list[int] = []
         self.completions_ns: list[int] = []
         self.foo_ns = 0
@@ -436,24 +442,13 @@ def log_prefix(batch_size: int, scenario: str, clients: int) -> str:
     return f"mlperf_log_bs{batch_size}_{scenario}_x{clients}_"
 
 
-def run_loadgen(
-    step: Step,
-    pool: list[list],
-    *,
-    scenario: str | Scenario,
-    batch_size: int,
-    clients: int,
-    config: CaseConfig,
-    log_dir: str | Path,
-    target_qps: float | None = None,
-    sync: Callable[[], Any] = lambda: None,
-    sample_pool_indices: frozenset = frozenset(),
-    max_sampled: int = 8,
-) -> LoadgenRun:
+def run_loadgen(step: Step, pool: list[list], spec: LoadgenTest, config: CaseConfig, log_dir: str | Path) -> LoadgenRun:
     """One performance row under LoadGen (see the module docstring); LoadGen's logs go to ``log_dir``."""
     import mlperf_loadgen as lg
 
-    chosen = named(scenario)
+    batch_size, clients, target_qps, sync = spec.batch_size, spec.clients, spec.target_qps, spec.sync
+    sample_pool_indices, max_sampled = spec.sample_pool_indices, spec.max_sampled
+    chosen = named(spec.scenario)
     if chosen.one_query_at_a_time and clients != 1:
         raise ValueError(f"{chosen.name}: issues one query at a time, so clients must be 1, got {clients}")
     found = probe(step, pool, sync)
@@ -463,17 +458,7 @@ def run_loadgen(
     def test(guess: Probe) -> tuple[PoolSUT, _Sampler | None, dict]:
         sampler = _Sampler(max_sampled) if sample_pool_indices and max_sampled else None
         settings = loadgen_settings(lg, chosen, config, guess, batch_size, clients, target_qps)
-        sut = PoolSUT(
-            lg,
-            step,
-            pool,
-            scenario=chosen,
-            clients=clients,
-            sync=sync,
-            sampler=sampler,
-            eligible=frozenset(sample_pool_indices),
-            calls_per_query=calls,
-        )
+        sut = PoolSUT(lg, step, pool, spec, sampler, calls_per_query=calls)
         _start_test(lg, sut, len(pool), settings, Path(log_dir), prefix)
         if sut.error is not None:
             raise sut.error
@@ -594,18 +579,8 @@ def loadgen_row(
     config = stage.config
     contention = CpuContention(str(config.device)).start()
     started = time.time()
-    result = run_loadgen(
-        step,
-        pool,
-        scenario=scenario,
-        batch_size=batch_size,
-        clients=clients,
-        config=config,
-        log_dir=config.log_dir,
-        target_qps=target_qps,
-        sync=stage.sync,
-        sample_pool_indices=frozenset(references),
-    )
+    test = LoadgenTest(scenario, batch_size, clients, target_qps, stage.sync, frozenset(references))
+    result = run_loadgen(step, pool, test, config, config.log_dir)
     finished = time.time()
     reading = contention.stop()
     run = result.run
@@ -623,16 +598,18 @@ def loadgen_row(
     return performance_row(
         run,
         config,
-        qps=qps,
-        latency=latency,
-        latency_notes=notes,
-        contention=reading,
-        verdict=verdict.record(),
-        latency_bound_met=None
-        if latency_bound(run, config) is None
-        else result.loadgen["conditions"].get("perf_constraints_met"),
-        accuracy_in_performance_mode=test01,
-        span=(started, finished),
-        load_generator="mlperf",
-        loadgen={**result.loadgen, "probe": asdict(result.probe), "log_files": result.files},
+        RowFigures(
+            qps=qps,
+            latency=latency,
+            latency_notes=notes,
+            contention=reading,
+            verdict=verdict.record(),
+            latency_bound_met=None
+            if latency_bound(run, config) is None
+            else result.loadgen["conditions"].get("perf_constraints_met"),
+            accuracy_in_performance_mode=test01,
+            span=(started, finished),
+            load_generator="mlperf",
+            loadgen={**result.loadgen, "probe": asdict(result.probe), "log_files": result.files},
+        ),
     )

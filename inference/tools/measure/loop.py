@@ -252,33 +252,50 @@ def _warm_up_and_settle(step: Step, dataloader: Iterable, settings: LoopSettings
     return settle(one_query, clock, settings.settle_max_s)
 
 
-def _one_pass(
-    step, dataloader, evaluator, raw: _Raw, phase: str, sync, clock, log_freq: int, progress, due: int
-) -> int:
+@dataclass(frozen=True)
+class _Pass:
+    """What every pass of the measured loop shares; a pass binds each field to a local before its loop."""
+
+    dataloader: Iterable
+    raw: _Raw
+    sync: Callable[[], Any]
+    clock: Callable[[], int]
+    query_done: Callable[[int, tuple, Any, Any, Any], int]  # _query_recorder's
+
+
+def _one_pass(step, job: _Pass, due: int) -> int:
+    dataloader, sync, clock, query_done = job.dataloader, job.sync, job.clock, job.query_done
     for x, y in dataloader:
         inputs = as_input_list(x)
         t0 = clock()
         result = step(inputs)
         sync()
         t1 = clock()
-        due = _query_done(raw, phase, evaluator, log_freq, progress, due, (t0, t1, result), y, inputs, None)
+        due = query_done(due, (t0, t1, result), y, inputs, None)
     return due
 
 
-def _query_done(raw: _Raw, phase: str, evaluator, log_freq: int, progress, due: int, timed, y, inputs, convert) -> int:
-    """After one query's clock: check and record it, evaluate its outputs (each through ``convert``
-    first, when given), log every ``log_freq``-th and report progress when due; the next due time."""
-    t0, t1, result = timed
-    outputs, foo_time = _check_step_result(result, phase)
-    n = _batch_len(y, inputs)
-    core = raw.record(t0, t1, foo_time, n)
-    if evaluator is not None:
-        raw.correct += float(evaluator(outputs if convert is None else [convert(o) for o in outputs], y)) * n
-        raw.evaluated += n
-    if log_freq and len(raw.core_ns) % log_freq == 0:
-        accuracy = raw.correct / raw.evaluated if raw.evaluated else float("nan")
-        logger.info(f"{phase}: batch {len(raw.core_ns)}, core {core / 1e6:.2f} ms, running acc {accuracy:.4f}")
-    return progress.update(len(raw.core_ns), t1) if t1 >= due else due
+def _query_recorder(
+    raw: _Raw, phase: str, evaluator, log_freq: int, progress
+) -> Callable[[int, tuple, Any, Any, Any], int]:
+    """The work after each query's clock, with what stays the same for the whole loop bound once."""
+
+    def query_done(due: int, timed, y, inputs, convert) -> int:
+        """After one query's clock: check and record it, evaluate its outputs (each through ``convert``
+        first, when given), log every ``log_freq``-th and report progress when due; the next due time."""
+        t0, t1, result = timed
+        outputs, foo_time = _check_step_result(result, phase)
+        n = _batch_len(y, inputs)
+        core = raw.record(t0, t1, foo_time, n)
+        if evaluator is not None:
+            raw.correct += float(evaluator(outputs if convert is None else [convert(o) for o in outputs], y)) * n
+            raw.evaluated += n
+        if log_freq and len(raw.core_ns) % log_freq == 0:
+            accuracy = raw.correct / raw.evaluated if raw.evaluated else float("nan")
+            logger.info(f"{phase}: batch {len(raw.core_ns)}, core {core / 1e6:.2f} ms, running acc {accuracy:.4f}")
+        return progress.update(len(raw.core_ns), t1) if t1 >= due else due
+
+    return query_done
 
 
 def numpy_call(step: Any) -> Callable[[list], Any] | None:
@@ -304,16 +321,15 @@ def _chunk(batches: Iterator) -> list[tuple[list, Any]]:
     return chunk
 
 
-def _one_pass_numpy(
-    call, dataloader, evaluator, raw: _Raw, phase: str, sync, clock, log_freq: int, progress, due: int
-) -> int:
+def _one_pass_numpy(call, job: _Pass, due: int) -> int:
     """``_one_pass`` for an engine with ``call_numpy``: per chunk, the batches are read and converted
     before the clock, the calls run back to back, then each query is recorded and its outputs, as
     tensors, evaluated. What is timed is the same (one call, device-synchronised); what runs between
     the timed calls is only the loop."""
     from torch import from_numpy
 
-    batches = iter(dataloader)
+    raw, sync, clock, query_done = job.raw, job.sync, job.clock, job.query_done
+    batches = iter(job.dataloader)
     while chunk := _chunk(batches):
         if raw.core_ns and raw.core_ns[-1] < REWARM_BELOW_NS:  # the caches the pass's own work left cold
             for _ in range(REWARM_CALLS):
@@ -326,7 +342,7 @@ def _one_pass_numpy(
             sync()
             timed.append((t0, clock(), result))
         for (arrays, y), query in zip(chunk, timed):
-            due = _query_done(raw, phase, evaluator, log_freq, progress, due, query, y, arrays, from_numpy)
+            due = query_done(due, query, y, arrays, from_numpy)
     return due
 
 
@@ -342,10 +358,11 @@ def _measured_loop(
     progress = PhaseProgress.for_passes(phase, config, dataloader)  # PROGRESS lines, at most every 0.5 s
     call = numpy_call(step)
     one_pass = _one_pass if call is None else _one_pass_numpy
+    job = _Pass(dataloader, raw, sync, clock, _query_recorder(raw, phase, evaluator, settings.log_freq, progress))
     start = raw.start = clock()
     due = progress.begin(start)
     while True:
-        due = one_pass(call or step, dataloader, evaluator, raw, phase, sync, clock, settings.log_freq, progress, due)
+        due = one_pass(call or step, job, due)
         raw.passes += 1
         if not raw.core_ns:
             raise EngineError(f"{phase}: the data loader yielded no batch")

@@ -8,6 +8,7 @@ InferPerf's own (stage.py) and MLPerf LoadGen (loadgen.py), which both import it
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from common.record import LatencyBlock, PerformanceRow
@@ -67,26 +68,30 @@ def latency_bound(run: ScenarioRun, config: CaseConfig) -> float | None:
     return getattr(config, key) if key is not None else None
 
 
-def performance_row(
-    run: ScenarioRun,
-    config: CaseConfig,
-    *,
-    qps: float | None,
-    latency: LatencyBlock,
-    latency_notes: list[str],
-    contention: ContentionReading,
-    verdict: RecordedVerdict,
-    latency_bound_met: bool | None,
-    accuracy_in_performance_mode: dict | None,
-    span: tuple[float | None, float | None],
-    load_generator: str,
-    server_search: dict | None = None,
-    settled: Settle | None = None,
-    loadgen: dict | None = None,
-) -> PerformanceRow:
+@dataclass(frozen=True)
+class RowFigures:
+    """What a load generator measures its own way for one performance row: the figure, the latency and
+    the verdict, with what judged them, and the window's span on the Unix clock."""
+
+    qps: float | None
+    latency: LatencyBlock
+    latency_notes: list[str]
+    contention: ContentionReading
+    verdict: RecordedVerdict
+    latency_bound_met: bool | None
+    accuracy_in_performance_mode: dict | None
+    span: tuple[float | None, float | None]
+    load_generator: str
+    server_search: dict | None = None
+    settled: Settle | None = None
+    loadgen: dict | None = None
+
+
+def performance_row(run: ScenarioRun, config: CaseConfig, figures: RowFigures) -> PerformanceRow:
     """The one constructor of a performance row, for both load generators: what they share comes from
     the run; what each measures its own way (the figure, the latency, the verdict) is passed in."""
-    intervals = row_intervals(run, config, settled, qps=qps)
+    qps, latency_notes, span = figures.qps, figures.latency_notes, figures.span
+    intervals = row_intervals(run, config, figures.settled, qps=qps)
     return PerformanceRow(
         batch_size=run.batch_size,
         scenario=run.scenario.name,
@@ -96,24 +101,24 @@ def performance_row(
         queries=run.queries,
         samples=run.samples,
         duration_s=run.duration_s,
-        latency_ms=latency,
+        latency_ms=figures.latency,
         latency_ci95=intervals["latency_ci95"],
         latency_notes=list(latency_notes),
         stop_reason=run.stop_reason,
         window_qps=window_throughputs(run.completions_ns, [run.samples_per_query] * run.queries),
-        contention=contention.to_dict(),
+        contention=figures.contention.to_dict(),
         target_qps=run.target_qps,
         issued_qps=run.issued_qps,
         latency_bound_ms=latency_bound(run, config),
-        latency_bound_met=latency_bound_met,
-        server_search=server_search,
-        accuracy_in_performance_mode=accuracy_in_performance_mode,
+        latency_bound_met=figures.latency_bound_met,
+        server_search=figures.server_search,
+        accuracy_in_performance_mode=figures.accuracy_in_performance_mode,
         precision=intervals["precision"],
-        verdict=verdict,
+        verdict=figures.verdict,
         started_at_unix=span[0],
         finished_at_unix=span[1],
-        load_generator=load_generator,
-        loadgen=loadgen,
+        load_generator=figures.load_generator,
+        loadgen=figures.loadgen,
         # A query of several batches (multi_stream) says how many samples it holds.
         samples_per_query=run.samples_per_query if run.scenario.samples_per_query_key is not None else None,
     )

@@ -69,6 +69,7 @@ __all__ = [
     "RUNNERS",
     "SCENARIOS",
     "ScenarioRun",
+    "ScenarioSpec",
     "run_scenario",
     "server_search",
     "timeline_of",
@@ -214,20 +215,43 @@ class _Sampler:
         }
 
 
-def _validate(
-    pool,
-    chosen: Scenario,
-    batch_size,
-    clients,
-    min_query_count,
-    min_duration_s,
-    max_duration_s,
-    target_qps,
-    sample_pool_indices,
-    max_sampled,
-    samples_per_query,
-) -> None:
-    scenario = chosen.name
+@dataclass(frozen=True)
+class ScenarioSpec:
+    """What ``run_scenario`` runs and how it is instrumented (the module docstring defines the terms).
+
+    Every pool batch must hold exactly ``batch_size`` samples. ``sync()`` runs
+    after each call, before the completion time is taken. Outputs of queries
+    whose pool index is in ``sample_pool_indices`` are copied (``.clone()``
+    where the object has one, else ``copy.deepcopy``) after the completion time
+    is taken, at most ``max_sampled`` of them spread over the run, into
+    ``sampled_outputs``. ``target_qps`` (samples/s) and ``seed`` (of the
+    arrival schedule) are used by the server scenario only, ignored otherwise;
+    ``samples_per_query`` (a multiple of ``batch_size``) by multi_stream only (None: LoadGen's 8);
+    ``clock`` (ns) and ``sleep`` (s) are injectable for tests. ``target``: the
+    figures that must be precise before the run may stop (None: the minimums only).
+    """
+
+    scenario: str | Scenario
+    batch_size: int
+    min_query_count: int
+    min_duration_s: float
+    max_duration_s: float
+    clients: int = 1
+    samples_per_query: int | None = None
+    target_qps: float | None = None
+    seed: int = 0
+    sync: Callable[[], Any] = lambda: None
+    sample_pool_indices: set[int] | frozenset = frozenset()
+    max_sampled: int = 8
+    clock: Callable[[], int] = time.perf_counter_ns
+    sleep: Callable[[float], Any] = time.sleep
+    target: Target | None = None
+
+
+def _validate(pool, chosen: Scenario, spec: ScenarioSpec, samples_per_query: int) -> None:
+    scenario, batch_size, clients = chosen.name, spec.batch_size, spec.clients
+    min_query_count, min_duration_s, max_duration_s = spec.min_query_count, spec.min_duration_s, spec.max_duration_s
+    target_qps, sample_pool_indices, max_sampled = spec.target_qps, spec.sample_pool_indices, spec.max_sampled
     if not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"{scenario}: batch_size must be an integer >= 1, got {batch_size!r}")
     if not isinstance(clients, int) or clients < 1:
@@ -263,38 +287,8 @@ def _validate(
         )
 
 
-def run_scenario(
-    step: Step,
-    pool: list[list],
-    *,
-    scenario: str | Scenario,
-    batch_size: int,
-    clients: int = 1,
-    samples_per_query: int | None = None,
-    min_query_count: int,
-    min_duration_s: float,
-    max_duration_s: float,
-    target_qps: float | None = None,
-    seed: int = 0,
-    sync: Callable[[], Any] = lambda: None,
-    sample_pool_indices: set[int] | frozenset = frozenset(),
-    max_sampled: int = 8,
-    clock: Callable[[], int] = time.perf_counter_ns,
-    sleep: Callable[[float], Any] = time.sleep,
-    target: Target | None = None,
-) -> ScenarioRun:
-    """Run one scenario (see the module docstring) and measure it.
-
-    Every pool batch must hold exactly ``batch_size`` samples. ``sync()`` runs
-    after each call, before the completion time is taken. Outputs of queries
-    whose pool index is in ``sample_pool_indices`` are copied (``.clone()``
-    where the object has one, else ``copy.deepcopy``) after the completion time
-    is taken, at most ``max_sampled`` of them spread over the run, into
-    ``sampled_outputs``. ``target_qps`` (samples/s) and ``seed`` (of the
-    arrival schedule) are used by the server scenario only, ignored otherwise;
-    ``samples_per_query`` (a multiple of ``batch_size``) by multi_stream only (None: LoadGen's 8);
-    ``clock`` (ns) and ``sleep`` (s) are injectable for tests. ``target``: the
-    figures that must be precise before the run may stop (None: the minimums only).
+def run_scenario(step: Step, pool: list[list], spec: ScenarioSpec) -> ScenarioRun:
+    """Run one scenario (see the module docstring and ``ScenarioSpec``) and measure it.
 
     ``duration_s`` is the window minus total foo_time / clients: with several
     clients foo_time overlaps other clients' work, so dividing by the number of
@@ -303,37 +297,33 @@ def run_scenario(
     Server latencies include the sleep's wake-up lateness (typically tens of
     µs on Linux) since they count from the scheduled arrival.
     """
-    chosen = named(scenario)
+    chosen = named(spec.scenario)
+    batch_size, clients, target_qps = spec.batch_size, spec.clients, spec.target_qps
     spq = (
-        (samples_per_query or chosen.samples_per_query_default or batch_size)
+        (spec.samples_per_query or chosen.samples_per_query_default or batch_size)
         if chosen.samples_per_query_key
         else batch_size
     )
-    _validate(
-        pool,
-        chosen,
-        batch_size,
-        clients,
-        min_query_count,
-        min_duration_s,
-        max_duration_s,
-        target_qps,
-        sample_pool_indices,
-        max_sampled,
-        spq,
-    )
-    rule = StopRule(target, clock, max_duration_s) if target is not None else None
+    _validate(pool, chosen, spec, spq)
+    rule = StopRule(spec.target, spec.clock, spec.max_duration_s) if spec.target is not None else None
     limits = _Window(
-        min_query_count, round(min_duration_s * 1e9), round(max_duration_s * 1e9), chosen, clients, spq, target, rule
+        spec.min_query_count,
+        round(spec.min_duration_s * 1e9),
+        round(spec.max_duration_s * 1e9),
+        chosen,
+        clients,
+        spq,
+        spec.target,
+        rule,
     )
-    sampler = _Sampler(max_sampled) if sample_pool_indices and max_sampled else None
+    sampler = _Sampler(spec.max_sampled) if spec.sample_pool_indices and spec.max_sampled else None
     # PROGRESS lines (tools/measure/phase_progress.py), at most every 0.5 s, from the clock readings the
     # runners take anyway
     progress = PhaseProgress(
         f"performance bs={batch_size} {chosen.name} clients={clients}",
-        min_queries=min_query_count,
-        min_duration_s=min_duration_s,
-        max_duration_s=max_duration_s,
+        min_queries=spec.min_query_count,
+        min_duration_s=spec.min_duration_s,
+        max_duration_s=spec.max_duration_s,
     )
     job = _Job(
         step,
@@ -343,16 +333,25 @@ def run_scenario(
         spq // batch_size,
         target_qps,
         batch_size,
-        seed,
-        sync,
+        spec.seed,
+        spec.sync,
         sampler,
-        frozenset(sample_pool_indices),
-        clock,
-        sleep,
+        frozenset(spec.sample_pool_indices),
+        spec.clock,
+        spec.sleep,
         progress,
     )
-    latencies, completions, foo_ns, window_ns, reason, arrivals = RUNNERS[chosen](job)
-    progress.finish(len(latencies), window_ns / 1e9)
+    raw = RUNNERS[chosen](job)
+    progress.finish(len(raw[0]), raw[3] / 1e9)
+    return _scenario_run(chosen, spec, spq, raw, checks=rule.checks if rule is not None else 0, sampler=sampler)
+
+
+def _scenario_run(
+    chosen: Scenario, spec: ScenarioSpec, spq: int, raw: _Raw, checks: int, sampler: _Sampler | None
+) -> ScenarioRun:
+    """The run's record from what its runner collected."""
+    latencies, completions, foo_ns, window_ns, reason, arrivals = raw
+    batch_size, clients, target_qps = spec.batch_size, spec.clients, spec.target_qps
     if clients > 1:  # appended as threads finished; put them in completion order
         order = sorted(range(len(completions)), key=completions.__getitem__)
         latencies = [latencies[i] for i in order]
@@ -374,7 +373,7 @@ def run_scenario(
         stop_reason=reason,
         target_qps=float(target_qps) if chosen.scheduled and target_qps is not None else None,
         issued_qps=issued_qps,
-        checks=rule.checks if rule is not None else 0,
+        checks=checks,
         sampled_outputs=sampler.result() if sampler else {},
         samples_per_query=spq,
     )
@@ -567,10 +566,9 @@ def _threads(job: _Job, schedule: Iterator[float] | None) -> _Raw:
     """Several clients taking query indices (and, for server, the next arrival of
     one shared schedule; ``schedule`` None = offline, issue at once) under one lock."""
     step, pool, limits, sync, sampler, eligible, clock, progress = _loop_parts(job)
-    clients, sleep = job.clients, job.sleep
+    clients, sleep, n = job.clients, job.sleep, len(pool)
     min_queries, min_ns, max_ns, stop = limits.min_queries, limits.min_ns, limits.max_ns, limits.stop
     latencies, completions = limits.latencies, limits.completions
-    n = len(pool)
     lock = threading.Lock()
     state: dict[str, Any] = {"next": 0, "foo_ns": 0, "reason": None, "offset": 0.0}  # shared under the lock
     start = clock()

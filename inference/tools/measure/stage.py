@@ -42,8 +42,8 @@ from tools.measure.precision import (
     precision_reasons,
     settle,
 )
-from tools.measure.rows import latency_bound, latency_of, performance_row, row_target
-from tools.measure.scenarios import ScenarioRun, run_scenario, server_search
+from tools.measure.rows import RowFigures, latency_bound, latency_of, performance_row, row_target
+from tools.measure.scenarios import ScenarioRun, ScenarioSpec, run_scenario, server_search
 from tools.measure.settings import minus_foo
 from tools.measure.verdict import Verdict, window_verdict
 
@@ -187,17 +187,19 @@ def row_record(
     return performance_row(
         run,
         config,
-        qps=run.qps,
-        latency=latency_of(stats),
-        latency_notes=stats.notes if stats else [],
-        contention=contention,
-        verdict=verdict.record(),
-        latency_bound_met=None if bound is None or stats is None or stats.p99 is None else stats.p99 <= bound,
-        accuracy_in_performance_mode=test01,
-        span=span,
-        load_generator="inferperf",
-        server_search=search,
-        settled=settled,
+        RowFigures(
+            qps=run.qps,
+            latency=latency_of(stats),
+            latency_notes=stats.notes if stats else [],
+            contention=contention,
+            verdict=verdict.record(),
+            latency_bound_met=None if bound is None or stats is None or stats.p99 is None else stats.p99 <= bound,
+            accuracy_in_performance_mode=test01,
+            span=span,
+            load_generator="inferperf",
+            server_search=search,
+            settled=settled,
+        ),
     )
 
 
@@ -300,18 +302,20 @@ class PerformanceStage:
         run = run_scenario(
             engine,
             pool,
-            scenario=chosen,
-            batch_size=batch_size,
-            clients=clients,
-            samples_per_query=chosen.samples_per_query(query_samples(config, chosen), batch_size),
-            min_query_count=chosen.min_query_count(config.min_query_count),
-            min_duration_s=config.min_duration_s,
-            max_duration_s=config.max_duration_s,
-            target_qps=target_qps,
-            seed=config.seed,
-            sync=self.sync,
-            sample_pool_indices=frozenset(references),
-            target=row_target(chosen, config),
+            ScenarioSpec(
+                scenario=chosen,
+                batch_size=batch_size,
+                clients=clients,
+                samples_per_query=chosen.samples_per_query(query_samples(config, chosen), batch_size),
+                min_query_count=chosen.min_query_count(config.min_query_count),
+                min_duration_s=config.min_duration_s,
+                max_duration_s=config.max_duration_s,
+                target_qps=target_qps,
+                seed=config.seed,
+                sync=self.sync,
+                sample_pool_indices=frozenset(references),
+                target=row_target(chosen, config),
+            ),
         )
         self._spans[id(run)] = (started_unix, time.time())
         self._settles[id(run)] = settled

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -138,22 +139,28 @@ def overall_verdict(validation: PhaseResult | None, inference: PhaseResult | Non
     return verdict
 
 
-def build_result(
-    *,
-    config: CaseConfig,
-    validation: PhaseResult | None,
-    inference: PhaseResult | None,
-    engine: Any,
-    engine_info: dict,
-    e2e_time_s: float,
-    steps: dict,
-    cache: dict,
-    env: dict,
-    started_at: datetime,
-    performance: Any = None,
-) -> CaseResult:
-    precision = engine_precision(engine, config)
-    engine_info = dict(engine_info)
+@dataclass(frozen=True)
+class ResultInputs:
+    """What result.json is built from: the case config, each phase's measurement, the engine, and the
+    run's steps, caches, environment and times."""
+
+    config: CaseConfig
+    validation: PhaseResult | None
+    inference: PhaseResult | None
+    engine: Any
+    engine_info: dict
+    e2e_time_s: float
+    steps: dict
+    cache: dict
+    env: dict
+    started_at: datetime
+    performance: Any = None
+
+
+def build_result(inputs: ResultInputs) -> CaseResult:
+    config, validation, inference, performance = inputs.config, inputs.validation, inputs.inference, inputs.performance
+    precision = engine_precision(inputs.engine, config)
+    engine_info = dict(inputs.engine_info)
     if "performance_data" in engine_info:
         engine_info["performance_data"] = engine_info["performance_data"][:MAX_PERF_ROWS]
     core_qps = inference.core_qps if inference else None
@@ -163,18 +170,7 @@ def build_result(
     raw = raw_latency_series(validation, inference, performance)
     return CaseResult(
         # FlagPerf's keys, same names and meaning (common.record.Key).
-        vendor=config.vendor,
-        compiler=config.compiler,
-        precision=precision,
-        batchsize=config.batch_size,
-        flops=config.flops,
-        e2e_time_s=_round(e2e_time_s),
-        val_whole_qps=_round(validation.whole_qps if validation else None),
-        val_core_qps=_round(validation.core_qps if validation else None),
-        infer_whole_qps=_round(inference.whole_qps if inference else None),
-        infer_core_qps=_round(core_qps),
-        val_average_acc=_round(_accuracy(validation, note), 6),
-        infer_average_acc=_round(_accuracy(inference, note), 6),
+        **_flagperf_fields(inputs, precision),
         # InferPerf's additions.
         ci95=flagperf_intervals(validation, inference),
         verdict=overall_verdict(validation, inference, performance).record(),
@@ -196,23 +192,52 @@ def build_result(
             "baseline"
         ),  # a base-tier case's measured peaks (benchmarks/base_common.py, docs/result_schema.md)
         engine=engine_info or None,
-        cache=cache,
-        steps=steps,
+        cache=inputs.cache,
+        steps=inputs.steps,
         config=config.as_dict(),
-        env=env,
-        started_at=started_at.isoformat(timespec="seconds"),
+        env=inputs.env,
+        started_at=inputs.started_at.isoformat(timespec="seconds"),
         finished_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        raw_latencies={
-            "file": LATENCY_FILE,
-            "unit": "ns",
-            "cap": MAX_RAW_LATENCIES,
-            "series": {name: {"count": len(v), "stored": min(len(v), MAX_RAW_LATENCIES)} for name, v in raw.items()},
-        }
-        if raw
-        else None,
+        raw_latencies=_raw_latencies_block(raw),
         status="success",
         schema_version=SCHEMA_VERSION,
     )
+
+
+def _flagperf_fields(inputs: ResultInputs, precision: Any) -> dict[str, Any]:
+    """FlagPerf's keys, with the same names and meaning (common.record.Key)."""
+    config, validation, inference, note = (
+        inputs.config,
+        inputs.validation,
+        inputs.inference,
+        inputs.config.accuracy_note,
+    )
+    return dict(
+        vendor=config.vendor,
+        compiler=config.compiler,
+        precision=precision,
+        batchsize=config.batch_size,
+        flops=config.flops,
+        e2e_time_s=_round(inputs.e2e_time_s),
+        val_whole_qps=_round(validation.whole_qps if validation else None),
+        val_core_qps=_round(validation.core_qps if validation else None),
+        infer_whole_qps=_round(inference.whole_qps if inference else None),
+        infer_core_qps=_round(inference.core_qps if inference else None),
+        val_average_acc=_round(_accuracy(validation, note), 6),
+        infer_average_acc=_round(_accuracy(inference, note), 6),
+    )
+
+
+def _raw_latencies_block(raw: dict[str, list[int]]) -> dict | None:
+    """What result.json says of latencies.npz: its file, unit, cap and each series' count."""
+    if not raw:
+        return None
+    return {
+        "file": LATENCY_FILE,
+        "unit": "ns",
+        "cap": MAX_RAW_LATENCIES,
+        "series": {name: {"count": len(v), "stored": min(len(v), MAX_RAW_LATENCIES)} for name, v in raw.items()},
+    }
 
 
 def write_result(log_dir: Path, result: CaseResult, raw_latencies_ns: dict[str, list[int]] | None = None) -> Path:

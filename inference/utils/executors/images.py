@@ -47,6 +47,7 @@ import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import docker
 from docker.errors import APIError, BuildError, ImageNotFound
@@ -263,15 +264,8 @@ def ensure_image(
     if not spec.dockerfile.is_file():
         raise HostError(f"host {host_label}: no Dockerfile at {spec.dockerfile}")
     tag = spec.tag
-    try:
-        image = client.images.get(tag)
-        logger.info(f"host {host_label}: reusing image {tag}")
-        _note_reused(spec, build_log, tag)
-        for line in _unmet_label(image):  # BACKEND_REQUIREMENTS: warn, named at every run as in MODE local
-            logger.warning(f"host {host_label}: image {tag}: {line}; going on (BACKEND_REQUIREMENTS: warn)")
+    if _reused(client, spec, host_label, build_log):
         return tag, False
-    except ImageNotFound:
-        pass
     base = spec.buildargs.get("BASE_IMAGE") or _local_default_base(spec.dockerfile)
     if base:
         try:
@@ -284,32 +278,60 @@ def ensure_image(
     logger.info(f"host {host_label}: building image {tag} from {spec.dockerfile}")
     files = spec.requirement_files
     vendor_tag = spec.vendor_tag
+    builder = _Builder(client, spec, host_label, abort)
     if not files or not _exists(client, vendor_tag):
-        _build(
-            client, spec.write_context, vendor_tag, spec.buildargs, spec, spec.dockerfile, host_label, build_log, abort
-        )
+        _build(builder, spec.write_context, vendor_tag, spec.buildargs, spec.dockerfile, build_log)
     if files:
-        cases = ", ".join(_case_name(f) for f in files)
-        logger.info(f"host {host_label}: installing the requirements of {cases} on top of {vendor_tag}")
-        layer_log = build_log.with_name(f"{build_log.stem}_cases{build_log.suffix}")
-        _build(
-            client,
-            spec.write_case_layer_context,
-            tag,
-            spec.case_layer_buildargs(),
-            spec,
-            f"the requirements of {cases}",
-            host_label,
-            layer_log,
-            abort,
-        )
-        unmet = lenient_warnings(layer_log)
-        for line in unmet:
-            logger.warning(f"host {host_label}: image {tag}: {line}; going on (BACKEND_REQUIREMENTS: warn)")
-        if unmet:
-            _label_unmet(client, tag, unmet)
+        _build_case_layer(builder, files, build_log)
     logger.info(f"host {host_label}: built image {tag}")
     return tag, True
+
+
+def _reused(client: docker.DockerClient, spec: ImageSpec, host_label: str, build_log: Path) -> bool:
+    """Whether the image of this exact tag exists (then said in the log, with its unmet requirements)."""
+    tag = spec.tag
+    try:
+        image = client.images.get(tag)
+    except ImageNotFound:
+        return False
+    logger.info(f"host {host_label}: reusing image {tag}")
+    _note_reused(spec, build_log, tag)
+    for line in _unmet_label(image):  # BACKEND_REQUIREMENTS: warn, named at every run as in MODE local
+        logger.warning(f"host {host_label}: image {tag}: {line}; going on (BACKEND_REQUIREMENTS: warn)")
+    return True
+
+
+@dataclass(frozen=True)
+class _Builder:
+    """One host's image builds: its engine, the image's spec, the host's name in every line, and the
+    event that Ctrl-C sets."""
+
+    client: Any
+    spec: ImageSpec
+    host_label: str
+    abort: threading.Event | None = None
+
+
+def _build_case_layer(builder: _Builder, files: tuple[Path, ...], build_log: Path) -> None:
+    """The cases' requirements on top of the vendor's image, its unmet ones (BACKEND_REQUIREMENTS: warn)
+    said and kept on the image's label."""
+    spec, host_label, tag = builder.spec, builder.host_label, builder.spec.tag
+    cases = ", ".join(_case_name(f) for f in files)
+    logger.info(f"host {host_label}: installing the requirements of {cases} on top of {spec.vendor_tag}")
+    layer_log = build_log.with_name(f"{build_log.stem}_cases{build_log.suffix}")
+    _build(
+        builder,
+        spec.write_case_layer_context,
+        tag,
+        spec.case_layer_buildargs(),
+        f"the requirements of {cases}",
+        layer_log,
+    )
+    unmet = lenient_warnings(layer_log)
+    for line in unmet:
+        logger.warning(f"host {host_label}: image {tag}: {line}; going on (BACKEND_REQUIREMENTS: warn)")
+    if unmet:
+        _label_unmet(builder.client, tag, unmet)
 
 
 UNMET_LABEL = "inferperf.unmet-requirements"  # the layer's warnings, kept on the image for the runs that reuse it
@@ -445,23 +467,14 @@ def _exists(client: docker.DockerClient, tag: str) -> bool:
 BUILD_POLL_S = 0.25  # how often a build's wait looks at the run's abort
 
 
-def _build(
-    client,
-    write_context,
-    tag: str,
-    buildargs: dict,
-    spec: ImageSpec,
-    what,
-    host_label: str,
-    build_log: Path,
-    abort: threading.Event | None = None,
-) -> None:
+def _build(builder: _Builder, write_context, tag: str, buildargs: dict, what, build_log: Path) -> None:
     """Build ``tag``. The Docker SDK's build blocks until the engine ends it, minutes with no word
     in between, so it runs on a daemon thread and this one waits, looking at ``abort``: on Ctrl-C
     it raises at once. The engine then drops the build (and, ``forcerm``, its container) when the
     connection closes, which is when run.py exits: nothing waits on the daemon thread."""
     from common.errors import HostError
 
+    client, spec, host_label, abort = builder.client, builder.spec, builder.host_label, builder.abort
     with tempfile.TemporaryDirectory(prefix="inferperf-ctx-") as tmp:
         context = Path(tmp) / "context.tar"
         write_context(context)

@@ -35,7 +35,7 @@ from common.errors import ConfigError, HostError
 from utils.case_specs import CaseSpec
 from utils.executors.base import slug
 from utils.executors.local import ChildProcess, LocalSession
-from utils.executors.slurm_client import SlurmClient
+from utils.executors.slurm_client import BatchJob, SlurmClient
 from utils.executors.transport import LocalTransport, sync_code
 from utils.host_config import Host, HostConfig
 
@@ -84,14 +84,16 @@ def _probe_node(config: HostConfig, client: SlurmClient, node: str) -> ConfigErr
         ]
     try:
         job = client.submit(
-            argv,
-            job_name="inferperf-probe",
-            output_path=os.devnull,
-            workdir=str(shared),
-            partition=config.slurm_partition,
-            account=config.slurm_account,
-            time_limit_s=60,
-            nodelist=node,
+            BatchJob(
+                argv,
+                job_name="inferperf-probe",
+                output_path=os.devnull,
+                workdir=str(shared),
+                partition=config.slurm_partition,
+                account=config.slurm_account,
+                time_limit_s=60,
+                nodelist=node,
+            )
         )
         state = client.wait(job, timeout_s=PROBE_TIMEOUT_S, pending_timeout_s=config.slurm_pending_timeout)
     except HostError as exc:
@@ -142,15 +144,17 @@ class SlurmJobs:
     def submit_job(self, name: str, log: Path) -> str:
         config = self.config
         job = self.slurm.submit(
-            ["sleep", str(int(config.case_timeout + JOB_MARGIN_S))],
-            job_name=f"inferperf-{slug(name)}",
-            output_path=str(log / "slurm-job.out"),
-            workdir=str(log),
-            partition=config.slurm_partition,
-            account=config.slurm_account,
-            time_limit_s=config.case_timeout + JOB_MARGIN_S,
-            gpus_per_node=config.slurm_gpus_per_node,
-            nodelist=self.node,
+            BatchJob(
+                ["sleep", str(int(config.case_timeout + JOB_MARGIN_S))],
+                job_name=f"inferperf-{slug(name)}",
+                output_path=str(log / "slurm-job.out"),
+                workdir=str(log),
+                partition=config.slurm_partition,
+                account=config.slurm_account,
+                time_limit_s=config.case_timeout + JOB_MARGIN_S,
+                gpus_per_node=config.slurm_gpus_per_node,
+                nodelist=self.node,
+            )
         )
         with self._job_lock:
             self.job_id = job

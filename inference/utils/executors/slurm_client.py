@@ -189,6 +189,72 @@ def read_conf_value(conf_path: str, key: str) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class BatchJob:
+    """A batch job for ``SlurmClient.submit``.
+
+    ``command``: the path of a batch script (str or PathLike, read by
+    sbatch on this machine) or an argument list (run with ``--wrap``,
+    quoted with shlex).  ``time_limit_s`` is rounded UP to whole minutes
+    (Slurm's unit; None: the partition's limit).  ``env`` is added to the
+    job's environment (``--export=ALL``).  stdout and stderr both go to
+    ``output_path``.
+    """
+
+    command: str | os.PathLike | Sequence[str]
+    job_name: str
+    output_path: str
+    workdir: str
+    partition: str | None = None
+    account: str | None = None
+    time_limit_s: float | None = None
+    gpus_per_node: int = 0
+    nodes: int = 1
+    nodelist: str | None = None
+    env: Mapping[str, str] | None = None
+    extra_args: Sequence[str] = ()
+
+    def sbatch_args(self) -> list[str]:
+        """sbatch's command line for this job, its values checked first."""
+        command = self.command
+        if isinstance(command, (str, os.PathLike)):
+            script = os.fspath(command)
+            if not os.path.isfile(script):
+                raise HostError(f"MODE slurm: batch script {script} not found")
+            payload = [script]
+        else:
+            argv = [str(a) for a in command]
+            if not argv:
+                raise ValueError("empty command")
+            payload = [f"--wrap={shlex.join(argv)}"]
+        for name, value in (("job_name", self.job_name), ("output_path", self.output_path), ("workdir", self.workdir)):
+            if not value or "\n" in str(value):
+                raise ValueError(f"{name} must be a non-empty single line, got {value!r}")
+        if self.nodes < 1 or self.gpus_per_node < 0:
+            raise ValueError(f"nodes must be >= 1 and gpus_per_node >= 0 (got {self.nodes}, {self.gpus_per_node})")
+        args = [
+            "sbatch",
+            "--parsable",
+            "--no-requeue",
+            "--export=ALL",
+            f"--job-name={self.job_name}",
+            f"--output={self.output_path}",
+            f"--chdir={self.workdir}",
+            f"--nodes={self.nodes}",
+        ]
+        if self.partition:
+            args.append(f"--partition={self.partition}")
+        if self.account:
+            args.append(f"--account={self.account}")
+        if self.time_limit_s is not None:
+            args.append(f"--time={time_limit_minutes(self.time_limit_s)}")
+        if self.gpus_per_node:
+            args.append(f"--gpus-per-node={self.gpus_per_node}")
+        if self.nodelist:
+            args.append(f"--nodelist={self.nodelist}")
+        return [*args, *self.extra_args, *payload]
+
+
 class SlurmClient:
     """One Slurm cluster, reached through its client commands.
 
@@ -292,79 +358,21 @@ class SlurmClient:
         return partitions
 
     # ---- submitting ---------------------------------------------------------
-    def submit(
-        self,
-        command: str | os.PathLike | Sequence[str],
-        *,
-        job_name: str,
-        output_path: str,
-        workdir: str,
-        partition: str | None = None,
-        account: str | None = None,
-        time_limit_s: float | None = None,
-        gpus_per_node: int = 0,
-        nodes: int = 1,
-        nodelist: str | None = None,
-        env: Mapping[str, str] | None = None,
-        extra_args: Sequence[str] = (),
-    ) -> str:
-        """Submit a batch job and return its id.
-
-        ``command``: the path of a batch script (str or PathLike, read by
-        sbatch on this machine) or an argument list (run with ``--wrap``,
-        quoted with shlex).  ``time_limit_s`` is rounded UP to whole minutes
-        (Slurm's unit; None: the partition's limit).  ``env`` is added to the
-        job's environment (``--export=ALL``).  stdout and stderr both go to
-        ``output_path``.
-        """
-        if isinstance(command, (str, os.PathLike)):
-            script = os.fspath(command)
-            if not os.path.isfile(script):
-                raise HostError(f"MODE slurm: batch script {script} not found")
-            payload = [script]
-        else:
-            argv = [str(a) for a in command]
-            if not argv:
-                raise ValueError("empty command")
-            payload = [f"--wrap={shlex.join(argv)}"]
-        for name, value in (("job_name", job_name), ("output_path", output_path), ("workdir", workdir)):
-            if not value or "\n" in str(value):
-                raise ValueError(f"{name} must be a non-empty single line, got {value!r}")
-        if nodes < 1 or gpus_per_node < 0:
-            raise ValueError(f"nodes must be >= 1 and gpus_per_node >= 0 (got {nodes}, {gpus_per_node})")
-        args = [
-            "sbatch",
-            "--parsable",
-            "--no-requeue",
-            "--export=ALL",
-            f"--job-name={job_name}",
-            f"--output={output_path}",
-            f"--chdir={workdir}",
-            f"--nodes={nodes}",
-        ]
-        if partition:
-            args.append(f"--partition={partition}")
-        if account:
-            args.append(f"--account={account}")
-        if time_limit_s is not None:
-            args.append(f"--time={time_limit_minutes(time_limit_s)}")
-        if gpus_per_node:
-            args.append(f"--gpus-per-node={gpus_per_node}")
-        if nodelist:
-            args.append(f"--nodelist={nodelist}")
-        args += [*extra_args, *payload]
-        job_env = {str(k): str(v) for k, v in (env or {}).items()}
+    def submit(self, job: BatchJob) -> str:
+        """Submit a batch job (``BatchJob``) and return its id."""
+        args = job.sbatch_args()
+        job_env = {str(k): str(v) for k, v in (job.env or {}).items()}
         proc = self._run(args, timeout=self.submit_timeout_s, extra_env=job_env)
         if proc.returncode != 0:
-            where = f" to partition {partition}" if partition else ""
+            where = f" to partition {job.partition}" if job.partition else ""
             raise HostError(
-                f"slurm controller {self.controller}: sbatch of job {job_name}{where} exited {proc.returncode}: "
+                f"slurm controller {self.controller}: sbatch of job {job.job_name}{where} exited {proc.returncode}: "
                 f"{_last_line(proc.stderr or proc.stdout)}"
             )
         job_id = proc.stdout.strip().split(";", 1)[0]
         if not re.fullmatch(r"\d+(_\d+)?", job_id):
             raise HostError(
-                f"slurm controller {self.controller}: sbatch of job {job_name} printed no job id: "
+                f"slurm controller {self.controller}: sbatch of job {job.job_name} printed no job id: "
                 f"{_last_line(proc.stdout + proc.stderr)}"
             )
         return job_id

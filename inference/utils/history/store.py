@@ -138,23 +138,7 @@ def _tables():
         Column("mode", String(32)),
         Column("added_at", String(40), nullable=False),
     )
-    series = Table(
-        "inferperf_series",
-        metadata,
-        Column("id", Integer, primary_key=True, autoincrement=True),
-        Column("digest", String(32), nullable=False, unique=True),
-        Column("fingerprint", String(64), nullable=False),
-        Column("host", String(255), nullable=False),
-        Column("case_name", String(255), nullable=False),
-        Column("row_label", String(255), nullable=False),
-        Column("figure", String(64), nullable=False),
-        Column("config_hash", String(64), nullable=False),
-        Column("vendor", String(64), nullable=False),
-        Column("compiler", String(128), nullable=False),
-        Column("unit", String(32), nullable=False),
-        Column("higher_is_better", Boolean, nullable=False),
-        Column("config", Text, nullable=False),
-    )
+    series = _series_table(metadata)
     software = Table(
         "inferperf_software",
         metadata,
@@ -177,6 +161,29 @@ def _tables():
         PrimaryKeyConstraint("series_id", "run_id"),
     )
     return metadata, meta, runs, series, software, points
+
+
+def _series_table(metadata):
+    """A series: one figure of one case's row on one host (its fingerprint) and config."""
+    from sqlalchemy import Boolean, Column, Integer, String, Table, Text
+
+    return Table(
+        "inferperf_series",
+        metadata,
+        Column("id", Integer, primary_key=True, autoincrement=True),
+        Column("digest", String(32), nullable=False, unique=True),
+        Column("fingerprint", String(64), nullable=False),
+        Column("host", String(255), nullable=False),
+        Column("case_name", String(255), nullable=False),
+        Column("row_label", String(255), nullable=False),
+        Column("figure", String(64), nullable=False),
+        Column("config_hash", String(64), nullable=False),
+        Column("vendor", String(64), nullable=False),
+        Column("compiler", String(128), nullable=False),
+        Column("unit", String(32), nullable=False),
+        Column("higher_is_better", Boolean, nullable=False),
+        Column("config", Text, nullable=False),
+    )
 
 
 _SCHEMA: tuple | None = None

@@ -200,20 +200,29 @@ def _host(rec_a: SummaryRecord, rec_b: SummaryRecord) -> str:
     return rec_a.host if rec_a.host == rec_b.host else f"{rec_a.host} -> {rec_b.host}"
 
 
+@dataclass(frozen=True)
+class Judging:
+    """How a comparison decides each figure: the change it looks for (``threshold``, %), the between-run
+    noise, whether an INVALID figure is judged all the same, and whether the repetitions ran in pairs."""
+
+    threshold: float
+    between: Between
+    allow_invalid: bool
+    paired: bool = False
+
+
 def compare_figures(
     case: str,
     host: str,
     figures_a: dict[tuple[str, str], list[decision.Sample]],
     figures_b: dict[tuple[str, str], list[decision.Sample]],
-    threshold: float,
-    between: Between,
-    allow_invalid: bool,
+    judging: Judging,
     out: Comparison,
-    paired: bool = False,
 ) -> None:
     """Every figure of one case x host (or serving run), (row, name) -> its repetitions' samples, that
     both runs measured, decided; what B lacks, as a problem; a figure whose between-run noise is not
     known, undecided (a problem, with the remedies in a note)."""
+    threshold, between, paired = judging.threshold, judging.between, judging.paired
     for key, samples_a in figures_a.items():
         row, figure = key
         samples_b = figures_b.get(key)
@@ -248,7 +257,7 @@ def compare_figures(
                     math.exp(_log_mean(samples_a)), math.exp(_log_mean(samples_b)),
                     d.n_a, d.n_b, d.ratio, d.low, d.high, d.widened, d.verdict,
                     invalid, d.verdict, d.paired)  # fmt: skip
-        if invalid and not allow_invalid:
+        if invalid and not judging.allow_invalid:
             line.verdict = f"not comparable ({d.verdict}; INVALID in {invalid})"
             out.problems.append(
                 f"{case} on {host}: {row} {figure} is INVALID in {invalid} (--allow-invalid judges it anyway)"
@@ -300,7 +309,8 @@ def compare_runs(
         else:
             figures_a, figures_b = repetition_figures(rec_a), repetition_figures(rec_b)
             host = _host(rec_a, rec_b)
-            compare_figures(rec_a.name, host, figures_a, figures_b, threshold, between, allow_invalid, out, paired)
+            judging = Judging(threshold, between, allow_invalid, paired)
+            compare_figures(rec_a.name, host, figures_a, figures_b, judging, out)
     if not out.lines and not out.problems and not out.undecided:
         raise CompareError(
             f"compare: {dir_a.name} and {dir_b.name} have no figure in common (different batch sizes or scenarios?)"
@@ -362,7 +372,7 @@ def compare_serving_runs(
     out.notes += [f"load step {step}: {failed} in A" for step, failed in a.failed.items()]
     host = a.name if a.name == b.name else f"{a.name} -> {b.name}"
     shared = {key: samples for key, samples in figures_a.items() if key[0] in b.steps}
-    compare_figures("serving", host, shared, figures_b, threshold, between, allow_invalid, out)
+    compare_figures("serving", host, shared, figures_b, Judging(threshold, between, allow_invalid), out)
     _note_widened(out, between)
     return out
 

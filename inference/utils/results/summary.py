@@ -14,7 +14,7 @@ from common.cells import figure_cell, fmt
 from common.energy import energy_block, energy_cell, judged_windows
 from common.files import atomic_path, write_json_atomic
 from common.mfu import mfu, peak_for, plausible_mfu
-from common.record import FLAGPERF_FIELDS, PERCENTILES, Key, LatencyBlock, Verdict
+from common.record import FLAGPERF_FIELDS, PERCENTILES, CaseResult, Key, LatencyBlock, Verdict
 from common.sampler import read_samples
 from common.stats import MIN_SAMPLES_FOR_PERCENTILE, relative_half_width
 from common.summary_record import Summary, SummaryRecord, SummaryRow
@@ -76,13 +76,8 @@ def merge_outcome(
     if vendor_path:
         used, total, peak = vendor_analysis(perf_dir, vendor, vendor_path)
     precision = result.precision if result is not None else None
-    peak_flops = peak_for(peak, precision)
     peaks = peaks if peaks is not None else baselines.MeasuredPeaks.near(outcome.local_dir)
-    measured = peaks.compute_peak(result, vendor, precision) if peaks is not None and result is not None else None
-    if measured is not None:
-        peak_flops = float(measured["value"])
-    estimate = (False if measured else bool(isinstance(peak, dict) and peak.get("estimate"))) if peak_flops else None
-    peak_measured = baselines.measured_source(measured, str(precision)) if measured else None
+    peak_flops, estimate, peak_measured = _peak(result, vendor, peak, peaks)
     flops = result.flops if result is not None else None
     record_mfu, record_mfu_note = plausible_mfu(
         mfu(flops, result.infer_core_qps if result is not None else None, peak_flops), estimate, peak_measured
@@ -95,25 +90,10 @@ def merge_outcome(
     llm = baselines.add_mbu(  # an LLM case's table and server rows, decode MBU against the measured bandwidth
         llm_summary.llm_record(result, peak_flops, estimate), bandwidth
     )
-    flagperf: dict[str, Any] = {
-        name: getattr(result, name) if result is not None else None for _, name in FLAGPERF_FIELDS
-    }
     return SummaryRecord(
-        case=outcome.case.label,  # the case, or a model entry's file name (docs/onnx_models.md)
-        framework=outcome.case.framework,
-        host=outcome.host,
-        noderank=outcome.noderank,
-        status=outcome.status,
-        failed_step=outcome.step,
-        error=outcome.error,
-        exit_code=outcome.exit_code,
-        wall_time_s=outcome.wall_time_s,
-        log_dir=str(outcome.local_dir),
-        **flagperf,
-        verdict=result.verdict if result is not None and outcome.status == "success" else None,
-        accuracy_note=result.accuracy_note if result is not None else None,
+        **_outcome_fields(outcome),
+        **_result_fields(outcome),
         latency_ms=LatencyBlock(**{q: latency.get(q) for q in (*PERCENTILES, "mean")}) if latency else None,
-        ci95=result.ci95 if result is not None else None,  # the FlagPerf throughputs' intervals, by FlagPerf key
         latency_ci95=inference.latency_ci95 if inference else None,
         precision_target=((inference.precision if inference else None) or {}).get("target"),  # the ± asked for
         latency_batches=latency.get("count") if latency else None,
@@ -125,18 +105,62 @@ def merge_outcome(
         mfu_is_estimate=estimate,
         peak_measured=peak_measured,
         peak_flops_source=peak_measured or _source(peak),
-        baseline=result.baseline if result is not None else None,
         mfu=record_mfu,
         mfu_note=record_mfu_note,
         performance=tuple(
             SummaryRow.of(row, *plausible_mfu(mfu(flops, row.qps, peak_flops), estimate, peak_measured))
             for row in (result.performance if result is not None else ())
         ),
+        llm=llm,
+        energy=record_energy(outcome, vendor),
+    )
+
+
+def _peak(
+    result: CaseResult | None, vendor: str, peak: Any, peaks: baselines.MeasuredPeaks | None
+) -> tuple[float | None, bool | None, str | None]:
+    """The peak FLOPS MFU is taken against (this host's measured one, else the vendor's figure), whether
+    it is an estimate, and the measured peak's source."""
+    precision = result.precision if result is not None else None
+    peak_flops = peak_for(peak, precision)
+    measured = peaks.compute_peak(result, vendor, precision) if peaks is not None and result is not None else None
+    if measured is not None:
+        peak_flops = float(measured["value"])
+    estimate = (False if measured else bool(isinstance(peak, dict) and peak.get("estimate"))) if peak_flops else None
+    peak_measured = baselines.measured_source(measured, str(precision)) if measured else None
+    return peak_flops, estimate, peak_measured
+
+
+def _outcome_fields(outcome: CaseOutcome) -> dict[str, Any]:
+    """A summary record's fields that say how the case ended on its host."""
+    return dict(
+        case=outcome.case.label,  # the case, or a model entry's file name (docs/onnx_models.md)
+        framework=outcome.case.framework,
+        host=outcome.host,
+        noderank=outcome.noderank,
+        status=outcome.status,
+        failed_step=outcome.step,
+        error=outcome.error,
+        exit_code=outcome.exit_code,
+        wall_time_s=outcome.wall_time_s,
+        log_dir=str(outcome.local_dir),
+    )
+
+
+def _result_fields(outcome: CaseOutcome) -> dict[str, Any]:
+    """A summary record's fields taken as they are from the case's result.json (None without one)."""
+    result = outcome.result
+    fields: dict[str, Any] = {
+        name: getattr(result, name) if result is not None else None for _, name in FLAGPERF_FIELDS
+    }
+    return fields | dict(
+        verdict=result.verdict if result is not None and outcome.status == "success" else None,
+        accuracy_note=result.accuracy_note if result is not None else None,
+        ci95=result.ci95 if result is not None else None,  # the FlagPerf throughputs' intervals, by FlagPerf key
+        baseline=result.baseline if result is not None else None,
         best=result.best if result is not None else None,
         numeric=result.numeric if result is not None else None,
         audits=result.audits if result is not None else [],
-        llm=llm,
-        energy=record_energy(outcome, vendor),
     )
 
 
@@ -284,6 +308,20 @@ def _percentiles(latency: LatencyBlock | None) -> dict[str, float | None]:
 
 
 def markdown_table(records: list[SummaryRecord], memory_kind: str = "device memory") -> str:
+    lines = _headline_lines(records, memory_kind)
+    lines += _performance_lines(records)
+    lines += _precision_lines(records)
+    lines += llm_summary.markdown_lines(records)
+    lines += repetition_lines(records)
+    lines += baselines.markdown_lines(records)
+    lines += energy_lines(records)
+    lines += _mfu_lines(records)
+    lines += _verdict_lines(records)
+    return "\n".join(lines) + "\n"
+
+
+def _headline_lines(records: list[SummaryRecord], memory_kind: str) -> list[str]:
+    """The table of every case x host's headline figures."""
     header = (
         "| case | host | status | verdict | dtype | bs | infer core qps (samples/s) | infer whole qps (samples/s) | "
         "val core qps (samples/s) | p50 ms/batch | p90 ms/batch | p99 ms/batch | val acc | infer acc | "
@@ -311,6 +349,12 @@ def markdown_table(records: list[SummaryRecord], memory_kind: str = "device memo
             f"{_accuracy_cell(r.infer_average_acc, r.accuracy_note)} | "
             f"{memory} | {mfu} |"
         )
+    return lines
+
+
+def _performance_lines(records: list[SummaryRecord]) -> list[str]:
+    """The LoadGen-style performance rows, when any case measured them."""
+    lines: list[str] = []
     rows = [(r, row) for r in records for row in r.performance]
     if rows:
         lines += [
@@ -340,6 +384,12 @@ def markdown_table(records: list[SummaryRecord], memory_kind: str = "device memo
                 f"{_mfu_cell(row.mfu, r.mfu_is_estimate, row.mfu_note, r.peak_measured)} | "
                 f"{_verdict_cell(row.verdict)} |"
             )
+    return lines
+
+
+def _precision_lines(records: list[SummaryRecord]) -> list[str]:
+    """What ± means, and the precision each case asked, when any figure has one."""
+    lines: list[str] = []
     if any(r.ci95 or r.latency_ci95 or any(row.qps_ci95 for row in r.performance) for r in records):
         targets = ", ".join(
             f"{r.case} ±{r.precision_target:.0%}" for r in records if isinstance(r.precision_target, (int, float))
@@ -351,10 +401,12 @@ def markdown_table(records: list[SummaryRecord], memory_kind: str = "device memo
             "ran repetitions (then across them; the spread between runs is in the Repetitions table)."
             + (f" Precision asked: {targets}." if targets else ""),
         ]
-    lines += llm_summary.markdown_lines(records)
-    lines += repetition_lines(records)
-    lines += baselines.markdown_lines(records)
-    lines += energy_lines(records)
+    return lines
+
+
+def _mfu_lines(records: list[SummaryRecord]) -> list[str]:
+    """Where a peak is an estimate, and each measured peak's MFU note."""
+    lines: list[str] = []
     estimates = {r.peak_flops_source for r in records if r.mfu_is_estimate}
     if estimates:
         lines += [
@@ -368,6 +420,12 @@ def markdown_table(records: list[SummaryRecord], memory_kind: str = "device memo
     for r in records:
         if r.peak_measured and r.mfu_note:
             lines.append(f"- **{r.name} on {r.host}: MFU {r.mfu_note}**")
+    return lines
+
+
+def _verdict_lines(records: list[SummaryRecord]) -> list[str]:
+    """The INVALID results with their reasons, the checks not judged, and the failures."""
+    lines: list[str] = []
     invalid = [(r, r.verdict) for r in records if r.verdict is not None and not r.verdict.valid]
     if invalid:
         lines.append("")
@@ -385,7 +443,7 @@ def markdown_table(records: list[SummaryRecord], memory_kind: str = "device memo
         lines.append("")
         for r in failures:
             lines.append(f"- **{r.name} on {r.host}** {r.status} at step `{r.failed_step}`: {r.error}")
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def write_summary(

@@ -390,25 +390,7 @@ def timeline_plot(
     if not samples:
         return None
     t0 = min(s["timestamp"] for s in samples)
-    panels: list[tuple[str, list[tuple[list[dict], str, str]], dict[str, Any]]] = [
-        (
-            "utilisation %",
-            [(sys_samples, "cpu_percent", "system CPU %"), (vendor_samples, "utilization", "device utilisation %")],
-            {"range": [0, 105]},
-        ),
-        (
-            "memory (GiB)",
-            [
-                (sys_samples, "mem_used_gib", "system memory used"),
-                (vendor_samples, "mem_used_gib", "device memory used"),
-            ],
-            {"rangemode": "tozero"},
-        ),
-    ]
-    if any(_number(s.get("power_w")) for s in sys_samples + vendor_samples):
-        panels.append(
-            ("power (W)", [(sys_samples, "power_w", "package power"), (vendor_samples, "power_w", "device power")], {})
-        )
+    panels = _monitor_panels(sys_samples, vendor_samples)
     count, gap = len(panels), 0.05
     share = (1 - gap * (count - 1)) / count
     height = int(96 * (1.9 * count + 0.6)) + 60
@@ -443,6 +425,33 @@ def timeline_plot(
         shapes += _phase_shapes(spans, t0, suffix, legend=number == 1)
     layout["shapes"] = shapes
     return {"data": traces, "layout": layout}
+
+
+def _monitor_panels(
+    sys_samples: list[dict], vendor_samples: list[dict]
+) -> list[tuple[str, list[tuple[list[dict], str, str]], dict[str, Any]]]:
+    """The timeline's panels: (y axis title, its lines as (samples, key, name), the axis's range options);
+    power only where a monitor reads it."""
+    panels: list[tuple[str, list[tuple[list[dict], str, str]], dict[str, Any]]] = [
+        (
+            "utilisation %",
+            [(sys_samples, "cpu_percent", "system CPU %"), (vendor_samples, "utilization", "device utilisation %")],
+            {"range": [0, 105]},
+        ),
+        (
+            "memory (GiB)",
+            [
+                (sys_samples, "mem_used_gib", "system memory used"),
+                (vendor_samples, "mem_used_gib", "device memory used"),
+            ],
+            {"rangemode": "tozero"},
+        ),
+    ]
+    if any(_number(s.get("power_w")) for s in sys_samples + vendor_samples):
+        panels.append(
+            ("power (W)", [(sys_samples, "power_w", "package power"), (vendor_samples, "power_w", "device power")], {})
+        )
+    return panels
 
 
 def _monitor_traces(lines: list[tuple[list[dict], str, str]], t0: float, suffix: str) -> list[dict]:
