@@ -30,6 +30,9 @@ if __name__ == "__main__":
 
     for _sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(_sig, _stop_before_main)
+    # A launcher may start run.py with these signals blocked, so that a stop sent during the
+    # interpreter's own start-up waits for this handler instead of meeting Python's default.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
 
 import argparse
 
