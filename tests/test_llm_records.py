@@ -123,15 +123,15 @@ def test_the_recorded_llm_case_is_typed():
 @pytest.mark.parametrize(
     "spoil, message",
     [
-        (lambda llm: llm["table"][1].pop("verdict"), r"llm\.table\[1\]: no key 'verdict'"),
-        (lambda llm: llm["table"][0].pop("input_length"), r"llm\.table\[0\]: no key 'input_length'"),
-        (lambda llm: llm["table"][0].update(scenario="batchy"), r"llm\.table\[0\]: key 'scenario': unknown scenario"),
+        (lambda llm: llm["table"][1].pop("verdict"), r"llm: table\[1\]: no key 'verdict'"),
+        (lambda llm: llm["table"][0].pop("input_length"), r"llm: table\[0\]: no key 'input_length'"),
+        (lambda llm: llm["table"][0].update(scenario="batchy"), r"llm: table\[0\]: key 'scenario': unknown scenario"),
         (
             lambda llm: llm["server"].append({"scenario": "server", "verdict": {}}),
-            r"llm\.server\[0\]: no key 'target_qps'",
+            r"llm: server\[0\]: no key 'target_qps'",
         ),
         (lambda llm: llm.pop("table"), r": llm: no key 'table'"),
-        (lambda llm: llm.update(server=[3]), r"llm\.server\[0\]: not a JSON object"),
+        (lambda llm: llm.update(server=[3]), r"llm: server\[0\]: not a JSON object"),
     ],
 )
 def test_a_misshapen_llm_block_is_one_line_naming_the_file_and_key(tmp_path, spoil, message):
