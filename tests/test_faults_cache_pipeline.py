@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_pipeline import copy_tree
+from tests.infra.trees import copy_tree
 
 FAST = ["--set", "min_duration_s=0", "--set", "min_query_count=1", "--set", "audits=false"]
 COMPILE_ONLY = ["--set", "compile_only=true"]

@@ -11,7 +11,8 @@ import pytest
 
 from common.files import json_text
 from common.record import LLMBlock, LLMRow, RecordError, Verdict, read_result
-from tests.test_llm_units import FakeClock, SleepyEngine, _config
+from tests.infra.clocks import FakeClock
+from tests.infra.llm_rig import SleepyEngine, llm_config
 from tools.measure.llm import GenerationFigures, ModelShape
 from tools.measure.llm_stage import Limits, LLMReport, LLMWorkload, PromptSource, run_server, run_table
 
@@ -64,7 +65,7 @@ def _round_trip(row: LLMRow) -> dict:
 @pytest.fixture(scope="module")
 def rows() -> tuple[LLMRow, LLMRow]:
     """An offline cell and a server row as the stage builds them (engines with no delay / a fake clock)."""
-    config = _config(batch_sizes=[2], precision=10.0)
+    config = llm_config(batch_sizes=[2], precision=10.0)
     workload, limits = LLMWorkload.from_config(config), Limits.from_config(config)
     prompts = PromptSource(3, 50, 0)
     (cell,) = run_table(SleepyEngine(0.0, 0.0), SHAPE, prompts, workload, limits, ["engine says no"])

@@ -21,6 +21,8 @@ import torch
 from common.record import LatencyBlock, PerformanceRow, Verdict
 from common.scenario import SCENARIOS
 from common.stats import LatencyStats
+from tests.infra.clocks import MS
+from tests.infra.performance_rig import CONFIG, QUIET, scenario_run
 from tools.checks import audit
 from tools.checks.audit import AuditResult
 from tools.measure import scenarios
@@ -41,8 +43,6 @@ from tools.measure.stage import (
     row_record,
 )
 from tools.measure.verdict import contention_not_judged
-
-MS = 1_000_000
 
 
 def test_constants():
@@ -183,30 +183,6 @@ def test_make_pool_respects_memory_and_is_contiguous():
     assert len(make_pool(samples, 2, 3 * per_batch - 1)) == 2
     assert len(make_pool(samples, 2, 1)) == 1  # at least one batch, whatever the memory
     assert all(t.is_contiguous() for batch in make_pool(samples, 2, 1e9) for t in batch)
-
-
-# ---- judging rows -------------------------------------------------------------------------------
-def scenario_run(scenario, queries, latency_ns=MS, bs=2, duration_s=None, target=None):
-    completions = [latency_ns * (k + 1) for k in range(queries)]
-    duration = queries * latency_ns / 1e9 if duration_s is None else duration_s
-    return ScenarioRun(
-        scenario,
-        bs,
-        1,
-        queries,
-        queries * bs,
-        duration,
-        [latency_ns] * queries,
-        completions,
-        0.0,
-        "minimums met",
-        target_qps=target,
-        issued_qps=(target and target * 0.9),
-    )
-
-
-CONFIG = SimpleNamespace(min_query_count=24, min_duration_s=0.0, contention_limit=0.1, latency_bound_ms=5.0)
-QUIET = ContentionReading(0.0, 2, 1.0, None)
 
 
 def judge(run, contention=QUIET, config=CONFIG, bound=None):

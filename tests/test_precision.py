@@ -572,7 +572,7 @@ def _sleeping_loader():
 
 
 def _fake_forward(monkeypatch):
-    """timed_forward on a fake clock (tests/test_forward_mutants.py's Rig): an engine's "time"
+    """timed_forward on a fake clock (tests/infra/loop_rig.py's Rig): an engine's "time"
     is what it adds to ``rig.now``, so what a window measures is known before it runs."""
     from tests.test_forward_mutants import Rig
 
