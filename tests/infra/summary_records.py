@@ -7,15 +7,22 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from common.record import LatencyBlock, Verdict
+from common.record import LatencyBlock, PerformanceRow, Verdict
 from common.summary_record import SummaryRecord, SummaryRow
 
 
-def summary_row(batch_size: int, scenario: str, clients: int, **figures: Any) -> SummaryRow:
-    """A host's performance row: its identity and ``figures`` (the fields), every other figure as a row
-    that leaves it out reads (not measured; no intervals)."""
+def typed_row(
+    batch_size: int, scenario: str, clients: int, kind: type[PerformanceRow] = PerformanceRow, **figures: Any
+):
+    """A performance row of ``kind``: its identity and ``figures`` (the fields), every other figure as
+    a row that leaves it out reads (not measured)."""
     identity = {"batch_size": batch_size, "scenario": scenario, "clients": clients, "verdict": {}}
-    return replace(SummaryRow.from_json(identity), **figures)
+    return replace(kind.from_json(identity), **figures)
+
+
+def summary_row(batch_size: int, scenario: str, clients: int, **figures: Any) -> SummaryRow:
+    """A host's summary row (no intervals unless given)."""
+    return typed_row(batch_size, scenario, clients, SummaryRow, **figures)
 
 
 def records() -> list[SummaryRecord]:
