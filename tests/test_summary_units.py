@@ -20,7 +20,8 @@ import pytest
 
 from common import record as result_record
 from common.record import CaseResult, LatencyBlock
-from tests.infra.summary_records import records
+from common.summary_record import SummaryRecord
+from tests.infra.summary_records import records as summary_records
 from tests.result_records import performance_row, phase_block, result_json
 from utils.executors.base import CaseOutcome
 from utils.host_config import CaseSpec
@@ -284,11 +285,11 @@ Measure this host's peaks with `run.py --cases base`: later runs here then take 
 
 
 def test_markdown_table_every_cell():
-    assert markdown_table(records(), "HBM") == EXPECTED_TABLE
+    assert markdown_table(summary_records(), "HBM") == EXPECTED_TABLE
 
 
 def test_markdown_table_minimal():
-    only = replace(records()[1], mfu_is_estimate=None)
+    only = replace(summary_records()[1], mfu_is_estimate=None)
     assert markdown_table([only]) == "\n".join(EXPECTED_TABLE.replace("HBM", "device memory").splitlines()[:2]) + (
         "\n| digits:pytorch | h2 | success | valid | fp32 | 16 | 2000.00 | - | 1500.50 | - | - | - | "
         "n/a (random weights) | n/a (random weights) | - | n/a (peak unknown) |\n"
@@ -297,7 +298,7 @@ def test_markdown_table_minimal():
 
 def test_cells_of_a_measured_row_without_estimate_or_p50():
     record = replace(
-        records()[1],
+        summary_records()[1],
         mfu=0.5,
         mfu_is_estimate=False,
         accuracy_note=None,
@@ -322,7 +323,7 @@ def test_write_summary_files(tmp_path):
     )
     started = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
     before = datetime.now(timezone.utc).replace(microsecond=0)
-    json_path, md_path = write_summary(tmp_path, "run42", host_config, records(), started)
+    json_path, md_path = write_summary(tmp_path, "run42", host_config, summary_records(), started)
     assert (json_path, md_path) == (tmp_path / "summary.json", tmp_path / "summary.md")
     data = json.loads(json_path.read_text())
     finished = datetime.fromisoformat(data.pop("finished_at"))
@@ -337,7 +338,7 @@ def test_write_summary_files(tmp_path):
         "succeeded": 2,
         "failed": 1,
         "invalid": 1,
-        "results": [r.to_json() for r in records()],  # every key, in summary.json's order
+        "results": [r.to_json() for r in summary_records()],  # every key, in summary.json's order
         "aggregates": [],
     }
     assert md_path.read_text(encoding="utf-8") == (
@@ -346,6 +347,16 @@ def test_write_summary_files(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["summary.json", "summary.md"]
     other = tmp_path / "other"
     other.mkdir()
-    write_summary(other, "r", host_config, records()[:1], started)
+    write_summary(other, "r", host_config, summary_records()[:1], started)
     counts = json.loads((other / "summary.json").read_text())
     assert (counts["succeeded"], counts["failed"], counts["invalid"]) == (1, 0, 1)
+
+
+# summary.json's records as JSON, for tests/test_vllm_vendor.py, which imports them from here (its own
+# owner moves that import to tests/infra/summary_records.py).
+def records() -> list[dict]:
+    return [record.to_json() for record in summary_records()]
+
+
+def typed(records: list[dict]) -> list[SummaryRecord]:
+    return [SummaryRecord.from_json(r) for r in records]
