@@ -25,9 +25,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import copy_inference_tree
+from tests.infra.run_inference import ended
+from tests.infra.run_py import host_yaml
 from tests.measure_config import CHEAP_SET
-from tests.test_faults_cache_pipeline import ended
-from tests.test_faults_config_run import host_yaml
 
 # From 0.15 s: before the interpreter has run run.py's first line (20-30 ms on a quiet machine) a stop
 # meets Python's own start-up and its default action (exit -2 or -15, nothing printed, nothing opened).
