@@ -34,6 +34,7 @@ from typing import Any, Callable, ClassVar, Final, Iterable, Literal, Self, data
 Json = dict[str, Any]
 
 _NUMBER: Final = (int, float)
+_PLAIN: Final = frozenset({int, float, str, bool, dict, list})
 _NAMES: Final = {str: "a string", int: "an integer", bool: "true or false", list: "a list", dict: "a JSON object"}
 
 
@@ -385,6 +386,8 @@ def encode(record: Any) -> Json:
 
 def json_value(value: Any) -> Any:
     """A value as JSON: a nested record as its own JSON, a tuple as a list, anything else as it is."""
+    if value is None or type(value) in _PLAIN:  # most values: no lookup of a to_json they cannot have
+        return value
     if isinstance(value, tuple):
         return [json_value(v) for v in value]
     if isinstance(value, Record):

@@ -7,6 +7,7 @@ The container side writes them (``tools/results/result.py``); the host side read
 
 from __future__ import annotations
 
+import functools
 import random
 from dataclasses import fields
 from pathlib import Path
@@ -176,11 +177,17 @@ def _scenario_check(name: Any) -> str | None:
     return None
 
 
-def _scheduled(data: Json) -> bool:
-    """Whether ``data`` (a row whose scenario was read first) is a server row."""
+@functools.cache
+def _is_scheduled(name: str) -> bool:
+    """Whether scenario ``name`` schedules its requests (a server row); asked per key when a row is written."""
     from common.scenario import scenario
 
-    return scenario(data["scenario"]).scheduled
+    return scenario(name).scheduled
+
+
+def _scheduled(data: Json) -> bool:
+    """Whether ``data`` (a row whose scenario was read first) is a server row."""
+    return _is_scheduled(data["scenario"])
 
 
 def _offline(data: Json) -> bool:
@@ -254,9 +261,7 @@ class LLMRow(Record, where="llm row"):
     @property
     def scheduled(self) -> bool:
         """A server row (requests on a Poisson schedule at ``target_qps``), not an offline cell."""
-        from common.scenario import scenario
-
-        return scenario(self.scenario).scheduled
+        return _is_scheduled(self.scenario)
 
     @property
     def label(self) -> str:
