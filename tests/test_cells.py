@@ -5,12 +5,14 @@ a figure not measured stays ``-`` or its ``n/a (reason)``."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from common.cells import NO_INTERVAL, figure_cell, fmt, interval_text
-from common.record import LLMRow
-from common.summary_record import SummaryLLMRow
-from tests.test_summary_units import records, typed
+from common.record import LatencyBlock, LLMRow, Verdict
+from common.summary_record import Repetitions, SummaryLLMRow
+from tests.infra.summary_records import records, summary_row
 from utils.results import baselines, llm_summary
 from utils.results.report.sections import performance_table, summary_rows
 from utils.results.summary import markdown_table, percentile_cell
@@ -46,52 +48,36 @@ def test_percentile_cell_is_the_same_rendering():
 
 # ---- every table that shows a throughput ------------------------------------------------------------
 def record(**changes):
-    """test_summary_units' first record, valid, its intervals in the three states."""
-    base = {
-        **records()[0],
-        "verdict": {"valid": True, "reasons": []},
-        "precision": "fp32",
-        "ci95": {
-            "*p_inference_core(qps)": None,
-            "p_inference_whole(qps)": [99.0, 101.0],
-            "p_validation_core(qps)": None,
-        },
-        "latency_ms": {"p50": 1.5, "p90": None, "p99": None},
-        "latency_ci95": {"p50": None},
-        "performance": [
-            {
-                "batch_size": 8,
-                "scenario": "offline",
-                "clients": 1,
-                "qps": 50.5,
-                "qps_ci95": None,
-                "queries": 12,
-                "latency_ms": {"p50": 2.0, "p90": None, "p99": None},
-                "latency_ci95": {"p50": [1.98, 2.02]},
-                "target_qps": None,
-                "latency_bound_met": None,
-                "MFU": None,
-                "verdict": {"valid": True, "reasons": []},
-            }
-        ],
-    }
-    return {**base, **changes}
+    """tests/infra/summary_records.py's first record, valid, its intervals in the three states."""
+    row = summary_row(
+        8, "offline", 1, qps=50.5, queries=12, latency_ms=LatencyBlock(p50=2.0), latency_ci95={"p50": [1.98, 2.02]}
+    )
+    base = replace(
+        records()[0],
+        verdict=Verdict(),
+        precision="fp32",
+        ci95={"*p_inference_core(qps)": None, "p_inference_whole(qps)": [99.0, 101.0], "p_validation_core(qps)": None},
+        latency_ms=LatencyBlock(p50=1.5),
+        latency_ci95={"p50": None},
+        performance=(row,),
+    )
+    return replace(base, **changes)
 
 
 def test_summary_md_shows_a_throughput_without_its_interval_as_plus_minus_n_a():
-    table = markdown_table(typed([record()]))
+    table = markdown_table([record()])
     # core qps measured, interval refused; whole qps with its interval; val qps not measured at all
     assert "| success | valid | fp32 | 8 | 123.46 ± n/a | 100.00 ±1.0% | - | 1.50 ± n/a | n/a (<64 queries) |" in table
     assert "| 8 | offline | 1 | 50.50 ± n/a | 2.00 ±1.0% | n/a (<64 queries) | n/a (<662 queries) | 12 |" in table
-    older = markdown_table(typed([record(ci95={}, latency_ci95={})]))  # a result from before intervals: bare figures
+    older = markdown_table([record(ci95={}, latency_ci95={})])  # a result from before intervals: bare figures
     assert "| 8 | 123.46 | 100.00 | - | 1.50 | n/a (<64 queries) |" in older
 
 
 def test_the_report_shows_the_same_cells_as_summary_md():
-    (row,) = summary_rows(typed([record()]))
+    (row,) = summary_rows([record()])
     assert (row["core_qps"], row["whole_qps"], row["val_qps"]) == ("123.46 ± n/a", "100.00 ±1.0%", "-")
     assert (row["p50"], row["p90"]) == ("1.50 ± n/a", "n/a (<64 queries)")
-    (perf,) = performance_table(typed([record()])[0].performance)
+    (perf,) = performance_table(record().performance)
     assert (perf["qps"], perf["p50"], perf["p90"]) == ("50.50 ± n/a", "2.00 ±1.0%", "n/a (<64 queries)")
 
 
@@ -120,10 +106,10 @@ def typed_llm(row: dict) -> SummaryLLMRow:
 
 
 def test_the_llm_table_shows_tokens_per_s_and_ttft_without_an_interval_as_plus_minus_n_a():
-    line = llm_summary._row_line(typed([record()])[0], typed_llm(llm_row()), None)
+    line = llm_summary._row_line(record(), typed_llm(llm_row()), None)
     assert "| 14.44 ± n/a | 0.04 ±5% | n/a | 275.2 ± n/a | 68.8 | 1114.7 |" in line
     line = llm_summary._row_line(
-        typed([record()])[0],
+        record(),
         typed_llm(llm_row(output_tokens_per_s_ci95=[261.44, 288.96], ttft_ms={"p50": 14.44, "ci95": {}})),
         None,
     )
@@ -150,7 +136,7 @@ def test_a_repetition_whose_window_had_no_interval_reads_plus_minus_n_a():
     figure = {"row": "inference", "figure": "core qps", "values": [100.0, 121.0], "intervals": [[98.0, 102.0], None]}
     figure.update(geomean=110.0, ci95=[100.0, 120.0], spread=0.1, valid=[True, True])
     block = {"count": 2, "log_dirs": ["a", "b"], "wall_time_s": [1.0, 1.0], "figures": [figure]}
-    lines = repetition_lines(typed([record(repetitions=block)]))
+    lines = repetition_lines([record(repetitions=Repetitions.from_json(block))])
     assert lines[-1] == (
         "| resnet50:pytorch | h1 | inference | core qps | 2 | 110.00 | ±9.1% | 10.0% | 100.00 ±2.0%, 121.00 ± n/a |"
     )

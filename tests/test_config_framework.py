@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from common.errors import ConfigError
-from tests.test_config_keys import BASE
+from tests.infra.case_config import BASE
 from tools.config import load_case_config
 
 

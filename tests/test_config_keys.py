@@ -17,6 +17,7 @@ import pytest
 from common.errors import ConfigError
 from common.values import bounded, one_or_list, optional
 from tests.conftest import TYPED_CASE_CONFIG as TYPED
+from tests.infra.case_config import BASE
 from tools.checks.numeric import tolerances_for
 from tools.config import CaseConfig, load_case_config, parse_overrides
 
@@ -400,20 +401,6 @@ def test_parse_overrides_refuses(items, message):
     with pytest.raises(ConfigError) as info:
         parse_overrides(items)
     assert str(info.value) == message
-
-
-BASE = """
-batch_size: 8
-input_size: null
-fp16: false
-compiler: onnxruntime
-num_workers: 0
-log_freq: 10
-repeat: 1
-no_validation: false
-exist_onnx_path: null
-exist_compiler_path: null
-"""
 
 
 @pytest.fixture

@@ -27,7 +27,7 @@ from common.scenario import SCENARIOS
 from common.values import MAX_NAME, MAX_PATH, MAX_PATH_PART, MAX_TEXT, one_or_list, positive_int
 from common.yamlio import YamlTooLarge
 from tests.conftest import TYPED_CASE_CONFIG as TYPED
-from tests.test_config_keys import BASE
+from tests.infra.case_config import BASE
 from tools.config import (
     CaseConfig,
     check_choice,

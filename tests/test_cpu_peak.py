@@ -7,7 +7,6 @@ FLOP/cycle figure of docs/cpu_peak_flops.md, so a wrong table entry (Zen 4 at
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
@@ -16,47 +15,10 @@ import pytest
 from docker_images.cpu import cpu_analysis
 from docker_images.cpu.cpu_analysis import analysis_log, identify, peak_flops
 from docker_images.cpu.cpu_monitor import cgroup_cpu_limit, cpu_description, parse_cpuinfo, physical_cores, simd_summary
+from tests.infra.cpu_monitor import AVX2, AVX512, ZEN4_EPYC, cpu_record, write_monitor_log
 
-
-def _cpu(vendor, family, model, name, flags, mhz, cores, **extra) -> dict:
-    """A CPU description as cpu_monitor.cpu_description records it."""
-    flag_set = set(flags)
-    return {
-        "device": name,
-        "model_name": name,
-        "vendor_id": vendor,
-        "cpu_family": family,
-        "model": model,
-        "cpu_flags": list(flags),
-        "simd": simd_summary(flag_set),
-        "mhz": mhz,
-        "mhz_source": "cpufreq_max",
-        "logical_cpus": cores * 2,
-        "cores": cores,
-        "cgroup_cpus": None,
-        **extra,
-    }
-
-
-def _write_log(path: Path, description: dict, used=(1.5, 3.25, 2.0), total=16.0) -> str:
-    """A monitor JSONL file of three samples, plus an error record and a line cut short."""
-    lines = [
-        json.dumps(
-            {"timestamp": 1.0 + i, **description, "utilization": 50.0, "mem_used_gib": u, "mem_total_gib": total}
-        )
-        for i, u in enumerate(used)
-    ]
-    lines.insert(1, json.dumps({"timestamp": 1.5, "error": "OSError: boom"}))
-    path.write_text("\n".join(lines) + '\n{"timestamp": 9, "mem_us', encoding="utf-8")
-    return str(path)
-
-
-AVX512 = ("sse", "sse2", "avx", "avx2", "fma", "avx512f")
-AVX2 = ("sse", "sse2", "avx", "avx2", "fma")
-
-ZEN4_EPYC = _cpu("AuthenticAMD", 25, 0x11, "AMD EPYC 9654 96-Core Processor", AVX512 + ("avx512_bf16",), 3000.0, 2)
-ZEN5_EPYC = _cpu("AuthenticAMD", 26, 0x02, "AMD EPYC 9655 96-Core Processor", AVX512, 2500.0, 4)
-SAPPHIRE_RAPIDS = _cpu(
+ZEN5_EPYC = cpu_record("AuthenticAMD", 26, 0x02, "AMD EPYC 9655 96-Core Processor", AVX512, 2500.0, 4)
+SAPPHIRE_RAPIDS = cpu_record(
     "GenuineIntel",
     6,
     0x8F,
@@ -65,14 +27,14 @@ SAPPHIRE_RAPIDS = _cpu(
     2000.0,
     8,
 )
-XEON_SILVER_CASCADE_LAKE = _cpu(
+XEON_SILVER_CASCADE_LAKE = cpu_record(
     "GenuineIntel", 6, 0x55, "Intel(R) Xeon(R) Silver 4210R CPU @ 2.40GHz", AVX512, 2400.0, 10
 )
-HASWELL = _cpu("GenuineIntel", 6, 0x3F, "Intel(R) Xeon(R) CPU E5-2680 v3 @ 2.50GHz", AVX2, 2500.0, 12)
+HASWELL = cpu_record("GenuineIntel", 6, 0x3F, "Intel(R) Xeon(R) CPU E5-2680 v3 @ 2.50GHz", AVX2, 2500.0, 12)
 
 
 def test_zen4_epyc_is_32_flop_per_cycle_not_64(tmp_path):
-    used, total, peak = analysis_log(_write_log(tmp_path / "cpu_monitor.jsonl", ZEN4_EPYC))
+    used, total, peak = analysis_log(write_monitor_log(tmp_path / "cpu_monitor.jsonl", ZEN4_EPYC))
     assert (used, total) == (3.25, 16.0)
     assert peak["fp32"] == 2 * 3000e6 * 32 == 1.92e11
     assert peak["fp16"] == 1.92e11  # no AVX512-FP16 on Zen 4
@@ -84,7 +46,7 @@ def test_zen4_epyc_is_32_flop_per_cycle_not_64(tmp_path):
 
 
 def test_zen5_server_has_the_full_512_bit_datapath(tmp_path):
-    _, _, peak = analysis_log(_write_log(tmp_path / "m.jsonl", ZEN5_EPYC))
+    _, _, peak = analysis_log(write_monitor_log(tmp_path / "m.jsonl", ZEN5_EPYC))
     assert peak["fp32"] == 4 * 2500e6 * 64 == 6.4e11
     assert peak["microarchitecture"] == "zen5"
     assert peak["estimate"] is True
@@ -100,13 +62,13 @@ def test_zen5_server_has_the_full_512_bit_datapath(tmp_path):
     ],
 )
 def test_zen5_mobile_apus_use_the_256_bit_datapath(name, model, expected_arch, flop_per_cycle):
-    peak = peak_flops(_cpu("AuthenticAMD", 26, model, name, AVX512, 4000.0, 8))
+    peak = peak_flops(cpu_record("AuthenticAMD", 26, model, name, AVX512, 4000.0, 8))
     assert peak["microarchitecture"] == expected_arch
     assert peak["fp32"] == 8 * 4000e6 * flop_per_cycle
 
 
 def test_sapphire_rapids_platinum_two_fma_units_and_fp16_at_twice_the_rate(tmp_path):
-    _, _, peak = analysis_log(_write_log(tmp_path / "m.jsonl", SAPPHIRE_RAPIDS))
+    _, _, peak = analysis_log(write_monitor_log(tmp_path / "m.jsonl", SAPPHIRE_RAPIDS))
     assert peak["fp32"] == 8 * 2000e6 * 64 == 1.024e12
     assert peak["fp16"] == 8 * 2000e6 * 128 == 2.048e12
     assert peak["microarchitecture"] == "intel_avx512_2fma"
@@ -114,7 +76,7 @@ def test_sapphire_rapids_platinum_two_fma_units_and_fp16_at_twice_the_rate(tmp_p
 
 
 def test_cascade_lake_xeon_silver_has_one_avx512_fma_unit(tmp_path):
-    _, _, peak = analysis_log(_write_log(tmp_path / "m.jsonl", XEON_SILVER_CASCADE_LAKE))
+    _, _, peak = analysis_log(write_monitor_log(tmp_path / "m.jsonl", XEON_SILVER_CASCADE_LAKE))
     assert peak["fp32"] == 10 * 2400e6 * 32 == 7.68e11
     assert peak["microarchitecture"] == "intel_avx512_1fma"
     assert "heuristic" in peak["source"]
@@ -135,12 +97,12 @@ def test_cascade_lake_xeon_silver_has_one_avx512_fma_unit(tmp_path):
     ],
 )
 def test_intel_avx512_fma_unit_count_by_model_and_name(name, model, flop_per_cycle):
-    peak = peak_flops(_cpu("GenuineIntel", 6, model, name, AVX512, 1000.0, 1))
+    peak = peak_flops(cpu_record("GenuineIntel", 6, model, name, AVX512, 1000.0, 1))
     assert peak["fp32"] == 1 * 1000e6 * flop_per_cycle
 
 
 def test_haswell_avx2_fma(tmp_path):
-    _, _, peak = analysis_log(_write_log(tmp_path / "m.jsonl", HASWELL))
+    _, _, peak = analysis_log(write_monitor_log(tmp_path / "m.jsonl", HASWELL))
     assert peak["fp32"] == 12 * 2500e6 * 32 == 9.6e11
     assert peak["microarchitecture"] == "intel_avx2"
 
@@ -161,7 +123,7 @@ def test_haswell_avx2_fma(tmp_path):
     ],
 )
 def test_table_by_family_and_model(vendor, family, model, flags, expected_arch, flop_per_cycle):
-    peak = peak_flops(_cpu(vendor, family, model, "x", flags, 2000.0, 3))
+    peak = peak_flops(cpu_record(vendor, family, model, "x", flags, 2000.0, 3))
     assert peak["microarchitecture"] == expected_arch
     assert peak["fp32"] == 3 * 2000e6 * flop_per_cycle
     assert ("generic" in peak["source"]) == expected_arch.startswith("generic")
@@ -169,7 +131,7 @@ def test_table_by_family_and_model(vendor, family, model, flags, expected_arch, 
 
 def test_old_monitor_log_without_identity_keys_falls_back_to_simd(tmp_path):
     old = {"device": "Intel(R) Xeon(R) Gold 6230", "mhz": 2000.0, "cores": 4, "simd": "avx512f"}
-    used, total, peak = analysis_log(_write_log(tmp_path / "old.jsonl", old, used=(1.0, 2.0, 0.5), total=8.0))
+    used, total, peak = analysis_log(write_monitor_log(tmp_path / "old.jsonl", old, used=(1.0, 2.0, 0.5), total=8.0))
     assert (used, total) == (2.0, 8.0)
     assert peak["fp32"] == peak["fp16"] == 4 * 2000e6 * 64 == 5.12e11
     assert peak["microarchitecture"] == "generic_avx512f"
@@ -180,7 +142,7 @@ def test_old_monitor_log_without_identity_keys_falls_back_to_simd(tmp_path):
 
 
 def test_arm_description_without_vendor_is_generic_neon():
-    arm = _cpu(None, None, None, "unknown", ("asimd", "asimdhp"), 2600.0, 4)
+    arm = cpu_record(None, None, None, "unknown", ("asimd", "asimdhp"), 2600.0, 4)
     peak = peak_flops(arm)
     assert peak["microarchitecture"] == "generic_asimd"
     assert peak["fp32"] == 4 * 2600e6 * 32
@@ -197,7 +159,7 @@ def test_cgroup_quota_caps_the_cores_and_nominal_clock_is_flagged():
 
 
 def test_unknown_clock_or_cores_gives_memory_but_no_peak(tmp_path, caplog_loguru):
-    used, total, peak = analysis_log(_write_log(tmp_path / "m.jsonl", {**ZEN4_EPYC, "mhz": None}))
+    used, total, peak = analysis_log(write_monitor_log(tmp_path / "m.jsonl", {**ZEN4_EPYC, "mhz": None}))
     assert (used, total, peak) == (3.25, 16.0, None)
     assert any("clock or core count unknown" in r["message"] for r in caplog_loguru)
     assert peak_flops({**ZEN4_EPYC, "cores": 0}) is None

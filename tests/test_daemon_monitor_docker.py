@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import copy_inference_tree
+from tests.infra.monitors import install_flagperf_monitor
 from tests.test_docker_local import local_workdir, run_py, summary_of, write_local_yaml  # noqa: F401 - fixture
-from tests.test_lifecycle_faults import FLAGPERF_ANALYSIS, FLAGPERF_MONITOR
 from tests.test_orchestration_docker import assert_nothing_left, digits_data, docker_client, wheels_dir  # noqa: F401 - fixtures
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -21,8 +21,7 @@ def test_flagperf_daemon_monitor_runs_unmodified_in_its_container(
     tmp_path, digits_data, local_workdir, wheels_dir, docker_client
 ):  # noqa: F811
     perf = copy_inference_tree(tmp_path / "inference")
-    (perf / "docker_images" / "cpu" / "cpu_monitor.py").write_text(FLAGPERF_MONITOR)
-    (perf / "docker_images" / "cpu" / "cpu_analysis.py").write_text(FLAGPERF_ANALYSIS)
+    install_flagperf_monitor(perf)
     config = write_local_yaml(tmp_path, digits_data, local_workdir, wheels_dir, FLAGPERF_PATH=str(perf))
     code, out = run_py(config, perf)
     assert code in (0, 3), out[-4000:]

@@ -13,7 +13,8 @@ import pytest
 import yaml
 
 from common.errors import ConfigError
-from tests.test_faults_config_units import INFERENCE, host_fields
+from tests.conftest import INFERENCE
+from tests.infra.host_config import host_fields
 
 # A minimal executor, as a new module would be: it "runs" a case by writing its result.json.
 FAKE_MODULE = """

@@ -9,110 +9,30 @@ no result.json and nothing left behind."""
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
 import shutil
 import signal
 import stat
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.test_pipeline import copy_tree
-
-FAST = ["--set", "min_duration_s=0", "--set", "min_query_count=1", "--set", "audits=false"]
-COMPILE_ONLY = ["--set", "compile_only=true"]
-
-
-def ended(proc: subprocess.Popen, timeout: float = 60) -> tuple[str, str]:
-    """``proc``'s output once it has ended; one that does not end within ``timeout`` is made to print
-    every thread's stack (SIGABRT: start it with PYTHONFAULTHANDLER=1), and the test fails with them,
-    leaving nothing running (a CI run's hung run_inference.py outlived its test)."""
-    try:
-        return proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.send_signal(signal.SIGABRT)
-        try:
-            out, err = proc.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            out, err = proc.communicate()
-        pytest.fail(f"{proc.args[1]} did not end within {timeout} s of its signal; its threads:\n{(out + err)[-6000:]}")
-
-
-def command(perf: Path, data: Path, log: Path, *extra: str, case: str = "digits") -> list[str]:
-    return [
-        sys.executable,
-        "run_inference.py",
-        "--perf_dir",
-        str(perf),
-        "--data_dir",
-        str(data),
-        "--log_dir",
-        str(log),
-        "--vendor",
-        "cpu",
-        "--case",
-        case,
-        "--framework",
-        "pytorch",
-        *extra,
-    ]
-
-
-def run(perf: Path, data: Path, log: Path, *extra: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        command(perf, data, log, *extra), cwd=perf, capture_output=True, text=True, timeout=300, env=env
-    )
-
-
-def strict_json(path: Path):
-    def refuse(name):
-        raise ValueError(f"{path}: non-standard JSON constant {name}")
-
-    return json.loads(path.read_text(encoding="utf-8"), parse_constant=refuse)
-
-
-def errors(proc) -> list[str]:
-    return [line for line in proc.stdout.splitlines() if "| ERROR" in line]
-
-
-def assert_clean_failure(proc, log: Path, code: int, *needles: str) -> dict:
-    """One ERROR line with every needle, the exit status, failure.json, no result, no traceback."""
-    output = proc.stdout + proc.stderr
-    assert proc.returncode == code, output[-3000:]
-    assert "Traceback" not in output and "Logging error" not in output, output[-3000:]
-    lines = errors(proc)
-    assert len(lines) == 1, output[-3000:]
-    for needle in needles:
-        assert needle in lines[0], lines[0]
-    assert not (log / "result.json").exists() and not (log / "latencies.npz").exists()
-    failure = strict_json(log / "failure.json")
-    assert failure["exit_code"] == code and all(n in failure["error"] for n in needles), failure
-    return failure
-
-
-def temps(directory: Path) -> list[str]:
-    return sorted(p.name for p in directory.iterdir() if p.name.startswith(".") and p.name.endswith(".tmp"))
-
-
-@contextlib.contextmanager
-def tmpfs(path: Path, size: str, read_only: bool = False):
-    """A real tmpfs at ``path`` (root only); the test is skipped, saying why, where mounting is impossible."""
-    path.mkdir(parents=True, exist_ok=True)
-    options = f"size={size}" + (",ro" if read_only else "")
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)], capture_output=True, text=True)
-    if proc.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here (needs root and CAP_SYS_ADMIN): {proc.stderr.strip()}")
-    try:
-        yield path
-    finally:
-        if subprocess.run(["umount", str(path)], capture_output=True).returncode != 0:
-            subprocess.run(["umount", "-l", str(path)], capture_output=True)
+from tests.infra.run_inference import (
+    COMPILE_ONLY,
+    FAST,
+    SLOW_IMPORT,
+    assert_clean_failure,
+    command,
+    deferring_import,
+    ended,
+    run,
+    strict_json,
+    temps,
+    tmpfs,
+)
+from tests.infra.trees import copy_tree
 
 
 @pytest.fixture(scope="session")
@@ -256,26 +176,6 @@ def test_sigkill_during_export_leaves_a_temp_that_the_next_run_removes(tree, dig
     assert temps(onnxs) == []
 
 
-_SLOW_IMPORT = '''
-import importlib.abc, os, sys, time
-
-class _Slow(importlib.abc.MetaPathFinder):
-    """Holds 'import onnxruntime' open, then turns Ctrl-C into ImportError as pybind11's module init does."""
-    def find_spec(self, name, path=None, target=None):
-        if name != "onnxruntime":
-            return None
-        sys.meta_path.remove(self)
-        open(os.environ["IMPORT_MARKER"], "w").close()
-        try:
-            time.sleep(60)
-        except KeyboardInterrupt:
-            raise ImportError("initialization failed")
-        return None
-
-sys.meta_path.insert(0, _Slow())
-'''
-
-
 def sigint_inside_a_hooked_import(tree, digits_dir, tmp_path, hook_source: str, module: str, **env: str):
     """run_inference.py on digits with ``hook_source`` as its sitecustomize (an import hook that writes
     IMPORT_MARKER once ``module``'s import is under way), SIGINT once it has; its completed process."""
@@ -310,40 +210,10 @@ def sigint_inside_a_hooked_import(tree, digits_dir, tmp_path, hook_source: str, 
 
 def test_sigint_while_onnxruntime_imports_exits_130_and_never_blames_the_package(tree, digits_dir, tmp_path):
     """A hung import: the stop waits IMPORT_GRACE_S for it, then cuts it short."""
-    done = sigint_inside_a_hooked_import(tree, digits_dir, tmp_path, _SLOW_IMPORT, "onnxruntime")
+    done = sigint_inside_a_hooked_import(tree, digits_dir, tmp_path, SLOW_IMPORT, "onnxruntime")
     assert "needs the onnxruntime package" not in done.stdout + done.stderr
     failure = assert_clean_failure(done, tmp_path / "log", 130, "interrupted by SIGINT")
     assert failure["step"] == "init"
-
-
-def deferring_import(module: str) -> str:
-    """The source of an import hook (a sitecustomize) that holds ``import <module>`` open until the
-    process has deferred a stop (its look-again timer is armed: common/stop_signals.py), writing
-    DEFERRED_MARKER then, and lets the import go on. Ctrl-C raised inside it is printed and turned
-    into ImportError, as an extension's initialisation meets it: pybind11's (onnxruntime's) prints
-    it, torch's C++ aborted the process (SIGABRT, a CI run)."""
-    return f"""
-import importlib.abc, os, signal, sys, time, traceback
-
-class _Deferring(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path=None, target=None):
-        if name != {module!r}:
-            return None
-        sys.meta_path.remove(self)
-        open(os.environ["IMPORT_MARKER"], "w").close()
-        try:
-            for _ in range(6000):
-                if signal.getitimer(signal.ITIMER_REAL)[0] > 0:
-                    open(os.environ["DEFERRED_MARKER"], "w").close()
-                    break
-                time.sleep(0.01)
-        except KeyboardInterrupt:
-            traceback.print_exc()
-            raise ImportError("initialization failed")
-        return None
-
-sys.meta_path.insert(0, _Deferring())
-"""
 
 
 def test_sigint_inside_the_torch_import_waits_for_its_end_then_exits_130(tree, digits_dir, tmp_path):

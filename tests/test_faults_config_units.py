@@ -21,6 +21,7 @@ import yaml
 from common.errors import ConfigError, shown
 from common.yamlio import MAX_DEPTH, MAX_VALUES, YamlTooLarge, load_yaml_mapping, load_yaml_value
 from tests.conftest import TYPED_CASE_CONFIG as TYPED
+from tests.infra.host_config import host_fields
 from tools.config import expr
 from tools.config.expr import parse_number
 
@@ -227,36 +228,6 @@ def test_shown_bounds_long_values_without_building_them():
 
 
 # ---- utils/host_config.py -----------------------------------------------------------------------
-
-
-def host_fields(tmp_path: Path, **overrides) -> dict:
-    fields = dict(
-        path=tmp_path / "host.yaml",
-        flagperf_path=INFERENCE,
-        log_path=tmp_path / "result",
-        vendor="cpu",
-        log_level="INFO",
-        mode="local",
-        hosts=["127.0.0.1"],
-        cases={"digits:pytorch": "/data"},
-        shm_size="1G",
-        container_opt="",
-        pip_source=None,
-        clear_caches=False,
-        visible_device_env=None,
-        ssh_user="bench",
-        ssh_key_file=None,
-        known_hosts="~/.ssh/known_hosts",
-        trust_on_first_use=False,
-        case_timeout=3600,
-        monitor_interval=1.0,
-        base_image=None,
-        pip_wheels_dir=None,
-        ca_bundle=None,
-        remote_workdir="/var/tmp/x",
-    )
-    fields.update(overrides)
-    return fields
 
 
 def test_host_config_validates_itself_when_constructed(tmp_path):

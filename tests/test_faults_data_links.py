@@ -17,7 +17,7 @@ from PIL import Image
 from benchmarks.common import scan_files
 from benchmarks.resnet50.pytorch.dataloader import EXTENSIONS, find_samples
 from common.errors import DataError
-from tests.test_pipeline import copy_tree
+from tests.infra.trees import copy_tree
 
 
 def images(folder: Path, count: int, start: int = 0) -> None:

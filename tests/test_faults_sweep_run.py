@@ -26,10 +26,10 @@ import psutil
 import pytest
 
 from tests.conftest import copy_inference_tree
-from tests.test_faults_cache_pipeline import (
-    _SLOW_IMPORT,
+from tests.infra.run_inference import (
     COMPILE_ONLY,
     FAST,
+    SLOW_IMPORT,
     assert_clean_failure,
     deferring_import,
     ended,
@@ -38,7 +38,7 @@ from tests.test_faults_cache_pipeline import (
     temps,
     tmpfs,
 )
-from tests.test_faults_config_run import assert_one_config_error, host_yaml, run_py
+from tests.infra.run_py import assert_one_config_error, host_yaml, run_py
 
 ROOT = os.geteuid() == 0
 
@@ -129,7 +129,7 @@ def test_disk_full_while_run_py_writes_the_summary(tmp_path, tree, digits_data_d
 def test_sigint_while_run_py_imports_onnxruntime_exits_130_with_one_line(tmp_path, tree, digits_data_dir):
     """The import held open by an import hook (a hung import): the stop waits IMPORT_GRACE_S for it
     to end, then cuts it short, and the hook turns Ctrl-C into ImportError as pybind11 does."""
-    output = sigint_inside_a_hooked_import(tmp_path, tree, digits_data_dir, _SLOW_IMPORT)
+    output = sigint_inside_a_hooked_import(tmp_path, tree, digits_data_dir, SLOW_IMPORT)
     assert "Traceback" not in output and "needs the onnxruntime package" not in output, output[-3000:]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import types
 
-from tests.test_requirements import FakeImages, image_spec, write_case
+from tests.infra.images import FakeImages, image_spec, write_case
 
 
 def test_a_reused_image_names_its_vendor_image_and_the_requirement_layers(tmp_path):

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import copy_inference_tree, local_host_yaml, long_running_tree, run_py, wait_no_processes
+from tests.infra.monitors import install_flagperf_monitor
 
 
 @pytest.fixture(scope="module")
@@ -152,48 +153,9 @@ def test_pipeline_killed_from_outside_reads_killed_by_sigkill(tmp_path, tree, di
 
 
 # ---- a FlagPerf-style vendor monitor: a daemon driven by -o start|stop -l DIR ---------------
-FLAGPERF_MONITOR = """
-import argparse, os, signal, sys, time
-
-parser = argparse.ArgumentParser()
-parser.add_argument("-o", "--operation", required=True, choices=["start", "stop"])
-parser.add_argument("-l", "--log", required=True)
-args = parser.parse_args()
-pid_file = os.path.join(args.log, "cpu_monitor.pid")
-if args.operation == "stop":
-    with open(pid_file) as handle:
-        os.kill(int(handle.read()), signal.SIGTERM)
-    os.remove(pid_file)
-    sys.exit(0)
-if os.fork():
-    sys.exit(0)
-os.setsid()
-if os.fork():
-    os._exit(0)
-with open(pid_file, "w") as handle:
-    handle.write(str(os.getpid()))
-used = 1000
-with open(os.path.join(args.log, "cpu_monitor.log"), "a", buffering=1) as log:
-    while True:
-        used += 500
-        log.write(f"{time.time()} {used} 16000\\n")
-        time.sleep(0.1)
-"""
-
-FLAGPERF_ANALYSIS = """
-def analysis_log(logpath):
-    used = total = 0
-    for line in open(logpath):
-        _, u, t = line.split()
-        used, total = max(used, float(u) / 1000), float(t) / 1000
-    return used, total, 1.0e12, 2.0e12
-"""
-
-
 def test_flagperf_daemon_monitor_runs_unmodified(tmp_path, digits_data_dir):
     perf = copy_inference_tree(tmp_path / "inference")
-    (perf / "docker_images" / "cpu" / "cpu_monitor.py").write_text(FLAGPERF_MONITOR)
-    (perf / "docker_images" / "cpu" / "cpu_analysis.py").write_text(FLAGPERF_ANALYSIS)
+    install_flagperf_monitor(perf)
     proc = run_py(perf, host_yaml(tmp_path, perf, digits_data_dir), timeout=600)
     assert proc.returncode in (0, 3), proc.stderr[-3000:]
     record = the_record(tmp_path)

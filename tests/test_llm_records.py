@@ -11,7 +11,8 @@ import pytest
 
 from common.files import json_text
 from common.record import LLMBlock, LLMRow, RecordError, Verdict, read_result
-from tests.test_llm_units import FakeClock, SleepyEngine, _config
+from tests.infra.clocks import FakeClock
+from tests.infra.llm_rig import SleepyEngine, llm_config
 from tools.measure.llm import GenerationFigures, ModelShape
 from tools.measure.llm_stage import Limits, LLMReport, LLMWorkload, PromptSource, Schedule, run_server, run_table
 
@@ -64,7 +65,7 @@ def _round_trip(row: LLMRow) -> dict:
 @pytest.fixture(scope="module")
 def rows() -> tuple[LLMRow, LLMRow]:
     """An offline cell and a server row as the stage builds them (engines with no delay / a fake clock)."""
-    config = _config(batch_sizes=[2], precision=10.0)
+    config = llm_config(batch_sizes=[2], precision=10.0)
     workload, limits = LLMWorkload.from_config(config), Limits.from_config(config)
     prompts = PromptSource(3, 50, 0)
     (cell,) = run_table(SleepyEngine(0.0, 0.0), SHAPE, prompts, workload, limits, ["engine says no"])
@@ -122,15 +123,15 @@ def test_the_recorded_llm_case_is_typed():
 @pytest.mark.parametrize(
     "spoil, message",
     [
-        (lambda llm: llm["table"][1].pop("verdict"), r"llm\.table\[1\]: no key 'verdict'"),
-        (lambda llm: llm["table"][0].pop("input_length"), r"llm\.table\[0\]: no key 'input_length'"),
-        (lambda llm: llm["table"][0].update(scenario="batchy"), r"llm\.table\[0\]: key 'scenario': unknown scenario"),
+        (lambda llm: llm["table"][1].pop("verdict"), r"llm: table\[1\]: no key 'verdict'"),
+        (lambda llm: llm["table"][0].pop("input_length"), r"llm: table\[0\]: no key 'input_length'"),
+        (lambda llm: llm["table"][0].update(scenario="batchy"), r"llm: table\[0\]: key 'scenario': unknown scenario"),
         (
             lambda llm: llm["server"].append({"scenario": "server", "verdict": {}}),
-            r"llm\.server\[0\]: no key 'target_qps'",
+            r"llm: server\[0\]: no key 'target_qps'",
         ),
         (lambda llm: llm.pop("table"), r": llm: no key 'table'"),
-        (lambda llm: llm.update(server=[3]), r"llm\.server\[0\]: not a JSON object"),
+        (lambda llm: llm.update(server=[3]), r"llm: server\[0\]: not a JSON object"),
     ],
 )
 def test_a_misshapen_llm_block_is_one_line_naming_the_file_and_key(tmp_path, spoil, message):

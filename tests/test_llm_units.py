@@ -4,47 +4,16 @@ delays, the server's Poisson schedule and queueing, the FLOPs/KV formulas, bad k
 from __future__ import annotations
 
 import math
-import time
-import types
 
 import numpy as np
 import pytest
 
 from common.errors import ConfigError
 from inference_engine.llm_base import LLMEngineBase
+from tests.infra.clocks import FakeClock
+from tests.infra.llm_rig import SleepyEngine, llm_config
 from tools.measure.llm import GenerationFigures, ModelShape, generate_timed
 from tools.measure.llm_stage import Limits, LLMWorkload, PromptSource, Schedule, run_server, server_schedule
-
-
-class SleepyEngine(LLMEngineBase):
-    """Prefill takes ``prefill_s``, every later step ``step_s``; the first step only selects."""
-
-    def __init__(self, prefill_s: float, step_s: float, sleep=time.sleep) -> None:
-        self.prefill_s, self.step_s, self.sleep = prefill_s, step_s, sleep
-
-    def prefill(self, input_ids, max_new_tokens):
-        self.sleep(self.prefill_s)
-        return {"batch": input_ids.shape[0], "steps": 0}
-
-    def step(self, state):
-        if state["steps"]:
-            self.sleep(self.step_s)
-        state["steps"] += 1
-        return np.full(state["batch"], state["steps"])
-
-    def logits(self, state):
-        return np.zeros((state["batch"], 8), dtype=np.float32)
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.ns = 1_000_000_000
-
-    def __call__(self) -> int:
-        return self.ns
-
-    def sleep(self, seconds: float) -> None:
-        self.ns += int(round(seconds * 1e9))
 
 
 def test_ttft_and_tpot_of_an_engine_with_known_sleeps():
@@ -117,39 +86,11 @@ def test_poisson_schedule_rate_spread_lengths_and_seed():
     assert [r for _, r in zip(range(50), server_schedule(4.0, 8, [32, 256], [8, 64]))] != again
 
 
-def _config(**over):
-    values = dict(
-        batch_sizes=[1],
-        input_lengths=[16],
-        output_length=4,
-        server_requests=12,
-        server_input_length=[8, 8],
-        server_output_length=[3, 3],
-        ttft_bound_ms=300,
-        tpot_bound_ms=50,
-        server_bound_percentile="p50",
-        min_query_count=1,
-        min_duration_s=0.0,
-        max_duration_s=100.0,
-        contention_limit=1.0,
-        warmup=1,
-        device="cpu",
-        precision=0.5,
-        latency_precision=10.0,
-        settle_max_s=0.0,
-        seed=0,
-    )
-    values.update(over)
-    config = types.SimpleNamespace(**values, origin={})
-    config.get = lambda key, default=None: getattr(config, key, default)
-    return config
-
-
 def test_server_counts_ttft_from_the_scheduled_arrival():
     """An engine slower than the arrivals: requests queue, and TTFT grows with the queue."""
     clock = FakeClock()
     engine = SleepyEngine(prefill_s=0.2, step_s=0.05, sleep=clock.sleep)  # 0.3 s per request of 3 tokens
-    config = _config()
+    config = llm_config()
     shape, prompts = ModelShape(1, 8, 2, 1, 4, 16, 32, 1000, 256), PromptSource(3, 50, 0)
     workload, limits = LLMWorkload.from_config(config), Limits.from_config(config)
     record = run_server(engine, shape, prompts, workload, 10.0, limits, [], Schedule(clock=clock, sleep=clock.sleep))
@@ -191,7 +132,7 @@ def test_server_stops_early_when_its_precision_is_out_of_reach():
     with a loose precision the same row stops because it is precise."""
     clock = FakeClock()
     shape, prompts = ModelShape(1, 8, 2, 1, 4, 16, 32, 1000, 256), PromptSource(3, 50, 0)
-    config = _config(latency_precision=0.01)
+    config = llm_config(latency_precision=0.01)
     workload, limits = LLMWorkload.from_config(config), Limits.from_config(config)
     record = run_server(
         JitteryEngine(clock.sleep), shape, prompts, workload, 1.0, limits, [], Schedule(clock=clock, sleep=clock.sleep)
@@ -199,7 +140,7 @@ def test_server_stops_early_when_its_precision_is_out_of_reach():
     # 20 requests, not 12: until then a throughput's blocks were worth too few independent ones for any interval
     assert record.stop_reason == "precision out of reach" and record.requests == 20 and record.duration_s < 100
     assert any(r.startswith("not precise enough: p50 ±") and "out of reach: about" in r for r in record.verdict.reasons)
-    loose = Limits.from_config(_config(latency_precision=10.0))
+    loose = Limits.from_config(llm_config(latency_precision=10.0))
     again = run_server(
         JitteryEngine(clock.sleep), shape, prompts, workload, 1.0, loose, [], Schedule(clock=clock, sleep=clock.sleep)
     )
@@ -212,7 +153,7 @@ def test_no_precision_asked_stops_a_server_row_at_its_minimums():
     the LLM stage: the row stops at its requests and is not judged on precision."""
     clock = FakeClock()
     shape, prompts = ModelShape(1, 8, 2, 1, 4, 16, 32, 1000, 256), PromptSource(3, 50, 0)
-    config = _config(precision=None, latency_precision=None)
+    config = llm_config(precision=None, latency_precision=None)
     workload, limits = LLMWorkload.from_config(config), Limits.from_config(config)
     assert limits.precision is None and limits.latency_precision is None
     record = run_server(
@@ -239,7 +180,7 @@ def test_no_precision_asked_stops_a_server_row_at_its_minimums():
 )
 def test_bad_llm_keys_are_one_line(override, message):
     with pytest.raises(ConfigError) as info:
-        LLMWorkload.from_config(_config(**override))
+        LLMWorkload.from_config(llm_config(**override))
     assert message in str(info.value) and "\n" not in str(info.value)
 
 

@@ -23,14 +23,7 @@ import torch
 
 from common.errors import EngineError
 from tests.conftest import copy_inference_tree
-from tests.test_faults_config_run import (
-    assert_one_config_error,
-    case_file,
-    host_yaml,
-    run_counting_cpu,
-    run_py,
-    set_key,
-)
+from tests.infra.run_py import assert_one_config_error, case_file, host_yaml, run_counting_cpu, run_py, set_key
 from tools.measure import loadgen
 
 lg = pytest.importorskip("mlperf_loadgen")

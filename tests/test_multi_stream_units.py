@@ -17,7 +17,7 @@ from types import SimpleNamespace
 import pytest
 
 from common.scenario import MULTI_STREAM
-from tests.test_scenarios import MS, FakeClock
+from tests.infra.clocks import MS, FakeClock
 from tools.measure.contention import ContentionReading
 from tools.measure.precision import Target
 from tools.measure.scenarios import (

@@ -9,7 +9,7 @@ from common.record import PerformanceRow
 from common.record import Verdict as RecordedVerdict
 from common.stats import LatencyStats
 from common.summary_record import SummaryRecord
-from tests.test_performance_units import CONFIG, QUIET, scenario_run
+from tests.infra.performance_rig import CONFIG, QUIET, scenario_run
 from tools.measure.contention import ContentionReading
 from tools.measure.stage import judge_row
 from tools.measure.verdict import Verdict, contention_not_judged, drift_not_judged

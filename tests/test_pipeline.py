@@ -4,7 +4,6 @@ caching, and one-line errors for bad input. Each run is a real subprocess."""
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -12,17 +11,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import copy_inference_tree
+from tests.infra.trees import copy_tree
 
 REPO = Path(__file__).resolve().parents[1]
 INFERENCE = REPO / "inference"
-
-
-def copy_tree(target: Path, with_cache: Path | None = None) -> Path:
-    copy_inference_tree(target)
-    if with_cache is not None and with_cache.is_dir():
-        shutil.copytree(with_cache, target / "onnxs")
-    return target
 
 
 def run_pipeline(

@@ -576,9 +576,9 @@ def _sleeping_loader():
 
 
 def _fake_forward(monkeypatch):
-    """timed_forward on a fake clock (tests/test_forward_mutants.py's Rig): an engine's "time"
+    """timed_forward on a fake clock (tests/infra/loop_rig.py's Rig): an engine's "time"
     is what it adds to ``rig.now``, so what a window measures is known before it runs."""
-    from tests.test_forward_mutants import Rig
+    from tests.infra.loop_rig import Rig
 
     return Rig(monkeypatch)
 
@@ -787,7 +787,7 @@ def test_a_rate_that_stepped_once_is_measured_again_and_one_that_keeps_falling_s
 def test_a_row_that_stepped_once_keeps_the_second_windows_latencies(monkeypatch):
     """As PerformanceStage measures a row (tests/test_performance_units.py's fake-clock Rig): the row
     that stepped once is measured again, and its latencies are the kept window's, not the discarded one's."""
-    from tests.test_performance_units import Rig, make_stage
+    from tests.infra.performance_rig import Rig, make_stage
 
     rig = Rig(monkeypatch)
     stage, _ = make_stage(

@@ -155,7 +155,7 @@ def test_a_serving_row_with_only_its_identity_and_verdict():
         (
             LLMBlock.from_json,
             {"model": {}, "table": [], "server": [], "serving": [{"concurrency": 1}]},
-            "llm.serving[0]: no key 'verdict'",
+            "llm: serving[0]: no key 'verdict'",
         ),
     ],
 )

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from common.record import CaseResult, LLMBlock, LLMRow, PerformanceRow, PhaseBlock, RecordError
+from common.record import CaseResult, LLMBlock, LLMRow, PerformanceRow, PhaseBlock, RecordError, Verdict
 
 VERDICT = {"valid": True, "reasons": []}
 
@@ -211,3 +211,31 @@ def test_a_results_inner_records_are_named_by_their_place():
     # A status and a schema_version are read, not assumed.
     failed = CaseResult.from_json({**base, "status": "partial"})
     assert failed.status == "partial" and failed.to_json()["status"] == "partial"
+
+
+class _WithFigure(PerformanceRow, where="row"):
+    """A row with one more figure: the one line a new figure costs (docs/result_schema.md)."""
+
+    peak_watts: float | None = None
+
+
+def test_a_figure_added_in_one_line_is_written_read_and_type_checked():
+    row = _WithFigure.from_json({**MINIMAL_ROW, "peak_watts": 120.5})
+    assert row.peak_watts == 120.5 and row.to_json() == {**MINIMAL_ROW, "peak_watts": 120.5}
+    assert _WithFigure.from_json(MINIMAL_ROW).peak_watts is None  # left out: null, its type allows it
+    with pytest.raises(RecordError) as info:
+        _WithFigure.from_json({**MINIMAL_ROW, "peak_watts": "hot"}, "r.json: performance[0]")
+    assert str(info.value) == "r.json: performance[0]: key 'peak_watts' is not a number"
+
+
+def test_a_verdicts_validity_is_written_from_its_reasons_and_never_read():
+    verdict = Verdict.from_json({"valid": True, "reasons": ["drift"]})
+    assert not verdict.valid and verdict.to_json() == {"valid": False, "reasons": ["drift"]}
+    assert Verdict(("a",), ("b",)).to_json() == {"valid": False, "reasons": ["a"], "not_judged": ["b"]}
+
+
+def test_a_needed_key_that_is_null_is_refused_and_another_null_reads_as_left_out():
+    with pytest.raises(RecordError) as info:
+        PerformanceRow.from_json({**MINIMAL_ROW, "batch_size": None}, "r")
+    assert str(info.value) == "r: key 'batch_size' is null"
+    assert PerformanceRow.from_json({**MINIMAL_ROW, "queries": None, "latency_notes": None}).to_json() == MINIMAL_ROW

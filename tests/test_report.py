@@ -18,10 +18,11 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from common.record import CaseResult, PerformanceRow, read_latencies, write_latencies
+from common.record import CaseResult, LatencyBlock, Verdict, read_latencies, write_latencies
 from common.stats import LatencyStats
 from common.summary_record import SummaryRecord, SummaryRow
 from tests.infra.browser import browser_args, chromium_or_skip, probe_page
+from tests.infra.summary_records import typed_row
 from tests.measure_config import CHEAP_SET
 from tests.result_records import case_result, performance_row, phase_block, write_result
 from utils.results.aggregate import aggregate_records, with_aggregates
@@ -69,31 +70,27 @@ def make_run(
             raw[f"performance_{i}"] = values
             qps = bs * 1e9 / float(np.mean(values))
             stats = LatencyStats.from_ns(values)
-            perf.append(  # the row as result.json has it: every key, the ones not given at their defaults
-                PerformanceRow.from_json(
-                    {
-                        "batch_size": bs,
-                        "scenario": scenario,
-                        "clients": clients,
-                        "qps": qps,
-                        "queries": 700,
-                        "samples": 700 * bs,
-                        "duration_s": 1.0,
-                        "latency_ms": {k: getattr(stats, k) for k in ("p50", "p90", "p99", "p99_9", "mean")},
-                        "latency_notes": stats.notes,
-                        "window_qps": [qps * (1 + 0.01 * ((w * 7) % 5 - 2)) for w in range(10)],
-                        "target_qps": None,
-                        "latency_bound_met": None,
-                        "started_at_unix": T0 + 5 + i,
-                        "finished_at_unix": T0 + 5.8 + i,
-                        "accuracy_in_performance_mode": {
-                            "name": "accuracy_in_performance_mode",
-                            "passed": True,
-                            "detail": "all match",
-                        },
-                        "verdict": {"valid": i != 1, "reasons": [] if i != 1 else ["throughput not stable: synthetic"]},
-                    }
-                ).to_json()
+            perf.append(
+                typed_row(
+                    bs,
+                    scenario,
+                    clients,
+                    qps=qps,
+                    queries=700,
+                    samples=700 * bs,
+                    duration_s=1.0,
+                    latency_ms=LatencyBlock(**{k: getattr(stats, k) for k in ("p50", "p90", "p99", "p99_9", "mean")}),
+                    latency_notes=stats.notes,
+                    window_qps=[qps * (1 + 0.01 * ((w * 7) % 5 - 2)) for w in range(10)],
+                    started_at_unix=T0 + 5 + i,
+                    finished_at_unix=T0 + 5.8 + i,
+                    accuracy_in_performance_mode={
+                        "name": "accuracy_in_performance_mode",
+                        "passed": True,
+                        "detail": "all match",
+                    },
+                    verdict=Verdict(() if i != 1 else ("throughput not stable: synthetic",)),
+                )
             )
         inference_stats = LatencyStats.from_ns(raw["inference"])
         core_qps = 16 * 1e9 / float(np.mean(raw["inference"]))
@@ -105,7 +102,7 @@ def make_run(
             "validation": phase_block(
                 "validation", samples=800 * 16, started_at_unix=T0 + 0.5, finished_at_unix=T0 + 1.5
             ),
-            "performance": perf,
+            "performance": [row.to_json() for row in perf],
             "best": None,
             "numeric": {"passed": True, "samples": 32, "reasons": [], "outputs": [{"max_rel": 5e-7}]},
             "audits": [{"name": "anti_caching", "passed": True, "detail": "1.01x"}],
@@ -154,54 +151,48 @@ def make_run(
             )
         )
         records.append(
-            {
-                "case": case,
-                "framework": "pytorch",
-                "host": host,
-                "noderank": rank,
-                "status": status,
-                "failed_step": None if status == "success" else "engine_inference",
-                "error": None if status == "success" else "boom",
-                "exit_code": None,
-                "wall_time_s": 10.0,
-                "log_dir": str(log_dir),
-                "vendor": "cpu",
-                "compiler": "onnxruntime",
-                "precision": "fp32",
-                "batchsize": 16,
-                "flops": 1e6,
-                "e2e_time(second)": 10.0,
-                "p_validation_whole(qps)": 900.0,
-                "p_validation_core(qps)": 1000.0,
-                "p_inference_whole(qps)": 1234.5678,
-                "*p_inference_core(qps)": core_qps,
-                "val_average_acc": 0.98,
-                "infer_average_acc": 0.97 + 0.01 * rank,
-                "verdict": {"valid": rank == 0, "reasons": [] if rank == 0 else ["inference: contention: synthetic"]},
-                "accuracy_note": None,
-                "latency_ms": {k: getattr(inference_stats, k) for k in ("p50", "p90", "p99", "p99_9", "mean")},
-                "latency_batches": 800,
-                "latency_notes": [],
-                "sys_monitor": None,
-                "vendor_usage(GiB)": 1.5,
-                "vendor_max_mem(GiB)": 16.0,
-                "peak_flops": 1e11,
-                "mfu_is_estimate": True,
-                "peak_flops_source": "synthetic",
-                "MFU": 1e6 * core_qps / 1e11,
-                "performance": perf,
-                "best": None,
-                "numeric": None,
-                "audits": [],
-            }
+            SummaryRecord(
+                case=case,
+                framework="pytorch",
+                host=host,
+                noderank=rank,
+                status=status,
+                failed_step=None if status == "success" else "engine_inference",
+                error=None if status == "success" else "boom",
+                wall_time_s=10.0,
+                log_dir=str(log_dir),
+                vendor="cpu",
+                compiler="onnxruntime",
+                precision="fp32",
+                batchsize=16,
+                flops=1e6,
+                e2e_time_s=10.0,
+                val_whole_qps=900.0,
+                val_core_qps=1000.0,
+                infer_whole_qps=1234.5678,
+                infer_core_qps=core_qps,
+                val_average_acc=0.98,
+                infer_average_acc=0.97 + 0.01 * rank,
+                verdict=Verdict(() if rank == 0 else ("inference: contention: synthetic",)),
+                latency_ms=LatencyBlock(
+                    **{k: getattr(inference_stats, k) for k in ("p50", "p90", "p99", "p99_9", "mean")}
+                ),
+                latency_batches=800,
+                vendor_usage_gib=1.5,
+                vendor_max_mem_gib=16.0,
+                peak_flops=1e11,
+                mfu_is_estimate=True,
+                peak_flops_source="synthetic",
+                mfu=1e6 * core_qps / 1e11,
+                performance=tuple(SummaryRow.of(row, None, None) for row in perf),
+            )
         )
     config = SimpleNamespace(
         mode="local", vendor="cpu", hosts=[SimpleNamespace(label=h) for h in hosts], flagperf_path=INFERENCE
     )
     from datetime import datetime, timezone
 
-    typed = [SummaryRecord.from_json(r) for r in records]
-    write_summary(run_dir, name, config, typed, datetime(2026, 1, 1, tzinfo=timezone.utc))
+    write_summary(run_dir, name, config, records, datetime(2026, 1, 1, tzinfo=timezone.utc))
     return run_dir
 
 

@@ -3,7 +3,6 @@ local, the installer's torch pin, and the image layer that carries them in MODE 
 
 from __future__ import annotations
 
-import io
 import stat
 import tarfile
 import types
@@ -13,17 +12,11 @@ from pathlib import Path
 import pytest
 
 from common.errors import ConfigError
+from tests.infra.images import FakeImages, image_spec, write_case
 from utils import requirements as req
 
 ROOT = Path(__file__).resolve().parents[1]
 PYTEST_VERSION = metadata.version("pytest")
-
-
-def write_case(perf: Path, case: str, text: str, framework: str = "pytorch") -> Path:
-    path = perf / "benchmarks" / case / framework / "requirements.txt"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    return path
 
 
 def test_read_requirements_skips_comments_and_foreign_markers(tmp_path):
@@ -148,22 +141,6 @@ def test_run_py_checks_requirements_in_local_mode_only(tmp_path, monkeypatch):
 # --- MODE docker: the image layer ------------------------------------------------------
 
 
-def image_spec(tmp_path: Path, requirements=None, **kwargs):
-    from utils.executors.images import ImageSpec
-
-    folder = tmp_path / "inference" / "docker_images" / "cpu" / "pytorch"
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "Dockerfile").write_text("FROM scratch\n")
-    return ImageSpec(
-        vendor="cpu",
-        framework="pytorch",
-        folder=folder,
-        buildargs=kwargs.pop("buildargs", {}),
-        requirements=requirements,
-        **kwargs,
-    )
-
-
 def test_image_tag_covers_requirement_files_and_keeps_the_vendor_tag(tmp_path):
     perf = tmp_path / "inference"
     plain = image_spec(tmp_path)
@@ -205,27 +182,6 @@ def test_case_layer_context_and_build_args(tmp_path):
     }
     assert spec.case_layer_buildargs() == {"PIP_INDEX_URL": "https://mirror/simple", "VENDOR_IMAGE": spec.vendor_tag}
     assert "FROM ${VENDOR_IMAGE}" in CASE_LAYER_DOCKERFILE and "-c $d/constraints.txt" in CASE_LAYER_DOCKERFILE
-
-
-class FakeImages:
-    """The Docker SDK's images API, recording builds."""
-
-    def __init__(self, present=()):
-        self.present = set(present)
-        self.builds: list[dict] = []
-
-    def get(self, tag):
-        from docker.errors import ImageNotFound
-
-        if tag not in self.present:
-            raise ImageNotFound(tag)
-
-    def build(self, fileobj, tag, buildargs, **kwargs):
-        with tarfile.open(fileobj=io.BytesIO(fileobj.read())) as tar:
-            names = sorted(tar.getnames())
-        self.builds.append({"tag": tag, "buildargs": buildargs, "files": names})
-        self.present.add(tag)
-        return None, [{"stream": f"built {tag}"}]
 
 
 def test_ensure_image_builds_the_vendor_image_then_the_case_layer(tmp_path):

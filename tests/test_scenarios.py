@@ -16,28 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.infra.clocks import MS, FakeClock
 from tools.measure.scenarios import SCENARIOS, ScenarioRun, ScenarioSpec, poisson_arrivals, run_scenario, server_search
-
-MS = 1_000_000  # ns
-
-
-class FakeClock:
-    """Integer-ns clock advanced only explicitly; ``sleep`` advances it and records calls."""
-
-    def __init__(self, t: int = 5_000_000_000) -> None:
-        self.t = t
-        self.sleeps: list[float] = []
-
-    def __call__(self) -> int:
-        return self.t
-
-    def advance(self, ns: int) -> None:
-        self.t += ns
-
-    def sleep(self, seconds: float) -> None:
-        assert seconds > 0, "the runner must not sleep for a non-positive time"
-        self.sleeps.append(seconds)
-        self.t += round(seconds * 1e9)
 
 
 def costing(clock: FakeClock, ns: int, foo_s: float = 0.0, calls: list | None = None):

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from common.errors import ConfigError
-from tests.test_faults_config_units import INFERENCE, host_fields
+from tests.conftest import INFERENCE
+from tests.infra.host_config import host_fields
 
 
 def slurm_fields(tmp_path: Path, **overrides) -> dict:

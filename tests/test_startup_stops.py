@@ -26,9 +26,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import copy_inference_tree
+from tests.infra.run_inference import ended
+from tests.infra.run_py import host_yaml
 from tests.measure_config import CHEAP_SET
-from tests.test_faults_cache_pipeline import ended
-from tests.test_faults_config_run import host_yaml
 
 # run.py is started with the stop signals blocked, as a launcher may start it: a stop sent before
 # the interpreter has reached run.py's first line waits there for run.py's handler, so even the

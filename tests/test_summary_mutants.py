@@ -24,9 +24,9 @@ from benchmarks.base_common import BaselineReport
 from common.record import LLMRow
 from common.summary_record import RepetitionFigure, Repetitions
 from tests.conftest import INFERENCE
+from tests.infra.cpu_monitor import ZEN4_EPYC, write_monitor_log
+from tests.infra.result_builders import build, phase
 from tests.result_records import case_result, performance_row, write_result
-from tests.test_cpu_peak import ZEN4_EPYC, _write_log
-from tests.test_result_units import build, phase
 from tools.measure.llm_stage import LLMReport
 from utils.executors.base import CaseOutcome
 from utils.host_config import CaseSpec
@@ -62,7 +62,7 @@ def outcome(local_dir: Path, case: str = "digits", host: str = "h1", noderank: i
     local_dir.mkdir(parents=True, exist_ok=True)
     out = CaseOutcome(CaseSpec(case, "pytorch", "/data"), host, noderank, local_dir, status="success")
     out.result = case_result(changes)
-    out.monitors["cpu"] = _write_log(local_dir / "cpu_monitor.jsonl", ZEN4_EPYC)
+    out.monitors["cpu"] = write_monitor_log(local_dir / "cpu_monitor.jsonl", ZEN4_EPYC)
     return out
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import sys
 import types
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from types import SimpleNamespace
@@ -18,8 +19,9 @@ from types import SimpleNamespace
 import pytest
 
 from common import record as result_record
-from common.record import CaseResult
+from common.record import CaseResult, LatencyBlock
 from common.summary_record import SummaryRecord
+from tests.infra.summary_records import records as summary_records
 from tests.result_records import performance_row, phase_block, result_json
 from utils.executors.base import CaseOutcome
 from utils.host_config import CaseSpec
@@ -247,125 +249,6 @@ def test_memory_kind(fake_vendor):
 
 
 # ---- the table ------------------------------------------------------------------------------
-def typed(records: list[dict]) -> list[SummaryRecord]:
-    return [SummaryRecord.from_json(r) for r in records]
-
-
-def records() -> list[dict]:
-    empty = {key: None for key in result_record.FLAGPERF_KEYS}
-    a = {
-        **empty,
-        "case": "resnet50",
-        "framework": "pytorch",
-        "host": "h1",
-        "noderank": 0,
-        "status": "success",
-        "failed_step": None,
-        "error": None,
-        "verdict": {"valid": False, "reasons": ["r1", "r2"]},
-        "precision": "fp16",
-        "batchsize": 8,
-        "*p_inference_core(qps)": 123.456,
-        "p_inference_whole(qps)": 100.0,
-        "p_validation_core(qps)": None,
-        "ci95": {"*p_inference_core(qps)": [120.987, 125.925], "p_inference_whole(qps)": None},  # ±2.0 %
-        "latency_ms": {"p50": 1.234, "p90": None, "p99": None},
-        "latency_ci95": {"p50": [1.2, 1.25], "p90": None},  # ±2.0 %
-        "latency_batches": 40,
-        "val_average_acc": 0.91234567,
-        "infer_average_acc": None,
-        "accuracy_note": None,
-        "vendor_usage(GiB)": 1.5,
-        "vendor_max_mem(GiB)": 16.0,
-        "MFU": 0.123456,
-        "mfu_is_estimate": True,
-        "peak_flops_source": "zen4 (src)",
-        "performance": [
-            {
-                "batch_size": 8,
-                "scenario": "offline",
-                "clients": 2,
-                "qps": 50.5,
-                "qps_ci95": [50.0, 51.0],  # ±1.0 %
-                "queries": 70,
-                "latency_ms": {"p50": 2.0, "p90": 3.0, "p99": None},
-                "latency_ci95": {"p50": None, "p90": [2.97, 3.0]},  # ±0.5 %
-                "target_qps": None,
-                "latency_bound_met": None,
-                "MFU": 0.01,
-                "verdict": {"valid": True, "reasons": []},
-            },
-            {
-                "batch_size": 1,
-                "scenario": "server",
-                "clients": 1,
-                "qps": None,
-                "queries": 0,
-                "latency_ms": None,
-                "target_qps": 12.3456,
-                "latency_bound_met": True,
-                "MFU": None,
-                "verdict": {"valid": False, "reasons": ["x"]},
-            },
-            {
-                "batch_size": 1,
-                "scenario": "server",
-                "clients": 1,
-                "qps": 9.0,
-                "queries": 700,
-                "latency_ms": {"p50": 1.0, "p90": 2.0, "p99": 3.0},
-                "target_qps": 10.0,
-                "latency_bound_met": False,
-                "MFU": 0.002,
-                "verdict": {"valid": False, "reasons": ["y"]},
-            },
-        ],
-    }
-    b = {
-        **empty,
-        "case": "digits",
-        "framework": "pytorch",
-        "host": "h2",
-        "noderank": 0,
-        "status": "success",
-        "failed_step": None,
-        "error": None,
-        "verdict": {"valid": True, "reasons": []},
-        "precision": "fp32",
-        "batchsize": 16,
-        "*p_inference_core(qps)": 2000.0,
-        "p_inference_whole(qps)": None,
-        "p_validation_core(qps)": 1500.5,
-        "latency_ms": None,
-        "latency_batches": None,
-        "val_average_acc": 0.99,
-        "infer_average_acc": 0.98,
-        "accuracy_note": "random weights",
-        "vendor_usage(GiB)": None,
-        "vendor_max_mem(GiB)": None,
-        "MFU": None,
-        "mfu_is_estimate": True,
-        "peak_flops_source": "generic (g)",
-        "performance": [],
-    }
-    c = {
-        **empty,
-        "case": "bert",
-        "framework": "onnx",
-        "host": "h3",
-        "noderank": 0,
-        "status": "failed",
-        "failed_step": "vendor_compile",
-        "error": "boom",
-        "verdict": None,
-        "vendor_usage(GiB)": None,
-        "vendor_max_mem(GiB)": None,
-        "mfu_is_estimate": True,
-        "peak_flops_source": None,
-    }
-    return [a, b, c]
-
-
 EXPECTED_TABLE = """\
 | case | host | status | verdict | dtype | bs | infer core qps (samples/s) | infer whole qps (samples/s) | \
 val core qps (samples/s) | p50 ms/batch | p90 ms/batch | p99 ms/batch | val acc | infer acc | HBM used/total GiB | MFU |
@@ -402,32 +285,29 @@ Measure this host's peaks with `run.py --cases base`: later runs here then take 
 
 
 def test_markdown_table_every_cell():
-    assert markdown_table(typed(records()), "HBM") == EXPECTED_TABLE
+    assert markdown_table(summary_records(), "HBM") == EXPECTED_TABLE
 
 
 def test_markdown_table_minimal():
-    only = records()[1]
-    only["mfu_is_estimate"] = None
-    assert markdown_table(typed([only])) == "\n".join(
-        EXPECTED_TABLE.replace("HBM", "device memory").splitlines()[:2]
-    ) + (
+    only = replace(summary_records()[1], mfu_is_estimate=None)
+    assert markdown_table([only]) == "\n".join(EXPECTED_TABLE.replace("HBM", "device memory").splitlines()[:2]) + (
         "\n| digits:pytorch | h2 | success | valid | fp32 | 16 | 2000.00 | - | 1500.50 | - | - | - | "
         "n/a (random weights) | n/a (random weights) | - | n/a (peak unknown) |\n"
     )
 
 
 def test_cells_of_a_measured_row_without_estimate_or_p50():
-    record = {
-        **records()[1],
-        "MFU": 0.5,
-        "mfu_is_estimate": False,
-        "accuracy_note": None,
-        "infer_average_acc": 0.5,
-        "val_average_acc": None,
-        "latency_ms": {"p50": None, "p90": 2.0, "p99": None},
-        "latency_batches": 1,
-    }
-    row = markdown_table(typed([record])).splitlines()[2]
+    record = replace(
+        summary_records()[1],
+        mfu=0.5,
+        mfu_is_estimate=False,
+        accuracy_note=None,
+        infer_average_acc=0.5,
+        val_average_acc=None,
+        latency_ms=LatencyBlock(p90=2.0),
+        latency_batches=1,
+    )
+    row = markdown_table([record]).splitlines()[2]
     assert row == (
         "| digits:pytorch | h2 | success | valid | fp32 | 16 | 2000.00 | - | 1500.50 | n/a (<2 queries) | 2.00 | "
         "n/a (<662 queries) | - | 0.5000 | - | 50.00% |"
@@ -443,7 +323,7 @@ def test_write_summary_files(tmp_path):
     )
     started = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
     before = datetime.now(timezone.utc).replace(microsecond=0)
-    json_path, md_path = write_summary(tmp_path, "run42", host_config, typed(records()), started)
+    json_path, md_path = write_summary(tmp_path, "run42", host_config, summary_records(), started)
     assert (json_path, md_path) == (tmp_path / "summary.json", tmp_path / "summary.md")
     data = json.loads(json_path.read_text())
     finished = datetime.fromisoformat(data.pop("finished_at"))
@@ -458,7 +338,7 @@ def test_write_summary_files(tmp_path):
         "succeeded": 2,
         "failed": 1,
         "invalid": 1,
-        "results": [r.to_json() for r in typed(records())],  # every key, in summary.json's order
+        "results": [r.to_json() for r in summary_records()],  # every key, in summary.json's order
         "aggregates": [],
     }
     assert md_path.read_text(encoding="utf-8") == (
@@ -467,6 +347,16 @@ def test_write_summary_files(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["summary.json", "summary.md"]
     other = tmp_path / "other"
     other.mkdir()
-    write_summary(other, "r", host_config, typed(records()[:1]), started)
+    write_summary(other, "r", host_config, summary_records()[:1], started)
     counts = json.loads((other / "summary.json").read_text())
     assert (counts["succeeded"], counts["failed"], counts["invalid"]) == (1, 0, 1)
+
+
+# summary.json's records as JSON, for tests/test_vllm_vendor.py, which imports them from here (its own
+# owner moves that import to tests/infra/summary_records.py).
+def records() -> list[dict]:
+    return [record.to_json() for record in summary_records()]
+
+
+def typed(records: list[dict]) -> list[SummaryRecord]:
+    return [SummaryRecord.from_json(r) for r in records]
