@@ -42,24 +42,30 @@ class RecordError(ValueError):
     """A result file that is not the shape this version writes: one line naming the file and key."""
 
 
+# A field's JSON rules besides its key, whether it is required and its group, with their defaults
+# (json_field's docstring says what each means); any other keyword is dataclasses.field's.
+_RULES: Final[dict[str, Any]] = {
+    "missing": None,
+    "check": None,
+    "read": None,
+    "write": True,
+    "write_if": None,
+    "skip_none": False,
+    "skip_empty": False,
+    "empty_is_none": False,
+    "none_as": None,
+    "flatten": False,
+}
+
+
 def json_field(
     *,
     key: str | None = None,
     required: bool | Callable[[Json], bool] = False,
-    missing: Callable[[], Any] | None = None,
-    check: Callable[[Any], str | None] | None = None,
-    read: Callable[[Json, str], Any] | None = None,
-    write: bool = True,
-    write_if: Callable[[Any], bool] | None = None,
-    skip_none: bool = False,
-    skip_empty: bool = False,
-    empty_is_none: bool = False,
-    none_as: Callable[[], Any] | None = None,
-    flatten: bool = False,
     group: str | None = None,
     **options: Any,
 ) -> Any:
-    """A record field with its JSON rules (``options`` are ``dataclasses.field``'s).
+    """A record field with its JSON rules (each by keyword; any other keyword is ``dataclasses.field``'s).
 
     ``key``: the JSON key, when it is not the field's name. ``required``: the key must be there (a
     function of the object: only for some kinds of record). ``missing``: what a key left out
@@ -71,21 +77,8 @@ def json_field(
     record's own (present when any of them is). ``group``: a name for a set of fields that
     code lists by it (FlagPerf's figures).
     """
-    meta = {
-        "key": key,
-        "required": required,
-        "missing": missing,
-        "check": check,
-        "read": read,
-        "write": write,
-        "write_if": write_if,
-        "skip_none": skip_none,
-        "skip_empty": skip_empty,
-        "empty_is_none": empty_is_none,
-        "none_as": none_as,
-        "flatten": flatten,
-        "group": group,
-    }
+    rules = {name: options.pop(name, default) for name, default in _RULES.items()}
+    meta = {"key": key, "required": required, "group": group, **rules}
     return field(metadata={"json": meta}, **options)
 
 
