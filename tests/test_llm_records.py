@@ -11,8 +11,9 @@ import pytest
 
 from common.files import json_text
 from common.record import LLMBlock, LLMRow, RecordError, Verdict, read_result
+from contract.llm_base import ModelShape
 from tests.test_llm_units import FakeClock, SleepyEngine, _config
-from tools.measure.llm import GenerationFigures, ModelShape
+from tools.measure.llm import GenerationFigures
 from tools.measure.llm_stage import Limits, LLMReport, LLMWorkload, PromptSource, run_server, run_table
 
 LLAMA = Path(__file__).parent / "fixtures" / "golden" / "results" / "llm_llama"

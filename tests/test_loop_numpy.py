@@ -1,4 +1,4 @@
-"""The inference pass for an engine that declares ``call_numpy`` (inference_engine/base.py,
+"""The inference pass for an engine that declares ``call_numpy`` (contract/engine_base.py,
 tools/measure/loop.py): batches read and converted before the clock in chunks, the calls back to
 back, the outputs evaluated after; with a fake clock (tests/test_forward_mutants.py's Rig), and
 ONNX Runtime's engine on a tiny real session.
@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from common.errors import EngineError
-from inference_engine.base import EngineBase
+from contract.engine_base import EngineBase
 from tests.test_engine_hot_path import doubling_onnx  # noqa: F401  (a fixture)
 from tests.test_forward_mutants import SYNC_NS, Loader, Rig, config
 from tools.compat.adapters import OutputAdapter, as_engine
