@@ -329,7 +329,7 @@ def test_the_circle_finder_sees_function_level_relative_and_package_imports(tmp_
 
 
 def test_the_circle_finder_follows_import_module_of_a_string_literal(tmp_path):
-    """inference_engine/registry.py once loaded tools/compat/bytemlperf/engine.py by
+    """The engine registry once loaded tools/compat/bytemlperf/engine.py by
     ``importlib.import_module("...")``, and that module imported the registry back."""
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pkg" / "__init__.py").write_text("")

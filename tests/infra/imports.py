@@ -1,7 +1,8 @@
 """The import graph under inference/, read from the syntax tree (no module is imported), and the
 house's figures: arrows back up the house, import loops, lines of code.
 
-``python -m tests.infra.imports`` prints the figures (docs/architecture.md "The house").
+``python -m tests.infra.imports [INFERENCE_DIR]`` prints the figures (docs/architecture.md "The
+house") of this tree's inference/, or of another's (an older commit's, from ``git archive``).
 
 Every import counts: module level, in functions and in ``if TYPE_CHECKING:`` blocks, and a load
 by name: ``importlib.import_module("a.b")`` of a string literal, or of a name formatted from the
@@ -279,13 +280,14 @@ def lines_of_code(root: Path = INFERENCE) -> int:
     return sum(len(p.read_text(encoding="utf-8").splitlines()) for p in module_files(root).values())
 
 
-def main() -> int:
-    static = import_graph(static_only=True)
-    every = import_graph()
+def main(argv: list[str]) -> int:
+    root = Path(argv[0]) if argv else INFERENCE
+    static = import_graph(root, static_only=True)
+    every = import_graph(root)
     arrows = back_arrows(static)
     reach = plug_in_reach(static)
     found = loops(every)
-    undeclared = undeclared_loads()
+    undeclared = undeclared_loads(root)
     print(f"arrows back up the house: {len(arrows)}")
     for source, target in arrows:
         print(f"  {source} -> {target}")
@@ -298,9 +300,9 @@ def main() -> int:
     print(f"loads by a name built at run time, undeclared: {len(undeclared)}")
     for where in undeclared:
         print(f"  {where}")
-    print(f"lines under inference/ (*.py): {lines_of_code()}")
+    print(f"lines under inference/ (*.py): {lines_of_code(root)}")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))
