@@ -12,7 +12,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from utils.executors.registry import DYNAMIC_IMPORTS, ExecutorFacts, executor_path
+from utils.executors.registry import DYNAMIC_IMPORTS, ExecutorFacts, executor_path, undeclared_facts
 
 if TYPE_CHECKING:
     from utils.executors.base import HostSession
@@ -41,9 +41,7 @@ def checked(cls: object) -> type[ExecutorFacts]:
         raise TypeError(f"{cls!r} is not an executor (a subclass of utils/executors/base.py::HostSession)")
     missing = [fact for fact in ExecutorFacts.FACTS if fact not in vars(cls)]
     if missing:
-        raise TypeError(
-            f"executor {cls.__module__}.{cls.__qualname__} does not declare {', '.join(missing)} (ExecutorFacts.FACTS)"
-        )
+        raise TypeError(undeclared_facts(f"{cls.__module__}.{cls.__qualname__}", missing))
     return cls
 
 

@@ -107,6 +107,11 @@ class DeclaredFacts:
         return self.path.partition(":")[2]
 
 
+def undeclared_facts(executor: str, missing: list[str]) -> str:
+    """The one line for an executor class whose own body lacks ``missing`` facts."""
+    return f"executor {executor} does not declare {', '.join(missing)} (ExecutorFacts.FACTS)"
+
+
 def module_name(path: str) -> str:
     """The importable name of ``path``'s module (``"module:Class"``)."""
     return DYNAMIC_IMPORTS["executor"].format(module=path.partition(":")[0])
@@ -135,5 +140,5 @@ def executor_facts(mode: str, values: Mapping[str, object] | None = None) -> Dec
     }
     missing = [fact for fact in ExecutorFacts.FACTS if fact not in facts]
     if missing:
-        raise TypeError(f"executor {name}.{class_name} does not declare {', '.join(missing)} (ExecutorFacts.FACTS)")
+        raise TypeError(undeclared_facts(f"{name}.{class_name}", missing))
     return DeclaredFacts(path, **{fact: facts[fact] for fact in ExecutorFacts.FACTS})
