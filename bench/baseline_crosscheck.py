@@ -61,7 +61,7 @@ def ort_matmul(b):
 
 
 def config_for(case: str, overrides: dict):
-    from tools.config import load_case_config
+    from contract.config import load_case_config
 
     return load_case_config(str(INFERENCE), case, "pytorch", "cpu", "/tmp", "/tmp", overrides)
 

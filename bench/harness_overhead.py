@@ -208,8 +208,8 @@ def _bare_loop_child(engine_path: str, perf: str, data: str, case: str, seconds:
 
     import onnxruntime as ort
 
+    from contract.config import load_case_config
     from inference_engine.cpu.onnxruntime import InferModel
-    from tools.config import load_case_config
     from tools.measure.loop import as_input_list
 
     config = load_case_config(perf, case, "pytorch", "cpu", data, "-")
@@ -275,8 +275,8 @@ def _bare_generation_child(folder: str, model_dir: str, seed: int, cells: list[l
     from transformers import AutoTokenizer
 
     from benchmarks.llama.pytorch.weights import prompt_id_range
+    from contract.config import load_case_config
     from inference_engine.cpu.onnxruntime_genai import InferModel
-    from tools.config import load_case_config
     from tools.measure.llm import generate_timed
     from tools.measure.llm_stage import PromptSource
 

@@ -34,8 +34,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "inference"))
 
 from common.stats import MIN_SAMPLES_FOR_PERCENTILE, percentile, percentile_ci  # noqa: E402
+from contract.settings import PRECISION_REACHED  # noqa: E402
 from tools.measure.precision import CHECK_EVERY_S, StopRule, Target, Timeline, measure_figures, throughput_interval  # noqa: E402
-from tools.measure.settings import PRECISION_REACHED  # noqa: E402
 
 PHIS = (0.7, 0.8, 0.9)
 MARGINALS = ("lognormal", "gamma")

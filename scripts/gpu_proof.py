@@ -185,8 +185,8 @@ def resolve_run_inference(step: Step, argv: list[str]) -> str:
     """Parse a run_inference.py command line as run_inference.py does and load its case config."""
     _inference_imports()
     from common.errors import ConfigError
+    from contract.config.load import load_case_config, parse_overrides
     from run_inference import parse_args
-    from tools.config.load import load_case_config, parse_overrides
 
     try:
         args = parse_args(argv[2:])
@@ -223,7 +223,7 @@ def preflight_lines(data: Path) -> list[str]:
     """Each nvidia engine's preflight on this machine, one line each: ``ok`` or its ConfigError."""
     _inference_imports()
     from common.errors import ConfigError
-    from tools.config.load import load_case_config
+    from contract.config.load import load_case_config
     from tools.plugins import preflight_engine
 
     lines = []
@@ -423,8 +423,8 @@ def child_bare_graph(args: argparse.Namespace) -> int:
     import torch
 
     _inference_imports()
-    from tools.cases import load_case
-    from tools.config.load import load_case_config
+    from contract.cases import load_case
+    from contract.config.load import load_case_config
 
     config = load_case_config(
         str(INFERENCE),

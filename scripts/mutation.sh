@@ -2,7 +2,7 @@
 # Mutation testing of the measurement core with mutmut (docs/testing.md).
 #
 #   scripts/mutation.sh                      # the scope in pyproject.toml's [tool.mutmut]
-#   scripts/mutation.sh tools/config/expr.py tools.cache   # only these modules (path or dotted name)
+#   scripts/mutation.sh contract/config/expr.py contract.cache   # only these modules (path or dotted name)
 #   MUTATION_SAMPLE=300 MUTATION_SEED=1 scripts/mutation.sh common/stats.py   # a seeded random sample
 #
 # A mutant is a copy of the code with one small change (`<` for `<=`, a constant
@@ -20,7 +20,7 @@
 # MUTATION_SEED (the draw's seed, default 1: the same seed and code draw the same mutants).
 #
 # Why a staging tree: mutmut names a mutant after its file path, and the code is
-# imported rooted at inference/ (`tools.config.expr`, pytest's pythonpath). The stage
+# imported rooted at inference/ (`contract.config.expr`, pytest's pythonpath). The stage
 # holds src/ = a copy of inference/ (mutmut strips a leading `src.`), tests/ and
 # pyproject.toml, so mutant names and imported module names agree; the working
 # tree is never modified. The stage is rebuilt each run, so results never come
@@ -44,14 +44,14 @@ if ! "$PY" -c "import mutmut, hypothesis" 2>/dev/null; then
     "$PY" -m pip install -q "mutmut>=3.8,<4" "hypothesis>=6.100"
 fi
 
-# Module arguments -> dotted names (tools/config/expr.py, inference/tools/config/expr.py, tools.config.expr).
+# Module arguments -> dotted names (contract/config/expr.py, inference/contract/config/expr.py, contract.config.expr).
 MODULES=()
 for arg in "$@"; do
     name=${arg#inference/}
     name=${name%.py}
     name=${name//\//.}
     if [ ! -f "$REPO/inference/${name//.//}.py" ]; then
-        echo "mutation.sh: no module $arg (expected e.g. tools/config/expr.py)" >&2
+        echo "mutation.sh: no module $arg (expected e.g. contract/config/expr.py)" >&2
         exit 2
     fi
     MODULES+=("$name")

@@ -10,8 +10,8 @@ import json
 import pytest
 import torch
 
+from contract.tolerances import DEFAULT_TOLERANCES
 from tools.checks.audit import accuracy_in_performance_mode, anti_caching_audit
-from tools.checks.numeric import DEFAULT_TOLERANCES
 
 FP32 = DEFAULT_TOLERANCES["fp32"]
 MISS_S = 0.003

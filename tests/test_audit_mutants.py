@@ -13,9 +13,9 @@ import pytest
 import torch
 
 from common.errors import EngineError
+from contract.tolerances import DEFAULT_TOLERANCES
 from tools.checks import audit
 from tools.checks.audit import DistinctInputs, accuracy_in_performance_mode, anti_caching_audit, input_key
-from tools.checks.numeric import DEFAULT_TOLERANCES
 
 FP32 = DEFAULT_TOLERANCES["fp32"]
 START = 10**12

@@ -14,7 +14,6 @@ import pytest
 import yaml
 
 from benchmarks.base_common import (
-    TorchKernels,
     check_base_config,
     gemm_bytes,
     gemm_stage,
@@ -25,9 +24,10 @@ from benchmarks.base_common import (
 from common.errors import ConfigError
 from common.mfu import plausible_mfu
 from common.summary_record import Summary, SummaryLLM, SummaryRecord
+from contract.config.case import CaseConfig
+from contract.kernels import TorchKernels
 from tests.conftest import INFERENCE, TYPED_CASE_CONFIG
 from tests.result_records import case_result, write_result
-from tools.config.case import CaseConfig
 from tools.measure.baseline import KernelSettings, allreduce_bandwidth, gemm_flop, measure_kernel, stream_bytes
 from utils.case_specs import CaseSpec
 from utils.executors.base import CaseOutcome

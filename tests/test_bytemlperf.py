@@ -705,8 +705,8 @@ def test_data_percent_and_best_hooks():
 
 
 def test_batch_sizes_best_and_workload_keys_are_checked():
+    from contract.config import CaseConfig
     from tests.conftest import TYPED_CASE_CONFIG
-    from tools.config import CaseConfig
 
     assert CaseConfig(**TYPED_CASE_CONFIG, batch_sizes="best").batch_sizes == "best"
     with pytest.raises(

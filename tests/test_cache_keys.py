@@ -1,9 +1,9 @@
-"""tools.cache: the hashes used as cache keys and the atomic writes, checked exactly.
+"""contract.cache: the hashes used as cache keys and the atomic writes, checked exactly.
 
 A cache key must be *stable* (the same inputs give the same key, in another
 directory, in another process, in another dict order) and *sensitive* (any change
 that matters gives another key). Every expected digest here is recomputed
-independently with hashlib from the definition in tools/cache.py.
+independently with hashlib from the definition in contract/cache.py.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from common.files import atomic_path, fingerprint, hash_file, hash_tree, write_json_atomic
-from tools.cache import hash_state_dict
+from contract.cache import hash_state_dict
 
 FAST = settings(max_examples=50, deadline=None, derandomize=True)
 

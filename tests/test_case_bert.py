@@ -14,7 +14,7 @@ import torch
 import yaml
 
 from common.errors import ConfigError, DataError
-from tools.config.expr import parse_number
+from contract.config.expr import parse_number
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG_DIR = ROOT / "inference" / "configs" / "bert"
@@ -114,7 +114,7 @@ def test_flops_match_the_encoder_mac_count():
 
 
 def test_case_config_merges_for_the_cpu_vendor(tmp_path):
-    from tools.config import load_case_config
+    from contract.config import load_case_config
 
     config = load_case_config(str(ROOT / "inference"), "bert", "pytorch", "cpu", str(tmp_path), str(tmp_path))
     assert (config.batch_size, config.compiler, config.max_seq_length, config.weights) == (2, "onnxruntime", 128, None)

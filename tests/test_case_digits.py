@@ -20,7 +20,7 @@ from benchmarks.digits.pytorch.model import DigitsCNN, cache_key, train
 from benchmarks.digits.pytorch.prepare import prepare_digits, write_npz
 from benchmarks.digits.pytorch.synthetic import make_synthetic_digits
 from common.errors import DataError
-from tools.measure.settings import VALIDATION_PASS
+from contract.settings import VALIDATION_PASS
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "inference" / "configs" / "digits"
 

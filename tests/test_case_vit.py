@@ -15,7 +15,7 @@ import benchmarks.vit.pytorch as case
 from benchmarks.vit.pytorch import model as vit
 from benchmarks.vit.pytorch.export import mha_fastpath_disabled
 from common.errors import ConfigError
-from tools.config.expr import parse_number
+from contract.config.expr import parse_number
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG_DIR = ROOT / "inference" / "configs" / "vit"
@@ -236,7 +236,7 @@ def test_flops_match_the_vit_b_16_mac_count():
 
 
 def test_case_config_merges_for_the_cpu_vendor(tmp_path):
-    from tools.config import load_case_config
+    from contract.config import load_case_config
 
     config = load_case_config(str(ROOT / "inference"), "vit", "pytorch", "cpu", str(tmp_path), str(tmp_path))
     assert (config.batch_size, config.num_workers, config.model, config.crop) == (1, 0, "b_16", 224)

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from common.errors import ConfigError
-from tools.config import load_case_config
-from tools.config.expr import parse_number
+from contract.config import load_case_config
+from contract.config.expr import parse_number
 
 BASE = """
 batch_size: 8

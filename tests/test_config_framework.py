@@ -1,4 +1,4 @@
-"""tools.config.load_case_config: the framework name and the keys a config may not set
+"""contract.config.load_case_config: the framework name and the keys a config may not set
 (mutation testing, docs/testing.md; the case files are those of tests/test_config_keys.py)."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from common.errors import ConfigError
+from contract.config import load_case_config
 from tests.infra.case_config import BASE
-from tools.config import load_case_config
 
 
 @pytest.fixture

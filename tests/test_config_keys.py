@@ -1,4 +1,4 @@
-"""tools.config: the measurement and workload keys, their cross-checks and ``--set`` overrides.
+"""contract.config: the measurement and workload keys, their cross-checks and ``--set`` overrides.
 
 Each bound of the ``_CHECKS`` table is tried on both sides, to the exact message,
 so that a changed bound, a lost ``entry`` prefix or a swapped default fails a test
@@ -16,10 +16,11 @@ import pytest
 
 from common.errors import ConfigError
 from common.values import bounded, one_or_list, optional
+from contract.config import CaseConfig, load_case_config, parse_overrides
+from contract.tolerances import tolerances_for
 from tests.conftest import TYPED_CASE_CONFIG as TYPED
 from tests.infra.case_config import BASE
 from tools.checks.numeric import tolerances_for
-from tools.config import CaseConfig, load_case_config, parse_overrides
 
 SERVER = dict(latency_bound_ms=50, target_qps=100)
 SCENARIOS = "must be one of offline, single_stream, multi_stream, server"
@@ -318,7 +319,7 @@ def test_thread_counts_have_one_bound_whatever_the_cpus(two_cores, key):
 
 
 def test_oversubscribed_lists_thread_counts_above_the_cpus(two_cores):
-    from tools.config.values import oversubscribed
+    from contract.config.values import oversubscribed
 
     values = {
         "num_workers": 8,
@@ -338,7 +339,7 @@ def test_oversubscribed_lists_thread_counts_above_the_cpus(two_cores):
 
 
 def test_oversubscription_warns_once_per_key_with_where_and_how_many(two_cores, caplog_loguru):
-    from tools.config.values import warn_oversubscribed
+    from contract.config.values import warn_oversubscribed
 
     found = warn_oversubscribed(
         {"num_workers": 8, "intra_op_num_threads": 1, "flagv_threads": 4}, {"num_workers": "/c.yaml"}

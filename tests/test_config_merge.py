@@ -1,4 +1,4 @@
-"""tools.config: merge-rule properties and the typed-key checks, to the exact message.
+"""contract.config: merge-rule properties and the typed-key checks, to the exact message.
 
 tests/test_config.py covers the rules end to end through YAML files, one example
 each; here ``merge_case_config`` and ``CaseConfig`` are driven directly, with
@@ -20,8 +20,8 @@ from loguru import logger
 
 from common.errors import ConfigError
 from common.host_keys import HOST_KEYS
+from contract.config import CLI_KEYS, REQUIRED_KEYS, CaseConfig, load_case_config, merge_case_config
 from tests.conftest import TYPED_CASE_CONFIG as TYPED
-from tools.config import CLI_KEYS, REQUIRED_KEYS, CaseConfig, load_case_config, merge_case_config
 
 FAST = settings(max_examples=40, deadline=None, derandomize=True)
 

@@ -1,8 +1,8 @@
-"""tools.config at its edges: every bound of a case key tried on both sides, every refusal to its
+"""contract.config at its edges: every bound of a case key tried on both sides, every refusal to its
 exact line (the file and key it names included), and the CUDA device check on each of its answers.
 
 tests/test_config.py, test_config_keys.py and test_config_merge.py show the merge rules and the
-typed keys working; this file pins what a small slip in ``tools/config/{values,case,load,expr}.py``
+typed keys working; this file pins what a small slip in ``contract/config/{values,case,load,expr}.py``
 would change for a user: a name, path, FLOPs or plain value one past its bound, the line that says
 so, a multi_stream query that is not a whole number of batches, a device this machine cannot use,
 a FlagPerf-style config (no ``origin``) named as ``config`` (docs/testing.md, "Mutation testing").
@@ -26,9 +26,7 @@ from common.errors import ConfigError, shown
 from common.scenario import SCENARIOS
 from common.values import MAX_NAME, MAX_PATH, MAX_PATH_PART, MAX_TEXT, one_or_list, positive_int
 from common.yamlio import YamlTooLarge
-from tests.conftest import TYPED_CASE_CONFIG as TYPED
-from tests.infra.case_config import BASE
-from tools.config import (
+from contract.config import (
     CaseConfig,
     check_choice,
     check_device_available,
@@ -41,8 +39,11 @@ from tools.config import (
     query_samples,
     values,
 )
-from tools.config.expr import parse_number
-from tools.config.values import MAX_EXTRA_INT, MAX_EXTRA_ITEMS, MAX_FLOPS, MAX_KEY, REQUIRED_KEYS
+from contract.config.expr import parse_number
+from contract.config.values import MAX_EXTRA_INT, MAX_EXTRA_ITEMS, MAX_FLOPS, MAX_KEY, REQUIRED_KEYS
+from tests.conftest import TYPED_CASE_CONFIG as TYPED
+from tests.infra.case_config import BASE
+from tests.test_config_keys import BASE
 
 MULTI_STREAM = SCENARIOS["multi_stream"]
 NUL_PATH = f"must be a path of at most {MAX_PATH} characters and {MAX_PATH_PART} per name, without NUL, got"
@@ -64,7 +65,7 @@ def reason(check, *args, error: type[Exception] = ValueError) -> str:
     return str(info.value)
 
 
-# --- tools/config/values.py: the typed keys' own checks ----------------------------------------
+# --- contract/config/values.py: the typed keys' own checks ----------------------------------------
 
 
 def test_onnx_opset_is_accepted_from_the_lowest_to_the_highest_the_exporter_writes():
@@ -191,7 +192,7 @@ def test_a_bad_extra_key_names_the_file_that_set_it():
     )
 
 
-# --- tools/config/case.py: multi_stream's query, FlagPerf-style configs -------------------------
+# --- contract/config/case.py: multi_stream's query, FlagPerf-style configs -------------------------
 
 
 def test_multi_stream_query_must_be_a_whole_number_of_batches():
@@ -240,7 +241,7 @@ def test_an_engines_choice_and_flag_checks_name_the_origin_or_say_config():
     )
 
 
-# --- tools/config/load.py: names, keys, --set, the device, oversubscription ---------------------
+# --- contract/config/load.py: names, keys, --set, the device, oversubscription ---------------------
 
 
 def make_tree(tmp_path: Path, case: str = "toy", vendor: str = "acme", base: str = BASE, vendor_file: str = "") -> Path:
@@ -321,7 +322,7 @@ def test_more_workers_than_cpus_warn_naming_the_file_that_set_them(tmp_path, mon
     ]
 
 
-# --- tools/config/expr.py: numbers and expressions at the float range's edges ------------------
+# --- contract/config/expr.py: numbers and expressions at the float range's edges ------------------
 
 
 def test_numbers_out_of_range_are_named_as_given():

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 import common.values as shared
+from contract.config import CASE_DEFAULTS, CaseConfig, origin_of, setting
+from contract.config import values as case_values
+from contract.settings import MEASUREMENT_DEFAULTS
 from tests.conftest import TYPED_CASE_CONFIG as TYPED
-from tools.config import CASE_DEFAULTS, CaseConfig, origin_of, setting
-from tools.config import values as case_values
-from tools.measure.settings import MEASUREMENT_DEFAULTS
 
 INFERENCE = Path(__file__).resolve().parents[1] / "inference"
 # FlagPerf's config: a namedtuple of the merged keys, without InferPerf's newer ones.
@@ -90,7 +90,7 @@ def _calls(tree: ast.AST):
 
 
 # FlagPerf's ``torch_sync(config)`` takes any object a FlagPerf case hands it (its own reads).
-GETATTR_ALLOWED = {"tools/config/case.py", "tools/torch_sync.py"}
+GETATTR_ALLOWED = {"contract/config/case.py", "tools/torch_sync.py"}
 
 
 def test_defaults_and_origins_are_read_in_one_place():
@@ -100,7 +100,7 @@ def test_defaults_and_origins_are_read_in_one_place():
         for kind, name, node in _calls(ast.parse(path.read_text(encoding="utf-8"))):
             if kind == "getattr" and relative not in GETATTR_ALLOWED:
                 getattrs.append(f"{relative}:{node.lineno}")
-            if kind == "def" and name in ("_origin", "origin_of") and relative != "tools/config/case.py":
+            if kind == "def" and name in ("_origin", "origin_of") and relative != "contract/config/case.py":
                 origins.append(f"{relative}:{node.lineno}")
-    assert getattrs == []  # getattr(config, key, default): use tools.config.setting (the default is CASE_DEFAULTS')
-    assert origins == []  # use tools.config.origin_of
+    assert getattrs == []  # getattr(config, key, default): use contract.config.setting (the default is CASE_DEFAULTS')
+    assert origins == []  # use contract.config.origin_of

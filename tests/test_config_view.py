@@ -1,4 +1,4 @@
-"""tools.config.view.CaseView: the config type at the plug-in boundary fits both a CaseConfig
+"""contract.config.view.CaseView: the config type at the plug-in boundary fits both a CaseConfig
 and the namedtuple FlagPerf hands its cases and engines."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from collections import namedtuple
 
 import pytest
 
-from tools.config import CaseConfig, CaseView
+from contract.config import CaseConfig, CaseView
 from tools.torch_sync import torch_sync
 
 # FlagPerf's run_inference.py builds its config as a namedtuple of the merged keys.

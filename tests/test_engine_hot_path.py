@@ -59,7 +59,7 @@ def test_the_onnxruntime_call_imports_nothing_and_runs_the_session_once(doubling
 
 
 class _CountingEngine:
-    """An LLM engine (inference_engine/llm_base.py's contract) that counts its attribute lookups."""
+    """An LLM engine (contract/llm_base.py's contract) that counts its attribute lookups."""
 
     def __init__(self, clock) -> None:
         self.lookups: dict[str, int] = {}

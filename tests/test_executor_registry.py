@@ -73,6 +73,7 @@ def fake_mode(tmp_path, monkeypatch):
     folder = tmp_path / "modules"
     folder.mkdir()
     monkeypatch.syspath_prepend(str(folder))
+    monkeypatch.setitem(registry.DYNAMIC_IMPORTS, "executor", "{module}")  # the fake module is top-level
     monkeypatch.setitem(registry.EXECUTORS, "fake", registry.Executor(f"{name}:FakeSession"))
     monkeypatch.setitem(registry.EXECUTORS, "forgetful", registry.Executor(f"{name}:Forgetful"))
 
@@ -88,14 +89,15 @@ def fake_mode(tmp_path, monkeypatch):
 
 def registered_classes() -> list[type]:
     """Every class the registry can hand out: each MODE's, and those its keys pick."""
+    from utils import executors
     from utils.executors import registry
 
     picked = [
-        registry.executor_class(mode, {key: value})
+        executors.mode_class(mode, {key: value})
         for mode, line in registry.EXECUTORS.items()
         for key, value, _ in line.picks
     ]
-    return [*(registry.executor_class(mode) for mode in registry.modes()), *picked]
+    return [*(executors.mode_class(mode) for mode in registry.modes()), *picked]
 
 
 def test_every_executor_declares_every_fact_itself():
@@ -116,17 +118,31 @@ def test_every_executor_declares_every_fact_itself():
         "SlurmSession": (False, False, False),
         "SlurmDockerSession": (True, False, False),
     }
+    # what host.yaml's checks read from the source, without loading a class, is the class's own
+    from utils.executors import registry
+
+    declared = [registry.executor_facts(mode) for mode in registry.modes()] + [
+        registry.executor_facts(mode, {key: value})
+        for mode, line in registry.EXECUTORS.items()
+        for key, value, _ in line.picks
+    ]
+    assert {d.class_name: tuple(getattr(d, fact) for fact in HostSession.FACTS) for d in declared} == facts
 
 
 def test_a_fact_inherited_from_another_executor_is_refused(fake_mode):
+    from utils import executors
     from utils.executors import registry
 
     fake_mode()
-    assert registry.executor_class("fake").__name__ == "FakeSession"
+    assert executors.mode_class("fake").__name__ == "FakeSession"
+    assert registry.executor_facts("fake").class_name == "FakeSession"
+    # refused where the class is loaded, and where its facts are read from its source
     with pytest.raises(TypeError, match=r"Forgetful does not declare runs_here \(ExecutorFacts.FACTS\)"):
-        registry.executor_class("forgetful")
+        executors.mode_class("forgetful")
+    with pytest.raises(TypeError, match=r"Forgetful does not declare runs_here \(ExecutorFacts.FACTS\)"):
+        registry.executor_facts("forgetful")
     with pytest.raises(TypeError, match="is not an executor"):
-        registry.checked(dict)
+        executors.checked(dict)
 
 
 def test_every_executor_key_is_a_host_yaml_key_of_one_mode():
@@ -155,7 +171,7 @@ def test_a_registered_mode_is_valid_host_yaml_without_other_edits(tmp_path, fake
 
     fake_mode()
     config = HostConfig(**host_fields(tmp_path, mode="fake", hosts=["node7"]), inference_dir=INFERENCE)
-    assert config.mode == "fake" and config.executor.__name__ == "FakeSession" and not config.in_container
+    assert config.mode == "fake" and config.executor.class_name == "FakeSession" and not config.in_container
     with pytest.raises(ConfigError) as info:
         HostConfig(**host_fields(tmp_path, mode="k8s"), inference_dir=INFERENCE)
     assert (
@@ -211,7 +227,7 @@ def test_run_py_plans_and_runs_a_case_through_a_registered_mode(tmp_path, fake_m
         )
     )
     config = load_run_config(parse_args(["--config", str(host_yaml)]))
-    assert config.executor.__name__ == "FakeSession"
+    assert config.executor.class_name == "FakeSession"
     plan = build_plan([Variant("", tmp_path / "run", config.cases)], config.repetitions)
     sessions = [
         executors.create(config, i, "20260101-000000-abcd", threading.Event(), tmp_path / "run") for i in range(2)

@@ -1,4 +1,4 @@
-"""tools.config.expr.parse_number: exact values, bounds and error messages (mutation-tested).
+"""contract.config.expr.parse_number: exact values, bounds and error messages (mutation-tested).
 
 tests/test_config.py checks a few sample expressions; these tests pin every
 branch: the property tests build random expressions together with their value
@@ -14,7 +14,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from tools.config.expr import parse_number
+from contract.config.expr import parse_number
 
 # Deterministic and free of timing limits: the same examples every run, also
 # under mutmut's slower trampolines.

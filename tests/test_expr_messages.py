@@ -1,10 +1,10 @@
-"""tools.config.expr: the out-of-range and non-finite messages in full (mutation testing, docs/testing.md)."""
+"""contract.config.expr: the out-of-range and non-finite messages in full (mutation testing, docs/testing.md)."""
 
 from __future__ import annotations
 
 import pytest
 
-from tools.config.expr import parse_number
+from contract.config.expr import parse_number
 
 
 @pytest.mark.parametrize(

@@ -18,8 +18,8 @@ import pytest
 from common.errors import StorageError
 from common.files import atomic_dir, atomic_path, json_text, sweep_stale_temps, writable_dir, write_json_atomic
 from common.onnx_files import onnx_external_locations
+from contract.cache import evict, onnx_digests, probe, reuse, seal, seal_path
 from tests.infra.run_inference import tmpfs
-from tools.cache import evict, onnx_digests, probe, reuse, seal, seal_path
 
 INFERENCE = Path(__file__).resolve().parents[1] / "inference"
 

@@ -1,10 +1,10 @@
 """The bounds behind tests/test_faults_config_run.py, one class of fault at a time, in-process.
 
-tools/config/expr.py: no intermediate value beyond a float, no power computed before
+contract/config/expr.py: no intermediate value beyond a float, no power computed before
 its size is known, bounded text and syntax tree. common/yamlio.py: bounded
 file size, alias expansion, nesting, no cycles. common/errors.shown: a value in
 a message is never longer than a line. utils/host_config.py: HostConfig checks
-itself and owns the one list of host.yaml keys. tools/config.py: every value
+itself and owns the one list of host.yaml keys. contract/config/: every value
 that sizes a resource is bounded.
 """
 
@@ -20,16 +20,16 @@ import yaml
 
 from common.errors import ConfigError, shown
 from common.yamlio import MAX_DEPTH, MAX_VALUES, YamlTooLarge, load_yaml_mapping, load_yaml_value
+from contract.config import expr
+from contract.config.expr import parse_number
 from tests.conftest import TYPED_CASE_CONFIG as TYPED
 from tests.infra.host_config import host_fields
-from tools.config import expr
-from tools.config.expr import parse_number
 
 REPO = Path(__file__).resolve().parents[1]
 INFERENCE = REPO / "inference"
 
 
-# ---- tools/config/expr.py ------------------------------------------------------------------------------
+# ---- contract/config/expr.py ------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -318,11 +318,11 @@ def test_from_yaml_is_load_host_config(tmp_path):
 
 
 def test_host_yaml_keys_are_defined_once():
-    import tools.config.load
+    import contract.config.load
     import utils.host_config as host_config
     from common import host_keys
 
-    assert tools.config.load.HOST_KEYS is host_keys.HOST_KEYS
+    assert contract.config.load.HOST_KEYS is host_keys.HOST_KEYS
     assert host_config.KEY_FIELDS is host_keys.KEY_FIELDS
     assert set(host_config.IGNORED_KEYS) <= set(host_keys.HOST_KEYS)
     assert set(host_config.FLAGPERF_DOCKER_KEYS) <= set(host_keys.HOST_KEYS)
@@ -338,11 +338,11 @@ def test_host_yaml_keys_are_defined_once():
     assert spelled == [Path("common/host_keys.py")]
 
 
-# ---- tools/config.py ----------------------------------------------------------------------------
+# ---- contract/config/ ----------------------------------------------------------------------------
 
 
 def make(**overrides):
-    from tools.config import CaseConfig
+    from contract.config import CaseConfig
 
     extra = overrides.pop("extra", {})
     return CaseConfig(**{**TYPED, **overrides}, extra=extra, origin={key: "/c.yaml" for key in [*overrides, *extra]})
@@ -388,7 +388,7 @@ def test_num_workers_is_bounded_by_one_machine_independent_limit(two_cores):
 
 
 def test_onnx_opset_is_bounded_by_the_installed_exporter():
-    from tools.config.values import supported_onnx_opsets
+    from contract.config.values import supported_onnx_opsets
 
     low, high, source = supported_onnx_opsets()
     try:
@@ -502,7 +502,7 @@ def test_well_known_keys_pass_with_sane_values():
 
 
 def test_case_config_key_names_are_bounded(tmp_path):
-    from tools.config import merge_case_config
+    from contract.config import merge_case_config
 
     base = {
         "batch_size": 8,
@@ -523,7 +523,7 @@ def test_case_config_key_names_are_bounded(tmp_path):
 def test_device_availability_is_checked_where_the_config_is_loaded(tmp_path, monkeypatch):
     import torch
 
-    from tools.config import check_device_available, load_case_config
+    from contract.config import check_device_available, load_case_config
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert check_device_available("cpu") is None
@@ -554,7 +554,7 @@ def test_device_availability_is_checked_where_the_config_is_loaded(tmp_path, mon
 
 
 def test_case_and_vendor_names_are_bounded_before_the_file_system(tmp_path):
-    from tools.config import load_case_config
+    from contract.config import load_case_config
 
     with pytest.raises(ConfigError, match=r"^case 'c{80}…' \(300 chars\) is not a name of at most 64"):
         load_case_config(str(tmp_path), "c" * 300, "pytorch", "acme", "/d", "/l")

@@ -386,7 +386,7 @@ def two_cpus(monkeypatch):
 
 
 def test_flagperf_config_without_input_size_loads_as_namedtuple(tmp_path, caplog_loguru, two_cpus):
-    from tools.config import load_case_config
+    from contract.config import load_case_config
 
     perf = _flag_config_tree(tmp_path, "compiler: fastpath\nhas_dynamic_axis: false\n")
     config = load_case_config(perf, "toy", "pytorch_2.1", "acme", "/data", "/logs")
@@ -408,7 +408,7 @@ def test_flagperf_config_without_input_size_loads_as_namedtuple(tmp_path, caplog
 
 
 def test_has_dynamic_axis_must_be_a_bool():
-    from tools.compat.flagperf import has_dynamic_axis
+    from contract.config import has_dynamic_axis
 
     class Config(SimpleNamespace):
         def get(self, key, default=None):
@@ -485,7 +485,7 @@ def test_adapter_unstacks_and_passes_through_conforming_outputs():
 
 
 def test_adapter_selection_by_config_and_by_convention():
-    from inference_engine.base import EngineBase
+    from contract.engine_base import EngineBase
     from tools.compat.adapters import wants_adapter
 
     class Config(SimpleNamespace):
@@ -512,7 +512,7 @@ def test_adapter_selection_by_config_and_by_convention():
 def test_an_engine_not_derived_from_engine_base_is_seen_through_its_declared_api():
     """A FlagPerf engine as written (no EngineBase) is adapted once: what it has answers, the rest
     is EngineBase's "not supported" default, and anything else is still its own."""
-    from inference_engine.base import OPTIONAL_METHODS, EngineBase
+    from contract.engine_base import OPTIONAL_METHODS, EngineBase
     from tools.compat.adapters import ForeignEngine, OutputAdapter, as_engine, engine_suffix
 
     class Bare:

@@ -91,8 +91,8 @@ def test_a_vendor_folder_keeps_its_own_common_and_a_tree_without_the_fragment_bu
 
 
 def test_the_shared_folder_is_no_vendor():
+    from contract.registry import vendor_names
     from entry.checks import list_available
-    from inference_engine.registry import vendor_names
 
     assert "common" not in vendor_names()
     assert "common" not in list_available(INFERENCE).split("vendors", 1)[1]

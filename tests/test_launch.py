@@ -175,7 +175,7 @@ http.server.HTTPServer(("127.0.0.1", port), Handler).serve_forever()
 
 @pytest.mark.parametrize("dies", [True, False])
 def test_an_answer_broken_off_is_one_engine_error_naming_the_servers_exit(tmp_path, dies):
-    from inference_engine.serving_base import VllmEngine, free_port
+    from contract.serving_base import VllmEngine, free_port
 
     port = free_port()
     url = f"http://127.0.0.1:{port}/v1"
@@ -194,11 +194,10 @@ def test_an_answer_broken_off_is_one_engine_error_naming_the_servers_exit(tmp_pa
     assert "\n" not in message
     if dies:
         assert message == (
-            "inference_engine/serving_base.py: the vLLM server exited with status -9; "
-            "last log line: broke off a completion"
+            "contract/serving_base.py: the vLLM server exited with status -9; last log line: broke off a completion"
         )
     else:
-        assert message.startswith(f"inference_engine/serving_base.py: a greedy completion at {url} failed: ")
+        assert message.startswith(f"contract/serving_base.py: a greedy completion at {url} failed: ")
         assert "IncompleteRead" in message
 
 

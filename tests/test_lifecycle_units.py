@@ -18,11 +18,19 @@ from common import lifetime
 from common.errors import ConfigError
 from common.monitor_protocol import monitor_protocol
 from common.record import CaseResult
+from tests.infra.imports import (
+    INFERENCE,
+    _imports,
+    back_arrows,
+    find_cycle,
+    import_graph,
+    loops,
+    module_name,
+    undeclared_loads,
+)
 from tests.result_records import write_result
 from utils.case_specs import CaseSpec
 from utils.executors.base import CaseOutcome, describe_exit, exit_signal, read_outcome
-
-INFERENCE = Path(__file__).resolve().parents[1] / "inference"
 
 
 # ---- exit statuses read the same whichever executor reported them ---------------------------
@@ -199,7 +207,7 @@ def test_lifetime_ignores_nonsense_bounds(monkeypatch):
     assert lifetime._max_seconds() == 90.0
 
 
-# ---- layering: tools/ (container side) and utils/ (host side) meet only in common/ -----------
+# ---- layering: the house (tests/infra/imports.py FLOORS, docs/architecture.md "The house") -----
 def imported_roots(path: Path) -> set[str]:
     roots = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -213,11 +221,12 @@ def imported_roots(path: Path) -> set[str]:
 @pytest.mark.parametrize(
     "side, forbidden",
     [
-        ("tools", {"utils"}),
+        ("tools", {"utils", "inference_engine", "benchmarks"}),
         ("utils", {"tools", "inference_engine", "benchmarks"}),
-        ("common", {"tools", "utils", "inference_engine", "benchmarks", "docker_images"}),
-        ("inference_engine", {"utils"}),
-        ("benchmarks", {"utils"}),
+        ("common", {"contract", "tools", "utils", "inference_engine", "benchmarks", "docker_images"}),
+        ("contract", {"tools", "utils", "inference_engine", "benchmarks", "docker_images", "general_perf"}),
+        ("inference_engine", {"utils", "tools", "benchmarks"}),
+        ("benchmarks", {"utils", "inference_engine"}),
         ("docker_images", {"utils", "tools"}),
     ],
 )
@@ -230,101 +239,75 @@ def test_layering(side, forbidden):
     assert offenders == {}
 
 
-# ---- no import circle anywhere under inference/ -----------------------------------------------
-def module_name(path: Path, root: Path) -> str:
-    parts = list(path.relative_to(root).with_suffix("").parts)
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+def test_no_arrow_runs_back_up_the_house():
+    """Every static import (module- or function-level) goes down the house or stays in its room."""
+    assert back_arrows(import_graph(static_only=True)) == []
 
 
-def _import_module_literal(node: ast.AST) -> str | None:
-    """The module a call ``importlib.import_module("a.b")`` (or ``import_module("a.b")``) names
-    by a string literal; None for any other node (a name built at run time is not followed)."""
-    if not isinstance(node, ast.Call) or not node.args:
-        return None
-    func, first = node.func, node.args[0]
-    named = (isinstance(func, ast.Attribute) and func.attr == "import_module") or (
-        isinstance(func, ast.Name) and func.id == "import_module"
-    )
-    if named and isinstance(first, ast.Constant) and isinstance(first.value, str):
-        return first.value
-    return None
+def test_the_house_refuses_an_arrow_up_or_across(tmp_path):
+    for folder in ("common", "contract", "tools", "utils", "inference_engine/acme"):
+        (tmp_path / folder).mkdir(parents=True)
+    (tmp_path / "common" / "a.py").write_text("def f():\n    from contract.b import B\n")
+    (tmp_path / "contract" / "b.py").write_text("from common.a import f\nB = 1\n")
+    (tmp_path / "tools" / "c.py").write_text("from contract.b import B\nfrom utils.d import D\n")
+    (tmp_path / "utils" / "d.py").write_text("D = 1\n")
+    (tmp_path / "inference_engine" / "acme" / "e.py").write_text("from contract.b import B\n")
+    assert back_arrows(import_graph(tmp_path, static_only=True)) == [
+        ("common.a", "contract.b"),
+        ("tools.c", "utils.d"),
+    ]
 
 
-def _imports(tree: ast.AST, package: str) -> list[tuple[str, bool]]:
-    """(imported name, at module level) for every import statement of a module: module level,
-    in functions and in ``if TYPE_CHECKING:`` blocks alike, and every ``importlib.import_module``
-    of a string literal. ``from X import Y`` gives ``X.Y`` (a submodule, or a name the caller
-    resolves to X); relative imports are resolved."""
-    top = {id(node) for node in getattr(tree, "body", [])}
-    top_calls = {
-        id(call)
-        for node in getattr(tree, "body", [])
-        if isinstance(node, (ast.Expr, ast.Assign, ast.AnnAssign))
-        for call in ast.walk(node)
-    }
-    found = []
-    for node in ast.walk(tree):
-        at_top = id(node) in top
-        literal = _import_module_literal(node)
-        if literal is not None:
-            found.append((literal, id(node) in top_calls))
-        elif isinstance(node, ast.Import):
-            found += [(alias.name, at_top) for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
-                base = ".".join([*anchor, base] if base else anchor)
-            found += [(f"{base}.{alias.name}", at_top) for alias in node.names]
-    return found
-
-
-def import_graph(root: Path = INFERENCE, module_level_only: bool = False) -> dict[str, set[str]]:
-    """Module -> the modules under ``root`` it imports (the deepest module a dotted name names)."""
-    files = {module_name(p, root): p for p in root.rglob("*.py") if "__pycache__" not in p.parts}
-
-    def resolve(name: str) -> str | None:
-        while name and name not in files:
-            name = name.rpartition(".")[0]
-        return name or None
-
-    graph = {}
-    for name, path in files.items():
-        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-        imported = {
-            resolve(target)
-            for target, at_top in _imports(ast.parse(path.read_text(encoding="utf-8")), package)
-            if at_top or not module_level_only
-        }
-        graph[name] = {m for m in imported if m and m != name}
-    return graph
-
-
-def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
-    """One import circle as ``[a, b, ..., a]``, or None (iterative depth-first search)."""
-    state: dict[str, int] = {}  # 1: on the current path, 2: finished
-    for start in sorted(graph):
-        if start in state:
-            continue
-        path, stack = [start], [iter(sorted(graph[start]))]
-        state[start] = 1
-        while stack:
-            following = next(stack[-1], None)
-            if following is None:
-                state[path.pop()] = 2
-                stack.pop()
-            elif state.get(following) == 1:
-                return path[path.index(following) :] + [following]
-            elif following not in state:
-                state[following] = 1
-                path.append(following)
-                stack.append(iter(sorted(graph.get(following, ()))))
-    return None
-
-
+# ---- no import circle anywhere under inference/, loads by name included -----------------------
 def test_no_import_circle_under_inference():
     cycle = find_cycle(import_graph())
-    assert cycle is None, "import circle (module-level and function-level imports): " + " -> ".join(cycle)
+    assert cycle is None, "import circle (imports and loads by name): " + " -> ".join(cycle)
+
+
+def test_every_load_by_name_reads_a_declared_table():
+    """A module loaded by a name built at run time is loaded only as ``DYNAMIC_IMPORTS[KEY].format(...)``,
+    so the circle test above follows it (tests/infra/imports.py)."""
+    assert undeclared_loads() == []
+
+
+def test_a_declared_load_is_followed_to_every_module_its_pattern_matches(tmp_path):
+    """benchmarks/base_common.py once loaded the vendor kernels by an f-string while they imported
+    it back: the loop is seen, the f-string is an undeclared load, and the declared form is followed."""
+    (tmp_path / "benchmarks").mkdir()
+    (tmp_path / "inference_engine" / "acme" / "base").mkdir(parents=True)
+    (tmp_path / "inference_engine" / "zeta" / "base").mkdir(parents=True)
+    (tmp_path / "benchmarks" / "base_common.py").write_text(
+        "import importlib\nclass TorchKernels: ...\n"
+        "def vendor_kernels(vendor):\n"
+        "    return importlib.import_module(f'inference_engine.{vendor}.base.kernels')\n"
+    )
+    for vendor in ("acme", "zeta"):
+        (tmp_path / "inference_engine" / vendor / "base" / "kernels.py").write_text(
+            "from benchmarks.base_common import TorchKernels\n"
+        )
+    assert import_graph(tmp_path)["benchmarks.base_common"] == {
+        "inference_engine.acme.base.kernels",
+        "inference_engine.zeta.base.kernels",
+    }
+    assert find_cycle(import_graph(tmp_path)) is not None
+    assert undeclared_loads(tmp_path) == ["benchmarks/base_common.py:4"]
+    (tmp_path / "contract").mkdir()
+    (tmp_path / "contract" / "kernels.py").write_text("class TorchKernels: ...\n")
+    (tmp_path / "contract" / "registry.py").write_text(
+        "import importlib\nDYNAMIC_IMPORTS = {'kernels': 'inference_engine.{vendor}.base.kernels'}\n"
+        "def vendor_kernels(vendor):\n"
+        "    return importlib.import_module(DYNAMIC_IMPORTS['kernels'].format(vendor=vendor))\n"
+        "def other(name):\n    return importlib.import_module(DYNAMIC_IMPORTS['nowhere'].format(name=name))\n"
+    )
+    (tmp_path / "benchmarks" / "base_common.py").write_text("from contract.registry import vendor_kernels\n")
+    for vendor in ("acme", "zeta"):
+        (tmp_path / "inference_engine" / vendor / "base" / "kernels.py").write_text(
+            "from contract.kernels import TorchKernels\n"
+        )
+    graph = import_graph(tmp_path)
+    assert graph["contract.registry"] == {"inference_engine.acme.base.kernels", "inference_engine.zeta.base.kernels"}
+    assert find_cycle(graph) is None
+    assert undeclared_loads(tmp_path) == ["contract/registry.py:6"]  # a key the table lacks
 
 
 def test_the_circle_finder_sees_function_level_relative_and_package_imports(tmp_path):
@@ -338,13 +321,15 @@ def test_the_circle_finder_sees_function_level_relative_and_package_imports(tmp_
     graph = import_graph(tmp_path)
     assert graph == {"pkg": {"pkg.a"}, "pkg.a": {"pkg.b"}, "pkg.b": {"pkg.c"}, "pkg.c": {"pkg.a"}}
     assert find_cycle(graph) == ["pkg.a", "pkg.b", "pkg.c", "pkg.a"]
+    assert loops(graph) == [["pkg.a", "pkg.b", "pkg.c"]]
     assert import_graph(tmp_path, module_level_only=True)["pkg.b"] == set()
     (tmp_path / "pkg" / "c.py").write_text("C = 2\n")
     assert find_cycle(import_graph(tmp_path)) is None
+    assert loops(import_graph(tmp_path)) == []
 
 
 def test_the_circle_finder_follows_import_module_of_a_string_literal(tmp_path):
-    """inference_engine/registry.py once loaded tools/compat/bytemlperf/engine.py by
+    """The engine registry once loaded tools/compat/bytemlperf/engine.py by
     ``importlib.import_module("...")``, and that module imported the registry back."""
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pkg" / "__init__.py").write_text("")
@@ -359,7 +344,8 @@ def test_the_circle_finder_follows_import_module_of_a_string_literal(tmp_path):
     )
     graph = import_graph(tmp_path)
     assert graph["pkg.registry"] == {"pkg.adapter"} and graph["pkg.adapter"] == {"pkg.registry", "pkg.other"}
-    assert graph["pkg.other"] == set()  # a name built at run time is not followed
+    assert graph["pkg.other"] == set()  # a name built at run time is not followed: an undeclared load
+    assert undeclared_loads(tmp_path) == ["pkg/other.py:4"]
     assert find_cycle(graph) == ["pkg.adapter", "pkg.registry", "pkg.adapter"]
     assert import_graph(tmp_path, module_level_only=True)["pkg.registry"] == set()
     assert import_graph(tmp_path, module_level_only=True)["pkg.adapter"] == {"pkg.registry", "pkg.other"}
@@ -367,19 +353,10 @@ def test_the_circle_finder_follows_import_module_of_a_string_literal(tmp_path):
 
 # ---- tools/ finds plug-ins through tools/plugins.py, by name, when it needs one ----------------
 PLUG_INS = ("inference_engine", "benchmarks")
-# The engine API is no plug-in: tools/ sees every engine through EngineBase (tools/compat/adapters.py).
-PLUG_IN_API = {"inference_engine", "inference_engine.base"}
 
 
 def is_plug_in(module: str) -> bool:
-    return module.split(".")[0] in PLUG_INS and module not in PLUG_IN_API
-
-
-# The ByteMLPerf adapter is itself an engine: tools/plugins.py returns
-# tools.compat.bytemlperf.engine for a backend folder, and that module, with the folder
-# loader it uses, reads the engine base class and the registry's folder rules as any
-# engine module does. Nothing the pipeline imports at module level reaches them (below).
-ENGINE_ADAPTERS = {"tools.compat.bytemlperf.engine", "tools.compat.bytemlperf.backend"}
+    return module.split(".")[0] in PLUG_INS and module not in PLUG_INS  # the packages' own __init__ are no plug-in
 
 
 def test_tools_imports_no_plug_in_at_module_level():
@@ -387,7 +364,7 @@ def test_tools_imports_no_plug_in_at_module_level():
     offenders = {
         name: sorted(m for m in imported if is_plug_in(m))
         for name, imported in graph.items()
-        if name.split(".")[0] == "tools" and name not in ENGINE_ADAPTERS and any(is_plug_in(m) for m in imported)
+        if name.split(".")[0] in ("tools", "contract") and any(is_plug_in(m) for m in imported)
     }
     assert offenders == {}
 
@@ -405,10 +382,10 @@ def test_the_container_entry_loads_no_plug_in_until_it_asks_for_one():
     assert sorted(m for m in seen if is_plug_in(m)) == []
 
 
-# ---- what a plug-in may import (tools/plugins.py PLUGIN_IMPORTS, docs/architecture.md) -----------
+# ---- what a plug-in may import (contract/__init__.py PLUGIN_IMPORTS, docs/architecture.md) -------
 def plug_in_files(root: Path = INFERENCE) -> list[tuple[str, str, Path]]:
-    """(kind, the module its own folder is, path) of every file under inference_engine/ (engines,
-    their bases and registry) and benchmarks/ (cases and their bases)."""
+    """(kind, the module its own folder is, path) of every file under inference_engine/ (engines)
+    and benchmarks/ (cases and their bases)."""
     found = []
     for kind, area in (("engine", "inference_engine"), ("case", "benchmarks")):
         for path in sorted((root / area).rglob("*.py")):
@@ -418,19 +395,25 @@ def plug_in_files(root: Path = INFERENCE) -> list[tuple[str, str, Path]]:
     return found
 
 
-def plug_in_offenders(root: Path = INFERENCE) -> dict[str, list[str]]:
-    """Each plug-in file's imports of code under ``root`` that PLUGIN_IMPORTS does not allow."""
-    from tools.plugins import PLUGIN_IMPORTS
+def plug_in_imports(path: Path, root: Path) -> list[str]:
+    """Every import of a plug-in file (function-level and ``TYPE_CHECKING`` ones too, and loads by name)."""
+    name = module_name(path, root)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    return [target for target, _, _ in _imports(ast.parse(path.read_text(encoding="utf-8")), package)]
 
+
+def plug_in_offenders(root: Path = INFERENCE, rules: dict[str, tuple[str, ...]] | None = None) -> dict[str, list[str]]:
+    """Each plug-in file's imports of code under ``root`` that ``rules`` (PLUGIN_IMPORTS) does not allow."""
+    from contract import PLUGIN_IMPORTS
+
+    rules = PLUGIN_IMPORTS if rules is None else rules
     roots = {p.stem for p in root.iterdir() if p.suffix == ".py" or p.is_dir()}
     offenders = {}
     for kind, own, path in plug_in_files(root):
-        name = module_name(path, root)
-        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-        allowed = (own, *PLUGIN_IMPORTS[kind])
+        allowed = (own, *rules[kind])
         bad = sorted(
             target
-            for target, _ in _imports(ast.parse(path.read_text(encoding="utf-8")), package)
+            for target in plug_in_imports(path, root)
             if target.split(".")[0] in roots and not any(target == a or target.startswith(a + ".") for a in allowed)
         )
         if bad:
@@ -442,27 +425,58 @@ def test_plug_ins_import_only_what_is_declared():
     assert plug_in_offenders() == {}
 
 
+def test_a_vendor_imports_only_the_floor():
+    """An engine's imports of the code under inference/: the floor, common/, its own vendor folder and
+    ByteMLPerf's base class names (general_perf/, which published backends import as written).
+    The rule is pinned here, so widening PLUGIN_IMPORTS is a visible change."""
+    from contract import PLUGIN_IMPORTS
+
+    assert PLUGIN_IMPORTS["engine"] == ("common", "contract", "general_perf")
+    assert [path for path in plug_in_offenders() if path.startswith("inference_engine/")] == []
+
+
+def test_a_case_imports_only_the_floor_and_the_stages_it_runs():
+    """A case's imports of the code under inference/: the floor, common/, the cases' own helpers, and
+    nothing of tools/ except the measuring stages a case's hook runs (contract/__init__.py: the
+    remainder, listed there one by one); none of utils/, of an engine module or of another room."""
+    from contract import PLUGIN_IMPORTS
+
+    services = [m for m in PLUGIN_IMPORTS["case"] if m not in ("common", "contract", "benchmarks")]
+    assert services and all(m.startswith("tools.measure.") or m.startswith("tools.") for m in services)
+    used = {
+        target.rpartition(".")[0] if target not in services else target
+        for _, _, path in plug_in_files()
+        if path.is_relative_to(INFERENCE / "benchmarks")
+        for target in plug_in_imports(path, INFERENCE)
+        if target.split(".")[0] == "tools"
+    }
+    assert {m for m in used if not any(m == s or m.startswith(s + ".") for s in services)} == set()
+    # every declared service is still used: a service a case stopped importing leaves the list
+    assert {s for s in services if not any(m == s or m.startswith(s + ".") for m in used)} == set()
+
+
 def test_the_plug_in_import_rule_refuses_a_back_arrow(tmp_path):
-    """The arrows issue 27 removed: an engine reaching for tools.cache or the registry, a case for
-    another engine's module or the host side."""
-    for folder in ("common", "tools", "utils", "inference_engine/acme", "benchmarks/demo/pytorch"):
+    """The arrows issues 27 and 42 removed: an engine reaching for tools/, another room or the old
+    base-tier kernels in a case file; a case for another engine's module, a load by name or the host side."""
+    for folder in ("common", "contract", "tools", "utils", "inference_engine/acme", "benchmarks/demo/pytorch"):
         (tmp_path / folder).mkdir(parents=True)
-    (tmp_path / "inference_engine" / "base.py").write_text("from tools.config import CaseView\n")
     (tmp_path / "inference_engine" / "acme" / "fast.py").write_text(
         "import numpy\nfrom common.errors import EngineError\n"
-        "from inference_engine.base import EngineBase\nfrom . import helpers\n"
-        "from tools.cache import fingerprint\nfrom inference_engine.registry import reraise_interrupt\n"
+        "from contract.engine_base import EngineBase\nfrom contract.config import CaseConfig\nfrom . import helpers\n"
+        "from tools.cache import fingerprint\nfrom benchmarks.base_common import TorchKernels\n"
     )
     (tmp_path / "benchmarks" / "demo" / "pytorch" / "__init__.py").write_text(
-        "from .model import create_model\nfrom benchmarks.common import param\n"
+        "import importlib\nfrom .model import create_model\nfrom benchmarks.common import param\n"
         "from tools.measure.loop import timed_forward\n"
-        "def f():\n    from inference_engine.acme.fast import InferModel\n"
+        "def f(v):\n    from inference_engine.acme.fast import InferModel\n"
         "    from utils.host_config import HostConfig\n"
+        "    return importlib.import_module(f'inference_engine.{v}.fast')\n"
     )
     assert plug_in_offenders(tmp_path) == {
-        "inference_engine/acme/fast.py": ["inference_engine.registry.reraise_interrupt", "tools.cache.fingerprint"],
+        "inference_engine/acme/fast.py": ["benchmarks.base_common.TorchKernels", "tools.cache.fingerprint"],
         "benchmarks/demo/pytorch/__init__.py": [
             "inference_engine.acme.fast.InferModel",
+            "inference_engine.{}.fast",
             "utils.host_config.HostConfig",
         ],
     }

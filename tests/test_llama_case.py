@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 import yaml
 
-from inference_engine.llm_base import eos_token_ids
+from contract.llm_base import eos_token_ids
 from tests.conftest import copy_inference_tree, local_host_yaml, run_py
 
 pytest.importorskip("onnxruntime_genai", reason="pip install -r inference/benchmarks/llama/pytorch/requirements.txt")
@@ -189,8 +189,8 @@ def _reference(model):
 
 
 def test_greedy_agreement_catches_an_engine_that_perturbs_its_logits(genai):
+    from contract.tolerances import tolerances_for
     from tools.checks.generation import check_generation
-    from tools.checks.numeric import tolerances_for
 
     entry, model, engine_class, config = genai
 
@@ -218,9 +218,9 @@ def test_nvidia_llm_engine_code_runs_on_cpu_and_needs_a_gpu_for_cuda(genai):
     """The nvidia engine (static KV cache) on CPU, uncompiled: the same greedy tokens as the
     framework model; with device cuda on a machine without a GPU, one line at preflight."""
     from common.errors import ConfigError
+    from contract.tolerances import tolerances_for
     from inference_engine.nvidia import inductor_llm
     from tools.checks.generation import check_generation
-    from tools.checks.numeric import tolerances_for
 
     _, model, _, _ = genai
     keys = {"llm_compile": False, "llm_cache_block": 32}
@@ -253,9 +253,9 @@ def test_nvidia_llm_engine_on_cuda_compiled(genai):
 
     if not torch.cuda.is_available():
         pytest.skip("needs an NVIDIA GPU")
+    from contract.tolerances import tolerances_for
     from inference_engine.nvidia import inductor_llm
     from tools.checks.generation import check_generation
-    from tools.checks.numeric import tolerances_for
 
     _, model, _, _ = genai
     keys = {"inductor_mode": "reduce-overhead", "llm_compile": True, "llm_cache_block": 64}

@@ -240,8 +240,8 @@ def test_compiler_vllm_on_a_cpu_without_avx2_stops_in_one_line_naming_the_fallba
     """vllm.py's preflight asks the rule before anything else is tried (here a CPU without AVX2, read from a
     fake /proc/cpuinfo): one ConfigError line naming the key and the fallback, before vLLM is imported."""
     from common.errors import ConfigError
+    from contract.config.load import load_case_config
     from inference_engine.cpu import _vllm_cpu_support, vllm
-    from tools.config.load import load_case_config
 
     fake = tmp_path / "cpuinfo"
     fake.write_text(SANDY_BRIDGE)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from common.errors import ConfigError
-from inference_engine.llm_base import LLMEngineBase
+from contract.llm_base import LLMEngineBase
 from tests.infra.clocks import FakeClock
 from tests.infra.llm_rig import SleepyEngine, llm_config
 from tools.measure.llm import GenerationFigures, ModelShape, generate_timed
@@ -209,8 +209,8 @@ class ScriptedEngine(LLMEngineBase):
 def test_greedy_check_masks_eos_as_the_engine_contract_does():
     """The reference's top token at one position is EOS (id 1), which the contract never selects: the
     engine took the runner-up. With the EOS ids masked that position agrees; unmasked it would not."""
+    from contract.tolerances import tolerances_for
     from tools.checks.generation import check_generation
-    from tools.checks.numeric import tolerances_for
 
     vocab, prompts, generated = 8, np.array([[5, 6, 7]]), np.array([[2, 3, 4, 2]])
     logits = np.zeros((1, 3 + 3, vocab), dtype=np.float32)
@@ -236,7 +236,7 @@ def test_greedy_check_masks_eos_as_the_engine_contract_does():
 
 
 def test_eos_token_ids_of_a_config():
-    from inference_engine.llm_base import eos_token_ids
+    from contract.llm_base import eos_token_ids
 
     assert eos_token_ids({"eos_token_id": 2}) == (2,)
     assert eos_token_ids({"eos_token_id": [128001, 128009]}) == (128001, 128009)

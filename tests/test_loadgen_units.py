@@ -18,8 +18,8 @@ import pytest
 import torch
 
 from common.errors import ConfigError
+from contract.config import CaseConfig
 from tests.conftest import TYPED_CASE_CONFIG
-from tools.config import CaseConfig
 from tools.measure import loadgen
 from tools.measure.stage import PerformanceStage
 

@@ -1,4 +1,4 @@
-"""The inference pass for an engine that declares ``call_numpy`` (inference_engine/base.py,
+"""The inference pass for an engine that declares ``call_numpy`` (contract/engine_base.py,
 tools/measure/loop.py): batches read and converted before the clock in chunks, the calls back to
 back, the outputs evaluated after; with a fake clock (tests/infra/loop_rig.py's Rig), and
 ONNX Runtime's engine on a tiny real session.
@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from common.errors import EngineError
-from inference_engine.base import EngineBase
+from contract.engine_base import EngineBase
 from tests.infra.loop_rig import SYNC_NS, Loader, Rig, config
 from tests.infra.onnx_models import doubling_onnx  # noqa: F401  (a fixture)
 from tools.compat.adapters import OutputAdapter, as_engine

@@ -6,7 +6,8 @@ import math
 import pytest
 import torch
 
-from tools.checks.numeric import DEFAULT_TOLERANCES, TINY, compare_outputs, tolerances_for
+from contract.tolerances import DEFAULT_TOLERANCES, tolerances_for
+from tools.checks.numeric import TINY, compare_outputs
 
 FP32 = DEFAULT_TOLERANCES["fp32"]
 

@@ -14,9 +14,9 @@ import pytest
 import torch
 
 from common.errors import ConfigError, EngineError
+from contract.config import CaseConfig
 from tests.infra.monitors import sample_then_stop
 from tests.measure_config import CHEAP_SET
-from tools.config import CaseConfig
 
 INFERENCE = Path(__file__).resolve().parents[1] / "inference"
 T = 1e12

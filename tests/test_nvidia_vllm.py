@@ -1,5 +1,5 @@
 """The nvidia vendor's compiler vllm (inference/inference_engine/nvidia/vllm.py): vLLM's CUDA build, the
-engine shared with the cpu vendor (inference_engine/serving_base.py::VllmEngine). No GPU here: what is
+engine shared with the cpu vendor (contract/serving_base.py::VllmEngine). No GPU here: what is
 tested is what happens before a server starts (its preflight's lines, the command it would run)."""
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ def fake_python(tmp_path: Path, cuda: str = "False None", vllm: bool = True) -> 
 
 
 def nvidia_config(tmp_path: Path, **values):
-    from tools.config.load import load_case_config
+    from contract.config.load import load_case_config
 
     inference = Path(__file__).resolve().parents[1] / "inference"
     return load_case_config(

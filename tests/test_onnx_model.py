@@ -231,7 +231,7 @@ def result_of(record: dict) -> dict:
 
 def case_config(models: Path, **keys):
     """The onnx_model case's merged config, as the pipeline loads it."""
-    from tools.config import load_case_config
+    from contract.config import load_case_config
 
     perf = Path(__file__).resolve().parents[1] / "inference"
     return load_case_config(str(perf), "onnx_model", "pytorch", "cpu", str(models), "-", keys)

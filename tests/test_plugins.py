@@ -1,6 +1,6 @@
-"""tools/plugins.py and tools/cases.py: the container side finds a vendor's engine and a case's
+"""tools/plugins.py and contract/cases.py: the container side finds a vendor's engine and a case's
 package by name, when a step asks, and importing the pipeline loads no plug-in at all (the
-engine API, inference_engine/base.py, is no plug-in)."""
+engine API, contract/engine_base.py, is no plug-in)."""
 
 from __future__ import annotations
 
@@ -20,12 +20,12 @@ def test_importing_the_pipeline_loads_no_plug_in_until_a_step_asks_for_one():
     script = (
         "import sys\n"
         "import tools.pipeline\n"
-        "api = ('inference_engine', 'inference_engine.base')\n"
+        "api = ('inference_engine', 'contract.engine_base')\n"
         "plug_ins = lambda: sorted(m for m in sys.modules if m.split('.')[0] in ('inference_engine', 'benchmarks') "
         "and m not in api)\n"
         "print(plug_ins())\n"
         "from pathlib import Path\n"
-        "from tools.cases import case_module\n"
+        "from contract.cases import case_module\n"
         "from tools.plugins import engine_module\n"
         "case_module(Path(tools.pipeline.__file__).parents[1], 'digits', 'pytorch_2.1')\n"
         "engine_module('cpu', 'onnxruntime')\n"
@@ -40,7 +40,7 @@ def test_importing_the_pipeline_loads_no_plug_in_until_a_step_asks_for_one():
 
 
 def test_an_unknown_vendor_or_case_is_one_config_error(tmp_path):
-    from tools.cases import case_module
+    from contract.cases import case_module
     from tools.plugins import check_vendor
 
     check_vendor("cpu")
@@ -53,7 +53,7 @@ def test_an_unknown_vendor_or_case_is_one_config_error(tmp_path):
 
 
 def test_a_case_package_missing_a_case_function_is_refused_by_name(tmp_path, monkeypatch):
-    from tools.cases import CASE_FUNCTIONS, case_module
+    from contract.cases import CASE_FUNCTIONS, case_module
 
     (tmp_path / "benchmarks" / "halfcase" / "pytorch").mkdir(parents=True)
     package = types.ModuleType("benchmarks.halfcase.pytorch")
@@ -74,7 +74,7 @@ def test_a_case_package_missing_a_case_function_is_refused_by_name(tmp_path, mon
 
 
 def test_the_framework_step_is_the_case_s_own_when_it_has_one():
-    from tools.cases import Case
+    from contract.cases import Case
 
     own = Case(types.SimpleNamespace(framework_step=lambda model, config: ("own", model, config)))
     assert own.framework_step(None, "config") is None  # no model (no_validation): no step
@@ -82,10 +82,12 @@ def test_the_framework_step_is_the_case_s_own_when_it_has_one():
 
 
 def test_a_case_without_hooks_gets_each_hook_s_default(monkeypatch):
-    from tools.cases import Case
+    from contract.cases import Case
 
     made = []
-    monkeypatch.setattr("tools.cases.make_step", lambda model, config: made.append((model, config)) or "default step")
+    monkeypatch.setattr(
+        "contract.cases.make_step", lambda model, config: made.append((model, config)) or "default step"
+    )
     bare = Case(types.SimpleNamespace(configure="not callable: no hook"))
     config = types.SimpleNamespace(key=1)
     bare.configure(config)
@@ -98,7 +100,7 @@ def test_a_case_without_hooks_gets_each_hook_s_default(monkeypatch):
 
 
 def test_a_case_s_hooks_are_called_with_their_arguments():
-    from tools.cases import Case
+    from contract.cases import Case
 
     calls = []
     module = types.SimpleNamespace(

@@ -19,7 +19,8 @@ import numpy as np
 import pytest
 
 from common.stats import LatencyStats
-from tools.config import setting
+from contract.config import setting
+from contract.settings import MEASUREMENT_DEFAULTS, OUT_OF_REACH
 from tools.measure import precision
 from tools.measure.precision import (
     Drift,
@@ -41,7 +42,6 @@ from tools.measure.precision import (
 )
 from tools.measure.rows import PERCENTILES, row_intervals
 from tools.measure.scenarios import ScenarioRun
-from tools.measure.settings import MEASUREMENT_DEFAULTS, OUT_OF_REACH
 
 MS = 1_000_000
 

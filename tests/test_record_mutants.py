@@ -17,8 +17,8 @@ import pytest
 from common.files import LogFileSink
 from common.onnx_files import has_external_marker, onnx_external_locations
 from common.record import RESULT_FILE, LLMBlock, LLMRow, PerformanceRow, RecordError, ServingRow, read_result
+from contract.cache import evict, onnx_digests, onnx_external_files, probe, reuse, seal, seal_path
 from tests.result_records import performance_row, result_json
-from tools.cache import evict, onnx_digests, onnx_external_files, probe, reuse, seal, seal_path
 
 FULL = Path("/dev/full")
 

@@ -115,7 +115,7 @@ def test_run_py_checks_requirements_in_local_mode_only(tmp_path, monkeypatch):
     spec = CaseSpec("foo", "pytorch", str(tmp_path))
     # The case config names no compiler (the image is then the framework's, checked once the config is read).
     monkeypatch.setattr(
-        "tools.config.load_case_config", lambda *a, **k: types.SimpleNamespace(compiler=None, origin={})
+        "contract.config.load_case_config", lambda *a, **k: types.SimpleNamespace(compiler=None, origin={})
     )
     config = types.SimpleNamespace(
         flagperf_path=tmp_path,

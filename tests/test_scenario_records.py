@@ -29,9 +29,9 @@ from common.scenario import (
     scenario,
 )
 from common.stats import MIN_SAMPLES_FOR_PERCENTILE
+from contract.config import CaseConfig, query_samples
+from contract.config.values import EXTRA_CHECKS
 from tests.conftest import TYPED_CASE_CONFIG
-from tools.config import CaseConfig, query_samples
-from tools.config.values import EXTRA_CHECKS
 from tools.measure import loadgen
 from tools.measure.rows import row_target
 from tools.measure.scenarios import RUNNERS

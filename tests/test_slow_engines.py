@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from inference_engine.base import EngineBase
+from contract.engine_base import EngineBase
 from inference_engine.cpu.onnxruntime import InferModel as PlainModel
 
 REPO = Path(__file__).resolve().parents[1]

@@ -30,7 +30,7 @@ import time
 import onnxruntime as ort
 import torch
 
-from inference_engine.base import EngineBase
+from contract.engine_base import EngineBase
 
 
 class InferModel(EngineBase):

@@ -27,7 +27,7 @@ ACME_ENGINE = '''\
 import onnxruntime as ort
 import torch
 
-from inference_engine.base import EngineBase
+from contract.engine_base import EngineBase
 
 
 class InferModel(EngineBase):
@@ -162,7 +162,7 @@ def test_registry_discovers_acme_by_layout(acme_tree):
         [
             sys.executable,
             "-c",
-            "import json; from inference_engine.registry import get_registered_devices as g; print(json.dumps(g()))",
+            "import json; from contract.registry import get_registered_devices as g; print(json.dumps(g()))",
         ],
         cwd=acme_tree,
         env=_env(),

@@ -243,7 +243,7 @@ def image_tag(config_path: Path, sets: list[str]) -> str:
 
 
 def test_the_engine_names_its_image_and_every_other_engine_keeps_flagperfs_folder():
-    from inference_engine.registry import engine_facts, get_registered_devices
+    from contract.registry import engine_facts, get_registered_devices
 
     declared = {
         (vendor, compiler): engine_facts(vendor, compiler).image
@@ -273,7 +273,7 @@ def test_the_engine_names_its_image_and_every_other_engine_keeps_flagperfs_folde
 )
 def test_an_image_declaration_that_is_no_folder_name_is_one_line_naming_the_engine(tmp_path, line, why):
     from common.errors import ConfigError
-    from inference_engine.registry import engine_facts
+    from contract.registry import engine_facts
 
     (tmp_path / "acme").mkdir()
     (tmp_path / "acme" / "serve.py").write_text(f"{line}\n\nclass InferModel:\n    pass\n")

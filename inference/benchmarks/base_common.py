@@ -18,13 +18,12 @@ Cases (each figure with its 95 % interval and verdict):
                  bandwidth as nccl-tests reports them; needs 2 or more hosts.
 
 The kernels are the vendor's: ``inference_engine/<vendor>/base/kernels.py`` defines
-``Kernels`` (usually a subclass of ``TorchKernels`` below, overriding what its library does
-better); without that file the vendor gets ``TorchKernels`` (docs/vendor_guide.md).
+``Kernels`` (usually a subclass of ``contract/kernels.py::TorchKernels``, overriding what its
+library does better); without that file the vendor gets ``TorchKernels`` (docs/vendor_guide.md).
 """
 
 from __future__ import annotations
 
-import importlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,104 +33,15 @@ from loguru import logger
 
 from common.errors import ConfigError, DataError
 from common.record import as_json
-from tools.config import CaseConfig, origin_of
+from contract.config import CaseConfig, origin_of
+from contract.kernels import DTYPES, TorchKernels
+from contract.registry import vendor_kernels
+from contract.settings import MIN_QUERIES
 
 if TYPE_CHECKING:
     from tools.measure.baseline import KernelSettings
 
-# dtype name -> (torch dtype name, bytes per element of A and B, bytes per element of C)
-DTYPES: dict[str, tuple[str, int, int]] = {
-    "fp64": ("float64", 8, 8),
-    "fp32": ("float32", 4, 4),
-    "tf32": ("float32", 4, 4),
-    "bf16": ("bfloat16", 2, 2),
-    "fp16": ("float16", 2, 2),
-    "int8": ("int8", 1, 4),  # int8 x int8 accumulates into int32
-}
 MEMORY_SHARE = 0.8  # a working set must fit in this share of the free memory
-
-
-# ---- the kernels ------------------------------------------------------------------------------
-class TorchKernels:
-    """The framework's default kernels, in PyTorch (FlagPerf's ``torch.mm``). A vendor overrides
-    any method in ``inference_engine/<vendor>/base/kernels.py``; each factory returns a
-    no-argument callable that runs the kernel once (asynchronously is fine: ``sync`` waits)."""
-
-    name = "torch"
-    gemm_dtypes: tuple[str, ...] = ("fp32", "bf16", "fp16")
-    # None: host<->device transfer applies; else the one line saying why it does not
-    transfer_not_applicable: str | None = None
-
-    def sync(self, device: str) -> None:
-        if device.startswith("cuda"):
-            import torch
-
-            torch.cuda.synchronize(device)
-
-    def free_memory(self, device: str) -> int | None:
-        """Bytes free where the kernels allocate (None: unknown)."""
-        if device.startswith("cuda"):
-            import torch
-
-            return int(torch.cuda.mem_get_info(device)[0])
-        try:
-            import psutil
-
-            return int(psutil.virtual_memory().available)
-        except ImportError:
-            return None
-
-    def gemm(self, dtype: str, m: int, n: int, k: int, device: str) -> Callable[[], Any]:
-        import torch
-
-        if device.startswith("cuda"):
-            torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
-        generator = torch.Generator().manual_seed(0)
-        a = torch.randn(m, k, generator=generator).to(getattr(torch, DTYPES[dtype][0])).to(device)
-        b = torch.randn(k, n, generator=generator).to(getattr(torch, DTYPES[dtype][0])).to(device)
-        out = torch.empty(m, n, dtype=a.dtype, device=device)
-        return lambda: torch.mm(a, b, out=out)
-
-    def stream(self, kernel: str, elements: int, device: str) -> Callable[[], Any]:
-        """STREAM's ``copy`` (c = a) or ``triad`` (a = b + s * c) over float64 arrays, as STREAM."""
-        import torch
-
-        a = torch.full((elements,), 1.0, dtype=torch.float64, device=device)
-        b = torch.full((elements,), 2.0, dtype=torch.float64, device=device)
-        c = torch.zeros(elements, dtype=torch.float64, device=device)
-        if kernel == "copy":
-            return lambda: c.copy_(a)
-        if kernel == "triad":
-            return lambda: torch.add(b, c, alpha=3.0, out=a)
-        raise ConfigError(f"unknown STREAM kernel {kernel!r} (copy, triad)")
-
-    def transfer(self, direction: str, nbytes: int, pinned: bool, device: str) -> Callable[[], Any]:
-        """One copy of ``nbytes`` host->device (``h2d``) or device->host (``d2h``), from or to
-        pinned (page-locked) or pageable host memory."""
-        import torch
-
-        host = torch.empty(nbytes, dtype=torch.uint8, pin_memory=pinned)
-        dev = torch.empty(nbytes, dtype=torch.uint8, device=device)
-        if direction == "h2d":
-            return lambda: dev.copy_(host, non_blocking=pinned)
-        return lambda: host.copy_(dev, non_blocking=pinned)
-
-
-def vendor_kernels(vendor: str) -> TorchKernels:
-    """The vendor's ``Kernels`` (``inference_engine/<vendor>/base/kernels.py``), else ``TorchKernels``."""
-    from inference_engine.registry import ENGINE_ROOT
-
-    path = ENGINE_ROOT / vendor / "base" / "kernels.py"
-    if not path.is_file():
-        return TorchKernels()
-    module = importlib.import_module(f"inference_engine.{vendor}.base.kernels")
-    kernels = getattr(module, "Kernels", None)
-    if not callable(kernels):
-        raise ConfigError(
-            f"inference_engine/{vendor}/base/kernels.py: must define class Kernels (see docs/vendor_guide.md, base "
-            "tier)"
-        )
-    return kernels()
 
 
 # ---- the checks (run.py before any host; the container again before allocating) ---------------
@@ -300,7 +210,6 @@ def gemm_stage(
     from dataclasses import replace
 
     from tools.measure.baseline import gemm_flop, measure_kernel
-    from tools.measure.precision import MIN_QUERIES
 
     kernels, settings, timing = _kernel_stage(config, kernels, clock)
     sweep = replace(

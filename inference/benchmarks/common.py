@@ -20,7 +20,7 @@ from loguru import logger
 
 from common.errors import ConfigError, DataError
 from common.torch_step import half_precision, make_step
-from tools.config import CaseConfig, CaseView, setting
+from contract.config import CaseConfig, CaseView, has_dynamic_axis, setting
 from tools.measure.loop import PhaseResult, timed_forward
 
 INPUT_NAME = "input"
@@ -178,8 +178,6 @@ def export_onnx(model: torch.nn.Module, config: CaseConfig, sample_shape: Sequen
         raise ConfigError("export_onnx_path: not set by the framework before export_model")
     opset = int(setting(config, "onnx_opset"))
     cpu_model = _cpu_fp32(model)
-    from tools.compat.flagperf import has_dynamic_axis
-
     dynamic = has_dynamic_axis(config)
     # Batch 2, not 1: a tracer must never see the batch size as a constant it could fold.
     example = torch.zeros((2 if dynamic else int(config.batch_size), *sample_shape), dtype=torch.float32)

@@ -2,7 +2,7 @@
 
 A declaration is a module-level assignment of a literal, ``NAME = "value"`` (or ``NAME: str = "value"``):
 ``MONITOR_PROTOCOL`` in a vendor's monitor (``common/monitor_protocol.py``), ``IMAGE`` in an engine
-module (``inference_engine/registry.py::engine_facts``).
+module (``contract/registry.py::engine_facts``).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The host side maps each to a field of ``utils/host_config.py::HostConfig`` (None:
 accepted from FlagPerf's files and ignored); the container side
-(``tools/config/load.py``) refuses them in case configs.
+(``contract/config/``) refuses them in case configs.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """What an ONNX model file references beside itself: its external-data files.
 
-The one definition for the framework (``tools/cache.py`` keys and seals cache entries
+The one definition for the framework (``contract/cache.py`` keys and seals cache entries
 with it) and for the plug-ins that may import only ``common/`` (an engine that copies a
 model with its weights, a case that checks a user's model file).
 """

@@ -30,7 +30,7 @@ from common.stats import MIN_SAMPLES_FOR_PERCENTILE
 
 # LoadGen's samples per MultiStream query (mlperf.conf ``*.MultiStream.samples_per_query = 8``, the
 # TestSettings default too): the default of the case config key ``multi_stream_samples_per_query``
-# (a well-known extra key, tools/config/values.py: a config that does not set it keeps its bytes).
+# (a well-known extra key, contract/config/values.py: a config that does not set it keeps its bytes).
 MULTI_STREAM_SAMPLES_PER_QUERY = 8
 
 
@@ -94,7 +94,7 @@ class Scenario:
 
     def samples_per_query(self, configured: Any, batch_size: int) -> int:
         """Samples in one query: ``configured``, the config's ``samples_per_query_key`` (its default where
-        None), for a scenario that has the key; else one batch. ``tools.config.query_samples`` reads it."""
+        None), for a scenario that has the key; else one batch. ``contract.config.query_samples`` reads it."""
         if self.samples_per_query_key is None or self.samples_per_query_default is None:
             return batch_size
         return int(self.samples_per_query_default if configured is None else configured)

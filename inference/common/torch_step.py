@@ -11,7 +11,7 @@ Step = Callable[[list], tuple[list, float]]
 
 
 class Placement(Protocol):
-    """What placing a model reads of the case config (``tools.config.CaseConfig`` has both)."""
+    """What placing a model reads of the case config (``contract.config.CaseConfig`` has both)."""
 
     fp16: bool
     device: str

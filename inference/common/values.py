@@ -2,7 +2,7 @@
 everything that sizes a resource.
 
 The host (``utils/host_config.py``, ``utils/case_specs.py``: host.yaml and its CASES) and the
-container (``tools/config/values.py``: the case config's keys) build their key tables from
+container (``contract/config/values.py``: the case config's keys) build their key tables from
 these. Each check returns the normalised value or raises ``ValueError(reason)``; the caller
 puts the file and key in front of the reason, so an error stays one line naming both.
 Every value that reaches a resource is bounded here: lengths of names and paths before

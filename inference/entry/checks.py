@@ -19,12 +19,12 @@ from utils.host_config import HostConfig
 from utils.requirements import check_backend_requirements, check_case_requirements
 
 if TYPE_CHECKING:
-    from tools.config import CaseConfig
+    from contract.config import CaseConfig
 
 
 def list_available(perf_dir: Path) -> str:
     """Cases (with their frameworks), vendors (with their compilers and images), as found on disk."""
-    from inference_engine.registry import compilers, vendor_names
+    from contract.registry import compilers, vendor_names
     from tools.compat.bytemlperf.backend import describe_backends
 
     lines = ["cases:"]
@@ -52,10 +52,10 @@ def check_cases(config: HostConfig) -> None:
     """Everything about the cases that can be checked before any host is touched: their
     folders and packages, each case config as the pipeline will merge it, its engine, and
     the vendor's monitor."""
-    from tools.config import load_case_config, parse_overrides
+    from contract.config import load_case_config, parse_overrides
 
     executor = config.executor
-    logger.disable("tools.config")  # the container logs the merge; here only errors matter
+    logger.disable("contract.config")  # the container logs the merge; here only errors matter
     try:
         for index, spec in enumerate(config.cases):
             check_case_files(config, spec)
@@ -89,7 +89,7 @@ def check_cases(config: HostConfig) -> None:
                     case_config, memory=executor.runs_here, hosts=len(config.hosts), hosts_origin=str(config.path)
                 )
     finally:
-        logger.enable("tools.config")
+        logger.enable("contract.config")
     folders = sorted({spec.image_folder for spec in config.cases})
     if executor.in_container and len(folders) > 1:  # utils/executors/docker.py::image_spec: one image a run
         raise ConfigError(
@@ -112,7 +112,7 @@ def check_case_files(config: HostConfig, spec: CaseSpec) -> None:
 
 def _with_engine_image(config: HostConfig, spec: CaseSpec, compiler: str) -> CaseSpec:
     """The case with the image folder its engine declares (``IMAGE``: inference_engine/registry.py), if any."""
-    from inference_engine import registry
+    from contract import registry
 
     image = registry.engine_facts(config.vendor, compiler, config.flagperf_path / "inference_engine").image
     return spec if image is None else replace(spec, image=image)
@@ -130,7 +130,7 @@ def _check_engine(config: HostConfig, case_config: CaseConfig, compiler: str) ->
     """The case's engine, asked of the registry (inference_engine/registry.py). Where the pipeline
     runs here (MODE local) the engine runs in this very Python, so its own preflight runs now;
     elsewhere it runs on the hosts, and the registry answers from the file layout without importing it."""
-    from inference_engine import registry
+    from contract import registry
 
     perf_dir, vendor, executor = config.flagperf_path, config.vendor, config.executor
     if not executor.in_container:

@@ -56,7 +56,7 @@ def accelerator() -> dict | None:
 
 def environment(threads: dict | None = None, oversubscribed: list[dict] | None = None) -> dict:
     """``threads``: the thread settings run with; ``oversubscribed``: the config's thread and worker
-    counts above ``cpus_usable`` ({key, value, cpus, run_with}: tools.config.values.oversubscribed)."""
+    counts above ``cpus_usable`` ({key, value, cpus, run_with}: contract.config.values.oversubscribed)."""
     affinity = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
     return {
         "hostname": socket.gethostname(),

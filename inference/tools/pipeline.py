@@ -26,23 +26,23 @@ from common.files import storage_error, sweep_stale_temps, writable_dir
 from common.layout import is_base_case
 from common.pipeline_lines import STEPS, step_line  # the step lines run.py reads
 from common.record import CaseResult
+from contract.cases import Case, load_case
+from contract.config import CaseConfig, has_dynamic_axis, load_case_config, parse_overrides
+from contract.config.values import oversubscribed
+from contract.settings import VALIDATION_PASS
 from tools.artefacts.engine import EngineBuilder
 from tools.artefacts.onnx_export import export_to_cache
-from tools.cases import Case, load_case
 from tools.compat import flagperf
 from tools.compat.adapters import OutputAdapter
 from tools.compat.bytemlperf import hooks as bytemlperf
-from tools.config import CaseConfig, load_case_config, parse_overrides
-from tools.config.values import oversubscribed
 from tools.env import environment
 from tools.measure.loop import PhaseResult, as_input_list
 from tools.measure.precision import measured_once_more_on_drift
-from tools.measure.settings import VALIDATION_PASS
 from tools.plugins import check_vendor, preflight_engine
 from tools.results import compile_report, result
 
 if TYPE_CHECKING:
-    from inference_engine.base import EngineBase
+    from contract.engine_base import EngineBase
 
 T = TypeVar("T")
 
@@ -84,7 +84,7 @@ class PipelineState:
     """What the steps hand to each other."""
 
     config: CaseConfig | None = None
-    case: Case | None = None  # the case package and its hooks (tools/cases.py)
+    case: Case | None = None  # the case package and its hooks (contract/cases.py)
     engine_module: ModuleType | None = None
     dataloader: Any = None
     model: Any = None
@@ -118,7 +118,7 @@ class Pipeline:
     # ---- driver -------------------------------------------------------------
     def run(self) -> CaseResult:
         """The seven steps; the engine is closed at the end whatever ended them (a serving engine's
-        server stops: ``inference_engine/base.py::EngineBase.close``)."""
+        server stops: ``contract/engine_base.py::EngineBase.close``)."""
         try:
             return self._run_steps()
         finally:
@@ -286,7 +286,7 @@ class Pipeline:
     @staticmethod
     def _static_batch(config: CaseConfig) -> bool:
         """has_dynamic_axis: false, or a given ONNX file whose batch axis is fixed at batch_size."""
-        if not flagperf.has_dynamic_axis(config):
+        if not has_dynamic_axis(config):
             return True
         return (
             config.exist_onnx_path is not None

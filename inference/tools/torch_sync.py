@@ -16,7 +16,7 @@ import types
 from typing import TYPE_CHECKING, Callable
 
 if TYPE_CHECKING:
-    from tools.config import CaseView
+    from contract.config import CaseView
 
 # Vendors whose devices FlagPerf synchronises through torch.cuda (their PyTorch builds expose CUDA's API).
 CUDA_VENDORS = ("nvidia", "iluvatar")

@@ -1,6 +1,6 @@
 """configs/host.yaml: FlagPerf's keys plus InferPerf's, validated before anything starts.
 
-``HostConfig`` validates itself, as tools/config/case.py's ``CaseConfig`` does: every
+``HostConfig`` validates itself, as contract/config/'s ``CaseConfig`` does: every
 field has one check in ``_CHECKS`` (run by ``__post_init__``, in order, so a
 check may rely on the fields checked before it), and ``HostConfig.from_yaml``
 (``load_host_config``) only maps host.yaml's keys onto the fields. Every value
@@ -13,8 +13,8 @@ as a mapping only: its entries are ``run.py --endpoint``'s options, parsed and c
 command's own parser (``tools/serving/cli.py::config_argv``, called by ``run.py``).
 
 The checks of single values are ``common/values.py``'s; CASES is read by
-``utils/case_specs.py``. What a check needs to know of MODE it asks MODE's executor class
-(``utils/executors/registry.py``: ``EXECUTORS`` and the facts, ``ExecutorFacts``): the valid
+``utils/case_specs.py``. What a check needs to know of MODE it asks the facts MODE's executor class
+declares, read from its source (``utils/executors/registry.py``: ``EXECUTORS``, ``executor_facts``): the valid
 MODEs, and which keys belong to one MODE only, are the registry's.
 """
 
@@ -48,7 +48,6 @@ from common.values import (
 from common.yamlio import load_yaml_mapping
 from utils.case_specs import CaseSpec, parse_cases
 from utils.executors import registry
-from utils.executors.registry import ExecutorFacts
 
 LOG_LEVELS = ("TRACE", "DEBUG", "INFO", "WARNING", "ERROR")
 # FlagPerf keys that InferPerf accepts but has no use for.
@@ -160,11 +159,12 @@ class HostConfig:
         del self._base
 
     @property
-    def executor(self) -> type[ExecutorFacts]:
-        """The executor class that runs this config: MODE's in ``EXECUTORS``, or the one its keys
-        pick (MODE slurm, SLURM_CONTAINER: docker). run.py asks its facts instead of MODE's name."""
+    def executor(self) -> registry.DeclaredFacts:
+        """The facts of the executor class that runs this config: MODE's in ``EXECUTORS``, or the one
+        its keys pick (MODE slurm, SLURM_CONTAINER: docker). run.py asks its facts instead of MODE's
+        name; ``utils/executors/__init__.py::session_class`` loads the class."""
         keys = registry.EXECUTORS[self.mode].keys
-        return registry.executor_class(self.mode, {key: getattr(self, _KEY_NAMES[key]) for key in keys})
+        return registry.executor_facts(self.mode, {key: getattr(self, _KEY_NAMES[key]) for key in keys})
 
     @property
     def in_container(self) -> bool:
@@ -205,10 +205,10 @@ def _other_modes_key(owner: str, value: Any, default: Any) -> Any:
     return default
 
 
-def _mode_executor(cfg: HostConfig) -> type[ExecutorFacts]:
+def _mode_executor(cfg: HostConfig) -> registry.DeclaredFacts:
     """MODE's executor class while the fields are checked (MODE is checked first); the one a later
     key may pick (``HostConfig.executor``) is not known yet."""
-    return registry.executor_class(cfg.mode)
+    return registry.executor_facts(cfg.mode)
 
 
 # Checks of the fields, in this order; each is (host.yaml key, check(config, value)).

@@ -7,7 +7,7 @@ import types
 
 import numpy as np
 
-from inference_engine.llm_base import LLMEngineBase
+from contract.llm_base import LLMEngineBase
 
 
 class SleepyEngine(LLMEngineBase):

@@ -17,7 +17,7 @@ from pathlib import Path
 from loguru import logger
 
 from common.errors import ConfigError, shown
-from tools.config import CaseConfig, origin_of
+from contract.config import CaseConfig, origin_of
 
 from .inputs import InputPlan, parse_input_shapes, plan_inputs
 from .model_file import ModelSignature, read_signature

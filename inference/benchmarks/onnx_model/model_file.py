@@ -7,7 +7,7 @@ of rows of the embedding table it indexes, when the graph shows one (a
 ``Gather`` whose data is an initializer, reached from the input through
 shape-only operators): token ids are then drawn below it.
 
-Only onnx (and tools.cache's external-data scan) is imported: run.py reads the
+Only onnx (and contract.cache's external-data scan) is imported: run.py reads the
 signature on the host before any case starts, where torch would cost seconds.
 """
 

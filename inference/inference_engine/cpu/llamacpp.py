@@ -1,5 +1,5 @@
 """llama.cpp's server (PyPI ``llama-cpp-python[server]``, built from source) as the cpu vendor's second
-serving engine (``inference_engine/llm_base.py``, ``ServingEngineBase``): chosen with
+serving engine (``contract/llm_base.py``, ``ServingEngineBase``): chosen with
 ``compiler: llamacpp`` in the llama case's config, where vLLM's CPU build cannot run
 (``_vllm_cpu_support.py`` says why: on x86-64 a CPU without AVX2) or to compare the two.
 
@@ -35,7 +35,7 @@ What llama-cpp-python's server (0.3.36) takes and gives, and what the engine doe
            token), input tokens are not counted.
 
 In MODE docker the case runs in this engine's own image, ``docker_images/cpu/llamacpp/`` (``IMAGE``, read by
-``inference_engine/registry.py::engine_facts``: llama-cpp-python[server] built from its sdist in the image, with
+``contract/registry.py::engine_facts``: llama-cpp-python[server] built from its sdist in the image, with
 the converter's source in ``/opt/venv/src/llama.cpp``), not the framework's ``docker_images/cpu/pytorch/``;
 there ``llamacpp_python`` and ``llamacpp_source`` stay null (``configs/host_llamacpp_docker.yaml``).
 
@@ -60,8 +60,9 @@ from typing import Any
 
 from common.errors import ConfigError, EngineError, one_line
 from common.launch import STOP_GRACE_S, LaunchedServer
-from inference_engine.llm_base import eos_token_ids, read_hf_config
-from inference_engine.serving_base import (
+from contract.config import CaseConfig, origin_of
+from contract.llm_base import eos_token_ids, read_hf_config
+from contract.serving_base import (
     LaunchedEngine,
     free_port,
     module_version,
@@ -69,10 +70,9 @@ from inference_engine.serving_base import (
     server_python,
     start_server,
 )
-from tools.config import CaseConfig, origin_of
 
 _SOURCE = "inference_engine/cpu/llamacpp.py"
-IMAGE = "llamacpp"  # docker_images/cpu/llamacpp/: the case runs in this engine's image (inference_engine/registry.py)
+IMAGE = "llamacpp"  # docker_images/cpu/llamacpp/: the case runs in this engine's image (contract/registry.py)
 HERE = Path(__file__).resolve().parent
 CONVERT_SCRIPT = HERE / "_gguf_convert.py"
 GREEDY_SCRIPT = HERE / "_llamacpp_greedy.py"

@@ -28,8 +28,8 @@ from loguru import logger
 from common.errors import ConfigError, EngineError, reraise_interrupt
 from common.files import atomic_path
 from common.onnx_files import onnx_external_locations
-from inference_engine.base import EngineBase
-from tools.config import CaseConfig, check_choice, origin_of
+from contract.config import CaseConfig, check_choice, origin_of
+from contract.engine_base import EngineBase
 
 _LEVELS = {
     "all": "ORT_ENABLE_ALL",

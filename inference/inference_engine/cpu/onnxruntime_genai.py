@@ -1,4 +1,4 @@
-"""ONNX Runtime GenAI on CPU: the cpu vendor's LLM engine (``inference_engine/llm_base.py``).
+"""ONNX Runtime GenAI on CPU: the cpu vendor's LLM engine (``contract/llm_base.py``).
 
 Export (``build``): GenAI's own model builder turns the Hugging Face checkpoint
 into its folder (``model.onnx`` + ``model.onnx.data`` with GroupQueryAttention
@@ -33,8 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from common.errors import ConfigError, EngineError, one_line
-from inference_engine.llm_base import LLMEngineBase
-from tools.config import CaseConfig, check_choice, check_flag
+from contract.config import CaseConfig, check_choice, check_flag
+from contract.llm_base import LLMEngineBase
 
 _SOURCE = "inference_engine/cpu/onnxruntime_genai.py"
 _PRECISIONS = {"fp32": "fp32", "int4": "int8"}  # builder precision -> the tolerance class the checks use

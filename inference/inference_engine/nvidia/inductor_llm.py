@@ -1,6 +1,6 @@
 """The nvidia vendor's LLM engine: the framework's ``transformers`` Llama with a
 static KV cache, its decode step compiled by ``torch.compile`` (Inductor; CUDA
-graphs with ``inductor_mode: reduce-overhead``). Contract: ``inference_engine/llm_base.py``.
+graphs with ``inductor_mode: reduce-overhead``). Contract: ``contract/llm_base.py``.
 
 - KV cache: ``transformers.StaticCache`` of ``max_cache_len`` positions (the
   query's prompt + new tokens rounded up to ``llm_cache_block`` positions), one
@@ -29,8 +29,8 @@ from typing import Any
 from loguru import logger
 
 from common.errors import ConfigError, EngineError
-from inference_engine.llm_base import LLMEngineBase, eos_token_ids
-from tools.config import CaseConfig, check_choice, check_flag, origin_of
+from contract.config import CaseConfig, check_choice, check_flag, origin_of
+from contract.llm_base import LLMEngineBase, eos_token_ids
 
 _SOURCE = "inference_engine/nvidia/inductor_llm.py"
 _MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")

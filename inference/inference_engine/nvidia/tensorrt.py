@@ -44,8 +44,8 @@ from loguru import logger
 
 from common.errors import ConfigError, EngineError, reraise_interrupt
 from common.files import atomic_path, fingerprint, json_text
-from inference_engine.base import EngineBase
-from tools.config import CaseConfig, check_flag, origin_of
+from contract.config import CaseConfig, check_flag, origin_of
+from contract.engine_base import EngineBase
 
 _SOURCE = "inference_engine/nvidia/tensorrt.py"
 _MIN_MAJOR = 10

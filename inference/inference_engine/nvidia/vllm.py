@@ -1,6 +1,6 @@
 """vLLM's CUDA build as the nvidia vendor's serving engine: ``compiler: vllm`` in the llama case's config.
 
-The same engine as the cpu vendor's ``compiler: vllm`` (``inference_engine/serving_base.py::VllmEngine``:
+The same engine as the cpu vendor's ``compiler: vllm`` (``contract/serving_base.py::VllmEngine``:
 vLLM's OpenAI server on the case's checkpoint, started through ``common/launch.py``, the greedy check on
 token ids, the load steps over HTTP, the server stopped whatever ended the case), on a GPU. What the
 CUDA build adds: ``--gpu-memory-utilization`` and the served ``--dtype``. In MODE docker the case runs
@@ -21,16 +21,16 @@ from __future__ import annotations
 import subprocess
 
 from common.errors import ConfigError
-from inference_engine.serving_base import (
+from contract.config import CaseConfig, check_choice, origin_of
+from contract.serving_base import (
     IMPORT_TIMEOUT_S,
     VLLM_DEFAULTS,
     VllmEngine,
     check_vllm_keys,
     record_vllm_version,
 )
-from tools.config import CaseConfig, check_choice, origin_of
 
-IMAGE = "vllm"  # docker_images/nvidia/vllm/ (inference_engine/registry.py::engine_facts)
+IMAGE = "vllm"  # docker_images/nvidia/vllm/ (contract/registry.py::engine_facts)
 _SOURCE = "inference_engine/nvidia/vllm.py"
 INSTALL_HINT = "docker_images/nvidia/vllm/requirements.txt (vllm's CUDA build)"
 DTYPES = ("float32", "float16", "bfloat16", "auto")

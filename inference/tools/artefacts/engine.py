@@ -19,14 +19,14 @@ from loguru import logger
 
 from common.errors import EngineError, one_line
 from common.files import fingerprint, hash_file
-from tools.cache import evict, onnx_digests, onnx_external_files, probe, seal
+from contract.cache import evict, onnx_digests, onnx_external_files, probe, seal
 from tools.compat.adapters import adapt_engine, engine_suffix
 from tools.env import cpu_model, package_versions
 from tools.plugins import engine_source
 
 if TYPE_CHECKING:
-    from inference_engine.base import EngineBase
-    from tools.config import CaseConfig
+    from contract.config import CaseConfig
+    from contract.engine_base import EngineBase
 
 
 class EngineBuilder:

@@ -3,7 +3,7 @@
 The cache key (``export_key``) covers what the file depends on: the case's code
 (its framework folder and benchmarks/common.py), the model's weights, the opset,
 the case parameters, torch's version and, for FlagPerf's static-batch engines,
-the batch size. An entry is used only when its seal matches (tools/cache.py);
+the batch size. An entry is used only when its seal matches (contract/cache.py);
 a new one is exported into a private locked folder and moved in whole, so a
 killed export never leaves a half-written entry.
 """
@@ -22,13 +22,14 @@ from common import layout
 from common.errors import EngineError, one_line
 from common.files import atomic_dir, fingerprint, hash_tree
 from common.onnx_files import onnx_external_locations
-from tools.cache import hash_state_dict, probe, seal
-from tools.cases import case_dir
+from contract.cache import hash_state_dict, probe, seal
+from contract.cases import case_dir
+from contract.config import has_dynamic_axis
 from tools.compat import flagperf
 
 if TYPE_CHECKING:
-    from tools.cases import CaseModule
-    from tools.config import CaseConfig
+    from contract.cases import CaseModule
+    from contract.config import CaseConfig
 
 # Beyond this an ONNX model cannot be one protobuf file; its weights go to one external file.
 _PROTOBUF_LIMIT = 2 * 1024**3 - 64 * 1024**2
@@ -46,7 +47,7 @@ def export_key(perf_dir: Path, model: Any, config: CaseConfig) -> str:
         "parameters": parameters,
         "torch": torch.__version__,
     }
-    if not flagperf.has_dynamic_axis(config):
+    if not has_dynamic_axis(config):
         parts["static_batch"] = config.batch_size  # only then, so dynamic exports keep their keys
     return fingerprint(parts)
 

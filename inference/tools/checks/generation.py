@@ -4,7 +4,7 @@ Greedy agreement: the engine generates ``n`` greedy tokens per prompt; the
 framework model then reads each prompt followed by the engine's tokens in one
 forward (teacher forcing) and picks its own greedy token at every position,
 never an end-of-sequence token (``eos_ids``), as the engine contract says
-(``inference_engine/llm_base.py``: a query generates exactly its N tokens).
+(``contract/llm_base.py``: a query generates exactly its N tokens).
 The share of positions where the two agree is the figure (target for fp32:
 ``greedy_agreement_target``, 0.99). Teacher forcing keeps one early difference
 from counting against every later position, which comparing two free-running

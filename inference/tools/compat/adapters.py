@@ -18,7 +18,7 @@ fixes up, per call and without touching ``foo_time``:
 Selection (config key ``output_adapter``): ``flagperf`` always adapts,
 ``none`` never does, ``auto`` (the default) adapts when the engine follows
 FlagPerf's conventions: its ``InferModel`` does not derive from
-``inference_engine.base.EngineBase``, or the config sets FlagPerf's
+``contract.engine_base.EngineBase``, or the config sets FlagPerf's
 ``has_dynamic_axis``. InferPerf's own engines derive from EngineBase, so their
 contract stays strict (a bare tensor is still an error).
 
@@ -34,11 +34,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Sequence
 
 from common.errors import ConfigError, EngineError
-from inference_engine.base import EngineBase, OptionalMethod
-from tools.config.case import origin_of
+from contract.config.case import origin_of
+from contract.engine_base import EngineBase, OptionalMethod
 
 if TYPE_CHECKING:
-    from tools.config import CaseConfig
+    from contract.config import CaseConfig
 
 ADAPTER_MODES = ("auto", "flagperf", "none")
 

@@ -23,12 +23,11 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 from common.errors import EngineError
 from tools.compat.loader_view import LoaderView
-from tools.config.case import check_flag, setting
 from tools.measure.loop import PhaseResult
 from tools.measure.verdict import Verdict
 
 if TYPE_CHECKING:
-    from tools.config import CaseConfig, CaseView
+    pass
 
 CASE_TIMED_REASON = (
     "timing defined by the case (FlagPerf style): no per-query latencies, so percentiles, minimums and stability "
@@ -116,14 +115,6 @@ def adopt_export(returned: Any, target: Path, case: str) -> None:
         os.link(source, target)  # no copy when both live on one file system
     except OSError:
         shutil.copyfile(source, target)
-
-
-def has_dynamic_axis(config: CaseConfig | CaseView) -> bool:
-    """FlagPerf's vendor key: false means the engine is built for a static batch. Default true.
-    Read from a CaseConfig (``get``, ``origin``) or from a FlagPerf namedtuple (an attribute)."""
-    value = setting(config, "has_dynamic_axis")
-    check_flag(config, "has_dynamic_axis", value)
-    return value
 
 
 def onnx_static_batch(path: str | None) -> int | None:

@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Final
 
 from common.record import as_json
-from tools.config import CaseView, setting
+from contract.config import CaseView, setting
+from contract.settings import MAX_DURATION_REACHED, MEASUREMENT_DEFAULTS, MINIMUMS_MET, PRECISION_REACHED
 from tools.measure.contention import CpuContention
 from tools.measure.precision import (
     Settle,
@@ -43,7 +44,6 @@ from tools.measure.precision import (
     precision_reasons,
     settle,
 )
-from tools.measure.settings import MAX_DURATION_REACHED, MEASUREMENT_DEFAULTS, MINIMUMS_MET, PRECISION_REACHED
 from tools.measure.verdict import Verdict, accelerator_reason, contention_reason, minimum_reasons, minimums_met
 
 STREAM_ARRAYS = {"copy": 2, "scale": 2, "add": 3, "triad": 3}

@@ -1,5 +1,5 @@
 """The LLM performance stage: checks, the prefill/decode table and the server rows
-for one LLM engine (``inference_engine/llm_base.py``), in ByteMLPerf llm_perf's
+for one LLM engine (``contract/llm_base.py``), in ByteMLPerf llm_perf's
 and MLPerf LoadGen's terms. The metrics are defined in ``tools/measure/llm.py``.
 
   checks   greedy agreement and prefill logits against the framework model
@@ -42,9 +42,11 @@ from common.errors import ConfigError
 from common.record import LLMBlock, LLMRow, ServingRow
 from common.scenario import OFFLINE, SERVER
 from common.stats import too_few_note
-from tools.config import CaseConfig, CaseView, origin_of, setting
+from contract.config import CaseConfig, CaseView, origin_of, setting
+from contract.llm_base import ModelShape
+from contract.settings import MAX_DURATION_REACHED
 from tools.measure.contention import CpuContention
-from tools.measure.llm import Generation, GenerationFigures, ModelShape, generate_timed
+from tools.measure.llm import Generation, GenerationFigures, generate_timed
 from tools.measure.loop import LoopSettings
 from tools.measure.precision import (
     Settle,
@@ -58,7 +60,6 @@ from tools.measure.precision import (
     throughput_interval,
 )
 from tools.measure.scenarios import poisson_arrivals
-from tools.measure.settings import MAX_DURATION_REACHED
 from tools.measure.verdict import Verdict, minimums_met, window_throughputs, window_verdict
 
 PERCENTILES = ("p50", "p90", "p99")
@@ -584,8 +585,8 @@ def run_llm_stage(
     if skipped is not None:
         report.notes.append(skipped)
     else:
+        from contract.tolerances import tolerances_for
         from tools.checks.generation import check_generation
-        from tools.checks.numeric import tolerances_for
 
         checked = prompts.batch(workload.greedy_prompts, workload.input_lengths[0], 0, PromptSource.CHECK)
         tolerances = tolerances_for(precision, config.numeric_tolerance)

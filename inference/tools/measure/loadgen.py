@@ -67,7 +67,7 @@ from common.record import LatencyBlock, PerformanceRow
 from common.scenario import Scenario
 from common.scenario import scenario as named
 from common.stats import MIN_SAMPLES_FOR_PERCENTILE, LatencyStats, enough_for, too_few_note
-from tools.config import CaseConfig, query_samples, setting
+from contract.config import CaseConfig, query_samples, setting
 from tools.measure.rows import RowFigures, latency_bound, latency_of, performance_row
 from tools.measure.scenarios import MINIMUMS_MET, ScenarioRun, _Sampler
 

@@ -3,7 +3,7 @@
 Definitions (the same for every case and every engine):
   core  = wall time of the model/engine call alone, device-synchronised,
           minus the engine's declared ``foo_time`` (time unrelated to inference,
-          ``tools.measure.settings.minus_foo``);
+          ``contract.settings.minus_foo``);
   whole = wall time of the measured loop: data loading, host<->device copies,
           the call and evaluation, minus ``foo_time`` as well.
 
@@ -23,7 +23,7 @@ A phase runs three steps:
   3. the verdict         minimums, precision, drift (first against last third),
      contention read over exactly the measured loop (``tools.measure.verdict``).
 
-An engine that declares ``call_numpy`` (``inference_engine/base.py``) is called on numpy arrays:
+An engine that declares ``call_numpy`` (``contract/engine_base.py``) is called on numpy arrays:
 the pass reads a chunk of batches (``CHUNK_BATCHES``, or ``CHUNK_BYTES`` of inputs) and converts
 them before the clock, times the calls back to back, then records each query and evaluates its
 outputs (as tensors), so neither the conversions nor the case's loader and evaluator run between
@@ -50,7 +50,8 @@ from loguru import logger
 
 from common.errors import EngineError
 from common.stats import LatencyStats
-from tools.config import CaseView, setting
+from contract.config import CaseView, setting
+from contract.settings import MAX_DURATION_REACHED, minus_foo
 from tools.measure.contention import ContentionReading, CpuContention
 from tools.measure.phase_progress import PhaseProgress
 from tools.measure.precision import (
@@ -65,7 +66,6 @@ from tools.measure.precision import (
     precision_reasons,
     settle,
 )
-from tools.measure.settings import MAX_DURATION_REACHED, minus_foo
 from tools.measure.verdict import Verdict, minimums_met, window_throughputs, window_verdict
 from tools.torch_sync import sync_for_config
 
@@ -299,8 +299,8 @@ def _query_recorder(
 
 
 def numpy_call(step: Any) -> Callable[[list], Any] | None:
-    """The engine's ``call_numpy`` when it declares one (``inference_engine/base.py``), else None."""
-    from inference_engine.base import EngineBase
+    """The engine's ``call_numpy`` when it declares one (``contract/engine_base.py``), else None."""
+    from contract.engine_base import EngineBase
 
     return step.call_numpy if isinstance(step, EngineBase) and step.implements("call_numpy") else None
 

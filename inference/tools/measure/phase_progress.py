@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, NotRequired, TypedDict, Unpack
 from common.pipeline_lines import PROGRESS_PREFIX as PREFIX  # the line run.py reads
 
 if TYPE_CHECKING:
-    from tools.config import CaseView
+    from contract.config import CaseView
 
 INTERVAL_S = 0.5
 INTERVAL_NS = int(INTERVAL_S * 1e9)
@@ -89,7 +89,7 @@ class PhaseProgress:
     @classmethod
     def for_passes(cls, phase: str, config: CaseView, dataloader: Any) -> "PhaseProgress":
         """The reporter of tools.measure.loop's pass loop, its stop rule read from ``config``."""
-        from tools.config.case import setting
+        from contract.config.case import setting
 
         def value(key: str) -> Any:
             return setting(config, key)

@@ -58,9 +58,8 @@ from common.stats import (
     relative_half_width,
     t975,
 )
-from tools.measure.settings import MINIMUMS_MET, OUT_OF_REACH, PRECISION_REACHED
+from contract.settings import MIN_QUERIES, MINIMUMS_MET, OUT_OF_REACH, PRECISION_REACHED
 
-MIN_QUERIES = 16  # no interval from fewer queries, whatever their correlation
 FINE_BLOCKS = 64  # the window is cut into about one block per query, at most this many
 MIN_EFFECTIVE_BLOCKS = 3.0  # fewer effectively independent blocks: no interval
 MAX_LAG1 = 0.97  # a corrected lag-1 at or above this: no interval (correlated across the whole window)

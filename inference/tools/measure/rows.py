@@ -15,7 +15,7 @@ from common.record import LatencyBlock, PerformanceRow
 from common.record import Verdict as RecordedVerdict
 from common.scenario import Scenario, scenario
 from common.stats import LatencyStats
-from tools.config import CaseConfig, CaseView, setting
+from contract.config import CaseConfig, CaseView, setting
 from tools.measure.precision import Settle, Target, drift, measure_figures, precision_block, throughput_interval
 from tools.measure.verdict import window_throughputs
 

@@ -55,11 +55,11 @@ from typing import Any, Callable, Iterator
 
 from common.scenario import MULTI_STREAM, OFFLINE, SCENARIOS, SERVER, SINGLE_STREAM, Scenario
 from common.scenario import scenario as named
+from contract.settings import MAX_DURATION_REACHED, MINIMUMS_MET, OUT_OF_REACH, PRECISION_REACHED, minus_foo
 from tools.measure.phase_progress import PhaseProgress
 from tools.measure.precision import Figures, StopRule, Target, Timeline, measure_figures
-from tools.measure.settings import MAX_DURATION_REACHED, MINIMUMS_MET, OUT_OF_REACH, PRECISION_REACHED, minus_foo
 
-# the stop reasons are defined in tools.measure.settings and named here too (tools.measure.loadgen imports
+# the stop reasons are defined in contract.settings and named here too (tools.measure.loadgen imports
 # MINIMUMS_MET from here)
 __all__ = [
     "MAX_DURATION_REACHED",

@@ -1,4 +1,4 @@
-"""The serving stage: an LLM case's performance stage for a serving engine (``inference_engine/llm_base.py``,
+"""The serving stage: an LLM case's performance stage for a serving engine (``contract/llm_base.py``,
 ``ServingEngineBase``: vLLM's server, which the engine step started), measured over HTTP with the
 serving client of ``run.py --endpoint`` (``tools/serving/``, docs/serving.md).
 
@@ -39,8 +39,8 @@ from loguru import logger
 
 from common.errors import ConfigError, EngineError
 from common.record import ServingRow, Verdict
-from tools.config import CaseConfig, origin_of, setting
-from tools.measure.llm import ModelShape
+from contract.config import CaseConfig, origin_of, setting
+from contract.llm_base import ModelShape
 from tools.measure.llm_stage import LLMReport, LLMWorkload, PromptSource, check_skipped, stage_model
 
 

@@ -31,7 +31,8 @@ from loguru import logger
 from common.record import PerformanceRow
 from common.scenario import OFFLINE, SERVER, scenario
 from common.stats import LatencyStats
-from tools.config import CaseConfig, query_samples, setting
+from contract.config import CaseConfig, query_samples, setting
+from contract.settings import minus_foo
 from tools.measure.contention import CpuContention
 from tools.measure.loop import as_input_list
 from tools.measure.precision import (
@@ -44,7 +45,6 @@ from tools.measure.precision import (
 )
 from tools.measure.rows import RowFigures, latency_bound, latency_of, performance_row, row_target
 from tools.measure.scenarios import ScenarioRun, ScenarioSpec, run_scenario, server_search
-from tools.measure.settings import minus_foo
 from tools.measure.verdict import Verdict, window_verdict
 
 POOL_BATCHES = 8  # distinct batches per batch size, memory permitting
@@ -234,7 +234,8 @@ class PerformanceStage:
 
     # -- 2. numeric ---------------------------------------------------------------
     def numeric_check(self, engine: EngineStep, framework: EngineStep | None, pool: list[list]) -> None:
-        from tools.checks.numeric import compare_outputs, tolerances_for
+        from contract.tolerances import tolerances_for
+        from tools.checks.numeric import compare_outputs
 
         if framework is None:
             self.report.notes.append("numeric check skipped: no framework model (no_validation: true)")
@@ -340,8 +341,8 @@ class PerformanceStage:
         """LoadGen's TEST01 on the row's sampled outputs: the same answers as the references under load."""
         if not references:
             return None
+        from contract.tolerances import tolerances_for
         from tools.checks.audit import accuracy_in_performance_mode
-        from tools.checks.numeric import tolerances_for
 
         tolerances = tolerances_for(self.precision, self.config.numeric_tolerance)
         return accuracy_in_performance_mode(run.sampled_outputs, references, self.precision, tolerances).to_dict()

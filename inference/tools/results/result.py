@@ -24,7 +24,7 @@ from common.record import (
 )
 
 if TYPE_CHECKING:  # kept light: run_inference.py imports this module to report any failure
-    from tools.config import CaseConfig
+    from contract.config import CaseConfig
     from tools.measure.loop import PhaseResult
     from tools.measure.verdict import Verdict
 

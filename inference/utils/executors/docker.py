@@ -586,7 +586,7 @@ def image_spec(config: HostConfig, label: str) -> ImageSpec:
         wheels_dir=wheels,
         ca_bundle=ca_bundle,
         # Only the requirements of this run's cases go into the image's case layer; an engine's own image
-        # holds all its cases run with (inference_engine/registry.py, EngineFacts.image).
+        # holds all its cases run with (contract/registry.py, EngineFacts.image).
         requirements=tuple(all_requirement_files(config.flagperf_path, folder, cases=layered)) if layered else (),
         wheels_dirs=() if wheels is not None else pip.find_links,
         backend_requirements=config.backend_requirements,

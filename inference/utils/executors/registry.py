@@ -2,16 +2,19 @@
 asks that line's class its facts (``ExecutorFacts``), never the MODE's name.
 
 A new executor is one module in utils/executors/ plus one line here (docs/architecture.md, "An
-executor"). This module imports nothing of the project's: utils/host_config.py checks host.yaml
-with it, and an executor's module is imported only when its MODE is asked for (MODE local never
-loads the Docker SDK).
+executor"). This module imports nothing of the project's and loads no executor: utils/host_config.py
+checks host.yaml with the facts read from an executor's source (``executor_facts``), and an
+executor's module is imported only when a session is made (utils/executors/__init__.py; MODE local
+never loads the Docker SDK).
 """
 
 from __future__ import annotations
 
-import importlib
+import ast
+import importlib.util
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar
 
 
@@ -40,17 +43,21 @@ class Executor:
     (each also a key of common/host_keys.py; another MODE refuses it unless left at its default),
     and the values of those keys that pick another class: ``(key, value, "module:Class")``."""
 
-    path: str  # "package.module:Class", imported when first asked for
+    path: str  # "module:Class", a module of utils/executors/ (DYNAMIC_IMPORTS), imported when first asked for
     keys: tuple[str, ...] = ()
     picks: tuple[tuple[str, object, str], ...] = ()
 
 
+# Where an executor's module is: loaded by name from this pattern only (utils/executors/__init__.py),
+# so the import-circle test (tests/infra/imports.py) follows the load to every module here.
+DYNAMIC_IMPORTS = {"executor": "utils.executors.{module}"}
+
 # MODE -> its executor; error messages list the modes in this order.
 EXECUTORS: dict[str, Executor] = {
-    "local": Executor("utils.executors.local:LocalSession"),
-    "docker": Executor("utils.executors.docker:DockerSession", keys=("DOCKER_LOCAL",)),
+    "local": Executor("local:LocalSession"),
+    "docker": Executor("docker:DockerSession", keys=("DOCKER_LOCAL",)),
     "slurm": Executor(
-        "utils.executors.slurm:SlurmSession",
+        "slurm:SlurmSession",
         keys=(
             "SLURM_SHARED_DIR",
             "SLURM_PARTITION",
@@ -60,7 +67,7 @@ EXECUTORS: dict[str, Executor] = {
             "SLURM_PYTHON",
             "SLURM_CONTAINER",
         ),
-        picks=(("SLURM_CONTAINER", "docker", "utils.executors.slurm_docker:SlurmDockerSession"),),
+        picks=(("SLURM_CONTAINER", "docker", "slurm_docker:SlurmDockerSession"),),
     ),
 }
 
@@ -75,28 +82,63 @@ def key_owner(key: str) -> str | None:
     return next((mode for mode, executor in EXECUTORS.items() if key in executor.keys), None)
 
 
-def executor_class(mode: str, values: Mapping[str, object] | None = None) -> type[ExecutorFacts]:
-    """MODE's executor class, or the one its keys' ``values`` (host.yaml key -> checked value) pick;
-    imported now, its facts checked. KeyError for a MODE not in EXECUTORS (host.yaml checks MODE
-    first), TypeError for a line that names no executor."""
+def executor_path(mode: str, values: Mapping[str, object] | None = None) -> str:
+    """MODE's ``"module:Class"``, or the one its keys' ``values`` (host.yaml key -> checked value)
+    pick. KeyError for a MODE not in EXECUTORS (host.yaml checks MODE first)."""
     executor = EXECUTORS[mode]
     given = values or {}
-    path = next((path for key, value, path in executor.picks if key in given and given[key] == value), executor.path)
-    module_name, _, class_name = path.partition(":")
-    found = vars(importlib.import_module(module_name)).get(class_name)
-    if found is None:
-        raise TypeError(f"EXECUTORS[{mode!r}]: {module_name} has no class {class_name}")
-    return checked(found)
+    return next((path for key, value, path in executor.picks if key in given and given[key] == value), executor.path)
 
 
-def checked(cls: object) -> type[ExecutorFacts]:
-    """``cls`` if it is an executor that declares every fact in its own class body; else TypeError
-    naming the class and what it lacks."""
-    if not isinstance(cls, type) or not issubclass(cls, ExecutorFacts):
-        raise TypeError(f"{cls!r} is not an executor (a subclass of utils/executors/base.py::HostSession)")
-    missing = [fact for fact in ExecutorFacts.FACTS if fact not in vars(cls)]
+@dataclass(frozen=True)
+class DeclaredFacts:
+    """An executor's facts as its class body declares them, read from its module's source without
+    importing it: the host side checks host.yaml with these, and the executor's module, which
+    imports the host config, is loaded only when a session is made (utils/executors/__init__.py),
+    so no load by name comes back to the host config in a circle."""
+
+    path: str  # "module:Class", a module of utils/executors/ (DYNAMIC_IMPORTS)
+    in_container: bool
+    uses_ssh: bool
+    runs_here: bool
+
+    @property
+    def class_name(self) -> str:
+        return self.path.partition(":")[2]
+
+
+def undeclared_facts(executor: str, missing: list[str]) -> str:
+    """The one line for an executor class whose own body lacks ``missing`` facts."""
+    return f"executor {executor} does not declare {', '.join(missing)} (ExecutorFacts.FACTS)"
+
+
+def module_name(path: str) -> str:
+    """The importable name of ``path``'s module (``"module:Class"``)."""
+    return DYNAMIC_IMPORTS["executor"].format(module=path.partition(":")[0])
+
+
+def executor_facts(mode: str, values: Mapping[str, object] | None = None) -> DeclaredFacts:
+    """The facts of MODE's executor class (or the one its keys pick), read from the class body in its
+    module's source. TypeError naming the class for a line that names no executor or a fact the
+    class body does not declare as True or False (one inherited from another executor would
+    silently be that executor's)."""
+    path = executor_path(mode, values)
+    name, _, class_name = path.partition(":")
+    spec = importlib.util.find_spec(module_name(path))
+    if spec is None or spec.origin is None:
+        raise TypeError(f"EXECUTORS[{mode!r}]: no module {name}")
+    tree = ast.parse(Path(spec.origin).read_text(encoding="utf-8"))
+    body = next((n.body for n in tree.body if isinstance(n, ast.ClassDef) and n.name == class_name), None)
+    if body is None:
+        raise TypeError(f"EXECUTORS[{mode!r}]: {name} has no class {class_name}")
+    facts = {
+        target.id: statement.value.value
+        for statement in body
+        if isinstance(statement, ast.Assign) and isinstance(statement.value, ast.Constant)
+        for target in statement.targets
+        if isinstance(target, ast.Name) and isinstance(statement.value.value, bool)
+    }
+    missing = [fact for fact in ExecutorFacts.FACTS if fact not in facts]
     if missing:
-        raise TypeError(
-            f"executor {cls.__module__}.{cls.__qualname__} does not declare {', '.join(missing)} (ExecutorFacts.FACTS)"
-        )
-    return cls
+        raise TypeError(undeclared_facts(f"{name}.{class_name}", missing))
+    return DeclaredFacts(path, **{fact: facts[fact] for fact in ExecutorFacts.FACTS})

@@ -23,6 +23,10 @@ from utils.executors.base import CaseOutcome
 from utils.host_config import HostConfig
 from utils.results import baselines, llm_summary
 
+# The modules loaded here by name, each formatted from its pattern here and nowhere else, so the
+# import-circle test (tests/infra/imports.py) follows every load to the files the pattern matches.
+DYNAMIC_IMPORTS = {"analysis": "docker_images.{vendor}.{vendor}_analysis"}
+
 
 def vendor_analysis(perf_dir: Path, vendor: str, log_path: str) -> VendorAnalysis:
     """Call docker_images/<vendor>/<vendor>_analysis.analysis_log and check its contract.
@@ -32,7 +36,7 @@ def vendor_analysis(perf_dir: Path, vendor: str, log_path: str) -> VendorAnalysi
     source = f"docker_images/{vendor}/{vendor}_analysis.py"
     if not (perf_dir / source).is_file():
         return NO_ANALYSIS
-    module = importlib.import_module(f"docker_images.{vendor}.{vendor}_analysis")
+    module = importlib.import_module(DYNAMIC_IMPORTS["analysis"].format(vendor=vendor))
     analysis = getattr(module, "analysis_log", None)
     if not callable(analysis):
         logger.error(f"{source}: must define analysis_log(path)")
@@ -55,7 +59,7 @@ def memory_kind(perf_dir: Path, vendor: str) -> str:
     if not (perf_dir / "docker_images" / vendor / f"{vendor}_analysis.py").is_file():
         return "device memory"
     try:
-        module = importlib.import_module(f"docker_images.{vendor}.{vendor}_analysis")
+        module = importlib.import_module(DYNAMIC_IMPORTS["analysis"].format(vendor=vendor))
     except ImportError:
         return "device memory"
     return str(getattr(module, "MEMORY_KIND", "device memory"))

@@ -29,7 +29,7 @@ from common.errors import ConfigError, DataError
 from .weights import INSTALL_HINT, model_dir
 
 if TYPE_CHECKING:
-    from tools.config import CaseConfig
+    from contract.config import CaseConfig
 
 DATA_FILE = "sentence_triples.tsv"
 COLUMNS = ("anchor", "paraphrase", "non_paraphrase")

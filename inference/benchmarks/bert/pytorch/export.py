@@ -14,7 +14,7 @@ from loguru import logger
 
 from benchmarks.common import _cpu_fp32, _quiet
 from common.errors import ConfigError
-from tools.config import CaseConfig, setting
+from contract.config import CaseConfig, setting
 
 from .dataloader import max_seq_length
 

@@ -21,7 +21,7 @@ from common.errors import ConfigError
 from .weights import INSTALL_HINT, model_dir
 
 if TYPE_CHECKING:
-    from tools.config import CaseConfig
+    from contract.config import CaseConfig
 
 
 class SentenceEncoder(nn.Module):

@@ -13,7 +13,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from common.errors import DataError
 
 if TYPE_CHECKING:
-    from tools.config import CaseConfig
+    from contract.config import CaseConfig
 
 FILENAME = "digits.npz"
 KEYS = ("x_train", "y_train", "x_test", "y_test")

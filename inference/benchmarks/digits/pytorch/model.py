@@ -21,8 +21,8 @@ from torch import nn
 
 from benchmarks.common import param, place_model
 from common.files import atomic_path
-from tools.cache import evict, reuse, seal
-from tools.config import CaseConfig, setting
+from contract.cache import evict, reuse, seal
+from contract.config import CaseConfig, setting
 
 from .dataloader import load_split, npz_path
 

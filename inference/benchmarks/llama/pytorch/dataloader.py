@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from loguru import logger
 
 from common.errors import ConfigError, DataError
-from tools.config import CaseConfig, origin_of
+from contract.config import CaseConfig, origin_of
 
 from .settings import LlamaSettings
 from .weights import hf_config, load_tokenizer, prompt_id_range

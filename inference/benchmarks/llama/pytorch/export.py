@@ -4,7 +4,7 @@ For an engine with an ``export_format`` (``cpu/onnxruntime_genai``: ONNX Runtime
 GenAI's folder) the engine's ``build`` turns the checkpoint folder into that
 format, once per key: the checkpoint's files, the engine module's source, the
 vendor's settings and the package versions. The folder lands in
-``<cache_dir>/llama_<format>_<key>/`` and is sealed (``tools/folder_cache.py``);
+``<cache_dir>/llama_<format>_<key>/`` and is sealed (``contract/folder_cache.py``);
 a second identical run says ``reusing cached``. An engine that compiles the
 PyTorch model itself (``nvidia/inductor_llm``) needs no export.
 """
@@ -18,14 +18,14 @@ from typing import TYPE_CHECKING, Any
 from loguru import logger
 
 from common.files import fingerprint, hash_file, hash_tree
-from inference_engine import llm_base
-from inference_engine.registry import engine_file, load_engine_module
-from tools.folder_cache import cached_folder
+from contract import llm_base
+from contract.folder_cache import cached_folder
+from contract.registry import engine_file, load_engine_module
 
 from .weights import model_dir
 
 if TYPE_CHECKING:
-    from tools.config import CaseConfig
+    from contract.config import CaseConfig
 
 PACKAGES = ("onnxruntime-genai", "onnxruntime", "onnx", "onnx-ir", "transformers", "torch")
 

@@ -16,7 +16,7 @@ from tools.measure.loop import PhaseResult, timed_forward
 from .model import framework_step
 
 if TYPE_CHECKING:
-    from tools.config import CaseConfig
+    from contract.config import CaseConfig
 
 
 class _PerQuestion:

@@ -8,14 +8,14 @@ from typing import TYPE_CHECKING, Any
 from loguru import logger
 
 from common.errors import ConfigError
-from tools.measure.llm import ModelShape
+from contract.llm_base import ModelShape
 
 from .weights import hf_config, model_dir
 
 if TYPE_CHECKING:  # torch is imported where a model is built or run: a config error at init stays quick
     import torch
 
-    from tools.config import CaseConfig
+    from contract.config import CaseConfig
 
 
 def create_model(config: CaseConfig) -> torch.nn.Module:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from common.errors import ConfigError
 
 if TYPE_CHECKING:
-    from tools.config import CaseConfig
+    from contract.config import CaseConfig
 
 # The random model's shape (parameters.yaml random_model), as LlamaConfig's names.
 RANDOM_MODEL_KEYS = (

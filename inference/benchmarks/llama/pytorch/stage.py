@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from common.errors import ConfigError
-from inference_engine.llm_base import LLMEngineBase, ServingEngineBase, eos_token_ids
-from inference_engine.registry import load_engine_module
-from tools.config import CaseConfig, origin_of
+from contract.config import CaseConfig, origin_of
+from contract.llm_base import LLMEngineBase, ServingEngineBase, eos_token_ids
+from contract.registry import load_engine_module
 
 from .settings import LlamaSettings
 from .weights import TOKENIZER_VOCAB_KEY, hf_config, load_tokenizer, model_dir, prompt_id_range
@@ -24,7 +24,7 @@ def configure(config: CaseConfig) -> None:
             raise ConfigError(
                 f"{origin_of(config, 'compiler')}: key 'compiler' is {config.compiler!r}: "
                 f"inference_engine/{config.vendor}/{config.compiler}.py "
-                "is not an LLM engine (inference_engine/llm_base.py); the llama case needs one, e.g. cpu: "
+                "is not an LLM engine (contract/llm_base.py); the llama case needs one, e.g. cpu: "
                 "onnxruntime_genai, nvidia: inductor_llm"
             )
     from tools.measure.llm_stage import LLMWorkload

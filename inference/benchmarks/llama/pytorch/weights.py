@@ -26,12 +26,12 @@ from loguru import logger
 
 from common.errors import ConfigError
 from common.files import fingerprint, hash_file, hash_tree
-from tools.folder_cache import cached_folder
+from contract.folder_cache import cached_folder
 
 from .settings import LlamaSettings
 
 if TYPE_CHECKING:
-    from tools.config import CaseConfig
+    from contract.config import CaseConfig
 
 HERE = Path(__file__).resolve().parent
 CORPUS = HERE / "tokenizer_corpus.txt"

@@ -15,7 +15,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from benchmarks.onnx_model.inputs import InputPlan
 from common.errors import ConfigError, shown
-from tools.config import CaseConfig, origin_of
+from contract.config import CaseConfig, origin_of
 
 MAX_SAMPLES = 1_000_000
 

@@ -10,7 +10,7 @@ from common.errors import EngineError
 from tools.measure.loop import PhaseResult, timed_forward
 
 if TYPE_CHECKING:
-    from tools.config import CaseConfig
+    from contract.config import CaseConfig
 
 
 def evaluator(outputs: list, y: Any) -> float:

@@ -18,7 +18,7 @@ from loguru import logger
 from common.errors import ConfigError, EngineError
 
 if TYPE_CHECKING:
-    from tools.config import CaseConfig
+    from contract.config import CaseConfig
 
 PROVIDER = "CPUExecutionProvider"
 

@@ -5,7 +5,7 @@ from typing import TYPE_CHECKING
 from benchmarks.common import export_onnx, param
 
 if TYPE_CHECKING:
-    from tools.config import CaseConfig
+    from contract.config import CaseConfig
 
 
 def export_model(model, config: CaseConfig) -> str:

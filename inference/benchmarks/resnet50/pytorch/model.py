@@ -12,7 +12,7 @@ from loguru import logger
 from torch import nn
 
 from benchmarks.common import load_state_dict_strictly, param, place_model, resolve_weights_path
-from tools.config import CaseConfig, setting
+from contract.config import CaseConfig, setting
 
 LAYERS = (3, 4, 6, 3)
 WIDTHS = (64, 128, 256, 512)

@@ -11,7 +11,7 @@ from benchmarks.resnet50.pytorch.dataloader import build_dataloader as _imagenet
 from .model import image_size
 
 if TYPE_CHECKING:
-    from tools.config import CaseConfig
+    from contract.config import CaseConfig
 
 
 def build_dataloader(config: CaseConfig):

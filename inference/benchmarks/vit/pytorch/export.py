@@ -10,7 +10,7 @@ from benchmarks.common import export_onnx
 from .model import image_size
 
 if TYPE_CHECKING:
-    from tools.config import CaseConfig
+    from contract.config import CaseConfig
 
 
 @contextlib.contextmanager

@@ -20,7 +20,7 @@ from torch import nn
 
 from benchmarks.common import load_state_dict_strictly, param, place_model, resolve_weights_path
 from common.errors import ConfigError
-from tools.config import CaseConfig, setting
+from contract.config import CaseConfig, setting
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The cpu vendor's base-tier kernels (benchmarks/base_common.py, docs/vendor_guide.md §14).
+"""The cpu vendor's base-tier kernels (contract/kernels.py::TorchKernels, docs/vendor_guide.md §14).
 
 The cpu vendor's engine is ONNX Runtime, so its fp32 GEMM is ONNX Runtime's own: a one-node
 ``MatMul`` graph on the CPU execution provider (MLAS), run through an I/O binding with
@@ -15,7 +15,7 @@ applicable.
 
 from __future__ import annotations
 
-from benchmarks.base_common import TorchKernels
+from contract.kernels import TorchKernels
 
 
 class Kernels(TorchKernels):

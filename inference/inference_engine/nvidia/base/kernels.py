@@ -1,4 +1,4 @@
-"""The nvidia vendor's base-tier kernels (benchmarks/base_common.py, docs/vendor_guide.md).
+"""The nvidia vendor's base-tier kernels (contract/kernels.py::TorchKernels, docs/vendor_guide.md).
 
 cuBLAS through PyTorch: fp32 with TF32 off, tf32 with it on, bf16 and fp16 on the tensor
 cores, int8 with ``torch._int_mm`` (int8 x int8 -> int32, cuBLASLt). Host<->device copies
@@ -6,7 +6,7 @@ from pinned and pageable memory are the framework's (``TorchKernels.transfer``).
 Unproven here: written for an H100, not yet run on one (docs/baselines.md).
 """
 
-from benchmarks.base_common import TorchKernels
+from contract.kernels import TorchKernels
 
 
 class Kernels(TorchKernels):

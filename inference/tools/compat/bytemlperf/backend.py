@@ -4,7 +4,7 @@ Layout (ByteMLPerf's naming rules, unchanged): a folder ``XXX`` (the backend's
 name, ByteMLPerf's ``--hardware_type``) holding ``compile_backend_xxx.py`` with
 ``CompileBackendXXX``, ``runtime_backend_xxx.py`` with ``RuntimeBackendXXX``,
 the interact profile ``XXX.json`` and ``requirements.txt``. The vendor selects
-it as its compiler (``compiler: XXX``). ``inference_engine.registry`` recognises
+it as its compiler (``compiler: XXX``). ``contract.registry`` recognises
 the folder by its ``compile_backend_xxx.py``.
 
 Loading imports the two modules as ``inference_engine.<vendor>.XXX.*``; their
@@ -24,10 +24,13 @@ from functools import cached_property
 from pathlib import Path
 
 from common.errors import ConfigError, EngineError, one_line, reraise_interrupt
-from inference_engine.registry import ENGINE_ROOT, is_bytemlperf_backend
+from contract.registry import ENGINE_ROOT, is_bytemlperf_backend
 from tools.compat.bytemlperf.profile import ProfileEntry, load_profile
 
 # NumPy 1.24 removed these aliases (2.0 brought back long and bool); ByteMLPerf's own backends use np.long and np.bool.
+# The modules loaded here by name, each formatted from its pattern here and nowhere else, so the
+# import-circle test (tests/infra/imports.py) follows every load to the files the pattern matches.
+DYNAMIC_IMPORTS = {"backend": "inference_engine.{vendor}.{backend}.{module}"}
 _NUMPY_ALIAS = re.compile(r"module 'numpy' has no attribute '(long|bool|int|float|object|str|complex|unicode)'")
 
 
@@ -106,11 +109,13 @@ class BackendFolder:
         return found
 
     def _import(self, path: Path):
-        module_name = f"inference_engine.{self.vendor}.{self.name}.{path.stem}"
+        module_name = DYNAMIC_IMPORTS["backend"].format(vendor=self.vendor, backend=self.name, module=path.stem)
         if self.root != ENGINE_ROOT:
             raise ConfigError(f"{self.label}: backends are imported from {ENGINE_ROOT} only")
         try:
-            return importlib.import_module(module_name)
+            return importlib.import_module(
+                DYNAMIC_IMPORTS["backend"].format(vendor=self.vendor, backend=self.name, module=path.stem)
+            )
         except ModuleNotFoundError as exc:
             reraise_interrupt(exc)
             sys.modules.pop(module_name, None)

@@ -27,7 +27,7 @@ from common.errors import DataError, EngineError
 from common.layout import framework_dir
 
 if TYPE_CHECKING:
-    from tools.config import CaseConfig
+    from contract.config import CaseConfig
 
 # ONNX TensorProto element type -> ByteMLPerf's input_type name (int64 is "LONG", as its model zoo writes).
 ONNX_TYPES = {

@@ -24,12 +24,12 @@ from typing import Any
 from loguru import logger
 
 from common.errors import ConfigError, EngineError, one_line
-from inference_engine.base import EngineBase
-from inference_engine.registry import ENGINE_ROOT
+from contract.config import CaseConfig, origin_of
+from contract.engine_base import EngineBase
+from contract.registry import ENGINE_ROOT
 from tools.compat.bytemlperf import configs as byte_configs
 from tools.compat.bytemlperf.backend import BackendFolder, backend_for, where_in
 from tools.compat.bytemlperf.profile import config_lookup, parse_profile, resolve_answers
-from tools.config import CaseConfig, origin_of
 
 MAX_BEST = 64
 MAX_BATCH = 1 << 16
@@ -48,7 +48,7 @@ def folder_of(config: CaseConfig, root: Path = ENGINE_ROOT) -> BackendFolder:
 def interact_answers(folder: BackendFolder, config: CaseConfig, entries: list | None = None) -> dict[str, Any]:
     """The profile's answers from the config (ConfigError naming the key and the entry).
     InferPerf's own typed keys (CaseConfig's fields) never answer an entry of the same name."""
-    from tools.config import CaseConfig
+    from contract.config import CaseConfig
 
     reserved = frozenset(f.name for f in fields(CaseConfig))
     return resolve_answers(
@@ -275,7 +275,7 @@ def _listed(config: CaseConfig) -> list[int]:
 
 
 def _case_loader(config: CaseConfig) -> Any:
-    from tools.cases import case_module
+    from contract.cases import case_module
 
     return case_module(Path(config.perf_dir), config.case, config.framework).build_dataloader(config)
 

@@ -21,8 +21,8 @@ from common.errors import one_line
 from tools.compat.loader_view import LoaderView
 
 if TYPE_CHECKING:
-    from inference_engine.base import EngineBase
-    from tools.config import CaseConfig
+    from contract.config import CaseConfig
+    from contract.engine_base import EngineBase
 
 BEST = "best"
 

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from common.errors import ConfigError, shown
-from tools.config.case import CaseConfig, origin_of
+from contract.config.case import CaseConfig, origin_of
 
 TYPES = ("bool", "int", "float", "str")
 DIALOGS = ("Yes/No Dialog", "Radiolist Dialog", "Input Dialog")

@@ -8,8 +8,8 @@ here.
 
 Required:
   InferModel(config, onnx_path, model)   compile (or load config.engine_path); ``config`` is the
-                                         pipeline's ``tools.config.CaseConfig``, which fits
-                                         ``tools.config.CaseView`` (FlagPerf's keys) as a FlagPerf
+                                         pipeline's ``contract.config.CaseConfig``, which fits
+                                         ``contract.config.CaseView`` (FlagPerf's keys) as a FlagPerf
                                          namedtuple does
   __call__(list_of_cpu_tensors) -> (list_of_cpu_tensor_outputs, foo_time)
 
@@ -34,7 +34,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, get_args
 
 if TYPE_CHECKING:
-    from tools.config import CaseView
+    from contract.config import CaseView
 
 # The optional methods, as ``implements`` names them.
 OptionalMethod = Literal[

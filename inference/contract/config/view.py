@@ -1,6 +1,6 @@
 """``CaseView``: what a case or an engine may rely on reading from its config.
 
-The pipeline hands every plug-in a ``CaseConfig`` (tools/config/case.py). Code
+The pipeline hands every plug-in a ``CaseConfig`` (contract/config/case.py). Code
 written for FlagPerf was handed a namedtuple of the merged keys instead, and a
 vendor may still call its engine or case with one (its own tests, FlagPerf
 itself). Both fit this protocol: FlagPerf's keys, read-only, plus the

@@ -21,12 +21,15 @@ from common.errors import ConfigError
 from common.torch_step import Step, make_step
 
 if TYPE_CHECKING:
-    from tools.config import CaseConfig
+    from contract.config import CaseConfig
 
 # The case API (FlagPerf spec §3.2.2): every case package defines these (CaseModule).
 CASE_FUNCTIONS = ("build_dataloader", "create_model", "evaluator", "model_forward", "export_model", "engine_forward")
 # The optional hooks (CaseHooks), read once by the loader.
 CASE_HOOKS = ("configure", "export_cached", "performance_stage", "framework_step", "baseline_stage")
+# The modules loaded here by name, each formatted from its pattern here and nowhere else, so the
+# import-circle test (tests/infra/imports.py) follows every load to the files the pattern matches.
+DYNAMIC_IMPORTS = {"case": "benchmarks.{case}.{framework}"}
 
 
 class CaseModule(Protocol):
@@ -139,7 +142,7 @@ def case_module(perf_dir: Path, case: str, framework: str) -> ModuleType:
     fw = layout.framework_dir(framework)
     if not case_dir(perf_dir, case, framework).is_dir():
         raise ConfigError(f"unknown case '{case}' for framework '{framework}': no benchmarks/{case}/{fw}/")
-    module = importlib.import_module(f"benchmarks.{case}.{fw}")
+    module = importlib.import_module(DYNAMIC_IMPORTS["case"].format(case=case, framework=fw))
     missing = [name for name in CASE_FUNCTIONS if not callable(getattr(module, name, None))]
     if missing:
         raise ConfigError(f"benchmarks/{case}/{fw}/__init__.py: missing case function '{missing[0]}'")

@@ -1,10 +1,10 @@
 """Cache entries that are folders: a runtime's model folder (ONNX Runtime GenAI's), a
-generated Hugging Face checkpoint. The same rules as ``tools.cache`` for files:
+generated Hugging Face checkpoint. The same rules as ``contract.cache`` for files:
 
 - the folder is built in a private locked temporary folder (``common.files.atomic_dir``)
   and renamed into place whole, so no reader ever sees half of it;
 - then sealed: the seal of its ``entry`` file (the one a runtime opens) names every
-  file of the folder with its sha256 (``tools.cache.seal``), so a later run uses the
+  file of the folder with its sha256 (``contract.cache.seal``), so a later run uses the
   folder only when every file matches, and otherwise evicts it with one warning
   and rebuilds.
 """
@@ -18,7 +18,7 @@ from typing import Callable
 
 from common.errors import EngineError
 from common.files import atomic_dir
-from tools.cache import SEAL_SUFFIX, probe, seal
+from contract.cache import SEAL_SUFFIX, probe, seal
 
 
 def _files(folder: Path, entry: str) -> list[Path]:

@@ -8,8 +8,8 @@ from typing import Any, Collection, NoReturn
 from common.errors import ConfigError, shown
 from common.scenario import SCENARIOS, Scenario, scenario
 from common.values import cpu_count
-from tools.config.values import _CHECKS, MAX_CLIENTS_PER_CORE, check_extra
-from tools.measure.settings import MEASUREMENT_DEFAULTS
+from contract.config.values import _CHECKS, MAX_CLIENTS_PER_CORE, check_extra
+from contract.settings import MEASUREMENT_DEFAULTS
 
 
 @dataclass
@@ -68,7 +68,7 @@ class CaseConfig:
     compile_only: bool = False  # stop after the vendor compile
     numeric_check: bool = True  # compare engine outputs with the framework model's
     numeric_batches: int = 2
-    numeric_tolerance: Any = None  # overrides of tools.checks.numeric.DEFAULT_TOLERANCES
+    numeric_tolerance: Any = None  # overrides of contract.tolerances.DEFAULT_TOLERANCES
     audits: bool = True  # anti-caching and accuracy-in-performance-mode audits
     allow_many_clients: bool = False  # permit clients > 4 x cores
     pool_max_mb: float = 256.0  # memory for the preloaded query pool of one batch size
@@ -147,7 +147,7 @@ class CaseConfig:
                 "allow_many_clients: true if that is intended",
             )
         if self.numeric_tolerance is not None:
-            from tools.checks.numeric import tolerances_for
+            from contract.tolerances import tolerances_for
 
             try:
                 tolerances_for("fp32", self.numeric_tolerance)
@@ -228,3 +228,11 @@ def check_flag(config: object, key: str, value: object) -> None:
     """A ``ConfigError`` naming ``key``'s origin unless ``value`` is true or false."""
     if not isinstance(value, bool):
         raise ConfigError(f"{origin_of(config, key)}: key '{key}' must be true or false, got {value!r}")
+
+
+def has_dynamic_axis(config: object) -> bool:
+    """FlagPerf's vendor key: false means the engine is built for a static batch. Default true.
+    Read from a CaseConfig (``get``, ``origin``) or from a FlagPerf namedtuple (an attribute)."""
+    value = setting(config, "has_dynamic_axis")
+    check_flag(config, "has_dynamic_axis", value)
+    return bool(value)

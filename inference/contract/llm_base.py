@@ -46,14 +46,15 @@ the framework's PyTorch model instead leaves ``export_format`` None and reads
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from common.errors import EngineError
-from inference_engine.base import EngineBase
+from contract.engine_base import EngineBase
 
 if TYPE_CHECKING:
-    from tools.config import CaseConfig
+    from contract.config import CaseConfig
 
 BYTES_PER_VALUE = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "int8": 1, "fp8": 1}
 
@@ -182,3 +183,62 @@ class ServingEngineBase(LLMEngineBase):
         logits = torch.zeros((len(chosen), self.vocab), dtype=torch.float32)
         logits[torch.arange(len(chosen)), torch.as_tensor(chosen)] = 1.0
         return [logits], 0.0
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """What FLOPs and KV-cache bytes depend on, read from a Hugging Face ``config.json``."""
+
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    intermediate: int
+    vocab: int
+    params: int  # every parameter, tied embeddings counted once
+    embedding_params: int  # the input embedding table (a lookup, no FLOPs)
+
+    @classmethod
+    def from_hf_config(cls, cfg: dict, params: int | None = None) -> "ModelShape":
+        hidden, layers = int(cfg["hidden_size"]), int(cfg["num_hidden_layers"])
+        heads = int(cfg["num_attention_heads"])
+        kv_heads = int(cfg.get("num_key_value_heads") or heads)
+        head_dim = int(cfg.get("head_dim") or hidden // heads)
+        inter, vocab = int(cfg["intermediate_size"]), int(cfg["vocab_size"])
+        tied = bool(cfg.get("tie_word_embeddings", False))
+        if params is None:  # Llama's layout: attention, gated MLP, two RMSNorms per layer, final norm
+            attn = hidden * heads * head_dim * 2 + hidden * kv_heads * head_dim * 2
+            per_layer = attn + 3 * hidden * inter + 2 * hidden
+            params = layers * per_layer + hidden + vocab * hidden * (1 if tied else 2)
+        # With tied embeddings the table is also the LM head, whose matmul does count.
+        return cls(layers, hidden, heads, kv_heads, head_dim, inter, vocab, int(params), 0 if tied else vocab * hidden)
+
+    @property
+    def head_params(self) -> int:
+        """The LM head's weights (the embedding table itself when tied)."""
+        return self.vocab * self.hidden
+
+    def flops_per_token(self, context: float, head: bool = True) -> float:
+        """One token's forward attending to ``context`` positions; ``head``: with the LM head."""
+        body = self.params - self.embedding_params - self.head_params
+        return (
+            2.0 * (body + (self.head_params if head else 0)) + 4.0 * self.layers * self.heads * self.head_dim * context
+        )
+
+    def prefill_flops(self, batch: int, length: int) -> float:
+        """A causal prefill of ``length`` tokens, the LM head on the last position only (the
+        only logits generation uses: an engine computing them everywhere does wasted work)."""
+        return batch * (length * self.flops_per_token((length + 1) / 2, head=False) + 2.0 * self.head_params)
+
+    def decode_flops(self, batch: int, input_length: int, output_length: int) -> float:
+        """The forwards after the first token: tokens 1..N-1 attend to L+1..L+N-1 positions."""
+        steps = max(output_length - 1, 0)
+        mean_context = input_length + (steps + 1) / 2
+        return batch * steps * self.flops_per_token(mean_context)
+
+    def kv_cache_bytes(self, positions: int, bytes_per_value: int) -> int:
+        return 2 * self.layers * self.kv_heads * self.head_dim * bytes_per_value * positions
+
+    def to_dict(self) -> dict:
+        return dict(vars(self))

@@ -32,6 +32,8 @@ MEASUREMENT_DEFAULTS: dict[str, Any] = {
     "settle_max_s": 10.0,  # the settle phase before a measured window stops trending or ends here
 }
 
+MIN_QUERIES = 16  # no interval from fewer queries, whatever their correlation
+
 # The framework validation pass (step 3) is information, not judged (docs/measurement.md,
 # "What is judged"): FlagPerf's rule, ``repeat`` passes after the warm-up and nothing more.
 VALIDATION_PASS: dict[str, Any] = {"precision": None, "min_query_count": 1, "min_duration_s": 0.0, "settle_max_s": 0.0}

@@ -13,16 +13,31 @@ plus the command-line keys of run_inference.py. Rules:
 The package: ``values`` (the keys' checks and bounds), ``case`` (``CaseConfig``, its defaults, ``setting`` and
 ``origin_of``), ``view``
 (``CaseView``, what a case or engine may read), ``load`` (the merge and ``--set``),
-``expr`` (number expressions). Its public names are importable from ``tools.config``.
+``expr`` (number expressions). Its public names are importable from ``contract.config``.
 """
 
 from common.scenario import SCENARIOS
 from common.values import cpu_count
-from tools.config.case import CASE_DEFAULTS, CaseConfig, check_choice, check_flag, origin_of, query_samples, setting
-from tools.config.load import OVERRIDE_ORIGIN, case_config_paths, load_case_config, merge_case_config, parse_overrides
-from tools.config.values import CLI_KEYS, REQUIRED_KEYS, check_device_available, check_extra
-from tools.config.view import CaseView
-from tools.measure.settings import MEASUREMENT_DEFAULTS
+from contract.config.case import (
+    CASE_DEFAULTS,
+    CaseConfig,
+    check_choice,
+    check_flag,
+    has_dynamic_axis,
+    origin_of,
+    query_samples,
+    setting,
+)
+from contract.config.load import (
+    OVERRIDE_ORIGIN,
+    case_config_paths,
+    load_case_config,
+    merge_case_config,
+    parse_overrides,
+)
+from contract.config.values import CLI_KEYS, REQUIRED_KEYS, check_device_available, check_extra
+from contract.config.view import CaseView
+from contract.settings import MEASUREMENT_DEFAULTS
 
 __all__ = [
     "CASE_DEFAULTS",
@@ -37,6 +52,7 @@ __all__ = [
     "check_choice",
     "check_device_available",
     "check_flag",
+    "has_dynamic_axis",
     "check_extra",
     "cpu_count",
     "load_case_config",

@@ -32,7 +32,7 @@ from common.values import (
     positive_int,
     true_or_false,
 )
-from tools.config.expr import parse_number
+from contract.config.expr import parse_number
 
 CLI_KEYS = ("perf_dir", "data_dir", "log_dir", "vendor", "case", "framework")
 # Keys that configurations.yaml must define, as in FlagPerf's standard case.

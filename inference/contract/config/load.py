@@ -13,8 +13,8 @@ from common.errors import ConfigError, shown
 from common.host_keys import HOST_KEYS  # host.yaml's keys, defined once; a case file may not reuse them
 from common.layout import framework_dir
 from common.yamlio import YamlTooLarge, load_yaml_mapping, load_yaml_value
-from tools.config.case import CaseConfig
-from tools.config.values import CLI_KEYS, MAX_KEY, REQUIRED_KEYS, check_device_available, warn_oversubscribed
+from contract.config.case import CaseConfig
+from contract.config.values import CLI_KEYS, MAX_KEY, REQUIRED_KEYS, check_device_available, warn_oversubscribed
 
 
 def case_config_paths(perf_dir: str | Path, case: str, vendor: str) -> tuple[Path, Path, Path]:

@@ -21,8 +21,8 @@ from typing import Any
 
 from common.errors import ConfigError, EngineError, one_line
 from common.launch import LaunchedServer, last_log_line
-from inference_engine.llm_base import ServingEngineBase, read_hf_config
-from tools.config import CaseConfig, origin_of
+from contract.config import CaseConfig, origin_of
+from contract.llm_base import ServingEngineBase, read_hf_config
 
 IMPORT_TIMEOUT_S = 300
 
@@ -168,7 +168,7 @@ class VllmEngine(LaunchedEngine):
     for error lines), ``BUILD`` (its name in ``version()``), ``INSTALL_HINT``, and what the build
     adds to the command line and the environment (``build_args``, ``build_env``)."""
 
-    SOURCE = "inference_engine/serving_base.py"
+    SOURCE = "contract/serving_base.py"
     BUILD = "vllm"
     INSTALL_HINT = "vllm"
     DEFAULTS: dict[str, int] = VLLM_DEFAULTS

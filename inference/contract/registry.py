@@ -1,5 +1,6 @@
 """Discovery of vendor engines by file layout, as nGraph's backend registry does by name.
 
+The registry is on the contract floor (contract/__init__.py): a case and the framework both ask it.
 Nothing registers itself: ``inference_engine/<vendor>/<compiler>.py`` existing (or a
 ByteMLPerf backend folder ``<vendor>/<XXX>/``) is the registration. Importing this module
 imports no plug-in: ``vendor_names``, ``compilers``, ``get_registered_devices`` and
@@ -22,8 +23,17 @@ from common.declarations import declared
 from common.errors import ConfigError, EngineError, reraise_interrupt
 from common.layout import unknown_vendor
 from common.values import plain_name
+from contract.kernels import TorchKernels
 
-ENGINE_ROOT = Path(__file__).resolve().parent
+ENGINE_ROOT = Path(__file__).resolve().parents[1] / "inference_engine"
+
+# The modules this registry loads by name, each name formatted from its pattern here and nowhere
+# else, so the import-circle test (tests/infra/imports.py) follows every load to the files the
+# pattern matches. A vendor's modules import the floor only, so no load comes back here.
+DYNAMIC_IMPORTS = {
+    "engine": "inference_engine.{vendor}.{compiler}",
+    "kernels": "inference_engine.{vendor}.base.kernels",
+}
 
 
 def vendor_names(root: Path = ENGINE_ROOT) -> list[str]:
@@ -123,7 +133,7 @@ def load_engine_module(vendor: str, compiler: str, root: Path = ENGINE_ROOT) -> 
             "tools/plugins.py::engine_module runs it through tools/compat/bytemlperf/engine.py"
         )
     try:
-        module = importlib.import_module(f"inference_engine.{vendor}.{compiler}")
+        module = importlib.import_module(DYNAMIC_IMPORTS["engine"].format(vendor=vendor, compiler=compiler))
     except ImportError as exc:
         reraise_interrupt(exc)
         raise EngineError(f"inference_engine/{vendor}/{compiler}.py: cannot import: {exc}") from None
@@ -131,3 +141,18 @@ def load_engine_module(vendor: str, compiler: str, root: Path = ENGINE_ROOT) -> 
     if not isinstance(engine_class, type) or not callable(getattr(engine_class, "__call__", None)):
         raise EngineError(f"inference_engine/{vendor}/{compiler}.py: must define a class InferModel with __call__")
     return module
+
+
+def vendor_kernels(vendor: str, root: Path = ENGINE_ROOT) -> TorchKernels:
+    """The vendor's base-tier ``Kernels`` (``inference_engine/<vendor>/base/kernels.py``), else
+    ``TorchKernels`` (contract/kernels.py)."""
+    if not (root / vendor / "base" / "kernels.py").is_file():
+        return TorchKernels()
+    module = importlib.import_module(DYNAMIC_IMPORTS["kernels"].format(vendor=vendor))
+    kernels = getattr(module, "Kernels", None)
+    if not callable(kernels):
+        raise ConfigError(
+            f"inference_engine/{vendor}/base/kernels.py: must define class Kernels (see docs/vendor_guide.md, base "
+            "tier)"
+        )
+    return kernels()
