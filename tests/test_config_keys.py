@@ -20,7 +20,6 @@ from contract.config import CaseConfig, load_case_config, parse_overrides
 from contract.tolerances import tolerances_for
 from tests.conftest import TYPED_CASE_CONFIG as TYPED
 from tests.infra.case_config import BASE
-from tools.checks.numeric import tolerances_for
 
 SERVER = dict(latency_bound_ms=50, target_qps=100)
 SCENARIOS = "must be one of offline, single_stream, multi_stream, server"
