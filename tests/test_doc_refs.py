@@ -47,7 +47,7 @@ NOT_IN_THE_REPOSITORY = {
     "torch/onnx/_constants.py": "PyTorch's source",
     "doc/PERFORMANCE.md": "nccl-tests' documentation",
     "build/mutation/sample.txt": "written by scripts/mutation.sh",
-    "src/tools/config/expr.py": "mutmut's copy of inference/, under build/mutation/",
+    "src/contract/config/expr.py": "mutmut's copy of inference/, under build/mutation/",
     "inference/result/": "created by the first run",
     "inference/onnxs/": "the ONNX and engine cache, created by the first run",
     "configs/digits/vendor_config/bytecpu_configurations.yaml": "the example a ByteMLPerf vendor writes",

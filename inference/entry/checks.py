@@ -1,6 +1,6 @@
 """Everything about a run's cases that can be checked before any host is touched (``check_cases``),
 and what ``run.py --list`` shows. Here the host side asks the container side: each case config as
-the pipeline will merge it (tools/config/), its engine (inference_engine/registry.py) and the
+the pipeline will merge it (contract/config/), its engine (contract/registry.py) and the
 vendor's monitor."""
 
 from __future__ import annotations
@@ -111,7 +111,7 @@ def check_case_files(config: HostConfig, spec: CaseSpec) -> None:
 
 
 def _with_engine_image(config: HostConfig, spec: CaseSpec, compiler: str) -> CaseSpec:
-    """The case with the image folder its engine declares (``IMAGE``: inference_engine/registry.py), if any."""
+    """The case with the image folder its engine declares (``IMAGE``: contract/registry.py), if any."""
     from contract import registry
 
     image = registry.engine_facts(config.vendor, compiler, config.flagperf_path / "inference_engine").image
@@ -127,7 +127,7 @@ def check_image(config: HostConfig, spec: CaseSpec) -> None:
 
 
 def _check_engine(config: HostConfig, case_config: CaseConfig, compiler: str) -> None:
-    """The case's engine, asked of the registry (inference_engine/registry.py). Where the pipeline
+    """The case's engine, asked of the registry (contract/registry.py). Where the pipeline
     runs here (MODE local) the engine runs in this very Python, so its own preflight runs now;
     elsewhere it runs on the hosts, and the registry answers from the file layout without importing it."""
     from contract import registry
