@@ -262,7 +262,7 @@ def load_run_config(args: argparse.Namespace) -> HostConfig:
 def endpoint_argv(config: HostConfig, args: argparse.Namespace) -> list[str]:
     """host.yaml's ENDPOINT as run.py --endpoint's command line (tools/serving/cli.py); the case
     options of this command line have no cases to act on, so they are refused."""
-    from tools.serving.cli import config_argv
+    from tools.serving.options import config_argv
 
     given = [
         name

@@ -25,8 +25,8 @@ from typing import Iterator
 import pytest
 
 from run import main as run_main
-from tools.serving.cli import config_argv
 from tools.serving.cli import main as serving_main
+from tools.serving.options import config_argv
 from utils.results.compare import compare_runs
 from utils.results.compare import main as compare_main
 
