@@ -4,10 +4,10 @@ user already runs, with the load modes, workloads, SLO and capacity search of ``
 Writes ``<results>/run<id>/`` at once when it is done (nothing half-written): ``serving/result.json``
 (every step's figures, the server's own /metrics figures, the capacity search, the Pareto points, each
 request's record), ``serving/report.html`` (``tools/serving/plots.py``), ``serving/requests.jsonl`` and
-``serving/steps.csv`` (``tools/serving/exports.py``) and
-``summary.json`` / ``summary.md`` (one row per step). Exit status: 0 done (failed requests are
-counted in the rows, not fatal); 2 bad option (an SLO bound below 0, a concurrency of 0, a model
-the server does not serve, a URL or --output-dir that cannot work, a 401/403 "authentication"); 3
+``serving/steps.csv`` (``tools/serving/exports.py``) and ``summary.json`` / ``summary.md`` (a
+``common.serving_record.ServingStep`` per step). Exit status: 0 done (failed requests are counted
+in the rows, not fatal); 2 bad option (an SLO bound below 0, a concurrency of 0, a model the server
+does not serve, a URL or --output-dir that cannot work, a 401/403 "authentication"); 3
 a prompt file or trace that is not valid JSON/JSONL, or with --strict a step INVALID or not judged
 (written first); 4 the server does not speak the OpenAI API, or a --launch server exited during a
 step (written first, the step's verdict names it); 5 the endpoint is unreachable; 130 interrupted

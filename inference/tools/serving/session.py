@@ -18,6 +18,7 @@ from typing import Any, Callable
 
 from common.errors import DataError, EngineError, StorageError, one_line
 from common.files import atomic_dir, json_text
+from common.serving_record import ServingStep, ServingSummary
 from tools.serving import capacity as capacity_search
 from tools.serving import exports, plots
 from tools.serving import metrics as server_metrics
@@ -136,6 +137,13 @@ class Measurement:
     def every_step(self) -> list[dict]:
         return self.steps + self.capacity_steps
 
+    @property
+    def rows(self) -> tuple[ServingStep, ...]:
+        """The steps as typed rows, the sweep's then the capacity probes'."""
+        return tuple(ServingStep.of(b, "step") for b in self.steps) + tuple(
+            ServingStep.of(b, "capacity") for b in self.capacity_steps
+        )
+
     def watch(self, block: dict) -> None:
         """Name a launched server's exit in the step's verdict (and stop the run after it)."""
         status = self.server.exited() if self.server is not None else None
@@ -159,7 +167,7 @@ class Measurement:
             self.steps.append(block)
             self.records[block["label"]] = [r.to_dict() for r in recs]
             self.exported.append(("step", block["label"], recs))
-            print(scrub(step_line(block), self.endpoint.api_key), flush=True)
+            print(scrub(step_line(ServingStep.of(block)), self.endpoint.api_key), flush=True)
             if self.died:
                 print(f"--launch: {self.died[0]}: no further step is run", flush=True)
                 return
@@ -223,17 +231,7 @@ class Measurement:
             "timeslices": a.timeslices,
             "exports": {"requests": "serving/requests.jsonl", "steps": "serving/steps.csv"},
             "seed": a.seed,
-            "workload": {
-                "prompt_file": a.prompt_file,
-                "trace": a.trace,
-                "input_len": a.input_len,
-                "output_len": a.output_len,
-                "shared_prefix": a.shared_prefix,
-                "multi_turn": a.multi_turn,
-                "num_requests": a.num_requests,
-                "warmup": a.warmup,
-                "extra_body": plan.extra,
-            },
+            "workload": self.workload(),
             "slo": plan.slo.to_dict() if plan.slo else None,
             "steps": self.steps,
             "capacity": self.found.to_dict() if self.found is not None else None,
@@ -243,6 +241,36 @@ class Measurement:
             "duration_s": time.time() - self.started,
             "records": self.records,
         }
+
+    def workload(self) -> dict:
+        """What the run sent: the prompts, lengths and request counts."""
+        a = self.args
+        return {
+            "prompt_file": a.prompt_file,
+            "trace": a.trace,
+            "input_len": a.input_len,
+            "output_len": a.output_len,
+            "shared_prefix": a.shared_prefix,
+            "multi_turn": a.multi_turn,
+            "num_requests": a.num_requests,
+            "warmup": a.warmup,
+            "extra_body": self.plan.extra,
+        }
+
+    def summary(self, run_id: str) -> ServingSummary:
+        """summary.json: the run's identity and a typed row per step (``common/serving_record.py``)."""
+        a, plan = self.args, self.plan
+        return ServingSummary(
+            run_id=run_id,
+            endpoint=a.endpoint,
+            served_model=a.served_model,
+            api="chat" if plan.chat else "completions",
+            seed=a.seed,
+            workload=self.workload(),
+            slo=plan.slo.to_dict() if plan.slo else None,
+            rows=self.rows,
+            capacity=self.found.to_dict() if self.found is not None else None,
+        )
 
     def token_sources(self) -> list[str]:
         return sorted({src for s in self.every_step for src in s["token_source"]})
@@ -261,7 +289,7 @@ class Measurement:
                 f"\n\ncapacity ({found.kind}): {found.capacity} "
                 f"(interval {found.interval}, {len(found.probes)} probes{above})"
             )
-        return markdown(summary_rows(self.every_step), header) + server_section(self.every_step, self.plan.metrics_url)
+        return markdown(summary_rows(list(self.rows)), header) + server_section(self.every_step, self.plan.metrics_url)
 
     def exit_status(self) -> int:
         if self.died:
@@ -313,12 +341,11 @@ def measure(
 def write_run(run: Measurement, results_root: Path) -> Path:
     """The run folder, written whole under a temporary name and then renamed (nothing half-written)."""
     result = run.result()
-    rows = summary_rows(run.every_step)
     run_id = time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
     files = {
         "serving/result.json": json_text(result),
         "serving/report.html": plots.report(result),
-        "summary.json": json_text({"run_id": run_id, "kind": "serving", "rows": rows, "capacity": result["capacity"]}),
+        "summary.json": json_text(run.summary(run_id).to_json()),
         "serving/requests.jsonl": "".join(
             line + "\n" for phase, label, recs in run.exported for line in exports.request_lines(phase, label, recs)
         ),

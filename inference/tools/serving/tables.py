@@ -3,31 +3,22 @@ server's own figures beside the client's, the audits' notes, and the steps' Pare
 
 from __future__ import annotations
 
+from common import serving_record
+from common.record import Verdict
+from common.serving_record import ServingStep
 from tools.serving import metrics as server_metrics
 
 
 def pareto(steps: list[dict]) -> list[dict]:
-    """The steps not beaten on both tokens/s per user and output tokens/s."""
-    points = [
-        {
-            "label": s["label"],
-            "tokens_per_s_per_user": s["tokens_per_s_per_user"],
-            "output_tokens_per_s": s["throughput"]["output_tokens_per_s"]["value"],
-        }
-        for s in steps
-        if s.get("tokens_per_s_per_user") and s["throughput"]["output_tokens_per_s"]["value"]
-    ]
+    """result.json's ``pareto``: the steps not beaten on both tokens/s per user and output tokens/s
+    (``common.serving_record.pareto``), each as its label and those two figures."""
     return [
-        p
-        for p in points
-        if not any(
-            q is not p
-            and q["tokens_per_s_per_user"] >= p["tokens_per_s_per_user"]
-            and q["output_tokens_per_s"] >= p["output_tokens_per_s"]
-            and (q["tokens_per_s_per_user"], q["output_tokens_per_s"])
-            != (p["tokens_per_s_per_user"], p["output_tokens_per_s"])
-            for q in points
-        )
+        {
+            "label": s.label,
+            "tokens_per_s_per_user": s.tokens_per_s_per_user,
+            "output_tokens_per_s": s.rate("output_tokens_per_s"),
+        }
+        for s in serving_record.pareto([ServingStep.of(block) for block in steps])
     ]
 
 
@@ -40,53 +31,53 @@ def _pm(block: dict) -> str:
     return f"{_fmt(block.get('value'))} ±{pm:.1%}" if pm is not None else f"{_fmt(block.get('value'))} ±?"
 
 
-def summary_rows(steps: list[dict]) -> list[dict]:
+def summary_rows(steps: list[ServingStep]) -> list[dict]:
+    """summary.md's table: a row of text per step."""
     rows = []
     for s in steps:
-        t = s["throughput"]
-        slo = s.get("slo") or {}
+        t, slo = s.throughput, s.slo or {}
         rows.append(
             {
-                "step": s["label"],
-                "requests": f"{s['completed']}/{s['requests']}",
-                "failed": s["failed"],
-                "errors": error_kinds(s) or "—",
+                "step": s.label,
+                "requests": f"{s.completed}/{s.requests}",
+                "failed": s.failed,
+                "errors": error_kinds(s.errors) or "—",
                 "requests_per_s": _pm(t["requests_per_s"]),
                 "output_tokens_per_s": _pm(t["output_tokens_per_s"]),
-                "ttft_p50_ms": _fmt(s["ttft_ms"]["p50"]),
-                "ttft_p90_ms": _fmt(s["ttft_ms"]["p90"]),
-                "ttfa_p50_ms": _fmt((s.get("ttfa_ms") or {}).get("p50")),
-                "tpot_p50_ms": _fmt(s["tpot_ms"]["p50"], 2),
-                "itl_p50_ms": _fmt(s["itl_ms"]["p50"], 2),
-                "e2e_p50_ms": _fmt(s["e2e_ms"]["p50"]),
-                "tokens_per_s_per_user": _fmt(s["tokens_per_s_per_user"]),
+                "ttft_p50_ms": _fmt(s.ttft_ms["p50"]),
+                "ttft_p90_ms": _fmt(s.ttft_ms["p90"]),
+                "ttfa_p50_ms": _fmt(s.ttfa_ms.get("p50")),
+                "tpot_p50_ms": _fmt(s.tpot_ms["p50"], 2),
+                "itl_p50_ms": _fmt(s.itl_ms["p50"], 2),
+                "e2e_p50_ms": _fmt(s.e2e_ms["p50"]),
+                "tokens_per_s_per_user": _fmt(s.tokens_per_s_per_user),
                 "goodput_requests_per_s": _pm(t["goodput_requests_per_s"]) if "goodput_requests_per_s" in t else "—",
                 "slo_attainment": f"{slo['attainment']:.0%} ({slo['verdict']})" if slo else "—",
-                "verdict": verdict_text(s["verdict"]),
+                "verdict": verdict_text(s.verdict),
             }
         )
     return rows
 
 
-def error_kinds(step: dict) -> str:
-    """The step's failed requests by kind, most first: ``stall 2, http_500 1``."""
-    return ", ".join(f"{kind} {n}" for kind, n in sorted(step["errors"].items(), key=lambda item: (-item[1], item[0])))
+def error_kinds(errors: dict[str, int]) -> str:
+    """Failed requests by kind, most first: ``stall 2, http_500 1``."""
+    return ", ".join(f"{kind} {n}" for kind, n in sorted(errors.items(), key=lambda item: (-item[1], item[0])))
 
 
-def verdict_text(verdict: dict) -> str:
-    text = "VALID" if verdict["valid"] else "INVALID: " + "; ".join(verdict["reasons"])
-    unjudged = verdict.get("not_judged") or []
+def verdict_text(verdict: Verdict) -> str:
+    text = "VALID" if verdict.valid else "INVALID: " + "; ".join(verdict.reasons)
+    unjudged = verdict.not_judged
     return text + ("" if not unjudged else " (not judged: " + "; ".join(unjudged) + ")")
 
 
-def step_line(block: dict) -> str:
+def step_line(step: ServingStep) -> str:
     """The console's line for a step: completions, throughput, failures by kind, verdict."""
-    out = _pm(block["throughput"]["output_tokens_per_s"])
-    kinds = error_kinds(block)
-    failed = f", {block['failed']} failed ({kinds})" if kinds else ""
+    out = _pm(step.throughput["output_tokens_per_s"])
+    kinds = error_kinds(step.errors)
+    failed = f", {step.failed} failed ({kinds})" if kinds else ""
     return (
-        f"{block['label']}: {block['completed']}/{block['requests']} completed{failed}, output {out} tokens/s, "
-        f"{verdict_text(block['verdict'])}"
+        f"{step.label}: {step.completed}/{step.requests} completed{failed}, output {out} tokens/s, "
+        f"{verdict_text(step.verdict)}"
     )
 
 
