@@ -497,7 +497,9 @@ def main(argv: list[str] | None = None) -> int:
     ):  # a running OpenAI-compatible server: tools/serving/cli.py
         from tools.serving.cli import main as serving_main
 
-        return serving_main(argv, INFERENCE_DIR / "result", on_written=_history_beside)
+        return serving_main(
+            argv, INFERENCE_DIR / "result", on_written=lambda folder: _serving_written(folder, _history_beside)
+        )
     ab = argv[:1] == ["ab"]  # run.py ab --set-a ... --set-b ...: two variants, interleaved, then compared
     args = parse_args(argv[1:] if ab else argv, ab)
     if args.list:
@@ -541,7 +543,9 @@ def main(argv: list[str] | None = None) -> int:
             endpoint_argv(config, args),
             config.log_path,
             origin=str(config.path),
-            on_written=lambda folder: _record_history(config.history, folder, folder / "summary.md"),
+            on_written=lambda folder: _serving_written(
+                folder, lambda run_dir: _record_history(config.history, run_dir, run_dir / "summary.md")
+            ),
         )
     # From the run folder's opening until run_hosts waits on the hosts, a stop is held (_HELD) and raised
     # there, where it ends every case and the summary is written: in between nothing could catch it.
@@ -791,6 +795,12 @@ def finish_run(
     code = 130 if interrupted else 1 if failed or not records else 3 if strict and invalid else 0
     print(f"report: {report_path}" if report_path else "report: not written (see the error above)", flush=True)
     return code
+
+
+def _serving_written(run_dir: Path, history: Callable[[Path], None]) -> None:
+    """A serving run's folder is complete: its report.html (drawn from summary.json's rows), then the history."""
+    _write_report(run_dir, INFERENCE_DIR)
+    history(run_dir)
 
 
 def _history_beside(run_dir: Path) -> None:

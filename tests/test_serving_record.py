@@ -111,3 +111,57 @@ def test_the_pareto_front_keeps_the_steps_no_other_beats_on_both_figures():
 
     steps = [step("a", 60, 20), step("b", 40, 50), step("c", 30, 40), step("d", 10, 90), step("e", 10, 90)]
     assert [s.label for s in pareto(steps)] == ["a", "b", "d", "e"]  # c: beaten by b; equal points both stay
+
+
+def _specs(page: str) -> dict[str, dict]:
+    """The page's plot specs by their figure caption."""
+    import re
+
+    found = re.findall(
+        r'<script type="application/json" id="plot\d+-spec">(.*?)</script><figcaption>(.*?)</figcaption>', page
+    )
+    return {caption: json.loads(spec) for spec, caption in found}
+
+
+def test_report_html_draws_the_rows_with_the_report_s_chart_stack(two_runs, tmp_path):
+    import shutil
+
+    from utils.results.report import write_report
+    from utils.results.report.charts import rounded
+
+    run = tmp_path / "run"
+    shutil.copytree(two_runs[0], run)
+    summary = ServingSummary.from_json(json.loads((run / "summary.json").read_text()))
+    page = write_report(run).read_text()
+    assert 'id="serving-steps"' in page and "InferPerf serving run " + summary.run_id in page
+    for row in summary.rows:
+        assert f'<td class="l">{row.label}</td><td>{row.completed}/{row.requests}</td>' in page
+    specs = _specs(page)
+    assert {"latency against load", "throughput against load"} <= set(specs)
+    (tokens,) = [t for t in specs["throughput against load"]["data"] if t["name"] == "output tokens/s"]
+    assert tokens["x"] == ["concurrency 1", "concurrency 2"]
+    assert tokens["y"] == [round(row.rate("output_tokens_per_s"), 5) for row in summary.rows]
+    # the frontier needs two steps with a TPOT (a busy machine can merge a reply's tokens into one event)
+    if all(row.tpot_ms.get("p50") for row in summary.rows):
+        frontier = specs["throughput-latency frontier"]["data"]
+        assert [t["name"] for t in frontier] == ["steps", "frontier"] and len(frontier[0]["x"]) == 2
+        assert frontier[0]["x"] == rounded(row.tpot_ms["p50"] for row in summary.rows)
+    else:
+        assert "throughput-latency frontier" not in specs
+    assert "Plotly.newPlot" in page  # drawn by the page's one script, as every run's report
+
+
+def test_run_py_endpoint_writes_the_run_s_report_html_from_its_rows(tmp_path):
+    from run import main as run_main
+
+    with LoopbackServer(steady(1.0, 0.5), model="m") as server:
+        argv = ["--endpoint", server.url, "--served-model", "m", "--concurrency", "1,2", "--num-requests", "4",
+                "--warmup", "0", "--output-len", "3", "--output-dir", str(tmp_path / "out")]  # fmt: skip
+        assert run_main(argv) == 0
+    (run,) = (tmp_path / "out").glob("run*")
+    page = (run / "report.html").read_text()
+    rows = ServingSummary.from_json(json.loads((run / "summary.json").read_text())).rows
+    # the frontier needs two steps with a TPOT (a busy machine can merge a reply's tokens into one event)
+    frontier = {"throughput-latency frontier"} if all(row.tpot_ms.get("p50") for row in rows) else set()
+    assert set(_specs(page)) == {"latency against load", "throughput against load"} | frontier
+    assert "concurrency 2" in page and (tmp_path / "out" / "history.sqlite").is_file()

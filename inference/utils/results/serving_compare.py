@@ -60,17 +60,22 @@ class ServingRun:
         return f"{self.served_model} at {self.endpoint}"
 
 
-def read_serving_run(run_dir: Path) -> ServingRun:
-    """``run_dir``'s summary.json, read; ValueError (one line, naming the file and key) when it cannot be."""
+def read_serving_summary(run_dir: Path) -> ServingSummary:
+    """``run_dir``'s summary.json, typed; ValueError (one line, naming the file and key) when it cannot be."""
     path = run_dir / "summary.json"
     try:
-        summary = ServingSummary.from_json(json.loads(path.read_text(encoding="utf-8")), str(path))
+        return ServingSummary.from_json(json.loads(path.read_text(encoding="utf-8")), str(path))
     except FileNotFoundError:
         raise ValueError(f"{run_dir} is a serving run without summary.json") from None
     except (OSError, ValueError, RecursionError) as exc:  # RecordError is a ValueError: it names the key
         raise ValueError(str(exc) if isinstance(exc, RecordError) else f"{path} cannot be read: {exc}") from None
+
+
+def read_serving_run(run_dir: Path) -> ServingRun:
+    """``run_dir``'s summary.json as compare reads it; ValueError (one line) when it cannot be read."""
+    summary = read_serving_summary(run_dir)
     run = ServingRun(
-        path,
+        run_dir / "summary.json",
         summary.endpoint,
         summary.served_model,
         summary.slo,

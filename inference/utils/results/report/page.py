@@ -129,10 +129,21 @@ def render(summary: Summary, perf_dir: Path | None = None) -> str:
     )
 
 
+def _serving_page(run_dir: Path, perf_dir: Path | None) -> str | None:
+    """A serving run's page (``report/serving.py``); None for a run of cases."""
+    from utils.results.serving_compare import is_serving_run, read_serving_summary
+
+    if not is_serving_run(run_dir):
+        return None
+    from utils.results.report.serving import render_serving
+
+    return render_serving(read_serving_summary(run_dir), perf_dir)
+
+
 def write_report(run_dir: str | Path, perf_dir: Path | None = None) -> Path:
     """Write ``run_dir``/report.html from its summary.json, atomically; returns its path."""
     run_dir = Path(run_dir)
-    html = render(read_summary(run_dir / SUMMARY_FILE), perf_dir)
+    html = _serving_page(run_dir, perf_dir) or render(read_summary(run_dir / SUMMARY_FILE), perf_dir)
     path = run_dir / REPORT_FILE
     with atomic_path(path) as tmp:
         tmp.write_text(html, encoding="utf-8")
