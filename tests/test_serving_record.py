@@ -109,8 +109,8 @@ def test_the_pareto_front_keeps_the_steps_no_other_beats_on_both_figures():
                  "throughput": {"output_tokens_per_s": {"value": total}}}  # fmt: skip
         return ServingStep.of(block)
 
-    steps = [step("a", 60, 20), step("b", 40, 50), step("c", 30, 40), step("d", 10, 90), step("e", 10, 90)]
-    assert [s.label for s in pareto(steps)] == ["a", "b", "d", "e"]  # c: beaten by b; equal points both stay
+    steps = [step("a", 60, 20), step("b", 40, 50), step("c", 30, 40), step("d", 10, 90), step("e", 10, 80)]
+    assert [s.label for s in pareto(steps)] == ["a", "b", "d"]  # c: beaten by b; e: by d (as fast per user)
 
 
 def _specs(page: str) -> dict[str, dict]:

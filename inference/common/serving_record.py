@@ -15,6 +15,7 @@ from dataclasses import dataclass, fields
 from typing import Any, Final
 
 from common.record import Json, RecordError, Verdict, as_json
+from common.stats import pareto_front
 
 _NUMBER: Final = (int, float)
 # figure -> the step's throughput key (value and ci95)
@@ -114,10 +115,7 @@ class ServingStep:
     def from_json(cls, data: Any, where: str = "serving step") -> ServingStep:
         if not isinstance(data, dict):
             raise RecordError(f"{where}: not a JSON object")
-        values = {name: _typed(data, name, types, where) for name, types in _TYPES.items()}
-        for name in ("label", "phase", "verdict"):
-            if values[name] is None:
-                raise RecordError(f"{where}: no key {name!r}")
+        values = _values(data, _TYPES, ("label", "phase", "verdict"), where)
         values["verdict"] = Verdict.from_json(values["verdict"])
         values["token_source"] = tuple(values["token_source"] or ())
         for name in (*DISTRIBUTIONS, "throughput", "errors"):
@@ -152,6 +150,15 @@ _KEYS: Final = tuple(f.name for f in fields(ServingStep))
 assert tuple(_TYPES) == _KEYS  # one key per field, in the field order
 
 
+def _values(data: Json, types: dict[str, tuple[type, ...]], required: tuple[str, ...], where: str) -> dict[str, Any]:
+    """Each key of ``types`` from ``data``, checked (``_typed``); RecordError when one of ``required`` is missing."""
+    values = {name: _typed(data, name, kinds, where) for name, kinds in types.items()}
+    for name in required:
+        if values[name] is None:
+            raise RecordError(f"{where}: no key {name!r}")
+    return values
+
+
 def _typed(data: Json, key: str, types: tuple[type, ...], where: str) -> Any:
     value = data.get(key)
     if value is None or (isinstance(value, types) and not (isinstance(value, bool) and bool not in types)):
@@ -160,17 +167,15 @@ def _typed(data: Json, key: str, types: tuple[type, ...], where: str) -> Any:
 
 
 def pareto(steps: list[ServingStep]) -> list[ServingStep]:
-    """The steps no other step beats on both tokens/s per user and output tokens/s (each higher)."""
-    points = []
+    """The steps no other step beats on both tokens/s per user and output tokens/s, in their order: the
+    throughput-latency frontier (``common.stats.pareto_front``) with a step's latency its time per token."""
+    usable = []
     for step in steps:
         user, total = step.tokens_per_s_per_user, step.rate("output_tokens_per_s")
         if user and total:
-            points.append((step, float(user), float(total)))
-    return [
-        step
-        for step, user, total in points
-        if not any(u >= user and t >= total and (u, t) != (user, total) for _, u, t in points)
-    ]
+            usable.append((step, 1.0 / float(user), float(total)))
+    front = set(pareto_front([(per_token, total) for _, per_token, total in usable]))
+    return [step for i, (step, _, _) in enumerate(usable) if i in front]
 
 
 SERVING: Final = "serving"  # summary.json's ``kind`` of a run.py --endpoint run
@@ -207,10 +212,7 @@ class ServingSummary:
         rows = data.get("rows")
         if not isinstance(rows, list):
             raise RecordError(f"{where}: key 'rows' is not a list")
-        values = {name: _typed(data, name, types, where) for name, types in _SUMMARY_TYPES.items()}
-        for name in ("run_id", "endpoint", "served_model"):
-            if values[name] is None:
-                raise RecordError(f"{where}: no key {name!r}")
+        values = _values(data, _SUMMARY_TYPES, ("run_id", "endpoint", "served_model"), where)
         values["workload"] = values["workload"] or {}
         values["rows"] = tuple(ServingStep.from_json(row, f"{where}: rows[{i}]") for i, row in enumerate(rows))
         return cls(**values)

@@ -1,19 +1,18 @@
 """report.html of a serving run (``run.py --endpoint``): its summary.json's typed rows
-(``common/serving_record.py::ServingStep``) drawn with the report's one chart stack (``charts``, the page
-template, the inlined plotly.js).
+(``common/serving_record.py::ServingStep``) drawn with the report's one chart stack (``charts``; ``page``
+renders them into its template with the inlined plotly.js).
 
 The page: the run (endpoint, model, API, counts of valid and INVALID steps), a table of every step (the
 sweep's, then the capacity probes'), and three plots over the sweep's steps, ordered by load within each
 kind (streams, then rates): TTFT p50/p90 and TPOT p50 against load, output tokens/s and goodput against
 load (each with its window's interval), and the throughput-latency frontier (output tokens/s against TPOT
-p50; the frontier is ``charts.pareto_front``'s, the same as every run's: a lower TPOT is more tokens/s per
+p50; the frontier is ``common.stats.pareto_front``'s, the same as every run's: a lower TPOT is more tokens/s per
 user). Hollow markers are INVALID steps.
 """
 
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import Any
 
 from common.serving_record import ServingStep, ServingSummary
@@ -22,12 +21,13 @@ from utils.results.report.charts import (
     axis,
     chart,
     frontier_trace,
+    labelled_points,
     lower_right_legend,
     pareto_front,
     rounded,
     verdict_marker,
 )
-from utils.results.report.sections import git_commit, new_section
+from utils.results.report.sections import new_section
 
 
 def _load_key(step: ServingStep) -> tuple[int, float]:
@@ -109,20 +109,7 @@ def frontier_plot(steps: list[ServingStep]) -> dict | None:
         return None
     points = [(tpot, rate) for _, tpot, rate in usable]
     units = "TPOT p50 %{x:.4g} ms, %{y:.4g} tokens/s"
-    steps_trace = {
-        "type": "scatter",
-        "mode": "markers+text",
-        "name": "steps",
-        "showlegend": False,
-        "x": rounded(p[0] for p in points),
-        "y": rounded(p[1] for p in points),
-        "text": [s.label for s, _, _ in usable],
-        "textposition": "top center",
-        "textfont": {"size": 9},
-        "cliponaxis": False,
-        "marker": {"color": "#888888", "size": 7},
-        "hovertemplate": f"%{{text}}<br>{units}<extra></extra>",
-    }
+    steps_trace = labelled_points(points, [s.label for s, _, _ in usable], units, "steps")
     return chart(
         [steps_trace, frontier_trace(points, pareto_front(points), units)],
         "Throughput-latency frontier (fewer ms per token: more tokens/s per user)",
@@ -169,27 +156,3 @@ def serving_section(summary: ServingSummary) -> dict:
     if len(steps) < 2:
         section["missing"].append("no frontier: it needs two steps")
     return section
-
-
-def render_serving(summary: ServingSummary, perf_dir: Path | None = None) -> str:
-    """The page of a serving run's summary.json."""
-    from utils.results.report.page import PLOTLY_BUNDLE, _plot_specs, _template, plotly_js
-
-    sections = [serving_section(summary)]
-    _plot_specs(sections)
-    has_plots = any(s["plots"] for s in sections)
-    script = plotly_js() if has_plots else None
-    missing = f"plotly.js ({PLOTLY_BUNDLE.name}) is missing in this checkout" if has_plots and not script else None
-    table = step_table(summary.rows)
-    return _template().render(
-        serving=summary,
-        serving_rows=table,
-        invalid=sum(1 for row in table if not row["valid"]),
-        summary=summary,
-        rows=[],
-        sections=sections,
-        environments={},
-        commit=git_commit(perf_dir) if perf_dir else None,
-        plotly_js=script,
-        plotly_missing=missing,
-    )
