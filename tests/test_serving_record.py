@@ -165,3 +165,44 @@ def test_run_py_endpoint_writes_the_run_s_report_html_from_its_rows(tmp_path):
     frontier = {"throughput-latency frontier"} if all(row.tpot_ms.get("p50") for row in rows) else set()
     assert set(_specs(page)) == {"latency against load", "throughput against load"} | frontier
     assert "concurrency 2" in page and (tmp_path / "out" / "history.sqlite").is_file()
+
+
+# A serving vendor's load step (result.json's llm.serving[], common.record.ServingRow), as the vLLM case writes it.
+VENDOR_STEP = {"concurrency": 4, "input_length": 128, "output_length": 64, "requests": 32, "completed": 32, "failed": 0,
+               "ttft_ms": {"p50": 15.0, "ci95": {"p50": [14.0, 16.0]}}, "tpot_ms": {"p50": 3.0},
+               "e2e_ms": {"p50": 200.0, "p90": 240.0}, "requests_per_s": 4.4, "requests_per_s_ci95": [4.0, 4.8],
+               "output_tokens_per_s": 281.6, "output_tokens_per_s_ci95": [270.0, 290.0],
+               "verdict": {"valid": True, "reasons": []}}  # fmt: skip
+
+
+def _vendor_record(scale: float):
+    """The recorded LLM case's summary record, served over HTTP: one load step, its throughputs x ``scale``."""
+    from dataclasses import replace
+
+    from common.summary_record import SummaryLLM, read_summary
+
+    golden = Path(__file__).parent / "fixtures" / "golden" / "summaries" / "llm_llama.summary.json"
+    (record,) = read_summary(golden).results
+    assert record.llm is not None
+    step = {
+        **VENDOR_STEP,
+        "output_tokens_per_s": 281.6 * scale,
+        "output_tokens_per_s_ci95": [270.0 * scale, 290.0 * scale],
+    }
+    data = {**record.llm.to_json(), "table": [], "server": [], "serving": [step], "served_by": {"engine": "vllm"}}
+    return replace(record, llm=SummaryLLM.from_json(data), repetitions=None)
+
+
+def test_a_serving_vendor_s_steps_are_figures_for_compare_repeat_and_the_history():
+    from utils.results.figures import merge_repetitions, record_figures
+
+    figures = record_figures(_vendor_record(1.0))
+    assert figures[("serving x4", "output tokens/s")].value == 281.6
+    assert figures[("serving x4", "output tokens/s")].interval == (270.0, 290.0)
+    assert figures[("serving x4", "TTFT p50 ms")].interval == (14.0, 16.0)
+    assert {figure for row, figure in figures if row == "serving x4"} == {
+        "output tokens/s", "requests/s", "TTFT p50 ms", "TPOT p50 ms", "E2E p90 ms"}  # fmt: skip
+    merged = merge_repetitions([_vendor_record(1.0), _vendor_record(2.0)])
+    assert merged.repetitions is not None
+    (tokens,) = [f for f in merged.repetitions.figures if (f.row, f.figure) == ("serving x4", "output tokens/s")]
+    assert tokens.values == [281.6, 563.2] and tokens.higher_is_better and tokens.unit == "tokens/s"

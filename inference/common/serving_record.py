@@ -97,14 +97,7 @@ class ServingStep:
 
     def figures(self) -> dict[str, tuple[Any, Any]]:
         """The figures a comparison decides on: name -> (value, its 95 % interval or None)."""
-        out = {}
-        for figure, key in THROUGHPUT_FIGURES.items():
-            block = self.throughput.get(key) or {}
-            out[figure] = (block.get("value"), block.get("ci95"))
-        for figure, (key, name) in LATENCY_FIGURES.items():
-            block = getattr(self, key)
-            out[figure] = (block.get(name), (block.get("ci95") or {}).get(name))
-        return out
+        return step_figures(self.throughput, {key: getattr(self, key) for key in DISTRIBUTIONS})
 
     def to_json(self) -> Json:
         out = as_json(self, _KEYS)
@@ -123,6 +116,21 @@ class ServingStep:
         for name in ("requests", "completed", "failed"):
             values[name] = values[name] or 0
         return cls(**values)
+
+
+def step_figures(throughput: Json, distributions: dict[str, Json]) -> dict[str, tuple[Any, Any]]:
+    """A load step's figures that a comparison decides on, from its throughput block (name -> value and
+    ci95) and its distributions (``ttft_ms``, ...: percentiles and ci95): ``THROUGHPUT_FIGURES`` and
+    ``LATENCY_FIGURES``, each (value, its 95 % interval or None). A serving vendor's row
+    (``common.record.ServingRow``) gives its figures here too (``utils/results/figures.py``)."""
+    out = {}
+    for figure, key in THROUGHPUT_FIGURES.items():
+        block = throughput.get(key) or {}
+        out[figure] = (block.get("value"), block.get("ci95"))
+    for figure, (key, name) in LATENCY_FIGURES.items():
+        block = distributions.get(key) or {}
+        out[figure] = (block.get(name), (block.get("ci95") or {}).get(name))
+    return out
 
 
 # Each key's JSON types (None is always allowed; from_json fills what a missing key means).
