@@ -164,7 +164,15 @@ def test_run_py_endpoint_writes_the_run_s_report_html_from_its_rows(tmp_path):
     # the frontier needs two steps with a TPOT (a busy machine can merge a reply's tokens into one event)
     frontier = {"throughput-latency frontier"} if all(row.tpot_ms.get("p50") for row in rows) else set()
     assert set(_specs(page)) == {"latency against load", "throughput against load"} | frontier
-    assert "concurrency 2" in page and (tmp_path / "out" / "history.sqlite").is_file()
+    assert "concurrency 2" in page
+    from utils.history.store import Store
+
+    store = Store.open(f"sqlite:///{tmp_path / 'out' / 'history.sqlite'}", create=False)
+    try:  # the history links each step's points to the run's report.html
+        reports = {p.report for points in store.points(store.all_series()).values() for p in points}
+    finally:
+        store.close()
+    assert reports == {str(run / "report.html")}
 
 
 # A serving vendor's load step (result.json's llm.serving[], common.record.ServingRow), as the vLLM case writes it.
