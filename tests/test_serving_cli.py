@@ -58,7 +58,7 @@ def test_a_concurrency_sweep_writes_its_steps_and_leaves_the_warmup_out(tmp_path
     (run,) = (tmp_path / "out").iterdir()
     summary = (run / "summary.md").read_text()
     assert "| concurrency 2 | 8/8 |" in summary and "tokens counted by usage" in summary
-    assert json.loads((run / "summary.json").read_text())["rows"][1]["step"] == "concurrency 2"
+    assert json.loads((run / "summary.json").read_text())["rows"][1]["label"] == "concurrency 2"
 
 
 def test_the_same_seed_sends_the_same_requests(tmp_path):

@@ -10,6 +10,7 @@ import aiohttp
 import pytest
 
 from tools.serving.client import (
+    Channel,
     MalformedSSE,
     RequestRecord,
     RequestSpec,
@@ -31,7 +32,7 @@ async def _one(url: str, spec: RequestSpec, chat: bool, clock, timeout=None) -> 
     async with aiohttp.ClientSession(connector=stamping_connector(clock)) as session:
         record = RequestRecord(spec.index)
         route = url + ("/chat/completions" if chat else "/completions")
-        await stream_request(session, route, request_body(spec, "m", chat), record, chat, clock, timeout)
+        await stream_request(Channel(session, route, chat, clock, timeout), request_body(spec, "m", chat), record)
         count_tokens(record, spec.prompt)
         return record
 

@@ -25,8 +25,8 @@ from typing import Iterator
 import pytest
 
 from run import main as run_main
-from tools.serving.cli import config_argv
 from tools.serving.cli import main as serving_main
+from tools.serving.options import config_argv
 from utils.results.compare import compare_runs
 from utils.results.compare import main as compare_main
 
@@ -98,13 +98,13 @@ def runs(tmp_path_factory) -> dict[str, Path]:
 
 
 def _copy(run: Path, tmp_path: Path, name: str, edit=lambda result: None) -> Path:
-    """A copy of a real run with every step valid, whose serving/result.json ``edit`` then changed
-    (a step dropped, failed, INVALID)."""
+    """A copy of a real run with every step valid, whose summary.json (its typed rows, what compare
+    reads) ``edit`` then changed (a step dropped, failed, INVALID)."""
     copy = tmp_path / name
     shutil.copytree(run, copy)
-    path = copy / "serving" / "result.json"
+    path = copy / "summary.json"
     result = json.loads(path.read_text())
-    for step in result["steps"]:
+    for step in result["rows"]:
         step["verdict"] = {"valid": True, "reasons": []}
     edit(result)
     path.write_text(json.dumps(result))
@@ -169,7 +169,7 @@ def test_the_same_server_twice_is_no_regression(runs):
 
 def test_a_step_missing_in_b_exits_3(runs, tmp_path, capsys):
     def drop(result: dict) -> None:
-        result["steps"] = [s for s in result["steps"] if s["label"] != "concurrency 16"]
+        result["rows"] = [s for s in result["rows"] if s["label"] != "concurrency 16"]
 
     a, b = _edited(runs, tmp_path, drop)
     assert compare_main([str(a), str(b)], tmp_path) == 3
@@ -188,7 +188,7 @@ def test_a_step_missing_in_b_exits_3(runs, tmp_path, capsys):
     ],
 )  # fmt: skip
 def test_a_step_failed_invalid_or_without_its_throughput_in_b_exits_3(runs, tmp_path, edit, problem):
-    a, b = _edited(runs, tmp_path, lambda result: edit(result["steps"][0]))
+    a, b = _edited(runs, tmp_path, lambda result: edit(result["rows"][0]))
     comparison = compare_runs(a, b, 5.0, 0.165)
     assert comparison.exit_code == 3
     assert any(problem in p for p in comparison.problems), comparison.problems
@@ -208,10 +208,10 @@ def test_a_step_failed_invalid_or_without_its_throughput_in_b_exits_3(runs, tmp_
     ],
 )
 def test_each_figure_is_read_from_its_own_block(runs, tmp_path, figure, path):
-    """B's figure doubled in result.json, nothing else: only that figure moves, by 2."""
+    """B's figure doubled in summary.json's rows, nothing else: only that figure moves, by 2."""
 
     def double(result: dict) -> None:
-        for step in result["steps"]:
+        for step in result["rows"]:
             block = step
             for key in path[:-1]:
                 block = block[key]
@@ -240,13 +240,14 @@ def test_a_serving_run_and_a_run_of_cases_have_nothing_in_common(runs, tmp_path,
     assert not list(cases.glob("compare_*")) and not list(runs["fast"].glob("compare_run-cases*"))
 
 
-def test_serving_runs_without_a_common_step_or_result_are_bad_input(runs, tmp_path, capsys):
-    a, b = _edited(runs, tmp_path, lambda result: [s.update(label="rate 9/s poisson") for s in result["steps"]])
+def test_serving_runs_without_a_common_step_or_with_a_bad_row_are_bad_input(runs, tmp_path, capsys):
+    a, b = _edited(runs, tmp_path, lambda result: [s.update(label="rate 9/s poisson") for s in result["rows"]])
     assert compare_main([str(a), str(b)], tmp_path) == 2
     assert "share no load step" in capsys.readouterr().err
-    (b / "serving" / "result.json").unlink()
-    assert compare_main([str(a), str(b)], tmp_path) == 2
-    assert "is a serving run without serving/result.json" in capsys.readouterr().err
+    _, bad = _edited(runs, tmp_path / "bad", lambda result: result["rows"][1].update(requests="64"))
+    assert compare_main([str(a), str(bad)], tmp_path) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and f"{bad / 'summary.json'}: rows[1]: key 'requests' is str, not int" in err
 
 
 # ---- host.yaml's ENDPOINT ---------------------------------------------------------------------
@@ -277,9 +278,9 @@ def test_host_yaml_endpoint_benchmarks_the_server_as_the_command_line_does(tmp_p
                 "concurrency": [1, 2], "num_requests": 4, "warmup": 0, "output_len": 2}  # fmt: skip
     assert run_main(["--config", str(_host_yaml(tmp_path, endpoint))]) == 0
     (run,) = (tmp_path / "result").glob("run*")
-    result = json.loads((run / "serving" / "result.json").read_text())
-    assert [s["label"] for s in result["steps"]] == ["concurrency 1", "concurrency 2"]
-    assert [s["completed"] for s in result["steps"]] == [4, 4] and result["workload"]["output_len"] == "2"
+    result = json.loads((run / "summary.json").read_text())
+    assert [s["label"] for s in result["rows"]] == ["concurrency 1", "concurrency 2"]
+    assert [s["completed"] for s in result["rows"]] == [4, 4] and result["workload"]["output_len"] == "2"
     # the steps landed in the results history beside the run, as a run of cases does
     from utils.history.store import Store
 

@@ -23,7 +23,7 @@ from typing import Callable
 
 import pytest
 
-from tools.serving import cli as serving_cli
+from tools.serving import options as serving_options
 from tools.serving.cli import main
 from tools.serving.client import RequestSpec
 from tools.serving.load import Endpoint, Load, run_load, sessions_of
@@ -488,7 +488,7 @@ def test_a_model_list_over_its_bound_is_one_line_exit_4(run):
 
 def test_a_model_list_that_never_ends_is_cut_at_its_deadline(run, monkeypatch):
     """Bytes dribble in, each within the socket timeout: before, the read never ended (a hang)."""
-    monkeypatch.setattr(serving_cli, "MODELS_DEADLINE_S", 1.0)
+    monkeypatch.setattr(serving_options, "MODELS_DEADLINE_S", 1.0)
 
     def dribble(headers):
         def write(sock, stopping):
@@ -551,7 +551,7 @@ def test_a_server_that_ignores_max_tokens_fails_the_output_length_audit(run):
 
 def test_host_yaml_takes_strict_as_a_flag_and_no_api_key(tmp_path):
     from common.errors import ConfigError
-    from tools.serving.cli import config_argv
+    from tools.serving.options import config_argv
 
     argv = config_argv(
         {"url": "http://127.0.0.1:9/v1", "served_model": "m", "strict": True}, "h.yaml", tmp_path, tmp_path

@@ -302,7 +302,7 @@ def test_the_report_orders_steps_by_load_and_joins_the_pareto_frontier():
     ]
     steps.append(step("concurrency 1", {"concurrency": 1}, 20, 60))
     assert [s["label"] for s in ordered(steps)] == ["concurrency 1", "concurrency 4", "rate 2/s", "rate inf/s"]
-    from tools.serving.cli import pareto
+    from tools.serving.tables import pareto
 
     front = pareto(steps)
     assert sorted(p["label"] for p in front) == ["concurrency 1", "concurrency 4", "rate 2/s", "rate inf/s"]
@@ -334,7 +334,7 @@ def test_a_step_whose_throughput_steps_up_is_invalid_as_drifting():
 
 
 def test_a_capacity_probe_runs_enough_requests_to_decide_its_percentile():
-    from tools.serving.cli import requests_to_decide
+    from tools.serving.session import requests_to_decide
 
     for percentile in (50, 90, 95, 99):
         n = requests_to_decide(percentile)

@@ -50,7 +50,7 @@ def last_log_line(path: Path) -> str:
     return f"; last log line: {lines[-1][:200]}" if lines else ""
 
 
-MODEL_LIST_BYTES = 16 << 20  # as the client reads it (tools/serving/cli.py): a server may serve many models
+MODEL_LIST_BYTES = 16 << 20  # as the client reads it (tools/serving/options.py): a server may serve many models
 
 
 def serving(url: str, timeout_s: float = 2.0) -> bool:

@@ -288,3 +288,15 @@ class LatencyStats:
         data = asdict(self)
         del data["ci95"]
         return data
+
+
+def pareto_front(points: list[tuple[float, float]]) -> list[int]:
+    """Indices of the points no other point beats on both latency (lower) and
+    throughput (higher), ordered by latency: the throughput-latency frontier."""
+    order = sorted(range(len(points)), key=lambda i: (points[i][0], -points[i][1]))
+    front, best = [], float("-inf")
+    for i in order:
+        if points[i][1] > best:
+            front.append(i)
+            best = points[i][1]
+    return front

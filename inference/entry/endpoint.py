@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
+from typing import Callable
 
 from common.errors import ConfigError
 from utils.cli import INFERENCE_DIR
 from utils.cli.stops import restore
-from utils.cli.summary import history_beside, record_history
+from utils.cli.summary import history_beside, record_history, write_report_safely
 from utils.host_config import HostConfig
 
 
@@ -21,7 +23,9 @@ def run_endpoint(argv: list[str]) -> int:
     """run.py --endpoint ...: its command line as tools/serving/cli.py's, the run into the history beside it."""
     from tools.serving.cli import main as serving_main
 
-    return serving_main(argv, INFERENCE_DIR / "result", on_written=history_beside)
+    return serving_main(
+        argv, INFERENCE_DIR / "result", on_written=lambda folder: serving_written(folder, history_beside)
+    )
 
 
 def run_host_endpoint(config: HostConfig, args: argparse.Namespace, previous: dict) -> int:
@@ -33,14 +37,16 @@ def run_host_endpoint(config: HostConfig, args: argparse.Namespace, previous: di
         endpoint_argv(config, args),
         config.log_path,
         origin=str(config.path),
-        on_written=lambda folder: record_history(config.history, folder, folder / "summary.md"),
+        on_written=lambda folder: serving_written(
+            folder, lambda run_dir: record_history(config.history, run_dir, run_dir / "summary.md")
+        ),
     )
 
 
 def endpoint_argv(config: HostConfig, args: argparse.Namespace) -> list[str]:
     """host.yaml's ENDPOINT as run.py --endpoint's command line (tools/serving/cli.py); the case
     options of this command line have no cases to act on, so they are refused."""
-    from tools.serving.cli import config_argv
+    from tools.serving.options import config_argv
 
     given = [
         name
@@ -58,3 +64,9 @@ def endpoint_argv(config: HostConfig, args: argparse.Namespace) -> list[str]:
     if given:
         raise ConfigError(f"{given[0]}: {config.path} has ENDPOINT, a running server to benchmark, and no cases")
     return config_argv(config.endpoint, str(config.path), config.log_path, INFERENCE_DIR)
+
+
+def serving_written(run_dir: Path, history: Callable[[Path], None]) -> None:
+    """A serving run's folder is complete: its report.html (drawn from summary.json's rows), then the history."""
+    write_report_safely(run_dir, INFERENCE_DIR)
+    history(run_dir)

@@ -10,7 +10,7 @@ the shared-memory size. A failure is one ConfigError naming the file and key.
 
 ``ENDPOINT`` (a running OpenAI-compatible server to benchmark instead of CASES) is checked here
 as a mapping only: its entries are ``run.py --endpoint``'s options, parsed and checked by that
-command's own parser (``tools/serving/cli.py::config_argv``, called by ``run.py``).
+command's own parser (``tools/serving/options.py::config_argv``, called by ``run.py``).
 
 The checks of single values are ``common/values.py``'s; CASES is read by
 ``utils/case_specs.py``. What a check needs to know of MODE it asks the facts MODE's executor class

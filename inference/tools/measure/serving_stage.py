@@ -122,11 +122,11 @@ def measure_step(
     engine: Any, prompts: PromptSource, workload: ServingWorkload, concurrency: int, config: CaseConfig
 ) -> dict:
     """One load step: warm-up, then ``concurrency`` streams until the stop rule; its figures (a dict)."""
-    from tools.serving.cli import measured, run_async
     from tools.serving.client import RequestSpec
     from tools.serving.figures import StepStop, step_figures
     from tools.serving.load import Endpoint, Load, run_load
     from tools.serving.metrics import Sampler, metrics_url
+    from tools.serving.session import measured, run_async
 
     endpoint = Endpoint(engine.url, engine.served_model, extra=engine.request_extra(workload.output_length))
     load = Load(concurrency=concurrency)
@@ -186,8 +186,8 @@ def write_plots(log_dir: str, blocks: list[dict]) -> None:
     folder, for report.html (``common/layout.py::SERVING_PLOTS``)."""
     from common.files import atomic_path
     from common.layout import SERVING_PLOTS
-    from tools.serving.cli import pareto
     from tools.serving.plots import figures
+    from tools.serving.tables import pareto
 
     svgs = figures({"steps": blocks, "pareto": pareto(blocks)})
     with atomic_path(Path(log_dir) / SERVING_PLOTS) as tmp:
@@ -216,21 +216,8 @@ def run_serving_stage(
     if skipped is not None:
         report.notes.append(skipped)
     else:
-        from tools.checks.generation import greedy_check
-
         checked = prompts.batch(llm.greedy_prompts, llm.input_lengths[0], 0, PromptSource.CHECK)
-        report.greedy, _ = greedy_check(
-            engine, reference, checked, llm.greedy_tokens, llm.greedy_agreement_target, eos_ids
-        )
-        report.notes.append("prefill logits check not run: a server returns tokens, not logits")
-        if not report.greedy["passed"]:
-            report.engine_reasons.append(report.greedy["reason"])
-        share = report.greedy["share"]
-        logger.info(
-            f"greedy check: the server's tokens agree with the framework model at "
-            f"{'n/a' if share is None else f'{share:.2%}'} of {report.greedy['positions']} positions "
-            f"(target {llm.greedy_agreement_target:.0%})" + ("" if report.greedy["passed"] else " - FAILED")
-        )
+        _greedy(report, engine, reference, checked, llm, eos_ids)
     if config.get("test_perf") is False:
         report.notes.append("serving rows skipped (test_perf: false)")
         return report
@@ -240,18 +227,41 @@ def run_serving_stage(
         blocks.append(block)
         row = _row(block, concurrency, workload, report.engine_reasons)
         report.serving.append(row)
-        rate = row.output_tokens_per_s
-        state = "valid" if row.verdict.valid else "INVALID: " + "; ".join(row.verdict.reasons)
-        failed = ", ".join(f"{kind} {n}" for kind, n in sorted(row.errors.items()))
-        state = (f"{row.failed} failed ({failed}), " if failed else "") + state
-        logger.info(
-            f"serving x{concurrency}: {row.completed}/{row.requests} completed, "
-            f"{'n/a' if rate is None else f'{rate:.1f}'} output tokens/s, TTFT p50 {row.ttft_ms.get('p50')} ms, "
-            f"TPOT p50 {row.tpot_ms.get('p50')} ms, {state}"
-        )
-        logger.info(f"serving x{concurrency}: {server_line(block)}")
+        _log_step(row, block)
     write_exports(config.log_dir, blocks)
     for block in blocks:
         block.pop("_records", None)
     write_plots(config.log_dir, blocks)
     return report
+
+
+def _greedy(
+    report: LLMReport, engine: Any, reference: Any, checked: Any, llm: LLMWorkload, eos_ids: tuple[int, ...]
+) -> None:
+    """The greedy check on ``checked`` prompts into ``report`` (a failure is a reason on every row)."""
+    from tools.checks.generation import greedy_check
+
+    report.greedy, _ = greedy_check(engine, reference, checked, llm.greedy_tokens, llm.greedy_agreement_target, eos_ids)
+    report.notes.append("prefill logits check not run: a server returns tokens, not logits")
+    if not report.greedy["passed"]:
+        report.engine_reasons.append(report.greedy["reason"])
+    share = report.greedy["share"]
+    logger.info(
+        f"greedy check: the server's tokens agree with the framework model at "
+        f"{'n/a' if share is None else f'{share:.2%}'} of {report.greedy['positions']} positions "
+        f"(target {llm.greedy_agreement_target:.0%})" + ("" if report.greedy["passed"] else " - FAILED")
+    )
+
+
+def _log_step(row: ServingRow, block: dict) -> None:
+    """A step's two log lines: the client's figures and verdict, then the server's own."""
+    rate = row.output_tokens_per_s
+    state = "valid" if row.verdict.valid else "INVALID: " + "; ".join(row.verdict.reasons)
+    failed = ", ".join(f"{kind} {n}" for kind, n in sorted(row.errors.items()))
+    state = (f"{row.failed} failed ({failed}), " if failed else "") + state
+    logger.info(
+        f"serving x{row.concurrency}: {row.completed}/{row.requests} completed, "
+        f"{'n/a' if rate is None else f'{rate:.1f}'} output tokens/s, TTFT p50 {row.ttft_ms.get('p50')} ms, "
+        f"TPOT p50 {row.tpot_ms.get('p50')} ms, {state}"
+    )
+    logger.info(f"serving x{row.concurrency}: {server_line(block)}")

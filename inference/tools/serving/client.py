@@ -334,67 +334,78 @@ def request_body(spec: RequestSpec, model: str, chat: bool, extra: dict | None =
     return body
 
 
-async def stream_request(
-    session: Any,
-    url: str,
-    body: dict,
-    record: RequestRecord,
-    chat: bool,
-    clock: Clock = time.perf_counter_ns,
-    timeout: Any = None,
-    fresh: Any = None,
-    secret: str | None = None,
-) -> RequestRecord:
-    """POST ``body`` to ``url`` and read its stream into ``record`` (errors included, never raised).
-    ``fresh``: a session whose every connection is new, for the one retry after a kept-alive
-    connection was found closed; ``secret``: the API key, blanked out of every error detail."""
-    import aiohttp
+@dataclass(frozen=True)
+class Channel:
+    """Where and how a request is sent: the aiohttp ``session`` and ``url``, the chat API or not, the
+    clock and timeout; ``fresh``: a session whose every connection is new, for the one retry after a
+    kept-alive connection was found closed; ``secret``: the API key, blanked out of every error detail."""
 
+    session: Any
+    url: str
+    chat: bool
+    clock: Clock = time.perf_counter_ns
+    timeout: Any = None
+    fresh: Any = None
+    secret: str | None = field(default=None, repr=False)
+
+
+async def stream_request(channel: Channel, body: dict, record: RequestRecord) -> RequestRecord:
+    """POST ``body`` on ``channel`` and read its stream into ``record`` (errors included, never raised)."""
     if isinstance(body.get("max_tokens"), int) and not isinstance(body.get("max_tokens"), bool):
         record.max_tokens = body["max_tokens"]
     try:
-        texts = await _attempt(session, url, body, record, chat, clock, timeout)
-        if texts is None and fresh is not None:  # closed before any answer: once more, on a new connection
-            record.retries += 1
-            record.error, record.end_ns = None, None
-            texts = await _attempt(fresh, url, body, record, chat, clock, timeout)
-        if texts is None:
-            record.error = {
-                "kind": "dropped",
-                "detail": "the server closed the connection before answering"
-                + (" (again on a fresh connection)" if record.retries else ""),
-            }
-            texts = []
-    except MalformedSSE as exc:
-        record.error, texts = {"kind": "malformed", "detail": str(exc)}, []
-    except StreamError as exc:
-        record.error, texts = {"kind": "stream_error", "detail": str(exc)}, []
-    except aiohttp.SocketTimeoutError:
-        record.error, texts = {"kind": "stall", "detail": f"no data for {_stall_s(timeout)} s{_after(record)}"}, []
-    except (asyncio.TimeoutError, TimeoutError):
-        record.error = {"kind": "timeout", "detail": f"over {getattr(timeout, 'total', None)} s{_after(record)}"}
-        texts = []
-    except aiohttp.ClientPayloadError as exc:
-        record.error, texts = {"kind": "dropped", "detail": f"{_reason(exc)}{_after(record)}"}, []
-    except aiohttp.ServerDisconnectedError:
-        record.error = {"kind": "dropped", "detail": f"the server closed the connection{_after(record)}"}
-        texts = []
-    except aiohttp.ClientConnectorError as exc:
-        record.error, texts = {"kind": "connect", "detail": _reason(exc)}, []
-    except aiohttp.ClientResponseError as exc:  # HTTP the client cannot parse (a bad status line, header, chunk)
-        record.error, texts = {"kind": "malformed", "detail": f"HTTP the client cannot parse: {_reason(exc)}"}, []
-    except (aiohttp.ClientError, OSError) as exc:
-        record.error = {"kind": "dropped" if record.status is not None else "connect", "detail": _reason(exc)}
-        texts = []
+        texts = await _send(channel, body, record)
     except Exception as exc:  # noqa: BLE001 - no reply, however broken, may end the run
-        record.error, texts = {"kind": "unexpected", "detail": _reason(exc)}, []
+        record.error, texts = _error_of(exc, record, channel.timeout), []
     if not record.text:
         record.text = "".join(texts)
     if record.end_ns is None:
-        record.end_ns = clock()
+        record.end_ns = channel.clock()
     if record.error is not None:
-        record.error["detail"] = scrub(record.error["detail"], secret)
+        record.error["detail"] = scrub(record.error["detail"], channel.secret)
     return record
+
+
+async def _send(channel: Channel, body: dict, record: RequestRecord) -> list[str]:
+    """The reply's texts; once more on a fresh connection when the first closed before any answer."""
+    texts = await _attempt(channel.session, body, record, channel)
+    if texts is None and channel.fresh is not None:  # closed before any answer: once more, on a new connection
+        record.retries += 1
+        record.error, record.end_ns = None, None
+        texts = await _attempt(channel.fresh, body, record, channel)
+    if texts is None:
+        record.error = {
+            "kind": "dropped",
+            "detail": "the server closed the connection before answering"
+            + (" (again on a fresh connection)" if record.retries else ""),
+        }
+        texts = []
+    return texts
+
+
+def _error_of(exc: Exception, record: RequestRecord, timeout: Any) -> dict:
+    """A failed request's error (kind and detail) for the exception its reading raised."""
+    import aiohttp
+
+    if isinstance(exc, MalformedSSE):
+        return {"kind": "malformed", "detail": str(exc)}
+    if isinstance(exc, StreamError):
+        return {"kind": "stream_error", "detail": str(exc)}
+    if isinstance(exc, aiohttp.SocketTimeoutError):
+        return {"kind": "stall", "detail": f"no data for {_stall_s(timeout)} s{_after(record)}"}
+    if isinstance(exc, (asyncio.TimeoutError, TimeoutError)):
+        return {"kind": "timeout", "detail": f"over {getattr(timeout, 'total', None)} s{_after(record)}"}
+    if isinstance(exc, aiohttp.ClientPayloadError):
+        return {"kind": "dropped", "detail": f"{_reason(exc)}{_after(record)}"}
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        return {"kind": "dropped", "detail": f"the server closed the connection{_after(record)}"}
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return {"kind": "connect", "detail": _reason(exc)}
+    if isinstance(exc, aiohttp.ClientResponseError):  # HTTP the client cannot parse (a bad status line, header, chunk)
+        return {"kind": "malformed", "detail": f"HTTP the client cannot parse: {_reason(exc)}"}
+    if isinstance(exc, (aiohttp.ClientError, OSError)):
+        return {"kind": "dropped" if record.status is not None else "connect", "detail": _reason(exc)}
+    return {"kind": "unexpected", "detail": _reason(exc)}
 
 
 def scrub(text: str, secret: str | None) -> str:
@@ -410,18 +421,16 @@ def _after(record: RequestRecord) -> str:
     return f" after {len(record.token_ns)} token events"
 
 
-async def _attempt(
-    session: Any, url: str, body: dict, record: RequestRecord, chat: bool, clock: Clock, timeout: Any
-) -> list[str] | None:
-    """One sending: the reply's texts, or None when the connection closed before any byte of an
-    answer (a kept-alive connection the server had closed). Errors of the reply are in ``record``."""
+async def _attempt(session: Any, body: dict, record: RequestRecord, channel: Channel) -> list[str] | None:
+    """One sending on ``session``: the reply's texts, or None when the connection closed before any
+    byte of an answer (a kept-alive connection the server had closed). Errors of the reply are in ``record``."""
     import aiohttp
 
-    record.sent_ns = clock()
+    record.sent_ns = channel.clock()
     record.status = None
     try:
-        async with session.post(url, json=body, timeout=timeout) as response:
-            return await _read_reply(response, record, chat, clock, timeout)
+        async with session.post(channel.url, json=body, timeout=channel.timeout) as response:
+            return await _read_reply(response, record, channel.chat, channel.clock, channel.timeout)
     except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError, ConnectionResetError) as exc:
         if record.status is None and not isinstance(exc, aiohttp.ClientConnectorError):
             return None
@@ -461,76 +470,100 @@ async def _read_reply(response: Any, record: RequestRecord, chat: bool, clock: C
             stamper.on_failure = None
 
 
+@dataclass
+class _Events:
+    """A 200 stream's SSE events as they are read into ``record``: the texts of its token events, its
+    answer and reasoning parts, and whether it finished and ended with [DONE]."""
+
+    record: RequestRecord
+    chat: bool
+    texts: list[str] = field(default_factory=list)
+    answers: list[str] = field(default_factory=list)
+    reasonings: list[str] = field(default_factory=list)
+    done: bool = False
+    finished: bool = False
+
+    def take(self, data: bytes, now: int) -> None:
+        """One event's data, arrived at ``now``."""
+        record = self.record
+        if data == b"[DONE]":
+            self.done = True
+            record.end_ns = now
+            return
+        payload = _event_payload(data)
+        if isinstance(payload.get("usage"), dict):
+            record.usage = payload["usage"]
+        choices = payload.get("choices")
+        first = choices[0] if isinstance(choices, list) and choices else None
+        if isinstance(first, dict) and first.get("finish_reason") is not None:
+            self.finished = True
+            record.finish_reason = finish_reason_name(first["finish_reason"])
+        answer, reasoning = chunk_parts(payload, self.chat)
+        if answer is not None or reasoning is not None:
+            record.token_ns.append(now)
+            self.texts.append((reasoning or "") + (answer or ""))
+            if reasoning is not None:
+                record.reasoning_events += 1
+                self.reasonings.append(reasoning)
+            if answer is not None:
+                self.answers.append(answer)
+                if record.answer_ns is None:
+                    record.answer_ns = now
+        elif self.finished and not record.token_ns:
+            # The finish event is the first to carry the reply: its tokens' text was empty, or
+            # the server merged every token into it (vLLM under load; not counted, such a request
+            # reads as failed with no error). Its arrival is the first output's.
+            record.token_ns.append(now)
+            record.answer_ns = now
+
+    def close(self, ended_cleanly: bool, clock: Clock) -> list[str]:
+        """The stream is over (``ended_cleanly``: at its end, nothing half-read): how it ended, in ``record``."""
+        record = self.record
+        if not self.done and self.finished and ended_cleanly:
+            record.end_ns = clock()  # a server that ends a finished stream without [DONE] (TGI does)
+        elif self.done and not self.finished:
+            record.error = {
+                "kind": "unfinished",
+                "detail": f"[DONE] came with no finish_reason after {len(record.token_ns)} token events",
+            }
+        elif not self.done:
+            record.error = {
+                "kind": "dropped",
+                "detail": f"the stream ended before [DONE] after {len(record.token_ns)} token events",
+            }
+        record.text = "".join(self.texts)
+        record.answer_text, record.reasoning_text = "".join(self.answers), "".join(self.reasonings)
+        return self.texts
+
+
+async def _next_chunk(stream: Any, stamper: StampingProtocol | None, stall_s: Any) -> bytes:
+    if stamper is None and stall_s:  # no protocol to see a broken body: bound every read by the stall
+        try:
+            return await asyncio.wait_for(stream.readany(), stall_s)
+        except asyncio.TimeoutError:
+            import aiohttp
+
+            raise aiohttp.SocketTimeoutError() from None
+    return await stream.readany()
+
+
 async def _read_events(
     stream: Any, stamper: StampingProtocol | None, record: RequestRecord, chat: bool, clock: Clock, stall_s: Any
 ) -> list[str]:
     """The SSE events of a 200 stream into ``record``; the texts of its token events."""
-    import asyncio
-
     parser = SSEParser()
-    texts: list[str] = []
-    answers: list[str] = []
-    reasonings: list[str] = []
-    done = finished = False
-    while not done:
-        if stamper is None and stall_s:  # no protocol to see a broken body: bound every read by the stall
-            try:
-                chunk = await asyncio.wait_for(stream.readany(), stall_s)
-            except asyncio.TimeoutError:
-                import aiohttp
-
-                raise aiohttp.SocketTimeoutError() from None
-        else:
-            chunk = await stream.readany()
+    events = _Events(record, chat)
+    while not events.done:
+        chunk = await _next_chunk(stream, stamper, stall_s)
         now = stamper.last_ns if stamper is not None and stamper.last_ns is not None else clock()
         if not chunk:
             break
         record.bytes_received += len(chunk)
         for data in parser.feed(chunk):
-            if data == b"[DONE]":
-                done = True
-                record.end_ns = now
+            events.take(data, now)
+            if events.done:
                 break
-            payload = _event_payload(data)
-            if isinstance(payload.get("usage"), dict):
-                record.usage = payload["usage"]
-            choices = payload.get("choices")
-            first = choices[0] if isinstance(choices, list) and choices else None
-            if isinstance(first, dict) and first.get("finish_reason") is not None:
-                finished = True
-                record.finish_reason = finish_reason_name(first["finish_reason"])
-            answer, reasoning = chunk_parts(payload, chat)
-            if answer is not None or reasoning is not None:
-                record.token_ns.append(now)
-                texts.append((reasoning or "") + (answer or ""))
-                if reasoning is not None:
-                    record.reasoning_events += 1
-                    reasonings.append(reasoning)
-                if answer is not None:
-                    answers.append(answer)
-                    if record.answer_ns is None:
-                        record.answer_ns = now
-            elif finished and not record.token_ns:
-                # The finish event is the first to carry the reply: its tokens' text was empty, or
-                # the server merged every token into it (vLLM under load; not counted, such a request
-                # reads as failed with no error). Its arrival is the first output's.
-                record.token_ns.append(now)
-                record.answer_ns = now
-    if not done and finished and stream.at_eof() and not parser.pending:
-        record.end_ns = clock()  # a server that ends a finished stream without [DONE] (TGI does)
-    elif done and not finished:
-        record.error = {
-            "kind": "unfinished",
-            "detail": f"[DONE] came with no finish_reason after {len(record.token_ns)} token events",
-        }
-    elif not done:
-        record.error = {
-            "kind": "dropped",
-            "detail": f"the stream ended before [DONE] after {len(record.token_ns)} token events",
-        }
-    record.text = "".join(texts)
-    record.answer_text, record.reasoning_text = "".join(answers), "".join(reasonings)
-    return texts
+    return events.close(stream.at_eof() and not parser.pending, clock)
 
 
 def _event_payload(data: bytes) -> dict:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-from typing import Any, Iterable
+from typing import Any, Final, Iterable
 
 from tools.serving.client import RequestRecord
 from tools.serving.metrics import NOT_EXPOSED
@@ -104,14 +104,43 @@ def _get(block: Any, *path: str) -> Any:
     return block
 
 
+# steps.csv's columns read straight from the step's block: (column, path into the block)
+_STEP_PATHS: Final = (
+    ("ttft_ms_mean", ("ttft_ms", "mean")),
+    ("ttft_ms_p50", ("ttft_ms", "p50")),
+    ("ttft_ms_p90", ("ttft_ms", "p90")),
+    ("ttft_ms_p99", ("ttft_ms", "p99")),
+    ("ttfa_ms_p50", ("ttfa_ms", "p50")),
+    ("tpot_ms_p50", ("tpot_ms", "p50")),
+    ("tpot_ms_p90", ("tpot_ms", "p90")),
+    ("itl_ms_p50", ("itl_ms", "p50")),
+    ("e2e_ms_p50", ("e2e_ms", "p50")),
+    ("e2e_ms_p90", ("e2e_ms", "p90")),
+    ("tokens_per_s_per_user", ("tokens_per_s_per_user",)),
+    ("output_tokens", ("output_tokens",)),
+    ("reasoning_tokens", ("reasoning", "reasoning_tokens")),
+    ("answer_tokens", ("reasoning", "answer_tokens")),
+)
+# the server's own figures (its /metrics): (column, path into the step's server_metrics block)
+_SERVER_PATHS: Final = (
+    ("server_kv_cache_usage_mean", ("kv_cache_usage", "mean")),
+    ("server_kv_cache_usage_peak", ("kv_cache_usage", "peak")),
+    ("server_prefix_cache_hit_rate", ("prefix_cache_hit_rate",)),
+    ("server_running_mean", ("running", "mean")),
+    ("server_running_peak", ("running", "peak")),
+    ("server_waiting_mean", ("waiting", "mean")),
+    ("server_waiting_peak", ("waiting", "peak")),
+    ("server_queue_time_ms_p50", ("queue_time_ms", "p50")),
+    ("server_ttft_ms_mean", ("ttft_ms", "mean")),
+    ("server_ttft_ms_p50", ("ttft_ms", "p50")),
+    ("server_preemptions", ("preemptions",)),
+    ("server_spec_acceptance_rate", ("spec_decode", "acceptance_rate")),
+)
+
+
 def step_row(phase: str, step: dict) -> dict:
     t, verdict = step.get("throughput") or {}, step.get("verdict") or {}
     load, slo = step.get("load") or {}, step.get("slo") or {}
-    server = step.get("server_metrics") or {}
-    exposed = bool(server.get("exposed"))
-
-    def ours(*path: str) -> Any:
-        return _get(server, *path) if exposed else NOT_EXPOSED
 
     def ci(name: str, end: int) -> Any:
         interval = _get(t, name, "ci95")
@@ -135,39 +164,22 @@ def step_row(phase: str, step: dict) -> dict:
         "output_tokens_per_s_ci95_high": ci("output_tokens_per_s", 1),
         "total_tokens_per_s": _get(t, "total_tokens_per_s", "value"),
         "goodput_requests_per_s": _get(t, "goodput_requests_per_s", "value"),
-        "ttft_ms_mean": _get(step, "ttft_ms", "mean"),
-        "ttft_ms_p50": _get(step, "ttft_ms", "p50"),
-        "ttft_ms_p90": _get(step, "ttft_ms", "p90"),
-        "ttft_ms_p99": _get(step, "ttft_ms", "p99"),
-        "ttfa_ms_p50": _get(step, "ttfa_ms", "p50"),
-        "tpot_ms_p50": _get(step, "tpot_ms", "p50"),
-        "tpot_ms_p90": _get(step, "tpot_ms", "p90"),
-        "itl_ms_p50": _get(step, "itl_ms", "p50"),
-        "e2e_ms_p50": _get(step, "e2e_ms", "p50"),
-        "e2e_ms_p90": _get(step, "e2e_ms", "p90"),
-        "tokens_per_s_per_user": step.get("tokens_per_s_per_user"),
-        "output_tokens": step.get("output_tokens"),
-        "reasoning_tokens": _get(step, "reasoning", "reasoning_tokens"),
-        "answer_tokens": _get(step, "reasoning", "answer_tokens"),
+        **{column: _get(step, *path) for column, path in _STEP_PATHS},
         "slo_attainment": slo.get("attainment"),
         "slo_verdict": slo.get("verdict"),
         "valid": verdict.get("valid"),
         "reasons": "; ".join(verdict.get("reasons") or []),
         "not_judged": "; ".join(verdict.get("not_judged") or []),
-        "server": server.get("server") if exposed else NOT_EXPOSED,
-        "server_kv_cache_usage_mean": ours("kv_cache_usage", "mean"),
-        "server_kv_cache_usage_peak": ours("kv_cache_usage", "peak"),
-        "server_prefix_cache_hit_rate": ours("prefix_cache_hit_rate"),
-        "server_running_mean": ours("running", "mean"),
-        "server_running_peak": ours("running", "peak"),
-        "server_waiting_mean": ours("waiting", "mean"),
-        "server_waiting_peak": ours("waiting", "peak"),
-        "server_queue_time_ms_p50": ours("queue_time_ms", "p50"),
-        "server_ttft_ms_mean": ours("ttft_ms", "mean"),
-        "server_ttft_ms_p50": ours("ttft_ms", "p50"),
-        "server_preemptions": ours("preemptions"),
-        "server_spec_acceptance_rate": ours("spec_decode", "acceptance_rate"),
+        **server_columns(step.get("server_metrics") or {}),
     }
+
+
+def server_columns(server: dict) -> dict:
+    """The step's server figures as steps.csv's columns; each "not exposed" where /metrics was not."""
+    exposed = bool(server.get("exposed"))
+    out = {"server": server.get("server") if exposed else NOT_EXPOSED}
+    out.update({column: _get(server, *path) if exposed else NOT_EXPOSED for column, path in _SERVER_PATHS})
+    return out
 
 
 def steps_csv(steps: list[tuple[str, dict]]) -> str:

@@ -185,69 +185,14 @@ def step_figures(
     ok = [r for r in records if r.ok]
     lines, window_s = timelines(records, slo)
     verdict = Verdict()
-    throughput: dict[str, dict] = {}
-    if records and "total_tokens_per_s" not in lines:
-        throughput["total_tokens_per_s"] = {
-            "value": None,
-            "ci95": None,
-            "plus_minus": None,
-            "not_judged": "n/a: the prompt tokens of some completed requests are unknown (no usage, no tokenizer)",
-        }
-    drifts = {}
-    for name, line in lines.items():
-        value = float(line.samples.sum()) / window_s if window_s > 0 else None
-        interval = throughput_interval(line)
-        ci = interval.around(value) if interval is not None and value else None
-        throughput[name] = {
-            "value": value,
-            "ci95": ci,
-            "plus_minus": (ci[1] - ci[0]) / 2 / value if ci and value else None,
-        }
-        if name in JUDGED:
-            found = drift(line, precision)
-            drifts[name] = found.to_dict() if found is not None else None
-            verdict.add(drift_reason(name, found))
-            if precision is not None and (
-                throughput[name]["plus_minus"] is None or throughput[name]["plus_minus"] > precision
-            ):
-                width = throughput[name]["plus_minus"]
-                shown_width = (
-                    "has no interval (too few or too correlated requests)" if width is None else f"±{width:.1%}"
-                )
-                verdict.add(f"not precise enough: {name} {shown_width} (precision {precision:.0%})")
+    throughput, drifts = throughput_figures(records, lines, window_s, precision, verdict)
     if not ok:
         verdict.add("no request completed")
-    errors: dict[str, int] = {}
-    for r in records:
-        if r.error is not None:
-            errors[r.error["kind"]] = errors.get(r.error["kind"], 0) + 1
-    if records and len(records) - len(ok) > max_error_rate * len(records):
-        kinds = ", ".join(f"{k} {n}" for k, n in sorted(errors.items()))
-        verdict.add(
-            f"error rate {(len(records) - len(ok)) / len(records):.1%} ({len(records) - len(ok)} of {len(records)} "
-            f"requests failed: {kinds}) above max_error_rate {max_error_rate:.1%}"
-        )
+    errors = error_counts(records)
+    audits = step_audits(records, max_error_rate, verdict)
     tpots = sorted(r.tpot_ns for r in ok if r.tpot_ns)
     per_user = sorted(1e9 / t for t in tpots)
     lags = sorted((r.sent_ns - r.scheduled_ns) / 1e6 for r in records if r.scheduled_ns is not None)
-    lag = schedule_audit(records)
-    if lag.get("reason"):
-        verdict.add(lag["reason"])
-    if lag.get("not_judged"):
-        verdict.skip([lag["not_judged"]])
-    audits: dict[str, Any] = {
-        "error_rate": {
-            "value": (len(records) - len(ok)) / len(records) if records else None,
-            "max_error_rate": max_error_rate,
-        },
-        "output_length": length_audit(ok),
-        "token_counts": token_audit(ok),
-        "schedule": lag,
-        "usage_refused": usage_refused(records),
-        "tpot_not_judged": sum(1 for r in ok if r.tpot_ns is None),
-    }
-    for audit in ("output_length", "token_counts"):
-        verdict.add(audits[audit].get("reason"))
     block: dict[str, Any] = {
         "requests": len(records),
         "completed": len(ok),
@@ -269,32 +214,104 @@ def step_figures(
         "e2e_ms": stats_block([t for r in ok if (t := r.e2e_ns) is not None]),
         "tokens_per_s_per_user": percentile(per_user, 50.0) if per_user else None,
         "schedule_lag_ms_p99": percentile(lags, 99.0) if lags else None,
-        "client_lag_ms_p99": lag.get("p99_ms"),
+        "client_lag_ms_p99": audits["schedule"].get("p99_ms"),
         "throughput": throughput,
         "drift": drifts,
         "audits": audits,
         "timeslices": timeslices(records, slices),
     }
     if slo is not None:
-        judged = [slo.judge(r) for r in records]
-        met, unjudged = judged.count("met"), judged.count("not judged")
-        counted = len(records) - unjudged
-        share = met / counted if counted else 0.0
-        attained = wilson(met, counted)
-        block["slo"] = {
-            **slo.to_dict(),
-            "met": met,
-            "not_judged": unjudged,
-            "attainment": share,
-            "attainment_ci95": attained,
-            "verdict": slo_verdict(share, attained, slo.percentile / 100),
-        }
-        if unjudged:
-            verdict.skip(
-                [f"SLO: {unjudged} of {len(records)} requests not judged on TPOT (one token or one token event)"]
-            )
+        block["slo"] = slo_figures(records, slo, verdict)
     block["verdict"] = verdict.to_dict()
     return block
+
+
+def throughput_figures(
+    records: list[RequestRecord], lines: dict[str, Timeline], window_s: float, precision: float | None, verdict: Verdict
+) -> tuple[dict[str, dict], dict]:
+    """Each throughput's value and interval, and the judged ones' drift; their reasons into ``verdict``."""
+    throughput: dict[str, dict] = {}
+    if records and "total_tokens_per_s" not in lines:
+        throughput["total_tokens_per_s"] = {
+            "value": None,
+            "ci95": None,
+            "plus_minus": None,
+            "not_judged": "n/a: the prompt tokens of some completed requests are unknown (no usage, no tokenizer)",
+        }
+    drifts = {}
+    for name, line in lines.items():
+        value = float(line.samples.sum()) / window_s if window_s > 0 else None
+        interval = throughput_interval(line)
+        ci = interval.around(value) if interval is not None and value else None
+        width = (ci[1] - ci[0]) / 2 / value if ci and value else None
+        throughput[name] = {"value": value, "ci95": ci, "plus_minus": width}
+        if name in JUDGED:
+            found = drift(line, precision)
+            drifts[name] = found.to_dict() if found is not None else None
+            verdict.add(drift_reason(name, found))
+            if precision is not None and (width is None or width > precision):
+                shown_width = (
+                    "has no interval (too few or too correlated requests)" if width is None else f"±{width:.1%}"
+                )
+                verdict.add(f"not precise enough: {name} {shown_width} (precision {precision:.0%})")
+    return throughput, drifts
+
+
+def error_counts(records: list[RequestRecord]) -> dict[str, int]:
+    """The failed requests by kind."""
+    errors: dict[str, int] = {}
+    for r in records:
+        if r.error is not None:
+            errors[r.error["kind"]] = errors.get(r.error["kind"], 0) + 1
+    return errors
+
+
+def step_audits(records: list[RequestRecord], max_error_rate: float, verdict: Verdict) -> dict[str, Any]:
+    """The step's audits (error rate, output lengths, token counts, schedule, usage refused); what
+    fails one is a reason in ``verdict``, what cannot be judged is named there."""
+    ok = [r for r in records if r.ok]
+    failed = len(records) - len(ok)
+    if records and failed > max_error_rate * len(records):
+        kinds = ", ".join(f"{k} {n}" for k, n in sorted(error_counts(records).items()))
+        verdict.add(
+            f"error rate {failed / len(records):.1%} ({failed} of {len(records)} "
+            f"requests failed: {kinds}) above max_error_rate {max_error_rate:.1%}"
+        )
+    lag = schedule_audit(records)
+    if lag.get("reason"):
+        verdict.add(lag["reason"])
+    if lag.get("not_judged"):
+        verdict.skip([lag["not_judged"]])
+    audits: dict[str, Any] = {
+        "error_rate": {"value": failed / len(records) if records else None, "max_error_rate": max_error_rate},
+        "output_length": length_audit(ok),
+        "token_counts": token_audit(ok),
+        "schedule": lag,
+        "usage_refused": usage_refused(records),
+        "tpot_not_judged": sum(1 for r in ok if r.tpot_ns is None),
+    }
+    for audit in ("output_length", "token_counts"):
+        verdict.add(audits[audit].get("reason"))
+    return audits
+
+
+def slo_figures(records: list[RequestRecord], slo: SLO, verdict: Verdict) -> dict[str, Any]:
+    """The step's SLO attainment with its Wilson interval and verdict; requests not judged on TPOT named."""
+    judged = [slo.judge(r) for r in records]
+    met, unjudged = judged.count("met"), judged.count("not judged")
+    counted = len(records) - unjudged
+    share = met / counted if counted else 0.0
+    attained = wilson(met, counted)
+    if unjudged:
+        verdict.skip([f"SLO: {unjudged} of {len(records)} requests not judged on TPOT (one token or one token event)"])
+    return {
+        **slo.to_dict(),
+        "met": met,
+        "not_judged": unjudged,
+        "attainment": share,
+        "attainment_ci95": attained,
+        "verdict": slo_verdict(share, attained, slo.percentile / 100),
+    }
 
 
 def reasoning_figures(ok: list[RequestRecord]) -> dict:

@@ -25,6 +25,7 @@ from typing import Any, Awaitable, Callable, Iterable, Iterator
 
 from common.errors import ConfigError, shown
 from tools.serving.client import (
+    Channel,
     Clock,
     RequestRecord,
     RequestSpec,
@@ -142,8 +143,6 @@ async def run_load(
     record, in completion order. ``stop`` is asked after each request: once True nothing new starts."""
     import aiohttp
 
-    records: list[RequestRecord] = []
-    halted = False
     timeout = aiohttp.ClientTimeout(
         total=endpoint.request_timeout_s,
         sock_read=endpoint.stall_timeout_s,
@@ -160,70 +159,95 @@ async def run_load(
         aiohttp.ClientSession(connector=connector(), timeout=timeout, headers=headers) as http,
         aiohttp.ClientSession(connector=connector(force_close=True), timeout=timeout, headers=headers) as fresh,
     ):
+        channel = Channel(http, endpoint.route, endpoint.chat, clock, timeout, fresh, endpoint.api_key)
+        issuer = _Issuer(endpoint, channel, stop)
         start = clock()
-
-        async def one(chain: list[RequestSpec], scheduled_ns: int | None, slot_ns: int | None = None) -> None:
-            nonlocal halted
-            history: list[dict] = []
-            for spec in chain:
-                prompt = history + spec.prompt if spec.conversation is not None else spec.prompt
-                record = RequestRecord(
-                    spec.index, scheduled_ns=scheduled_ns, conversation=spec.conversation, turn=spec.turn
-                )
-                body = request_body(
-                    RequestSpec(spec.index, prompt, spec.max_tokens), endpoint.model, endpoint.chat, endpoint.extra
-                )
-                record.slot_ns = slot_ns
-                await stream_request(
-                    http, endpoint.route, body, record, endpoint.chat, clock, timeout, fresh, endpoint.api_key
-                )
-                count_tokens(record, prompt, endpoint.tokenizer, endpoint.prefer_usage)
-                audit_record(record)
-                records.append(record)
-                scheduled_ns = slot_ns = None
-                if stop is not None and not halted and stop(records, clock()):
-                    halted = True
-                if not record.ok:
-                    break  # a failed turn ends its conversation
-                if spec.conversation is not None:
-                    history = prompt + [{"role": "assistant", "content": record.answer_text}]
-
         chains = iter(sessions)
         if load.concurrency is not None:
-
-            async def stream() -> None:
-                while not halted:
-                    chain = next(chains, None)
-                    if chain is None:
-                        return
-                    await one(chain, None)
-
-            await asyncio.gather(*(stream() for _ in range(load.concurrency)))
+            await asyncio.gather(*(issuer.stream(chains) for _ in range(load.concurrency)))
         else:
-            slots = asyncio.Semaphore(load.max_concurrency) if load.max_concurrency else None
-            offsets = arrivals(load.rate, load.arrival, load.burstiness, seed) if load.rate is not None else None
-            tasks = []
-
-            async def capped(chain: list[RequestSpec], scheduled_ns: int) -> None:
-                if slots is None:
-                    return await one(chain, scheduled_ns)
-                waits = slots.locked()  # a slot free at once: any lateness is the client's own
-                async with slots:
-                    if not halted:
-                        await one(chain, scheduled_ns, clock() if waits else None)
-
-            for chain in chains:
-                at = next(offsets) if offsets is not None else (chain[0].arrival_s or 0.0)
-                due = start + round(at * 1e9)
-                delay = (due - clock()) / 1e9
-                if delay > 0:
-                    await sleep(delay)
-                if halted:
-                    break
-                tasks.append(asyncio.ensure_future(capped(chain, due)))
-            await asyncio.gather(*tasks)
+            await issuer.arrive(chains, load, _Schedule(start, seed, sleep))
         end = clock()
-    return LoadResult(records, start, end, "stop rule" if halted else None)
+    return LoadResult(issuer.records, start, end, "stop rule" if issuer.halted else None)
+
+
+@dataclass(frozen=True)
+class _Schedule:
+    """When arrivals are due: ``start`` (the clock's ns), the gaps' seed, and how the client waits."""
+
+    start: int
+    seed: int
+    sleep: Callable[[float], Awaitable[Any]]
+
+
+@dataclass
+class _Issuer:
+    """Sends chains of requests on ``channel`` and keeps their records; ``halted`` once ``stop`` says so."""
+
+    endpoint: Endpoint
+    channel: Channel
+    stop: Stop | None
+    records: list[RequestRecord] = field(default_factory=list)
+    halted: bool = False
+
+    async def one(self, chain: list[RequestSpec], scheduled_ns: int | None, slot_ns: int | None = None) -> None:
+        """A chain's requests one after the other (a conversation's turns carry the replies so far)."""
+        endpoint, clock = self.endpoint, self.channel.clock
+        history: list[dict] = []
+        for spec in chain:
+            prompt = history + spec.prompt if spec.conversation is not None else spec.prompt
+            record = RequestRecord(
+                spec.index, scheduled_ns=scheduled_ns, conversation=spec.conversation, turn=spec.turn
+            )
+            body = request_body(
+                RequestSpec(spec.index, prompt, spec.max_tokens), endpoint.model, endpoint.chat, endpoint.extra
+            )
+            record.slot_ns = slot_ns
+            await stream_request(self.channel, body, record)
+            count_tokens(record, prompt, endpoint.tokenizer, endpoint.prefer_usage)
+            audit_record(record)
+            self.records.append(record)
+            scheduled_ns = slot_ns = None
+            if self.stop is not None and not self.halted and self.stop(self.records, clock()):
+                self.halted = True
+            if not record.ok:
+                break  # a failed turn ends its conversation
+            if spec.conversation is not None:
+                history = prompt + [{"role": "assistant", "content": record.answer_text}]
+
+    async def stream(self, chains: Iterator[list[RequestSpec]]) -> None:
+        """One closed-loop stream: the next chain when the last ended."""
+        while not self.halted:
+            chain = next(chains, None)
+            if chain is None:
+                return
+            await self.one(chain, None)
+
+    async def arrive(self, chains: Iterator[list[RequestSpec]], load: Load, schedule: _Schedule) -> None:
+        """Each chain at its arrival (the load's rate, or the trace's own time), capped by max_concurrency."""
+        clock = self.channel.clock
+        slots = asyncio.Semaphore(load.max_concurrency) if load.max_concurrency else None
+        offsets = arrivals(load.rate, load.arrival, load.burstiness, schedule.seed) if load.rate is not None else None
+        tasks = []
+
+        async def capped(chain: list[RequestSpec], scheduled_ns: int) -> None:
+            if slots is None:
+                return await self.one(chain, scheduled_ns)
+            waits = slots.locked()  # a slot free at once: any lateness is the client's own
+            async with slots:
+                if not self.halted:
+                    await self.one(chain, scheduled_ns, clock() if waits else None)
+
+        for chain in chains:
+            at = next(offsets) if offsets is not None else (chain[0].arrival_s or 0.0)
+            due = schedule.start + round(at * 1e9)
+            delay = (due - clock()) / 1e9
+            if delay > 0:
+                await schedule.sleep(delay)
+            if self.halted:
+                break
+            tasks.append(asyncio.ensure_future(capped(chain, due)))
+        await asyncio.gather(*tasks)
 
 
 def sessions_of(specs: list[RequestSpec] | list[list[RequestSpec]]) -> list[list[RequestSpec]]:

@@ -359,6 +359,20 @@ class LoopbackServer:
         start_s = time.monotonic()
         base_ns = self.clock.value if self.clock is not None else 0
         at_s = plan.ttft_s
+        prompt_tokens = self._prompt_tokens(body, chat)
+        for i in range(plan.tokens):
+            if i:
+                at_s += plan.gaps_s[i - 1]
+            if plan.fault is not None and i == plan.fault_at:
+                return await self._fault(writer, plan.fault)
+            await self._token(writer, plan, chat, i, start_s + at_s, base_ns + round(at_s * 1e9))
+        if plan.fault is not None and plan.fault_at >= plan.tokens:  # after the last token (its finish_reason sent)
+            return await self._fault(writer, plan.fault)
+        await self._finish(writer, plan, prompt_tokens)
+        return True
+
+    def _prompt_tokens(self, body: dict, chat: bool) -> int:
+        """The prompt's words (the loopback's tokens), counted into the prefix cache and queue figures."""
         prompt = (
             body.get("prompt") if not chat else " ".join(str(m.get("content", "")) for m in body.get("messages") or [])
         )
@@ -368,35 +382,37 @@ class LoopbackServer:
             self._counters["prefix_queries"] += prompt_tokens
             self._counters["prefix_hits"] += hits
             self._queue.observe(self.metrics.queue_time_s)
-        for i in range(plan.tokens):
-            if i:
-                at_s += plan.gaps_s[i - 1]
-            if plan.fault is not None and i == plan.fault_at:
-                return await self._fault(writer, plan.fault)
-            mark = None
-            if self.clock is not None:
-                mark = self.clock.set(base_ns + round(at_s * 1e9))
-            else:
-                delay = start_s + at_s - time.monotonic()
-                if delay > 0:
-                    await asyncio.sleep(delay)
-            text = f" {time.perf_counter_ns()}" if self.stamp else f" t{i}" if plan.text is None else plan.text
-            last = i == plan.tokens - 1
-            if i == 0 and self.metrics is not None:
-                self._ttft.observe(plan.ttft_s)  # the scripted TTFT: what a server's own clock would record
-            if chat:
-                field_name = plan.reasoning_field if i < plan.reasoning_tokens else "content"
-                choice = {"index": 0, "delta": {field_name: text}, "finish_reason": "length" if last else None}
-                kind = "chat.completion.chunk"
-            else:
-                choice = {"index": 0, "text": text, "finish_reason": "length" if last else None}
-                kind = "text_completion"
-            self._event(writer, {"id": "cmpl-loopback", "object": kind, "model": self.model, "choices": [choice]})
-            await writer.drain()
-            if mark is not None:
-                await self._read_after(mark)
-        if plan.fault is not None and plan.fault_at >= plan.tokens:  # after the last token (its finish_reason sent)
-            return await self._fault(writer, plan.fault)
+        return prompt_tokens
+
+    async def _token(
+        self, writer: asyncio.StreamWriter, plan: Plan, chat: bool, i: int, due_s: float, due_ns: int
+    ) -> None:
+        """Token ``i``'s event at its scripted time: ``due_ns`` on the stepped clock, else ``due_s`` (monotonic)."""
+        mark = None
+        if self.clock is not None:
+            mark = self.clock.set(due_ns)
+        else:
+            delay = due_s - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+        text = f" {time.perf_counter_ns()}" if self.stamp else f" t{i}" if plan.text is None else plan.text
+        last = i == plan.tokens - 1
+        if i == 0 and self.metrics is not None:
+            self._ttft.observe(plan.ttft_s)  # the scripted TTFT: what a server's own clock would record
+        if chat:
+            field_name = plan.reasoning_field if i < plan.reasoning_tokens else "content"
+            choice = {"index": 0, "delta": {field_name: text}, "finish_reason": "length" if last else None}
+            kind = "chat.completion.chunk"
+        else:
+            choice = {"index": 0, "text": text, "finish_reason": "length" if last else None}
+            kind = "text_completion"
+        self._event(writer, {"id": "cmpl-loopback", "object": kind, "model": self.model, "choices": [choice]})
+        await writer.drain()
+        if mark is not None:
+            await self._read_after(mark)
+
+    async def _finish(self, writer: asyncio.StreamWriter, plan: Plan, prompt_tokens: int) -> None:
+        """The usage event, [DONE] (unless scripted away) and the chunked body's end."""
         usage: dict = {
             "prompt_tokens": prompt_tokens,
             "completion_tokens": plan.tokens,
@@ -418,7 +434,6 @@ class LoopbackServer:
             self._chunk(writer, b"data: [DONE]\n\n")
         writer.write(b"0\r\n\r\n")
         await writer.drain()
-        return True
 
     async def _read_after(self, mark: int, limit_s: float = 10.0) -> None:
         """Wait until the client has read the stepped clock since it was set (its arrival stamp)."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import html
 import math
+from dataclasses import dataclass
 
 W, H, PAD_L, PAD_R, PAD_T, PAD_B = 470, 300, 76, 16, 28, 56
 COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd")
@@ -38,83 +39,116 @@ def _scale(values: list[float], lo_pad: float = 0.0) -> tuple[float, float]:
     return (low, high if high > low else low + 1.0)
 
 
-def _svg(
-    title: str,
-    x_labels: list[str] | None,
-    series: list[tuple[str, list[tuple[float, float | None, list[float] | None]]]],
-    y_name: str,
-    x_name: str,
-    kinds: list[int] | None = None,
-) -> str:
-    """series: (name, [(x, y, [lo, hi] or None)]); x is a position (categorical, ``kinds`` saying
-    which load kind each position is: a line never joins two kinds) or a value."""
-    xs = [x for _, pts in series for x, _, _ in pts]
-    ys = [v for _, pts in series for _, y, ci in pts for v in ([y] + list(ci or [])) if v is not None]
+Points = list[tuple[float, float | None, list[float] | None]]  # (x, y, [lo, hi] or None)
+
+
+@dataclass(frozen=True)
+class Chart:
+    """One plot: ``series`` (name, points); x is a position (categorical, labelled by ``x_labels``,
+    ``kinds`` saying which load kind each position is: a line never joins two kinds) or a value."""
+
+    title: str
+    x_labels: list[str] | None
+    series: list[tuple[str, Points]]
+    y_name: str
+    x_name: str
+    kinds: list[int] | None = None
+
+
+@dataclass(frozen=True)
+class _Axes:
+    x0: float
+    x1: float
+    y0: float
+    y1: float
+
+    def px(self, x: float) -> float:
+        if not self.x1 > self.x0:
+            return (W + PAD_L - PAD_R) / 2
+        return PAD_L + (x - self.x0) / (self.x1 - self.x0) * (W - PAD_L - PAD_R)
+
+    def py(self, y: float) -> float:
+        return H - PAD_B - (max(y, self.y0) - self.y0) / (self.y1 - self.y0) * (H - PAD_T - PAD_B)
+
+
+def _svg(chart: Chart) -> str:
+    xs = [x for _, pts in chart.series for x, _, _ in pts]
+    ys = [v for _, pts in chart.series for _, y, ci in pts for v in ([y] + list(ci or [])) if v is not None]
     x0, x1 = _scale(xs, min(xs) if xs else 0.0)
     y0, y1 = _scale(ys)
-    y0 = max(y0, 0.0)  # every plotted figure is >= 0; an interval's low end below 0 is cut at the axis
-    px = lambda x: PAD_L + (x - x0) / (x1 - x0) * (W - PAD_L - PAD_R) if x1 > x0 else (W + PAD_L - PAD_R) / 2
-    py = lambda y: H - PAD_B - (max(y, y0) - y0) / (y1 - y0) * (H - PAD_T - PAD_B)
-    out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" '
-        f'role="img" aria-label="{html.escape(title)}">'
-    ]
-    out.append(f'<text x="{W / 2}" y="16" text-anchor="middle" font-size="13">{html.escape(title)}</text>')
+    # every plotted figure is >= 0; an interval's low end below 0 is cut at the axis
+    axes = _Axes(x0, x1, max(y0, 0.0), y1)
+    out = _frame(chart, axes)
+    for n, (name, pts) in enumerate(chart.series):
+        out += _marks(name, pts, COLOURS[n % len(COLOURS)], chart.kinds, axes)
+        out.append(
+            f'<text x="{W - PAD_R - 4}" y="{PAD_T + 12 + 13 * n}" text-anchor="end" font-size="10" '
+            f'fill="{COLOURS[n % len(COLOURS)]}">{html.escape(name)}</text>'
+        )
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def _frame(chart: Chart, axes: _Axes) -> list[str]:
+    """The SVG's opening, title, axes, ticks and axis names."""
+    title, px, py, y0, y1 = html.escape(chart.title), axes.px, axes.py, axes.y0, axes.y1
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" role="img" aria-label="{title}">']
+    out.append(f'<text x="{W / 2}" y="16" text-anchor="middle" font-size="13">{title}</text>')
     out.append(f'<line x1="{PAD_L}" y1="{H - PAD_B}" x2="{W - PAD_R}" y2="{H - PAD_B}" stroke="#444"/>')
     out.append(f'<line x1="{PAD_L}" y1="{PAD_T}" x2="{PAD_L}" y2="{H - PAD_B}" stroke="#444"/>')
     for k in range(5):
         value = y0 + (y1 - y0) * k / 4
         out.append(f'<text x="{PAD_L - 4}" y="{py(value) + 4:.1f}" text-anchor="end" font-size="10">{value:.3g}</text>')
-    if x_labels is not None:
-        for i, label in enumerate(x_labels):
+    if chart.x_labels is not None:
+        for i, label in enumerate(chart.x_labels):
             out.append(
                 f'<text x="{px(i):.1f}" y="{H - PAD_B + 14}" text-anchor="middle" font-size="9">'
                 f"{html.escape(label)}</text>"
             )
     else:
         for k in range(5):
-            value = x0 + (x1 - x0) * k / 4
+            value = axes.x0 + (axes.x1 - axes.x0) * k / 4
             out.append(
                 f'<text x="{px(value):.1f}" y="{H - PAD_B + 14}" text-anchor="middle" font-size="10">{value:.3g}</text>'
             )
-    out.append(f'<text x="{W / 2}" y="{H - 8}" text-anchor="middle" font-size="11">{html.escape(x_name)}</text>')
+    out.append(f'<text x="{W / 2}" y="{H - 8}" text-anchor="middle" font-size="11">{html.escape(chart.x_name)}</text>')
     out.append(
         f'<text x="12" y="{H / 2}" text-anchor="middle" font-size="11" transform="rotate(-90 12 {H / 2})">'
-        f"{html.escape(y_name)}</text>"
+        f"{html.escape(chart.y_name)}</text>"
     )
-    for n, (name, pts) in enumerate(series):
-        colour = COLOURS[n % len(COLOURS)]
-        shown = [(x, y, ci) for x, y, ci in pts if y is not None]
-        runs: list[list[tuple]] = []
-        for point in shown:
-            kind = kinds[int(point[0])] if kinds is not None else 0
-            if runs and runs[-1][-1][0] == kind:
-                runs[-1].append((kind, point))
-            else:
-                runs.append([(kind, point)])
-        for run in runs:
-            if len(run) > 1:
-                path = " ".join(f"{px(x):.1f},{py(y):.1f}" for _, (x, y, _) in run)
-                out.append(
-                    f'<polyline class="series" data-name="{html.escape(name)}" points="{path}" '
-                    f'fill="none" stroke="{colour}"/>'
-                )
-        for x, y, ci in shown:
+    return out
+
+
+def _marks(name: str, pts: Points, colour: str, kinds: list[int] | None, axes: _Axes) -> list[str]:
+    """A series' lines (one per run of points of one load kind), points and interval bars."""
+    px, py = axes.px, axes.py
+    shown = [(x, y, ci) for x, y, ci in pts if y is not None]
+    runs: list[list[tuple]] = []
+    for point in shown:
+        kind = kinds[int(point[0])] if kinds is not None else 0
+        if runs and runs[-1][-1][0] == kind:
+            runs[-1].append((kind, point))
+        else:
+            runs.append([(kind, point)])
+    out = []
+    for run in runs:
+        if len(run) > 1:
+            path = " ".join(f"{px(x):.1f},{py(y):.1f}" for _, (x, y, _) in run)
             out.append(
-                f'<circle class="point" cx="{px(x):.1f}" cy="{py(y):.1f}" r="3" fill="{colour}">'
-                f"<title>{html.escape(name)}: {y:.4g}</title></circle>"
+                f'<polyline class="series" data-name="{html.escape(name)}" points="{path}" '
+                f'fill="none" stroke="{colour}"/>'
             )
-            if ci:
-                out.append(
-                    f'<line class="interval" x1="{px(x):.1f}" y1="{py(ci[0]):.1f}" '
-                    f'x2="{px(x):.1f}" y2="{py(ci[1]):.1f}" stroke="{colour}"/>'
-                )
+    for x, y, ci in shown:
         out.append(
-            f'<text x="{W - PAD_R - 4}" y="{PAD_T + 12 + 13 * n}" text-anchor="end" font-size="10" fill="{colour}">'
-            f"{html.escape(name)}</text>"
+            f'<circle class="point" cx="{px(x):.1f}" cy="{py(y):.1f}" r="3" fill="{colour}">'
+            f"<title>{html.escape(name)}: {y:.4g}</title></circle>"
         )
-    out.append("</svg>")
-    return "\n".join(out)
+        if ci:
+            out.append(
+                f'<line class="interval" x1="{px(x):.1f}" y1="{py(ci[0]):.1f}" '
+                f'x2="{px(x):.1f}" y2="{py(ci[1]):.1f}" stroke="{colour}"/>'
+            )
+    return out
 
 
 def report(result: dict) -> str:
@@ -180,6 +214,13 @@ def figures(result: dict) -> list[tuple[str, str]]:
     """(name, SVG) of the four plots of ``result``'s ``steps`` (and ``capacity_steps``) and ``pareto``:
     serving/report.html's, and a serving vendor's case in report.html (tools/measure/serving_stage.py)."""
     steps = ordered(list(result.get("steps") or []) + list(result.get("capacity_steps") or []))
+    out = [(name, _svg(chart)) for name, chart in load_charts(steps)]
+    out.append(("pareto", _svg(pareto_chart(steps, result.get("pareto") or []))))
+    return out + timeslice_figures(steps) + server_figures(steps)
+
+
+def load_charts(steps: list[dict]) -> list[tuple[str, Chart]]:
+    """TTFT, TPOT, and throughput and goodput, each against the steps' loads."""
     labels = [
         s["label"]
         .replace("concurrency ", "c=")
@@ -190,69 +231,50 @@ def figures(result: dict) -> list[tuple[str, str]]:
     ]
     kinds = [_load_key(s)[0] for s in steps]
 
-    def line(get) -> list[tuple[float, float | None, list[float] | None]]:
+    def line(get) -> Points:
         return [(float(i), *get(s)) for i, s in enumerate(steps)]
 
-    ttft = _svg(
-        "TTFT against load",
-        labels,
-        [
-            ("p50", line(lambda s: (s["ttft_ms"]["p50"], (s["ttft_ms"].get("ci95") or {}).get("p50")))),
-            ("p90", line(lambda s: (s["ttft_ms"]["p90"], (s["ttft_ms"].get("ci95") or {}).get("p90")))),
-        ],
-        "ms",
-        "load",
-        kinds,
-    )
-    tpot = _svg(
-        "TPOT against load",
-        labels,
-        [("p50", line(lambda s: (s["tpot_ms"]["p50"], (s["tpot_ms"].get("ci95") or {}).get("p50"))))],
-        "ms",
-        "load",
-        kinds,
-    )
-    series = [
-        (
-            "output tokens/s",
-            line(
-                lambda s: (
-                    s["throughput"]["output_tokens_per_s"]["value"],
-                    s["throughput"]["output_tokens_per_s"]["ci95"],
-                )
-            ),
-        )
-    ]
+    def quantile(key: str, q: str) -> Points:
+        return line(lambda s: (s[key][q], (s[key].get("ci95") or {}).get(q)))
+
+    def rate(name: str) -> Points:
+        return line(lambda s: (s["throughput"][name]["value"], s["throughput"][name]["ci95"]))
+
+    series = [("output tokens/s", rate("output_tokens_per_s"))]
     if steps and "goodput_tokens_per_s" in steps[0]["throughput"]:
-        series.append(
-            (
-                "goodput tokens/s",
-                line(
-                    lambda s: (
-                        s["throughput"]["goodput_tokens_per_s"]["value"],
-                        s["throughput"]["goodput_tokens_per_s"]["ci95"],
-                    )
-                ),
-            )
-        )
-    goodput = _svg("Throughput and goodput against load", labels, series, "tokens/s", "load", kinds)
-    points = [
+        series.append(("goodput tokens/s", rate("goodput_tokens_per_s")))
+    return [
+        (
+            "ttft",
+            Chart(
+                "TTFT against load",
+                labels,
+                [("p50", quantile("ttft_ms", "p50")), ("p90", quantile("ttft_ms", "p90"))],
+                "ms",
+                "load",
+                kinds,
+            ),
+        ),
+        ("tpot", Chart("TPOT against load", labels, [("p50", quantile("tpot_ms", "p50"))], "ms", "load", kinds)),
+        ("goodput", Chart("Throughput and goodput against load", labels, series, "tokens/s", "load", kinds)),
+    ]
+
+
+def pareto_chart(steps: list[dict], pareto: list[dict]) -> Chart:
+    """Tokens/s per user against output tokens/s, the Pareto frontier joined."""
+    points: Points = [
         (s["throughput"]["output_tokens_per_s"]["value"], s["tokens_per_s_per_user"], None)
         for s in steps
         if s.get("tokens_per_s_per_user")
     ]
-    frontier: list[tuple[float, float | None, list[float] | None]] = sorted(
-        (p["output_tokens_per_s"], p["tokens_per_s_per_user"], None) for p in result.get("pareto") or []
-    )
-    pareto = _svg(
+    frontier: Points = sorted((p["output_tokens_per_s"], p["tokens_per_s_per_user"], None) for p in pareto)
+    return Chart(
         "Tokens/s per user against output tokens/s",
         None,
         [("steps", sorted(points)), ("Pareto frontier", frontier)],
         "tokens/s per user",
         "output tokens/s",
     )
-    out = [("ttft", ttft), ("tpot", tpot), ("goodput", goodput), ("pareto", pareto)]
-    return out + timeslice_figures(steps) + server_figures(steps)
 
 
 def timeslice_figures(steps: list[dict]) -> list[tuple[str, str]]:
@@ -263,22 +285,26 @@ def timeslice_figures(steps: list[dict]) -> list[tuple[str, str]]:
     count = max(len(s["timeslices"]["items"]) for s in sliced)
     labels = [f"{i + 1}/{count}" for i in range(count)]
 
-    def series(get) -> list[tuple[str, list[tuple[float, float | None, list[float] | None]]]]:
+    def series(get) -> list[tuple[str, Points]]:
         return [(s["label"], [(float(i["index"]), get(i), None) for i in s["timeslices"]["items"]]) for s in sliced]
 
     tokens = _svg(
-        "Output tokens/s per timeslice",
-        labels,
-        series(lambda i: i["output_tokens_per_s"]),
-        "tokens/s",
-        "slice of the step",
+        Chart(
+            "Output tokens/s per timeslice",
+            labels,
+            series(lambda i: i["output_tokens_per_s"]),
+            "tokens/s",
+            "slice of the step",
+        )
     )
     ttft = _svg(
-        "TTFT p50 per timeslice (requests sent in it)",
-        labels,
-        series(lambda i: i["ttft_ms"]["p50"]),
-        "ms",
-        "slice of the step",
+        Chart(
+            "TTFT p50 per timeslice (requests sent in it)",
+            labels,
+            series(lambda i: i["ttft_ms"]["p50"]),
+            "ms",
+            "slice of the step",
+        )
     )
     return [("timeslice_tokens", tokens), ("timeslice_ttft", ttft)]
 
@@ -297,11 +323,11 @@ def server_figures(steps: list[dict]) -> list[tuple[str, str]]:
         ("kv_cache_usage", "Server KV-cache use over each step", 100.0, "%"),
         ("running", "Server requests running over each step", 1.0, "requests"),
     ):
-        series: list[tuple[str, list[tuple[float, float | None, list[float] | None]]]] = [
+        series: list[tuple[str, Points]] = [
             (s["label"], [(p["t_s"], p[key] * scale, None) for p in s["server_metrics"]["timeline"] if key in p])
             for s in sampled
         ]
         series = [(name, pts) for name, pts in series if pts]
         if series:
-            out.append((f"server_{key}", _svg(title, None, series, unit, "seconds into the step")))
+            out.append((f"server_{key}", _svg(Chart(title, None, series, unit, "seconds into the step"))))
     return out

@@ -255,7 +255,9 @@ def run_entries(run_dir: Path, project: dict[str, Any] | None = None) -> list[tu
     run_key = f"{run_id}-{side}" if side else run_id
     started = _started(run_dir, summary)
     serving = summary.get("kind") == "serving"
-    page = run_dir / ("serving/report.html" if serving else "report.html")
+    page = run_dir / "report.html"
+    if serving and not page.is_file():  # a serving run written without run.py has only its own page
+        page = run_dir / "serving" / "report.html"
     report = str(page) if page.is_file() else None
     try:
         points = (serving_points if serving else case_points)(run_dir, started, run_key, report, project, summary)

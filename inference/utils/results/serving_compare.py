@@ -1,13 +1,12 @@
 """The figures of a serving run (``run.py --endpoint``) that ``run.py compare`` decides on.
 
-A serving run's ``summary.json`` says ``"kind": "serving"``; its figures are in
-``serving/result.json`` (``tools/serving/cli.py``), one block per load step. Each step
-(``concurrency 4``, ``rate 2/s poisson``) is a row, matched across runs by its label, and gives:
-
-- ``output tokens/s`` and ``requests/s`` (with their window's 95 % interval),
-- ``goodput requests/s`` where an SLO was set, and only when both runs set the same SLO,
-- ``TTFT p50 ms``, ``TTFT p90 ms``, ``TPOT p50 ms`` and ``E2E p90 ms`` (with their percentile
-  intervals; a percentile below its floor, such as p90 under 64 requests, is left out).
+A serving run's ``summary.json`` is a ``common.serving_record.ServingSummary`` (``"kind": "serving"``):
+one typed row (``ServingStep``) per load step. Each sweep step (``concurrency 4``, ``rate 2/s
+poisson``) is a row, matched across runs by its label, and gives the figures of
+``ServingStep.figures``: output tokens/s and requests/s (with their window's 95 % interval),
+goodput requests/s where an SLO was set (compared only when both runs set the same SLO), and TTFT
+p50/p90, TPOT p50 and E2E p90 ms (with their percentile intervals; a percentile below its floor,
+such as p90 under 64 requests, is left out).
 
 Each figure's direction and unit are ``utils/results/figures.py``'s ``KINDS``. A serving run has
 one repetition per step, made at another time than the other run's, so compare decides each figure
@@ -27,26 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from common.record import RecordError
+from common.serving_record import SERVING, ServingStep, ServingSummary
 from utils.results.decide import Sample
 from utils.results.figures import figure_sample
-
-SERVING = "serving"  # summary.json's "kind" of a run.py --endpoint run
-
-# figure -> (the step's block, its key in it); a throughput block holds value and ci95, a
-# distribution (stats_block) holds the percentile and ci95[percentile].
-THROUGHPUT_FIGURES = {
-    "output tokens/s": "output_tokens_per_s",
-    "requests/s": "requests_per_s",
-    "goodput requests/s": "goodput_requests_per_s",
-}
-LATENCY_FIGURES = {
-    "TTFT p50 ms": ("ttft_ms", "p50"),
-    "TTFT p90 ms": ("ttft_ms", "p90"),
-    "TPOT p50 ms": ("tpot_ms", "p50"),
-    "E2E p90 ms": ("e2e_ms", "p90"),
-}
-# What must be the same for the requests of two runs to be the same requests (else a note).
-WORKLOAD_KEYS = ("api", "seed")
 
 
 def is_serving_run(run_dir: Path) -> bool:
@@ -77,49 +60,41 @@ class ServingRun:
         return f"{self.served_model} at {self.endpoint}"
 
 
-def read_serving_run(run_dir: Path) -> ServingRun:
-    """``run_dir``'s serving/result.json, read; ValueError (one line, naming the file) when it cannot be."""
-    path = run_dir / "serving" / "result.json"
+def read_serving_summary(run_dir: Path) -> ServingSummary:
+    """``run_dir``'s summary.json, typed; ValueError (one line, naming the file and key) when it cannot be."""
+    path = run_dir / "summary.json"
     try:
-        result = json.loads(path.read_text(encoding="utf-8"))
-        steps = result["steps"]
-        run = ServingRun(
-            path,
-            str(result["endpoint"]),
-            str(result["served_model"]),
-            result.get("slo"),
-            {key: result.get(key) for key in WORKLOAD_KEYS} | dict(result.get("workload") or {}),
-        )
-        for step in steps:
-            _read_step(run, step)
+        return ServingSummary.from_json(json.loads(path.read_text(encoding="utf-8")), str(path))
     except FileNotFoundError:
-        raise ValueError(f"{run_dir} is a serving run without serving/result.json") from None
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"{path} cannot be read: {exc}") from None
-    except (KeyError, TypeError, AttributeError) as exc:
-        raise ValueError(f"{path} is not a serving result ({type(exc).__name__}: {exc})") from None
+        raise ValueError(f"{run_dir} is a serving run without summary.json") from None
+    except (OSError, ValueError, RecursionError) as exc:  # RecordError is a ValueError: it names the key
+        raise ValueError(str(exc) if isinstance(exc, RecordError) else f"{path} cannot be read: {exc}") from None
+
+
+def read_serving_run(run_dir: Path) -> ServingRun:
+    """``run_dir``'s summary.json as compare reads it; ValueError (one line) when it cannot be read."""
+    summary = read_serving_summary(run_dir)
+    run = ServingRun(
+        run_dir / "summary.json",
+        summary.endpoint,
+        summary.served_model,
+        summary.slo,
+        {"api": summary.api, "seed": summary.seed} | dict(summary.workload),
+    )
+    for step in summary.steps:
+        _read_step(run, step)
     return run
 
 
-def _read_step(run: ServingRun, step: dict) -> None:
-    label = str(step["label"])
-    valid = bool((step.get("verdict") or {}).get("valid", True))
-    run.steps.append(label)
-    if step.get("failed"):
-        kinds = ", ".join(f"{kind}: {count}" for kind, count in sorted((step.get("errors") or {}).items()))
-        run.failed[label] = f"{step['failed']} of {step['requests']} requests failed" + (f" ({kinds})" if kinds else "")
-    throughput = step.get("throughput") or {}
-    for figure, key in THROUGHPUT_FIGURES.items():
-        block = throughput.get(key) or {}
-        _add(run, label, figure, figure_sample(block.get("value"), block.get("ci95"), valid))
-    for figure, (key, name) in LATENCY_FIGURES.items():
-        block = step.get(key) or {}
-        _add(run, label, figure, figure_sample(block.get(name), (block.get("ci95") or {}).get(name), valid))
-
-
-def _add(run: ServingRun, row: str, figure: str, sample: Sample | None) -> None:
-    if sample is not None:
-        run.figures[(row, figure)] = sample
+def _read_step(run: ServingRun, step: ServingStep) -> None:
+    run.steps.append(step.label)
+    if step.failed:
+        kinds = ", ".join(f"{kind}: {count}" for kind, count in sorted(step.errors.items()))
+        run.failed[step.label] = f"{step.failed} of {step.requests} requests failed" + (f" ({kinds})" if kinds else "")
+    for figure, (value, interval) in step.figures().items():
+        sample = figure_sample(value, interval, step.verdict.valid)
+        if sample is not None:
+            run.figures[(step.label, figure)] = sample
 
 
 Figures = dict[tuple[str, str], list[Sample]]  # (row, figure) -> its repetitions, as compare.py decides them

@@ -13,6 +13,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
+from common.stats import pareto_front  # the one frontier: a serving run's (common/serving_record.py) too
+
 if TYPE_CHECKING:
     from common.record import CaseResult, PerformanceRow
     from common.summary_record import Repetitions, Row
@@ -298,24 +300,31 @@ def latency_plot(rows: Sequence[Row], raw: dict, inference_ns: Any = None) -> di
     )
 
 
-def pareto_front(points: list[tuple[float, float]]) -> list[int]:
-    """Indices of the points no other point beats on both latency (lower) and
-    throughput (higher), ordered by latency: the throughput-latency frontier."""
-    order = sorted(range(len(points)), key=lambda i: (points[i][0], -points[i][1]))
-    front, best = [], float("-inf")
-    for i in order:
-        if points[i][1] > best:
-            front.append(i)
-            best = points[i][1]
-    return front
-
-
 def _headline_latency(row: Row) -> tuple[float | None, str]:
     for name in ("p90", "p50", "mean"):
         value = getattr(row.latency_ms, name) if row.latency_ms is not None else None
         if value is not None:
             return value, name
     return None, ""
+
+
+def labelled_points(points: list[tuple[float, float]], text: list[str], units: str, name: str) -> dict:
+    """A frontier plot's points, each labelled with ``text`` (hover: ``units``, as ``frontier_trace``'s)."""
+    middle = (min(p[0] for p in points) + max(p[0] for p in points)) / 2
+    return {
+        "type": "scatter",
+        "mode": "markers+text",
+        "name": name,
+        "showlegend": False,
+        "x": rounded(p[0] for p in points),
+        "y": rounded(p[1] for p in points),
+        "text": text,
+        "textposition": ["top left" if p[0] > middle else "top right" for p in points],  # the labels stay inside
+        "textfont": {"size": 9},
+        "cliponaxis": False,
+        "marker": {"color": "#888888", "size": 7},
+        "hovertemplate": f"%{{text}}<br>{units}<extra></extra>",
+    }
 
 
 def frontier_plot(rows: Sequence[Row]) -> dict | None:
@@ -326,22 +335,9 @@ def frontier_plot(rows: Sequence[Row]) -> dict | None:
         return None
     points = [(float(lat), float(qps)) for _, qps, lat, _ in usable]
     front = pareto_front(points)
-    middle = (min(p[0] for p in points) + max(p[0] for p in points)) / 2
-    rows_trace = {
-        "type": "scatter",
-        "mode": "markers+text",
-        "name": "rows",
-        "showlegend": False,
-        "x": rounded(p[0] for p in points),
-        "y": rounded(p[1] for p in points),
-        "text": [f"{row_label(r)} ({name})" for r, _, _, name in usable],
-        "textposition": ["top left" if p[0] > middle else "top right" for p in points],  # the labels stay inside
-        "textfont": {"size": 9},
-        "cliponaxis": False,
-        "marker": {"color": "#888888", "size": 7},
-        "hovertemplate": "%{text}<br>%{x:.4g} ms, %{y:.4g} samples/s<extra></extra>",
-    }
-    front_trace = frontier_trace(points, front, "%{x:.4g} ms, %{y:.4g} samples/s")
+    units = "%{x:.4g} ms, %{y:.4g} samples/s"
+    rows_trace = labelled_points(points, [f"{row_label(r)} ({name})" for r, _, _, name in usable], units, "rows")
+    front_trace = frontier_trace(points, front, units)
     return chart(
         [rows_trace, front_trace],
         "Throughput-latency frontier",

@@ -129,10 +129,37 @@ def render(summary: Summary, perf_dir: Path | None = None) -> str:
     )
 
 
+def _serving_page(run_dir: Path, perf_dir: Path | None) -> str | None:
+    """A serving run's page: its summary.json's typed rows (``report/serving.py``); None for a run of cases."""
+    from utils.results.serving_compare import is_serving_run, read_serving_summary
+
+    if not is_serving_run(run_dir):
+        return None
+    from utils.results.report.serving import serving_section, step_table
+
+    summary = read_serving_summary(run_dir)
+    sections = [serving_section(summary)]
+    _plot_specs(sections)
+    script = plotly_js() if sections[0]["plots"] else None
+    table = step_table(summary.rows)
+    return _template().render(
+        serving=summary,
+        serving_rows=table,
+        invalid=sum(1 for row in table if not row["valid"]),
+        summary=summary,
+        rows=[],
+        sections=sections,
+        environments={},
+        commit=git_commit(perf_dir) if perf_dir else None,
+        plotly_js=script,
+        plotly_missing=f"plotly.js ({PLOTLY_BUNDLE.name}) is missing" if sections[0]["plots"] and not script else None,
+    )
+
+
 def write_report(run_dir: str | Path, perf_dir: Path | None = None) -> Path:
     """Write ``run_dir``/report.html from its summary.json, atomically; returns its path."""
     run_dir = Path(run_dir)
-    html = render(read_summary(run_dir / SUMMARY_FILE), perf_dir)
+    html = _serving_page(run_dir, perf_dir) or render(read_summary(run_dir / SUMMARY_FILE), perf_dir)
     path = run_dir / REPORT_FILE
     with atomic_path(path) as tmp:
         tmp.write_text(html, encoding="utf-8")
