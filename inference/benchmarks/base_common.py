@@ -334,7 +334,7 @@ def allreduce_stage(
     import torch
     import torch.distributed as dist
 
-    from tools.measure.baseline import allreduce_bandwidth, group_decision, measure_collective
+    from tools.measure.baseline import group_decision, measure_collective
 
     check_base_config(config)
     kernels = kernels or vendor_kernels(config.vendor)
@@ -368,36 +368,36 @@ def allreduce_stage(
         for mib in sorted(_positive_ints(config, "sizes_mib")):
             nbytes = mib * 2**20
             tensor = torch.ones(nbytes // 4, dtype=torch.float32, device=device)
+            sync = lambda: kernels.sync(device)
             rate = measure_collective(
-                partial(dist.all_reduce, tensor),
-                nbytes,
-                _settings(config),
-                agree,
-                lambda: kernels.sync(device),
-                **timing,
+                partial(dist.all_reduce, tensor), nbytes, _settings(config), agree, sync, **timing
             )
-            found = figure(
-                f"all-reduce {mib} MiB busbw",
-                "interconnect",
-                "B/s",
-                rate,
-                bytes=nbytes,
-                ranks=len(hosts),
-                backend=backend,
-            )
-            algbw, busbw = allreduce_bandwidth(nbytes, rate.seconds / rate.calls, len(hosts))
-            factor = busbw / algbw
-            found.update(
-                algbw=rate.value,
-                algbw_ci95=rate.ci95,
-                value=rate.value * factor,
-                ci95=[v * factor for v in rate.ci95] if rate.ci95 else None,
-            )
+            found = _busbw_figure(mib, rate, len(hosts), backend)
             report.figures.append(found)
             _log(found)
     finally:
         dist.destroy_process_group()
     return report
+
+
+def _busbw_figure(mib: int, rate: Any, ranks: int, backend: str) -> dict:
+    """One all-reduce size's figure: its bus bandwidth (nccl-tests' definition), with the algorithm
+    bandwidth it comes from beside it."""
+    from tools.measure.baseline import allreduce_bandwidth
+
+    nbytes = mib * 2**20
+    found = figure(
+        f"all-reduce {mib} MiB busbw", "interconnect", "B/s", rate, bytes=nbytes, ranks=ranks, backend=backend
+    )
+    algbw, busbw = allreduce_bandwidth(nbytes, rate.seconds / rate.calls, ranks)
+    factor = busbw / algbw
+    found.update(
+        algbw=rate.value,
+        algbw_ci95=rate.ci95,
+        value=rate.value * factor,
+        ci95=[v * factor for v in rate.ci95] if rate.ci95 else None,
+    )
+    return found
 
 
 def _log(found: dict) -> None:

@@ -181,6 +181,20 @@ class InferModel(EngineBase):
         self.build_duration = meta.get("build_duration_s")
         self.network_layer_count = meta.get("network_layers", self.network_layer_count)
 
+        self._bind_io()
+        self.stream = torch.cuda.Stream(device=self.device)
+        self._outputs_cache: dict[tuple, list] = {}
+        self._events = [torch.cuda.Event(enable_timing=True) for _ in range(4)]
+        logger.info(
+            f"TensorRT {trt.__version__} engine {'built' if self.compiled else 'loaded'} in "
+            f"{self.compile_duration:.2f} s: "
+            f"{self.engine.num_layers} layers, precision {self.precision}, inputs {self.input_names}, outputs "
+            f"{self.output_names}"
+        )
+
+    def _bind_io(self) -> None:
+        """The engine's input and output tensor names, in order, and each one's torch dtype."""
+        trt, torch = self._trt, self._torch
         self.input_names, self.output_names, self._dtypes = [], [], {}
         for index in range(self.engine.num_io_tensors):
             name = self.engine.get_tensor_name(index)
@@ -193,15 +207,6 @@ class InferModel(EngineBase):
             self._dtypes[name] = getattr(torch, torch_name)
             mode = self.engine.get_tensor_mode(name)
             (self.input_names if mode == trt.TensorIOMode.INPUT else self.output_names).append(name)
-        self.stream = torch.cuda.Stream(device=self.device)
-        self._outputs_cache: dict[tuple, list] = {}
-        self._events = [torch.cuda.Event(enable_timing=True) for _ in range(4)]
-        logger.info(
-            f"TensorRT {trt.__version__} engine {'built' if self.compiled else 'loaded'} in "
-            f"{self.compile_duration:.2f} s: "
-            f"{self.engine.num_layers} layers, precision {self.precision}, inputs {self.input_names}, outputs "
-            f"{self.output_names}"
-        )
 
     # ---- build / load -----------------------------------------------------------
     def _meta_path(self, engine_path: Path) -> Path:
