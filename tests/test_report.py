@@ -704,6 +704,8 @@ def test_summary_md_and_report_html_say_the_same_mfu(tmp_path):
         (measured, "n/a (over 100% of the measured peak: the baseline is wrong, see below)"),
     ):
         assert summary_rows([r])[0]["mfu"] == text and f"| {text} |" in markdown_table([r])
+    base = replace(over, baseline={"figures": []})  # a base-tier case measures the peak: no MFU of its own
+    assert summary_rows([base])[0]["mfu"] == "-" and markdown_table([base]).splitlines()[2].endswith("| - |")
 
 
 def test_a_run_without_repetitions_prints_no_empty_repetitions_part(tmp_path):

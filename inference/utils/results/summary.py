@@ -261,8 +261,11 @@ def mfu_cell(mfu: float | None, estimate: bool | None, note: str | None = None, 
 
 
 def record_mfu_cell(r: SummaryRecord) -> str:
-    """A record's MFU cell: the one text summary.md and report.html both show for it."""
-    return mfu_cell(r.mfu, r.mfu_is_estimate, r.mfu_note, r.peak_measured) if r.succeeded else "-"
+    """A record's MFU cell: the one text summary.md and report.html both show for it; ``-`` for a
+    base-tier case, which measures the peak itself (its figures are in the base tier's table)."""
+    if not r.succeeded or r.baseline:
+        return "-"
+    return mfu_cell(r.mfu, r.mfu_is_estimate, r.mfu_note, r.peak_measured)
 
 
 def _verdict_cell(verdict: Verdict | None) -> str:
