@@ -10,6 +10,7 @@ in each entry's comment).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -144,3 +145,16 @@ def test_scaling_stub_writes_the_record_the_host_reads(tmp_path):
         "cpu",
         "success",
     )
+
+
+def test_the_tracer_wraps_what_run_py_calls(tmp_path):
+    """bench/_trace_run.py (orchestration_profile's tracer) wraps run.py's functions by name: one that
+    moved fails here, as ``make_session`` did, instead of in the Docker bench."""
+    trace = tmp_path / "trace.json"
+    tracer = REPO / "bench" / "_trace_run.py"
+    done = subprocess.run(
+        [sys.executable, str(tracer), str(trace), "--", "--help"], cwd=INFERENCE, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    names = [event["name"] for event in json.loads(trace.read_text())["events"]]
+    assert names[0] == "import run.py" and "run.main" in names
