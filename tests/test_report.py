@@ -711,3 +711,14 @@ def test_summary_md_and_report_html_say_the_same_mfu(tmp_path):
 def test_a_run_without_repetitions_prints_no_empty_repetitions_part(tmp_path):
     html = write_report(make_run(tmp_path, "run1"), INFERENCE).read_text(encoding="utf-8")
     assert "no data" not in html and "repetitions" not in html.lower()
+
+
+def test_a_base_tier_case_has_no_empty_throughput_or_latency_part(tmp_path):
+    """A base-tier case has no performance rows and no inference pass: those parts are left out."""
+    run_dir = make_run(tmp_path, "run1", rows=())
+    (result_file,) = run_dir.glob("*/*/result.json")
+    result = json.loads(result_file.read_text())
+    result.update(inference=None, validation=None)
+    result_file.write_text(json.dumps(result))
+    html = write_report(run_dir, INFERENCE).read_text(encoding="utf-8")
+    assert "no data" not in html and [p["name"] for p in _page(html).plots()] == ["monitor timeline", "top ops"]

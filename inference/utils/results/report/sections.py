@@ -311,10 +311,14 @@ def _add_plots(section: dict, rows: Sequence[Row], result: CaseResult, log_dir: 
             "missing"
         )
     section["best"] = result.best
-    _add(section, "throughput vs batch size", throughput_plot(rows))
-    if record.repetitions is not None:  # a run without --repeat has no repetitions to show, not "no data"
+    # A part the case cannot have is left out, not "no data": rows for a base-tier case, repetitions
+    # for a run without --repeat.
+    if rows:
+        _add(section, "throughput vs batch size", throughput_plot(rows))
+    if record.repetitions is not None:
         _add(section, "repetitions", repetitions_plot(record.repetitions))
-    _add(section, "latency distribution", latency_plot(rows, raw, raw.get("inference")))
+    if raw and (rows or result.inference is not None):  # no latencies.npz: the note above says so
+        _add(section, "latency distribution", latency_plot(rows, raw, raw.get("inference")))
     frontier = frontier_plot(rows)
     if frontier:
         _add(section, "throughput-latency frontier", frontier)
