@@ -109,6 +109,9 @@ def install() -> None:
         (run_end, "write_report_safely", "run._write_report"),
     ):
         wrap(owner, attr, label)
+    from utils import executors
+
+    wrap(executors, "create", "run.make_session")  # a host's session is made through it
     from utils.results import summary
 
     wrap(summary, "write_summary", "run.write_summary")

@@ -126,7 +126,7 @@ def _child(spec: dict) -> None:
                         offline[0]["qps"] if offline else _offline_qps(stage, state.engine, pool)
                     )
                 stage.rows_for(state.engine, config.batch_size, pool)
-                row = stage.report.rows[-1]
+                row = stage.report.rows[-1].to_json()  # the row as result.json has it
                 rows.append({**row, "round": round_index})
                 print(
                     f"  round {round_index} {scenario:<13} {generator:<9} "
@@ -145,7 +145,7 @@ def _offline_qps(stage, engine, pool) -> float:
     config.scenario, config.load_generator = [OFFLINE.name], "inferperf"
     stage.rows_for(engine, config.batch_size, pool)
     config.scenario, config.load_generator = scenario, generator
-    return stage.report.rows[-1]["qps"]
+    return stage.report.rows[-1].qps
 
 
 def _verdict(row: dict) -> str:

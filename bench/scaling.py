@@ -57,12 +57,16 @@ from tests.infra.sshd import start_sshd_hosts, stop_all
 REPO = Path(__file__).resolve().parents[1]
 INFERENCE = REPO / "inference"
 
-STUB = '''"""Benchmark-only stand-in for run_inference.py (bench/scaling.py): sleep, then write result.json."""
+STUB = '''"""Benchmark-only stand-in for run_inference.py (bench/scaling.py): sleep, then write result.json,
+a ``common.record.CaseResult`` (the record the host reads) with every figure unmeasured."""
 import argparse
-import json
 import os
 import sys
 import time
+from datetime import datetime, timezone
+
+from common.files import write_json_atomic
+from common.record import RESULT_FILE, CaseResult, Verdict
 
 SLEEP_S = {sleep!r}
 
@@ -71,18 +75,23 @@ for name in ("--perf_dir", "--data_dir", "--log_dir", "--vendor", "--case", "--f
     parser.add_argument(name)
 parser.add_argument("--set", action="append", default=[])
 args, _ = parser.parse_known_args()
+started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
 started = time.perf_counter()
 print(f"sleepy: {{args.case}} sleeping {{SLEEP_S}} s", flush=True)
 time.sleep(SLEEP_S)
 e2e = time.perf_counter() - started
-result = {{
-    "case": args.case, "framework": args.framework, "vendor": args.vendor,
-    "e2e_time(second)": round(e2e, 3), "env": {{"in_container": os.path.exists("/.dockerenv")}},
-}}
-tmp = os.path.join(args.log_dir, "result.json.tmp")
-with open(tmp, "w") as handle:
-    json.dump(result, handle)
-os.replace(tmp, os.path.join(args.log_dir, "result.json"))
+unmeasured = dict.fromkeys(
+    ("flops", "val_whole_qps", "val_core_qps", "infer_whole_qps", "infer_core_qps", "val_average_acc",
+     "infer_average_acc", "accuracy_note", "achieved_tflops", "validation", "inference", "best", "numeric",
+     "llm", "baseline", "engine", "raw_latencies")
+)
+result = CaseResult(
+    vendor=args.vendor, compiler=None, precision="fp32", batchsize=None, e2e_time_s=round(e2e, 3), ci95={{}},
+    verdict=Verdict((), ()), case=args.case, framework=args.framework, performance=(), audits=[],
+    performance_notes=[], cache={{}}, steps={{}}, config={{}}, env={{"in_container": os.path.exists("/.dockerenv")}},
+    started_at=started_at, finished_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), **unmeasured,
+)
+write_json_atomic(os.path.join(args.log_dir, RESULT_FILE), result.to_json())
 print(f"sleepy: done in {{e2e:.2f}} s", flush=True)
 sys.exit(0)
 '''

@@ -281,6 +281,23 @@ def test_drift_needs_both_thirds_and_a_first_third_that_did_work():
     assert _thirds(idle_first)[0].value == 0.0 and drift(idle_first, 0.02) is None
 
 
+def test_drift_within_the_precision_is_judged_where_a_third_has_no_interval():
+    """A slow wave across the window leaves each third too correlated for an interval; drifting needs a
+    change over the precision, so thirds within it are judged steady, and thirds that differ by more stay
+    not judged (None): the intervals that would decide are missing."""
+
+    def wave(amplitude: float) -> Timeline:
+        return Timeline.tiled(np.cumsum([MS * (1 + amplitude * np.sin(2 * np.pi * i / 150)) for i in range(300)]), 1)
+
+    gentle, strong = wave(0.02), wave(0.3)
+    assert _thirds(gentle) == (None, None) and _thirds(strong) == (None, None)
+    steady = drift(gentle, 0.10)
+    assert steady is not None and not steady.drifting and abs(steady.change) <= 0.10
+    assert steady.to_dict()["first_third"] is None and drift_reason("qps", steady) is None
+    assert drift(gentle, abs(steady.change) * (1 - 1e-9)) is None  # just over the precision: not judged
+    assert drift(gentle, None) is None and drift(strong, 0.10) is None
+
+
 def test_drift_of_slow_and_of_nanosecond_timelines():
     slow = drift(Timeline.tiled(np.cumsum([2e9] * 60), 1), 0.02)  # half a sample per second, steady
     assert (

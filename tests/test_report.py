@@ -675,3 +675,41 @@ def test_a_real_digits_run_writes_latencies_spans_and_the_report(tmp_path):
     assert all(a < b for _, _, a, b in spans) and all(spans[i][3] <= spans[i + 1][2] for i in range(len(spans) - 1))
     html = (run_dir / "report.html").read_text()
     assert {p["name"] for p in _page(html).plots()} == PLOTS
+
+
+def test_summary_md_and_report_html_say_the_same_mfu(tmp_path):
+    """One function decides a record's MFU cell: an MFU over 100 % of the peak reads the same in both views."""
+    from dataclasses import replace
+
+    from common.summary_record import read_summary
+    from utils.results.report.sections import summary_rows
+    from utils.results.summary import markdown_table
+
+    run_dir = make_run(tmp_path, "run1")
+    (record,) = read_summary(run_dir / "summary.json").results
+    over = replace(record, mfu=None, mfu_note="130% of the estimated peak: the estimate is too low")
+    measured = replace(over, peak_measured="measured fp32 GEMM peak (500 GFLOP/s)", mfu_is_estimate=False)
+    for r, text in (
+        (record, f"{record.mfu * 100:.2f}% est."),
+        (over, "n/a (over 100%: peak too low)"),
+        (measured, "n/a (over 100% of the measured peak: the baseline is wrong, see below)"),
+    ):
+        assert summary_rows([r])[0]["mfu"] == text and f"| {text} |" in markdown_table([r])
+    base = replace(over, baseline={"figures": []})  # a base-tier case measures the peak: no MFU of its own
+    assert summary_rows([base])[0]["mfu"] == "-" and markdown_table([base]).splitlines()[2].endswith("| - |")
+
+
+def test_a_run_without_repetitions_prints_no_empty_repetitions_part(tmp_path):
+    html = write_report(make_run(tmp_path, "run1"), INFERENCE).read_text(encoding="utf-8")
+    assert "no data" not in html and "repetitions" not in html.lower()
+
+
+def test_a_base_tier_case_has_no_empty_throughput_or_latency_part(tmp_path):
+    """A base-tier case has no performance rows and no inference pass: those parts are left out."""
+    run_dir = make_run(tmp_path, "run1", rows=())
+    (result_file,) = run_dir.glob("*/*/result.json")
+    result = json.loads(result_file.read_text())
+    result.update(inference=None, validation=None)
+    result_file.write_text(json.dumps(result))
+    html = write_report(run_dir, INFERENCE).read_text(encoding="utf-8")
+    assert "no data" not in html and [p["name"] for p in _page(html).plots()] == ["monitor timeline", "top ops"]

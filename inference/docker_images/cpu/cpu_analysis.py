@@ -184,6 +184,9 @@ def identify(description: dict) -> tuple[str, str]:
             return "zen5", f"{where}, not a Ryzen AI 300/Z2 mobile name (heuristic)"
     elif vendor == "GenuineIntel" and family == 6:
         if "avx512f" in flags:
+            if "amx_tile" in flags:  # AMX is only on Xeon server cores (Sapphire Rapids on), two FMA units each;
+                # a hypervisor may mask the model number (0xA7 on a VM) but passes the flags through
+                return "intel_avx512_2fma", f"{where} with amx_tile: server core"
             if model in INTEL_CLIENT_AVX512_MODELS:
                 return "intel_avx512_1fma", f"{where}: client AVX-512 core"
             if model == INTEL_SKYLAKE_SP_MODEL:

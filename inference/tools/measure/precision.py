@@ -361,26 +361,40 @@ def precision_reasons(
 @dataclass(frozen=True)
 class Drift:
     change: float  # (last third - first third) / first third
-    first: Interval
-    last: Interval
+    first: Interval | None  # None: the third is too short against its correlation for an interval
+    last: Interval | None
     drifting: bool
 
     def to_dict(self) -> dict:
         return {
             "change": self.change,
-            "first_third": [self.first.lo, self.first.hi],
-            "last_third": [self.last.lo, self.last.hi],
+            "first_third": [self.first.lo, self.first.hi] if self.first else None,
+            "last_third": [self.last.lo, self.last.hi] if self.last else None,
             "drifting": self.drifting,
         }
 
 
+def _rate(part: Timeline) -> float:
+    return float(part.samples.sum()) / part.span_ns * 1e9 if part.span_ns > 0 else 0.0
+
+
 def drift(timeline: Timeline, precision: float | None) -> Drift | None:
-    """Compare the first and last third of the window (None when a third is too short for an interval).
-    Without a precision (None) the thirds' intervals alone decide."""
+    """Compare the first and last third of the window. Drifting needs both a gap wider than the
+    thirds' half-widths together and a change over ``precision``, so a change within ``precision``
+    between thirds of ``MIN_QUERIES`` queries each is no drift even where a third is too correlated
+    for an interval of its own. None (not judged) when that cannot be said: a third has fewer
+    queries, or it has no interval and the change exceeds ``precision`` (or none is asked: then the
+    thirds' intervals alone decide)."""
     third = timeline.span_ns * THIRD
-    first = throughput_interval(timeline.part(0.0, third))
-    last = throughput_interval(timeline.part(timeline.span_ns - third, timeline.span_ns))
-    if first is None or last is None or not first.value > 0:
+    parts = timeline.part(0.0, third), timeline.part(timeline.span_ns - third, timeline.span_ns)
+    first, last = (throughput_interval(part) for part in parts)
+    if first is None or last is None:
+        before, after = (_rate(part) for part in parts)
+        if min(part.queries for part in parts) < MIN_QUERIES or not before > 0:
+            return None
+        change = (after - before) / before
+        return Drift(change, first, last, False) if precision and abs(change) <= precision else None
+    if not first.value > 0:
         return None
     gap = abs(last.value - first.value)
     allowed = (first.hi - first.lo) / 2 + (last.hi - last.lo) / 2

@@ -288,6 +288,14 @@ def mfu_cell(mfu: float | None, estimate: bool | None, note: str | None = None, 
     return f"{mfu * 100:.2f}%" + (f" of {measured}" if measured else " est." if estimate else "")
 
 
+def record_mfu_cell(r: SummaryRecord) -> str:
+    """A record's MFU cell: the one text summary.md and report.html both show for it; ``-`` for a
+    base-tier case, which measures the peak itself (its figures are in the base tier's table)."""
+    if not r.succeeded or r.baseline:
+        return "-"
+    return mfu_cell(r.mfu, r.mfu_is_estimate, r.mfu_note, r.peak_measured)
+
+
 def _verdict_cell(verdict: Verdict | None) -> str:
     """``valid``, ``INVALID (n)``, and how many checks were not judged (``valid, 2 not judged``)."""
     if verdict is None:
@@ -339,7 +347,7 @@ def _headline_lines(records: list[SummaryRecord], memory_kind: str) -> list[str]
         count = r.latency_batches
         status = r.status if r.succeeded else f"{r.status} at {r.failed_step}"
         memory = f"{_fmt(r.vendor_usage_gib)}/{_fmt(r.vendor_max_mem_gib)}" if r.vendor_usage_gib is not None else "-"
-        mfu = _mfu_cell(r.mfu, r.mfu_is_estimate, r.mfu_note, r.peak_measured) if r.succeeded else "-"
+        mfu = record_mfu_cell(r)
         lines.append(
             f"| {r.name} | {r.host} | {status} | {_verdict_cell(r.verdict)} | "
             f"{_fmt(r.precision)} | "

@@ -19,7 +19,7 @@ The modules, by concept:
   ``page``      the page: its template ``page.html.j2``, the inlined plotly.js
                 (``vendor/``), and the atomic write.
 The cells of the tables are formatted by ``utils.results.summary``'s helpers (``fmt``,
-``percentile_cell``, ``accuracy_cell``, ``mfu_cell``) and a figure's ± by ``common.cells``
+``percentile_cell``, ``accuracy_cell``, ``record_mfu_cell``) and a figure's ± by ``common.cells``
 (``figure_cell``: ``±1.2%``, or ``± n/a`` for a measured figure without an honest interval), the same
 as summary.md's.
 """

@@ -32,7 +32,7 @@ from utils.results.report.charts import (
     timeline_plot,
     top_ops_plot,
 )
-from utils.results.summary import accuracy_cell, fmt, mfu_cell, percentile_cell
+from utils.results.summary import accuracy_cell, fmt, percentile_cell, record_mfu_cell
 
 
 def git_commit(path: Path) -> str | None:
@@ -176,7 +176,7 @@ def summary_rows(records: list[SummaryRecord]) -> list[dict]:
                 "memory": f"{fmt(r.vendor_usage_gib)}/{fmt(r.vendor_max_mem_gib)}"
                 if r.vendor_usage_gib is not None
                 else "-",
-                "mfu": mfu_cell(r.mfu, r.mfu_is_estimate) if ok else "-",
+                "mfu": record_mfu_cell(r),
             }
         )
     return rows
@@ -311,9 +311,14 @@ def _add_plots(section: dict, rows: Sequence[Row], result: CaseResult, log_dir: 
             "missing"
         )
     section["best"] = result.best
-    _add(section, "throughput vs batch size", throughput_plot(rows))
-    _add(section, "repetitions", repetitions_plot(record.repetitions))
-    _add(section, "latency distribution", latency_plot(rows, raw, raw.get("inference")))
+    # A part the case cannot have is left out, not "no data": rows for a base-tier case, repetitions
+    # for a run without --repeat.
+    if rows:
+        _add(section, "throughput vs batch size", throughput_plot(rows))
+    if record.repetitions is not None:
+        _add(section, "repetitions", repetitions_plot(record.repetitions))
+    if raw and (rows or result.inference is not None):  # no latencies.npz: the note above says so
+        _add(section, "latency distribution", latency_plot(rows, raw, raw.get("inference")))
     frontier = frontier_plot(rows)
     if frontier:
         _add(section, "throughput-latency frontier", frontier)
