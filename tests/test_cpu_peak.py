@@ -105,10 +105,10 @@ def test_amx_on_a_masked_model_is_a_server_core_with_two_fma_units():
     """A VM showed a Sapphire Rapids Xeon as model 0xA7 (a client core's number); its flags still carry AMX,
     which only Xeon server cores have."""
     name = "Intel(R) Xeon(R) Processor"
-    masked = peak_flops(_cpu("GenuineIntel", 6, 0xA7, name, (*AVX512, "amx_tile", "amx_bf16"), 2600.0, 2))
+    masked = peak_flops(cpu_record("GenuineIntel", 6, 0xA7, name, (*AVX512, "amx_tile", "amx_bf16"), 2600.0, 2))
     assert masked["microarchitecture"] == "intel_avx512_2fma" and "amx_tile" in masked["source"]
     assert masked["fp32"] == 2 * 2600e6 * 64
-    assert peak_flops(_cpu("GenuineIntel", 6, 0xA7, name, AVX512, 2600.0, 2))["fp32"] == 2 * 2600e6 * 32
+    assert peak_flops(cpu_record("GenuineIntel", 6, 0xA7, name, AVX512, 2600.0, 2))["fp32"] == 2 * 2600e6 * 32
 
 
 def test_haswell_avx2_fma(tmp_path):
