@@ -163,6 +163,7 @@ CI_SKIPS: tuple[tuple[str, str], ...] = (
     ("tests/test_llamacpp_vendor.py", "no llama.cpp at"),
     # the engines' own images (vLLM's, llama.cpp's) take 6 and 12-15 min to build from nothing on 2 cores
     ("tests/test_vllm_vendor.py", "is not built on this engine, and a fresh build takes"),
+    ("tests/test_llamacpp_vendor.py", "is not built on this engine, and a fresh build takes"),
 )
 
 

@@ -86,8 +86,10 @@ def test_outside_ci_a_skip_is_a_skip(tmp_path, ci):
     assert {name for name, outcome in seen.items() if outcome == "passed"} == {"test_passes.py"}
 
 
-def test_each_declared_skip_is_a_reason_its_file_gives():
-    """A declaration whose file or reason is gone would excuse nothing, and hide that it is stale."""
+def test_each_declared_skip_names_a_test_file_and_a_reason_the_tests_give():
+    """A declaration whose file or reason is gone would excuse nothing, and hide that it is stale. (A reason
+    may come from a helper in another test file: test_llamacpp_vendor.py's image test skips in
+    test_vllm_vendor.py's.)"""
+    sources = "".join(path.read_text() for path in (REPO / "tests").rglob("*.py") if path.name != "conftest.py")
     for file, text in CI_SKIPS:
-        source = (REPO / file).read_text()
-        assert text in source, (file, text)
+        assert (REPO / file).is_file() and text in sources, (file, text)
