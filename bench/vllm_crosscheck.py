@@ -242,8 +242,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output-len", type=int, default=64)
     parser.add_argument("--json", type=Path, default=ROOT / "bench" / "results" / "vllm_crosscheck.json")
     args = parser.parse_args(argv)
-    probe = subprocess.run([str(args.vllm_python), "-c", "import vllm"], capture_output=True, text=True)
-    if probe.returncode != 0:
+    for name in ("rounds", "requests", "concurrency", "input_len", "output_len"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
+    try:
+        importable = subprocess.run([str(args.vllm_python), "-c", "import vllm"], capture_output=True).returncode == 0
+    except OSError:  # no such file, or not a program
+        importable = False
+    if not importable:
         print(
             f"vllm_crosscheck: --vllm-python {args.vllm_python}: vLLM cannot be imported there "
             "(bash scripts/vendor_venvs.sh makes .venv-vllm)",
