@@ -25,7 +25,7 @@ than one event by both clients' timings (``STREAMED``), and how many came in one
 generated tokens per request that the server's own ``/metrics`` counted during each client's run. The
 JSON goes to --json (default bench/results/vllm_crosscheck.json), written atomically. A --vllm-python
 without vLLM is one line, exit 2; a server that does not start or a client that fails is one line,
-exit 4.
+exit 4; a --json that cannot be written is one line after the table, exit 1.
 """
 
 from __future__ import annotations
@@ -202,7 +202,7 @@ def summary(rounds: list[dict]) -> dict:
 
 
 def print_table(table: dict) -> None:
-    print("| figure | InferPerf | vLLM | ratio (median of rounds) | 95 % interval | within 5 % |")
+    print("| figure | InferPerf | vLLM | ratio (median of rounds) | 95 % interval | median within 5 % |")
     print("|---|---|---|---|---|---|")
     for key in (*FIGURES, STREAMED):
         row = table[key]
@@ -258,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     load_before = os.getloadavg()[0]  # other work on the machine slows the server, not one client
     sys.path.insert(0, str(ROOT / "inference"))
-    from common.errors import EngineError
+    from common.errors import EngineError, StorageError
     from common.files import atomic_path
     from common.launch import LaunchedServer
     from inference_engine.serving_base import free_port
@@ -292,17 +292,21 @@ def main(argv: list[str] | None = None) -> int:
                         got[name]["server_tokens_per_request"] = {k: (after[k] - before[k]) / sent for k in after}
                         print(f"round {seed} {name}: {got[name]}", flush=True)
                     rounds.append({"round": seed, "order": list(order), **got})
-        except (EngineError, Failed) as exc:
+        except (EngineError, Failed, OSError) as exc:  # OSError: the server stopped answering /metrics
             print(f"vllm_crosscheck: {exc}", file=sys.stderr)
             return 4
     table = summary(rounds)
     settings = {k: v for k, v in vars(args).items() if k not in ("json", "vllm_python", "model")}
     load = {"before": load_before, "after": os.getloadavg()[0]}
     record = {"settings": settings, "load_average_1m": load, "summary": table, "rounds": rounds}
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_path(args.json) as path:
-        path.write_text(json.dumps(record, indent=2) + "\n")
     print_table(table)
+    try:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_path(args.json) as path:
+            path.write_text(json.dumps(record, indent=2) + "\n")
+    except (StorageError, OSError) as exc:  # the figures are printed above, so the run is not lost
+        print(f"vllm_crosscheck: --json {args.json}: cannot write it ({exc})", file=sys.stderr)
+        return 1
     print(f"load average (1 min) {load['before']:.1f} before, {load['after']:.1f} after; wrote {args.json}")
     return 0
 
