@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Set up everything the test suite needs and run it: Debian packages (docker.io,
-# openssh-server, debootstrap), the Python environment, dockerd, and the local
-# base image; ruff (lint, format) and mypy; then the tests (in parallel, then the serial ones)
-# and the 15 slowest. Extra arguments go to pytest (both parts).
+# openssh-server, debootstrap), the Python environment, dockerd, the local
+# base image, and vLLM's CPU venv for the vendor tests; ruff (lint, format) and
+# mypy; then the tests (in parallel, then the serial ones) and the 15 slowest.
+# Extra arguments go to pytest (both parts).
 # Needs root: run as root, or as a user it runs itself again with sudo (scripts/root.sh).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -15,12 +16,22 @@ bash "$root/scripts/start_dockerd.sh"
 base_log="$(mktemp)"
 bash "$root/scripts/build_base_image.sh" >"$base_log" 2>&1 &
 base_pid=$!
+# So does vLLM's CPU venv for the vendor tests (scripts/vendor_venvs.sh: .venv-vllm, 1-3 min, mostly
+# download; reused once made).
+vendor_log="$(mktemp)"
+bash "$root/scripts/vendor_venvs.sh" >"$vendor_log" 2>&1 &
+vendor_pid=$!
 bash "$root/scripts/setup.sh"
 base_status=0
 wait "$base_pid" || base_status=$?
 cat "$base_log"
 rm -f "$base_log"
+vendor_status=0
+wait "$vendor_pid" || vendor_status=$?
+cat "$vendor_log"
+rm -f "$vendor_log"
 [ "$base_status" = 0 ] || exit "$base_status"
+[ "$vendor_status" = 0 ] || exit "$vendor_status"
 cd "$root"
 # Lint and format first (configured in pyproject.toml): a finding fails the run.
 "$root/.venv/bin/ruff" check inference tests bench scripts

