@@ -101,7 +101,7 @@ def test_local_engine_timeout_cleans_up(tmp_path, digits_data, local_workdir, wh
 
 
 # Any Docker-mode run.py on this machine removes a dead run.py's containers; beside the other Docker
-# tests one of theirs may get there first (a CI run saw it), and this run would find nothing to say.
+# tests one of theirs may get there first, and this run would then find nothing to say: it runs alone.
 @pytest.mark.serial
 def test_containers_of_a_sigkilled_run_py_are_removed_by_the_next_run(
     tmp_path, digits_data, local_workdir, wheels_dir, docker_client
