@@ -35,16 +35,6 @@ def copy_tree(target: Path) -> Path:
     return target
 
 
-def wait_for_container(docker_client, name_part: str, timeout: float = 600) -> object:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        for container in docker_client.containers.list(ignore_removed=True, filters={"label": "inferperf.role=case"}):
-            if name_part in container.name:
-                return container
-        time.sleep(0.5)
-    raise AssertionError(f"no case container matching {name_part} appeared")
-
-
 def test_two_hosts_end_to_end(tmp_path, hosts, digits_data, remote_workdir, wheels_dir, docker_client):
     config = write_host_yaml(tmp_path, hosts, digits_data, remote_workdir, wheels_dir)
     code, out = finish(start_run(config))

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.infra.docker_session import docker_keys
 from tests.measure_config import CHEAP_SET
 
 INFERENCE = Path(__file__).resolve().parents[2] / "inference"
@@ -24,13 +25,7 @@ def write_local_yaml(tmp_path: Path, data: Path, workdir: Path, wheels: Path, **
         "FLAGPERF_LOG_PATH": str(tmp_path / "result"),
         "HOSTS": ["localhost"],
         "KNOWN_HOSTS": str(known_hosts),
-        "SHM_SIZE": "256m",
-        "CASE_TIMEOUT": 600,
-        "CASES": {"digits:pytorch": str(data)},
-        "BASE_IMAGE": "inferperf/debian-python:bookworm",
-        "PIP_WHEELS_DIR": str(wheels),
-        "CA_BUNDLE": "/etc/ssl/certs/ca-certificates.crt",
-        "REMOTE_WORKDIR": str(workdir),
+        **docker_keys(data, workdir, wheels),
     }
     config.update(overrides)
     path = tmp_path / "host.yaml"

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.infra.docker_env import InfraUnavailable, ensure_base_image, ensure_docker, require
+from tests.infra.docker_env import BASE_IMAGE, InfraUnavailable, ensure_base_image, ensure_docker, require
 
 TORCH_WHEEL = "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
 
@@ -65,6 +65,20 @@ def wheels_dir(tmp_path_factory) -> Path:
 def digits_data(digits_data_dir) -> Path:
     os.chmod(digits_data_dir, 0o755)  # the containers run as the SSH user
     return digits_data_dir
+
+
+def docker_keys(data: Path, workdir: Path, wheels: Path) -> dict:
+    """The host.yaml keys every MODE docker test run shares: the digits case on ``data``, the image
+    built from the base image with the torch wheel in ``wheels``, and the code under ``workdir``."""
+    return {
+        "SHM_SIZE": "256m",
+        "CASE_TIMEOUT": 600,
+        "CASES": {"digits:pytorch": str(data)},
+        "BASE_IMAGE": BASE_IMAGE,
+        "PIP_WHEELS_DIR": str(wheels),
+        "CA_BUNDLE": "/etc/ssl/certs/ca-certificates.crt",
+        "REMOTE_WORKDIR": str(workdir),
+    }
 
 
 def summary_of(tmp_path: Path) -> dict:

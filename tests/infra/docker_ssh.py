@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from tests.infra.docker_env import require
+from tests.infra.docker_session import docker_keys
 from tests.infra.sshd import SshdError, start_sshd_hosts, stop_all
 from tests.measure_config import CHEAP_SET
 
@@ -49,13 +50,7 @@ def write_host_yaml(tmp_path: Path, hosts, data: Path, workdir: Path, wheels: Pa
         "SSH_USER": first.user,
         "SSH_KEY_FILE": first.client_key_path,
         "KNOWN_HOSTS": first.known_hosts_path,
-        "SHM_SIZE": "256m",
-        "CASE_TIMEOUT": 600,
-        "CASES": {"digits:pytorch": str(data)},
-        "BASE_IMAGE": "inferperf/debian-python:bookworm",
-        "PIP_WHEELS_DIR": str(wheels),
-        "CA_BUNDLE": "/etc/ssl/certs/ca-certificates.crt",
-        "REMOTE_WORKDIR": str(workdir),
+        **docker_keys(data, workdir, wheels),
     }
     config.update(overrides)
     path = tmp_path / "host.yaml"
