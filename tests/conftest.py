@@ -141,7 +141,7 @@ def pytest_collection_modifyitems(config, items):
     """Each test file runs on one worker (its module and session fixtures are built once).
     The Slurm tests run on one worker, one after another: they share one session cluster.
     Docker's tests may run beside each other: each checks only its own runs' containers
-    (tests/test_orchestration_docker.py::assert_nothing_left)."""
+    (tests/infra/docker_session.py::assert_nothing_left)."""
     for item in items:
         if item.get_closest_marker("xdist_group") is not None:
             continue

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_docker_local import local_workdir, summary_of, write_local_yaml  # noqa: F401 - fixtures
-from tests.test_orchestration_docker import docker_client, wheels_dir  # noqa: F401 - session fixtures
+from tests.infra.docker_local import local_workdir, write_local_yaml  # noqa: F401 - a fixture
+from tests.infra.docker_session import docker_client, summary_of, wheels_dir  # noqa: F401 - session fixtures
 
 INFERENCE = Path(__file__).resolve().parents[1] / "inference"
 

@@ -13,13 +13,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import copy_inference_tree
-from tests.test_docker_local import run_py, summary_of, write_local_yaml
-from tests.test_orchestration_docker import (  # noqa: F401 - session fixtures shared with the other docker tests
-    assert_nothing_left,
-    digits_data,
-    docker_client,
-    wheels_dir,
-)
+from tests.infra.docker_local import run_py, write_local_yaml
+from tests.infra.docker_session import assert_nothing_left, digits_data, docker_client, summary_of, wheels_dir  # noqa: F401
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

@@ -35,7 +35,7 @@ on the worse side and the change is beyond 25 %; exit 1 when any of the 8 figure
   by one more ``ab`` that must exit 0: with the two independent, the test fails by chance with
   probability 1.3e-2 squared = 1.7e-4 (upper bound 6.3e-4).
 
-Together: about 2e-4 a CI run, under 1e-3 at the upper bound, on the busy machine (the p99
+Together: about 2e-4 per run of this test, under 1e-3 at the upper bound, on the busy machine (the p99
 outliers come from neighbours; a quiet machine was not available to measure). The assumption: two
 back-to-back ``ab`` calls meet the neighbours' load independently (a neighbour busy exactly in step
 with ABBA's B runs, twice, would break it). docs/measurement.md, "Calibration of compare and ab",

@@ -43,7 +43,6 @@ from contract.config.expr import parse_number
 from contract.config.values import MAX_EXTRA_INT, MAX_EXTRA_ITEMS, MAX_FLOPS, MAX_KEY, REQUIRED_KEYS
 from tests.conftest import TYPED_CASE_CONFIG as TYPED
 from tests.infra.case_config import BASE
-from tests.test_config_keys import BASE
 
 MULTI_STREAM = SCENARIOS["multi_stream"]
 NUL_PATH = f"must be a path of at most {MAX_PATH} characters and {MAX_PATH_PART} per name, without NUL, got"

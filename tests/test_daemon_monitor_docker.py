@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import copy_inference_tree
+from tests.infra.docker_local import local_workdir, run_py, write_local_yaml  # noqa: F401 - a fixture
+from tests.infra.docker_session import assert_nothing_left, digits_data, docker_client, summary_of, wheels_dir  # noqa: F401
 from tests.infra.monitors import install_flagperf_monitor
-from tests.test_docker_local import local_workdir, run_py, summary_of, write_local_yaml  # noqa: F401 - fixture
-from tests.test_orchestration_docker import assert_nothing_left, digits_data, docker_client, wheels_dir  # noqa: F401 - fixtures
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

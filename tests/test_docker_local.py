@@ -13,70 +13,12 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-import yaml
 
 from tests.conftest import long_running_tree
-from tests.measure_config import CHEAP_SET
-from tests.test_orchestration_docker import (  # noqa: F401 - session fixtures shared with the SSH tests
-    assert_nothing_left,
-    digits_data,
-    docker_client,
-    wheels_dir,
-)
+from tests.infra.docker_local import local_workdir, run_py, write_local_yaml  # noqa: F401 - a fixture
+from tests.infra.docker_session import assert_nothing_left, digits_data, docker_client, summary_of, wheels_dir  # noqa: F401
 from utils.executors.docker import LocalTransport, is_local_engine
 from utils.host_config import Host
-
-REPO = Path(__file__).resolve().parents[1]
-INFERENCE = REPO / "inference"
-
-
-def write_local_yaml(tmp_path: Path, data: Path, workdir: Path, wheels: Path, **overrides) -> Path:
-    known_hosts = tmp_path / "known_hosts"  # host.yaml requires one in MODE docker; nothing reads it here
-    known_hosts.touch()
-    config = {
-        "MODE": "docker",
-        "VENDOR": "cpu",
-        "FLAGPERF_LOG_PATH": str(tmp_path / "result"),
-        "HOSTS": ["localhost"],
-        "KNOWN_HOSTS": str(known_hosts),
-        "SHM_SIZE": "256m",
-        "CASE_TIMEOUT": 600,
-        "CASES": {"digits:pytorch": str(data)},
-        "BASE_IMAGE": "inferperf/debian-python:bookworm",
-        "PIP_WHEELS_DIR": str(wheels),
-        "CA_BUNDLE": "/etc/ssl/certs/ca-certificates.crt",
-        "REMOTE_WORKDIR": str(workdir),
-    }
-    config.update(overrides)
-    path = tmp_path / "host.yaml"
-    path.write_text(yaml.safe_dump(config))
-    return path
-
-
-def run_py(config: Path, perf: Path = INFERENCE, timeout: float = 1200) -> tuple[int, str]:
-    cheap = (
-        CHEAP_SET if perf == INFERENCE else ()
-    )  # the shipped tree measures cheaply; a test's own tree keeps its settings
-    proc = subprocess.run(
-        [sys.executable, "run.py", "--config", str(config), *cheap],
-        cwd=perf,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        timeout=timeout,
-    )
-    return proc.returncode, proc.stdout
-
-
-def summary_of(tmp_path: Path) -> dict:
-    runs = sorted((tmp_path / "result").glob("run*/summary.json"))
-    assert runs, "no summary.json written"
-    return json.loads(runs[-1].read_text())
-
-
-@pytest.fixture
-def local_workdir(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("local_remote")
 
 
 def test_localhost_is_the_local_engine():
@@ -159,7 +101,7 @@ def test_local_engine_timeout_cleans_up(tmp_path, digits_data, local_workdir, wh
 
 
 # Any Docker-mode run.py on this machine removes a dead run.py's containers; beside the other Docker
-# tests one of theirs may get there first (a CI run saw it), and this run would find nothing to say.
+# tests one of theirs may get there first, and this run would then find nothing to say: it runs alone.
 @pytest.mark.serial
 def test_containers_of_a_sigkilled_run_py_are_removed_by_the_next_run(
     tmp_path, digits_data, local_workdir, wheels_dir, docker_client

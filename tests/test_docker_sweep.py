@@ -15,7 +15,7 @@ import pytest
 from docker.errors import NotFound
 from docker.models.containers import ContainerCollection
 
-from tests.test_orchestration_docker import docker_client  # noqa: F401 - the session's engine and base image
+from tests.infra.docker_session import docker_client  # noqa: F401 - the session's engine and base image
 from utils.executors.containers import LABEL_RUN
 from utils.executors.docker import DockerSession
 

@@ -12,17 +12,13 @@ import psutil
 import pytest
 
 from tests.conftest import long_running_tree
-from tests.test_orchestration_docker import (  # noqa: F401 - fixtures shared with the SSH tests
-    assert_nothing_left,
-    digits_data,
-    docker_client,
+from tests.infra.docker_session import assert_nothing_left, digits_data, docker_client, summary_of, wheels_dir  # noqa: F401
+from tests.infra.docker_ssh import (  # noqa: F401 - fixtures
     finish,
     hosts,
     remote_workdir,
     start_run,
-    summary_of,
     wait_for_container,
-    wheels_dir,
     write_host_yaml,
 )
 

@@ -151,7 +151,7 @@ def sigint_inside_a_hooked_import(tmp_path: Path, tree: Path, data: Path, hook_s
         time.sleep(0.01)
     assert marker.exists(), "run.py never imported onnxruntime"
     proc.send_signal(signal.SIGINT)
-    out, err = ended(proc)  # a CI run saw run.py print its line and not end: where it stood, if it recurs
+    out, err = ended(proc)  # a run.py that prints its line and does not end fails with where it stood
     output = out + err
     assert proc.returncode == 130, output[-3000:]
     assert [line.split("| ERROR   | ")[1] for line in output.splitlines() if line.strip()] == [
@@ -162,8 +162,8 @@ def sigint_inside_a_hooked_import(tmp_path: Path, tree: Path, data: Path, hook_s
 
 
 def test_sigint_inside_an_import_waits_for_its_end_and_exits_130_without_a_traceback(tmp_path, tree, digits_data_dir):
-    """The flaw a CI run saw: SIGINT inside onnxruntime's initialisation, whose C code printed the
-    KeyboardInterrupt's traceback. The stop now waits for the import to end, then stops with one line."""
+    """SIGINT inside onnxruntime's initialisation, whose C code prints the KeyboardInterrupt's
+    traceback: the stop waits for the import to end, then stops with one line."""
     deferred = tmp_path / "deferred"
     output = sigint_inside_a_hooked_import(
         tmp_path, tree, digits_data_dir, deferring_import("onnxruntime"), DEFERRED_MARKER=str(deferred)

@@ -141,7 +141,7 @@ def test_a_command_that_cannot_start_is_one_engine_error_and_nothing_runs(tmp_pa
 
 
 # A server whose completion answer breaks off after its headers (Content-Length 836, no body), killing
-# itself first when told to: vLLM killed as it answered (a CI run). GET /v1/models answers, so it is ready.
+# itself first when told to, as a server killed while it answers does. GET /v1/models answers, so it is ready.
 BREAKING_SERVER = """
 import http.server, os, signal, sys
 

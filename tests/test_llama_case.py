@@ -111,7 +111,7 @@ def test_case_end_to_end_through_run_inference(first_run):
     assert server["target_qps"] == 20 and server["requests"] >= 8 and server["ttft_bound_met"] in (True, False, None)
     assert server["bound_percentile"] == "p50" and server["stop_reason"] in (  # any of the stop rule's
         "precision reached",
-        "precision out of reach",  # given up early: a CI run's loaded machine (docs/measurement.md, "The stop rule")
+        "precision out of reach",  # given up early, as on a loaded machine (docs/measurement.md, "The stop rule")
         "max_duration_s reached",
     )
     assert llm["greedy"]["share"] == 1.0 and llm["greedy"]["positions"] == 4 * 8 and result["numeric"]["passed"]

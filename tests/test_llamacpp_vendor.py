@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
-from tests.test_orchestration_docker import docker_client  # noqa: F401 - a session fixture
+from tests.infra.docker_session import docker_client  # noqa: F401 - a session fixture
 from tests.test_vllm_vendor import (
     case_record,
     group_gone,

@@ -44,8 +44,9 @@ def summary_value(text: str, pattern: str) -> float:
 
 # ---- digits, for real, through run_inference.py -----------------------------------------------------
 # LoadGen judges these rows itself (a server row's p99 against latency_bound_ms, early stopping), so
-# they need the machine to themselves: under the parallel part's load a CI run once saw its server row
-# INVALID (p99 over 100 ms for a sub-millisecond query). They run in the serial part (scripts/test.sh).
+# they need the machine to themselves: under the parallel part's load a neighbour's stall can push a
+# sub-millisecond query's p99 over 100 ms and the server row to INVALID. They run in the serial part
+# (scripts/test.sh).
 QUIET = pytest.mark.serial
 
 

@@ -2,8 +2,8 @@
 
 loguru 0.7.3 marks a handler's lock as held before entering the ``try`` that unmarks it; a signal
 whose handler raises (run_inference.py's) in that window leaves the mark, and every later line on
-the thread fails. A CI run hit it for real (Ctrl-C at start-up: exit 1 and loguru's traceback, not
-130); the window is a few bytecodes wide, so this test leaves the same state by hand, shows the
+the thread fails: a Ctrl-C at start-up then ends in exit 1 and loguru's traceback, not 130. The
+window is a few bytecodes wide, so this test leaves the same state by hand, shows the
 failure with this loguru, then the report's release and its line.
 """
 

@@ -20,13 +20,13 @@ import yaml
 
 from common.errors import ConfigError
 from tests.conftest import copy_inference_tree
-from tests.measure_config import CHEAP_SET
-from tests.test_orchestration_docker import (  # noqa: F401 - session fixtures shared with the other docker tests
+from tests.infra.docker_session import (  # noqa: F401 - session fixtures shared with the other docker tests
     assert_nothing_left,
     digits_data,
     docker_client,
     wheels_dir,
 )
+from tests.measure_config import CHEAP_SET
 
 INFERENCE = Path(__file__).resolve().parents[1] / "inference"
 SYSTEM_CA = "/etc/ssl/certs/ca-certificates.crt"

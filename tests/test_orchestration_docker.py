@@ -5,180 +5,34 @@ message, the other host's result intact and nothing left running."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-import yaml
 
 from tests.conftest import copy_inference_tree, long_running_tree
-from tests.infra.docker_env import InfraUnavailable, ensure_base_image, ensure_docker, require
-from tests.infra.sshd import SshdError, make_unrelated_client_key, start_sshd, start_sshd_hosts, stop_all
-from tests.measure_config import CHEAP_SET
+from tests.infra.docker_session import assert_nothing_left, digits_data, docker_client, summary_of, wheels_dir  # noqa: F401
+from tests.infra.docker_ssh import (  # noqa: F401 - fixtures
+    finish,
+    hosts,
+    remote_workdir,
+    start_run,
+    wait_for_container,
+    write_host_yaml,
+)
+from tests.infra.sshd import make_unrelated_client_key, start_sshd, stop_all
 
 pytestmark = [pytest.mark.docker, pytest.mark.ssh, pytest.mark.slow]
-
-REPO = Path(__file__).resolve().parents[1]
-INFERENCE = REPO / "inference"
-TORCH_WHEEL = "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
-
-
-@pytest.fixture(scope="session")
-def docker_client():
-    try:
-        client = ensure_docker()
-        ensure_base_image(client=client)
-    except InfraUnavailable as exc:
-        require(False, f"Docker engine or base image unavailable: {exc}")
-    return client
-
-
-@pytest.fixture(scope="session")
-def wheels_dir(tmp_path_factory) -> Path:
-    """A folder holding only the CPU torch wheel, for the image's build context."""
-    local = Path("/opt/wheels") / TORCH_WHEEL
-    target = tmp_path_factory.mktemp("wheels")
-    if local.is_file():
-        try:
-            os.link(local, target / TORCH_WHEEL)
-        except OSError:
-            shutil.copy2(local, target / TORCH_WHEEL)
-        return target
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "download",
-            "--no-deps",
-            "--only-binary=:all:",
-            "-d",
-            str(target),
-            "torch==2.13.0+cpu",
-        ],
-        capture_output=True,
-        text=True,
-    )
-    require(proc.returncode == 0, f"no CPU torch wheel available for the image build: {proc.stderr[-500:]}")
-    return target
-
-
-@pytest.fixture(scope="session")
-def digits_data(digits_data_dir) -> Path:
-    os.chmod(digits_data_dir, 0o755)  # the containers run as the SSH user
-    return digits_data_dir
-
-
-@pytest.fixture(scope="session")
-def remote_workdir(tmp_path_factory) -> Path:
-    """Shared by every test so the code upload and ONNX caches are reused."""
-    path = tmp_path_factory.mktemp("remote")
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
-
-
-@pytest.fixture
-def hosts(tmp_path, docker_client):
-    try:
-        started = start_sshd_hosts(tmp_path / "ssh", 2, first_octet=2)
-    except SshdError as exc:
-        require(False, f"OpenSSH server unavailable: {exc}")
-    yield started
-    stop_all(started)
-
-
-def write_host_yaml(tmp_path: Path, hosts, data: Path, workdir: Path, wheels: Path, **overrides) -> Path:
-    first = hosts[0]
-    config = {
-        "MODE": "docker",
-        "VENDOR": "cpu",
-        "FLAGPERF_LOG_PATH": str(tmp_path / "result"),
-        "HOSTS": [f"{h.address}:{h.port}" for h in hosts],
-        "SSH_USER": first.user,
-        "SSH_KEY_FILE": first.client_key_path,
-        "KNOWN_HOSTS": first.known_hosts_path,
-        "SHM_SIZE": "256m",
-        "CASE_TIMEOUT": 600,
-        "CASES": {"digits:pytorch": str(data)},
-        "BASE_IMAGE": "inferperf/debian-python:bookworm",
-        "PIP_WHEELS_DIR": str(wheels),
-        "CA_BUNDLE": "/etc/ssl/certs/ca-certificates.crt",
-        "REMOTE_WORKDIR": str(workdir),
-    }
-    config.update(overrides)
-    path = tmp_path / "host.yaml"
-    path.write_text(yaml.safe_dump(config))
-    return path
-
-
-def start_run(config: Path, perf: Path = INFERENCE) -> subprocess.Popen:
-    cheap = (
-        CHEAP_SET if perf == INFERENCE else ()
-    )  # the shipped tree measures cheaply; a test's own tree keeps its settings
-    return subprocess.Popen(
-        [sys.executable, "run.py", "--config", str(config), *cheap],
-        cwd=perf,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-
-
-def finish(proc: subprocess.Popen, timeout: float = 1200) -> tuple[int, str]:
-    out, _ = proc.communicate(timeout=timeout)
-    return proc.returncode, out
-
-
-def summary_of(tmp_path: Path) -> dict:
-    runs = sorted((tmp_path / "result").glob("run*/summary.json"))
-    assert runs, "no summary.json written"
-    return json.loads(runs[-1].read_text())
 
 
 def by_host(summary: dict) -> dict[str, dict]:
     return {r["host"]: r for r in summary["results"]}
 
 
-def assert_nothing_left(docker_client, workdir: Path) -> None:
-    """No container of this test's runs is left (each mounts its code from under ``workdir``;
-    other tests' runs may be under way on the same engine), and no case process either."""
-    everything = docker_client.containers.list(all=True, ignore_removed=True, filters={"label": "inferperf.run"})
-    ours = [
-        c
-        for c in everything
-        if any(Path(m.get("Source", "/")).is_relative_to(workdir) for m in c.attrs.get("Mounts", []))
-    ]
-    assert not ours, [c.name for c in ours]
-    if not everything:  # processes cannot be told apart by test: look only when no other run is on the engine
-        # Container processes are visible from the host; these write to the container's log mount. A
-        # neighbour's run may start between the listing and ps: ps counts only when the engine still
-        # has no run after it.
-        ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
-        if not docker_client.containers.list(all=True, ignore_removed=True, filters={"label": "inferperf.run"}):
-            leftovers = [line for line in ps.splitlines() if "/workspace/log" in line]
-            assert not leftovers, leftovers
-    runs = workdir / "runs"
-    assert not runs.exists() or not any(runs.iterdir()), list(runs.rglob("*"))[:10]
-
-
 def copy_tree(target: Path) -> Path:
     copy_inference_tree(target)
     return target
-
-
-def wait_for_container(docker_client, name_part: str, timeout: float = 600) -> object:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        for container in docker_client.containers.list(ignore_removed=True, filters={"label": "inferperf.role=case"}):
-            if name_part in container.name:
-                return container
-        time.sleep(0.5)
-    raise AssertionError(f"no case container matching {name_part} appeared")
 
 
 def test_two_hosts_end_to_end(tmp_path, hosts, digits_data, remote_workdir, wheels_dir, docker_client):

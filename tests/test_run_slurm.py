@@ -5,7 +5,6 @@ one-line outcome, the exit code, and that no job and no process is left."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -21,26 +20,7 @@ import yaml
 from tests.conftest import copy_inference_tree, long_running_tree, wait_no_processes
 from tests.infra.docker_env import require
 from tests.infra.slurm import SlurmUnavailable, start_slurm
-
-
-@pytest.fixture
-def cluster(slurm_cluster):
-    yield slurm_cluster
-    slurm_cluster.cancel_all_jobs()
-    if "drain" in slurm_cluster.node_state():
-        slurm_cluster.undrain()
-        slurm_cluster.wait_idle()
-
-
-@pytest.fixture(scope="module")
-def shared_data(slurm_cluster, tmp_path_factory) -> Path:
-    """digits data inside the cluster's shared directory."""
-    from benchmarks.digits.pytorch.prepare import prepare_digits
-
-    out = Path(slurm_cluster.shared_dir) / "data" / "digits"
-    out.mkdir(parents=True, exist_ok=True)
-    prepare_digits(out)
-    return out
+from tests.infra.slurm_run import cluster, env_for, shared_data, the_record, wait_measuring  # noqa: F401 - fixtures
 
 
 def host_yaml(tmp_path: Path, cluster, perf: Path, data: Path, **overrides) -> Path:
@@ -62,13 +42,6 @@ def host_yaml(tmp_path: Path, cluster, perf: Path, data: Path, **overrides) -> P
     return path
 
 
-def env_for(cluster, path: str | None = None) -> dict:
-    env = {**os.environ, **cluster.env}
-    if path is not None:
-        env["PATH"] = path
-    return env
-
-
 def start(perf: Path, config: Path, env: dict) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "run.py", "--config", str(config)],
@@ -78,25 +51,6 @@ def start(perf: Path, config: Path, env: dict) -> subprocess.Popen:
         stderr=subprocess.PIPE,
         text=True,
     )
-
-
-def the_record(tmp_path: Path) -> dict:
-    files = sorted((tmp_path / "result").glob("run*/summary.json"))
-    assert files, "no summary.json"
-    return json.loads(files[-1].read_text())["results"][0]
-
-
-def wait_measuring(cluster, timeout: float = 240) -> str:
-    """The job id once the pipeline step is past its start-up."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        logs = list(Path(cluster.shared_dir, "runs").glob("*/*/*/container.out.log"))
-        if logs and re.search(r"\[[3-7]/7 ", logs[0].read_text(errors="replace")):
-            jobs = cluster.job_ids()
-            assert jobs, "no job while the case runs"
-            return jobs[0]
-        time.sleep(0.3)
-    raise AssertionError("the pipeline never reached its measured phases")
 
 
 def test_case_runs_as_a_slurm_job(tmp_path, cluster, shared_data):

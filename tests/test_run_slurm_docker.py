@@ -18,8 +18,8 @@ from pathlib import Path
 import yaml
 
 from tests.conftest import copy_inference_tree, long_running_tree, wait_no_processes
-from tests.test_orchestration_docker import docker_client, wheels_dir  # noqa: F401 - session fixtures
-from tests.test_run_slurm import cluster, env_for, shared_data, the_record, wait_measuring  # noqa: F401 - fixtures and helpers
+from tests.infra.docker_session import docker_client, wheels_dir  # noqa: F401 - session fixtures
+from tests.infra.slurm_run import cluster, env_for, shared_data, the_record, wait_measuring  # noqa: F401 - fixtures
 from utils.executors.containers import LABEL_RUN
 
 

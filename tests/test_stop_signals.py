@@ -1,5 +1,5 @@
 """common/stop_signals.py in a child process of its own, with real signals: a stop that lands inside a
-``__del__``, where Python cannot raise it (a CI run lost one there and exited 0), is raised again
+``__del__``, where Python cannot raise it (lost there, the run would exit 0 as if never stopped), is raised again
 from the code that runs next; an unrelated unraisable error still goes to the hook from before. And
 run.py's handler of a stop that comes while stopping, whose line must not meet the logger's lock."""
 
@@ -112,8 +112,8 @@ SECOND_STOP = textwrap.dedent(
 
 
 def test_a_second_stop_inside_a_log_line_is_said_after_it_without_a_logging_error():
-    """run.py's handler for a stop signal while stopping: a CI run's second Ctrl-C landed as the first
-    one's line was being written, and the handler's own line met loguru's lock on the same thread."""
+    """run.py's handler for a stop signal while stopping: a second Ctrl-C may land while the first one's
+    line is being written, and the handler's own line must not meet loguru's lock on the same thread."""
     child = subprocess.run(
         [sys.executable, "-c", SECOND_STOP.format(inference=str(INFERENCE))],
         cwd=INFERENCE,
@@ -161,7 +161,7 @@ STOP_IN_THE_LOGGER = PRELUDE + textwrap.dedent(
 
 def test_a_stop_inside_a_log_call_waits_for_its_end_and_the_logger_stays_usable():
     """A stop raised inside loguru's handler can leave its lock held (raised after the lock is taken and
-    before its ``with`` block is entered): a CI run's run_inference.py then hung reporting that stop."""
+    before its ``with`` block is entered): run_inference.py would then hang reporting that stop."""
     child = subprocess.run(
         [sys.executable, "-c", STOP_IN_THE_LOGGER.format(inference=str(INFERENCE))],
         capture_output=True,

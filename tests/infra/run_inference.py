@@ -22,7 +22,7 @@ COMPILE_ONLY = ["--set", "compile_only=true"]
 def ended(proc: subprocess.Popen, timeout: float = 60) -> tuple[str, str]:
     """``proc``'s output once it has ended; one that does not end within ``timeout`` is made to print
     every thread's stack (SIGABRT: start it with PYTHONFAULTHANDLER=1), and the test fails with them,
-    leaving nothing running (a CI run's hung run_inference.py outlived its test)."""
+    leaving nothing running (a hung run_inference.py must not outlive its test)."""
     try:
         return proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -131,7 +131,7 @@ def deferring_import(module: str) -> str:
     process has deferred a stop (its look-again timer is armed: common/stop_signals.py), writing
     DEFERRED_MARKER then, and lets the import go on. Ctrl-C raised inside it is printed and turned
     into ImportError, as an extension's initialisation meets it: pybind11's (onnxruntime's) prints
-    it, torch's C++ aborted the process (SIGABRT, a CI run)."""
+    it, torch's C++ aborts the process (SIGABRT)."""
     return f"""
 import importlib.abc, os, signal, sys, time, traceback
 

@@ -103,3 +103,13 @@ def records() -> list[SummaryRecord]:
         mfu_is_estimate=True,
     )
     return [resnet50, digits, bert]
+
+
+def record_dicts() -> list[dict]:
+    """:func:`records` as summary.json holds them, for a test that changes a key before reading them back."""
+    return [record.to_json() for record in records()]
+
+
+def typed(dicts: list[dict]) -> list[SummaryRecord]:
+    """summary.json's records read back as the summary reads them."""
+    return [SummaryRecord.from_json(d) for d in dicts]
