@@ -183,7 +183,8 @@ class SSEParser:
     the events its bytes completed (a payload may span chunks; CRLF and LF line ends both)."""
 
     def __init__(self) -> None:
-        self._buffer = b""
+        self._buffer = bytearray()
+        self._scanned = 0  # the buffer's first bytes, known to hold no line end
         self._data: list[bytes] = []
 
     @property
@@ -192,33 +193,44 @@ class SSEParser:
         return bool(self._buffer.strip() or self._data)
 
     def feed(self, chunk: bytes) -> list[bytes]:
-        self._buffer += chunk
+        # Each byte is searched for a line end once, and the buffer is cut once a call: a line that
+        # comes in many chunks costs its length, not its length times its chunks.
+        buffer = self._buffer
+        buffer += chunk
         events: list[bytes] = []
+        start = 0
         while True:
-            cut = self._buffer.find(b"\n")
+            cut = buffer.find(b"\n", max(start, self._scanned))
             if cut < 0:
-                if len(self._buffer) > MAX_EVENT_BYTES:
+                del buffer[:start]
+                self._scanned = len(buffer)
+                if len(buffer) > MAX_EVENT_BYTES:
                     raise MalformedSSE(f"an SSE line longer than {MAX_EVENT_BYTES >> 20} MiB")
                 return events
-            line, self._buffer = self._buffer[:cut], self._buffer[cut + 1 :]
-            if line.endswith(b"\r"):
-                line = line[:-1]
-            if not line:
-                if self._data:
-                    events.append(b"\n".join(self._data))
-                    self._data = []
-            elif line.startswith(b":"):
-                continue  # a comment (keep-alive)
-            else:
-                name, _, value = line.partition(b":")
-                if value.startswith(b" "):
-                    value = value[1:]
-                if name == b"data":
-                    self._data.append(value)
-                    if sum(map(len, self._data)) > MAX_EVENT_BYTES:
-                        raise MalformedSSE(f"an SSE event longer than {MAX_EVENT_BYTES >> 20} MiB")
-                elif name not in (b"event", b"id", b"retry"):
-                    raise MalformedSSE(f"not an SSE line: {line[:60]!r}")
+            line, start = bytes(buffer[start:cut]), cut + 1
+            self._scanned = 0
+            self._line(line, events)
+
+    def _line(self, line: bytes, events: list[bytes]) -> None:
+        """One line of the stream: an event's end (an empty line), a comment, or a field."""
+        if line.endswith(b"\r"):
+            line = line[:-1]
+        if not line:
+            if self._data:
+                events.append(b"\n".join(self._data))
+                self._data = []
+        elif line.startswith(b":"):
+            return  # a comment (keep-alive)
+        else:
+            name, _, value = line.partition(b":")
+            if value.startswith(b" "):
+                value = value[1:]
+            if name == b"data":
+                self._data.append(value)
+                if sum(map(len, self._data)) > MAX_EVENT_BYTES:
+                    raise MalformedSSE(f"an SSE event longer than {MAX_EVENT_BYTES >> 20} MiB")
+            elif name not in (b"event", b"id", b"retry"):
+                raise MalformedSSE(f"not an SSE line: {line[:60]!r}")
 
 
 REASONING_FIELDS = ("reasoning_content", "reasoning")
