@@ -261,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     from common.errors import EngineError, StorageError
     from common.files import atomic_path
     from common.launch import LaunchedServer
-    from inference_engine.serving_base import free_port
+    from contract.serving_base import free_port
 
     with tempfile.TemporaryDirectory(prefix="vllm-crosscheck-") as tmp:
         out = Path(tmp)
