@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from common.record import LLMBlock, ServingRow, Verdict
+from common.record import LLMBlock, ServingStep, Verdict
 from tests.conftest import INFERENCE, copy_inference_tree, local_host_yaml, run_py
 from tests.test_orchestration_docker import assert_nothing_left, docker_client  # noqa: F401 - a session fixture
 
@@ -433,29 +433,33 @@ def test_a_server_that_never_listens_fails_the_case_and_is_stopped(tree, tmp_pat
 
 
 # ---- the record --------------------------------------------------------------------------------------
-def serving_row(concurrency: int, reasons: tuple[str, ...] = ()) -> ServingRow:
-    return ServingRow(
+def serving_row(concurrency: int, reasons: tuple[str, ...] = ()) -> ServingStep:
+    return ServingStep(
+        label=f"concurrency {concurrency}",
+        phase="step",
         concurrency=concurrency,
+        request_rate=None,
         input_length=32,
         output_length=16,
         requests=8,
         completed=8,
         failed=0,
+        errors={},
+        duration_s=1.5,
+        token_source=("usage",),
         input_tokens=256,
         output_tokens=128,
-        duration_s=1.5,
         ttft_ms={"p50": 15.0, "ci95": {"p50": [14.0, 16.0]}},
+        ttfa_ms={},
         tpot_ms={"p50": 3.0},
         itl_ms={"p99": 5.0},
         e2e_ms={"p50": 60.0},
-        requests_per_s=5.3,
-        requests_per_s_ci95=[5.0, 5.6],
-        output_tokens_per_s=85.0,
-        output_tokens_per_s_ci95=[80.0, 90.0],
+        throughput={
+            "requests_per_s": {"value": 5.3, "ci95": [5.0, 5.6]},
+            "output_tokens_per_s": {"value": 85.0, "ci95": [80.0, 90.0]},
+        },
         tokens_per_s_per_user=333.3,
-        token_source=["usage"],
-        errors={},
-        drift={},
+        slo=None,
         stop_reason="precision reached",
         verdict=Verdict(reasons),
     )

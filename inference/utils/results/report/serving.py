@@ -1,5 +1,5 @@
 """report.html of a serving run (``run.py --endpoint``): its summary.json's typed rows
-(``common/serving_record.py::ServingStep``) drawn with the report's one chart stack (``charts``; ``page``
+(``common/record.py::ServingStep``) drawn with the report's one chart stack (``charts``; ``page``
 renders them into its template with the inlined plotly.js).
 
 The page: the run (endpoint, model, API, counts of valid and INVALID steps), a table of every step (the
