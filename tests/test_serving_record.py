@@ -163,7 +163,8 @@ def test_run_py_endpoint_writes_the_run_s_report_html_from_its_rows(tmp_path):
     rows = ServingSummary.from_json(json.loads((run / "summary.json").read_text())).rows
     # the frontier needs two steps with a TPOT (a busy machine can merge a reply's tokens into one event)
     frontier = {"throughput-latency frontier"} if all(row.tpot_ms.get("p50") for row in rows) else set()
-    assert set(_specs(page)) == {"latency against load", "throughput against load"} | frontier
+    timeslices = {"output tokens/s per timeslice", "TTFT p50 per timeslice"}  # no /metrics: no server plots
+    assert set(_specs(page)) == {"latency against load", "throughput against load"} | frontier | timeslices
     assert "concurrency 2" in page
     from utils.history.store import Store
 
@@ -240,3 +241,29 @@ def test_summary_md_draws_a_serving_vendor_s_line_from_the_row_s_throughput_bloc
     lines = serving_lines([_vendor_record(1.0)])
     (line,) = [line for line in lines if "| 4 | 128 | 64 |" in line]
     assert "| 281.6 ±" in line and "| 4.4 ±" in line and line.endswith("| valid |")
+
+
+def test_a_serving_vendor_s_case_section_draws_its_rows_as_an_endpoint_run_s(tmp_path):
+    from dataclasses import replace
+
+    from common.summary_record import read_summary
+    from tools.serving.loopback import VllmMetrics
+    from utils.results.report.sections import case_section
+
+    with LoopbackServer(steady(5.0, 0.5), model="m", metrics=VllmMetrics(kv_cache_usage=0.5)) as server:
+        run = _serving_run(tmp_path / "out", server.url)
+    rows = json.loads((run / "summary.json").read_text())["rows"]
+    golden = Path(__file__).parent / "fixtures" / "golden"
+    result = json.loads((golden / "results" / "llm_llama" / "result.json").read_text())
+    result["llm"] = {**result["llm"], "table": [], "server": [], "serving": rows, "served_by": {"server": "loopback"}}
+    (tmp_path / "case").mkdir()
+    (tmp_path / "case" / "result.json").write_text(json.dumps(result))
+    (record,) = read_summary(golden / "summaries" / "llm_llama.summary.json").results
+    section = case_section(replace(record, log_dir=str(tmp_path / "case")))
+    names = {plot["name"] for plot in section["plots"]}
+    assert {"latency against load", "throughput against load", "output tokens/s per timeslice",
+            "server kv-cache use over each step"} <= names  # fmt: skip
+    (table,) = section["tables"]
+    assert [row["step"] for row in table["rows"]] == ["concurrency 1", "concurrency 2"]
+    assert table["rows"][0]["kv_cache_mean_peak"] == "50.0 % / 50.0 %"
+    assert any(note.startswith("TTFT cross-check, concurrency 1: client mean") for note in table["notes"])

@@ -310,7 +310,8 @@ class ServingStep(Record, where="serving step"):
     it asked for (``input_length``, ``output_length``). Then the requests and how they ended, the
     distributions (count, mean, percentiles, ci95: JSON objects as result.json has them), each
     throughput as ``{value, ci95, plus_minus}`` (``not_judged`` where it is n/a), the throughputs'
-    ``drift``, the SLO block (None without ``--slo``) and the verdict. Made from a step's block
+    ``drift``, its ``timeslices`` and the server's ``server_metrics`` (``tools/serving/metrics.py``), the
+    SLO block (None without ``--slo``) and the verdict. Made from a step's block
     (``tools.serving.figures.step_figures``') by ``of``."""
 
     label: str = json_field(required=True)
@@ -334,6 +335,9 @@ class ServingStep(Record, where="serving step"):
     e2e_ms: Json
     throughput: Json
     drift: Json = json_field(kw_only=True, default_factory=dict)
+    # each slice of the window's tokens/s and TTFT; the server's own /metrics figures (absent: not measured)
+    timeslices: Json | None = json_field(kw_only=True, default=None, skip_none=True)
+    server_metrics: Json | None = json_field(kw_only=True, default=None, skip_none=True)
     tokens_per_s_per_user: float | None
     slo: Json | None
     stop_reason: str | None
@@ -364,6 +368,8 @@ class ServingStep(Record, where="serving step"):
             e2e_ms=dict(block.get("e2e_ms") or {}),
             throughput={name: dict(value) for name, value in (block.get("throughput") or {}).items()},
             drift=dict(block.get("drift") or {}),
+            timeslices=block.get("timeslices"),
+            server_metrics=block.get("server_metrics"),
             tokens_per_s_per_user=block.get("tokens_per_s_per_user"),
             slo=block.get("slo"),
             stop_reason=block.get("stopped"),

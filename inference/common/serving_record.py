@@ -12,7 +12,7 @@ keys are described in docs/serving.md.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any, Final, Sequence
 
 from common.codec import Json, Record, json_field
 from common.record import RecordError, ServingStep, step_figures
@@ -64,3 +64,63 @@ class ServingSummary(Record, where="summary.json"):
         if not isinstance(data, dict) or data.get("kind") != SERVING:
             raise RecordError(f'{where}: not a serving run\'s summary (no "kind": "serving")')
         return super().from_json(data, where)
+
+
+# ---- the server's own figures (tools/serving/metrics.py's block, a step's ``server_metrics``) ---------------
+NOT_EXPOSED: Final = "not exposed"  # a figure the server does not expose: never read as 0
+
+
+def not_exposed(block: Any) -> bool:
+    return not isinstance(block, dict) or not block.get("exposed")
+
+
+def shown(value: Any, digits: int = 1, scale: float = 1.0, unit: str = "") -> str:
+    """A figure for summary.md: "not exposed", "—" (none over the step), or the number."""
+    if value == NOT_EXPOSED:
+        return NOT_EXPOSED
+    if value is None:
+        return "—"
+    return f"{value * scale:.{digits}f}{unit}"
+
+
+def summary_row(label: str, block: dict, client_ttft: dict) -> dict:
+    """summary.md's row of the server's figures for one step, beside the client's TTFT."""
+    if not_exposed(block):
+        return {"step": label, "server": NOT_EXPOSED}
+
+    def gauge(key: str, scale: float = 1.0, digits: int = 1, unit: str = "") -> str:
+        value = block.get(key)
+        if not isinstance(value, dict):
+            return NOT_EXPOSED
+        return f"{shown(value['mean'], digits, scale, unit)} / {shown(value['peak'], digits, scale, unit)}"
+
+    ttft, queue = block.get("ttft_ms"), block.get("queue_time_ms")
+    spec = block.get("spec_decode")
+    return {
+        "step": label,
+        "server": block.get("server") or "?",
+        "kv_cache_mean_peak": gauge("kv_cache_usage", 100.0, 1, " %"),
+        "prefix_cache_hit_rate": shown(block.get("prefix_cache_hit_rate"), 1, 100.0, " %"),
+        "running_mean_peak": gauge("running"),
+        "waiting_mean_peak": gauge("waiting"),
+        "queue_time_mean_ms": shown(queue.get("mean") if isinstance(queue, dict) else NOT_EXPOSED, 2),
+        "server_ttft_mean_p50_ms": (
+            f"{shown(ttft.get('mean'), 2)} / {shown(ttft.get('p50'), 2)}" if isinstance(ttft, dict) else NOT_EXPOSED
+        ),
+        "client_ttft_mean_p50_ms": f"{shown(client_ttft.get('mean'), 2)} / {shown(client_ttft.get('p50'), 2)}",
+        "preemptions": shown(block.get("preemptions"), 0),
+        "spec_acceptance": shown(spec.get("acceptance_rate"), 1, 100.0, " %")
+        if isinstance(spec, dict)
+        else NOT_EXPOSED,
+    }
+
+
+def server_rows(steps: Sequence[ServingStep]) -> list[dict]:
+    """Each step's row of the server's own figures beside the client's TTFT (``summary_row``), every row
+    with the same keys (a step the server exposed nothing for reads "not exposed"); [] when it exposed none."""
+    blocks = [step.server_metrics or {} for step in steps]
+    if not any(block.get("exposed") for block in blocks):
+        return []
+    rows = [summary_row(step.label, block, step.ttft_ms) for step, block in zip(steps, blocks)]
+    keys = list(next(row for row in rows if len(row) > 2))
+    return [row if len(row) > 2 else {key: row.get(key, NOT_EXPOSED) for key in keys} for row in rows]

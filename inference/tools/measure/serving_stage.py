@@ -20,8 +20,8 @@ serving client of ``run.py --endpoint`` (``tools/serving/``, docs/serving.md).
   server  the server's own Prometheus ``/metrics`` (``tools/serving/metrics.py``), scraped before and after
           each step and sampled every second during it: KV-cache use, prefix-cache hits, requests running
           and waiting, its TTFT and queue-time histograms, preemptions (vLLM's names; llama-cpp-python's
-          server has no /metrics: "not exposed"), on the log line of each step and in the plots; the
-          row type is unchanged.
+          server has no /metrics: "not exposed"), on the log line of each step and in the row
+          (``server_metrics``), which report.html draws as an endpoint run's.
   exports each request as a JSON line and each step as a CSV row (``tools/serving/exports.py``) in the
           case's log folder: ``serving_requests.jsonl``, ``serving_steps.csv``.
 
@@ -125,7 +125,7 @@ def measure_step(
     )
     _check_alive(engine)
     block = step_figures(result.records, None, precision, stop.reason)
-    block["load"], block["label"] = load.to_dict(), load.label  # as run.py --endpoint's steps, for the plots
+    block["load"], block["label"] = load.to_dict(), load.label  # as run.py --endpoint's steps: the row's
     block["server_metrics"] = sampler.report([r.ttft_ns / 1e6 for r in result.records if r.ok and r.ttft_ns])
     block["_records"] = result.records  # for the exports; popped before anything is written
     return block
@@ -133,7 +133,7 @@ def measure_step(
 
 def server_line(block: dict) -> str:
     """The log line of the server's own figures for a step (its /metrics), or why there are none."""
-    from tools.serving.metrics import summary_row
+    from common.serving_record import summary_row
 
     server = block.get("server_metrics") or {}
     if not server.get("exposed"):
@@ -156,19 +156,6 @@ def write_exports(log_dir: str, blocks: list[dict]) -> None:
         tmp.write_text(
             steps_csv([("step", {k: v for k, v in b.items() if k != "_records"}) for b in blocks]), encoding="utf-8"
         )
-
-
-def write_plots(log_dir: str, blocks: list[dict]) -> None:
-    """The steps' plots (``tools/serving/plots.py``, as run.py --endpoint draws them) into the case's log
-    folder, for report.html (``common/layout.py::SERVING_PLOTS``)."""
-    from common.files import atomic_path
-    from common.layout import SERVING_PLOTS
-    from tools.serving.plots import figures
-    from tools.serving.tables import pareto
-
-    svgs = figures({"steps": blocks, "pareto": pareto(blocks)})
-    with atomic_path(Path(log_dir) / SERVING_PLOTS) as tmp:
-        tmp.write_text("\n".join(svg for _, svg in svgs) + "\n", encoding="utf-8")
 
 
 def run_serving_stage(
@@ -208,7 +195,6 @@ def run_serving_stage(
     write_exports(config.log_dir, blocks)
     for block in blocks:
         block.pop("_records", None)
-    write_plots(config.log_dir, blocks)
     return report
 
 
