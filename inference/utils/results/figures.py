@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from common.record import Key, LatencyBlock, LLMRow, Verdict
+from common.record import Key, LatencyBlock, LLMRow, ServingStep, Verdict
 from common.scenario import scenario
 from common.summary_record import RepetitionFigure, Repetitions, Row, SummaryRecord, SummaryRow
 from utils.results.decide import Sample, across
@@ -107,6 +107,17 @@ def _percentile(latency: LatencyBlock | None, name: str) -> float | None:
     return getattr(latency, name) if latency is not None else None
 
 
+def step_samples(step: ServingStep) -> dict[tuple[str, str], Sample]:
+    """A served LLM's load step's figures (``ServingStep.figures``), by (its label, figure): a serving
+    vendor's case's and a serving run's (``serving_compare.py``) alike; figures without a value left out."""
+    found = {}
+    for figure, (value, interval) in step.figures().items():
+        sample = figure_sample(value, interval, step.verdict.valid)
+        if sample is not None:
+            found[(step.label, figure)] = sample
+    return found
+
+
 def record_figures(record: SummaryRecord) -> dict[tuple[str, str], Sample]:
     """Every figure of one record (one repetition), by (row, figure); figures without a value are left out."""
     found: dict[tuple[str, str], Sample] = {}
@@ -134,8 +145,7 @@ def record_figures(record: SummaryRecord) -> dict[tuple[str, str], Sample]:
             add(label, figure, (block or {}).get("p50"), ((block or {}).get("ci95") or {}).get("p50"), valid)
         add(label, "output tokens/s", llm_row.output_tokens_per_s, llm_row.output_tokens_per_s_ci95, valid)
     for step in record.llm.serving if record.llm else ():  # a serving vendor's load steps: run.py --endpoint's rows
-        for figure, (value, interval) in step.figures().items():
-            add(step.label, figure, value, interval, step.verdict.valid)
+        found.update(step_samples(step))
     return found
 
 
