@@ -16,7 +16,7 @@ import pytest
 
 from common.files import LogFileSink
 from common.onnx_files import has_external_marker, onnx_external_locations
-from common.record import RESULT_FILE, LLMBlock, LLMRow, PerformanceRow, RecordError, ServingRow, read_result
+from common.record import RESULT_FILE, LLMBlock, LLMRow, PerformanceRow, RecordError, ServingStep, read_result
 from contract.cache import evict, onnx_digests, onnx_external_files, probe, reuse, seal, seal_path
 from tests.result_records import performance_row, result_json
 
@@ -65,29 +65,34 @@ def test_a_prefill_flops_figure_alone_is_kept():
     assert written["prefill_flops_per_s"] == 7.0e9 and written["decode_flops_per_s"] is None
 
 
-# One load step as result.json records it (docs/result_schema.md, ``ServingRow``).
+# One load step as result.json records it (docs/result_schema.md, ``ServingStep``: run.py --endpoint's row).
 SERVING_STEP = {
+    "label": "concurrency 1",
+    "phase": "step",
     "concurrency": 1,
+    "request_rate": None,
     "input_length": 128,
     "output_length": 64,
     "requests": 12,
     "completed": 11,
     "failed": 1,
+    "errors": {"timeout": 1},
+    "duration_s": 2.5,
+    "token_source": ["usage"],
     "input_tokens": 1408,
     "output_tokens": 704,
-    "duration_s": 2.5,
     "ttft_ms": {"p50": 15.0, "ci95": {"p50": [14.0, 16.0]}},
+    "ttfa_ms": {},
     "tpot_ms": {"p50": 3.0},
     "itl_ms": {"p99": 5.0},
     "e2e_ms": {"p50": 200.0},
-    "requests_per_s": 4.4,
-    "requests_per_s_ci95": [4.0, 4.8],
-    "output_tokens_per_s": 281.6,
-    "output_tokens_per_s_ci95": [270.0, 290.0],
-    "tokens_per_s_per_user": 320.0,
-    "token_source": ["usage"],
-    "errors": {"timeout": 1},
+    "throughput": {
+        "requests_per_s": {"value": 4.4, "ci95": [4.0, 4.8]},
+        "output_tokens_per_s": {"value": 281.6, "ci95": [270.0, 290.0]},
+    },
     "drift": {"output_tokens_per_s": {"change": 0.02, "drifting": False}},
+    "tokens_per_s_per_user": 320.0,
+    "slo": None,
     "stop_reason": "precision reached",
     "verdict": {"valid": False, "reasons": ["1 of 12 requests failed"]},
 }
@@ -100,11 +105,11 @@ def test_a_served_llms_steps_and_server_are_read_and_written_back_as_they_are():
         "table": [],
         "server": [],
         "greedy": None,
-        "serving": [SERVING_STEP, {**SERVING_STEP, "concurrency": 4}],
+        "serving": [SERVING_STEP, {**SERVING_STEP, "label": "concurrency 4", "concurrency": 4}],
         "served_by": {"url": "http://h:8000"},
     }
     block = LLMBlock.from_json(reread(data))
-    assert block is not None and [row.label for row in block.serving] == ["serving x1", "serving x4"]
+    assert block is not None and [row.label for row in block.serving] == ["concurrency 1", "concurrency 4"]
     assert block.to_json() == data
 
 
@@ -113,30 +118,30 @@ def test_a_served_llm_names_its_server_even_before_any_load_step():
     assert data["serving"] == [] and data["served_by"] == {"url": "http://h:8000"}
 
 
-def test_a_serving_row_with_only_its_identity_and_verdict():
-    row = ServingRow.from_json({"concurrency": 2, "verdict": {"reasons": []}})
-    assert row.to_json() == {
-        "concurrency": 2,
-        "input_length": 0,
-        "output_length": 0,
+def test_a_serving_step_with_only_its_identity_and_verdict():
+    row = ServingStep.from_json({"label": "rate 2/s poisson", "phase": "step", "verdict": {"reasons": []}})
+    assert row.to_json() == {  # the lengths asked: only a vendor's step has them
+        "label": "rate 2/s poisson",
+        "phase": "step",
+        "concurrency": None,
+        "request_rate": None,
         "requests": 0,
         "completed": 0,
         "failed": 0,
+        "errors": {},
+        "duration_s": None,
+        "token_source": [],
         "input_tokens": None,
         "output_tokens": None,
-        "duration_s": 0.0,
         "ttft_ms": {},
+        "ttfa_ms": {},
         "tpot_ms": {},
         "itl_ms": {},
         "e2e_ms": {},
-        "requests_per_s": None,
-        "requests_per_s_ci95": None,
-        "output_tokens_per_s": None,
-        "output_tokens_per_s_ci95": None,
-        "tokens_per_s_per_user": None,
-        "token_source": [],
-        "errors": {},
+        "throughput": {},
         "drift": {},
+        "tokens_per_s_per_user": None,
+        "slo": None,
         "stop_reason": None,
         "verdict": {"valid": True, "reasons": []},
     }
@@ -145,8 +150,8 @@ def test_a_serving_row_with_only_its_identity_and_verdict():
 @pytest.mark.parametrize(
     "parse, data, message",
     [
-        (ServingRow.from_json, [], "serving row: not a JSON object"),
-        (ServingRow.from_json, {"verdict": {"reasons": []}}, "serving row: no key 'concurrency'"),
+        (ServingStep.from_json, [], "serving step: not a JSON object"),
+        (ServingStep.from_json, {"label": "concurrency 1", "verdict": {}}, "serving step: no key 'phase'"),
         (
             LLMBlock.from_json,
             {"model": {}, "table": [], "server": [], "serving": {"x1": {}}},
@@ -154,7 +159,7 @@ def test_a_serving_row_with_only_its_identity_and_verdict():
         ),
         (
             LLMBlock.from_json,
-            {"model": {}, "table": [], "server": [], "serving": [{"concurrency": 1}]},
+            {"model": {}, "table": [], "server": [], "serving": [{"label": "concurrency 1", "phase": "step"}]},
             "llm: serving[0]: no key 'verdict'",
         ),
     ],

@@ -247,7 +247,7 @@ def test_serving_runs_without_a_common_step_or_with_a_bad_row_are_bad_input(runs
     _, bad = _edited(runs, tmp_path / "bad", lambda result: result["rows"][1].update(requests="64"))
     assert compare_main([str(a), str(bad)], tmp_path) == 2
     err = capsys.readouterr().err.strip()
-    assert "\n" not in err and f"{bad / 'summary.json'}: rows[1]: key 'requests' is str, not int" in err
+    assert "\n" not in err and f"{bad / 'summary.json'}: rows[1]: key 'requests' is not an integer" in err
 
 
 # ---- host.yaml's ENDPOINT ---------------------------------------------------------------------

@@ -151,8 +151,12 @@ def test_timeslices_in_result_json_and_the_report_sum_to_the_step(tmp_path):
     assert sum(i["requests_completed"] for i in sliced["items"]) == step["completed"]
     assert sum(i["ttft_ms"]["count"] for i in sliced["items"]) == step["completed"]
     assert sliced["width_s"] * 3 == pytest.approx(step["duration_s"])
-    report = (run / "serving" / "report.html").read_text()
-    assert "Output tokens/s per timeslice" in report and "TTFT p50 per timeslice" in report
+    from utils.results.report import write_report
+
+    (row,) = json.loads((run / "summary.json").read_text())["rows"]
+    assert row["timeslices"] == sliced  # the row the run's report.html draws
+    report = write_report(run).read_text()
+    assert 'aria-label="output tokens/s per timeslice"' in report and 'aria-label="TTFT p50 per timeslice"' in report
 
 
 @pytest.mark.parametrize("value", ["0", "1001"])

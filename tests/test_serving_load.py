@@ -286,8 +286,9 @@ def test_a_tokenizer_count_far_from_usage_is_noted():
     assert step_figures(records, None, None)["token_count_note"] is None
 
 
-def test_the_report_orders_steps_by_load_and_joins_the_pareto_frontier():
-    from tools.serving.plots import ordered, report
+def test_the_report_orders_steps_by_load_and_draws_their_timeslices():
+    from common.serving_record import ServingStep
+    from utils.results.report.serving import ordered, timeslice_plots
 
     def step(label, load, out, per_user):
         block = step_figures([_record(i, 10, 4) for i in range(20)], SLO(ttft_ms=20), None)
@@ -301,18 +302,20 @@ def test_the_report_orders_steps_by_load_and_joins_the_pareto_frontier():
         step("rate 2/s", {"request_rate": 2.0}, 30, 50),
     ]
     steps.append(step("concurrency 1", {"concurrency": 1}, 20, 60))
-    assert [s["label"] for s in ordered(steps)] == ["concurrency 1", "concurrency 4", "rate 2/s", "rate inf/s"]
+    rows = tuple(ServingStep.of(s) for s in steps)
+    assert [s.label for s in ordered(rows)] == ["concurrency 1", "concurrency 4", "rate 2/s", "rate inf/s"]
     from tools.serving.tables import pareto
 
     front = pareto(steps)
     assert sorted(p["label"] for p in front) == ["concurrency 1", "concurrency 4", "rate 2/s", "rate inf/s"]
     steps.append(step("concurrency 2", {"concurrency": 2}, 25, 40))  # beaten by rate 2/s on both
     assert "concurrency 2" not in [p["label"] for p in pareto(steps)]
-    page = report(
-        {"steps": steps, "pareto": pareto(steps), "served_model": "m", "endpoint": "u", "token_source": ["usage"]}
-    )
-    last = page.split("<svg")[4]
-    assert last.count('class="series"') == 2 and last.count('class="point"') == 5 + 4
+    plots = dict(timeslice_plots(list(ordered(rows))))
+    tokens = plots["output tokens/s per timeslice"]
+    assert tokens is not None and [t["name"] for t in tokens["data"]] == [s.label for s in ordered(rows)]
+    slices = rows[0].timeslices["items"]
+    assert tokens["data"][0]["x"] == [i["index"] + 1 for i in slices]
+    assert plots["TTFT p50 per timeslice"] is not None
 
 
 def _at(i: int, sent_ms: float) -> RequestRecord:

@@ -151,9 +151,14 @@ def test_every_figure_of_a_vllm_named_server_per_step_beside_the_clients(tmp_pat
     assert "## The server's own figures (GET " in summary
     assert "| concurrency 1 | vllm | 37.5 % / 37.5 % | 25.0 % |" in summary
     assert "TTFT cross-check, concurrency 2: client mean" in summary
-    report = (run / "serving" / "report.html").read_text()
-    assert 'class="server-metrics"' in report and "TTFT cross-check" in report
-    assert "Server KV-cache use over each step" in report
+    from utils.results.report import write_report
+
+    assert not (run / "serving" / "report.html").exists()  # the run's one report.html, from its rows
+    report = write_report(run).read_text()
+    assert 'class="server-metrics"' in report and "TTFT cross-check, concurrency 2: client mean" in report
+    assert "<td>37.5 % / 37.5 %</td>" in report and "transit" in report
+    assert 'aria-label="server kv-cache use over each step"' in report
+    assert 'aria-label="server requests running over each step"' in report
 
 
 def test_a_metric_the_server_does_not_expose_reads_not_exposed_never_zero(tmp_path):

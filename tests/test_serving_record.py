@@ -89,9 +89,9 @@ def test_compare_decides_two_serving_runs_from_their_rows_alone(two_runs, tmp_pa
     "edit, words",
     [
         (lambda row: row.pop("label"), "rows[0]: no key 'label'"),
-        (lambda row: row.update(completed=1.5), "rows[0]: key 'completed' is float, not int"),
-        (lambda row: row.update(verdict=["valid"]), "rows[0]: key 'verdict' is list, not dict"),
-        (lambda row: row.update(ttft_ms="12 ms"), "rows[0]: key 'ttft_ms' is str, not dict"),
+        (lambda row: row.update(completed=1.5), "rows[0]: key 'completed' is not an integer"),
+        (lambda row: row.update(verdict=["valid"]), "rows[0]: key 'verdict' is not a JSON object"),
+        (lambda row: row.update(ttft_ms="12 ms"), "rows[0]: key 'ttft_ms' is not a JSON object"),
     ],
 )
 def test_a_row_of_the_wrong_shape_is_one_line_naming_the_file_and_key(two_runs, edit, words):
@@ -163,7 +163,8 @@ def test_run_py_endpoint_writes_the_run_s_report_html_from_its_rows(tmp_path):
     rows = ServingSummary.from_json(json.loads((run / "summary.json").read_text())).rows
     # the frontier needs two steps with a TPOT (a busy machine can merge a reply's tokens into one event)
     frontier = {"throughput-latency frontier"} if all(row.tpot_ms.get("p50") for row in rows) else set()
-    assert set(_specs(page)) == {"latency against load", "throughput against load"} | frontier
+    timeslices = {"output tokens/s per timeslice", "TTFT p50 per timeslice"}  # no /metrics: no server plots
+    assert set(_specs(page)) == {"latency against load", "throughput against load"} | frontier | timeslices
     assert "concurrency 2" in page
     from utils.history.store import Store
 
@@ -175,11 +176,13 @@ def test_run_py_endpoint_writes_the_run_s_report_html_from_its_rows(tmp_path):
     assert reports == {str(run / "report.html")}
 
 
-# A serving vendor's load step (result.json's llm.serving[], common.record.ServingRow), as the vLLM case writes it.
-VENDOR_STEP = {"concurrency": 4, "input_length": 128, "output_length": 64, "requests": 32, "completed": 32, "failed": 0,
+# A serving vendor's load step (result.json's llm.serving[]): the same row as run.py --endpoint's.
+VENDOR_STEP = {"label": "concurrency 4", "phase": "step", "concurrency": 4, "input_length": 128, "output_length": 64,
+               "requests": 32, "completed": 32, "failed": 0,
                "ttft_ms": {"p50": 15.0, "ci95": {"p50": [14.0, 16.0]}}, "tpot_ms": {"p50": 3.0},
-               "e2e_ms": {"p50": 200.0, "p90": 240.0}, "requests_per_s": 4.4, "requests_per_s_ci95": [4.0, 4.8],
-               "output_tokens_per_s": 281.6, "output_tokens_per_s_ci95": [270.0, 290.0],
+               "e2e_ms": {"p50": 200.0, "p90": 240.0},
+               "throughput": {"requests_per_s": {"value": 4.4, "ci95": [4.0, 4.8]},
+                              "output_tokens_per_s": {"value": 281.6, "ci95": [270.0, 290.0]}},
                "verdict": {"valid": True, "reasons": []}}  # fmt: skip
 
 
@@ -192,11 +195,8 @@ def _vendor_record(scale: float):
     golden = Path(__file__).parent / "fixtures" / "golden" / "summaries" / "llm_llama.summary.json"
     (record,) = read_summary(golden).results
     assert record.llm is not None
-    step = {
-        **VENDOR_STEP,
-        "output_tokens_per_s": 281.6 * scale,
-        "output_tokens_per_s_ci95": [270.0 * scale, 290.0 * scale],
-    }
+    tokens = {"value": 281.6 * scale, "ci95": [270.0 * scale, 290.0 * scale]}
+    step = {**VENDOR_STEP, "throughput": {**VENDOR_STEP["throughput"], "output_tokens_per_s": tokens}}
     data = {**record.llm.to_json(), "table": [], "server": [], "serving": [step], "served_by": {"engine": "vllm"}}
     return replace(record, llm=SummaryLLM.from_json(data), repetitions=None)
 
@@ -205,12 +205,65 @@ def test_a_serving_vendor_s_steps_are_figures_for_compare_repeat_and_the_history
     from utils.results.figures import merge_repetitions, record_figures
 
     figures = record_figures(_vendor_record(1.0))
-    assert figures[("serving x4", "output tokens/s")].value == 281.6
-    assert figures[("serving x4", "output tokens/s")].interval == (270.0, 290.0)
-    assert figures[("serving x4", "TTFT p50 ms")].interval == (14.0, 16.0)
-    assert {figure for row, figure in figures if row == "serving x4"} == {
+    assert figures[("concurrency 4", "output tokens/s")].value == 281.6
+    assert figures[("concurrency 4", "output tokens/s")].interval == (270.0, 290.0)
+    assert figures[("concurrency 4", "TTFT p50 ms")].interval == (14.0, 16.0)
+    assert {figure for row, figure in figures if row == "concurrency 4"} == {
         "output tokens/s", "requests/s", "TTFT p50 ms", "TPOT p50 ms", "E2E p90 ms"}  # fmt: skip
     merged = merge_repetitions([_vendor_record(1.0), _vendor_record(2.0)])
     assert merged.repetitions is not None
-    (tokens,) = [f for f in merged.repetitions.figures if (f.row, f.figure) == ("serving x4", "output tokens/s")]
+    (tokens,) = [f for f in merged.repetitions.figures if (f.row, f.figure) == ("concurrency 4", "output tokens/s")]
     assert tokens.values == [281.6, 563.2] and tokens.higher_is_better and tokens.unit == "tokens/s"
+
+
+def test_a_serving_vendor_writes_run_py_endpoint_s_row_with_the_lengths_it_asked(two_runs):
+    from common.record import LLMBlock
+    from tools.measure.serving_stage import ServingWorkload, _row
+
+    endpoint_rows = json.loads((two_runs[0] / "summary.json").read_text())["rows"]
+    steps = json.loads((two_runs[0] / "serving" / "result.json").read_text())["steps"]
+    asked = ServingWorkload(input_length=4, output_length=3)
+    rows = tuple(_row(step, asked, ["greedy check failed"]) for step in steps)
+    written = LLMBlock({}, {}, serving=rows, served_by={"server": "loopback"}).to_json()["serving"]
+    for vendor, endpoint in zip(written, endpoint_rows):
+        assert (vendor["input_length"], vendor["output_length"]) == (4, 3)
+        assert set(vendor) - set(endpoint) == {"input_length", "output_length"} and set(endpoint) <= set(vendor)
+        assert vendor["verdict"]["reasons"] == [*endpoint["verdict"]["reasons"], "greedy check failed"]
+        same = {key for key in endpoint if key != "verdict"}
+        assert {key: vendor[key] for key in same} == {key: endpoint[key] for key in same}
+    block = {"model": {}, "table": [], "server": [], "serving": written}
+    assert isinstance(LLMBlock.from_json(json.loads(json.dumps(block))).serving[0], ServingStep)
+
+
+def test_summary_md_draws_a_serving_vendor_s_line_from_the_row_s_throughput_block():
+    from utils.results.llm_summary import serving_lines
+
+    lines = serving_lines([_vendor_record(1.0)])
+    (line,) = [line for line in lines if "| 4 | 128 | 64 |" in line]
+    assert "| 281.6 ±" in line and "| 4.4 ±" in line and line.endswith("| valid |")
+
+
+def test_a_serving_vendor_s_case_section_draws_its_rows_as_an_endpoint_run_s(tmp_path):
+    from dataclasses import replace
+
+    from common.summary_record import read_summary
+    from tools.serving.loopback import VllmMetrics
+    from utils.results.report.sections import case_section
+
+    with LoopbackServer(steady(5.0, 0.5), model="m", metrics=VllmMetrics(kv_cache_usage=0.5)) as server:
+        run = _serving_run(tmp_path / "out", server.url)
+    rows = json.loads((run / "summary.json").read_text())["rows"]
+    golden = Path(__file__).parent / "fixtures" / "golden"
+    result = json.loads((golden / "results" / "llm_llama" / "result.json").read_text())
+    result["llm"] = {**result["llm"], "table": [], "server": [], "serving": rows, "served_by": {"server": "loopback"}}
+    (tmp_path / "case").mkdir()
+    (tmp_path / "case" / "result.json").write_text(json.dumps(result))
+    (record,) = read_summary(golden / "summaries" / "llm_llama.summary.json").results
+    section = case_section(replace(record, log_dir=str(tmp_path / "case")))
+    names = {plot["name"] for plot in section["plots"]}
+    assert {"latency against load", "throughput against load", "output tokens/s per timeslice",
+            "server kv-cache use over each step"} <= names  # fmt: skip
+    (table,) = section["tables"]
+    assert [row["step"] for row in table["rows"]] == ["concurrency 1", "concurrency 2"]
+    assert table["rows"][0]["kv_cache_mean_peak"] == "50.0 % / 50.0 %"
+    assert any(note.startswith("TTFT cross-check, concurrency 1: client mean") for note in table["notes"])

@@ -551,7 +551,8 @@ def test_an_llm_block_s_server_rows_and_serving_steps_read_back_with_their_place
     assert record.llm is not None
     block = record.llm.to_json()
     server_row = {**block["table"][0], "decode_mfu": 0.125, "decode_mfu_note": "server"}
-    step = {"concurrency": 4, "verdict": {"valid": True, "reasons": []}, "requests": 9}
+    step = {"label": "concurrency 4", "phase": "step", "concurrency": 4, "verdict": {"valid": True, "reasons": []},
+            "requests": 9}  # fmt: skip
     data = {**block, "server": [server_row], "serving": [step], "served_by": None}
     llm = SummaryLLM.from_json(json.loads(json_text(data)), "s.json: llm")
     assert llm is not None and len(llm.server) == 1 and llm.rows[-1] is llm.server[0]

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from common.record import LLMBlock, ServingRow, Verdict
+from common.record import LLMBlock, ServingStep, Verdict
 from tests.conftest import INFERENCE, REPO, copy_inference_tree, local_host_yaml, run_py
 from tests.infra.docker_session import assert_nothing_left, docker_client  # noqa: F401 - a session fixture
 
@@ -383,30 +383,16 @@ def test_mode_docker_runs_the_case_in_the_vllm_image_end_to_end(tree, tmp_path, 
     assert_serving_plots_in_the_report(tmp_path)
 
 
-PLOTS = ("TTFT against load", "TPOT against load", "Throughput and goodput against load")
-PARETO = "Tokens/s per user against output tokens/s"
+PLOTS = ("latency against load", "throughput against load", "output tokens/s per timeslice")
 
 
 def assert_serving_plots_in_the_report(tmp_path: Path) -> None:
-    """report.html shows tools/serving/plots.py's four plots of the case's load steps, as the case drew them."""
-    (drawn,) = list((tmp_path / "result").rglob("serving_plots.html"))
+    """report.html draws the case's load steps (llm.serving) as an endpoint run's (utils/results/report/serving.py)."""
     report = next((tmp_path / "result").glob("run*/report.html")).read_text()
-    for title in (*PLOTS, PARETO):
-        assert f'aria-label="{title}"' in drawn.read_text() and f'aria-label="{title}"' in report
+    for title in PLOTS:
+        assert f'aria-label="{title}"' in report
     assert "LLM TTFT and TPOT vs batch size" not in report  # the in-process engines' plots, empty here
-    assert "c=1" in report and "c=2" in report  # the steps' labels on the load axis
-
-
-def test_the_report_places_only_script_free_svg(tmp_path):
-    from utils.results.report.sections import serving_plots
-
-    assert serving_plots(tmp_path) is None  # an in-process engine's case draws none
-    (tmp_path / "serving_plots.html").write_text('<svg xmlns="http://www.w3.org/2000/svg"><text>x</text></svg>\n')
-    caption, markup = serving_plots(tmp_path)
-    assert caption.startswith("serving over HTTP") and str(markup).startswith("<svg")
-    for bad in ("<svg><script>alert(1)</script></svg>", '<svg onload="alert(1)"></svg>', "<p>not svg</p>"):
-        (tmp_path / "serving_plots.html").write_text(bad)
-        assert serving_plots(tmp_path) is None, bad
+    assert "concurrency 1" in report and "concurrency 2" in report  # the steps' labels on the load axis
 
 
 # ---- failure lines that need no vLLM ----------------------------------------------------------------
@@ -434,29 +420,33 @@ def test_a_server_that_never_listens_fails_the_case_and_is_stopped(tree, tmp_pat
 
 
 # ---- the record --------------------------------------------------------------------------------------
-def serving_row(concurrency: int, reasons: tuple[str, ...] = ()) -> ServingRow:
-    return ServingRow(
+def serving_row(concurrency: int, reasons: tuple[str, ...] = ()) -> ServingStep:
+    return ServingStep(
+        label=f"concurrency {concurrency}",
+        phase="step",
         concurrency=concurrency,
+        request_rate=None,
         input_length=32,
         output_length=16,
         requests=8,
         completed=8,
         failed=0,
+        errors={},
+        duration_s=1.5,
+        token_source=("usage",),
         input_tokens=256,
         output_tokens=128,
-        duration_s=1.5,
         ttft_ms={"p50": 15.0, "ci95": {"p50": [14.0, 16.0]}},
+        ttfa_ms={},
         tpot_ms={"p50": 3.0},
         itl_ms={"p99": 5.0},
         e2e_ms={"p50": 60.0},
-        requests_per_s=5.3,
-        requests_per_s_ci95=[5.0, 5.6],
-        output_tokens_per_s=85.0,
-        output_tokens_per_s_ci95=[80.0, 90.0],
+        throughput={
+            "requests_per_s": {"value": 5.3, "ci95": [5.0, 5.6]},
+            "output_tokens_per_s": {"value": 85.0, "ci95": [80.0, 90.0]},
+        },
         tokens_per_s_per_user=333.3,
-        token_source=["usage"],
-        errors={},
-        drift={},
+        slo=None,
         stop_reason="precision reached",
         verdict=Verdict(reasons),
     )

@@ -41,8 +41,3 @@ def is_base_case(case: str) -> bool:
 HOSTS_ENV = "INFERPERF_HOSTS"
 NODERANK_ENV = "INFERPERF_NODERANK"
 RUN_ID_ENV = "INFERPERF_RUN_ID"
-
-# A serving vendor's plots in the case's log folder: tools/serving/plots.py's SVGs (TTFT and TPOT against
-# load, throughput and goodput, the Pareto frontier), written by tools/measure/serving_stage.py and shown
-# in the run's report.html (utils/results/report/sections.py).
-SERVING_PLOTS = "serving_plots.html"

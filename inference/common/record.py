@@ -271,41 +271,119 @@ class LLMRow(Record, where="llm row"):
         return f"llm bs {self.batch_size} in {self.input_length} out {self.output_length}"
 
 
-class ServingRow(Record, where="serving row"):
-    """One load step of an LLM served over HTTP (``tools/measure/serving_stage.py``, for a serving engine such as
-    ``inference_engine/cpu/vllm.py``): ``concurrency`` closed-loop streams, each request ``input_length``
-    prompt tokens and ``output_length`` generated ones. The figures are ``tools.serving.figures.step_figures``'
-    (docs/serving.md); the distributions (``ttft_ms``, ``tpot_ms``, ``itl_ms``, ``e2e_ms``: count, mean,
-    p50/p90/p99, ci95), ``errors`` (kind -> count) and ``drift`` stay JSON objects."""
+# figure -> the step's throughput key (value and ci95)
+THROUGHPUT_FIGURES: Final = {
+    "output tokens/s": "output_tokens_per_s",
+    "requests/s": "requests_per_s",
+    "goodput requests/s": "goodput_requests_per_s",
+}
+# figure -> (the step's distribution, its percentile); the interval is the distribution's ci95[percentile]
+LATENCY_FIGURES: Final = {
+    "TTFT p50 ms": ("ttft_ms", "p50"),
+    "TTFT p90 ms": ("ttft_ms", "p90"),
+    "TPOT p50 ms": ("tpot_ms", "p50"),
+    "E2E p90 ms": ("e2e_ms", "p90"),
+}
+DISTRIBUTIONS: Final = ("ttft_ms", "ttfa_ms", "tpot_ms", "itl_ms", "e2e_ms")
 
-    concurrency: int = json_field(required=True)
-    input_length: int
-    output_length: int
+
+def step_figures(throughput: Json, distributions: dict[str, Json]) -> dict[str, tuple[Any, Any]]:
+    """A load step's figures that a comparison decides on, from its throughput block (name -> value and
+    ci95) and its distributions (``ttft_ms``, ...: percentiles and ci95): ``THROUGHPUT_FIGURES`` and
+    ``LATENCY_FIGURES``, each (value, its 95 % interval or None)."""
+    out = {}
+    for figure, key in THROUGHPUT_FIGURES.items():
+        block = throughput.get(key) or {}
+        out[figure] = (block.get("value"), block.get("ci95"))
+    for figure, (key, name) in LATENCY_FIGURES.items():
+        block = distributions.get(key) or {}
+        out[figure] = (block.get(name), (block.get("ci95") or {}).get(name))
+    return out
+
+
+class ServingStep(Record, where="serving step"):
+    """One load step of an LLM served over HTTP, the one row of every serving measurement: ``run.py
+    --endpoint``'s (summary.json's ``rows``) and a serving vendor's (``compiler: vllm``, ``llamacpp``;
+    result.json's ``llm.serving``). ``label`` names it (``concurrency 4``, ``rate 2/s poisson``);
+    ``phase`` is ``step`` (a sweep's) or ``capacity`` (a capacity probe's); its load is ``concurrency``
+    streams or ``request_rate`` requests/s (``inf``: all at once); a vendor's step also has the lengths
+    it asked for (``input_length``, ``output_length``). Then the requests and how they ended, the
+    distributions (count, mean, percentiles, ci95: JSON objects as result.json has them), each
+    throughput as ``{value, ci95, plus_minus}`` (``not_judged`` where it is n/a), the throughputs'
+    ``drift``, its ``timeslices`` and the server's ``server_metrics`` (``tools/serving/metrics.py``), the
+    SLO block (None without ``--slo``) and the verdict. Made from a step's block
+    (``tools.serving.figures.step_figures``') by ``of``."""
+
+    label: str = json_field(required=True)
+    phase: str = json_field(required=True)
+    concurrency: int | None
+    request_rate: float | str | None
+    input_length: int | None = json_field(kw_only=True, default=None, skip_none=True)
+    output_length: int | None = json_field(kw_only=True, default=None, skip_none=True)
     requests: int
     completed: int
     failed: int
+    errors: dict[str, int]
+    duration_s: float | None
+    token_source: tuple[str, ...]
     input_tokens: int | None  # over the completed requests, counted as token_source says
     output_tokens: int | None
-    duration_s: float
     ttft_ms: Json
+    ttfa_ms: Json
     tpot_ms: Json
     itl_ms: Json
     e2e_ms: Json
-    requests_per_s: float | None
-    requests_per_s_ci95: list[float] | None
-    output_tokens_per_s: float | None
-    output_tokens_per_s_ci95: list[float] | None
+    throughput: Json
+    drift: Json = json_field(kw_only=True, default_factory=dict)
+    # each slice of the window's tokens/s and TTFT; the server's own /metrics figures (absent: not measured)
+    timeslices: Json | None = json_field(kw_only=True, default=None, skip_none=True)
+    server_metrics: Json | None = json_field(kw_only=True, default=None, skip_none=True)
     tokens_per_s_per_user: float | None
-    token_source: list[str]
-    errors: Json
-    drift: Json
+    slo: Json | None
     stop_reason: str | None
     verdict: Verdict = json_field(required=True)
 
-    @property
-    def label(self) -> str:
-        """How a reason names the row: ``serving x4``."""
-        return f"serving x{self.concurrency}"
+    @classmethod
+    def of(cls, block: Json, phase: str = "step", **asked: Any) -> ServingStep:
+        """The row of a step's block (result.json's ``steps`` or ``capacity_steps`` entry, a vendor's
+        ``tools/measure/serving_stage.py::measure_step``'s); ``asked``: a vendor's lengths."""
+        load = block.get("load") or {}
+        return cls(
+            label=str(block["label"]),
+            phase=phase,
+            concurrency=load.get("concurrency"),
+            request_rate=load.get("request_rate"),
+            requests=block["requests"],
+            completed=block["completed"],
+            failed=block["failed"],
+            errors=dict(block["errors"]),
+            duration_s=block.get("duration_s"),
+            token_source=tuple(block.get("token_source") or ()),
+            input_tokens=block.get("input_tokens"),
+            output_tokens=block.get("output_tokens"),
+            ttft_ms=dict(block.get("ttft_ms") or {}),
+            ttfa_ms=dict(block.get("ttfa_ms") or {}),
+            tpot_ms=dict(block.get("tpot_ms") or {}),
+            itl_ms=dict(block.get("itl_ms") or {}),
+            e2e_ms=dict(block.get("e2e_ms") or {}),
+            throughput={name: dict(value) for name, value in (block.get("throughput") or {}).items()},
+            drift=dict(block.get("drift") or {}),
+            timeslices=block.get("timeslices"),
+            server_metrics=block.get("server_metrics"),
+            tokens_per_s_per_user=block.get("tokens_per_s_per_user"),
+            slo=block.get("slo"),
+            stop_reason=block.get("stopped"),
+            verdict=Verdict.from_json(block["verdict"]),
+            **asked,
+        )
+
+    def rate(self, name: str) -> float | None:
+        """A throughput's value (None: not measured, or n/a)."""
+        return (self.throughput.get(name) or {}).get("value")
+
+    def figures(self) -> dict[str, tuple[Any, Any]]:
+        """The figures a comparison decides on: name -> (value, its 95 % interval or None)."""
+        return step_figures(self.throughput, {key: getattr(self, key) for key in DISTRIBUTIONS})
 
 
 def _served(block: Any) -> bool:
@@ -325,7 +403,7 @@ class LLMBlock(Record, where="llm"):
     table: tuple[LLMRow, ...] = json_field(default=(), required=True)
     server: tuple[LLMRow, ...] = json_field(default=(), required=True)
     greedy: Json | None = None
-    serving: tuple[ServingRow, ...] = json_field(default=(), write_if=_served)
+    serving: tuple[ServingStep, ...] = json_field(default=(), write_if=_served)
     served_by: Json | None = json_field(default=None, write_if=_served)
 
     @property

@@ -1,177 +1,24 @@
-"""A served LLM's load step as a typed row (``ServingStep``): what ``run.py --endpoint`` writes into its
-summary.json's ``rows``, what summary.md's table shows, and what ``run.py compare`` and the results
-history read back (``utils/results/serving_compare.py``).
+"""A serving run's summary.json (``ServingSummary``, ``run.py --endpoint``'s), and the frontier of its
+steps (``pareto``).
 
-Made in one place from the step's block of result.json (``tools.serving.figures.step_figures``'s, with
-the step's ``label`` and ``load``): ``ServingStep.of``. Its JSON is ``to_json``/``from_json`` below, one
-key per field in the field order (``_KEYS``), so that a declaration-driven codec can take it over
-unchanged. A row without its identity (``label``, ``phase``, ``verdict``) or with a key of the wrong type
-is one ``RecordError`` line naming the file and key. The keys are described in docs/serving.md.
+Its rows are ``common.record.ServingStep``, the one row of a served LLM's load step that a serving
+vendor (``compiler: vllm``, ``llamacpp``) writes into result.json's ``llm.serving`` too. Both are
+records of the one codec (``common/codec.py``): a key's JSON is its field's declaration. A summary
+without its identity (``run_id``, ``endpoint``, ``served_model``), a row without its own (``label``,
+``phase``, ``verdict``) or a key of the wrong type is one ``RecordError`` line naming the file and key.
+``run.py compare`` and the results history read them back (``utils/results/serving_compare.py``). The
+keys are described in docs/serving.md.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-from typing import Any, Final
+from typing import Any, Final, Sequence
 
-from common.record import Json, RecordError, Verdict, as_json
+from common.codec import Json, Record, json_field
+from common.record import RecordError, ServingStep, step_figures
 from common.stats import pareto_front
 
-_NUMBER: Final = (int, float)
-# figure -> the step's throughput key (value and ci95)
-THROUGHPUT_FIGURES: Final = {
-    "output tokens/s": "output_tokens_per_s",
-    "requests/s": "requests_per_s",
-    "goodput requests/s": "goodput_requests_per_s",
-}
-# figure -> (the step's distribution, its percentile); the interval is the distribution's ci95[percentile]
-LATENCY_FIGURES: Final = {
-    "TTFT p50 ms": ("ttft_ms", "p50"),
-    "TTFT p90 ms": ("ttft_ms", "p90"),
-    "TPOT p50 ms": ("tpot_ms", "p50"),
-    "E2E p90 ms": ("e2e_ms", "p90"),
-}
-DISTRIBUTIONS: Final = ("ttft_ms", "ttfa_ms", "tpot_ms", "itl_ms", "e2e_ms")
-THROUGHPUTS: Final = ("requests_per_s", "output_tokens_per_s", "total_tokens_per_s", "goodput_requests_per_s")
-
-
-@dataclass(frozen=True)
-class ServingStep:
-    """One load step: ``phase`` ``step`` (a sweep's) or ``capacity`` (a capacity probe's), its load
-    (``concurrency`` streams, or ``request_rate`` requests/s, ``inf`` all at once), the requests and how
-    they ended, the distributions (count, mean, percentiles, ci95: JSON objects as result.json has them),
-    each throughput as ``{value, ci95, plus_minus}`` (``not_judged`` where it is n/a), the SLO block
-    (None without ``--slo``) and the verdict."""
-
-    label: str
-    phase: str
-    concurrency: int | None
-    request_rate: float | str | None
-    requests: int
-    completed: int
-    failed: int
-    errors: dict[str, int]
-    duration_s: float | None
-    token_source: tuple[str, ...]
-    input_tokens: int | None
-    output_tokens: int | None
-    ttft_ms: Json
-    ttfa_ms: Json
-    tpot_ms: Json
-    itl_ms: Json
-    e2e_ms: Json
-    throughput: Json
-    tokens_per_s_per_user: float | None
-    slo: Json | None
-    stop_reason: str | None
-    verdict: Verdict
-
-    @classmethod
-    def of(cls, block: Json, phase: str = "step") -> ServingStep:
-        """The row of a step's block (result.json's ``steps`` or ``capacity_steps`` entry)."""
-        load = block.get("load") or {}
-        return cls(
-            label=str(block["label"]),
-            phase=phase,
-            concurrency=load.get("concurrency"),
-            request_rate=load.get("request_rate"),
-            requests=block["requests"],
-            completed=block["completed"],
-            failed=block["failed"],
-            errors=dict(block["errors"]),
-            duration_s=block.get("duration_s"),
-            token_source=tuple(block.get("token_source") or ()),
-            input_tokens=block.get("input_tokens"),
-            output_tokens=block.get("output_tokens"),
-            **{name: dict(block.get(name) or {}) for name in DISTRIBUTIONS},
-            throughput={name: dict(value) for name, value in (block.get("throughput") or {}).items()},
-            tokens_per_s_per_user=block.get("tokens_per_s_per_user"),
-            slo=block.get("slo"),
-            stop_reason=block.get("stopped"),
-            verdict=Verdict.from_json(block["verdict"]),
-        )
-
-    def rate(self, name: str) -> float | None:
-        """A throughput's value (None: not measured, or n/a)."""
-        return (self.throughput.get(name) or {}).get("value")
-
-    def figures(self) -> dict[str, tuple[Any, Any]]:
-        """The figures a comparison decides on: name -> (value, its 95 % interval or None)."""
-        return step_figures(self.throughput, {key: getattr(self, key) for key in DISTRIBUTIONS})
-
-    def to_json(self) -> Json:
-        out = as_json(self, _KEYS)
-        out["token_source"] = list(self.token_source)
-        return out
-
-    @classmethod
-    def from_json(cls, data: Any, where: str = "serving step") -> ServingStep:
-        if not isinstance(data, dict):
-            raise RecordError(f"{where}: not a JSON object")
-        values = _values(data, _TYPES, ("label", "phase", "verdict"), where)
-        values["verdict"] = Verdict.from_json(values["verdict"])
-        values["token_source"] = tuple(values["token_source"] or ())
-        for name in (*DISTRIBUTIONS, "throughput", "errors"):
-            values[name] = values[name] or {}
-        for name in ("requests", "completed", "failed"):
-            values[name] = values[name] or 0
-        return cls(**values)
-
-
-def step_figures(throughput: Json, distributions: dict[str, Json]) -> dict[str, tuple[Any, Any]]:
-    """A load step's figures that a comparison decides on, from its throughput block (name -> value and
-    ci95) and its distributions (``ttft_ms``, ...: percentiles and ci95): ``THROUGHPUT_FIGURES`` and
-    ``LATENCY_FIGURES``, each (value, its 95 % interval or None). A serving vendor's row
-    (``common.record.ServingRow``) gives its figures here too (``utils/results/figures.py``)."""
-    out = {}
-    for figure, key in THROUGHPUT_FIGURES.items():
-        block = throughput.get(key) or {}
-        out[figure] = (block.get("value"), block.get("ci95"))
-    for figure, (key, name) in LATENCY_FIGURES.items():
-        block = distributions.get(key) or {}
-        out[figure] = (block.get(name), (block.get("ci95") or {}).get(name))
-    return out
-
-
-# Each key's JSON types (None is always allowed; from_json fills what a missing key means).
-_TYPES: Final[dict[str, tuple[type, ...]]] = {
-    "label": (str,),
-    "phase": (str,),
-    "concurrency": (int,),
-    "request_rate": (*_NUMBER, str),
-    "requests": (int,),
-    "completed": (int,),
-    "failed": (int,),
-    "errors": (dict,),
-    "duration_s": _NUMBER,
-    "token_source": (list,),
-    "input_tokens": (int,),
-    "output_tokens": (int,),
-    **{name: (dict,) for name in DISTRIBUTIONS},
-    "throughput": (dict,),
-    "tokens_per_s_per_user": _NUMBER,
-    "slo": (dict,),
-    "stop_reason": (str,),
-    "verdict": (dict,),
-}
-_KEYS: Final = tuple(f.name for f in fields(ServingStep))
-assert tuple(_TYPES) == _KEYS  # one key per field, in the field order
-
-
-def _values(data: Json, types: dict[str, tuple[type, ...]], required: tuple[str, ...], where: str) -> dict[str, Any]:
-    """Each key of ``types`` from ``data``, checked (``_typed``); RecordError when one of ``required`` is missing."""
-    values = {name: _typed(data, name, kinds, where) for name, kinds in types.items()}
-    for name in required:
-        if values[name] is None:
-            raise RecordError(f"{where}: no key {name!r}")
-    return values
-
-
-def _typed(data: Json, key: str, types: tuple[type, ...], where: str) -> Any:
-    value = data.get(key)
-    if value is None or (isinstance(value, types) and not (isinstance(value, bool) and bool not in types)):
-        return value
-    raise RecordError(f"{where}: key {key!r} is {type(value).__name__}, not {' or '.join(t.__name__ for t in types)}")
+__all__ = ["SERVING", "ServingStep", "ServingSummary", "pareto", "step_figures"]
 
 
 def pareto(steps: list[ServingStep]) -> list[ServingStep]:
@@ -189,15 +36,15 @@ def pareto(steps: list[ServingStep]) -> list[ServingStep]:
 SERVING: Final = "serving"  # summary.json's ``kind`` of a run.py --endpoint run
 
 
-@dataclass(frozen=True)
-class ServingSummary:
-    """A serving run's summary.json: where it measured (``endpoint``, ``served_model``, ``api``), what it
-    sent (``seed``, ``workload``), the SLO it judged by, a ``ServingStep`` per sweep step and capacity
-    probe, and the capacity search's result."""
+class ServingSummary(Record, where="summary.json"):
+    """A serving run's summary.json (``"kind": "serving"``): where it measured (``endpoint``,
+    ``served_model``, ``api``), what it sent (``seed``, ``workload``), the SLO it judged by, a
+    ``ServingStep`` per sweep step and capacity probe, and the capacity search's result."""
 
-    run_id: str
-    endpoint: str
-    served_model: str
+    kind: str = json_field(kw_only=True, default=SERVING)
+    run_id: str = json_field(required=True)
+    endpoint: str = json_field(required=True)
+    served_model: str = json_field(required=True)
     api: str | None
     seed: int | None
     workload: Json
@@ -210,32 +57,70 @@ class ServingSummary:
         """The sweep's steps (the capacity probes ran at loads the bisection chose: not rows to compare)."""
         return tuple(row for row in self.rows if row.phase == "step")
 
-    def to_json(self) -> Json:
-        return {"kind": SERVING, **as_json(self, _SUMMARY_KEYS)}
-
     @classmethod
-    def from_json(cls, data: Any, where: str = "summary.json") -> ServingSummary:
+    def from_json(cls, data: Any, where: str | None = None) -> ServingSummary:
+        """The summary; a JSON object without ``"kind": "serving"`` is refused before its keys are read."""
+        where = cls.WHERE if where is None else where
         if not isinstance(data, dict) or data.get("kind") != SERVING:
             raise RecordError(f'{where}: not a serving run\'s summary (no "kind": "serving")')
-        rows = data.get("rows")
-        if not isinstance(rows, list):
-            raise RecordError(f"{where}: key 'rows' is not a list")
-        values = _values(data, _SUMMARY_TYPES, ("run_id", "endpoint", "served_model"), where)
-        values["workload"] = values["workload"] or {}
-        values["rows"] = tuple(ServingStep.from_json(row, f"{where}: rows[{i}]") for i, row in enumerate(rows))
-        return cls(**values)
+        return super().from_json(data, where)
 
 
-_SUMMARY_TYPES: Final[dict[str, tuple[type, ...]]] = {
-    "run_id": (str,),
-    "endpoint": (str,),
-    "served_model": (str,),
-    "api": (str,),
-    "seed": (int,),
-    "workload": (dict,),
-    "slo": (dict,),
-    "rows": (list,),
-    "capacity": (dict,),
-}
-_SUMMARY_KEYS: Final = tuple(f.name for f in fields(ServingSummary))
-assert tuple(_SUMMARY_TYPES) == _SUMMARY_KEYS  # one key per field, in the field order
+# ---- the server's own figures (tools/serving/metrics.py's block, a step's ``server_metrics``) ---------------
+NOT_EXPOSED: Final = "not exposed"  # a figure the server does not expose: never read as 0
+
+
+def not_exposed(block: Any) -> bool:
+    return not isinstance(block, dict) or not block.get("exposed")
+
+
+def shown(value: Any, digits: int = 1, scale: float = 1.0, unit: str = "") -> str:
+    """A figure for summary.md: "not exposed", "—" (none over the step), or the number."""
+    if value == NOT_EXPOSED:
+        return NOT_EXPOSED
+    if value is None:
+        return "—"
+    return f"{value * scale:.{digits}f}{unit}"
+
+
+def summary_row(label: str, block: dict, client_ttft: dict) -> dict:
+    """summary.md's row of the server's figures for one step, beside the client's TTFT."""
+    if not_exposed(block):
+        return {"step": label, "server": NOT_EXPOSED}
+
+    def gauge(key: str, scale: float = 1.0, digits: int = 1, unit: str = "") -> str:
+        value = block.get(key)
+        if not isinstance(value, dict):
+            return NOT_EXPOSED
+        return f"{shown(value['mean'], digits, scale, unit)} / {shown(value['peak'], digits, scale, unit)}"
+
+    ttft, queue = block.get("ttft_ms"), block.get("queue_time_ms")
+    spec = block.get("spec_decode")
+    return {
+        "step": label,
+        "server": block.get("server") or "?",
+        "kv_cache_mean_peak": gauge("kv_cache_usage", 100.0, 1, " %"),
+        "prefix_cache_hit_rate": shown(block.get("prefix_cache_hit_rate"), 1, 100.0, " %"),
+        "running_mean_peak": gauge("running"),
+        "waiting_mean_peak": gauge("waiting"),
+        "queue_time_mean_ms": shown(queue.get("mean") if isinstance(queue, dict) else NOT_EXPOSED, 2),
+        "server_ttft_mean_p50_ms": (
+            f"{shown(ttft.get('mean'), 2)} / {shown(ttft.get('p50'), 2)}" if isinstance(ttft, dict) else NOT_EXPOSED
+        ),
+        "client_ttft_mean_p50_ms": f"{shown(client_ttft.get('mean'), 2)} / {shown(client_ttft.get('p50'), 2)}",
+        "preemptions": shown(block.get("preemptions"), 0),
+        "spec_acceptance": shown(spec.get("acceptance_rate"), 1, 100.0, " %")
+        if isinstance(spec, dict)
+        else NOT_EXPOSED,
+    }
+
+
+def server_rows(steps: Sequence[ServingStep]) -> list[dict]:
+    """Each step's row of the server's own figures beside the client's TTFT (``summary_row``), every row
+    with the same keys (a step the server exposed nothing for reads "not exposed"); [] when it exposed none."""
+    blocks = [step.server_metrics or {} for step in steps]
+    if not any(block.get("exposed") for block in blocks):
+        return []
+    rows = [summary_row(step.label, block, step.ttft_ms) for step, block in zip(steps, blocks)]
+    keys = list(next(row for row in rows if len(row) > 2))
+    return [row if len(row) > 2 else {key: row.get(key, NOT_EXPOSED) for key in keys} for row in rows]

@@ -28,7 +28,7 @@ from common.record import (
     PerformanceRow,
     RecordError,
     RowKey,
-    ServingRow,
+    ServingStep,
     Verdict,
 )
 
@@ -155,7 +155,7 @@ class SummaryLLM(Record, where="llm"):
     table: tuple[SummaryLLMRow, ...] = json_field(default=(), required=True)
     server: tuple[SummaryLLMRow, ...] = json_field(default=(), required=True)
     greedy: Json | None = None
-    serving: tuple[ServingRow, ...] = json_field(default=(), write_if=_served)  # result.json's load steps
+    serving: tuple[ServingStep, ...] = json_field(default=(), write_if=_served)  # result.json's load steps
     served_by: Json | None = json_field(default=None, write_if=_served)
     mbu_bandwidth: str | None = json_field(default=None, skip_none=True)
 

@@ -39,7 +39,7 @@ from loguru import logger
 
 from common.cells import interval_text
 from common.errors import ConfigError
-from common.record import LLMBlock, LLMRow, ServingRow
+from common.record import LLMBlock, LLMRow, ServingStep
 from common.scenario import OFFLINE, SERVER
 from common.stats import too_few_note
 from contract.config import CaseConfig, CaseView, origin_of, setting
@@ -216,11 +216,11 @@ class LLMReport:
     workload: dict = field(default_factory=dict)
     rows: list = field(default_factory=list)  # no LoadGen-style rows: the cells are in ``llm``
     raw_latencies_ns: list = field(default_factory=list)
-    serving: list[ServingRow] = field(default_factory=list)  # a served LLM's steps (tools/measure/serving_stage.py)
+    serving: list[ServingStep] = field(default_factory=list)  # a served LLM's steps (tools/measure/serving_stage.py)
     served_by: dict | None = None
 
     def labelled_reasons(self) -> list[tuple[str, list[str]]]:
-        rows: list[LLMRow | ServingRow] = [*self.table, *self.server, *self.serving]
+        rows: list[LLMRow | ServingStep] = [*self.table, *self.server, *self.serving]
         return [(row.label, list(row.verdict.reasons)) for row in rows]
 
     def to_dict(self) -> dict:

@@ -16,12 +16,12 @@ serving client of ``run.py --endpoint`` (``tools/serving/``, docs/serving.md).
           and verdict: ``tools/serving/figures.py::step_figures`` (drift of the thirds, precision,
           failed requests counted by kind; the output audits: error rate above 1 %, a reply cut
           short, the mean output length against the length asked, an impossible usage refused), one
-          ``common.record.ServingRow`` per step.
+          ``common.record.ServingStep`` per step (run.py --endpoint's row).
   server  the server's own Prometheus ``/metrics`` (``tools/serving/metrics.py``), scraped before and after
           each step and sampled every second during it: KV-cache use, prefix-cache hits, requests running
           and waiting, its TTFT and queue-time histograms, preemptions (vLLM's names; llama-cpp-python's
-          server has no /metrics: "not exposed"), on the log line of each step and in the plots; the
-          row type is unchanged.
+          server has no /metrics: "not exposed"), on the log line of each step and in the row
+          (``server_metrics``), which report.html draws as an endpoint run's.
   exports each request as a JSON line and each step as a CSV row (``tools/serving/exports.py``) in the
           case's log folder: ``serving_requests.jsonl``, ``serving_steps.csv``.
 
@@ -31,14 +31,14 @@ exit status and the last line of its log; the engine's ``close`` then stops what
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterator
 
 from loguru import logger
 
 from common.errors import ConfigError, EngineError
-from common.record import ServingRow, Verdict
+from common.record import ServingStep, Verdict
 from contract.config import CaseConfig, origin_of, setting
 from contract.llm_base import ModelShape
 from tools.measure.llm_stage import LLMReport, LLMWorkload, PromptSource, check_skipped, stage_model
@@ -88,34 +88,11 @@ def _check_alive(engine: Any) -> None:
         raise EngineError(why)
 
 
-def _row(block: dict, concurrency: int, workload: ServingWorkload, engine_reasons: list[str]) -> ServingRow:
-    measured = Verdict.from_json(block["verdict"])
-    throughput = block["throughput"]
-    return ServingRow(
-        concurrency=concurrency,
-        input_length=workload.input_length,
-        output_length=workload.output_length,
-        requests=block["requests"],
-        completed=block["completed"],
-        failed=block["failed"],
-        input_tokens=block["input_tokens"],
-        output_tokens=block["output_tokens"],
-        duration_s=block["duration_s"],
-        ttft_ms=block["ttft_ms"],
-        tpot_ms=block["tpot_ms"],
-        itl_ms=block["itl_ms"],
-        e2e_ms=block["e2e_ms"],
-        requests_per_s=throughput.get("requests_per_s", {}).get("value"),
-        requests_per_s_ci95=throughput.get("requests_per_s", {}).get("ci95"),
-        output_tokens_per_s=throughput.get("output_tokens_per_s", {}).get("value"),
-        output_tokens_per_s_ci95=throughput.get("output_tokens_per_s", {}).get("ci95"),
-        tokens_per_s_per_user=block["tokens_per_s_per_user"],
-        token_source=list(block["token_source"]),
-        errors=block["errors"],
-        drift=block["drift"],
-        stop_reason=block["stopped"],
-        verdict=Verdict((*measured.reasons, *engine_reasons), measured.not_judged),
-    )
+def _row(block: dict, workload: ServingWorkload, engine_reasons: list[str]) -> ServingStep:
+    """The step's row, as run.py --endpoint's, with the lengths asked and the engine's reasons in its verdict."""
+    row = ServingStep.of(block, input_length=workload.input_length, output_length=workload.output_length)
+    measured = row.verdict
+    return replace(row, verdict=Verdict((*measured.reasons, *engine_reasons), measured.not_judged))
 
 
 def measure_step(
@@ -148,7 +125,7 @@ def measure_step(
     )
     _check_alive(engine)
     block = step_figures(result.records, None, precision, stop.reason)
-    block["load"], block["label"] = load.to_dict(), load.label  # as run.py --endpoint's steps, for the plots
+    block["load"], block["label"] = load.to_dict(), load.label  # as run.py --endpoint's steps: the row's
     block["server_metrics"] = sampler.report([r.ttft_ns / 1e6 for r in result.records if r.ok and r.ttft_ns])
     block["_records"] = result.records  # for the exports; popped before anything is written
     return block
@@ -156,7 +133,7 @@ def measure_step(
 
 def server_line(block: dict) -> str:
     """The log line of the server's own figures for a step (its /metrics), or why there are none."""
-    from tools.serving.metrics import summary_row
+    from common.serving_record import summary_row
 
     server = block.get("server_metrics") or {}
     if not server.get("exposed"):
@@ -179,19 +156,6 @@ def write_exports(log_dir: str, blocks: list[dict]) -> None:
         tmp.write_text(
             steps_csv([("step", {k: v for k, v in b.items() if k != "_records"}) for b in blocks]), encoding="utf-8"
         )
-
-
-def write_plots(log_dir: str, blocks: list[dict]) -> None:
-    """The steps' plots (``tools/serving/plots.py``, as run.py --endpoint draws them) into the case's log
-    folder, for report.html (``common/layout.py::SERVING_PLOTS``)."""
-    from common.files import atomic_path
-    from common.layout import SERVING_PLOTS
-    from tools.serving.plots import figures
-    from tools.serving.tables import pareto
-
-    svgs = figures({"steps": blocks, "pareto": pareto(blocks)})
-    with atomic_path(Path(log_dir) / SERVING_PLOTS) as tmp:
-        tmp.write_text("\n".join(svg for _, svg in svgs) + "\n", encoding="utf-8")
 
 
 def run_serving_stage(
@@ -225,13 +189,12 @@ def run_serving_stage(
     for concurrency in workload.concurrency:
         block = measure_step(engine, prompts, workload, concurrency, config)
         blocks.append(block)
-        row = _row(block, concurrency, workload, report.engine_reasons)
+        row = _row(block, workload, report.engine_reasons)
         report.serving.append(row)
         _log_step(row, block)
     write_exports(config.log_dir, blocks)
     for block in blocks:
         block.pop("_records", None)
-    write_plots(config.log_dir, blocks)
     return report
 
 
@@ -253,15 +216,15 @@ def _greedy(
     )
 
 
-def _log_step(row: ServingRow, block: dict) -> None:
+def _log_step(row: ServingStep, block: dict) -> None:
     """A step's two log lines: the client's figures and verdict, then the server's own."""
-    rate = row.output_tokens_per_s
+    rate = row.rate("output_tokens_per_s")
     state = "valid" if row.verdict.valid else "INVALID: " + "; ".join(row.verdict.reasons)
     failed = ", ".join(f"{kind} {n}" for kind, n in sorted(row.errors.items()))
     state = (f"{row.failed} failed ({failed}), " if failed else "") + state
     logger.info(
-        f"serving x{row.concurrency}: {row.completed}/{row.requests} completed, "
+        f"{row.label}: {row.completed}/{row.requests} completed, "
         f"{'n/a' if rate is None else f'{rate:.1f}'} output tokens/s, TTFT p50 {row.ttft_ms.get('p50')} ms, "
         f"TPOT p50 {row.tpot_ms.get('p50')} ms, {state}"
     )
-    logger.info(f"serving x{row.concurrency}: {server_line(block)}")
+    logger.info(f"{row.label}: {server_line(block)}")

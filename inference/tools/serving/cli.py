@@ -3,9 +3,9 @@ user already runs, with the load modes, workloads, SLO and capacity search of ``
 
 Writes ``<results>/run<id>/`` at once when it is done (nothing half-written): ``serving/result.json``
 (every step's figures, the server's own /metrics figures, the capacity search, the Pareto points, each
-request's record), ``serving/report.html`` (``tools/serving/plots.py``), ``serving/requests.jsonl`` and
-``serving/steps.csv`` (``tools/serving/exports.py``) and ``summary.json`` / ``summary.md`` (a
-``common.serving_record.ServingStep`` per step). Exit status: 0 done (failed requests are counted
+request's record), ``serving/requests.jsonl`` and ``serving/steps.csv`` (``tools/serving/exports.py``)
+and ``summary.json`` / ``summary.md`` (a ``common.record.ServingStep`` per step; run.py then draws the
+run's report.html from them, ``utils/results/report/serving.py``). Exit status: 0 done (failed requests are counted
 in the rows, not fatal); 2 bad option (an SLO bound below 0, a concurrency of 0, a model the server
 does not serve, a URL or --output-dir that cannot work, a 401/403 "authentication"); 3
 a prompt file or trace that is not valid JSON/JSONL, or with --strict a step INVALID or not judged

@@ -38,7 +38,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-NOT_EXPOSED = "not exposed"
+from common.serving_record import NOT_EXPOSED
+
 SCRAPE_TIMEOUT_S = 2.0
 MAX_METRICS_BYTES = 8 << 20
 MAX_SAMPLES = 600
@@ -533,48 +534,3 @@ def step_report(sampler: Sampler, client_ttft_ms: list[float]) -> dict:
         for s in sampler.samples
     ]
     return out
-
-
-def not_exposed(block: Any) -> bool:
-    return not isinstance(block, dict) or not block.get("exposed")
-
-
-def shown(value: Any, digits: int = 1, scale: float = 1.0, unit: str = "") -> str:
-    """A figure for summary.md: "not exposed", "—" (none over the step), or the number."""
-    if value == NOT_EXPOSED:
-        return NOT_EXPOSED
-    if value is None:
-        return "—"
-    return f"{value * scale:.{digits}f}{unit}"
-
-
-def summary_row(label: str, block: dict, client_ttft: dict) -> dict:
-    """summary.md's row of the server's figures for one step, beside the client's TTFT."""
-    if not_exposed(block):
-        return {"step": label, "server": NOT_EXPOSED}
-
-    def gauge(key: str, scale: float = 1.0, digits: int = 1, unit: str = "") -> str:
-        value = block.get(key)
-        if not isinstance(value, dict):
-            return NOT_EXPOSED
-        return f"{shown(value['mean'], digits, scale, unit)} / {shown(value['peak'], digits, scale, unit)}"
-
-    ttft, queue = block.get("ttft_ms"), block.get("queue_time_ms")
-    spec = block.get("spec_decode")
-    return {
-        "step": label,
-        "server": block.get("server") or "?",
-        "kv_cache_mean_peak": gauge("kv_cache_usage", 100.0, 1, " %"),
-        "prefix_cache_hit_rate": shown(block.get("prefix_cache_hit_rate"), 1, 100.0, " %"),
-        "running_mean_peak": gauge("running"),
-        "waiting_mean_peak": gauge("waiting"),
-        "queue_time_mean_ms": shown(queue.get("mean") if isinstance(queue, dict) else NOT_EXPOSED, 2),
-        "server_ttft_mean_p50_ms": (
-            f"{shown(ttft.get('mean'), 2)} / {shown(ttft.get('p50'), 2)}" if isinstance(ttft, dict) else NOT_EXPOSED
-        ),
-        "client_ttft_mean_p50_ms": f"{shown(client_ttft.get('mean'), 2)} / {shown(client_ttft.get('p50'), 2)}",
-        "preemptions": shown(block.get("preemptions"), 0),
-        "spec_acceptance": shown(spec.get("acceptance_rate"), 1, 100.0, " %")
-        if isinstance(spec, dict)
-        else NOT_EXPOSED,
-    }

@@ -20,7 +20,7 @@ from common.errors import DataError, EngineError, StorageError, one_line
 from common.files import atomic_dir, json_text
 from common.serving_record import ServingStep, ServingSummary
 from tools.serving import capacity as capacity_search
-from tools.serving import exports, plots
+from tools.serving import exports
 from tools.serving import metrics as server_metrics
 from tools.serving.client import scrub
 from tools.serving.figures import StepStop, step_figures
@@ -344,7 +344,6 @@ def write_run(run: Measurement, results_root: Path) -> Path:
     run_id = time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
     files = {
         "serving/result.json": json_text(result),
-        "serving/report.html": plots.report(result),
         "summary.json": json_text(run.summary(run_id).to_json()),
         "serving/requests.jsonl": "".join(
             line + "\n" for phase, label, recs in run.exported for line in exports.request_lines(phase, label, recs)

@@ -101,9 +101,7 @@ def server_section(steps: list[dict], url: str | None) -> str:
     if not any(b.get("exposed") for b in blocks):
         note = next((b["note"] for b in blocks if b.get("note")), "not exposed")
         return f"\nserver metrics: {note.removesuffix(' (at an earlier step; not asked again)')}\n"
-    rows = [server_metrics.summary_row(s["label"], b, s["ttft_ms"]) for s, b in zip(steps, blocks)]
-    keys = list(next(r for r in rows if len(r) > 2))
-    rows = [r if len(r) > 2 else {k: r.get(k, server_metrics.NOT_EXPOSED) for k in keys} for r in rows]
+    rows = serving_record.server_rows([ServingStep.of(s) for s in steps])
     text = "\n" + markdown(rows, f"## The server's own figures (GET {url}; mean / peak over the step's samples)")
     checks = [
         (s["label"], b["ttft_crosscheck"])
@@ -114,7 +112,7 @@ def server_section(steps: list[dict], url: str | None) -> str:
         text += (
             f"\nTTFT cross-check, {label}: client mean {check['client_mean_ms']:.2f} ms, server "
             f"{check['server_mean_ms']:.2f} ms (client - server {check['difference_mean_ms']:+.2f} ms); p50 client "
-            f"{check['client_p50_ms']:.2f} ms, server {server_metrics.shown(check['server_p50_ms'], 2)} ms "
+            f"{check['client_p50_ms']:.2f} ms, server {serving_record.shown(check['server_p50_ms'], 2)} ms "
             f"(its bucket {check['server_p50_bucket_ms']})" + (f"; {check['note']}" if check.get("note") else "")
         )
     if checks:

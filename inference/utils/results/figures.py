@@ -7,10 +7,11 @@ A figure is one number a decision is made on, named by its row and its name:
   whose rate is the target's) and its latency percentiles; a server row's p99 is its headline;
 - each LLM row (``llm bs 1 in 128 out 64``, ``llm server @2``): ``TTFT p50 ms``, ``TPOT p50 ms``
   and ``output tokens/s``.
-- each load step of a serving run (``concurrency 4``; ``utils/results/serving_compare.py``) and of a
-  serving vendor's case (``serving x4``, ``llm.serving``): ``output tokens/s``, ``requests/s``,
+- each load step (``common.record.ServingStep``, ``concurrency 4``) of a serving run
+  (``utils/results/serving_compare.py``) and of a serving vendor's case (``llm.serving``): ``output
+  tokens/s``, ``requests/s``,
   ``goodput requests/s`` (a serving run's, under an SLO), ``TTFT p50/p90 ms``, ``TPOT p50 ms`` and
-  ``E2E p90 ms`` (``common.serving_record.step_figures``).
+  ``E2E p90 ms`` (``common.record.step_figures``).
 
 Whether higher is better, and the unit, are bound to the figure's name here, once (``KINDS``).
 With ``run.py --repeat N`` a case runs N times; ``merge_repetitions`` turns the N records into
@@ -24,9 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from common.record import Key, LatencyBlock, LLMRow, Verdict
+from common.record import Key, LatencyBlock, LLMRow, ServingStep, Verdict
 from common.scenario import scenario
-from common.serving_record import step_figures
 from common.summary_record import RepetitionFigure, Repetitions, Row, SummaryRecord, SummaryRow
 from utils.results.decide import Sample, across
 
@@ -107,6 +107,17 @@ def _percentile(latency: LatencyBlock | None, name: str) -> float | None:
     return getattr(latency, name) if latency is not None else None
 
 
+def step_samples(step: ServingStep) -> dict[tuple[str, str], Sample]:
+    """A served LLM's load step's figures (``ServingStep.figures``), by (its label, figure): a serving
+    vendor's case's and a serving run's (``serving_compare.py``) alike; figures without a value left out."""
+    found = {}
+    for figure, (value, interval) in step.figures().items():
+        sample = figure_sample(value, interval, step.verdict.valid)
+        if sample is not None:
+            found[(step.label, figure)] = sample
+    return found
+
+
 def record_figures(record: SummaryRecord) -> dict[tuple[str, str], Sample]:
     """Every figure of one record (one repetition), by (row, figure); figures without a value are left out."""
     found: dict[tuple[str, str], Sample] = {}
@@ -133,14 +144,8 @@ def record_figures(record: SummaryRecord) -> dict[tuple[str, str], Sample]:
         for figure, block in (("TTFT p50 ms", llm_row.ttft_ms), ("TPOT p50 ms", llm_row.tpot_ms)):
             add(label, figure, (block or {}).get("p50"), ((block or {}).get("ci95") or {}).get("p50"), valid)
         add(label, "output tokens/s", llm_row.output_tokens_per_s, llm_row.output_tokens_per_s_ci95, valid)
-    for step in record.llm.serving if record.llm else ():  # a serving vendor's load steps: run.py --endpoint's figures
-        throughput = {
-            "output_tokens_per_s": {"value": step.output_tokens_per_s, "ci95": step.output_tokens_per_s_ci95},
-            "requests_per_s": {"value": step.requests_per_s, "ci95": step.requests_per_s_ci95},
-        }
-        distributions = {"ttft_ms": step.ttft_ms, "tpot_ms": step.tpot_ms, "e2e_ms": step.e2e_ms}
-        for figure, (value, interval) in step_figures(throughput, distributions).items():
-            add(step.label, figure, value, interval, step.verdict.valid)
+    for step in record.llm.serving if record.llm else ():  # a serving vendor's load steps: run.py --endpoint's rows
+        found.update(step_samples(step))
     return found
 
 

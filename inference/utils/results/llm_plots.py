@@ -117,7 +117,7 @@ def frontier_plot(rows: Sequence[LLMRow]) -> dict | None:
 
 def llm_figures(llm: LLMBlock | None) -> list[tuple[str, dict | None]]:
     """(plot name, figure or None) for the page; [] for a result without an ``llm`` block, and for a served
-    LLM's (its rows are load steps over HTTP: the case drew their plots, ``sections.serving_plots``)."""
+    LLM's (its rows are load steps over HTTP: ``report/serving.py::add_steps`` draws them)."""
     if llm is None or (llm.serving and not llm.table):
         return []
     return [

@@ -12,7 +12,7 @@ from typing import Any
 
 from common.cells import interval_text
 from common.mfu import plausible_mfu
-from common.record import CaseResult, LLMRow, ServingRow
+from common.record import CaseResult, LLMRow, ServingStep
 from common.scenario import scenario as named
 from common.summary_record import SummaryLLM, SummaryLLMRow, SummaryRecord
 
@@ -101,16 +101,16 @@ SERVING_HEADER = (
 )
 
 
-def _serving_line(record: SummaryRecord, row: ServingRow) -> str:
+def _serving_line(record: SummaryRecord, row: ServingStep) -> str:
     verdict = "valid" if row.verdict.valid else f"INVALID ({len(row.verdict.reasons)})"
     per_user = "n/a" if row.tokens_per_s_per_user is None else f"{row.tokens_per_s_per_user:.1f}"
     served = ((record.llm.served_by if record.llm else None) or {}).get("server", "server")
+    tokens, requests = (row.throughput.get(name) or {} for name in ("output_tokens_per_s", "requests_per_s"))
     return (
         f"| {record.name} | {record.host} | {served} | {row.concurrency} | "
         f"{row.input_length} | {row.output_length} | {row.completed}/{row.requests} | {row.failed} | "
         f"{_ms(row.ttft_ms, 'p50')} | {_ms(row.tpot_ms, 'p50')} | {_ms(row.itl_ms, 'p99')} | "
-        f"{_rate(row.output_tokens_per_s, {'ci95': row.output_tokens_per_s_ci95})} | "
-        f"{_rate(row.requests_per_s, {'ci95': row.requests_per_s_ci95})} | {per_user} | {verdict} |"
+        f"{_rate(tokens.get('value'), tokens)} | {_rate(requests.get('value'), requests)} | {per_user} | {verdict} |"
     )
 
 

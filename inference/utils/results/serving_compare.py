@@ -3,10 +3,10 @@
 A serving run's ``summary.json`` is a ``common.serving_record.ServingSummary`` (``"kind": "serving"``):
 one typed row (``ServingStep``) per load step. Each sweep step (``concurrency 4``, ``rate 2/s
 poisson``) is a row, matched across runs by its label, and gives the figures of
-``ServingStep.figures``: output tokens/s and requests/s (with their window's 95 % interval),
-goodput requests/s where an SLO was set (compared only when both runs set the same SLO), and TTFT
-p50/p90, TPOT p50 and E2E p90 ms (with their percentile intervals; a percentile below its floor,
-such as p90 under 64 requests, is left out).
+``utils/results/figures.py::step_samples``, as a serving vendor's steps: output tokens/s and
+requests/s (with their window's 95 % interval), goodput requests/s where an SLO was set (compared
+only when both runs set the same SLO), and TTFT p50/p90, TPOT p50 and E2E p90 ms (with their
+percentile intervals; a percentile below its floor, such as p90 under 64 requests, is left out).
 
 Each figure's direction and unit are ``utils/results/figures.py``'s ``KINDS``. A serving run has
 one repetition per step, made at another time than the other run's, so compare decides each figure
@@ -29,7 +29,7 @@ from typing import Any
 from common.record import RecordError
 from common.serving_record import SERVING, ServingStep, ServingSummary
 from utils.results.decide import Sample
-from utils.results.figures import figure_sample
+from utils.results.figures import step_samples
 
 
 def is_serving_run(run_dir: Path) -> bool:
@@ -91,10 +91,7 @@ def _read_step(run: ServingRun, step: ServingStep) -> None:
     if step.failed:
         kinds = ", ".join(f"{kind}: {count}" for kind, count in sorted(step.errors.items()))
         run.failed[step.label] = f"{step.failed} of {step.requests} requests failed" + (f" ({kinds})" if kinds else "")
-    for figure, (value, interval) in step.figures().items():
-        sample = figure_sample(value, interval, step.verdict.valid)
-        if sample is not None:
-            run.figures[(step.label, figure)] = sample
+    run.figures.update(step_samples(step))
 
 
 Figures = dict[tuple[str, str], list[Sample]]  # (row, figure) -> its repetitions, as compare.py decides them

@@ -9,14 +9,12 @@ The cells are formatted by summary.md's helpers, so both show the same figures.
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 from pathlib import Path
 from typing import Any, Sequence
 
 from common.cells import figure_cell
 from common.energy import energy_cell
-from common.layout import SERVING_PLOTS
 from common.record import CaseResult, Key, RecordError, read_latencies, read_result
 from common.sampler import read_samples
 from common.scenario import scenario
@@ -234,7 +232,7 @@ def new_section(title: str, anchor: str, status: str = "success", **given: Any) 
     """A page section with nothing in it yet (the page template reads every key)."""
     empty: dict[str, list] = {
         "plots": [],
-        "svgs": [],  # (caption, SVG markup) drawn on the case's side: a serving vendor's (serving_plots)
+        "tables": [],  # {caption, columns, rows, notes}: a served LLM's server figures (report/serving.py)
         "missing": [],
         "perf_rows": [],
         "compile": [],
@@ -326,30 +324,15 @@ def _add_plots(section: dict, rows: Sequence[Row], result: CaseResult, log_dir: 
 
     for name, figure in llm_figures(result.llm):  # an LLM case's plots
         _add(section, name, figure)
-    drawn = serving_plots(log_dir)
-    if drawn is not None:
-        section["svgs"].append(drawn)
+    if result.llm is not None and result.llm.serving:  # a serving vendor's load steps, as an endpoint run's
+        from utils.results.report.serving import add_steps, ordered
+
+        add_steps(section, ordered(result.llm.serving))
     sys_samples, vendor_samples = monitor_files(log_dir)
     spans = phase_spans(result)
     if not spans:
         section["notes"].append("result.json has no phase time spans (started_at_unix): phases are not shaded")
     _add(section, "monitor timeline", timeline_plot(sys_samples, vendor_samples, spans))
-
-
-def serving_plots(log_dir: Path) -> tuple[str, str] | None:
-    """A serving vendor's plots, as its case drew them (``common/layout.py::SERVING_PLOTS``: the SVGs of
-    tools/serving/plots.py, the figures of run.py --endpoint's serving/report.html): (caption, markup),
-    or None where there are none. Only SVG without scripts is placed in the page."""
-    import markupsafe
-
-    try:
-        text = (log_dir / SERVING_PLOTS).read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return None
-    if not text.lstrip().startswith("<svg") or re.search(r"<script|\son\w+\s*=", text, re.IGNORECASE):
-        return None
-    caption = "serving over HTTP: TTFT and TPOT against load, throughput and goodput, the Pareto frontier"
-    return caption, markupsafe.Markup(text)
 
 
 def _add_engine_and_checks(section: dict, rows: Sequence[Row], result: CaseResult) -> None:

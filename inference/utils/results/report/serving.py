@@ -1,13 +1,16 @@
 """report.html of a serving run (``run.py --endpoint``): its summary.json's typed rows
-(``common/serving_record.py::ServingStep``) drawn with the report's one chart stack (``charts``; ``page``
+(``common/record.py::ServingStep``) drawn with the report's one chart stack (``charts``; ``page``
 renders them into its template with the inlined plotly.js).
 
 The page: the run (endpoint, model, API, counts of valid and INVALID steps), a table of every step (the
-sweep's, then the capacity probes'), and three plots over the sweep's steps, ordered by load within each
+sweep's, then the capacity probes'), and the plots over the sweep's steps, ordered by load within each
 kind (streams, then rates): TTFT p50/p90 and TPOT p50 against load, output tokens/s and goodput against
 load (each with its window's interval), and the throughput-latency frontier (output tokens/s against TPOT
 p50; the frontier is ``common.stats.pareto_front``'s, the same as every run's: a lower TPOT is more tokens/s per
-user). Hollow markers are INVALID steps.
+user); hollow markers are INVALID steps. Then each step's timeslices (output tokens/s and TTFT p50 per
+slice of its window), the server's KV-cache use and requests running over each step (its /metrics
+samples), and the server's own figures beside the client's TTFT with the TTFT cross-check. A serving
+vendor's case (``llm.serving``, the same rows) gets the same in its section of a run's page (``add_steps``).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from common.serving_record import ServingStep, ServingSummary
+from common.serving_record import ServingStep, ServingSummary, server_rows
 from utils.results.report.charts import (
     COLOURS,
     axis,
@@ -142,17 +145,102 @@ def step_table(rows: tuple[ServingStep, ...]) -> list[dict]:
     ]
 
 
-def serving_section(summary: ServingSummary) -> dict:
-    """The run's one section: its plots over the sweep's steps."""
-    section = new_section(f"{summary.served_model} at {summary.endpoint}", "serving")
-    steps = ordered(summary.steps)
+def _lines(series: list[tuple[str, list[float], list[Any]]], title: str, xtitle: str, ytitle: str) -> dict | None:
+    """One line per (name, x, y) series, or None when none has a point."""
+    traces = [
+        {
+            "type": "scatter",
+            "mode": "lines+markers",
+            "name": name,
+            "x": rounded(xs),
+            "y": [None if y is None else round(float(y), 5) for y in ys],
+            "line": {"color": COLOURS[n % len(COLOURS)]},
+        }
+        for n, (name, xs, ys) in enumerate(series)
+        if xs
+    ]
+    return chart(traces, title, xaxis=axis(xtitle), yaxis=axis(ytitle, rangemode="tozero")) if traces else None
+
+
+def timeslice_plots(steps: list[ServingStep]) -> list[tuple[str, dict | None]]:
+    """Each step's output tokens/s and TTFT p50 per slice of its window (its ``timeslices``); [] without."""
+    sliced = [(s.label, (s.timeslices or {}).get("items") or []) for s in steps]
+    sliced = [(label, items) for label, items in sliced if items]
+    if not sliced:
+        return []
+
+    def series(get: Any) -> list[tuple[str, list[float], list[Any]]]:
+        return [(label, [float(i["index"]) + 1 for i in items], [get(i) for i in items]) for label, items in sliced]
+
+    return [
+        ("output tokens/s per timeslice", _lines(series(lambda i: i.get("output_tokens_per_s")),
+            "Output tokens/s per timeslice", "slice of the step", "tokens/s")),
+        ("TTFT p50 per timeslice", _lines(series(lambda i: (i.get("ttft_ms") or {}).get("p50")),
+            "TTFT p50 per timeslice (requests sent in it)", "slice of the step", "ms")),
+    ]  # fmt: skip
+
+
+def server_plots(steps: list[ServingStep]) -> list[tuple[str, dict | None]]:
+    """The server's KV-cache use and requests running over each step (its /metrics samples); [] without."""
+    sampled = [(s.label, (s.server_metrics or {}).get("timeline") or []) for s in steps]
+    sampled = [(label, points) for label, points in sampled if points]
+    out: list[tuple[str, dict | None]] = []
+    for key, title, scale, unit in (
+        ("kv_cache_usage", "Server KV-cache use over each step", 100.0, "%"),
+        ("running", "Server requests running over each step", 1.0, "requests"),
+    ):
+        series = [
+            (label, [p["t_s"] for p in points if key in p], [p[key] * scale for p in points if key in p])
+            for label, points in sampled
+        ]
+        figure = _lines(series, title, "seconds into the step", unit)
+        if figure is not None:
+            out.append((title.lower(), figure))
+    return out
+
+
+def server_table(steps: list[ServingStep]) -> dict | None:
+    """The server's own figures per step beside the client's TTFT, and each judged TTFT cross-check
+    (client minus server, with why they differ); None when the server exposed none."""
+    rows = server_rows(steps)
+    if not rows:
+        return None
+    notes, why = [], None
+    for step in steps:
+        check = (step.server_metrics or {}).get("ttft_crosscheck")
+        if isinstance(check, dict) and check.get("judged"):
+            notes.append(
+                f"TTFT cross-check, {step.label}: client mean {check['client_mean_ms']:.2f} ms, server "
+                f"{check['server_mean_ms']:.2f} ms (client - server {check['difference_mean_ms']:+.2f} ms)"
+            )
+            why = check.get("why")
+    if notes and why:
+        notes.append(f"{why}.")
+    return {"caption": "The server's own figures (/metrics; mean / peak over each step)", "columns": list(rows[0]),
+            "rows": rows, "notes": notes}  # fmt: skip
+
+
+def add_steps(section: dict, steps: list[ServingStep]) -> None:
+    """A served LLM's load steps into ``section``: the plots against load, the frontier (two steps or
+    more), the timeslices and the server's timeline, and the server's table."""
     for name, figure in (
         ("latency against load", latency_plot(steps)),
         ("throughput against load", throughput_plot(steps)),
         ("throughput-latency frontier", frontier_plot(steps)),
+        *timeslice_plots(steps),
+        *server_plots(steps),
     ):
         if figure is not None:
             section["plots"].append({"name": name, "figure": figure})
     if len(steps) < 2:
         section["missing"].append("no frontier: it needs two steps")
+    table = server_table(steps)
+    if table is not None:
+        section["tables"].append(table)
+
+
+def serving_section(summary: ServingSummary) -> dict:
+    """The run's one section: its plots over the sweep's steps, and the server's table."""
+    section = new_section(f"{summary.served_model} at {summary.endpoint}", "serving")
+    add_steps(section, ordered(summary.steps))
     return section
