@@ -156,6 +156,6 @@ def roofline_section(records: list[SummaryRecord], vendor: str) -> dict | None:
     figure, note = roofline_plot(records, vendor)
     if figure is None:
         return None
-    from utils.results.report.sections import new_section
+    from utils.results.report.section import new_section
 
     return new_section("Roofline", "roofline", plots=[{"name": "roofline", "figure": figure}], notes=[note])

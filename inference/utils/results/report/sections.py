@@ -30,6 +30,7 @@ from utils.results.report.charts import (
     timeline_plot,
     top_ops_plot,
 )
+from utils.results.report.section import new_section
 from utils.results.summary import accuracy_cell, fmt, percentile_cell, record_mfu_cell
 
 
@@ -226,31 +227,6 @@ def own_benchmark_rows(engine: dict, rows: Sequence[Row]) -> dict | None:
         shown = [fmt(v, 3) if isinstance(v, float) else v if v is not None else "-" for v in cells]
         table.append({"bs": item.get("BS"), "cells": shown, "error": item.get("error")})
     return {"source": own.get("source") or "the engine", "rows": table, "error": own.get("error")}
-
-
-def new_section(title: str, anchor: str, status: str = "success", **given: Any) -> dict[str, Any]:
-    """A page section with nothing in it yet (the page template reads every key)."""
-    empty: dict[str, list] = {
-        "plots": [],
-        "tables": [],  # {caption, columns, rows, notes}: a served LLM's server figures (report/serving.py)
-        "missing": [],
-        "perf_rows": [],
-        "compile": [],
-        "ops": [],
-        "checks": [],
-        "notes": [],
-    }
-    return {
-        "title": title,
-        "anchor": anchor,
-        "status": status,
-        "error": None,
-        "failed_step": None,
-        **empty,
-        "best": None,
-        "aggregate": False,
-        **given,
-    }
 
 
 def case_section(record: SummaryRecord) -> dict:

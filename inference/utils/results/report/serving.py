@@ -30,7 +30,7 @@ from utils.results.report.charts import (
     rounded,
     verdict_marker,
 )
-from utils.results.report.sections import new_section
+from utils.results.report.section import new_section
 
 
 def _load_key(step: ServingStep) -> tuple[int, float]:
