@@ -24,7 +24,6 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 INFERENCE = REPO / "inference"
-DATA = REPO / "data"
 
 
 @dataclass(frozen=True)
@@ -81,22 +80,15 @@ def run_bench(bench: Bench, *extra: str) -> subprocess.CompletedProcess:
     return done
 
 
-def _needs_data() -> None:
-    if not (DATA / "digits").is_dir():
-        pytest.skip("data/digits not prepared (bash scripts/prepare_data.sh)")
-
-
 @pytest.mark.parametrize("bench", FAST, ids=lambda b: b.module)
-def test_bench_runs(bench):
-    if bench.module == "noise_floor":
-        _needs_data()
-    run_bench(bench)
+def test_bench_runs(bench, digits_data_dir):
+    # noise_floor reads a prepared data set: the session's digits, so a fresh clone needs no data/
+    run_bench(bench, *(("--data", str(digits_data_dir)) if bench.module == "noise_floor" else ()))
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("bench", SLOW, ids=lambda b: b.module)
 def test_slow_bench_runs(bench):
-    _needs_data()
     run_bench(bench)
 
 
