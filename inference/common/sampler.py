@@ -6,7 +6,6 @@ import argparse
 import json
 import signal
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any, Callable, NoReturn
@@ -36,27 +35,38 @@ def memory_gib(memory: Any) -> dict[str, float]:
     return {"mem_used_gib": (memory.total - memory.available) / _GIB, "mem_total_gib": memory.total / _GIB}
 
 
+class _Stopped(BaseException):
+    """Raised by the stop signals' handler where the loop is. The handler takes no lock: one that set a
+    threading.Event could wait forever on the Event's own lock, held by the wait it interrupted."""
+
+
+def _stop(_signum: int, _frame: object) -> NoReturn:
+    for sig in STOP_SIGNALS:  # a second signal must not cut the file's closing short
+        signal.signal(sig, signal.SIG_IGN)
+    raise _Stopped
+
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
 def run_sampler(sample: Callable[[], dict], output: Path, interval: float) -> int:
-    stop = threading.Event()
-
-    def request_stop(_signum, _frame) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, request_stop)
-    signal.signal(signal.SIGINT, request_stop)
-    signal.signal(signal.SIGHUP, request_stop)
-    lifetime.watch()  # stop when run.py is gone or the case's time is long over
-    output.parent.mkdir(parents=True, exist_ok=True)
-    with open(output, "a", encoding="utf-8", buffering=1) as handle:
-        while not stop.is_set():
-            started = time.monotonic()
-            try:
-                record = {"timestamp": time.time(), **sample()}
-            except Exception as exc:  # one bad reading must not end the monitor
-                record = {"timestamp": time.time(), "error": f"{type(exc).__name__}: {exc}"}
-            handle.write(json_text(record, indent=None) + "\n")
-            stop.wait(max(0.0, interval - (time.monotonic() - started)))
-    return 0
+    """Sample every ``interval`` seconds, one JSON line each, until a stop signal; 0 then."""
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, _stop)
+    try:
+        lifetime.watch()  # stop when run.py is gone or the case's time is long over
+        output.parent.mkdir(parents=True, exist_ok=True)
+        with open(output, "a", encoding="utf-8", buffering=1) as handle:
+            while True:
+                started = time.monotonic()
+                try:
+                    record = {"timestamp": time.time(), **sample()}
+                except Exception as exc:  # one bad reading must not end the monitor
+                    record = {"timestamp": time.time(), "error": f"{type(exc).__name__}: {exc}"}
+                handle.write(json_text(record, indent=None) + "\n")
+                time.sleep(max(0.0, interval - (time.monotonic() - started)))
+    except _Stopped:
+        return 0
 
 
 def read_samples(path: str | Path) -> list[dict]:
