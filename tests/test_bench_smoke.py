@@ -45,6 +45,7 @@ FAST = [
     Bench("history_scale", ("--runs", "20", "--page-points", "10")),  # ~8 s
     Bench("history_calibration", ("--trials", "10")),  # ~3 s
     Bench("noise_floor", ("--case", "digits", "--batch", "16", "--seconds", "1", "--min-duration", "0.2")),  # ~6 s
+    Bench("container_exit", ("--rounds", "2")),  # ~4 s: six processes importing torch
 ]
 
 SLOW = [

@@ -48,7 +48,7 @@ def pip_env(tmp_path: Path, pip_conf: str) -> dict[str, str]:
 
 
 def test_host_pip_reads_pips_own_precedence_and_keeps_what_a_build_can_reach(tmp_path, monkeypatch):
-    from utils.executors.images import host_pip
+    from utils.executors.images import read_host_pip
 
     wheels = tmp_path / "wheels"
     wheels.mkdir()
@@ -61,14 +61,14 @@ def test_host_pip_reads_pips_own_precedence_and_keeps_what_a_build_can_reach(tmp
         monkeypatch.setenv(key, value)
     for key in [k for k in os.environ if k.startswith("PIP_") and k != "PIP_CONFIG_FILE"]:
         monkeypatch.delenv(key)
-    pip = host_pip.__wrapped__(sys.executable)
+    pip = read_host_pip(sys.executable)
     assert pip.index_url == "https://pypi.example.org/simple"  # [install] wins over [global]
     assert pip.extra_index_urls == ("https://download.pytorch.org/whl/cpu",)
     assert pip.trusted_hosts == ("pypi.example.org",)
     assert pip.find_links == (wheels,) and pip.cert == Path(SYSTEM_CA)
     assert pip.unusable == ("extra-index-url file:///opt/pypi-more/simple", "find-links https://example.org/links")
     monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path))  # a PIP_* variable wins over every file
-    assert host_pip.__wrapped__(sys.executable).find_links == (tmp_path,)
+    assert read_host_pip(sys.executable).find_links == (tmp_path,)
 
 
 # ---- host.yaml on one machine ---------------------------------------------------------------------------

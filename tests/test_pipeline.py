@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
+from tests.infra.run_inference import command
 from tests.infra.trees import copy_tree
 
 REPO = Path(__file__).resolve().parents[1]
@@ -21,22 +21,7 @@ def run_pipeline(
     perf: Path, data: Path, log: Path, case: str = "digits", vendor: str = "cpu", framework: str = "pytorch"
 ):
     proc = subprocess.run(
-        [
-            sys.executable,
-            "run_inference.py",
-            "--perf_dir",
-            str(perf),
-            "--data_dir",
-            str(data),
-            "--log_dir",
-            str(log),
-            "--vendor",
-            vendor,
-            "--case",
-            case,
-            "--framework",
-            framework,
-        ],
+        command(perf, data, log, case=case, vendor=vendor, framework=framework),
         cwd=perf,
         capture_output=True,
         text=True,

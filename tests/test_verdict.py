@@ -15,6 +15,7 @@ from types import SimpleNamespace
 import pytest
 
 from common.stats import LatencyStats, percentile
+from tests.infra.loop_rig import config
 from tools.measure import loop as forward
 from tools.measure.contention import CpuContention
 from tools.measure.verdict import (
@@ -120,22 +121,6 @@ def _loader(batches: int, size: int):
     return [(torch.zeros(size, 1), torch.zeros(size)) for _ in range(batches)]
 
 
-def _config(**overrides):
-    values = dict(
-        device="cpu",
-        warmup=0,
-        repeat=1,
-        log_freq=0,
-        min_query_count=1,
-        min_duration_s=0.0,
-        max_duration_s=600.0,
-        contention_limit=1.0,
-        settle_max_s=0.0,
-    )
-    values.update(overrides)
-    return SimpleNamespace(**values)
-
-
 def test_core_subtracts_foo_time_and_keeps_going_until_the_minimums(monkeypatch):
     clock = FakeClock()
     monkeypatch.setattr(forward.time, "perf_counter_ns", clock)
@@ -144,7 +129,7 @@ def test_core_subtracts_foo_time_and_keeps_going_until_the_minimums(monkeypatch)
         clock.now += 5_000_000  # the call takes 5 ms ...
         return list(inputs), 0.002  # ... of which 2 ms the engine declares unrelated
 
-    result = forward.timed_forward(step, _loader(3, 4), None, _config(min_query_count=10), "inference")
+    result = forward.timed_forward(step, _loader(3, 4), None, config(min_query_count=10), "inference")
     # 10 queries meet the minimum; an interval needs 16, so passes go on to 18 (constant times: ±0 %)
     assert result.passes == 6 and result.batches == 18 and result.samples == 72
     assert result.core_latencies_ns == [3_000_000] * 18
@@ -163,12 +148,12 @@ def test_min_duration_counts_wall_time_and_max_duration_stops_with_a_reason(monk
         clock.now += 1_000_000
         return list(inputs), 0.0
 
-    ok = forward.timed_forward(step, _loader(8, 2), None, _config(min_duration_s=0.05), "validation")
+    ok = forward.timed_forward(step, _loader(8, 2), None, config(min_duration_s=0.05), "validation")
     assert ok.batches == 56 and ok.passes == 7  # passes end at 8, 16, ... 56 ms: the first past 50 ms
     assert ok.verdict.valid and len(ok.window_qps) == 7 and ok.window_qps == pytest.approx([2000.0] * 7)
 
     capped = forward.timed_forward(
-        step, _loader(8, 2), None, _config(min_query_count=1000, min_duration_s=0.0, max_duration_s=0.02), "inference"
+        step, _loader(8, 2), None, config(min_query_count=1000, min_duration_s=0.0, max_duration_s=0.02), "inference"
     )
     assert capped.batches == 24  # stopped at the first pass boundary past 20 ms
     assert "too few queries: 24 measured, min_query_count is 1000" in capped.verdict.reasons
@@ -182,7 +167,7 @@ def test_repeat_is_the_minimum_number_of_passes(monkeypatch):
         clock.now += 1_000_000
         return list(inputs), 0.0
 
-    result = forward.timed_forward(step, _loader(4, 3), None, _config(repeat=5), "inference")
+    result = forward.timed_forward(step, _loader(4, 3), None, config(repeat=5), "inference")
     assert result.passes == 5 and result.samples == 60
 
 

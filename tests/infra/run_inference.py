@@ -35,7 +35,15 @@ def ended(proc: subprocess.Popen, timeout: float = 60) -> tuple[str, str]:
         pytest.fail(f"{proc.args[1]} did not end within {timeout} s of its signal; its threads:\n{(out + err)[-6000:]}")
 
 
-def command(perf: Path, data: Path, log: Path, *extra: str, case: str = "digits") -> list[str]:
+def command(
+    perf: Path,
+    data: Path,
+    log: Path,
+    *extra: str,
+    case: str = "digits",
+    vendor: str = "cpu",
+    framework: str = "pytorch",
+) -> list[str]:
     return [
         sys.executable,
         "run_inference.py",
@@ -46,11 +54,11 @@ def command(perf: Path, data: Path, log: Path, *extra: str, case: str = "digits"
         "--log_dir",
         str(log),
         "--vendor",
-        "cpu",
+        vendor,
         "--case",
         case,
         "--framework",
-        "pytorch",
+        framework,
         *extra,
     ]
 

@@ -124,6 +124,7 @@ class DockerSession(HostSession[ContainerHandle]):
         self._containers: list[Container] = []
         self._pending: list[threading.Thread] = []  # stops and removals under way
         self._precreated: tuple[dict, Background] | None = None  # the case container, created early
+        self._image_spec: Background | None = None  # image_spec(), started as prepare() starts
         self._stopped_cases: list[ContainerHandle] = []
         self._closed = False
         self.workdir = self.host_workdir()
@@ -151,6 +152,8 @@ class DockerSession(HostSession[ContainerHandle]):
         image) on this thread, the files (data dirs, user, code) on another. A failure is
         reported at the first step in the order ssh, docker, data, code, image."""
         self.preflight_step = "ssh"
+        # The image's tag needs this machine's pip configuration (a Python process): found while SSH connects.
+        self._image_spec = Background(lambda _: image_spec(self.config, self.label), f"image-spec-{self.label}")
         self.remote.connect()
         if self.remote.local:  # this machine: a missing data dir is known at once, not after an image build
             self.preflight_step = "data"
@@ -242,7 +245,12 @@ class DockerSession(HostSession[ContainerHandle]):
         self.remote.makedirs(posixpath.join(self.workdir, "onnxs"))
 
     def _ensure_image(self) -> str:
-        spec = image_spec(self.config, self.label)
+        if self._image_spec is None:
+            self._image_spec = Background(lambda _: image_spec(self.config, self.label), f"image-spec-{self.label}")
+        error = self._image_spec.join()
+        if error is not None:
+            raise error
+        spec: ImageSpec = self._image_spec.value
         log = self.build_log_dir / f"build_{slug(self.label)}.log"
         tag, _ = ensure_image(self.engine, spec, self.label, log, self.abort)
         return tag
@@ -264,15 +272,15 @@ class DockerSession(HostSession[ContainerHandle]):
     ) -> ContainerHandle:
         """A monitor is created and started in the background (the two monitors and the
         case container's creation overlap); its first wait() reports a failed start. The case container, created
-        meanwhile with
-        the same command line, only needs starting."""
+        meanwhile with the same command line, only needs starting: its creation is asked for first, since the
+        engine works through concurrent creations about one at a time and the case is what the run waits on."""
         if role != "case":
+            if self._precreated is None:
+                self._precreate_case(spec, env)
             handle = ContainerHandle(self.label, role, poll=True)
             handle.starting = Background(
                 lambda _: self._create_and_start(handle, role, argv, spec, env), f"start-{role}"
             )
-            if self._precreated is None:
-                self._precreate_case(spec, env)
             return handle
         handle = ContainerHandle(self.label, role, poll=False)
         handle.stdout = stdout

@@ -393,8 +393,22 @@ class HostPip:
 _PIP_SECTIONS = {":env:": 3, "install": 2, "global": 1}
 
 
-@functools.lru_cache(maxsize=4)
+_HOST_PIP_LOCK = threading.Lock()
+
+
 def host_pip(python: str = sys.executable) -> HostPip:
+    """``read_host_pip``, once a run: the hosts' sessions ask at once (utils/executors/docker.py), and
+    each ``pip config list`` is a Python process (about 0.2 s of CPU)."""
+    with _HOST_PIP_LOCK:
+        return _cached_host_pip(python)
+
+
+@functools.lru_cache(maxsize=4)
+def _cached_host_pip(python: str) -> HostPip:
+    return read_host_pip(python)
+
+
+def read_host_pip(python: str = sys.executable) -> HostPip:
     """``python -m pip config list``, read as pip reads it (PIP_* variables over the install
     section over global), keeping what a container build can reach: http(s) index URLs and
     trusted hosts as build arguments, find-links folders as wheels, the cert file."""
