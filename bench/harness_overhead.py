@@ -46,7 +46,7 @@ to one cell, ``batch_sizes: [--batch]`` x ``input_lengths: [--input-length]`` at
 ``output_length``, without server rows (the greedy check and FlagPerf's prefill pass still
 run, outside the cell's window). The bare loop opens the same GenAI folder and, for as long
 as the harness's cell window lasted, generates on the same seeded prompts
-(``tools.measure.llm_stage.PromptSource``, the same token-id range) with the same search
+(``contract.llm_workload.PromptSource``, the same token-id range) with the same search
 options as the engine (greedy, ``min_length = max_length = prompt + output_length``), calling
 ``append_tokens``, then ``generate_next_token`` and ``get_next_tokens`` per token; the rate
 compared is output tokens/s.
@@ -276,9 +276,9 @@ def _bare_generation_child(folder: str, model_dir: str, seed: int, cells: list[l
 
     from benchmarks.llama.pytorch.weights import prompt_id_range
     from contract.config import load_case_config
+    from contract.llm_workload import PromptSource
     from inference_engine.cpu.onnxruntime_genai import InferModel
     from tools.measure.llm import generate_timed
-    from tools.measure.llm_stage import PromptSource
 
     vocab = int(json.loads((Path(model_dir) / "config.json").read_text())["vocab_size"])
     tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)

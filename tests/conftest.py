@@ -75,6 +75,12 @@ def run_py(perf: Path, config: Path, *extra: str, timeout: float = 600) -> subpr
     )
 
 
+# A case's hooks measure through contract/measuring.py, whose functions the container side installs when
+# tools.measure is imported (the pipeline does before it loads a case). Tests that call a case's functions
+# directly stand where the pipeline would, so every test session has them installed, whatever ran first;
+# tests/test_lifecycle_units.py checks the line a case gets without them.
+import tools.measure  # noqa: E402,F401
+
 # One real PostgreSQL server for the whole session, and a fresh database of it per test (tests/infra/postgres.py).
 from tests.infra.postgres import postgres_server, postgres_url  # noqa: E402,F401
 

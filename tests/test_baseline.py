@@ -25,10 +25,10 @@ from common.errors import ConfigError
 from common.mfu import plausible_mfu
 from common.summary_record import Summary, SummaryLLM, SummaryRecord
 from contract.config.case import CaseConfig
-from contract.kernels import TorchKernels
+from contract.kernels import KernelSettings, TorchKernels, allreduce_bandwidth, gemm_flop, stream_bytes
 from tests.conftest import INFERENCE, TYPED_CASE_CONFIG
 from tests.result_records import case_result, write_result
-from tools.measure.baseline import KernelSettings, allreduce_bandwidth, gemm_flop, measure_kernel, stream_bytes
+from tools.measure.baseline import measure_kernel
 from utils.case_specs import CaseSpec
 from utils.executors.base import CaseOutcome
 from utils.results import baselines
@@ -413,7 +413,8 @@ def test_the_cpu_vendors_fp32_gemm_holds_b_constant_as_a_models_weights_are(monk
 
 # ---- the interconnect ------------------------------------------------------------------------------
 def test_a_collective_stops_when_the_ranks_agree_and_every_rank_makes_the_same_calls():
-    from tools.measure.baseline import group_decision, measure_collective
+    from contract.kernels import group_decision
+    from tools.measure.baseline import measure_collective
 
     assert group_decision([True, False], [False, False]) is True
     assert group_decision([False, False], [False, False]) is False

@@ -13,8 +13,9 @@ import os
 import sys
 from types import SimpleNamespace
 
+from contract.phase import ContentionReading
 from tools.measure import contention
-from tools.measure.contention import ContentionReading, CpuContention
+from tools.measure.contention import CpuContention
 
 PROC_STAT = """cpu  9000 9000 9000 9000 9000 9000 9000 9000 0 0
 cpu0 10 20 30 40 50 60 70 80 90 100

@@ -433,7 +433,7 @@ def test_phase_result_accepts_flagperf_triples_and_still_rejects_anything_else()
         with pytest.raises(EngineError) as info:
             _phase_result(bad, "engine_forward")
         assert str(info.value) == (
-            "case function engine_forward must return tools.measure.loop.timed_forward(...)'s result "
+            "case function engine_forward must return contract.measuring.measuring().timed_forward(...)'s result "
             f"or FlagPerf's (whole_qps, core_qps, acc), got {type(bad).__name__}"
         )
 

@@ -15,9 +15,9 @@ import pytest
 import torch
 
 from common.errors import EngineError
+from contract.phase import ContentionReading
 from tests.infra.loop_rig import SYNC_NS, Loader, Rig, config
 from tools.measure import loop as forward
-from tools.measure.contention import ContentionReading
 
 
 # ---- small helpers ---------------------------------------------------------------------

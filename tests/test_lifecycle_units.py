@@ -435,29 +435,56 @@ def test_a_vendor_imports_only_the_floor():
     assert [path for path in plug_in_offenders() if path.startswith("inference_engine/")] == []
 
 
-def test_a_case_imports_only_the_floor_and_the_stages_it_runs():
-    """A case's imports of the code under inference/: the floor, common/, the cases' own helpers, and
-    nothing of tools/ except the measuring stages a case's hook runs (contract/__init__.py: the
-    remainder, listed there one by one); none of utils/, of an engine module or of another room."""
+def test_a_case_imports_only_the_floor():
+    """A case's imports of the code under inference/: the floor, common/ and the cases' own helpers;
+    none of tools/ (the measuring functions a hook runs come through contract/measuring.py), of
+    utils/, of an engine module or of another room. Pinned here, so widening it is a visible change."""
     from contract import PLUGIN_IMPORTS
 
-    services = [m for m in PLUGIN_IMPORTS["case"] if m not in ("common", "contract", "benchmarks")]
-    assert services and all(m.startswith("tools.measure.") or m.startswith("tools.") for m in services)
-    used = {
-        target.rpartition(".")[0] if target not in services else target
-        for _, _, path in plug_in_files()
-        if path.is_relative_to(INFERENCE / "benchmarks")
-        for target in plug_in_imports(path, INFERENCE)
-        if target.split(".")[0] == "tools"
+    assert PLUGIN_IMPORTS["case"] == ("common", "contract", "benchmarks")
+    assert [path for path in plug_in_offenders() if path.startswith("benchmarks/")] == []
+
+
+def test_the_contract_floor_holds_the_measuring_functions_a_case_calls():
+    """Every framework function a case's hook measures with is declared by the contract and
+    installed by the container side: importing tools.measure installs ``ToolsMeasuring``, which
+    implements each method of ``Measuring`` with the same parameters."""
+    import inspect
+
+    import tools.measure  # noqa: F401  (installs)
+    from contract.measuring import Measuring, measuring
+    from tools.measure.services import ToolsMeasuring
+
+    declared = {name for name, _ in inspect.getmembers(Measuring, inspect.isfunction) if not name.startswith("_")}
+    assert declared == {
+        "timed_forward",
+        "measure_kernel",
+        "measure_collective",
+        "run_llm_stage",
+        "run_serving_stage",
+        "engine_precision",
     }
-    assert {m for m in used if not any(m == s or m.startswith(s + ".") for s in services)} == set()
-    # every declared service is still used: a service a case stopped importing leaves the list
-    assert {s for s in services if not any(m == s or m.startswith(s + ".") for m in used)} == set()
+    assert isinstance(measuring(), ToolsMeasuring)
+    for name in declared:
+        wanted = list(inspect.signature(getattr(Measuring, name)).parameters)
+        assert list(inspect.signature(getattr(ToolsMeasuring, name)).parameters) == wanted, name
+
+
+def test_a_case_measuring_outside_the_framework_gets_one_clear_line(monkeypatch):
+    """Nothing installed (a case imported by itself): one EngineError naming what is missing."""
+    from common.errors import EngineError
+    from contract import measuring as contract_measuring
+
+    monkeypatch.setattr(contract_measuring, "_installed", [])
+    with pytest.raises(EngineError, match=r"^contract\.measuring: no measuring functions installed") as caught:
+        contract_measuring.measuring()
+    assert "\n" not in str(caught.value)
 
 
 def test_the_plug_in_import_rule_refuses_a_back_arrow(tmp_path):
     """The arrows issues 27 and 42 removed: an engine reaching for tools/, another room or the old
-    base-tier kernels in a case file; a case for another engine's module, a load by name or the host side."""
+    base-tier kernels in a case file; a case for another engine's module, a load by name, the host side or
+    the container side's measuring functions."""
     for folder in ("common", "contract", "tools", "utils", "inference_engine/acme", "benchmarks/demo/pytorch"):
         (tmp_path / folder).mkdir(parents=True)
     (tmp_path / "inference_engine" / "acme" / "fast.py").write_text(
@@ -477,6 +504,7 @@ def test_the_plug_in_import_rule_refuses_a_back_arrow(tmp_path):
         "benchmarks/demo/pytorch/__init__.py": [
             "inference_engine.acme.fast.InferModel",
             "inference_engine.{}.fast",
+            "tools.measure.loop.timed_forward",  # issue 42: a case measures through contract/measuring.py
             "utils.host_config.HostConfig",
         ],
     }

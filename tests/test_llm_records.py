@@ -11,10 +11,11 @@ import pytest
 
 from common.files import json_text
 from common.record import LLMBlock, LLMRow, RecordError, Verdict, read_result
+from contract.llm_workload import LLMWorkload, PromptSource
 from tests.infra.clocks import FakeClock
 from tests.infra.llm_rig import SleepyEngine, llm_config
 from tools.measure.llm import GenerationFigures, ModelShape
-from tools.measure.llm_stage import Limits, LLMReport, LLMWorkload, PromptSource, Schedule, run_server, run_table
+from tools.measure.llm_stage import Limits, LLMReport, Schedule, run_server, run_table
 
 LLAMA = Path(__file__).parent / "fixtures" / "golden" / "results" / "llm_llama"
 SHAPE = ModelShape(1, 8, 2, 1, 4, 16, 32, 1000, 256)

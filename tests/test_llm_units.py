@@ -10,10 +10,11 @@ import pytest
 
 from common.errors import ConfigError
 from contract.llm_base import LLMEngineBase
+from contract.llm_workload import LLMWorkload, PromptSource
 from tests.infra.clocks import FakeClock
 from tests.infra.llm_rig import SleepyEngine, llm_config
 from tools.measure.llm import GenerationFigures, ModelShape, generate_timed
-from tools.measure.llm_stage import Limits, LLMWorkload, PromptSource, Schedule, run_server, server_schedule
+from tools.measure.llm_stage import Limits, Schedule, run_server, server_schedule
 
 
 def test_ttft_and_tpot_of_an_engine_with_known_sleeps():

@@ -17,8 +17,8 @@ from types import SimpleNamespace
 import pytest
 
 from common.scenario import MULTI_STREAM
+from contract.phase import ContentionReading
 from tests.infra.clocks import MS, FakeClock
-from tools.measure.contention import ContentionReading
 from tools.measure.precision import Target
 from tools.measure.scenarios import (
     MAX_DURATION_REACHED,

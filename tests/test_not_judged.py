@@ -9,10 +9,10 @@ from common.record import PerformanceRow
 from common.record import Verdict as RecordedVerdict
 from common.stats import LatencyStats
 from common.summary_record import SummaryRecord
+from contract.phase import ContentionReading, Verdict
 from tests.infra.performance_rig import CONFIG, QUIET, scenario_run
-from tools.measure.contention import ContentionReading
 from tools.measure.stage import judge_row
-from tools.measure.verdict import Verdict, contention_not_judged, drift_not_judged
+from tools.measure.verdict import contention_not_judged, drift_not_judged
 from tools.results.result import overall_verdict
 from utils.results.summary import _verdict_cell, markdown_table
 

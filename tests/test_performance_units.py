@@ -21,12 +21,12 @@ import torch
 from common.record import LatencyBlock, PerformanceRow, Verdict
 from common.scenario import SCENARIOS
 from common.stats import LatencyStats
+from contract.phase import ContentionReading
 from tests.infra.clocks import MS, FakeClock
 from tests.infra.performance_rig import CONFIG, QUIET, Loader, Rig, make_stage, scenario_run, stage_config
 from tools.checks import audit
 from tools.checks.audit import AuditResult
 from tools.measure import stage as performance
-from tools.measure.contention import ContentionReading
 from tools.measure.precision import METHOD, Settle
 from tools.measure.rows import RowFigures, latency_of, performance_row
 from tools.measure.scenarios import ScenarioRun, ScenarioSpec, run_scenario

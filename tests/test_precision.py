@@ -28,9 +28,9 @@ from common.stats import (
     relative_half_width,
     t975,
 )
+from contract.phase import ContentionReading
 from tools.measure import loop as forward
 from tools.measure import precision
-from tools.measure.contention import ContentionReading
 from tools.measure.precision import (
     Drift,
     Figures,

@@ -9,8 +9,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from contract.phase import ContentionReading
 from tools.measure import loop as forward
-from tools.measure.contention import ContentionReading
 from tools.measure.phase_progress import INTERVAL_NS, PhaseProgress, estimate
 from tools.measure.scenarios import ScenarioSpec, run_scenario
 from utils import run_progress as prog

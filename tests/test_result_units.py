@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from common.record import PerformanceRow, read_latencies, read_result
+from contract.phase import PhaseResult
 from tests.infra.result_builders import Performance, build, config, phase
-from tools.measure.loop import PhaseResult
 from tools.results.result import (
     MAX_RAW_LATENCIES,
     capped,

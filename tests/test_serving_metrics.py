@@ -375,8 +375,8 @@ class _Engine:
 def test_the_serving_vendor_step_scrapes_the_servers_metrics_too():
     from types import SimpleNamespace
 
+    from contract.llm_workload import PromptSource
     from tools.measure import serving_stage
-    from tools.measure.llm_stage import PromptSource
 
     exposed = VllmMetrics(preemptions_per_request=1, kv_cache_usage=0.5)
     workload = serving_stage.ServingWorkload(concurrency=[2], requests=4, input_length=8, output_length=3, warmup=1)

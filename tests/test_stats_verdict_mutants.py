@@ -22,11 +22,11 @@ from common.stats import (
     percentile,
     too_few_note,
 )
+from contract.phase import Verdict
 from tools.measure.verdict import (
     MAX_WINDOWS,
     MIN_QUERIES_PER_WINDOW,
     MIN_WINDOWS,
-    Verdict,
     contention_reason,
     minimum_reasons,
     minimums_met,

@@ -15,16 +15,11 @@ from types import SimpleNamespace
 import pytest
 
 from common.stats import LatencyStats, percentile
+from contract.phase import Verdict
 from tests.infra.loop_rig import config
 from tools.measure import loop as forward
 from tools.measure.contention import CpuContention
-from tools.measure.verdict import (
-    Verdict,
-    contention_reason,
-    minimum_reasons,
-    minimums_met,
-    window_throughputs,
-)
+from tools.measure.verdict import contention_reason, minimum_reasons, minimums_met, window_throughputs
 
 
 # ---- percentiles: measured or null, never extrapolated -----------------------

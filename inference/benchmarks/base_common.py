@@ -5,7 +5,8 @@ A base case is a case folder named ``base_<what>`` (``benchmarks/base_gemm/pytor
 container and with the monitors. Instead of the model steps it defines one pipeline hook,
 ``baseline_stage(config)``: the pipeline skips the data set, the model and the engine and
 runs it in the engine_inference step (tools/pipeline.py). Its figures are measured until
-precise by ``tools/measure/baseline.py`` and written under result.json's ``baseline``.
+precise by the framework (``measure_kernel``, ``measure_collective``: ``contract/measuring.py``,
+implemented in ``tools/measure/baseline.py``) and written under result.json's ``baseline``.
 
 Cases (each figure with its 95 % interval and verdict):
   base_gemm      GEMM FLOP/s per dtype (``dtypes``) over a size sweep (``sizes``, square
@@ -27,19 +28,25 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 from loguru import logger
 
 from common.errors import ConfigError, DataError
 from common.record import as_json
 from contract.config import CaseConfig, origin_of
-from contract.kernels import DTYPES, TorchKernels
+from contract.kernels import (
+    DTYPES,
+    KernelSettings,
+    TorchKernels,
+    allreduce_bandwidth,
+    gemm_flop,
+    group_decision,
+    stream_bytes,
+)
+from contract.measuring import measuring
 from contract.registry import vendor_kernels
 from contract.settings import MIN_QUERIES
-
-if TYPE_CHECKING:
-    from tools.measure.baseline import KernelSettings
 
 MEMORY_SHARE = 0.8  # a working set must fit in this share of the free memory
 
@@ -188,8 +195,6 @@ def figure(name: str, kind: str, unit: str, rate: Any, **extra: Any) -> dict:
 
 
 def _settings(config: CaseConfig) -> KernelSettings:
-    from tools.measure.baseline import KernelSettings
-
     return KernelSettings.from_config(config)
 
 
@@ -209,8 +214,6 @@ def gemm_stage(
     """Each dtype: every size measured for ``sweep_s`` (information), then the best size until precise."""
     from dataclasses import replace
 
-    from tools.measure.baseline import gemm_flop, measure_kernel
-
     kernels, settings, timing = _kernel_stage(config, kernels, clock)
     sweep = replace(
         settings,
@@ -226,13 +229,17 @@ def gemm_stage(
         swept = []
         for size in sorted(_positive_ints(config, "sizes")):
             call = kernels.gemm(dtype, size, size, size, device)
-            rate = measure_kernel(call, gemm_flop(size, size, size), sweep, lambda: kernels.sync(device), **timing)
+            rate = measuring().measure_kernel(
+                call, gemm_flop(size, size, size), sweep, lambda: kernels.sync(device), **timing
+            )
             swept.append({"size": size, "value": rate.value, "ci95": rate.ci95, "calls": rate.calls})
             logger.info(f"{dtype} GEMM {size}^3: {(rate.value or 0) / 1e9:.1f} GFLOP/s over {rate.calls} calls (sweep)")
             del call
         best = max(swept, key=lambda row: row["value"] or 0.0)["size"]
         call = kernels.gemm(dtype, best, best, best, device)
-        rate = measure_kernel(call, gemm_flop(best, best, best), settings, lambda: kernels.sync(device), **timing)
+        rate = measuring().measure_kernel(
+            call, gemm_flop(best, best, best), settings, lambda: kernels.sync(device), **timing
+        )
         del call
         report.figures.append(
             figure(f"{dtype} GEMM", "compute", "FLOP/s", rate, dtype=dtype, size=[best, best, best], sweep=swept)
@@ -244,8 +251,6 @@ def gemm_stage(
 def stream_stage(
     config: CaseConfig, kernels: TorchKernels | None = None, clock: Callable[[], int] | None = None
 ) -> BaselineReport:
-    from tools.measure.baseline import measure_kernel, stream_bytes
-
     kernels, settings, timing = _kernel_stage(config, kernels, clock)
     elements = stream_elements(config)
     llc = last_level_cache_bytes()
@@ -260,7 +265,7 @@ def stream_stage(
     )
     for kernel in config.get("kernels", ["copy", "triad"]):
         call = kernels.stream(kernel, elements, config.device)
-        rate = measure_kernel(
+        rate = measuring().measure_kernel(
             call, stream_bytes(kernel, elements, 8), settings, lambda: kernels.sync(config.device), **timing
         )
         del call
@@ -274,8 +279,6 @@ def stream_stage(
 def transfer_stage(
     config: CaseConfig, kernels: TorchKernels | None = None, clock: Callable[[], int] | None = None
 ) -> BaselineReport:
-    from tools.measure.baseline import measure_kernel
-
     kernels = kernels or vendor_kernels(config.vendor)
     check_base_config(config, kernels)
     report = BaselineReport(config.case, kernels.name)
@@ -289,7 +292,7 @@ def transfer_stage(
     for pinned in (True, False):
         for direction in ("h2d", "d2h"):
             call = kernels.transfer(direction, nbytes, pinned, config.device)
-            rate = measure_kernel(call, nbytes, settings, lambda: kernels.sync(config.device), **timing)
+            rate = measuring().measure_kernel(call, nbytes, settings, lambda: kernels.sync(config.device), **timing)
             del call
             memory = "pinned" if pinned else "pageable"
             report.figures.append(
@@ -334,8 +337,6 @@ def allreduce_stage(
     import torch
     import torch.distributed as dist
 
-    from tools.measure.baseline import group_decision, measure_collective
-
     check_base_config(config)
     kernels = kernels or vendor_kernels(config.vendor)
     hosts, rank, address, port = rendezvous(config)
@@ -369,7 +370,7 @@ def allreduce_stage(
             nbytes = mib * 2**20
             tensor = torch.ones(nbytes // 4, dtype=torch.float32, device=device)
             sync = lambda: kernels.sync(device)
-            rate = measure_collective(
+            rate = measuring().measure_collective(
                 partial(dist.all_reduce, tensor), nbytes, _settings(config), agree, sync, **timing
             )
             found = _busbw_figure(mib, rate, len(hosts), backend)
@@ -383,8 +384,6 @@ def allreduce_stage(
 def _busbw_figure(mib: int, rate: Any, ranks: int, backend: str) -> dict:
     """One all-reduce size's figure: its bus bandwidth (nccl-tests' definition), with the algorithm
     bandwidth it comes from beside it."""
-    from tools.measure.baseline import allreduce_bandwidth
-
     nbytes = mib * 2**20
     found = figure(
         f"all-reduce {mib} MiB busbw", "interconnect", "B/s", rate, bytes=nbytes, ranks=ranks, backend=backend

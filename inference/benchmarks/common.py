@@ -21,7 +21,8 @@ from loguru import logger
 from common.errors import ConfigError, DataError
 from common.torch_step import half_precision, make_step
 from contract.config import CaseConfig, CaseView, has_dynamic_axis, setting
-from tools.measure.loop import PhaseResult, timed_forward
+from contract.measuring import measuring
+from contract.phase import PhaseResult
 
 INPUT_NAME = "input"
 OUTPUT_NAME = "output"
@@ -144,11 +145,11 @@ def place_model(model: torch.nn.Module, config: CaseConfig) -> torch.nn.Module:
 
 
 def validation_forward(model: torch.nn.Module, dataloader: Any, evaluator: Callable, config: CaseConfig) -> PhaseResult:
-    return timed_forward(make_step(model, config), dataloader, evaluator, config, phase="validation")
+    return measuring().timed_forward(make_step(model, config), dataloader, evaluator, config, phase="validation")
 
 
 def inference_forward(model: Callable, dataloader: Any, evaluator: Callable, config: CaseConfig) -> PhaseResult:
-    return timed_forward(model, dataloader, evaluator, config, phase="inference")
+    return measuring().timed_forward(model, dataloader, evaluator, config, phase="inference")
 
 
 def top1_accuracy(outputs: Sequence[torch.Tensor], y: Any) -> float:

@@ -14,8 +14,13 @@ below both.
   serving_base.py  a served LLM's server plumbing and vLLM's engine, shared by vendors
   registry.py      which vendors and compilers exist, by file layout; loads an engine module
                    and a vendor's base-tier kernels
-  kernels.py       ``TorchKernels``, the base-tier kernels a vendor subclasses
+  kernels.py       ``TorchKernels``, the base-tier kernels a vendor subclasses; a call's work
+                   (``gemm_flop``, ``stream_bytes``, ...), ``KernelSettings``, ``KernelRate``
   cases.py         the case API (``CaseModule``, ``CaseHooks``) and the case loader
+  measuring.py     what a case calls while it measures (``Measuring``: ``timed_forward``, the base
+                   tier's and the LLM stages), installed by the container side, got by ``measuring()``
+  phase.py         a measured phase's record (``PhaseResult``, ``Verdict``, ``ContentionReading``)
+  llm_workload.py  an LLM case's workload keys (``LLMWorkload``) and seeded prompts (``PromptSource``)
   config/          the case config (``CaseConfig``, ``CaseView``, ``origin_of``, the merge)
   settings.py      the measurement defaults (``MEASUREMENT_DEFAULTS``)
   tolerances.py    the numeric check's limits per precision
@@ -31,18 +36,7 @@ It imports only ``common/`` and itself (tests/test_lifecycle_units.py::test_laye
 PLUGIN_IMPORTS: dict[str, tuple[str, ...]] = {
     # the floor, and ByteMLPerf's base class names for its backend folders
     "engine": ("common", "contract", "general_perf"),
-    "case": (
-        "common",
-        "contract",
-        # the bases every case builds on, and other cases' helpers
-        "benchmarks",
-        # The framework's measuring stages, which a case's hook runs in place of the default
-        # (a base-tier or LLM case's own stage): still in tools/, the rest of the case's imports
-        # are the floor.
-        "tools.measure.loop",
-        "tools.measure.baseline",
-        "tools.measure.llm_stage",
-        "tools.measure.serving_stage",
-        "tools.results.result",
-    ),
+    # the floor, and the bases every case builds on and other cases' helpers; the framework's
+    # measuring functions a case's hook runs come through contract/measuring.py, not from tools/
+    "case": ("common", "contract", "benchmarks"),
 }

@@ -33,8 +33,9 @@ DYNAMIC_IMPORTS = {"case": "benchmarks.{case}.{framework}"}
 
 
 class CaseModule(Protocol):
-    """The six case functions. A ``*_forward`` returns ``tools.measure.loop.timed_forward``'s
-    PhaseResult, or FlagPerf's ``(whole_qps, core_qps, acc)`` (a case-timed phase)."""
+    """The six case functions. A ``*_forward`` returns a ``contract.phase.PhaseResult`` (from
+    ``contract.measuring.measuring().timed_forward``), or FlagPerf's ``(whole_qps, core_qps, acc)``
+    (a case-timed phase)."""
 
     def build_dataloader(self, config: CaseConfig) -> Any:
         """The data set's loader: batches ``(x, y)``, ``x`` a tensor or a list of tensors."""

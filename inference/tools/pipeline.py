@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar, Generic, TypeVar
 
 from loguru import logger
 
+import tools.measure  # noqa: F401  (installs the measuring functions a case calls: contract/measuring.py)
 from common.errors import ConfigError, DataError, EngineError, StorageError
 from common.files import storage_error, sweep_stale_temps, writable_dir
 from common.layout import is_base_case
@@ -29,6 +30,7 @@ from common.record import CaseResult
 from contract.cases import Case, load_case
 from contract.config import CaseConfig, has_dynamic_axis, load_case_config, parse_overrides
 from contract.config.values import oversubscribed
+from contract.phase import PhaseResult
 from contract.settings import VALIDATION_PASS
 from tools.artefacts.engine import EngineBuilder
 from tools.artefacts.onnx_export import export_to_cache
@@ -36,7 +38,7 @@ from tools.compat import flagperf
 from tools.compat.adapters import OutputAdapter
 from tools.compat.bytemlperf import hooks as bytemlperf
 from tools.env import environment
-from tools.measure.loop import PhaseResult, as_input_list
+from tools.measure.loop import as_input_list
 from tools.measure.precision import measured_once_more_on_drift
 from tools.plugins import check_vendor, preflight_engine
 from tools.results import compile_report, result
@@ -466,7 +468,8 @@ def _phase_result(value: Any, function: str) -> PhaseResult:
     if flagperf.is_flagperf_triple(value):
         return flagperf.case_timed_phase(value, "validation" if function == "model_forward" else "inference")
     raise EngineError(
-        f"case function {function} must return tools.measure.loop.timed_forward(...)'s result or FlagPerf's "
+        f"case function {function} must return contract.measuring.measuring().timed_forward(...)'s result or "
+        "FlagPerf's "
         "(whole_qps, core_qps, acc), "
         f"got {type(value).__name__}"
     )

@@ -9,8 +9,8 @@ from types import SimpleNamespace
 
 import torch
 
+from contract.phase import ContentionReading
 from tools.measure import loop as forward
-from tools.measure.contention import ContentionReading
 
 START = 10**12
 

@@ -9,10 +9,10 @@ from types import SimpleNamespace
 
 import torch
 
+from contract.phase import ContentionReading
 from tests.infra.clocks import MS, FakeClock
 from tools.measure import scenarios
 from tools.measure import stage as performance
-from tools.measure.contention import ContentionReading
 from tools.measure.scenarios import ScenarioRun, ScenarioSpec, run_scenario
 from tools.measure.stage import PerformanceStage
 

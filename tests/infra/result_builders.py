@@ -7,9 +7,7 @@ from datetime import datetime, timezone
 from types import SimpleNamespace
 
 from common.stats import LatencyStats
-from tools.measure.contention import ContentionReading
-from tools.measure.loop import PhaseResult
-from tools.measure.verdict import Verdict
+from contract.phase import ContentionReading, PhaseResult, Verdict
 from tools.results.result import ResultInputs, build_result
 
 

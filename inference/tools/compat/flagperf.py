@@ -22,9 +22,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
 from common.errors import EngineError
+from contract.phase import PhaseResult, Verdict
 from tools.compat.loader_view import LoaderView
-from tools.measure.loop import PhaseResult
-from tools.measure.verdict import Verdict
 
 if TYPE_CHECKING:
     pass

@@ -20,22 +20,10 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
 
-from common.record import as_json
+from contract.phase import ContentionReading
 
 _BUSY_FIELDS = (0, 1, 2, 5, 6, 7)  # user nice system irq softirq steal (guest is inside user)
-
-
-@dataclass
-class ContentionReading:
-    share: float | None  # fraction of the CPUs' time used by other processes, in [0, 1]
-    cpus: int
-    seconds: float
-    gpu_other_processes: int | None = None  # other processes on the benchmark's GPU; None: not a GPU run, or unknown
-
-    def to_dict(self) -> dict:
-        return as_json(self, (("other_processes_cpu_share", "share"), "cpus", "seconds", "gpu_other_processes"))
 
 
 def _own_pids() -> set[int]:

@@ -573,8 +573,9 @@ def loadgen_row(
     """One row of ``tools.measure.stage.PerformanceStage`` under LoadGen, built by the same constructor as
     an InferPerf row (``tools.measure.rows.performance_row``) with ``load_generator`` mlperf and the
     ``loadgen`` block; its raw latencies are kept like every row's."""
+    from contract.phase import Verdict
     from tools.measure.contention import CpuContention
-    from tools.measure.verdict import Verdict, accelerator_reason, contention_reason
+    from tools.measure.verdict import accelerator_reason, contention_reason
 
     config = stage.config
     contention = CpuContention(str(config.device)).start()

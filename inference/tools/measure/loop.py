@@ -51,8 +51,9 @@ from loguru import logger
 from common.errors import EngineError
 from common.stats import LatencyStats
 from contract.config import CaseView, setting
+from contract.phase import PhaseResult
 from contract.settings import MAX_DURATION_REACHED, minus_foo
-from tools.measure.contention import ContentionReading, CpuContention
+from tools.measure.contention import CpuContention
 from tools.measure.phase_progress import PhaseProgress
 from tools.measure.precision import (
     Figures,
@@ -66,7 +67,7 @@ from tools.measure.precision import (
     precision_reasons,
     settle,
 )
-from tools.measure.verdict import Verdict, minimums_met, window_throughputs, window_verdict
+from tools.measure.verdict import minimums_met, window_throughputs, window_verdict
 from tools.torch_sync import sync_for_config
 
 Step = Callable[[list], "tuple[list, float]"]
@@ -77,36 +78,6 @@ CHUNK_BYTES = 64 << 20
 # ... and the untimed calls before a chunk's timed ones, where the last call was shorter than REWARM_BELOW_NS
 REWARM_CALLS = 2
 REWARM_BELOW_NS = 1_000_000
-
-
-@dataclass
-class PhaseResult:
-    phase: str
-    samples: int
-    batches: int
-    whole_time_s: float
-    core_time_s: float
-    foo_time_s: float
-    warmup_batches: int
-    accuracy: float | None
-    latency: LatencyStats | None
-    core_latencies_ns: list[int] = field(default_factory=list, repr=False)
-    passes: int = 1
-    window_qps: list[float] = field(default_factory=list)
-    contention: ContentionReading | None = None
-    verdict: Verdict = field(default_factory=Verdict)
-    span_unix: tuple[float, float] | None = None  # wall-clock (time.time) start and end of the measured loop
-    core_qps_ci95: list[float] | None = None
-    whole_qps_ci95: list[float] | None = None
-    precision: dict | None = None  # tools.measure.verdict.precision_block
-
-    @property
-    def whole_qps(self) -> float | None:
-        return self.samples / self.whole_time_s if self.whole_time_s > 0 else None
-
-    @property
-    def core_qps(self) -> float | None:
-        return self.samples / self.core_time_s if self.core_time_s > 0 else None
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from tools.measure.precision import Settle, Target, drift, measure_figures, prec
 from tools.measure.verdict import window_throughputs
 
 if TYPE_CHECKING:
-    from tools.measure.contention import ContentionReading
+    from contract.phase import ContentionReading
     from tools.measure.scenarios import ScenarioRun
 
 PERCENTILES = ("p50", "p90", "p99", "p99_9")

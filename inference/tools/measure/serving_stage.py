@@ -41,7 +41,8 @@ from common.errors import ConfigError, EngineError
 from common.record import ServingStep, Verdict
 from contract.config import CaseConfig, origin_of, setting
 from contract.llm_base import ModelShape
-from tools.measure.llm_stage import LLMReport, LLMWorkload, PromptSource, check_skipped, stage_model
+from contract.llm_workload import LLMWorkload, PromptSource
+from tools.measure.llm_stage import LLMReport, check_skipped, stage_model
 
 
 @dataclass

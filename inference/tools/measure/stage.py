@@ -32,6 +32,7 @@ from common.record import PerformanceRow
 from common.scenario import OFFLINE, SERVER, scenario
 from common.stats import LatencyStats
 from contract.config import CaseConfig, query_samples, setting
+from contract.phase import Verdict
 from contract.settings import minus_foo
 from tools.measure.contention import CpuContention
 from tools.measure.loop import as_input_list
@@ -45,7 +46,7 @@ from tools.measure.precision import (
 )
 from tools.measure.rows import RowFigures, latency_bound, latency_of, performance_row, row_target
 from tools.measure.scenarios import ScenarioRun, ScenarioSpec, run_scenario, server_search
-from tools.measure.verdict import Verdict, window_verdict
+from tools.measure.verdict import window_verdict
 
 POOL_BATCHES = 8  # distinct batches per batch size, memory permitting
 REFERENCE_BATCHES = 2  # pool batches whose outputs are checked under load (TEST01)

@@ -25,61 +25,13 @@ judge nothing (docs/measurement.md).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterable, Sequence
+from typing import Iterable, Sequence
 
-from common import record as recorded
-
-if TYPE_CHECKING:
-    from tools.measure.contention import ContentionReading
+from contract.phase import ContentionReading, Verdict
 
 MIN_WINDOWS = 3
 MAX_WINDOWS = 10
 MIN_QUERIES_PER_WINDOW = 8
-
-
-@dataclass
-class Verdict:
-    """``reasons``: why the figure is INVALID; ``not_judged``: the checks that could not run on it,
-    each with why (too few queries for drift, no CPU reading, audits off). A check that was not
-    run never passes silently: ``run.py --strict`` counts it as a failure (docs/measurement.md)."""
-
-    reasons: list[str] = field(default_factory=list)
-    not_judged: list[str] = field(default_factory=list)
-
-    @property
-    def valid(self) -> bool:
-        return not self.reasons
-
-    def add(self, reason: str | None) -> "Verdict":
-        if reason and reason not in self.reasons:
-            self.reasons.append(reason)
-        return self
-
-    def extend(self, reasons: Iterable[str | None]) -> "Verdict":
-        for reason in reasons:
-            self.add(reason)
-        return self
-
-    def skip(self, unjudged: Iterable[str | None]) -> "Verdict":
-        """Record checks that were not run, each once."""
-        for what in unjudged:
-            if what and what not in self.not_judged:
-                self.not_judged.append(what)
-        return self
-
-    def to_dict(self) -> dict:
-        """The verdict's JSON (``common.record.Verdict.to_json``: ``not_judged`` only when some check did not run)."""
-        return self.record().to_json()
-
-    def record(self) -> recorded.Verdict:
-        """The verdict as a result records it (``common.record.Verdict``, frozen)."""
-        return recorded.Verdict(tuple(self.reasons), tuple(self.not_judged))
-
-    @classmethod
-    def of(cls, verdict: recorded.Verdict) -> "Verdict":
-        """A builder that goes on from a recorded verdict."""
-        return cls(list(verdict.reasons), list(verdict.not_judged))
 
 
 def window_verdict(

@@ -25,8 +25,7 @@ from common.record import (
 
 if TYPE_CHECKING:  # kept light: run_inference.py imports this module to report any failure
     from contract.config import CaseConfig
-    from tools.measure.loop import PhaseResult
-    from tools.measure.verdict import Verdict
+    from contract.phase import PhaseResult, Verdict
 
 # The performance-data table is for people; the top of it says where time goes.
 MAX_PERF_ROWS = 30
@@ -116,7 +115,7 @@ def overall_verdict(validation: PhaseResult | None, inference: PhaseResult | Non
     """Every judged phase's and row's reasons, each said once and labelled with where it applies.
     The validation phase is the framework model's accuracy pass: its throughputs are information
     (docs/measurement.md, "What is judged"), so its own reasons stay in its phase block only."""
-    from tools.measure.verdict import Verdict
+    from contract.phase import Verdict
 
     del validation  # not judged: see the docstring
     engine_wide = list(performance.engine_reasons) if performance is not None else []

@@ -50,6 +50,7 @@ from typing import Any
 
 from common.errors import ConfigError, shown
 from common.stats import percentile
+from contract.phase import Verdict
 from contract.settings import MAX_DURATION_REACHED, MINIMUMS_MET, PRECISION_REACHED
 from tools.measure.llm import stats_block
 from tools.measure.precision import (
@@ -61,7 +62,6 @@ from tools.measure.precision import (
     measure_figures,
     throughput_interval,
 )
-from tools.measure.verdict import Verdict
 from tools.serving.client import RequestRecord
 
 SLO_BOUNDS = ("ttft_ms", "tpot_ms", "e2e_ms")

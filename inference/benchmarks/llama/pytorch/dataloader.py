@@ -29,6 +29,7 @@ from loguru import logger
 
 from common.errors import ConfigError, DataError
 from contract.config import CaseConfig, origin_of
+from contract.llm_workload import PromptSource
 
 from .settings import LlamaSettings
 from .weights import hf_config, load_tokenizer, prompt_id_range
@@ -133,8 +134,6 @@ def build_dataset(config: CaseConfig) -> PromptSet:
         answers: list[str | None] = [answer for _, answer in items]
         logger.info(f"llama: {len(prompts)} MMLU-style questions from {folder} ({settings.few_shots}-shot)")
     else:
-        from tools.measure.llm_stage import PromptSource
-
         length = config.get("input_lengths", [128])
         length = length[0] if isinstance(length, list) and length else 128
         low, high = prompt_id_range(tokenizer, int(hf_config(config)["vocab_size"]))

@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable
 
-from tools.measure.loop import PhaseResult, timed_forward
+from contract.measuring import measuring
+from contract.phase import PhaseResult
 
 from .model import framework_step
 
@@ -42,12 +43,12 @@ def _timed(step: Callable, dataloader: Any, evaluator: Callable, config: CaseCon
     answers = getattr(getattr(dataloader, "dataset", None), "answers", None) or [None]
     scored = all(answer is not None for answer in answers)
     if not scored:
-        return timed_forward(step, dataloader, None, config, phase=phase)
+        return measuring().timed_forward(step, dataloader, None, config, phase=phase)
     from .weights import load_tokenizer
 
     tokenizer = load_tokenizer(config)
     tally = _PerQuestion(evaluator, lambda ids: tokenizer.decode(ids))
-    result = timed_forward(step, dataloader, tally, config, phase=phase)
+    result = measuring().timed_forward(step, dataloader, tally, config, phase=phase)
     return replace(result, accuracy=tally.accuracy())
 
 

@@ -7,6 +7,8 @@ from typing import Any
 from common.errors import ConfigError
 from contract.config import CaseConfig, origin_of
 from contract.llm_base import LLMEngineBase, ServingEngineBase, eos_token_ids
+from contract.llm_workload import LLMWorkload, PromptSource
+from contract.measuring import measuring
 from contract.registry import load_engine_module
 
 from .settings import LlamaSettings
@@ -27,8 +29,6 @@ def configure(config: CaseConfig) -> None:
                 "is not an LLM engine (contract/llm_base.py); the llama case needs one, e.g. cpu: "
                 "onnxruntime_genai, nvidia: inductor_llm"
             )
-    from tools.measure.llm_stage import LLMWorkload
-
     workload = LLMWorkload.from_config(config)
     folder = model_dir(config)  # checked (weight_dir) or built (random), once
     if settings.weight_dir is None:
@@ -43,20 +43,18 @@ def configure(config: CaseConfig) -> None:
 
 
 def performance_stage(engine: Any, model: Any, config: CaseConfig) -> Any:
-    """The generation check, the prefill/decode table and the server rows (``tools/measure/llm_stage.py``); for a
-    serving engine the greedy check and the load steps over HTTP (``tools/measure/serving_stage.py``)."""
-    from tools.measure.llm_stage import PromptSource, run_llm_stage
-    from tools.results.result import engine_precision
-
+    """The generation check, the prefill/decode table and the server rows (``run_llm_stage``); for a serving
+    engine the greedy check and the load steps over HTTP (``run_serving_stage``): the framework's stages,
+    reached through ``contract/measuring.py``."""
     from .model import model_shape, reference_logits
 
     shape = model_shape(config, model)
     low, high = prompt_id_range(load_tokenizer(config), shape.vocab)
     reference = reference_logits(model, config) if model is not None else None
     prompts = PromptSource(low, high, int(config.seed))
-    stage = run_llm_stage
+    framework = measuring()
+    stage = framework.run_llm_stage
     if isinstance(engine, ServingEngineBase):  # a server the engine step started: measured over HTTP
-        from tools.measure.serving_stage import run_serving_stage as stage
-    return stage(
-        engine, reference, config, shape, prompts, engine_precision(engine, config), eos_token_ids(hf_config(config))
-    )
+        stage = framework.run_serving_stage
+    precision = framework.engine_precision(engine, config)
+    return stage(engine, reference, config, shape, prompts, precision, eos_token_ids(hf_config(config)))

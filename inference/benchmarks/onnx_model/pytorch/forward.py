@@ -7,7 +7,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from common.errors import EngineError
-from tools.measure.loop import PhaseResult, timed_forward
+from contract.measuring import measuring
+from contract.phase import PhaseResult
 
 if TYPE_CHECKING:
     from contract.config import CaseConfig
@@ -19,11 +20,11 @@ def evaluator(outputs: list, y: Any) -> float:
 
 
 def model_forward(model, dataloader, evaluator, config: CaseConfig) -> PhaseResult:
-    return timed_forward(model, dataloader, None, config, phase="validation")
+    return measuring().timed_forward(model, dataloader, None, config, phase="validation")
 
 
 def engine_forward(model, dataloader, evaluator, config: CaseConfig) -> PhaseResult:
-    return timed_forward(model, dataloader, None, config, phase="inference")
+    return measuring().timed_forward(model, dataloader, None, config, phase="inference")
 
 
 def export_model(model, config: CaseConfig) -> str:
