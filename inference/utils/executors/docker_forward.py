@@ -102,30 +102,78 @@ class EngineForward:
 
 
 class DockerOverSsh(EngineForward):
+    """Each connection a channel running ``docker system dial-stdio``. Such a channel is ready only once
+    the host's sshd has started a shell and the docker CLI (0.1-0.3 s), and a case's three containers are
+    created side by side, each on a connection of its own: so once the first connection is served, up
+    to ``SPARE_CHANNELS`` more are kept started, and a new connection takes one of them."""
+
+    SPARE_CHANNELS = 2
+
     def __init__(self, transport: paramiko.Transport, label: str) -> None:
         self.transport = transport
         self._open: set = set()  # live (conn, channel) pairs, closed at once by close()
+        self._spares: list[paramiko.Channel] = []  # started, not yet serving a connection
+        self._refilling = 0  # spares being started
         super().__init__(label)
 
-    def _serve(self, conn: socket.socket) -> None:
+    def _open_channel(self) -> paramiko.Channel:
+        channel = self.transport.open_session(timeout=15)
+        # paramiko waits for the exec reply without a timeout: bound it.
+        watchdog = threading.Timer(EXEC_TIMEOUT_S, channel.close)
+        watchdog.start()
+        try:
+            channel.exec_command("docker system dial-stdio")
+        finally:
+            watchdog.cancel()
+        if channel.closed:
+            channel.close()
+            raise paramiko.SSHException(f"no reply to the exec request within {EXEC_TIMEOUT_S} s")
+        return channel
+
+    def _take_spare(self) -> paramiko.Channel | None:
+        """A started channel still alive, or None."""
+        with self._lock:
+            while self._spares:
+                channel = self._spares.pop(0)
+                if not (channel.closed or channel.eof_received or channel.exit_status_ready()):
+                    return channel
+                channel.close()
+        return None
+
+    def _refill(self) -> None:
+        """Start channels until ``SPARE_CHANNELS`` are ready or being started (on their own threads)."""
+        with self._lock:
+            wanted = self.SPARE_CHANNELS - len(self._spares) - self._refilling
+            if self._closed.is_set() or wanted <= 0:
+                return
+            self._refilling += wanted
+        for _ in range(wanted):
+            threading.Thread(target=self._start_spare, name=f"docker-spare-{self.label}", daemon=True).start()
+
+    def _start_spare(self) -> None:
         channel = None
         try:
-            channel = self.transport.open_session(timeout=15)
-            # paramiko waits for the exec reply without a timeout: bound it.
-            watchdog = threading.Timer(EXEC_TIMEOUT_S, channel.close)
-            watchdog.start()
-            try:
-                channel.exec_command("docker system dial-stdio")
-            finally:
-                watchdog.cancel()
-            if channel.closed:
-                raise paramiko.SSHException(f"no reply to the exec request within {EXEC_TIMEOUT_S} s")
+            channel = self._open_channel()
+        except Exception as exc:  # noqa: BLE001 - a spare is a saving: a connection opens its own channel
+            logger.debug(f"host {self.label}: a spare docker dial-stdio channel failed: {type(exc).__name__}: {exc}")
+        with self._lock:
+            self._refilling -= 1
+            if channel is not None and not self._closed.is_set():
+                self._spares.append(channel)
+                return
+        if channel is not None:
+            channel.close()
+
+    def _serve(self, conn: socket.socket) -> None:
+        channel = self._take_spare()
+        try:
+            if channel is None:
+                channel = self._open_channel()
         except Exception as exc:  # whatever it was, the client must see the connection end, not hang
             logger.warning(f"host {self.label}: docker dial-stdio channel failed: {type(exc).__name__}: {exc}")
-            if channel is not None:
-                channel.close()
             conn.close()
             return
+        self._refill()
         pair = (conn, channel)
         with self._lock:
             self.channels_opened += 1
@@ -187,6 +235,9 @@ class DockerOverSsh(EngineForward):
     def _close_streams(self) -> None:
         with self._lock:
             pairs = list(self._open)
+            spares, self._spares = self._spares, []
+        for channel in spares:
+            channel.close()
         for conn, channel in pairs:
             channel.close()
             try:
