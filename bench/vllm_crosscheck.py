@@ -22,7 +22,9 @@ that median (common/stats.py's order-statistic interval, bounded from 6 rounds),
 seconds each client's process used (start-up included, and vLLM's inside ``main`` alone). The
 target is agreement within ``TARGET`` (5 %). Beside them, TPOT p50 of the replies that came in more
 than one event by both clients' timings (``STREAMED``), and how many came in one; and the prompt and
-generated tokens per request that the server's own ``/metrics`` counted during each client's run. The
+generated tokens per request that the server's own ``/metrics`` counted during each client's run, and
+its own TTFT histogram's mean then: each client's mean TTFT less the server's says how much of TTFT is
+the client's own (its request's making and sending, its reading of the first event). The
 JSON goes to --json (default bench/results/vllm_crosscheck.json), written atomically. A --vllm-python
 without vLLM is one line, exit 2; a server that does not start or a client that fails is one line,
 exit 4; a --json that cannot be written is one line after the table, exit 1.
@@ -75,6 +77,7 @@ def vllm_client(spec_path: str) -> int:
     streamed = [tpot for tpot in tpots if tpot >= READ_AT_ONCE_MS]
     figures = {
         "ttft_ms_p50": result["median_ttft_ms"],
+        "ttft_ms_mean": result["mean_ttft_ms"],
         "tpot_ms_p50": result["median_tpot_ms"],
         "tpot_ms_p50_streamed": statistics.median(streamed) if streamed else None,
         "one_event_replies": result["completed"] - len(streamed),
@@ -106,7 +109,8 @@ def child(command: list[str], what: str, **popen) -> tuple[subprocess.CompletedP
 
 def server_tokens(url: str) -> dict[str, float]:
     """The server's own counts so far (its ``/metrics``, summed over labels): prompt and generated tokens,
-    and finished requests. Their change over a client's run says what that client really asked for."""
+    and its TTFT histogram's sum and count. Their change over a client's run says what that client really
+    asked for, and how long the server itself took to its first token for it."""
     import urllib.request
 
     from prometheus_client.parser import text_string_to_metric_families
@@ -114,11 +118,24 @@ def server_tokens(url: str) -> dict[str, float]:
     with urllib.request.urlopen(url.removesuffix("/v1") + "/metrics", timeout=10) as reply:
         text = reply.read().decode()
     names = {"vllm:prompt_tokens": "prompt", "vllm:generation_tokens": "generated"}
-    counts = dict.fromkeys(names.values(), 0.0)
+    counts = dict.fromkeys([*names.values(), "ttft_sum_s", "ttft_count"], 0.0)
     for family in text_string_to_metric_families(text):
         if family.name in names:
             counts[names[family.name]] += sum(s.value for s in family.samples if s.name.endswith("_total"))
+        elif family.name == "vllm:time_to_first_token_seconds":
+            counts["ttft_sum_s"] += sum(s.value for s in family.samples if s.name.endswith("_sum"))
+            counts["ttft_count"] += sum(s.value for s in family.samples if s.name.endswith("_count"))
     return counts
+
+
+def server_side(before: dict[str, float], after: dict[str, float], sent: int) -> dict:
+    """What the server counted during one client's run: tokens per request, and its own mean TTFT (ms;
+    warm-up requests included, as they are in neither client's own figures)."""
+    served = after["ttft_count"] - before["ttft_count"]
+    return {
+        "server_tokens_per_request": {k: (after[k] - before[k]) / sent for k in ("prompt", "generated")},
+        "server_ttft_ms_mean": (after["ttft_sum_s"] - before["ttft_sum_s"]) / served * 1000 if served else None,
+    }
 
 
 def run_inferperf(args: argparse.Namespace, url: str, model: Path, seed: int, out: Path) -> dict:
@@ -144,6 +161,7 @@ def serving_step(folder: Path) -> dict:
     rate = step["throughput"]["output_tokens_per_s"]
     return {
         "ttft_ms_p50": step["ttft_ms"]["p50"],
+        "ttft_ms_mean": step["ttft_ms"]["mean"],
         "tpot_ms_p50": step["tpot_ms"]["p50"],  # of the replies that came in more than one event
         "tpot_ms_p50_streamed": step["tpot_ms"]["p50"],
         "one_event_replies": step["completed"] - step["tpot_ms"]["count"],
@@ -196,6 +214,14 @@ def summary(rounds: list[dict]) -> dict:
         for kind in ("prompt", "generated"):
             seen = [r[name]["server_tokens_per_request"][kind] for r in rounds]
             out[f"{name}_server_{kind}_tokens_per_request"] = statistics.median(seen)
+        server = [r[name]["server_ttft_ms_mean"] for r in rounds if r[name].get("server_ttft_ms_mean") is not None]
+        gaps = [
+            r[name]["ttft_ms_mean"] - r[name]["server_ttft_ms_mean"]
+            for r in rounds
+            if r[name].get("server_ttft_ms_mean")
+        ]
+        out[f"{name}_server_ttft_ms_mean"] = statistics.median(server) if server else None
+        out[f"{name}_client_minus_server_ttft_ms"] = statistics.median(gaps) if gaps else None
     out["vllm_main_cpu_s"] = statistics.median(r["vllm"]["main_cpu_s"] for r in rounds)
     out["replies"] = sum(r["vllm"]["completed"] for r in rounds)
     return out
@@ -224,6 +250,13 @@ def print_table(table: dict) -> None:
         f"InferPerf {table['inferperf_server_generated_tokens_per_request']:.1f}, "
         f"vLLM {table['vllm_server_generated_tokens_per_request']:.1f}"
     )
+    if table["inferperf_server_ttft_ms_mean"] is not None and table["vllm_server_ttft_ms_mean"] is not None:
+        print(
+            "TTFT mean (median of rounds): the server's own while each client ran, InferPerf "
+            f"{table['inferperf_server_ttft_ms_mean']:.2f} ms, vLLM {table['vllm_server_ttft_ms_mean']:.2f} ms; "
+            f"each client's less the server's: InferPerf {table['inferperf_client_minus_server_ttft_ms']:+.2f} ms, "
+            f"vLLM {table['vllm_client_minus_server_ttft_ms']:+.2f} ms"
+        )
     print(
         f"replies that came in one event (no TPOT): InferPerf {table['inferperf_one_event_replies']}, "
         f"vLLM {table['vllm_one_event_replies']} of {table['replies']} each"
@@ -288,8 +321,7 @@ def main(argv: list[str] | None = None) -> int:
                         before = server_tokens(url)
                         got[name] = run(args, url, model, seed, out)
                         after = server_tokens(url)
-                        sent = args.requests + args.warmup
-                        got[name]["server_tokens_per_request"] = {k: (after[k] - before[k]) / sent for k in after}
+                        got[name].update(server_side(before, after, args.requests + args.warmup))
                         print(f"round {seed} {name}: {got[name]}", flush=True)
                     rounds.append({"round": seed, "order": list(order), **got})
         except (EngineError, Failed, OSError) as exc:  # OSError: the server stopped answering /metrics

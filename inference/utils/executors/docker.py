@@ -61,6 +61,12 @@ from utils.requirements import all_requirement_files
 CONTAINER_ROOT = "/workspace"
 
 
+# A monitor created beside the case container is started once the case's start returned, or after this
+# long: the engine works through concurrent starts about one at a time, and the run waits on the case,
+# whose pipeline takes longer than this to reach its own clock (its interpreter and imports).
+MONITOR_START_GATE_S = 2.0
+
+
 def one_connection_pool(client: docker.DockerClient) -> docker.DockerClient:
     """Make the client keep its connections.
 
@@ -125,6 +131,7 @@ class DockerSession(HostSession[ContainerHandle]):
         self._pending: list[threading.Thread] = []  # stops and removals under way
         self._precreated: tuple[dict, Background] | None = None  # the case container, created early
         self._image_spec: Background | None = None  # image_spec(), started as prepare() starts
+        self._case_started = threading.Event()  # the monitors' starts wait for it (MONITOR_START_GATE_S)
         self._stopped_cases: list[ContainerHandle] = []
         self._closed = False
         self.workdir = self.host_workdir()
@@ -334,6 +341,7 @@ class DockerSession(HostSession[ContainerHandle]):
         return container
 
     def _precreate_case(self, spec: CaseSpec, env: dict[str, str]) -> None:
+        self._case_started.clear()
         argv = self.pipeline_argv(f"{CONTAINER_ROOT}/log", spec)
         arguments = self._container_arguments("case", argv, spec, env)
         self._precreated = (arguments, Background(lambda _: self._create("case", arguments), "create-case"))
@@ -354,10 +362,15 @@ class DockerSession(HostSession[ContainerHandle]):
         if container is None:
             container = self._create(role, arguments)
         handle.container = container
+        if role != "case":  # the engine starts containers about one at a time: the case's first
+            self._case_started.wait(MONITOR_START_GATE_S)
         try:
             self.engine.api.start(container.id)
         except (APIError, requests.RequestException) as exc:
             raise HostError(f"host {self.label}: Docker could not start the {role} container: {reason(exc)}") from None
+        finally:
+            if role == "case":
+                self._case_started.set()
 
     def wait(self, handle: ContainerHandle, timeout: float) -> int | None:
         handle.started()

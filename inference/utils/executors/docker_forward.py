@@ -104,8 +104,9 @@ class EngineForward:
 class DockerOverSsh(EngineForward):
     """Each connection a channel running ``docker system dial-stdio``. Such a channel is ready only once
     the host's sshd has started a shell and the docker CLI (0.1-0.3 s), and a case's three containers are
-    created side by side, each on a connection of its own: so once the first connection is served, up
-    to ``SPARE_CHANNELS`` more are kept started, and a new connection takes one of them."""
+    created side by side, each on a connection of its own: so once the first connection is served,
+    ``SPARE_CHANNELS`` more are started, and a new connection takes one of them. They are started once:
+    the SDK's pool keeps the connections they serve for the cases after."""
 
     SPARE_CHANNELS = 2
 
@@ -113,7 +114,7 @@ class DockerOverSsh(EngineForward):
         self.transport = transport
         self._open: set = set()  # live (conn, channel) pairs, closed at once by close()
         self._spares: list[paramiko.Channel] = []  # started, not yet serving a connection
-        self._refilling = 0  # spares being started
+        self._spares_started = False
         super().__init__(label)
 
     def _open_channel(self) -> paramiko.Channel:
@@ -140,14 +141,13 @@ class DockerOverSsh(EngineForward):
                 channel.close()
         return None
 
-    def _refill(self) -> None:
-        """Start channels until ``SPARE_CHANNELS`` are ready or being started (on their own threads)."""
+    def _start_spares(self) -> None:
+        """Start ``SPARE_CHANNELS`` channels, each on its own thread; once."""
         with self._lock:
-            wanted = self.SPARE_CHANNELS - len(self._spares) - self._refilling
-            if self._closed.is_set() or wanted <= 0:
+            if self._closed.is_set() or self._spares_started:
                 return
-            self._refilling += wanted
-        for _ in range(wanted):
+            self._spares_started = True
+        for _ in range(self.SPARE_CHANNELS):
             threading.Thread(target=self._start_spare, name=f"docker-spare-{self.label}", daemon=True).start()
 
     def _start_spare(self) -> None:
@@ -157,7 +157,6 @@ class DockerOverSsh(EngineForward):
         except Exception as exc:  # noqa: BLE001 - a spare is a saving: a connection opens its own channel
             logger.debug(f"host {self.label}: a spare docker dial-stdio channel failed: {type(exc).__name__}: {exc}")
         with self._lock:
-            self._refilling -= 1
             if channel is not None and not self._closed.is_set():
                 self._spares.append(channel)
                 return
@@ -173,7 +172,7 @@ class DockerOverSsh(EngineForward):
             logger.warning(f"host {self.label}: docker dial-stdio channel failed: {type(exc).__name__}: {exc}")
             conn.close()
             return
-        self._refill()
+        self._start_spares()
         pair = (conn, channel)
         with self._lock:
             self.channels_opened += 1
