@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from common.record import Key, LatencyBlock, LLMRow, ServingStep, Verdict
+from common.record import LATENCY_FIGURES, THROUGHPUT_FIGURES, Key, LatencyBlock, LLMRow, ServingStep, Verdict
 from common.scenario import scenario
 from common.summary_record import RepetitionFigure, Repetitions, Row, SummaryRecord, SummaryRow
 from utils.results.decide import Sample, across
@@ -244,7 +244,26 @@ def _set_headline(
             latency_ci95={**(record.latency_ci95 or {}), name: ci},
         )
     rows = [_row_headline(r, figure, mean, ci) if row_label(r) == row else r for r in record.performance]
-    return replace(record, performance=tuple(rows))
+    record = replace(record, performance=tuple(rows))
+    if record.llm and any(step.label == row for step in record.llm.serving):
+        steps = tuple(_step_headline(s, figure, mean, ci) if s.label == row else s for s in record.llm.serving)
+        record = replace(record, llm=replace(record.llm, serving=steps))
+    return record
+
+
+def _step_headline(step: ServingStep, figure: str, mean: float, ci: list[float] | None) -> ServingStep:
+    """A served LLM's load step with ``figure`` the repetitions' geometric mean, its interval theirs."""
+    if figure in THROUGHPUT_FIGURES:
+        key = THROUGHPUT_FIGURES[figure]
+        width = (ci[1] - ci[0]) / 2 / mean if ci else None
+        block = {**step.throughput.get(key, {}), "value": mean, "ci95": ci, "plus_minus": width}
+        return replace(step, throughput={**step.throughput, key: block})
+    if figure in LATENCY_FIGURES:
+        key, name = LATENCY_FIGURES[figure]
+        old = getattr(step, key)
+        changes: dict[str, Any] = {key: {**old, name: mean, "ci95": {**(old.get("ci95") or {}), name: ci}}}
+        return replace(step, **changes)
+    return step
 
 
 def _row_headline(row: Row, figure: str, mean: float, ci: list[float] | None) -> Row:
