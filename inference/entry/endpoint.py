@@ -178,6 +178,9 @@ def run_serving(run: EndpointRun) -> int:
     except InferPerfError as exc:  # the run folder or a summary could not be written: one line
         print(f"error: {one_line(exc)}", file=sys.stderr)
         return exc.exit_code
+    except KeyboardInterrupt:  # between two repetitions (during one, tools/serving/cli.py says it)
+        print("interrupted: the repetitions written stay in the run folder, which has no summary", file=sys.stderr)
+        return 130
 
 
 def run_repeated(run: EndpointRun) -> int:

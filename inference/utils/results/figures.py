@@ -17,7 +17,9 @@ Whether higher is better, and the unit, are bound to the figure's name here, onc
 With ``run.py --repeat N`` a case runs N times; ``merge_repetitions`` turns the N records into
 one whose headline figures are the repetitions' geometric means with their t-interval
 (``decide.across``), and whose ``repetitions`` block keeps every repetition's figure with its
-window's own interval (docs/result_schema.md, "repetitions").
+window's own interval (docs/result_schema.md, "repetitions"). A serving run repeated (``run.py
+--endpoint --repeat N``) is merged the same way, each repetition read as a record
+(``common.serving_record.as_record``), its steps' headline figures the geometric means.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import Any
 
 from common.record import LATENCY_FIGURES, THROUGHPUT_FIGURES, Key, LatencyBlock, LLMRow, ServingStep, Verdict
 from common.scenario import scenario
+from common.stats import relative_half_width
 from common.summary_record import RepetitionFigure, Repetitions, Row, SummaryRecord, SummaryRow
 from utils.results.decide import Sample, across
 
@@ -255,7 +258,7 @@ def _step_headline(step: ServingStep, figure: str, mean: float, ci: list[float] 
     """A served LLM's load step with ``figure`` the repetitions' geometric mean, its interval theirs."""
     if figure in THROUGHPUT_FIGURES:
         key = THROUGHPUT_FIGURES[figure]
-        width = (ci[1] - ci[0]) / 2 / mean if ci else None
+        width = relative_half_width(mean, ci)
         block = {**step.throughput.get(key, {}), "value": mean, "ci95": ci, "plus_minus": width}
         return replace(step, throughput={**step.throughput, key: block})
     if figure in LATENCY_FIGURES:
