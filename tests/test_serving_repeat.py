@@ -179,3 +179,16 @@ def test_run_py_ab_with_host_yaml_endpoint(server, tmp_path):
     (run,) = (tmp_path / "result").glob("run*")
     result = json.loads((run / "B" / "compare_A.json").read_text())
     assert any(line["figure"] == "output tokens/s" and line["verdict"] == "worse" for line in result["lines"])
+
+
+def test_summary_md_is_run_py_s_not_the_serving_tool_s(server, tmp_path):
+    from tools.serving.cli import main as serving_main
+
+    assert serving_main(["--endpoint", server.url, *LOAD, "--output-dir", str(tmp_path / "tool")]) == 0
+    alone = _only_run(tmp_path / "tool")
+    assert (alone / "summary.json").is_file() and not (alone / "summary.md").exists()
+    assert _endpoint(server, tmp_path / "run") == 0  # one repetition: the folder as before, completed by run.py
+    run = _only_run(tmp_path / "run")
+    assert not list(run.glob("rep[0-9]*")) and "repetitions" not in json.loads((run / "summary.json").read_text())
+    text = (run / "summary.md").read_text()
+    assert "| concurrency 2 | 8/8 | 0 | — |" in text and "Repetitions (" not in text
