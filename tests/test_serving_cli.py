@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.infra.serving_summary import summary_md
 from tools.serving.cli import main
 from tools.serving.loopback import LoopbackServer, Plan, steady
 
@@ -56,7 +57,7 @@ def test_a_concurrency_sweep_writes_its_steps_and_leaves_the_warmup_out(tmp_path
     assert result["steps"][0]["slo"]["met"] == 8
     assert len(result["records"]["concurrency 1"]) == 8
     (run,) = (tmp_path / "out").iterdir()
-    summary = (run / "summary.md").read_text()
+    summary = summary_md(run)
     assert "| concurrency 2 | 8/8 |" in summary and "tokens counted by usage" in summary
     assert json.loads((run / "summary.json").read_text())["rows"][1]["label"] == "concurrency 2"
 

@@ -323,5 +323,5 @@ def test_a_bad_endpoint_entry_is_one_line_naming_host_yaml_and_the_key(tmp_path,
 
 def test_case_options_with_an_endpoint_are_refused(tmp_path, capsys):
     path = _host_yaml(tmp_path, {"url": "http://127.0.0.1:9/v1", "served_model": "m"})
-    assert run_main(["--config", str(path), "--repeat", "3"]) == 2
-    assert f"--repeat: {path} has ENDPOINT, a running server to benchmark, and no cases" in capsys.readouterr().err
+    assert run_main(["--config", str(path), "--cases", "digits"]) == 2
+    assert f"--cases: {path} has ENDPOINT, a running server to benchmark, and no cases" in capsys.readouterr().err

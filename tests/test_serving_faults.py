@@ -23,6 +23,7 @@ from typing import Callable
 
 import pytest
 
+from tests.infra.serving_summary import summary_md
 from tools.serving import options as serving_options
 from tools.serving.cli import main
 from tools.serving.client import RequestSpec
@@ -204,7 +205,7 @@ def test_deep_json_in_an_sse_event_is_a_malformed_request_and_the_run_is_written
         code, out, _, folder = run(server.url, "--num-requests", "4", "--output-len", "4", "--api", api)
     step = _step(folder)
     assert code == 0 and step["errors"] == {"malformed": 2} and step["completed"] == 2
-    assert "malformed 2" in out and "malformed 2" in (folder / "summary.md").read_text()
+    assert "malformed 2" in out and "malformed 2" in summary_md(folder)
 
 
 @pytest.mark.parametrize("suffix", [".jsonl", ".json"])
@@ -417,7 +418,7 @@ def test_a_launched_server_that_exits_during_a_step_is_named_in_its_verdict(run,
     assert len(result["steps"]) == 1  # the second step was not run against a dead server
     reasons = " ".join(result["steps"][0]["verdict"]["reasons"])
     assert "the launched server exited with status 7 during this step; last log line: dying now" in reasons
-    assert "exited with status 7" in (folder / "summary.md").read_text() and "no further step" in out
+    assert "exited with status 7" in summary_md(folder) and "no further step" in out
 
 
 # ---- authentication and the API key ----------------------------------------------------------------
@@ -447,7 +448,7 @@ def test_a_401_or_403_per_request_is_counted_as_authentication(run, status):
     with RawServer(lambda *a: _plain(status, b"{}")) as server:
         code, out, _, folder = run(server.url, "--num-requests", "3")
     assert code == 0 and _step(folder)["errors"] == {"authentication": 3}
-    assert "authentication 3" in out and "authentication 3" in (folder / "summary.md").read_text()
+    assert "authentication 3" in out and "authentication 3" in summary_md(folder)
 
 
 @pytest.mark.parametrize("via", ["option", "environment"])
@@ -513,7 +514,7 @@ def test_an_impossible_usage_is_refused_for_its_request_with_a_note(run, complet
     assert code == 0 and step["completed"] == 3 and step["token_source"] == ["events"]
     assert step["output_tokens"] == 12 and 0 < step["throughput"]["output_tokens_per_s"]["value"] < 1e9
     assert step["audits"]["usage_refused"]["requests"] == 3
-    assert "usage refused as impossible" in (folder / "summary.md").read_text()
+    assert "usage refused as impossible" in summary_md(folder)
 
 
 def test_a_reply_cut_short_is_an_error_and_strict_fails_the_run(run):

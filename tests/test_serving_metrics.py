@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.infra.serving_summary import summary_md
 from tools.serving import metrics
 from tools.serving.cli import main
 from tools.serving.client import RequestRecord, RequestSpec, chunk_parts, count_tokens
@@ -147,7 +148,7 @@ def test_every_figure_of_a_vllm_named_server_per_step_beside_the_clients(tmp_pat
         # the server stamps its scripted TTFT; the client's clock adds the HTTP and SSE transit on top
         assert check["client_mean_ms"] >= check["server_mean_ms"] and check["difference_mean_ms"] >= 0
         assert "transit" in check["why"]
-    summary = (run / "summary.md").read_text()
+    summary = summary_md(run)
     assert "## The server's own figures (GET " in summary
     assert "| concurrency 1 | vllm | 37.5 % / 37.5 % | 25.0 % |" in summary
     assert "TTFT cross-check, concurrency 2: client mean" in summary
@@ -172,9 +173,7 @@ def test_a_metric_the_server_does_not_expose_reads_not_exposed_never_zero(tmp_pa
         assert m[figure] == metrics.NOT_EXPOSED, figure
     assert m["queue_time_ms"] == metrics.NOT_EXPOSED
     assert m["ttft_ms"]["count"] == 4
-    row = next(
-        line for line in (run / "summary.md").read_text().splitlines() if line.startswith("| concurrency 1 | vllm")
-    )
+    row = next(line for line in summary_md(run).splitlines() if line.startswith("| concurrency 1 | vllm"))
     assert row.count("not exposed") == 6 and " 0 |" not in row
     csv_row = (run / "serving" / "steps.csv").read_text().splitlines()[1]
     assert "not exposed" in csv_row
@@ -202,7 +201,7 @@ def test_a_server_without_metrics_or_with_broken_ones_is_not_exposed_in_one_note
     assert not first["exposed"] and first["note"].startswith("not exposed: ") and says in first["note"]
     assert not second["exposed"] and "not asked again" in second["note"]
     assert result["server_metrics"]["exposed"] is False
-    notes = [line for line in (run / "summary.md").read_text().splitlines() if line.startswith("server metrics:")]
+    notes = [line for line in summary_md(run).splitlines() if line.startswith("server metrics:")]
     assert len(notes) == 1 and says in notes[0]
     if exposition is not None:
         assert exposition.scrapes == 1  # asked once, at the first step; never again
@@ -291,7 +290,7 @@ def test_reasoning_tokens_are_counted_apart_and_the_first_answer_token_is_timed(
         assert (record["reasoning_tokens"], record["answer_tokens"]) == (4, 6)
         assert record["ttfa_ms"] > record["ttft_ms"]  # the answer's first token is the fifth
     assert step["ttfa_ms"]["p50"] > step["ttft_ms"]["p50"]
-    summary = (run / "summary.md").read_text()
+    summary = summary_md(run)
     assert "3 replies reasoned: 12 reasoning tokens and 18 answer tokens" in summary
     assert "ttfa_p50_ms" in summary
 

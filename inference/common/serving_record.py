@@ -15,8 +15,9 @@ from __future__ import annotations
 from typing import Any, Final, Sequence
 
 from common.codec import Json, Record, json_field
-from common.record import RecordError, ServingStep, step_figures
+from common.record import RecordError, ServingStep, Verdict, step_figures
 from common.stats import pareto_front
+from common.summary_record import Repetitions, SummaryLLM, SummaryRecord
 
 __all__ = ["SERVING", "ServingStep", "ServingSummary", "pareto", "step_figures"]
 
@@ -51,6 +52,9 @@ class ServingSummary(Record, where="summary.json"):
     slo: Json | None
     rows: tuple[ServingStep, ...]
     capacity: Json | None
+    # run.py --endpoint --repeat N (and each side of run.py ab): the step plan ran N times, each a folder
+    # of its own; ``rows`` hold the repetitions' geometric means, this block every repetition's figure
+    repetitions: Repetitions | None = json_field(default=None, skip_none=True)
 
     @property
     def steps(self) -> tuple[ServingStep, ...]:
@@ -64,6 +68,57 @@ class ServingSummary(Record, where="summary.json"):
         if not isinstance(data, dict) or data.get("kind") != SERVING:
             raise RecordError(f'{where}: not a serving run\'s summary (no "kind": "serving")')
         return super().from_json(data, where)
+
+
+ENDPOINT_FRAMEWORK: Final = "endpoint"  # a serving run's record's framework: ``serving:endpoint``
+
+
+def as_record(summary: ServingSummary, log_dir: str | None = None) -> SummaryRecord:
+    """A serving run as one record of a run of cases (``serving:endpoint`` on its endpoint): its sweep's
+    steps as a served LLM's ``llm.serving`` rows (the capacity probes ran at loads the bisection chose:
+    they are no rows), its repetitions block, and a verdict naming each INVALID step. The one shape
+    that summary.md, compare and the results history read a served LLM's steps in."""
+    reasons = tuple(f"{step.label}: {reason}" for step in summary.steps for reason in step.verdict.reasons)
+    unjudged = tuple(f"{step.label}: {what}" for step in summary.steps for what in step.verdict.not_judged)
+    return SummaryRecord(
+        case="serving",
+        framework=ENDPOINT_FRAMEWORK,
+        host=f"{summary.served_model} at {summary.endpoint}",
+        noderank=None,
+        status="success",
+        log_dir=log_dir,
+        verdict=Verdict(reasons=reasons, not_judged=unjudged),
+        llm=SummaryLLM(
+            model={"served_model": summary.served_model},
+            workload=dict(summary.workload),
+            serving=summary.steps,
+            served_by={"endpoint": summary.endpoint, "api": summary.api},
+        ),
+        repetitions=summary.repetitions,
+    )
+
+
+def is_endpoint(record: SummaryRecord) -> bool:
+    """A serving run's record (``as_record``), not a case's."""
+    return record.case == "serving" and record.framework == ENDPOINT_FRAMEWORK
+
+
+# ---- a step's text: summary.md's table (utils/results/llm_summary.py) and the console's line -------------
+def plus_minus(block: dict) -> str:
+    """A throughput block (``{value, plus_minus}``) as ``12.3 ±4.5%`` (``±?`` without its interval)."""
+    value, pm = block.get("value"), block.get("plus_minus")
+    return f"{shown(value)} ±{pm:.1%}" if pm is not None else f"{shown(value)} ±?"
+
+
+def error_kinds(errors: dict[str, int]) -> str:
+    """Failed requests by kind, most first: ``stall 2, http_500 1``."""
+    return ", ".join(f"{kind} {n}" for kind, n in sorted(errors.items(), key=lambda item: (-item[1], item[0])))
+
+
+def verdict_text(verdict: Verdict) -> str:
+    text = "VALID" if verdict.valid else "INVALID: " + "; ".join(verdict.reasons)
+    unjudged = verdict.not_judged
+    return text + ("" if not unjudged else " (not judged: " + "; ".join(unjudged) + ")")
 
 
 # ---- the server's own figures (tools/serving/metrics.py's block, a step's ``server_metrics``) ---------------

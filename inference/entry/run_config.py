@@ -6,7 +6,7 @@ import argparse
 
 from common.errors import ConfigError
 from entry.checks import check_cases
-from entry.endpoint import endpoint_argv
+from entry.endpoint import endpoint_run
 from utils import executors
 from utils.bytemlperf_workload import without_keys, workload_cases
 from utils.case_specs import check_unique_cases
@@ -20,7 +20,7 @@ def load_run_config(args: argparse.Namespace) -> HostConfig:
     """host.yaml and the command line, with everything checked that can be before any host is touched."""
     config = load_host_config(args.config, INFERENCE_DIR)
     if config.endpoint is not None:
-        endpoint_argv(config, args)  # its options' shape; their values are checked when it runs, before any request
+        endpoint_run(config, args)  # its options' shape; their values are checked when it runs, before any request
         return config
     config.cases = model_cases(config, args.model, args.cases) if args.model else select_cases(config, args.cases)
     if args.workload:  # ByteMLPerf workload files replace CASES (utils/bytemlperf_workload.py)

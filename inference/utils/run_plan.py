@@ -17,11 +17,13 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from common.errors import ConfigError
 from common.values import MAX_REPETITIONS
 from utils.case_specs import CaseSpec
 
+T = TypeVar("T")
 MAX_REPEAT = MAX_REPETITIONS  # --repeat: the case config's key repetitions has the same bound
 # run.py ab's repetitions per side where neither --repeat nor a case config says: the smallest N at which
 # its paired decision found a 15 % slower engine in >= 90 % of decisions with <= 5 % false alarms on the
@@ -61,6 +63,12 @@ def parse_repeat(text: str | None) -> int | None:
     return value
 
 
+def variant_order(variants: list[T], repetition: int) -> list[T]:
+    """The order the variants run in repetition ``repetition`` (from 1): as given, then reversed in the
+    next (ABBA for two variants; module docstring)."""
+    return variants if repetition % 2 else list(reversed(variants))
+
+
 def build_plan(variants: list[Variant], repetitions: dict[str, int], default: int = 1) -> list[Planned]:
     """Every case run in order (module docstring). ``repetitions`` maps a case key to its count
     (``default`` when missing: 1, or ``AB_REPETITIONS`` for run.py ab); a case with fewer repetitions
@@ -68,7 +76,7 @@ def build_plan(variants: list[Variant], repetitions: dict[str, int], default: in
     rounds = max([repetitions.get(spec.key, default) for v in variants for spec in v.cases], default=1)
     plan: list[Planned] = []
     for repetition in range(1, rounds + 1):
-        order = variants if repetition % 2 else list(reversed(variants))  # ABBA for two variants
+        order = variant_order(variants, repetition)
         for index in range(len(variants[0].cases)):
             for variant in order:
                 spec = variant.cases[index]

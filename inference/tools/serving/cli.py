@@ -4,8 +4,10 @@ user already runs, with the load modes, workloads, SLO and capacity search of ``
 Writes ``<results>/run<id>/`` at once when it is done (nothing half-written): ``serving/result.json``
 (every step's figures, the server's own /metrics figures, the capacity search, the Pareto points, each
 request's record), ``serving/requests.jsonl`` and ``serving/steps.csv`` (``tools/serving/exports.py``)
-and ``summary.json`` / ``summary.md`` (a ``common.record.ServingStep`` per step; run.py then draws the
-run's report.html from them, ``utils/results/report/serving.py``). Exit status: 0 done (failed requests are counted
+and ``summary.json`` (a ``common.record.ServingStep`` per step; run.py then writes the run's summary.md
+from them with its one summary writer, ``utils/results/summary.py::write_serving_summary``, and draws
+its report.html, ``utils/results/report/serving.py``; run.py's ``--repeat`` and ``ab`` run this
+command once per repetition, ``entry/endpoint.py``). Exit status: 0 done (failed requests are counted
 in the rows, not fatal); 2 bad option (an SLO bound below 0, a concurrency of 0, a model the server
 does not serve, a URL or --output-dir that cannot work, a 401/403 "authentication"); 3
 a prompt file or trace that is not valid JSON/JSONL, or with --strict a step INVALID or not judged
@@ -21,7 +23,7 @@ command line, so each option is parsed and checked here once; an error then name
 ``ENDPOINT.<entry>`` instead of the flag.
 
 The options and their checks are ``tools/serving/options.py``'s, the measuring loop and the run
-folder ``tools/serving/session.py``'s, the tables ``tools/serving/tables.py``'s; this module is the
+folder ``tools/serving/session.py``'s, the console's lines ``tools/serving/tables.py``'s; this module is the
 command: its exit statuses and signals.
 """
 
@@ -47,7 +49,11 @@ from tools.serving.session import measure
 
 
 def run(
-    argv: list[str], results_root: Path, one_line_errors: bool = False, on_written: Callable[[Path], None] | None = None
+    argv: list[str],
+    results_root: Path,
+    one_line_errors: bool = False,
+    on_written: Callable[[Path], None] | None = None,
+    folder: str | None = None,
 ) -> int:
     args = parse_args(argv, one_line_errors)
     check_url(args.endpoint)
@@ -57,7 +63,7 @@ def run(
     tokenizer = load_tokenizer(args.tokenizer)
     plan.text = workload.Text(tokenizer)
     if args.launch is None:
-        return measure(args, plan, tokenizer, results_root, on_written)
+        return measure(args, plan, tokenizer, results_root, on_written, folder=folder)
     if args.launch_timeout_s <= 0:
         raise ConfigError(f"--launch-timeout-s: {args.launch_timeout_s} must be positive")
     from common.launch import LaunchedServer
@@ -69,7 +75,7 @@ def run(
         if server.exited() is not None:  # it answered, then ended: something else may be serving that port
             raise EngineError(f"--launch: the server exited with status {server.exited()} as it became ready")
         print(f"server ready at {args.endpoint} after {server.ready_s:.1f} s (its log: {log})", flush=True)
-        return measure(args, plan, tokenizer, results_root, on_written, server)
+        return measure(args, plan, tokenizer, results_root, on_written, server, folder)
 
 
 class Terminated(BaseException):
@@ -94,9 +100,11 @@ def main(
     results_root: Path | None = None,
     origin: str | None = None,
     on_written: Callable[[Path], None] | None = None,
+    folder: str | None = None,
 ) -> int:
     """``origin``: the options came from this host.yaml's ENDPOINT (``config_argv``), and errors say so;
-    ``on_written``: called with the run folder once it is written."""
+    ``on_written``: called with the run folder once it is written; ``folder``: its name (default
+    ``run<id>``; run.py's repetitions are ``rep<k>``)."""
     import signal
     import threading
 
@@ -112,7 +120,7 @@ def main(
         else {}
     )
     try:
-        return run(argv, root, one_line_errors=origin is not None, on_written=on_written)
+        return run(argv, root, one_line_errors=origin is not None, on_written=on_written, folder=folder)
     except Terminated:
         print("terminated: nothing written", file=sys.stderr)
         return 143

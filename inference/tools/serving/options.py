@@ -201,9 +201,9 @@ def config_entries() -> dict[str, str]:
     }
 
 
-def config_argv(entries: Any, origin: str, output_dir: Path, base: Path) -> list[str]:
+def config_argv(entries: Any, origin: str, output_dir: Path | None, base: Path) -> list[str]:
     """host.yaml's ENDPOINT mapping as this command line (module docstring), its results in
-    ``output_dir``, a relative path (``PATH_ENTRIES``) relative to ``base`` as every host.yaml
+    ``output_dir`` (None: not said), a relative path (``PATH_ENTRIES``) relative to ``base`` as every host.yaml
     path is; ConfigError naming ``origin`` and the entry for what no option can take."""
     if not isinstance(entries, dict) or not entries:
         raise ConfigError(f"{origin}: key '{CONFIG_KEY}' must map option names to values, e.g. url and served_model")
@@ -233,7 +233,7 @@ def config_argv(entries: Any, origin: str, output_dir: Path, base: Path) -> list
         if name in PATH_ENTRIES:
             text = str(base / Path(text).expanduser())  # an absolute path stays itself
         argv += [known[name], text]
-    return argv + ["--output-dir", str(output_dir)]
+    return argv + (["--output-dir", str(output_dir)] if output_dir is not None else [])
 
 
 def in_config_terms(message: str, origin: str) -> str:

@@ -1,7 +1,7 @@
 """``run.py --endpoint``'s measuring loop: each load step (warm-up, then the measured requests with the
 server's /metrics sampled beside them), the capacity search, and the run folder written at once
 (``tools/serving/cli.py``'s docstring lists its files). The options come checked from
-``tools/serving/options.py``; the tables from ``tools/serving/tables.py``."""
+``tools/serving/options.py``; the console's line per step from ``tools/serving/tables.py``."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from tools.serving.client import scrub
 from tools.serving.figures import StepStop, step_figures
 from tools.serving.load import Endpoint, Load, run_load
 from tools.serving.options import Plan, api_key, check_endpoint, where
-from tools.serving.tables import markdown, pareto, run_notes, server_section, step_line, summary_rows
+from tools.serving.tables import pareto, step_line
 
 # How long a signalled run's in-flight requests get to unwind before the process leaves without them.
 SHUTDOWN_S = 2.0
@@ -275,22 +275,6 @@ class Measurement:
     def token_sources(self) -> list[str]:
         return sorted({src for s in self.every_step for src in s["token_source"]})
 
-    def summary_text(self) -> str:
-        """summary.md: the header and its notes, a row per step, the server's own figures."""
-        a, found = self.args, self.found
-        tokens = self.token_sources()
-        header = f"# serving: {a.served_model} at {a.endpoint} (tokens counted by {', '.join(tokens) or 'nothing'})"
-        notes = sorted({s["token_count_note"] for s in self.every_step if s.get("token_count_note")})
-        notes += run_notes(self.every_step)
-        header += "".join(f"\n\nnote: {n}" for n in notes)
-        if found is not None:
-            above = ", above the range" if found.above_range else ""
-            header += (
-                f"\n\ncapacity ({found.kind}): {found.capacity} "
-                f"(interval {found.interval}, {len(found.probes)} probes{above})"
-            )
-        return markdown(summary_rows(list(self.rows)), header) + server_section(self.every_step, self.plan.metrics_url)
-
     def exit_status(self) -> int:
         if self.died:
             return EngineError.exit_code
@@ -308,6 +292,7 @@ def measure(
     results_root: Path,
     on_written: Callable[[Path], None] | None = None,
     server: Any = None,
+    folder: str | None = None,
 ) -> int:
     """Every load step against the endpoint, then the run folder; ``on_written(folder)`` after it is
     complete (run.py adds it to the results history there). ``server``: the --launch server
@@ -330,16 +315,16 @@ def measure(
     run.run_loads()
     if plan.capacity is not None and not run.died:
         run.run_capacity()
-    final = write_run(run, Path(args.output_dir) if args.output_dir else results_root)
-    print(scrub(run.summary_text(), key))
+    final = write_run(run, Path(args.output_dir) if args.output_dir else results_root, folder)
     print(f"results: {final}")
     if on_written is not None:
         on_written(final)
     return run.exit_status()
 
 
-def write_run(run: Measurement, results_root: Path) -> Path:
-    """The run folder, written whole under a temporary name and then renamed (nothing half-written)."""
+def write_run(run: Measurement, results_root: Path, folder: str | None = None) -> Path:
+    """The run folder (``folder``, default ``run<id>``), written whole under a temporary name and then
+    renamed (nothing half-written)."""
     result = run.result()
     run_id = time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
     files = {
@@ -351,15 +336,15 @@ def write_run(run: Measurement, results_root: Path) -> Path:
         "serving/steps.csv": exports.steps_csv(
             [("step", s) for s in run.steps] + [("capacity", s) for s in run.capacity_steps]
         ),
-        "summary.md": run.summary_text(),
     }
     try:
         results_root.mkdir(parents=True, exist_ok=True)
-        with atomic_dir(results_root, f"run{run_id}") as tmp:
+        name = folder or f"run{run_id}"
+        with atomic_dir(results_root, name) as tmp:
             (tmp / "serving").mkdir()
-            for name, text in files.items():
-                (tmp / name).write_text(text, encoding="utf-8")
-            final = results_root / f"run{run_id}"
+            for path, text in files.items():
+                (tmp / path).write_text(text, encoding="utf-8")
+            final = results_root / name
             os.replace(tmp, final)
     except OSError as exc:
         raise StorageError(f"the results could not be written to {results_root}: {one_line(exc)}") from None

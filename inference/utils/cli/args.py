@@ -21,7 +21,8 @@ exit status: 0 every case succeeded; 1 a case failed (named with its host and st
   not be written (disk full or read-only); 130 interrupted
 compare two runs: run.py compare RUN_A RUN_B [--threshold 5]
 benchmark a running server: run.py --endpoint http://HOST:PORT/v1 --served-model NAME [--concurrency 1,2,4] \
-(run.py --endpoint X --served-model Y --help), or from host.yaml: ENDPOINT: {{url: ..., served_model: ...}}
+[--repeat N] (run.py --endpoint X --served-model Y --help), or host.yaml's ENDPOINT: {{url: ..., served_model: ...}};
+  run.py ab --endpoint ... --set-a KEY=VALUE --set-b KEY=VALUE: two variants of its options (docs/serving.md)
 """
 
 AB_DESCRIPTION = f"""Run two variants of the same cases interleaved on the same hosts (utils/run_plan.py: ABBA per
@@ -45,7 +46,11 @@ def parse_args(argv: list[str] | None, ab: bool = False) -> argparse.Namespace:
         from utils.results.compare import add_decision_options
 
         for name in ("a", "b"):
-            add_override_option(parser, f"--set-{name}", f"a case config key of variant {name.upper()}")
+            add_override_option(
+                parser,
+                f"--set-{name}",
+                f"a case config key of variant {name.upper()} (with host.yaml's ENDPOINT: one of its entries)",
+            )
         add_decision_options(parser)
     _add_case_options(parser)
     parser.add_argument(

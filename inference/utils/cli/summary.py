@@ -54,13 +54,6 @@ def finish_run(
     return code
 
 
-def history_beside(run_dir: Path) -> None:
-    """run.py --endpoint, without host.yaml: the run into the history beside it (its log path's history.sqlite)."""
-    from utils.history.store import resolve_url
-
-    record_history(resolve_url(None, run_dir.parent), run_dir, run_dir / "summary.md")
-
-
 def record_history(url: str | None, run_dir: Path, md_path: Path) -> None:
     """The run's figures into the results history (utils/history/), after its own files are written: a
     failure of the store is one line, here and at the end of summary.md, and never fails the run."""

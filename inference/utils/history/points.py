@@ -12,9 +12,9 @@ name this run's own folders), the vendor and the compiler. The software it ran o
 packages, the platform (kernel), the accelerator and its driver, the engine's version, the
 container or not, and the project's version and commit.
 
-A serving run (``run.py --endpoint``) gives each load step's figures
-(``utils/results/serving_compare.py``); its series is the endpoint's machine (without the port) and
-the served model, its config the workload, SLO and API.
+A serving run (``run.py --endpoint``) gives each load step's figures, read as a record's
+(``utils/results/serving_compare.py``), with their repetitions (``--repeat N``); its series is the
+endpoint's machine (without the port) and the served model, its config the workload, SLO and API.
 
 ``run_entries`` reads one folder: a ``run.py ab`` folder gives its two sides (``-A``, ``-B``). A
 folder that is not a finished run raises ``ValueError`` (one line naming it).
@@ -192,23 +192,33 @@ def baseline_figures(record: SummaryRecord) -> list[tuple[str, str, float, tuple
 def serving_points(
     run_dir: Path, started_at: str, run_key: str, report: str | None, project: dict, data: dict[str, Any]
 ) -> list[Point]:
-    """The points of a serving run: each load step's figures (module docstring)."""
+    """The points of a serving run: each load step's figures, with their repetitions (module docstring)."""
     from utils.results.serving_compare import read_serving_run
 
     run = read_serving_run(run_dir)
-    result = _read_json(run_dir / "serving" / "result.json") or {}
-    config = {"served_model": run.served_model, "api": result.get("api"), "workload": run.workload, "slo": run.slo}
+    summary = run.summary
+    result = _read_json(run_dir / "serving" / "result.json") or _first_repetition_result(summary) or {}
+    config = {"served_model": summary.served_model, "api": result.get("api"), "workload": run.workload,
+              "slo": summary.slo}  # fmt: skip
     chash, kept = config_hash(config)
-    where = hashlib.sha256(json.dumps([_server_host(run.endpoint), run.served_model]).encode()).hexdigest()[:16]
+    where = hashlib.sha256(json.dumps([_server_host(summary.endpoint), summary.served_model]).encode()).hexdigest()[:16]
     software = {"tokenizer": result.get("tokenizer"), "token_source": result.get("token_source"), **project}
     out = []
-    for (row, figure), sample in run.figures.items():
+    for (row, figure), samples in repetition_figures(run.record).items():
         kind = KINDS[figure]
-        key = SeriesKey(where, "serving", row, figure, chash, "serving", run.served_model)
-        series = Series(key, run.endpoint, kind.unit, kind.higher_is_better, kept)
-        low, high = sample.interval if sample.interval else (None, None)
-        out.append(Point(series, started_at, sample.value, low, high, 1, sample.valid, software, run_key, report))
+        key = SeriesKey(where, "serving", row, figure, chash, "serving", summary.served_model)
+        series = Series(key, summary.endpoint, kind.unit, kind.higher_is_better, kept)
+        value = math.exp(sum(math.log(s.value) for s in samples) / len(samples))
+        low, high = _interval(samples)
+        out.append(Point(series, started_at, value, low, high, len(samples), all(s.valid for s in samples),
+                         software, run_key, report))  # fmt: skip
     return out
+
+
+def _first_repetition_result(summary: Any) -> dict[str, Any] | None:
+    """A repeated serving run's serving/result.json: its first repetition's (each in a folder of its own)."""
+    dirs = summary.repetitions.log_dirs if summary.repetitions else []
+    return _read_json(Path(dirs[0]) / "serving" / "result.json") if dirs and dirs[0] else None
 
 
 def _server_host(endpoint: str) -> str:

@@ -284,7 +284,7 @@ def compare_runs(
     runs' log path's history.sqlite), unless ``between_cv`` gives a constant."""
     between = Between(between_cv) if between_cv is not None or paired else learned_noise(dir_a, dir_b, history)
     if is_serving_run(dir_a) or is_serving_run(dir_b):
-        return compare_serving_runs(dir_a, dir_b, threshold, between, allow_invalid)
+        return compare_serving_runs(dir_a, dir_b, Judging(threshold, between, allow_invalid, paired))
     run_a, run_b = load_run(dir_a), load_run(dir_b)
 
     def index(summary: Summary) -> dict[tuple[str, str, int | None], SummaryRecord]:
@@ -344,10 +344,9 @@ def _note_widened(out: Comparison, between: Between) -> None:
         )
 
 
-def compare_serving_runs(
-    dir_a: Path, dir_b: Path, threshold: float, between: Between, allow_invalid: bool
-) -> Comparison:
-    """Two serving runs (run.py --endpoint), each load step a row (utils/results/serving_compare.py)."""
+def compare_serving_runs(dir_a: Path, dir_b: Path, judging: Judging) -> Comparison:
+    """Two serving runs (run.py --endpoint), each load step a row of their one record
+    (utils/results/serving_compare.py), decided as a case's figures are."""
     for run_dir, other in ((dir_a, dir_b), (dir_b, dir_a)):
         if not is_serving_run(run_dir):
             load_run(run_dir)  # not a finished run: said as for any run
@@ -368,12 +367,11 @@ def compare_serving_runs(
     figures_a, figures_b, out.notes = serving_figures(a, b)
     out.problems += [f"load step {step} is in A but not in B" for step in a.steps if step not in b.steps]
     out.notes += [f"only in B: load step {step}" for step in b.steps if step not in a.steps]
-    out.problems += [f"load step {step}: {failed} in B" for step, failed in b.failed.items() if step in a.steps]
-    out.notes += [f"load step {step}: {failed} in A" for step, failed in a.failed.items()]
-    host = a.name if a.name == b.name else f"{a.name} -> {b.name}"
+    out.problems += [f"load step {step}: {failed} in B" for step, failed in b.failed().items() if step in a.steps]
+    out.notes += [f"load step {step}: {failed} in A" for step, failed in a.failed().items()]
     shared = {key: samples for key, samples in figures_a.items() if key[0] in b.steps}
-    compare_figures("serving", host, shared, figures_b, Judging(threshold, between, allow_invalid), out)
-    _note_widened(out, between)
+    compare_figures("serving", _host(a.record, b.record), shared, figures_b, judging, out)
+    _note_widened(out, judging.between)
     return out
 
 

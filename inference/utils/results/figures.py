@@ -17,7 +17,9 @@ Whether higher is better, and the unit, are bound to the figure's name here, onc
 With ``run.py --repeat N`` a case runs N times; ``merge_repetitions`` turns the N records into
 one whose headline figures are the repetitions' geometric means with their t-interval
 (``decide.across``), and whose ``repetitions`` block keeps every repetition's figure with its
-window's own interval (docs/result_schema.md, "repetitions").
+window's own interval (docs/result_schema.md, "repetitions"). A serving run repeated (``run.py
+--endpoint --repeat N``) is merged the same way, each repetition read as a record
+(``common.serving_record.as_record``), its steps' headline figures the geometric means.
 """
 
 from __future__ import annotations
@@ -25,8 +27,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from common.record import Key, LatencyBlock, LLMRow, ServingStep, Verdict
+from common.record import LATENCY_FIGURES, THROUGHPUT_FIGURES, Key, LatencyBlock, LLMRow, ServingStep, Verdict
 from common.scenario import scenario
+from common.stats import relative_half_width
 from common.summary_record import RepetitionFigure, Repetitions, Row, SummaryRecord, SummaryRow
 from utils.results.decide import Sample, across
 
@@ -244,7 +247,26 @@ def _set_headline(
             latency_ci95={**(record.latency_ci95 or {}), name: ci},
         )
     rows = [_row_headline(r, figure, mean, ci) if row_label(r) == row else r for r in record.performance]
-    return replace(record, performance=tuple(rows))
+    record = replace(record, performance=tuple(rows))
+    if record.llm and any(step.label == row for step in record.llm.serving):
+        steps = tuple(_step_headline(s, figure, mean, ci) if s.label == row else s for s in record.llm.serving)
+        record = replace(record, llm=replace(record.llm, serving=steps))
+    return record
+
+
+def _step_headline(step: ServingStep, figure: str, mean: float, ci: list[float] | None) -> ServingStep:
+    """A served LLM's load step with ``figure`` the repetitions' geometric mean, its interval theirs."""
+    if figure in THROUGHPUT_FIGURES:
+        key = THROUGHPUT_FIGURES[figure]
+        width = relative_half_width(mean, ci)
+        block = {**step.throughput.get(key, {}), "value": mean, "ci95": ci, "plus_minus": width}
+        return replace(step, throughput={**step.throughput, key: block})
+    if figure in LATENCY_FIGURES:
+        key, name = LATENCY_FIGURES[figure]
+        old = getattr(step, key)
+        changes: dict[str, Any] = {key: {**old, name: mean, "ci95": {**(old.get("ci95") or {}), name: ci}}}
+        return replace(step, **changes)
+    return step
 
 
 def _row_headline(row: Row, figure: str, mean: float, ci: list[float] | None) -> Row:

@@ -16,6 +16,7 @@ from common.files import atomic_path, write_json_atomic
 from common.mfu import mfu, peak_for, plausible_mfu
 from common.record import FLAGPERF_FIELDS, PERCENTILES, CaseResult, Key, LatencyBlock, Verdict
 from common.sampler import read_samples
+from common.serving_record import ServingSummary, as_record, is_endpoint
 from common.stats import MIN_SAMPLES_FOR_PERCENTILE, relative_half_width
 from common.summary_record import Summary, SummaryRecord, SummaryRow
 from common.vendor_analysis import NO_ANALYSIS, VendorAnalysis
@@ -320,7 +321,8 @@ def _percentiles(latency: LatencyBlock | None) -> dict[str, float | None]:
 
 
 def markdown_table(records: list[SummaryRecord], memory_kind: str = "device memory") -> str:
-    lines = _headline_lines(records, memory_kind)
+    cases = [r for r in records if not is_endpoint(r)]  # a serving run's record has no case figures
+    lines = _headline_lines(cases, memory_kind) if cases or not records else []
     lines += _performance_lines(records)
     lines += _precision_lines(records)
     lines += llm_summary.markdown_lines(records)
@@ -486,3 +488,35 @@ def write_summary(
             encoding="utf-8",
         )
     return json_path, md_path
+
+
+def serving_markdown(summary: ServingSummary, blocks: list[dict], metrics_url: str | None) -> str:
+    """A serving run's summary.md (run.py --endpoint): its title and notes, the capacity found, its record's
+    tables (``markdown_table``: the step table, the repetitions, the INVALID steps), the capacity probes and
+    the server's own figures. ``blocks``: serving/result.json's steps (of every repetition), for the notes."""
+    tokens = sorted({source for step in summary.rows for source in step.token_source})
+    text = (
+        f"# serving: {summary.served_model} at {summary.endpoint} (tokens counted by {', '.join(tokens) or 'nothing'})"
+    )
+    text += "".join(f"\n\nnote: {note}" for note in llm_summary.serving_notes(blocks))
+    found = summary.capacity
+    if found is not None:
+        above = ", above the range" if found.get("above_range") else ""
+        text += (
+            f"\n\ncapacity ({found.get('kind')}): {found.get('capacity')} "
+            f"(interval {found.get('interval')}, {found.get('probes')} probes{above})"
+        )
+    record = as_record(summary)
+    text += "\n" + (markdown_table([record]) if summary.steps else "\n(no steps)\n")
+    probes = [row for row in summary.rows if row.phase == "capacity"]
+    lines = ["", "Capacity probes:", "", *llm_summary.table(llm_summary.step_rows(probes))] if probes else []
+    lines += llm_summary.server_lines(summary.rows, metrics_url)
+    return text + "\n".join(lines) + ("\n" if lines else "")
+
+
+def write_serving_summary(run_dir: Path, summary: ServingSummary, blocks: list[dict], metrics_url: str | None) -> Path:
+    """``run_dir``'s summary.md of a serving run (``serving_markdown``), written atomically."""
+    md_path = run_dir / "summary.md"
+    with atomic_path(md_path) as tmp:
+        tmp.write_text(serving_markdown(summary, blocks, metrics_url), encoding="utf-8")
+    return md_path
