@@ -7,7 +7,9 @@ For 1 host and for 4 hosts it prints run.py's wall time, the slowest host's
 in-container pipeline time (result.json "e2e_time(second)") and the difference
 (the orchestration overhead: SSH, Docker API, monitors, container start/stop,
 fetch, merge), then the ratio of the 4-host wall time to the 1-host wall time.
-Targets: overhead <= 3 s for one host (issue 12); 4 hosts <= 1.3x one host. The digits case
+With ``--against REV`` the same runs are made, interleaved round by round (A B, then B A), with
+``inference/`` as commit REV had it (``git archive``): the two trees' overheads side by side in one run.
+Targets: overhead <= 1 s for one host (issue 42); 4 hosts <= 1.3x one host. The digits case
 runs with repeat 1 so that the pipeline itself is small; on a 2-core machine the
 4 pipelines still compete for CPU, which the pipeline-time column shows.
 """
@@ -33,9 +35,9 @@ REPO = Path(__file__).resolve().parents[1]
 INFERENCE = REPO / "inference"
 
 
-def make_tree(tmp: Path) -> Path:
+def make_tree(tmp: Path, source: Path = INFERENCE) -> Path:
     perf = tmp / "inference"
-    shutil.copytree(INFERENCE, perf, ignore=shutil.ignore_patterns("onnxs", "result", "__pycache__"))
+    shutil.copytree(source, perf, ignore=shutil.ignore_patterns("onnxs", "result", "__pycache__"))
     path = perf / "configs" / "digits" / "configurations.yaml"
     config = yaml.safe_load(path.read_text())
     config.update(repeat=1, log_freq=0)
@@ -43,7 +45,22 @@ def make_tree(tmp: Path) -> Path:
     return perf
 
 
-def write_config(tmp: Path, perf: Path, hosts, data: Path, wheels: Path | None) -> Path:
+def against_tree(tmp: Path, rev: str) -> Path:
+    """``inference/`` as commit ``rev`` had it, set up as ``make_tree`` sets up this one."""
+    import io
+    import tarfile
+
+    archive = subprocess.run(["git", "archive", rev, "inference"], cwd=REPO, capture_output=True, check=False)
+    if archive.returncode != 0:
+        sys.exit(f"--against {rev}: git archive failed: {archive.stderr.decode(errors='replace').strip()}")
+    source = tmp / "against-source"
+    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+        tar.extractall(source, filter="data")
+    (tmp / "against").mkdir()
+    return make_tree(tmp / "against", source / "inference")
+
+
+def write_config(tmp: Path, perf: Path, hosts, data: Path, wheels: Path | None, name: str = "") -> Path:
     config = {
         "MODE": "docker",
         "VENDOR": "cpu",
@@ -62,7 +79,7 @@ def write_config(tmp: Path, perf: Path, hosts, data: Path, wheels: Path | None) 
     }
     if wheels is not None:
         config["PIP_WHEELS_DIR"] = str(wheels)
-    path = tmp / f"host{len(hosts)}.yaml"
+    path = tmp / f"{name}host{len(hosts)}.yaml"
     path.write_text(yaml.safe_dump(config))
     return path
 
@@ -81,6 +98,7 @@ def timed_run(config: Path, perf: Path) -> tuple[float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--against", metavar="REV", help="also run inference/ as this commit had it, interleaved")
     args = parser.parse_args()
     ensure_base_image(client=ensure_docker())
     with tempfile.TemporaryDirectory(prefix="inferperf-orch-") as tmp_name:
@@ -94,26 +112,50 @@ def main() -> None:
             capture_output=True,
         )
         wheels = Path("/opt/wheels") if any(Path("/opt/wheels").glob("torch-2.13.0*.whl")) else None
+        trees = {"this tree": perf}
+        if args.against:
+            trees[args.against] = against_tree(tmp, args.against)
         hosts = start_sshd_hosts(tmp / "ssh", 4)
         try:
-            one, four = write_config(tmp, perf, hosts[:1], data, wheels), write_config(tmp, perf, hosts, data, wheels)
-            print("warming caches (image build, code upload, ONNX and engine) ...", flush=True)
-            timed_run(one, perf)
-            timed_run(four, perf)
-            rows = {1: [], 4: []}
-            for _ in range(args.rounds):
-                for count, config in ((1, one), (4, four)):
-                    rows[count].append(timed_run(config, perf))
+            rows = measure(tmp, trees, hosts, data, wheels, args.rounds)
         finally:
             stop_all(hosts)
-    print(f"{'hosts':>5} {'wall s':>8} {'pipeline s':>11} {'overhead s':>11}   (median of {args.rounds} rounds)")
+    report(rows, args.rounds)
+
+
+def measure(tmp: Path, trees: dict[str, Path], hosts, data: Path, wheels: Path | None, rounds: int) -> dict:
+    """(tree, hosts) -> [(wall, pipeline)] over ``rounds``, the trees in A B / B A order round by round."""
+    configs = {}
+    for index, (name, perf) in enumerate(trees.items()):
+        for count in (1, 4):
+            configs[name, count] = (write_config(tmp, perf, hosts[:count], data, wheels, f"t{index}-"), perf)
+    print("warming caches (image build, code upload, ONNX and engine) ...", flush=True)
+    for config, perf in configs.values():
+        timed_run(config, perf)
+    rows: dict = {key: [] for key in configs}
+    for round_ in range(rounds):
+        names = list(trees) if round_ % 2 == 0 else list(reversed(trees))
+        for count in (1, 4):
+            for name in names:
+                config, perf = configs[name, count]
+                rows[name, count].append(timed_run(config, perf))
+    return rows
+
+
+def report(rows: dict, rounds: int) -> None:
+    head = f"{'tree':>12} {'hosts':>5} {'wall s':>8} {'pipeline s':>11} {'overhead s':>11}"
+    print(f"{head}   (median of {rounds} rounds)")
     walls = {}
-    for count, samples in rows.items():
+    for (name, count), samples in rows.items():
         wall = statistics.median(w for w, _ in samples)
         pipeline = statistics.median(p for _, p in samples)
-        walls[count] = wall
-        print(f"{count:>5} {wall:>8.2f} {pipeline:>11.2f} {wall - pipeline:>11.2f}")
-    print(f"4-host wall / 1-host wall: {walls[4] / walls[1]:.2f} (target <= 1.3); 1-host overhead target <= 3 s")
+        overheads = sorted(w - p for w, p in samples)
+        walls[name, count] = wall
+        spread = f"[{overheads[0]:.2f}, {overheads[-1]:.2f}]"
+        print(f"{name:>12} {count:>5} {wall:>8.2f} {pipeline:>11.2f} {wall - pipeline:>11.2f}   rounds {spread}")
+    for name in dict.fromkeys(name for name, _ in rows):
+        ratio = walls[name, 4] / walls[name, 1]
+        print(f"{name}: 4-host wall / 1-host wall {ratio:.2f} (target <= 1.3); 1-host overhead target <= 1 s")
 
 
 if __name__ == "__main__":

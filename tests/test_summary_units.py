@@ -287,6 +287,14 @@ def test_markdown_table_every_cell():
     assert markdown_table(summary_records(), "HBM") == EXPECTED_TABLE
 
 
+def test_the_mfu_hint_names_the_runs_own_base_case_when_it_measured_no_valid_peak():
+    records = summary_records()
+    base = replace(records[1], case="base_gemm", mfu_is_estimate=None)
+    table = markdown_table([*records, base], "HBM")
+    assert "Measure this host's peaks" not in table
+    assert f"This run's {base.name} measured no VALID peak for these (its verdicts say why)" in table
+
+
 def test_markdown_table_minimal():
     only = replace(summary_records()[1], mfu_is_estimate=None)
     assert markdown_table([only]) == "\n".join(EXPECTED_TABLE.replace("HBM", "device memory").splitlines()[:2]) + (

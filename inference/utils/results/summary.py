@@ -428,8 +428,12 @@ def _mfu_lines(records: list[SummaryRecord]) -> list[str]:
             "MFU est.: the peak FLOPS is an estimate, not a datasheet figure: "
             + "; ".join(sorted(e for e in estimates if e)),
         ]
+        base = sorted({r.name for r in records if r.case.startswith("base_")})
         lines.append(
-            "Measure this host's peaks with `run.py --cases base`: later runs here then take MFU against them."
+            f"This run's {', '.join(base)} measured no VALID peak for these (its verdicts say why): an INVALID "
+            "figure is never a peak. A later run here takes MFU against a VALID one."
+            if base
+            else "Measure this host's peaks with `run.py --cases base`: later runs here then take MFU against them."
         )
     for r in records:
         if r.peak_measured and r.mfu_note:
