@@ -61,14 +61,14 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] in (["compare"], ["history"], ["calibrate"]):
         return subcommand(argv[0], argv[1:])
     if wants_endpoint(argv):  # a running OpenAI-compatible server: tools/serving/cli.py
+        console_logging()
         return run_endpoint(argv)
     ab = argv[:1] == ["ab"]  # run.py ab --set-a ... --set-b ...: two variants, interleaved, then compared
     args = parse_args(argv[1:] if ab else argv, ab)
     if args.list:
         print(list_available(INFERENCE_DIR))
         return 0
-    logger.remove()
-    logger.add(console_sink, level="INFO", format=CONSOLE_FORMAT)
+    console_logging()
     previous: dict = {}
     config = start_up(args, previous)
     if isinstance(config, int):
@@ -76,6 +76,12 @@ def main(argv: list[str] | None = None) -> int:
     if config.endpoint is not None:  # host.yaml's ENDPOINT: as run.py --endpoint (tools/serving/cli.py)
         return run_host_endpoint(config, args, previous)
     return run_cases(config, args, ab, previous)
+
+
+def console_logging() -> None:
+    """The run's console lines (utils/cli/hosts.py's format), in place of loguru's default."""
+    logger.remove()
+    logger.add(console_sink, level="INFO", format=CONSOLE_FORMAT)
 
 
 def start_up(args: argparse.Namespace, previous: dict) -> HostConfig | int:

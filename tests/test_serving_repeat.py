@@ -11,6 +11,9 @@ counts, orders, files), never timings.
 from __future__ import annotations
 
 import json
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -20,6 +23,7 @@ from run import main as run_main
 from tools.serving.loopback import LoopbackServer, Plan
 
 SLOWER = 4.0
+INFERENCE = Path(__file__).resolve().parents[1] / "inference"
 
 
 def _script(index: int, body: dict, in_flight: int) -> Plan:
@@ -192,3 +196,16 @@ def test_summary_md_is_run_py_s_not_the_serving_tool_s(server, tmp_path):
     assert not list(run.glob("rep[0-9]*")) and "repetitions" not in json.loads((run / "summary.json").read_text())
     text = (run / "summary.md").read_text()
     assert "| concurrency 2 | 8/8 | 0 | — |" in text and "Repetitions (" not in text
+
+
+def test_an_endpoint_run_logs_in_run_pys_console_format(server, tmp_path):
+    done = subprocess.run(
+        [sys.executable, "run.py", "--endpoint", server.url, *LOAD, "--output-dir", str(tmp_path)],
+        cwd=INFERENCE,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    history = [line for line in done.stderr.splitlines() if "history:" in line]
+    assert history and all(re.fullmatch(r"\d\d:\d\d:\d\d \| INFO +\| history: .*", line) for line in history)
