@@ -137,11 +137,29 @@ def test_a_rate_that_ramps_then_settles_is_measured_once_more_and_valid(monkeypa
     assert first["drift"]["rate"] > 0.02 and any(r.startswith("drifting: rate rose") for r in first["reasons"])
     assert rate.precision["drift"]["rate"]["drifting"] is False
     # without the second window the same kernel's figure is the drifting one: INVALID
-    monkeypatch.setattr(baseline, "measured_once_more_on_drift", lambda window, *_: window())
+    monkeypatch.setattr(baseline, "measured_once_more_on_drift", lambda window, *_, **__: window())
     clock, call = ramping(until_s=1.0, slower=1.06)
     once = measure_kernel(call, 1e9, measure["settings"], clock=clock, contention=measure["contention"])
     assert not once.verdict.valid and any(r.startswith("drifting: rate rose") for r in once.verdict.reasons)
     assert "remeasured" not in once.precision
+
+
+def test_a_drifted_window_invalid_for_another_reason_too_is_not_measured_again():
+    from contract.phase import ContentionReading
+
+    class Contended:  # other processes took half the CPUs in every window
+        def start(self):
+            return self
+
+        def stop(self):
+            return ContentionReading(share=0.5, cpus=2, seconds=1.0)
+
+    clock, call = ramping(until_s=1.0, slower=1.06)
+    rate = measure_kernel(
+        call, 1e9, settings(warmup=0, min_duration_s=1.0, max_duration_s=20.0), clock=clock, contention=Contended()
+    )
+    assert any(r.startswith("drifting: rate rose") for r in rate.verdict.reasons)  # the first window's, kept
+    assert any(r.startswith("contention:") for r in rate.verdict.reasons) and "remeasured" not in rate.precision
 
 
 def test_a_rate_that_keeps_falling_stays_invalid_after_its_second_window():

@@ -73,12 +73,12 @@ def measure_kernel(
     """Time ``call()`` (one kernel invocation doing ``work``) until its rate is precise.
 
     Warm-up, settle, then the measured window. A window that drifted (its first and last thirds
-    disagree) is measured once more, right after it, and the second window is the figure, its
-    ``precision.remeasured`` keeping the first one's drift and reasons
-    (``precision.py::measured_once_more_on_drift``): the rate stepped once (a frequency settling, a
-    neighbour stopping) and the window after the step is the chip's; a rate that keeps moving
-    drifts again and stays INVALID. Where a precision is asked the window holds at least
-    ``JUDGED_CALLS`` calls, so that each third has the queries its drift is judged on.
+    disagree), with no other reason to be INVALID, is measured once more, right after it, and the
+    second window is the figure, its ``precision.remeasured`` keeping the first one's drift and
+    reasons (``precision.py::measured_once_more_on_drift``): the rate stepped once (a frequency
+    settling, a fresh kernel warming up) and the window after the step is the chip's; a rate that
+    keeps moving drifts again and stays INVALID. Where a precision is asked the window holds at
+    least ``JUDGED_CALLS`` calls, so that each third has the queries its drift is judged on.
 
     ``sync()`` waits for the device (a no-op on CPU); ``clock`` is a nanosecond clock (a fake
     one in tests); ``contention`` has ``start()`` and ``stop() -> ContentionReading | None``
@@ -101,6 +101,7 @@ def measure_kernel(
         lambda: _window(call, work, settings, sync, clock, monitor, settled),
         lambda rate: rate.precision,
         lambda rate: rate.verdict.reasons,
+        only_drift=True,
     )
 
 
