@@ -144,6 +144,15 @@ def test_a_rate_that_ramps_then_settles_is_measured_once_more_and_valid(monkeypa
     assert "remeasured" not in once.precision
 
 
+def test_a_window_with_no_precision_asked_is_information_and_measured_once():
+    clock, call = ramping(until_s=1.0, slower=1.06)  # the kernel that drifts in its first window above
+    rate = measure_kernel(
+        call, 1e9, settings(warmup=0, min_duration_s=1.0, precision=None), clock=clock, contention=NO_CONTENTION
+    )
+    assert "remeasured" not in rate.precision and rate.precision["stop_reason"] == "minimums met"
+    assert clock.now < 1.2e9  # one window of about min_duration_s (a GEMM's sweep row costs its sweep_s once)
+
+
 def test_a_drifted_window_invalid_for_another_reason_too_is_not_measured_again():
     from contract.phase import ContentionReading
 

@@ -77,8 +77,9 @@ def measure_kernel(
     second window is the figure, its ``precision.remeasured`` keeping the first one's drift and
     reasons (``precision.py::measured_once_more_on_drift``): the rate stepped once (a frequency
     settling, a fresh kernel warming up) and the window after the step is the chip's; a rate that
-    keeps moving drifts again and stays INVALID. Where a precision is asked the window holds at
-    least ``JUDGED_CALLS`` calls, so that each third has the queries its drift is judged on.
+    keeps moving drifts again and stays INVALID. Both only where a precision is asked (a judged
+    figure): the window then holds at least ``JUDGED_CALLS`` calls, so that each third has the
+    queries its drift is judged on.
 
     ``sync()`` waits for the device (a no-op on CPU); ``clock`` is a nanosecond clock (a fake
     one in tests); ``contention`` has ``start()`` and ``stop() -> ContentionReading | None``
@@ -97,6 +98,8 @@ def measure_kernel(
 
     settled: Settle = settle(one_call, clock, settings.settle_max_s)
     monitor = contention if contention is not None else CpuContention(settings.device)
+    if settings.precision is None:  # information (a GEMM's size sweep): one window, nothing to measure again for
+        return _window(call, work, settings, sync, clock, monitor, settled)
     return measured_once_more_on_drift(
         lambda: _window(call, work, settings, sync, clock, monitor, settled),
         lambda rate: rate.precision,
