@@ -109,6 +109,98 @@ def test_a_rate_that_halves_mid_window_drifts_and_is_invalid():
     )
 
 
+def ramping(until_s: float, slower: float, persists: bool = False) -> tuple[FakeClock, object]:
+    """A kernel on a fake clock: 1 ms a call, each call +-10 % at random (seeded), its time ``slower`` x
+    at the start and falling linearly to 1 ms over the first ``until_s`` s (a chip warming up, a
+    frequency settling) and steady after; ``persists``: rising by (``slower`` - 1) every ``until_s`` s
+    without end (a leak, ongoing throttling)."""
+    import random
+
+    clock, noise = FakeClock(step_ns=0), random.Random(0)
+
+    def call():
+        t = clock.now / 1e9 / until_s
+        factor = 1 + (slower - 1) * (t if persists else max(0.0, 1 - t))
+        clock.now += int(1_000_000 * factor * (1 + 0.1 * noise.uniform(-1, 1)))
+
+    return clock, call
+
+
+def test_a_rate_that_ramps_then_settles_is_measured_once_more_and_valid(monkeypatch):
+    from tools.measure import baseline
+
+    measure = dict(settings=settings(warmup=0, min_duration_s=1.0, max_duration_s=20.0), contention=NO_CONTENTION)
+    clock, call = ramping(until_s=1.0, slower=1.06)
+    rate = measure_kernel(call, 1e9, measure["settings"], clock=clock, contention=measure["contention"])
+    assert rate.verdict.valid, rate.verdict.reasons
+    first = rate.precision["remeasured"]  # the first window rose over 2 % from its first to its last third
+    assert first["drift"]["rate"] > 0.02 and any(r.startswith("drifting: rate rose") for r in first["reasons"])
+    assert rate.precision["drift"]["rate"]["drifting"] is False
+    # without the second window the same kernel's figure is the drifting one: INVALID
+    monkeypatch.setattr(baseline, "measured_once_more_on_drift", lambda window, *_, **__: window())
+    clock, call = ramping(until_s=1.0, slower=1.06)
+    once = measure_kernel(call, 1e9, measure["settings"], clock=clock, contention=measure["contention"])
+    assert not once.verdict.valid and any(r.startswith("drifting: rate rose") for r in once.verdict.reasons)
+    assert "remeasured" not in once.precision
+
+
+def test_a_window_with_no_precision_asked_is_information_and_measured_once():
+    clock, call = ramping(until_s=1.0, slower=1.06)  # the kernel that drifts in its first window above
+    rate = measure_kernel(
+        call, 1e9, settings(warmup=0, min_duration_s=1.0, precision=None), clock=clock, contention=NO_CONTENTION
+    )
+    assert "remeasured" not in rate.precision and rate.precision["stop_reason"] == "minimums met"
+    assert clock.now < 1.2e9  # one window of about min_duration_s (a GEMM's sweep row costs its sweep_s once)
+
+
+def test_a_drifted_window_invalid_for_another_reason_too_is_not_measured_again():
+    from contract.phase import ContentionReading
+
+    class Contended:  # other processes took half the CPUs in every window
+        def start(self):
+            return self
+
+        def stop(self):
+            return ContentionReading(share=0.5, cpus=2, seconds=1.0)
+
+    clock, call = ramping(until_s=1.0, slower=1.06)
+    rate = measure_kernel(
+        call, 1e9, settings(warmup=0, min_duration_s=1.0, max_duration_s=20.0), clock=clock, contention=Contended()
+    )
+    assert any(r.startswith("drifting: rate rose") for r in rate.verdict.reasons)  # the first window's, kept
+    assert any(r.startswith("contention:") for r in rate.verdict.reasons) and "remeasured" not in rate.precision
+
+
+def test_a_rate_that_keeps_falling_stays_invalid_after_its_second_window():
+    clock, call = ramping(until_s=1.0, slower=1.06, persists=True)
+    rate = measure_kernel(
+        call, 1e9, settings(warmup=0, min_duration_s=1.0, max_duration_s=20.0), clock=clock, contention=NO_CONTENTION
+    )
+    assert not rate.verdict.valid
+    assert any(r.startswith("drifting: rate fell") for r in rate.verdict.reasons), rate.verdict.reasons
+    assert rate.precision["remeasured"]["drift"]["rate"] < -0.02  # both windows fell
+
+
+def test_a_slow_kernels_window_holds_enough_calls_for_its_drift_to_be_judged():
+    from tools.measure.baseline import JUDGED_CALLS
+
+    clock = FakeClock(step_ns=100_000_000)  # 100 ms a call: min_duration_s alone would stop at 16 calls
+    rate = measure_kernel(
+        clock.kernel(), 1e9, settings(min_duration_s=1.0, max_duration_s=20.0), clock=clock, contention=NO_CONTENTION
+    )
+    assert rate.calls == JUDGED_CALLS == 48 and rate.verdict.valid
+    assert rate.precision["drift"]["rate"] is not None and not rate.verdict.not_judged
+    # cut by max_duration_s before it: the drift is not judged, and the verdict says so
+    clock = FakeClock(step_ns=100_000_000)
+    cut = measure_kernel(
+        clock.kernel(), 1e9, settings(min_duration_s=1.0, max_duration_s=2.0), clock=clock, contention=NO_CONTENTION
+    )
+    assert cut.calls == 20 and cut.precision["drift"]["rate"] is None
+    assert cut.verdict.not_judged == [
+        "drift of rate: not judged (a third of the window is too short for its own interval)"
+    ]
+
+
 def test_stream_counts_copy_as_two_arrays_and_triad_as_three():
     assert stream_bytes("copy", 1000, 8) == 16_000
     assert stream_bytes("triad", 1000, 8) == 24_000
@@ -175,6 +267,36 @@ def test_the_gemm_sweep_reports_every_size_and_measures_the_best():
     assert [row["size"] for row in found["sweep"]] == [128, 256]
     assert found["size"] == [256, 256, 256]
     assert found["value"] == pytest.approx(2e12, rel=1e-3)
+
+
+def test_the_best_size_is_measured_on_the_kernel_its_sweep_built():
+    built = []
+
+    class Counted(TorchKernels):
+        def gemm(self, dtype, m, n, k, device):
+            built.append(m)
+            return lambda: None
+
+    report = gemm_stage(base_config("base_gemm", extra={"sizes": [32, 16]}, precision=None), Counted())
+    assert built == [16, 32]  # each size once: no second build (and cold start) before the judged window
+    assert report.figures[0]["size"][0] in (16, 32)
+
+
+def test_a_figure_measured_once_more_says_so_in_the_notes():
+    from benchmarks.base_common import BaselineReport, _judged
+
+    report = BaselineReport("base_gemm", "k")
+    verdict = {"valid": True, "reasons": []}
+    found = {"name": "fp32 GEMM", "unit": "FLOP/s", "value": 5e11, "relative_half_width": 0.01, "verdict": verdict}
+    report.figures.append({**found, "precision": {"drift": {"rate": None}}})
+    _judged(report)
+    assert report.notes == []
+    report.figures.append({**found, "precision": {"remeasured": {"drift": {"rate": 0.041}, "reasons": ["x"]}}})
+    _judged(report)
+    assert report.notes == [
+        "fp32 GEMM: its first window drifted (+4.1% from the first to the last third) and was measured once more; "
+        "the figure is the second window's"
+    ]
 
 
 def test_stream_on_real_arrays_reports_copy_and_triad_and_the_arrays_size():

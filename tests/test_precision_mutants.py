@@ -494,6 +494,31 @@ def _attempts(*blocks):
     return measure, calls
 
 
+def test_only_drift_measures_once_more_only_a_window_whose_every_reason_is_its_drift():
+    moved = {"drift": {"qps": {"change": -0.3, "drifting": True}}}
+    steady = {"drift": {"qps": {"change": 0.0, "drifting": False}}}
+    drift_only = ["drifting: qps fell 30% from the first to the last third"]
+
+    def attempts(first_reasons):
+        results = iter([{"block": moved, "reasons": first_reasons}, {"block": dict(steady), "reasons": []}])
+        calls = []
+        return (lambda: calls.append(1) or next(results)), calls
+
+    measure, calls = attempts(drift_only)
+    found = precision.measured_once_more_on_drift(
+        measure, lambda r: r["block"], lambda r: r["reasons"], only_drift=True
+    )
+    assert len(calls) == 2 and found["block"]["remeasured"]["reasons"] == drift_only
+    measure, calls = attempts([*drift_only, "contention: other processes used 50% of the 2 CPU(s)"])
+    found = precision.measured_once_more_on_drift(
+        measure, lambda r: r["block"], lambda r: r["reasons"], only_drift=True
+    )
+    assert len(calls) == 1 and found["block"] is moved
+    measure, calls = attempts(["contention: other processes used 50% of the 2 CPU(s)", *drift_only])
+    found = precision.measured_once_more_on_drift(measure, lambda r: r["block"], lambda r: r["reasons"])
+    assert len(calls) == 2  # without only_drift: any drifted window
+
+
 def test_a_steady_window_is_measured_once_and_a_drifted_one_twice():
     steady = {"drift": {"qps": {"change": 0.3, "drifting": False}}}
     moved = {"drift": {"qps": {"change": -0.3, "drifting": True}}}

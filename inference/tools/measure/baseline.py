@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 from contract.kernels import KernelRate, KernelSettings
 from contract.phase import Verdict
-from contract.settings import MAX_DURATION_REACHED, MINIMUMS_MET, PRECISION_REACHED
+from contract.settings import MAX_DURATION_REACHED, MIN_QUERIES, MINIMUMS_MET, PRECISION_REACHED
 from tools.measure.contention import CpuContention
 from tools.measure.precision import (
     Settle,
@@ -35,13 +35,21 @@ from tools.measure.precision import (
     drift,
     imprecise,
     measure_figures,
+    measured_once_more_on_drift,
     precision_block,
     precision_reasons,
     settle,
 )
-from tools.measure.verdict import accelerator_reason, contention_reason, minimum_reasons, minimums_met
+from tools.measure.verdict import (
+    accelerator_reason,
+    contention_reason,
+    drift_not_judged,
+    minimum_reasons,
+    minimums_met,
+)
 
 RATE = "rate"  # the one throughput figure a kernel measurement judges
+JUDGED_CALLS = 3 * MIN_QUERIES  # a window of this many calls has MIN_QUERIES in each third: its drift is judged
 
 
 class _NoContention:
@@ -64,6 +72,15 @@ def measure_kernel(
 ) -> KernelRate:
     """Time ``call()`` (one kernel invocation doing ``work``) until its rate is precise.
 
+    Warm-up, settle, then the measured window. A window that drifted (its first and last thirds
+    disagree), with no other reason to be INVALID, is measured once more, right after it, and the
+    second window is the figure, its ``precision.remeasured`` keeping the first one's drift and
+    reasons (``precision.py::measured_once_more_on_drift``): the rate stepped once (a frequency
+    settling, a fresh kernel warming up) and the window after the step is the chip's; a rate that
+    keeps moving drifts again and stays INVALID. Both only where a precision is asked (a judged
+    figure): the window then holds at least ``JUDGED_CALLS`` calls, so that each third has the
+    queries its drift is judged on.
+
     ``sync()`` waits for the device (a no-op on CPU); ``clock`` is a nanosecond clock (a fake
     one in tests); ``contention`` has ``start()`` and ``stop() -> ContentionReading | None``
     (default: ``CpuContention`` on ``settings.device``)."""
@@ -80,9 +97,32 @@ def measure_kernel(
         return clock() - t0
 
     settled: Settle = settle(one_call, clock, settings.settle_max_s)
+    monitor = contention if contention is not None else CpuContention(settings.device)
+    if settings.precision is None:  # information (a GEMM's size sweep): one window, nothing to measure again for
+        return _window(call, work, settings, sync, clock, monitor, settled)
+    return measured_once_more_on_drift(
+        lambda: _window(call, work, settings, sync, clock, monitor, settled),
+        lambda rate: rate.precision,
+        lambda rate: rate.verdict.reasons,
+        only_drift=True,
+    )
+
+
+def _window(
+    call: Callable[[], Any],
+    work: float,
+    settings: KernelSettings,
+    sync: Callable[[], None],
+    clock: Callable[[], int],
+    contention: Any,
+    settled: Settle,
+) -> KernelRate:
+    """One measured window: calls until the minimums (and ``JUDGED_CALLS`` where a precision is
+    asked) are met and the rate is precise, or ``max_duration_s`` passes; then its verdict."""
     target = Target(throughput=(RATE,), precision=settings.precision)
     rule = StopRule(target, clock, settings.max_duration_s)
-    monitor = (contention if contention is not None else CpuContention(settings.device)).start()
+    monitor = contention.start()
+    least = max(settings.min_queries, JUDGED_CALLS if settings.precision is not None else 0)
     ends: list[int] = []
     stop = MAX_DURATION_REACHED
     max_ns = int(settings.max_duration_s * 1e9)
@@ -93,7 +133,7 @@ def measure_kernel(
         now = clock()
         elapsed = now - start
         ends.append(elapsed)
-        if minimums_met(len(ends), elapsed / 1e9, settings.min_queries, settings.min_duration_s):
+        if minimums_met(len(ends), elapsed / 1e9, least, settings.min_duration_s):
             decision = rule.decide(now, elapsed, lambda: measure_figures(target, {RATE: Timeline.tiled(ends, work)}))
             if decision is not None:
                 stop = decision
@@ -123,6 +163,7 @@ def _rate(
     if reading is not None:
         verdict.add(contention_reason(reading.share, reading.cpus, settings.contention_limit))
         verdict.add(accelerator_reason(reading.gpu_other_processes))
+    verdict.skip(drift_not_judged(drifts))
     value = work * len(ends) / (span_ns / 1e9) if span_ns > 0 else None
     interval = figures.throughput.get(RATE)
     return KernelRate(

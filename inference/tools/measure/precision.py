@@ -74,6 +74,7 @@ SETTLE_MIN_BLOCK = 2  # ... and holds at least this many queries ...
 SETTLE_MAX_BLOCK = 1024  # ... and at most this many
 SETTLE_FLOOR = 0.03  # blocks within 3 % of each other have settled whatever the noise says
 THIRD = 1 / 3
+DRIFTING = "drifting: "  # how a drift reason begins (``drift_reason``)
 T = TypeVar("T")
 
 
@@ -416,6 +417,7 @@ def measured_once_more_on_drift(
     block_of: Callable[[T], dict | None],
     reasons_of: Callable[[T], list[str]],
     discard: Callable[[T], None] = lambda first: None,
+    only_drift: bool = False,
 ) -> T:
     """Run ``measure()``; when its window drifted, run it once more and keep the second window.
 
@@ -423,11 +425,13 @@ def measured_once_more_on_drift(
     window after the step is then the measurement a careful person would take. A rate that keeps
     changing (a leak, ongoing throttling) drifts in the second window too and stays INVALID. The
     second window's ``precision`` block keeps the first one's drift and reasons as ``remeasured``;
-    ``discard(first)`` is called before the second window starts.
+    ``discard(first)`` is called before the second window starts. ``only_drift``: measure once more
+    only where drift is the first window's every reason (one INVALID anyway, by contention or an
+    imprecise figure, keeps its window: a second would cost its time and change nothing).
     """
     first = measure()
     moved = drifting(block_of(first))
-    if not moved:
+    if not moved or (only_drift and not all(reason.startswith(DRIFTING) for reason in reasons_of(first))):
         return first
     discard(first)
     second = measure()
@@ -441,7 +445,7 @@ def drift_reason(name: str, found: Drift | None) -> str | None:
     if found is None or not found.drifting:
         return None
     way = "fell" if found.change < 0 else "rose"
-    return f"drifting: {name} {way} {abs(found.change):.0%} from the first to the last third"
+    return f"{DRIFTING}{name} {way} {abs(found.change):.0%} from the first to the last third"
 
 
 # ---- settle ----------------------------------------------------------------------------------
