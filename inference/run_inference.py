@@ -223,12 +223,14 @@ def _leave(code: int) -> None:
     """End the process with ``code`` without the interpreter's own teardown when nothing is left for it to
     do: once torch is imported, that teardown takes about 0.35 s (bench/container_exit.py), time the host
     waits for nothing. Every sink is closed and every exit handler has run first (``logging``'s,
-    ``multiprocessing``'s). With another thread still alive the interpreter ends as usual, joining it."""
+    ``multiprocessing``'s). With another thread still alive that the interpreter would join (not a
+    daemon: the lifetime watch is one), the interpreter ends as usual, joining it."""
     import atexit
     import os
     import threading
 
-    if threading.active_count() > 1:
+    main = threading.main_thread()
+    if any(t is not main and not t.daemon and t.is_alive() for t in threading.enumerate()):
         sys.exit(code)
     loguru = sys.modules.get("loguru")
     if loguru is not None:

@@ -66,3 +66,21 @@ def test_a_thread_still_alive_is_joined_as_a_normal_exit_would(tmp_path):
     done = _leave_in_child(body, 3, tmp_path)
     assert done.returncode == 3, done.stderr
     assert out.read_text() == "done"
+
+
+def test_a_daemon_thread_does_not_keep_the_interpreters_teardown(tmp_path):
+    # As run_inference.py's lifetime watch: a normal exit abandons a daemon thread too, so it must not
+    # send the process through the interpreter's teardown, whose first act (threading._shutdown) is
+    # patched here to leave a mark.
+    mark = tmp_path / "shutdown.txt"
+    body = "\n".join(
+        [
+            "import threading",
+            "threading.Thread(target=threading.Event().wait, daemon=True).start()",
+            "original = threading._shutdown",
+            f"threading._shutdown = lambda: (open({str(mark)!r}, 'w').write('teardown'), original())",
+        ]
+    )
+    done = _leave_in_child(body, 5, tmp_path)
+    assert done.returncode == 5, done.stderr
+    assert not mark.exists()
