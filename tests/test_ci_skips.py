@@ -39,7 +39,9 @@ def outcomes(tmp_path: Path, ci: str | None) -> tuple[int, dict[str, str], str]:
     for name, text in FILES.items():
         (folder / name).write_text(text)
     env = {key: value for key, value in os.environ.items() if key != "CI"}
-    env.update({"PYTHONPATH": str(REPO), **({"CI": ci} if ci is not None else {})})
+    # The repo's pytest configuration puts both on the path; the repo's conftest, imported here, needs both.
+    path = os.pathsep.join([str(REPO), str(REPO / "inference")])
+    env.update({"PYTHONPATH": path, **({"CI": ci} if ci is not None else {})})
     report = tmp_path / f"report-{ci}.xml"
     command = [
         sys.executable,
