@@ -221,7 +221,7 @@ def _report(state: dict, exc: BaseException) -> int:
 
 def _leave(code: int) -> None:
     """End the process with ``code`` without the interpreter's own teardown when nothing is left for it to
-    do: once torch is imported, that teardown takes about 0.35 s (bench/container_exit.py), time the host
+    do: once torch is imported, that teardown is long (bench/container_exit.py measures it), time the host
     waits for nothing. Every sink is closed and every exit handler has run first (``logging``'s,
     ``multiprocessing``'s). With another thread still alive that the interpreter would join (not a
     daemon: the lifetime watch is one), the interpreter ends as usual, joining it."""

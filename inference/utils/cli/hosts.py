@@ -85,7 +85,7 @@ def _progress_display(verbose: bool, total: int) -> ProgressConsole | None:
 
 
 def _import_report() -> None:
-    """The report's modules, numpy among them (about 0.15 s), imported while the hosts prepare (waiting
+    """The report's modules, numpy among them, imported while the hosts prepare (waiting
     on SSH and the engine) rather than after the last case, when the run's end waits on them."""
     try:
         import numpy  # noqa: F401

@@ -103,7 +103,7 @@ class EngineForward:
 
 class DockerOverSsh(EngineForward):
     """Each connection a channel running ``docker system dial-stdio``. Such a channel is ready only once
-    the host's sshd has started a shell and the docker CLI (0.1-0.3 s), and a case's three containers are
+    the host's sshd has started a shell and the docker CLI (docs/decisions.md), and a case's three containers are
     created side by side, each on a connection of its own: so once the first connection is served,
     ``SPARE_CHANNELS`` more are started, and a new connection takes one of them. They are started once:
     the SDK's pool keeps the connections they serve for the cases after."""

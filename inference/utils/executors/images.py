@@ -398,7 +398,7 @@ _HOST_PIP_LOCK = threading.Lock()
 
 def host_pip(python: str = sys.executable) -> HostPip:
     """``read_host_pip``, once a run: the hosts' sessions ask at once (utils/executors/docker.py), and
-    each ``pip config list`` is a Python process (about 0.2 s of CPU)."""
+    each ``pip config list`` is a Python process."""
     with _HOST_PIP_LOCK:
         return _cached_host_pip(python)
 
