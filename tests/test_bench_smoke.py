@@ -159,3 +159,51 @@ def test_the_tracer_wraps_what_run_py_calls(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     names = [event["name"] for event in json.loads(trace.read_text())["events"]]
     assert names[0] == "import run.py" and "run.main" in names
+
+
+def test_the_vllm_crosscheck_reads_the_servers_own_ttft_and_the_gap_of_streamed_rounds():
+    """bench/vllm_crosscheck.py's figures beside the clients': the server's mean TTFT from its histogram's
+    sum and count over one client's run, and each client's mean less it in the rounds that streamed."""
+    from bench.vllm_crosscheck import server_side, summary
+
+    before = {"prompt": 100.0, "generated": 50.0, "ttft_sum_s": 1.0, "ttft_count": 10.0}
+    after = {"prompt": 356.0, "generated": 178.0, "ttft_sum_s": 1.05, "ttft_count": 14.0}
+    side = server_side(before, after, 2)
+    assert side["server_tokens_per_request"] == {"prompt": 128.0, "generated": 64.0}
+    assert side["server_ttft_ms_mean"] == pytest.approx(12.5)  # 0.05 s over 4 requests
+    assert server_side(before, before, 2)["server_ttft_ms_mean"] is None
+
+    def client(mean: float, server: float, one_event: int) -> dict:
+        return {
+            "ttft_ms_p50": mean, "ttft_ms_mean": mean, "tpot_ms_p50": 2.0, "tpot_ms_p50_streamed": 2.0,
+            "output_tokens_per_s": 300.0, "one_event_replies": one_event, "process_cpu_s": 1.0,
+            "server_tokens_per_request": {"prompt": 128.0, "generated": 64.0}, "server_ttft_ms_mean": server,
+            "main_cpu_s": 0.5, "completed": 32,
+        }  # fmt: skip
+
+    rounds = [
+        {"inferperf": client(13.0, 11.0, 0), "vllm": client(14.0, 11.0, 0)},
+        {"inferperf": client(60.0, 11.0, 5), "vllm": client(14.5, 11.5, 0)},
+    ]
+    table = summary(rounds)
+    assert table["inferperf_client_minus_server_ttft_ms_streamed_rounds"] == pytest.approx(2.0)
+    assert table["inferperf_streamed_rounds"] == 1  # the round with a stall is left out
+    assert table["vllm_client_minus_server_ttft_ms_streamed_rounds"] == pytest.approx(3.0)
+    assert table["inferperf_client_minus_server_ttft_ms"] == pytest.approx(25.5)  # median of 2.0 and 49.0
+
+
+def test_the_overhead_bench_reports_wall_less_pipeline_for_each_tree(capsys):
+    from bench.orchestration_overhead import report
+
+    rows = {
+        ("this tree", 1): [(8.0, 6.0), (7.5, 6.0), (9.0, 6.5)],
+        ("this tree", 4): [(20.0, 16.0), (22.0, 18.0), (21.0, 17.0)],
+        ("abc", 1): [(9.0, 6.0), (9.5, 6.5), (8.5, 6.0)],
+        ("abc", 4): [(24.0, 18.0), (23.0, 18.0), (25.0, 19.0)],
+    }
+    report(rows, 3)
+    printed = capsys.readouterr().out
+    # The median wall less the median pipeline: 8.0 - 6.0 and 9.0 - 6.0; the rounds' own overheads beside.
+    assert "this tree     1     8.00        6.00        2.00   rounds [1.50, 2.50]" in printed
+    assert "      abc     1     9.00        6.00        3.00   rounds [2.50, 3.00]" in printed
+    assert "abc: 4-host wall / 1-host wall 2.67" in printed
