@@ -5,7 +5,9 @@ The runs are real: run.py's entry (``entry/endpoint.py``) drives tools/serving/c
 server (``tools/serving/loopback.py``) on 127.0.0.1, in this process. Its script reads the request's body:
 a request that carries ``"slow": true`` (run.py ab's ``--set-b extra_body=...``) gets every token four
 times as late, far beyond what the machine's load moves a figure by, so the tests assert decisions (and
-counts, orders, files), never timings.
+counts, orders, files), never timings. ab runs 4 repetitions per side: with 2, the paired t-interval has
+one degree of freedom (t = 12.7), and a CI run whose load moved A's throughput by 30 % between its two
+repetitions left a 4x slowdown "inconclusive"; with 4 (t = 3.18) the same spread still decides it.
 """
 
 from __future__ import annotations
@@ -118,17 +120,17 @@ def test_a_bad_option_of_a_repeated_run_leaves_no_run_folder(server, tmp_path, c
 def test_ab_finds_the_variant_that_makes_the_server_slower(server, tmp_path):
     out = tmp_path / "out"
     server.bodies.clear()
-    code = _endpoint(server, out, "--repeat", "2", "--set-b", 'extra_body={"slow": true}', ab=True)
+    code = _endpoint(server, out, "--repeat", "4", "--set-b", 'extra_body={"slow": true}', ab=True)
     assert code == 1  # a regression of B
     run = _only_run(out)
     for side in ("A", "B"):
-        assert sorted(p.name for p in (run / side).glob("rep[0-9]*")) == ["rep1", "rep2"]
+        assert sorted(p.name for p in (run / side).glob("rep[0-9]*")) == ["rep1", "rep2", "rep3", "rep4"]
         summary = json.loads((run / side / "summary.json").read_text())
-        assert summary["run_id"].endswith(f"-{side}") and summary["repetitions"]["count"] == 2
-    # interleaved on the one server: A then B, then B then A (utils/run_plan.py)
+        assert summary["run_id"].endswith(f"-{side}") and summary["repetitions"]["count"] == 4
+    # interleaved on the one server in ABBA order: A B B A A B B A (utils/run_plan.py)
     sides = ["B" if body.get("slow") else "A" for body in server.bodies]
-    assert [s for k, s in enumerate(sides) if k == 0 or s != sides[k - 1]] == ["A", "B", "A"]
-    assert sides.count("A") == sides.count("B") == 16
+    assert [s for k, s in enumerate(sides) if k == 0 or s != sides[k - 1]] == ["A", "B", "A", "B", "A"]
+    assert sides.count("A") == sides.count("B") == 32
     result = json.loads((run / "B" / "compare_A.json").read_text())
     assert result["exit_code"] == 1
     lines = {line["figure"]: line for line in result["lines"] if line["row"] == "concurrency 2"}
@@ -178,7 +180,7 @@ def test_host_yaml_endpoint_bad_repeat_names_the_entry(server, tmp_path, capsys)
 
 def test_run_py_ab_with_host_yaml_endpoint(server, tmp_path):
     path = _host_yaml(tmp_path, _entries(server))
-    code = run_main(["ab", "--config", str(path), "--repeat", "2", "--set-b", 'extra_body={"slow": true}'])
+    code = run_main(["ab", "--config", str(path), "--repeat", "4", "--set-b", 'extra_body={"slow": true}'])
     assert code == 1
     (run,) = (tmp_path / "result").glob("run*")
     result = json.loads((run / "B" / "compare_A.json").read_text())
