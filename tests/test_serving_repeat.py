@@ -178,6 +178,21 @@ def test_host_yaml_endpoint_bad_repeat_names_the_entry(server, tmp_path, capsys)
     assert f"{path}: key 'ENDPOINT.repeat': must be from 1 to" in err and "Traceback" not in err
 
 
+def test_run_py_strict_gates_a_host_yaml_endpoint_as_it_gates_cases(tmp_path, capsys):
+    """Every reply cut short (3 of 8 tokens): the step is INVALID. run.py --strict exits 3 with the run
+    written, as for cases; without it the run exits 0. Before, run.py refused --strict beside ENDPOINT."""
+    with LoopbackServer(lambda i, body, n: Plan(gaps_s=[0.0] * 2), model="m") as cut:
+        path = _host_yaml(tmp_path, _entries(cut))
+        assert run_main(["--config", str(path), "--strict"]) == 3
+        assert "--strict" in capsys.readouterr().err
+        assert run_main(["--config", str(path)]) == 0
+    runs = sorted((tmp_path / "result").glob("run*"))
+    assert len(runs) == 2
+    for run in runs:
+        (step,) = json.loads((run / "summary.json").read_text())["rows"]
+        assert step["errors"] == {"cut_short": 8} and not step["verdict"]["valid"]
+
+
 def test_run_py_ab_with_host_yaml_endpoint(server, tmp_path):
     path = _host_yaml(tmp_path, _entries(server))
     code = run_main(["ab", "--config", str(path), "--repeat", "4", "--set-b", 'extra_body={"slow": true}'])

@@ -123,8 +123,9 @@ def run_host_endpoint(config: HostConfig, args: argparse.Namespace, previous: di
 
 def endpoint_run(config: HostConfig, args: argparse.Namespace) -> EndpointRun:
     """host.yaml's ENDPOINT as run.py --endpoint's run: its entries as the command line
-    (tools/serving/cli.py), ``repeat`` (or run.py --repeat, which wins) and run.py ab's variants;
-    the case options of this command line have no cases to act on, so they are refused."""
+    (tools/serving/cli.py), ``repeat`` (or run.py --repeat, which wins), run.py --strict (as the
+    entry ``strict: true``) and run.py ab's variants; the case options of this command line have no
+    cases to act on, so they are refused."""
     from tools.serving.options import CONFIG_KEY, config_argv
 
     given = [
@@ -134,7 +135,6 @@ def endpoint_run(config: HostConfig, args: argparse.Namespace) -> EndpointRun:
             ("--model", args.model),
             ("--workload", args.workload),
             ("--set", args.overrides),
-            ("--strict", args.strict),  # ENDPOINT's own strict entry says it
         )
         if value
     ]
@@ -149,8 +149,11 @@ def endpoint_run(config: HostConfig, args: argparse.Namespace) -> EndpointRun:
         except ConfigError as exc:
             raise ConfigError(f"{config.path}: key '{CONFIG_KEY}.repeat': {one_line(exc).split(': ', 1)[1]}") from None
         repeat = from_config if repeat is None else repeat
+    argv = config_argv(entries, str(config.path), config.log_path, INFERENCE_DIR)
+    if args.strict and "--strict" not in argv:  # run.py --strict gates a served run as it gates cases: exit 3
+        argv.append("--strict")
     run = EndpointRun(
-        config_argv(entries, str(config.path), config.log_path, INFERENCE_DIR),
+        argv,
         config.log_path,
         lambda run_dir, _root: record_history(config.history, run_dir, run_dir / "summary.md"),
         origin=str(config.path),
