@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Set up everything the test suite needs and run it: Debian packages (docker.io,
 # openssh-server, debootstrap), the Python environment, dockerd, the local
-# base image, and vLLM's CPU venv for the vendor tests; ruff (lint, format) and
+# base image, and vLLM's and llama.cpp's venvs for the vendor tests; ruff (lint, format) and
 # mypy; then the tests (in parallel, then the serial ones) and the 15 slowest.
 # Extra arguments go to pytest (both parts).
 # Needs root: run as root, or as a user it runs itself again with sudo (scripts/root.sh).
@@ -16,10 +16,11 @@ bash "$root/scripts/start_dockerd.sh"
 base_log="$(mktemp)"
 bash "$root/scripts/build_base_image.sh" >"$base_log" 2>&1 &
 base_pid=$!
-# So does vLLM's CPU venv for the vendor tests (scripts/vendor_venvs.sh: .venv-vllm, 1-3 min, mostly
-# download; reused once made).
+# So do the serving vendors' venvs for their end-to-end tests (scripts/vendor_venvs.sh, each reused
+# once made): vLLM's CPU build (.venv-vllm, 1-3 min, mostly download) and llama.cpp's (.venv-llamacpp:
+# under 1 min where pip's wheel cache holds its build, about 4 min of both cores to compile it first).
 vendor_log="$(mktemp)"
-bash "$root/scripts/vendor_venvs.sh" >"$vendor_log" 2>&1 &
+bash "$root/scripts/vendor_venvs.sh" vllm llamacpp >"$vendor_log" 2>&1 &
 vendor_pid=$!
 bash "$root/scripts/setup.sh"
 base_status=0

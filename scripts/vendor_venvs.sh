@@ -4,7 +4,8 @@
 #   vllm      .venv-vllm: vLLM's CPU build (tests/test_vllm_vendor.py). 1-3 min, mostly download.
 #   llamacpp  .venv-llamacpp: llama-cpp-python's server, compiled from its sdist with cmake, and
 #             llama.cpp's GGUF converter in .venv-llamacpp/src/llama.cpp (tests/test_llamacpp_vendor.py).
-#             About 15 min on 2 cores: scripts/test.sh does not make it, so CI declares its skip.
+#             About 4 min of both cores the first time on a machine; then pip's wheel cache has
+#             it (45 s).
 # Usage: scripts/vendor_venvs.sh [vllm] [llamacpp] (default: vllm). Each needs a venv of its own: vLLM
 # pins torch 2.13.0+cpu and transformers < 5.20, and the project's .venv has transformers 5.23.
 # A venv is made whole or not at all: its marker (.inferperf-ready, the pins it was made with) is
@@ -53,8 +54,12 @@ llamacpp() {
   quiet "$dir/bin/python" -m pip download -q --no-deps --no-binary llama-cpp-python -d "$sdist" "$LLAMACPP_PIN"
   local archive
   archive="$(ls "$sdist"/llama_cpp_python-*.tar.gz)"
+  # Installed by name, not from the archive's path: pip keeps the wheel it compiles in its cache under
+  # the index's URL, the same for every clone, so a machine that built it once installs it again in
+  # seconds (a local path is another key in each clone, and compiles again).
   CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-2}" CMAKE_ARGS="${CMAKE_ARGS:--DLLAVA_BUILD=OFF}" \
-    quiet "$dir/bin/python" -m pip install -q "$archive[server]" torch==2.13.0 transformers==5.23.0 sentencepiece
+    quiet "$dir/bin/python" -m pip install -q --no-binary llama-cpp-python "llama-cpp-python[server]${LLAMACPP_PIN#llama-cpp-python}" \
+    torch==2.13.0 transformers==5.23.0 sentencepiece
   mkdir -p "$dir/src/llama.cpp"
   tar -xzf "$archive" -C "$dir/src/llama.cpp" --strip-components=3 --wildcards \
     '*/vendor/llama.cpp/convert_hf_to_gguf.py' '*/vendor/llama.cpp/conversion' '*/vendor/llama.cpp/gguf-py'

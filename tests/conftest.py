@@ -167,8 +167,6 @@ CI_SKIPS: tuple[tuple[str, str], ...] = (
     ("tests/test_slurm_client.py", "60-90 s of waiting for Slurm's own minute"),
     # their tracer is tested on run.py --help; a full run of each is minutes of CPU
     ("tests/test_bench_smoke.py", "a host-overhead bench takes 3-5 min on 2 cores"),
-    # compiling llama.cpp for its venv (scripts/vendor_venvs.sh llamacpp) takes about 15 min on 2 cores
-    ("tests/test_llamacpp_vendor.py", "no llama.cpp at"),
     # the engines' own images (vLLM's, llama.cpp's) take 6 and 12-15 min to build from nothing on 2 cores
     ("tests/test_vllm_vendor.py", "is not built on this engine, and a fresh build takes"),
     ("tests/test_llamacpp_vendor.py", "is not built on this engine, and a fresh build takes"),

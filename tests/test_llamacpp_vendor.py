@@ -3,8 +3,8 @@ through run.py, and the rule that says when vLLM's CPU build cannot run (``_vllm
 
 The end-to-end tests start the real llama.cpp server from its own venv (``INFERPERF_LLAMACPP_PYTHON``,
 default the repo's .venv-llamacpp, with the converter's llama.cpp source in its ``src/llama.cpp``, which
-``scripts/vendor_venvs.sh llamacpp`` makes) and are skipped, with how to make one, where it is absent. CI does
-not make it (compiling llama.cpp takes about 15 min on 2 cores), so tests/conftest.py CI_SKIPS declares that skip.
+``scripts/vendor_venvs.sh llamacpp`` makes, and scripts/test.sh, so CI, too) and are skipped, with how to make one,
+where it is absent (under CI=true that skip fails: tests/conftest.py CI_SKIPS does not declare it).
 The failure lines that need no llama.cpp run everywhere. In MODE docker (configs/host_llamacpp_docker.yaml)
 the case runs in the engine's own image, docker_images/cpu/llamacpp/, where llama.cpp is built from source: that
 test runs where the image is cached, or builds it with INFERPERF_BUILD_LLAMACPP_IMAGE=1, and is skipped otherwise.
@@ -37,7 +37,7 @@ from tests.test_vllm_vendor import (
 LLAMACPP_PYTHON = os.environ.get("INFERPERF_LLAMACPP_PYTHON", str(REPO / ".venv-llamacpp" / "bin" / "python"))
 LLAMACPP_HOW = (
     f"no llama.cpp at {LLAMACPP_PYTHON} (set INFERPERF_LLAMACPP_PYTHON): bash scripts/vendor_venvs.sh llamacpp "
-    "makes .venv-llamacpp (llama.cpp compiled from llama-cpp-python's sdist: about 15 min on 2 shared cores)"
+    "makes .venv-llamacpp (llama.cpp compiled from llama-cpp-python's sdist: about 4 min of 2 cores the first time)"
 )
 LLAMACPP = ["compiler=llamacpp", f"llamacpp_python={LLAMACPP_PYTHON}"]
 
