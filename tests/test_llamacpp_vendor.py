@@ -26,7 +26,7 @@ import pytest
 
 from tests.conftest import REPO
 from tests.infra.docker_session import docker_client  # noqa: F401 - a session fixture
-from tests.test_vllm_vendor import (
+from tests.infra.served_llm import (
     case_record,
     group_gone,
     run_case,

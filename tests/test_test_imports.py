@@ -16,12 +16,7 @@ TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
 
 # importing file -> the test module it may still import, with the reason.
-STILL_SHARED = {
-    (
-        "tests/test_llamacpp_vendor.py",
-        "tests.test_vllm_vendor",
-    ): "the served-LLM helpers (run_case, tree, ...) move to tests/infra/ with their owner's vendor-test change",
-}
+STILL_SHARED: dict[tuple[str, str], str] = {}
 
 
 def _is_test_module(name: str) -> bool:
