@@ -1,10 +1,11 @@
 """What does the interpreter's teardown cost run_inference.py? A process that imports what a case's
 pipeline imports (torch, tools.pipeline), then ends either as Python ends (``sys.exit``) or through
-run_inference.py's ``_leave`` (exit handlers, flush, ``os._exit``). The two run interleaved, round by
-round, in one run; the time measured is from the process's last statement to its end as its parent
+``common/process_exit.py::leave``, run.py's and run_inference.py's end (exit handlers, flush,
+``os._exit``). The two run interleaved, round by round, in one run; the time measured is from the
+process's last statement to its end as its parent
 sees it.
 
-    python3 -m bench.container_exit [--rounds 10] [--python PYTHON]     (from the repository root)
+    python3 -m bench.container_exit [--rounds 10] [--python PYTHON] [--side container|host]   (repo root)
 
 Prints each way's median and interquartile range (ms) and the median of the paired differences; the
 ``bare`` row (a process that imports nothing and ends as Python ends) is the floor of what a process's end
@@ -24,18 +25,23 @@ from pathlib import Path
 
 INFERENCE = Path(__file__).resolve().parents[1] / "inference"
 
-ENDINGS = {
-    "bare": "import sys",
-    "python": "import sys; import torch, tools.pipeline",
-    "_leave": "import sys; import torch, tools.pipeline, run_inference",
+# what each side's process has imported when it ends: a case container's pipeline (torch), or run.py
+# after a run in MODE docker (the Docker SDK, paramiko, numpy, the report, the results history)
+MODULES = {
+    "container": "torch, tools.pipeline",
+    "host": "run, docker, paramiko, numpy, utils.executors.docker, utils.results.report, utils.history.ingest",
 }
+ENDINGS = ("bare", "python", "leave")
 
 
-def one(python: str, way: str, stamp: Path) -> float:
+def one(python: str, way: str, stamp: Path, side: str = "container") -> float:
     """Seconds from the child's last statement to its end, as this process sees it."""
     last = f"open({str(stamp)!r}, 'w').write(repr(__import__('time').time()))"
-    end = "run_inference._leave(0)" if way == "_leave" else "sys.exit(0)"
-    script = f"import sys; sys.path.insert(0, {str(INFERENCE)!r}); {ENDINGS[way]}; {last}; {end}"
+    end = "common.process_exit.leave(0)" if way == "leave" else "sys.exit(0)"
+    imports = {"bare": "import sys", "python": f"import sys; import {MODULES[side]}"}.get(
+        way, f"import sys; import {MODULES[side]}, common.process_exit"
+    )
+    script = f"import sys; sys.path.insert(0, {str(INFERENCE)!r}); {imports}; {last}; {end}"
     subprocess.run([python, "-c", script], cwd=INFERENCE, check=True)
     ended = time.time()
     return ended - float(stamp.read_text())
@@ -50,6 +56,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--python", default=sys.executable)
+    parser.add_argument("--side", choices=sorted(MODULES), default="container", help="whose imports")
     args = parser.parse_args()
     if args.rounds < 2:
         parser.error("--rounds: at least 2 (quartiles)")
@@ -59,14 +66,14 @@ def main() -> int:
         os.environ.pop("PYTHONUNBUFFERED", None)
         for _ in range(args.rounds):
             for way in ENDINGS:
-                times[way].append(one(args.python, way, stamp))
-    print(f"{args.rounds} rounds, interleaved; ms from the last statement to the end")
+                times[way].append(one(args.python, way, stamp, args.side))
+    print(f"{args.side}, {args.rounds} rounds, interleaved; ms from the last statement to the end")
     for way, values in times.items():
         low, mid, high = quartiles(values)
         print(f"  {way:7} median {mid * 1e3:7.1f}  IQR [{low * 1e3:.1f}, {high * 1e3:.1f}]")
-    paired = [a - b for a, b in zip(times["python"], times["_leave"])]
+    paired = [a - b for a, b in zip(times["python"], times["leave"])]
     low, mid, high = quartiles(paired)
-    print(f"  saved by _leave: median {mid * 1e3:.1f} ms, IQR [{low * 1e3:.1f}, {high * 1e3:.1f}] (paired by round)")
+    print(f"  saved by leave: median {mid * 1e3:.1f} ms, IQR [{low * 1e3:.1f}, {high * 1e3:.1f}] (paired by round)")
     return 0
 
 

@@ -40,6 +40,7 @@ from loguru import logger
 
 from common.errors import ConfigError, InferPerfError, one_line
 from common.log_lock import release_after_signal
+from common.process_exit import leave
 from common.stop_signals import ImportSafeStop
 from entry.checks import list_available
 from entry.endpoint import run_endpoint, run_host_endpoint, wants_endpoint
@@ -137,4 +138,4 @@ def run_cases(config: HostConfig, args: argparse.Namespace, ab: bool, previous: 
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    leave(main())  # exit handlers run and streams flushed, without the interpreter's module teardown

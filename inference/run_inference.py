@@ -73,6 +73,8 @@ try:
     import os
     import traceback
     from pathlib import Path
+
+    from common.process_exit import leave
 except KeyboardInterrupt as _stopped:  # before the arguments are known: the console is all there is
     print(_stopped, file=sys.stderr)
     sys.exit(SIGNAL_EXIT[_received[0]] if _received else 130)
@@ -219,27 +221,5 @@ def _report(state: dict, exc: BaseException) -> int:
     return code
 
 
-def _leave(code: int) -> None:
-    """End the process with ``code`` without the interpreter's own teardown when nothing is left for it to
-    do: once torch is imported, that teardown is long (bench/container_exit.py measures it), time the host
-    waits for nothing. Every sink is closed and every exit handler has run first (``logging``'s,
-    ``multiprocessing``'s). With another thread still alive that the interpreter would join (not a
-    daemon: the lifetime watch is one), the interpreter ends as usual, joining it."""
-    import atexit
-    import os
-    import threading
-
-    main = threading.main_thread()
-    if any(t is not main and not t.daemon and t.is_alive() for t in threading.enumerate()):
-        sys.exit(code)
-    loguru = sys.modules.get("loguru")
-    if loguru is not None:
-        loguru.logger.remove()  # closes (and so flushes) every file sink
-    atexit._run_exitfuncs()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
-
-
 if __name__ == "__main__":
-    _leave(main())
+    leave(main())

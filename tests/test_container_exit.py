@@ -1,5 +1,6 @@
-"""run_inference.py ends without the interpreter's teardown (``_leave``): what that teardown would have
-done for the run must still be done, and with another thread alive the process ends as usual."""
+"""run.py and run_inference.py end without the interpreter's teardown (``common/process_exit.py::leave``):
+what that teardown would have done for the run must still be done, and with another thread alive the
+process ends as usual."""
 
 from __future__ import annotations
 
@@ -16,9 +17,9 @@ def _leave_in_child(body: str, code: int, tmp_path: Path) -> subprocess.Complete
         [
             "import sys",
             f"sys.path.insert(0, {str(INFERENCE)!r})",
-            "import run_inference",
+            "import common.process_exit",
             body,
-            f"run_inference._leave({code})",
+            f"common.process_exit.leave({code})",
         ]
     )
     env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # the container's own streams

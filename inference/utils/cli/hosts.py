@@ -85,13 +85,15 @@ def _progress_display(verbose: bool, total: int) -> ProgressConsole | None:
 
 
 def _import_report() -> None:
-    """The report's modules, numpy among them, imported while the hosts prepare (waiting
-    on SSH and the engine) rather than after the last case, when the run's end waits on them."""
+    """The report's and the results history's modules, numpy among them, imported while the hosts
+    prepare (waiting on SSH and the engine) rather than after the last case, when the run's end waits
+    on them."""
     try:
         import numpy  # noqa: F401
 
+        import utils.history.ingest  # noqa: F401
         import utils.results.report  # noqa: F401
-    except Exception:  # noqa: BLE001 - write_report_safely imports them again and says what failed
+    except Exception:  # noqa: BLE001 - write_report_safely and record_history import them again and say what failed
         return
 
 
