@@ -6,8 +6,8 @@ server (``tools/serving/loopback.py``) on 127.0.0.1, in this process. Its script
 a request that carries ``"slow": true`` (run.py ab's ``--set-b extra_body=...``) gets every token four
 times as late, far beyond what the machine's load moves a figure by, so the tests assert decisions (and
 counts, orders, files), never timings. ab runs 4 repetitions per side: with 2, the paired t-interval has
-one degree of freedom (t = 12.7), and a CI run whose load moved A's throughput by 30 % between its two
-repetitions left a 4x slowdown "inconclusive"; with 4 (t = 3.18) the same spread still decides it.
+one degree of freedom (t = 12.7), so load that moves A's throughput by 30 % between its two repetitions
+leaves a 4x slowdown "inconclusive"; with 4 (t = 3.18) the same spread still decides it.
 """
 
 from __future__ import annotations
