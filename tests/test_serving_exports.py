@@ -89,9 +89,11 @@ def test_steps_csv_has_one_row_per_step_matching_result_json(tmp_path):
 
 
 def test_capacity_probes_are_exported_as_their_own_phase(tmp_path):
-    with LoopbackServer(steady(1.0, 0.0, slope_ms=20.0), model="m") as server:
+    # one request in flight: TTFT 1 ms, 200 times under the SLO, so a busy machine cannot make it miss; two
+    # or more: 401 ms and up, which only more delay could add to: at least two probes, whatever the load
+    with LoopbackServer(steady(1.0, 0.0, slope_ms=400.0), model="m") as server:
         code = _run(
-            tmp_path, server.url, "--capacity", "concurrency:1:3", "--slo", "ttft_ms=10,percentile=100",
+            tmp_path, server.url, "--capacity", "concurrency:1:3", "--slo", "ttft_ms=200,percentile=100",
             "--num-requests", "4", "--output-len", "2", "--warmup", "0",
         )  # fmt: skip
     assert code == 0
