@@ -52,11 +52,12 @@ def tree(tmp_path) -> Path:
     return copy_inference_tree(tmp_path / "inference")
 
 
-def start_run_py(perf: Path, config: Path, *extra: str, env: dict | None = None) -> subprocess.Popen:
+def start_run_py(perf: Path, config: Path, *extra: str, env: dict | None = None, preexec_fn=None) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "run.py", "--config", str(config), *extra],
         cwd=perf,
         env=env,
+        preexec_fn=preexec_fn,
         text=True,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -133,10 +134,25 @@ def test_sigint_while_run_py_imports_onnxruntime_exits_130_with_one_line(tmp_pat
     assert "Traceback" not in output and "needs the onnxruntime package" not in output, output[-3000:]
 
 
-def sigint_inside_a_hooked_import(tmp_path: Path, tree: Path, data: Path, hook_source: str, **env: str) -> str:
+def _block_sigalrm() -> None:
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
+
+
+def test_a_launcher_that_blocks_sigalrm_does_not_hold_the_stop_until_the_import_ends(tmp_path, tree, digits_data_dir):
+    """run.py inherits its launcher's signal mask. With SIGALRM blocked there, the deferred stop's
+    look-again timer never fired: the 60-s hooked import ran to its end and ``ended`` gave up (the
+    symptom of a CI failure of the test above). The handler unblocks SIGALRM when it is installed."""
+    output = sigint_inside_a_hooked_import(tmp_path, tree, digits_data_dir, SLOW_IMPORT, preexec_fn=_block_sigalrm)
+    assert "Traceback" not in output, output[-3000:]
+
+
+def sigint_inside_a_hooked_import(
+    tmp_path: Path, tree: Path, data: Path, hook_source: str, preexec_fn=None, **env: str
+) -> str:
     """run.py on digits with ``hook_source`` as its sitecustomize (an import hook that writes
     IMPORT_MARKER once onnxruntime's import is under way), SIGINT once it has: its output, after
-    checking exit 130, the one interrupted line and no run folder."""
+    checking exit 130, the one interrupted line and no run folder. ``preexec_fn``: run in the child
+    before run.py starts (its signal mask, as a launcher leaves it)."""
     hook = tmp_path / "hook"
     hook.mkdir()
     (hook / "sitecustomize.py").write_text(hook_source)
@@ -145,7 +161,7 @@ def sigint_inside_a_hooked_import(tmp_path: Path, tree: Path, data: Path, hook_s
     # PYTHONFAULTHANDLER: a run.py that does not end is made to print every thread's stack (SIGABRT)
     environ = dict(os.environ, PYTHONPATH=pythonpath, IMPORT_MARKER=str(marker), PYTHONFAULTHANDLER="1", **env)
     config = host_yaml(tmp_path, tree, CASES={"digits:pytorch": str(data)})
-    proc = start_run_py(tree, config, env=environ)
+    proc = start_run_py(tree, config, env=environ, preexec_fn=preexec_fn)
     deadline = time.monotonic() + 120
     while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.01)

@@ -24,6 +24,10 @@ A stop raised where Python cannot pass it on is not lost either: inside a ``__de
 The hook installed here takes a stop it is given back, says nothing, and raises it again
 ``IMPORT_RECHECK_S`` later, from wherever the main thread is then.
 
+The look-again timer's SIGALRM is unblocked when the handler is installed: a process inherits its
+launcher's signal mask, and a launcher that blocks SIGALRM (a test harness, a supervisor) would
+otherwise leave the stop waiting for the import's own end, however long that is.
+
 ``end()`` closes the deferral: no look pending, SIGALRM's handler and the unraisable hook from
 before restored.
 
@@ -70,6 +74,7 @@ class ImportSafeStop:
         self.first_at = time.monotonic()  # reset at the first signal this handler records
         self.deferring = True
         self.alarm = _signal.signal(_signal.SIGALRM, self.handle)
+        _signal.pthread_sigmask(_signal.SIG_UNBLOCK, {_signal.SIGALRM})  # the look-again timer (docstring)
         self.unraisable = sys.unraisablehook
         sys.unraisablehook = self.swallowed
 
