@@ -117,7 +117,7 @@ def test_case_config_merges_for_the_cpu_vendor(tmp_path):
     from contract.config import load_case_config
 
     config = load_case_config(str(ROOT / "inference"), "bert", "pytorch", "cpu", str(tmp_path), str(tmp_path))
-    assert (config.batch_size, config.compiler, config.max_seq_length, config.weights) == (2, "onnxruntime", 128, None)
+    assert (config.batch_size, config.compiler, config.max_seq_length, config.weights) == (1, "onnxruntime", 128, None)
     assert config.flops == pytest.approx(8.604e9)
 
 
