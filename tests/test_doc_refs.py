@@ -49,6 +49,7 @@ NOT_IN_THE_REPOSITORY = {
     "build/mutation/sample.txt": "written by scripts/mutation.sh",
     "src/contract/config/expr.py": "mutmut's copy of inference/, under build/mutation/",
     "inference/result/": "created by the first run",
+    "inference/result/baselines/": "created by the first run that measures a peak",
     "inference/onnxs/": "the ONNX and engine cache, created by the first run",
     "configs/digits/vendor_config/bytecpu_configurations.yaml": "the example a ByteMLPerf vendor writes",
     "benchmarks/yolov5/pytorch/": "a missing case, in an example error message",
