@@ -315,3 +315,32 @@ def test_support_predicate_prefers_is_supported_and_returns_bools():
     assert by_list("Sigmoid") is True and by_list("Gemm") is False
     assert compile_report._support_predicate(Bare()) is None
     assert compile_report._support_predicate(Broken()) is None
+
+
+def test_shapes_come_out_the_same_without_the_weights_values(tmp_path):
+    """Shape inference runs on the graph with its large initializers' values dropped (their dims
+    kept): a MatMul's output shape needs only its weight's dims, a Reshape's needs its small shape
+    initializer's values, and both come out as they do with every value in place."""
+    weight = helper.make_tensor("W", TensorProto.FLOAT, [64, 64], [0.5] * 64 * 64)  # 16 KiB: dropped
+    target = helper.make_tensor("shape", TensorProto.INT64, [2], [4, 32])  # kept
+    graph = helper.make_graph(
+        [
+            helper.make_node("MatMul", ["X", "W"], ["m"]),
+            helper.make_node("Reshape", ["m", "shape"], ["r"]),
+            helper.make_node("Relu", ["r"], ["Y"]),
+        ],
+        "g",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [2, 64])],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [4, 32])],
+        initializer=[weight, target],
+    )
+    path = tmp_path / "weights.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    assert weight.ByteSize() > compile_report.SHAPE_ONLY_ABOVE_BYTES > target.ByteSize()
+    result = graph_segments(str(path), lambda op: op != "Reshape")
+    maps = [(s["input_tensor_map"], s["output_tensor_map"]) for s in result["segments"]]
+    assert maps == [
+        ({"X": [2, 64]}, {"m": [2, 64]}),
+        ({"m": [2, 64]}, {"r": [4, 32]}),
+        ({"r": [4, 32]}, {"Y": [4, 32]}),
+    ]

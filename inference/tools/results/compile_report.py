@@ -39,11 +39,25 @@ def _shape_map(model: Any) -> dict[str, list[int]]:
     return shapes
 
 
+# Initializers above this many bytes lose their values before shape inference, which reads only
+# their dims and types, and the values of small ones (a Reshape's shape, a Slice's starts). The
+# weights' bytes otherwise go through its copy of the model twice: seconds for a large model.
+SHAPE_ONLY_ABOVE_BYTES = 4096
+
+
+def _without_weight_values(model: Any) -> None:
+    for tensor in model.graph.initializer:
+        if tensor.ByteSize() > SHAPE_ONLY_ABOVE_BYTES:
+            for field in ("raw_data", "float_data", "double_data", "int32_data", "int64_data", "uint64_data"):
+                tensor.ClearField(field)
+
+
 def graph_segments(onnx_path: str, supported: Callable[[str], bool]) -> dict:
     """Split the graph (in its topological order) into runs of supported and fallback ops."""
     import onnx
 
     model = onnx.load(onnx_path, load_external_data=False)
+    _without_weight_values(model)
     try:
         model = onnx.shape_inference.infer_shapes(model)
     except Exception as exc:  # shapes are informative only
