@@ -52,17 +52,24 @@ def _without_weight_values(model: Any) -> None:
                 tensor.ClearField(field)
 
 
-def graph_segments(onnx_path: str, supported: Callable[[str], bool]) -> dict:
-    """Split the graph (in its topological order) into runs of supported and fallback ops."""
+def _inferred_shapes(model: Any) -> tuple[Any, dict[str, list[int]]]:
+    """The model as shape inference returns it (without its weights' values), and every value's shape."""
     import onnx
 
-    model = onnx.load(onnx_path, load_external_data=False)
     _without_weight_values(model)
     try:
         model = onnx.shape_inference.infer_shapes(model)
     except Exception as exc:  # shapes are informative only
         logger.debug(f"shape inference failed, segment shapes omitted: {exc}")
-    shapes = _shape_map(model)
+    return model, _shape_map(model)
+
+
+def graph_segments(onnx_path: str, supported: Callable[[str], bool]) -> dict:
+    """Split the graph (in its topological order) into runs of supported and fallback ops."""
+    import onnx
+
+    model = onnx.load(onnx_path, load_external_data=False)
+    model, shapes = _inferred_shapes(model)
     nodes = list(model.graph.node)
     initializers = {init.name for init in model.graph.initializer}
     graph_outputs = {out.name for out in model.graph.output}
