@@ -26,7 +26,11 @@ extra=()
 # e.g. TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu: a CPU-only torch
 # instead of PyPI's CUDA build (gigabytes) on machines without a local wheel.
 if [ -n "${TORCH_INDEX_URL:-}" ]; then extra=(--extra-index-url "$TORCH_INDEX_URL"); fi
-"$root/.venv/bin/python" -m pip install -q "${extra[@]}" "$root[test]"
+# --runtime-only (the quick start): without the test extra's tools (pytest, mypy, ruff, ...);
+# scripts/test.sh's setup adds them to the same venv.
+target="$root[test]"
+if [ "${1:-}" = "--runtime-only" ]; then target="$root"; fi
+"$root/.venv/bin/python" -m pip install -q "${extra[@]}" "$target"
 # Each case's own packages (benchmarks/<case>/<framework>/requirements.txt,
 # spec §3.2.0), with the torch just installed pinned so none can replace it.
 (cd "$root/inference" && PIP_QUIET=1 "$root/.venv/bin/python" -m utils.requirements install)
