@@ -140,8 +140,8 @@ def _block_sigalrm() -> None:
 
 def test_a_launcher_that_blocks_sigalrm_does_not_hold_the_stop_until_the_import_ends(tmp_path, tree, digits_data_dir):
     """run.py inherits its launcher's signal mask. With SIGALRM blocked there, the deferred stop's
-    look-again timer never fired: the 60-s hooked import ran to its end and ``ended`` gave up (the
-    symptom of a CI failure of the test above). The handler unblocks SIGALRM when it is installed."""
+    look-again timer never fires: the stop would wait for the 60-s hooked import to end, and ``ended``
+    would give up first. The handler unblocks SIGALRM when it is installed."""
     output = sigint_inside_a_hooked_import(tmp_path, tree, digits_data_dir, SLOW_IMPORT, preexec_fn=_block_sigalrm)
     assert "Traceback" not in output, output[-3000:]
 
