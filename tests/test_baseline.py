@@ -387,16 +387,17 @@ def _outcome(tmp_path: Path, case: str, result: dict) -> CaseOutcome:
     return outcome
 
 
-def _gemm_result(value: float, valid: bool = True) -> dict:
+def _gemm_result(value: float, valid: bool = True, reasons: list[str] | None = None, width: float = 0.02) -> dict:
     figure = {
         "name": "fp32 GEMM",
         "kind": "compute",
         "dtype": "fp32",
         "unit": "FLOP/s",
         "value": value,
-        "ci95": [value * 0.98, value * 1.02],
+        "ci95": [value * (1 - width), value * (1 + width)],
     }
-    figure.update(size=[1024] * 3, calls=100, verdict={"valid": valid, "reasons": [] if valid else ["contention: ..."]})
+    reasons = reasons if reasons is not None else [] if valid else ["contention: ..."]
+    figure.update(size=[1024] * 3, calls=100, verdict={"valid": not reasons, "reasons": reasons})
     return {"case": "base_gemm", "precision": "fp32", "baseline": {"figures": [figure], "not_applicable": None}}
 
 
@@ -425,6 +426,53 @@ def test_another_fingerprint_keeps_the_estimate(tmp_path):
 def test_an_invalid_baseline_is_not_cached(tmp_path):
     baselines.store_outcomes([_outcome(tmp_path, "base_gemm", _gemm_result(500e9, valid=False))], "cpu", "run1")
     assert not (tmp_path / "result" / "baselines").exists()
+
+
+IMPRECISE = "not precise enough: rate ±3.1% after 20 s (precision 2%)"
+
+
+def _cached_fp32(tmp_path) -> dict:
+    return json.loads(next((tmp_path / "result" / "baselines").glob("*.json")).read_text())["compute"]["fp32"]
+
+
+def test_a_peak_invalid_for_its_precision_alone_is_used_with_its_interval_and_says_so(tmp_path):
+    imprecise = _gemm_result(500e9, reasons=[IMPRECISE], width=0.031)
+    baselines.store_outcomes([_outcome(tmp_path, "base_gemm", imprecise)], "cpu", "run1")
+    assert _cached_fp32(tmp_path)["valid"] is False and _cached_fp32(tmp_path)["reasons"] == [IMPRECISE]
+    record = merge_outcome(_outcome(tmp_path, "resnet50", _model_result(50.0)), INFERENCE, "cpu")
+    assert record.mfu == pytest.approx(50 * 8e9 / 500e9) and record.mfu_is_estimate is False
+    source = "measured fp32 GEMM peak (500 GFLOP/s ±3.1%, INVALID: not precise enough)"
+    assert record.peak_measured == source and f"80.00% of {source}" in markdown_table([record])
+
+
+@pytest.mark.parametrize(
+    "reasons, width",
+    [
+        ([IMPRECISE, "drifting: rate fell 5% from the first to the last third"], 0.031),
+        ([IMPRECISE, "contention: other processes used 40% of the CPUs"], 0.031),
+        (["not precise enough: rate has no interval after 20 s"], None),
+    ],
+    ids=["imprecise-and-drifting", "imprecise-under-contention", "no-interval"],
+)
+def test_a_peak_invalid_for_more_than_its_precision_is_not_cached(tmp_path, reasons, width):
+    figure = _gemm_result(500e9, reasons=reasons, width=width or 0.0)
+    if width is None:
+        figure["baseline"]["figures"][0]["ci95"] = None
+    baselines.store_outcomes([_outcome(tmp_path, "base_gemm", figure)], "cpu", "run1")
+    assert not (tmp_path / "result" / "baselines").exists()
+
+
+def test_an_imprecise_peak_never_replaces_a_valid_one_and_a_valid_one_replaces_it(tmp_path):
+    def store(value: float, **imprecise) -> None:
+        outcome = _outcome(tmp_path / str(value), "base_gemm", _gemm_result(value, **imprecise))
+        baselines.MeasuredPeaks(tmp_path / "result" / "baselines").store(outcome.result, "cpu", "run", "h")
+
+    store(400e9, reasons=[IMPRECISE], width=0.031)
+    store(420e9, reasons=[IMPRECISE], width=0.031)  # the later imprecise one replaces the earlier
+    assert _cached_fp32(tmp_path)["value"] == 420e9
+    store(500e9)
+    store(300e9, reasons=[IMPRECISE], width=0.031)
+    assert _cached_fp32(tmp_path)["value"] == 500e9 and _cached_fp32(tmp_path)["valid"] is True
 
 
 def test_over_100_percent_of_a_measured_peak_gives_its_reason(tmp_path):

@@ -89,6 +89,7 @@ def read_latencies(log_dir: str | Path) -> dict:
 # needed one is missing or of another type). docs/result_schema.md describes every key.
 
 PERCENTILES: Final = ("p50", "p90", "p99", "p99_9")
+NOT_PRECISE: Final = "not precise enough: "  # how a verdict's imprecision reason begins (tools/measure/precision.py)
 
 
 class Verdict(Record, where="verdict"):

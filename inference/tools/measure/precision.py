@@ -47,7 +47,7 @@ from typing import Callable, Final, Sequence, TypeVar, cast
 
 import numpy as np
 
-from common.record import as_json
+from common.record import NOT_PRECISE, as_json
 from common.stats import (
     MIN_SAMPLES_FOR_PERCENTILE,
     effective_size,
@@ -338,14 +338,14 @@ def precision_reasons(
     """One "not precise enough" sentence per judged figure that missed its precision (saying how
     long it would have needed when the stop rule gave up early), one "drifting" sentence per
     throughput whose first and last thirds disagree."""
-    reasons = [f"not precise enough: {name} took no measurable time" for name in figures.timeless]
+    reasons = [f"{NOT_PRECISE}{name} took no measurable time" for name in figures.timeless]
     for name, width in imprecise(target, figures).items():
         limit = f"precision {target.required(name) * 100:g}%"
         if width is None:
             need = MIN_QUERIES if name in figures.throughput else MIN_SAMPLES_FOR_PERCENTILE[name][1]
             more = "more if correlated"
             reasons.append(
-                f"not precise enough: {name} has no interval after {elapsed_s:.3g} s "
+                f"{NOT_PRECISE}{name} has no interval after {elapsed_s:.3g} s "
                 f"(it needs at least {need} queries, {more}; {limit})"
             )
         else:
@@ -354,7 +354,7 @@ def precision_reasons(
                 if stop == OUT_OF_REACH
                 else ""
             )
-            reasons.append(f"not precise enough: {name} ±{width:.1%} after {elapsed_s:.3g} s ({limit}{early})")
+            reasons.append(f"{NOT_PRECISE}{name} ±{width:.1%} after {elapsed_s:.3g} s ({limit}{early})")
     return reasons + [reason for name, found in drifts.items() if (reason := drift_reason(name, found))]
 
 

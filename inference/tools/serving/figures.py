@@ -49,6 +49,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from common.errors import ConfigError, shown
+from common.record import NOT_PRECISE
 from common.stats import percentile
 from contract.phase import Verdict
 from contract.settings import MAX_DURATION_REACHED, MINIMUMS_MET, PRECISION_REACHED
@@ -253,7 +254,7 @@ def throughput_figures(
                 shown_width = (
                     "has no interval (too few or too correlated requests)" if width is None else f"±{width:.1%}"
                 )
-                verdict.add(f"not precise enough: {name} {shown_width} (precision {precision:.0%})")
+                verdict.add(f"{NOT_PRECISE}{name} {shown_width} (precision {precision:.0%})")
     return throughput, drifts
 
 

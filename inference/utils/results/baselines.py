@@ -7,8 +7,12 @@ fingerprint of the result's ``env`` (the log path is the one holding the
 run's ``run<id>/`` folder): vendor, device, CPU model, usable CPUs and the accelerator
 (model, driver, clocks) when there is one. Every later case whose result has the same
 fingerprint takes its MFU against the measured peak of its precision; without one, the vendor's
-``analysis_log`` estimate stays (``est.``). An INVALID figure is never cached: a peak measured
-under contention or without precision would make every MFU after it wrong.
+``analysis_log`` estimate stays (``est.``). An INVALID figure is not cached as a peak: one measured
+under contention, drifting or too short would make every MFU after it wrong. The one exception is a
+figure whose only reasons are imprecision (its ± wider than asked when ``max_duration_s`` ran out):
+its value is a measurement with its own, honest, wider interval, better than an estimate. It is
+cached marked ``"valid": false`` with its reasons, every MFU taken against it says so, and it never
+replaces a valid peak; the next valid figure replaces it.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from loguru import logger
 
 from common.cells import interval_text
 from common.files import write_json_atomic
-from common.record import CaseResult
+from common.record import NOT_PRECISE, CaseResult
 from common.summary_record import DecodeMBU, SummaryLLM, SummaryRecord
 
 CACHE_DIR = "baselines"
@@ -89,7 +93,8 @@ class MeasuredPeaks:
         return self.loaded[key]
 
     def store(self, result: CaseResult, vendor: str, run_id: str, host: str) -> list[str]:
-        """Cache a base case's VALID figures under its fingerprint; the names of those stored."""
+        """Cache a base case's VALID figures, and its imprecise ones where no valid one is held (module
+        docstring), under its fingerprint; the names of those stored."""
         baseline = result.baseline or {}
         found = _of(result, vendor)
         if found is None or not baseline.get("figures"):
@@ -99,28 +104,22 @@ class MeasuredPeaks:
         entry.setdefault("fingerprint", fields)
         stored = []
         for figure in baseline["figures"]:
-            if not figure.get("verdict", {}).get("valid") or not isinstance(figure.get("value"), (int, float)):
+            slot, standing = _slot(figure), _standing(figure)
+            if slot is None:
+                continue
+            held = entry.get(slot[0], {}).get(slot[1])
+            if standing is None or (standing == "imprecise" and held is not None and held.get("valid", True)):
+                kept = "; the valid peak cached before stays" if standing == "imprecise" else ""
+                logger.warning(f"{result.case} on {host}: {figure.get('name')} is INVALID, not cached{kept}")
+                continue
+            entry.setdefault(slot[0], {})[slot[1]] = _cached(figure, standing, run_id, host, result.finished_at)
+            if standing == "imprecise":
                 logger.warning(
-                    f"{result.case} on {host}: {figure.get('name')} is INVALID, not cached as a measured peak"
+                    f"{result.case} on {host}: {figure.get('name')} is INVALID for its precision alone "
+                    f"({'; '.join(figure['verdict']['reasons'])}): cached as an imprecise peak, marked so in every "
+                    "MFU against it, until a valid one replaces it"
                 )
-                continue
-            if figure.get("kind") == "compute":
-                group, name = "compute", figure["dtype"]
-            elif figure.get("kind") == "bandwidth":
-                group, name = "bandwidth", figure["kernel"]
-            else:
-                continue
-            entry.setdefault(group, {})[name] = {
-                "value": figure["value"],
-                "ci95": figure.get("ci95"),
-                "unit": figure.get("unit"),
-                "name": figure.get("name"),
-                "size": figure.get("size") or figure.get("array_bytes"),
-                "run_id": run_id,
-                "host": host,
-                "finished_at": result.finished_at,
-            }
-            stored.append(figure["name"])
+            stored.append(figure["name"] + (" (imprecise)" if standing == "imprecise" else ""))
         if stored:
             self.root.mkdir(parents=True, exist_ok=True)
             write_json_atomic(self.path(key), entry)
@@ -138,9 +137,52 @@ class MeasuredPeaks:
         return (self.entry(found[0]).get("bandwidth") or {}) if found else None
 
 
+def _slot(figure: dict) -> tuple[str, str] | None:
+    """Where a base-tier figure is cached: ("compute", its dtype) or ("bandwidth", its kernel); None
+    for a figure that is no peak (a transfer, an all-reduce)."""
+    if figure.get("kind") == "compute":
+        return "compute", figure["dtype"]
+    if figure.get("kind") == "bandwidth":
+        return "bandwidth", figure["kernel"]
+    return None
+
+
+def _cached(figure: dict, standing: str, run_id: str, host: str, finished_at: str | None) -> dict:
+    """A figure's entry in the cache: its value, interval, where and when it was measured, and
+    whether it was valid (an imprecise one keeps its reasons)."""
+    return {
+        "value": figure["value"],
+        "ci95": figure.get("ci95"),
+        "unit": figure.get("unit"),
+        "name": figure.get("name"),
+        "size": figure.get("size") or figure.get("array_bytes"),
+        "run_id": run_id,
+        "host": host,
+        "finished_at": finished_at,
+        "valid": standing == "valid",
+        **({"reasons": list(figure["verdict"]["reasons"])} if standing == "imprecise" else {}),
+    }
+
+
+def _standing(figure: dict) -> str | None:
+    """ "valid"; "imprecise" for an INVALID figure whose every reason is imprecision and which has
+    a value and an interval (module docstring); None for any other."""
+    verdict = figure.get("verdict") or {}
+    if not isinstance(figure.get("value"), (int, float)):
+        return None
+    if verdict.get("valid"):
+        return "valid"
+    reasons = verdict.get("reasons") or []
+    if reasons and figure.get("ci95") and all(str(reason).startswith(NOT_PRECISE) for reason in reasons):
+        return "imprecise"
+    return None
+
+
 def measured_source(peak: dict, dtype: str) -> str:
-    """``measured fp32 GEMM peak (485 GFLOP/s ±2.0%)``."""
-    return f"measured {dtype} GEMM peak ({with_width(peak, 'FLOP/s')})"
+    """``measured fp32 GEMM peak (485 GFLOP/s ±2.0%)``; an imprecise one (module docstring) says so:
+    ``measured fp32 GEMM peak (344 GFLOP/s ±3.1%, INVALID: not precise enough)``."""
+    imprecise = "" if peak.get("valid", True) else ", INVALID: not precise enough"
+    return f"measured {dtype} GEMM peak ({with_width(peak, 'FLOP/s')}{imprecise})"
 
 
 def store_outcomes(outcomes: list, vendor: str, run_id: str) -> None:
@@ -179,7 +221,9 @@ def add_mbu(llm: SummaryLLM | None, bandwidth: dict | None) -> SummaryLLM | None
     memory = (bandwidth or {}).get("triad") or (bandwidth or {}).get("copy")
     if llm is None or not memory:
         return llm
-    against = f"measured STREAM {'triad' if (bandwidth or {}).get('triad') else 'copy'} ({with_width(memory, 'B/s')})"
+    imprecise = "" if memory.get("valid", True) else ", INVALID: not precise enough"
+    kernel = "triad" if (bandwidth or {}).get("triad") else "copy"
+    against = f"measured STREAM {kernel} ({with_width(memory, 'B/s')}{imprecise})"
     cells = []
     for cell in llm.table:
         per_token = decode_bytes_per_token(
