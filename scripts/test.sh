@@ -11,28 +11,37 @@ source "$root/scripts/root.sh"
 as_root "${BASH_SOURCE[0]}" "$@"
 bash "$root/scripts/install_system_deps.sh"
 bash "$root/scripts/start_dockerd.sh"
-# The base image (debootstrap, minutes on a fresh machine) builds while setup.sh fills the venv:
-# neither needs the other. Its output is shown when it is done, and its failure stops the run.
-base_log="$(mktemp)"
-bash "$root/scripts/build_base_image.sh" >"$base_log" 2>&1 &
-base_pid=$!
-# So do the serving vendors' venvs for their end-to-end tests (scripts/vendor_venvs.sh, each reused
-# once made): vLLM's CPU build (.venv-vllm, 1-3 min, mostly download) and llama.cpp's (.venv-llamacpp:
-# under 1 min where pip's wheel cache holds its build, about 4 min of both cores to compile it first).
-vendor_log="$(mktemp)"
-bash "$root/scripts/vendor_venvs.sh" vllm llamacpp >"$vendor_log" 2>&1 &
-vendor_pid=$!
+# Three jobs run beside setup.sh, none needing another: the base image (debootstrap, minutes on a
+# fresh machine) and the serving vendors' venvs for their end-to-end tests (scripts/vendor_venvs.sh,
+# each reused once made): vLLM's CPU build (.venv-vllm, 1-3 min, mostly download) and llama.cpp's
+# (.venv-llamacpp: under 1 min where pip's wheel cache holds its build, about 4 min of both cores to
+# compile it first). Each one's output is shown when it is done, and its failure stops the run.
+# Lint and type check need only .venv, so they run while the jobs finish. A run that stops early
+# stops the jobs too.
+jobs_dir="$(mktemp -d)"
+job_pids=()
+job_names=()
+kill_tree() {  # a job and every process under it (pip, cmake, debootstrap)
+    local child
+    for child in $(pgrep -P "$1" || true); do kill_tree "$child"; done
+    kill "$1" 2>/dev/null || true
+}
+stop_jobs() {
+    for pid in "${job_pids[@]}"; do kill_tree "$pid"; done
+    rm -rf "$jobs_dir"
+}
+trap stop_jobs EXIT
+job() {  # job NAME COMMAND...: run in the background, its output in $jobs_dir/NAME.log
+    local name="$1"
+    shift
+    "$@" >"$jobs_dir/$name.log" 2>&1 &
+    job_pids+=("$!")
+    job_names+=("$name")
+}
+job base bash "$root/scripts/build_base_image.sh"
+job vllm bash "$root/scripts/vendor_venvs.sh" vllm
+job llamacpp bash "$root/scripts/vendor_venvs.sh" llamacpp
 bash "$root/scripts/setup.sh"
-base_status=0
-wait "$base_pid" || base_status=$?
-cat "$base_log"
-rm -f "$base_log"
-vendor_status=0
-wait "$vendor_pid" || vendor_status=$?
-cat "$vendor_log"
-rm -f "$vendor_log"
-[ "$base_status" = 0 ] || exit "$base_status"
-[ "$vendor_status" = 0 ] || exit "$vendor_status"
 cd "$root"
 # Lint and format first (configured in pyproject.toml): a finding fails the run.
 "$root/.venv/bin/ruff" check inference tests bench scripts
@@ -40,6 +49,16 @@ cd "$root"
 # The type checker on the framework's rooms (pyproject.toml [tool.mypy]: common/, tools/, utils/,
 # the engine bases and run.py; the case and vendor plug-ins are read, not reported): no error passes.
 "$root/.venv/bin/mypy"
+failed=0
+for i in "${!job_pids[@]}"; do
+    job_status=0
+    wait "${job_pids[$i]}" || job_status=$?
+    cat "$jobs_dir/${job_names[$i]}.log"
+    [ "$job_status" = 0 ] || failed="$job_status"
+done
+job_pids=()
+rm -rf "$jobs_dir"
+[ "$failed" = 0 ] || exit "$failed"
 # The tests, in two parts; both always run, and the run fails if either does.
 # 1. Everything that tolerates a busy neighbour, on several workers (pytest-xdist):
 #    tests of one file share a worker (their module fixtures are built once), and
