@@ -670,6 +670,21 @@ def test_the_roofline_has_the_measured_roofs_and_each_case_at_its_intensity(tmp_
     assert "compute-bound" in cases["hovertext"][0] and "upper bound" in note
 
 
+def test_a_roof_from_an_imprecise_cached_peak_says_so(tmp_path):
+    from utils.results.report.roofline import roofs
+
+    stream = {"name": "STREAM triad", "kind": "bandwidth", "kernel": "triad", "unit": "B/s", "value": 40e9}
+    stream.update(ci95=[39e9, 41e9], verdict={"valid": True, "reasons": []})
+    base = _gemm_result(400e9, reasons=[IMPRECISE], width=0.031)
+    base["baseline"]["figures"].append(stream)
+    baselines.store_outcomes([_outcome(tmp_path, "base_gemm", base)], "cpu", "run1")
+    model = _outcome(tmp_path, "resnet50", _model_result(25.0))  # its run folder beside the cached peaks
+    write_result(model.local_dir, {"env": ENV, "config": {"device": "cpu"}, "vendor": "cpu", "precision": "fp32"})
+    compute, memory, source = roofs([merge_outcome(model, INFERENCE, "cpu")], "cpu")
+    assert compute == {"fp32": 400e9} and memory == 40e9
+    assert source.endswith("(fp32 GEMM: INVALID, not precise enough)"), source
+
+
 def test_no_roofline_without_measured_peaks_and_the_page_shows_it_when_there_are(tmp_path):
     from utils.results.report.page import render
     from utils.results.report.roofline import roofline_plot

@@ -48,6 +48,7 @@ def roofs(records: list[SummaryRecord], vendor: str) -> tuple[dict[str, float], 
             elif found.get("kind") == "bandwidth":
                 bandwidth[found["kernel"]] = max(bandwidth.get(found["kernel"], 0.0), found["value"])
     source = "this run's base cases"
+    imprecise: list[str] = []
     if not compute or not bandwidth:
         for record in records:
             result = _result(record)
@@ -55,14 +56,20 @@ def roofs(records: list[SummaryRecord], vendor: str) -> tuple[dict[str, float], 
             if result is None or peaks is None:
                 continue
             cached = peaks.bandwidth(result, vendor) or {}
-            for kernel, entry in cached.items():
-                bandwidth.setdefault(kernel, entry["value"])
+            found = [(bandwidth, kernel, f"STREAM {kernel}", entry) for kernel, entry in cached.items()]
             for dtype in ("fp32", "bf16", "fp16", "tf32", "int8"):
                 entry = peaks.compute_peak(result, vendor, dtype)
                 if entry:
-                    compute.setdefault(dtype, entry["value"])
+                    found.append((compute, dtype, f"{dtype} GEMM", entry))
+            for roofs_of, key, name, entry in found:
+                if key not in roofs_of:
+                    roofs_of[key] = entry["value"]
+                    if not entry.get("valid", True):  # an imprecise peak (utils/results/baselines.py)
+                        imprecise.append(name)
             if compute and bandwidth:
                 source = f"the measured peaks cached in {peaks.root}"
+                if imprecise:
+                    source += f" ({', '.join(imprecise)}: INVALID, not precise enough)"
                 break
     memory = bandwidth.get("triad") or bandwidth.get("copy")
     return compute, memory, source
