@@ -4,6 +4,7 @@ its offline cells' output tokens/s against a bare ONNX Runtime GenAI generation 
 
     python3 -m bench.harness_overhead [--case resnet50|digits|bert|vit|llama|all] [--batch 8] [--rounds 5]
     python3 -m bench.harness_overhead --case llama --batch 1 --rounds 3 [--input-length 128]
+    python3 -m bench.harness_overhead ... --set max_duration_s=5    (a case config key, for both runs)
 
 Harness and bare loop alternate, round by round, because the machine is shared and wanders:
 each round runs run_inference.py (the case's shipped measurement: settle, then until its
@@ -74,7 +75,13 @@ LLM_CASES = ("llama",)
 
 
 def prepare_tree(
-    tmp: Path, case: str, batch: int, repeat: int, num_workers: int | None, input_length: int = 128
+    tmp: Path,
+    case: str,
+    batch: int,
+    repeat: int,
+    num_workers: int | None,
+    input_length: int = 128,
+    overrides: dict | None = None,
 ) -> Path:
     perf = tmp / "inference"
     shutil.copytree(INFERENCE, perf, ignore=shutil.ignore_patterns("result", "__pycache__"))
@@ -86,6 +93,7 @@ def prepare_tree(
         config.update(batch_size=batch, repeat=repeat, warmup=2, log_freq=0)
     if num_workers is not None:
         config["num_workers"] = num_workers
+    config.update(overrides or {})  # --set KEY=VALUE
     path.write_text(yaml.safe_dump(config))
     return perf
 
@@ -328,6 +336,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--num-workers", type=int, default=None, help="override the case's DataLoader workers")
     parser.add_argument("--input-length", type=int, default=128, help="llama: the prompt length of its one cell")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a case config key for both the harness's runs (YAML value), e.g. --set max_duration_s=5",
+    )
     parser.add_argument("--bare-loop", help=argparse.SUPPRESS)
     parser.add_argument("--bare-generation", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -342,6 +357,17 @@ def main() -> None:
         print("\n".join(f"{case}: ratio {ratio:.3f}" for case, ratio in medians.items()))
 
 
+def overrides(pairs: list[str]) -> dict:
+    """``--set KEY=VALUE`` pairs as config keys, each value read as YAML; a pair without ``=`` is one line."""
+    found = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            sys.exit(f"--set {pair}: expected KEY=VALUE")
+        found[key] = yaml.safe_load(value)
+    return found
+
+
 def measure(case: str, args: argparse.Namespace) -> float:
     """Alternate harness and bare-loop rounds for one case; print them and return the ratio (geometric mean)."""
     sys.path.insert(0, str(INFERENCE))
@@ -349,7 +375,9 @@ def measure(case: str, args: argparse.Namespace) -> float:
 
     with tempfile.TemporaryDirectory(prefix="inferperf-bench-") as tmp_name:
         tmp = Path(tmp_name)
-        perf = prepare_tree(tmp, case, args.batch, args.repeat, args.num_workers, args.input_length)
+        perf = prepare_tree(
+            tmp, case, args.batch, args.repeat, args.num_workers, args.input_length, overrides(args.set)
+        )
         data = prepare_data(tmp, perf, case, args.images)
         run_harness(perf, data, tmp / "log-warm", case)  # builds ONNX and engine caches (llama: its model too)
         rates: dict[str, list[Sample]] = {"harness": [], "bare": [], "engine": []}
