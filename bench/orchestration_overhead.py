@@ -1,7 +1,7 @@
 """What does run.py cost beyond the pipeline? MODE docker over real sshd on loopback
 addresses and the real Docker engine, with the image, code and engine caches warm.
 
-    python3 -m bench.orchestration_overhead [--rounds 2]      (from the repository root, as root)
+    python3 -m bench.orchestration_overhead [--rounds 2] [--hosts 1,4]      (from the repository root, as root)
 
 For 1 host and for 4 hosts it prints run.py's wall time, the slowest host's
 in-container pipeline time (result.json "e2e_time(second)") and the difference
@@ -98,8 +98,12 @@ def timed_run(config: Path, perf: Path) -> tuple[float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--hosts", default="1,4", help="the host counts run, from 1 and 4 (default both)")
     parser.add_argument("--against", metavar="REV", help="also run inference/ as this commit had it, interleaved")
     args = parser.parse_args()
+    counts = tuple(int(c) for c in args.hosts.split(",") if c.strip().isdigit())
+    if not counts or not set(counts) <= {1, 4}:
+        sys.exit(f"--hosts {args.hosts}: expected 1, 4 or 1,4")
     ensure_base_image(client=ensure_docker())
     with tempfile.TemporaryDirectory(prefix="inferperf-orch-") as tmp_name:
         tmp = Path(tmp_name)
@@ -115,19 +119,21 @@ def main() -> None:
         trees = {"this tree": perf}
         if args.against:
             trees[args.against] = against_tree(tmp, args.against)
-        hosts = start_sshd_hosts(tmp / "ssh", 4)
+        hosts = start_sshd_hosts(tmp / "ssh", max(counts))
         try:
-            rows = measure(tmp, trees, hosts, data, wheels, args.rounds)
+            rows = measure(tmp, trees, hosts, data, wheels, args.rounds, counts)
         finally:
             stop_all(hosts)
     report(rows, args.rounds)
 
 
-def measure(tmp: Path, trees: dict[str, Path], hosts, data: Path, wheels: Path | None, rounds: int) -> dict:
+def measure(
+    tmp: Path, trees: dict[str, Path], hosts, data: Path, wheels: Path | None, rounds: int, counts=(1, 4)
+) -> dict:
     """(tree, hosts) -> [(wall, pipeline)] over ``rounds``, the trees in A B / B A order round by round."""
     configs = {}
     for index, (name, perf) in enumerate(trees.items()):
-        for count in (1, 4):
+        for count in counts:
             configs[name, count] = (write_config(tmp, perf, hosts[:count], data, wheels, f"t{index}-"), perf)
     print("warming caches (image build, code upload, ONNX and engine) ...", flush=True)
     for config, perf in configs.values():
@@ -135,7 +141,7 @@ def measure(tmp: Path, trees: dict[str, Path], hosts, data: Path, wheels: Path |
     rows: dict = {key: [] for key in configs}
     for round_ in range(rounds):
         names = list(trees) if round_ % 2 == 0 else list(reversed(trees))
-        for count in (1, 4):
+        for count in counts:
             for name in names:
                 config, perf = configs[name, count]
                 rows[name, count].append(timed_run(config, perf))
@@ -154,6 +160,8 @@ def report(rows: dict, rounds: int) -> None:
         spread = f"[{overheads[0]:.2f}, {overheads[-1]:.2f}]"
         print(f"{name:>12} {count:>5} {wall:>8.2f} {pipeline:>11.2f} {wall - pipeline:>11.2f}   rounds {spread}")
     for name in dict.fromkeys(name for name, _ in rows):
+        if (name, 4) not in walls or (name, 1) not in walls:
+            continue
         ratio = walls[name, 4] / walls[name, 1]
         print(f"{name}: 4-host wall / 1-host wall {ratio:.2f} (target <= 1.3); 1-host overhead target <= 1 s")
 

@@ -67,15 +67,9 @@ SLOW = [
 
 DOCKER = [  # as root, with the Docker engine and the base image (tests/infra/docker_env.py); a minute or more each
     Bench("scaling", ("--mode", "docker", "--hosts", "1", "--sleep", "0.5", "--rounds", "1"), (0, 1), 900),
-    Bench("orchestration_overhead", ("--rounds", "1"), (0, 1), 900),
-    Bench("orchestration_profile", ("--runs", "1", "--local"), (0, 1), 900),
+    Bench("orchestration_overhead", ("--rounds", "1", "--hosts", "1"), (0, 1), 900),  # ~20 s; 4 hosts add 3 min
+    Bench("orchestration_profile", ("--runs", "1", "--local"), (0, 1), 900),  # ~20 s
 ]
-
-
-# The two host-overhead benches run the pipeline natively and in a container, traced: 3-5 minutes
-# each on 2 cores, a fifth of the suite's time. Their tracer is tested on run.py --help below.
-LONG = ("orchestration_overhead", "orchestration_profile")
-LONG_REASON = "a host-overhead bench takes 3-5 min on 2 cores (INFERPERF_LONG_TESTS=1 runs it)"
 
 
 def run_bench(bench: Bench, *extra: str) -> subprocess.CompletedProcess:
@@ -111,8 +105,6 @@ def test_slow_bench_runs(bench):
 def test_docker_bench_runs(bench):
     if os.geteuid() != 0 or shutil.which("docker") is None:
         pytest.skip("needs root and docker")
-    if bench.module in LONG and os.environ.get("INFERPERF_LONG_TESTS") != "1":
-        pytest.skip(LONG_REASON)
     run_bench(bench)
 
 
