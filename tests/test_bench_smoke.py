@@ -46,6 +46,7 @@ FAST = [
     Bench("history_calibration", ("--trials", "10")),  # ~3 s
     Bench("noise_floor", ("--case", "digits", "--batch", "16", "--seconds", "1", "--min-duration", "0.2")),  # ~6 s
     Bench("container_exit", ("--rounds", "2")),  # ~4 s: six processes importing torch
+    Bench("record_codec", ("--repeats", "1", "--number", "5")),  # <1 s (the old codec left out without git)
 ]
 
 SLOW = [
