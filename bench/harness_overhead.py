@@ -68,6 +68,8 @@ from pathlib import Path
 
 import yaml
 
+from bench._case_set import add_set_argument, overrides
+
 REPO = Path(__file__).resolve().parents[1]
 INFERENCE = REPO / "inference"
 CASES = ("resnet50", "digits", "bert", "vit", "llama")
@@ -336,13 +338,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--num-workers", type=int, default=None, help="override the case's DataLoader workers")
     parser.add_argument("--input-length", type=int, default=128, help="llama: the prompt length of its one cell")
-    parser.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="a case config key for both the harness's runs (YAML value), e.g. --set max_duration_s=5",
-    )
+    add_set_argument(parser)
     parser.add_argument("--bare-loop", help=argparse.SUPPRESS)
     parser.add_argument("--bare-generation", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -355,17 +351,6 @@ def main() -> None:
     medians = {case: measure(case, args) for case in (CASES if args.case == "all" else (args.case,))}
     if len(medians) > 1:
         print("\n".join(f"{case}: ratio {ratio:.3f}" for case, ratio in medians.items()))
-
-
-def overrides(pairs: list[str]) -> dict:
-    """``--set KEY=VALUE`` pairs as config keys, each value read as YAML; a pair without ``=`` is one line."""
-    found = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            sys.exit(f"--set {pair}: expected KEY=VALUE")
-        found[key] = yaml.safe_load(value)
-    return found
 
 
 def measure(case: str, args: argparse.Namespace) -> float:

@@ -1,7 +1,7 @@
 """What does run.py cost beyond the pipeline? MODE docker over real sshd on loopback
 addresses and the real Docker engine, with the image, code and engine caches warm.
 
-    python3 -m bench.orchestration_overhead [--rounds 2] [--hosts 1,4]      (from the repository root, as root)
+    python3 -m bench.orchestration_overhead [--rounds 2] [--hosts 1,4] [--set KEY=VALUE]   (repository root, as root)
 
 For 1 host and for 4 hosts it prints run.py's wall time, the slowest host's
 in-container pipeline time (result.json "e2e_time(second)") and the difference
@@ -28,6 +28,7 @@ from pathlib import Path
 
 import yaml
 
+from bench._case_set import add_set_argument, overrides
 from tests.infra.docker_env import ensure_base_image, ensure_docker
 from tests.infra.sshd import start_sshd_hosts, stop_all
 
@@ -35,17 +36,18 @@ REPO = Path(__file__).resolve().parents[1]
 INFERENCE = REPO / "inference"
 
 
-def make_tree(tmp: Path, source: Path = INFERENCE) -> Path:
+def make_tree(tmp: Path, source: Path = INFERENCE, changes: dict | None = None) -> Path:
     perf = tmp / "inference"
     shutil.copytree(source, perf, ignore=shutil.ignore_patterns("onnxs", "result", "__pycache__"))
     path = perf / "configs" / "digits" / "configurations.yaml"
     config = yaml.safe_load(path.read_text())
     config.update(repeat=1, log_freq=0)
+    config.update(changes or {})  # --set KEY=VALUE
     path.write_text(yaml.safe_dump(config))
     return perf
 
 
-def against_tree(tmp: Path, rev: str) -> Path:
+def against_tree(tmp: Path, rev: str, changes: dict | None = None) -> Path:
     """``inference/`` as commit ``rev`` had it, set up as ``make_tree`` sets up this one."""
     import io
     import tarfile
@@ -57,7 +59,7 @@ def against_tree(tmp: Path, rev: str) -> Path:
     with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
         tar.extractall(source, filter="data")
     (tmp / "against").mkdir()
-    return make_tree(tmp / "against", source / "inference")
+    return make_tree(tmp / "against", source / "inference", changes)
 
 
 def write_config(tmp: Path, perf: Path, hosts, data: Path, wheels: Path | None, name: str = "") -> Path:
@@ -100,6 +102,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--hosts", default="1,4", help="the host counts run, from 1 and 4 (default both)")
     parser.add_argument("--against", metavar="REV", help="also run inference/ as this commit had it, interleaved")
+    add_set_argument(parser)
     args = parser.parse_args()
     counts = tuple(int(c) for c in args.hosts.split(",") if c.strip().isdigit())
     if not counts or not set(counts) <= {1, 4}:
@@ -107,7 +110,7 @@ def main() -> None:
     ensure_base_image(client=ensure_docker())
     with tempfile.TemporaryDirectory(prefix="inferperf-orch-") as tmp_name:
         tmp = Path(tmp_name)
-        perf = make_tree(tmp)
+        perf = make_tree(tmp, changes=overrides(args.set))
         data = tmp / "digits"
         subprocess.run(
             [sys.executable, "-m", "benchmarks.digits.pytorch.prepare", str(data)],
@@ -118,7 +121,7 @@ def main() -> None:
         wheels = Path("/opt/wheels") if any(Path("/opt/wheels").glob("torch-2.13.0*.whl")) else None
         trees = {"this tree": perf}
         if args.against:
-            trees[args.against] = against_tree(tmp, args.against)
+            trees[args.against] = against_tree(tmp, args.against, overrides(args.set))
         hosts = start_sshd_hosts(tmp / "ssh", max(counts))
         try:
             rows = measure(tmp, trees, hosts, data, wheels, args.rounds, counts)

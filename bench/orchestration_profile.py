@@ -1,7 +1,7 @@
 """Where does run.py's time go beyond the pipeline? One digits case (repeat 1) on one host,
 caches warm, run.py traced with timestamps (bench/_trace_run.py).
 
-    python3 -m bench.orchestration_profile [--runs 2] [--local]     (repository root, as root)
+    python3 -m bench.orchestration_profile [--runs 2] [--local] [--set KEY=VALUE]     (repository root, as root)
 
 Without --local the host is a real sshd on 127.0.0.2 (MODE docker over SSH); with
 --local it is HOSTS: ["localhost"] (the local engine through the SDK, no SSH).
@@ -25,6 +25,7 @@ from pathlib import Path
 
 import yaml
 
+from bench._case_set import add_set_argument, overrides
 from bench.orchestration_overhead import make_tree, write_config
 from tests.infra.docker_env import ensure_base_image, ensure_docker
 from tests.infra.sshd import start_sshd_hosts, stop_all
@@ -114,12 +115,13 @@ def main() -> None:
         metavar="S",
         help="profile bench/scaling.py's sleep-bound case (S seconds) instead of digits",
     )
+    add_set_argument(parser)
     args = parser.parse_args()
     ensure_base_image(client=ensure_docker())
     with tempfile.TemporaryDirectory(prefix="inferperf-prof-") as tmp_name:
         tmp = Path(tmp_name)
         if args.sleepy is None:
-            perf = make_tree(tmp)
+            perf = make_tree(tmp, changes=overrides(args.set))
             data = tmp / "digits"
             subprocess.run(
                 [sys.executable, "-m", "benchmarks.digits.pytorch.prepare", str(data)],

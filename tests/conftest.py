@@ -165,8 +165,6 @@ CI_SKIPS: tuple[tuple[str, str], ...] = (
     ("tests/test_llama_case.py", "needs an NVIDIA GPU"),
     # the assisted test beside it covers the same kill without waiting out Slurm's minute
     ("tests/test_slurm_client.py", "60-90 s of waiting for Slurm's own minute"),
-    # their tracer is tested on run.py --help; a full run of each is minutes of CPU
-    ("tests/test_bench_smoke.py", "a host-overhead bench takes 3-5 min on 2 cores"),
     # the engines' own images (vLLM's, llama.cpp's) take 6 and 12-15 min to build from nothing on 2 cores
     ("tests/test_vllm_vendor.py", "is not built on this engine, and a fresh build takes"),
     ("tests/test_llamacpp_vendor.py", "is not built on this engine, and a fresh build takes"),

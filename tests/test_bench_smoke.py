@@ -34,6 +34,9 @@ class Bench:
     timeout_s: float = 120.0
 
 
+# a bench running a shipped case: each measured phase at most 5 s (a loaded machine holds one to its 60 s)
+CAPPED = ("--set", "max_duration_s=5", "--set", "settle_max_s=2")
+
 FAST = [
     Bench("interval_coverage", ("--windows", "2", "--stop-windows", "2")),  # ~3 s
     Bench(
@@ -57,10 +60,9 @@ SLOW = [
         ("--case", "digits", "--rounds", "1", "--min-duration", "0.5", "--max-duration", "2"),
         allowed=(0, 1),  # ~30 s: export, compile and three scenarios twice
     ),
-    Bench(  # ~25 s quiet; each measured phase capped at 5 s (a loaded machine held one to its 60 s)
+    Bench(  # ~25 s quiet
         "harness_overhead",
-        ("--case", "digits", "--rounds", "1", "--repeat", "1", "--images", "16")
-        + ("--set", "max_duration_s=5", "--set", "settle_max_s=2"),
+        ("--case", "digits", "--rounds", "1", "--repeat", "1", "--images", "16", *CAPPED),
         (0, 1),
         600,
     ),
@@ -68,8 +70,9 @@ SLOW = [
 
 DOCKER = [  # as root, with the Docker engine and the base image (tests/infra/docker_env.py); a minute or more each
     Bench("scaling", ("--mode", "docker", "--hosts", "1", "--sleep", "0.5", "--rounds", "1"), (0, 1), 900),
-    Bench("orchestration_overhead", ("--rounds", "1", "--hosts", "1"), (0, 1), 900),  # ~20 s; 4 hosts add 3 min
-    Bench("orchestration_profile", ("--runs", "1", "--local"), (0, 1), 900),  # ~20 s
+    # ~20 s each quiet; each measured phase capped at 5 s, as harness_overhead's; 4 hosts would add 3 min
+    Bench("orchestration_overhead", ("--rounds", "1", "--hosts", "1", *CAPPED), (0, 1), 900),
+    Bench("orchestration_profile", ("--runs", "1", "--local", *CAPPED), (0, 1), 900),
 ]
 
 
