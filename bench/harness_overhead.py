@@ -83,7 +83,7 @@ def prepare_tree(
     repeat: int,
     num_workers: int | None,
     input_length: int = 128,
-    overrides: dict | None = None,
+    changes: dict | None = None,
 ) -> Path:
     perf = tmp / "inference"
     shutil.copytree(INFERENCE, perf, ignore=shutil.ignore_patterns("result", "__pycache__"))
@@ -95,7 +95,7 @@ def prepare_tree(
         config.update(batch_size=batch, repeat=repeat, warmup=2, log_freq=0)
     if num_workers is not None:
         config["num_workers"] = num_workers
-    config.update(overrides or {})  # --set KEY=VALUE
+    config.update(changes or {})  # --set KEY=VALUE
     path.write_text(yaml.safe_dump(config))
     return perf
 
