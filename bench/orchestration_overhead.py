@@ -104,13 +104,15 @@ def main() -> None:
     parser.add_argument("--against", metavar="REV", help="also run inference/ as this commit had it, interleaved")
     add_set_argument(parser)
     args = parser.parse_args()
-    counts = tuple(int(c) for c in args.hosts.split(",") if c.strip().isdigit())
-    if not counts or not set(counts) <= {1, 4}:
+    given = tuple(dict.fromkeys(c.strip() for c in args.hosts.split(",")))
+    if not set(given) <= {"1", "4"}:
         sys.exit(f"--hosts {args.hosts}: expected 1, 4 or 1,4")
+    counts = tuple(int(c) for c in given)
+    changes = overrides(args.set)
     ensure_base_image(client=ensure_docker())
     with tempfile.TemporaryDirectory(prefix="inferperf-orch-") as tmp_name:
         tmp = Path(tmp_name)
-        perf = make_tree(tmp, changes=overrides(args.set))
+        perf = make_tree(tmp, changes=changes)
         data = tmp / "digits"
         subprocess.run(
             [sys.executable, "-m", "benchmarks.digits.pytorch.prepare", str(data)],
@@ -121,7 +123,7 @@ def main() -> None:
         wheels = Path("/opt/wheels") if any(Path("/opt/wheels").glob("torch-2.13.0*.whl")) else None
         trees = {"this tree": perf}
         if args.against:
-            trees[args.against] = against_tree(tmp, args.against, overrides(args.set))
+            trees[args.against] = against_tree(tmp, args.against, changes)
         hosts = start_sshd_hosts(tmp / "ssh", max(counts))
         try:
             rows = measure(tmp, trees, hosts, data, wheels, args.rounds, counts)

@@ -178,11 +178,21 @@ def _standing(figure: dict) -> str | None:
     return None
 
 
+def is_imprecise(peak: dict) -> bool:
+    """Whether a cached peak was INVALID for its precision alone (module docstring); an entry
+    without ``valid`` was cached valid."""
+    return not peak.get("valid", True)
+
+
+def _width_and_standing(peak: dict, unit: str) -> str:
+    """``485 GFLOP/s ±2.0%``, with ``, INVALID: not precise enough`` after an imprecise peak's."""
+    return with_width(peak, unit) + (", INVALID: not precise enough" if is_imprecise(peak) else "")
+
+
 def measured_source(peak: dict, dtype: str) -> str:
     """``measured fp32 GEMM peak (485 GFLOP/s ±2.0%)``; an imprecise one (module docstring) says so:
     ``measured fp32 GEMM peak (344 GFLOP/s ±3.1%, INVALID: not precise enough)``."""
-    imprecise = "" if peak.get("valid", True) else ", INVALID: not precise enough"
-    return f"measured {dtype} GEMM peak ({with_width(peak, 'FLOP/s')}{imprecise})"
+    return f"measured {dtype} GEMM peak ({_width_and_standing(peak, 'FLOP/s')})"
 
 
 def store_outcomes(outcomes: list, vendor: str, run_id: str) -> None:
@@ -221,9 +231,8 @@ def add_mbu(llm: SummaryLLM | None, bandwidth: dict | None) -> SummaryLLM | None
     memory = (bandwidth or {}).get("triad") or (bandwidth or {}).get("copy")
     if llm is None or not memory:
         return llm
-    imprecise = "" if memory.get("valid", True) else ", INVALID: not precise enough"
     kernel = "triad" if (bandwidth or {}).get("triad") else "copy"
-    against = f"measured STREAM {kernel} ({with_width(memory, 'B/s')}{imprecise})"
+    against = f"measured STREAM {kernel} ({_width_and_standing(memory, 'B/s')})"
     cells = []
     for cell in llm.table:
         per_token = decode_bytes_per_token(

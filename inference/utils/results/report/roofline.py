@@ -21,7 +21,7 @@ from pathlib import Path
 
 from common.record import CaseResult, RecordError, read_result
 from common.summary_record import SummaryRecord
-from utils.results.baselines import MeasuredPeaks, format_rate
+from utils.results.baselines import MeasuredPeaks, format_rate, is_imprecise
 from utils.results.report.charts import COLOURS, HEIGHT, axis, figure_layout
 
 WIDTH = 720
@@ -64,7 +64,7 @@ def roofs(records: list[SummaryRecord], vendor: str) -> tuple[dict[str, float], 
             for roofs_of, key, name, entry in found:
                 if key not in roofs_of:
                     roofs_of[key] = entry["value"]
-                    if not entry.get("valid", True):  # an imprecise peak (utils/results/baselines.py)
+                    if is_imprecise(entry):
                         imprecise.append(name)
             if compute and bandwidth:
                 source = f"the measured peaks cached in {peaks.root}"
