@@ -201,6 +201,28 @@ def test_a_slow_kernels_window_holds_enough_calls_for_its_drift_to_be_judged():
     ]
 
 
+def test_a_minority_of_slowed_calls_lowers_the_sustained_rate_not_the_figure():
+    """Every tenth call 5 ms instead of 1 ms (something else on the host took the core): the figure
+    is the median call's rate, 1 GFLOP per ms exactly; the mean (about 10 calls per 14 ms) is kept
+    as ``sustained``."""
+    clock = FakeClock(step_ns=0)
+    calls = {"n": 0}
+
+    def call():
+        calls["n"] += 1
+        clock.now += 5_000_000 if calls["n"] % 10 == 0 else 1_000_000
+
+    rate = measure_kernel(call, 1e9, settings(), clock=clock, contention=NO_CONTENTION)
+    assert rate.value == pytest.approx(1e12, rel=1e-12)
+    assert rate.verdict.valid and rate.precision["stop_reason"] == "precision reached"
+    assert rate.relative is not None and rate.relative <= 0.02
+    assert rate.sustained["value"] == pytest.approx(1e9 * rate.calls / rate.seconds, rel=1e-12)
+    assert rate.sustained["value"] < 0.8e12  # at least 4 slow calls in the window's 48 or more
+    assert rate.sustained["ci95"][0] < rate.sustained["value"] < rate.sustained["ci95"][1]
+    assert rate.to_dict()["sustained"] == rate.sustained
+    assert rate.precision["method"].startswith("rate of the median call")
+
+
 def test_stream_counts_copy_as_two_arrays_and_triad_as_three():
     assert stream_bytes("copy", 1000, 8) == 16_000
     assert stream_bytes("triad", 1000, 8) == 24_000
@@ -600,6 +622,7 @@ def test_a_collective_stops_when_the_ranks_agree_and_every_rank_makes_the_same_c
         clock.kernel(), 2**20, settings(min_queries=8, min_duration_s=0.0), agree, clock=clock, contention=NO_CONTENTION
     )
     assert rate.calls == 6 * 8 and rate.value == pytest.approx(2**20 / 1e-3)
+    assert rate.sustained is None  # ranks call in lock step: the figure is the mean rate itself
     assert decisions[:2] == [True, False]  # precise after its first 16 calls; it went on for its peer
 
 

@@ -173,6 +173,7 @@ class KernelRate:
     verdict: Verdict = field(default_factory=Verdict)
     precision: dict | None = None
     contention: dict | None = None
+    sustained: dict | None = None  # a call-by-call kernel's mean rate beside its median one: value, ci95
 
     @property
     def relative(self) -> float | None:
@@ -195,4 +196,5 @@ _RATE_KEYS: Final = (
     "verdict",
     "precision",
     "contention",
+    "sustained",
 )

@@ -11,8 +11,20 @@ Terms:
             memory or transfer kernel (a GEMM's, a STREAM kernel's and an all-reduce's are
             defined once in ``contract/kernels.py``, beside the kernels: ``gemm_flop``,
             ``stream_bytes``, ``allreduce_bandwidth``);
-  rate      work x calls / measured time (FLOP/s, bytes/s): the timeline's throughput with
-            every call carrying ``work``.
+  rate      a kernel timed call by call (``measure_kernel``: a GEMM, STREAM, a transfer): the
+            rate of its median call, work / the median call time (FLOP/s, bytes/s), as
+            torch.utils.benchmark heads its figures with the median. A chip's peak is what it
+            reaches undisturbed: a minority of calls slowed by something else on the host (a
+            virtual machine's neighbour, an interrupt) lowers a mean but not the median, and
+            the median's interval is narrower on such a host, so the window reaches its
+            precision sooner. Its interval is the median call time's, as a latency
+            percentile's (``common.stats.percentile_ci``), inverted. The mean rate, work x calls /
+            measured time, is kept beside it as ``sustained`` (information), and drift is
+            judged on it, as on every measured window (its thirds' means): a trend in the
+            chip's speed moves both, and the thirds' medians, whose intervals leave out the
+            host's slower swings, would call every such swing a drift. An all-reduce
+            (``measure_collective``), whose ranks call in lock step, is the mean rate, as
+            nccl-tests reports it.
 A base case reaches ``measure_kernel`` and ``measure_collective`` through the contract
 (``contract/measuring.py``), never by importing this module.
 """
@@ -21,13 +33,25 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
+import numpy as np
+
+from common.stats import (
+    MIN_SAMPLES_FOR_PERCENTILE,
+    effective_size,
+    honest_lag1,
+    lag1,
+    percentile,
+    percentile_ci,
+)
 from contract.kernels import KernelRate, KernelSettings
 from contract.phase import Verdict
 from contract.settings import MAX_DURATION_REACHED, MIN_QUERIES, MINIMUMS_MET, PRECISION_REACHED
 from tools.measure.contention import CpuContention
 from tools.measure.precision import (
+    Figures,
+    Interval,
     Settle,
     StopRule,
     Target,
@@ -50,6 +74,11 @@ from tools.measure.verdict import (
 
 RATE = "rate"  # the one throughput figure a kernel measurement judges
 JUDGED_CALLS = 3 * MIN_QUERIES  # a window of this many calls has MIN_QUERIES in each third: its drift is judged
+MEDIAN = 50.0
+MEDIAN_METHOD = (
+    "rate of the median call (work / median call time); its interval: the median call time's, binomial order "
+    "statistics at the effective sample size widened by block medians, inverted"
+)
 
 
 class _NoContention:
@@ -134,13 +163,48 @@ def _window(
         elapsed = now - start
         ends.append(elapsed)
         if minimums_met(len(ends), elapsed / 1e9, least, settings.min_duration_s):
-            decision = rule.decide(now, elapsed, lambda: measure_figures(target, {RATE: Timeline.tiled(ends, work)}))
+            decision = rule.decide(now, elapsed, lambda: median_figures(ends, work))
             if decision is not None:
                 stop = decision
                 break
         if elapsed >= max_ns:
             break
-    return _rate(ends, work, settings, target, settled, rule.checks, stop, monitor.stop())
+    return _rate(ends, work, settings, target, settled, rule.checks, stop, monitor.stop(), by_median=True)
+
+
+def median_call_rate(durations_ns: Sequence[float], work: float) -> tuple[float | None, Interval | None]:
+    """The rate of the median call, ``work`` over the median call time (None without calls, or when
+    the median call took no measurable time), and its 95 % interval: the median call time's
+    (``common.stats.percentile_ci``), inverted; None below ``MIN_QUERIES`` calls or where the
+    calls are too correlated for a bounded one."""
+    ordered = [float(d) for d in durations_ns]
+    if not ordered:
+        return None, None
+    values = sorted(ordered)
+    middle = percentile(values, MEDIAN)
+    if not middle > 0:
+        return None, None
+    value = work / middle * 1e9
+    if len(ordered) < MIN_QUERIES:
+        return value, None
+    bounds = percentile_ci(ordered, values, MEDIAN, MIN_SAMPLES_FOR_PERCENTILE["p50"][1])
+    if bounds is None or not bounds[0] > 0:
+        return value, None
+    rho = lag1(ordered)
+    independent = effective_size(len(ordered), honest_lag1(rho, len(ordered)))
+    return value, Interval(value, work / bounds[1] * 1e9, work / bounds[0] * 1e9, len(ordered), rho, independent)
+
+
+def _durations(ends: Sequence[int]) -> np.ndarray:
+    """Each call's time, from the window's call ends (sequential calls: each began where the last ended)."""
+    return np.diff(np.asarray(ends, dtype=np.float64), prepend=0.0)
+
+
+def median_figures(ends: Sequence[int], work: float) -> Figures:
+    """The window's judged figure, the median call's rate (``RATE``); timeless where no call took any time."""
+    if len(ends) >= MIN_QUERIES and not ends[-1] > 0:
+        return Figures(timeless=[RATE])
+    return Figures({RATE: median_call_rate(_durations(ends), work)[1]})
 
 
 def _rate(
@@ -152,20 +216,31 @@ def _rate(
     checks: int,
     stop: str,
     reading: Any,
+    by_median: bool = False,
 ) -> KernelRate:
-    """The measured window's rate, interval and verdict (minimums, precision, drift, contention)."""
+    """The measured window's rate, interval and verdict (minimums, precision, drift, contention):
+    the median call's (``by_median``, the mean rate kept as ``sustained``) or the mean's."""
     span_ns = ends[-1]
     timeline = Timeline.tiled(ends, work)
-    figures = measure_figures(target, {RATE: timeline})
+    mean_figures = measure_figures(target, {RATE: timeline})
+    mean = work * len(ends) / (span_ns / 1e9) if span_ns > 0 else None
     drifts = {RATE: drift(timeline, settings.precision)}
+    value, figures = (
+        (median_call_rate(_durations(ends), work)[0], median_figures(ends, work)) if by_median else (mean, mean_figures)
+    )
     verdict = Verdict().extend(minimum_reasons(len(ends), span_ns / 1e9, settings.min_queries, settings.min_duration_s))
     verdict.extend(precision_reasons(target, figures, drifts, span_ns / 1e9, stop))
     if reading is not None:
         verdict.add(contention_reason(reading.share, reading.cpus, settings.contention_limit))
         verdict.add(accelerator_reason(reading.gpu_other_processes))
     verdict.skip(drift_not_judged(drifts))
-    value = work * len(ends) / (span_ns / 1e9) if span_ns > 0 else None
     interval = figures.throughput.get(RATE)
+    block = precision_block(target, figures, settled, drifts, checks, stop)
+    sustained = None
+    if by_median:
+        block["method"] = MEDIAN_METHOD
+        around = mean_figures.throughput.get(RATE)
+        sustained = {"value": mean, "ci95": around.around(mean) if around is not None else None}
     return KernelRate(
         value=value,
         ci95=interval.around(value) if interval is not None else None,
@@ -173,8 +248,9 @@ def _rate(
         seconds=span_ns / 1e9,
         work_per_call=float(work),
         verdict=verdict,
-        precision=precision_block(target, figures, settled, drifts, checks, stop),
+        precision=block,
         contention=reading.to_dict() if reading is not None else None,
+        sustained=sustained,
     )
 
 
