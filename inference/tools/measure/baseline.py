@@ -172,7 +172,7 @@ def _window(
     return _rate(ends, work, settings, target, settled, rule.checks, stop, monitor.stop(), by_median=True)
 
 
-def median_call_rate(durations_ns: Sequence[float], work: float) -> tuple[float | None, Interval | None]:
+def median_call_rate(durations_ns: Sequence[float] | np.ndarray, work: float) -> tuple[float | None, Interval | None]:
     """The rate of the median call, ``work`` over the median call time (None without calls, or when
     the median call took no measurable time), and its 95 % interval: the median call time's
     (``common.stats.percentile_ci``), inverted; None below ``MIN_QUERIES`` calls or where the
