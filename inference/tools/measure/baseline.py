@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -169,7 +170,7 @@ def _window(
                 break
         if elapsed >= max_ns:
             break
-    return _rate(ends, work, settings, target, settled, rule.checks, stop, monitor.stop(), by_median=True)
+    return _rate(ends, work, settings, target, settled, _Stopped(rule.checks, stop), monitor.stop(), by_median=True)
 
 
 def median_call_rate(durations_ns: Sequence[float] | np.ndarray, work: float) -> tuple[float | None, Interval | None]:
@@ -207,14 +208,21 @@ def median_figures(ends: Sequence[int], work: float) -> Figures:
     return Figures({RATE: median_call_rate(_durations(ends), work)[1]})
 
 
+@dataclass(frozen=True)
+class _Stopped:
+    """How a measured window ended: the stop rule's checks and its reason (``contract.settings``)."""
+
+    checks: int
+    reason: str
+
+
 def _rate(
     ends: list[int],
     work: float,
     settings: KernelSettings,
     target: Target,
     settled: Settle,
-    checks: int,
-    stop: str,
+    stopped: _Stopped,
     reading: Any,
     by_median: bool = False,
 ) -> KernelRate:
@@ -229,13 +237,13 @@ def _rate(
         (median_call_rate(_durations(ends), work)[0], median_figures(ends, work)) if by_median else (mean, mean_figures)
     )
     verdict = Verdict().extend(minimum_reasons(len(ends), span_ns / 1e9, settings.min_queries, settings.min_duration_s))
-    verdict.extend(precision_reasons(target, figures, drifts, span_ns / 1e9, stop))
+    verdict.extend(precision_reasons(target, figures, drifts, span_ns / 1e9, stopped.reason))
     if reading is not None:
         verdict.add(contention_reason(reading.share, reading.cpus, settings.contention_limit))
         verdict.add(accelerator_reason(reading.gpu_other_processes))
     verdict.skip(drift_not_judged(drifts))
     interval = figures.throughput.get(RATE)
-    block = precision_block(target, figures, settled, drifts, checks, stop)
+    block = precision_block(target, figures, settled, drifts, stopped.checks, stopped.reason)
     sustained = None
     if by_median:
         block["method"] = MEDIAN_METHOD
@@ -298,7 +306,7 @@ def measure_collective(
         if met and settings.precision is None
         else MAX_DURATION_REACHED
     )
-    return _rate(ends, work, settings, target, Settle(), checks, stop, monitor.stop())
+    return _rate(ends, work, settings, target, Settle(), _Stopped(checks, stop), monitor.stop())
 
 
 def fits(needed_bytes: float, available_bytes: float | None, share: float = 0.8) -> bool:
