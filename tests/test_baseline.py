@@ -223,6 +223,16 @@ def test_a_minority_of_slowed_calls_lowers_the_sustained_rate_not_the_figure():
     assert rate.precision["method"].startswith("rate of the median call")
 
 
+def test_a_window_on_a_fake_clock_reads_no_contention_from_the_real_machine():
+    """Its instant windows say nothing of the machine's load: a stage test on a fake clock must not
+    turn INVALID, and choose another size, because the machine running it is busy."""
+    clock = FakeClock(step_ns=1_000_000)
+    rate = measure_kernel(clock.kernel(), 1e9, settings(), clock=clock)
+    assert rate.contention is None and rate.verdict.valid
+    real = measure_kernel(lambda: time.sleep(0.0005), 1e9, settings(min_duration_s=0.05, precision=None))
+    assert real.contention is not None  # the real clock still reads the machine
+
+
 def test_stream_counts_copy_as_two_arrays_and_triad_as_three():
     assert stream_bytes("copy", 1000, 8) == 16_000
     assert stream_bytes("triad", 1000, 8) == 24_000

@@ -92,6 +92,14 @@ class _NoContention:
         return None
 
 
+def _monitor(contention: Any, clock: Callable[[], int], device: str) -> Any:
+    """The contention reading a window takes: the one given, else the machine's CPUs, except on a fake
+    clock (a test's), whose instant windows say nothing of the real machine's load."""
+    if contention is not None:
+        return contention
+    return CpuContention(device) if clock is time.perf_counter_ns else _NoContention()
+
+
 def measure_kernel(
     call: Callable[[], Any],
     work: float,
@@ -113,7 +121,7 @@ def measure_kernel(
 
     ``sync()`` waits for the device (a no-op on CPU); ``clock`` is a nanosecond clock (a fake
     one in tests); ``contention`` has ``start()`` and ``stop() -> ContentionReading | None``
-    (default: ``CpuContention`` on ``settings.device``)."""
+    (default: ``CpuContention`` on ``settings.device``; none on a fake clock: ``_monitor``)."""
     if not work > 0:
         raise ValueError(f"a kernel's work per call must be positive, got {work}")
     for _ in range(settings.warmup):
@@ -127,7 +135,7 @@ def measure_kernel(
         return clock() - t0
 
     settled: Settle = settle(one_call, clock, settings.settle_max_s)
-    monitor = contention if contention is not None else CpuContention(settings.device)
+    monitor = _monitor(contention, clock, settings.device)
     if settings.precision is None:  # information (a GEMM's size sweep): one window, nothing to measure again for
         return _window(call, work, settings, sync, clock, monitor, settled)
     return measured_once_more_on_drift(
@@ -282,7 +290,7 @@ def measure_collective(
         call()
     sync()
     target = Target(throughput=(RATE,), precision=settings.precision)
-    monitor = (contention if contention is not None else CpuContention(settings.device)).start()
+    monitor = _monitor(contention, clock, settings.device).start()
     ends: list[int] = []
     checks = 0
     start = clock()
