@@ -223,6 +223,25 @@ def test_a_minority_of_slowed_calls_lowers_the_sustained_rate_not_the_figure():
     assert rate.precision["method"].startswith("rate of the median call")
 
 
+def test_the_median_calls_rate_and_interval_are_the_median_call_times_inverted():
+    from common.stats import percentile, percentile_ci
+    from tools.measure.baseline import median_call_rate
+
+    durations = [1_000_000 + 10_000 * (i * 37 % 101) for i in range(400)]  # 1.00-2.00 ms, shuffled
+    value, interval = median_call_rate(durations, 2e9)
+    ordered = sorted(durations)
+    middle = percentile(ordered, 50.0)
+    low_ns, high_ns = percentile_ci(durations, ordered, 50.0, 2)
+    assert value == pytest.approx(2e9 / middle * 1e9) and value == interval.value
+    assert interval.lo == pytest.approx(2e9 / high_ns * 1e9) and interval.hi == pytest.approx(2e9 / low_ns * 1e9)
+    assert interval.lo < value < interval.hi  # a longer call time is a lower rate
+    assert median_call_rate(durations[:10], 2e9) == (
+        pytest.approx(2e9 / percentile(sorted(durations[:10]), 50) * 1e9),
+        None,
+    )
+    assert median_call_rate([], 2e9) == (None, None) and median_call_rate([0] * 20, 2e9) == (None, None)
+
+
 def test_a_window_on_a_fake_clock_reads_no_contention_from_the_real_machine():
     """Its instant windows say nothing of the machine's load: a stage test on a fake clock must not
     turn INVALID, and choose another size, because the machine running it is busy."""
