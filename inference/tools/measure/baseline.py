@@ -241,9 +241,11 @@ def _rate(
     mean_figures = measure_figures(target, {RATE: timeline})
     mean = work * len(ends) / (span_ns / 1e9) if span_ns > 0 else None
     drifts = {RATE: drift(timeline, settings.precision)}
-    value, figures = (
-        (median_call_rate(_durations(ends), work)[0], median_figures(ends, work)) if by_median else (mean, mean_figures)
-    )
+    value, figures = mean, mean_figures
+    if by_median:
+        figures = median_figures(ends, work)
+        found = figures.throughput.get(RATE)  # the median call's rate, unless it has no interval
+        value = found.value if found is not None else median_call_rate(_durations(ends), work)[0]
     verdict = Verdict().extend(minimum_reasons(len(ends), span_ns / 1e9, settings.min_queries, settings.min_duration_s))
     verdict.extend(precision_reasons(target, figures, drifts, span_ns / 1e9, stopped.reason))
     if reading is not None:
