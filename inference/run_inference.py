@@ -33,13 +33,15 @@ class Interrupted(KeyboardInterrupt):
 
 
 def _stop(signum: int) -> None:
-    raise Interrupted(signum)
+    """Raised where the run is, or, while a guarded event loop runs (a serving stage), once it has
+    returned (common/stop_signals.py; installed by ``_install_signal_handlers``, after its import)."""
+    raise_stop(Interrupted(signum))
 
 
 def _early(signum: int, _frame) -> None:
     """Until common/stop_signals.py is imported (a few ms): record and raise."""
     _received.append(signum)
-    _stop(signum)
+    raise Interrupted(signum)
 
 
 def _install_signal_handlers() -> None:
@@ -65,7 +67,7 @@ if __name__ == "__main__":
     for _signum in SIGNAL_EXIT:
         _signal.signal(_signum, _early)
 try:
-    from common.stop_signals import ImportSafeStop
+    from common.stop_signals import ImportSafeStop, raise_stop
 
     if __name__ == "__main__":
         _install_signal_handlers()

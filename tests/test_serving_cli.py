@@ -5,6 +5,7 @@ line with its documented exit status and nothing written."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -359,6 +360,30 @@ def test_an_interrupted_or_terminated_run_writes_nothing(tmp_path, sig, code, wo
     assert proc.returncode == code
     assert err.strip().splitlines() == [f"{word}: nothing written"]
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+def test_a_stop_at_any_moment_of_a_busy_run_ends_in_its_one_line(tmp_path):
+    """12 real signals, SIGINT and SIGTERM in turn, 0-77 ms after a trial's first request, each into a run
+    whose event loop is always busy (16 streams, replies at once): a stop raised where the signal landed
+    could be taken by asyncio (a traceback, "Task exception was never retrieved"), by a weakref's
+    callback (the run went on), or by aiohttp (a cancelled stream sent more requests)."""
+    trials = 12
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(INFERENCE), str(INFERENCE.parent)]))
+    proc = subprocess.run(
+        [sys.executable, "-m", "tests.infra.serving_stops", str(tmp_path), str(trials)],
+        cwd=INFERENCE.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = [json.loads(line) for line in (tmp_path / "trials.jsonl").read_text().splitlines()]
+    word = {"SIGINT": "interrupted", "SIGTERM": "terminated"}
+    assert [(r["signal"], r["code"], r["written"]) for r in results] == [
+        (("SIGINT", "SIGTERM")[k % 2], (130, 143)[k % 2], False) for k in range(trials)
+    ]
+    assert proc.stderr.splitlines() == [f"{word[r['signal']]}: nothing written" for r in results]
 
 
 def test_capacity_probes_run_enough_requests_for_their_percentile(tmp_path):

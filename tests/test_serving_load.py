@@ -452,3 +452,55 @@ def test_usage_that_cannot_be_true_is_refused_with_a_note():
     record = RequestRecord(0, token_ns=[1], text="abc", bytes_received=400, usage={"completion_tokens": 64})
     count_tokens(record, "x")
     assert (record.token_source, record.output_tokens, record.notes) == ("usage", 64, [])
+
+
+class _ClosedUnder:
+    """An aiohttp session's stand-in for ``post``: a request that is cancelled while it waits for its
+    answer ends in the ClientOSError aiohttp raises when the connection is closed under it, and the
+    cancellation itself is not passed on (what was seen with real aiohttp, a stop sent during a run)."""
+
+    def __init__(self) -> None:
+        self.posts = 0
+
+    def post(self, url: str, json: dict, timeout: object) -> "_ClosedUnder":
+        self.posts += 1
+        return self
+
+    async def __aenter__(self) -> None:
+        import asyncio
+
+        import aiohttp
+
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            raise aiohttp.ClientOSError("connection closed") from None
+
+    async def __aexit__(self, *exc: object) -> bool:
+        return False
+
+
+def test_a_cancelled_stream_sends_no_further_request_when_its_reply_swallows_the_cancel():
+    import asyncio
+
+    from tools.serving.client import Channel, RequestSpec
+    from tools.serving.load import Endpoint, _Issuer
+
+    session = _ClosedUnder()
+
+    async def scenario() -> tuple[int, bool]:
+        issuer = _Issuer(Endpoint("http://127.0.0.1:9/v1", "m"), Channel(session, "http://127.0.0.1:9/v1", False), None)
+        chains = iter([[RequestSpec(k, "hello", 4)] for k in range(5)])
+        task = asyncio.ensure_future(issuer.stream(chains))
+        while session.posts == 0:
+            await asyncio.sleep(0)
+        task.cancel()
+        for _ in range(20):  # turns of the loop, not time: the stream either ends or sends its next request
+            await asyncio.sleep(0)
+        posts, cancelled = session.posts, task.done() and task.cancelled()
+        while not task.done():  # without the rule, each cancel ends one request: 5 at most
+            task.cancel()
+            await asyncio.sleep(0)
+        return posts, cancelled
+
+    assert asyncio.run(scenario()) == (1, True)

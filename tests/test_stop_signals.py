@@ -172,3 +172,76 @@ def test_a_stop_inside_a_log_call_waits_for_its_end_and_the_logger_stays_usable(
     assert child.stdout.splitlines() == ["a line under way", "stopped after the line", "the stop's own report"], (
         child.stdout + child.stderr
     )
+
+
+class _Stop(KeyboardInterrupt):
+    pass
+
+
+def test_a_stop_that_lands_while_the_loop_is_made_cancels_its_task_at_its_first_await(monkeypatch):
+    """The stop comes inside ``asyncio.new_event_loop`` (there, raised, it left a half-made loop whose
+    finaliser failed): it is kept, the task is cancelled at its first ``await``, and run_async raises it."""
+    import asyncio
+
+    from common.stop_signals import raise_stop
+    from tools.serving.session import run_async
+
+    ran: list[int] = []
+    made = asyncio.new_event_loop
+
+    def new_event_loop() -> asyncio.AbstractEventLoop:
+        raise_stop(_Stop())
+        return made()
+
+    async def body() -> None:
+        await asyncio.sleep(0)
+        ran.append(1)
+
+    monkeypatch.setattr(asyncio, "new_event_loop", new_event_loop)
+    try:
+        run_async(body())
+        raised = None
+    except _Stop as exc:
+        raised = exc
+    assert isinstance(raised, _Stop) and ran == []
+
+
+def test_a_task_that_swallows_its_cancel_is_stopped_after_the_grace(monkeypatch):
+    """A stop while the loop runs cancels the task; one that takes the cancel and goes on (as a library
+    may) is stopped ``SHUTDOWN_S`` later, and run_async still raises the stop instead of waiting for it."""
+    import asyncio
+
+    from common.stop_signals import raise_stop
+    from tools.serving import session
+
+    turns: list[int] = []
+
+    async def stubborn() -> None:
+        asyncio.get_running_loop().call_soon(raise_stop, _Stop())
+        while len(turns) < 10_000:
+            try:
+                await asyncio.sleep(0.001)
+            except asyncio.CancelledError:
+                turns.append(-1)
+            turns.append(1)
+
+    monkeypatch.setattr(session, "SHUTDOWN_S", 0.05)
+    try:
+        session.run_async(stubborn())
+        raised = None
+    except _Stop as exc:
+        raised = exc
+    assert isinstance(raised, _Stop)
+    assert turns.count(-1) == 2  # cancelled by the stop, then once more by the unwind of what was left
+    assert len(turns) < 10_000  # stopped: the task did not run to its end
+
+
+def test_a_stop_outside_any_guard_is_raised_where_it_lands():
+    from common.stop_signals import raise_stop
+
+    try:
+        raise_stop(_Stop())
+        raised = None
+    except _Stop as exc:
+        raised = exc
+    assert isinstance(raised, _Stop)

@@ -31,6 +31,14 @@ otherwise leave the stop waiting for the import's own end, however long that is.
 ``end()`` closes the deferral: no look pending, SIGALRM's handler and the unraisable hook from
 before restored.
 
+A stop that lands while an event loop runs is not raised where the signal landed either: there it can
+be inside a transport's ``sock.send``, a callback, a weakref's callback or a library's own cleanup,
+and asyncio, aiohttp or Python turn it into a logged traceback, a "Task exception was never
+retrieved", or swallow it, and the run goes on; inside the loop's construction it leaves a half-made
+loop whose finaliser fails. A stop handler calls ``raise_stop(exc)``: inside a ``LoopGuard``'s block
+(the loop made, run and closed) the stop is kept, the loop's main task is cancelled at the loop's next
+turn and given ``grace_s`` to unwind, and the guard's owner raises ``exc`` after the block.
+
 Imports only built-in modules (``_signal``, ``sys``, ``time``): run_inference.py imports it before
 anything else, to own the stop signals from its first lines.
 """
@@ -113,3 +121,67 @@ class ImportSafeStop:
             _signal.signal(_signal.SIGALRM, self.alarm)
             if sys.unraisablehook == self.swallowed:
                 sys.unraisablehook = self.unraisable
+
+
+class LoopGuard:
+    """A block that runs an event loop, guarded against a stop raised inside it (module docstring). A stop
+    that lands in the block is kept (``stop``, the first one) and raised by the owner after it. While
+    the loop is watched (``watch``, until ``disarm``), the stop also cancels the task at the loop's next
+    turn, and the loop is stopped ``grace_s`` later if the task has not ended by then. Duck-typed
+    (a loop's ``is_closed``, ``call_soon_threadsafe``, ``call_later``, ``stop``; a task's ``done``,
+    ``cancel``): this module imports no asyncio."""
+
+    def __init__(self, grace_s: float) -> None:
+        self.grace_s = grace_s
+        self.stop: BaseException | None = None  # the first stop that landed in the block
+        self.loop = self.task = self.timer = None  # the loop and task watched; the loop's stop after grace_s
+
+    def __enter__(self) -> "LoopGuard":
+        _GUARDS.append(self)
+        return self
+
+    def __exit__(self, *_exc) -> None:
+        try:
+            self.disarm()
+        finally:
+            _GUARDS.remove(self)
+
+    def watch(self, loop, task) -> None:
+        """From now on a stop cancels ``task``; one that came already, at the loop's first turn: the task
+        runs to its first ``await`` (a coroutine handed to it is then awaited, not left unawaited) and
+        is cancelled there."""
+        self.loop, self.task = loop, task
+        if self.stop is not None:
+            loop.call_soon_threadsafe(self._cancel)
+
+    def divert(self, exc: BaseException) -> None:
+        """Keep ``exc`` (the first only: the unwind is bounded already) and cancel the watched task."""
+        if self.stop is None:
+            self.stop = exc
+            loop = self.loop
+            if loop is not None and not loop.is_closed():
+                loop.call_soon_threadsafe(self._cancel)
+
+    def _cancel(self) -> None:
+        if self.loop is None or self.timer is not None or self.task.done():
+            return
+        self.task.cancel()
+        self.timer = self.loop.call_later(self.grace_s, self.loop.stop)
+
+    def disarm(self) -> None:
+        """The task's run is over: nothing cancelled or stopped any more; a later stop is only kept."""
+        self.loop = None
+        if self.timer is not None:
+            self.timer.cancel()
+
+
+_GUARDS: list[LoopGuard] = []  # the guards open now, innermost last
+
+
+def raise_stop(exc: BaseException) -> None:
+    """A stop handler's end: raise ``exc`` here, or, inside a ``LoopGuard``'s block, hand it to the guard,
+    whose owner raises it after the block (module docstring)."""
+    if _GUARDS:
+        _GUARDS[-1].divert(exc)
+        return
+    raise exc

@@ -29,12 +29,14 @@ command: its exit statuses and signals.
 
 from __future__ import annotations
 
+import signal
 import sys
 import time
 from pathlib import Path
 from typing import Callable
 
 from common.errors import ConfigError, EngineError, InferPerfError, one_line
+from common.stop_signals import ImportSafeStop, raise_stop
 from tools.serving import workload
 from tools.serving.options import (
     Plan,
@@ -78,21 +80,37 @@ def run(
         return measure(args, plan, tokenizer, results_root, on_written, server, folder)
 
 
-class Terminated(BaseException):
-    """SIGTERM, raised where the run is so that it unwinds as an interrupt does."""
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised so that the run unwinds as an interrupt does. A KeyboardInterrupt: a stop raised
+    inside a ``__del__`` or a weakref's callback is then raised again (``common/stop_signals.py``), and no
+    ``except Exception`` on the way takes it."""
 
 
-class Interrupted(BaseException):
-    """SIGINT, raised where the run is, as SIGTERM is: not through asyncio.run's own SIGINT handling,
-    which cancels the main task and waits for it to unwind, without a bound."""
+class Interrupted(KeyboardInterrupt):
+    """SIGINT, as SIGTERM is: not through asyncio.run's own SIGINT handling, which cancels the main task
+    and waits for it to unwind, without a bound (``session.run_async`` bounds it)."""
 
 
-def _terminate(signum, _frame) -> None:
-    raise Terminated()
+STOPS: dict[int, type[KeyboardInterrupt]] = {signal.SIGTERM: Terminated, signal.SIGINT: Interrupted}
 
 
-def _interrupt(signum, _frame) -> None:
-    raise Interrupted()
+def _stop(signum: int) -> None:
+    """Raised where the run is, or, while the event loop runs, once it has returned (``raise_stop``)."""
+    raise_stop(STOPS[signum]())
+
+
+def _drop_frames(stop: BaseException) -> None:
+    """The frames a stop unwound, cleared now. A coroutine made but not yet started where it landed
+    goes with them, without Python's "coroutine ... was never awaited" warning: the run is stopped, and
+    nothing it says concerns the user."""
+    import gc
+    import traceback
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", r"coroutine .* was never awaited", RuntimeWarning)
+        traceback.clear_frames(stop.__traceback__)
+        gc.collect()
 
 
 def main(
@@ -105,38 +123,28 @@ def main(
     """``origin``: the options came from this host.yaml's ENDPOINT (``config_argv``), and errors say so;
     ``on_written``: called with the run folder once it is written; ``folder``: its name (default
     ``run<id>``; run.py's repetitions are ``rep<k>``)."""
-    import signal
     import threading
 
     argv = sys.argv[1:] if argv is None else argv
     root = Path(results_root) if results_root is not None else Path(__file__).resolve().parents[2] / "result"
-    main_thread = threading.current_thread() is threading.main_thread()
-    previous = (
-        {
-            sig: signal.signal(sig, handler)
-            for sig, handler in ((signal.SIGTERM, _terminate), (signal.SIGINT, _interrupt))
-        }
-        if main_thread
-        else {}
-    )
+    guard = ImportSafeStop(_stop) if threading.current_thread() is threading.main_thread() else None
+    previous = {sig: signal.signal(sig, guard.handle) for sig in (signal.SIGTERM, signal.SIGINT)} if guard else {}
     try:
         return run(argv, root, one_line_errors=origin is not None, on_written=on_written, folder=folder)
-    except Terminated:
-        print("terminated: nothing written", file=sys.stderr)
-        return 143
-    except Interrupted:
-        print("interrupted: nothing written", file=sys.stderr)
-        return 130
     except InferPerfError as exc:
         message = one_line(exc)
         print(f"error: {message if origin is None else in_config_terms(message, origin)}", file=sys.stderr)
         return exc.exit_code
-    except KeyboardInterrupt:
-        print("interrupted: nothing written", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as stop:  # Terminated, Interrupted, or a Ctrl-C before main's handler
+        _drop_frames(stop)
+        terminated = isinstance(stop, Terminated)
+        print(f"{'terminated' if terminated else 'interrupted'}: nothing written", file=sys.stderr)
+        return 143 if terminated else 130
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        if guard is not None:
+            guard.end()
 
 
 if __name__ == "__main__":

@@ -171,6 +171,15 @@ async def run_load(
     return LoadResult(issuer.records, start, end, "stop rule" if issuer.halted else None)
 
 
+def _raise_if_cancelled() -> None:
+    """A cancelled task sends no further request. A request's reading may end in a library's own error
+    instead of the CancelledError (aiohttp closing the connection under it), and ``stream_request``
+    records that as the request's error: its task's cancel request is what still says so."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError()
+
+
 @dataclass(frozen=True)
 class _Schedule:
     """When arrivals are due: ``start`` (the clock's ns), the gaps' seed, and how the client waits."""
@@ -204,6 +213,7 @@ class _Issuer:
             )
             record.slot_ns = slot_ns
             await stream_request(self.channel, body, record)
+            _raise_if_cancelled()
             count_tokens(record, prompt, endpoint.tokenizer, endpoint.prefer_usage)
             audit_record(record)
             self.records.append(record)

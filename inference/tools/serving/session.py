@@ -19,6 +19,7 @@ from typing import Any, Callable
 from common.errors import DataError, EngineError, StorageError, one_line
 from common.files import atomic_dir, json_text
 from common.serving_record import ServingStep, ServingSummary
+from common.stop_signals import LoopGuard
 from tools.serving import capacity as capacity_search
 from tools.serving import exports
 from tools.serving import metrics as server_metrics
@@ -33,24 +34,41 @@ SHUTDOWN_S = 2.0
 
 
 def run_async(main: Any) -> Any:
-    """``asyncio.run(main)``, except that when a signal's exception (``Terminated``, ``Interrupted``)
-    leaves the loop, the requests still in flight are cancelled and given ``SHUTDOWN_S`` to unwind,
-    not waited for without end (asyncio.run waits for every task, however long it takes to unwind)."""
+    """``asyncio.run(main)``, except for a stop signal. One that lands while the loop is made, run or
+    closed is not raised there (``common/stop_signals.py``'s ``LoopGuard``): the main task is cancelled
+    at the loop's next turn and given ``SHUTDOWN_S`` to unwind, the tasks still in flight are cancelled
+    and given ``SHUTDOWN_S`` more, not waited for without end (asyncio.run waits for every task, however
+    long it takes to unwind), and the stop's exception is raised here."""
+    with LoopGuard(SHUTDOWN_S) as guard:
+        loop = asyncio.new_event_loop()
+        task = loop.create_task(main)
+        try:
+            guard.watch(loop, task)
+            result = loop.run_until_complete(task)
+        except (asyncio.CancelledError, RuntimeError):  # RuntimeError: stopped after the grace
+            if guard.stop is None:
+                raise
+        finally:
+            guard.disarm()
+            _unwind(loop)
+    if guard.stop is not None:
+        raise guard.stop
+    return result
+
+
+def _unwind(loop: asyncio.AbstractEventLoop) -> None:
+    """The tasks still pending cancelled and given ``SHUTDOWN_S``, then the loop closed."""
     import logging
 
-    loop = asyncio.new_event_loop()
-    try:
-        return loop.run_until_complete(main)
-    finally:
-        pending = asyncio.all_tasks(loop)
-        for task in pending:
-            task.cancel()
-        if pending:
-            _, left = loop.run_until_complete(asyncio.wait(pending, timeout=SHUTDOWN_S))
-            if left:  # the process is leaving: no "Task was destroyed but it is pending" line for each
-                logging.getLogger("asyncio").setLevel(logging.CRITICAL)
-        loop.run_until_complete(loop.shutdown_asyncgens())
-        loop.close()
+    pending = asyncio.all_tasks(loop)
+    for task in pending:
+        task.cancel()
+    if pending:
+        _, left = loop.run_until_complete(asyncio.wait(pending, timeout=SHUTDOWN_S))
+        if left:  # the process is leaving: no "Task was destroyed but it is pending" line for each
+            logging.getLogger("asyncio").setLevel(logging.CRITICAL)
+    loop.run_until_complete(loop.shutdown_asyncgens())
+    loop.close()
 
 
 def run_step(endpoint: Endpoint, plan: Plan, load: Load, requests: int | None = None) -> tuple[dict, list]:
