@@ -320,6 +320,34 @@ def test_the_gemm_sweep_reports_every_size_and_measures_the_best():
     assert found["value"] == pytest.approx(2e12, rel=1e-3)
 
 
+def test_a_size_whose_sweep_row_would_outlast_max_duration_is_not_swept():
+    """A chip at 1 GFLOP/s (an emulated dtype): 256³ at 128³'s rate takes 34 ms a call, 17 calls 0.57 s,
+    under max_duration_s (1 s), and is swept; 512³ would take 0.27 s a call, 4.6 s, and is not, nor
+    built: the figure is the best swept size's."""
+    clock_ns = {"now": 0}
+    built: list[int] = []
+
+    class Emulated(TorchKernels):
+        def gemm(self, dtype, m, n, k, device):
+            built.append(m)
+
+            def call():
+                clock_ns["now"] += int(gemm_flop(m, n, k) / 1e9 * 1e9)
+
+            return call
+
+    config = base_config("base_gemm", extra={"sizes": [512, 128, 256]}, max_duration_s=1.0)
+    report = gemm_stage(config, Emulated(), clock=lambda: clock_ns["now"])
+    found = report.figures[0]
+    assert built == [128, 256]
+    assert [row["size"] for row in found["sweep"]] == [128, 256]
+    assert found["value"] == pytest.approx(1e9, rel=1e-3)
+    assert any(
+        note.startswith("fp32 GEMM: sizes from 512^3 up not swept: one call would take about 0.27 s")
+        for note in report.notes
+    )
+
+
 def test_the_best_size_is_measured_on_the_kernel_its_sweep_built():
     built = []
 

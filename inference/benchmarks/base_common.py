@@ -217,7 +217,7 @@ def gemm_stage(
     device = config.device
     report = BaselineReport(config.case, kernels.name, notes=[threads_note()])
     for dtype in gemm_dtypes(config, kernels):
-        swept, best, call = _gemm_sweep(config, kernels, dtype, settings, timing)
+        swept, best, call = _gemm_sweep(config, kernels, dtype, settings, timing, report.notes)
         rate = measuring().measure_kernel(
             call, gemm_flop(best, best, best), settings, lambda: kernels.sync(device), **timing
         )
@@ -230,10 +230,14 @@ def gemm_stage(
 
 
 def _gemm_sweep(
-    config: CaseConfig, kernels: TorchKernels, dtype: str, settings: KernelSettings, timing: dict
+    config: CaseConfig, kernels: TorchKernels, dtype: str, settings: KernelSettings, timing: dict, notes: list[str]
 ) -> tuple[list[dict], int, Callable[[], Any]]:
-    """Every size of ``sizes`` measured for ``sweep_s`` (information, no precision asked): the rows,
-    the best size and its kernel, kept (the others are dropped as soon as a faster one is found)."""
+    """Every size of ``sizes``, up from the smallest, measured for ``sweep_s`` (information, no precision
+    asked): the rows, the best size and its kernel, kept (the others are dropped as soon as a faster one
+    is found). A size whose row would take longer than ``max_duration_s`` at the rate of the size
+    before it (its warm-up and ``MIN_QUERIES`` calls) is not swept, nor any larger one: ``notes`` says
+    so (a dtype the chip only emulates, bf16 on a CPU without AVX-512 BF16 or AMX, took a minute a call
+    at 2048³)."""
     from dataclasses import replace
 
     sweep = replace(
@@ -248,6 +252,11 @@ def _gemm_sweep(
     swept: list[dict] = []
     best, kept = 0, None
     for size in sorted(_positive_ints(config, "sizes")):
+        if swept and (swept[-1]["value"] or 0.0) > 0:
+            call_s = gemm_flop(size, size, size) / swept[-1]["value"]
+            if (1 + MIN_QUERIES) * call_s > settings.max_duration_s:
+                notes.append(_not_swept(dtype, size, swept[-1]["size"], call_s, settings.max_duration_s))
+                break
         call = kernels.gemm(dtype, size, size, size, device)
         rate = measuring().measure_kernel(
             call, gemm_flop(size, size, size), sweep, lambda: kernels.sync(device), **timing
@@ -257,8 +266,17 @@ def _gemm_sweep(
         if kept is None or (rate.value or 0.0) > max(row["value"] or 0.0 for row in swept[:-1]):
             best, kept = size, call
         del call
-    assert kept is not None  # sizes holds at least one (checked)
+    assert kept is not None  # sizes holds at least one (checked), and the smallest is always swept
     return swept, best, kept
+
+
+def _not_swept(dtype: str, size: int, before: int, call_s: float, max_duration_s: float) -> str:
+    note = (
+        f"{dtype} GEMM: sizes from {size}^3 up not swept: one call would take about {call_s:.2g} s at "
+        f"{before}^3's rate, {1 + MIN_QUERIES} calls over max_duration_s ({max_duration_s:g} s)"
+    )
+    logger.info(note)
+    return note
 
 
 def stream_stage(
