@@ -236,8 +236,8 @@ def _gemm_sweep(
     asked): the rows, the best size and its kernel, kept (the others are dropped as soon as a faster one
     is found). A size whose row would take longer than ``max_duration_s`` at the rate of the size
     before it (its warm-up and ``MIN_QUERIES`` calls) is not swept, nor any larger one: ``notes`` says
-    so (a dtype the chip only emulates, bf16 on a CPU without AVX-512 BF16 or AMX, took a minute a call
-    at 2048³)."""
+    so (a dtype the chip only emulates, such as bf16 on a CPU without AVX-512 BF16 or AMX: its large
+    sizes' calls are too slow to sweep; docs/decisions.md)."""
     from dataclasses import replace
 
     sweep = replace(
