@@ -95,7 +95,8 @@ STOPS: dict[int, type[KeyboardInterrupt]] = {signal.SIGTERM: Terminated, signal.
 
 
 def _stop(signum: int) -> None:
-    """Raised where the run is, or, while the event loop runs, once it has returned (``raise_stop``)."""
+    """Raised where the run is, or, inside the block that makes, runs and closes the event loop, once that
+    block is left (``raise_stop``)."""
     raise_stop(STOPS[signum]())
 
 
