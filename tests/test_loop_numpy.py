@@ -170,11 +170,11 @@ def test_foo_time_whole_and_passes_are_kept_as_for_a_tensor_engine(monkeypatch, 
     events: list = []
     loader = Loader([3] * 8)
     engine = NumpyEngine(rig, events, 1_500_000_000, foo_s=1.0)
-    result = forward.timed_forward(engine, loader, None, config(min_query_count=24), "inference")
+    result = forward.timed_forward(engine, loader, None, config(min_query_count=48), "inference")
     core = 1_500_000_000 + SYNC_NS - 1_000_000_000
-    assert (result.passes, result.batches, result.samples) == (3, 24, 72)
-    assert result.core_latencies_ns == [core] * 24 and result.foo_time_s == 24.0
-    assert result.whole_time_s == 24 * core / 1e9 and result.window_qps == [24 * 1e9 / (8 * core)] * 3
+    assert (result.passes, result.batches, result.samples) == (6, 48, 144)
+    assert result.core_latencies_ns == [core] * 48 and result.foo_time_s == 48.0
+    assert result.whole_time_s == 48 * core / 1e9 and result.window_qps == [24 * 1e9 / (8 * core)] * 6
     assert {e[0] for e in events} == {"call"}  # no evaluator: nothing else
 
 

@@ -464,6 +464,44 @@ def test_the_stop_rule_looks_again_at_once_while_an_interval_is_missing():
     assert rule.decide(1, 1, lambda: Figures({"qps": Interval(1.0, 1.0, 1.0, 8, 0.0)})) == "precision reached"
 
 
+def test_a_precise_window_too_short_to_judge_its_drift_is_measured_on():
+    """Identical queries are precise at once (every block the same rate), but thirds of fewer than
+    MIN_QUERIES queries cannot say whether the window drifted: the run goes on until they can."""
+    clock = Clock()
+    ends = np.cumsum([MS] * 200)
+    judged = next(n for n in range(1, 200) if drift(Timeline.tiled(ends[:n], 1), 0.1) is not None)
+    assert judged > 20 and measure_figures(Target(precision=0.1), {"qps": Timeline.tiled(ends[:20], 1)}).unjudged
+    run = run_scenario(
+        jitter_engine(clock, [MS] * 200),
+        [[np.zeros(1)]],
+        ScenarioSpec(
+            scenario="offline",
+            batch_size=1,
+            min_query_count=20,
+            min_duration_s=0.0,
+            max_duration_s=600.0,
+            clock=clock,
+            sleep=clock.sleep,
+            target=Target(precision=0.1, check_every_s=0.0),
+        ),
+    )
+    assert (run.queries, run.stop_reason) == (judged, "precision reached")
+    found = drift(run.timeline(), 0.1)
+    assert found is not None and not found.drifting and found.change == 0.0
+
+
+def test_the_stop_rule_waits_for_a_judgeable_drift_only_where_a_precision_is_asked():
+    exact = Interval(1.0, 1.0, 1.0, 8, 0.0)
+    rule = StopRule(Target(precision=0.1, check_every_s=0.0), Clock(), max_s=60)
+    assert rule.decide(0, 10**9, lambda: Figures({"qps": exact}, unjudged=["qps"])) is None
+    assert rule.decide(1, 10**9, lambda: Figures({"qps": exact})) == "precision reached"
+    assert StopRule(Target(precision=None)).decide(0, 10**9, lambda: Figures({"qps": exact}, unjudged=["qps"])) == (
+        "minimums met"
+    )
+    short = {"qps": Timeline.tiled(np.cumsum([MS] * 20), 1)}
+    assert measure_figures(Target(precision=None), short).unjudged == []  # nothing waits for it
+
+
 def test_the_stop_rule_gives_up_when_the_precision_is_out_of_reach():
     wide = Figures({"qps": Interval(1.0, 0.9, 1.1, 8, 0.0)})  # ±10 %
     rule = StopRule(Target(precision=0.02, check_every_s=0.0), Clock(), max_s=60)

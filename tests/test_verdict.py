@@ -125,14 +125,15 @@ def test_core_subtracts_foo_time_and_keeps_going_until_the_minimums(monkeypatch)
         return list(inputs), 0.002  # ... of which 2 ms the engine declares unrelated
 
     result = forward.timed_forward(step, _loader(3, 4), None, config(min_query_count=10), "inference")
-    # 10 queries meet the minimum; an interval needs 16, so passes go on to 18 (constant times: ±0 %)
-    assert result.passes == 6 and result.batches == 18 and result.samples == 72
-    assert result.core_latencies_ns == [3_000_000] * 18
-    assert result.core_time_s == pytest.approx(0.054) and result.foo_time_s == pytest.approx(0.036)
-    assert result.whole_time_s == pytest.approx(0.054)
-    assert result.core_qps == pytest.approx(72 / 0.054)
-    assert result.core_qps_ci95 == pytest.approx([72 / 0.054] * 2) and result.verdict.valid
-    assert result.window_qps == []  # 18 queries: fewer than 3 windows of 8
+    # 10 queries meet the minimum and 18 are precise (constant times: ±0 %), but the drift needs 16 queries in
+    # each third of the window, so passes go on to 48
+    assert result.passes == 16 and result.batches == 48 and result.samples == 192
+    assert result.core_latencies_ns == [3_000_000] * 48
+    assert result.core_time_s == pytest.approx(0.144) and result.foo_time_s == pytest.approx(0.096)
+    assert result.whole_time_s == pytest.approx(0.144)
+    assert result.core_qps == pytest.approx(192 / 0.144)
+    assert result.core_qps_ci95 == pytest.approx([192 / 0.144] * 2) and result.verdict.valid
+    assert result.verdict.not_judged == [] and result.window_qps == pytest.approx([192 / 0.144] * 6)  # 6 windows of 8
 
 
 def test_min_duration_counts_wall_time_and_max_duration_stops_with_a_reason(monkeypatch):
@@ -162,8 +163,9 @@ def test_repeat_is_the_minimum_number_of_passes(monkeypatch):
         clock.now += 1_000_000
         return list(inputs), 0.0
 
-    result = forward.timed_forward(step, _loader(4, 3), None, config(repeat=5), "inference")
-    assert result.passes == 5 and result.samples == 60
+    # 16 passes of 4 queries: past the 48 that the minimums, the precision and the drift need here
+    result = forward.timed_forward(step, _loader(4, 3), None, config(repeat=16), "inference")
+    assert result.passes == 16 and result.samples == 192
 
 
 # ---- contention, for real -----------------------------------------------------------

@@ -233,6 +233,9 @@ class Figures:
     timeless: list[str] = field(
         default_factory=list
     )  # throughputs whose clock never moved: null, and nothing to wait for
+    unjudged: list[str] = field(
+        default_factory=list
+    )  # throughputs whose thirds cannot yet say whether the window drifted (``drift`` is None)
 
     def widths(self) -> dict[str, float | None]:
         out: dict[str, float | None] = {name: (iv.relative if iv else None) for name, iv in self.throughput.items()}
@@ -252,6 +255,8 @@ def measure_figures(
         {name: throughput_interval(timelines[name]) for name in target.throughput if name not in timeless},
         timeless=timeless,
     )
+    if target.precision is not None:  # the stop rule waits for these too: a window too short to judge its drift
+        figures.unjudged = [name for name in figures.throughput if drift(timelines[name], target.precision) is None]
     if target.percentile is not None:
         q, need = MIN_SAMPLES_FOR_PERCENTILE[target.percentile]
         ordered: list[float] = list(latencies_ns or ())
@@ -281,8 +286,9 @@ def needed_s(width: float, limit: float, elapsed_s: float) -> float:
 
 
 class StopRule:
-    """Once the minimums are met, asks "is every judged figure precise?" at most every
-    ``check_every_s`` of the measurement's own clock, never spending more than
+    """Once the minimums are met, asks "is every judged figure precise, and can each judged
+    throughput's drift be judged?" at most every ``check_every_s`` of the measurement's own clock
+    (at once again while an interval or a drift cannot be judged yet), never spending more than
     ``CHECK_COST_SHARE`` of the time on the question. It also gives up early when a figure
     could not reach its precision within ``OUT_OF_REACH_FACTOR`` x ``max_s`` (waiting for
     the cap would only cost time: the figure is invalid either way)."""
@@ -307,10 +313,10 @@ class StopRule:
         figures = measure()
         missing = imprecise(self.target, figures)
         cost = self.clock() - started
-        if None in missing.values():  # no interval yet (too few queries, or a window short against its correlation):
-            self.next_ns = (
-                now_ns + int(cost / CHECK_COST_SHARE) if cost > 0 else None
-            )  # look again as soon as the look's cost allows
+        if None in missing.values() or (not missing and figures.unjudged):
+            # no interval yet (too few queries, or a window short against its correlation), or precise but a third
+            # still too short to say whether the window drifted: look again as soon as the look's cost allows
+            self.next_ns = now_ns + int(cost / CHECK_COST_SHARE) if cost > 0 else None
             return None
         self.next_ns = now_ns + max(int(self.target.check_every_s * 1e9), int(cost / CHECK_COST_SHARE))
         if not missing:
