@@ -78,27 +78,27 @@ def test_core_is_call_plus_sync_minus_foo_and_every_figure_exact(monkeypatch, ca
     rig = Rig(monkeypatch, share=0.0, cpus=2)
     calls: list = []
     loader = Loader([3] * 8)
-    cfg = config(min_query_count=24)
+    cfg = config(min_query_count=48)  # the minimum decides: 48 is also the first count whose thirds judge drift
     result = forward.timed_forward(rig.step(1_500_000_000, foo_s=1.0, calls=calls), loader, None, cfg, "inference")
     core = 1_500_000_000 + SYNC_NS - 1_000_000_000
     assert result.phase == "inference"
-    assert (result.passes, result.batches, result.samples, result.warmup_batches) == (3, 24, 72, 0)
-    assert result.core_latencies_ns == [core] * 24
-    assert result.core_time_s == 24 * core / 1e9
-    assert result.foo_time_s == 24.0
-    assert result.whole_time_s == 24 * core / 1e9
+    assert (result.passes, result.batches, result.samples, result.warmup_batches) == (6, 48, 144, 0)
+    assert result.core_latencies_ns == [core] * 48
+    assert result.core_time_s == 48 * core / 1e9
+    assert result.foo_time_s == 48.0
+    assert result.whole_time_s == 48 * core / 1e9
     assert result.accuracy is None
-    assert result.window_qps == [24 * 1e9 / (8 * core)] * 3
-    assert result.latency.count == 24 and result.latency.p50 == core / 1e6
+    assert result.window_qps == [24 * 1e9 / (8 * core)] * 6  # six windows of 8 queries
+    assert result.latency.count == 48 and result.latency.p50 == core / 1e6
     assert result.contention is rig.reading
     assert result.verdict.valid, result.verdict.reasons
-    assert rig.configs == [cfg] and rig.configs[0] is cfg and rig.syncs == 24 and rig.devices == ["cpu"]
+    assert rig.configs == [cfg] and rig.configs[0] is cfg and rig.syncs == 48 and rig.devices == ["cpu"]
     assert result.span_unix == (1_700_000_000.25, 1_700_000_042.5)
-    assert [c[0] is b[0] for c, b in zip(calls, loader.batches * 3)] == [True] * 24
+    assert [c[0] is b[0] for c, b in zip(calls, loader.batches * 6)] == [True] * 48
     warnings = [r["message"] for r in caplog_loguru if r["level"] == "WARNING"]
-    assert warnings == ["inference: engine declared 24.000 s of foo_time (excluded from whole and core)"]
+    assert warnings == ["inference: engine declared 48.000 s of foo_time (excluded from whole and core)"]
     infos = [r["message"] for r in caplog_loguru if r["level"] == "INFO"]
-    assert infos == ["inference: 3 passes over the data (24 queries) to reach the measurement minimums and precision"]
+    assert infos == ["inference: 6 passes over the data (48 queries) to reach the measurement minimums and precision"]
 
 
 def test_bare_config_takes_the_measurement_defaults(monkeypatch, caplog_loguru):
@@ -130,12 +130,15 @@ def test_bare_config_takes_the_measurement_defaults(monkeypatch, caplog_loguru):
 def test_config_values_are_read(monkeypatch):
     rig = Rig(monkeypatch, share=0.45, cpus=4, gpu=0)
     result = forward.timed_forward(
-        rig.step(1_000_000), Loader([2] * 4), None, config(device="cuda:3", repeat=3, contention_limit=0.5), "inference"
+        rig.step(1_000_000),
+        Loader([2] * 4),
+        None,
+        config(device="cuda:3", repeat=13, contention_limit=0.5),
+        "inference",
     )
     assert rig.devices == ["cuda:3"]
-    assert (
-        result.passes == 4 and result.batches == 16
-    )  # repeat 3 passes, then one more for the 16 queries an interval needs
+    # repeat decides: 13 passes, one more than the 12 (48 queries) that judging the window's drift needs
+    assert result.passes == 13 and result.batches == 52
     assert result.verdict.reasons == []  # 45 % <= 50 %: no contention
     rig.reading = ContentionReading(0.55, 4, 1.0, 3)
     rig.unix = iter([1.0, 2.0])
@@ -161,9 +164,9 @@ def test_accuracy_is_weighted_by_batch_size(monkeypatch):
         return expected[index]
 
     result = forward.timed_forward(rig.step(1_000), loader, evaluator, config(precision=0.5), "validation")
-    assert seen == [(0, 3), (1, 3), (2, 2)] * 6  # whole passes until the 16 queries an interval needs
+    assert seen == [(0, 3), (1, 3), (2, 2)] * 16  # whole passes until each third holds the 16 queries drift needs
     assert result.accuracy == (3 * 1.0 + 3 * 0.5 + 2 * 0.0) / 8
-    assert result.samples == 8 * 6
+    assert result.samples == 8 * 16
 
 
 def test_samples_count_y_first_then_the_input(monkeypatch):
@@ -171,7 +174,7 @@ def test_samples_count_y_first_then_the_input(monkeypatch):
     loader = Loader([5])
     loader.batches = [(torch.zeros(1, 3), [0, 1, 2, 3]), (torch.zeros(6, 3), None)]
     result = forward.timed_forward(rig.step(1_000), loader, None, config(precision=0.5), "inference")
-    assert result.samples == 8 * (4 + 6) and result.passes == 8
+    assert result.samples == 23 * (4 + 6) and result.passes == 23  # 46 queries: each third of the window holds 16
 
 
 def test_running_accuracy_log_lines(monkeypatch, caplog_loguru):
@@ -181,10 +184,9 @@ def test_running_accuracy_log_lines(monkeypatch, caplog_loguru):
     )
     forward.timed_forward(rig.step(2_500_000 - SYNC_NS), Loader([2] * 17), None, config(log_freq=17), "inference")
     lines = [r["message"] for r in caplog_loguru if "batch " in r["message"]]
-    assert lines == [
-        "validation: batch 8, core 1.50 ms, running acc 0.7500",
-        "validation: batch 16, core 1.50 ms, running acc 0.7500",
-        "inference: batch 17, core 2.50 ms, running acc nan",
+    # 48 queries each (the fewest whose thirds judge drift): 6 passes of 8, then 3 passes of 17 (51)
+    assert lines == [f"validation: batch {n}, core 1.50 ms, running acc 0.7500" for n in range(8, 49, 8)] + [
+        f"inference: batch {n}, core 2.50 ms, running acc nan" for n in (17, 34, 51)
     ]
 
 
@@ -198,12 +200,12 @@ def test_warmup_runs_on_the_first_batch_and_once_on_the_tail(monkeypatch):
     first = loader.batches[0][0]
     assert [c[0] is first for c in calls[:2]] == [True, True]
     assert torch.equal(calls[2][0], first[:2]) and calls[2][0].shape == (2, 2)
-    assert [c[0] is b[0] for c, b in zip(calls[3:], loader.batches * 6)] == [True] * 18
-    assert len(calls) == 3 + 18 and result.batches == 18 and result.warmup_batches == 2
-    assert rig.syncs == 1 + 18  # once after warm-up, then after every measured call
+    assert [c[0] is b[0] for c, b in zip(calls[3:], loader.batches * 16)] == [True] * 48
+    assert len(calls) == 3 + 48 and result.batches == 48 and result.warmup_batches == 2
+    assert rig.syncs == 1 + 48  # once after warm-up, then after every measured call
 
 
-@pytest.mark.parametrize("warmup, drop_last, expected_calls", [(0, None, 18), (1, None, 20), (1, True, 19)])
+@pytest.mark.parametrize("warmup, drop_last, expected_calls", [(0, None, 48), (1, None, 50), (1, True, 49)])
 def test_warmup_counts(monkeypatch, warmup, drop_last, expected_calls):
     rig = Rig(monkeypatch)
     calls: list = []
@@ -237,9 +239,9 @@ def test_empty_loader(monkeypatch):
 def test_min_duration_is_met_at_exactly_its_value(monkeypatch):
     rig = Rig(monkeypatch)
     result = forward.timed_forward(
-        rig.step(62_500_000 - SYNC_NS), Loader([1] * 16), None, config(min_duration_s=1.0), "inference"
+        rig.step(62_500_000 - SYNC_NS), Loader([1] * 48), None, config(min_duration_s=3.0), "inference"
     )
-    assert result.passes == 1 and result.batches == 16
+    assert result.passes == 1 and result.batches == 48  # 48 x 62.5 ms = 3 s: one pass, no second
     assert result.verdict.reasons == []
 
 
@@ -278,16 +280,16 @@ def test_too_short_counts_wall_time_including_foo(monkeypatch):
 
 def test_passes_equal_to_repeat_log_nothing(monkeypatch, caplog_loguru):
     rig = Rig(monkeypatch)
-    forward.timed_forward(rig.step(1_000), Loader([1] * 8), None, config(repeat=2), "inference")
+    forward.timed_forward(rig.step(1_000), Loader([1] * 24), None, config(repeat=2), "inference")  # 48 queries
     assert [r["message"] for r in caplog_loguru] == []
 
 
 def test_repeat_defaults_to_one_pass(monkeypatch):
     rig = Rig(monkeypatch)
     result = forward.timed_forward(
-        rig.step(1_000), Loader([1] * 16), None, SimpleNamespace(min_query_count=1, min_duration_s=0.0), "inference"
+        rig.step(1_000), Loader([1] * 48), None, SimpleNamespace(min_query_count=1, min_duration_s=0.0), "inference"
     )
-    assert result.passes == 1 and result.batches == 16
+    assert result.passes == 1 and result.batches == 48
     # the default settle phase: blocks of at most 1024 calls (0.25 s at 2 µs would be 125000), two alike
     assert (result.precision["settle_queries"], result.precision["settle_block"]) == (2048, 1024)
 

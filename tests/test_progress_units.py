@@ -107,7 +107,10 @@ def test_timed_forward_reports_every_half_second_with_the_pass_rule(monkeypatch,
         return [inputs[0]], 0.0
 
     loader = [([i], [0]) for i in range(8)]
-    config = SimpleNamespace(repeat=1, warmup=0, min_query_count=24, min_duration_s=2.0, max_duration_s=600.0)
+    # precision None: the minimums alone stop the loop (a precision would measure on until drift can be judged)
+    config = SimpleNamespace(
+        repeat=1, warmup=0, min_query_count=24, min_duration_s=2.0, max_duration_s=600.0, precision=None
+    )
     result = forward.timed_forward(step, loader, None, config, "validation")
     assert result.batches == 24 and result.passes == 3
     lines = progress_lines(capsys.readouterr().out)
