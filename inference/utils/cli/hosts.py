@@ -84,15 +84,25 @@ def _progress_display(verbose: bool, total: int) -> ProgressConsole | None:
         return None
 
 
-def _import_report() -> None:
-    """The report's and the results history's modules, numpy among them, imported while the hosts
-    prepare (waiting on SSH and the engine) rather than after the last case, when the run's end waits
-    on them."""
+def _import_report(history: str | None) -> None:
+    """What the run's end needs, made while the hosts prepare (waiting on SSH and the engine) rather than
+    after the last case, when the run's end waits on it: the report's and the results history's modules,
+    numpy among them, the report's compiled template, and SQLAlchemy with the history's dialect
+    (``history``: host.yaml's HISTORY URL, None when off)."""
     try:
         import numpy  # noqa: F401
 
         import utils.history.ingest  # noqa: F401
+        import utils.results.llm_plots  # noqa: F401
         import utils.results.report  # noqa: F401
+        import utils.results.serving_compare  # noqa: F401
+        from utils.results.report.page import page_template
+
+        page_template()
+        if history is not None:
+            from utils.history.store import warm
+
+            warm(history)
     except Exception:  # noqa: BLE001 - write_report_safely and record_history import them again and say what failed
         return
 
@@ -123,7 +133,7 @@ def run_hosts(config: HostConfig, run: Run, verbose: bool, plan: list[Planned]) 
             session.echo = echo
         pool = ThreadPoolExecutor(max_workers=len(sessions), thread_name_prefix="host")
         futures.extend(pool.submit(host_worker, session, plan) for session in sessions)
-        threading.Thread(target=_import_report, name="import-report", daemon=True).start()
+        threading.Thread(target=_import_report, args=(config.history,), name="import-report", daemon=True).start()
         pending = set(futures)
         while pending:
             # A bounded wait keeps the main thread responsive to Ctrl-C.

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -187,13 +188,26 @@ def _series_table(metadata):
 
 
 _SCHEMA: tuple | None = None
+_SCHEMA_LOCK = threading.Lock()  # built once even while ``warm`` builds it on another thread
 
 
 def _schema():
     global _SCHEMA
-    if _SCHEMA is None:
-        _SCHEMA = _tables()
-    return _SCHEMA
+    with _SCHEMA_LOCK:
+        if _SCHEMA is None:
+            _SCHEMA = _tables()
+        return _SCHEMA
+
+
+def warm(url: str) -> None:
+    """Ahead of ``Store.open(url)``: import SQLAlchemy and ``url``'s dialect and driver, and build the
+    tables' declaration, connecting to nothing, for a caller with time to spare before the run's end
+    (utils/cli/hosts.py). Raises what the import or the URL raises; ``open`` says it again, in one line."""
+    from sqlalchemy import create_engine, inspect, select  # noqa: F401 - what open and add_runs use
+    from sqlalchemy.pool import NullPool
+
+    _schema()
+    create_engine(url, poolclass=NullPool).dispose()  # loads the dialect and its DBAPI module; no connection
 
 
 def resolve_url(value: Any, log_path: Path) -> str | None:

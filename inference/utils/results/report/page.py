@@ -67,7 +67,7 @@ def plotly_js() -> str | None:
 
 
 @functools.lru_cache(maxsize=1)
-def _template():
+def page_template():
     """The page's jinja2 template, compiled once per process (a compiled template renders from any thread)."""
     import jinja2
 
@@ -117,7 +117,7 @@ def render(summary: Summary, perf_dir: Path | None = None) -> str:
         if has_plots and not script
         else None
     )
-    return _template().render(
+    return page_template().render(
         summary=summary,
         rows=summary_rows(all_rows),
         sections=sections,
@@ -142,7 +142,7 @@ def _serving_page(run_dir: Path, perf_dir: Path | None) -> str | None:
     _plot_specs(sections)
     script = plotly_js() if sections[0]["plots"] else None
     table = step_table(summary.rows)
-    return _template().render(
+    return page_template().render(
         serving=summary,
         serving_rows=table,
         invalid=sum(1 for row in table if not row["valid"]),
