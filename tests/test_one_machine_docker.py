@@ -71,6 +71,45 @@ def test_host_pip_reads_pips_own_precedence_and_keeps_what_a_build_can_reach(tmp
     assert read_host_pip(sys.executable).find_links == (tmp_path,)
 
 
+def flaky_python(tmp_path: Path, failures: int) -> Path:
+    """A ``python`` whose first ``failures`` runs exit 3 with a line on stderr; then this interpreter."""
+    count = tmp_path / "runs"
+    script = tmp_path / "python"
+    script.write_text(
+        "#!/bin/sh\n"
+        f'echo x >> "{count}"\n'
+        f'if [ "$(wc -l < "{count}")" -le {failures} ]; then echo "pip: refused" >&2; exit 3; fi\n'
+        f'exec "{sys.executable}" "$@"\n'
+    )
+    script.chmod(0o755)
+    return script
+
+
+def test_a_pip_config_list_that_fails_once_is_asked_again(tmp_path, monkeypatch):
+    from utils.executors.images import read_host_pip
+
+    for key, value in pip_env(tmp_path, f"[global]\nfind-links = {tmp_path}\ncert = {SYSTEM_CA}\n").items():
+        monkeypatch.setenv(key, value)
+    for key in [k for k in os.environ if k.startswith("PIP_") and k != "PIP_CONFIG_FILE"]:
+        monkeypatch.delenv(key)
+    pip = read_host_pip(str(flaky_python(tmp_path, failures=1)))
+    assert pip.failure is None and pip.find_links == (tmp_path,) and pip.cert == Path(SYSTEM_CA)
+    assert (tmp_path / "runs").read_text().count("x") == 2
+
+
+def test_a_pip_config_list_that_keeps_failing_is_said_not_taken_for_an_empty_configuration(tmp_path):
+    from utils.executors.images import read_host_pip
+
+    python = flaky_python(tmp_path, failures=2)
+    pip = read_host_pip(str(python))
+    assert pip.describe() == f"nothing: `{python} -m pip config list` failed twice (exit 3: pip: refused)"
+    assert (pip.find_links, pip.cert, pip.index_url) == ((), None, None)
+    missing = read_host_pip(str(tmp_path / "no-python"))
+    assert missing.failure is not None and missing.failure.startswith(
+        f"`{tmp_path / 'no-python'} -m pip config list` failed twice ("
+    )
+
+
 # ---- host.yaml on one machine ---------------------------------------------------------------------------
 
 

@@ -592,8 +592,8 @@ def image_spec(config: HostConfig, label: str) -> ImageSpec:
         buildargs["PIP_TRUSTED_HOST"] = " ".join(pip.trusted_hosts)
     wheels = Path(config.pip_wheels_dir) if config.pip_wheels_dir else None
     ca_bundle = Path(config.ca_bundle) if config.ca_bundle else pip.cert
-    if config.host_pip_config:
-        logger.debug(
+    if config.host_pip_config:  # a pip that could not be read is said louder: the build may then fail for it
+        (logger.warning if pip.failure else logger.debug)(
             f"host {label}: the image build inherits this machine's pip configuration ({pip.describe()}"
             + (f"; not reachable from a build: {', '.join(pip.unusable)}" if pip.unusable else "")
             + "); host.yaml's PIP_SOURCE, PIP_WHEELS_DIR and CA_BUNDLE win, HOST_PIP_CONFIG: false turns it off"

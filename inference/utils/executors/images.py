@@ -53,6 +53,7 @@ import docker
 from docker.errors import APIError, BuildError, ImageNotFound
 from loguru import logger
 
+from common.errors import one_line
 from common.files import hash_file, hash_tree, tree_files
 
 # docker_images/<SHARED_FOLDER>/: the build fragments InferPerf's Dockerfiles share, sent as <SHARED_FOLDER>/ in every
@@ -380,8 +381,11 @@ class HostPip:
     find_links: tuple[Path, ...] = ()  # local folders of wheels
     cert: Path | None = None
     unusable: tuple[str, ...] = ()  # settings a container cannot reach (file:// indexes, URLs of find-links)
+    failure: str | None = None  # why pip's configuration could not be read: nothing is inherited
 
     def describe(self) -> str:
+        if self.failure:
+            return f"nothing: {self.failure}"
         parts = [f"index {self.index_url}"] if self.index_url else []
         parts += [f"extra index {url}" for url in self.extra_index_urls]
         parts += [f"find-links {folder}" for folder in self.find_links]
@@ -412,12 +416,21 @@ def read_host_pip(python: str = sys.executable) -> HostPip:
     """``python -m pip config list``, read as pip reads it (PIP_* variables over the install
     section over global), keeping what a container build can reach: http(s) index URLs and
     trusted hosts as build arguments, find-links folders as wheels, the cert file."""
-    try:
-        listed = subprocess.run(
-            [python, "-m", "pip", "config", "list"], capture_output=True, text=True, timeout=120, check=False
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
-        return HostPip()
+    listed, why = None, ""
+    for _ in range(2):  # a pip that failed once (a process start refused on a busy machine) is asked once more
+        try:
+            proc = subprocess.run(
+                [python, "-m", "pip", "config", "list"], capture_output=True, text=True, timeout=120, check=False
+            )
+        except (OSError, subprocess.SubprocessError) as exc:
+            why = one_line(exc)
+            continue
+        if proc.returncode == 0:
+            listed = proc.stdout
+            break
+        why = f"exit {proc.returncode}: {(proc.stderr.strip().splitlines() or ['no output'])[-1]}"
+    if listed is None:
+        return HostPip(failure=f"`{python} -m pip config list` failed twice ({why})")
     values: dict[str, tuple[int, str]] = {}
     for line in listed.splitlines():
         key, sep, raw = line.partition("=")
