@@ -110,6 +110,19 @@ def test_a_pip_config_list_that_keeps_failing_is_said_not_taken_for_an_empty_con
     )
 
 
+def test_a_pip_config_list_that_hangs_is_said_once_not_asked_again(tmp_path, monkeypatch):
+    import utils.executors.images as images
+
+    count = tmp_path / "runs"
+    python = tmp_path / "python"
+    python.write_text(f'#!/bin/sh\necho x >> "{count}"\nexec sleep 60\n')
+    python.chmod(0o755)
+    monkeypatch.setattr(images, "PIP_CONFIG_TIMEOUT_S", 0.5)
+    pip = images.read_host_pip(str(python))
+    assert pip.describe() == f"nothing: `{python} -m pip config list` did not answer within 0.5 s"
+    assert count.read_text().count("x") == 1
+
+
 # ---- host.yaml on one machine ---------------------------------------------------------------------------
 
 

@@ -412,25 +412,41 @@ def _cached_host_pip(python: str) -> HostPip:
     return read_host_pip(python)
 
 
-def read_host_pip(python: str = sys.executable) -> HostPip:
-    """``python -m pip config list``, read as pip reads it (PIP_* variables over the install
-    section over global), keeping what a container build can reach: http(s) index URLs and
-    trusted hosts as build arguments, find-links folders as wheels, the cert file."""
-    listed, why = None, ""
-    for _ in range(2):  # a pip that failed once (a process start refused on a busy machine) is asked once more
+PIP_CONFIG_TIMEOUT_S = 120.0
+
+
+def _pip_config_list(python: str) -> tuple[str | None, str]:
+    """``python -m pip config list``'s output, or None and why not. A run that exits non-zero or
+    cannot start is asked once more, since such a failure can pass; one that outlives its timeout
+    is not, since a second wait would double the delay and is unlikely to end differently."""
+    why = ""
+    for _ in range(2):
         try:
             proc = subprocess.run(
-                [python, "-m", "pip", "config", "list"], capture_output=True, text=True, timeout=120, check=False
+                [python, "-m", "pip", "config", "list"],
+                capture_output=True,
+                text=True,
+                timeout=PIP_CONFIG_TIMEOUT_S,
+                check=False,
             )
+        except subprocess.TimeoutExpired:
+            return None, f"did not answer within {PIP_CONFIG_TIMEOUT_S:g} s"
         except (OSError, subprocess.SubprocessError) as exc:
             why = one_line(exc)
             continue
         if proc.returncode == 0:
-            listed = proc.stdout
-            break
+            return proc.stdout, ""
         why = f"exit {proc.returncode}: {(proc.stderr.strip().splitlines() or ['no output'])[-1]}"
+    return None, f"failed twice ({why})"
+
+
+def read_host_pip(python: str = sys.executable) -> HostPip:
+    """``python -m pip config list``, read as pip reads it (PIP_* variables over the install
+    section over global), keeping what a container build can reach: http(s) index URLs and
+    trusted hosts as build arguments, find-links folders as wheels, the cert file."""
+    listed, why = _pip_config_list(python)
     if listed is None:
-        return HostPip(failure=f"`{python} -m pip config list` failed twice ({why})")
+        return HostPip(failure=f"`{python} -m pip config list` {why}")
     values: dict[str, tuple[int, str]] = {}
     for line in listed.splitlines():
         key, sep, raw = line.partition("=")
