@@ -9,6 +9,10 @@ in-container pipeline time (result.json "e2e_time(second)") and the difference
 fetch, merge), then the ratio of the 4-host wall time to the 1-host wall time.
 With ``--against REV`` the same runs are made, interleaved round by round (A B, then B A), with
 ``inference/`` as commit REV had it (``git archive``): the two trees' overheads side by side in one run.
+Each round also measures the floor, which no orchestration of this design can go below: one OpenSSH
+command to the first host that starts a container of the case's image running Python with the
+imports the case container makes before its pipeline's clock, and removes it (``docker run --rm``).
+The report gives the 1-host overhead less that floor: what InferPerf adds to it.
 Targets: overhead <= 1 s for one host (issue 42); 4 hosts <= 1.3x one host. The digits case
 runs with repeat 1 so that the pipeline itself is small; on a 2-core machine the
 4 pipelines still compete for CPU, which the pipeline-time column shows.
@@ -18,6 +22,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -97,6 +103,35 @@ def timed_run(config: Path, perf: Path) -> tuple[float, float]:
     return wall, max(r["e2e_time(second)"] for r in results)
 
 
+# What run_inference.py imports before the pipeline's clock starts (its Pipeline's construction).
+FLOOR_IMPORTS = "import run_inference, loguru, tools.logger, common.lifetime, tools.pipeline"
+
+
+def case_image(result_dir: Path) -> str:
+    """The image the last run's case container ran: a "reused image TAG" of its build logs, the case
+    layer's (build_HOST_cases.log) where the case has one, else the vendor image's (build_HOST.log)."""
+    runs = sorted(result_dir.glob("run*/"), key=lambda p: p.stat().st_mtime)
+    logs = sorted(runs[-1].glob("build_*.log"), key=lambda p: p.name.endswith("_cases.log"))
+    tags = re.findall(r"reused image (\S+),", "".join(p.read_text() for p in logs))
+    if not tags:
+        sys.exit(f"no 'reused image' line in {runs[-1]}/build_*.log: the floor needs the case's image")
+    return tags[-1]
+
+
+def floor_once(host, image: str, perf: Path) -> float:
+    """Seconds for one OpenSSH command to ``host`` that runs, and removes, a container of ``image``
+    importing FLOOR_IMPORTS from ``perf`` (read-only): the SSH, engine, container and Python start-up
+    that one case on one host cannot avoid."""
+    docker_run = ["docker", "run", "--rm", "--network", "host", "-v", f"{perf}:/perf:ro", "-w", "/perf"]
+    remote = shlex.join([*docker_run, "-e", "PYTHONDONTWRITEBYTECODE=1", image, "python", "-c", FLOOR_IMPORTS])
+    start = time.perf_counter()
+    proc = subprocess.run(host.ssh_command(remote), capture_output=True, text=True, timeout=300)
+    seconds = time.perf_counter() - start
+    if proc.returncode != 0:
+        sys.exit(f"the floor's command failed ({proc.returncode}): {proc.stderr[-2000:]}")
+    return seconds
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=2)
@@ -126,16 +161,17 @@ def main() -> None:
             trees[args.against] = against_tree(tmp, args.against, changes)
         hosts = start_sshd_hosts(tmp / "ssh", max(counts))
         try:
-            rows = measure(tmp, trees, hosts, data, wheels, args.rounds, counts)
+            rows, floors = measure(tmp, trees, hosts, data, wheels, args.rounds, counts)
         finally:
             stop_all(hosts)
-    report(rows, args.rounds)
+    report(rows, args.rounds, floors)
 
 
 def measure(
     tmp: Path, trees: dict[str, Path], hosts, data: Path, wheels: Path | None, rounds: int, counts=(1, 4)
 ) -> dict:
-    """(tree, hosts) -> [(wall, pipeline)] over ``rounds``, the trees in A B / B A order round by round."""
+    """(tree, hosts) -> [(wall, pipeline)] over ``rounds``, the trees in A B / B A order round by round,
+    and the floor (``floor_once``) once a round, after the round's runs."""
     configs = {}
     for index, (name, perf) in enumerate(trees.items()):
         for count in counts:
@@ -144,16 +180,22 @@ def measure(
     for config, perf in configs.values():
         timed_run(config, perf)
     rows: dict = {key: [] for key in configs}
+    floors: list[float] = []
+    first = next(iter(trees))
+    image = ""
     for round_ in range(rounds):
         names = list(trees) if round_ % 2 == 0 else list(reversed(trees))
         for count in counts:
             for name in names:
                 config, perf = configs[name, count]
                 rows[name, count].append(timed_run(config, perf))
-    return rows
+                if not image and name == first:  # a run after the warm-up: it reused this tree's image
+                    image = case_image(tmp / "result")
+        floors.append(floor_once(hosts[0], image, trees[first]))
+    return rows, floors
 
 
-def report(rows: dict, rounds: int) -> None:
+def report(rows: dict, rounds: int, floors: list[float] | None = None) -> None:
     head = f"{'tree':>12} {'hosts':>5} {'wall s':>8} {'pipeline s':>11} {'overhead s':>11}"
     print(f"{head}   (median of {rounds} rounds)")
     walls = {}
@@ -164,6 +206,16 @@ def report(rows: dict, rounds: int) -> None:
         walls[name, count] = wall
         spread = f"[{overheads[0]:.2f}, {overheads[-1]:.2f}]"
         print(f"{name:>12} {count:>5} {wall:>8.2f} {pipeline:>11.2f} {wall - pipeline:>11.2f}   rounds {spread}")
+    if floors:
+        floor = statistics.median(floors)
+        print(
+            f"floor: one ssh + docker run --rm of the case's image with its Python imports {floor:.2f} s "
+            f"(median of {len(floors)}, rounds [{min(floors):.2f}, {max(floors):.2f}])"
+        )
+        for (name, count), samples in rows.items():
+            if count == 1:
+                overhead = statistics.median(w for w, _ in samples) - statistics.median(p for _, p in samples)
+                print(f"{name}: 1-host overhead less the floor {overhead - floor:.2f} s")
     for name in dict.fromkeys(name for name, _ in rows):
         if (name, 4) not in walls or (name, 1) not in walls:
             continue

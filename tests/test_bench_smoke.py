@@ -209,3 +209,38 @@ def test_the_overhead_bench_reports_wall_less_pipeline_for_each_tree(capsys):
     assert "this tree     1     8.00        6.00        2.00   rounds [1.50, 2.50]" in printed
     assert "      abc     1     9.00        6.00        3.00   rounds [2.50, 3.00]" in printed
     assert "abc: 4-host wall / 1-host wall 2.67" in printed
+    assert "floor" not in printed  # none measured, none printed
+
+
+def test_the_overhead_bench_reports_each_tree_less_the_floor(capsys):
+    from bench.orchestration_overhead import report
+
+    rows = {("this tree", 1): [(8.0, 6.0), (7.5, 6.0), (9.0, 6.5)], ("abc", 1): [(9.0, 6.0), (9.5, 6.5), (8.5, 6.0)]}
+    report(rows, 3, [1.2, 1.0, 1.4])
+    printed = capsys.readouterr().out
+    # The floor's median 1.2 s: 2.00 - 1.2 and 3.00 - 1.2.
+    assert "Python imports 1.20 s (median of 3, rounds [1.00, 1.40])" in printed
+    assert "this tree: 1-host overhead less the floor 0.80 s" in printed
+    assert "abc: 1-host overhead less the floor 1.80 s" in printed
+
+
+def test_the_floor_runs_the_image_the_last_run_reused(tmp_path):
+    import os
+
+    from bench.orchestration_overhead import case_image
+
+    older, newer = tmp_path / "run1", tmp_path / "run2"
+    older.mkdir()
+    newer.mkdir()
+    (older / "build_h.log").write_text("reused image old:1, built earlier from D\n")
+    (newer / "build_h.log").write_text("reused image base:2, built earlier from D\n")
+    (newer / "build_h_cases.log").write_text("reused image case:3, built earlier from requirements/x.txt on top of b\n")
+    (newer / "build_z.log").write_text("reused image base:2, built earlier from D\n")  # a second host's
+    os.utime(older, (1, 1))
+    assert case_image(tmp_path) == "case:3"  # the case layer, whatever the hosts' names
+    (newer / "build_h_cases.log").unlink()
+    (newer / "build_z.log").unlink()
+    assert case_image(tmp_path) == "base:2"
+    (newer / "build_h.log").write_text("building image x:1 from D\n")
+    with pytest.raises(SystemExit, match=f"no 'reused image' line in {newer}/build_"):
+        case_image(tmp_path)
