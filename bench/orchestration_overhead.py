@@ -169,7 +169,7 @@ def main() -> None:
 
 def measure(
     tmp: Path, trees: dict[str, Path], hosts, data: Path, wheels: Path | None, rounds: int, counts=(1, 4)
-) -> dict:
+) -> tuple[dict, list[float]]:
     """(tree, hosts) -> [(wall, pipeline)] over ``rounds``, the trees in A B / B A order round by round,
     and the floor (``floor_once``) once a round, after the round's runs."""
     configs = {}
