@@ -118,17 +118,30 @@ def case_image(result_dir: Path) -> str:
     return tags[-1]
 
 
-def floor_once(host, image: str, perf: Path) -> float:
+FLOOR = "floor: one ssh + docker run --rm of the case's image with its Python imports"
+# Its parts, each timed alone: what SSH costs, and what a container with a bare Python costs.
+FLOOR_PARTS = ("part: ssh HOST true", "part: docker run --rm IMAGE python -c pass")
+
+
+def floor_once(host, image: str, perf: Path) -> dict[str, float]:
     """Seconds for one OpenSSH command to ``host`` that runs, and removes, a container of ``image``
     importing FLOOR_IMPORTS from ``perf`` (read-only): the SSH, engine, container and Python start-up
-    that one case on one host cannot avoid."""
-    docker_run = ["docker", "run", "--rm", "--network", "host", "-v", f"{perf}:/perf:ro", "-w", "/perf"]
-    remote = shlex.join([*docker_run, "-e", "PYTHONDONTWRITEBYTECODE=1", image, "python", "-c", FLOOR_IMPORTS])
-    start = time.perf_counter()
-    proc = subprocess.run(host.ssh_command(remote), capture_output=True, text=True, timeout=300)
-    seconds = time.perf_counter() - start
-    if proc.returncode != 0:
-        sys.exit(f"the floor's command failed ({proc.returncode}): {proc.stderr[-2000:]}")
+    that one case on one host cannot avoid (``FLOOR``); and for its two parts alone (``FLOOR_PARTS``:
+    the host is on this machine's engine, so the container part runs here)."""
+    docker_run = ["docker", "run", "--rm", "--network", "host"]
+    mounted = [*docker_run, "-v", f"{perf}:/perf:ro", "-w", "/perf", "-e", "PYTHONDONTWRITEBYTECODE=1"]
+    commands = {
+        FLOOR: host.ssh_command(shlex.join([*mounted, image, "python", "-c", FLOOR_IMPORTS])),
+        FLOOR_PARTS[0]: host.ssh_command("true"),
+        FLOOR_PARTS[1]: [*docker_run, image, "python", "-c", "pass"],
+    }
+    seconds = {}
+    for name, argv in commands.items():
+        start = time.perf_counter()
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+        seconds[name] = time.perf_counter() - start
+        if proc.returncode != 0:
+            sys.exit(f"the floor's command {shlex.join(argv)} failed ({proc.returncode}): {proc.stderr[-2000:]}")
     return seconds
 
 
@@ -169,7 +182,7 @@ def main() -> None:
 
 def measure(
     tmp: Path, trees: dict[str, Path], hosts, data: Path, wheels: Path | None, rounds: int, counts=(1, 4)
-) -> tuple[dict, list[float]]:
+) -> tuple[dict, dict[str, list[float]]]:
     """(tree, hosts) -> [(wall, pipeline)] over ``rounds``, the trees in A B / B A order round by round,
     and the floor (``floor_once``) once a round, after the round's runs."""
     configs = {}
@@ -180,7 +193,7 @@ def measure(
     for config, perf in configs.values():
         timed_run(config, perf)
     rows: dict = {key: [] for key in configs}
-    floors: list[float] = []
+    floors: dict[str, list[float]] = {}
     first = next(iter(trees))
     image = ""
     for round_ in range(rounds):
@@ -191,11 +204,12 @@ def measure(
                 rows[name, count].append(timed_run(config, perf))
                 if not image and name == first:  # a run after the warm-up: it reused this tree's image
                     image = case_image(tmp / "result")
-        floors.append(floor_once(hosts[0], image, trees[first]))
+        for part, seconds in floor_once(hosts[0], image, trees[first]).items():
+            floors.setdefault(part, []).append(seconds)
     return rows, floors
 
 
-def report(rows: dict, rounds: int, floors: list[float] | None = None) -> None:
+def report(rows: dict, rounds: int, floors: dict[str, list[float]] | None = None) -> None:
     head = f"{'tree':>12} {'hosts':>5} {'wall s':>8} {'pipeline s':>11} {'overhead s':>11}"
     print(f"{head}   (median of {rounds} rounds)")
     walls = {}
@@ -207,11 +221,12 @@ def report(rows: dict, rounds: int, floors: list[float] | None = None) -> None:
         spread = f"[{overheads[0]:.2f}, {overheads[-1]:.2f}]"
         print(f"{name:>12} {count:>5} {wall:>8.2f} {pipeline:>11.2f} {wall - pipeline:>11.2f}   rounds {spread}")
     if floors:
-        floor = statistics.median(floors)
-        print(
-            f"floor: one ssh + docker run --rm of the case's image with its Python imports {floor:.2f} s "
-            f"(median of {len(floors)}, rounds [{min(floors):.2f}, {max(floors):.2f}])"
-        )
+        for part, values in floors.items():
+            print(
+                f"{part} {statistics.median(values):.2f} s "
+                f"(median of {len(values)}, rounds [{min(values):.2f}, {max(values):.2f}])"
+            )
+        floor = statistics.median(floors[FLOOR])
         for (name, count), samples in rows.items():
             if count == 1:
                 overhead = statistics.median(w for w, _ in samples) - statistics.median(p for _, p in samples)

@@ -213,13 +213,14 @@ def test_the_overhead_bench_reports_wall_less_pipeline_for_each_tree(capsys):
 
 
 def test_the_overhead_bench_reports_each_tree_less_the_floor(capsys):
-    from bench.orchestration_overhead import report
+    from bench.orchestration_overhead import FLOOR, FLOOR_PARTS, report
 
     rows = {("this tree", 1): [(8.0, 6.0), (7.5, 6.0), (9.0, 6.5)], ("abc", 1): [(9.0, 6.0), (9.5, 6.5), (8.5, 6.0)]}
-    report(rows, 3, [1.2, 1.0, 1.4])
+    report(rows, 3, {FLOOR: [1.2, 1.0, 1.4], FLOOR_PARTS[0]: [0.5, 0.4, 0.45]})
     printed = capsys.readouterr().out
-    # The floor's median 1.2 s: 2.00 - 1.2 and 3.00 - 1.2.
+    # The floor's median 1.2 s: 2.00 - 1.2 and 3.00 - 1.2; a part is printed, never subtracted.
     assert "Python imports 1.20 s (median of 3, rounds [1.00, 1.40])" in printed
+    assert "part: ssh HOST true 0.45 s (median of 3, rounds [0.40, 0.50])" in printed
     assert "this tree: 1-host overhead less the floor 0.80 s" in printed
     assert "abc: 1-host overhead less the floor 1.80 s" in printed
 
